@@ -1,0 +1,55 @@
+"""``connect_stdio()``: a ``ServerConnection`` to a child process over stdio."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+
+from mcpl_host.connection import ServerConnection
+from mcpl_host.handlers import HostHandlers
+from mcpl_host.limits import Limits
+from mcpl_host.logging import Redactor, get_logger
+from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.transports.stdio import StdioParameters, StdioTransport
+
+__all__ = ["connect_stdio"]
+
+
+def connect_stdio(
+    command: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    inherit_env: bool = False,
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    policy: GrantPolicy | None = None,
+    limits: Limits | None = None,
+    secrets: Iterable[str] = (),
+    stderr_log_level: str = "debug",
+) -> ServerConnection:
+    """A connection that spawns ``command args`` and speaks MCP/MCPL over its stdio.
+
+    Nothing starts until the connection is entered (``async with``). ``env`` is added to a
+    minimal environment (``inherit_env=True``: to the whole environment); its values, and
+    ``secrets``, are redacted from every log line and error about this server (ENVELOPE.md L2).
+    ``policy`` defaults to granting nothing (MCPL §5.4). See ``ServerConnection`` for errors.
+    """
+    limits = limits or Limits()
+    redactor = Redactor([*(env or {}).values(), *secrets])
+    parameters = StdioParameters(
+        command=command, args=tuple(args), env=dict(env) if env else None, cwd=cwd,
+        inherit_env=inherit_env,
+    )
+    server_name = name or os.path.basename(command)
+    logger = get_logger("mcpl_host.stdio", server=server_name)
+
+    def factory() -> StdioTransport:
+        return StdioTransport(parameters, limits=limits, redactor=redactor, logger=logger,
+                              stderr_log_level=stderr_log_level)
+
+    return ServerConnection(
+        factory, name=server_name, handlers=handlers, policy=policy, limits=limits,
+        redactor=redactor,
+    )

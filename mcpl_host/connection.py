@@ -1,0 +1,503 @@
+"""``ServerConnection``: the I/O shell around ``Session`` for one server.
+
+Rules of this module (DESIGN.md "the one path every byte takes"; ENVELOPE.md C-E):
+
+- One reader task and one writer task per transport. The reader feeds each line to the
+  session and acts on its events synchronously, so ``ping`` answers and the
+  ``notifications/initialized`` that follows the ``initialize`` answer go out in read order.
+  The writer joins everything queued into a single write.
+- A pending request is a small ``_Slot`` (an ``anyio.Event`` plus the outcome); the caller
+  waits on it under its own timeout. Nothing is spawned per host request.
+- Each inbound request runs in its own task in the connection's task group, at most
+  ``limits.max_concurrent_inbound`` at once (more are answered ``-32603`` at once, so the read
+  loop never waits). Its answer goes only to the transport (epoch) it was read on (T1).
+- Admission of gated inbound methods happens in one place, ``_dispatch`` via ``admit()``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import anyio
+
+from mcpl_host.connection_io import Link, Slot, response_outcome
+from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.handshake import (
+    SERVED_MCPL_VERSIONS,
+    ServerInfo,
+    initialize_params,
+    read_initialize_result,
+)
+from mcpl_host.jsonrpc.errors import (
+    ConnectionClosed,
+    ConnectionLost,
+    ErrorCode,
+    HandlerError,
+    InitializeError,
+    LocalProtocolError,
+    RemoteError,
+    RequestTimeout,
+)
+from mcpl_host.jsonrpc.framing import LineTooLong
+from mcpl_host.jsonrpc.session import (
+    DroppedLine,
+    InvalidRequestReceived,
+    NotificationReceived,
+    OrphanResponse,
+    PendingRequest,
+    RequestReceived,
+    ResponseSettled,
+    Session,
+    UnmatchedError,
+)
+from mcpl_host.limits import Limits
+from mcpl_host.mcp_methods import MCPMethods
+from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
+from mcpl_host.mcpl.admission import admit
+from mcpl_host.mcpl.grants import Grant, GrantPolicy, expand_advertisement
+from mcpl_host.mcpl.policy import PolicyOutcome, read_receipt
+from mcpl_host.transports.base import Transport
+
+__all__ = ["MCPLState", "ProgressCallback", "ServerConnection"]
+
+CLIENT_NAME = "mcpl-host"
+ProgressCallback = Callable[[dict[str, Any]], None]
+_USE_DEFAULT: Any = object()
+_MCP_LOG_LEVELS = {
+    "debug": "debug", "info": "info", "notice": "info", "warning": "warning",
+    "error": "error", "critical": "critical", "alert": "critical", "emergency": "critical",
+}
+
+
+class MCPLState(Enum):
+    """Where the MCPL layer of a connection stands (MCPL §5.3, §6.7)."""
+
+    #: Plain MCP server (no ``experimental.mcpl``): no MCPL traffic at all (MCPL §3.3).
+    NONE = "none"
+    #: ``featureSets/update`` sent, receipt not yet in: privileged methods refused (D3).
+    PENDING = "pending"
+    #: Receipt in: the grant is in force.
+    READY = "ready"
+    #: The policy exchange failed or was refused: tools, resources, prompts only (§6.7).
+    MCP_ONLY = "mcp-only"
+
+
+class ServerConnection(MCPMethods):
+    """A connection to one server: handshake, routing, pending requests, grant.
+
+    Use as an async context manager: entering opens the transport, runs the handshake
+    (``initialize``, ``notifications/initialized``) and, for an MCPL server, the initial
+    ``featureSets/update`` exchange; exiting closes everything. Build one with
+    ``mcpl_host.connect_stdio()`` or pass a ``transport_factory`` (a callable returning an
+    async context manager that yields a ``Transport``).
+
+    Raises on entry: ``InitializeError`` (refused, unsupported version, exited or closed
+    before answering, no answer within ``limits.handshake_timeout_seconds``).
+    """
+
+    def __init__(
+        self,
+        transport_factory: Callable[[], AbstractAsyncContextManager[Transport]],
+        *,
+        name: str = "server",
+        handlers: HostHandlers | None = None,
+        policy: GrantPolicy | None = None,
+        limits: Limits | None = None,
+        redactor: Redactor | None = None,
+        client_version: str = "0.1.0",
+    ) -> None:
+        self.name = name
+        self.handlers = handlers or HostHandlers()
+        self.policy = policy or GrantPolicy()
+        self.limits = limits or Limits()
+        self.redactor = redactor or Redactor()
+        self._transport_factory = transport_factory
+        self._client_version = client_version
+        self._session = Session(max_pending=self.limits.max_pending_requests)
+        self._log = get_logger("mcpl_host.connection", server=name)
+        self._stack: AsyncExitStack | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._link: Link | None = None
+        self._epochs = itertools.count(1)
+        self._lost: BaseException | None = None
+        self._closed = False
+        self._inbound: dict[tuple[int, Any], anyio.CancelScope] = {}
+        self._inbound_running = 0
+        self._progress: dict[str, ProgressCallback] = {}
+        self._progress_tokens = itertools.count(1)
+        self._dropped = LogBudget(self.limits.dropped_lines_logged)
+        self._unmatched = LogBudget(self.limits.unmatched_errors_logged)
+        self._invalid = LogBudget(self.limits.invalid_requests_logged)
+        self.server_info: ServerInfo | None = None
+        self.mcpl_state = MCPLState.NONE
+        self.proposed_grant: Grant | None = None
+        self.grant: Grant | None = None  # in force; None until the receipt (D3)
+        self.policy_outcome: PolicyOutcome | None = None
+
+    def __repr__(self) -> str:
+        epoch = self._link.epoch if self._link else 0
+        return (
+            f"<ServerConnection {self.name!r} {self._session.phase.name} "
+            f"mcpl={self.mcpl_state.value} epoch={epoch} pending={self._session.pending_count}>"
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ServerConnection:
+        if self._stack is not None:
+            raise LocalProtocolError("a ServerConnection can be opened only once")
+        self._stack = AsyncExitStack()
+        try:
+            self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+            try:
+                transport = await self._stack.enter_async_context(self._transport_factory())
+            except ConnectionLost as exc:
+                raise InitializeError(
+                    f"could not start the server: {exc}", exit_status=exc.exit_status,
+                    stderr_tail=exc.stderr_tail,
+                ) from None
+            self._start_link(transport)
+            await self._handshake()
+        except BaseException:
+            await self.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection: fail pending requests (``ConnectionClosed``), let queued
+        answers go out, close the transport (for stdio: stdin, grace, SIGTERM, SIGKILL,
+        reap), and stop every task. Idempotent; bounded by the transport's grace periods.
+
+        Cancellation: shielded; the transport is always closed and the process reaped.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            for pending in self._session.close():
+                pending.slot.fail(ConnectionClosed(f"connection to {self.name!r} was closed"))
+            if self._link is not None and not self._link.closed:
+                with anyio.move_on_after(self.limits.close_grace_seconds):
+                    await self._link.drained()
+            if self._tg is not None:
+                self._tg.cancel_scope.cancel()
+            if self._stack is not None:
+                await self._stack.aclose()
+
+    # --- host -> server --------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: float | None = _USE_DEFAULT,
+        progress: ProgressCallback | None = None,
+    ) -> Any:
+        """Send a request and return its ``result`` (JSON-RPC 2.0 §4).
+
+        Args:
+            method, params: the request; ``params`` a dict, a list or None.
+            timeout: seconds; default ``limits.request_timeout_seconds``; None waits forever.
+            progress: called (from the read loop; must not block) with the params of each
+                ``notifications/progress`` for this request; adds ``_meta.progressToken``.
+
+        Raises:
+            RemoteError: the server answered with an error object.
+            RequestTimeout: no answer in time; ``notifications/cancelled`` was sent.
+            ConnectionLost / ConnectionClosed: the transport went away / we closed.
+            LocalProtocolError: called before the handshake, or too many requests in flight.
+
+        Cancellation: the pending entry is dropped, ``notifications/cancelled`` is sent (never
+        for ``initialize``) and a late answer is treated as an orphan.
+        """
+        link = self._require_link()
+        if timeout is _USE_DEFAULT:
+            timeout = self.limits.request_timeout_seconds
+        token = None
+        if progress is not None:
+            token = f"{self.name}-{next(self._progress_tokens)}"
+            params = dict(params or {})
+            meta = params.get("_meta")
+            params["_meta"] = {**(meta if isinstance(meta, dict) else {}), "progressToken": token}
+            self._progress[token] = progress
+        slot = Slot()
+        pending, data = self._session.start_request(method, params, epoch=link.epoch, slot=slot)
+        link.send(data)
+        try:
+            with anyio.fail_after(math.inf if timeout is None else timeout):
+                await slot.event.wait()
+        except TimeoutError:
+            if not slot.event.is_set():
+                self._abandon(pending, link, "timeout")
+                raise RequestTimeout(method, timeout) from None
+        except BaseException:
+            if not slot.event.is_set():
+                self._abandon(pending, link, "cancelled")
+            raise
+        finally:
+            if token is not None:
+                self._progress.pop(token, None)
+        return slot.outcome()
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (no answer). Raises ``ConnectionLost``/``ConnectionClosed``."""
+        self._require_link().send(self._session.notification(method, params))
+
+    async def ping(self, *, timeout: float | None = _USE_DEFAULT) -> None:
+        """MCP ``ping``; returns when the server answers. Raises as ``request()``."""
+        await self.request("ping", timeout=timeout)
+
+    def _abandon(self, pending: PendingRequest, link: Link, reason: str) -> None:
+        if self._session.forget(pending.id) is None:
+            return
+        if pending.method != "initialize" and not link.closed:  # MCP: never cancel initialize
+            link.send(self._session.notification(
+                "notifications/cancelled", {"requestId": pending.id, "reason": reason}))
+
+    def _require_link(self) -> Link:
+        if self._closed:
+            raise ConnectionClosed(f"connection to {self.name!r} is closed")
+        link = self._link
+        if link is None or link.closed:
+            lost = self._lost
+            if isinstance(lost, ConnectionLost):
+                raise ConnectionLost(str(lost), exit_status=lost.exit_status, stderr_tail=lost.stderr_tail)
+            raise ConnectionLost(f"connection to {self.name!r} is not open")
+        return link
+
+    # --- handshake and policy ----------------------------------------------------------------
+
+    async def _handshake(self) -> None:
+        timeout = self.limits.handshake_timeout_seconds
+        try:
+            await self.request(
+                "initialize", initialize_params(CLIENT_NAME, self._client_version), timeout=timeout
+            )
+        except RemoteError as exc:  # H2 included: an id-less error answers initialize
+            raise InitializeError(
+                f"the server refused initialize: {exc.message}", code=exc.code, data=exc.data,
+                stderr_tail=self.stderr_tail,
+            ) from None
+        except RequestTimeout:
+            raise InitializeError(
+                f"the server did not answer initialize within {timeout:g} seconds",
+                stderr_tail=self.stderr_tail,
+            ) from None
+        except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
+            raise InitializeError(
+                f"the server went away before answering initialize ({exc})",
+                exit_status=exc.exit_status, stderr_tail=exc.stderr_tail or self.stderr_tail,
+            ) from None
+        info = self.server_info
+        assert info is not None  # set by _on_initialize_answer before the slot settled
+        if info.mcpl is not None:
+            await self._initial_policy(info)
+
+    def _on_initialize_answer(self, pending: PendingRequest, response: Any, link: Link) -> None:
+        """Runs in the read loop, before the next line is read: H6's ordering lives here."""
+        if response.has_error:
+            pending.slot.settle(response)
+            return
+        try:
+            self.server_info = read_initialize_result(response.result)
+        except InitializeError as exc:
+            pending.slot.fail(exc)
+            return
+        self._session.initialize_completed()
+        # Strictly the first message after the answer: real servers expect it (H6).
+        link.send(self._session.notification("notifications/initialized"))
+        pending.slot.settle(response)
+
+    async def _initial_policy(self, info: ServerInfo) -> None:
+        """MCPL §5.3: the initial ``featureSets/update`` request and its receipt (H6)."""
+        assert info.mcpl is not None
+        if info.mcpl_version not in SERVED_MCPL_VERSIONS:
+            self._log.warning("MCPL version not known; serving best-effort",
+                              version=ServerValue(info.mcpl.get("version"), self.redactor))
+        advertised = expand_advertisement(info.mcpl, tools="tools" in info.capabilities)
+        proposed = self.policy.compute(advertised)
+        self.proposed_grant = proposed
+        self.mcpl_state = MCPLState.PENDING
+        try:
+            receipt = await self.request("featureSets/update", proposed.policy_params())
+        except (RemoteError, RequestTimeout) as exc:
+            # PROTOCOL.md §2.1 step 9: no receipt, no MCPL; the connection stays MCP-only.
+            self.mcpl_state = MCPLState.MCP_ONLY
+            self._log.warning("initial policy request failed; the connection is MCP-only",
+                              error=ServerValue(str(exc), self.redactor))
+            return
+        outcome = read_receipt(receipt)
+        self.policy_outcome = outcome
+        for defect in outcome.defects:
+            self._log.warning("policy receipt defect", defect=defect)
+        if outcome.accepted:
+            self.grant = proposed  # the receipt never widens the grant (MCPL §6.7)
+            self.mcpl_state = MCPLState.READY
+        else:
+            self.mcpl_state = MCPLState.MCP_ONLY
+            self._log.warning("server refused the policy; the connection is MCP-only",
+                              fallback=outcome.fallback,
+                              reason=ServerValue(outcome.reason, self.redactor))
+
+    # --- transport tasks ---------------------------------------------------------------------
+
+    def _start_link(self, transport: Transport) -> None:
+        assert self._tg is not None
+        link = Link(transport, next(self._epochs))
+        self._link = link
+        self._tg.start_soon(self._read_loop, link)
+        self._tg.start_soon(link.write_loop, self._link_lost)
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The server's last stderr lines, escaped and redacted (ENVELOPE.md H5)."""
+        return list(self._link.transport.stderr_tail) if self._link else []
+
+    async def _read_loop(self, link: Link) -> None:
+        session, epoch = self._session, link.epoch
+        try:
+            while True:
+                item = await link.transport.receive()
+                if isinstance(item, LineTooLong):
+                    self._log_dropped(f"line over {item.max_line_bytes} bytes", b"")
+                    continue
+                for event in session.receive_line(item, epoch):
+                    self._on_event(event, link)
+        except (ConnectionLost, ConnectionClosed) as exc:
+            self._link_lost(link, exc)
+
+    def _link_lost(self, link: Link, exc: BaseException) -> None:
+        if link.closed:
+            return
+        link.close()
+        self._lost = exc
+        if not self._closed:
+            self._log.info("transport closed", reason=ServerValue(str(exc), self.redactor))
+        failure = exc if isinstance(exc, (ConnectionLost, ConnectionClosed)) else ConnectionLost(str(exc))
+        for pending in self._session.transport_closed(link.epoch):  # T3: fail at once
+            pending.slot.fail(failure)
+        for (epoch, _id), scope in list(self._inbound.items()):
+            if epoch == link.epoch:
+                scope.cancel()
+
+    # --- server -> host ----------------------------------------------------------------------
+
+    def _on_event(self, event: Any, link: Link) -> None:
+        if isinstance(event, ResponseSettled):
+            if event.pending.method == "initialize":
+                self._on_initialize_answer(event.pending, event.response, link)
+            else:
+                event.pending.slot.settle(event.response)
+        elif isinstance(event, RequestReceived):
+            self._dispatch(event, link)
+        elif isinstance(event, NotificationReceived):
+            self._on_notification(event.notification.method, event.notification.params)
+        elif isinstance(event, InvalidRequestReceived):
+            if event.answer is not None:
+                link.send(event.answer)  # A1: once, on the same transport
+            self._log_budgeted(self._invalid, "invalid request from the server",
+                               method=ServerValue(event.invalid.method, self.redactor),
+                               problem=event.invalid.message)
+        elif isinstance(event, OrphanResponse):
+            self._log.debug("late answer to a forgotten request",
+                            id=ServerValue(event.response.id, self.redactor))
+            self.handlers.on_orphan_response(self.name, event.response)
+        elif isinstance(event, UnmatchedError):
+            self._log_budgeted(self._unmatched, "error response naming no request of ours",
+                               error=ServerValue(event.response.error, self.redactor))
+        elif isinstance(event, DroppedLine):
+            self._log_dropped(event.kind, event.line)
+
+    def _dispatch(self, event: RequestReceived, link: Link) -> None:
+        request = event.request
+        if link.closed or link is not self._link:  # T2: read after its transport closed
+            self._log.info("not answering request", id=ServerValue(request.id, self.redactor),
+                           method=ServerValue(request.method, self.redactor))
+            return
+        if request.method == "ping":  # answered in every state (checklist A 18)
+            link.send(self._session.answer(request.id, result={}))
+            return
+        denial = admit(request.method, request.params, self.grant)
+        if denial is None and request.method in ("push/event",) and not isinstance(request.params, dict):
+            denial = HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object")
+        if denial is None and self._inbound_running >= self.limits.max_concurrent_inbound:
+            denial = HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error: host busy")
+        if denial is not None:
+            link.send(self._session.answer(request.id, error=denial.to_error()))
+            return
+        assert self._tg is not None
+        self._inbound_running += 1
+        self._tg.start_soon(self._serve, request, link)
+
+    async def _serve(self, request: Any, link: Link) -> None:
+        context = RequestContext(self.name, request.id, request.method, link.epoch)
+        key = (link.epoch, request.id)
+        scope = anyio.CancelScope()
+        if request.id is not None:
+            self._inbound[key] = scope
+        answer: bytes | None = None
+        try:
+            with scope:
+                try:
+                    if request.method == "push/event":
+                        result = await self.handlers.push_event(context, request.params)
+                    else:
+                        result = await self.handlers.request(context, request.params)
+                    answer = self._session.answer(request.id, result=result)
+                except HandlerError as exc:
+                    answer = self._session.answer(request.id, error=exc.to_error())
+                except Exception:  # R3: -32603 with no exception text on the wire
+                    self._log.exception("handler failed", method=ServerValue(request.method))
+                    answer = self._session.answer(request.id, error={
+                        "code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"})
+        finally:
+            self._inbound_running -= 1
+            if self._inbound.get(key) is scope:
+                del self._inbound[key]
+        if answer is None:
+            return  # cancelled by the server (notifications/cancelled) or by closing
+        if link.closed:  # T1: never on another transport
+            self._log.info("not answering request", id=ServerValue(request.id, self.redactor),
+                           method=ServerValue(request.method, self.redactor))
+            return
+        link.send(answer)
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method == "notifications/progress" and isinstance(params, dict):
+            token = params.get("progressToken")
+            callback = self._progress.get(token) if isinstance(token, str) else None
+            if callback is not None:
+                callback(params)
+        elif method == "notifications/cancelled" and isinstance(params, dict):
+            link = self._link
+            scope = self._inbound.get((link.epoch if link else 0, params.get("requestId")))
+            if scope is not None:
+                scope.cancel()  # MCP: stop work and do not reply
+        elif method == "notifications/message" and isinstance(params, dict):
+            level = params.get("level")
+            log_method = _MCP_LOG_LEVELS.get(level if isinstance(level, str) else "", "info")
+            getattr(self._log, log_method)("server log message",
+                                           logger=ServerValue(params.get("logger"), self.redactor),
+                                           data=ServerValue(params.get("data"), self.redactor))
+        self.handlers.on_notification(self.name, method, params)
+
+    def _log_dropped(self, kind: str, line: bytes) -> None:
+        self._log_budgeted(self._dropped, "dropped a line from the server", kind=kind,
+                           line=ServerValue(line, self.redactor))
+
+    def _log_budgeted(self, budget: LogBudget, message: str, **fields: Any) -> None:
+        verdict = budget.take()
+        if verdict == "log":
+            self._log.warning(message, **fields)
+        elif verdict == "last":
+            self._log.warning(f"{message}: more of these go unlogged on this connection")

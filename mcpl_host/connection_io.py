@@ -1,0 +1,117 @@
+"""Small I/O records of a connection: the per-transport ``Link`` and the pending ``Slot``.
+
+A ``Link`` is one transport with its epoch and its outbox: ``send()`` queues whole lines
+without waiting, and one writer task joins everything queued into a single write (DESIGN.md
+"the hot path"). A ``Slot`` is a pending request's waiter: an ``anyio.Event`` plus the outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from mcpl_host.jsonrpc.envelope import Response
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, RemoteError, RemoteProtocolError
+from mcpl_host.transports.base import Transport
+
+__all__ = ["Link", "Slot", "response_outcome"]
+
+
+def response_outcome(response: Response) -> Any:
+    """The ``result`` of a response, or raise its error (JSON-RPC 2.0 §5).
+
+    Raises:
+        RemoteError: the response carries a well-formed error object.
+        RemoteProtocolError: the error member is not an object with an integer ``code``.
+    """
+    if not response.has_error:
+        return response.result
+    error = response.error
+    if isinstance(error, dict):
+        code = error.get("code")
+        if isinstance(code, int) and not isinstance(code, bool):
+            message = error.get("message")
+            return_message = message if isinstance(message, str) else ""
+            raise RemoteError(code, return_message, error.get("data"))
+    raise RemoteProtocolError("the server answered with a malformed error object")
+
+
+class Slot:
+    """The waiter of one pending request: settled once with a response, or failed."""
+
+    __slots__ = ("_error", "_response", "event")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self._response: Response | None = None
+        self._error: BaseException | None = None
+
+    def settle(self, response: Response) -> None:
+        if not self.event.is_set():
+            self._response = response
+            self.event.set()
+
+    def fail(self, error: BaseException) -> None:
+        if not self.event.is_set():
+            self._error = error
+            self.event.set()
+
+    def outcome(self) -> Any:
+        """The result; raises the failure or the server's error."""
+        if self._error is not None:
+            raise self._error
+        assert self._response is not None
+        return response_outcome(self._response)
+
+
+class Link:
+    """One transport of a connection, with its epoch (ENVELOPE.md T1) and its outbox."""
+
+    __slots__ = ("_drained", "_outbox", "_ready", "closed", "epoch", "transport")
+
+    def __init__(self, transport: Transport, epoch: int) -> None:
+        self.transport = transport
+        self.epoch = epoch
+        self.closed = False
+        self._outbox: list[bytes] = []
+        self._ready = anyio.Event()
+        self._drained = anyio.Event()
+        self._drained.set()
+
+    def send(self, data: bytes) -> None:
+        """Queue whole lines for the writer; a closed link drops them (T1)."""
+        if self.closed:
+            return
+        self._outbox.append(data)
+        if self._drained.is_set():
+            self._drained = anyio.Event()
+        self._ready.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._outbox.clear()
+        self._ready.set()
+        self._drained.set()
+
+    async def drained(self) -> None:
+        """Wait until everything queued so far has been written (or the link closed)."""
+        await self._drained.wait()
+
+    async def write_loop(self, on_lost: Callable[[Link, BaseException], None]) -> None:
+        """The writer task: join what is queued, write it, repeat until closed."""
+        while not self.closed:
+            await self._ready.wait()
+            self._ready = anyio.Event()
+            if not self._outbox:
+                continue
+            data = b"".join(self._outbox)
+            self._outbox.clear()
+            try:
+                await self.transport.send(data)
+            except (ConnectionLost, ConnectionClosed) as exc:
+                on_lost(self, exc)
+                return
+            if not self._outbox:
+                self._drained.set()

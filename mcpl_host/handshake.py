@@ -1,0 +1,113 @@
+"""The ``initialize`` exchange: what we send, and how we read the answer (MCP lifecycle,
+MCPL §5.2, ENVELOPE.md D, D4, D5).
+
+Pure functions and values; the connection does the I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpl_host.jsonrpc.errors import InitializeError
+
+__all__ = [
+    "HOST_MCPL_ADVERTISEMENT",
+    "LATEST_PROTOCOL_VERSION",
+    "MCPL_VERSION",
+    "SERVED_MCPL_VERSIONS",
+    "SUPPORTED_PROTOCOL_VERSIONS",
+    "ServerInfo",
+    "initialize_params",
+    "read_initialize_result",
+]
+
+#: MCP protocol versions this host implements, newest first (ENVELOPE.md D4).
+SUPPORTED_PROTOCOL_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+#: The version we ask for.
+LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[0]
+#: The MCPL version we advertise (ENVELOPE.md D5).
+MCPL_VERSION = "0.5"
+#: MCPL versions served without a warning; real servers still say 0.4 (D5).
+SERVED_MCPL_VERSIONS = frozenset({"0.4", "0.5"})
+
+#: What this host implements, in the server-mirroring shape (MCPL §5.2; checklist C 27).
+#: Only features that are built are listed: advertise accurately (RFC-002 §9.7).
+HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
+    "version": MCPL_VERSION,
+    "pushEvents": True,
+    "featureSets": True,
+}
+
+
+def initialize_params(client_name: str, client_version: str) -> dict[str, Any]:
+    """Params of our ``initialize`` request (MCP lifecycle; MCPL §5.2)."""
+    return {
+        "protocolVersion": LATEST_PROTOCOL_VERSION,
+        "capabilities": {"experimental": {"mcpl": dict(HOST_MCPL_ADVERTISEMENT)}},
+        "clientInfo": {"name": client_name, "version": client_version},
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """What the server said about itself in its ``initialize`` result.
+
+    ``name``/``version`` from ``serverInfo`` (empty strings when missing), the agreed
+    ``protocol_version``, the raw ``capabilities`` object, ``instructions`` (or None), and
+    ``mcpl``: the ``experimental.mcpl`` object kept verbatim as the manifest in force
+    (MCPL §17.1), or None for a plain MCP server.
+    """
+
+    name: str
+    version: str
+    protocol_version: str
+    capabilities: dict[str, Any] = field(default_factory=dict)
+    instructions: str | None = None
+    mcpl: dict[str, Any] | None = None
+
+    @property
+    def is_mcpl(self) -> bool:
+        return self.mcpl is not None
+
+    @property
+    def mcpl_version(self) -> str | None:
+        if self.mcpl is None:
+            return None
+        version = self.mcpl.get("version")
+        return version if isinstance(version, str) else None
+
+
+def read_initialize_result(result: Any) -> ServerInfo:
+    """Validate an ``initialize`` result and read it into a ``ServerInfo``.
+
+    Raises:
+        InitializeError: the result is not an object, names no protocol version, or names
+            one we do not implement (ENVELOPE.md D4; the message names what was received).
+    """
+    if not isinstance(result, dict):
+        raise InitializeError("the server's initialize result is not a JSON object")
+    version = result.get("protocolVersion")
+    if not isinstance(version, str):
+        raise InitializeError("the server's initialize result names no protocolVersion")
+    if version not in SUPPORTED_PROTOCOL_VERSIONS:
+        shown = version if len(version) <= 40 else version[:40] + "…"
+        raise InitializeError(
+            f"the server answered with protocol version {shown!r}, which this host does not"
+            f" implement (supported: {', '.join(SUPPORTED_PROTOCOL_VERSIONS)})"
+        )
+    capabilities = result.get("capabilities")
+    capabilities = capabilities if isinstance(capabilities, dict) else {}
+    info = result.get("serverInfo")
+    info = info if isinstance(info, dict) else {}
+    experimental = capabilities.get("experimental")
+    mcpl = experimental.get("mcpl") if isinstance(experimental, dict) else None
+    instructions = result.get("instructions")
+    return ServerInfo(
+        name=info.get("name") if isinstance(info.get("name"), str) else "",
+        version=info.get("version") if isinstance(info.get("version"), str) else "",
+        protocol_version=version,
+        capabilities=capabilities,
+        instructions=instructions if isinstance(instructions, str) else None,
+        mcpl=mcpl if isinstance(mcpl, dict) else None,
+    )

@@ -1,0 +1,163 @@
+"""Error codes and exception types.
+
+Rules of this module:
+
+- Codes are ``IntEnum`` members named after the spec that defines them (JSON-RPC 2.0 §5.1,
+  MCPL Appendix A). A code is read in the context of the method that produced it: MCP's
+  ``resources/read`` uses ``-32002`` for "Resource not found", MCPL uses it for "Capability
+  denied" (PROTOCOL.md §1.4).
+- Exceptions say whose fault it was. ``LocalProtocolError``: our caller misused the API.
+  ``RemoteProtocolError``: the server broke the protocol. ``RemoteError`` is an *answer*
+  (the server replied with a JSON-RPC error object), not a fault. ``ConnectionClosed``: we
+  closed it. ``ConnectionLost``: the server went away (exit, EOF, broken pipe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import IntEnum
+from typing import Any
+
+
+class ErrorCode(IntEnum):
+    """JSON-RPC 2.0 §5.1 codes and MCPL Appendix A codes."""
+
+    #: JSON-RPC 2.0 §5.1: invalid JSON was received.
+    PARSE_ERROR = -32700
+    #: JSON-RPC 2.0 §5.1: the JSON sent is not a valid Request object.
+    INVALID_REQUEST = -32600
+    #: JSON-RPC 2.0 §5.1: the method does not exist or is not available.
+    METHOD_NOT_FOUND = -32601
+    #: JSON-RPC 2.0 §5.1: invalid method parameters.
+    INVALID_PARAMS = -32602
+    #: JSON-RPC 2.0 §5.1: internal JSON-RPC error.
+    INTERNAL_ERROR = -32603
+    #: MCPL Appendix A: a message tagged with a declared feature set that is disabled.
+    FEATURE_SET_NOT_ENABLED = -32001
+    #: MCPL Appendix A: the method or contribution needs a path missing from the grant.
+    CAPABILITY_DENIED = -32002
+    #: MCPL Appendix A: ``featureSet`` names nothing the server declared.
+    UNKNOWN_FEATURE_SET = -32003
+
+
+class MCPLHostError(Exception):
+    """Base class of every exception this library raises on purpose."""
+
+
+class ProtocolError(MCPLHostError):
+    """A protocol rule was broken. Abstract: raise a subclass."""
+
+    def __init__(self, message: str) -> None:
+        if type(self) is ProtocolError:
+            raise TypeError("raise LocalProtocolError or RemoteProtocolError, not ProtocolError")
+        super().__init__(message)
+
+
+class LocalProtocolError(ProtocolError):
+    """Our caller misused the API (a request before the handshake, a second answer)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The server broke the protocol (for example an unsupported protocol version)."""
+
+
+class RemoteError(MCPLHostError):
+    """The server answered a request with a JSON-RPC error object (JSON-RPC 2.0 §5.1).
+
+    Attributes: ``code`` (int), ``message`` (str), ``data`` (any JSON value or None).
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"server error {code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+class ConnectionClosed(MCPLHostError):
+    """The connection was closed by this host; no further requests can be made."""
+
+
+class ConnectionLost(MCPLHostError):
+    """The server went away: its process exited, its stdout ended, or a write failed.
+
+    Attributes: ``exit_status`` (int or None; negative for a signal, as in
+    ``subprocess``), ``stderr_tail`` (the server's last stderr lines, redacted).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        exit_status: int | None = None,
+        stderr_tail: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+        self.stderr_tail = list(stderr_tail)
+
+
+class RequestTimeout(MCPLHostError, TimeoutError):
+    """A request got no answer within its timeout (seconds).
+
+    ``notifications/cancelled`` was sent for it (never for ``initialize``) and a late answer
+    is dropped as an orphan (ENVELOPE.md R5).
+    """
+
+    def __init__(self, method: str, timeout: float) -> None:
+        super().__init__(f"{method!r} got no answer within {timeout:g} seconds")
+        self.method = method
+        self.timeout = timeout
+
+
+class InitializeError(MCPLHostError):
+    """The handshake failed (ENVELOPE.md D, PROTOCOL.md §2.1).
+
+    Raised when the server answers ``initialize`` with an error (``code``, ``message`` and
+    ``data`` set from it), names a protocol version we do not implement, exits or closes
+    before answering (``exit_status`` and ``stderr_tail`` set), or does not answer in time.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | None = None,
+        data: Any = None,
+        exit_status: int | None = None,
+        stderr_tail: Sequence[str] = (),
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.data = data
+        self.exit_status = exit_status
+        self.stderr_tail = list(stderr_tail)
+
+
+class HandlerError(MCPLHostError):
+    """Raise from a handler to answer the server's request with this JSON-RPC error.
+
+    ``code`` (int), ``message`` (str) and ``data`` (JSON value or None) go on the wire as
+    given (JSON-RPC 2.0 §5.1). Any other exception from a handler is answered with
+    ``-32603 Internal error`` and no exception text (ENVELOPE.md R3).
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = int(code)
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class MethodNotFound(HandlerError):
+    """Raise from a handler for a method it does not serve (``-32601``, JSON-RPC 2.0 §5.1)."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {method}")

@@ -1,0 +1,55 @@
+"""Every bound the host applies, with its default, in one place.
+
+A ``Limits`` value is passed to a connection (and its transport); each server may override
+any field. Units are in the field names: ``_bytes``, ``_seconds``, counts otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Longest line (stdio) or message (WebSocket) accepted from a server, in bytes. Large
+#: enough for tool results carrying base64 images or files.
+DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+#: Host requests in flight at once on one connection; one more raises LocalProtocolError.
+DEFAULT_MAX_PENDING_REQUESTS = 4096
+#: Inbound server requests handled at once; further ones wait their turn (read loop goes on).
+DEFAULT_MAX_CONCURRENT_INBOUND = 64
+#: Dropped (non-JSON / non-object) lines logged per connection before one "more go unlogged"
+#: line (ENVELOPE.md R6).
+DEFAULT_DROPPED_LINES_LOGGED = 3
+#: Unmatched JSON-RPC error responses logged per connection before going quiet (R5, L3).
+DEFAULT_UNMATCHED_ERRORS_LOGGED = 10
+#: Invalid requests logged per connection before going quiet (A4, L3); each is still answered.
+DEFAULT_INVALID_REQUESTS_LOGGED = 10
+#: Server stderr lines kept to explain a failure (ENVELOPE.md H5).
+DEFAULT_STDERR_TAIL_LINES = 50
+#: Characters (UTF-16 code units) of one server value in a log line (ENVELOPE.md L1).
+DEFAULT_LOG_VALUE_MAX_UNITS = 256
+#: Seconds to wait for the initialize answer.
+DEFAULT_HANDSHAKE_TIMEOUT_SECONDS = 30.0
+#: Seconds a host request waits for its answer unless the call says otherwise.
+DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
+#: Seconds to wait for exit after closing the child's stdin, then after SIGTERM.
+DEFAULT_CLOSE_GRACE_SECONDS = 2.0
+DEFAULT_TERMINATE_GRACE_SECONDS = 2.0
+#: Pages followed for one paginated list call (tools/list and friends) before stopping.
+DEFAULT_MAX_LIST_PAGES = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-connection bounds. Every field has a module-level ``DEFAULT_*`` constant."""
+
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS
+    max_concurrent_inbound: int = DEFAULT_MAX_CONCURRENT_INBOUND
+    dropped_lines_logged: int = DEFAULT_DROPPED_LINES_LOGGED
+    unmatched_errors_logged: int = DEFAULT_UNMATCHED_ERRORS_LOGGED
+    invalid_requests_logged: int = DEFAULT_INVALID_REQUESTS_LOGGED
+    stderr_tail_lines: int = DEFAULT_STDERR_TAIL_LINES
+    handshake_timeout_seconds: float = DEFAULT_HANDSHAKE_TIMEOUT_SECONDS
+    request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+    close_grace_seconds: float = DEFAULT_CLOSE_GRACE_SECONDS
+    terminate_grace_seconds: float = DEFAULT_TERMINATE_GRACE_SECONDS
+    max_list_pages: int = DEFAULT_MAX_LIST_PAGES

@@ -1,0 +1,217 @@
+"""Plain MCP methods with typed results (MCP 2025-11-25 "Server features").
+
+``MCPMethods`` is mixed into ``ServerConnection``; it needs only ``request()`` and
+``limits``. List calls follow ``nextCursor`` pages up to ``limits.max_list_pages``. Results
+are small frozen dataclasses that keep the raw object (``raw``) for fields not modelled here.
+A result of the wrong shape raises ``RemoteProtocolError`` with one clear sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpl_host.jsonrpc.errors import RemoteProtocolError
+from mcpl_host.logging import get_logger
+
+__all__ = [
+    "CallToolResult",
+    "GetPromptResult",
+    "MCPMethods",
+    "Prompt",
+    "ReadResourceResult",
+    "Resource",
+    "ResourceTemplate",
+    "Tool",
+]
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """An entry of ``tools/list``: ``name``, ``description``, ``input_schema`` (JSON Schema)."""
+
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """An entry of ``resources/list``."""
+
+    uri: str
+    name: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceTemplate:
+    """An entry of ``resources/templates/list``."""
+
+    uri_template: str
+    name: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """An entry of ``prompts/list``; ``arguments`` as sent (list of objects)."""
+
+    name: str
+    description: str | None = None
+    arguments: list[Any] = field(default_factory=list)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CallToolResult:
+    """``tools/call``: ``content`` blocks, ``is_error``, ``structured_content`` (or None)."""
+
+    content: list[Any]
+    is_error: bool = False
+    structured_content: Any = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        """The text blocks joined by newlines (a convenience for display)."""
+        return "\n".join(
+            block["text"] for block in self.content
+            if isinstance(block, dict) and isinstance(block.get("text"), str)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResourceResult:
+    """``resources/read``: ``contents`` (objects with ``uri`` and ``text`` or ``blob``)."""
+
+    contents: list[Any]
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GetPromptResult:
+    """``prompts/get``: ``messages`` (``{role, content}`` objects) and ``description``."""
+
+    messages: list[Any]
+    description: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def _object(result: Any, method: str) -> dict[str, Any]:
+    if not isinstance(result, dict):
+        raise RemoteProtocolError(f"the server's {method} result is not a JSON object")
+    return result
+
+
+class MCPMethods:
+    """``list_tools()``, ``call_tool()``, ``list_resources()``, ``read_resource()``,
+    ``list_resource_templates()``, ``list_prompts()``, ``get_prompt()``.
+
+    Each raises what ``request()`` raises, plus ``RemoteProtocolError`` for a result of the
+    wrong shape. Cancellation: as ``request()``.
+    """
+
+    limits: Any
+
+    async def request(self, method: str, params: Any = None, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    async def _list_all(self, method: str, key: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _page in range(self.limits.max_list_pages):
+            params = {"cursor": cursor} if cursor is not None else None
+            result = _object(await self.request(method, params), method)
+            page = result.get(key, [])
+            if not isinstance(page, list):
+                raise RemoteProtocolError(f"the server's {method} result has no {key} array")
+            items.extend(item for item in page if isinstance(item, dict))
+            next_cursor = result.get("nextCursor")
+            if not isinstance(next_cursor, str) or not next_cursor or next_cursor == cursor:
+                return items
+            cursor = next_cursor
+        get_logger("mcpl_host.mcp").warning(
+            "stopped following pages", method=method, pages=self.limits.max_list_pages)
+        return items
+
+    async def list_tools(self) -> list[Tool]:
+        """``tools/list``, every page."""
+        return [
+            Tool(name=item["name"], description=_text(item.get("description")),
+                 input_schema=item.get("inputSchema") if isinstance(item.get("inputSchema"), dict) else {},
+                 title=_text(item.get("title")), raw=item)
+            for item in await self._list_all("tools/list", "tools")
+            if isinstance(item.get("name"), str)
+        ]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any
+    ) -> CallToolResult:
+        """``tools/call``. A tool failure is a result with ``is_error`` True, not an exception.
+        ``kwargs`` go to ``request()`` (``timeout``, ``progress``)."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        result = _object(await self.request("tools/call", params, **kwargs), "tools/call")
+        content = result.get("content", [])
+        return CallToolResult(
+            content=content if isinstance(content, list) else [],
+            is_error=result.get("isError") is True,
+            structured_content=result.get("structuredContent"),
+            raw=result,
+        )
+
+    async def list_resources(self) -> list[Resource]:
+        """``resources/list``, every page."""
+        return [
+            Resource(uri=item["uri"], name=_text(item.get("name")),
+                     description=_text(item.get("description")),
+                     mime_type=_text(item.get("mimeType")), raw=item)
+            for item in await self._list_all("resources/list", "resources")
+            if isinstance(item.get("uri"), str)
+        ]
+
+    async def list_resource_templates(self) -> list[ResourceTemplate]:
+        """``resources/templates/list``, every page."""
+        return [
+            ResourceTemplate(uri_template=item["uriTemplate"], name=_text(item.get("name")),
+                             description=_text(item.get("description")),
+                             mime_type=_text(item.get("mimeType")), raw=item)
+            for item in await self._list_all("resources/templates/list", "resourceTemplates")
+            if isinstance(item.get("uriTemplate"), str)
+        ]
+
+    async def read_resource(self, uri: str) -> ReadResourceResult:
+        """``resources/read``. Note: MCP's ``-32002`` here means "Resource not found"."""
+        result = _object(await self.request("resources/read", {"uri": uri}), "resources/read")
+        contents = result.get("contents", [])
+        return ReadResourceResult(contents=contents if isinstance(contents, list) else [], raw=result)
+
+    async def list_prompts(self) -> list[Prompt]:
+        """``prompts/list``, every page."""
+        return [
+            Prompt(name=item["name"], description=_text(item.get("description")),
+                   arguments=item.get("arguments") if isinstance(item.get("arguments"), list) else [],
+                   raw=item)
+            for item in await self._list_all("prompts/list", "prompts")
+            if isinstance(item.get("name"), str)
+        ]
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> GetPromptResult:
+        """``prompts/get``."""
+        params: dict[str, Any] = {"name": name}
+        if arguments:
+            params["arguments"] = arguments
+        result = _object(await self.request("prompts/get", params), "prompts/get")
+        messages = result.get("messages", [])
+        return GetPromptResult(messages=messages if isinstance(messages, list) else [],
+                               description=_text(result.get("description")), raw=result)

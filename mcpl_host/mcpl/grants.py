@@ -1,0 +1,170 @@
+"""Capability paths, the one-segment wildcard matcher, and the effective grant.
+
+Rules (MCPL §5.1, §5.4; PROTOCOL.md §4.1-§4.3, checklist D 41-51):
+
+- The vocabulary is closed: 17 dotted paths (``VOCABULARY``). Members outside it mint no
+  capability.
+- A server's advertisement (``experimental.mcpl``) is expanded by a generic recursive walk:
+  ``true`` at a node means every vocabulary leaf at or beneath it; ``false`` or absence means
+  none; an object means descend. **Interp. [lib]:** an object at a node that is itself a
+  vocabulary path (``"inferenceRequest": {"streaming": true}``) advertises that node too.
+  ``tools`` comes from MCP's outer ``capabilities.tools``.
+- A pattern matches a path when both have the same number of segments and each pattern
+  segment is ``*`` or equal to the path's segment. So ``channels.*`` does not match
+  ``channels.publish.x``, ``contextHooks.*`` matches no inject leaf, a bare ``*`` matches only
+  one-segment paths, and a bare parent (``channels``) grants none of its leaves.
+- The effective grant is advertised ∩ host policy: a path never advertised is never
+  granted. The advertisement is input, never authority.
+
+``matches()`` is the only matcher in the package; every caller uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "VOCABULARY",
+    "Grant",
+    "GrantPolicy",
+    "expand_advertisement",
+    "matches",
+]
+
+#: MCPL §6.2 / App. B.2: every capability path a grant can hold.
+VOCABULARY: frozenset[str] = frozenset(
+    {
+        "pushEvents",
+        "tools",
+        "modelInfo",
+        "inferenceRequest",
+        "inferenceRequest.streaming",
+        "inferenceLifecycle",
+        "contextHooks.beforeInference.observe",
+        "contextHooks.beforeInference.inject.system",
+        "contextHooks.beforeInference.inject.beforeUser",
+        "contextHooks.beforeInference.inject.afterUser",
+        "channels.register",
+        "channels.lifecycle",
+        "channels.publish",
+        "channels.incoming",
+        "channels.streaming",
+        "channels.acknowledge",
+        "channels.typing",
+    }
+)
+
+# Members of experimental.mcpl that are not capability advertisements (MCPL §17.1).
+_NOT_CAPABILITIES = frozenset({"version", "revision", "featureSets"})
+
+
+def matches(pattern: str, path: str) -> bool:
+    """True when ``pattern`` matches capability ``path`` (MCPL §5.4).
+
+    ``*`` matches exactly one segment, and the segment counts must be equal.
+    """
+    if pattern == path:
+        return True
+    pattern_segments = pattern.split(".")
+    path_segments = path.split(".")
+    if len(pattern_segments) != len(path_segments):
+        return False
+    return all(p == "*" or p == s for p, s in zip(pattern_segments, path_segments))
+
+
+def _leaves_at_or_below(prefix: str) -> set[str]:
+    below = prefix + "."
+    return {path for path in VOCABULARY if path == prefix or path.startswith(below)}
+
+
+def _walk(node: Any, prefix: str, out: set[str]) -> None:
+    if node is True:
+        out |= _leaves_at_or_below(prefix)
+    elif isinstance(node, Mapping):
+        if prefix in VOCABULARY:
+            out.add(prefix)  # Interp. [lib]: an object at a path node advertises the node.
+        for key, child in node.items():
+            if isinstance(key, str) and key:
+                _walk(child, f"{prefix}.{key}", out)
+    # false, null, numbers, strings, arrays: nothing (MCPL §5.1).
+
+
+def expand_advertisement(mcpl: Mapping[str, Any] | None, *, tools: bool = False) -> frozenset[str]:
+    """The capability paths a server advertises (MCPL §5.1, §5.4).
+
+    Args:
+        mcpl: the server's ``capabilities.experimental.mcpl`` object (or None).
+        tools: whether the server's outer MCP ``capabilities`` has ``tools`` (PROTOCOL.md §3.2).
+
+    Returns:
+        a frozenset of vocabulary paths; never raises on any JSON value.
+    """
+    out: set[str] = set()
+    if isinstance(mcpl, Mapping):
+        for key, child in mcpl.items():
+            if isinstance(key, str) and key and key not in _NOT_CAPABILITIES:
+                _walk(child, key, out)
+    if tools:
+        out.add("tools")
+    return frozenset(out)
+
+
+@dataclass(frozen=True, slots=True)
+class GrantPolicy:
+    """Host policy for one server's capability grant (MCPL §5.4).
+
+    ``grant``: patterns of paths the host is willing to grant. ``deny``: patterns never
+    granted (they win over ``grant``). ``grant_all_advertised``: grant every advertised path
+    (``mcpl-host probe``'s default), still minus ``deny``. The default policy grants nothing.
+    """
+
+    grant: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    grant_all_advertised: bool = False
+
+    def allows(self, path: str) -> bool:
+        """Whether this policy would grant ``path`` if the server advertised it."""
+        if any(matches(pattern, path) for pattern in self.deny):
+            return False
+        return self.grant_all_advertised or any(matches(pattern, path) for pattern in self.grant)
+
+    def compute(self, advertised: Iterable[str]) -> Grant:
+        """The effective grant: advertised ∩ policy (MCPL §5.4; checklist D 42)."""
+        advertised = frozenset(advertised)
+        granted = frozenset(path for path in advertised if self.allows(path))
+        return Grant(paths=granted, advertised=advertised)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """An effective capability grant: concrete vocabulary paths (MCPL §5.4).
+
+    ``paths``: granted; ``advertised``: what the server advertised. ``denied`` is the
+    diagnostic complement (never used for authorization; checklist D 44).
+    """
+
+    paths: frozenset[str] = field(default_factory=frozenset)
+    advertised: frozenset[str] = field(default_factory=frozenset)
+
+    def allows(self, path: str) -> bool:
+        """Whether ``path`` is granted (exact path: the grant holds concrete leaves)."""
+        return path in self.paths
+
+    @property
+    def denied(self) -> frozenset[str]:
+        return self.advertised - self.paths
+
+    def policy_params(self) -> dict[str, Any]:
+        """``featureSets/update`` params for this grant (MCPL §5.3): ``effectiveCapabilities``
+        always (empty list when nothing is granted), ``deniedCapabilities`` when non-empty.
+        No path is ever in both (checklist D 43)."""
+        params: dict[str, Any] = {"effectiveCapabilities": sorted(self.paths)}
+        if self.denied:
+            params["deniedCapabilities"] = sorted(self.denied)
+        return params
+
+
+#: The empty grant: what a connection holds before the initial receipt (ENVELOPE.md D3).
+NO_GRANT = Grant()

@@ -1,0 +1,45 @@
+"""The transport interface a ``ServerConnection`` drives.
+
+Rules: a transport moves complete lines. ``send()`` takes one or more whole JSON-RPC lines
+(each ending in ``\\n``); ``receive()`` returns the next line read (``bytes`` without the
+newline) or a ``LineTooLong`` marker, in order. A transport is opened by entering it as an
+async context manager and is closed by ``aclose()`` (idempotent, always releases its
+resources, bounded in time). Every anyio or OS error is translated here, once, into
+``ConnectionLost`` (the server went away) or ``ConnectionClosed`` (we closed it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from mcpl_host.jsonrpc.framing import ReadItem
+
+__all__ = ["Transport"]
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """One live link to a server: a child's stdio pipes or a WebSocket."""
+
+    async def send(self, data: bytes) -> None:
+        """Write ``data`` (whole lines). Raises ``ConnectionLost`` or ``ConnectionClosed``."""
+        ...
+
+    async def receive(self) -> ReadItem:
+        """Next line or ``LineTooLong``. Raises ``ConnectionLost`` at end of stream (with the
+        exit status and stderr tail where the transport has them) or ``ConnectionClosed``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the link and release everything it holds; idempotent; bounded in time."""
+        ...
+
+    @property
+    def stderr_tail(self) -> Sequence[str]:
+        """The server's last stderr lines, redacted (empty for transports without stderr)."""
+        ...
+
+    def describe(self) -> str:
+        """A short description for logs and reprs (no secrets)."""
+        ...
