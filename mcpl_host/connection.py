@@ -166,16 +166,20 @@ class ServerConnection(MCPMethods):
             await self._handshake()
         except BaseException:
             await self.aclose()
+            await self._stack.aclose()
             raise
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+        if self._stack is not None:
+            await self._stack.aclose()  # leaves the task group and the transport's context
 
     async def aclose(self) -> None:
         """Close the connection: fail pending requests (``ConnectionClosed``), let queued
         answers go out, close the transport (for stdio: stdin, grace, SIGTERM, SIGKILL,
         reap), and stop every task. Idempotent; bounded by the transport's grace periods.
+        May be called from any task; the ``async with`` exit then only leaves the contexts.
 
         Cancellation: shielded; the transport is always closed and the process reaped.
         """
@@ -185,13 +189,14 @@ class ServerConnection(MCPMethods):
         with anyio.CancelScope(shield=True):
             for pending in self._session.close():
                 pending.slot.fail(ConnectionClosed(f"connection to {self.name!r} was closed"))
-            if self._link is not None and not self._link.closed:
+            link = self._link
+            if link is not None and not link.closed:
                 with anyio.move_on_after(self.limits.close_grace_seconds):
-                    await self._link.drained()
+                    await link.drained()
             if self._tg is not None:
                 self._tg.cancel_scope.cancel()
-            if self._stack is not None:
-                await self._stack.aclose()
+            if link is not None:
+                await link.transport.aclose()
 
     # --- host -> server --------------------------------------------------------------------
 
@@ -225,7 +230,7 @@ class ServerConnection(MCPMethods):
             timeout = self.limits.request_timeout_seconds
         token = None
         if progress is not None:
-            token = f"{self.name}-{next(self._progress_tokens)}"
+            token = f"progress-{next(self._progress_tokens)}"
             params = dict(params or {})
             meta = params.get("_meta")
             params["_meta"] = {**(meta if isinstance(meta, dict) else {}), "progressToken": token}
@@ -433,7 +438,9 @@ class ServerConnection(MCPMethods):
         if denial is None and self._inbound_running >= self.limits.max_concurrent_inbound:
             denial = HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error: host busy")
         if denial is not None:
-            link.send(self._session.answer(request.id, error=denial.to_error()))
+            error = denial.to_error()
+            link.send(self._session.answer(request.id, error=error))
+            self.handlers.on_refused(self.name, request.method, request.params, error)
             return
         assert self._tg is not None
         self._inbound_running += 1

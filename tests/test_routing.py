@@ -1,0 +1,409 @@
+"""Routing at the wire level (ENVELOPE.md C R1-R6, B A1-A4, E T1-T3)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from mcpl_host import (
+    ConnectionLost,
+    GrantPolicy,
+    HandlerError,
+    RemoteError,
+    RequestContext,
+    RequestTimeout,
+)
+from mcpl_host.jsonrpc.envelope import Response
+
+from .wire import MCP_HANDSHAKE, MCPL_HANDSHAKE, MCPL_RESULT, Script, TestHandlers, mark, push_event
+
+pytestmark = pytest.mark.anyio
+
+
+def answers(script: Script) -> dict[Any, dict[str, Any]]:
+    """The host's answers to server requests, by id (as JSON text, to keep types apart)."""
+    return {json.dumps(m["id"]): m for m in script.messages() if "method" not in m and "id" in m}
+
+
+async def test_r1_null_id_request_is_dispatched_and_answered_with_null(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"send": {"jsonrpc": "2.0", "id": None, "method": "roots/list"}},
+        {"wait_response": None, "expect_error_code": -32601},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect() as conn:
+            await script.finished(conn)
+    assert answers(script)["null"]["error"]["code"] == -32601
+
+
+async def test_r2_unknown_method_gets_32601_and_removed_methods_too(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"send": {"jsonrpc": "2.0", "id": "a", "method": "no/such"}},
+        {"wait_response": "a", "expect_error_code": -32601},
+        {"send": {"jsonrpc": "2.0", "id": "b", "method": "scope/elevate"}},
+        {"wait_response": "b", "expect_error_code": -32601},
+        {"send": {"jsonrpc": "2.0", "id": "c", "method": "context/afterInference"}},
+        {"wait_response": "c", "expect_error_code": -32601},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect() as conn:
+            await script.finished(conn)
+    assert set(answers(script)) == {'"a"', '"b"', '"c"'}
+
+
+async def test_r2_d3_privileged_method_refused_before_the_receipt(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCPL_HANDSHAKE[:4],  # featureSets/update received, not yet answered
+        {"send": push_event(100)},
+        {"wait_response": 100, "expect_error_code": -32002},
+        {"reply": {"accepted": True}},
+        {"send": push_event(101, "e2")},
+        {"wait_response": 101, "expect_result": {"accepted": True}},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect(policy=GrantPolicy(grant=("pushEvents",))) as conn:
+            await script.finished(conn)
+    refused = answers(script)["100"]["error"]
+    assert refused["data"] == {"capability": "pushEvents"}
+
+
+async def test_r2_d48_not_granted_is_refused_with_32002_and_the_capability(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCPL_HANDSHAKE,
+        {"send": push_event(5)},
+        {"wait_response": 5, "expect_error_code": -32002},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect(policy=GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))) as conn:
+            await script.finished(conn)
+    assert answers(script)["5"]["error"]["data"] == {"capability": "pushEvents"}
+
+
+async def test_push_event_from_plain_mcp_server_is_refused_and_answered(tmp_path: Path) -> None:
+    script = Script(tmp_path, [*MCP_HANDSHAKE, {"send": push_event(9)}, {"wait_response": 9, "expect_error_code": -32002}])
+    with anyio.fail_after(20):
+        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+            await script.finished(conn)
+    assert answers(script)["9"]["error"]["code"] == -32002
+
+
+class Failing(TestHandlers):
+    async def request(self, context: RequestContext, params: Any) -> Any:
+        if context.method == "boom":
+            raise RuntimeError("secret internals /etc/passwd")
+        if context.method == "custom":
+            raise HandlerError(-32010, "custom refusal", {"why": "policy"})
+        return {"echo": params}
+
+
+async def test_r3_handler_exception_is_32603_without_its_text(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"send": {"jsonrpc": "2.0", "id": 1, "method": "boom"}},
+        {"wait_response": 1, "expect_error_code": -32603},
+        {"send": {"jsonrpc": "2.0", "id": 2, "method": "custom"}},
+        {"wait_response": 2, "expect_error_code": -32010},
+    ])
+    with capture_logs() as logs, anyio.fail_after(20):
+        async with script.connect(handlers=Failing()) as conn:
+            await script.finished(conn)
+    error = answers(script)["1"]["error"]
+    assert error == {"code": -32603, "message": "Internal error"}
+    assert answers(script)["2"]["error"]["data"] == {"why": "policy"}
+    assert any(entry["event"] == "handler failed" for entry in logs)
+
+
+async def test_r4_a_response_is_never_answered(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"send": {"jsonrpc": "2.0", "id": 999, "result": {}}},
+        {"send": {"jsonrpc": "2.0", "id": 998, "error": {"code": -1, "message": "x"}}},
+        {"send": {"jsonrpc": "2.0", "id": "z", "method": "ping"}},
+        {"wait_response": "z"},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect() as conn:
+            await script.finished(conn)
+    assert set(answers(script)) == {'"z"'}
+
+
+class Recording(TestHandlers):
+    def __init__(self) -> None:
+        super().__init__()
+        self.orphans: list[Response] = []
+        self.orphan_seen = anyio.Event()
+        self.notifications: list[tuple[str, Any]] = []
+
+    def on_orphan_response(self, server: str, response: Response) -> None:
+        self.orphans.append(response)
+        self.orphan_seen.set()
+
+    def on_notification(self, server: str, method: str, params: Any) -> None:
+        super().on_notification(server, method, params)
+        self.notifications.append((method, params))
+
+
+async def test_r5_timeout_sends_cancelled_and_the_late_answer_is_an_orphan(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"expect": {"method": "tools/call"}},
+        {"wait_for": {"method": "notifications/cancelled"}},
+        {"reply": {"content": []}, "id": 2},
+    ])
+    handlers = Recording()
+    with anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            with pytest.raises(RequestTimeout):
+                await conn.call_tool("slow", timeout=0.3)
+            await handlers.orphan_seen.wait()
+    assert handlers.orphans[0].id == 2
+    cancelled = [m for m in script.messages() if m.get("method") == "notifications/cancelled"]
+    assert cancelled == [{"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 2, "reason": "timeout"}}]
+
+
+async def test_r5_caller_cancellation_sends_cancelled(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"expect": {"method": "tools/list"}},
+        {"wait_for": {"method": "notifications/cancelled"}},
+        {"send": {"jsonrpc": "2.0", "id": "done", "method": "ping"}},
+        {"wait_response": "done"},
+    ])
+    handlers = Recording()
+    with anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            with anyio.move_on_after(0.3):
+                await conn.list_tools()
+            assert conn._session.pending_count == 0
+    assert {"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 2, "reason": "cancelled"}} in script.messages()
+
+
+async def test_r5_unmatched_error_logged_json_log_lines_with_null_id_silent(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        *[{"send": {"id": None, "level": "info", "msg": f"log {n}"}} for n in range(50)],
+        {"send": {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}},
+        {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+        {"wait_response": "sync"},
+    ])
+    with capture_logs() as logs, anyio.fail_after(20):
+        async with script.connect() as conn:
+            await script.finished(conn)
+    unmatched = [e for e in logs if e["event"] == "error response naming no request of ours"]
+    assert len(unmatched) == 1
+    assert "Parse error" in str(unmatched[0]["error"])
+    assert not [e for e in logs if "dropped" in e["event"]]
+
+
+async def test_r6_plain_text_lines_dropped_three_logged_then_one_summary(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        *[{"raw": f"Server log line {n}"} for n in range(10)],
+        {"send": [1, 2]},
+        {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+        {"wait_response": "sync"},
+    ])
+    with capture_logs() as logs, anyio.fail_after(20):
+        async with script.connect() as conn:
+            await script.finished(conn)  # the connection still works after them
+    dropped = [e for e in logs if e["event"].startswith("dropped a line")]
+    assert len(dropped) == 4
+    assert "more of these go unlogged" in dropped[-1]["event"]
+
+
+async def test_a1_a4_invalid_request_answered_once_and_logged_with_method(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"send": {"jsonrpc": "2.0", "method": 1, "params": "bar"}},
+        {"wait_response": None, "expect_error_code": -32600},
+        {"send": {"jsonrpc": "2.0", "id": {"x": 1}, "method": "tools/odd"}},
+        {"send": {"jsonrpc": "2.0", "id": 77, "method": ["x"]}},
+        {"wait_response": 77, "expect_error_code": -32600},
+        {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+        {"wait_response": "sync"},
+    ])
+    with capture_logs() as logs, anyio.fail_after(20):
+        async with script.connect() as conn:
+            await script.finished(conn)
+    errors = [m for m in script.messages() if "error" in m]
+    assert [m["id"] for m in errors] == [None, None, 77]
+    assert errors[0]["error"]["message"] == "Invalid Request: the method must be a string, not a number"
+    assert errors[1]["error"]["message"].endswith("not an object")
+    invalid_logs = [e for e in logs if e["event"] == "invalid request from the server"]
+    assert len(invalid_logs) == 3
+    assert str(invalid_logs[1]["method"]) == "tools/odd"
+
+
+async def test_a7_server_ids_colliding_with_ours_settle_nothing(tmp_path: Path) -> None:
+    # Our tools/list is id 2; the server makes its own request with id 2 in between.
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"expect": {"method": "tools/list", "id": 2}},
+        {"send": {"jsonrpc": "2.0", "id": 2, "method": "ping"}},
+        {"wait_response": 2, "expect_result": {}},
+        {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 2},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect() as conn:
+            tools = await conn.list_tools()
+    assert [t.name for t in tools] == ["t"]
+
+
+class Slow(TestHandlers):
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = anyio.Event()
+        self.started = anyio.Event()
+
+    async def request(self, context: RequestContext, params: Any) -> Any:
+        if context.method == "slow":
+            self.started.set()
+            await self.release.wait()
+            return {"slow": True}
+        return {"fast": True}
+
+
+async def test_inbound_requests_run_concurrently_and_server_requests_interleave(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"send": {"jsonrpc": "2.0", "id": "s", "method": "slow"}},
+        {"send": {"jsonrpc": "2.0", "id": "f", "method": "fast"}},
+        {"wait_response": "f", "expect_result": {"fast": True}},
+        mark("fast answered"),
+        {"expect": {"method": "tools/list"}},
+        # The server asks something of the host while the host waits for tools/list.
+        {"send": {"jsonrpc": "2.0", "id": "q", "method": "fast"}},
+        {"wait_response": "q"},
+        {"reply": {"tools": []}},
+        {"wait_response": "s", "expect_result": {"slow": True}},
+    ])
+    handlers = Slow()
+    with anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            await handlers.started.wait()
+            await handlers.mark("fast answered").wait()
+            assert await conn.list_tools() == []  # the slow handler blocks nothing
+            handlers.release.set()
+            await script.finished(conn)
+    order = [json.dumps(m["id"]) for m in script.messages() if "result" in m]
+    assert order.index('"f"') < order.index('"s"')
+
+
+async def test_server_cancellation_stops_the_handler_and_sends_no_answer(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"send": {"jsonrpc": "2.0", "id": 3, "method": "slow"}},
+        {"sleep": 0.2},
+        {"send": {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}},
+        {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+        {"wait_response": "sync"},
+    ])
+    handlers = Slow()
+    with anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            await handlers.started.wait()
+            await script.finished(conn)
+    assert "3" not in answers(script)
+
+
+async def test_t3_transport_loss_fails_pending_requests_at_once(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"expect": {"method": "tools/call"}},
+        {"stderr": "crashing now"},
+        {"exit": 7},
+    ])
+    with anyio.fail_after(8):
+        async with script.connect() as conn:
+            with pytest.raises(ConnectionLost) as caught:
+                await conn.call_tool("x", timeout=60)
+            with pytest.raises(ConnectionLost):
+                await conn.list_tools()
+    assert caught.value.exit_status == 7
+    assert any("crashing now" in line for line in caught.value.stderr_tail)
+
+
+async def test_remote_error_carries_code_message_data(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"expect": {"method": "resources/read"}},
+        {"reply_error": {"code": -32002, "message": "Resource not found", "data": {"uri": "x://y"}}},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect() as conn:
+            with pytest.raises(RemoteError) as caught:
+                await conn.read_resource("x://y")
+    assert (caught.value.code, caught.value.message, caught.value.data) == (-32002, "Resource not found", {"uri": "x://y"})
+
+
+async def test_progress_routed_to_the_caller_and_log_messages_logged(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"expect": {"method": "tools/call"}},
+        {"send": {"jsonrpc": "2.0", "method": "notifications/message",
+                  "params": {"level": "warning", "logger": "srv", "data": "disk\nalmost full"}}},
+        {"send": {"jsonrpc": "2.0", "method": "notifications/progress",
+                  "params": {"progressToken": "progress-1", "progress": 1, "total": 2}}},
+        {"send": {"jsonrpc": "2.0", "method": "notifications/progress",
+                  "params": {"progressToken": "other", "progress": 9}}},
+        {"reply": {"content": [{"type": "text", "text": "ok"}]}},
+    ])
+    seen: list[dict[str, Any]] = []
+    handlers = Recording()
+    with capture_logs() as logs, anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            result = await conn.call_tool("work", progress=seen.append)
+    assert result.text == "ok"
+    assert seen == [{"progressToken": "progress-1", "progress": 1, "total": 2}]
+    sent = [m for m in script.messages() if m.get("method") == "tools/call"][0]
+    assert sent["params"]["_meta"] == {"progressToken": "progress-1"}
+    message = [e for e in logs if e["event"] == "server log message"][0]
+    assert message["log_level"] == "warning" and "\n" not in str(message["data"])
+    assert [m for m, _ in handlers.notifications].count("notifications/progress") == 2
+
+
+async def test_d6_integer_id_beyond_64_bits_is_echoed_exactly(tmp_path: Path) -> None:
+    big = 2**80 + 7
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"raw": '{"jsonrpc":"2.0","id":' + str(big) + ',"method":"ping"}'},
+        {"wait_response": big},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect() as conn:
+            await script.finished(conn)
+    assert any(f'"id":{big}' in line for line in script.lines())
+
+
+async def test_pagination_follows_next_cursor_up_to_the_bound(tmp_path: Path) -> None:
+    from .wire import FAST
+
+    pages = []
+    for n in range(3):
+        pages += [{"expect": {"method": "tools/list"}},
+                  {"reply": {"tools": [{"name": f"t{n}", "inputSchema": {}}], "nextCursor": f"c{n + 1}"}}]
+    script = Script(tmp_path, [*MCP_HANDSHAKE, *pages])
+    limits = FAST.__class__(max_list_pages=3, close_grace_seconds=2, terminate_grace_seconds=1)
+    with anyio.fail_after(20):
+        async with script.connect(limits=limits) as conn:
+            tools = await conn.list_tools()
+    assert [t.name for t in tools] == ["t0", "t1", "t2"]
+    cursors = [m.get("params", {}).get("cursor") for m in script.messages() if m.get("method") == "tools/list"]
+    assert cursors == [None, "c1", "c2"]
+
+
+async def test_mcpl_result_keeps_the_manifest_verbatim(tmp_path: Path) -> None:
+    script = Script(tmp_path, MCPL_HANDSHAKE)
+    with anyio.fail_after(20):
+        async with script.connect() as conn:
+            assert conn.server_info is not None
+            assert conn.server_info.mcpl == MCPL_RESULT["capabilities"]["experimental"]["mcpl"]

@@ -1,0 +1,124 @@
+"""Helpers for wire-level tests: a scripted fixture server over real pipes, and its record.
+
+``fixtures/scripted_server.py`` runs a JSON script and records every line the host writes;
+tests assert on that record after the connection has closed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from mcpl_host import HostHandlers, ServerConnection, connect_stdio
+from mcpl_host.limits import Limits
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SCRIPTED = FIXTURES / "scripted_server.py"
+
+SERVER_INFO = {"name": "scripted", "version": "0"}
+MCP_RESULT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": SERVER_INFO}
+MCPL_MANIFEST = {
+    "version": "0.5",
+    "pushEvents": True,
+    "featureSets": {"demo": {"description": "demo", "uses": ["pushEvents"]}},
+}
+MCPL_RESULT = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {"tools": {}, "experimental": {"mcpl": MCPL_MANIFEST}},
+    "serverInfo": SERVER_INFO,
+}
+
+#: A plain MCP server's side of the handshake.
+MCP_HANDSHAKE: list[dict[str, Any]] = [
+    {"expect": {"method": "initialize"}},
+    {"reply": MCP_RESULT},
+    {"expect": {"method": "notifications/initialized"}},
+]
+#: An MCPL server's side of the handshake, up to and including the receipt.
+MCPL_HANDSHAKE: list[dict[str, Any]] = [
+    {"expect": {"method": "initialize"}},
+    {"reply": MCPL_RESULT},
+    {"expect": {"method": "notifications/initialized"}},
+    {"expect": {"method": "featureSets/update"}},
+    {"reply": {"accepted": True}},
+]
+
+#: Short grace periods: fixture servers exit at stdin EOF.
+FAST = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
+
+
+def push_event(request_id: Any, event_id: str = "e1") -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0", "id": request_id, "method": "push/event",
+        "params": {"featureSet": "demo", "eventId": event_id, "timestamp": "2026-01-01T00:00:00Z",
+                   "payload": {"content": [{"type": "text", "text": "hi"}]}},
+    }
+
+
+#: The notification every script sends after its last step (see ``Script``).
+DONE_METHOD = "test/done"
+
+
+class TestHandlers(HostHandlers):
+    """Handlers that notice the end of a script: ``done`` is set on ``test/done``."""
+
+    __test__ = False
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self._marks: dict[str, anyio.Event] = {}
+
+    def mark(self, name: str) -> anyio.Event:
+        """Set when the script sends ``mark(name)`` (a ``test/mark`` notification)."""
+        return self._marks.setdefault(name, anyio.Event())
+
+    def on_notification(self, server: str, method: str, params: Any) -> None:
+        if method == DONE_METHOD:
+            self.done.set()
+        elif method == "test/mark" and isinstance(params, dict):
+            self.mark(str(params.get("name"))).set()
+
+
+def mark(name: str) -> dict[str, Any]:
+    """A script step telling the test that the script got this far."""
+    return {"send": {"jsonrpc": "2.0", "method": "test/mark", "params": {"name": name}}}
+
+
+class Script:
+    """A script file and its record file in ``tmp_path``.
+
+    A ``test/done`` notification is appended to the steps, so ``await script.finished(conn)``
+    returns once the server has run every step (the handlers must be ``TestHandlers``).
+    """
+
+    def __init__(self, tmp_path: Path, steps: list[dict[str, Any]], name: str = "scripted") -> None:
+        self.path = tmp_path / f"{name}.json"
+        self.record_path = tmp_path / f"{name}.record.jsonl"
+        done = {"send": {"jsonrpc": "2.0", "method": DONE_METHOD}}
+        self.path.write_text(json.dumps([*steps, done]))
+
+    def connect(self, **kwargs: Any) -> ServerConnection:
+        kwargs.setdefault("limits", FAST)
+        kwargs.setdefault("handlers", TestHandlers())
+        return connect_stdio(sys.executable, [str(SCRIPTED), str(self.path), str(self.record_path)], **kwargs)
+
+    @staticmethod
+    async def finished(conn: ServerConnection) -> None:
+        """Wait until the server has run its whole script."""
+        handlers = conn.handlers
+        assert isinstance(handlers, TestHandlers), "use TestHandlers to wait for a script"
+        await handlers.done.wait()
+
+    def lines(self) -> list[str]:
+        """Raw lines the host wrote, in order."""
+        if not self.record_path.exists():
+            return []
+        return [json.loads(row)["line"] for row in self.record_path.read_text().splitlines() if row]
+
+    def messages(self) -> list[Any]:
+        """The host's lines, parsed."""
+        return [json.loads(text) for text in self.lines()]
