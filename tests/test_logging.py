@@ -1,0 +1,86 @@
+"""log_value(), Redactor, ServerValue and LogBudget (ENVELOPE.md F, L1-L3; R6)."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcpl_host.logging import (
+    CUT_MARKER,
+    REDACTED,
+    LogBudget,
+    Redactor,
+    ServerValue,
+    configure_logging,
+    get_logger,
+    log_value,
+)
+
+
+def test_l1_escapes_newlines_quotes_and_controls() -> None:
+    text = log_value('line1\nline2\r"quoted"\\ \x00\x1b[31m\u2028')
+    assert "\n" not in text and "\r" not in text and '"' not in text.replace('\\"', "")
+    assert "\\n" in text and '\\"' in text and "\\u0000" in text and "\\u001b" in text
+    assert "\\u2028" in text
+
+
+@given(st.text())
+def test_l1_output_is_one_safe_line_for_any_text(value: str) -> None:
+    text = log_value(value)
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+    assert "\u2028" not in text and "\u2029" not in text
+    text.encode("utf-8")  # never a lone surrogate
+
+
+def test_l1_cut_at_256_utf16_units_with_a_marker() -> None:
+    assert log_value("a" * 256) == "a" * 256
+    cut = log_value("a" * 300)
+    assert cut == "a" * 256 + CUT_MARKER
+    # An astral character is two UTF-16 units and is never split.
+    cut = log_value("a" * 255 + "\U0001F642" + "b")
+    assert cut == "a" * 255 + CUT_MARKER
+
+
+def test_l1_non_strings_render_as_json() -> None:
+    assert log_value({"a": [1, None]}) == '{\\"a\\":[1,null]}'
+    assert log_value(b"bytes\xff") == "bytes\ufffd"
+
+
+def test_l2_redactor_replaces_secrets_of_four_or_more_characters() -> None:
+    redactor = Redactor(["s3cr3t-token", "abc", "pa\"ss"])
+    assert redactor.redact("auth s3cr3t-token ok abc") == f"auth {REDACTED} ok abc"
+    # A secret inside a JSON-rendered value (escaped form) is caught too.
+    assert "pa" not in log_value({"k": 'pa"ss'}, redactor).replace("k", "")
+
+
+def test_l2_redaction_runs_before_the_cut_so_no_half_secret_shows() -> None:
+    secret = "SECRETVALUE123"
+    text = log_value("x" * 250 + secret, Redactor([secret]))
+    assert "SECRET" not in text
+
+
+def test_server_value_renders_safely_everywhere() -> None:
+    value = ServerValue("evil\nline token123", Redactor(["token123"]))
+    assert str(value) == repr(value) == value.__structlog__() == f"evil\\nline {REDACTED}"
+
+
+def test_configured_json_logging_renders_server_values_escaped() -> None:
+    stream = io.StringIO()
+    configure_logging("debug", json_lines=True, stream=stream)
+    try:
+        get_logger().warning("server said", line=ServerValue('x"\ny', Redactor()))
+    finally:
+        configure_logging("warning")
+    (line,) = stream.getvalue().splitlines()
+    record = json.loads(line)
+    assert record["line"] == 'x\\"\\ny'
+    assert record["level"] == "warning"
+
+
+def test_r6_budget_logs_n_then_one_summary_then_quiet() -> None:
+    budget = LogBudget(3)
+    assert [budget.take() for _ in range(6)] == ["log", "log", "log", "last", "quiet", "quiet"]
+    assert budget.count == 6
