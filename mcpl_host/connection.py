@@ -20,25 +20,23 @@ import itertools
 import math
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 import anyio
 
-from mcpl_host.connection_io import Link, Slot, response_outcome
-from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.connection_io import Link, Slot
+from mcpl_host.handlers import HostHandlers
 from mcpl_host.handshake import (
     SERVED_MCPL_VERSIONS,
     ServerInfo,
     initialize_params,
     read_initialize_result,
 )
+from mcpl_host.inbound import InboundRouting
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
     ConnectionLost,
-    ErrorCode,
-    HandlerError,
     InitializeError,
     LocalProtocolError,
     RemoteError,
@@ -46,20 +44,12 @@ from mcpl_host.jsonrpc.errors import (
 )
 from mcpl_host.jsonrpc.framing import LineTooLong
 from mcpl_host.jsonrpc.session import (
-    DroppedLine,
-    InvalidRequestReceived,
-    NotificationReceived,
-    OrphanResponse,
     PendingRequest,
-    RequestReceived,
-    ResponseSettled,
     Session,
-    UnmatchedError,
 )
 from mcpl_host.limits import Limits
-from mcpl_host.mcp_methods import MCPMethods
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
-from mcpl_host.mcpl.admission import admit
+from mcpl_host.mcp_methods import MCPMethods
 from mcpl_host.mcpl.grants import Grant, GrantPolicy, expand_advertisement
 from mcpl_host.mcpl.policy import PolicyOutcome, read_receipt
 from mcpl_host.transports.base import Transport
@@ -88,7 +78,7 @@ class MCPLState(Enum):
     MCP_ONLY = "mcp-only"
 
 
-class ServerConnection(MCPMethods):
+class ServerConnection(InboundRouting, MCPMethods):
     """A connection to one server: handshake, routing, pending requests, grant.
 
     Use as an async context manager: entering opens the transport, runs the handshake
@@ -207,6 +197,7 @@ class ServerConnection(MCPMethods):
         *,
         timeout: float | None = _USE_DEFAULT,
         progress: ProgressCallback | None = None,
+        _on_answer: Callable[[Any], None] | None = None,
     ) -> Any:
         """Send a request and return its ``result`` (JSON-RPC 2.0 §4).
 
@@ -235,7 +226,7 @@ class ServerConnection(MCPMethods):
             meta = params.get("_meta")
             params["_meta"] = {**(meta if isinstance(meta, dict) else {}), "progressToken": token}
             self._progress[token] = progress
-        slot = Slot()
+        slot = Slot(_on_answer)
         pending, data = self._session.start_request(method, params, epoch=link.epoch, slot=slot)
         link.send(data)
         try:
@@ -286,7 +277,8 @@ class ServerConnection(MCPMethods):
         timeout = self.limits.handshake_timeout_seconds
         try:
             await self.request(
-                "initialize", initialize_params(CLIENT_NAME, self._client_version), timeout=timeout
+                "initialize", initialize_params(CLIENT_NAME, self._client_version),
+                timeout=timeout, _on_answer=self._on_initialize_answer,
             )
         except RemoteError as exc:  # H2 included: an id-less error answers initialize
             raise InitializeError(
@@ -304,24 +296,20 @@ class ServerConnection(MCPMethods):
                 exit_status=exc.exit_status, stderr_tail=exc.stderr_tail or self.stderr_tail,
             ) from None
         info = self.server_info
-        assert info is not None  # set by _on_initialize_answer before the slot settled
+        assert info is not None  # set by _on_initialize_answer before the waiter woke
         if info.mcpl is not None:
             await self._initial_policy(info)
 
-    def _on_initialize_answer(self, pending: PendingRequest, response: Any, link: Link) -> None:
-        """Runs in the read loop, before the next line is read: H6's ordering lives here."""
+    def _on_initialize_answer(self, response: Any) -> None:
+        """Runs in the read loop, before the next line is read: H6's ordering lives here.
+        Raises ``InitializeError`` for a result we cannot use (D4)."""
         if response.has_error:
-            pending.slot.settle(response)
             return
-        try:
-            self.server_info = read_initialize_result(response.result)
-        except InitializeError as exc:
-            pending.slot.fail(exc)
-            return
+        self.server_info = read_initialize_result(response.result)
         self._session.initialize_completed()
         # Strictly the first message after the answer: real servers expect it (H6).
-        link.send(self._session.notification("notifications/initialized"))
-        pending.slot.settle(response)
+        assert self._link is not None
+        self._link.send(self._session.notification("notifications/initialized"))
 
     async def _initial_policy(self, info: ServerInfo) -> None:
         """MCPL §5.3: the initial ``featureSets/update`` request and its receipt (H6)."""
@@ -333,23 +321,32 @@ class ServerConnection(MCPMethods):
         proposed = self.policy.compute(advertised)
         self.proposed_grant = proposed
         self.mcpl_state = MCPLState.PENDING
+
+        def on_receipt(response: Any) -> None:
+            # In the read loop: a server that pushes right after its receipt is admitted.
+            if response.has_error:
+                return
+            outcome = read_receipt(response.result)
+            self.policy_outcome = outcome
+            if outcome.accepted:
+                self.grant = proposed  # the receipt never widens the grant (MCPL §6.7)
+                self.mcpl_state = MCPLState.READY
+            else:
+                self.mcpl_state = MCPLState.MCP_ONLY
+
         try:
-            receipt = await self.request("featureSets/update", proposed.policy_params())
+            await self.request("featureSets/update", proposed.policy_params(), _on_answer=on_receipt)
         except (RemoteError, RequestTimeout) as exc:
             # PROTOCOL.md §2.1 step 9: no receipt, no MCPL; the connection stays MCP-only.
             self.mcpl_state = MCPLState.MCP_ONLY
             self._log.warning("initial policy request failed; the connection is MCP-only",
                               error=ServerValue(str(exc), self.redactor))
             return
-        outcome = read_receipt(receipt)
-        self.policy_outcome = outcome
+        outcome = self.policy_outcome
+        assert outcome is not None
         for defect in outcome.defects:
             self._log.warning("policy receipt defect", defect=defect)
-        if outcome.accepted:
-            self.grant = proposed  # the receipt never widens the grant (MCPL §6.7)
-            self.mcpl_state = MCPLState.READY
-        else:
-            self.mcpl_state = MCPLState.MCP_ONLY
+        if not outcome.accepted:
             self._log.warning("server refused the policy; the connection is MCP-only",
                               fallback=outcome.fallback,
                               reason=ServerValue(outcome.reason, self.redactor))
@@ -394,117 +391,3 @@ class ServerConnection(MCPMethods):
         for (epoch, _id), scope in list(self._inbound.items()):
             if epoch == link.epoch:
                 scope.cancel()
-
-    # --- server -> host ----------------------------------------------------------------------
-
-    def _on_event(self, event: Any, link: Link) -> None:
-        if isinstance(event, ResponseSettled):
-            if event.pending.method == "initialize":
-                self._on_initialize_answer(event.pending, event.response, link)
-            else:
-                event.pending.slot.settle(event.response)
-        elif isinstance(event, RequestReceived):
-            self._dispatch(event, link)
-        elif isinstance(event, NotificationReceived):
-            self._on_notification(event.notification.method, event.notification.params)
-        elif isinstance(event, InvalidRequestReceived):
-            if event.answer is not None:
-                link.send(event.answer)  # A1: once, on the same transport
-            self._log_budgeted(self._invalid, "invalid request from the server",
-                               method=ServerValue(event.invalid.method, self.redactor),
-                               problem=event.invalid.message)
-        elif isinstance(event, OrphanResponse):
-            self._log.debug("late answer to a forgotten request",
-                            id=ServerValue(event.response.id, self.redactor))
-            self.handlers.on_orphan_response(self.name, event.response)
-        elif isinstance(event, UnmatchedError):
-            self._log_budgeted(self._unmatched, "error response naming no request of ours",
-                               error=ServerValue(event.response.error, self.redactor))
-        elif isinstance(event, DroppedLine):
-            self._log_dropped(event.kind, event.line)
-
-    def _dispatch(self, event: RequestReceived, link: Link) -> None:
-        request = event.request
-        if link.closed or link is not self._link:  # T2: read after its transport closed
-            self._log.info("not answering request", id=ServerValue(request.id, self.redactor),
-                           method=ServerValue(request.method, self.redactor))
-            return
-        if request.method == "ping":  # answered in every state (checklist A 18)
-            link.send(self._session.answer(request.id, result={}))
-            return
-        denial = admit(request.method, request.params, self.grant)
-        if denial is None and request.method in ("push/event",) and not isinstance(request.params, dict):
-            denial = HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object")
-        if denial is None and self._inbound_running >= self.limits.max_concurrent_inbound:
-            denial = HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error: host busy")
-        if denial is not None:
-            error = denial.to_error()
-            link.send(self._session.answer(request.id, error=error))
-            self.handlers.on_refused(self.name, request.method, request.params, error)
-            return
-        assert self._tg is not None
-        self._inbound_running += 1
-        self._tg.start_soon(self._serve, request, link)
-
-    async def _serve(self, request: Any, link: Link) -> None:
-        context = RequestContext(self.name, request.id, request.method, link.epoch)
-        key = (link.epoch, request.id)
-        scope = anyio.CancelScope()
-        if request.id is not None:
-            self._inbound[key] = scope
-        answer: bytes | None = None
-        try:
-            with scope:
-                try:
-                    if request.method == "push/event":
-                        result = await self.handlers.push_event(context, request.params)
-                    else:
-                        result = await self.handlers.request(context, request.params)
-                    answer = self._session.answer(request.id, result=result)
-                except HandlerError as exc:
-                    answer = self._session.answer(request.id, error=exc.to_error())
-                except Exception:  # R3: -32603 with no exception text on the wire
-                    self._log.exception("handler failed", method=ServerValue(request.method))
-                    answer = self._session.answer(request.id, error={
-                        "code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"})
-        finally:
-            self._inbound_running -= 1
-            if self._inbound.get(key) is scope:
-                del self._inbound[key]
-        if answer is None:
-            return  # cancelled by the server (notifications/cancelled) or by closing
-        if link.closed:  # T1: never on another transport
-            self._log.info("not answering request", id=ServerValue(request.id, self.redactor),
-                           method=ServerValue(request.method, self.redactor))
-            return
-        link.send(answer)
-
-    def _on_notification(self, method: str, params: Any) -> None:
-        if method == "notifications/progress" and isinstance(params, dict):
-            token = params.get("progressToken")
-            callback = self._progress.get(token) if isinstance(token, str) else None
-            if callback is not None:
-                callback(params)
-        elif method == "notifications/cancelled" and isinstance(params, dict):
-            link = self._link
-            scope = self._inbound.get((link.epoch if link else 0, params.get("requestId")))
-            if scope is not None:
-                scope.cancel()  # MCP: stop work and do not reply
-        elif method == "notifications/message" and isinstance(params, dict):
-            level = params.get("level")
-            log_method = _MCP_LOG_LEVELS.get(level if isinstance(level, str) else "", "info")
-            getattr(self._log, log_method)("server log message",
-                                           logger=ServerValue(params.get("logger"), self.redactor),
-                                           data=ServerValue(params.get("data"), self.redactor))
-        self.handlers.on_notification(self.name, method, params)
-
-    def _log_dropped(self, kind: str, line: bytes) -> None:
-        self._log_budgeted(self._dropped, "dropped a line from the server", kind=kind,
-                           line=ServerValue(line, self.redactor))
-
-    def _log_budgeted(self, budget: LogBudget, message: str, **fields: Any) -> None:
-        verdict = budget.take()
-        if verdict == "log":
-            self._log.warning(message, **fields)
-        elif verdict == "last":
-            self._log.warning(f"{message}: more of these go unlogged on this connection")

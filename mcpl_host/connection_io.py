@@ -13,7 +13,13 @@ from typing import Any
 import anyio
 
 from mcpl_host.jsonrpc.envelope import Response
-from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, RemoteError, RemoteProtocolError
+from mcpl_host.jsonrpc.errors import (
+    ConnectionClosed,
+    ConnectionLost,
+    MCPLHostError,
+    RemoteError,
+    RemoteProtocolError,
+)
 from mcpl_host.transports.base import Transport
 
 __all__ = ["Link", "Slot", "response_outcome"]
@@ -39,19 +45,33 @@ def response_outcome(response: Response) -> Any:
 
 
 class Slot:
-    """The waiter of one pending request: settled once with a response, or failed."""
+    """The waiter of one pending request: settled once with a response, or failed.
 
-    __slots__ = ("_error", "_response", "event")
+    ``on_answer``, if given, runs in the read loop when the answer arrives, before the next
+    line is read and before the waiter wakes: what must take effect in wire order (sending
+    ``notifications/initialized``, activating a grant on its receipt) happens there. If it
+    raises an ``MCPLHostError``, the request fails with it.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_error", "_on_answer", "_response", "event")
+
+    def __init__(self, on_answer: Callable[[Response], None] | None = None) -> None:
         self.event = anyio.Event()
+        self._on_answer = on_answer
         self._response: Response | None = None
         self._error: BaseException | None = None
 
     def settle(self, response: Response) -> None:
-        if not self.event.is_set():
-            self._response = response
-            self.event.set()
+        if self.event.is_set():
+            return
+        if self._on_answer is not None:
+            try:
+                self._on_answer(response)
+            except MCPLHostError as exc:
+                self.fail(exc)
+                return
+        self._response = response
+        self.event.set()
 
     def fail(self, error: BaseException) -> None:
         if not self.event.is_set():

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpl_host.jsonrpc.envelope import Response
-from mcpl_host.jsonrpc.errors import MethodNotFound
+from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
 
-__all__ = ["HostHandlers", "RequestContext"]
+__all__ = ["HostHandlers", "InferenceStream", "RequestContext"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,25 @@ class RequestContext:
     epoch: int
 
 
+class InferenceStream:
+    """Sends the ``inference/chunk`` notifications of one streamed ``inference/request``
+    (MCPL §11.4): ``requestId`` is the request's JSON-RPC id as sent, ``index`` counts from 0.
+    ``send(delta)`` does not wait; it drops the chunk if the transport has closed."""
+
+    __slots__ = ("_index", "_link", "_request_id", "_session")
+
+    def __init__(self, request_id: Any, link: Any, session: Any) -> None:
+        self._request_id = request_id
+        self._link = link
+        self._session = session
+        self._index = 0
+
+    def send(self, delta: str) -> None:
+        params = {"requestId": self._request_id, "index": self._index, "delta": delta}
+        self._index += 1
+        self._link.send(self._session.notification("inference/chunk", params))
+
+
 class HostHandlers:
     """Defaults: ``push/event`` is accepted; other requests are ``-32601``; notifications,
     refusals and orphan responses are ignored (the connection logs them)."""
@@ -42,6 +61,16 @@ class HostHandlers:
         """A ``push/event`` request that passed admission (MCPL §9). Returns
         ``{"accepted": bool, "inferenceId"?: str, "reason"?: str}`` (§9.3)."""
         return {"accepted": True}
+
+    async def inference_request(
+        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
+    ) -> dict[str, Any]:
+        """An ``inference/request`` that passed admission (MCPL §11). ``stream`` is given when
+        the server asked for streaming and the request has an id (R7: id null is answered
+        whole); send deltas through it, then return the whole result
+        ``{content, model, finishReason, usage: {inputTokens, outputTokens}}`` (§11.3).
+        Default: refused, since no model is configured."""
+        raise HandlerError(ErrorCode.METHOD_NOT_FOUND, "Method not found: no inference provider is configured")
 
     async def request(self, context: RequestContext, params: Any) -> Any:
         """Any other server request (``roots/list``, ``sampling/createMessage``, ...).

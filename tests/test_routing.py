@@ -407,3 +407,62 @@ async def test_mcpl_result_keeps_the_manifest_verbatim(tmp_path: Path) -> None:
         async with script.connect() as conn:
             assert conn.server_info is not None
             assert conn.server_info.mcpl == MCPL_RESULT["capabilities"]["experimental"]["mcpl"]
+
+
+class Streaming(TestHandlers):
+    async def inference_request(self, context: RequestContext, params: dict[str, Any], stream: Any) -> dict[str, Any]:
+        if stream is not None:
+            stream.send("Hel")
+            stream.send("lo")
+        return {"content": "Hello", "model": "test-model", "finishReason": "end_turn",
+                "usage": {"inputTokens": 1, "outputTokens": 2}}
+
+
+def inference(request_id: Any, stream: bool) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "inference/request",
+            "params": {"featureSet": "demo", "stream": stream,
+                       "messages": [{"role": "user", "content": "hi"}]}}
+
+
+async def test_r7_streamed_inference_chunks_name_the_request_null_id_answered_whole(tmp_path: Path) -> None:
+    manifest = {"version": "0.5", "inferenceRequest": {"streaming": True},
+                "featureSets": {"demo": {"description": "d", "uses": ["inferenceRequest"]}}}
+    result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
+              "capabilities": {"experimental": {"mcpl": manifest}}}
+    script = Script(tmp_path, [
+        {"expect": {"method": "initialize"}}, {"reply": result},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}},
+        {"send": inference("r1", True)},
+        {"wait_response": "r1"},
+        {"send": inference(None, True)},
+        {"wait_response": None},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect(handlers=Streaming(), policy=GrantPolicy(grant_all_advertised=True)) as conn:
+            await script.finished(conn)
+    messages = script.messages()[3:]
+    chunks = [m for m in messages if m.get("method") == "inference/chunk"]
+    assert [c["params"] for c in chunks] == [
+        {"requestId": "r1", "index": 0, "delta": "Hel"}, {"requestId": "r1", "index": 1, "delta": "lo"}]
+    final = [m for m in messages if "result" in m]
+    assert [m["id"] for m in final] == ["r1", None]
+    assert messages.index(chunks[-1]) < messages.index(final[0])  # chunks before the result
+    assert final[1]["result"]["content"] == "Hello"
+
+
+async def test_inference_streaming_not_granted_is_refused(tmp_path: Path) -> None:
+    manifest = {"version": "0.5", "inferenceRequest": {"streaming": True}}
+    result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
+              "capabilities": {"experimental": {"mcpl": manifest}}}
+    script = Script(tmp_path, [
+        {"expect": {"method": "initialize"}}, {"reply": result},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}},
+        {"send": inference(4, True)},
+        {"wait_response": 4, "expect_error_code": -32002},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect(handlers=Streaming(), policy=GrantPolicy(grant=("inferenceRequest",))) as conn:
+            await script.finished(conn)
+    assert answers(script)["4"]["error"]["data"] == {"capability": "inferenceRequest.streaming"}

@@ -1,0 +1,188 @@
+"""What a server sends us: routing of session events, admission, handler tasks.
+
+Rules of this module (ENVELOPE.md C R1-R7, B A1-A4, E T1-T2):
+
+- ``ping`` is answered in every state, inline in the read loop.
+- Admission (``mcpl.admission.admit``) runs here, once, before any handler sees a request:
+  a refusal is answered at once and reported to ``HostHandlers.on_refused``.
+- Each admitted request runs in its own task in the connection's task group; at most
+  ``limits.max_concurrent_inbound`` run at once, more are answered ``-32603`` at once so the
+  read loop never waits. A server's ``notifications/cancelled`` cancels the task and no
+  answer is sent (MCP cancellation).
+- An answer is written only to the link (transport epoch) the request was read on; if that
+  link has closed, nothing is sent and a log line says so (T1, T2).
+- A streamed ``inference/request`` gets ``inference/chunk`` notifications naming its id,
+  then the result; with ``"id": null`` it is answered whole, with no chunks (R7).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from mcpl_host.connection_io import Link
+from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
+from mcpl_host.jsonrpc.envelope import Request
+from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.session import (
+    DroppedLine,
+    InvalidRequestReceived,
+    NotificationReceived,
+    OrphanResponse,
+    RequestReceived,
+    ResponseSettled,
+    Session,
+    UnmatchedError,
+)
+from mcpl_host.limits import Limits
+from mcpl_host.logging import LogBudget, Redactor, ServerValue
+from mcpl_host.mcpl.admission import admit
+from mcpl_host.mcpl.grants import Grant
+
+__all__ = ["InboundRouting"]
+
+_MCP_LOG_LEVELS = {
+    "debug": "debug", "info": "info", "notice": "info", "warning": "warning",
+    "error": "error", "critical": "critical", "alert": "critical", "emergency": "critical",
+}
+# Methods whose params must be an object before a handler sees them (JSON-RPC 2.0 §4.2).
+_OBJECT_PARAMS = frozenset({"push/event", "inference/request"})
+_INTERNAL_ERROR = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
+
+
+class InboundRouting:
+    """Mixed into ``ServerConnection``: acts on the session's events for one line."""
+
+    name: str
+    handlers: HostHandlers
+    limits: Limits
+    redactor: Redactor
+    grant: Grant | None
+    _session: Session
+    _link: Link | None
+    _tg: Any
+    _log: Any
+    _inbound: dict[tuple[int, Any], anyio.CancelScope]
+    _inbound_running: int
+    _progress: dict[str, Any]
+    _dropped: LogBudget
+    _unmatched: LogBudget
+    _invalid: LogBudget
+
+    def _on_event(self, event: Any, link: Link) -> None:
+        if isinstance(event, ResponseSettled):
+            event.pending.slot.settle(event.response)  # runs its on_answer first (wire order)
+        elif isinstance(event, RequestReceived):
+            self._dispatch(event.request, link)
+        elif isinstance(event, NotificationReceived):
+            self._on_notification(event.notification.method, event.notification.params)
+        elif isinstance(event, InvalidRequestReceived):
+            if event.answer is not None:
+                link.send(event.answer)  # A1: once, on the same transport
+            self._log_budgeted(self._invalid, "invalid request from the server",
+                               method=ServerValue(event.invalid.method, self.redactor),
+                               problem=event.invalid.message)
+        elif isinstance(event, OrphanResponse):
+            self._log.debug("late answer to a forgotten request",
+                            id=ServerValue(event.response.id, self.redactor))
+            self.handlers.on_orphan_response(self.name, event.response)
+        elif isinstance(event, UnmatchedError):
+            self._log_budgeted(self._unmatched, "error response naming no request of ours",
+                               error=ServerValue(event.response.error, self.redactor))
+        elif isinstance(event, DroppedLine):
+            self._log_dropped(event.kind, event.line)
+
+    def _dispatch(self, request: Request, link: Link) -> None:
+        if link.closed or link is not self._link:  # T2: read after its transport closed
+            self._not_answering(request)
+            return
+        if request.method == "ping":  # answered in every state (checklist A 18)
+            link.send(self._session.answer(request.id, result={}))
+            return
+        denial = admit(request.method, request.params, self.grant)
+        if denial is None and request.method in _OBJECT_PARAMS and not isinstance(request.params, dict):
+            denial = HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object")
+        if denial is None and self._inbound_running >= self.limits.max_concurrent_inbound:
+            denial = HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error: host busy")
+        if denial is not None:
+            error = denial.to_error()
+            link.send(self._session.answer(request.id, error=error))
+            self.handlers.on_refused(self.name, request.method, request.params, error)
+            return
+        self._inbound_running += 1
+        self._tg.start_soon(self._serve, request, link)
+
+    async def _serve(self, request: Request, link: Link) -> None:
+        context = RequestContext(self.name, request.id, request.method, link.epoch)
+        key = (link.epoch, request.id)
+        scope = anyio.CancelScope()
+        if request.id is not None:
+            self._inbound[key] = scope
+        answer: bytes | None = None
+        try:
+            with scope:
+                try:
+                    result = await self._call_handler(context, request, link)
+                    answer = self._session.answer(request.id, result=result)
+                except HandlerError as exc:
+                    answer = self._session.answer(request.id, error=exc.to_error())
+                except Exception:  # R3: -32603 with no exception text on the wire
+                    self._log.exception("handler failed", method=ServerValue(request.method))
+                    answer = self._session.answer(request.id, error=_INTERNAL_ERROR)
+        finally:
+            self._inbound_running -= 1
+            if self._inbound.get(key) is scope:
+                del self._inbound[key]
+        if answer is None:
+            return  # cancelled by the server (notifications/cancelled) or by closing
+        if link.closed:  # T1: never on another transport
+            self._not_answering(request)
+            return
+        link.send(answer)
+
+    async def _call_handler(self, context: RequestContext, request: Request, link: Link) -> Any:
+        params = request.params
+        if request.method == "push/event":
+            return await self.handlers.push_event(context, params)
+        if request.method == "inference/request":
+            stream = None
+            # R7: a request with id null cannot be named by chunks: it is answered whole.
+            if params.get("stream") is True and request.id is not None:
+                stream = InferenceStream(request.id, link, self._session)
+            return await self.handlers.inference_request(context, params, stream)
+        return await self.handlers.request(context, params)
+
+    def _not_answering(self, request: Request) -> None:
+        self._log.info("not answering request", id=ServerValue(request.id, self.redactor),
+                       method=ServerValue(request.method, self.redactor))
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method == "notifications/progress" and isinstance(params, dict):
+            token = params.get("progressToken")
+            callback = self._progress.get(token) if isinstance(token, str) else None
+            if callback is not None:
+                callback(params)
+        elif method == "notifications/cancelled" and isinstance(params, dict):
+            link = self._link
+            scope = self._inbound.get((link.epoch if link else 0, params.get("requestId")))
+            if scope is not None:
+                scope.cancel()  # MCP: stop work and do not reply
+        elif method == "notifications/message" and isinstance(params, dict):
+            level = params.get("level")
+            log_method = _MCP_LOG_LEVELS.get(level if isinstance(level, str) else "", "info")
+            getattr(self._log, log_method)("server log message",
+                                           logger=ServerValue(params.get("logger"), self.redactor),
+                                           data=ServerValue(params.get("data"), self.redactor))
+        self.handlers.on_notification(self.name, method, params)
+
+    def _log_dropped(self, kind: str, line: bytes) -> None:
+        self._log_budgeted(self._dropped, "dropped a line from the server", kind=kind,
+                           line=ServerValue(line, self.redactor))
+
+    def _log_budgeted(self, budget: LogBudget, message: str, **fields: Any) -> None:
+        verdict = budget.take()
+        if verdict == "log":
+            self._log.warning(message, **fields)
+        elif verdict == "last":
+            self._log.warning(f"{message}: more of these go unlogged on this connection")
