@@ -205,8 +205,25 @@ def _render_server_values(_logger: Any, _name: str, event: dict[str, Any]) -> di
 
 
 def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
-    """The library's structlog logger, optionally bound to ``initial`` values."""
-    return structlog.get_logger(name, **initial)
+    """The library's structlog logger, optionally bound to ``initial`` values.
+
+    When the application has not configured structlog, the library does not fall back on
+    structlog's default (every level, to standard output): it writes warnings and errors to
+    standard error, with server values rendered safely.
+    """
+    if structlog.is_configured():
+        return structlog.get_logger(name, **initial)
+    return structlog.wrap_logger(
+        structlog.PrintLogger(sys.stderr),
+        processors=[
+            structlog.processors.add_log_level,
+            _render_server_values,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        **initial,
+    )
 
 
 def configure_logging(
