@@ -1,0 +1,428 @@
+"""The stdio transport: a server as a child process speaking JSON lines on its pipes.
+
+Rules of this module (MCP lifecycle (stdio shutdown); ENVELOPE.md H5, L1-L3, T3):
+
+- The child runs in a new session, so it leads its own process group. Signals go to the
+  whole group: a ``sh -c`` or ``npx`` wrapper never leaves its real server orphaned.
+- The child gets a minimal environment (``ENV_ALLOWLIST``) plus its configured ``env``,
+  unless ``inherit_env`` is set. The host's own secrets do not leak into every server.
+- Every pipe has a reader. stdout feeds a ``LineReader``; stderr feeds a pump task that logs
+  each line (escaped, redacted, cut, through ``log_value``) and keeps the last
+  ``limits.stderr_tail_lines`` lines to explain a failure (H5). A child flooding stderr
+  never blocks.
+- Shutdown (MCP lifecycle, stdio): close stdin, wait ``close_grace_seconds``, SIGTERM the
+  group, wait ``terminate_grace_seconds``, SIGKILL the group, and always reap the child.
+  It runs shielded, so it completes under cancellation, in at most the two graces.
+- anyio and OS errors become ``ConnectionLost`` (the server went away) or
+  ``ConnectionClosed`` (we closed it), here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from subprocess import PIPE
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
+from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
+from mcpl_host.limits import Limits
+from mcpl_host.logging import Redactor, ServerValue, get_logger
+
+__all__ = [
+    "ENV_ALLOWLIST",
+    "ENV_ALLOWLIST_PREFIXES",
+    "READ_CHUNK_BYTES",
+    "STDERR_MAX_LINE_BYTES",
+    "StdioParameters",
+    "StdioTransport",
+    "child_environment",
+]
+
+#: Variables passed from the host's environment to a server by default (besides ``LC_*``):
+#: what programs need to find tools, locate home, pick a locale and reach the network.
+ENV_ALLOWLIST = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG", "TZ",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+})  # fmt: skip
+#: Prefixes of further allowed variables (locale categories).
+ENV_ALLOWLIST_PREFIXES = ("LC_",)
+#: Bytes asked for in one read from the child's stdout or stderr.
+READ_CHUNK_BYTES = 64 * 1024
+#: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
+#: line reach a log line anyway, ENVELOPE.md L1).
+STDERR_MAX_LINE_BYTES = 64 * 1024
+#: Seconds between checks that a process group is empty while waiting for it to exit.
+GROUP_POLL_SECONDS = 0.02
+#: Levels the stderr pump may log at.
+STDERR_LOG_LEVELS = frozenset({"debug", "info", "warning", "error", "critical"})
+
+# What ends the stderr pump's reading: EOF, a broken pipe, or our own close.
+_STDERR_ENDED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class StdioParameters:
+    """How to start a server: ``command`` (a path or a name looked up on ``PATH``), its
+    ``args``, extra ``env`` variables, the working directory ``cwd`` (None: ours), and
+    ``inherit_env`` (pass the host's whole environment instead of ``ENV_ALLOWLIST``)."""
+
+    command: str
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | os.PathLike[str] | None = None
+    inherit_env: bool = False
+
+
+def child_environment(params: StdioParameters) -> dict[str, str]:
+    """The environment a server is started with: ``os.environ`` filtered by
+    ``ENV_ALLOWLIST`` (or whole, with ``inherit_env``), then ``params.env`` on top."""
+    if params.inherit_env:
+        env = dict(os.environ)
+    else:
+        env = {
+            name: value
+            for name, value in os.environ.items()
+            if name in ENV_ALLOWLIST or name.startswith(ENV_ALLOWLIST_PREFIXES)
+        }
+    if params.env:
+        env.update(params.env)
+    return env
+
+
+def _exit_message(status: int | None) -> str:
+    if status is None:
+        return "server closed its stdout"
+    if status < 0:
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = "unknown signal"
+        return f"server process was killed by signal {-status} ({name})"
+    return f"server process exited with status {status}"
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Send ``signum`` (0: only check) to a process group; False if nothing in it can get
+    it (the group is empty, or what is left is not ours to signal)."""
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+async def _wait_group(process: anyio.abc.Process, seconds: float) -> bool:
+    """Wait up to ``seconds`` for the leader to exit (it is then reaped) and its group to
+    empty (a wrapper's children); True if both happened."""
+    with anyio.move_on_after(seconds):
+        await process.wait()
+        while _signal_group(process.pid, 0):  # noqa: ASYNC110 (no event for "group empty")
+            await anyio.sleep(GROUP_POLL_SECONDS)
+        return True
+    return False
+
+
+class StdioTransport:
+    """A server child process, its stdin and stdout as a line transport (``Transport``).
+
+    Use it as ``async with StdioTransport(params) as transport:``; entering spawns the
+    process and starts the stderr pump in a task group the transport owns, leaving calls
+    ``aclose()``. Enter and leave it in the same task. One task may ``receive()`` and one
+    task may ``send()`` at a time; ``aclose()`` may be called from any task.
+
+    Args:
+        params: how to start the server.
+        limits: bounds: ``max_line_bytes`` (stdout lines), ``stderr_tail_lines``,
+            ``close_grace_seconds`` and ``terminate_grace_seconds`` (shutdown).
+        redactor: applied to every stderr line; by default built from ``params.env``.
+        logger: a structlog logger; by default ``get_logger("mcpl_host.stdio")``.
+        stderr_log_level: the level of stderr lines in the log (``"debug"`` ...).
+
+    Raises:
+        ValueError: an unknown ``stderr_log_level``.
+    """
+
+    def __init__(
+        self,
+        params: StdioParameters,
+        *,
+        limits: Limits | None = None,
+        redactor: Redactor | None = None,
+        logger: Any = None,
+        stderr_log_level: str = "debug",
+    ) -> None:
+        if stderr_log_level not in STDERR_LOG_LEVELS:
+            raise ValueError(f"unknown stderr_log_level {stderr_log_level!r}")
+        self._params = params
+        self._limits = limits or Limits()
+        self._redactor = redactor if redactor is not None else Redactor((params.env or {}).values())
+        self._logger = logger if logger is not None else get_logger("mcpl_host.stdio")
+        self._stderr_log_level = stderr_log_level
+        self._process: anyio.abc.Process | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._pump_scope = anyio.CancelScope()
+        self._pump_done = anyio.Event()
+        self._pump_started = False
+        self._reader = LineReader(self._limits.max_line_bytes)
+        self._items: deque[ReadItem] = deque()
+        self._tail: deque[str] = deque(maxlen=self._limits.stderr_tail_lines)
+        self._stdout_ended = False
+        self._lost: tuple[str, int | None] | None = None  # set once stdout ended
+        self._closing = False
+        self._closed = anyio.Event()
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (also its process group id); None before it starts."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def exit_status(self) -> int | None:
+        """The child's exit status: None while it runs (or before it starts), negative
+        signal number if a signal killed it (as in ``subprocess``)."""
+        return self._process.returncode if self._process is not None else None
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """A copy of the server's last stderr lines, escaped, redacted (ENVELOPE.md H5)."""
+        return list(self._tail)
+
+    def describe(self) -> str:
+        """``"stdio:<command basename> pid=<pid>"`` (no arguments: they may hold secrets)."""
+        return f"stdio:{os.path.basename(self._params.command)} pid={self.pid}"
+
+    def __repr__(self) -> str:
+        status = self.exit_status
+        if self._closing:
+            state = "closed" if self._closed.is_set() else "closing"
+        else:
+            state = "new" if self._process is None else "running" if status is None else "exited"
+        return (
+            f"<StdioTransport {self.describe()} {state} exit_status={status} "
+            f"buffered={len(self._items)} stderr_tail={len(self._tail)}>"
+        )
+
+    async def __aenter__(self) -> StdioTransport:
+        """Spawn the server and start the stderr pump.
+
+        Raises:
+            ConnectionLost: the command could not be started (not found, not executable,
+                bad working directory); the message names the command.
+            RuntimeError: the transport was already entered or closed.
+
+        **Cancellation:** if cancelled after the spawn, the child is stopped and reaped.
+        """
+        if self._process is not None or self._closing:
+            raise RuntimeError("a StdioTransport can be entered only once")
+        self._process = await self._spawn()
+        task_group = anyio.create_task_group()
+        try:
+            await task_group.__aenter__()
+            self._task_group = task_group
+            await task_group.start(self._pump_stderr)
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the transport (``aclose()``) and leave the task group.
+
+        **Cancellation:** the close is shielded; it completes, then the cancellation goes on.
+        """
+        try:
+            await self.aclose()
+        finally:
+            task_group, self._task_group = self._task_group, None
+            if task_group is not None:
+                # The pump has ended. Hand the task group only a cancellation (which its
+                # scope may own); any other error propagates as is, not in an ExceptionGroup.
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    await task_group.__aexit__(exc_type, exc, tb)
+                else:
+                    await task_group.__aexit__(None, None, None)
+
+    async def _spawn(self) -> anyio.abc.Process:
+        params = self._params
+        try:
+            return await anyio.open_process(
+                [params.command, *params.args], stdin=PIPE, stdout=PIPE, stderr=PIPE,
+                cwd=params.cwd, env=child_environment(params), start_new_session=True,
+            )  # fmt: skip
+        except (OSError, ValueError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            filename = getattr(exc, "filename", None)
+            if params.cwd is not None and filename is not None:
+                cwd = os.fsdecode(params.cwd)
+                if os.fsdecode(filename) == cwd:  # subprocess names the cwd it failed on
+                    reason = f"cannot use working directory {cwd!r}: {reason}"
+            message = f"could not start server command {params.command!r} ({reason})"
+            raise ConnectionLost(message) from None
+
+    async def aclose(self) -> None:
+        """Stop the server and release its pipes (MCP lifecycle (stdio shutdown)).
+
+        Closes stdin; waits up to ``close_grace_seconds`` for the process group to exit;
+        sends SIGTERM to the group; waits up to ``terminate_grace_seconds``; sends SIGKILL
+        to the group; always reaps the child. A group whose leader has exited but that
+        still has members gets the same signals. Then stops the stderr pump and closes the
+        pipes. Idempotent; a second caller waits for the first to finish. Takes at most
+        the two graces (seconds) plus a small epsilon. Never raises (beyond cancellation
+        of a second caller while it waits).
+
+        **Cancellation:** the whole close runs shielded: the child is always stopped and
+        reaped, then the caller's cancellation takes effect at its next checkpoint.
+        Another task blocked in ``send()`` or ``receive()`` gets ``ConnectionClosed``.
+        """
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        process = self._process
+        with anyio.CancelScope(shield=True):
+            try:
+                if process is not None:
+                    await self._stop_process(process)
+            finally:
+                try:
+                    self._pump_scope.cancel()
+                    if self._pump_started:  # it ends at once: it is cancelled
+                        await self._pump_done.wait()
+                    if process is not None:
+                        await process.aclose()  # closes the pipes; the child is reaped
+                finally:
+                    self._closed.set()
+
+    async def _stop_process(self, process: anyio.abc.Process) -> None:
+        if process.stdin is not None:
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+                await process.stdin.aclose()
+        limits = self._limits
+        if not await _wait_group(process, limits.close_grace_seconds):
+            _signal_group(process.pid, signal.SIGTERM)
+            if not await _wait_group(process, limits.terminate_grace_seconds):
+                _signal_group(process.pid, signal.SIGKILL)
+        await process.wait()  # reap: no zombie remains
+
+    async def receive(self) -> ReadItem:
+        """Return the next stdout line (``bytes``, no newline, no trailing ``\\r``) or a
+        ``LineTooLong`` marker for a line over ``limits.max_line_bytes`` (dropped; memory
+        stays within the bound).
+
+        At the end of stdout, an unterminated last line is returned first; then every call
+        raises ``ConnectionLost`` with ``exit_status`` and ``stderr_tail`` (ENVELOPE.md H5).
+        To fill them it waits, at most ``close_grace_seconds``, for the process to exit and
+        for stderr to end.
+
+        Raises:
+            ConnectionLost: the server closed its stdout or exited.
+            ConnectionClosed: ``aclose()`` was called (before or during this call).
+
+        **Cancellation:** nothing is lost: lines already read stay buffered for the next
+        call, and the process is left running.
+        """
+        while True:
+            if self._closing:
+                raise ConnectionClosed("the stdio transport was closed")
+            if self._items:
+                return self._items.popleft()
+            if self._lost is not None:
+                message, status = self._lost
+                raise ConnectionLost(message, exit_status=status, stderr_tail=self._tail)
+            if self._process is None or self._process.stdout is None:
+                raise ConnectionClosed("the stdio transport is not open")
+            if self._stdout_ended:
+                await self._settle_after_eof(self._process)
+                continue
+            try:
+                data = await self._process.stdout.receive(READ_CHUNK_BYTES)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                self._stdout_ended = True
+                self._items.extend(self._reader.finish())
+                continue
+            except anyio.ClosedResourceError:
+                raise ConnectionClosed("the stdio transport was closed") from None
+            self._items.extend(self._reader.feed(data))
+
+    async def _settle_after_eof(self, process: anyio.abc.Process) -> None:
+        with anyio.move_on_after(self._limits.close_grace_seconds):
+            await process.wait()
+            await self._pump_done.wait()
+        self._lost = (_exit_message(process.returncode), process.returncode)
+
+    async def send(self, data: bytes) -> None:
+        """Write ``data`` (one or more whole lines, each ending in ``\\n``) to stdin.
+
+        Waits while the pipe is full (the server is not reading).
+
+        Raises:
+            ConnectionLost: the server's stdin is closed (it exited or closed it); a broken
+                pipe never escapes as anything else.
+            ConnectionClosed: ``aclose()`` was called (before or during this call).
+
+        **Cancellation:** part of ``data`` may have been written; the stream is then out of
+        step, so the caller should close the transport.
+        """
+        if self._closing:
+            raise ConnectionClosed("the stdio transport was closed")
+        if self._process is None or self._process.stdin is None:
+            raise ConnectionClosed("the stdio transport is not open")
+        try:
+            await self._process.stdin.send(data)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            if self._closing:
+                raise ConnectionClosed("the stdio transport was closed") from None
+            status = self._process.returncode
+            reason = "its stdin is closed" if status is None else _exit_message(status)
+            message = f"could not write to the server ({reason})"
+            raise ConnectionLost(message, exit_status=status, stderr_tail=self._tail) from None
+
+    async def _pump_stderr(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Read stderr to its end, logging and keeping each line (ENVELOPE.md H5, L3)."""
+        self._pump_started = True
+        try:
+            with self._pump_scope:
+                task_status.started()
+                assert self._process is not None and self._process.stderr is not None
+                stderr = self._process.stderr
+                reader = LineReader(min(STDERR_MAX_LINE_BYTES, self._limits.max_line_bytes))
+                log = getattr(self._logger, self._stderr_log_level)
+                while True:
+                    try:
+                        data = await stderr.receive(READ_CHUNK_BYTES)
+                    except _STDERR_ENDED:
+                        break
+                    for item in reader.feed(data):
+                        self._stderr_line(item, log)
+                for item in reader.finish():
+                    self._stderr_line(item, log)
+        finally:
+            self._pump_done.set()
+
+    def _stderr_line(self, item: ReadItem, log: Any) -> None:
+        if isinstance(item, LineTooLong):
+            self._tail.append(f"[stderr line longer than {item.max_line_bytes} bytes dropped]")
+            log("server stderr line dropped", max_line_bytes=item.max_line_bytes)
+            return
+        value = ServerValue(item, self._redactor)
+        self._tail.append(str(value))  # log_value(): escaped, redacted, cut
+        log("server stderr", line=value)
+

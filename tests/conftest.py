@@ -1,0 +1,75 @@
+"""Shared test set-up.
+
+- Every ``@pytest.mark.anyio`` test runs on asyncio and on trio (``anyio_backend``).
+- ``FIXTURES``: the directory of fixture server programs.
+- No child process may outlive the test session: at its end, a process whose parent is
+  pytest (a zombie included: every child must be reaped), or that is alive in a process
+  group a test created (a wrapper's orphaned grandchild), fails the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, ppid, pgrp)`` of a process from ``/proc/<pid>/stat``, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[0].decode(), int(fields[1]), int(fields[2])
+
+
+def _leftovers(me: int, groups: set[int]) -> dict[int, str]:
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        stat = _stat(int(entry))
+        if stat is None:
+            continue
+        state, ppid, pgrp = stat
+        # An orphan's zombie is init's to reap; our own children must all be reaped.
+        if ppid == me or (pgrp in groups and state != "Z"):
+            found[int(entry)] = f"pid {entry} (state {state}, ppid {ppid}, pgrp {pgrp})"
+    return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftover_processes() -> Iterator[None]:
+    # Record the process groups tests create: every child is spawned through
+    # anyio.open_process, and with start_new_session its pid is its group id.
+    groups: set[int] = set()
+    real_open_process = anyio.open_process
+
+    async def recording_open_process(*args, **kwargs):  # type: ignore[no-untyped-def]
+        process = await real_open_process(*args, **kwargs)
+        groups.add(process.pid)
+        return process
+
+    anyio.open_process = recording_open_process  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        anyio.open_process = real_open_process  # type: ignore[assignment]
+    leftovers = _leftovers(os.getpid(), groups)
+    for pid in leftovers:  # do not leave them running after reporting them
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not leftovers, "processes outlived the tests: " + "; ".join(leftovers.values())

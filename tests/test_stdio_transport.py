@@ -1,0 +1,382 @@
+"""StdioTransport against real fixture processes over real pipes, on asyncio and trio.
+
+Rules under test: MCP lifecycle (stdio shutdown); ENVELOPE.md H5 (exit status and stderr
+tail), L1-L3 (stderr escaped, redacted, forwarded); STYLE.md 2.9-2.10 (aclose always
+closes, every pipe has a reader). Synchronisation is by events and ``fail_after`` only; the
+one timing assertion is the upper bound on closing a child that ignores SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+from typing import Any
+
+import anyio
+import pytest
+from structlog.testing import capture_logs
+
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
+from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
+from mcpl_host.limits import Limits
+from mcpl_host.logging import Redactor
+from mcpl_host.transports.base import Transport
+from mcpl_host.transports.stdio import (
+    ENV_ALLOWLIST,
+    StdioParameters,
+    StdioTransport,
+    child_environment,
+)
+
+from .conftest import FIXTURES
+
+pytestmark = pytest.mark.anyio
+
+#: Seconds: a generous bound on anything that should be prompt.
+TIMEOUT = 15
+GRACE = 0.3
+SHORT = Limits(close_grace_seconds=GRACE, terminate_grace_seconds=GRACE)
+SECRET = "s3cr3t-token-value"
+
+
+def fixture(name: str, *args: str, **kwargs: Any) -> StdioParameters:
+    return StdioParameters(sys.executable, (str(FIXTURES / name), *args), **kwargs)
+
+
+def is_gone(pid: int | None) -> bool:
+    assert pid is not None
+    return not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.fixture(autouse=True)
+def logs() -> Any:
+    with capture_logs() as captured:
+        yield captured
+
+
+def stderr_events(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [entry for entry in logs if entry["event"] == "server stderr"]
+
+
+# -- environment (no process needed) -----------------------------------------------------
+
+
+def test_child_environment_is_minimal_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPL_TEST_HOST_SECRET", "do-not-pass")
+    monkeypatch.setenv("LC_MCPL_TEST", "kept")
+    monkeypatch.setenv("https_proxy", "http://proxy.invalid")
+    env = child_environment(StdioParameters("x", env={"CONFIGURED": "yes", "PATH": "/p"}))
+    assert "MCPL_TEST_HOST_SECRET" not in env
+    assert env["LC_MCPL_TEST"] == "kept"
+    assert env["https_proxy"] == "http://proxy.invalid"
+    assert env["CONFIGURED"] == "yes"
+    assert env["PATH"] == "/p"  # configured values win
+    assert set(env) <= ENV_ALLOWLIST | {"CONFIGURED", *(n for n in env if n.startswith("LC_"))}
+
+
+def test_child_environment_inherit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPL_TEST_HOST_SECRET", "passed")
+    env = child_environment(StdioParameters("x", env={"CONFIGURED": "yes"}, inherit_env=True))
+    assert env == {**os.environ, "CONFIGURED": "yes"}
+
+
+def test_unknown_stderr_log_level_is_refused() -> None:
+    with pytest.raises(ValueError, match="stderr_log_level"):
+        StdioTransport(StdioParameters("x"), stderr_log_level="loud")
+
+
+# -- reading and writing -----------------------------------------------------------------
+
+
+async def test_echo_roundtrip_and_live_state() -> None:
+    t = StdioTransport(fixture("proc_echo.py"))
+    assert "new" in repr(t) and t.pid is None
+    with anyio.fail_after(TIMEOUT):
+        async with t:
+            assert isinstance(t, Transport)
+            assert t.describe() == f"stdio:{os.path.basename(sys.executable)} pid={t.pid}"
+            assert "running" in repr(t) and t.exit_status is None
+            await t.send(b'{"jsonrpc":"2.0","method":"ping","id":1}\n{"b":2}\n')
+            assert await t.receive() == b'{"jsonrpc":"2.0","method":"ping","id":1}'
+            assert await t.receive() == b'{"b":2}'
+    assert t.exit_status == 0  # the echo server exits when its stdin closes
+    assert "closed" in repr(t)
+    assert is_gone(t.pid)
+
+
+async def test_crlf_lines() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_echo.py")) as t:
+            await t.send(b'{"a":1}\r\n')
+            assert await t.receive() == b'{"a":1}'
+
+
+async def test_unterminated_last_line_comes_before_connection_lost() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_exit.py", "0", '{"last": 1}')) as t:
+            assert await t.receive() == b'{"last": 1}'
+            with pytest.raises(ConnectionLost) as info:
+                await t.receive()
+    assert info.value.exit_status == 0
+    assert str(info.value) == "server process exited with status 0"
+
+
+async def test_crash_gives_exit_status_and_stderr_tail(logs: list[dict[str, Any]]) -> None:
+    """ENVELOPE.md H5, L1, L3: the exit status and the escaped stderr lines."""
+    params = fixture("proc_exit.py", "3")
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(params, stderr_log_level="warning") as t:
+            with pytest.raises(ConnectionLost) as info:
+                await t.receive()
+            with pytest.raises(ConnectionLost):  # and again: the end is sticky
+                await t.receive()
+    exc = info.value
+    assert str(exc) == "server process exited with status 3"
+    assert exc.exit_status == 3 == t.exit_status
+    expected = [
+        "starting up",
+        "token=",
+        'bad \\"thing\\" \\u001b[31mhappened\\u001b[0m',
+        "fatal: giving up",
+    ]
+    assert exc.stderr_tail == expected == t.stderr_tail
+    events = stderr_events(logs)
+    assert [str(entry["line"]) for entry in events] == expected
+    assert {entry["log_level"] for entry in events} == {"warning"}
+
+
+async def test_killed_by_signal() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_exit.py", "kill")) as t:
+            with pytest.raises(ConnectionLost) as info:
+                await t.receive()
+    assert info.value.exit_status == -signal.SIGKILL
+    assert str(info.value) == "server process was killed by signal 9 (SIGKILL)"
+
+
+async def test_closed_stdout_of_a_running_server() -> None:
+    code = "import os, time; os.close(1); time.sleep(60)"
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(StdioParameters(sys.executable, ("-c", code)), limits=SHORT) as t:
+            with pytest.raises(ConnectionLost) as info:
+                await t.receive()
+            assert info.value.exit_status is None
+            assert str(info.value) == "server closed its stdout"
+    assert is_gone(t.pid)
+
+
+async def test_env_secret_is_redacted_in_stderr_tail_and_logs(logs: list[dict[str, Any]]) -> None:
+    """ENVELOPE.md L2: every env value is redacted, by default and with a given redactor."""
+    for redactor in (None, Redactor([SECRET])):
+        params = fixture("proc_exit.py", "1", env={"API_TOKEN": SECRET})
+        with anyio.fail_after(TIMEOUT):
+            async with StdioTransport(params, redactor=redactor) as t:
+                with pytest.raises(ConnectionLost) as info:
+                    await t.receive()
+        assert "token=[redacted]" in info.value.stderr_tail
+        assert "token=[redacted]" in [str(entry["line"]) for entry in stderr_events(logs)]
+        assert SECRET not in repr(logs) + repr(t.stderr_tail) + repr(info.value.stderr_tail)
+
+
+async def test_stderr_flood_does_not_block() -> None:
+    limits = Limits(stderr_tail_lines=5)
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_stderr_flood.py"), limits=limits) as t:
+            assert await t.receive() == b'{"flood": "done"}'
+            assert len(t.stderr_tail) <= 5
+
+
+class _PeakReader(LineReader):
+    """A LineReader that records the most bytes it ever held."""
+
+    def __init__(self, max_line_bytes: int) -> None:
+        super().__init__(max_line_bytes)
+        self.peak = 0
+
+    def feed(self, data: bytes) -> list[ReadItem]:
+        out = super().feed(data)
+        self.peak = max(self.peak, self.buffered_bytes)
+        return out
+
+
+async def test_stdout_flood_without_newline_is_dropped_in_bounded_memory() -> None:
+    limits = Limits(max_line_bytes=1024)
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_no_newline.py"), limits=limits) as t:
+            reader = t._reader = _PeakReader(1024)  # white-box: watch the buffer
+            assert await t.receive() == LineTooLong(1024)
+            assert await t.receive() == b'{"after": true}'  # one marker for 8 MiB, then on
+            assert reader.peak <= 1024
+
+
+async def test_send_to_a_dead_child_is_connection_lost() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_exit.py", "0")) as t:
+            with pytest.raises(ConnectionLost):
+                await t.receive()
+            assert t.exit_status == 0  # it never read its stdin, and is gone
+            for _ in range(2):  # EPIPE every time, never a crash
+                with pytest.raises(ConnectionLost) as info:
+                    await t.send(b"x" * 200_000 + b"\n")
+    assert info.value.exit_status == 0
+    assert str(info.value).startswith("could not write to the server")
+
+
+@pytest.mark.parametrize("case", ["missing", "not executable", "bad cwd"])
+async def test_spawn_failure_is_connection_lost(case: str, tmp_path: Any) -> None:
+    if case == "missing":
+        params = StdioParameters("mcpl-host-no-such-command")
+    elif case == "not executable":
+        script = tmp_path / "server.sh"
+        script.write_text("#!/bin/sh\n")
+        script.chmod(0o644)
+        params = StdioParameters(str(script))
+    else:
+        params = StdioParameters(sys.executable, cwd=tmp_path / "missing")
+    t = StdioTransport(params)
+    with anyio.fail_after(TIMEOUT), pytest.raises(ConnectionLost) as info:
+        async with t:
+            pytest.fail("entered")
+    message = str(info.value)
+    assert message.startswith(f"could not start server command {params.command!r} (")
+    assert "\n" not in message and "Traceback" not in message
+    if case == "bad cwd":
+        assert "working directory" in message
+    assert t.pid is None
+
+
+# -- closing -----------------------------------------------------------------------------
+
+
+async def test_close_of_a_child_ignoring_sigterm_is_bounded_and_reaps() -> None:
+    """MCP lifecycle (stdio shutdown): stdin close, grace, SIGTERM, grace, SIGKILL, reap."""
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_ignore_term.py"), limits=SHORT) as t:
+            assert await t.receive() == b"ready"  # SIGTERM is ignored from here on
+            start = anyio.current_time()
+            await t.aclose()
+            elapsed = anyio.current_time() - start
+    assert elapsed < 2 * GRACE + 1.5
+    assert t.exit_status == -signal.SIGKILL
+    assert is_gone(t.pid)
+
+
+@pytest.mark.parametrize("mode", ["wait", "exit"])
+async def test_a_wrappers_grandchild_is_killed_with_the_group(mode: str) -> None:
+    """The leader waits for, or has left behind, a grandchild that ignores SIGTERM."""
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_wrapper.py", mode), limits=SHORT) as t:
+            lines = {await t.receive(), await t.receive()}  # in either order
+            assert b"ready" in lines
+            (announcement,) = lines - {b"ready"}
+            assert isinstance(announcement, bytes)
+            pidfd = os.pidfd_open(json.loads(announcement)["grandchild"])
+            alive_before_close = select.select([pidfd], [], [], 0)[0] == []
+    try:
+        assert alive_before_close
+        with anyio.fail_after(TIMEOUT):
+            await anyio.wait_readable(pidfd)  # readable: the grandchild has exited
+    finally:
+        os.close(pidfd)
+    assert is_gone(t.pid)
+
+
+async def test_cancelling_the_user_task_still_kills_and_reaps() -> None:
+    transports: list[StdioTransport] = []
+    in_use = anyio.Event()
+
+    async def use() -> None:
+        async with StdioTransport(fixture("proc_ignore_term.py"), limits=SHORT) as t:
+            transports.append(t)
+            assert await t.receive() == b"ready"
+            in_use.set()
+            await t.receive()  # blocks: the child writes nothing more
+            pytest.fail("receive returned")
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(use)
+            await in_use.wait()
+            tg.cancel_scope.cancel()
+    (t,) = transports
+    assert t.exit_status == -signal.SIGKILL
+    assert is_gone(t.pid)
+
+
+async def test_aclose_completes_when_its_caller_is_cancelled() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_ignore_term.py"), limits=SHORT) as t:
+            assert await t.receive() == b"ready"
+            with anyio.CancelScope() as scope:
+                scope.cancel()
+                await t.aclose()
+            assert t.exit_status == -signal.SIGKILL  # stopped and reaped all the same
+            assert is_gone(t.pid)
+
+
+async def test_close_from_another_task_gives_connection_closed() -> None:
+    outcomes: list[str] = []
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_ignore_term.py"), limits=SHORT) as t:
+            assert await t.receive() == b"ready"
+
+            async def blocked_reader(*, task_status: Any) -> None:
+                task_status.started()
+                with pytest.raises(ConnectionClosed):
+                    await t.receive()
+                outcomes.append("receive closed")
+
+            async with anyio.create_task_group() as tg:
+                await tg.start(blocked_reader)
+                await t.aclose()
+            assert outcomes == ["receive closed"]
+            with pytest.raises(ConnectionClosed):
+                await t.send(b"{}\n")
+            with pytest.raises(ConnectionClosed):
+                await t.receive()
+            await t.aclose()  # idempotent
+    assert is_gone(t.pid)
+
+
+async def test_a_body_error_propagates_unwrapped_and_the_child_is_reaped() -> None:
+    with anyio.fail_after(TIMEOUT):
+        with pytest.raises(KeyError):
+            async with StdioTransport(fixture("proc_echo.py")) as t:
+                raise KeyError("boom")
+    assert t.exit_status == 0
+    assert is_gone(t.pid)
+
+
+# -- how the child is started ------------------------------------------------------------
+
+
+async def report(params: StdioParameters) -> dict[str, Any]:
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(params) as t:
+            line = await t.receive()
+    assert isinstance(line, bytes)
+    return json.loads(line)
+
+
+async def test_minimal_environment_in_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPL_TEST_HOST_SECRET", "do-not-pass")
+    env = (await report(fixture("proc_report.py", env={"CONFIGURED": "yes"})))["env"]
+    assert env["CONFIGURED"] == "yes"
+    assert "MCPL_TEST_HOST_SECRET" not in env
+    assert env.get("PATH") == os.environ.get("PATH")
+
+
+async def test_inherit_env_in_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCPL_TEST_HOST_SECRET", "passed")
+    params = fixture("proc_report.py", env={"CONFIGURED": "yes"}, inherit_env=True)
+    env = (await report(params))["env"]
+    assert env["CONFIGURED"] == "yes"
+    assert env["MCPL_TEST_HOST_SECRET"] == "passed"
+
+
+async def test_cwd_is_honored(tmp_path: Any) -> None:
+    cwd = (await report(fixture("proc_report.py", cwd=tmp_path)))["cwd"]
+    assert os.path.realpath(cwd) == os.path.realpath(tmp_path)
