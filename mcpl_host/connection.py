@@ -167,8 +167,10 @@ class ServerConnection(InboundRouting, MCPMethods):
 
     async def aclose(self) -> None:
         """Close the connection: fail pending requests (``ConnectionClosed``), let queued
-        answers go out, close the transport (for stdio: stdin, grace, SIGTERM, SIGKILL,
-        reap), and stop every task. Idempotent; bounded by the transport's grace periods.
+        answers go out (at most ``close_grace_seconds``, and only while something is queued),
+        close the transport (for stdio: stdin, grace, SIGTERM, SIGKILL, reap), and stop every
+        task. Idempotent. Bounded: at most ``close_grace_seconds`` for queued output, then the
+        transport's ``close_grace_seconds`` + ``terminate_grace_seconds``.
         May be called from any task; the ``async with`` exit then only leaves the contexts.
 
         Cancellation: shielded; the transport is always closed and the process reaped.

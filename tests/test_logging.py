@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 
+import structlog
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -73,7 +74,7 @@ def test_configured_json_logging_renders_server_values_escaped() -> None:
     try:
         get_logger().warning("server said", line=ServerValue('x"\ny', Redactor()))
     finally:
-        configure_logging("warning")
+        structlog.reset_defaults()
     (line,) = stream.getvalue().splitlines()
     record = json.loads(line)
     assert record["line"] == 'x\\"\\ny'

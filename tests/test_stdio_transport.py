@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
@@ -53,8 +54,14 @@ def is_gone(pid: int | None) -> bool:
 
 @pytest.fixture(autouse=True)
 def logs() -> Any:
-    with capture_logs() as captured:
-        yield captured
+    """Every log event of the test, whatever level filter an earlier test configured."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        with capture_logs() as captured:
+            yield captured
+    finally:
+        structlog.configure(**saved)
 
 
 def stderr_events(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
