@@ -12,7 +12,24 @@ from mcpl_host.logging import Redactor, get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 
-__all__ = ["connect_stdio"]
+__all__ = ["connect_stdio", "default_server_name"]
+
+
+def default_server_name(command: str, args: Sequence[str] = ()) -> str:
+    """A readable name for logs: ``python -m mcp_server_time`` → ``mcp_server_time``,
+    ``python demo_server.py`` → ``demo_server``, ``npx -y pkg`` → ``pkg``, else the command."""
+    base = os.path.basename(command)
+    rest = list(args)
+    if base.startswith("python") and rest:
+        if rest[0] == "-m" and len(rest) > 1:
+            return rest[1]
+        if not rest[0].startswith("-"):
+            return os.path.splitext(os.path.basename(rest[0]))[0]
+    if base in ("npx", "uvx", "pipx", "bunx") and rest:
+        packages = [arg for arg in rest if not arg.startswith("-")]
+        if packages:
+            return packages[0]
+    return base
 
 
 def connect_stdio(
@@ -42,7 +59,7 @@ def connect_stdio(
         command=command, args=tuple(args), env=dict(env) if env else None, cwd=cwd,
         inherit_env=inherit_env,
     )
-    server_name = name or os.path.basename(command)
+    server_name = name or default_server_name(command, args)
     logger = get_logger("mcpl_host.stdio", server=server_name)
 
     def factory() -> StdioTransport:

@@ -41,6 +41,7 @@ from mcpl_host.jsonrpc.errors import (
     LocalProtocolError,
     RemoteError,
     RequestTimeout,
+    describe_seconds,
 )
 from mcpl_host.jsonrpc.framing import LineTooLong
 from mcpl_host.jsonrpc.session import (
@@ -112,7 +113,9 @@ class ServerConnection(InboundRouting, MCPMethods):
         self._session = Session(max_pending=self.limits.max_pending_requests)
         self._log = get_logger("mcpl_host.connection", server=name)
         self._stack: AsyncExitStack | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
+        self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, handler tasks
+        self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
+        self._ended = anyio.Event()  # set when the transport has ended, for any reason
         self._link: Link | None = None
         self._epochs = itertools.count(1)
         self._lost: BaseException | None = None
@@ -144,13 +147,13 @@ class ServerConnection(InboundRouting, MCPMethods):
             raise LocalProtocolError("a ServerConnection can be opened only once")
         self._stack = AsyncExitStack()
         try:
-            self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+            outer = await self._stack.enter_async_context(anyio.create_task_group())
+            await outer.start(self._run_tasks)
             try:
                 transport = await self._stack.enter_async_context(self._transport_factory())
             except ConnectionLost as exc:
                 raise InitializeError(
-                    f"could not start the server: {exc}", exit_status=exc.exit_status,
-                    stderr_tail=exc.stderr_tail,
+                    str(exc), exit_status=exc.exit_status, stderr_tail=exc.stderr_tail
                 ) from None
             self._start_link(transport)
             await self._handshake()
@@ -185,10 +188,33 @@ class ServerConnection(InboundRouting, MCPMethods):
             if link is not None and not link.closed:
                 with anyio.move_on_after(self.limits.close_grace_seconds):
                     await link.drained()
-            if self._tg is not None:
-                self._tg.cancel_scope.cancel()
             if link is not None:
+                # Before the tasks stop, so stderr written while exiting still reaches the tail.
                 await link.transport.aclose()
+            self._task_scope.cancel()
+            self._ended.set()
+
+    async def _run_tasks(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with self._task_scope:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                task_status.started()
+                await anyio.sleep_forever()
+
+    @property
+    def is_open(self) -> bool:
+        """True from the end of the handshake until the transport ends or we close."""
+        link = self._link
+        return not self._closed and link is not None and not link.closed
+
+    async def wait_closed(self) -> BaseException:
+        """Wait until the transport has ended (the server went away, or we closed) and return
+        why: a ``ConnectionLost`` (exit status, stderr tail) or a ``ConnectionClosed``."""
+        await self._ended.wait()
+        if self._lost is not None and not self._closed:
+            return self._lost
+        return self._lost if isinstance(self._lost, ConnectionLost) else ConnectionClosed(
+            f"connection to {self.name!r} was closed")
 
     # --- host -> server --------------------------------------------------------------------
 
@@ -289,7 +315,7 @@ class ServerConnection(InboundRouting, MCPMethods):
             ) from None
         except RequestTimeout:
             raise InitializeError(
-                f"the server did not answer initialize within {timeout:g} seconds",
+                f"the server did not answer initialize within {describe_seconds(timeout)}",
                 stderr_tail=self.stderr_tail,
             ) from None
         except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
@@ -385,8 +411,11 @@ class ServerConnection(InboundRouting, MCPMethods):
             return
         link.close()
         self._lost = exc
+        self._ended.set()
         if not self._closed:
             self._log.info("transport closed", reason=ServerValue(str(exc), self.redactor))
+            if isinstance(exc, ConnectionLost):
+                self.handlers.on_connection_lost(self.name, exc)
         failure = exc if isinstance(exc, (ConnectionLost, ConnectionClosed)) else ConnectionLost(str(exc))
         for pending in self._session.transport_closed(link.epoch):  # T3: fail at once
             pending.slot.fail(failure)

@@ -7,8 +7,8 @@ request is ever left unanswered (MCPL §6.6, ENVELOPE.md R2).
   read loop or other requests). Return the ``result`` object, raise ``HandlerError`` to
   answer with a specific error, ``MethodNotFound`` for ``-32601``; anything else raised is
   answered ``-32603`` and logged (R3).
-- ``on_notification``, ``on_refused`` and ``on_orphan_response`` are called from the read
-  loop and must not block: hand work to your own task or memory stream.
+- ``on_notification``, ``on_refused``, ``on_orphan_response`` and ``on_connection_lost`` are
+  called from the read loop and must not block: hand work to your own task or memory stream.
 - Admission (the capability grant) has already run when a request handler is called.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpl_host.jsonrpc.envelope import Response
-from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
+from mcpl_host.jsonrpc.errors import ConnectionLost, ErrorCode, HandlerError, MethodNotFound
 
 __all__ = ["HostHandlers", "InferenceStream", "RequestContext"]
 
@@ -85,6 +85,11 @@ class HostHandlers:
         """A server request the connection answered with ``error`` (the JSON-RPC error object
         as sent) without calling a handler: refused by admission (``-32002``, MCPL §5.4),
         malformed ``push/event`` params (``-32602``), or the host busy (``-32603``). Must not
+        block."""
+
+    def on_connection_lost(self, server: str, error: ConnectionLost) -> None:
+        """The server went away on its own (exit, closed stdout, broken pipe); ``error`` has
+        its ``exit_status`` and ``stderr_tail``. Not called when the host closes. Must not
         block."""
 
     def on_orphan_response(self, server: str, response: Response) -> None:

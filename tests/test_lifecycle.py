@@ -65,3 +65,37 @@ async def test_requests_after_close_raise_connection_closed(tmp_path: Path) -> N
             await conn.aclose()  # idempotent
             with pytest.raises(ConnectionClosed):
                 await conn.list_tools()
+
+
+async def test_wait_closed_and_on_connection_lost_report_a_server_that_exits(tmp_path: Path) -> None:
+    from mcpl_host import ConnectionLost
+
+    from .wire import TestHandlers
+
+    lost: list[ConnectionLost] = []
+
+    class Handlers(TestHandlers):
+        def on_connection_lost(self, server: str, error: ConnectionLost) -> None:
+            lost.append(error)
+
+    script = Script(tmp_path, [*MCP_HANDSHAKE, {"stderr": "bye"}, {"exit": 4}])
+    with anyio.fail_after(10):
+        async with script.connect(handlers=Handlers()) as conn:
+            reason = await conn.wait_closed()
+            assert not conn.is_open
+    assert isinstance(reason, ConnectionLost) and reason.exit_status == 4
+    assert [e.exit_status for e in lost] == [4]
+
+
+async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:
+    import sys
+
+    from mcpl_host import connect_stdio
+
+    from .wire import FIXTURES
+
+    with anyio.fail_after(20):
+        async with connect_stdio(sys.executable, [str(FIXTURES / "demo_server.py")],
+                                 env={"DEMO_PUSH_COUNT": "0"}) as conn:
+            pass
+    assert any("stdin closed" in line for line in conn.stderr_tail)

@@ -97,6 +97,11 @@ class ConnectionLost(MCPLHostError):
         self.stderr_tail = list(stderr_tail)
 
 
+def describe_seconds(seconds: float) -> str:
+    """``"1 second"``, ``"2.5 seconds"``: a duration for an error message."""
+    return f"{seconds:g} second" + ("" if seconds == 1 else "s")
+
+
 class RequestTimeout(MCPLHostError, TimeoutError):
     """A request got no answer within its timeout (seconds).
 
@@ -105,7 +110,7 @@ class RequestTimeout(MCPLHostError, TimeoutError):
     """
 
     def __init__(self, method: str, timeout: float) -> None:
-        super().__init__(f"{method!r} got no answer within {timeout:g} seconds")
+        super().__init__(f"{method!r} got no answer within {describe_seconds(timeout)}")
         self.method = method
         self.timeout = timeout
 
