@@ -1,0 +1,215 @@
+"""Event tags, ``push/event`` params and ``eventId`` deduplication.
+
+Rules (MCPL §9.2-§9.4, §16; PROTOCOL.md §3.4, §4.6, §5.4; checklist G 83-88):
+
+- **Core closure** (§16.3), applied by the host without consulting any producer ontology:
+  ``chat:mention => chat:addressed``, ``chat:reply => chat:addressed``,
+  ``chat:dm => chat:addressed, chat:private``. It is transitive and additive (nothing is
+  removed by it); afterwards ``chat:ambient`` is dropped when ``chat:addressed`` is present.
+  Tags are exact, case-sensitive strings. A tag list is a set: duplicates are dropped.
+  Output order is deterministic: first-seen order, implied tags appended as found.
+- **Producer ontologies are not applied.** ``implies`` edges and ``suggestedTreatment`` (and
+  its deprecated alias ``defaultTreatment``) from a ``tagOntology`` take effect only on explicit
+  host or operator acceptance (§16.5, §16.6), which is not this module's business: nothing
+  here reads an ontology.
+- **Tolerance** (§16.4): tags no ontology describes, non-chat tags and unknown namespaces pass
+  untouched. A non-string or empty entry is dropped and reported; an un-namespaced tag (no
+  ``:``) is a producer violation, reported but kept. Tags are untrusted claims and never
+  authority (§16; PROTOCOL.md §4.6): admission is decided before they are read.
+- **``push/event`` params** (§9.2): ``featureSet`` (non-empty string), ``eventId`` (non-empty
+  string), ``timestamp`` (ISO 8601 string, read by ``datetime.fromisoformat`` after turning a
+  trailing ``Z`` into ``+00:00``; on Python 3.10 that parser is stricter about fractions),
+  ``payload`` (object) with ``payload.content`` (array of objects, each with a string
+  ``type``), optional ``tags`` (array of strings), optional ``origin`` (object). Each broken
+  rule is one problem sentence; the caller answers ``-32602`` when there are any (G 83).
+- **Deduplication** (§9.4 SHOULD; **Interp.** idempotent replay): one ``EventDeduplicator``
+  per connection, so the key is (connection, ``eventId``). A duplicate within the window gets
+  the original result back. The window is bounded both by size (oldest inserted evicted) and
+  by age; ``now`` is passed in (seconds on a monotonic clock).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+__all__ = [
+    "CORE_IMPLICATIONS",
+    "DEFAULT_DEDUPE_MAX_ENTRIES",
+    "DEFAULT_DEDUPE_TTL_SECONDS",
+    "EventDeduplicator",
+    "TagClosure",
+    "close_tags",
+    "read_tags",
+    "validate_push_event",
+]
+
+#: MCPL §16.3: the core closure edges. The host applies these and no others by itself.
+CORE_IMPLICATIONS: Mapping[str, tuple[str, ...]] = {
+    "chat:mention": ("chat:addressed",),
+    "chat:reply": ("chat:addressed",),
+    "chat:dm": ("chat:addressed", "chat:private"),
+}
+_ADDRESSED = "chat:addressed"
+_AMBIENT = "chat:ambient"
+
+#: How many ``eventId``s one connection remembers (oldest inserted evicted first).
+DEFAULT_DEDUPE_MAX_ENTRIES = 1024
+#: How long, in seconds, a remembered ``eventId`` answers duplicates.
+DEFAULT_DEDUPE_TTL_SECONDS = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class TagClosure:
+    """``tags``: the closed tag set in deterministic order; ``problems``: sentences about
+    entries dropped or kept with a producer violation."""
+
+    tags: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_tags(value: Any) -> TagClosure:
+    """Read a ``tags`` value (any JSON; None means no tags) and apply the core closure (§16.3).
+
+    Never raises. A value that is not an array yields no tags and one problem.
+    """
+    if value is None:
+        return TagClosure()
+    if not isinstance(value, (list, tuple)):
+        return TagClosure(problems=["tags is not an array; ignored"])
+    problems: list[str] = []
+    seen: dict[str, None] = {}  # insertion-ordered set
+    for index, tag in enumerate(value):
+        if not isinstance(tag, str) or tag == "":
+            problems.append(f"tags[{index}] is not a non-empty string; dropped")
+            continue
+        if ":" not in tag:
+            problems.append(f"tags[{index}] has no namespace (producer violation, MCPL §16); kept")
+        seen.setdefault(tag, None)
+    ordered = list(seen)
+    # Transitive closure: walk the growing list; every implied tag is itself walked later.
+    index = 0
+    while index < len(ordered):
+        for implied in CORE_IMPLICATIONS.get(ordered[index], ()):
+            if implied not in seen:
+                seen[implied] = None
+                ordered.append(implied)
+        index += 1
+    if _ADDRESSED in seen and _AMBIENT in seen:
+        ordered.remove(_AMBIENT)
+    return TagClosure(tags=ordered, problems=problems)
+
+
+def close_tags(tags: Any) -> list[str]:
+    """The core closure of ``tags`` (§16.3; see ``read_tags``, which also returns problems)."""
+    return read_tags(tags).tags
+
+
+def _timestamp_problem(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return "timestamp is missing or not a string"
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return "timestamp is not an ISO 8601 date-time"
+    return None
+
+
+def _content_problems(payload: Any) -> list[str]:
+    if not isinstance(payload, Mapping):
+        return ["payload is missing or not an object"]
+    content = payload.get("content")
+    if not isinstance(content, list):
+        return ["payload.content is missing or not an array"]
+    return [
+        f"payload.content[{index}] is not an object with a string type"
+        for index, block in enumerate(content)
+        if not (isinstance(block, Mapping) and isinstance(block.get("type"), str))
+    ]
+
+
+def validate_push_event(params: Any) -> list[str]:
+    """Problems with ``push/event`` params (MCPL §9.2; checklist G 83); empty when valid.
+
+    Unknown members are tolerated (checklist A 14). Never raises.
+    """
+    if not isinstance(params, Mapping):
+        return ["params is missing or not an object"]
+    problems: list[str] = []
+    feature_set = params.get("featureSet")
+    if not (isinstance(feature_set, str) and feature_set):
+        problems.append("featureSet is missing or not a non-empty string")
+    event_id = params.get("eventId")
+    if not (isinstance(event_id, str) and event_id):
+        problems.append("eventId is missing or not a non-empty string")
+    timestamp = _timestamp_problem(params.get("timestamp"))
+    if timestamp is not None:
+        problems.append(timestamp)
+    problems.extend(_content_problems(params.get("payload")))
+    tags = params.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        problems.append("tags is not an array of strings")
+    origin = params.get("origin")
+    if origin is not None and not isinstance(origin, Mapping):
+        problems.append("origin is not an object")
+    return problems
+
+
+class EventDeduplicator:
+    """Remembers answered ``eventId``s for one connection (MCPL §9.4; checklist G 84).
+
+    ``check(event_id, now)`` returns the result remembered for ``event_id`` if it is younger
+    than ``ttl_seconds``, else None. ``remember(event_id, result, now)`` stores ``result``
+    (any value but None); remembering an id again replaces its result and restarts its age,
+    so a caller may store an in-flight marker first and the final result later. At most
+    ``max_entries`` ids are kept; the oldest inserted goes first. ``now`` must not go back.
+    """
+
+    __slots__ = ("_entries", "max_entries", "ttl_seconds")
+
+    def __init__(
+        self,
+        max_entries: int = DEFAULT_DEDUPE_MAX_ENTRIES,
+        ttl_seconds: float = DEFAULT_DEDUPE_TTL_SECONDS,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        if not ttl_seconds > 0:
+            raise ValueError("ttl_seconds must be positive")
+        self.max_entries = max_entries
+        self.ttl_seconds = ttl_seconds
+        self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+
+    def _expire(self, now: float) -> None:
+        while self._entries:
+            stored_at, _ = next(iter(self._entries.values()))
+            if now - stored_at < self.ttl_seconds:
+                break
+            self._entries.popitem(last=False)
+
+    def check(self, event_id: str, now: float) -> Any | None:
+        """The original result for a duplicate ``event_id``, or None for a new one."""
+        self._expire(now)
+        entry = self._entries.get(event_id)
+        return None if entry is None else entry[1]
+
+    def remember(self, event_id: str, result: Any, now: float) -> None:
+        """Store the answer given for ``event_id`` at ``now``."""
+        if result is None:
+            raise ValueError("a remembered result must not be None (check() uses None for 'new')")
+        self._expire(now)
+        self._entries.pop(event_id, None)
+        self._entries[event_id] = (now, result)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return (f"<EventDeduplicator entries={len(self._entries)}/{self.max_entries} "
+                f"ttl={self.ttl_seconds:g}s>")

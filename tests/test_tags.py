@@ -1,0 +1,237 @@
+"""Tags closure, push/event params, eventId deduplication (MCPL §9.2-§9.4, §16.3-§16.4;
+PROTOCOL.md §3.4, §4.6, §5.4; checklist G 83-88)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mcpl_host.mcpl.tags import (
+    DEFAULT_DEDUPE_MAX_ENTRIES,
+    DEFAULT_DEDUPE_TTL_SECONDS,
+    EventDeduplicator,
+    close_tags,
+    read_tags,
+    validate_push_event,
+)
+
+# --- core closure ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("tags", "closed"), [
+    (["chat:mention"], ["chat:mention", "chat:addressed"]),
+    (["chat:reply"], ["chat:reply", "chat:addressed"]),
+    (["chat:dm"], ["chat:dm", "chat:addressed", "chat:private"]),
+    (["chat:dm", "chat:mention"], ["chat:dm", "chat:mention", "chat:addressed", "chat:private"]),
+    (["chat:addressed"], ["chat:addressed"]),
+    (["chat:private"], ["chat:private"]),  # closure edges run one way only
+    ([], []),
+])
+def test_g86_core_tag_closure(tags: list[str], closed: list[str]) -> None:
+    assert close_tags(tags) == closed
+
+
+@pytest.mark.parametrize(("tags", "closed"), [
+    (["chat:ambient", "chat:mention"], ["chat:mention", "chat:addressed"]),
+    (["chat:ambient", "chat:addressed"], ["chat:addressed"]),
+    (["chat:dm", "chat:ambient"], ["chat:dm", "chat:addressed", "chat:private"]),
+    (["chat:ambient"], ["chat:ambient"]),  # kept when nothing addresses
+    (["chat:ambient", "chat:private"], ["chat:ambient", "chat:private"]),
+])
+def test_g86_ambient_dropped_when_addressed(tags: list[str], closed: list[str]) -> None:
+    assert close_tags(tags) == closed
+
+
+def test_g86_closure_dedupes_and_keeps_first_seen_order() -> None:
+    tags = ["x:a", "chat:mention", "x:a", "chat:addressed", "chat:reply"]
+    assert close_tags(tags) == ["x:a", "chat:mention", "chat:addressed", "chat:reply"]
+
+
+def test_g88_unknown_and_non_chat_tags_accepted_untouched() -> None:
+    tags = ["discord:guild=123", "vendor:thing", "chat:unknownvalue", "mcpl:whatever"]
+    result = read_tags(tags)
+    assert result.tags == tags and result.problems == []
+
+
+def test_g87_producer_ontology_edges_are_not_applied() -> None:
+    # A producer's ontology might say "discord:ping implies chat:mention"; the host ignores it.
+    assert close_tags(["discord:ping"]) == ["discord:ping"]
+
+
+def test_g86_tags_are_case_sensitive() -> None:
+    assert close_tags(["Chat:Mention"]) == ["Chat:Mention"]
+
+
+def test_non_string_entries_dropped_and_reported() -> None:
+    result = read_tags(["chat:dm", 3, None, "", {"t": 1}])
+    assert result.tags == ["chat:dm", "chat:addressed", "chat:private"]
+    assert len(result.problems) == 4
+
+
+def test_un_namespaced_tag_is_reported_but_kept() -> None:
+    result = read_tags(["urgent"])
+    assert result.tags == ["urgent"] and len(result.problems) == 1
+
+
+@pytest.mark.parametrize(("value", "n_problems"), [(None, 0), ("chat:dm", 1), ({"a": 1}, 1), (7, 1)])
+def test_tags_value_not_an_array(value: Any, n_problems: int) -> None:
+    result = read_tags(value)
+    assert result.tags == [] and len(result.problems) == n_problems
+
+
+CHAT = ["chat:mention", "chat:reply", "chat:dm", "chat:addressed", "chat:ambient", "chat:private"]
+tag_lists = st.lists(st.sampled_from(CHAT) | st.from_regex(r"[a-z]{1,4}:[a-z]{1,4}", fullmatch=True),
+                     max_size=8)
+
+
+@given(tag_lists)
+def test_g86_closure_properties(tags: list[str]) -> None:
+    closed = close_tags(tags)
+    assert len(closed) == len(set(closed))  # a set
+    assert close_tags(closed) == closed  # idempotent
+    assert set(tags) - {"chat:ambient"} <= set(closed)  # additive, except the ambient drop
+    if {"chat:mention", "chat:reply", "chat:dm"} & set(tags):
+        assert "chat:addressed" in closed and "chat:ambient" not in closed
+    if "chat:dm" in tags:
+        assert "chat:private" in closed
+    assert closed[: len(dict.fromkeys(t for t in tags if t in closed))] == [
+        t for t in dict.fromkeys(tags) if t in closed]  # first-seen order, additions appended
+
+
+# --- push/event params (§9.2) -------------------------------------------------------------------
+
+
+def valid_push(**changes: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "featureSet": "clock", "eventId": "e1", "timestamp": "2025-01-01T00:00:00Z",
+        "payload": {"content": [{"type": "text", "text": "tick"}]},
+    }
+    for key, value in changes.items():
+        if value is ...:
+            params.pop(key, None)
+        else:
+            params[key] = value
+    return params
+
+
+@pytest.mark.parametrize("params", [
+    valid_push(),
+    valid_push(timestamp="2025-01-01T00:00:00.123456+02:00"),
+    valid_push(timestamp="2025-01-01T00:00:00.123Z"),
+    valid_push(timestamp="2025-01-01T00:00:00"),
+    valid_push(payload={"content": []}),
+    valid_push(tags=["chat:dm"], origin={"source": "x"}, extra="tolerated"),
+    valid_push(tags=None, origin=None),
+])
+def test_g83_valid_push_event(params: dict[str, Any]) -> None:
+    assert validate_push_event(params) == []
+
+
+@pytest.mark.parametrize(("params", "word"), [
+    (valid_push(featureSet=...), "featureSet"),
+    (valid_push(featureSet=3), "featureSet"),
+    (valid_push(eventId=...), "eventId"),
+    (valid_push(eventId=""), "eventId"),
+    (valid_push(eventId=7), "eventId"),
+    (valid_push(timestamp=...), "timestamp"),
+    (valid_push(timestamp=1735689600), "timestamp"),
+    (valid_push(timestamp="yesterday"), "timestamp"),
+    (valid_push(timestamp="2025-13-01T00:00:00Z"), "timestamp"),
+    (valid_push(payload=...), "payload"),
+    (valid_push(payload="tick"), "payload"),
+    (valid_push(payload={}), "payload.content"),
+    (valid_push(payload={"content": "tick"}), "payload.content"),
+    (valid_push(payload={"content": ["tick"]}), "payload.content[0]"),
+    (valid_push(payload={"content": [{"text": "no type"}]}), "payload.content[0]"),
+    (valid_push(tags="chat:dm"), "tags"),
+    (valid_push(tags=["chat:dm", 3]), "tags"),
+    (valid_push(origin="discord"), "origin"),
+])
+def test_g83_invalid_push_event(params: dict[str, Any], word: str) -> None:
+    problems = validate_push_event(params)
+    assert len(problems) == 1 and problems[0].startswith(word)
+
+
+@pytest.mark.parametrize("params", [None, [], "x", 3])
+def test_g83_params_not_an_object(params: Any) -> None:
+    assert validate_push_event(params) == ["params is missing or not an object"]
+
+
+def test_g83_every_missing_field_is_reported() -> None:
+    assert len(validate_push_event({})) == 4
+
+
+@given(st.dictionaries(st.sampled_from(["featureSet", "eventId", "timestamp", "payload", "tags", "origin"]),
+                       st.none() | st.integers() | st.text(max_size=30)
+                       | st.lists(st.text(max_size=3), max_size=2)
+                       | st.dictionaries(st.text(max_size=8), st.text(max_size=3), max_size=2)))
+def test_g83_validator_never_raises(params: dict[str, Any]) -> None:
+    assert isinstance(validate_push_event(params), list)
+
+
+# --- eventId deduplication (§9.4) --------------------------------------------------------------
+
+
+def test_g84_duplicate_event_id_replays_original_result() -> None:
+    dedupe = EventDeduplicator(max_entries=8, ttl_seconds=60)
+    assert dedupe.check("e1", now=0.0) is None
+    original = {"accepted": True, "inferenceId": "inf-1"}
+    dedupe.remember("e1", original, now=0.0)
+    assert dedupe.check("e1", now=10.0) == original
+    assert dedupe.check("e2", now=10.0) is None
+
+
+def test_g84_entries_expire_after_ttl() -> None:
+    dedupe = EventDeduplicator(max_entries=8, ttl_seconds=60)
+    dedupe.remember("e1", {"accepted": True}, now=0.0)
+    assert dedupe.check("e1", now=59.9) is not None
+    assert dedupe.check("e1", now=60.0) is None
+    assert len(dedupe) == 0
+
+
+def test_g84_bounded_oldest_inserted_evicted_first() -> None:
+    dedupe = EventDeduplicator(max_entries=3, ttl_seconds=60)
+    for n in range(5):
+        dedupe.remember(f"e{n}", {"n": n}, now=float(n))
+    assert len(dedupe) == 3
+    assert [dedupe.check(f"e{n}", now=5.0) for n in range(5)] == [None, None, {"n": 2}, {"n": 3}, {"n": 4}]
+    dedupe.check("e2", now=5.0)  # a lookup does not refresh: eviction is by insertion
+    dedupe.remember("e5", {"n": 5}, now=5.0)
+    assert dedupe.check("e2", now=5.0) is None
+
+
+def test_g84_remember_again_replaces_and_restarts_age() -> None:
+    dedupe = EventDeduplicator(max_entries=2, ttl_seconds=10)
+    dedupe.remember("e1", {"pending": True}, now=0.0)
+    dedupe.remember("e2", {"accepted": True}, now=1.0)
+    dedupe.remember("e1", {"accepted": False, "reason": "muted"}, now=2.0)
+    dedupe.remember("e3", {"accepted": True}, now=3.0)  # evicts e2, now the oldest inserted
+    assert dedupe.check("e2", now=3.0) is None
+    assert dedupe.check("e1", now=11.0) == {"accepted": False, "reason": "muted"}
+
+
+def test_g84_dedupe_arguments_checked() -> None:
+    assert EventDeduplicator().max_entries == DEFAULT_DEDUPE_MAX_ENTRIES
+    assert EventDeduplicator().ttl_seconds == DEFAULT_DEDUPE_TTL_SECONDS
+    with pytest.raises(ValueError):
+        EventDeduplicator(max_entries=0)
+    with pytest.raises(ValueError):
+        EventDeduplicator(ttl_seconds=0)
+    with pytest.raises(ValueError):
+        EventDeduplicator().remember("e1", None, now=0.0)
+    assert repr(EventDeduplicator(4, 30)) == "<EventDeduplicator entries=0/4 ttl=30s>"
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.floats(0, 5)), max_size=60))
+def test_g84_dedupe_never_exceeds_bound(events: list[tuple[int, float]]) -> None:
+    dedupe = EventDeduplicator(max_entries=5, ttl_seconds=30)
+    now = 0.0
+    for event_id, step in events:
+        now += step
+        if dedupe.check(str(event_id), now) is None:
+            dedupe.remember(str(event_id), {"id": event_id}, now)
+        assert dedupe.check(str(event_id), now) == {"id": event_id}
+        assert len(dedupe) <= 5
