@@ -40,6 +40,7 @@ from mcpl_host.jsonrpc.errors import (
     InitializeError,
     LocalProtocolError,
     RemoteError,
+    RemoteProtocolError,
     RequestTimeout,
     describe_seconds,
 )
@@ -49,7 +50,7 @@ from mcpl_host.jsonrpc.session import (
     Session,
 )
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
+from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger, log_value
 from mcpl_host.mcp_methods import MCPMethods
 from mcpl_host.mcpl.grants import Grant, GrantPolicy, expand_advertisement
 from mcpl_host.mcpl.policy import PolicyOutcome, read_receipt
@@ -122,6 +123,7 @@ class ServerConnection(InboundRouting, MCPMethods):
         self._closed = False
         self._inbound: dict[tuple[int, Any], anyio.CancelScope] = {}
         self._inbound_running = 0
+        self._inbound_limiter = anyio.CapacityLimiter(self.limits.max_concurrent_inbound)
         self._progress: dict[str, ProgressCallback] = {}
         self._progress_tokens = itertools.count(1)
         self._dropped = LogBudget(self.limits.dropped_lines_logged)
@@ -143,7 +145,7 @@ class ServerConnection(InboundRouting, MCPMethods):
     # --- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> ServerConnection:
-        if self._stack is not None:
+        if self._stack is not None or self._closed:
             raise LocalProtocolError("a ServerConnection can be opened only once")
         self._stack = AsyncExitStack()
         try:
@@ -254,7 +256,7 @@ class ServerConnection(InboundRouting, MCPMethods):
             meta = params.get("_meta")
             params["_meta"] = {**(meta if isinstance(meta, dict) else {}), "progressToken": token}
             self._progress[token] = progress
-        slot = Slot(_on_answer)
+        slot = Slot(_on_answer, self.redactor)
         pending, data = self._session.start_request(method, params, epoch=link.epoch, slot=slot)
         link.send(data)
         try:
@@ -296,6 +298,9 @@ class ServerConnection(InboundRouting, MCPMethods):
             lost = self._lost
             if isinstance(lost, ConnectionLost):
                 raise ConnectionLost(str(lost), exit_status=lost.exit_status, stderr_tail=lost.stderr_tail)
+            if self._stack is None:
+                raise LocalProtocolError(
+                    f"connection to {self.name!r} is not open: enter it with 'async with' first")
             raise ConnectionLost(f"connection to {self.name!r} is not open")
         return link
 
@@ -310,9 +315,12 @@ class ServerConnection(InboundRouting, MCPMethods):
             )
         except RemoteError as exc:  # H2 included: an id-less error answers initialize
             raise InitializeError(
-                f"the server refused initialize: {exc.message}", code=exc.code, data=exc.data,
-                stderr_tail=self.stderr_tail,
+                f"the server refused initialize: {log_value(exc.message, self.redactor)}",
+                code=exc.code, data=exc.data, stderr_tail=self.stderr_tail,
             ) from None
+        except RemoteProtocolError as exc:
+            raise InitializeError(f"the server's answer to initialize is malformed: {exc}",
+                                  stderr_tail=self.stderr_tail) from None
         except RequestTimeout:
             raise InitializeError(
                 f"the server did not answer initialize within {describe_seconds(timeout)}",
@@ -333,7 +341,7 @@ class ServerConnection(InboundRouting, MCPMethods):
         Raises ``InitializeError`` for a result we cannot use (D4)."""
         if response.has_error:
             return
-        self.server_info = read_initialize_result(response.result)
+        self.server_info = read_initialize_result(response.result, self.redactor)
         self._session.initialize_completed()
         # Strictly the first message after the answer: real servers expect it (H6).
         assert self._link is not None
@@ -364,7 +372,12 @@ class ServerConnection(InboundRouting, MCPMethods):
 
         try:
             await self.request("featureSets/update", proposed.policy_params(), _on_answer=on_receipt)
-        except (RemoteError, RequestTimeout) as exc:
+        except ConnectionLost as exc:
+            raise InitializeError(
+                f"the server went away during the initial policy exchange ({exc})",
+                exit_status=exc.exit_status, stderr_tail=exc.stderr_tail or self.stderr_tail,
+            ) from None
+        except (RemoteError, RemoteProtocolError, RequestTimeout) as exc:
             # PROTOCOL.md §2.1 step 9: no receipt, no MCPL; the connection stays MCP-only.
             self.mcpl_state = MCPLState.MCP_ONLY
             self._log.warning("initial policy request failed; the connection is MCP-only",
@@ -376,17 +389,18 @@ class ServerConnection(InboundRouting, MCPMethods):
             self._log.warning("policy receipt defect", defect=defect)
         if not outcome.accepted:
             self._log.warning("server refused the policy; the connection is MCP-only",
-                              fallback=outcome.fallback,
+                              fallback=ServerValue(outcome.fallback, self.redactor),
                               reason=ServerValue(outcome.reason, self.redactor))
 
     # --- transport tasks ---------------------------------------------------------------------
 
     def _start_link(self, transport: Transport) -> None:
         assert self._tg is not None
-        link = Link(transport, next(self._epochs))
+        link = Link(transport, next(self._epochs), max_outbox_bytes=self.limits.max_outbox_bytes,
+                    on_lost=self._link_lost)
         self._link = link
         self._tg.start_soon(self._read_loop, link)
-        self._tg.start_soon(link.write_loop, self._link_lost)
+        self._tg.start_soon(link.write_loop)
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -401,8 +415,11 @@ class ServerConnection(InboundRouting, MCPMethods):
                 if isinstance(item, LineTooLong):
                     self._log_dropped(f"line over {item.max_line_bytes} bytes", b"")
                     continue
-                for event in session.receive_line(item, epoch):
-                    self._on_event(event, link)
+                try:
+                    for event in session.receive_line(item, epoch):
+                        self._on_event(event, link)
+                except Exception:  # a bug here, or in a handler's hook: never the connection
+                    self._log.exception("failed to act on a line from the server")
         except (ConnectionLost, ConnectionClosed) as exc:
             self._link_lost(link, exc)
 

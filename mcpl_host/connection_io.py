@@ -25,7 +25,7 @@ from mcpl_host.transports.base import Transport
 __all__ = ["Link", "Slot", "response_outcome"]
 
 
-def response_outcome(response: Response) -> Any:
+def response_outcome(response: Response, redactor: Any = None) -> Any:
     """The ``result`` of a response, or raise its error (JSON-RPC 2.0 §5).
 
     Raises:
@@ -40,7 +40,7 @@ def response_outcome(response: Response) -> Any:
         if isinstance(code, int) and not isinstance(code, bool):
             message = error.get("message")
             return_message = message if isinstance(message, str) else ""
-            raise RemoteError(code, return_message, error.get("data"))
+            raise RemoteError(code, return_message, error.get("data"), redactor=redactor)
     raise RemoteProtocolError("the server answered with a malformed error object")
 
 
@@ -53,11 +53,14 @@ class Slot:
     raises an ``MCPLHostError``, the request fails with it.
     """
 
-    __slots__ = ("_error", "_on_answer", "_response", "event")
+    __slots__ = ("_error", "_on_answer", "_redactor", "_response", "event")
 
-    def __init__(self, on_answer: Callable[[Response], None] | None = None) -> None:
+    def __init__(
+        self, on_answer: Callable[[Response], None] | None = None, redactor: Any = None
+    ) -> None:
         self.event = anyio.Event()
         self._on_answer = on_answer
+        self._redactor = redactor
         self._response: Response | None = None
         self._error: BaseException | None = None
 
@@ -83,19 +86,36 @@ class Slot:
         if self._error is not None:
             raise self._error
         assert self._response is not None
-        return response_outcome(self._response)
+        return response_outcome(self._response, self._redactor)
 
 
 class Link:
-    """One transport of a connection, with its epoch (ENVELOPE.md T1) and its outbox."""
+    """One transport of a connection, with its epoch (ENVELOPE.md T1) and its outbox.
 
-    __slots__ = ("_drained", "_outbox", "_ready", "closed", "epoch", "transport")
+    The outbox is bounded: past ``max_outbox_bytes`` queued (a server that stopped reading
+    its input), the link is declared lost through ``on_lost`` instead of growing memory.
+    """
 
-    def __init__(self, transport: Transport, epoch: int) -> None:
+    __slots__ = ("_drained", "_max_outbox", "_on_lost", "_outbox", "_ready", "_writing", "closed",
+                 "epoch", "transport")
+
+    def __init__(
+        self,
+        transport: Transport,
+        epoch: int,
+        *,
+        max_outbox_bytes: int,
+        on_lost: Callable[[Link, BaseException], None],
+    ) -> None:
         self.transport = transport
         self.epoch = epoch
         self.closed = False
-        self._outbox: list[bytes] = []
+        self._max_outbox = max_outbox_bytes
+        self._on_lost = on_lost
+        # One growing buffer, not a list of small bytes objects (orjson's output carries a
+        # few KiB of spare capacity each, so a list would hold many times the counted bytes).
+        self._outbox = bytearray()
+        self._writing = 0  # bytes handed to the transport and not yet written
         self._ready = anyio.Event()
         self._drained = anyio.Event()
         self._drained.set()
@@ -104,14 +124,19 @@ class Link:
         """Queue whole lines for the writer; a closed link drops them (T1)."""
         if self.closed:
             return
-        self._outbox.append(data)
+        if self._writing + len(self._outbox) + len(data) > self._max_outbox:
+            self._on_lost(self, ConnectionLost(
+                f"the server is not reading its input: more than {self._max_outbox} bytes"
+                " are waiting to be written"))
+            return
+        self._outbox += data
         if self._drained.is_set():
             self._drained = anyio.Event()
         self._ready.set()
 
     def close(self) -> None:
         self.closed = True
-        self._outbox.clear()
+        self._outbox = bytearray()
         self._ready.set()
         self._drained.set()
 
@@ -119,19 +144,21 @@ class Link:
         """Wait until everything queued so far has been written (or the link closed)."""
         await self._drained.wait()
 
-    async def write_loop(self, on_lost: Callable[[Link, BaseException], None]) -> None:
-        """The writer task: join what is queued, write it, repeat until closed."""
+    async def write_loop(self) -> None:
+        """The writer task: write everything queued in one call, repeat until closed."""
         while not self.closed:
             await self._ready.wait()
             self._ready = anyio.Event()
             if not self._outbox:
                 continue
-            data = b"".join(self._outbox)
-            self._outbox.clear()
+            data = bytes(self._outbox)
+            self._outbox = bytearray()
+            self._writing = len(data)
             try:
                 await self.transport.send(data)
             except (ConnectionLost, ConnectionClosed) as exc:
-                on_lost(self, exc)
+                self._on_lost(self, exc)
                 return
+            self._writing = 0
             if not self._outbox:
                 self._drained.set()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpl_host.jsonrpc.errors import InitializeError
+from mcpl_host.logging import Redactor, log_value
 
 __all__ = [
     "HOST_MCPL_ADVERTISEMENT",
@@ -78,12 +79,13 @@ class ServerInfo:
         return version if isinstance(version, str) else None
 
 
-def read_initialize_result(result: Any) -> ServerInfo:
+def read_initialize_result(result: Any, redactor: Redactor | None = None) -> ServerInfo:
     """Validate an ``initialize`` result and read it into a ``ServerInfo``.
 
     Raises:
         InitializeError: the result is not an object, names no protocol version, or names
-            one we do not implement (ENVELOPE.md D4; the message names what was received).
+            one we do not implement (ENVELOPE.md D4; the message names what was received,
+            escaped and passed through ``redactor``).
     """
     if not isinstance(result, dict):
         raise InitializeError("the server's initialize result is not a JSON object")
@@ -91,9 +93,9 @@ def read_initialize_result(result: Any) -> ServerInfo:
     if not isinstance(version, str):
         raise InitializeError("the server's initialize result names no protocolVersion")
     if version not in SUPPORTED_PROTOCOL_VERSIONS:
-        shown = version if len(version) <= 40 else version[:40] + "…"
+        shown = log_value(version, redactor, max_units=40)
         raise InitializeError(
-            f"the server answered with protocol version {shown!r}, which this host does not"
+            f"the server answered with protocol version \"{shown}\", which this host does not"
             f" implement (supported: {', '.join(SUPPORTED_PROTOCOL_VERSIONS)})"
         )
     capabilities = result.get("capabilities")

@@ -6,8 +6,8 @@ Rules of this module (ENVELOPE.md C R1-R7, B A1-A4, E T1-T2):
 - Admission (``mcpl.admission.admit``) runs here, once, before any handler sees a request:
   a refusal is answered at once and reported to ``HostHandlers.on_refused``.
 - Each admitted request runs in its own task in the connection's task group; at most
-  ``limits.max_concurrent_inbound`` run at once, more are answered ``-32603`` at once so the
-  read loop never waits. A server's ``notifications/cancelled`` cancels the task and no
+  ``limits.max_concurrent_inbound`` run at once and up to ``limits.max_queued_inbound`` wait
+  for a turn; one more is answered ``-32603`` at once. The read loop never waits. A server's ``notifications/cancelled`` cancels the task and no
   answer is sent (MCP cancellation).
 - An answer is written only to the link (transport epoch) the request was read on; if that
   link has closed, nothing is sent and a log line says so (T1, T2).
@@ -23,7 +23,7 @@ import anyio
 
 from mcpl_host.connection_io import Link
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
-from mcpl_host.jsonrpc.envelope import Request
+from mcpl_host.jsonrpc.envelope import Request, is_number
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.session import (
     DroppedLine,
@@ -64,7 +64,8 @@ class InboundRouting:
     _tg: Any
     _log: Any
     _inbound: dict[tuple[int, Any], anyio.CancelScope]
-    _inbound_running: int
+    _inbound_running: int  # handler tasks started: running plus waiting for a turn
+    _inbound_limiter: anyio.CapacityLimiter
     _progress: dict[str, Any]
     _dropped: LogBudget
     _unmatched: LogBudget
@@ -103,7 +104,8 @@ class InboundRouting:
         denial = admit(request.method, request.params, self.grant)
         if denial is None and request.method in _OBJECT_PARAMS and not isinstance(request.params, dict):
             denial = HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object")
-        if denial is None and self._inbound_running >= self.limits.max_concurrent_inbound:
+        limits = self.limits
+        if denial is None and self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound:
             denial = HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error: host busy")
         if denial is not None:
             error = denial.to_error()
@@ -123,7 +125,8 @@ class InboundRouting:
         try:
             with scope:
                 try:
-                    result = await self._call_handler(context, request, link)
+                    async with self._inbound_limiter:  # at most max_concurrent_inbound run
+                        result = await self._call_handler(context, request, link)
                     answer = self._session.answer(request.id, result=result)
                 except HandlerError as exc:
                     answer = self._session.answer(request.id, error=exc.to_error())
@@ -164,10 +167,11 @@ class InboundRouting:
             if callback is not None:
                 callback(params)
         elif method == "notifications/cancelled" and isinstance(params, dict):
-            link = self._link
-            scope = self._inbound.get((link.epoch if link else 0, params.get("requestId")))
-            if scope is not None:
-                scope.cancel()  # MCP: stop work and do not reply
+            request_id, link = params.get("requestId"), self._link
+            if link is not None and (isinstance(request_id, str) or is_number(request_id)):
+                scope = self._inbound.get((link.epoch, request_id))
+                if scope is not None:
+                    scope.cancel()  # MCP: stop work and do not reply
         elif method == "notifications/message" and isinstance(params, dict):
             level = params.get("level")
             log_method = _MCP_LOG_LEVELS.get(level if isinstance(level, str) else "", "info")

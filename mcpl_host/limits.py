@@ -13,8 +13,14 @@ from dataclasses import dataclass
 DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
 #: Host requests in flight at once on one connection; one more raises LocalProtocolError.
 DEFAULT_MAX_PENDING_REQUESTS = 4096
-#: Inbound server requests handled at once; further ones wait their turn (read loop goes on).
+#: Inbound server requests handled at once; further ones wait their turn (the read loop
+#: goes on reading).
 DEFAULT_MAX_CONCURRENT_INBOUND = 64
+#: Inbound server requests waiting for a turn; one more is answered -32603 at once.
+DEFAULT_MAX_QUEUED_INBOUND = 1024
+#: Bytes queued for a server that is not reading its input before the link is declared
+#: lost (memory stays bounded).
+DEFAULT_MAX_OUTBOX_BYTES = 64 * 1024 * 1024
 #: Dropped (non-JSON / non-object) lines logged per connection before one "more go unlogged"
 #: line (ENVELOPE.md R6).
 DEFAULT_DROPPED_LINES_LOGGED = 3
@@ -44,6 +50,8 @@ class Limits:
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS
     max_concurrent_inbound: int = DEFAULT_MAX_CONCURRENT_INBOUND
+    max_queued_inbound: int = DEFAULT_MAX_QUEUED_INBOUND
+    max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES
     dropped_lines_logged: int = DEFAULT_DROPPED_LINES_LOGGED
     unmatched_errors_logged: int = DEFAULT_UNMATCHED_ERRORS_LOGGED
     invalid_requests_logged: int = DEFAULT_INVALID_REQUESTS_LOGGED

@@ -76,7 +76,11 @@ def _as_text(value: Any) -> str:
     try:
         return orjson.dumps(value, default=repr).decode()
     except TypeError:
+        pass  # an integer beyond 64 bits, a lone surrogate, or nesting past orjson's limit
+    try:
         return json.dumps(value, default=repr, ensure_ascii=True)
+    except (ValueError, TypeError, RecursionError):
+        return f"<{type(value).__name__} that cannot be rendered>"
 
 
 def _cut_utf16(text: str, max_units: int) -> tuple[str, bool]:

@@ -143,16 +143,24 @@ def safe_text(value: Any, *, max_chars: int = MAX_CELL_CHARS, newlines: bool = F
                        else f"\\u{ord(m.group()):04x}", value)
 
 
-def redact_json(value: Any, redactor: Redactor) -> Any:
-    """A copy of a JSON value with the redactor applied to every string, keys included."""
-    if not redactor:
-        return value
+#: Nesting kept in the report; deeper server values are replaced by a marker string (a
+#: hostile server may nest a thousand levels, past what JSON encoders recurse through).
+MAX_REPORT_DEPTH = 64
+_TOO_DEEP = f"[nested deeper than {MAX_REPORT_DEPTH} levels]"
+
+
+def redact_json(value: Any, redactor: Redactor, _depth: int = 0) -> Any:
+    """A copy of a JSON value with the redactor applied to every string, keys included, and
+    anything nested deeper than ``MAX_REPORT_DEPTH`` levels replaced by a marker."""
     if isinstance(value, str):
-        return redactor.redact(value)
+        return redactor.redact(value) if redactor else value
+    if isinstance(value, (dict, list)) and _depth >= MAX_REPORT_DEPTH:
+        return _TOO_DEEP
     if isinstance(value, dict):
-        return {redact_json(k, redactor): redact_json(v, redactor) for k, v in value.items()}
+        return {redact_json(k, redactor, _depth): redact_json(v, redactor, _depth + 1)
+                for k, v in value.items()}
     if isinstance(value, list):
-        return [redact_json(item, redactor) for item in value]
+        return [redact_json(item, redactor, _depth + 1) for item in value]
     return value
 
 

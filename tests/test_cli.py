@@ -362,3 +362,13 @@ def test_server_exiting_while_listening_is_a_failure(tmp_path: Path) -> None:
     assert doc["ok"] is False
     assert "status 7" in doc["error"]["message"]
     assert any("server giving up" in line for line in doc["error"]["stderr_tail"])
+
+
+def test_deeply_nested_tool_schema_is_cut_in_the_report(tmp_path: Path) -> None:
+    schema = '{"a":' * 900 + "1" + "}" * 900
+    steps = [*initialize_reply({"tools": {}}), {"expect": {"method": "notifications/initialized"}},
+             {"expect": {"method": "tools/list"}},
+             {"raw": '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"deep","inputSchema":' + schema + "}]}}"}]
+    doc, _ = probe_json(*scripted(tmp_path, steps))
+    assert doc["ok"] is True and doc["tools"][0]["name"] == "deep"
+    assert "nested deeper than" in json.dumps(doc["tools"][0]["inputSchema"])

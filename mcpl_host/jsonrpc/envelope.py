@@ -204,7 +204,8 @@ def classify(value: Any) -> Envelope:
 
 
 def _response(value: dict[str, Any], id_value: Any) -> Response:
-    has_error = "error" in value
+    # "error": null beside a result is read as no error (sloppy servers send both members).
+    has_error = "error" in value and not (value["error"] is None and "result" in value)
     return Response(
         id=id_value,
         result=value.get("result"),

@@ -64,11 +64,16 @@ class RemoteProtocolError(ProtocolError):
 class RemoteError(MCPLHostError):
     """The server answered a request with a JSON-RPC error object (JSON-RPC 2.0 §5.1).
 
-    Attributes: ``code`` (int), ``message`` (str), ``data`` (any JSON value or None).
+    Attributes: ``code`` (int), ``message`` (str) and ``data`` (any JSON value or None), as
+    the server sent them; ``str()`` is escaped, cut and redacted.
     """
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"server error {code}: {message}")
+    def __init__(self, code: int, message: str, data: Any = None, *, redactor: Any = None) -> None:
+        from mcpl_host.logging import log_value  # errors.py stays importable on its own
+
+        # str() is safe to log or show (escaped, cut, redacted, ENVELOPE.md L1-L2); the
+        # attributes keep what the server sent.
+        super().__init__(f"server error {code}: {log_value(message, redactor)}")
         self.code = code
         self.message = message
         self.data = data

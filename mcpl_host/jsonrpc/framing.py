@@ -89,7 +89,8 @@ class LineReader:
         if start:
             del buffer[:start]
         self._scanned = len(buffer)
-        if len(buffer) > self._max:
+        # A trailing \r may be half of a CRLF whose \n has not arrived: it does not count.
+        if len(buffer) - (buffer[-1:] == b"\r") > self._max:
             # No newline within the bound: drop what we hold and the rest of this line.
             out.append(LineTooLong(self._max))
             buffer.clear()
@@ -112,9 +113,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# Integers orjson cannot hold exactly have at least 20 digits (2**64 has 20). A match may
-# also be digits inside a string: then the standard library parses it, equally correctly.
-_LONG_DIGIT_RUN = re.compile(rb"\d{20}")
+# Integers orjson cannot hold exactly (outside [-2**63, 2**64 - 1]) have at least 20 digits,
+# or 19 after a minus sign. A match may also be digits inside a string: then the standard
+# library parses the line, equally correctly.
+_LONG_DIGIT_RUN = re.compile(rb"-\d{19}|\d{20}")
 
 
 def loads_line(line: bytes) -> Any:
@@ -132,7 +134,9 @@ def loads_line(line: bytes) -> Any:
     # orjson refuses some valid JSON (lone surrogate escapes, nesting deeper than 1024) and
     # turns integers beyond 64 bits into floats: the standard library keeps those (D6).
     try:
-        return json.loads(line, parse_constant=_reject_constant)
+        # Decoded first: JSON text is UTF-8 (RFC 8259 §8.1); json.loads would also guess
+        # UTF-16 or UTF-32 from bytes.
+        return json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
         raise ValueError("not JSON") from exc
 

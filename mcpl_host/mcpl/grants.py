@@ -79,15 +79,22 @@ def _leaves_at_or_below(prefix: str) -> set[str]:
     return {path for path in VOCABULARY if path == prefix or path.startswith(below)}
 
 
-def _walk(node: Any, prefix: str, out: set[str]) -> None:
+#: Segments in the deepest vocabulary path; the walk never descends further (a deeper
+#: node can mint nothing, and a hostile advertisement may nest a thousand levels).
+MAX_PATH_SEGMENTS = max(path.count(".") + 1 for path in VOCABULARY)
+
+
+def _walk(node: Any, prefix: str, depth: int, out: set[str]) -> None:
     if node is True:
         out |= _leaves_at_or_below(prefix)
     elif isinstance(node, Mapping):
         if prefix in VOCABULARY:
             out.add(prefix)  # Interp. [lib]: an object at a path node advertises the node.
+        if depth >= MAX_PATH_SEGMENTS:
+            return
         for key, child in node.items():
             if isinstance(key, str) and key:
-                _walk(child, f"{prefix}.{key}", out)
+                _walk(child, f"{prefix}.{key}", depth + 1, out)
     # false, null, numbers, strings, arrays: nothing (MCPL §5.1).
 
 
@@ -105,7 +112,7 @@ def expand_advertisement(mcpl: Mapping[str, Any] | None, *, tools: bool = False)
     if isinstance(mcpl, Mapping):
         for key, child in mcpl.items():
             if isinstance(key, str) and key and key not in _NOT_CAPABILITIES:
-                _walk(child, key, out)
+                _walk(child, key, 1, out)
     if tools:
         out.add("tools")
     return frozenset(out)

@@ -40,6 +40,7 @@ from mcpl_host.logging import Redactor, ServerValue, get_logger
 __all__ = [
     "ENV_ALLOWLIST",
     "ENV_ALLOWLIST_PREFIXES",
+    "EOF_EXIT_WAIT_SECONDS",
     "READ_CHUNK_BYTES",
     "STDERR_MAX_LINE_BYTES",
     "StdioParameters",
@@ -62,6 +63,8 @@ READ_CHUNK_BYTES = 64 * 1024
 #: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
 #: line reach a log line anyway, ENVELOPE.md L1).
 STDERR_MAX_LINE_BYTES = 64 * 1024
+#: Seconds to wait, after the server's stdout ends, for its exit status and last stderr.
+EOF_EXIT_WAIT_SECONDS = 0.5
 #: Seconds between checks that a process group is empty while waiting for it to exit.
 GROUP_POLL_SECONDS = 0.02
 #: Levels the stderr pump may log at.
@@ -327,8 +330,8 @@ class StdioTransport:
 
         At the end of stdout, an unterminated last line is returned first; then every call
         raises ``ConnectionLost`` with ``exit_status`` and ``stderr_tail`` (ENVELOPE.md H5).
-        To fill them it waits, at most ``close_grace_seconds``, for the process to exit and
-        for stderr to end.
+        To fill them it waits, at most ``EOF_EXIT_WAIT_SECONDS`` (and never more than
+        ``close_grace_seconds``), for the process to exit and for stderr to end.
 
         Raises:
             ConnectionLost: the server closed its stdout or exited.
@@ -361,7 +364,10 @@ class StdioTransport:
             self._items.extend(self._reader.feed(data))
 
     async def _settle_after_eof(self, process: anyio.abc.Process) -> None:
-        with anyio.move_on_after(self._limits.close_grace_seconds):
+        # A server that exits closes stdout a moment before its exit status is known: wait
+        # that moment, briefly, so the failure names the status and holds the last stderr
+        # lines (H5) while pending requests still fail at once (T3).
+        with anyio.move_on_after(min(EOF_EXIT_WAIT_SECONDS, self._limits.close_grace_seconds)):
             await process.wait()
             await self._pump_done.wait()
         self._lost = (_exit_message(process.returncode), process.returncode)
