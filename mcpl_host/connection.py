@@ -129,6 +129,7 @@ class ServerConnection(InboundRouting, MCPMethods):
         self._dropped = LogBudget(self.limits.dropped_lines_logged)
         self._unmatched = LogBudget(self.limits.unmatched_errors_logged)
         self._invalid = LogBudget(self.limits.invalid_requests_logged)
+        self._not_answered = LogBudget(self.limits.invalid_requests_logged)
         self.server_info: ServerInfo | None = None
         self.mcpl_state = MCPLState.NONE
         self.proposed_grant: Grant | None = None

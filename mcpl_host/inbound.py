@@ -70,6 +70,7 @@ class InboundRouting:
     _dropped: LogBudget
     _unmatched: LogBudget
     _invalid: LogBudget
+    _not_answered: LogBudget
 
     def _on_event(self, event: Any, link: Link) -> None:
         if isinstance(event, ResponseSettled):
@@ -137,11 +138,11 @@ class InboundRouting:
             self._inbound_running -= 1
             if self._inbound.get(key) is scope:
                 del self._inbound[key]
-        if answer is None:
-            return  # cancelled by the server (notifications/cancelled) or by closing
-        if link.closed:  # T1: never on another transport
+        if link.closed:  # T1: its transport has gone; never answered on another one
             self._not_answering(request)
             return
+        if answer is None:
+            return  # cancelled by the server (notifications/cancelled)
         link.send(answer)
 
     async def _call_handler(self, context: RequestContext, request: Request, link: Link) -> Any:
@@ -157,8 +158,9 @@ class InboundRouting:
         return await self.handlers.request(context, params)
 
     def _not_answering(self, request: Request) -> None:
-        self._log.info("not answering request", id=ServerValue(request.id, self.redactor),
-                       method=ServerValue(request.method, self.redactor))
+        self._log_budgeted(self._not_answered, "not answering request",
+                           id=ServerValue(request.id, self.redactor),
+                           method=ServerValue(request.method, self.redactor))
 
     def _on_notification(self, method: str, params: Any) -> None:
         if method == "notifications/progress" and isinstance(params, dict):

@@ -26,7 +26,8 @@ DEFAULT_MAX_OUTBOX_BYTES = 64 * 1024 * 1024
 DEFAULT_DROPPED_LINES_LOGGED = 3
 #: Unmatched JSON-RPC error responses logged per connection before going quiet (R5, L3).
 DEFAULT_UNMATCHED_ERRORS_LOGGED = 10
-#: Invalid requests logged per connection before going quiet (A4, L3); each is still answered.
+#: Invalid requests logged per connection before going quiet (A4, L3); each is still
+#: answered. The same bound applies to "not answering request" lines (T1, T2).
 DEFAULT_INVALID_REQUESTS_LOGGED = 10
 #: Server stderr lines kept to explain a failure (ENVELOPE.md H5).
 DEFAULT_STDERR_TAIL_LINES = 50

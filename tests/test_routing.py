@@ -466,3 +466,66 @@ async def test_inference_streaming_not_granted_is_refused(tmp_path: Path) -> Non
         async with script.connect(handlers=Streaming(), policy=GrantPolicy(grant=("inferenceRequest",))) as conn:
             await script.finished(conn)
     assert answers(script)["4"]["error"]["data"] == {"capability": "inferenceRequest.streaming"}
+
+
+async def test_t1_answer_to_a_request_whose_transport_closed_is_not_sent(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"send": {"jsonrpc": "2.0", "id": "s", "method": "slow"}},
+        {"exit": 3},  # while "slow" is running
+    ])
+    handlers = Slow()
+    with capture_logs() as logs, anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            await handlers.started.wait()
+            await conn.wait_closed()
+    lines = [e for e in logs if e["event"] == "not answering request"]
+    assert [(str(e["id"]), str(e["method"])) for e in lines] == [("s", "slow")]
+    assert "s" not in [m.get("id") for m in script.messages()]
+
+
+async def test_t2_request_read_after_its_link_closed_is_not_dispatched(tmp_path: Path) -> None:
+    # The server stops reading and floods pings: the answers fill the pipe, then the small
+    # outbox, and the link is lost while the reader still reads the later pings, which are
+    # then not dispatched.
+    ping = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"}) + "\n"
+    script = Script(tmp_path, [*MCP_HANDSHAKE, {"stop_reading": True}, {"raw_repeat": [ping, 8000]}])
+    from mcpl_host import Limits
+
+    limits = Limits(max_outbox_bytes=4096, close_grace_seconds=0.3, terminate_grace_seconds=0.3)
+    with capture_logs() as logs, anyio.fail_after(20):
+        async with script.connect(limits=limits) as conn:
+            await conn.wait_closed()
+            await script.finished(conn)  # the reader has read every ping by now
+    assert any(e["event"] == "not answering request" for e in logs)
+
+
+async def test_d2_string_id_answer_is_an_orphan_and_the_request_times_out(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCP_HANDSHAKE,
+        {"expect": {"method": "tools/list"}},
+        {"reply": {"tools": []}, "id": "2"},
+    ])
+    handlers = Recording()
+    with anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            with pytest.raises(RequestTimeout):
+                await conn.request("tools/list", timeout=1.0)
+            await handlers.orphan_seen.wait()
+    assert handlers.orphans[0].id == "2"
+
+
+async def test_d5_unknown_mcpl_version_is_served_with_one_warning(tmp_path: Path) -> None:
+    manifest = {"version": "0.9", "pushEvents": True}
+    result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
+              "capabilities": {"experimental": {"mcpl": manifest}}}
+    script = Script(tmp_path, [
+        {"expect": {"method": "initialize"}}, {"reply": result},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}},
+    ])
+    with capture_logs() as logs, anyio.fail_after(20):
+        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+            assert conn.grant is not None and conn.grant.allows("pushEvents")
+    warnings = [e for e in logs if "MCPL version" in e["event"]]
+    assert len(warnings) == 1
