@@ -1,0 +1,419 @@
+"""The host's config file: the common ``mcpServers`` JSON plus MCPL keys. Pure, except that
+``load_config`` reads the file.
+
+- **Shape.** ``{"mcpServers": {name: server}}`` as MCP clients write it; also accepted under
+  ``"mcplServers"``. Both may be present: merged, ``mcpServers`` first; a name in both is a
+  problem. Other top-level keys are ignored (the file may hold another application's
+  settings) unless one is a near miss of either name.
+- **Every problem at once.** All is checked before anything is returned. A problem is a
+  ``ConfigProblem(location, message)``, located like ``mcpServers.time.args[1]`` (or
+  ``mcpServers["my server"]``); ``ConfigError`` lists them one per line after the file name.
+  Invalid JSON is one problem at its line and column. A key repeated in one object (the last
+  would silently win) is a problem. ``disabled`` servers are checked too.
+- **Server keys** are camelCase; an unknown key is a problem with a "did you mean" hint.
+  stdio: ``command`` (required), ``args``, ``env`` (strings), ``cwd``, ``inheritEnv``.
+  WebSocket: ``url`` (required; ``ws://`` or ``wss://``), ``token``, ``tokenIn`` (``"header"``
+  (default: ``Authorization: Bearer``) or ``"query"``), ``headers``. Host keys: ``grant``,
+  ``deny`` (capability patterns, each matching some vocabulary path: a typo must not grant
+  nothing or deny nothing unnoticed), ``grantAllAdvertised``, ``featureSets`` {``enabled``:
+  names or null, ``disabled``}, ``timeouts`` {``handshake``, ``request``: seconds > 0;
+  ``closeGrace``, ``terminateGrace``: seconds >= 0}, ``maxLineBytes``, ``restart``
+  {``enabled``, ``baseDelay``, ``maxDelay``, ``jitter``, ``healthyAfter``, ``maxFailures``,
+  ``failureWindow``} (rules: ``supervisor_policy``), ``secrets`` (extra strings to redact, at
+  least ``MIN_SECRET_CHARS`` long), ``disabled``. Values that may be secret (``env``,
+  ``args``, ``headers``, ``token``, ``url``) never appear in a message.
+- **Transport.** ``transport`` (or ``type``, as some clients write it): ``"stdio"`` or
+  ``"websocket"``. Omitted, ``command`` means stdio and ``url`` WebSocket; both is a problem.
+  A key of the other transport is a problem if the transport was inferred; if ``transport``
+  is given, it is checked and then ignored (one entry may keep both set-ups).
+- **Relative paths** join the config file's folder (``base_dir``; for ``load_config``, the
+  folder of the path as given, symlinks not followed), without touching the file system.
+  ``cwd``: any relative path. **Decision:** ``command`` and each of ``args`` only when the
+  value is ``.`` or ``..`` or starts with ``./`` or ``../``. Anything else (``-m``,
+  ``server.py``, ``--dir=./x``, a package name) is passed as written, so the meaning of a
+  config never depends on which files happen to exist. Neither ``~`` nor ``${VAR}`` is
+  expanded; a ``cwd`` starting with ``~`` is a problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from mcpl_host.jsonrpc.errors import MCPLHostError
+from mcpl_host.limits import Limits
+from mcpl_host.logging import MIN_SECRET_CHARS
+from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
+from mcpl_host.mcpl.grants import VOCABULARY, GrantPolicy, matches
+from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
+
+__all__ = ["SECTIONS", "ConfigError", "ConfigProblem", "HostConfig", "ServerConfig",
+           "load_config", "parse_config"]
+
+#: Top-level keys holding servers, in merge order.
+SECTIONS = ("mcpServers", "mcplServers")
+Transport = Literal["stdio", "websocket"]
+#: Server key -> (``ServerConfig`` field, ``_Problems`` reader, the transport it belongs to).
+#: An empty field or reader: read by its own code in ``_server``.
+_KEYS = {"command": ("command", "string", "stdio"), "args": ("args", "strings", "stdio"),
+         "env": ("env", "string_map", "stdio"), "cwd": ("cwd", "string", "stdio"),
+         "inheritEnv": ("inherit_env", "boolean", "stdio"), "url": ("url", "string", "websocket"),
+         "token": ("token", "string", "websocket"), "tokenIn": ("token_in", "", "websocket"),
+         "headers": ("headers", "string_map", "websocket"), "secrets": ("secrets", "strings", ""),
+         "disabled": ("disabled", "boolean", ""), "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
+         **dict.fromkeys(("transport", "type", "grant", "deny", "featureSets", "timeouts", "maxLineBytes",
+                          "restart"), ("", "", ""))}
+#: ``timeouts`` key -> (``Limits`` field, whether 0 is allowed).
+_TIMEOUTS = {"handshake": ("handshake_timeout_seconds", False), "request": ("request_timeout_seconds", False),
+             "closeGrace": ("close_grace_seconds", True), "terminateGrace": ("terminate_grace_seconds", True)}
+#: ``restart`` key -> ``RestartPolicy`` field.
+_RESTART = {"enabled": "enabled", "baseDelay": "base_delay_seconds", "maxDelay": "max_delay_seconds",
+            "jitter": "jitter", "healthyAfter": "healthy_after_seconds", "maxFailures": "max_failures",
+            "failureWindow": "failure_window_seconds"}
+#: What a mistyped capability pattern is compared with for a hint: the paths, and ``parent.*``.
+_PATTERN_HINTS = sorted(VOCABULARY | {path.rsplit(".", 1)[0] + ".*" for path in VOCABULARY if "." in path})
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+# An optional key that is not there (JSON null is a value, and a wrong one).
+_ABSENT: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigProblem:
+    """One mistake: ``location`` (a path such as ``mcpServers.time.args[1]``, or
+    ``line 3, column 7`` for invalid JSON, or ``""`` for the whole file) and ``message``."""
+
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}" if self.location else self.message
+
+
+class ConfigError(MCPLHostError):
+    """The config has problems; ``problems`` lists every one, ``source`` names the file. The
+    message has one line per problem: ``servers.json: mcpServers.time.cwd: must be a string``."""
+
+    def __init__(self, problems: Sequence[ConfigProblem], source: str = "") -> None:
+        self.problems = list(problems)
+        self.source = source
+        prefix = f"{source}: " if source else ""
+        super().__init__("\n".join(f"{prefix}{problem}" for problem in self.problems))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """One server entry. Paths are already resolved. Only the keys of ``transport`` are kept:
+    stdio uses ``command``, ``args``, ``env``, ``cwd``, ``inherit_env``; WebSocket uses
+    ``url``, ``token``, ``token_in``, ``headers``. ``limits`` holds the timeouts (seconds)
+    and ``max_line_bytes``; ``disabled`` servers are checked but not started."""
+
+    name: str
+    transport: Transport
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    inherit_env: bool = False
+    url: str | None = None
+    token: str | None = None
+    token_in: Literal["header", "query"] = "header"
+    headers: dict[str, str] = field(default_factory=dict)
+    grant_policy: GrantPolicy = GrantPolicy()
+    feature_set_policy: FeatureSetPolicy = FeatureSetPolicy()
+    limits: Limits = Limits()
+    restart_policy: RestartPolicy = RestartPolicy()
+    secrets: tuple[str, ...] = ()
+    disabled: bool = False
+
+    @property
+    def secrets_for_redaction(self) -> tuple[str, ...]:
+        """Strings to redact from every log line about this server: ``env`` values, header
+        values, the token and ``secrets``, without repeats."""
+        found = [*self.env.values(), *self.headers.values(), self.token or "", *self.secrets]
+        return tuple(dict.fromkeys(secret for secret in found if secret))
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfig:
+    """Every server in a config, by name (``mcpServers`` first, then ``mcplServers``, each in
+    file order), and ``source`` (the file it came from)."""
+
+    servers: dict[str, ServerConfig]
+    source: str = ""
+
+    @property
+    def enabled_servers(self) -> dict[str, ServerConfig]:
+        """The servers to start: those not ``disabled``, in order."""
+        return {name: server for name, server in self.servers.items() if not server.disabled}
+
+
+class _JSONObject(dict):  # type: ignore[type-arg]
+    """A JSON object that remembers keys it saw twice (``json`` keeps the last silently)."""
+
+    repeated: tuple[str, ...] = ()
+
+    @classmethod
+    def from_pairs(cls, pairs: list[tuple[str, Any]]) -> _JSONObject:
+        obj = cls(pairs)
+        if len(obj) < len(pairs):
+            obj.repeated = tuple(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        return obj
+
+
+def load_config(path: str | os.PathLike[str]) -> HostConfig:
+    """Read and check the config file at ``path`` (UTF-8 JSON, a BOM allowed). Relative paths
+    in it resolve against its folder. Raises ``ConfigError`` listing every problem (an
+    unreadable file or invalid JSON is one problem)."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise ConfigError([ConfigProblem("", f"cannot read the file: {exc.strerror or exc}")], source) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError([ConfigProblem(f"byte {exc.start}", "the file is not UTF-8 text")], source) from exc
+    try:
+        data = json.loads(text, object_pairs_hook=_JSONObject.from_pairs)
+    except json.JSONDecodeError as exc:
+        problem = ConfigProblem(f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}")
+        raise ConfigError([problem], source) from exc
+    return parse_config(data, base_dir=path.absolute().parent, source=source)
+
+
+def parse_config(data: Any, *, base_dir: Path, source: str) -> HostConfig:
+    """Check decoded JSON ``data`` and build a ``HostConfig``; relative paths resolve against
+    ``base_dir``, and ``source`` names the file in messages. Raises ``ConfigError`` listing
+    every problem."""
+    p = _Problems()
+    servers: dict[str, ServerConfig] = {}
+    if not isinstance(data, dict):
+        p.add("", f"the top level must be an object, not {_kind(data)}")
+    else:
+        p.obj(data, "")  # repeated keys
+        for key in data:
+            close = difflib.get_close_matches(key, SECTIONS, n=1, cutoff=0.8)
+            if key not in SECTIONS and close:
+                p.add(_at("", key), f'unknown key; did you mean "{close[0]}"?')
+        if not any(section in data for section in SECTIONS):
+            p.add("", 'no "mcpServers" object: the servers go in {"mcpServers": {name: {...}}}')
+        where: dict[str, str] = {}
+        for section in SECTIONS:
+            block = p.obj(data.get(section, _ABSENT), section, "an object keyed by server name")
+            for name, entry in (block or {}).items():
+                loc = _at(section, name)
+                if not name:
+                    p.add(loc, "a server name must not be empty")
+                if name in where:
+                    p.add(loc, f"the name {name!r} is already used in {where[name]}")
+                server = _server(name, entry, loc, base_dir, p)
+                if name not in where:
+                    where[name] = section
+                    if server is not None:
+                        servers[name] = server
+    if p.problems:
+        raise ConfigError(p.problems, source)
+    return HostConfig(servers=servers, source=source)
+
+
+def _at(loc: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{loc}[{key}]"
+    if _PLAIN_KEY.fullmatch(key):
+        return f"{loc}.{key}" if loc else key
+    return f"{loc}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def _kind(value: Any, *, show: bool = False) -> str:
+    """``a string``, ``an array``...; with ``show``, a scalar's value too (``the number -1``)."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    for types, name in (((int, float), "number"), (str, "string"), (list, "array"), (dict, "object")):
+        if isinstance(value, types):
+            if show and isinstance(value, (int, float, str)):
+                return f"the {name} {json.dumps(value, ensure_ascii=False)[:60]}"
+            return f"{'an' if name[0] in 'ao' else 'a'} {name}"
+    return type(value).__name__
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _relative(value: str) -> bool:
+    return value in (".", "..") or value.startswith(("./", "../"))
+
+
+class _Problems:
+    """Collects problems; each reader returns the value, or None after adding a problem."""
+
+    def __init__(self) -> None:
+        self.problems: list[ConfigProblem] = []
+
+    def add(self, loc: str, message: str) -> None:
+        self.problems.append(ConfigProblem(loc, message))
+
+    def typed(self, value: Any, loc: str, ok: Callable[[Any], bool], expected: str, *,
+              show: bool = False) -> Any:
+        """``value`` if ``ok(value)``, else None and a problem. The value itself is shown only
+        with ``show``: the values of keys such as ``env`` or ``args`` may be secrets."""
+        if ok(value):
+            return value
+        self.add(loc, f"must be {expected}, not {_kind(value, show=show)}")
+        return None
+
+    def obj(self, value: Any, loc: str, expected: str = "an object", *,
+            known: Collection[str] | None = None) -> dict[str, Any] | None:
+        if value is _ABSENT or self.typed(value, loc, lambda v: isinstance(v, dict), expected) is None:
+            return None
+        for key in getattr(value, "repeated", ()):
+            self.add(_at(loc, key), "this key appears more than once in the same object")
+        for key in value if known is not None else ():
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                self.add(_at(loc, key), "unknown key" + (f'; did you mean "{close[0]}"?' if close else ""))
+        return value
+
+    def string(self, value: Any, loc: str) -> str | None:
+        return self.typed(value, loc, lambda v: isinstance(v, str) and v != "", "a non-empty string")
+
+    def boolean(self, value: Any, loc: str) -> bool | None:
+        return self.typed(value, loc, lambda v: isinstance(v, bool), "true or false")
+
+    def strings(self, value: Any, loc: str) -> tuple[str, ...] | None:
+        if self.typed(value, loc, lambda v: isinstance(v, list), "an array of strings") is None:
+            return None
+        good = [self.typed(v, _at(loc, i), lambda v: isinstance(v, str), "a string") for i, v in enumerate(value)]
+        return tuple(good) if None not in good else None
+
+    def string_map(self, value: Any, loc: str) -> dict[str, str] | None:
+        if self.obj(value, loc, "an object of strings") is None:
+            return None
+        good = {k: self.typed(v, _at(loc, k), lambda v: isinstance(v, str), "a string") for k, v in value.items()}
+        return good if None not in good.values() else None
+
+    def patterns(self, value: Any, loc: str) -> tuple[str, ...]:
+        if value is _ABSENT or self.typed(value, loc, lambda v: isinstance(v, list), "an array") is None:
+            return ()
+        for i, pattern in enumerate(value):
+            if self.string(pattern, _at(loc, i)) and not any(matches(pattern, c) for c in VOCABULARY):
+                close = difflib.get_close_matches(pattern, _PATTERN_HINTS, n=1, cutoff=0.8)
+                hint = f'; did you mean "{close[0]}"?' if close else ""
+                self.add(_at(loc, i), f"{pattern!r} matches no capability path{hint}")
+        return tuple(value)
+
+
+def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> ServerConfig | None:
+    entry = p.obj(entry, loc, known=_KEYS)
+    if entry is None:
+        return None
+    before = len(p.problems)
+    transport = _transport(entry, loc, p)
+    other = "websocket" if transport == "stdio" else "stdio"
+    if transport is not None and "transport" not in entry and "type" not in entry:
+        for key in [key for key in entry if key in _KEYS and _KEYS[key][2] == other]:
+            p.add(_at(loc, key), f"applies only to {other} servers, and this one is {transport}")
+    required = "command" if transport == "stdio" else "url"
+    if transport is not None and required not in entry:
+        p.add(loc, f'a {transport} server needs "{required}"')
+    kw: dict[str, Any] = {"name": name, "transport": transport}
+    for key, (attr, reader, _) in _KEYS.items():
+        if reader and key in entry:
+            kw[attr] = getattr(p, reader)(entry[key], _at(loc, key))
+    if kw.get("command"):
+        kw["command"] = str(base_dir / kw["command"]) if _relative(kw["command"]) else kw["command"]
+    if kw.get("args"):
+        kw["args"] = tuple(str(base_dir / arg) if _relative(arg) else arg for arg in kw["args"])
+    if kw.get("cwd"):
+        if kw["cwd"].startswith("~"):
+            p.add(_at(loc, "cwd"), '"~" is not expanded; write the path in full')
+        kw["cwd"] = str(base_dir / kw["cwd"])
+    scheme, host = urlsplit(kw["url"])[:2] if kw.get("url") else ("ws", "-")
+    if scheme not in ("ws", "wss"):  # the URL itself is never shown: it may hold a token
+        why = f'its scheme is "{scheme}"' if scheme else "it has no scheme"
+        p.add(_at(loc, "url"), f"must be a ws:// or wss:// URL; {why}")
+    elif not host:
+        p.add(_at(loc, "url"), "must be a ws:// or wss:// URL; it has no host")
+    if "tokenIn" in entry:
+        kw["token_in"] = p.typed(entry["tokenIn"], _at(loc, "tokenIn"), lambda v: v in ("header", "query"),
+                                 '"header" or "query"', show=True)
+        if "token" not in entry:
+            p.add(_at(loc, "tokenIn"), 'has no effect without "token"')
+    for i, secret in enumerate(kw.get("secrets") or ()):
+        if len(secret) < MIN_SECRET_CHARS:
+            p.add(_at(_at(loc, "secrets"), i), f"is shorter than {MIN_SECRET_CHARS} characters, "
+                                               "so it would not be redacted")
+    kw["grant_policy"] = GrantPolicy(p.patterns(entry.get("grant", _ABSENT), _at(loc, "grant")),
+                                     p.patterns(entry.get("deny", _ABSENT), _at(loc, "deny")),
+                                     bool(kw.pop("grant_all_advertised", False)))
+    kw["feature_set_policy"] = _feature_sets(entry.get("featureSets", _ABSENT), _at(loc, "featureSets"), p)
+    kw["limits"] = _limits(entry, loc, p)
+    kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)
+    if len(p.problems) > before or transport is None:
+        return None
+    inactive = {attr for attr, _, belongs in _KEYS.values() if belongs == other}
+    return ServerConfig(**{k: v for k, v in kw.items() if k not in inactive})
+
+
+def _transport(entry: dict[str, Any], loc: str, p: _Problems) -> Transport | None:
+    if "transport" in entry and "type" in entry:
+        p.add(_at(loc, "type"), 'give "transport" or "type", not both')
+        return None
+    key = "transport" if "transport" in entry else "type"
+    if key in entry:
+        return p.typed(entry[key], _at(loc, key), lambda v: v in ("stdio", "websocket"),
+                       '"stdio" or "websocket"', show=True)
+    if "command" in entry and "url" in entry:
+        p.add(loc, 'has both "command" and "url"; set "transport" to "stdio" or "websocket"')
+        return None
+    if "command" in entry or "url" in entry:
+        return "stdio" if "command" in entry else "websocket"
+    p.add(loc, 'needs "command" (a stdio server) or "url" (a websocket server)')
+    return None
+
+
+def _feature_sets(value: Any, loc: str, p: _Problems) -> FeatureSetPolicy:
+    block = p.obj(value, loc, known=("enabled", "disabled")) or {}
+    enabled = block.get("enabled")
+    enabled = p.strings(enabled, _at(loc, "enabled")) if enabled is not None else None
+    disabled = p.strings(block["disabled"], _at(loc, "disabled")) if "disabled" in block else ()
+    return FeatureSetPolicy(enabled=enabled, disabled=disabled or ())
+
+
+def _limits(entry: dict[str, Any], loc: str, p: _Problems) -> Limits:
+    changes: dict[str, Any] = {}
+    block = p.obj(entry.get("timeouts", _ABSENT), _at(loc, "timeouts"), known=_TIMEOUTS) or {}
+    for key in (key for key in block if key in _TIMEOUTS):
+        attr, zero_ok = _TIMEOUTS[key]
+        changes[attr] = p.typed(block[key], _at(_at(loc, "timeouts"), key),
+                                lambda v, z=zero_ok: _is_number(v) and (v > 0 or (z and v == 0)),
+                                "a number of seconds, 0 or more" if zero_ok else "a positive number of seconds",
+                                show=True)
+    if "maxLineBytes" in entry:
+        changes["max_line_bytes"] = p.typed(
+            entry["maxLineBytes"], _at(loc, "maxLineBytes"), lambda v: _is_number(v) and v > 0 and v == int(v),
+            "a positive whole number of bytes", show=True)
+    return dataclasses.replace(Limits(), **{k: int(v) if k == "max_line_bytes" else v
+                                            for k, v in changes.items() if v is not None})
+
+
+def _restart(value: Any, loc: str, p: _Problems) -> RestartPolicy:
+    block = p.obj(value, loc, known=_RESTART) or {}
+    values = {_RESTART[key]: v for key, v in block.items() if key in _RESTART}
+    problems = restart_policy_problems(values)
+    for key, attr in _RESTART.items():
+        if attr in problems and key in block:
+            p.add(_at(loc, key), f"{problems[attr]}, not {_kind(block[key], show=True)}")
+        elif attr in problems:  # a rule between keys, broken by this key's default
+            default = RestartPolicy.__dataclass_fields__[attr].default
+            p.add(_at(loc, key), f"{problems[attr]}; it is {default:g} by default")
+    return RestartPolicy(**values) if not problems else RestartPolicy()
