@@ -9,7 +9,9 @@ from mcpl_host.connection import ServerConnection
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor, get_logger
+from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.mcpl.negotiation import RefusalAction
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 
 __all__ = ["connect_stdio", "default_server_name"]
@@ -42,6 +44,8 @@ def connect_stdio(
     name: str | None = None,
     handlers: HostHandlers | None = None,
     policy: GrantPolicy | None = None,
+    feature_set_policy: FeatureSetPolicy | None = None,
+    on_refusal: RefusalAction = "follow",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     stderr_log_level: str = "debug",
@@ -65,6 +69,76 @@ def connect_stdio(
     def factory() -> StdioTransport:
         return StdioTransport(parameters, limits=limits, redactor=redactor, logger=logger,
                               stderr_log_level=stderr_log_level)
+
+    return ServerConnection(
+        factory, name=server_name, handlers=handlers, policy=policy,
+        feature_set_policy=feature_set_policy, on_refusal=on_refusal, limits=limits,
+        redactor=redactor,
+    )
+
+
+# --- WebSocket -------------------------------------------------------------------------------
+# (Appended by the WebSocket transport work; these imports belong at the top of the module.)
+
+import ssl  # noqa: E402
+from typing import Literal  # noqa: E402
+
+from mcpl_host.transports.websocket import (  # noqa: E402
+    DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
+    DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
+    DEFAULT_OPEN_TIMEOUT_SECONDS,
+    WebSocketParameters,
+    WebSocketTransport,
+    shown_url,
+)
+
+__all__ += ["connect_websocket"]
+
+
+def connect_websocket(
+    url: str,
+    *,
+    token: str | None = None,
+    token_in: Literal["query", "header"] = "query",
+    headers: Mapping[str, str] | None = None,
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    policy: GrantPolicy | None = None,
+    limits: Limits | None = None,
+    secrets: Iterable[str] = (),
+    open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
+    keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
+    keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
+    ssl_context: ssl.SSLContext | None = None,
+) -> ServerConnection:
+    """A connection that dials ``url`` (``ws://`` or ``wss://``) and speaks MCP/MCPL over a
+    WebSocket, one JSON-RPC message per text frame (PROTOCOL.md §1.2).
+
+    Nothing is dialled until the connection is entered (``async with``). ``token`` is sent as
+    the query parameter ``token`` (``token_in="query"``) or as ``Authorization: Bearer``
+    (``token_in="header"``). The token, every ``headers`` value, any ``token`` in ``url`` and
+    ``secrets`` are redacted from every log line and error about this server (ENVELOPE.md L2),
+    and the URL shown never carries them. ``limits.max_line_bytes`` bounds one incoming
+    message. ``ssl_context`` verifies a ``wss://`` server (default: the system's CAs).
+    ``policy`` defaults to granting nothing (MCPL §5.4). See ``WebSocketTransport``
+    for the transport's errors; on entry they surface as ``InitializeError``.
+
+    Raises:
+        ValueError: an unusable URL, token, header or timeout (no secret in the message).
+    """
+    limits = limits or Limits()
+    parameters = WebSocketParameters(
+        url=url, token=token, token_in=token_in, headers=dict(headers or {}),
+        open_timeout_seconds=open_timeout_seconds,
+        keepalive_interval_seconds=keepalive_interval_seconds,
+        keepalive_timeout_seconds=keepalive_timeout_seconds, ssl_context=ssl_context,
+    )
+    redactor = Redactor([*parameters.secrets(), *secrets])
+    server_name = name or shown_url(url, redactor)
+    logger = get_logger("mcpl_host.websocket", server=server_name)
+
+    def factory() -> WebSocketTransport:
+        return WebSocketTransport(parameters, limits=limits, redactor=redactor, logger=logger)
 
     return ServerConnection(
         factory, name=server_name, handlers=handlers, policy=policy, limits=limits,

@@ -20,7 +20,6 @@ import itertools
 import math
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from enum import Enum
 from typing import Any
 
 import anyio
@@ -28,7 +27,6 @@ import anyio
 from mcpl_host.connection_io import Link, Slot
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.handshake import (
-    SERVED_MCPL_VERSIONS,
     ServerInfo,
     initialize_params,
     read_initialize_result,
@@ -52,8 +50,9 @@ from mcpl_host.jsonrpc.session import (
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger, log_value
 from mcpl_host.mcp_methods import MCPMethods
-from mcpl_host.mcpl.grants import Grant, GrantPolicy, expand_advertisement
-from mcpl_host.mcpl.policy import PolicyOutcome, read_receipt
+from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
+from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.mcpl.negotiation import MCPLNegotiation, MCPLState, RefusalAction
 from mcpl_host.transports.base import Transport
 
 __all__ = ["MCPLState", "ProgressCallback", "ServerConnection"]
@@ -67,20 +66,7 @@ _MCP_LOG_LEVELS = {
 }
 
 
-class MCPLState(Enum):
-    """Where the MCPL layer of a connection stands (MCPL §5.3, §6.7)."""
-
-    #: Plain MCP server (no ``experimental.mcpl``): no MCPL traffic at all (MCPL §3.3).
-    NONE = "none"
-    #: ``featureSets/update`` sent, receipt not yet in: privileged methods refused (D3).
-    PENDING = "pending"
-    #: Receipt in: the grant is in force.
-    READY = "ready"
-    #: The policy exchange failed or was refused: tools, resources, prompts only (§6.7).
-    MCP_ONLY = "mcp-only"
-
-
-class ServerConnection(InboundRouting, MCPMethods):
+class ServerConnection(InboundRouting, MCPLNegotiation, MCPMethods):
     """A connection to one server: handshake, routing, pending requests, grant.
 
     Use as an async context manager: entering opens the transport, runs the handshake
@@ -90,7 +76,11 @@ class ServerConnection(InboundRouting, MCPMethods):
     async context manager that yields a ``Transport``).
 
     Raises on entry: ``InitializeError`` (refused, unsupported version, exited or closed
-    before answering, no answer within ``limits.handshake_timeout_seconds``).
+    before answering, no answer within ``limits.handshake_timeout_seconds``, or the server
+    refused the policy and asked to be closed, with ``on_refusal`` "follow" or "close").
+
+    ``policy`` (capability grant) and ``feature_set_policy`` default to granting nothing
+    (MCPL §5.4); ``on_refusal`` is what a refused policy does (``mcpl.negotiation``).
     """
 
     def __init__(
@@ -100,6 +90,8 @@ class ServerConnection(InboundRouting, MCPMethods):
         name: str = "server",
         handlers: HostHandlers | None = None,
         policy: GrantPolicy | None = None,
+        feature_set_policy: FeatureSetPolicy | None = None,
+        on_refusal: RefusalAction = "follow",
         limits: Limits | None = None,
         redactor: Redactor | None = None,
         client_version: str = "0.1.0",
@@ -107,6 +99,8 @@ class ServerConnection(InboundRouting, MCPMethods):
         self.name = name
         self.handlers = handlers or HostHandlers()
         self.policy = policy or GrantPolicy()
+        self.feature_set_policy = feature_set_policy or FeatureSetPolicy()
+        self.on_refusal = on_refusal
         self.limits = limits or Limits()
         self.redactor = redactor or Redactor()
         self._transport_factory = transport_factory
@@ -131,10 +125,7 @@ class ServerConnection(InboundRouting, MCPMethods):
         self._invalid = LogBudget(self.limits.invalid_requests_logged)
         self._not_answered = LogBudget(self.limits.invalid_requests_logged)
         self.server_info: ServerInfo | None = None
-        self.mcpl_state = MCPLState.NONE
-        self.proposed_grant: Grant | None = None
-        self.grant: Grant | None = None  # in force; None until the receipt (D3)
-        self.policy_outcome: PolicyOutcome | None = None
+        self._init_negotiation()
 
     def __repr__(self) -> str:
         epoch = self._link.epoch if self._link else 0
@@ -335,7 +326,7 @@ class ServerConnection(InboundRouting, MCPMethods):
         info = self.server_info
         assert info is not None  # set by _on_initialize_answer before the waiter woke
         if info.mcpl is not None:
-            await self._initial_policy(info)
+            await self._initial_policy()
 
     def _on_initialize_answer(self, response: Any) -> None:
         """Runs in the read loop, before the next line is read: H6's ordering lives here.
@@ -347,51 +338,6 @@ class ServerConnection(InboundRouting, MCPMethods):
         # Strictly the first message after the answer: real servers expect it (H6).
         assert self._link is not None
         self._link.send(self._session.notification("notifications/initialized"))
-
-    async def _initial_policy(self, info: ServerInfo) -> None:
-        """MCPL §5.3: the initial ``featureSets/update`` request and its receipt (H6)."""
-        assert info.mcpl is not None
-        if info.mcpl_version not in SERVED_MCPL_VERSIONS:
-            self._log.warning("MCPL version not known; serving best-effort",
-                              version=ServerValue(info.mcpl.get("version"), self.redactor))
-        advertised = expand_advertisement(info.mcpl, tools="tools" in info.capabilities)
-        proposed = self.policy.compute(advertised)
-        self.proposed_grant = proposed
-        self.mcpl_state = MCPLState.PENDING
-
-        def on_receipt(response: Any) -> None:
-            # In the read loop: a server that pushes right after its receipt is admitted.
-            if response.has_error:
-                return
-            outcome = read_receipt(response.result)
-            self.policy_outcome = outcome
-            if outcome.accepted:
-                self.grant = proposed  # the receipt never widens the grant (MCPL §6.7)
-                self.mcpl_state = MCPLState.READY
-            else:
-                self.mcpl_state = MCPLState.MCP_ONLY
-
-        try:
-            await self.request("featureSets/update", proposed.policy_params(), _on_answer=on_receipt)
-        except ConnectionLost as exc:
-            raise InitializeError(
-                f"the server went away during the initial policy exchange ({exc})",
-                exit_status=exc.exit_status, stderr_tail=exc.stderr_tail or self.stderr_tail,
-            ) from None
-        except (RemoteError, RemoteProtocolError, RequestTimeout) as exc:
-            # PROTOCOL.md §2.1 step 9: no receipt, no MCPL; the connection stays MCP-only.
-            self.mcpl_state = MCPLState.MCP_ONLY
-            self._log.warning("initial policy request failed; the connection is MCP-only",
-                              error=ServerValue(str(exc), self.redactor))
-            return
-        outcome = self.policy_outcome
-        assert outcome is not None
-        for defect in outcome.defects:
-            self._log.warning("policy receipt defect", defect=defect)
-        if not outcome.accepted:
-            self._log.warning("server refused the policy; the connection is MCP-only",
-                              fallback=ServerValue(outcome.fallback, self.redactor),
-                              reason=ServerValue(outcome.reason, self.redactor))
 
     # --- transport tasks ---------------------------------------------------------------------
 

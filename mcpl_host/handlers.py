@@ -19,6 +19,7 @@ from typing import Any
 
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import ConnectionLost, ErrorCode, HandlerError, MethodNotFound
+from mcpl_host.mcpl.policy import PolicyOutcome
 
 __all__ = ["HostHandlers", "InferenceStream", "RequestContext"]
 
@@ -86,6 +87,11 @@ class HostHandlers:
         as sent) without calling a handler: refused by admission (``-32002``, MCPL §5.4),
         malformed ``push/event`` params (``-32602``), or the host busy (``-32603``). Must not
         block."""
+
+    def on_policy_receipt(self, server: str, outcome: PolicyOutcome) -> None:
+        """The receipt of a ``featureSets/update`` arrived (MCPL §6.7): accepted (perhaps
+        ``mode: "degraded"``) or refused with its ``fallback``. It never widens the grant; a
+        refusal is for a person to see, never an input to policy. Must not block."""
 
     def on_connection_lost(self, server: str, error: ConnectionLost) -> None:
         """The server went away on its own (exit, closed stdout, broken pipe); ``error`` has

@@ -38,6 +38,12 @@ from mcpl_host.jsonrpc.session import (
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, ServerValue
 from mcpl_host.mcpl.admission import admit
+from mcpl_host.mcpl.feature_sets import (
+    FEATURE_SET_METHODS,
+    Derivation,
+    FeatureSetDeclarations,
+    admit_feature_set,
+)
 from mcpl_host.mcpl.grants import Grant
 
 __all__ = ["InboundRouting"]
@@ -59,6 +65,8 @@ class InboundRouting:
     limits: Limits
     redactor: Redactor
     grant: Grant | None
+    derivation: Derivation | None
+    feature_sets: FeatureSetDeclarations
     _session: Session
     _link: Link | None
     _tg: Any
@@ -105,6 +113,15 @@ class InboundRouting:
         denial = admit(request.method, request.params, self.grant)
         if denial is None and request.method in _OBJECT_PARAMS and not isinstance(request.params, dict):
             denial = HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object")
+        if denial is None and request.method in FEATURE_SET_METHODS and self.derivation is not None:
+            verdict = admit_feature_set(request.method, request.params, self.feature_sets,
+                                        self.derivation, self.grant)
+            denial = verdict.error
+            if verdict.diagnostic is not None:  # MCPL §6.4 rule 2: rejected at use
+                self._log.warning("declaration mismatch: a feature set used a capability it does"
+                                  " not declare",
+                                  feature_set=ServerValue(verdict.diagnostic.feature_set, self.redactor),
+                                  capability=verdict.diagnostic.capability)
         limits = self.limits
         if denial is None and self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound:
             denial = HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error: host busy")

@@ -426,7 +426,8 @@ def inference(request_id: Any, stream: bool) -> dict[str, Any]:
 
 async def test_r7_streamed_inference_chunks_name_the_request_null_id_answered_whole(tmp_path: Path) -> None:
     manifest = {"version": "0.5", "inferenceRequest": {"streaming": True},
-                "featureSets": {"demo": {"description": "d", "uses": ["inferenceRequest"]}}}
+                "featureSets": {"demo": {"description": "d",
+                                         "uses": ["inferenceRequest", "inferenceRequest.streaming"]}}}
     result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
               "capabilities": {"experimental": {"mcpl": manifest}}}
     script = Script(tmp_path, [
