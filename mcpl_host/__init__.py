@@ -3,7 +3,7 @@
 The public API, re-exported. See README.md for an embedding example.
 """
 
-from mcpl_host.connect import connect_stdio
+from mcpl_host.connect import connect_stdio, connect_websocket
 from mcpl_host.connection import MCPLState, ServerConnection
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS, ServerInfo
@@ -81,5 +81,6 @@ __all__ = [
     "Unrelated",
     "classify",
     "connect_stdio",
+    "connect_websocket",
     "log_value",
 ]

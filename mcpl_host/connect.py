@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
 
 from mcpl_host.connection import ServerConnection
 from mcpl_host.handlers import HostHandlers
@@ -13,8 +15,16 @@ from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.negotiation import RefusalAction
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
+from mcpl_host.transports.websocket import (
+    DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
+    DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
+    DEFAULT_OPEN_TIMEOUT_SECONDS,
+    WebSocketParameters,
+    WebSocketTransport,
+    shown_url,
+)
 
-__all__ = ["connect_stdio", "default_server_name"]
+__all__ = ["connect_stdio", "connect_websocket", "default_server_name"]
 
 
 def default_server_name(command: str, args: Sequence[str] = ()) -> str:
@@ -77,23 +87,6 @@ def connect_stdio(
     )
 
 
-# --- WebSocket -------------------------------------------------------------------------------
-# (Appended by the WebSocket transport work; these imports belong at the top of the module.)
-
-import ssl  # noqa: E402
-from typing import Literal  # noqa: E402
-
-from mcpl_host.transports.websocket import (  # noqa: E402
-    DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
-    DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
-    DEFAULT_OPEN_TIMEOUT_SECONDS,
-    WebSocketParameters,
-    WebSocketTransport,
-    shown_url,
-)
-
-__all__ += ["connect_websocket"]
-
 
 def connect_websocket(
     url: str,
@@ -104,6 +97,8 @@ def connect_websocket(
     name: str | None = None,
     handlers: HostHandlers | None = None,
     policy: GrantPolicy | None = None,
+    feature_set_policy: FeatureSetPolicy | None = None,
+    on_refusal: RefusalAction = "follow",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
@@ -141,6 +136,7 @@ def connect_websocket(
         return WebSocketTransport(parameters, limits=limits, redactor=redactor, logger=logger)
 
     return ServerConnection(
-        factory, name=server_name, handlers=handlers, policy=policy, limits=limits,
+        factory, name=server_name, handlers=handlers, policy=policy,
+        feature_set_policy=feature_set_policy, on_refusal=on_refusal, limits=limits,
         redactor=redactor,
     )

@@ -1,0 +1,690 @@
+"""The WebSocket transport: a server dialled at ``ws://`` or ``wss://`` (PROTOCOL.md §1.2).
+
+Rules of this module (checklist B 20, 24, 25):
+
+- RFC 6455 framing is wsproto's, over an anyio TCP (and TLS) stream, so it runs on asyncio
+  and trio. httpx-ws is not used: its ``max_message_size_bytes`` is only the read chunk
+  size, and it joins a message's frames with no bound, so a server could make us buffer
+  any amount and the bound below could not be kept.
+- Out: each line given to ``send()`` is one text frame (no newline inside). The frames of
+  one ``send()`` go out in one write.
+- In: a text message is split on ``\\n``; each piece, with blanks (space, tab, CR) trimmed,
+  is one line for the connection's framing and envelope classifier, in order; empty pieces
+  are dropped. A binary message is dropped unread, with a log line (``LogBudget``).
+- Bound: a text message over ``limits.max_line_bytes`` (the stdio line bound) is counted as
+  it arrives and never buffered past the bound: the transport closes (code 1009) and
+  ``receive()`` raises ``ConnectionLost`` at once, so pending requests fail at once.
+- Credentials: the token (query ``token=`` or ``Authorization: Bearer``), every header
+  value and any ``token=`` already in the URL are secrets. They are never in a log line, an
+  error message, ``describe()`` or a repr: the URL shown drops them and passes the
+  ``Redactor``. A credential sent over cleartext ``ws://`` to a host that is not loopback
+  gets a warning, logged before dialling.
+- Nothing but ``101 Switching Protocols`` opens the transport: a redirect is never followed
+  (RFC-004 §7).
+- Keepalive: a ping every ``keepalive_interval_seconds``; no pong within
+  ``keepalive_timeout_seconds`` closes the transport (``ConnectionLost``). Pongs are read by
+  ``receive()``, which the connection's reader task always runs.
+- anyio, OS, TLS and wsproto errors become ``ConnectionLost`` (the server went away) or
+  ``ConnectionClosed`` (we closed it), here and nowhere else (``_map_errors``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import re
+import ssl
+from collections import deque
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
+from typing import Any, Literal
+from urllib.parse import SplitResult, quote, unquote_plus, urlsplit, urlunsplit
+
+import anyio
+import anyio.abc
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Event,
+    Ping,
+    Pong,
+    RejectConnection,
+    Request,
+    TextMessage,
+)
+from wsproto.frame_protocol import CloseReason
+from wsproto.utilities import LocalProtocolError as WsLocalError
+from wsproto.utilities import RemoteProtocolError as WsRemoteError
+
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
+from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.limits import Limits
+from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+
+__all__ = [
+    "DEFAULT_KEEPALIVE_INTERVAL_SECONDS",
+    "DEFAULT_KEEPALIVE_TIMEOUT_SECONDS",
+    "DEFAULT_OPEN_TIMEOUT_SECONDS",
+    "READ_CHUNK_BYTES",
+    "WebSocketParameters",
+    "WebSocketTransport",
+    "is_loopback_host",
+    "sends_cleartext_credential",
+    "shown_url",
+]
+
+#: Seconds from dialling to the end of the upgrade handshake (the reference host's 15 s).
+DEFAULT_OPEN_TIMEOUT_SECONDS = 15.0
+#: Seconds between keepalive pings (None in ``WebSocketParameters`` disables them).
+DEFAULT_KEEPALIVE_INTERVAL_SECONDS = 20.0
+#: Seconds a keepalive ping may wait for its pong before the transport is lost.
+DEFAULT_KEEPALIVE_TIMEOUT_SECONDS = 20.0
+#: Bytes asked for in one read from the socket.
+READ_CHUNK_BYTES = 64 * 1024
+#: The query parameter that carries a token (``token_in="query"``).
+TOKEN_QUERY_PARAMETER = "token"
+
+# Set by the handshake or fixed by HTTP framing: a configured value would clash.
+_RESERVED_HEADERS = frozenset({
+    "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
+    "sec-websocket-extensions", "sec-websocket-protocol", "content-length", "transfer-encoding",
+})  # fmt: skip
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
+_BLANKS = b" \t\r"
+# What a broken, reset or ended stream raises (anyio wraps TLS failures as broken).
+_NETWORK_ERRORS = (anyio.BrokenResourceError, anyio.EndOfStream, OSError)
+# The dialler (a module attribute so a test can stand in for the network).
+_connect_tcp = anyio.connect_tcp
+
+
+@dataclass(frozen=True, slots=True)
+class WebSocketParameters:
+    """How to reach a server over WebSocket.
+
+    ``url``: ``ws://`` or ``wss://`` (no user-info, no fragment). ``token``: a credential
+    sent as the query parameter ``token`` (``token_in="query"``) or as ``Authorization:
+    Bearer <token>`` (``token_in="header"``). ``headers``: extra request headers (their
+    values are treated as secrets). ``open_timeout_seconds``: dial plus upgrade handshake.
+    ``keepalive_interval_seconds`` (None: no pings) and ``keepalive_timeout_seconds``.
+    ``ssl_context``: for ``wss://``; default ``ssl.create_default_context()``.
+
+    Raises:
+        ValueError: an unusable URL, token, header or timeout; the message never holds a
+            secret.
+    """
+
+    url: str
+    token: str | None = None
+    token_in: Literal["query", "header"] = "query"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS
+    keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS
+    keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS
+    ssl_context: ssl.SSLContext | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
+        parts = _split_url(self.url)
+        if self.token_in not in ("query", "header"):
+            raise ValueError(f"token_in must be 'query' or 'header', not {self.token_in!r}")
+        if self.token is not None:
+            if not isinstance(self.token, str) or not self.token:
+                raise ValueError("the token must be a non-empty string")
+            if _BAD_HEADER_VALUE.search(self.token):
+                raise ValueError("the token holds a NUL, CR or LF character")
+            if self.token_in == "query" and _url_tokens(parts):
+                raise ValueError("a token is given both in the URL and as token=")
+            if self.token_in == "header" and any(n.lower() == "authorization" for n in self.headers):
+                raise ValueError("token_in='header' and an Authorization header are both given")
+        for name, value in self.headers.items():
+            if not isinstance(name, str) or not _HEADER_NAME.match(name):
+                raise ValueError(f"invalid header name {name!r}")
+            if name.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"header {name!r} is set by the WebSocket handshake")
+            if not isinstance(value, str) or _BAD_HEADER_VALUE.search(value):
+                raise ValueError(f"header {name!r} has a value that is not a string or holds NUL, CR or LF")
+        if not self.open_timeout_seconds > 0 or not self.keepalive_timeout_seconds > 0:
+            raise ValueError("open_timeout_seconds and keepalive_timeout_seconds must be positive")
+        if self.keepalive_interval_seconds is not None and not self.keepalive_interval_seconds > 0:
+            raise ValueError("keepalive_interval_seconds must be positive or None")
+
+    def secrets(self) -> list[str]:
+        """Every value to redact: the token (raw and percent-encoded), each header value,
+        and each ``token`` value already in the URL."""
+        found = [*self.headers.values(), *_url_tokens(_split_url(self.url))]
+        if self.token is not None:
+            found += [self.token, quote(self.token, safe="")]
+        return found
+
+
+def _split_url(url: str) -> SplitResult:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a bad port)
+    except (ValueError, TypeError):
+        raise ValueError("the WebSocket URL cannot be parsed") from None
+    if parts.scheme.lower() not in ("ws", "wss"):
+        raise ValueError(f"unsupported URL scheme {parts.scheme!r}: use ws:// or wss://")
+    if "@" in parts.netloc:
+        raise ValueError("credentials in the URL's user-info are not supported: pass token= or headers=")
+    if not parts.hostname:
+        raise ValueError("the WebSocket URL has no host")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError("a WebSocket URL must not have a fragment (RFC 6455 §3)")
+    return parts
+
+
+def _is_token_part(part: str) -> bool:
+    """Whether one ``name=value`` part of a query is a ``token`` (any case, any encoding)."""
+    return unquote_plus(part.partition("=")[0]).lower() == TOKEN_QUERY_PARAMETER
+
+
+def _url_tokens(parts: SplitResult) -> list[str]:
+    raw = [part.partition("=")[2] for part in parts.query.split("&") if _is_token_part(part)]
+    return [value for token in raw for value in (token, unquote_plus(token)) if value]
+
+
+def shown_url(url: str, redactor: Redactor | None = None) -> str:
+    """``url`` as it may appear in logs and errors: user-info, fragment and every
+    ``token`` query parameter removed (the rest kept as written), then ``redactor``
+    applied. Never raises."""
+    try:
+        parts = urlsplit(url)
+        query = "&".join(part for part in parts.query.split("&") if part and not _is_token_part(part))
+        text = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, query, ""))
+    except (ValueError, TypeError):
+        return "<unparsable WebSocket URL>"
+    return redactor.redact(text) if redactor is not None else text
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and addresses in 127.0.0.0/8 or ``::1`` (IPv4-mapped too)."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def sends_cleartext_credential(params: WebSocketParameters) -> bool:
+    """True when a credential (token, header, ``token`` in the URL) would travel over
+    cleartext ``ws://`` to a host that is not loopback."""
+    parts = _split_url(params.url)
+    has_credential = params.token is not None or bool(params.headers) or bool(_url_tokens(parts))
+    return has_credential and parts.scheme.lower() == "ws" and not is_loopback_host(parts.hostname or "")
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def _pieces(message: bytes) -> list[bytes]:
+    """The lines of one text message: split on newline, blanks trimmed, empties dropped."""
+    if b"\n" not in message:
+        piece = message.strip(_BLANKS)
+        return [piece] if piece else []
+    return [piece for piece in (part.strip(_BLANKS) for part in message.split(b"\n")) if piece]
+
+
+class WebSocketTransport:
+    """A WebSocket to a server as a line transport (``Transport``).
+
+    Use it as ``async with WebSocketTransport(params) as transport:``; entering dials,
+    runs the upgrade handshake within ``params.open_timeout_seconds`` and starts the
+    keepalive task in a task group the transport owns; leaving calls ``aclose()``. Enter and
+    leave it in the same task. One task may ``receive()`` and one may ``send()`` at a time;
+    ``aclose()`` may be called from any task.
+
+    Args:
+        params: where and how to connect.
+        limits: ``max_line_bytes`` (the bound on one incoming message),
+            ``dropped_lines_logged`` (binary messages logged), ``close_grace_seconds``
+            (the wait to send our close frame).
+        redactor: applied to everything shown; by default built from ``params.secrets()``.
+        logger: a structlog logger; by default ``get_logger("mcpl_host.websocket")``.
+    """
+
+    def __init__(
+        self,
+        params: WebSocketParameters,
+        *,
+        limits: Limits | None = None,
+        redactor: Redactor | None = None,
+        logger: Any = None,
+    ) -> None:
+        self._params = params
+        self._limits = limits or Limits()
+        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
+        self._logger = logger if logger is not None else get_logger("mcpl_host.websocket")
+        self._shown = shown_url(params.url, self._redactor)
+        self._ws = WSConnection(ConnectionType.CLIENT)
+        self._stream: anyio.abc.ByteStream | None = None
+        self._stream_closed = False
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._write_lock = anyio.Lock()
+        self._items: deque[bytes] = deque()
+        self._parts: list[bytes] = []  # the text message being received
+        self._size = 0  # its bytes so far
+        self._in_binary = False  # inside a binary message (dropped as it arrives)
+        self._binary_budget = LogBudget(self._limits.dropped_lines_logged)
+        self._control: list[bytes] = []  # pongs and close replies not yet written
+        self._lost: str | None = None  # why the server went away, once it has
+        self._entered = False
+        self._open = False
+        self._closing = False
+        self._closed = anyio.Event()
+        self._keepalive_scope = anyio.CancelScope()
+        self._keepalive_started = False
+        self._keepalive_done = anyio.Event()
+        self._ping_payload = b""
+        self._pong = anyio.Event()
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """Always empty: a WebSocket has no stderr channel."""
+        return []
+
+    def describe(self) -> str:
+        """The URL without credentials (``shown_url``)."""
+        return self._shown
+
+    def __repr__(self) -> str:
+        if self._closing:
+            state = "closed" if self._closed.is_set() else "closing"
+        else:
+            state = "lost" if self._lost else "open" if self._open else "new"
+        return f"<WebSocketTransport {self._shown} {state} buffered={len(self._items)}>"
+
+    # --- opening and closing -------------------------------------------------------------
+
+    async def __aenter__(self) -> WebSocketTransport:
+        """Dial, run the upgrade handshake, start the keepalive task.
+
+        Raises:
+            ConnectionLost: no connection, TLS failure, refusal (any status but 101, a
+                redirect included: it is not followed), a bad handshake answer, or no
+                handshake within ``open_timeout_seconds``; the message names the URL
+                without credentials.
+            RuntimeError: the transport was already entered or closed.
+
+        **Cancellation:** the socket is closed before the cancellation goes on.
+        """
+        if self._entered or self._closing:
+            raise RuntimeError("a WebSocketTransport can be entered only once")
+        self._entered = True
+        if sends_cleartext_credential(self._params):
+            self._logger.warning("credential sent over cleartext ws:// to a host that is not loopback",
+                                 url=self._shown)
+        task_group = anyio.create_task_group()
+        try:
+            await self._open_within_timeout()
+            await task_group.__aenter__()
+            self._task_group = task_group
+            interval = self._params.keepalive_interval_seconds
+            if interval is not None:
+                await task_group.start(self._keepalive, interval, self._params.keepalive_timeout_seconds)
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the transport (``aclose()``) and leave the task group.
+
+        **Cancellation:** the close is shielded; it completes, then the cancellation goes on.
+        """
+        try:
+            await self.aclose()
+        finally:
+            task_group, self._task_group = self._task_group, None
+            if task_group is not None:
+                # The keepalive task has ended. Hand the group only a cancellation (which
+                # its scope may own); other errors propagate as they are.
+                if isinstance(exc, anyio.get_cancelled_exc_class()):
+                    await task_group.__aexit__(exc_type, exc, tb)
+                else:
+                    await task_group.__aexit__(None, None, None)
+
+    async def _open_within_timeout(self) -> None:
+        seconds = self._params.open_timeout_seconds
+        try:
+            with anyio.fail_after(seconds):
+                await self._dial()
+                await self._handshake()
+        except TimeoutError:
+            raise ConnectionLost(
+                f"could not open {self._shown}: no WebSocket handshake within {describe_seconds(seconds)}"
+            ) from None
+        self._open = True
+        self._logger.debug("WebSocket open", url=self._shown)
+        self._take_events()  # frames that came with the handshake answer
+
+    async def _dial(self) -> None:
+        parts = urlsplit(self._params.url)
+        tls = parts.scheme.lower() == "wss"
+        host = parts.hostname or ""
+        port = parts.port or (443 if tls else 80)
+        try:
+            if tls:
+                context = self._params.ssl_context or ssl.create_default_context()
+                self._stream = await _connect_tcp(host, port, ssl_context=context, tls_hostname=host,
+                                                  tls_standard_compatible=False)
+            else:
+                self._stream = await _connect_tcp(host, port)
+        except (OSError, anyio.BrokenResourceError) as exc:
+            # TimeoutError here is the OS's connect timeout, not our open timeout.
+            cause = exc.__cause__ if isinstance(exc, anyio.BrokenResourceError) and exc.__cause__ else exc
+            reason = self._redactor.redact(_reason(cause))
+            raise ConnectionLost(f"could not connect to {self._shown} ({reason})") from None
+
+    async def _handshake(self) -> None:
+        stream = self._stream
+        assert stream is not None
+        params, parts = self._params, urlsplit(self._params.url)
+        query = parts.query
+        headers = [(name.encode(), value.encode()) for name, value in params.headers.items()]
+        if params.token is not None and params.token_in == "query":
+            token = f"{TOKEN_QUERY_PARAMETER}={quote(params.token, safe='')}"
+            query = f"{query}&{token}" if query else token
+        elif params.token is not None:
+            headers.append((b"authorization", f"Bearer {params.token}".encode()))
+        target = (parts.path or "/") + (f"?{query}" if query else "")
+        try:
+            data = self._ws.send(Request(host=parts.netloc, target=target, extra_headers=headers))
+        except (WsLocalError, UnicodeError):  # h11's message could quote a header value
+            raise ConnectionLost(f"could not build the WebSocket handshake for {self._shown}") from None
+        with self._map_errors(f"the server at {self._shown} closed the connection during the WebSocket handshake"):
+            await stream.send(data)
+        while True:
+            with self._map_errors(f"the server at {self._shown} closed the connection during the WebSocket handshake"):
+                data = await stream.receive(READ_CHUNK_BYTES)
+            try:
+                self._ws.receive_data(data)
+                for event in self._ws.events():
+                    if isinstance(event, AcceptConnection):
+                        # Stop here: frames after the answer stay in wsproto for receive().
+                        return
+                    if isinstance(event, RejectConnection):
+                        raise ConnectionLost(self._refusal(event.status_code))
+            except WsRemoteError as exc:
+                reason = self._redactor.redact(str(exc))
+                raise ConnectionLost(f"the server at {self._shown} answered the WebSocket handshake "
+                                     f"wrongly ({reason})") from None
+
+    def _refusal(self, status: int) -> str:
+        if 300 <= status < 400:
+            return (f"the server at {self._shown} answered HTTP {status} (a redirect) instead of "
+                    f"a WebSocket upgrade; redirects are not followed")
+        return f"the server at {self._shown} refused the WebSocket upgrade with HTTP {status}"
+
+    async def aclose(self) -> None:
+        """Close the WebSocket and release the socket and the keepalive task.
+
+        Sends a close frame (code 1000) if the WebSocket is open, waiting for it at most
+        ``limits.close_grace_seconds`` (a writer stuck on a full socket cannot hold it up
+        longer), then closes the socket. Idempotent; a second caller waits for the first.
+        Never raises (beyond cancellation of a second caller while it waits).
+
+        **Cancellation:** the whole close runs shielded; the caller's cancellation takes
+        effect afterwards. Another task blocked in ``send()`` or ``receive()`` gets
+        ``ConnectionClosed``.
+        """
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            try:
+                self._keepalive_scope.cancel()
+                if self._stream is not None and not self._stream_closed:
+                    with anyio.move_on_after(self._limits.close_grace_seconds):
+                        await self._send_close(CloseReason.NORMAL_CLOSURE)
+                await self._close_stream()
+                if self._keepalive_started:
+                    await self._keepalive_done.wait()
+            finally:
+                self._closed.set()
+
+    async def _send_close(self, code: int, reason: str | None = None) -> None:
+        """Best effort: write a close frame if the WebSocket state allows one."""
+        stream = self._stream
+        async with self._write_lock:
+            if stream is None or self._stream_closed:
+                return
+            if self._ws.state not in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
+                return
+            data = self._ws.send(CloseConnection(code=code, reason=reason))
+            with contextlib.suppress(*_NETWORK_ERRORS, anyio.ClosedResourceError):
+                await stream.send(data)
+
+    async def _close_stream(self) -> None:
+        if self._stream is not None and not self._stream_closed:
+            self._stream_closed = True
+            with anyio.CancelScope(shield=True):
+                await anyio.aclose_forcefully(self._stream)
+
+    async def _lose(self, message: str) -> None:
+        """The server is gone or misbehaved: record why, stop pinging, close the socket
+        (a ``receive()`` blocked on it then raises ``ConnectionLost`` with ``message``)."""
+        if self._lost is None and not self._closing:
+            self._lost = message
+        self._keepalive_scope.cancel()
+        await self._close_stream()
+
+    # --- errors --------------------------------------------------------------------------
+
+    def _failure(self, message: str) -> ConnectionClosed | ConnectionLost:
+        """The exception for a failed operation: ours if we closed, else the first loss."""
+        if self._closing:
+            return ConnectionClosed("the WebSocket transport was closed")
+        if self._lost is None:
+            self._lost = message
+        return ConnectionLost(self._lost)
+
+    @contextlib.contextmanager
+    def _map_errors(self, message: str) -> Iterator[None]:
+        """Translate what a socket operation raises into ``ConnectionLost`` (``message``, or
+        the reason already recorded) or ``ConnectionClosed`` (we closed it)."""
+        try:
+            yield
+        except anyio.ClosedResourceError:
+            raise self._failure("the WebSocket was closed") from None
+        except _NETWORK_ERRORS:
+            raise self._failure(message) from None
+
+    # --- receiving -----------------------------------------------------------------------
+
+    async def receive(self) -> ReadItem:
+        """Return the next line from the server (``bytes``: one piece of a text message,
+        blanks trimmed, never empty).
+
+        Lines already received are returned before any loss is reported.
+
+        Raises:
+            ConnectionLost: the server closed the WebSocket (the message gives the close
+                code and reason, escaped and redacted), the connection dropped (code 1006),
+                the server broke the WebSocket protocol, sent a message over
+                ``limits.max_line_bytes``, or missed a keepalive pong.
+            ConnectionClosed: ``aclose()`` was called (before or during this call).
+
+        **Cancellation:** lines already received stay buffered for the next call. A pong or
+        close reply being written may be cut short; close the transport then.
+        """
+        while True:
+            if self._closing:
+                raise ConnectionClosed("the WebSocket transport was closed")
+            if self._items:
+                return self._items.popleft()
+            if self._lost is not None:
+                raise ConnectionLost(self._lost)
+            stream = self._stream
+            if stream is None or not self._open:
+                raise ConnectionClosed("the WebSocket transport is not open")
+            dropped = f"the connection to {self._shown} dropped without a WebSocket close (code 1006)"
+            with self._map_errors(dropped):
+                data = await stream.receive(READ_CHUNK_BYTES)
+            self._ws.receive_data(data)
+            self._take_events()
+            if self._control:
+                await self._flush_control()
+            if self._lost is not None:
+                await self._lose(self._lost)
+
+    def _take_events(self) -> None:
+        """Act on what wsproto decoded: no I/O here, so no event is lost to a cancellation."""
+        for event in self._ws.events():
+            if self._lost is None or isinstance(event, CloseConnection):
+                self._on_event(event)
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, TextMessage):
+            self._on_text(event)
+        elif isinstance(event, BytesMessage):
+            if not self._in_binary:
+                self._log_binary(len(event.data))
+            self._in_binary = not event.message_finished
+        elif isinstance(event, Ping):
+            with contextlib.suppress(WsLocalError):  # not while we are closing
+                self._control.append(self._ws.send(event.response()))
+        elif isinstance(event, Pong):
+            if bytes(event.payload) == self._ping_payload:
+                self._pong.set()
+        elif isinstance(event, CloseConnection):
+            self._on_close(event)
+
+    def _on_text(self, event: TextMessage) -> None:
+        chunk = event.data.encode("utf-8")  # wsproto has checked the UTF-8
+        self._size += len(chunk)
+        limit = self._limits.max_line_bytes
+        if self._size > limit:
+            self._parts.clear()
+            self._lost = (f"the server sent a WebSocket message over {limit} bytes "
+                          f"(limits.max_line_bytes); the connection was closed")
+            with contextlib.suppress(WsLocalError):
+                self._control.append(self._ws.send(
+                    CloseConnection(code=CloseReason.MESSAGE_TOO_BIG, reason="message too big")))
+            return
+        if not event.message_finished:
+            self._parts.append(chunk)
+            return
+        if self._parts:
+            self._parts.append(chunk)
+            chunk = b"".join(self._parts)
+            self._parts.clear()
+        self._size = 0
+        self._items.extend(_pieces(chunk))
+
+    def _on_close(self, event: CloseConnection) -> None:
+        code = int(event.code)
+        reason = f", reason {log_value(event.reason, self._redactor)}" if event.reason else ""
+        state = self._ws.state
+        if state is ConnectionState.REMOTE_CLOSING:  # the server's close: answer it
+            message = f"the server closed the WebSocket (code {code}{reason})"
+            with contextlib.suppress(WsLocalError):
+                self._control.append(self._ws.send(event.response()))
+        elif state is ConnectionState.OPEN:  # wsproto found a framing error: close with its code
+            message = f"the server broke the WebSocket protocol (code {code}{reason})"
+            with contextlib.suppress(WsLocalError):
+                self._control.append(self._ws.send(CloseConnection(code=code)))
+        else:  # the answer to our own close
+            message = f"the WebSocket was closed (code {code}{reason})"
+        if self._lost is None:
+            self._lost = message
+        self._logger.debug("WebSocket closed", url=self._shown, reason=self._lost)
+
+    def _log_binary(self, size: int) -> None:
+        verdict = self._binary_budget.take()
+        if verdict == "log":
+            self._logger.warning("binary WebSocket message dropped (only text frames carry JSON-RPC)",
+                                 url=self._shown, first_frame_bytes=size)
+        elif verdict == "last":
+            self._logger.warning("binary WebSocket message dropped; further ones go unlogged",
+                                 url=self._shown)
+
+    async def _flush_control(self) -> None:
+        stream = self._stream
+        async with self._write_lock:
+            data, self._control = b"".join(self._control), []
+            if stream is None or self._stream_closed or not data:
+                return
+            with contextlib.suppress(*_NETWORK_ERRORS, anyio.ClosedResourceError):
+                await stream.send(data)  # a failure shows on the next read
+
+    # --- sending and keepalive -------------------------------------------------------------
+
+    async def send(self, data: bytes) -> None:
+        """Send each non-empty line of ``data`` (lines end in ``\\n``; UTF-8, as
+        ``dumps_message`` writes them) as one text frame, all in one write.
+
+        Raises:
+            ConnectionLost: the server went away (the reason is the first one recorded).
+            ConnectionClosed: ``aclose()`` was called (before or during this call).
+
+        **Cancellation:** some frames may have been written; a frame cut short leaves the
+        stream out of step, so the caller should close the transport.
+        """
+        if self._closing:
+            raise ConnectionClosed("the WebSocket transport was closed")
+        if self._lost is not None:
+            raise ConnectionLost(self._lost)
+        stream = self._stream
+        if stream is None or not self._open:
+            raise ConnectionClosed("the WebSocket transport is not open")
+        lines = [line for line in data.split(b"\n") if line]
+        if not lines:
+            return
+        async with self._write_lock:
+            try:
+                out = b"".join([self._ws.send(TextMessage(data=line.decode("utf-8"))) for line in lines])
+            except WsLocalError:  # the server's close arrived: receive() reports it
+                raise self._failure(f"the WebSocket to {self._shown} is closing") from None
+            with self._map_errors(f"could not write to {self._shown} (the connection is broken)"):
+                await stream.send(out)
+
+    async def _keepalive(
+        self,
+        interval: float,
+        timeout: float,
+        *,
+        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Ping every ``interval`` seconds; no pong within ``timeout`` loses the transport."""
+        self._keepalive_started = True
+        try:
+            with self._keepalive_scope:
+                task_status.started()
+                stream = self._stream
+                assert stream is not None
+                while True:
+                    await anyio.sleep(interval)
+                    self._ping_payload, self._pong = os.urandom(8), anyio.Event()
+                    try:
+                        async with self._write_lock:
+                            data = self._ws.send(Ping(payload=self._ping_payload))
+                            with self._map_errors(f"could not ping {self._shown} (the connection is broken)"):
+                                await stream.send(data)
+                    except (WsLocalError, ConnectionLost, ConnectionClosed):
+                        return  # closing or lost: receive() reports it
+                    with anyio.move_on_after(timeout):
+                        await self._pong.wait()
+                    if not self._pong.is_set():
+                        await self._lose(f"the server at {self._shown} did not answer a keepalive ping "
+                                         f"within {describe_seconds(timeout)}")
+                        return
+        finally:
+            self._keepalive_done.set()
