@@ -1,0 +1,172 @@
+"""WebSocket connection parameters and URL handling (PROTOCOL.md §1.2; checklist B 24, 25).
+
+Rules: the token (query ``token=`` or ``Authorization: Bearer``), every header value and any
+``token=`` already in the URL are secrets (``WebSocketParameters.secrets()``); the URL shown in
+logs and errors drops them (``shown_url``). A credential over cleartext ``ws://`` to a host
+that is not loopback is worth a warning (``sends_cleartext_credential``). Settings are checked
+when the parameters are built; no error message repeats a secret.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+from urllib.parse import SplitResult, quote, unquote_plus, urlsplit, urlunsplit
+
+from mcpl_host.logging import Redactor
+
+__all__ = [
+    "DEFAULT_KEEPALIVE_INTERVAL_SECONDS",
+    "DEFAULT_KEEPALIVE_TIMEOUT_SECONDS",
+    "DEFAULT_OPEN_TIMEOUT_SECONDS",
+    "READ_CHUNK_BYTES",
+    "TOKEN_QUERY_PARAMETER",
+    "WebSocketParameters",
+    "is_loopback_host",
+    "sends_cleartext_credential",
+    "shown_url",
+]
+
+#: Seconds from dialling to the end of the upgrade handshake (the reference host's 15 s).
+DEFAULT_OPEN_TIMEOUT_SECONDS = 15.0
+#: Seconds between keepalive pings (None in ``WebSocketParameters`` disables them).
+DEFAULT_KEEPALIVE_INTERVAL_SECONDS = 20.0
+#: Seconds a keepalive ping may wait for its pong before the transport is lost.
+DEFAULT_KEEPALIVE_TIMEOUT_SECONDS = 20.0
+#: Bytes asked for in one read from the socket.
+READ_CHUNK_BYTES = 64 * 1024
+#: The query parameter that carries a token (``token_in="query"``).
+TOKEN_QUERY_PARAMETER = "token"
+
+# Set by the handshake or fixed by HTTP framing: a configured value would clash.
+_RESERVED_HEADERS = frozenset({
+    "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
+    "sec-websocket-extensions", "sec-websocket-protocol", "content-length", "transfer-encoding",
+})  # fmt: skip
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+_BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
+
+@dataclass(frozen=True, slots=True)
+class WebSocketParameters:
+    """How to reach a server over WebSocket.
+
+    ``url``: ``ws://`` or ``wss://`` (no user-info, no fragment). ``token``: a credential
+    sent as the query parameter ``token`` (``token_in="query"``) or as ``Authorization:
+    Bearer <token>`` (``token_in="header"``). ``headers``: extra request headers (their
+    values are treated as secrets). ``open_timeout_seconds``: dial plus upgrade handshake.
+    ``keepalive_interval_seconds`` (None: no pings) and ``keepalive_timeout_seconds``.
+    ``ssl_context``: for ``wss://``; default ``ssl.create_default_context()``.
+
+    Raises:
+        ValueError: an unusable URL, token, header or timeout; the message never holds a
+            secret.
+    """
+
+    url: str
+    token: str | None = None
+    token_in: Literal["query", "header"] = "query"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS
+    keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS
+    keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS
+    ssl_context: ssl.SSLContext | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
+        parts = _split_url(self.url)
+        if self.token_in not in ("query", "header"):
+            raise ValueError(f"token_in must be 'query' or 'header', not {self.token_in!r}")
+        if self.token is not None:
+            if not isinstance(self.token, str) or not self.token:
+                raise ValueError("the token must be a non-empty string")
+            if _BAD_HEADER_VALUE.search(self.token):
+                raise ValueError("the token holds a NUL, CR or LF character")
+            if self.token_in == "query" and _url_tokens(parts):
+                raise ValueError("a token is given both in the URL and as token=")
+            if self.token_in == "header" and any(n.lower() == "authorization" for n in self.headers):
+                raise ValueError("token_in='header' and an Authorization header are both given")
+        for name, value in self.headers.items():
+            if not isinstance(name, str) or not _HEADER_NAME.match(name):
+                raise ValueError(f"invalid header name {name!r}")
+            if name.lower() in _RESERVED_HEADERS:
+                raise ValueError(f"header {name!r} is set by the WebSocket handshake")
+            if not isinstance(value, str) or _BAD_HEADER_VALUE.search(value):
+                raise ValueError(f"header {name!r} has a value that is not a string or holds NUL, CR or LF")
+        if not self.open_timeout_seconds > 0 or not self.keepalive_timeout_seconds > 0:
+            raise ValueError("open_timeout_seconds and keepalive_timeout_seconds must be positive")
+        if self.keepalive_interval_seconds is not None and not self.keepalive_interval_seconds > 0:
+            raise ValueError("keepalive_interval_seconds must be positive or None")
+
+    def secrets(self) -> list[str]:
+        """Every value to redact: the token (raw and percent-encoded), each header value,
+        and each ``token`` value already in the URL."""
+        found = [*self.headers.values(), *_url_tokens(_split_url(self.url))]
+        if self.token is not None:
+            found += [self.token, quote(self.token, safe="")]
+        return found
+
+
+def _split_url(url: str) -> SplitResult:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a bad port)
+    except (ValueError, TypeError):
+        raise ValueError("the WebSocket URL cannot be parsed") from None
+    if parts.scheme.lower() not in ("ws", "wss"):
+        raise ValueError(f"unsupported URL scheme {parts.scheme!r}: use ws:// or wss://")
+    if "@" in parts.netloc:
+        raise ValueError("credentials in the URL's user-info are not supported: pass token= or headers=")
+    if not parts.hostname:
+        raise ValueError("the WebSocket URL has no host")
+    if parts.fragment or url.endswith("#"):
+        raise ValueError("a WebSocket URL must not have a fragment (RFC 6455 §3)")
+    return parts
+
+
+def _is_token_part(part: str) -> bool:
+    """Whether one ``name=value`` part of a query is a ``token`` (any case, any encoding)."""
+    return unquote_plus(part.partition("=")[0]).lower() == TOKEN_QUERY_PARAMETER
+
+
+def _url_tokens(parts: SplitResult) -> list[str]:
+    raw = [part.partition("=")[2] for part in parts.query.split("&") if _is_token_part(part)]
+    return [value for token in raw for value in (token, unquote_plus(token)) if value]
+
+
+def shown_url(url: str, redactor: Redactor | None = None) -> str:
+    """``url`` as it may appear in logs and errors: user-info, fragment and every
+    ``token`` query parameter removed (the rest kept as written), then ``redactor``
+    applied. Never raises."""
+    try:
+        parts = urlsplit(url)
+        query = "&".join(part for part in parts.query.split("&") if part and not _is_token_part(part))
+        text = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, query, ""))
+    except (ValueError, TypeError):
+        return "<unparsable WebSocket URL>"
+    return redactor.redact(text) if redactor is not None else text
+
+
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and addresses in 127.0.0.0/8 or ``::1`` (IPv4-mapped too)."""
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def sends_cleartext_credential(params: WebSocketParameters) -> bool:
+    """True when a credential (token, header, ``token`` in the URL) would travel over
+    cleartext ``ws://`` to a host that is not loopback."""
+    parts = _split_url(params.url)
+    has_credential = params.token is not None or bool(params.headers) or bool(_url_tokens(parts))
+    return has_credential and parts.scheme.lower() == "ws" and not is_loopback_host(parts.hostname or "")
