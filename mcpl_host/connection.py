@@ -52,6 +52,8 @@ from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger, log_
 from mcpl_host.mcp_methods import MCPMethods
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.mcpl.host_calls import MCPLHostCalls
+from mcpl_host.mcpl.manifest_changes import ManifestChanges
 from mcpl_host.mcpl.negotiation import MCPLNegotiation, MCPLState, RefusalAction
 from mcpl_host.transports.base import Transport
 
@@ -66,7 +68,7 @@ _MCP_LOG_LEVELS = {
 }
 
 
-class ServerConnection(InboundRouting, MCPLNegotiation, MCPMethods):
+class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMethods, MCPLHostCalls):
     """A connection to one server: handshake, routing, pending requests, grant.
 
     Use as an async context manager: entering opens the transport, runs the handshake
@@ -126,6 +128,9 @@ class ServerConnection(InboundRouting, MCPLNegotiation, MCPMethods):
         self._not_answered = LogBudget(self.limits.invalid_requests_logged)
         self.server_info: ServerInfo | None = None
         self._init_negotiation()
+        self._init_manifest_changes()
+        self._init_host_calls()
+        self._init_server_methods(state_store=self.state_store)  # one store, both directions
 
     def __repr__(self) -> str:
         epoch = self._link.epoch if self._link else 0

@@ -9,11 +9,17 @@ request is ever left unanswered (MCPL §6.6, ENVELOPE.md R2).
   answered ``-32603`` and logged (R3).
 - ``on_notification``, ``on_refused``, ``on_orphan_response`` and ``on_connection_lost`` are
   called from the read loop and must not block: hand work to your own task or memory stream.
-- Admission (the capability grant) has already run when a request handler is called.
+- Admission (the capability grant, the feature set) and params validation have already run
+  when a request handler is called; what a handler returns is checked for shape, and a wrong
+  shape is answered ``-32603`` and logged (``mcpl.server_methods``).
+- Configuration without subclassing: ``HostHandlers(model_info={...}, channel_patterns=(...))``.
+  A subclass with its own ``__init__`` need not call ``super().__init__()``: the class
+  defaults (no model information, every channel id allowed) then apply.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,23 +61,77 @@ class InferenceStream:
 
 
 class HostHandlers:
-    """Defaults: ``push/event`` is accepted; other requests are ``-32601``; notifications,
-    refusals and orphan responses are ignored (the connection logs them)."""
+    """Defaults: ``push/event`` is accepted; ``inference/request`` is ``-32601``; ``model/info``
+    answers the configured ``model_info`` or ``-32601``; channels are registered as the
+    ``channel_patterns`` allow and incoming channel messages are accepted; other requests are
+    ``-32601``; notifications, refusals and orphan responses are ignored (the connection logs
+    them).
+
+    ``model_info``: a ModelInfo ``{id, vendor, contextWindow, capabilities}`` (MCPL §12) that
+    ``model/info`` answers with. ``channel_patterns``: channel-id globs (``fnmatch``, e.g.
+    ``"discord:acme/*"``) a server may register and receive on (per-channel narrowing, MCPL
+    §14.5); None allows every id.
+    """
+
+    #: The ModelInfo ``model/info`` answers with; None: not configured (``-32601``).
+    configured_model_info: Mapping[str, Any] | None = None
+    #: Channel-id globs allowed (MCPL §14.5); None: every channel id.
+    channel_patterns: tuple[str, ...] | None = None
+
+    def __init__(
+        self,
+        *,
+        model_info: Mapping[str, Any] | None = None,
+        channel_patterns: Iterable[str] | None = None,
+    ) -> None:
+        if model_info is not None:
+            self.configured_model_info = dict(model_info)
+        if channel_patterns is not None:
+            patterns = (channel_patterns,) if isinstance(channel_patterns, str) else channel_patterns
+            self.channel_patterns = tuple(patterns)
 
     async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        """A ``push/event`` request that passed admission (MCPL §9). Returns
-        ``{"accepted": bool, "inferenceId"?: str, "reason"?: str}`` (§9.3)."""
+        """A ``push/event`` that passed admission and validation (MCPL §9.2), not a duplicate
+        (§9.4: duplicates get this result again without a call). ``params`` is a copy whose
+        ``tags``, when sent, hold the core closure (§16.3). Returns ``{"accepted": bool,
+        "inferenceId"?: str, "reason"?: str}`` (§9.3); ``accepted: false`` should carry a
+        ``reason`` (a generic one is filled in otherwise)."""
         return {"accepted": True}
 
     async def inference_request(
         self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
     ) -> dict[str, Any]:
-        """An ``inference/request`` that passed admission (MCPL §11). ``stream`` is given when
-        the server asked for streaming and the request has an id (R7: id null is answered
-        whole); send deltas through it, then return the whole result
-        ``{content, model, finishReason, usage: {inputTokens, outputTokens}}`` (§11.3).
-        Default: refused, since no model is configured."""
+        """An ``inference/request`` that passed admission and validation (MCPL §11; ``messages``
+        is a non-empty array of ``{role, content}``). ``stream`` is given when the server asked
+        for streaming and the request has an id (R7: id null is answered whole); send deltas
+        through it, then return the whole result ``{content: str, model: str, finishReason:
+        "end_turn" | "max_tokens" | "stop_sequence", usage: {inputTokens, outputTokens}}``
+        (§11.3). Default: refused, since no model is configured."""
         raise HandlerError(ErrorCode.METHOD_NOT_FOUND, "Method not found: no inference provider is configured")
+
+    async def model_info(self, context: RequestContext) -> dict[str, Any]:
+        """A granted ``model/info`` (MCPL §12): the ModelInfo ``{id: str, vendor: str,
+        contextWindow: int, capabilities: [str]}``. Default: the configured ``model_info``,
+        else ``-32601`` (never silence)."""
+        if self.configured_model_info is None:
+            raise HandlerError(ErrorCode.METHOD_NOT_FOUND,
+                               "Method not found: no model information is configured")
+        return dict(self.configured_model_info)
+
+    def channel_policy(self, server: str) -> tuple[str, ...] | None:
+        """The channel-id globs ``server`` may register and receive on (MCPL §14.5), read at
+        each ``channels/register``, ``channels/changed`` and incoming message; None allows
+        every id. Default: ``channel_patterns``. Must not block."""
+        return self.channel_patterns
+
+    async def channel_message(self, context: RequestContext, message: dict[str, Any]) -> str | None:
+        """One ``channels/incoming`` message that passed the checks (MCPL §14.3, §14.5): from
+        a channel this connection registered, inbound or bidirectional, allowed by the grant
+        and ``channel_policy``. ``message`` is a copy whose ``tags``, when sent, hold the core
+        closure. Return the conversation id it went to, or None; raise ``HandlerError`` to
+        refuse it (its message becomes the ``reason``). ``context.id`` is None when the server
+        sent ``channels/incoming`` as a notification. Default: accepted, no conversation."""
+        return None
 
     async def request(self, context: RequestContext, params: Any) -> Any:
         """Any other server request (``roots/list``, ``sampling/createMessage``, ...).
@@ -84,14 +144,24 @@ class HostHandlers:
 
     def on_refused(self, server: str, method: str, params: Any, error: dict[str, Any]) -> None:
         """A server request the connection answered with ``error`` (the JSON-RPC error object
-        as sent) without calling a handler: refused by admission (``-32002``, MCPL §5.4),
-        malformed ``push/event`` params (``-32602``), or the host busy (``-32603``). Must not
-        block."""
+        as sent) without calling a handler: refused by admission (``-32002``, ``-32003``,
+        ``-32001``; MCPL §5.4, §6.6), malformed params (``-32602`` with ``data.problems``), or
+        the host busy (``-32603``). Must not block."""
+
+    def on_channels_changed(self, server: str, channels: list[dict[str, Any]]) -> None:
+        """The channels ``server`` has registered changed (``channels/register`` or
+        ``channels/changed``, request or notification): ``channels`` is the whole current
+        list of descriptors, as sent. Must not block."""
 
     def on_policy_receipt(self, server: str, outcome: PolicyOutcome) -> None:
         """The receipt of a ``featureSets/update`` arrived (MCPL §6.7): accepted (perhaps
         ``mode: "degraded"``) or refused with its ``fallback``. It never widens the grant; a
         refusal is for a person to see, never an input to policy. Must not block."""
+
+    def on_manifest_change(self, server: str, receipt: Any) -> None:
+        """The server's manifest changed (MCPL §17.6): one ``ChangeReceipt`` per change, with
+        its impacts (``capability-revoked`` applied, ``capability-expansion-pending`` waiting on
+        a decision, ...). Additions are never granted by themselves. Must not block."""
 
     def on_connection_lost(self, server: str, error: ConnectionLost) -> None:
         """The server went away on its own (exit, closed stdout, broken pipe); ``error`` has

@@ -11,8 +11,11 @@ Rules of this module (ENVELOPE.md C R1-R7, B A1-A4, E T1-T2):
   answer is sent (MCP cancellation).
 - An answer is written only to the link (transport epoch) the request was read on; if that
   link has closed, nothing is sent and a log line says so (T1, T2).
-- A streamed ``inference/request`` gets ``inference/chunk`` notifications naming its id,
-  then the result; with ``"id": null`` it is answered whole, with no chunks (R7).
+- The MCPL server -> host methods (``push/event``, ``inference/request``, ``model/info``,
+  ``channels/*``, ``state/*``) are served by ``mcpl.server_methods.MCPLServerMethods``, mixed in
+  here: its ``_precheck_server_request`` is admission's last step (params, ``state/*`` feature
+  sets), and the notification forms of ``channels/changed`` / ``channels/incoming`` go to it
+  before ``HostHandlers.on_notification``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import anyio
 
 from mcpl_host.connection_io import Link
-from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
+from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.envelope import Request, is_number
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.session import (
@@ -45,6 +48,7 @@ from mcpl_host.mcpl.feature_sets import (
     admit_feature_set,
 )
 from mcpl_host.mcpl.grants import Grant
+from mcpl_host.mcpl.server_methods import SERVER_METHODS, MCPLServerMethods
 
 __all__ = ["InboundRouting"]
 
@@ -52,12 +56,10 @@ _MCP_LOG_LEVELS = {
     "debug": "debug", "info": "info", "notice": "info", "warning": "warning",
     "error": "error", "critical": "critical", "alert": "critical", "emergency": "critical",
 }
-# Methods whose params must be an object before a handler sees them (JSON-RPC 2.0 §4.2).
-_OBJECT_PARAMS = frozenset({"push/event", "inference/request"})
 _INTERNAL_ERROR = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
 
 
-class InboundRouting:
+class InboundRouting(MCPLServerMethods):
     """Mixed into ``ServerConnection``: acts on the session's events for one line."""
 
     name: str
@@ -79,6 +81,7 @@ class InboundRouting:
     _unmatched: LogBudget
     _invalid: LogBudget
     _not_answered: LogBudget
+    _on_manifest_changed: Any  # from ManifestChanges
 
     def _on_event(self, event: Any, link: Link) -> None:
         if isinstance(event, ResponseSettled):
@@ -111,8 +114,6 @@ class InboundRouting:
             link.send(self._session.answer(request.id, result={}))
             return
         denial = admit(request.method, request.params, self.grant)
-        if denial is None and request.method in _OBJECT_PARAMS and not isinstance(request.params, dict):
-            denial = HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object")
         if denial is None and request.method in FEATURE_SET_METHODS and self.derivation is not None:
             verdict = admit_feature_set(request.method, request.params, self.feature_sets,
                                         self.derivation, self.grant)
@@ -122,6 +123,8 @@ class InboundRouting:
                                   " not declare",
                                   feature_set=ServerValue(verdict.diagnostic.feature_set, self.redactor),
                                   capability=verdict.diagnostic.capability)
+        if denial is None:  # §3.6 step 5: params; state/* feature sets (mcpl.server_methods)
+            denial = self._precheck_server_request(request.method, request.params)
         limits = self.limits
         if denial is None and self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound:
             denial = HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error: host busy")
@@ -163,16 +166,9 @@ class InboundRouting:
         link.send(answer)
 
     async def _call_handler(self, context: RequestContext, request: Request, link: Link) -> Any:
-        params = request.params
-        if request.method == "push/event":
-            return await self.handlers.push_event(context, params)
-        if request.method == "inference/request":
-            stream = None
-            # R7: a request with id null cannot be named by chunks: it is answered whole.
-            if params.get("stream") is True and request.id is not None:
-                stream = InferenceStream(request.id, link, self._session)
-            return await self.handlers.inference_request(context, params, stream)
-        return await self.handlers.request(context, params)
+        if request.method in SERVER_METHODS:
+            return await self._serve_server_method(context, request.params, link)
+        return await self.handlers.request(context, request.params)
 
     def _not_answering(self, request: Request) -> None:
         self._log_budgeted(self._not_answered, "not answering request",
@@ -197,6 +193,10 @@ class InboundRouting:
             getattr(self._log, log_method)("server log message",
                                            logger=ServerValue(params.get("logger"), self.redactor),
                                            data=ServerValue(params.get("data"), self.redactor))
+        elif method == "mcpl/manifestChanged":
+            self._on_manifest_changed(params)  # ungated and never answered (MCPL §17.3)
+        else:
+            self._on_server_notification(method, params)  # channels/changed, channels/incoming
         self.handlers.on_notification(self.name, method, params)
 
     def _log_dropped(self, kind: str, line: bytes) -> None:

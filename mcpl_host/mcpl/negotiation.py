@@ -87,6 +87,7 @@ class MCPLNegotiation:
     on_refusal: RefusalAction
     server_info: Any
     _log: Any
+    _manifest_in_force: Any  # from ManifestChanges
 
     async def request(self, method: str, params: Any = None, **kwargs: Any) -> Any:
         raise NotImplementedError
@@ -122,6 +123,7 @@ class MCPLNegotiation:
         if info.mcpl_version not in ("0.4", "0.5"):
             self._log.warning("MCPL version not known; serving best-effort",
                               version=ServerValue(info.mcpl.get("version"), self.redactor))
+        self._manifest_in_force(info.mcpl)  # kept verbatim (MCPL §17.1; checklist C 34)
         self.advertised = expand_advertisement(info.mcpl, tools="tools" in info.capabilities)
         self.feature_sets = read_feature_sets(info.mcpl)
         for problem in self.feature_sets.problems:

@@ -1,0 +1,261 @@
+"""Shapes of the server -> host MCPL methods: pure checks, the channel registry, held state.
+
+Rules (MCPL §8, §9.3, §11.2-§11.3, §12, §14.2-§14.5; PROTOCOL.md §3.1, §3.3, §4.5, §5.1;
+checklist G 85, H 91-92, I 94-95). Everything here is pure: no I/O, no grant, no logging, no clock;
+each check returns problem sentences (empty or None when fine) that name keys, never values.
+
+- ``inference/request`` params: ``messages`` a non-empty array of ``{role: str, content}``
+  (content a string or an array of content blocks, objects with a string ``type``);
+  ``stream`` a boolean, ``preferences`` an object, ``conversationId`` a string, when present
+  and not null. Its result: ``{content: str, model: str, finishReason: end_turn|max_tokens|
+  stop_sequence, usage: {inputTokens, outputTokens}}`` (non-negative integers).
+- ``push/event`` result: ``{accepted: bool, inferenceId?: str, reason?: str}``.
+- ``ModelInfo``: ``{id: str, vendor: str, contextWindow: positive int, capabilities: [str]}``.
+- ``ChannelDescriptor``: ``id`` a non-empty string, ``type`` a string, ``direction`` one of
+  outbound|inbound|bidirectional, ``label`` a string when present (**Interp.**: real servers
+  omit it); other members are kept as sent.
+- ``ChannelRegistry.change`` judges each item on its own (§14.5) with a reason from a closed
+  set: ``invalid_descriptor``, ``duplicate_id`` (twice in one message), ``unknown_channel``
+  (removing or updating an id never registered), ``capability_denied`` (the spec's literal:
+  the host's channel-id globs, matched by ``fnmatch.fnmatchcase``, refuse the id).
+  **Interp.:** it applies removed, then added, then updated; registering an id already
+  registered replaces its descriptor.
+- ``state/update`` params ([lib] mcpl-core-ts; no spec basis): ``checkpoint`` a non-empty
+  string, ``parent`` a string or null; ``data`` (alias ``state``) and ``patch`` exclusive,
+  ``patch`` an array; with none of them the checkpoint is an opaque reference.
+  The state itself is kept in the connection's one ``FeatureSetStateStore`` (host_calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any
+
+__all__ = [
+    "DIRECTIONS", "FINISH_REASONS", "GENERIC_REFUSAL", "OBJECT_PARAMS_METHODS", "SERVER_METHODS",
+    "STATE_METHODS", "ChannelRegistry", "ItemResult",
+    "channel_allowed",
+    "channel_params_problems", "descriptor_problem", "incoming_message_problem",
+    "inference_params_problems", "inference_result_problems", "is_name", "model_info_problems",
+    "push_result_problems", "state_params_problems",
+]
+
+SERVER_METHODS = frozenset({
+    "push/event", "inference/request", "model/info", "channels/register", "channels/changed",
+    "channels/list", "channels/incoming", "state/update", "state/get",
+})
+#: Methods whose params must be an object (JSON-RPC 2.0 §4.2); others may omit them.
+OBJECT_PARAMS_METHODS = SERVER_METHODS - {"model/info", "channels/list"}
+STATE_METHODS = frozenset({"state/update", "state/get"})
+FINISH_REASONS = ("end_turn", "max_tokens", "stop_sequence")
+DIRECTIONS = ("outbound", "inbound", "bidirectional")
+#: The reason given for ``accepted: false`` when the push/event handler gave none (§9.3).
+GENERIC_REFUSAL = "not_accepted"
+
+
+def is_name(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _blocks_problem(content: Any, where: str) -> str | None:
+    if not isinstance(content, list):
+        return f"{where} is not an array"
+    if not all(isinstance(b, Mapping) and isinstance(b.get("type"), str) for b in content):
+        return f"{where} holds an entry that is not an object with a string type"
+    return None
+
+
+def inference_params_problems(params: Mapping[str, Any]) -> list[str]:
+    """Problems with ``inference/request`` params beyond ``featureSet`` (MCPL §11.2)."""
+    problems: list[str] = []
+    messages = params.get("messages")
+    if not isinstance(messages, list) or not messages:
+        problems.append("messages is missing or not a non-empty array")
+    else:
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping) or not is_name(message.get("role")):
+                problems.append(f"messages[{index}] is not an object with a non-empty string role")
+            elif not isinstance(message.get("content"), str):
+                problem = _blocks_problem(message.get("content"), f"messages[{index}].content")
+                if problem is not None:
+                    problems.append(problem + " (nor a string)")
+    for key, kind, ok in (("stream", "a boolean", lambda v: isinstance(v, bool)),
+                          ("preferences", "an object", lambda v: isinstance(v, Mapping)),
+                          ("conversationId", "a string", lambda v: isinstance(v, str))):
+        if key in params and params[key] is not None and not ok(params[key]):
+            problems.append(f"{key} is not {kind}")
+    return problems
+
+
+def push_result_problems(result: Any) -> list[str]:
+    """Problems with a push/event handler's result ``{accepted, inferenceId?, reason?}`` (§9.3)."""
+    if not isinstance(result, Mapping):
+        return ["the result is not an object"]
+    problems = [] if isinstance(result.get("accepted"), bool) else ["accepted is not a boolean"]
+    problems += [f"{key} is not a string" for key in ("inferenceId", "reason")
+                 if key in result and not isinstance(result[key], str)]
+    return problems
+
+
+def inference_result_problems(result: Any) -> list[str]:
+    """Problems with an ``inference/request`` result (MCPL §11.3; checklist H 91)."""
+    if not isinstance(result, Mapping):
+        return ["the result is not an object"]
+    problems = [f"{key} is not a string" for key in ("content", "model") if not isinstance(result.get(key), str)]
+    if not any(result.get("finishReason") == reason for reason in FINISH_REASONS):
+        problems.append(f"finishReason is not one of {', '.join(FINISH_REASONS)}")
+    usage = result.get("usage")
+    if not (isinstance(usage, Mapping) and _is_count(usage.get("inputTokens"))
+            and _is_count(usage.get("outputTokens"))):
+        problems.append("usage does not hold inputTokens and outputTokens as non-negative integers")
+    return problems
+
+
+def model_info_problems(result: Any) -> list[str]:
+    """Problems with a ``ModelInfo`` ``{id, vendor, contextWindow, capabilities}`` (MCPL §12)."""
+    if not isinstance(result, Mapping):
+        return ["the model information is not an object"]
+    problems = [f"{key} is not a non-empty string" for key in ("id", "vendor") if not is_name(result.get(key))]
+    window = result.get("contextWindow")
+    if not (_is_count(window) and window > 0):
+        problems.append("contextWindow is not a positive integer")
+    capabilities = result.get("capabilities")
+    if not (isinstance(capabilities, list) and all(isinstance(c, str) for c in capabilities)):
+        problems.append("capabilities is not an array of strings")
+    return problems
+
+
+def descriptor_problem(descriptor: Any) -> str | None:
+    """Why a ChannelDescriptor (MCPL §14.2) cannot be registered, else None."""
+    if not isinstance(descriptor, Mapping):
+        return "the descriptor is not an object"
+    if not is_name(descriptor.get("id")):
+        return "id is not a non-empty string"
+    if not isinstance(descriptor.get("type"), str):
+        return "type is not a string"
+    if not any(descriptor.get("direction") == d for d in DIRECTIONS):
+        return "direction is not one of outbound, inbound, bidirectional"
+    if "label" in descriptor and not isinstance(descriptor["label"], str):
+        return "label is not a string"
+    return None
+
+
+def incoming_message_problem(message: Any) -> str | None:
+    """Why a ``channels/incoming`` message (MCPL §14.3) cannot be taken, else None. Only what
+    routing needs is required: ``messageId``, ``channelId`` and ``content`` blocks."""
+    if not isinstance(message, Mapping):
+        return "the message is not an object"
+    for key in ("messageId", "channelId"):
+        if not is_name(message.get(key)):
+            return f"{key} is not a non-empty string"
+    return _blocks_problem(message.get("content"), "content")
+
+
+def channel_allowed(channel_id: str, patterns: tuple[str, ...] | None) -> bool:
+    """Per-channel narrowing (MCPL §14.5): None allows every id, else a glob must match."""
+    return patterns is None or any(fnmatchcase(channel_id, pattern) for pattern in patterns)
+
+
+@dataclass(frozen=True, slots=True)
+class ItemResult:
+    """One item of an itemized channel answer; ``detail`` is for logs, never sent."""
+
+    id: str | None
+    accepted: bool
+    reason: str | None = None
+    detail: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        item: dict[str, Any] = {"id": self.id, "accepted": self.accepted}
+        if self.reason is not None:
+            item["reason"] = self.reason
+        return item
+
+
+class ChannelRegistry:
+    """The channels one connection registered on one transport ``epoch`` (MCPL §14.2-§14.5):
+    id -> descriptor as sent (a copy). ``change()`` applies a register/changed message item by
+    item and returns one ``ItemResult`` per item. Pure: no I/O, no grant (admission's job)."""
+
+    __slots__ = ("_channels", "epoch")
+
+    def __init__(self, epoch: int = 0) -> None:
+        self.epoch = epoch
+        self._channels: dict[str, dict[str, Any]] = {}
+
+    def get(self, channel_id: Any) -> dict[str, Any] | None:
+        return self._channels.get(channel_id) if isinstance(channel_id, str) else None
+
+    def descriptors(self) -> list[dict[str, Any]]:
+        return [dict(d) for d in self._channels.values()]
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+    def __repr__(self) -> str:
+        return f"<ChannelRegistry epoch={self.epoch} channels={len(self._channels)}>"
+
+    def change(self, *, added: list[Any] = (), removed: list[Any] = (),  # type: ignore[assignment]
+               updated: list[Any] = (), patterns: tuple[str, ...] | None = None) -> list[ItemResult]:
+        """Remove, then add, then update (**Interp.** order); each item judged on its own."""
+        results: list[ItemResult] = []
+        for channel_id in removed:
+            if isinstance(channel_id, str) and self._channels.pop(channel_id, None) is not None:
+                results.append(ItemResult(channel_id, True))
+            else:
+                results.append(ItemResult(channel_id if isinstance(channel_id, str) else None, False,
+                                          "unknown_channel", "not a registered channel id"))
+        seen: set[str] = set()
+        results += [self._put(d, patterns, seen, update=False) for d in added]
+        results += [self._put(d, patterns, seen, update=True) for d in updated]
+        return results
+
+    def _put(self, descriptor: Any, patterns: tuple[str, ...] | None, seen: set[str], *,
+             update: bool) -> ItemResult:
+        problem = descriptor_problem(descriptor)
+        raw_id = descriptor.get("id") if isinstance(descriptor, Mapping) else None
+        channel_id = raw_id if isinstance(raw_id, str) else None
+        if problem is not None or channel_id is None:
+            return ItemResult(channel_id, False, "invalid_descriptor", problem)
+        if channel_id in seen:
+            return ItemResult(channel_id, False, "duplicate_id", "the id appears twice in one message")
+        seen.add(channel_id)
+        if update and channel_id not in self._channels:
+            return ItemResult(channel_id, False, "unknown_channel", "updated but never registered")
+        if not channel_allowed(channel_id, patterns):
+            return ItemResult(channel_id, False, "capability_denied", "the host's channel patterns refuse it")
+        self._channels[channel_id] = dict(descriptor)
+        return ItemResult(channel_id, True)
+
+def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
+    """Problems with ``state/update`` params ([lib] shape; ``state/get`` needs only the
+    ``featureSet`` admission checks): ``checkpoint`` a non-empty string (**Interp.**: required,
+    as in [lib]: the store is keyed by it), ``parent`` a string or null, ``data`` (alias
+    ``state``) and ``patch`` exclusive, ``patch`` an array."""
+    if method == "state/get":
+        return []
+    problems = [] if is_name(params.get("checkpoint")) else ["checkpoint is missing or not a non-empty string"]
+    if params.get("parent") is not None and not isinstance(params["parent"], str):
+        problems.append("parent is not a string")
+    if "patch" in params and ("data" in params or "state" in params):
+        problems.append("data and patch are mutually exclusive")
+    elif "patch" in params and not isinstance(params["patch"], list):
+        problems.append("patch is not an array")
+    return problems
+
+
+def channel_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
+    if method == "channels/register":
+        keys, required = ("channels",), True
+    elif method == "channels/changed":
+        keys, required = ("added", "removed", "updated"), False
+    else:
+        keys, required = ("messages",), True
+    return [f"{key} is {'missing or ' if required else ''}not an array" for key in keys
+            if (required or params.get(key) is not None) and not isinstance(params.get(key), list)]
