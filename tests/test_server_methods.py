@@ -18,8 +18,8 @@ from structlog.testing import capture_logs
 
 from mcpl_host import GrantPolicy, HandlerError, HostHandlers, RequestContext
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
-from mcpl_host.mcpl.host_calls import FeatureSetStateStore
 from mcpl_host.mcpl.server_shapes import ChannelRegistry
+from mcpl_host.mcpl.state import FeatureSetStateStore
 
 from .wire import MCP_HANDSHAKE, Script, TestHandlers, mark
 

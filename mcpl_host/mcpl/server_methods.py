@@ -64,7 +64,6 @@ from mcpl_host.handlers import InferenceStream, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.logging import LogBudget, ServerValue
 from mcpl_host.mcpl.admission import admit
-from mcpl_host.mcpl.host_calls import FeatureSetStateStore
 from mcpl_host.mcpl.server_shapes import (
     GENERIC_REFUSAL,
     OBJECT_PARAMS_METHODS,
@@ -82,6 +81,7 @@ from mcpl_host.mcpl.server_shapes import (
     push_result_problems,
     state_params_problems,
 )
+from mcpl_host.mcpl.state import FeatureSetStateStore
 from mcpl_host.mcpl.tags import EventDeduplicator, read_tags, validate_push_event
 
 __all__ = ["CHANNEL_DIAGNOSTICS_LOGGED", "SERVER_METHODS", "ChannelRegistry",
