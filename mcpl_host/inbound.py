@@ -195,6 +195,9 @@ class InboundRouting(MCPLServerMethods):
                                            data=ServerValue(params.get("data"), self.redactor))
         elif method == "mcpl/manifestChanged":
             self._on_manifest_changed(params)  # ungated and never answered (MCPL §17.3)
+        elif method == "featureSets/changed":  # removed in MCPL 0.5 (§6.7); a request is -32601
+            self._log.info("ignored featureSets/changed: removed in MCPL 0.5, superseded by"
+                           " mcpl/manifestChanged")
         else:
             self._on_server_notification(method, params)  # channels/changed, channels/incoming
         self.handlers.on_notification(self.name, method, params)
