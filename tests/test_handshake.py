@@ -15,7 +15,7 @@ from .wire import MCP_HANDSHAKE, MCPL_HANDSHAKE, MCPL_RESULT, Script
 pytestmark = pytest.mark.anyio
 
 
-async def test_h1_h6_initialize_first_then_initialized_strictly_next(tmp_path: Path) -> None:
+async def test_c26_c27_c28_c32_h1_h6_initialize_first_then_initialized_strictly_next(tmp_path: Path) -> None:
     # The server pings right after its answer: initialized must still be the next message.
     script = Script(tmp_path, [
         {"expect": {"method": "initialize"}},
@@ -35,6 +35,8 @@ async def test_h1_h6_initialize_first_then_initialized_strictly_next(tmp_path: P
     assert initialize["params"]["protocolVersion"] == LATEST_PROTOCOL_VERSION
     assert initialize["params"]["clientInfo"]["name"] == "mcpl-host"
     assert initialize["params"]["capabilities"]["experimental"]["mcpl"]["version"] == "0.5"
+    # C28: the initial feature configuration is not in initialize.
+    assert "effectiveCapabilities" not in str(initialize["params"])
     assert messages[1] == {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert {"jsonrpc": "2.0", "id": 1, "result": {}} in messages[2:]
     (policy,) = [m for m in messages if m.get("method") == "featureSets/update"]
@@ -63,7 +65,7 @@ async def test_c33_plain_mcp_server_gets_no_policy_request(tmp_path: Path) -> No
     assert [m.get("method") for m in script.messages()] == ["initialize", "notifications/initialized"]
 
 
-async def test_h2_idless_error_fails_initialize_at_once(tmp_path: Path) -> None:
+async def test_c29_h2_idless_error_fails_initialize_at_once(tmp_path: Path) -> None:
     script = Script(tmp_path, [
         {"expect": {"method": "initialize"}},
         {"reply_error": {"code": -32602, "message": "Unsupported protocol version",
@@ -111,7 +113,7 @@ async def test_h3_ping_answered_with_null_id_other_requests_and_invalid_ignored(
     assert len(messages) == 3  # roots/list and the invalid request got nothing
 
 
-async def test_h5_exit_before_answer_fails_at_once_with_status_and_stderr(tmp_path: Path) -> None:
+async def test_c30_h5_exit_before_answer_fails_at_once_with_status_and_stderr(tmp_path: Path) -> None:
     script = Script(tmp_path, [
         {"expect": {"method": "initialize"}},
         {"stderr": "fatal: config missing"},
@@ -124,7 +126,7 @@ async def test_h5_exit_before_answer_fails_at_once_with_status_and_stderr(tmp_pa
     assert any("fatal: config missing" in line for line in caught.value.stderr_tail)
 
 
-async def test_d4_unsupported_version_fails_naming_it_and_sends_no_initialized(tmp_path: Path) -> None:
+async def test_c31_d4_unsupported_version_fails_naming_it_and_sends_no_initialized(tmp_path: Path) -> None:
     script = Script(tmp_path, [
         {"expect": {"method": "initialize"}},
         {"reply": {"protocolVersion": "1999-12-31", "capabilities": {}, "serverInfo": {"name": "old"}}},

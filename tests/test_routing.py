@@ -58,7 +58,7 @@ async def test_r2_unknown_method_gets_32601_and_removed_methods_too(tmp_path: Pa
     assert set(answers(script)) == {'"a"', '"b"', '"c"'}
 
 
-async def test_r2_d3_privileged_method_refused_before_the_receipt(tmp_path: Path) -> None:
+async def test_c38_r2_d3_privileged_method_refused_before_the_receipt(tmp_path: Path) -> None:
     script = Script(tmp_path, [
         *MCPL_HANDSHAKE[:4],  # featureSets/update received, not yet answered
         {"send": push_event(100)},
@@ -401,7 +401,7 @@ async def test_pagination_follows_next_cursor_up_to_the_bound(tmp_path: Path) ->
     assert cursors == [None, "c1", "c2"]
 
 
-async def test_mcpl_result_keeps_the_manifest_verbatim(tmp_path: Path) -> None:
+async def test_c34_mcpl_result_keeps_the_manifest_verbatim(tmp_path: Path) -> None:
     script = Script(tmp_path, MCPL_HANDSHAKE)
     with anyio.fail_after(20):
         async with script.connect() as conn:
@@ -424,7 +424,7 @@ def inference(request_id: Any, stream: bool) -> dict[str, Any]:
                        "messages": [{"role": "user", "content": "hi"}]}}
 
 
-async def test_r7_streamed_inference_chunks_name_the_request_null_id_answered_whole(tmp_path: Path) -> None:
+async def test_h90_r7_streamed_inference_chunks_name_the_request_null_id_answered_whole(tmp_path: Path) -> None:
     manifest = {"version": "0.5", "inferenceRequest": {"streaming": True},
                 "featureSets": {"demo": {"description": "d",
                                          "uses": ["inferenceRequest", "inferenceRequest.streaming"]}}}
@@ -452,7 +452,7 @@ async def test_r7_streamed_inference_chunks_name_the_request_null_id_answered_wh
     assert final[1]["result"]["content"] == "Hello"
 
 
-async def test_inference_streaming_not_granted_is_refused(tmp_path: Path) -> None:
+async def test_h89_inference_streaming_not_granted_is_refused(tmp_path: Path) -> None:
     manifest = {"version": "0.5", "inferenceRequest": {"streaming": True}}
     result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
               "capabilities": {"experimental": {"mcpl": manifest}}}
