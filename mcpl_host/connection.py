@@ -165,6 +165,9 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
         if self._stack is not None:
+            # Everything in it is closed by now; the transports' second aclose() returns
+            # without a checkpoint, so no pending cancellation is raised (and chained to itself)
+            # inside AsyncExitStack. (It cannot be shielded: the task group's scope is in it.)
             await self._stack.aclose()  # leaves the task group and the transport's context
 
     async def aclose(self) -> None:

@@ -294,8 +294,9 @@ class StdioTransport:
         Another task blocked in ``send()`` or ``receive()`` gets ``ConnectionClosed``.
         """
         if self._closing:
-            await self._closed.wait()
-            return
+            if not self._closed.is_set():  # a second caller waits for the first to finish
+                await self._closed.wait()
+            return  # already closed: no checkpoint, so a pending cancellation is not raised here
         self._closing = True
         process = self._process
         with anyio.CancelScope(shield=True):

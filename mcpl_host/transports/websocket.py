@@ -315,8 +315,9 @@ class WebSocketTransport:
         ``ConnectionClosed``.
         """
         if self._closing:
-            await self._closed.wait()
-            return
+            if not self._closed.is_set():  # a second caller waits for the first to finish
+                await self._closed.wait()
+            return  # already closed: no checkpoint, so a pending cancellation is not raised here
         self._closing = True
         with anyio.CancelScope(shield=True):
             try:
