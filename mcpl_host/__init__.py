@@ -84,3 +84,31 @@ __all__ = [
     "connect_websocket",
     "log_value",
 ]
+
+# Supervision and hosting many servers (supervisor.py, host.py).
+from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config  # noqa: E402
+from mcpl_host.host import (  # noqa: E402
+    Host,
+    ServerNotConnected,
+    ServerRequestResponder,
+    UnknownServer,
+    connect_from_config,
+)
+from mcpl_host.supervisor import EVENT_KINDS, HostEvent, Supervisor  # noqa: E402
+from mcpl_host.supervisor_policy import RestartPolicy  # noqa: E402
+
+__all__ += [
+    "EVENT_KINDS",
+    "ConfigError",
+    "Host",
+    "HostConfig",
+    "HostEvent",
+    "RestartPolicy",
+    "ServerConfig",
+    "ServerNotConnected",
+    "ServerRequestResponder",
+    "Supervisor",
+    "UnknownServer",
+    "connect_from_config",
+    "load_config",
+]

@@ -1,4 +1,4 @@
-"""The ``mcpl-host`` command line: ``mcpl-host probe``.
+"""The ``mcpl-host`` command line: ``mcpl-host probe`` and ``mcpl-host run``.
 
 Rules of this module:
 
@@ -11,19 +11,26 @@ Rules of this module:
 - Ctrl-C is routed to the phase in progress (``_Interrupts``): during ``--listen`` it ends
   listening only; before, it cancels the probe. Closing the server is never interrupted (it
   is bounded by the grace periods in ``Limits``).
+- ``probe`` targets one of: a command (default: the bundled demo server), ``--ws URL``, or
+  ``--config FILE --server NAME``; giving two is a usage error, as is an option that does not
+  apply to the target (``--token`` without ``--ws``, ``--env`` without a command).
+- ``run`` prints one line (terminal) or one JSON object (``--json``: ``{"time", "server",
+  "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C closes every server (bounded by
+  their graces; further Ctrl-Cs are ignored) and exits 0; 1 if every server gave up first.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import math
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import anyio
 import anyio.abc
@@ -31,12 +38,17 @@ import click
 
 import mcpl_host
 from mcpl_host import report
-from mcpl_host.connect import connect_stdio
+from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
+from mcpl_host.connect import connect_stdio, connect_websocket
+from mcpl_host.connection import ServerConnection
 from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.host import Host, connect_from_config
 from mcpl_host.jsonrpc.errors import HandlerError, MCPLHostError, MethodNotFound, RemoteError
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
-from mcpl_host.logging import configure_logging
+from mcpl_host.logging import Redactor, configure_logging
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
+from mcpl_host.transports.websocket import shown_url
 
 __all__ = ["ProbeHandlers", "main"]
 
@@ -144,13 +156,16 @@ async def _list_offers(doc: dict[str, Any], conn: Any) -> None:
 
 
 async def _probe(
-    command: list[str], listen: float, out: report.ReportConsole | None, **connect: Any
+    target: dict[str, Any], listen: float, out: report.ReportConsole | None,
+    connect: Callable[[HostHandlers], ServerConnection],
 ) -> tuple[dict[str, Any], int]:
-    """Run one probe (``connect``: ``connect_stdio`` keywords); returns the redacted
-    document and the exit status."""
+    """Run one probe of the connection ``connect(handlers)`` builds; ``target`` (``command``,
+    and ``url`` or ``config``) goes into the document. Returns the redacted document and the
+    exit status."""
     handlers = ProbeHandlers()
-    conn = connect_stdio(command[0], command[1:], handlers=handlers, **connect)
-    doc, status, phase = report.new_document(command), EXIT_OK, "the handshake"
+    conn = connect(handlers)
+    doc, status, phase = report.new_document(target.get("command", [])), EXIT_OK, "the handshake"
+    doc.update(target)
 
     def shown(value: Any) -> Any:
         return report.redact_json(value, conn.redactor)
@@ -189,6 +204,45 @@ async def _probe(
     handlers.on_event = None
     doc.update(ok=status == EXIT_OK, events=handlers.events, eventsNotKept=handlers.not_kept)
     return shown(doc), status
+
+
+def _connect_command(command: list[str], handlers: HostHandlers, **kwargs: Any) -> ServerConnection:
+    return connect_stdio(command[0], command[1:], handlers=handlers, **kwargs)
+
+
+def _connect_ws(url: str, handlers: HostHandlers, **kwargs: Any) -> ServerConnection:
+    try:
+        return connect_websocket(url, handlers=handlers, **kwargs)
+    except ValueError as exc:  # never holds the token
+        raise click.UsageError(f"--ws: {exc}") from None
+
+
+def _connect_config(server: ServerConfig, handlers: HostHandlers) -> ServerConnection:
+    try:
+        return connect_from_config(server, handlers=handlers)
+    except ValueError as exc:
+        raise click.UsageError(f"--config: {exc}") from None
+
+
+def _load_config(ctx: click.Context, path: str) -> HostConfig:
+    """The config at ``path``; on problems, print every one to stderr and exit 2."""
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        count = len(exc.problems)
+        click.echo(f"Error: {path} has {count} problem{'s' if count != 1 else ''}; nothing was started:",
+                   err=True)
+        for problem in exc.problems:
+            click.echo(f"  {report.safe_text(str(problem), max_chars=1000)}", err=True)
+        ctx.exit(EXIT_USAGE)
+
+
+def _config_server(ctx: click.Context, path: str, name: str) -> ServerConfig:
+    servers = _load_config(ctx, path).servers
+    if name not in servers:
+        known = ", ".join(servers) or "none"
+        raise click.UsageError(f"--server: no server named {name!r} in {path} (it has: {known})")
+    return servers[name]
 
 
 # --- parsing ----------------------------------------------------------------------------------
@@ -230,7 +284,7 @@ class EnvPair(click.ParamType):
 @click.group(name="mcpl-host", context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(mcpl_host.__version__, prog_name="mcpl-host")
 def main() -> None:
-    """Host MCPL (MCP Live) and plain MCP servers over stdio."""
+    """Host MCPL (MCP Live) and plain MCP servers over stdio and WebSocket."""
 
 
 @main.command(context_settings={"max_content_width": 100}, epilog="""\b
@@ -238,7 +292,21 @@ Examples:
   mcpl-host probe                                   # the bundled demo MCPL server
   mcpl-host probe --listen 5                        # ...and show its push events
   mcpl-host probe --json -- python -m mcp_server_time
-  mcpl-host probe --env API_TOKEN=... -- npx -y @modelcontextprotocol/server-everything stdio""")
+  mcpl-host probe --env API_TOKEN=... -- npx -y @modelcontextprotocol/server-everything stdio
+  mcpl-host probe --ws wss://mcpl.example.com/v1 --token-in query   # token from $MCPL_HOST_TOKEN
+  mcpl-host probe --config servers.json --server time""")
+@click.option("--ws", "ws_url", metavar="URL",
+              help="Probe the WebSocket server at URL (ws:// or wss://) instead of starting a command.")
+@click.option("--token", envvar="MCPL_HOST_TOKEN", metavar="TOKEN",
+              help="With --ws: the credential to send (default: $MCPL_HOST_TOKEN). Redacted from all "
+                   "output.")
+@click.option("--token-in", type=click.Choice(["header", "query"]), default="header", show_default=True,
+              help="With --ws: send the token as 'Authorization: Bearer' or as the query parameter token.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Probe a server of this config file (with --server), with its settings: command or "
+                   "URL, env, grant and feature-set policy, timeouts. --grant/--deny and an explicit "
+                   "--timeout/--request-timeout override the file.")
+@click.option("--server", "server_name", metavar="NAME", help="With --config: the server to probe.")
 @click.option("--env", "env", type=EnvPair(), multiple=True, metavar="KEY=VALUE",
               help="Set a variable in the server's environment (repeatable). Values are secrets: "
                    "they are redacted from all output.")
@@ -267,13 +335,15 @@ Examples:
               help="Level at which the server's stderr lines are logged.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
-def probe(ctx: click.Context, env: tuple[tuple[str, str], ...], inherit_env: bool, cwd: str | None,
-          timeout: float, request_timeout: float, listen: float, grants: tuple[str, ...],
-          denies: tuple[str, ...], as_json: bool, log_level: str, stderr_level: str,
-          command: tuple[str, ...]) -> None:
+def probe(ctx: click.Context, ws_url: str | None, token: str | None, token_in: Literal["header", "query"],
+          config_file: str | None, server_name: str | None, env: tuple[tuple[str, str], ...],
+          inherit_env: bool, cwd: str | None, timeout: float, request_timeout: float, listen: float,
+          grants: tuple[str, ...], denies: tuple[str, ...], as_json: bool, log_level: str,
+          stderr_level: str, command: tuple[str, ...]) -> None:
     """Start a server, run the handshake, and list what it offers.
 
-    Spawns COMMAND (or, without one, the bundled demo MCPL server), runs initialize and,
+    Spawns COMMAND (or dials --ws URL, or starts --server NAME of --config FILE; with none
+    of these, the bundled demo MCPL server), runs initialize and,
     for an MCPL server, the initial featureSets/update; shows the server's name, version,
     protocol version, capabilities, MCPL manifest, the grant in force, its tools,
     resources, resource templates and prompts; optionally listens (--listen) and shows
@@ -286,17 +356,49 @@ def probe(ctx: click.Context, env: tuple[tuple[str, str], ...], inherit_env: boo
       2    usage or configuration error
       130  interrupted by Ctrl-C before the listing was done
     """
-    name = None
-    if not command:
-        command, name = (sys.executable, str(demo_server_path())), "mcpl-demo"
+    explicit = {name for name in ctx.params
+                if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
+    targets = [what for what, given in (("a command", command), ("--ws", ws_url), ("--config", config_file))
+               if given]
+    if len(targets) > 1:
+        raise click.UsageError(f"give a command, --ws URL or --config FILE, not {' and '.join(targets)}")
+    if (config_file is None) != (server_name is None):
+        raise click.UsageError("--config FILE and --server NAME go together")
+    if ws_url is None and explicit & {"token", "token_in"}:
+        raise click.UsageError("--token and --token-in apply only with --ws")
+    if (ws_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
+        raise click.UsageError("--env, --cwd and --inherit-env apply only to a command")
     policy = GrantPolicy(grant=grants, deny=denies) if grants else \
         GrantPolicy(grant_all_advertised=True, deny=denies)
-    configure_logging(log_level, json_lines=as_json)
     limits = Limits(handshake_timeout_seconds=timeout, request_timeout_seconds=request_timeout)
+    connect: Callable[[HostHandlers], ServerConnection]
+    if config_file is not None:
+        assert server_name is not None
+        server = _config_server(ctx, config_file, server_name)
+        server = dataclasses.replace(server, limits=dataclasses.replace(server.limits, **{
+            field: value for option, field, value in (
+                ("timeout", "handshake_timeout_seconds", timeout),
+                ("request_timeout", "request_timeout_seconds", request_timeout)) if option in explicit}))
+        if explicit & {"grants", "denies"}:
+            server = dataclasses.replace(server, grant_policy=policy)
+        target: dict[str, Any] = {"command": [server.command, *server.args] if server.command else [],
+                                  "config": {"file": config_file, "server": server_name}}
+        connect = functools.partial(_connect_config, server)
+    elif ws_url is not None:
+        target = {"command": [], "url": shown_url(ws_url, Redactor([token] if token else []))}
+        connect = functools.partial(_connect_ws, ws_url, token=token, token_in=token_in, policy=policy,
+                                    limits=limits)
+    else:
+        name = None
+        if not command:
+            command, name = (sys.executable, str(demo_server_path())), "mcpl-demo"
+        target = {"command": list(command)}
+        connect = functools.partial(_connect_command, list(command), name=name, env=dict(env), cwd=cwd,
+                                    inherit_env=inherit_env, policy=policy, limits=limits,
+                                    stderr_log_level=stderr_level)
+    configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
-    run = functools.partial(_probe, list(command), listen, out, name=name, env=dict(env), cwd=cwd,
-                            inherit_env=inherit_env, policy=policy, limits=limits,
-                            stderr_log_level=stderr_level)
+    run = functools.partial(_probe, target, listen, out, connect)
     try:
         doc, status = anyio.run(run, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C outside the probe's own handling
@@ -310,6 +412,85 @@ def probe(ctx: click.Context, env: tuple[tuple[str, str], ...], inherit_env: boo
             report.render_failure(report.ReportConsole(stderr=True, highlight=False), doc["error"])
     elif out is not None and listen > 0:
         report.render_listen_end(out, doc)
+    ctx.exit(status)
+
+
+# --- run ------------------------------------------------------------------------------------
+
+
+async def _host(config: HostConfig, out: report.ReportConsole | None, health: float | None) -> int:
+    """Host every enabled server of ``config`` and print each event until SIGINT (EXIT_OK)
+    or until every server has given up (EXIT_SERVER_FAILED)."""
+    status, gave_up = EXIT_OK, set[str]()
+    async with anyio.create_task_group() as tg:
+        interrupts = _Interrupts()
+        await tg.start(interrupts.watch)
+        with interrupts.phase():
+            # Servers' requests are answered -32601 (push events accepted) and reported.
+            async with Host(config, handlers_factory=lambda name: HostHandlers(),
+                            health_interval_seconds=health) as host:
+                if out is not None:
+                    report.render_run_start(out, config.source, host.servers)
+                async for event in host.events():
+                    shown = report.run_event(event.to_json(), host.redactor(event.server))
+                    if out is None:
+                        report.print_json_line(shown)
+                    else:
+                        report.render_run_event(out, shown)
+                    if event.kind == "gave_up":
+                        gave_up.add(event.server)
+                    if gave_up == set(host.servers):
+                        status = EXIT_SERVER_FAILED
+                        break
+                if out is not None:
+                    report.render_run_stopping(out)
+        tg.cancel_scope.cancel()  # SIGINT during the close was ignored: the close is bounded
+    if out is not None:
+        report.render_run_end(out, status == EXIT_OK)
+    return status
+
+
+@main.command(context_settings={"max_content_width": 100}, epilog="""\b
+Examples:
+  mcpl-host run servers.json
+  mcpl-host run --json servers.json | jq 'select(.kind == "push_event")'""")
+@click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object per event on stdout; logs become JSON lines on stderr.")
+@click.option("--log-level", type=click.Choice(_LEVELS), default="warning", show_default=True,
+              help="Least level of log lines written to stderr.")
+@click.option("--health-interval", type=Seconds(allow_zero=False), default=None, metavar="SECONDS",
+              help=f"Ping every server this often; one that does not answer within "
+                   f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s is restarted per its restart policy (default: "
+                   f"no pings).")
+@click.pass_context
+def run(ctx: click.Context, config_file: str, as_json: bool, log_level: str, health_interval: float | None) -> None:
+    """Host the servers in CONFIG and print what happens until Ctrl-C.
+
+    CONFIG is the usual {"mcpServers": {...}} JSON (also "mcplServers"), with our keys for
+    grants, feature sets, timeouts, restart policy and secrets. Every problem in it is listed
+    before anything starts. Each enabled server is started at once and kept running: one that
+    exits or drops its socket is restarted with backoff, until it crashes too often. Each event
+    (connecting, ready, degraded, disconnected, reconnecting, gave_up, push_event, notification,
+    server_request, refused, policy_receipt, manifest_change) is printed as it happens. Push
+    events are accepted; other server requests are answered "method not found".
+
+    \b
+    Exit status:
+      0    stopped by Ctrl-C (every server closed cleanly)
+      1    every server gave up
+      2    usage or configuration error (nothing was started)
+      130  interrupted before the servers were started
+    """
+    config = _load_config(ctx, config_file)
+    if not config.enabled_servers:
+        raise click.UsageError(f"{config_file} has no enabled server")
+    configure_logging(log_level, json_lines=as_json)
+    out = None if as_json else report.ReportConsole(highlight=False)
+    try:
+        status = anyio.run(_host, config, out, health_interval, backend="asyncio")
+    except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
+        status = EXIT_INTERRUPTED
     ctx.exit(status)
 
 

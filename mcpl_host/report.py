@@ -1,4 +1,5 @@
-"""The report of ``mcpl-host probe``: the probe document, and its terminal rendering.
+"""The report of ``mcpl-host probe`` (the probe document and its terminal rendering), and
+the event lines of ``mcpl-host run``.
 
 Rules of this module:
 
@@ -14,6 +15,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -34,6 +36,7 @@ __all__ = [
     "failure_sentence",
     "new_document",
     "print_json",
+    "print_json_line",
     "read_connection",
     "redact_json",
     "render_event",
@@ -42,6 +45,11 @@ __all__ = [
     "render_listen_end",
     "render_listen_start",
     "render_report",
+    "render_run_end",
+    "render_run_event",
+    "render_run_start",
+    "render_run_stopping",
+    "run_event",
     "safe_text",
     "silence",
 ]
@@ -396,3 +404,108 @@ def render_failure(console: Console, error: dict[str, Any]) -> None:
         console.print(Text(f"Server stderr (last {lines}):", style="dim"))
         for line in tail:
             console.print(Text(f"  {safe_text(line, max_chars=1000)}"), soft_wrap=True)
+
+
+# --- mcpl-host run ----------------------------------------------------------------------------
+
+
+def _iso_time(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)):
+        return ""
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """A ``HostEvent.to_json()`` as ``mcpl-host run`` shows it: ``time`` as ISO 8601 UTC,
+    ``server``, ``kind``, and ``data`` with the server's secrets redacted."""
+    return {"time": _iso_time(event.get("time")), "server": event.get("server"), "kind": event.get("kind"),
+            "data": redact_json(event.get("data") or {}, redactor)}
+
+
+def print_json_line(value: Any) -> None:
+    """Write ``value`` as one compact JSON line on stdout and flush (``run --json``)."""
+    try:
+        sys.stdout.buffer.write(_dumps(value) + b"\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        silence(sys.stdout)
+
+
+def render_run_start(console: Console, source: str, servers: list[str]) -> None:
+    console.print(Text(f"Hosting {len(servers)} server(s) from {safe_text(source)}: "
+                       f"{', '.join(safe_text(s) for s in servers)} (Ctrl-C stops)", style="bold"))
+
+
+def render_run_stopping(console: Console) -> None:
+    console.print(Text("stopping: closing every server…", style="dim"))
+
+
+def render_run_end(console: Console, interrupted: bool) -> None:
+    console.print(Text("stopped: every server is closed" if interrupted else
+                       "stopped: every server gave up", style="dim" if interrupted else "bold red"))
+
+
+def _outcome(data: dict[str, Any]) -> tuple[str, str]:
+    error = data.get("error")
+    if isinstance(error, dict):
+        return f"  → refused {error.get('code')} {safe_text(error.get('message'))}", "red"
+    answer = data.get("answer")
+    if isinstance(answer, dict) and "accepted" in answer:
+        accepted = answer.get("accepted") is True
+        return ("  → accepted", "green") if accepted else ("  → not accepted", "yellow")
+    return ("  → answered", "green") if "answer" in data else ("  → waiting for the application", "yellow")
+
+
+def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
+    """(text, style) for one event's data (already redacted)."""
+    if kind == "connecting":
+        return f"attempt {d.get('attempt')}", "dim"
+    if kind in ("ready", "degraded"):
+        state = {"ready": "MCPL ready", "none": "plain MCP"}.get(str(d.get("mcpl")), "MCP-only")
+        text = f"{safe_text(d.get('serverName'))} {safe_text(d.get('serverVersion'))}, {state}"
+        text += f" ({safe_text(d.get('mode'))})" if d.get("mode") else ""
+        granted = d.get("effectiveCapabilities") or []
+        text += f", granted {', '.join(safe_text(c) for c in granted)}" if granted else ""
+        text += f": {safe_text(d.get('reason'))}" if d.get("reason") else ""
+        return f"{text} (attempt {d.get('attempt')})", "green" if kind == "ready" else "yellow"
+    if kind == "disconnected":
+        text = safe_text(d.get("reason"), max_chars=MAX_EVENT_CHARS)
+        tail = d.get("stderrTail") or []
+        text += f"; last stderr: {safe_text(tail[-1], max_chars=MAX_EVENT_CHARS)}" if tail else ""
+        return text, "red"
+    if kind == "reconnecting":
+        delay = d.get("delaySeconds")
+        delay = f"{delay:.2f}" if isinstance(delay, (int, float)) else "?"
+        return f"restart {d.get('attempt')} in {delay} s", "yellow"
+    if kind == "gave_up":
+        return safe_text(d.get("reason"), max_chars=MAX_EVENT_CHARS), "bold red"
+    if kind == "policy_receipt":
+        if d.get("accepted") is True:
+            return "accepted" + (f" ({safe_text(d.get('mode'))})" if d.get("mode") else ""), ""
+        reason = f": {safe_text(d.get('reason'))}" if d.get("reason") else ""
+        return f"refused (fallback {safe_text(d.get('fallback'))}){reason}", "yellow"
+    if kind == "manifest_change":
+        impacts = [f"{safe_text(i.get('impact'))} {safe_text(i.get('detail'))}"
+                   for i in d.get("impacts") or () if isinstance(i, dict)]
+        return f"{', '.join(safe_text(x) for x in d.get('domains') or ())}: {'; '.join(impacts) or 'no impact'}", ""
+    if kind == "push_event":
+        summary = _event_summary({"kind": "push/event", "params": d.get("params")})
+        return summary + _outcome(d)[0], _outcome(d)[1]
+    summary = safe_text(d.get("method"))
+    if d.get("params") is not None:
+        summary += " " + safe_text(d.get("params"), max_chars=MAX_EVENT_CHARS)
+    if kind == "notification":
+        return summary, ""
+    return summary + _outcome(d)[0], _outcome(d)[1]  # server_request, refused
+
+
+def render_run_event(console: Console, event: dict[str, Any]) -> None:
+    """Print one (redacted) ``run_event`` as one line: time, server, kind, summary."""
+    text, style = _run_summary(str(event.get("kind")), event.get("data") or {})
+    line = Text()
+    line.append(f"{str(event.get('time', ''))[11:23]}  ", style="dim")
+    line.append(f"{safe_text(event.get('server'))}  ", style="bold")
+    line.append(f"{event.get('kind')} ", style="cyan")
+    line.append(text, style=style or None)
+    console.print(line, soft_wrap=True)

@@ -1,0 +1,357 @@
+"""``Supervisor``: keeps one server connected, restarting it per its ``RestartPolicy``.
+
+Rules of this module (STYLE.md §2 items 8, 9, 11; ENVELOPE.md T1-T3):
+
+- **Each transport is a new ``ServerConnection``, so a new epoch.** Every attempt calls
+  ``open_connection()`` for a fresh connection and enters it. By the time the old one has
+  ended, its pending requests have failed (``ConnectionLost``, T3) and the answers to requests
+  it read are bound to its closed link, so they can never be written on the new transport
+  (T1, T2). Entering the new connection runs the handshake and, for an MCPL server, the whole
+  policy exchange again: nothing granted on the old transport is in force on the new one
+  until its own receipt arrives (MCPL §5.4).
+- **Decide, then act.** ``RestartTracker`` (pure, ``supervisor_policy``) decides; this shell
+  only emits events, sleeps the delay it was given, and opens the next connection. That
+  delay is the only sleep here besides the health-check interval.
+- A start failure (``InitializeError``: the server exits at once, refuses ``initialize``, or
+  does not answer in time) counts as a failure like any other, so a server that exits at
+  once is a crash loop that stops, never a busy loop (the policy's delay is never near 0).
+- **Health.** With ``health_interval_seconds``, a ``ping`` is sent that often; no answer
+  within ``health_timeout_seconds`` is a failure: the connection is closed (stdin, grace,
+  SIGTERM, grace, SIGKILL) and restarted per the policy. An error answer to ``ping`` still
+  shows the server is alive.
+- **Events, in this order per attempt:** ``connecting`` → ``ready`` or ``degraded`` →
+  ``disconnected`` → ``reconnecting`` or ``gave_up``; a start failure goes from
+  ``connecting`` straight to ``disconnected`` (``phase: "start"``). Closing the supervisor
+  (``aclose()``) emits nothing: a host that closes knows it did.
+- **Ownership.** ``run()`` owns the connection it opened; ``aclose()`` cancels ``run()`` and
+  waits, shielded, until the connection is closed and its process reaped (bounded by the
+  connection's grace periods).
+
+Event data (``HostEvent.data``; JSON values only, server text as the connection reports it,
+already escaped and redacted where it comes from an exception or stderr):
+
+- ``connecting``: ``attempt`` (connection attempts since the supervisor started, from 1).
+- ``ready``: ``attempt``, ``serverName``, ``serverVersion``, ``protocolVersion``, ``mcpl``
+  (``"ready"`` or ``"none"`` for plain MCP), ``effectiveCapabilities``, ``mode`` (the
+  receipt's, e.g. ``"degraded"``, or None).
+- ``degraded``: as ``ready`` with ``mcpl: "mcp-only"``, plus ``reason`` (the policy was
+  refused, or its request failed: tools, resources and prompts only, MCPL §6.7).
+- ``disconnected``: ``attempt``, ``phase`` (``"start"`` or ``"running"``), ``reason`` (one
+  phrase), ``exitStatus`` (int or None; negative for a signal), ``closeCode`` (a WebSocket
+  close code or None), ``stderrTail`` (last lines, redacted), ``uptimeSeconds`` (None for a
+  start failure).
+- ``reconnecting``: ``attempt`` (the restart's number since the backoff was last reset, from
+  1: the policy's attempt), ``delaySeconds``.
+- ``gave_up``: ``reason`` (one sentence), ``failures``, ``windowSeconds``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+
+from mcpl_host.connection import ServerConnection
+from mcpl_host.jsonrpc.errors import (
+    ConnectionClosed,
+    ConnectionLost,
+    LocalProtocolError,
+    MCPLHostError,
+    RequestTimeout,
+    describe_seconds,
+)
+from mcpl_host.logging import get_logger
+from mcpl_host.mcpl.negotiation import MCPLState
+from mcpl_host.supervisor_policy import GiveUp, RestartPolicy, RestartTracker
+
+__all__ = [
+    "DEFAULT_HEALTH_TIMEOUT_SECONDS",
+    "EVENT_KINDS",
+    "EventKind",
+    "HostEvent",
+    "Supervisor",
+    "SupervisorState",
+]
+
+#: Seconds a health ``ping`` waits for its answer.
+DEFAULT_HEALTH_TIMEOUT_SECONDS = 10.0
+
+EventKind = Literal[
+    "connecting", "ready", "degraded", "disconnected", "reconnecting", "gave_up",
+    "push_event", "notification", "server_request", "refused", "manifest_change",
+    "policy_receipt",
+]
+#: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
+EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
+
+#: Where a supervisor stands (``Supervisor.state``).
+SupervisorState = Literal["new", "connecting", "ready", "degraded", "reconnecting", "gave_up", "closed"]
+
+# "the server closed the WebSocket (code 1011, ...)": the transport's message names the code.
+_CLOSE_CODE = re.compile(r"\(code (\d{4})\b")
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class HostEvent:
+    """Something that happened to one server: ``server`` (its name), ``kind`` (one of
+    ``EVENT_KINDS``), ``data`` (a dict of JSON values; see ``supervisor`` and ``host`` for
+    each kind), ``time`` (seconds since the epoch, wall clock). ``responder`` is set only on a
+    ``server_request`` event that waits for the embedding application's answer
+    (``host.ServerRequestResponder``)."""
+
+    server: str
+    kind: EventKind
+    data: dict[str, Any] = field(default_factory=dict)
+    time: float = field(default_factory=time.time)
+    responder: Any = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"unknown event kind {self.kind!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"server", "kind", "time", "data"}``: what ``mcpl-host run --json`` prints."""
+        return {"server": self.server, "kind": self.kind, "time": self.time, "data": self.data}
+
+
+def failure_data(exc: BaseException) -> dict[str, Any]:
+    """``reason``, ``exitStatus``, ``closeCode`` and ``stderrTail`` of a connection's end."""
+    message = str(exc) or type(exc).__name__
+    close_code = getattr(exc, "close_code", None)
+    if close_code is None:
+        found = _CLOSE_CODE.search(message)
+        close_code = int(found.group(1)) if found else None
+    return {"reason": message, "exitStatus": getattr(exc, "exit_status", None), "closeCode": close_code,
+            "stderrTail": list(getattr(exc, "stderr_tail", None) or ())}
+
+
+def connection_data(conn: ServerConnection, attempt: int) -> dict[str, Any]:
+    """The ``ready`` / ``degraded`` data of a connection that has finished its handshake."""
+    info = conn.server_info
+    outcome = conn.policy_outcome
+    data: dict[str, Any] = {
+        "attempt": attempt, "serverName": info.name if info else "", "serverVersion": info.version if info else "",
+        "protocolVersion": info.protocol_version if info else "", "mcpl": conn.mcpl_state.value,
+        "effectiveCapabilities": sorted(conn.grant.paths) if conn.grant is not None else [],
+        "mode": outcome.mode if outcome is not None and outcome.accepted else None,
+    }
+    if conn.mcpl_state is MCPLState.MCP_ONLY:
+        if outcome is not None and not outcome.accepted:
+            why = f"the server refused the host's policy (fallback {outcome.fallback or 'none'})"
+            data["reason"] = why + (f": {outcome.reason}" if outcome.reason else "")
+        else:
+            data["reason"] = "the policy request failed"
+    return data
+
+
+class Supervisor:
+    """Keeps the server ``name`` connected: ``open_connection()`` builds a new, unopened
+    ``ServerConnection`` for each attempt; ``restart`` decides whether and when to try again;
+    ``emit`` gets every ``HostEvent`` (called from the supervisor's task; must not block).
+
+    ``health_interval_seconds``: seconds between health pings (None: no pings);
+    ``health_timeout_seconds``: how long each waits. ``clock`` (monotonic seconds, default
+    ``anyio.current_time``) and ``rng`` (jitter, a float in [0, 1)) are injectable.
+
+    Run it with ``await tg.start(supervisor.run)`` (or ``start_soon``), or as an async
+    context manager that runs it in its own task group. ``current`` is the connection that is
+    ready now, or None.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        open_connection: Callable[[], ServerConnection],
+        restart: RestartPolicy,
+        emit: Callable[[HostEvent], None],
+        *,
+        health_interval_seconds: float | None = None,
+        health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS,
+        clock: Callable[[], float] = anyio.current_time,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        if health_interval_seconds is not None and not health_interval_seconds > 0:
+            raise ValueError("health_interval_seconds must be a positive number of seconds or None")
+        if not health_timeout_seconds > 0:
+            raise ValueError("health_timeout_seconds must be a positive number of seconds")
+        self.name = name
+        self.tracker = RestartTracker(restart, rng=rng)
+        self.health_interval_seconds = health_interval_seconds
+        self.health_timeout_seconds = health_timeout_seconds
+        self.attempts = 0  # connection attempts made
+        self._open_connection = open_connection
+        self._emit_event = emit
+        self._clock = clock
+        self._state: SupervisorState = "new"
+        self._current: ServerConnection | None = None
+        self._scope = anyio.CancelScope()
+        self._stopped = anyio.Event()
+        self._running = False
+        self._closing = False
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._log = get_logger("mcpl_host.supervisor", server=name)
+
+    def __repr__(self) -> str:
+        return f"<Supervisor {self.name!r} {self._state} attempts={self.attempts} {self.tracker!r}>"
+
+    @property
+    def state(self) -> SupervisorState:
+        """``new``, ``connecting``, ``ready``, ``degraded``, ``reconnecting``, ``gave_up`` or
+        ``closed``."""
+        return self._state
+
+    @property
+    def current(self) -> ServerConnection | None:
+        """The connection that has finished its handshake and not yet ended, or None."""
+        conn = self._current
+        return conn if conn is not None and conn.is_open else None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Supervisor:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        await tg.start(self.run)
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            await self.aclose()
+        finally:
+            tg, self._tg = self._tg, None
+            if tg is not None:
+                await tg.__aexit__(*exc_info)
+
+    async def aclose(self) -> None:
+        """Stop supervising: cancel ``run()`` and wait until its connection is closed (for
+        stdio: stdin closed, grace, SIGTERM, grace, SIGKILL, reaped). Idempotent; bounded by
+        the connection's ``close_grace_seconds`` (twice: queued output, then the process)
+        plus ``terminate_grace_seconds``.
+
+        **Cancellation:** the wait is shielded; when ``aclose()`` returns, no process is left.
+        """
+        self._closing = True
+        self._scope.cancel()
+        if self._running:
+            with anyio.CancelScope(shield=True):
+                await self._stopped.wait()
+        elif self._state != "gave_up":
+            self._state = "closed"
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Connect, watch, and reconnect per the policy until ``aclose()`` or a ``GiveUp``.
+
+        ``task_status.started()`` is called at once: a server that hangs on start delays
+        nobody. Returns after ``gave_up`` (the process is already reaped) or after
+        ``aclose()``.
+
+        Raises:
+            LocalProtocolError: ``run()`` was already called.
+
+        **Cancellation:** the connection in progress is closed, shielded and bounded, and its
+        process reaped; no event is emitted for it.
+        """
+        if self._running or self._stopped.is_set():
+            raise LocalProtocolError(f"supervisor {self.name!r} can run only once")
+        self._running = True
+        try:
+            task_status.started()
+            with self._scope:
+                await self._loop()
+        finally:
+            self._current = None
+            if self._state != "gave_up":
+                self._state = "closed"
+            self._stopped.set()
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def _emit(self, kind: str, **data: Any) -> None:
+        self._emit_event(HostEvent(self.name, kind, data))
+
+    async def _loop(self) -> None:
+        while not self._closing:
+            self.attempts += 1
+            attempt = self.attempts
+            self._state = "connecting"
+            self._emit("connecting", attempt=attempt)
+            reason = await self._attempt(attempt)
+            decision = self.tracker.record_failure(self._clock(), reason)
+            if isinstance(decision, GiveUp):
+                self._state = "gave_up"
+                self._log.warning("gave up restarting the server", reason=decision.reason)
+                self._emit("gave_up", reason=decision.reason, failures=decision.failures,
+                           windowSeconds=decision.window_seconds)
+                return
+            self._state = "reconnecting"
+            self._emit("reconnecting", attempt=decision.attempt, delaySeconds=decision.delay_seconds)
+            await anyio.sleep(decision.delay_seconds)  # the policy's output, the only wait here
+
+    async def _attempt(self, attempt: int) -> str:
+        """One connection from open to end; emits its events and returns the failure reason."""
+        started: float | None = None
+        ended: BaseException | str
+        conn: ServerConnection | None = None
+        try:
+            conn = self._open_connection()
+            async with conn:
+                started = self._clock()
+                self.tracker.record_start(started)
+                degraded = conn.mcpl_state is MCPLState.MCP_ONLY
+                self._state = "degraded" if degraded else "ready"
+                self._current = conn
+                try:
+                    self._emit("degraded" if degraded else "ready", **connection_data(conn, attempt))
+                    ended = await self._watch(conn)
+                finally:
+                    self._current = None
+        except (MCPLHostError, OSError) as exc:  # InitializeError, or lost while watching
+            ended = exc
+        except Exception as exc:  # a bug, or a connection that cannot be built: still a failure
+            self._log.exception("connection attempt failed")
+            ended = exc
+        tail = conn.stderr_tail if conn is not None else []
+        if isinstance(ended, str):  # a failed health check: the connection was closed by us
+            data = {"reason": ended, "exitStatus": None, "closeCode": None, "stderrTail": tail}
+        else:
+            data = failure_data(ended)
+            data["stderrTail"] = data["stderrTail"] or tail
+        phase = "start" if started is None else "running"
+        uptime = None if started is None else round(self._clock() - started, 3)
+        self._log.info("server disconnected", phase=phase, reason=data["reason"])
+        self._emit("disconnected", attempt=attempt, phase=phase, uptimeSeconds=uptime, **data)
+        return data["reason"]
+
+    async def _watch(self, conn: ServerConnection) -> BaseException | str:
+        """Wait until the connection ends (its reason) or a health ping fails (a phrase)."""
+        interval = self.health_interval_seconds
+        if interval is None:
+            return await conn.wait_closed()
+        outcome: list[BaseException | str] = []
+        async with anyio.create_task_group() as tg:
+
+            async def closed() -> None:
+                outcome.append(await conn.wait_closed())
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(closed)
+            while True:
+                await anyio.sleep(interval)
+                try:
+                    await conn.ping(timeout=self.health_timeout_seconds)
+                except RequestTimeout:
+                    outcome.append(f"did not answer ping within {describe_seconds(self.health_timeout_seconds)}")
+                    tg.cancel_scope.cancel()
+                    break
+                except (ConnectionLost, ConnectionClosed):
+                    await anyio.sleep_forever()  # closed() has the reason and ends the group
+                except MCPLHostError:
+                    continue  # an error answer, even a malformed one: it is alive
+        return outcome[0]
