@@ -153,3 +153,27 @@ async def test_k111_same_revision_as_in_force_is_not_fetched(tmp_path: Path) -> 
             await script.finished(conn)
     assert "mcpl/manifest" not in [m.get("method") for m in script.messages()]
     assert json.dumps(manifest)  # the revision in force is the server's own
+
+
+async def test_k112_change_while_the_initial_receipt_is_pending_never_widens(tmp_path: Path) -> None:
+    shrunk = {"version": "0.5", "channels": {"register": True},
+              "featureSets": {"demo": {"description": "d", "uses": ["pushEvents"]}}}
+    script = Script(tmp_path, [
+        {"expect": {"method": "initialize"}}, {"reply": result(OLD)},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}},  # the initial request, held back
+        {"send": changed(shrunk)},
+        {"expect": {"method": "mcpl/manifest"}},
+        {"reply": shrunk},
+        {"reply": {"accepted": True}, "id": 2},  # now the initial receipt
+        {"expect": {"method": "featureSets/update"}},  # the host tells what is in force
+        {"reply": {"accepted": True}},
+        {"send": push_event(70)},
+        {"wait_response": 70, "expect_error_code": -32002},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+            await script.finished(conn)
+            assert conn.grant is not None and not conn.grant.allows("pushEvents")
+    updates = [m for m in script.messages() if m.get("method") == "featureSets/update"]
+    assert "pushEvents" not in updates[-1]["params"]["effectiveCapabilities"]

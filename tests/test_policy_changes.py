@@ -146,3 +146,18 @@ async def test_e66_featuresets_changed_ignored_as_notification_and_32601_as_requ
             await script.finished(conn)
     assert any("featureSets/changed" in e["event"] for e in logs)
     assert MCPL_RESULT  # the manifest used by every test here
+
+
+async def test_d56_refusal_of_a_runtime_change_turns_mcpl_off(tmp_path: Path) -> None:
+    script = Script(tmp_path, [
+        *MCPL_HANDSHAKE,
+        {"expect": {"method": "featureSets/update"}},
+        {"reply": {"accepted": False, "fallback": "mcp-only"}},
+        {"send": push_event(64)},
+        {"wait_response": 64, "expect_error_code": -32002},
+    ])
+    with anyio.fail_after(20):
+        async with script.connect(policy=BOTH) as conn:
+            await conn.update_policy(GrantPolicy(grant=("pushEvents",)))
+            assert conn.mcpl_state is MCPLState.MCP_ONLY and conn.grant is None
+            await script.finished(conn)

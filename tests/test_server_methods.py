@@ -535,8 +535,10 @@ async def test_state_update_then_get_round_trip(tmp_path: Path) -> None:
     assert result(script, 3) == {"checkpoint": "c1", "data": {"n": 1}}
     assert result(script, 5) == {"checkpoint": "k1", "data": [1, 2], "state": [1, 2]}  # the alias echoed
     assert result(script, 7) == {"checkpoint": "c2", "data": None}  # an opaque reference
-    assert result(script, 8) == {"accepted": False, "reason": "not_applied"}  # no patch applier here
-    assert held is not None and held.checkpoint == "c3" and not held.has_data
+    # The parent c2 is an opaque reference: the patch cannot apply, and a refused update
+    # leaves the held state as it was.
+    assert result(script, 8) == {"accepted": False, "reason": "not_applied"}
+    assert held is not None and held.checkpoint == "c2" and not held.has_data
 
 
 async def test_state_methods_admitted_by_declared_and_enabled_feature_sets(tmp_path: Path) -> None:
@@ -579,3 +581,12 @@ def test_state_store_applies_a_patch_against_a_held_parent() -> None:
     current = store.current("fs")
     assert current is not None and current.data == {"x": 2} and current.parent == "a"
     assert store.apply("fs", {"checkpoint": "c", "parent": "zz", "patch": []}) is not None
+
+
+def test_refused_state_update_leaves_the_held_state() -> None:
+    store = FeatureSetStateStore()
+    store.apply("fs", {"checkpoint": "c3", "data": {"a": 1}})
+    bad = {"checkpoint": "c5", "parent": "c3", "patch": [{"op": "replace", "path": "/zz/b", "value": 1}]}
+    assert store.apply("fs", bad, keep_reference_on_problem=False) is not None
+    current = store.current("fs")
+    assert current is not None and (current.checkpoint, current.data) == ("c3", {"a": 1})

@@ -171,6 +171,9 @@ class MCPLNegotiation:
 
     async def _exchange(self, proposed: Grant, *, initial: bool) -> PolicyChange:
         async with self._policy_lock:
+            # Never propose what the manifest in force no longer advertises (it may have
+            # changed while this waited for the lock).
+            proposed = Grant(paths=proposed.paths & self.advertised, advertised=self.advertised)
             derivation = derive(self.feature_sets, proposed, self.feature_set_policy)
             if not initial and self.grant is not None:
                 # Reduction first (§6.7): what both the old and new grants allow, at once.
@@ -185,9 +188,14 @@ class MCPLNegotiation:
                 outcome = read_receipt(response.result)
                 self.policy_outcome = outcome
                 if outcome.accepted:
-                    self._set_in_force(proposed, derivation)  # never wider than proposed
+                    # Never wider than proposed, nor than what is advertised now (a manifest
+                    # change may have arrived while this request was out).
+                    in_force = Grant(paths=proposed.paths & self.advertised, advertised=self.advertised)
+                    self._set_in_force(in_force, derive(self.feature_sets, in_force, self.feature_set_policy))
                     self.mcpl_state = MCPLState.READY
-                elif initial:
+                else:  # a refusal turns MCPL off, at any time (§6.7)
+                    self.grant = None
+                    self.derivation = None
                     self.mcpl_state = MCPLState.MCP_ONLY
 
             try:
@@ -204,7 +212,14 @@ class MCPLNegotiation:
             outcome = self.policy_outcome
             assert outcome is not None
             self._report_receipt(outcome)
-            return PolicyChange(proposed, self.grant, outcome)
+            told = self.grant
+        if told is not None and told.paths != proposed.paths:
+            # The manifest shrank while the request was out: tell the server what is in force.
+            return await self._exchange(told, initial=False)
+        if not initial and not outcome.accepted and self._refusal_closes(outcome):
+            self._log.warning("the server refused the policy and asked to be closed; closing")
+            await self.aclose()
+        return PolicyChange(proposed, self.grant, outcome)
 
     def _set_in_force(self, grant: Grant, derivation: Derivation) -> None:
         self.grant = grant

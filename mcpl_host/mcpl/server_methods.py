@@ -278,7 +278,7 @@ class MCPLServerMethods:
             self._state_alias.add(name)
         elif "data" in params:
             self._state_alias.discard(name)
-        problem = store.apply(name, update)
+        problem = store.apply(name, update, keep_reference_on_problem=False)
         if problem is not None:
             self._log.info("state/update not applied", feature_set=ServerValue(name, self.redactor),
                            problem=problem)

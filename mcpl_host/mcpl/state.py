@@ -55,10 +55,12 @@ class FeatureSetStateStore:
             return {}
         return {"state": copy.deepcopy(entry.data)} if entry.has_data else {"checkpoint": entry.checkpoint}
 
-    def apply(self, feature_set: str, state: Any) -> str | None:
+    def apply(self, feature_set: str, state: Any, *, keep_reference_on_problem: bool = True) -> str | None:
         """Apply a tool result's ``state`` ``{checkpoint, parent, data? | patch?}`` (§8.2-§8.3;
         ``data`` wins over ``patch``). Returns None, or a sentence saying what was not
-        applied. Never raises on any JSON value."""
+        applied; then, with ``keep_reference_on_problem`` (tool results: the server has moved
+        on), the new checkpoint is kept as a reference, else (a refused ``state/update``) the
+        held state is left as it was. Never raises on any JSON value."""
         if not isinstance(state, Mapping) or not isinstance(state.get("checkpoint"), str):
             return "state has no string checkpoint; the held state is unchanged"
         checkpoint = state["checkpoint"]
@@ -77,7 +79,8 @@ class FeatureSetStateStore:
                     entry = StateEntry(checkpoint, parent, jsonpatch.apply_patch(base.data, state["patch"]), True)
                 except Exception as exc:  # untrusted input: any failure means "not applied"
                     problem = f"patch could not be applied ({type(exc).__name__})"
-        self._remember(feature_set, entry)
+        if problem is None or keep_reference_on_problem:
+            self._remember(feature_set, entry)
         return problem
 
     def rolled_back(self, feature_set: str, checkpoint: str) -> None:
