@@ -1,0 +1,38 @@
+"""Checklist MUSTs that are rules of a pure function (PROTOCOL.md §8 C 37, D 44, D 51)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from mcpl_host import GrantPolicy, connect_stdio
+from mcpl_host.mcpl.admission import admit
+from mcpl_host.mcpl.fanout import read_injections
+from mcpl_host.mcpl.grants import Grant
+
+INJECT_BEFORE = "contextHooks.beforeInference.inject.beforeUser"
+
+
+@pytest.mark.anyio
+async def test_c37_no_hook_traffic_before_the_receipt() -> None:
+    conn = connect_stdio(sys.executable, ["-c", "pass"], policy=GrantPolicy(grant_all_advertised=True))
+    assert conn.grant is None  # nothing in force until a receipt
+    assert not conn.before_inference_eligible
+
+
+def test_d44_denied_capabilities_never_feed_authorization() -> None:
+    grant = Grant(paths=frozenset({"pushEvents"}), advertised=frozenset({"pushEvents", "modelInfo"}))
+    assert grant.policy_params()["deniedCapabilities"] == ["modelInfo"]
+    assert admit("push/event", {}, grant) is None
+    assert admit("model/info", {}, grant) is not None  # denied stays denied, granted stays granted
+
+
+def test_d51_featureset_and_namespace_in_a_response_never_authorize() -> None:
+    grant = Grant(paths=frozenset({INJECT_BEFORE}))
+    answer = {"featureSet": "all-powerful", "contextInjections": [
+        {"namespace": "system", "position": "system", "content": "x"},
+        {"namespace": "granted-looking", "position": "beforeUser", "content": "y"}]}
+    reading = read_injections(answer, grant)
+    assert [i.position for i in reading.injections] == ["beforeUser"]
+    assert len(reading.dropped) == 1
