@@ -92,7 +92,7 @@ def connect_websocket(
     url: str,
     *,
     token: str | None = None,
-    token_in: Literal["query", "header"] = "query",
+    token_in: Literal["query", "header"] = "header",
     headers: Mapping[str, str] | None = None,
     name: str | None = None,
     handlers: HostHandlers | None = None,

@@ -175,7 +175,7 @@ def test_parameters_refuse_bad_urls_without_showing_secrets() -> None:
             WebSocketParameters(url)
         assert SECRET not in str(info.value)
     with pytest.raises(ValueError, match="both in the URL and as token=") as info:
-        WebSocketParameters(f"ws://127.0.0.1/?token={SECRET}", token=SECRET)
+        WebSocketParameters(f"ws://127.0.0.1/?token={SECRET}", token=SECRET, token_in="query")
     assert SECRET not in str(info.value)
     with pytest.raises(ValueError, match="NUL, CR or LF") as info:
         WebSocketParameters("ws://127.0.0.1/", headers={"X-Key": f"{SECRET}\r\nX-Evil: 1"})

@@ -69,7 +69,7 @@ class WebSocketParameters:
 
     url: str
     token: str | None = None
-    token_in: Literal["query", "header"] = "query"
+    token_in: Literal["query", "header"] = "header"
     headers: Mapping[str, str] = field(default_factory=dict)
     open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS
     keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS
