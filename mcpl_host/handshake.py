@@ -37,6 +37,13 @@ SERVED_MCPL_VERSIONS = frozenset({"0.4", "0.5"})
 HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
     "version": MCPL_VERSION,
     "pushEvents": True,
+    "contextHooks": {"beforeInference": True},
+    "inferenceLifecycle": True,
+    "inferenceRequest": {"streaming": True},
+    "modelInfo": True,
+    # channels.acknowledge and channels.typing are not built: not advertised.
+    "channels": {"register": True, "publish": True, "incoming": True, "lifecycle": True,
+                 "streaming": True},
     "featureSets": True,
 }
 

@@ -36,3 +36,13 @@ def test_d51_featureset_and_namespace_in_a_response_never_authorize() -> None:
     reading = read_injections(answer, grant)
     assert [i.position for i in reading.injections] == ["beforeUser"]
     assert len(reading.dropped) == 1
+
+
+def test_c27_host_advertises_what_it_implements_in_the_server_shape() -> None:
+    from mcpl_host.handshake import HOST_MCPL_ADVERTISEMENT
+    from mcpl_host.mcpl.grants import expand_advertisement
+
+    advertised = expand_advertisement(HOST_MCPL_ADVERTISEMENT)
+    assert HOST_MCPL_ADVERTISEMENT["version"] == "0.5"
+    assert "inferenceRequest.streaming" in advertised and "channels.register" in advertised
+    assert "channels.acknowledge" not in advertised and "channels.typing" not in advertised
