@@ -53,6 +53,7 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from mcpl_host._tasks import leave_task_group
 from mcpl_host.config import HostConfig, ServerConfig
 from mcpl_host.connect import connect_stdio, connect_websocket
 from mcpl_host.connection import ServerConnection
@@ -324,13 +325,7 @@ class Host:
             await self.aclose()
         finally:
             tg, self._tg = self._tg, None
-            if tg is not None:
-                # Every supervisor has ended. Hand the group only a cancellation (which its
-                # scope may own); any other error propagates as is, not in an ExceptionGroup.
-                if isinstance(exc_info[1], anyio.get_cancelled_exc_class()):
-                    await tg.__aexit__(*exc_info)
-                else:
-                    await tg.__aexit__(None, None, None)
+            await leave_task_group(tg, *exc_info)  # every supervisor has ended
             self._receive.close()
 
     async def aclose(self) -> None:

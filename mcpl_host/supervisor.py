@@ -57,6 +57,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
+from mcpl_host._tasks import leave_task_group
 from mcpl_host.connection import ServerConnection
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
@@ -226,8 +227,7 @@ class Supervisor:
             await self.aclose()
         finally:
             tg, self._tg = self._tg, None
-            if tg is not None:
-                await tg.__aexit__(*exc_info)
+            await leave_task_group(tg, *exc_info)  # run() has ended
 
     async def aclose(self) -> None:
         """Stop supervising: cancel ``run()`` and wait until its connection is closed (for

@@ -14,9 +14,12 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+import structlog
+from structlog.testing import capture_logs
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -73,3 +76,15 @@ def _no_leftover_processes() -> Iterator[None]:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     assert not leftovers, "processes outlived the tests: " + "; ".join(leftovers.values())
+
+
+@pytest.fixture
+def logs() -> Iterator[list[dict[str, Any]]]:
+    """Every log event of the test, whatever level filter an earlier test configured."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        with capture_logs() as captured:
+            yield captured
+    finally:
+        structlog.configure(**saved)

@@ -17,8 +17,6 @@ from typing import Any
 
 import anyio
 import pytest
-import structlog
-from structlog.testing import capture_logs
 
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
@@ -34,7 +32,8 @@ from mcpl_host.transports.stdio import (
 
 from .conftest import FIXTURES
 
-pytestmark = pytest.mark.anyio
+# Every test here captures its log events (tests/conftest.py ``logs``).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
 
 #: Seconds: a generous bound on anything that should be prompt.
 TIMEOUT = 15
@@ -52,16 +51,6 @@ def is_gone(pid: int | None) -> bool:
     return not os.path.exists(f"/proc/{pid}")
 
 
-@pytest.fixture(autouse=True)
-def logs() -> Any:
-    """Every log event of the test, whatever level filter an earlier test configured."""
-    saved = structlog.get_config()
-    structlog.reset_defaults()
-    try:
-        with capture_logs() as captured:
-            yield captured
-    finally:
-        structlog.configure(**saved)
 
 
 def stderr_events(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,8 +29,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
-import structlog
-from structlog.testing import capture_logs
 
 from mcpl_host import (
     ConnectionClosed,
@@ -56,7 +54,8 @@ from mcpl_host.transports.websocket import (
 from .conftest import FIXTURES
 from .wire import MCP_HANDSHAKE, SCRIPTED, Script, TestHandlers, mark
 
-pytestmark = pytest.mark.anyio
+# Every test here captures its log events (tests/conftest.py ``logs``).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
 
 #: Seconds: a generous bound on anything that should be prompt.
 TIMEOUT = 15
@@ -68,16 +67,6 @@ DEMO = FIXTURES / "demo_server.py"
 FAST = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
 
 
-@pytest.fixture(autouse=True)
-def logs() -> Any:
-    """Every log event of the test, whatever level filter an earlier test configured."""
-    saved = structlog.get_config()
-    structlog.reset_defaults()
-    try:
-        with capture_logs() as captured:
-            yield captured
-    finally:
-        structlog.configure(**saved)
 
 
 def assert_no_secret(logs: list[dict[str, Any]], *texts: str) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from mcpl_host._tasks import leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
 from mcpl_host.limits import Limits
@@ -253,13 +254,7 @@ class StdioTransport:
             await self.aclose()
         finally:
             task_group, self._task_group = self._task_group, None
-            if task_group is not None:
-                # The pump has ended. Hand the task group only a cancellation (which its
-                # scope may own); any other error propagates as is, not in an ExceptionGroup.
-                if isinstance(exc, anyio.get_cancelled_exc_class()):
-                    await task_group.__aexit__(exc_type, exc, tb)
-                else:
-                    await task_group.__aexit__(None, None, None)
+            await leave_task_group(task_group, exc_type, exc, tb)  # the pump has ended
 
     async def _spawn(self) -> anyio.abc.Process:
         params = self._params

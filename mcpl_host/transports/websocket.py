@@ -58,6 +58,7 @@ from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError as WsLocalError
 from wsproto.utilities import RemoteProtocolError as WsRemoteError
 
+from mcpl_host._tasks import leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
@@ -222,13 +223,7 @@ class WebSocketTransport:
             await self.aclose()
         finally:
             task_group, self._task_group = self._task_group, None
-            if task_group is not None:
-                # The keepalive task has ended. Hand the group only a cancellation (which
-                # its scope may own); other errors propagate as they are.
-                if isinstance(exc, anyio.get_cancelled_exc_class()):
-                    await task_group.__aexit__(exc_type, exc, tb)
-                else:
-                    await task_group.__aexit__(None, None, None)
+            await leave_task_group(task_group, exc_type, exc, tb)  # keepalive has ended
 
     async def _open_within_timeout(self) -> None:
         seconds = self._params.open_timeout_seconds
