@@ -58,9 +58,12 @@ MAX_KEPT_EVENTS = 1000
 EXIT_OK, EXIT_SERVER_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _LEVELS = ["debug", "info", "warning", "error"]
 # (document key, capability that must be advertised, ServerConnection method)
-_LISTS = (("tools", "tools", "list_tools"), ("resources", "resources", "list_resources"),
-          ("resourceTemplates", "resources", "list_resource_templates"),
-          ("prompts", "prompts", "list_prompts"))
+_LISTS = (
+    ("tools", "tools", "list_tools"),
+    ("resources", "resources", "list_resources"),
+    ("resourceTemplates", "resources", "list_resource_templates"),
+    ("prompts", "prompts", "list_prompts"),
+)
 
 
 def demo_server_path() -> Path:
@@ -70,8 +73,9 @@ def demo_server_path() -> Path:
     for path in (package / "_fixtures" / "demo_server.py", package.parent / "fixtures" / "demo_server.py"):
         if path.is_file():
             return path
-    raise click.UsageError("the bundled demo server is missing from this installation; "
-                           "give a server command after '--'")
+    raise click.UsageError(
+        "the bundled demo server is missing from this installation; give a server command after '--'"
+    )
 
 
 class ProbeHandlers(HostHandlers):
@@ -89,8 +93,13 @@ class ProbeHandlers(HostHandlers):
 
     def _record(self, kind: str, method: str, params: Any, **outcome: Any) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
-        event = {"kind": kind, "method": method, "params": params, **outcome,
-                 "time": now.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+        event = {
+            "kind": kind,
+            "method": method,
+            "params": params,
+            **outcome,
+            "time": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        }
         if len(self.events) < MAX_KEPT_EVENTS:
             self.events.append(event)
         else:
@@ -156,7 +165,9 @@ async def _list_offers(doc: dict[str, Any], conn: Any) -> None:
 
 
 async def _probe(
-    target: dict[str, Any], listen: float, out: report.ReportConsole | None,
+    target: dict[str, Any],
+    listen: float,
+    out: report.ReportConsole | None,
     connect: Callable[[HostHandlers], ServerConnection],
 ) -> tuple[dict[str, Any], int]:
     """Run one probe of the connection ``connect(handlers)`` builds; ``target`` (``command``,
@@ -194,8 +205,12 @@ async def _probe(
                         doc["listenInterrupted"] = listen_scope.cancelled_caught
                     interrupts.armed = False  # closing is bounded: never interrupted
             if probe_scope.cancelled_caught:
-                doc["error"] = {"type": "Interrupted", "message": f"interrupted during {phase}",
-                                "code": None, "stderr_tail": conn.stderr_tail}
+                doc["error"] = {
+                    "type": "Interrupted",
+                    "message": f"interrupted during {phase}",
+                    "code": None,
+                    "stderr_tail": conn.stderr_tail,
+                }
                 status = EXIT_INTERRUPTED
         except (MCPLHostError, OSError) as exc:
             doc["error"], status = report.error_object(exc, conn.stderr_tail), EXIT_SERVER_FAILED
@@ -230,8 +245,9 @@ def _load_config(ctx: click.Context, path: str) -> HostConfig:
         return load_config(path)
     except ConfigError as exc:
         count = len(exc.problems)
-        click.echo(f"Error: {path} has {count} problem{'s' if count != 1 else ''}; nothing was started:",
-                   err=True)
+        click.echo(
+            f"Error: {path} has {count} problem{'s' if count != 1 else ''}; nothing was started:", err=True
+        )
         for problem in exc.problems:
             click.echo(f"  {report.safe_text(str(problem), max_chars=1000)}", err=True)
         ctx.exit(EXIT_USAGE)
@@ -262,8 +278,11 @@ class Seconds(click.ParamType):
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
         if math.isnan(number) or number < 0 or (number == 0 and not self.allow_zero):
-            self.fail(f"{value!r} must be {'zero or more' if self.allow_zero else 'more than zero'} seconds",
-                      param, ctx)
+            self.fail(
+                f"{value!r} must be {'zero or more' if self.allow_zero else 'more than zero'} seconds",
+                param,
+                ctx,
+            )
         return number
 
 
@@ -287,59 +306,141 @@ def main() -> None:
     """Host MCPL (MCP Live) and plain MCP servers over stdio and WebSocket."""
 
 
-@main.command(context_settings={"max_content_width": 100}, epilog="""\b
+@main.command(
+    context_settings={"max_content_width": 100},
+    epilog="""\b
 Examples:
   mcpl-host probe                                   # the bundled demo MCPL server
   mcpl-host probe --listen 5                        # ...and show its push events
   mcpl-host probe --json -- python -m mcp_server_time
   mcpl-host probe --env API_TOKEN=... -- npx -y @modelcontextprotocol/server-everything stdio
   mcpl-host probe --ws wss://mcpl.example.com/v1 --token-in query   # token from $MCPL_HOST_TOKEN
-  mcpl-host probe --config servers.json --server time""")
-@click.option("--ws", "ws_url", metavar="URL",
-              help="Probe the WebSocket server at URL (ws:// or wss://) instead of starting a command.")
-@click.option("--token", envvar="MCPL_HOST_TOKEN", metavar="TOKEN",
-              help="With --ws: the credential to send (default: $MCPL_HOST_TOKEN). Redacted from all "
-                   "output.")
-@click.option("--token-in", type=click.Choice(["header", "query"]), default="header", show_default=True,
-              help="With --ws: send the token as 'Authorization: Bearer' or as the query parameter token.")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Probe a server of this config file (with --server), with its settings: command or "
-                   "URL, env, grant and feature-set policy, timeouts. --grant/--deny and an explicit "
-                   "--timeout/--request-timeout override the file.")
+  mcpl-host probe --config servers.json --server time""",
+)
+@click.option(
+    "--ws",
+    "ws_url",
+    metavar="URL",
+    help="Probe the WebSocket server at URL (ws:// or wss://) instead of starting a command.",
+)
+@click.option(
+    "--token",
+    envvar="MCPL_HOST_TOKEN",
+    metavar="TOKEN",
+    help="With --ws: the credential to send (default: $MCPL_HOST_TOKEN). Redacted from all output.",
+)
+@click.option(
+    "--token-in",
+    type=click.Choice(["header", "query"]),
+    default="header",
+    show_default=True,
+    help="With --ws: send the token as 'Authorization: Bearer' or as the query parameter token.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Probe a server of this config file (with --server), with its settings: command or "
+    "URL, env, grant and feature-set policy, timeouts. --grant/--deny and an explicit "
+    "--timeout/--request-timeout override the file.",
+)
 @click.option("--server", "server_name", metavar="NAME", help="With --config: the server to probe.")
-@click.option("--env", "env", type=EnvPair(), multiple=True, metavar="KEY=VALUE",
-              help="Set a variable in the server's environment (repeatable). Values are secrets: "
-                   "they are redacted from all output.")
-@click.option("--inherit-env", is_flag=True,
-              help="Pass this shell's whole environment to the server (default: PATH, HOME, locale "
-                   "and proxy variables only).")
+@click.option(
+    "--env",
+    "env",
+    type=EnvPair(),
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a variable in the server's environment (repeatable). Values are secrets: "
+    "they are redacted from all output.",
+)
+@click.option(
+    "--inherit-env",
+    is_flag=True,
+    help="Pass this shell's whole environment to the server (default: PATH, HOME, locale "
+    "and proxy variables only).",
+)
 @click.option("--cwd", type=click.Path(exists=True, file_okay=False), help="Working directory of the server.")
-@click.option("--timeout", type=Seconds(allow_zero=False), default=DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
-              show_default=True, help="Seconds to wait for the server's answer to initialize.")
-@click.option("--request-timeout", type=Seconds(allow_zero=False), default=DEFAULT_REQUEST_TIMEOUT_SECONDS,
-              show_default=True,
-              help="Seconds to wait for each later answer (featureSets/update, list calls).")
-@click.option("--listen", type=Seconds(allow_zero=True), default=0, show_default=True,
-              help="Seconds to listen for push events, notifications and server requests after "
-                   "listing ('inf': until Ctrl-C).")
-@click.option("--grant", "grants", multiple=True, metavar="PATTERN",
-              help="Grant only the advertised MCPL capabilities matching PATTERN (repeatable; '*' "
-                   "matches one segment, e.g. 'channels.*'). Default: grant all advertised.")
-@click.option("--deny", "denies", multiple=True, metavar="PATTERN",
-              help="Never grant capabilities matching PATTERN (repeatable; wins over --grant).")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON document on stdout instead of the report; logs become JSON lines.")
-@click.option("--log-level", type=click.Choice(_LEVELS), default="warning", show_default=True,
-              help="Least level of log lines written to stderr.")
-@click.option("--stderr-level", type=click.Choice(_LEVELS), default="debug", show_default=True,
-              help="Level at which the server's stderr lines are logged.")
+@click.option(
+    "--timeout",
+    type=Seconds(allow_zero=False),
+    default=DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
+    show_default=True,
+    help="Seconds to wait for the server's answer to initialize.",
+)
+@click.option(
+    "--request-timeout",
+    type=Seconds(allow_zero=False),
+    default=DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    show_default=True,
+    help="Seconds to wait for each later answer (featureSets/update, list calls).",
+)
+@click.option(
+    "--listen",
+    type=Seconds(allow_zero=True),
+    default=0,
+    show_default=True,
+    help="Seconds to listen for push events, notifications and server requests after "
+    "listing ('inf': until Ctrl-C).",
+)
+@click.option(
+    "--grant",
+    "grants",
+    multiple=True,
+    metavar="PATTERN",
+    help="Grant only the advertised MCPL capabilities matching PATTERN (repeatable; '*' "
+    "matches one segment, e.g. 'channels.*'). Default: grant all advertised.",
+)
+@click.option(
+    "--deny",
+    "denies",
+    multiple=True,
+    metavar="PATTERN",
+    help="Never grant capabilities matching PATTERN (repeatable; wins over --grant).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON document on stdout instead of the report; logs become JSON lines.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(_LEVELS),
+    default="warning",
+    show_default=True,
+    help="Least level of log lines written to stderr.",
+)
+@click.option(
+    "--stderr-level",
+    type=click.Choice(_LEVELS),
+    default="debug",
+    show_default=True,
+    help="Level at which the server's stderr lines are logged.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
-def probe(ctx: click.Context, ws_url: str | None, token: str | None, token_in: Literal["header", "query"],
-          config_file: str | None, server_name: str | None, env: tuple[tuple[str, str], ...],
-          inherit_env: bool, cwd: str | None, timeout: float, request_timeout: float, listen: float,
-          grants: tuple[str, ...], denies: tuple[str, ...], as_json: bool, log_level: str,
-          stderr_level: str, command: tuple[str, ...]) -> None:
+def probe(
+    ctx: click.Context,
+    ws_url: str | None,
+    token: str | None,
+    token_in: Literal["header", "query"],
+    config_file: str | None,
+    server_name: str | None,
+    env: tuple[tuple[str, str], ...],
+    inherit_env: bool,
+    cwd: str | None,
+    timeout: float,
+    request_timeout: float,
+    listen: float,
+    grants: tuple[str, ...],
+    denies: tuple[str, ...],
+    as_json: bool,
+    log_level: str,
+    stderr_level: str,
+    command: tuple[str, ...],
+) -> None:
     """Start a server, run the handshake, and list what it offers.
 
     Spawns COMMAND (or dials --ws URL, or starts --server NAME of --config FILE; with none
@@ -356,10 +457,14 @@ def probe(ctx: click.Context, ws_url: str | None, token: str | None, token_in: L
       2    usage or configuration error
       130  interrupted by Ctrl-C before the listing was done
     """
-    explicit = {name for name in ctx.params
-                if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
-    targets = [what for what, given in (("a command", command), ("--ws", ws_url), ("--config", config_file))
-               if given]
+    explicit = {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    }
+    targets = [
+        what for what, given in (("a command", command), ("--ws", ws_url), ("--config", config_file)) if given
+    ]
     if len(targets) > 1:
         raise click.UsageError(f"give a command, --ws URL or --config FILE, not {' and '.join(targets)}")
     if (config_file is None) != (server_name is None):
@@ -368,34 +473,58 @@ def probe(ctx: click.Context, ws_url: str | None, token: str | None, token_in: L
         raise click.UsageError("--token and --token-in apply only with --ws")
     if (ws_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
         raise click.UsageError("--env, --cwd and --inherit-env apply only to a command")
-    policy = GrantPolicy(grant=grants, deny=denies) if grants else \
-        GrantPolicy(grant_all_advertised=True, deny=denies)
+    policy = (
+        GrantPolicy(grant=grants, deny=denies)
+        if grants
+        else GrantPolicy(grant_all_advertised=True, deny=denies)
+    )
     limits = Limits(handshake_timeout_seconds=timeout, request_timeout_seconds=request_timeout)
     connect: Callable[[HostHandlers], ServerConnection]
     if config_file is not None:
         assert server_name is not None
         server = _config_server(ctx, config_file, server_name)
-        server = dataclasses.replace(server, limits=dataclasses.replace(server.limits, **{
-            field: value for option, field, value in (
-                ("timeout", "handshake_timeout_seconds", timeout),
-                ("request_timeout", "request_timeout_seconds", request_timeout)) if option in explicit}))
+        server = dataclasses.replace(
+            server,
+            limits=dataclasses.replace(
+                server.limits,
+                **{
+                    field: value
+                    for option, field, value in (
+                        ("timeout", "handshake_timeout_seconds", timeout),
+                        ("request_timeout", "request_timeout_seconds", request_timeout),
+                    )
+                    if option in explicit
+                },
+            ),
+        )
         if explicit & {"grants", "denies"}:
             server = dataclasses.replace(server, grant_policy=policy)
-        target: dict[str, Any] = {"command": [server.command, *server.args] if server.command else [],
-                                  "config": {"file": config_file, "server": server_name}}
+        target: dict[str, Any] = {
+            "command": [server.command, *server.args] if server.command else [],
+            "config": {"file": config_file, "server": server_name},
+        }
         connect = functools.partial(_connect_config, server)
     elif ws_url is not None:
         target = {"command": [], "url": shown_url(ws_url, Redactor([token] if token else []))}
-        connect = functools.partial(_connect_ws, ws_url, token=token, token_in=token_in, policy=policy,
-                                    limits=limits)
+        connect = functools.partial(
+            _connect_ws, ws_url, token=token, token_in=token_in, policy=policy, limits=limits
+        )
     else:
         name = None
         if not command:
             command, name = (sys.executable, str(demo_server_path())), "mcpl-demo"
         target = {"command": list(command)}
-        connect = functools.partial(_connect_command, list(command), name=name, env=dict(env), cwd=cwd,
-                                    inherit_env=inherit_env, policy=policy, limits=limits,
-                                    stderr_log_level=stderr_level)
+        connect = functools.partial(
+            _connect_command,
+            list(command),
+            name=name,
+            env=dict(env),
+            cwd=cwd,
+            inherit_env=inherit_env,
+            policy=policy,
+            limits=limits,
+            stderr_log_level=stderr_level,
+        )
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
     run = functools.partial(_probe, target, listen, out, connect)
@@ -427,8 +556,9 @@ async def _host(config: HostConfig, out: report.ReportConsole | None, health: fl
         await tg.start(interrupts.watch)
         with interrupts.phase():
             # Servers' requests are answered -32601 (push events accepted) and reported.
-            async with Host(config, handlers_factory=lambda name: HostHandlers(),
-                            health_interval_seconds=health) as host:
+            async with Host(
+                config, handlers_factory=lambda name: HostHandlers(), health_interval_seconds=health
+            ) as host:
                 if out is not None:
                     report.render_run_start(out, config.source, host.servers)
                 async for event in host.events():
@@ -450,21 +580,40 @@ async def _host(config: HostConfig, out: report.ReportConsole | None, health: fl
     return status
 
 
-@main.command(context_settings={"max_content_width": 100}, epilog="""\b
+@main.command(
+    context_settings={"max_content_width": 100},
+    epilog="""\b
 Examples:
   mcpl-host run servers.json
-  mcpl-host run --json servers.json | jq 'select(.kind == "push_event")'""")
+  mcpl-host run --json servers.json | jq 'select(.kind == "push_event")'""",
+)
 @click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object per event on stdout; logs become JSON lines on stderr.")
-@click.option("--log-level", type=click.Choice(_LEVELS), default="warning", show_default=True,
-              help="Least level of log lines written to stderr.")
-@click.option("--health-interval", type=Seconds(allow_zero=False), default=None, metavar="SECONDS",
-              help=f"Ping every server this often; one that does not answer within "
-                   f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s is restarted per its restart policy (default: "
-                   f"no pings).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object per event on stdout; logs become JSON lines on stderr.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(_LEVELS),
+    default="warning",
+    show_default=True,
+    help="Least level of log lines written to stderr.",
+)
+@click.option(
+    "--health-interval",
+    type=Seconds(allow_zero=False),
+    default=None,
+    metavar="SECONDS",
+    help=f"Ping every server this often; one that does not answer within "
+    f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s is restarted per its restart policy (default: "
+    f"no pings).",
+)
 @click.pass_context
-def run(ctx: click.Context, config_file: str, as_json: bool, log_level: str, health_interval: float | None) -> None:
+def run(
+    ctx: click.Context, config_file: str, as_json: bool, log_level: str, health_interval: float | None
+) -> None:
     """Host the servers in CONFIG and print what happens until Ctrl-C.
 
     CONFIG is the usual {"mcpServers": {...}} JSON (also "mcplServers"), with our keys for

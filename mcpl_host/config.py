@@ -57,29 +57,56 @@ from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import VOCABULARY, GrantPolicy, matches
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
 
-__all__ = ["SECTIONS", "ConfigError", "ConfigProblem", "HostConfig", "ServerConfig",
-           "load_config", "parse_config"]
+__all__ = [
+    "SECTIONS",
+    "ConfigError",
+    "ConfigProblem",
+    "HostConfig",
+    "ServerConfig",
+    "load_config",
+    "parse_config",
+]
 
 #: Top-level keys holding servers, in merge order.
 SECTIONS = ("mcpServers", "mcplServers")
 Transport = Literal["stdio", "websocket"]
 #: Server key -> (``ServerConfig`` field, ``_Problems`` reader, the transport it belongs to).
 #: An empty field or reader: read by its own code in ``_server``.
-_KEYS = {"command": ("command", "string", "stdio"), "args": ("args", "strings", "stdio"),
-         "env": ("env", "string_map", "stdio"), "cwd": ("cwd", "string", "stdio"),
-         "inheritEnv": ("inherit_env", "boolean", "stdio"), "url": ("url", "string", "websocket"),
-         "token": ("token", "string", "websocket"), "tokenIn": ("token_in", "", "websocket"),
-         "headers": ("headers", "string_map", "websocket"), "secrets": ("secrets", "strings", ""),
-         "disabled": ("disabled", "boolean", ""), "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
-         **dict.fromkeys(("transport", "type", "grant", "deny", "featureSets", "timeouts", "maxLineBytes",
-                          "restart"), ("", "", ""))}
+_KEYS = {
+    "command": ("command", "string", "stdio"),
+    "args": ("args", "strings", "stdio"),
+    "env": ("env", "string_map", "stdio"),
+    "cwd": ("cwd", "string", "stdio"),
+    "inheritEnv": ("inherit_env", "boolean", "stdio"),
+    "url": ("url", "string", "websocket"),
+    "token": ("token", "string", "websocket"),
+    "tokenIn": ("token_in", "", "websocket"),
+    "headers": ("headers", "string_map", "websocket"),
+    "secrets": ("secrets", "strings", ""),
+    "disabled": ("disabled", "boolean", ""),
+    "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
+    **dict.fromkeys(
+        ("transport", "type", "grant", "deny", "featureSets", "timeouts", "maxLineBytes", "restart"),
+        ("", "", ""),
+    ),
+}
 #: ``timeouts`` key -> (``Limits`` field, whether 0 is allowed).
-_TIMEOUTS = {"handshake": ("handshake_timeout_seconds", False), "request": ("request_timeout_seconds", False),
-             "closeGrace": ("close_grace_seconds", True), "terminateGrace": ("terminate_grace_seconds", True)}
+_TIMEOUTS = {
+    "handshake": ("handshake_timeout_seconds", False),
+    "request": ("request_timeout_seconds", False),
+    "closeGrace": ("close_grace_seconds", True),
+    "terminateGrace": ("terminate_grace_seconds", True),
+}
 #: ``restart`` key -> ``RestartPolicy`` field.
-_RESTART = {"enabled": "enabled", "baseDelay": "base_delay_seconds", "maxDelay": "max_delay_seconds",
-            "jitter": "jitter", "healthyAfter": "healthy_after_seconds", "maxFailures": "max_failures",
-            "failureWindow": "failure_window_seconds"}
+_RESTART = {
+    "enabled": "enabled",
+    "baseDelay": "base_delay_seconds",
+    "maxDelay": "max_delay_seconds",
+    "jitter": "jitter",
+    "healthyAfter": "healthy_after_seconds",
+    "maxFailures": "max_failures",
+    "failureWindow": "failure_window_seconds",
+}
 #: What a mistyped capability pattern is compared with for a hint: the paths, and ``parent.*``.
 _PATTERN_HINTS = sorted(VOCABULARY | {path.rsplit(".", 1)[0] + ".*" for path in VOCABULARY if "." in path})
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -179,7 +206,9 @@ def load_config(path: str | os.PathLike[str]) -> HostConfig:
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except OSError as exc:
-        raise ConfigError([ConfigProblem("", f"cannot read the file: {exc.strerror or exc}")], source) from exc
+        raise ConfigError(
+            [ConfigProblem("", f"cannot read the file: {exc.strerror or exc}")], source
+        ) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError([ConfigProblem(f"byte {exc.start}", "the file is not UTF-8 text")], source) from exc
     try:
@@ -262,8 +291,9 @@ class _Problems:
     def add(self, loc: str, message: str) -> None:
         self.problems.append(ConfigProblem(loc, message))
 
-    def typed(self, value: Any, loc: str, ok: Callable[[Any], bool], expected: str, *,
-              show: bool = False) -> Any:
+    def typed(
+        self, value: Any, loc: str, ok: Callable[[Any], bool], expected: str, *, show: bool = False
+    ) -> Any:
         """``value`` if ``ok(value)``, else None and a problem. The value itself is shown only
         with ``show``: the values of keys such as ``env`` or ``args`` may be secrets."""
         if ok(value):
@@ -271,8 +301,9 @@ class _Problems:
         self.add(loc, f"must be {expected}, not {_kind(value, show=show)}")
         return None
 
-    def obj(self, value: Any, loc: str, expected: str = "an object", *,
-            known: Collection[str] | None = None) -> dict[str, Any] | None:
+    def obj(
+        self, value: Any, loc: str, expected: str = "an object", *, known: Collection[str] | None = None
+    ) -> dict[str, Any] | None:
         if value is _ABSENT or self.typed(value, loc, lambda v: isinstance(v, dict), expected) is None:
             return None
         for key in getattr(value, "repeated", ()):
@@ -292,13 +323,17 @@ class _Problems:
     def strings(self, value: Any, loc: str) -> tuple[str, ...] | None:
         if self.typed(value, loc, lambda v: isinstance(v, list), "an array of strings") is None:
             return None
-        good = [self.typed(v, _at(loc, i), lambda v: isinstance(v, str), "a string") for i, v in enumerate(value)]
+        good = [
+            self.typed(v, _at(loc, i), lambda v: isinstance(v, str), "a string") for i, v in enumerate(value)
+        ]
         return tuple(good) if None not in good else None
 
     def string_map(self, value: Any, loc: str) -> dict[str, str] | None:
         if self.obj(value, loc, "an object of strings") is None:
             return None
-        good = {k: self.typed(v, _at(loc, k), lambda v: isinstance(v, str), "a string") for k, v in value.items()}
+        good = {
+            k: self.typed(v, _at(loc, k), lambda v: isinstance(v, str), "a string") for k, v in value.items()
+        }
         return good if None not in good.values() else None
 
     def patterns(self, value: Any, loc: str) -> tuple[str, ...]:
@@ -344,17 +379,26 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
     elif not host:
         p.add(_at(loc, "url"), "must be a ws:// or wss:// URL; it has no host")
     if "tokenIn" in entry:
-        kw["token_in"] = p.typed(entry["tokenIn"], _at(loc, "tokenIn"), lambda v: v in ("header", "query"),
-                                 '"header" or "query"', show=True)
+        kw["token_in"] = p.typed(
+            entry["tokenIn"],
+            _at(loc, "tokenIn"),
+            lambda v: v in ("header", "query"),
+            '"header" or "query"',
+            show=True,
+        )
         if "token" not in entry:
             p.add(_at(loc, "tokenIn"), 'has no effect without "token"')
     for i, secret in enumerate(kw.get("secrets") or ()):
         if len(secret) < MIN_SECRET_CHARS:
-            p.add(_at(_at(loc, "secrets"), i), f"is shorter than {MIN_SECRET_CHARS} characters, "
-                                               "so it would not be redacted")
-    kw["grant_policy"] = GrantPolicy(p.patterns(entry.get("grant", _ABSENT), _at(loc, "grant")),
-                                     p.patterns(entry.get("deny", _ABSENT), _at(loc, "deny")),
-                                     bool(kw.pop("grant_all_advertised", False)))
+            p.add(
+                _at(_at(loc, "secrets"), i),
+                f"is shorter than {MIN_SECRET_CHARS} characters, so it would not be redacted",
+            )
+    kw["grant_policy"] = GrantPolicy(
+        p.patterns(entry.get("grant", _ABSENT), _at(loc, "grant")),
+        p.patterns(entry.get("deny", _ABSENT), _at(loc, "deny")),
+        bool(kw.pop("grant_all_advertised", False)),
+    )
     kw["feature_set_policy"] = _feature_sets(entry.get("featureSets", _ABSENT), _at(loc, "featureSets"), p)
     kw["limits"] = _limits(entry, loc, p)
     kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)
@@ -370,8 +414,13 @@ def _transport(entry: dict[str, Any], loc: str, p: _Problems) -> Transport | Non
         return None
     key = "transport" if "transport" in entry else "type"
     if key in entry:
-        return p.typed(entry[key], _at(loc, key), lambda v: v in ("stdio", "websocket"),
-                       '"stdio" or "websocket"', show=True)
+        return p.typed(
+            entry[key],
+            _at(loc, key),
+            lambda v: v in ("stdio", "websocket"),
+            '"stdio" or "websocket"',
+            show=True,
+        )
     if "command" in entry and "url" in entry:
         p.add(loc, 'has both "command" and "url"; set "transport" to "stdio" or "websocket"')
         return None
@@ -394,16 +443,24 @@ def _limits(entry: dict[str, Any], loc: str, p: _Problems) -> Limits:
     block = p.obj(entry.get("timeouts", _ABSENT), _at(loc, "timeouts"), known=_TIMEOUTS) or {}
     for key in (key for key in block if key in _TIMEOUTS):
         attr, zero_ok = _TIMEOUTS[key]
-        changes[attr] = p.typed(block[key], _at(_at(loc, "timeouts"), key),
-                                lambda v, z=zero_ok: _is_number(v) and (v > 0 or (z and v == 0)),
-                                "a number of seconds, 0 or more" if zero_ok else "a positive number of seconds",
-                                show=True)
+        changes[attr] = p.typed(
+            block[key],
+            _at(_at(loc, "timeouts"), key),
+            lambda v, z=zero_ok: _is_number(v) and (v > 0 or (z and v == 0)),
+            "a number of seconds, 0 or more" if zero_ok else "a positive number of seconds",
+            show=True,
+        )
     if "maxLineBytes" in entry:
         changes["max_line_bytes"] = p.typed(
-            entry["maxLineBytes"], _at(loc, "maxLineBytes"), lambda v: _is_number(v) and v > 0 and v == int(v),
-            "a positive whole number of bytes", show=True)
-    return dataclasses.replace(Limits(), **{k: int(v) if k == "max_line_bytes" else v
-                                            for k, v in changes.items() if v is not None})
+            entry["maxLineBytes"],
+            _at(loc, "maxLineBytes"),
+            lambda v: _is_number(v) and v > 0 and v == int(v),
+            "a positive whole number of bytes",
+            show=True,
+        )
+    return dataclasses.replace(
+        Limits(), **{k: int(v) if k == "max_line_bytes" else v for k, v in changes.items() if v is not None}
+    )
 
 
 def _restart(value: Any, loc: str, p: _Problems) -> RestartPolicy:

@@ -70,22 +70,30 @@ def connect_stdio(
     limits = limits or Limits()
     redactor = Redactor([*(env or {}).values(), *secrets])
     parameters = StdioParameters(
-        command=command, args=tuple(args), env=dict(env) if env else None, cwd=cwd,
+        command=command,
+        args=tuple(args),
+        env=dict(env) if env else None,
+        cwd=cwd,
         inherit_env=inherit_env,
     )
     server_name = name or default_server_name(command, args)
     logger = get_logger("mcpl_host.stdio", server=server_name)
 
     def factory() -> StdioTransport:
-        return StdioTransport(parameters, limits=limits, redactor=redactor, logger=logger,
-                              stderr_log_level=stderr_log_level)
+        return StdioTransport(
+            parameters, limits=limits, redactor=redactor, logger=logger, stderr_log_level=stderr_log_level
+        )
 
     return ServerConnection(
-        factory, name=server_name, handlers=handlers, policy=policy,
-        feature_set_policy=feature_set_policy, on_refusal=on_refusal, limits=limits,
+        factory,
+        name=server_name,
+        handlers=handlers,
+        policy=policy,
+        feature_set_policy=feature_set_policy,
+        on_refusal=on_refusal,
+        limits=limits,
         redactor=redactor,
     )
-
 
 
 def connect_websocket(
@@ -123,10 +131,14 @@ def connect_websocket(
     """
     limits = limits or Limits()
     parameters = WebSocketParameters(
-        url=url, token=token, token_in=token_in, headers=dict(headers or {}),
+        url=url,
+        token=token,
+        token_in=token_in,
+        headers=dict(headers or {}),
         open_timeout_seconds=open_timeout_seconds,
         keepalive_interval_seconds=keepalive_interval_seconds,
-        keepalive_timeout_seconds=keepalive_timeout_seconds, ssl_context=ssl_context,
+        keepalive_timeout_seconds=keepalive_timeout_seconds,
+        ssl_context=ssl_context,
     )
     redactor = Redactor([*parameters.secrets(), *secrets])
     server_name = name or shown_url(url, redactor)
@@ -136,7 +148,12 @@ def connect_websocket(
         return WebSocketTransport(parameters, limits=limits, redactor=redactor, logger=logger)
 
     return ServerConnection(
-        factory, name=server_name, handlers=handlers, policy=policy,
-        feature_set_policy=feature_set_policy, on_refusal=on_refusal, limits=limits,
+        factory,
+        name=server_name,
+        handlers=handlers,
+        policy=policy,
+        feature_set_policy=feature_set_policy,
+        on_refusal=on_refusal,
+        limits=limits,
         redactor=redactor,
     )

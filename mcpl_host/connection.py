@@ -63,8 +63,14 @@ CLIENT_NAME = "mcpl-host"
 ProgressCallback = Callable[[dict[str, Any]], None]
 _USE_DEFAULT: Any = object()
 _MCP_LOG_LEVELS = {
-    "debug": "debug", "info": "info", "notice": "info", "warning": "warning",
-    "error": "error", "critical": "critical", "alert": "critical", "emergency": "critical",
+    "debug": "debug",
+    "info": "info",
+    "notice": "info",
+    "warning": "warning",
+    "error": "error",
+    "critical": "critical",
+    "alert": "critical",
+    "emergency": "critical",
 }
 
 
@@ -215,8 +221,11 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         await self._ended.wait()
         if self._lost is not None and not self._closed:
             return self._lost
-        return self._lost if isinstance(self._lost, ConnectionLost) else ConnectionClosed(
-            f"connection to {self.name!r} was closed")
+        return (
+            self._lost
+            if isinstance(self._lost, ConnectionLost)
+            else ConnectionClosed(f"connection to {self.name!r} was closed")
+        )
 
     # --- host -> server --------------------------------------------------------------------
 
@@ -287,8 +296,11 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         if self._session.forget(pending.id) is None:
             return
         if pending.method != "initialize" and not link.closed:  # MCP: never cancel initialize
-            link.send(self._session.notification(
-                "notifications/cancelled", {"requestId": pending.id, "reason": reason}))
+            link.send(
+                self._session.notification(
+                    "notifications/cancelled", {"requestId": pending.id, "reason": reason}
+                )
+            )
 
     def _require_link(self) -> Link:
         if self._closed:
@@ -300,7 +312,8 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
                 raise ConnectionLost(str(lost), exit_status=lost.exit_status, stderr_tail=lost.stderr_tail)
             if self._stack is None:
                 raise LocalProtocolError(
-                    f"connection to {self.name!r} is not open: enter it with 'async with' first")
+                    f"connection to {self.name!r} is not open: enter it with 'async with' first"
+                )
             raise ConnectionLost(f"connection to {self.name!r} is not open")
         return link
 
@@ -310,17 +323,22 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         timeout = self.limits.handshake_timeout_seconds
         try:
             await self.request(
-                "initialize", initialize_params(CLIENT_NAME, self._client_version),
-                timeout=timeout, _on_answer=self._on_initialize_answer,
+                "initialize",
+                initialize_params(CLIENT_NAME, self._client_version),
+                timeout=timeout,
+                _on_answer=self._on_initialize_answer,
             )
         except RemoteError as exc:  # H2 included: an id-less error answers initialize
             raise InitializeError(
                 f"the server refused initialize: {log_value(exc.message, self.redactor)}",
-                code=exc.code, data=exc.data, stderr_tail=self.stderr_tail,
+                code=exc.code,
+                data=exc.data,
+                stderr_tail=self.stderr_tail,
             ) from None
         except RemoteProtocolError as exc:
-            raise InitializeError(f"the server's answer to initialize is malformed: {exc}",
-                                  stderr_tail=self.stderr_tail) from None
+            raise InitializeError(
+                f"the server's answer to initialize is malformed: {exc}", stderr_tail=self.stderr_tail
+            ) from None
         except RequestTimeout:
             raise InitializeError(
                 f"the server did not answer initialize within {describe_seconds(timeout)}",
@@ -329,7 +347,8 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
             raise InitializeError(
                 f"the server went away before answering initialize ({exc})",
-                exit_status=exc.exit_status, stderr_tail=exc.stderr_tail or self.stderr_tail,
+                exit_status=exc.exit_status,
+                stderr_tail=exc.stderr_tail or self.stderr_tail,
             ) from None
         info = self.server_info
         assert info is not None  # set by _on_initialize_answer before the waiter woke
@@ -351,8 +370,12 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
 
     def _start_link(self, transport: Transport) -> None:
         assert self._tg is not None
-        link = Link(transport, next(self._epochs), max_outbox_bytes=self.limits.max_outbox_bytes,
-                    on_lost=self._link_lost)
+        link = Link(
+            transport,
+            next(self._epochs),
+            max_outbox_bytes=self.limits.max_outbox_bytes,
+            on_lost=self._link_lost,
+        )
         self._link = link
         self._tg.start_soon(self._read_loop, link)
         self._tg.start_soon(link.write_loop)

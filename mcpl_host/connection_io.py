@@ -55,9 +55,7 @@ class Slot:
 
     __slots__ = ("_error", "_on_answer", "_redactor", "_response", "event")
 
-    def __init__(
-        self, on_answer: Callable[[Response], None] | None = None, redactor: Any = None
-    ) -> None:
+    def __init__(self, on_answer: Callable[[Response], None] | None = None, redactor: Any = None) -> None:
         self.event = anyio.Event()
         self._on_answer = on_answer
         self._redactor = redactor
@@ -96,8 +94,17 @@ class Link:
     its input), the link is declared lost through ``on_lost`` instead of growing memory.
     """
 
-    __slots__ = ("_drained", "_max_outbox", "_on_lost", "_outbox", "_ready", "_writing", "closed",
-                 "epoch", "transport")
+    __slots__ = (
+        "_drained",
+        "_max_outbox",
+        "_on_lost",
+        "_outbox",
+        "_ready",
+        "_writing",
+        "closed",
+        "epoch",
+        "transport",
+    )
 
     def __init__(
         self,
@@ -125,9 +132,13 @@ class Link:
         if self.closed:
             return
         if self._writing + len(self._outbox) + len(data) > self._max_outbox:
-            self._on_lost(self, ConnectionLost(
-                f"the server is not reading its input: more than {self._max_outbox} bytes"
-                " are waiting to be written"))
+            self._on_lost(
+                self,
+                ConnectionLost(
+                    f"the server is not reading its input: more than {self._max_outbox} bytes"
+                    " are waiting to be written"
+                ),
+            )
             return
         self._outbox += data
         if self._drained.is_set():

@@ -107,15 +107,18 @@ class HostHandlers:
         through it, then return the whole result ``{content: str, model: str, finishReason:
         "end_turn" | "max_tokens" | "stop_sequence", usage: {inputTokens, outputTokens}}``
         (§11.3). Default: refused, since no model is configured."""
-        raise HandlerError(ErrorCode.METHOD_NOT_FOUND, "Method not found: no inference provider is configured")
+        raise HandlerError(
+            ErrorCode.METHOD_NOT_FOUND, "Method not found: no inference provider is configured"
+        )
 
     async def model_info(self, context: RequestContext) -> dict[str, Any]:
         """A granted ``model/info`` (MCPL §12): the ModelInfo ``{id: str, vendor: str,
         contextWindow: int, capabilities: [str]}``. Default: the configured ``model_info``,
         else ``-32601`` (never silence)."""
         if self.configured_model_info is None:
-            raise HandlerError(ErrorCode.METHOD_NOT_FOUND,
-                               "Method not found: no model information is configured")
+            raise HandlerError(
+                ErrorCode.METHOD_NOT_FOUND, "Method not found: no model information is configured"
+            )
         return dict(self.configured_model_info)
 
     def channel_policy(self, server: str) -> tuple[str, ...] | None:

@@ -42,8 +42,7 @@ HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
     "inferenceRequest": {"streaming": True},
     "modelInfo": True,
     # channels.acknowledge and channels.typing are not built: not advertised.
-    "channels": {"register": True, "publish": True, "incoming": True, "lifecycle": True,
-                 "streaming": True},
+    "channels": {"register": True, "publish": True, "incoming": True, "lifecycle": True, "streaming": True},
     "featureSets": True,
 }
 
@@ -102,7 +101,7 @@ def read_initialize_result(result: Any, redactor: Redactor | None = None) -> Ser
     if version not in SUPPORTED_PROTOCOL_VERSIONS:
         shown = log_value(version, redactor, max_units=40)
         raise InitializeError(
-            f"the server answered with protocol version \"{shown}\", which this host does not"
+            f'the server answered with protocol version "{shown}", which this host does not'
             f" implement (supported: {', '.join(SUPPORTED_PROTOCOL_VERSIONS)})"
         )
     capabilities = result.get("capabilities")

@@ -105,8 +105,9 @@ class ServerNotConnected(MCPLHostError):
         self.state = state
 
 
-def connect_from_config(config: ServerConfig, *, name: str | None = None,
-                        handlers: HostHandlers | None = None) -> ServerConnection:
+def connect_from_config(
+    config: ServerConfig, *, name: str | None = None, handlers: HostHandlers | None = None
+) -> ServerConnection:
     """A new, unopened ``ServerConnection`` for one config entry: ``connect_stdio`` or
     ``connect_websocket`` with its grant and feature-set policy, limits and secrets.
 
@@ -114,16 +115,27 @@ def connect_from_config(config: ServerConfig, *, name: str | None = None,
         ValueError: an unusable WebSocket URL, token or header (no secret in the message).
     """
     common: dict[str, Any] = {
-        "name": name or config.name, "handlers": handlers, "policy": config.grant_policy,
-        "feature_set_policy": config.feature_set_policy, "limits": config.limits, "secrets": config.secrets,
+        "name": name or config.name,
+        "handlers": handlers,
+        "policy": config.grant_policy,
+        "feature_set_policy": config.feature_set_policy,
+        "limits": config.limits,
+        "secrets": config.secrets,
     }
     if config.transport == "websocket":
         assert config.url is not None
-        return connect_websocket(config.url, token=config.token, token_in=config.token_in,
-                                 headers=config.headers, **common)
+        return connect_websocket(
+            config.url, token=config.token, token_in=config.token_in, headers=config.headers, **common
+        )
     assert config.command is not None
-    return connect_stdio(config.command, config.args, env=config.env or None, cwd=config.cwd,
-                         inherit_env=config.inherit_env, **common)
+    return connect_stdio(
+        config.command,
+        config.args,
+        env=config.env or None,
+        cwd=config.cwd,
+        inherit_env=config.inherit_env,
+        **common,
+    )
 
 
 class ServerRequestResponder:
@@ -184,14 +196,26 @@ class _ReportingHandlers(HostHandlers):
     """One connection attempt's handlers: report each hook as a ``HostEvent``, answering
     with ``inner`` (the application's) or the host's defaults (see the module rules)."""
 
-    def __init__(self, server: str, attempt: int, emit: Callable[[HostEvent], None],
-                 inner: HostHandlers | None, answer_timeout: float) -> None:
+    def __init__(
+        self,
+        server: str,
+        attempt: int,
+        emit: Callable[[HostEvent], None],
+        inner: HostHandlers | None,
+        answer_timeout: float,
+    ) -> None:
         self._server, self._attempt, self._emit_event = server, attempt, emit
         self._inner, self._answer_timeout = inner, answer_timeout
 
     def _emit(self, kind: str, responder: ServerRequestResponder | None = None, **data: Any) -> None:
-        self._emit_event(HostEvent(self._server, kind, {"attempt": self._attempt, **data},  # type: ignore[arg-type]
-                                   responder=responder))
+        self._emit_event(
+            HostEvent(
+                self._server,
+                kind,
+                {"attempt": self._attempt, **data},  # type: ignore[arg-type]
+                responder=responder,
+            )
+        )
 
     async def _answered(self, kind: str, call: Any, data: dict[str, Any]) -> Any:
         try:
@@ -200,22 +224,29 @@ class _ReportingHandlers(HostHandlers):
             self._emit(kind, **data, error=exc.to_error())
             raise
         except Exception:
-            self._emit(kind, **data, error={"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"})
+            self._emit(
+                kind, **data, error={"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
+            )
             raise
         self._emit(kind, **data, answer=answer)
         return answer
 
     async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        data = {"id": context.id, "featureSet": params.get("featureSet"), "eventId": params.get("eventId"),
-                "params": params}
+        data = {
+            "id": context.id,
+            "featureSet": params.get("featureSet"),
+            "eventId": params.get("eventId"),
+            "params": params,
+        }
         if self._inner is None:
             answer = {"accepted": True}
             self._emit("push_event", **data, answer=answer)
             return answer
         return await self._answered("push_event", self._inner.push_event(context, params), data)
 
-    async def inference_request(self, context: RequestContext, params: dict[str, Any],
-                                stream: InferenceStream | None) -> dict[str, Any]:
+    async def inference_request(
+        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
+    ) -> dict[str, Any]:
         data = {"id": context.id, "method": context.method, "params": params}
         inner = self._inner if self._inner is not None else HostHandlers()
         return await self._answered("server_request", inner.inference_request(context, params, stream), data)
@@ -239,9 +270,15 @@ class _ReportingHandlers(HostHandlers):
             self._inner.on_refused(server, method, params, error)
 
     def on_policy_receipt(self, server: str, outcome: PolicyOutcome) -> None:
-        self._emit("policy_receipt", accepted=outcome.accepted, mode=outcome.mode, fallback=outcome.fallback,
-                   reason=outcome.reason, unavailableFeatures=outcome.unavailable_features,
-                   defects=outcome.defects)
+        self._emit(
+            "policy_receipt",
+            accepted=outcome.accepted,
+            mode=outcome.mode,
+            fallback=outcome.fallback,
+            reason=outcome.reason,
+            unavailableFeatures=outcome.unavailable_features,
+            defects=outcome.defects,
+        )
         if self._inner is not None:
             self._inner.on_policy_receipt(server, outcome)
 
@@ -287,11 +324,20 @@ class Host:
         servers = configs.servers if isinstance(configs, HostConfig) else configs
         self._configs = {name: config for name, config in servers.items() if not config.disabled}
         self._inner = {name: handlers_factory(name) for name in self._configs} if handlers_factory else {}
-        self._redactors = {name: Redactor(config.secrets_for_redaction) for name, config in self._configs.items()}
+        self._redactors = {
+            name: Redactor(config.secrets_for_redaction) for name, config in self._configs.items()
+        }
         self._supervisors = {
-            name: Supervisor(name, lambda name=name: self._open(name), config.restart_policy, self._emit,
-                             health_interval_seconds=health_interval_seconds,
-                             health_timeout_seconds=health_timeout_seconds, clock=clock, rng=rng)
+            name: Supervisor(
+                name,
+                lambda name=name: self._open(name),
+                config.restart_policy,
+                self._emit,
+                health_interval_seconds=health_interval_seconds,
+                health_timeout_seconds=health_timeout_seconds,
+                clock=clock,
+                rng=rng,
+            )
             for name, config in self._configs.items()
         }
         self._send, self._receive = anyio.create_memory_object_stream[HostEvent](max_queued_events)
@@ -374,9 +420,13 @@ class Host:
             oldest.responder.reject(ErrorCode.INTERNAL_ERROR, "Internal error: host event queue full")
         verdict = self._dropped_budget.take()
         if verdict != "quiet":
-            self._log.warning("event stream full: dropped the oldest event"
-                              + ("; more go unlogged" if verdict == "last" else ""),
-                              server=oldest.server, kind=oldest.kind, dropped=self.dropped_events)
+            self._log.warning(
+                "event stream full: dropped the oldest event"
+                + ("; more go unlogged" if verdict == "last" else ""),
+                server=oldest.server,
+                kind=oldest.kind,
+                dropped=self.dropped_events,
+            )
         self._send.send_nowait(event)
 
     # --- servers -----------------------------------------------------------------------------
@@ -414,8 +464,9 @@ class Host:
     def _open(self, name: str) -> ServerConnection:
         config = self._configs[name]
         attempt = self._supervisors[name].attempts
-        handlers = _ReportingHandlers(name, attempt, self._emit, self._inner.get(name),
-                                      config.limits.request_timeout_seconds)
+        handlers = _ReportingHandlers(
+            name, attempt, self._emit, self._inner.get(name), config.limits.request_timeout_seconds
+        )
         conn = connect_from_config(config, name=name, handlers=handlers)
         self._redactors[name] = conn.redactor
         return conn
@@ -436,8 +487,9 @@ class Host:
         """MCP ``ping`` to ``server``."""
         await self.connection(server).ping(**kwargs)
 
-    async def call_tool(self, server: str, name: str, arguments: dict[str, Any] | None = None,
-                        **kwargs: Any) -> CallToolResult:
+    async def call_tool(
+        self, server: str, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any
+    ) -> CallToolResult:
         """``tools/call`` on ``server`` (``kwargs``: ``timeout``, ``progress``)."""
         return await self.connection(server).call_tool(name, arguments, **kwargs)
 
@@ -457,6 +509,8 @@ class Host:
         """``prompts/list`` on ``server``, every page."""
         return await self.connection(server).list_prompts()
 
-    async def get_prompt(self, server: str, name: str, arguments: dict[str, str] | None = None) -> GetPromptResult:
+    async def get_prompt(
+        self, server: str, name: str, arguments: dict[str, str] | None = None
+    ) -> GetPromptResult:
         """``prompts/get`` on ``server``."""
         return await self.connection(server).get_prompt(name, arguments)

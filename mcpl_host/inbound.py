@@ -53,8 +53,14 @@ from mcpl_host.mcpl.server_methods import SERVER_METHODS, MCPLServerMethods
 __all__ = ["InboundRouting"]
 
 _MCP_LOG_LEVELS = {
-    "debug": "debug", "info": "info", "notice": "info", "warning": "warning",
-    "error": "error", "critical": "critical", "alert": "critical", "emergency": "critical",
+    "debug": "debug",
+    "info": "info",
+    "notice": "info",
+    "warning": "warning",
+    "error": "error",
+    "critical": "critical",
+    "alert": "critical",
+    "emergency": "critical",
 }
 _INTERNAL_ERROR = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
 
@@ -93,16 +99,23 @@ class InboundRouting(MCPLServerMethods):
         elif isinstance(event, InvalidRequestReceived):
             if event.answer is not None:
                 link.send(event.answer)  # A1: once, on the same transport
-            self._log_budgeted(self._invalid, "invalid request from the server",
-                               method=ServerValue(event.invalid.method, self.redactor),
-                               problem=event.invalid.message)
+            self._log_budgeted(
+                self._invalid,
+                "invalid request from the server",
+                method=ServerValue(event.invalid.method, self.redactor),
+                problem=event.invalid.message,
+            )
         elif isinstance(event, OrphanResponse):
-            self._log.debug("late answer to a forgotten request",
-                            id=ServerValue(event.response.id, self.redactor))
+            self._log.debug(
+                "late answer to a forgotten request", id=ServerValue(event.response.id, self.redactor)
+            )
             self.handlers.on_orphan_response(self.name, event.response)
         elif isinstance(event, UnmatchedError):
-            self._log_budgeted(self._unmatched, "error response naming no request of ours",
-                               error=ServerValue(event.response.error, self.redactor))
+            self._log_budgeted(
+                self._unmatched,
+                "error response naming no request of ours",
+                error=ServerValue(event.response.error, self.redactor),
+            )
         elif isinstance(event, DroppedLine):
             self._log_dropped(event.kind, event.line)
 
@@ -115,18 +128,23 @@ class InboundRouting(MCPLServerMethods):
             return
         denial = admit(request.method, request.params, self.grant)
         if denial is None and request.method in FEATURE_SET_METHODS and self.derivation is not None:
-            verdict = admit_feature_set(request.method, request.params, self.feature_sets,
-                                        self.derivation, self.grant)
+            verdict = admit_feature_set(
+                request.method, request.params, self.feature_sets, self.derivation, self.grant
+            )
             denial = verdict.error
             if verdict.diagnostic is not None:  # MCPL §6.4 rule 2: rejected at use
-                self._log.warning("declaration mismatch: a feature set used a capability it does"
-                                  " not declare",
-                                  feature_set=ServerValue(verdict.diagnostic.feature_set, self.redactor),
-                                  capability=verdict.diagnostic.capability)
+                self._log.warning(
+                    "declaration mismatch: a feature set used a capability it does not declare",
+                    feature_set=ServerValue(verdict.diagnostic.feature_set, self.redactor),
+                    capability=verdict.diagnostic.capability,
+                )
         if denial is None:  # §3.6 step 5: params; state/* feature sets (mcpl.server_methods)
             denial = self._precheck_server_request(request.method, request.params)
         limits = self.limits
-        if denial is None and self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound:
+        if (
+            denial is None
+            and self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound
+        ):
             denial = HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error: host busy")
         if denial is not None:
             error = denial.to_error()
@@ -171,9 +189,12 @@ class InboundRouting(MCPLServerMethods):
         return await self.handlers.request(context, request.params)
 
     def _not_answering(self, request: Request) -> None:
-        self._log_budgeted(self._not_answered, "not answering request",
-                           id=ServerValue(request.id, self.redactor),
-                           method=ServerValue(request.method, self.redactor))
+        self._log_budgeted(
+            self._not_answered,
+            "not answering request",
+            id=ServerValue(request.id, self.redactor),
+            method=ServerValue(request.method, self.redactor),
+        )
 
     def _on_notification(self, method: str, params: Any) -> None:
         if method == "notifications/progress" and isinstance(params, dict):
@@ -190,21 +211,25 @@ class InboundRouting(MCPLServerMethods):
         elif method == "notifications/message" and isinstance(params, dict):
             level = params.get("level")
             log_method = _MCP_LOG_LEVELS.get(level if isinstance(level, str) else "", "info")
-            getattr(self._log, log_method)("server log message",
-                                           logger=ServerValue(params.get("logger"), self.redactor),
-                                           data=ServerValue(params.get("data"), self.redactor))
+            getattr(self._log, log_method)(
+                "server log message",
+                logger=ServerValue(params.get("logger"), self.redactor),
+                data=ServerValue(params.get("data"), self.redactor),
+            )
         elif method == "mcpl/manifestChanged":
             self._on_manifest_changed(params)  # ungated and never answered (MCPL §17.3)
         elif method == "featureSets/changed":  # removed in MCPL 0.5 (§6.7); a request is -32601
-            self._log.info("ignored featureSets/changed: removed in MCPL 0.5, superseded by"
-                           " mcpl/manifestChanged")
+            self._log.info(
+                "ignored featureSets/changed: removed in MCPL 0.5, superseded by mcpl/manifestChanged"
+            )
         else:
             self._on_server_notification(method, params)  # channels/changed, channels/incoming
         self.handlers.on_notification(self.name, method, params)
 
     def _log_dropped(self, kind: str, line: bytes) -> None:
-        self._log_budgeted(self._dropped, "dropped a line from the server", kind=kind,
-                           line=ServerValue(line, self.redactor))
+        self._log_budgeted(
+            self._dropped, "dropped a line from the server", kind=kind, line=ServerValue(line, self.redactor)
+        )
 
     def _log_budgeted(self, budget: LogBudget, message: str, **fields: Any) -> None:
         verdict = budget.take()

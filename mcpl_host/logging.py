@@ -252,7 +252,9 @@ def configure_logging(
     stream = stream or sys.stderr
     renderer: Any
     if json_lines:
-        renderer = structlog.processors.JSONRenderer(serializer=lambda v, **_: orjson.dumps(v, default=str).decode())
+        renderer = structlog.processors.JSONRenderer(
+            serializer=lambda v, **_: orjson.dumps(v, default=str).decode()
+        )
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
     structlog.configure(

@@ -86,7 +86,8 @@ class CallToolResult:
     def text(self) -> str:
         """The text blocks joined by newlines (a convenience for display)."""
         return "\n".join(
-            block["text"] for block in self.content
+            block["text"]
+            for block in self.content
             if isinstance(block, dict) and isinstance(block.get("text"), str)
         )
 
@@ -142,15 +143,20 @@ class MCPMethods:
                 return items
             cursor = next_cursor
         get_logger("mcpl_host.mcp").warning(
-            "stopped following pages", method=method, pages=self.limits.max_list_pages)
+            "stopped following pages", method=method, pages=self.limits.max_list_pages
+        )
         return items
 
     async def list_tools(self) -> list[Tool]:
         """``tools/list``, every page."""
         return [
-            Tool(name=item["name"], description=_text(item.get("description")),
-                 input_schema=item.get("inputSchema") if isinstance(item.get("inputSchema"), dict) else {},
-                 title=_text(item.get("title")), raw=item)
+            Tool(
+                name=item["name"],
+                description=_text(item.get("description")),
+                input_schema=item.get("inputSchema") if isinstance(item.get("inputSchema"), dict) else {},
+                title=_text(item.get("title")),
+                raw=item,
+            )
             for item in await self._list_all("tools/list", "tools")
             if isinstance(item.get("name"), str)
         ]
@@ -173,9 +179,13 @@ class MCPMethods:
     async def list_resources(self) -> list[Resource]:
         """``resources/list``, every page."""
         return [
-            Resource(uri=item["uri"], name=_text(item.get("name")),
-                     description=_text(item.get("description")),
-                     mime_type=_text(item.get("mimeType")), raw=item)
+            Resource(
+                uri=item["uri"],
+                name=_text(item.get("name")),
+                description=_text(item.get("description")),
+                mime_type=_text(item.get("mimeType")),
+                raw=item,
+            )
             for item in await self._list_all("resources/list", "resources")
             if isinstance(item.get("uri"), str)
         ]
@@ -183,9 +193,13 @@ class MCPMethods:
     async def list_resource_templates(self) -> list[ResourceTemplate]:
         """``resources/templates/list``, every page."""
         return [
-            ResourceTemplate(uri_template=item["uriTemplate"], name=_text(item.get("name")),
-                             description=_text(item.get("description")),
-                             mime_type=_text(item.get("mimeType")), raw=item)
+            ResourceTemplate(
+                uri_template=item["uriTemplate"],
+                name=_text(item.get("name")),
+                description=_text(item.get("description")),
+                mime_type=_text(item.get("mimeType")),
+                raw=item,
+            )
             for item in await self._list_all("resources/templates/list", "resourceTemplates")
             if isinstance(item.get("uriTemplate"), str)
         ]
@@ -199,9 +213,12 @@ class MCPMethods:
     async def list_prompts(self) -> list[Prompt]:
         """``prompts/list``, every page."""
         return [
-            Prompt(name=item["name"], description=_text(item.get("description")),
-                   arguments=item.get("arguments") if isinstance(item.get("arguments"), list) else [],
-                   raw=item)
+            Prompt(
+                name=item["name"],
+                description=_text(item.get("description")),
+                arguments=item.get("arguments") if isinstance(item.get("arguments"), list) else [],
+                raw=item,
+            )
             for item in await self._list_all("prompts/list", "prompts")
             if isinstance(item.get("name"), str)
         ]
@@ -213,5 +230,8 @@ class MCPMethods:
             params["arguments"] = arguments
         result = _object(await self.request("prompts/get", params), "prompts/get")
         messages = result.get("messages", [])
-        return GetPromptResult(messages=messages if isinstance(messages, list) else [],
-                               description=_text(result.get("description")), raw=result)
+        return GetPromptResult(
+            messages=messages if isinstance(messages, list) else [],
+            description=_text(result.get("description")),
+            raw=result,
+        )

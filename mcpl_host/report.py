@@ -61,18 +61,40 @@ MAX_EVENT_CHARS = 160
 # C0 controls but newline, DEL, C1 controls, bidi marks and overrides, line separators, and
 # lone surrogates (valid JSON escapes the parser keeps, but not encodable as UTF-8).
 _UNSAFE = re.compile(
-    r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
+    r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]"
+)
 
 
 def new_document(command: list[str]) -> dict[str, Any]:
     """The probe document before anything is known (``ok`` false, lists empty)."""
-    return {"ok": False, "command": command, "server": None, "protocolVersion": None,
-            "capabilities": {}, "instructions": None, "mcpl": None,
-            "grant": {"state": "none", "advertisedCapabilities": [], "effectiveCapabilities": [],
-                      "deniedCapabilities": [], "receipt": None, "defects": []},
-            "tools": [], "resources": [], "resourceTemplates": [], "prompts": [],
-            "skipped": [], "unavailable": {}, "listenedSeconds": 0, "listenInterrupted": False,
-            "events": [], "eventsNotKept": 0, "error": None}
+    return {
+        "ok": False,
+        "command": command,
+        "server": None,
+        "protocolVersion": None,
+        "capabilities": {},
+        "instructions": None,
+        "mcpl": None,
+        "grant": {
+            "state": "none",
+            "advertisedCapabilities": [],
+            "effectiveCapabilities": [],
+            "deniedCapabilities": [],
+            "receipt": None,
+            "defects": [],
+        },
+        "tools": [],
+        "resources": [],
+        "resourceTemplates": [],
+        "prompts": [],
+        "skipped": [],
+        "unavailable": {},
+        "listenedSeconds": 0,
+        "listenInterrupted": False,
+        "events": [],
+        "eventsNotKept": 0,
+        "error": None,
+    }
 
 
 def read_connection(doc: dict[str, Any], conn: Any) -> None:
@@ -80,16 +102,23 @@ def read_connection(doc: dict[str, Any], conn: Any) -> None:
     handshake (``server_info``, ``mcpl_state``, ``proposed_grant``, ``grant``,
     ``policy_outcome``)."""
     info = conn.server_info
-    doc.update(server={"name": info.name, "version": info.version}, protocolVersion=info.protocol_version,
-               capabilities=info.capabilities, instructions=info.instructions, mcpl=info.mcpl)
+    doc.update(
+        server={"name": info.name, "version": info.version},
+        protocolVersion=info.protocol_version,
+        capabilities=info.capabilities,
+        instructions=info.instructions,
+        mcpl=info.mcpl,
+    )
     grant, proposed, outcome = conn.grant, conn.proposed_grant, conn.policy_outcome
     advertised = sorted(proposed.advertised) if proposed else []
     doc["grant"] = {
-        "state": conn.mcpl_state.value, "advertisedCapabilities": advertised,
+        "state": conn.mcpl_state.value,
+        "advertisedCapabilities": advertised,
         "effectiveCapabilities": sorted(grant.paths) if grant else [],
         # With no grant in force (plain MCP, refused or failed policy), nothing is granted.
         "deniedCapabilities": sorted(grant.denied) if grant else advertised,
-        "receipt": outcome.raw if outcome else None, "defects": outcome.defects if outcome else [],
+        "receipt": outcome.raw if outcome else None,
+        "defects": outcome.defects if outcome else [],
     }
 
 
@@ -98,9 +127,12 @@ def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
     one (``InitializeError``/``RemoteError``), else None; the exception's own stderr tail if
     it carries one, else ``stderr_tail``."""
     code = getattr(exc, "code", None)
-    return {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__,
-            "code": code if isinstance(code, int) else None,
-            "stderr_tail": list(getattr(exc, "stderr_tail", None) or stderr_tail)}
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc) or type(exc).__name__,
+        "code": code if isinstance(code, int) else None,
+        "stderr_tail": list(getattr(exc, "stderr_tail", None) or stderr_tail),
+    }
 
 
 def _dumps(value: Any, *, indent: bool = False) -> bytes:
@@ -147,8 +179,9 @@ def safe_text(value: Any, *, max_chars: int = MAX_CELL_CHARS, newlines: bool = F
         value = value[:max_chars] + "…"
     if not newlines:
         value = value.replace("\n", "\\n")
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                       else f"\\u{ord(m.group()):04x}", value)
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", value
+    )
 
 
 #: Nesting kept in the report; deeper server values are replaced by a marker string (a
@@ -165,8 +198,9 @@ def redact_json(value: Any, redactor: Redactor, _depth: int = 0) -> Any:
     if isinstance(value, (dict, list)) and _depth >= MAX_REPORT_DEPTH:
         return _TOO_DEEP
     if isinstance(value, dict):
-        return {redact_json(k, redactor, _depth): redact_json(v, redactor, _depth + 1)
-                for k, v in value.items()}
+        return {
+            redact_json(k, redactor, _depth): redact_json(v, redactor, _depth + 1) for k, v in value.items()
+        }
     if isinstance(value, list):
         return [redact_json(item, redactor, _depth + 1) for item in value]
     return value
@@ -187,8 +221,11 @@ def _names(values: Any) -> Text:
 def _capabilities(capabilities: dict[str, Any]) -> Text:
     parts = []
     for name, value in capabilities.items():
-        flags = [key for key, flag in value.items() if flag is True or isinstance(flag, dict)] \
-            if isinstance(value, dict) else []
+        flags = (
+            [key for key, flag in value.items() if flag is True or isinstance(flag, dict)]
+            if isinstance(value, dict)
+            else []
+        )
         parts.append(f"{name} ({', '.join(flags)})" if flags else name)
     return _names(parts)
 
@@ -198,7 +235,7 @@ def _manifest(mcpl: dict[str, Any]) -> Text:
     if "revision" in mcpl:
         text.append(f", revision {safe_text(mcpl.get('revision'))}")
     feature_sets = mcpl.get("featureSets")
-    for name, spec in (feature_sets.items() if isinstance(feature_sets, dict) else ()):
+    for name, spec in feature_sets.items() if isinstance(feature_sets, dict) else ():
         spec = spec if isinstance(spec, dict) else {}
         text.append(f"\n{safe_text(name)}", style="bold")
         if spec.get("description"):
@@ -250,9 +287,13 @@ def _arguments(names: list[Any], required: Any) -> Text:
 def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Text:
     if not rows:
         return Text(f"{title}: none", style="dim")
-    table = Table(title=f"{title} ({len(rows)})", title_justify="left", title_style="bold",
-                  caption="* required argument" if "Arguments" in columns else None,
-                  caption_justify="left")
+    table = Table(
+        title=f"{title} ({len(rows)})",
+        title_justify="left",
+        title_style="bold",
+        caption="* required argument" if "Arguments" in columns else None,
+        caption_justify="left",
+    )
     for column in columns:  # names stay whole; other long values fold
         table.add_column(column, overflow="fold", no_wrap=column == "Name")
     for row in rows:
@@ -263,15 +304,21 @@ def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Te
 def _tool_row(tool: dict[str, Any]) -> list[Text]:
     schema = tool.get("inputSchema") if isinstance(tool.get("inputSchema"), dict) else {}
     props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-    return [Text(safe_text(tool.get("name")), style="bold"), _text(tool.get("description")),
-            _arguments(list(props), schema.get("required"))]
+    return [
+        Text(safe_text(tool.get("name")), style="bold"),
+        _text(tool.get("description")),
+        _arguments(list(props), schema.get("required")),
+    ]
 
 
 def _prompt_row(prompt: dict[str, Any]) -> list[Text]:
     args = [a for a in prompt.get("arguments") or () if isinstance(a, dict)]
     required = [a.get("name") for a in args if a.get("required")]
-    return [Text(safe_text(prompt.get("name")), style="bold"), _text(prompt.get("description")),
-            _arguments([a.get("name") for a in args], required)]
+    return [
+        Text(safe_text(prompt.get("name")), style="bold"),
+        _text(prompt.get("description")),
+        _arguments([a.get("name") for a in args], required),
+    ]
 
 
 def _resource_row(resource: dict[str, Any]) -> list[Text]:
@@ -295,8 +342,10 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
     """Print the server panel, the grant panel and the tables of a (redacted) probe doc."""
     server = doc.get("server") or {}
     title = f"{safe_text(server.get('name') or '(unnamed)')} {safe_text(server.get('version') or '')}"
-    rows = [("Protocol", _text(doc.get("protocolVersion"))),
-            ("Capabilities", _capabilities(doc.get("capabilities") or {}))]
+    rows = [
+        ("Protocol", _text(doc.get("protocolVersion"))),
+        ("Capabilities", _capabilities(doc.get("capabilities") or {})),
+    ]
     if doc.get("mcpl") is not None:
         rows.append(("MCPL", _manifest(doc["mcpl"])))
     if doc.get("instructions"):
@@ -307,14 +356,19 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
     if doc.get("mcpl") is None:
         body: Any = Text("plain MCP server: no MCPL, nothing to grant", style="dim")
     else:
-        body = _fields([("State", Text(safe_text(grant.get("state")))),
-                        ("Advertised", _names(grant.get("advertisedCapabilities"))),
-                        ("Granted", _names(grant.get("effectiveCapabilities"))),
-                        ("Denied", _names(grant.get("deniedCapabilities"))),
-                        ("Receipt", _receipt(grant))])
+        body = _fields(
+            [
+                ("State", Text(safe_text(grant.get("state")))),
+                ("Advertised", _names(grant.get("advertisedCapabilities"))),
+                ("Granted", _names(grant.get("effectiveCapabilities"))),
+                ("Denied", _names(grant.get("deniedCapabilities"))),
+                ("Receipt", _receipt(grant)),
+            ]
+        )
         if grant.get("defects"):
-            body = Group(body, Text("\n".join(f"defect: {safe_text(d)}" for d in grant["defects"]),
-                                    style="yellow"))
+            body = Group(
+                body, Text("\n".join(f"defect: {safe_text(d)}" for d in grant["defects"]), style="yellow")
+            )
     console.print(Panel(body, title=Text("Grant", style="bold"), title_align="left"))
 
     for key, title, columns, row in _TABLES:
@@ -322,8 +376,13 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
         if key in (doc.get("skipped") or ()):
             console.print(Text(f"{title}: not offered (capability not advertised)", style="dim"))
         elif unavailable is not None:
-            console.print(Text(f"{title}: unavailable (server error {unavailable.get('code')}: "
-                               f"{safe_text(unavailable.get('message'))})", style="yellow"))
+            console.print(
+                Text(
+                    f"{title}: unavailable (server error {unavailable.get('code')}: "
+                    f"{safe_text(unavailable.get('message'))})",
+                    style="yellow",
+                )
+            )
         else:
             console.print(_table(title, columns, [row(item) for item in doc.get(key) or ()]))
 
@@ -332,8 +391,11 @@ def _event_summary(event: dict[str, Any]) -> str:
     params = event.get("params")
     if event.get("kind") == "push/event" and isinstance(params, dict):
         payload = params.get("payload") if isinstance(params.get("payload"), dict) else {}
-        texts = [b.get("text") for b in payload.get("content") or ()
-                 if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        texts = [
+            b.get("text")
+            for b in payload.get("content") or ()
+            if isinstance(b, dict) and isinstance(b.get("text"), str)
+        ]
         head = f"{safe_text(params.get('featureSet'))} {safe_text(params.get('eventId'))}"
         return f"{head}: {safe_text(' '.join(texts), max_chars=MAX_EVENT_CHARS)}" if texts else head
     return "" if params is None else safe_text(params, max_chars=MAX_EVENT_CHARS)
@@ -358,8 +420,9 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
             line.append(f" ({safe_text(data['capability'])})", style="red")
     elif isinstance(event.get("answer"), dict):
         accepted = event["answer"].get("accepted") is True
-        line.append("  → accepted" if accepted else "  → not accepted",
-                    style="green" if accepted else "yellow")
+        line.append(
+            "  → accepted" if accepted else "  → not accepted", style="green" if accepted else "yellow"
+        )
     console.print(line, soft_wrap=True)
 
 
@@ -419,8 +482,12 @@ def _iso_time(seconds: Any) -> str:
 def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     """A ``HostEvent.to_json()`` as ``mcpl-host run`` shows it: ``time`` as ISO 8601 UTC,
     ``server``, ``kind``, and ``data`` with the server's secrets redacted."""
-    return {"time": _iso_time(event.get("time")), "server": event.get("server"), "kind": event.get("kind"),
-            "data": redact_json(event.get("data") or {}, redactor)}
+    return {
+        "time": _iso_time(event.get("time")),
+        "server": event.get("server"),
+        "kind": event.get("kind"),
+        "data": redact_json(event.get("data") or {}, redactor),
+    }
 
 
 def print_json_line(value: Any) -> None:
@@ -433,8 +500,13 @@ def print_json_line(value: Any) -> None:
 
 
 def render_run_start(console: Console, source: str, servers: list[str]) -> None:
-    console.print(Text(f"Hosting {len(servers)} server(s) from {safe_text(source)}: "
-                       f"{', '.join(safe_text(s) for s in servers)} (Ctrl-C stops)", style="bold"))
+    console.print(
+        Text(
+            f"Hosting {len(servers)} server(s) from {safe_text(source)}: "
+            f"{', '.join(safe_text(s) for s in servers)} (Ctrl-C stops)",
+            style="bold",
+        )
+    )
 
 
 def render_run_stopping(console: Console) -> None:
@@ -442,8 +514,12 @@ def render_run_stopping(console: Console) -> None:
 
 
 def render_run_end(console: Console, interrupted: bool) -> None:
-    console.print(Text("stopped: every server is closed" if interrupted else
-                       "stopped: every server gave up", style="dim" if interrupted else "bold red"))
+    console.print(
+        Text(
+            "stopped: every server is closed" if interrupted else "stopped: every server gave up",
+            style="dim" if interrupted else "bold red",
+        )
+    )
 
 
 def _outcome(data: dict[str, Any]) -> tuple[str, str]:
@@ -486,9 +562,15 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         reason = f": {safe_text(d.get('reason'))}" if d.get("reason") else ""
         return f"refused (fallback {safe_text(d.get('fallback'))}){reason}", "yellow"
     if kind == "manifest_change":
-        impacts = [f"{safe_text(i.get('impact'))} {safe_text(i.get('detail'))}"
-                   for i in d.get("impacts") or () if isinstance(i, dict)]
-        return f"{', '.join(safe_text(x) for x in d.get('domains') or ())}: {'; '.join(impacts) or 'no impact'}", ""
+        impacts = [
+            f"{safe_text(i.get('impact'))} {safe_text(i.get('detail'))}"
+            for i in d.get("impacts") or ()
+            if isinstance(i, dict)
+        ]
+        return (
+            f"{', '.join(safe_text(x) for x in d.get('domains') or ())}: {'; '.join(impacts) or 'no impact'}",
+            "",
+        )
     if kind == "push_event":
         summary = _event_summary({"kind": "push/event", "params": d.get("params")})
         return summary + _outcome(d)[0], _outcome(d)[1]

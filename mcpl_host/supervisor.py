@@ -84,8 +84,17 @@ __all__ = [
 DEFAULT_HEALTH_TIMEOUT_SECONDS = 10.0
 
 EventKind = Literal[
-    "connecting", "ready", "degraded", "disconnected", "reconnecting", "gave_up",
-    "push_event", "notification", "server_request", "refused", "manifest_change",
+    "connecting",
+    "ready",
+    "degraded",
+    "disconnected",
+    "reconnecting",
+    "gave_up",
+    "push_event",
+    "notification",
+    "server_request",
+    "refused",
+    "manifest_change",
     "policy_receipt",
 ]
 #: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
@@ -128,8 +137,12 @@ def failure_data(exc: BaseException) -> dict[str, Any]:
     if close_code is None:
         found = _CLOSE_CODE.search(message)
         close_code = int(found.group(1)) if found else None
-    return {"reason": message, "exitStatus": getattr(exc, "exit_status", None), "closeCode": close_code,
-            "stderrTail": list(getattr(exc, "stderr_tail", None) or ())}
+    return {
+        "reason": message,
+        "exitStatus": getattr(exc, "exit_status", None),
+        "closeCode": close_code,
+        "stderrTail": list(getattr(exc, "stderr_tail", None) or ()),
+    }
 
 
 def connection_data(conn: ServerConnection, attempt: int) -> dict[str, Any]:
@@ -137,8 +150,11 @@ def connection_data(conn: ServerConnection, attempt: int) -> dict[str, Any]:
     info = conn.server_info
     outcome = conn.policy_outcome
     data: dict[str, Any] = {
-        "attempt": attempt, "serverName": info.name if info else "", "serverVersion": info.version if info else "",
-        "protocolVersion": info.protocol_version if info else "", "mcpl": conn.mcpl_state.value,
+        "attempt": attempt,
+        "serverName": info.name if info else "",
+        "serverVersion": info.version if info else "",
+        "protocolVersion": info.protocol_version if info else "",
+        "mcpl": conn.mcpl_state.value,
         "effectiveCapabilities": sorted(conn.grant.paths) if conn.grant is not None else [],
         "mode": outcome.mode if outcome is not None and outcome.accepted else None,
     }
@@ -287,8 +303,12 @@ class Supervisor:
             if isinstance(decision, GiveUp):
                 self._state = "gave_up"
                 self._log.warning("gave up restarting the server", reason=decision.reason)
-                self._emit("gave_up", reason=decision.reason, failures=decision.failures,
-                           windowSeconds=decision.window_seconds)
+                self._emit(
+                    "gave_up",
+                    reason=decision.reason,
+                    failures=decision.failures,
+                    windowSeconds=decision.window_seconds,
+                )
                 return
             self._state = "reconnecting"
             self._emit("reconnecting", attempt=decision.attempt, delaySeconds=decision.delay_seconds)
@@ -347,7 +367,9 @@ class Supervisor:
                 try:
                     await conn.ping(timeout=self.health_timeout_seconds)
                 except RequestTimeout:
-                    outcome.append(f"did not answer ping within {describe_seconds(self.health_timeout_seconds)}")
+                    outcome.append(
+                        f"did not answer ping within {describe_seconds(self.health_timeout_seconds)}"
+                    )
                     tg.cancel_scope.cancel()
                     break
                 except (ConnectionLost, ConnectionClosed):

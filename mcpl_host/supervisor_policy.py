@@ -177,8 +177,9 @@ class RestartTracker:
 
     __slots__ = ("_attempt", "_failures", "_gave_up", "_rng", "_started_at", "policy")
 
-    def __init__(self, policy: RestartPolicy | None = None, *,
-                 rng: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self, policy: RestartPolicy | None = None, *, rng: Callable[[], float] = random.random
+    ) -> None:
         self.policy = policy if policy is not None else RestartPolicy()
         self._rng = rng
         self._failures: deque[float] = deque(maxlen=self.policy.max_failures)
@@ -234,8 +235,9 @@ class RestartTracker:
         elif failures >= policy.max_failures:
             window = describe_seconds(policy.failure_window_seconds)
             times = "once" if failures == 1 else f"{failures} times"
-            self._gave_up = GiveUp(f"crashed {times} in {window}{last}", failures,
-                                   policy.failure_window_seconds)
+            self._gave_up = GiveUp(
+                f"crashed {times} in {window}{last}", failures, policy.failure_window_seconds
+            )
         if self._gave_up is not None:
             return self._gave_up
         self._attempt += 1

@@ -37,8 +37,7 @@ def bench_framing() -> None:
     lines = reader.feed(b"\n")
     elapsed = time.perf_counter() - start
     assert len(lines) == 1 and len(lines[0]) == 32 * 1024 * 1024
-    print(f"framing: 32 MiB line in 64 KiB chunks: {elapsed * 1000:.1f} ms "
-          f"({32 / elapsed:.0f} MiB/s)")
+    print(f"framing: 32 MiB line in 64 KiB chunks: {elapsed * 1000:.1f} ms ({32 / elapsed:.0f} MiB/s)")
     for size in (64 * 1024, 256 * 1024):
         reader = LineReader()
         data = b"y" * size
@@ -52,16 +51,19 @@ def bench_framing() -> None:
 
 async def bench_host(requests: int) -> None:
     limits = Limits(request_timeout_seconds=30)
-    async with connect_stdio(sys.executable, [str(DEMO)], env={"DEMO_PUSH_COUNT": "0"},
-                             limits=limits) as conn:
+    async with connect_stdio(
+        sys.executable, [str(DEMO)], env={"DEMO_PUSH_COUNT": "0"}, limits=limits
+    ) as conn:
         for _ in range(50):
             await conn.ping()
         cpu, wall = time.process_time(), time.perf_counter()
         for _ in range(requests):
             await conn.ping()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        print(f"mcpl-host: {requests} sequential pings: {requests / wall:.0f} req/s, "
-              f"{cpu / requests * 1e6:.0f} µs CPU per request (host process)")
+        print(
+            f"mcpl-host: {requests} sequential pings: {requests / wall:.0f} req/s, "
+            f"{cpu / requests * 1e6:.0f} µs CPU per request (host process)"
+        )
 
         async def worker(count: int) -> None:
             for _ in range(count):
@@ -73,8 +75,10 @@ async def bench_host(requests: int) -> None:
                 tg.start_soon(worker, requests // 64)
         done = (requests // 64) * 64
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        print(f"mcpl-host: {done} pings, 64 at a time: {done / wall:.0f} req/s, "
-              f"{cpu / done * 1e6:.0f} µs CPU per request (host process)")
+        print(
+            f"mcpl-host: {done} pings, 64 at a time: {done / wall:.0f} req/s, "
+            f"{cpu / done * 1e6:.0f} µs CPU per request (host process)"
+        )
 
 
 async def bench_official(requests: int) -> None:
@@ -94,8 +98,10 @@ async def bench_official(requests: int) -> None:
             for _ in range(requests):
                 await session.send_ping()
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            print(f"official MCP client: {requests} sequential pings: {requests / wall:.0f} req/s, "
-                  f"{cpu / requests * 1e6:.0f} µs CPU per request (host process)")
+            print(
+                f"official MCP client: {requests} sequential pings: {requests / wall:.0f} req/s, "
+                f"{cpu / requests * 1e6:.0f} µs CPU per request (host process)"
+            )
     except Exception as exc:  # a different client version: report, do not fail the bench
         print(f"official MCP client: could not run ({type(exc).__name__}: {exc})")
 

@@ -30,9 +30,13 @@ def test_d44_denied_capabilities_never_feed_authorization() -> None:
 
 def test_d51_featureset_and_namespace_in_a_response_never_authorize() -> None:
     grant = Grant(paths=frozenset({INJECT_BEFORE}))
-    answer = {"featureSet": "all-powerful", "contextInjections": [
-        {"namespace": "system", "position": "system", "content": "x"},
-        {"namespace": "granted-looking", "position": "beforeUser", "content": "y"}]}
+    answer = {
+        "featureSet": "all-powerful",
+        "contextInjections": [
+            {"namespace": "system", "position": "system", "content": "x"},
+            {"namespace": "granted-looking", "position": "beforeUser", "content": "y"},
+        ],
+    }
     reading = read_injections(answer, grant)
     assert [i.position for i in reading.injections] == ["beforeUser"]
     assert len(reading.dropped) == 1

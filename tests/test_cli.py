@@ -51,22 +51,35 @@ def scripted(tmp_path: Path, steps: list[Any]) -> list[str]:
     """``-- python scripted_server.py SCRIPT RECORD`` for these steps."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps(steps), encoding="utf-8")
-    return ["--", sys.executable, str(FIXTURES / "scripted_server.py"), str(script),
-            str(tmp_path / "record.jsonl")]
+    return [
+        "--",
+        sys.executable,
+        str(FIXTURES / "scripted_server.py"),
+        str(script),
+        str(tmp_path / "record.jsonl"),
+    ]
 
 
 def initialize_reply(capabilities: dict[str, Any] | None = None, version: str = "2025-06-18") -> list[Any]:
-    return [{"expect": {"method": "initialize"}},
-            {"reply": {"protocolVersion": version, "capabilities": capabilities or {},
-                       "serverInfo": {"name": "scripted", "version": "7"}}}]
+    return [
+        {"expect": {"method": "initialize"}},
+        {
+            "reply": {
+                "protocolVersion": version,
+                "capabilities": capabilities or {},
+                "serverInfo": {"name": "scripted", "version": "7"},
+            }
+        },
+    ]
 
 
 class Running:
     """The CLI as a running child whose stdout and stderr lines are pumped into queues."""
 
     def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         self.lines: dict[str, queue.Queue[str | None]] = {}
         self.seen: dict[str, list[str]] = {"stdout": [], "stderr": []}
         for name in ("stdout", "stderr"):
@@ -173,8 +186,12 @@ def test_ctrl_c_while_listening_still_reports_and_exits_0() -> None:
 
 
 def test_a_reader_going_away_is_not_a_crash() -> None:
-    process = subprocess.Popen([*CLI, "probe", "--env", "DEMO_PUSH_INTERVAL=0.1", "--listen", "2"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*CLI, "probe", "--env", "DEMO_PUSH_INTERVAL=0.1", "--listen", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert process.stdout is not None and process.stderr is not None
     first = process.stdout.readline()  # the CLI exits within seconds: never blocks for long
     process.stdout.close()  # as `mcpl-host probe | head -1` does
@@ -189,8 +206,10 @@ def test_a_reader_going_away_is_not_a_crash() -> None:
 
 
 def test_handshake_refused_exits_1_with_the_code(tmp_path: Path) -> None:
-    steps = [{"expect": {"method": "initialize"}},
-             {"reply_error": {"code": -32602, "message": "Unsupported client"}}]
+    steps = [
+        {"expect": {"method": "initialize"}},
+        {"reply_error": {"code": -32602, "message": "Unsupported client"}},
+    ]
     doc, err = probe_json(*scripted(tmp_path, steps), status=1)
     assert doc["ok"] is False
     assert doc["error"]["type"] == "InitializeError"
@@ -225,9 +244,11 @@ def test_command_not_found_exits_1() -> None:
 
 
 def test_secrets_never_reach_the_output(tmp_path: Path) -> None:
-    steps = [{"echo_env": "TOKEN"}, {"expect": {"method": "initialize"}},
-             {"reply_error": {"code": -32600, "message": f"bad token {SECRET}",
-                              "data": {SECRET: SECRET}}}]
+    steps = [
+        {"echo_env": "TOKEN"},
+        {"expect": {"method": "initialize"}},
+        {"reply_error": {"code": -32600, "message": f"bad token {SECRET}", "data": {SECRET: SECRET}}},
+    ]
     args = ["--env", f"TOKEN={SECRET}", "--log-level", "debug", *scripted(tmp_path, steps)]
     doc, _ = probe_json(*args, status=1)
     assert "env TOKEN=[redacted]" in doc["error"]["stderr_tail"]
@@ -255,10 +276,13 @@ def test_ctrl_c_during_handshake_exits_130(tmp_path: Path) -> None:
 
 def test_list_errors_are_unavailable_not_failures(tmp_path: Path) -> None:
     tool = {"name": "t1", "inputSchema": {"type": "object"}}
-    steps = [*initialize_reply({"tools": {}, "prompts": {}}),
-             {"wait_for": {"method": "tools/list"}}, {"reply": {"tools": [tool]}},
-             {"wait_for": {"method": "prompts/list"}},
-             {"reply_error": {"code": -32601, "message": "Method not found"}}]
+    steps = [
+        *initialize_reply({"tools": {}, "prompts": {}}),
+        {"wait_for": {"method": "tools/list"}},
+        {"reply": {"tools": [tool]}},
+        {"wait_for": {"method": "prompts/list"}},
+        {"reply_error": {"code": -32601, "message": "Method not found"}},
+    ]
     doc, _ = probe_json(*scripted(tmp_path, steps))
     assert doc["ok"] is True
     assert doc["server"] == {"name": "scripted", "version": "7"}
@@ -269,12 +293,14 @@ def test_list_errors_are_unavailable_not_failures(tmp_path: Path) -> None:
 
 
 def test_server_requests_are_answered_32601_and_recorded(tmp_path: Path) -> None:
-    steps = [*initialize_reply(),
-             {"wait_for": {"method": "notifications/initialized"}},
-             {"send": {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}},
-             {"send": {"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}},
-             {"wait_response": "r1", "expect_error_code": -32601},
-             {"stderr": "answered"}]
+    steps = [
+        *initialize_reply(),
+        {"wait_for": {"method": "notifications/initialized"}},
+        {"send": {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}},
+        {"send": {"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}},
+        {"wait_response": "r1", "expect_error_code": -32601},
+        {"stderr": "answered"},
+    ]
     doc, _ = probe_json("--listen", "1", *scripted(tmp_path, steps))
     by_kind = {event["kind"]: event for event in doc["events"]}
     assert by_kind["notification"]["method"] == "notifications/tools/list_changed"
@@ -283,10 +309,16 @@ def test_server_requests_are_answered_32601_and_recorded(tmp_path: Path) -> None
 
 
 def test_server_text_cannot_drive_the_terminal(tmp_path: Path) -> None:
-    tool = {"name": "evil\u202e", "description": "\u001b[2J\u001b]0;title\u0007[bold]x[/bold]",
-            "inputSchema": {"type": "object"}}
-    steps = [*initialize_reply({"tools": {}}),
-             {"wait_for": {"method": "tools/list"}}, {"reply": {"tools": [tool]}}]
+    tool = {
+        "name": "evil\u202e",
+        "description": "\u001b[2J\u001b]0;title\u0007[bold]x[/bold]",
+        "inputSchema": {"type": "object"},
+    }
+    steps = [
+        *initialize_reply({"tools": {}}),
+        {"wait_for": {"method": "tools/list"}},
+        {"reply": {"tools": [tool]}},
+    ]
     done = run_cli("probe", *scripted(tmp_path, steps))
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\u202e" not in done.stdout
@@ -297,8 +329,11 @@ def test_server_text_cannot_drive_the_terminal(tmp_path: Path) -> None:
 def test_values_orjson_cannot_write_are_still_reported(tmp_path: Path) -> None:
     big = 2**70  # kept exact by the library's parser (ENVELOPE.md D6)
     tool = {"name": "odd", "description": "half \ud800 a pair", "inputSchema": {"maximum": big}}
-    steps = [*initialize_reply({"tools": {}}),
-             {"wait_for": {"method": "tools/list"}}, {"reply": {"tools": [tool]}}]
+    steps = [
+        *initialize_reply({"tools": {}}),
+        {"wait_for": {"method": "tools/list"}},
+        {"reply": {"tools": [tool]}},
+    ]
     args = scripted(tmp_path, steps)
     doc, _ = probe_json(*args)
     assert doc["tools"] == [tool]
@@ -310,17 +345,20 @@ def test_values_orjson_cannot_write_are_still_reported(tmp_path: Path) -> None:
 # --- usage -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [
-    ["--env", "NOEQUALS"],
-    ["--env", "=value"],
-    ["--cwd", "/no/such/directory"],
-    ["--timeout", "-1"],
-    ["--timeout", "0"],
-    ["--request-timeout", "soon"],
-    ["--listen", "-2"],
-    ["--listen", "nan"],
-    ["--log-level", "loud"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--env", "NOEQUALS"],
+        ["--env", "=value"],
+        ["--cwd", "/no/such/directory"],
+        ["--timeout", "-1"],
+        ["--timeout", "0"],
+        ["--request-timeout", "soon"],
+        ["--listen", "-2"],
+        ["--listen", "nan"],
+        ["--log-level", "loud"],
+    ],
+)
 def test_usage_errors_exit_2(args: list[str]) -> None:
     done = run_cli("probe", "--json", *args)
     assert done.returncode == 2, done.stderr
@@ -348,16 +386,21 @@ def test_console_script_is_installed() -> None:
     script = Path(sys.executable).parent / "mcpl-host"
     if not script.exists():
         pytest.skip("no mcpl-host console script next to this interpreter")
-    done = subprocess.run([str(script), "probe", "--json"], capture_output=True, text=True,
-                          timeout=TIMEOUT, env={**os.environ})
+    done = subprocess.run(
+        [str(script), "probe", "--json"], capture_output=True, text=True, timeout=TIMEOUT, env={**os.environ}
+    )
     assert done.returncode == 0 and json.loads(done.stdout)["ok"] is True
 
 
 def test_server_exiting_while_listening_is_a_failure(tmp_path: Path) -> None:
-    steps = [*initialize_reply({"tools": {}}), {"expect": {"method": "notifications/initialized"}},
-             {"wait_for": {"method": "tools/list"}, "timeout": 30},
-             {"reply": {"tools": []}},
-             {"stderr": "server giving up"}, {"exit": 7}]
+    steps = [
+        *initialize_reply({"tools": {}}),
+        {"expect": {"method": "notifications/initialized"}},
+        {"wait_for": {"method": "tools/list"}, "timeout": 30},
+        {"reply": {"tools": []}},
+        {"stderr": "server giving up"},
+        {"exit": 7},
+    ]
     doc, _ = probe_json("--listen", "30", *scripted(tmp_path, steps), status=1)
     assert doc["ok"] is False
     assert "status 7" in doc["error"]["message"]
@@ -366,9 +409,12 @@ def test_server_exiting_while_listening_is_a_failure(tmp_path: Path) -> None:
 
 def test_deeply_nested_tool_schema_is_cut_in_the_report(tmp_path: Path) -> None:
     schema = '{"a":' * 900 + "1" + "}" * 900
-    steps = [*initialize_reply({"tools": {}}), {"expect": {"method": "notifications/initialized"}},
-             {"expect": {"method": "tools/list"}},
-             {"raw": '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"deep","inputSchema":' + schema + "}]}}"}]
+    steps = [
+        *initialize_reply({"tools": {}}),
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "tools/list"}},
+        {"raw": '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"deep","inputSchema":' + schema + "}]}}"},
+    ]
     doc, _ = probe_json(*scripted(tmp_path, steps))
     assert doc["ok"] is True and doc["tools"][0]["name"] == "deep"
     assert "nested deeper than" in json.dumps(doc["tools"][0]["inputSchema"])

@@ -38,22 +38,30 @@ def demo_entry(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     link = tmp_path / "demo_server.py"
     if not link.exists():
         link.symlink_to(FIXTURES / "demo_server.py")
-    return {"command": sys.executable, "args": ["./demo_server.py"],
-            "env": {"DEMO_PUSH_INTERVAL": "0.2", "DEMO_PUSH_COUNT": "2"},
-            "grant": ["pushEvents", "tools"], "timeouts": {"closeGrace": 1, "terminateGrace": 1}, **extra}
+    return {
+        "command": sys.executable,
+        "args": ["./demo_server.py"],
+        "env": {"DEMO_PUSH_INTERVAL": "0.2", "DEMO_PUSH_COUNT": "2"},
+        "grant": ["pushEvents", "tools"],
+        "timeouts": {"closeGrace": 1, "terminateGrace": 1},
+        **extra,
+    }
 
 
 def scripted_entry(tmp_path: Path, steps: list[Any], name: str, **extra: Any) -> dict[str, Any]:
     script = tmp_path / f"{name}.json"
     script.write_text(json.dumps(steps), encoding="utf-8")
-    return {"command": sys.executable, "args": [str(SCRIPTED), str(script), str(tmp_path / f"{name}.record")],
-            "timeouts": {"closeGrace": 0.5, "terminateGrace": 1}, **extra}
+    return {
+        "command": sys.executable,
+        "args": [str(SCRIPTED), str(script), str(tmp_path / f"{name}.record")],
+        "timeouts": {"closeGrace": 0.5, "terminateGrace": 1},
+        **extra,
+    }
 
 
 def telling_secret(tmp_path: Path) -> dict[str, Any]:
     """A plain MCP server that sends a notification holding its own env value (a secret)."""
-    steps = [*MCP_HANDSHAKE,
-             {"send": {"jsonrpc": "2.0", "method": "test/hello", "params": {"key": SECRET}}}]
+    steps = [*MCP_HANDSHAKE, {"send": {"jsonrpc": "2.0", "method": "test/hello", "params": {"key": SECRET}}}]
     return scripted_entry(tmp_path, steps, "teller", env={"API_KEY": SECRET})
 
 
@@ -108,13 +116,23 @@ def test_run_json_prints_one_object_per_event(tmp_path: Path) -> None:
 
 
 def test_run_exits_1_when_every_server_gives_up(tmp_path: Path) -> None:
-    entry = scripted_entry(tmp_path, [{"stderr": "no config, bye"}, {"exit": 2}], "crasher",
-                           restart={"baseDelay": 0.05, "jitter": 0, "maxFailures": 2})
+    entry = scripted_entry(
+        tmp_path,
+        [{"stderr": "no config, bye"}, {"exit": 2}],
+        "crasher",
+        restart={"baseDelay": 0.05, "jitter": 0, "maxFailures": 2},
+    )
     done = run_cli("run", str(write_config(tmp_path, {"crasher": entry})))
     assert done.returncode == 1, done.stderr
     lines = [line.split("  ", 2)[2] for line in done.stdout.splitlines() if "  crasher  " in line]
-    assert [line.split(" ", 1)[0] for line in lines] == ["connecting", "disconnected", "reconnecting",
-                                                          "connecting", "disconnected", "gave_up"]
+    assert [line.split(" ", 1)[0] for line in lines] == [
+        "connecting",
+        "disconnected",
+        "reconnecting",
+        "connecting",
+        "disconnected",
+        "gave_up",
+    ]
     assert "last stderr: no config, bye" in done.stdout
     assert "gave_up crashed 2 times in 60 seconds; last: the server went away" in done.stdout
     assert "stopped: every server gave up" in done.stdout
@@ -125,16 +143,24 @@ def test_run_a_broken_config_lists_every_problem_and_starts_nothing() -> None:
     done = run_cli("run", str(FIXTURES / "configs" / "broken.json"))
     assert done.returncode == 2 and done.stdout == ""
     assert "has 5 problems; nothing was started" in done.stderr
-    for location in ("mcpServers.demo.args[1]", "mcpServers.demo.timeouts.request", "mcpServers.time.inherit_env",
-                     "mcpServers.remote.url", "mcpServers.remote.grant[0]"):
+    for location in (
+        "mcpServers.demo.args[1]",
+        "mcpServers.demo.timeouts.request",
+        "mcpServers.time.inherit_env",
+        "mcpServers.remote.url",
+        "mcpServers.remote.grant[0]",
+    ):
         assert location in done.stderr
     assert "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["/no/such/servers.json"], "cannot read the file"),
-    ([str(FIXTURES / "configs" / "example.json"), "--health-interval", "0"], "more than zero"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["/no/such/servers.json"], "cannot read the file"),
+        ([str(FIXTURES / "configs" / "example.json"), "--health-interval", "0"], "more than zero"),
+    ],
+)
 def test_run_usage_errors_exit_2(args: list[str], message: str) -> None:
     done = run_cli("run", *args)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
@@ -156,7 +182,9 @@ def test_probe_config_server_uses_its_settings(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     assert doc["config"] == {"file": str(config), "server": "demo"}
     assert doc["grant"]["effectiveCapabilities"] == ["tools"]  # the file's grant, not "all advertised"
-    overridden = run_cli("probe", "--json", "--config", str(config), "--server", "demo", "--grant", "pushEvents")
+    overridden = run_cli(
+        "probe", "--json", "--config", str(config), "--server", "demo", "--grant", "pushEvents"
+    )
     assert json.loads(overridden.stdout)["grant"]["effectiveCapabilities"] == ["pushEvents"]
     assert not processes_with(str(tmp_path))
 
@@ -165,18 +193,28 @@ def test_probe_config_problems_and_unknown_server_exit_2(tmp_path: Path) -> None
     broken = run_cli("probe", "--config", str(FIXTURES / "configs" / "broken.json"), "--server", "demo")
     assert broken.returncode == 2 and "has 5 problems" in broken.stderr
     unknown = run_cli("probe", "--config", str(FIXTURES / "configs" / "example.json"), "--server", "nope")
-    assert unknown.returncode == 2 and "no server named 'nope'" in unknown.stderr and "demo, time" in unknown.stderr
+    assert (
+        unknown.returncode == 2
+        and "no server named 'nope'" in unknown.stderr
+        and "demo, time" in unknown.stderr
+    )
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--ws", "ws://127.0.0.1:9/", "--", "python3", "x.py"], "not a command and --ws"),
-    (["--ws", "ws://127.0.0.1:9/", "--config", "c.json", "--server", "x"], "not --ws and --config"),
-    (["--config", "c.json"], "--config FILE and --server NAME go together"),
-    (["--server", "demo"], "--config FILE and --server NAME go together"),
-    (["--token", SECRET], "--token and --token-in apply only with --ws"),
-    (["--ws", "ws://127.0.0.1:9/", "--env", "A=b"], "--env, --cwd and --inherit-env apply only to a command"),
-    (["--ws", "http://127.0.0.1:9/"], "--ws:"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ws", "ws://127.0.0.1:9/", "--", "python3", "x.py"], "not a command and --ws"),
+        (["--ws", "ws://127.0.0.1:9/", "--config", "c.json", "--server", "x"], "not --ws and --config"),
+        (["--config", "c.json"], "--config FILE and --server NAME go together"),
+        (["--server", "demo"], "--config FILE and --server NAME go together"),
+        (["--token", SECRET], "--token and --token-in apply only with --ws"),
+        (
+            ["--ws", "ws://127.0.0.1:9/", "--env", "A=b"],
+            "--env, --cwd and --inherit-env apply only to a command",
+        ),
+        (["--ws", "http://127.0.0.1:9/"], "--ws:"),
+    ],
+)
 def test_probe_target_usage_errors_exit_2(args: list[str], message: str) -> None:
     done = run_cli("probe", "--json", *args)
     assert done.returncode == 2 and done.stdout == "", done.stderr
@@ -184,8 +222,13 @@ def test_probe_target_usage_errors_exit_2(args: list[str], message: str) -> None
 
 
 def test_probe_ignores_a_token_in_the_environment_without_ws() -> None:
-    done = subprocess.run([*CLI, "probe", "--json"], capture_output=True, text=True, timeout=TIMEOUT,
-                          env={**os.environ, "MCPL_HOST_TOKEN": SECRET})
+    done = subprocess.run(
+        [*CLI, "probe", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "MCPL_HOST_TOKEN": SECRET},
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -194,11 +237,16 @@ def test_probe_ignores_a_token_in_the_environment_without_ws() -> None:
 async def test_probe_ws_with_a_token_never_shows_it(token_in: str) -> None:
     from .test_websocket import bridge
 
-    async with bridge("--require-token", SECRET, command=[sys.executable, str(FIXTURES / "demo_server.py")]) as server:
+    async with bridge(
+        "--require-token", SECRET, command=[sys.executable, str(FIXTURES / "demo_server.py")]
+    ) as server:
         url = server.url()
         with anyio.fail_after(TIMEOUT):
-            done = await anyio.run_process([*CLI, "probe", "--json", "--ws", url, "--token-in", token_in],
-                                           check=False, env={**os.environ, "MCPL_HOST_TOKEN": SECRET})
+            done = await anyio.run_process(
+                [*CLI, "probe", "--json", "--ws", url, "--token-in", token_in],
+                check=False,
+                env={**os.environ, "MCPL_HOST_TOKEN": SECRET},
+            )
             refused = await anyio.run_process([*CLI, "probe", "--json", "--ws", url], check=False)
     out, err = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 0, err

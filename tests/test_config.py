@@ -43,18 +43,24 @@ def problems_of_entry(entry: Any) -> list[str]:
 
 # --- The common shape --------------------------------------------------------------------------
 
+
 def test_claude_desktop_shape() -> None:
     config = load_config(CONFIGS / "claude_desktop.json")
     assert list(config.servers) == ["filesystem", "github", "time"]  # "globalShortcut" ignored
     fs = config.servers["filesystem"]
     assert (fs.transport, fs.command) == ("stdio", "npx")
-    assert fs.args == ("-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Desktop",
-                       str(CONFIGS / "notes"))
+    assert fs.args == (
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "/Users/me/Desktop",
+        str(CONFIGS / "notes"),
+    )
     github = config.servers["github"]
     assert github.env == {"GITHUB_PERSONAL_ACCESS_TOKEN": "ghp_not_a_real_token"}
     assert github.secrets_for_redaction == ("ghp_not_a_real_token",)
-    assert config.servers["time"] == ServerConfig(name="time", transport="stdio", command="uvx",
-                                                  args=("mcp-server-time",))
+    assert config.servers["time"] == ServerConfig(
+        name="time", transport="stdio", command="uvx", args=("mcp-server-time",)
+    )
     assert config.source == str(CONFIGS / "claude_desktop.json")
     assert config.enabled_servers == config.servers
 
@@ -67,12 +73,18 @@ def test_example_with_every_kind_of_key() -> None:
     assert Path(demo.args[0]).is_file()
     assert demo.grant_policy == GrantPolicy(grant=("pushEvents", "tools"), deny=("channels.*",))
     assert demo.feature_set_policy == FeatureSetPolicy(enabled=("demo.*",), disabled=())
-    assert demo.limits == Limits(handshake_timeout_seconds=10, request_timeout_seconds=30, close_grace_seconds=1)
-    assert demo.restart_policy == RestartPolicy(base_delay_seconds=1, max_delay_seconds=20, max_failures=3,
-                                                failure_window_seconds=30)
+    assert demo.limits == Limits(
+        handshake_timeout_seconds=10, request_timeout_seconds=30, close_grace_seconds=1
+    )
+    assert demo.restart_policy == RestartPolicy(
+        base_delay_seconds=1, max_delay_seconds=20, max_failures=3, failure_window_seconds=30
+    )
     remote = config.servers["remote"]
-    assert (remote.transport, remote.url, remote.token_in) == ("websocket", "wss://mcpl.example.invalid/v1",
-                                                               "header")
+    assert (remote.transport, remote.url, remote.token_in) == (
+        "websocket",
+        "wss://mcpl.example.invalid/v1",
+        "header",
+    )
     assert remote.grant_policy.grant_all_advertised
     assert remote.secrets_for_redaction == ("mcpl-host", "example-token-not-real")
     assert list(config.servers) == ["demo", "time", "remote"]
@@ -85,11 +97,15 @@ def test_servers_under_mcplServers() -> None:
 
 
 def test_both_lists_merge_and_a_name_in_both_is_a_problem() -> None:
-    config = parse_config({"mcpServers": {"a": {"command": "x"}}, "mcplServers": {"b": {"url": "ws://h"}}},
-                          base_dir=BASE, source="t")
+    config = parse_config(
+        {"mcpServers": {"a": {"command": "x"}}, "mcplServers": {"b": {"url": "ws://h"}}},
+        base_dir=BASE,
+        source="t",
+    )
     assert list(config.servers) == ["a", "b"]
     assert problems_of({"mcpServers": {"a": {"command": "x"}}, "mcplServers": {"a": {"command": "y"}}}) == [
-        "mcplServers.a: the name 'a' is already used in mcpServers"]
+        "mcplServers.a: the name 'a' is already used in mcpServers"
+    ]
 
 
 def test_an_empty_servers_object_is_a_config_with_no_servers() -> None:
@@ -98,6 +114,7 @@ def test_an_empty_servers_object_is_a_config_with_no_servers() -> None:
 
 # --- Paths -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("arg", "expected"),
     [
@@ -105,7 +122,7 @@ def test_an_empty_servers_object_is_a_config_with_no_servers() -> None:
         ("../demo_server.py", "/cfg/../demo_server.py"),
         (".", "/cfg"),
         ("..", "/cfg/.."),
-        ("server.py", "server.py"),          # not marked: passed as written
+        ("server.py", "server.py"),  # not marked: passed as written
         ("-m", "-m"),
         ("--dir=./x", "--dir=./x"),
         ("/abs/path", "/abs/path"),
@@ -119,8 +136,12 @@ def test_args_resolve_only_when_marked_relative(arg: str, expected: str) -> None
 
 @pytest.mark.parametrize(
     ("command", "expected"),
-    [("./run.sh", "/cfg/run.sh"), ("../bin/server", "/cfg/../bin/server"), ("python3", "python3"),
-     ("/usr/bin/python3", "/usr/bin/python3")],
+    [
+        ("./run.sh", "/cfg/run.sh"),
+        ("../bin/server", "/cfg/../bin/server"),
+        ("python3", "python3"),
+        ("/usr/bin/python3", "/usr/bin/python3"),
+    ],
 )
 def test_command_resolves_by_the_same_rule(command: str, expected: str) -> None:
     assert one({"command": command}).command == expected
@@ -128,7 +149,13 @@ def test_command_resolves_by_the_same_rule(command: str, expected: str) -> None:
 
 @pytest.mark.parametrize(
     ("cwd", "expected"),
-    [("work", "/cfg/work"), ("./work", "/cfg/work"), ("../up", "/cfg/../up"), ("/abs", "/abs"), (".", "/cfg")],
+    [
+        ("work", "/cfg/work"),
+        ("./work", "/cfg/work"),
+        ("../up", "/cfg/../up"),
+        ("/abs", "/abs"),
+        (".", "/cfg"),
+    ],
 )
 def test_cwd_relative_resolves_against_the_config_folder(cwd: str, expected: str) -> None:
     assert one({"command": "x", "cwd": cwd}).cwd == expected
@@ -136,24 +163,39 @@ def test_cwd_relative_resolves_against_the_config_folder(cwd: str, expected: str
 
 def test_load_config_resolves_against_the_folder_of_the_path_as_given(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "c.json").write_text('{"mcpServers": {"s": {"command": "x", "args": ["./a"], '
-                                             '"cwd": "w"}}}')
+    (tmp_path / "sub" / "c.json").write_text(
+        '{"mcpServers": {"s": {"command": "x", "args": ["./a"], "cwd": "w"}}}'
+    )
     server = load_config(tmp_path / "sub" / "c.json").servers["s"]
     assert (server.args, server.cwd) == ((str(tmp_path / "sub" / "a"),), str(tmp_path / "sub" / "w"))
 
 
 def test_tilde_is_not_expanded() -> None:
     assert problems_of_entry({"command": "x", "cwd": "~/work"}) == [
-        'mcpServers.s.cwd: "~" is not expanded; write the path in full']
+        'mcpServers.s.cwd: "~" is not expanded; write the path in full'
+    ]
 
 
 # --- WebSocket ---------------------------------------------------------------------------------
 
+
 def test_websocket_entry_inferred_from_url() -> None:
-    server = one({"url": "wss://h:8443/mcpl?x=1", "token": "tok-12345", "tokenIn": "query",
-                  "headers": {"X-Api-Key": "key-12345"}})
-    assert server == ServerConfig(name="s", transport="websocket", url="wss://h:8443/mcpl?x=1",
-                                  token="tok-12345", token_in="query", headers={"X-Api-Key": "key-12345"})
+    server = one(
+        {
+            "url": "wss://h:8443/mcpl?x=1",
+            "token": "tok-12345",
+            "tokenIn": "query",
+            "headers": {"X-Api-Key": "key-12345"},
+        }
+    )
+    assert server == ServerConfig(
+        name="s",
+        transport="websocket",
+        url="wss://h:8443/mcpl?x=1",
+        token="tok-12345",
+        token_in="query",
+        headers={"X-Api-Key": "key-12345"},
+    )
     assert server.secrets_for_redaction == ("key-12345", "tok-12345")
 
 
@@ -168,26 +210,46 @@ def test_explicit_transport_picks_one_of_two_set_ups_and_drops_the_other() -> No
 @pytest.mark.parametrize(
     ("entry", "expected"),
     [
-        ({"command": "x", "url": "ws://h"},
-         ['mcpServers.s: has both "command" and "url"; set "transport" to "stdio" or "websocket"']),
+        (
+            {"command": "x", "url": "ws://h"},
+            ['mcpServers.s: has both "command" and "url"; set "transport" to "stdio" or "websocket"'],
+        ),
         ({}, ['mcpServers.s: needs "command" (a stdio server) or "url" (a websocket server)']),
         ({"transport": "websocket"}, ['mcpServers.s: a websocket server needs "url"']),
         ({"transport": "stdio", "url": "ws://h"}, ['mcpServers.s: a stdio server needs "command"']),
-        ({"transport": "sse", "url": "ws://h"}, ['mcpServers.s.transport: must be "stdio" or "websocket", '
-                                                 'not the string "sse"']),
-        ({"transport": "stdio", "type": "stdio", "command": "x"},
-         ['mcpServers.s.type: give "transport" or "type", not both']),
-        ({"url": "ws://h", "args": [], "env": {}},
-         ["mcpServers.s.args: applies only to stdio servers, and this one is websocket",
-          "mcpServers.s.env: applies only to stdio servers, and this one is websocket"]),
-        ({"command": "x", "headers": {}}, ["mcpServers.s.headers: applies only to websocket servers, "
-                                           "and this one is stdio"]),
-        ({"url": "https://h/mcp"}, ["mcpServers.s.url: must be a ws:// or wss:// URL; its scheme is \"https\""]),
+        (
+            {"transport": "sse", "url": "ws://h"},
+            ['mcpServers.s.transport: must be "stdio" or "websocket", not the string "sse"'],
+        ),
+        (
+            {"transport": "stdio", "type": "stdio", "command": "x"},
+            ['mcpServers.s.type: give "transport" or "type", not both'],
+        ),
+        (
+            {"url": "ws://h", "args": [], "env": {}},
+            [
+                "mcpServers.s.args: applies only to stdio servers, and this one is websocket",
+                "mcpServers.s.env: applies only to stdio servers, and this one is websocket",
+            ],
+        ),
+        (
+            {"command": "x", "headers": {}},
+            ["mcpServers.s.headers: applies only to websocket servers, and this one is stdio"],
+        ),
+        (
+            {"url": "https://h/mcp"},
+            ['mcpServers.s.url: must be a ws:// or wss:// URL; its scheme is "https"'],
+        ),
         ({"url": "ws:///path"}, ["mcpServers.s.url: must be a ws:// or wss:// URL; it has no host"]),
-        ({"url": "localhost:80"}, ["mcpServers.s.url: must be a ws:// or wss:// URL; its scheme is \"localhost\""]),
+        (
+            {"url": "localhost:80"},
+            ['mcpServers.s.url: must be a ws:// or wss:// URL; its scheme is "localhost"'],
+        ),
         ({"url": "//h/x"}, ["mcpServers.s.url: must be a ws:// or wss:// URL; it has no scheme"]),
-        ({"url": "ws://h", "tokenIn": "cookie", "token": "tok-12345"},
-         ['mcpServers.s.tokenIn: must be "header" or "query", not the string "cookie"']),
+        (
+            {"url": "ws://h", "tokenIn": "cookie", "token": "tok-12345"},
+            ['mcpServers.s.tokenIn: must be "header" or "query", not the string "cookie"'],
+        ),
         ({"url": "ws://h", "tokenIn": "query"}, ['mcpServers.s.tokenIn: has no effect without "token"']),
     ],
 )
@@ -197,33 +259,74 @@ def test_transport_problems(entry: dict[str, Any], expected: list[str]) -> None:
 
 # --- Host keys ---------------------------------------------------------------------------------
 
+
 def test_timeouts_and_max_line_bytes_become_limits() -> None:
-    server = one({"command": "x", "maxLineBytes": 1048576,
-                  "timeouts": {"handshake": 5, "request": 0.5, "closeGrace": 0, "terminateGrace": 3}})
-    assert server.limits == Limits(max_line_bytes=1048576, handshake_timeout_seconds=5,
-                                   request_timeout_seconds=0.5, close_grace_seconds=0, terminate_grace_seconds=3)
+    server = one(
+        {
+            "command": "x",
+            "maxLineBytes": 1048576,
+            "timeouts": {"handshake": 5, "request": 0.5, "closeGrace": 0, "terminateGrace": 3},
+        }
+    )
+    assert server.limits == Limits(
+        max_line_bytes=1048576,
+        handshake_timeout_seconds=5,
+        request_timeout_seconds=0.5,
+        close_grace_seconds=0,
+        terminate_grace_seconds=3,
+    )
 
 
 def test_restart_becomes_a_restart_policy() -> None:
-    server = one({"command": "x", "restart": {"enabled": False, "baseDelay": 2, "maxDelay": 60, "jitter": 0,
-                                              "healthyAfter": 10, "maxFailures": 9, "failureWindow": 120}})
+    server = one(
+        {
+            "command": "x",
+            "restart": {
+                "enabled": False,
+                "baseDelay": 2,
+                "maxDelay": 60,
+                "jitter": 0,
+                "healthyAfter": 10,
+                "maxFailures": 9,
+                "failureWindow": 120,
+            },
+        }
+    )
     assert server.restart_policy == RestartPolicy(
-        enabled=False, base_delay_seconds=2, max_delay_seconds=60, jitter=0, healthy_after_seconds=10,
-        max_failures=9, failure_window_seconds=120)
+        enabled=False,
+        base_delay_seconds=2,
+        max_delay_seconds=60,
+        jitter=0,
+        healthy_after_seconds=10,
+        max_failures=9,
+        failure_window_seconds=120,
+    )
 
 
 def test_grant_and_feature_sets() -> None:
-    server = one({"command": "x", "grant": ["pushEvents", "contextHooks.beforeInference.*"],
-                  "deny": ["channels.*"], "grantAllAdvertised": False,
-                  "featureSets": {"enabled": None, "disabled": ["memory.*"]}})
-    assert server.grant_policy == GrantPolicy(grant=("pushEvents", "contextHooks.beforeInference.*"),
-                                              deny=("channels.*",))
+    server = one(
+        {
+            "command": "x",
+            "grant": ["pushEvents", "contextHooks.beforeInference.*"],
+            "deny": ["channels.*"],
+            "grantAllAdvertised": False,
+            "featureSets": {"enabled": None, "disabled": ["memory.*"]},
+        }
+    )
+    assert server.grant_policy == GrantPolicy(
+        grant=("pushEvents", "contextHooks.beforeInference.*"), deny=("channels.*",)
+    )
     assert server.feature_set_policy == FeatureSetPolicy(enabled=None, disabled=("memory.*",))
 
 
 def test_secrets_for_redaction_collects_every_secret_once() -> None:
-    server = one({"command": "x", "env": {"A": "same-value", "B": "other-value", "C": ""},
-                  "secrets": ["same-value", "extra-secret"]})
+    server = one(
+        {
+            "command": "x",
+            "env": {"A": "same-value", "B": "other-value", "C": ""},
+            "secrets": ["same-value", "extra-secret"],
+        }
+    )
     assert server.secrets_for_redaction == ("same-value", "other-value", "extra-secret")
 
 
@@ -233,43 +336,87 @@ def test_secrets_for_redaction_collects_every_secret_once() -> None:
         ({"command": 3}, ["mcpServers.s.command: must be a non-empty string, not a number"]),
         ({"command": ""}, ["mcpServers.s.command: must be a non-empty string, not a string"]),
         ({"command": "x", "args": "a b"}, ["mcpServers.s.args: must be an array of strings, not a string"]),
-        ({"command": "x", "args": ["a", None, True]},
-         ["mcpServers.s.args[1]: must be a string, not null", "mcpServers.s.args[2]: must be a string, not true"]),
-        ({"command": "x", "env": {"PORT": 8080, "K": ["v"]}},
-         ["mcpServers.s.env.PORT: must be a string, not a number",
-          "mcpServers.s.env.K: must be a string, not an array"]),
+        (
+            {"command": "x", "args": ["a", None, True]},
+            [
+                "mcpServers.s.args[1]: must be a string, not null",
+                "mcpServers.s.args[2]: must be a string, not true",
+            ],
+        ),
+        (
+            {"command": "x", "env": {"PORT": 8080, "K": ["v"]}},
+            [
+                "mcpServers.s.env.PORT: must be a string, not a number",
+                "mcpServers.s.env.K: must be a string, not an array",
+            ],
+        ),
         ({"command": "x", "env": []}, ["mcpServers.s.env: must be an object of strings, not an array"]),
         ({"command": "x", "cwd": None}, ["mcpServers.s.cwd: must be a non-empty string, not null"]),
-        ({"command": "x", "inheritEnv": "yes"}, ["mcpServers.s.inheritEnv: must be true or false, not a string"]),
+        (
+            {"command": "x", "inheritEnv": "yes"},
+            ["mcpServers.s.inheritEnv: must be true or false, not a string"],
+        ),
         ({"command": "x", "disabled": 1}, ["mcpServers.s.disabled: must be true or false, not a number"]),
         ({"command": "x", "grant": "tools"}, ["mcpServers.s.grant: must be an array, not a string"]),
-        ({"command": "x", "grant": ["tools", 7, "tool"]},
-         ["mcpServers.s.grant[1]: must be a non-empty string, not a number",
-          "mcpServers.s.grant[2]: 'tool' matches no capability path; did you mean \"tools\"?"]),
-        ({"command": "x", "deny": ["channel.*", "contextHook.*.*.*"]},
-         ["mcpServers.s.deny[0]: 'channel.*' matches no capability path; did you mean \"channels.*\"?",
-          "mcpServers.s.deny[1]: 'contextHook.*.*.*' matches no capability path"]),
-        ({"command": "x", "featureSets": {"enabled": "a", "disable": []}},
-         ['mcpServers.s.featureSets.disable: unknown key; did you mean "disabled"?',
-          "mcpServers.s.featureSets.enabled: must be an array of strings, not a string"]),
+        (
+            {"command": "x", "grant": ["tools", 7, "tool"]},
+            [
+                "mcpServers.s.grant[1]: must be a non-empty string, not a number",
+                "mcpServers.s.grant[2]: 'tool' matches no capability path; did you mean \"tools\"?",
+            ],
+        ),
+        (
+            {"command": "x", "deny": ["channel.*", "contextHook.*.*.*"]},
+            [
+                "mcpServers.s.deny[0]: 'channel.*' matches no capability path; did you mean \"channels.*\"?",
+                "mcpServers.s.deny[1]: 'contextHook.*.*.*' matches no capability path",
+            ],
+        ),
+        (
+            {"command": "x", "featureSets": {"enabled": "a", "disable": []}},
+            [
+                'mcpServers.s.featureSets.disable: unknown key; did you mean "disabled"?',
+                "mcpServers.s.featureSets.enabled: must be an array of strings, not a string",
+            ],
+        ),
         ({"command": "x", "featureSets": None}, ["mcpServers.s.featureSets: must be an object, not null"]),
-        ({"command": "x", "timeouts": {"request": 0, "closeGrace": -1, "handshake": "5"}},
-         ["mcpServers.s.timeouts.request: must be a positive number of seconds, not the number 0",
-          "mcpServers.s.timeouts.closeGrace: must be a number of seconds, 0 or more, not the number -1",
-          'mcpServers.s.timeouts.handshake: must be a positive number of seconds, not the string "5"']),
-        ({"command": "x", "maxLineBytes": 1.5},
-         ["mcpServers.s.maxLineBytes: must be a positive whole number of bytes, not the number 1.5"]),
-        ({"command": "x", "restart": {"jitter": 1, "maxFailures": "5", "enabled": None}},
-         ["mcpServers.s.restart.enabled: must be true or false, not null",
-          "mcpServers.s.restart.jitter: must be a fraction from 0 up to, not including, 1, not the number 1",
-          'mcpServers.s.restart.maxFailures: must be a whole number, 1 or more, not the string "5"']),
-        ({"command": "x", "restart": {"baseDelay": 60}},
-         ["mcpServers.s.restart.maxDelay: must not be less than the base delay (60 seconds); "
-          "it is 30 by default"]),
-        ({"command": "x", "restart": {"baseDelay": 2, "maxDelay": 1}},
-         ["mcpServers.s.restart.maxDelay: must not be less than the base delay (2 seconds), not the number 1"]),
-        ({"command": "x", "secrets": ["abc", "long-enough"]},
-         ["mcpServers.s.secrets[0]: is shorter than 4 characters, so it would not be redacted"]),
+        (
+            {"command": "x", "timeouts": {"request": 0, "closeGrace": -1, "handshake": "5"}},
+            [
+                "mcpServers.s.timeouts.request: must be a positive number of seconds, not the number 0",
+                "mcpServers.s.timeouts.closeGrace: must be a number of seconds, 0 or more, not the number -1",
+                'mcpServers.s.timeouts.handshake: must be a positive number of seconds, not the string "5"',
+            ],
+        ),
+        (
+            {"command": "x", "maxLineBytes": 1.5},
+            ["mcpServers.s.maxLineBytes: must be a positive whole number of bytes, not the number 1.5"],
+        ),
+        (
+            {"command": "x", "restart": {"jitter": 1, "maxFailures": "5", "enabled": None}},
+            [
+                "mcpServers.s.restart.enabled: must be true or false, not null",
+                "mcpServers.s.restart.jitter: must be a fraction from 0 up to, not including, 1, not the number 1",
+                'mcpServers.s.restart.maxFailures: must be a whole number, 1 or more, not the string "5"',
+            ],
+        ),
+        (
+            {"command": "x", "restart": {"baseDelay": 60}},
+            [
+                "mcpServers.s.restart.maxDelay: must not be less than the base delay (60 seconds); "
+                "it is 30 by default"
+            ],
+        ),
+        (
+            {"command": "x", "restart": {"baseDelay": 2, "maxDelay": 1}},
+            [
+                "mcpServers.s.restart.maxDelay: must not be less than the base delay (2 seconds), not the number 1"
+            ],
+        ),
+        (
+            {"command": "x", "secrets": ["abc", "long-enough"]},
+            ["mcpServers.s.secrets[0]: is shorter than 4 characters, so it would not be redacted"],
+        ),
     ],
 )
 def test_type_and_value_problems_name_the_expected_type(entry: dict[str, Any], expected: list[str]) -> None:
@@ -277,13 +424,22 @@ def test_type_and_value_problems_name_the_expected_type(entry: dict[str, Any], e
 
 
 def test_secret_values_never_appear_in_messages() -> None:
-    text = "\n".join(problems_of_entry({"url": "https://h/?token=SECRET-1", "headers": {"A": 12345678},
-                                       "token": 87654321, "secrets": [99999999]}))
+    text = "\n".join(
+        problems_of_entry(
+            {
+                "url": "https://h/?token=SECRET-1",
+                "headers": {"A": 12345678},
+                "token": 87654321,
+                "secrets": [99999999],
+            }
+        )
+    )
     assert "SECRET-1" not in text and "12345678" not in text and "87654321" not in text
     assert "99999999" not in text
 
 
 # --- Unknown keys, locations, all problems at once ---------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("key", "expected"),
@@ -314,13 +470,15 @@ def test_five_mistakes_are_five_problems_reported_at_once() -> None:
     lines = str(error).splitlines()
     assert len(lines) == 5
     assert all(line.startswith(f"{CONFIGS / 'broken.json'}: mcpServers.") for line in lines)
-    assert lines[1].endswith("mcpServers.demo.timeouts.request: must be a positive number of seconds, "
-                             "not the number -5")
+    assert lines[1].endswith(
+        "mcpServers.demo.timeouts.request: must be a positive number of seconds, not the number -5"
+    )
 
 
 def test_disabled_servers_are_checked_too() -> None:
     assert problems_of_entry({"command": "x", "disabled": True, "args": [1]}) == [
-        "mcpServers.s.args[0]: must be a string, not a number"]
+        "mcpServers.s.args[0]: must be a string, not a number"
+    ]
 
 
 def test_names_that_are_not_plain_words_are_quoted_in_locations() -> None:
@@ -336,8 +494,13 @@ def test_names_that_are_not_plain_words_are_quoted_in_locations() -> None:
     [
         ([], ["the top level must be an object, not an array"]),
         ({}, ['no "mcpServers" object: the servers go in {"mcpServers": {name: {...}}}']),
-        ({"mcp_servers": {}}, ['mcp_servers: unknown key; did you mean "mcpServers"?',
-                               'no "mcpServers" object: the servers go in {"mcpServers": {name: {...}}}']),
+        (
+            {"mcp_servers": {}},
+            [
+                'mcp_servers: unknown key; did you mean "mcpServers"?',
+                'no "mcpServers" object: the servers go in {"mcpServers": {name: {...}}}',
+            ],
+        ),
         ({"mcpServers": []}, ["mcpServers: must be an object keyed by server name, not an array"]),
         ({"mcpServers": None}, ["mcpServers: must be an object keyed by server name, not null"]),
     ],
@@ -348,15 +511,18 @@ def test_top_level_problems(data: Any, expected: list[str]) -> None:
 
 # --- The file ----------------------------------------------------------------------------------
 
+
 def test_invalid_json_is_one_problem_with_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "servers.json"
     path.write_text('{\n  "mcpServers": {\n    "a": {"command": "x",}\n  }\n}\n')
     with pytest.raises(ConfigError) as info:
         load_config(path)
-    assert info.value.problems == [ConfigProblem("line 3, column 26",
-                                                 "invalid JSON: Expecting property name enclosed in double quotes")]
-    assert str(info.value) == (f"{path}: line 3, column 26: "
-                               "invalid JSON: Expecting property name enclosed in double quotes")
+    assert info.value.problems == [
+        ConfigProblem("line 3, column 26", "invalid JSON: Expecting property name enclosed in double quotes")
+    ]
+    assert str(info.value) == (
+        f"{path}: line 3, column 26: invalid JSON: Expecting property name enclosed in double quotes"
+    )
 
 
 def test_a_key_repeated_in_one_object_is_a_problem(tmp_path: Path) -> None:
@@ -366,7 +532,8 @@ def test_a_key_repeated_in_one_object_is_a_problem(tmp_path: Path) -> None:
         load_config(path)
     # json keeps the last "a"; the first (with its own repeated key) is gone, but reported.
     assert [str(p) for p in info.value.problems] == [
-        "mcpServers.a: this key appears more than once in the same object"]
+        "mcpServers.a: this key appears more than once in the same object"
+    ]
 
 
 def test_a_repeated_key_inside_a_server_is_a_problem(tmp_path: Path) -> None:
@@ -375,7 +542,8 @@ def test_a_repeated_key_inside_a_server_is_a_problem(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert [str(p) for p in info.value.problems] == [
-        "mcpServers.a.command: this key appears more than once in the same object"]
+        "mcpServers.a.command: this key appears more than once in the same object"
+    ]
 
 
 def test_missing_file_and_non_utf8_are_one_problem_each(tmp_path: Path) -> None:
@@ -397,9 +565,30 @@ def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(
-        st.sampled_from(["mcpServers", "mcplServers", "command", "args", "url", "env", "restart", "timeouts",
-                         "grant", "transport", "maxDelay", "x", ""]), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "mcpServers",
+                    "mcplServers",
+                    "command",
+                    "args",
+                    "url",
+                    "env",
+                    "restart",
+                    "timeouts",
+                    "grant",
+                    "transport",
+                    "maxDelay",
+                    "x",
+                    "",
+                ]
+            ),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=20,
 )
 

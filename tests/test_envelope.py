@@ -21,7 +21,9 @@ from mcpl_host.jsonrpc.envelope import (
 CLASSES = (Request, Notification, Response, Invalid, Unrelated)
 
 
-@pytest.mark.parametrize("value", [1, 1.5, "x", None, True, [], [{"jsonrpc": "2.0", "method": "ping", "id": 1}]])
+@pytest.mark.parametrize(
+    "value", [1, 1.5, "x", None, True, [], [{"jsonrpc": "2.0", "method": "ping", "id": 1}]]
+)
 def test_e1_non_objects_and_batches_are_unrelated(value: object) -> None:
     assert isinstance(classify(value), Unrelated)
 
@@ -48,7 +50,9 @@ def test_e3_idless_error_without_jsonrpc_2_is_unrelated(jsonrpc: object) -> None
     assert isinstance(classify(value), Unrelated)
 
 
-@pytest.mark.parametrize("value", [{}, {"jsonrpc": "2.0"}, {"jsonrpc": "2.0", "result": 1}, {"level": "info", "msg": "hi"}])
+@pytest.mark.parametrize(
+    "value", [{}, {"jsonrpc": "2.0"}, {"jsonrpc": "2.0", "result": 1}, {"level": "info", "msg": "hi"}]
+)
 def test_e4_other_objects_without_method_are_unrelated(value: dict) -> None:
     assert isinstance(classify(value), Unrelated)
 
@@ -56,11 +60,26 @@ def test_e4_other_objects_without_method_are_unrelated(value: dict) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ({"jsonrpc": "2.0", "method": 1, "params": "bar"}, "Invalid Request: the method must be a string, not a number"),
-        ({"jsonrpc": "2.0", "method": "x", "id": {"a": 1}}, "Invalid Request: the id must be a string, a number or null, not an object"),
-        ({"jsonrpc": "2.0", "method": "x", "id": True}, "Invalid Request: the id must be a string, a number or null, not a boolean"),
-        ({"jsonrpc": "2.0", "method": "x", "id": [1]}, "Invalid Request: the id must be a string, a number or null, not an array"),
-        ({"jsonrpc": "2.0", "method": None, "id": 3}, "Invalid Request: the method must be a string, not null"),
+        (
+            {"jsonrpc": "2.0", "method": 1, "params": "bar"},
+            "Invalid Request: the method must be a string, not a number",
+        ),
+        (
+            {"jsonrpc": "2.0", "method": "x", "id": {"a": 1}},
+            "Invalid Request: the id must be a string, a number or null, not an object",
+        ),
+        (
+            {"jsonrpc": "2.0", "method": "x", "id": True},
+            "Invalid Request: the id must be a string, a number or null, not a boolean",
+        ),
+        (
+            {"jsonrpc": "2.0", "method": "x", "id": [1]},
+            "Invalid Request: the id must be a string, a number or null, not an array",
+        ),
+        (
+            {"jsonrpc": "2.0", "method": None, "id": 3},
+            "Invalid Request: the method must be a string, not null",
+        ),
     ],
 )
 def test_e5_bad_method_or_id_is_invalid_a3_names_the_kind(value: dict, message: str) -> None:
@@ -87,7 +106,9 @@ def test_a3_both_faults_are_named_and_the_value_is_never_repeated() -> None:
         ({"jsonrpc": "2.0", "method": "x", "id": False}, None),
     ],
 )
-def test_a2_answer_id_is_the_request_id_when_string_or_number_else_null(value: dict, answer_id: object) -> None:
+def test_a2_answer_id_is_the_request_id_when_string_or_number_else_null(
+    value: dict, answer_id: object
+) -> None:
     result = classify(value)
     assert isinstance(result, Invalid)
     assert result.answer_id == answer_id
@@ -129,7 +150,9 @@ def test_bool_is_not_a_number_id() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=5)
+    ),
     max_leaves=20,
 )
 envelope_keys = st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error"])

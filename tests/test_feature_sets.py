@@ -35,26 +35,45 @@ def grant_of(*paths: str, advertised: tuple[str, ...] = ()) -> Grant:
 
 
 def declare(**sets: list[str] | Any) -> FeatureSetDeclarations:
-    return read_feature_sets({"featureSets": {name.replace("_", "."): {"description": name, "uses": uses}
-                                              for name, uses in sets.items()}})
+    return read_feature_sets(
+        {
+            "featureSets": {
+                name.replace("_", "."): {"description": name, "uses": uses} for name, uses in sets.items()
+            }
+        }
+    )
 
 
 # --- reading declarations ------------------------------------------------------------------
 
 
 def test_featuresets_object_map_shape() -> None:
-    decl = read_feature_sets({"version": "0.5", "featureSets": {
-        "memory.retrieval": {"description": "recall", "uses": ["contextHooks.beforeInference.observe"],
-                             "rollback": True, "tagOntology": {"namespace": "mem"}},
-        "clock": {"description": "ticks", "uses": ["pushEvents"]},
-    }})
+    decl = read_feature_sets(
+        {
+            "version": "0.5",
+            "featureSets": {
+                "memory.retrieval": {
+                    "description": "recall",
+                    "uses": ["contextHooks.beforeInference.observe"],
+                    "rollback": True,
+                    "tagOntology": {"namespace": "mem"},
+                },
+                "clock": {"description": "ticks", "uses": ["pushEvents"]},
+            },
+        }
+    )
     assert decl.shape == "object"
     assert decl.problems == []
     assert list(decl.sets) == ["memory.retrieval", "clock"]
     mem = decl.sets["memory.retrieval"]
-    assert mem == FeatureSet(name="memory.retrieval", description="recall",
-                             uses=("contextHooks.beforeInference.observe",), rollback=True,
-                             tag_ontology={"namespace": "mem"}, raw=mem.raw)
+    assert mem == FeatureSet(
+        name="memory.retrieval",
+        description="recall",
+        uses=("contextHooks.beforeInference.observe",),
+        rollback=True,
+        tag_ontology={"namespace": "mem"},
+        raw=mem.raw,
+    )
     assert decl.sets["clock"].rollback is False
 
 
@@ -71,25 +90,32 @@ def test_featuresets_object_map_key_wins_over_differing_name() -> None:
 
 
 def test_featuresets_array_shape() -> None:
-    decl = read_feature_sets({"featureSets": [
-        {"name": "clock", "description": "ticks", "uses": ["pushEvents"]},
-        {"name": "ask", "description": "asks", "uses": ["inferenceRequest"]},
-    ]})
+    decl = read_feature_sets(
+        {
+            "featureSets": [
+                {"name": "clock", "description": "ticks", "uses": ["pushEvents"]},
+                {"name": "ask", "description": "asks", "uses": ["inferenceRequest"]},
+            ]
+        }
+    )
     assert decl.shape == "array"
     assert list(decl.sets) == ["clock", "ask"]
     assert decl.sets["ask"].uses == ("inferenceRequest",)
     assert len(decl.problems) == 1 and "RFC-001" in decl.problems[0]  # the non-conformance note
 
 
-@pytest.mark.parametrize("entry", [
-    {"description": "no name", "uses": ["pushEvents"]},
-    {"name": "", "uses": ["pushEvents"]},
-    {"name": 3, "uses": ["pushEvents"]},
-    {"name": None, "uses": ["pushEvents"]},
-    "clock",
-    ["clock"],
-    None,
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"description": "no name", "uses": ["pushEvents"]},
+        {"name": "", "uses": ["pushEvents"]},
+        {"name": 3, "uses": ["pushEvents"]},
+        {"name": None, "uses": ["pushEvents"]},
+        "clock",
+        ["clock"],
+        None,
+    ],
+)
 def test_featuresets_array_index_is_never_a_name(entry: Any) -> None:
     decl = read_feature_sets({"featureSets": [entry, {"name": "ok", "description": "", "uses": ["tools"]}]})
     assert list(decl.sets) == ["ok"]
@@ -98,30 +124,44 @@ def test_featuresets_array_index_is_never_a_name(entry: Any) -> None:
 
 
 def test_featuresets_array_duplicate_first_wins() -> None:
-    decl = read_feature_sets({"featureSets": [
-        {"name": "x", "description": "first", "uses": ["tools"]},
-        {"name": "x", "description": "second", "uses": ["pushEvents"]},
-    ]})
+    decl = read_feature_sets(
+        {
+            "featureSets": [
+                {"name": "x", "description": "first", "uses": ["tools"]},
+                {"name": "x", "description": "second", "uses": ["pushEvents"]},
+            ]
+        }
+    )
     assert decl.sets["x"].description == "first"
     assert any("first wins" in p for p in decl.problems)
 
 
 def test_featuresets_object_map_invalid_keys_skipped() -> None:
-    decl = read_feature_sets({"featureSets": {"": {"uses": ["tools"]}, 5: {"uses": ["tools"]},
-                                              "ok": {"description": "", "uses": ["tools"]}}})
+    decl = read_feature_sets(
+        {
+            "featureSets": {
+                "": {"uses": ["tools"]},
+                5: {"uses": ["tools"]},
+                "ok": {"description": "", "uses": ["tools"]},
+            }
+        }
+    )
     assert list(decl.sets) == ["ok"]
     assert sum("skipped" in p for p in decl.problems) == 2
 
 
-@pytest.mark.parametrize(("manifest", "shape", "n_problems"), [
-    (None, "absent", 0),
-    ({}, "absent", 0),
-    ({"featureSets": None}, "absent", 0),
-    ({"featureSets": "memory"}, "invalid", 1),
-    ({"featureSets": 7}, "invalid", 1),
-    ([1, 2], "invalid", 1),
-    ("mcpl", "invalid", 1),
-])
+@pytest.mark.parametrize(
+    ("manifest", "shape", "n_problems"),
+    [
+        (None, "absent", 0),
+        ({}, "absent", 0),
+        ({"featureSets": None}, "absent", 0),
+        ({"featureSets": "memory"}, "invalid", 1),
+        ({"featureSets": 7}, "invalid", 1),
+        ([1, 2], "invalid", 1),
+        ("mcpl", "invalid", 1),
+    ],
+)
 def test_featuresets_absent_and_invalid_shapes(manifest: Any, shape: str, n_problems: int) -> None:
     decl = read_feature_sets(manifest)
     assert (decl.shape, decl.sets, len(decl.problems)) == (shape, {}, n_problems)
@@ -141,7 +181,9 @@ def test_featuresets_missing_description_is_a_problem_not_a_skip() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -161,18 +203,21 @@ def test_featuresets_reader_never_raises_and_names_are_declared_strings(declared
 # --- name patterns (Interp. of §6.3) -------------------------------------------------------
 
 
-@pytest.mark.parametrize(("pattern", "name", "expected"), [
-    ("memory.*", "memory.retrieval", True),
-    ("memory.*", "memory.a.b", True),  # prefix, any depth (unlike the capability *)
-    ("memory.*", "memory", False),
-    ("memory.*", "memoryx.a", False),
-    ("memory.*", "other.memory.a", False),
-    ("*", "anything.at.all", True),
-    ("memory", "memory", True),
-    ("memory", "memory.retrieval", False),  # a bare parent names only itself
-    ("memory.*.x", "memory.a.x", False),  # an inner * is literal
-    ("mem*", "memory", False),
-])
+@pytest.mark.parametrize(
+    ("pattern", "name", "expected"),
+    [
+        ("memory.*", "memory.retrieval", True),
+        ("memory.*", "memory.a.b", True),  # prefix, any depth (unlike the capability *)
+        ("memory.*", "memory", False),
+        ("memory.*", "memoryx.a", False),
+        ("memory.*", "other.memory.a", False),
+        ("*", "anything.at.all", True),
+        ("memory", "memory", True),
+        ("memory", "memory.retrieval", False),  # a bare parent names only itself
+        ("memory.*.x", "memory.a.x", False),  # an inner * is literal
+        ("mem*", "memory", False),
+    ],
+)
 def test_e60_feature_set_name_pattern_rule(pattern: str, name: str, expected: bool) -> None:
     assert name_matches(pattern, name) is expected
 
@@ -180,17 +225,20 @@ def test_e60_feature_set_name_pattern_rule(pattern: str, name: str, expected: bo
 # --- derivation ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("uses", [
-    None,  # absent
-    [],
-    "pushEvents",  # not a list
-    ["pushEvent"],  # typo
-    ["channels.*"],  # wildcard
-    ["*"],
-    ["channels"],  # a bare parent is not a vocabulary path
-    ["pushEvents", "contextHooks.afterInference"],  # one bad value spoils the set
-    ["pushEvents", 3],
-])
+@pytest.mark.parametrize(
+    "uses",
+    [
+        None,  # absent
+        [],
+        "pushEvents",  # not a list
+        ["pushEvent"],  # typo
+        ["channels.*"],  # wildcard
+        ["*"],
+        ["channels"],  # a bare parent is not a vocabulary path
+        ["pushEvents", "contextHooks.afterInference"],  # one bad value spoils the set
+        ["pushEvents", 3],
+    ],
+)
 def test_e58_invalid_uses_disables_with_reason(uses: Any) -> None:
     body: dict[str, Any] = {"description": "d"}
     if uses is not None:
@@ -211,7 +259,8 @@ def test_e59_capability_denied_lists_missing_paths() -> None:
     decl = declare(ask=["inferenceRequest", "inferenceRequest.streaming", "pushEvents"])
     derivation = derive(decl, grant_of("inferenceRequest"), NO_POLICY)
     assert derivation.disabled["ask"] == DisabledReason(
-        "capability_denied", missing_capabilities=("inferenceRequest.streaming", "pushEvents"))
+        "capability_denied", missing_capabilities=("inferenceRequest.streaming", "pushEvents")
+    )
 
 
 def test_e59_denied_capability_disables_every_set_that_uses_it() -> None:
@@ -255,12 +304,18 @@ def test_e58_e60_reason_precedence() -> None:
     decl = declare(a=[], b=["pushEvents"], c=["tools"], d=["tools"])
     policy = FeatureSetPolicy(enabled=("a", "b", "d"), disabled=("*",))
     reasons = {k: v.reason for k, v in derive(decl, grant_of("tools"), policy).disabled.items()}
-    assert reasons == {"a": "invalid_uses", "b": "capability_denied", "c": "not_selected",
-                       "d": "disabled_by_policy"}
+    assert reasons == {
+        "a": "invalid_uses",
+        "b": "capability_denied",
+        "c": "not_selected",
+        "d": "disabled_by_policy",
+    }
 
 
-@given(granted=st.sets(st.sampled_from(sorted(VOCABULARY))),
-       uses=st.lists(st.sampled_from(sorted(VOCABULARY) + ["bogus", "channels.*"]), max_size=4))
+@given(
+    granted=st.sets(st.sampled_from(sorted(VOCABULARY))),
+    uses=st.lists(st.sampled_from(sorted(VOCABULARY) + ["bogus", "channels.*"]), max_size=4),
+)
 def test_e59_enabled_sets_are_fully_granted(granted: set[str], uses: list[str]) -> None:
     decl = read_feature_sets({"featureSets": {"x": {"description": "", "uses": uses}}})
     derivation = derive(decl, grant_of(*granted), NO_POLICY)
@@ -288,8 +343,10 @@ def test_d43_policy_params_minimal_shape_always_has_lists() -> None:
     assert params == {"effectiveCapabilities": [], "enabled": [], "disabled": []}
 
 
-@given(granted=st.sets(st.sampled_from(sorted(VOCABULARY))),
-       advertised=st.sets(st.sampled_from(sorted(VOCABULARY))))
+@given(
+    granted=st.sets(st.sampled_from(sorted(VOCABULARY))),
+    advertised=st.sets(st.sampled_from(sorted(VOCABULARY))),
+)
 def test_d43_effective_and_denied_never_overlap(granted: set[str], advertised: set[str]) -> None:
     grant = grant_of(*granted, advertised=tuple(advertised))
     params = Derivation().policy_params(grant)
@@ -301,8 +358,12 @@ def test_d43_effective_and_denied_never_overlap(granted: set[str], advertised: s
 
 
 def setup(grant: Grant, policy: FeatureSetPolicy = NO_POLICY) -> tuple[FeatureSetDeclarations, Derivation]:
-    decl = declare(clock=["pushEvents"], ask=["inferenceRequest"],
-                   stream=["inferenceRequest", "inferenceRequest.streaming"], tool=["tools"])
+    decl = declare(
+        clock=["pushEvents"],
+        ask=["inferenceRequest"],
+        stream=["inferenceRequest", "inferenceRequest.streaming"],
+        tool=["tools"],
+    )
     return decl, derive(decl, grant, policy)
 
 
@@ -339,16 +400,22 @@ def test_e61_undeclared_feature_set_is_unknown() -> None:
     decl, derivation = setup(PUSH_GRANT)
     outcome = admit_feature_set("push/event", push("nope"), decl, derivation, PUSH_GRANT)
     assert outcome.error is not None
-    assert outcome.error.to_error() == {"code": -32003, "message": "Unknown feature set",
-                                        "data": {"featureSet": "nope"}}
+    assert outcome.error.to_error() == {
+        "code": -32003,
+        "message": "Unknown feature set",
+        "data": {"featureSet": "nope"},
+    }
 
 
 def test_e62_disabled_feature_set_is_not_enabled_without_can_enable() -> None:
     decl, derivation = setup(PUSH_GRANT, FeatureSetPolicy(disabled=("clock",)))
     outcome = admit_feature_set("push/event", push(), decl, derivation, PUSH_GRANT)
     assert outcome.error is not None
-    assert outcome.error.to_error() == {"code": -32001, "message": "Feature set not enabled",
-                                        "data": {"featureSet": "clock"}}
+    assert outcome.error.to_error() == {
+        "code": -32001,
+        "message": "Feature set not enabled",
+        "data": {"featureSet": "clock"},
+    }
     assert outcome.diagnostic is None
 
 
@@ -358,23 +425,33 @@ def test_e62_declared_but_missing_from_a_stale_derivation_fails_closed() -> None
     assert outcome.error is not None and outcome.error.code == ErrorCode.FEATURE_SET_NOT_ENABLED
 
 
-@pytest.mark.parametrize(("method", "params", "capability"), [
-    ("push/event", push("tool"), "pushEvents"),
-    ("push/event", push("ask"), "pushEvents"),
-    ("inference/request", {"featureSet": "clock", "messages": []}, "inferenceRequest"),
-    ("inference/request", {"featureSet": "ask", "stream": True, "messages": []},
-     "inferenceRequest.streaming"),
-])
-def test_e64_uses_lacks_exercised_capability_is_mismatch(method: str, params: dict[str, Any],
-                                                         capability: str) -> None:
+@pytest.mark.parametrize(
+    ("method", "params", "capability"),
+    [
+        ("push/event", push("tool"), "pushEvents"),
+        ("push/event", push("ask"), "pushEvents"),
+        ("inference/request", {"featureSet": "clock", "messages": []}, "inferenceRequest"),
+        (
+            "inference/request",
+            {"featureSet": "ask", "stream": True, "messages": []},
+            "inferenceRequest.streaming",
+        ),
+    ],
+)
+def test_e64_uses_lacks_exercised_capability_is_mismatch(
+    method: str, params: dict[str, Any], capability: str
+) -> None:
     decl, derivation = setup(PUSH_GRANT)
     outcome = admit_feature_set(method, params, decl, derivation, PUSH_GRANT)
     assert outcome.error is not None
-    assert outcome.error.to_error() == {"code": -32002, "message": "Capability denied",
-                                        "data": {"capability": capability,
-                                                 "featureSet": params["featureSet"]}}
-    assert outcome.diagnostic == DeclarationMismatch(method=method, feature_set=params["featureSet"],
-                                                     capability=capability)
+    assert outcome.error.to_error() == {
+        "code": -32002,
+        "message": "Capability denied",
+        "data": {"capability": capability, "featureSet": params["featureSet"]},
+    }
+    assert outcome.diagnostic == DeclarationMismatch(
+        method=method, feature_set=params["featureSet"], capability=capability
+    )
 
 
 def test_e64_streaming_set_admits_streamed_and_plain_requests() -> None:
@@ -384,10 +461,13 @@ def test_e64_streaming_set_admits_streamed_and_plain_requests() -> None:
         assert admit_feature_set("inference/request", params, decl, derivation, PUSH_GRANT).admitted
 
 
-@pytest.mark.parametrize(("grant", "capability"), [
-    (None, "pushEvents"),  # pre-policy window
-    (grant_of("tools"), "pushEvents"),
-])
+@pytest.mark.parametrize(
+    ("grant", "capability"),
+    [
+        (None, "pushEvents"),  # pre-policy window
+        (grant_of("tools"), "pushEvents"),
+    ],
+)
 def test_g82_capability_gate_is_rechecked_first(grant: Grant | None, capability: str) -> None:
     decl, derivation = setup(PUSH_GRANT)
     outcome = admit_feature_set("push/event", push("nope"), decl, derivation, grant)
@@ -404,7 +484,17 @@ def test_e_methods_without_feature_sets_pass_through() -> None:
 
 
 def test_unavailable_feature_names_reads_the_receipt() -> None:
-    outcome = read_receipt({"accepted": True, "mode": "degraded", "unavailableFeatures": [
-        {"featureSet": "ask", "missingCapabilities": ["inferenceRequest"], "effect": "disabled"},
-        {"featureSet": "ask", "effect": "disabled"}, {"featureSet": 3}, "junk", {}]})
+    outcome = read_receipt(
+        {
+            "accepted": True,
+            "mode": "degraded",
+            "unavailableFeatures": [
+                {"featureSet": "ask", "missingCapabilities": ["inferenceRequest"], "effect": "disabled"},
+                {"featureSet": "ask", "effect": "disabled"},
+                {"featureSet": 3},
+                "junk",
+                {},
+            ],
+        }
+    )
     assert unavailable_feature_names(outcome) == ("ask",)

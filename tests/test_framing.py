@@ -84,7 +84,10 @@ def test_d6_integer_beyond_64_bits_is_parsed_and_echoed() -> None:
 
 
 def test_twenty_digit_run_inside_a_string_still_parses() -> None:
-    assert loads_line(b'{"id":"123456789012345678901234","n":1.5}') == {"id": "123456789012345678901234", "n": 1.5}
+    assert loads_line(b'{"id":"123456789012345678901234","n":1.5}') == {
+        "id": "123456789012345678901234",
+        "n": 1.5,
+    }
 
 
 def test_lone_surrogate_string_is_parsed_and_echoed() -> None:

@@ -17,8 +17,14 @@ INJECT = {
     "contextHooks.beforeInference.inject.afterUser",
 }
 ALL = expand_advertisement(
-    {"pushEvents": True, "modelInfo": True, "inferenceRequest": True, "inferenceLifecycle": True,
-     "contextHooks": True, "channels": True},
+    {
+        "pushEvents": True,
+        "modelInfo": True,
+        "inferenceRequest": True,
+        "inferenceLifecycle": True,
+        "contextHooks": True,
+        "channels": True,
+    },
     tools=True,
 )
 
@@ -30,7 +36,9 @@ def test_vocabulary_has_17_paths() -> None:
 
 def test_d41_true_means_every_leaf_beneath() -> None:
     assert expand_advertisement({"contextHooks": {"beforeInference": True}}) == {
-        "contextHooks.beforeInference.observe", *INJECT}
+        "contextHooks.beforeInference.observe",
+        *INJECT,
+    }
 
 
 def test_d41_walk_is_generic_and_reaches_depth_four() -> None:
@@ -40,12 +48,19 @@ def test_d41_walk_is_generic_and_reaches_depth_four() -> None:
 
 def test_d41_object_at_a_path_node_advertises_the_node_too() -> None:
     assert expand_advertisement({"inferenceRequest": {"streaming": True}}) == {
-        "inferenceRequest", "inferenceRequest.streaming"}
+        "inferenceRequest",
+        "inferenceRequest.streaming",
+    }
 
 
 def test_d41_false_absent_and_unknown_members_mint_nothing() -> None:
-    adv = {"version": "0.5", "pushEvents": False, "vendorX": True, "channels": {"bogus": True},
-           "featureSets": {"a": {"uses": ["pushEvents"]}}}
+    adv = {
+        "version": "0.5",
+        "pushEvents": False,
+        "vendorX": True,
+        "channels": {"bogus": True},
+        "featureSets": {"a": {"uses": ["pushEvents"]}},
+    }
     assert expand_advertisement(adv) == frozenset()
 
 
@@ -109,8 +124,15 @@ def test_c36_d43_policy_params_always_carry_effective_and_never_overlap() -> Non
     assert not set(params["effectiveCapabilities"]) & set(params["deniedCapabilities"])
 
 
-@given(st.sets(st.sampled_from(sorted(VOCABULARY))), st.lists(st.sampled_from(
-    ["*", "*.*", "channels.*", "channels", "contextHooks.*", "pushEvents", "a.b.c.*", "*.*.*.*"]), max_size=4))
+@given(
+    st.sets(st.sampled_from(sorted(VOCABULARY))),
+    st.lists(
+        st.sampled_from(
+            ["*", "*.*", "channels.*", "channels", "contextHooks.*", "pushEvents", "a.b.c.*", "*.*.*.*"]
+        ),
+        max_size=4,
+    ),
+)
 def test_property_grant_is_within_advertisement_and_policy(advertised: set[str], patterns: list[str]) -> None:
     grant = GrantPolicy(grant=tuple(patterns)).compute(advertised)
     assert grant.paths <= advertised

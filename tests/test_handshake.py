@@ -17,14 +17,17 @@ pytestmark = pytest.mark.anyio
 
 async def test_c26_c27_c28_c32_h1_h6_initialize_first_then_initialized_strictly_next(tmp_path: Path) -> None:
     # The server pings right after its answer: initialized must still be the next message.
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"reply": MCPL_RESULT},
-        {"send": {"jsonrpc": "2.0", "id": 1, "method": "ping"}},
-        {"expect": {"method": "notifications/initialized"}},
-        {"wait_for": {"method": "featureSets/update"}},  # may come before the ping answer
-        {"reply": {"accepted": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": MCPL_RESULT},
+            {"send": {"jsonrpc": "2.0", "id": 1, "method": "ping"}},
+            {"expect": {"method": "notifications/initialized"}},
+            {"wait_for": {"method": "featureSets/update"}},  # may come before the ping answer
+            {"reply": {"accepted": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant=("pushEvents",))) as conn:
             assert conn.mcpl_state is MCPLState.READY
@@ -66,12 +69,21 @@ async def test_c33_plain_mcp_server_gets_no_policy_request(tmp_path: Path) -> No
 
 
 async def test_c29_h2_idless_error_fails_initialize_at_once(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"reply_error": {"code": -32602, "message": "Unsupported protocol version",
-                         "data": {"supported": ["1999-01-01"]}}, "no_id": True},
-        {"hang": True},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {
+                "reply_error": {
+                    "code": -32602,
+                    "message": "Unsupported protocol version",
+                    "data": {"supported": ["1999-01-01"]},
+                },
+                "no_id": True,
+            },
+            {"hang": True},
+        ],
+    )
     with anyio.fail_after(8):  # far below the 10 s handshake timeout of FAST
         with pytest.raises(InitializeError) as caught:
             async with script.connect():
@@ -82,11 +94,14 @@ async def test_c29_h2_idless_error_fails_initialize_at_once(tmp_path: Path) -> N
 
 
 async def test_h2_null_id_error_fails_initialize_at_once(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"reply_error": {"code": -32700, "message": "Parse error"}, "id": None},
-        {"hang": True},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply_error": {"code": -32700, "message": "Parse error"}, "id": None},
+            {"hang": True},
+        ],
+    )
     with anyio.fail_after(8), pytest.raises(InitializeError) as caught:
         async with script.connect():
             pass
@@ -94,16 +109,19 @@ async def test_h2_null_id_error_fails_initialize_at_once(tmp_path: Path) -> None
 
 
 async def test_h3_ping_answered_with_null_id_other_requests_and_invalid_ignored(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"send": {"jsonrpc": "2.0", "id": None, "method": "ping"}},
-        {"wait_response": None},
-        {"send": {"jsonrpc": "2.0", "id": 7, "method": "roots/list"}},
-        {"send": {"jsonrpc": "2.0", "id": 8, "method": 42}},
-        {"send": {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}},
-        {"reply": MCP_HANDSHAKE[1]["reply"]},
-        {"expect": {"method": "notifications/initialized"}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"send": {"jsonrpc": "2.0", "id": None, "method": "ping"}},
+            {"wait_response": None},
+            {"send": {"jsonrpc": "2.0", "id": 7, "method": "roots/list"}},
+            {"send": {"jsonrpc": "2.0", "id": 8, "method": 42}},
+            {"send": {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}},
+            {"reply": MCP_HANDSHAKE[1]["reply"]},
+            {"expect": {"method": "notifications/initialized"}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect():
             pass
@@ -114,11 +132,14 @@ async def test_h3_ping_answered_with_null_id_other_requests_and_invalid_ignored(
 
 
 async def test_c30_h5_exit_before_answer_fails_at_once_with_status_and_stderr(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"stderr": "fatal: config missing"},
-        {"exit": 3},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"stderr": "fatal: config missing"},
+            {"exit": 3},
+        ],
+    )
     with anyio.fail_after(8), pytest.raises(InitializeError) as caught:
         async with script.connect():
             pass
@@ -127,10 +148,13 @@ async def test_c30_h5_exit_before_answer_fails_at_once_with_status_and_stderr(tm
 
 
 async def test_c31_d4_unsupported_version_fails_naming_it_and_sends_no_initialized(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"reply": {"protocolVersion": "1999-12-31", "capabilities": {}, "serverInfo": {"name": "old"}}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": {"protocolVersion": "1999-12-31", "capabilities": {}, "serverInfo": {"name": "old"}}},
+        ],
+    )
     with anyio.fail_after(20), pytest.raises(InitializeError, match="1999-12-31"):
         async with script.connect():
             pass
@@ -148,7 +172,9 @@ async def test_handshake_timeout_fails_without_cancelling_initialize(tmp_path: P
     from .wire import FAST
 
     script = Script(tmp_path, [{"expect": {"method": "initialize"}}, {"hang": True}])
-    limits = FAST.__class__(handshake_timeout_seconds=0.5, close_grace_seconds=0.5, terminate_grace_seconds=0.5)
+    limits = FAST.__class__(
+        handshake_timeout_seconds=0.5, close_grace_seconds=0.5, terminate_grace_seconds=0.5
+    )
     with anyio.fail_after(10), pytest.raises(InitializeError, match="did not answer initialize"):
         async with script.connect(limits=limits):
             pass
@@ -156,10 +182,13 @@ async def test_handshake_timeout_fails_without_cancelling_initialize(tmp_path: P
 
 
 async def test_c40_policy_error_leaves_the_connection_mcp_only(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE[:4],
-        {"reply_error": {"code": -32601, "message": "Method not found"}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE[:4],
+            {"reply_error": {"code": -32601, "message": "Method not found"}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
@@ -167,10 +196,13 @@ async def test_c40_policy_error_leaves_the_connection_mcp_only(tmp_path: Path) -
 
 
 async def test_refused_receipt_leaves_the_connection_mcp_only(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE[:4],
-        {"reply": {"accepted": False, "fallback": "mcp-only", "reason": "no"}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE[:4],
+            {"reply": {"accepted": False, "fallback": "mcp-only", "reason": "no"}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY

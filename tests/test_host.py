@@ -34,8 +34,14 @@ FAST_RESTART = RestartPolicy(base_delay_seconds=0.05, jitter=0.0)
 
 def stdio_config(name: str, script: Script, *, limits: Limits = QUICK, **kwargs: Any) -> ServerConfig:
     kwargs.setdefault("restart_policy", FAST_RESTART)
-    return ServerConfig(name=name, transport="stdio", command=sys.executable,
-                        args=(str(SCRIPTED), str(script.path), str(script.record_path)), limits=limits, **kwargs)
+    return ServerConfig(
+        name=name,
+        transport="stdio",
+        command=sys.executable,
+        args=(str(SCRIPTED), str(script.path), str(script.record_path)),
+        limits=limits,
+        **kwargs,
+    )
 
 
 async def collect(host: Host, until: Callable[[list[HostEvent]], bool]) -> list[HostEvent]:
@@ -60,18 +66,26 @@ def answers(script: Script) -> dict[Any, Any]:
 
 
 async def test_twenty_servers_one_hangs_on_initialize_the_others_are_ready_and_close_leaves_nothing(
-        tmp_path: Path) -> None:
-    configs = {f"s{i:02}": stdio_config(f"s{i:02}", Script(tmp_path, MCP_HANDSHAKE, name=f"s{i:02}"))
-               for i in range(19)}
+    tmp_path: Path,
+) -> None:
+    configs = {
+        f"s{i:02}": stdio_config(f"s{i:02}", Script(tmp_path, MCP_HANDSHAKE, name=f"s{i:02}"))
+        for i in range(19)
+    }
     hung = Script(tmp_path, [{"expect": {"method": "initialize"}}, {"hang": True}], name="hung")
     # Its handshake would time out only after two minutes: nobody may wait for that.
-    configs["hung"] = stdio_config("hung", hung, limits=Limits(close_grace_seconds=0.3, terminate_grace_seconds=1.0,
-                                                               handshake_timeout_seconds=120))
+    configs["hung"] = stdio_config(
+        "hung",
+        hung,
+        limits=Limits(close_grace_seconds=0.3, terminate_grace_seconds=1.0, handshake_timeout_seconds=120),
+    )
     host = Host(configs)
     with anyio.fail_after(TIMEOUT):
         async with host:
             seen = await collect(host, count("ready", 19))
-            assert sorted(e.server for e in seen if e.kind == "ready") == sorted(f"s{i:02}" for i in range(19))
+            assert sorted(e.server for e in seen if e.kind == "ready") == sorted(
+                f"s{i:02}" for i in range(19)
+            )
             assert host.states()["hung"] == "connecting"
             with pytest.raises(ServerNotConnected, match="'hung' is not connected right now"):
                 await host.ping("hung")
@@ -92,8 +106,12 @@ async def test_twenty_servers_one_hangs_on_initialize_the_others_are_ready_and_c
 async def test_servers_ignoring_sigterm_are_killed_and_close_is_bounded_by_the_graces(tmp_path: Path) -> None:
     graces = Limits(close_grace_seconds=0.5, terminate_grace_seconds=0.5, handshake_timeout_seconds=10.0)
     steps = [*MCP_HANDSHAKE, {"ignore_sigterm": True}, {"hang": True}]
-    configs = {f"stubborn{i}": stdio_config(f"stubborn{i}", Script(tmp_path, steps, name=f"stubborn{i}"),
-                                            limits=graces) for i in range(4)}
+    configs = {
+        f"stubborn{i}": stdio_config(
+            f"stubborn{i}", Script(tmp_path, steps, name=f"stubborn{i}"), limits=graces
+        )
+        for i in range(4)
+    }
     host = Host(configs)
     with anyio.fail_after(TIMEOUT):
         async with host:
@@ -109,9 +127,12 @@ async def test_servers_ignoring_sigterm_are_killed_and_close_is_bounded_by_the_g
 
 
 async def test_cancelling_the_host_leaves_no_process(tmp_path: Path) -> None:
-    configs = {"a": stdio_config("a", Script(tmp_path, MCP_HANDSHAKE, name="a")),
-               "b": stdio_config("b", Script(tmp_path, [{"expect": {"method": "initialize"}}, {"hang": True}],
-                                            name="b"))}
+    configs = {
+        "a": stdio_config("a", Script(tmp_path, MCP_HANDSHAKE, name="a")),
+        "b": stdio_config(
+            "b", Script(tmp_path, [{"expect": {"method": "initialize"}}, {"hang": True}], name="b")
+        ),
+    }
     with anyio.fail_after(TIMEOUT):
         with anyio.CancelScope() as scope:
             async with Host(configs) as host:
@@ -128,14 +149,26 @@ async def test_cancelling_the_host_leaves_no_process(tmp_path: Path) -> None:
 
 async def test_push_events_refusals_receipts_and_notifications_are_reported(tmp_path: Path) -> None:
     steps = [*MCPL_HANDSHAKE, {"send": push_event(1)}, {"wait_response": 1}]
-    configs = {"granted": stdio_config("granted", Script(tmp_path, steps, name="granted"),
-                                       grant_policy=GrantPolicy(grant_all_advertised=True)),
-               "denied": stdio_config("denied", Script(tmp_path, steps, name="denied"))}
+    configs = {
+        "granted": stdio_config(
+            "granted",
+            Script(tmp_path, steps, name="granted"),
+            grant_policy=GrantPolicy(grant_all_advertised=True),
+        ),
+        "denied": stdio_config("denied", Script(tmp_path, steps, name="denied")),
+    }
     host = Host(configs)
     with anyio.fail_after(TIMEOUT):
         async with host:
-            done = lambda seen: {e.server for e in seen if e.kind == "notification"  # noqa: E731
-                                 and e.data["method"] == DONE_METHOD} == {"granted", "denied"}
+
+            def done(seen):
+                return {
+                    e.server
+                    for e in seen
+                    if e.kind == "notification"  # noqa: E731
+                    and e.data["method"] == DONE_METHOD
+                } == {"granted", "denied"}
+
             seen = await collect(host, done)
     by = {(e.server, e.kind): e.data for e in seen}
     assert by["granted", "push_event"]["answer"] == {"accepted": True}
@@ -145,7 +178,12 @@ async def test_push_events_refusals_receipts_and_notifications_are_reported(tmp_
     assert by["granted", "policy_receipt"]["accepted"] is True
     assert by["granted", "ready"]["effectiveCapabilities"] == ["pushEvents", "tools"]
     kinds = [e.kind for e in seen if e.server == "granted"]
-    assert kinds.index("connecting") < kinds.index("policy_receipt") < kinds.index("ready") < kinds.index("push_event")
+    assert (
+        kinds.index("connecting")
+        < kinds.index("policy_receipt")
+        < kinds.index("ready")
+        < kinds.index("push_event")
+    )
 
 
 class Declining(HostHandlers):
@@ -157,13 +195,16 @@ class Declining(HostHandlers):
 
 
 async def test_server_requests_are_answered_through_the_event_stream(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}},
-        {"wait_response": "r1", "expect_result": {"roots": []}},
-        {"send": {"jsonrpc": "2.0", "id": "r2", "method": "sampling/createMessage", "params": {}}},
-        {"wait_response": "r2", "expect_error_code": -32603},  # nobody answers it
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}},
+            {"wait_response": "r1", "expect_result": {"roots": []}},
+            {"send": {"jsonrpc": "2.0", "id": "r2", "method": "sampling/createMessage", "params": {}}},
+            {"wait_response": "r2", "expect_error_code": -32603},  # nobody answers it
+        ],
+    )
     limits = Limits(close_grace_seconds=0.3, terminate_grace_seconds=1.0, request_timeout_seconds=0.5)
     host = Host({"s": stdio_config("s", script, limits=limits)})
     responders: list[ServerRequestResponder] = []
@@ -184,13 +225,16 @@ async def test_server_requests_are_answered_through_the_event_stream(tmp_path: P
 
 
 async def test_handlers_factory_answers_and_the_host_reports(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"send": push_event(1)},
-        {"wait_response": 1, "expect_result": {"accepted": False, "reason": "busy"}},
-        {"send": {"jsonrpc": "2.0", "id": 2, "method": "roots/list"}},
-        {"wait_response": 2},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"send": push_event(1)},
+            {"wait_response": 1, "expect_result": {"accepted": False, "reason": "busy"}},
+            {"send": {"jsonrpc": "2.0", "id": 2, "method": "roots/list"}},
+            {"wait_response": 2},
+        ],
+    )
     made: list[str] = []
 
     def factory(name: str) -> HostHandlers:

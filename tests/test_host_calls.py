@@ -51,8 +51,11 @@ LIFECYCLE_KEYS = {"inferenceId", "conversationId", "turnIndex", "phase", "model"
 
 def handshake() -> list[dict[str, Any]]:
     """An MCPL server's handshake with ``MANIFEST``, up to and including the receipt."""
-    result = {"protocolVersion": "2025-06-18", "serverInfo": SERVER_INFO,
-              "capabilities": {"tools": {}, "experimental": {"mcpl": MANIFEST}}}
+    result = {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": SERVER_INFO,
+        "capabilities": {"tools": {}, "experimental": {"mcpl": MANIFEST}},
+    }
     return [
         {"expect": {"method": "initialize"}},
         {"reply": result},
@@ -63,8 +66,10 @@ def handshake() -> list[dict[str, Any]]:
 
 
 def hook_answer(injections: list[Any], feature_set: str = "claimed-by-server") -> list[dict[str, Any]]:
-    return [{"expect": {"method": "context/beforeInference"}},
-            {"reply": {"featureSet": feature_set, "contextInjections": injections}}]
+    return [
+        {"expect": {"method": "context/beforeInference"}},
+        {"reply": {"featureSet": feature_set, "contextInjections": injections}},
+    ]
 
 
 def sent(script: Script, method: str) -> list[dict[str, Any]]:
@@ -73,8 +78,9 @@ def sent(script: Script, method: str) -> list[dict[str, Any]]:
 
 
 @asynccontextmanager
-async def _nested(pairs: Sequence[tuple[Script, tuple[str, ...]]],
-                  conns: list[ServerConnection]) -> AsyncIterator[list[ServerConnection]]:
+async def _nested(
+    pairs: Sequence[tuple[Script, tuple[str, ...]]], conns: list[ServerConnection]
+) -> AsyncIterator[list[ServerConnection]]:
     # Nested ``async with`` rather than an AsyncExitStack: a failing test then fails instead
     # of looping in AsyncExitStack._fix_exception_context on a cyclic exception context.
     if len(conns) == len(pairs):
@@ -108,9 +114,12 @@ async def test_f67_f68_f69_f65_only_granted_servers_receive_before_inference(tmp
     ungranted = Script(tmp_path, handshake(), name="ungranted")
     plain = Script(tmp_path, MCP_HANDSHAKE, name="plain")
     with anyio.fail_after(30):
-        async with connected((observer, (OBSERVE,)), (injector, (INJECT_BEFORE,)),
-                             (ungranted, ("inferenceLifecycle", "modelInfo")),
-                             (plain, (OBSERVE,))) as conns:
+        async with connected(
+            (observer, (OBSERVE,)),
+            (injector, (INJECT_BEFORE,)),
+            (ungranted, ("inferenceLifecycle", "modelInfo")),
+            (plain, (OBSERVE,)),
+        ) as conns:
             assert [c.before_inference_eligible for c in conns] == [True, True, False, False]
             assert await conns[2].before_inference(**HOOK_ARGS) is None
             result = await before_inference_fanout(conns, **HOOK_ARGS)
@@ -129,8 +138,12 @@ async def test_f67_f68_f69_f65_only_granted_servers_receive_before_inference(tmp
 async def test_f70_mixed_injection_array_keeps_only_granted_positions(tmp_path: Path) -> None:
     injections = [
         {"namespace": "memory", "position": "system", "content": "take over"},
-        {"namespace": "system", "position": "beforeUser", "content": [{"type": "text", "text": "b"}],
-         "metadata": {"k": 1}},
+        {
+            "namespace": "system",
+            "position": "beforeUser",
+            "content": [{"type": "text", "text": "b"}],
+            "metadata": {"k": 1},
+        },
         {"namespace": "memory", "position": "afterUser", "content": "a"},
         {"namespace": "memory", "position": "system", "content": [{"type": "text", "text": "again"}]},
     ]
@@ -141,7 +154,9 @@ async def test_f70_mixed_injection_array_keeps_only_granted_positions(tmp_path: 
     assert result is not None and result.outcome == "ok"
     # The claimed featureSet and a namespace of "system" authorize nothing (D51).
     assert [(i.position, i.index, i.namespace) for i in result.injections] == [
-        ("beforeUser", 1, "system"), ("afterUser", 2, "memory")]
+        ("beforeUser", 1, "system"),
+        ("afterUser", 2, "memory"),
+    ]
     assert result.injections[0].metadata == {"k": 1}
     assert [(d.index, d.reason) for d in result.dropped] == [(0, "not_granted"), (3, "not_granted")]
     dropped = events(logs, "context injection dropped")
@@ -149,19 +164,27 @@ async def test_f70_mixed_injection_array_keeps_only_granted_positions(tmp_path: 
 
 
 async def test_d50_injections_are_authorized_by_the_grant_at_receipt(tmp_path: Path) -> None:
-    answer = {"contextInjections": [{"namespace": "m", "position": "system", "content": "s"},
-                                    {"namespace": "m", "position": "beforeUser", "content": "b"}]}
-    script = Script(tmp_path, [
-        *handshake(),
-        {"expect": {"method": "context/beforeInference"}},
-        mark("hook"),
-        {"expect": {"method": "featureSets/update"}},  # the revocation, sent mid-hook
-        {"reply": {"accepted": True}},
-        {"reply": answer, "id": FIRST_CALL_ID},  # the hook's answer arrives after it
-    ])
+    answer = {
+        "contextInjections": [
+            {"namespace": "m", "position": "system", "content": "s"},
+            {"namespace": "m", "position": "beforeUser", "content": "b"},
+        ]
+    }
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            {"expect": {"method": "context/beforeInference"}},
+            mark("hook"),
+            {"expect": {"method": "featureSets/update"}},  # the revocation, sent mid-hook
+            {"reply": {"accepted": True}},
+            {"reply": answer, "id": FIRST_CALL_ID},  # the hook's answer arrives after it
+        ],
+    )
     outcome: list[Any] = []
     with anyio.fail_after(20):
         async with connected((script, (OBSERVE, *INJECT_ALL))) as (conn,):
+
             async def hook() -> None:
                 outcome.append(await conn.before_inference(**HOOK_ARGS))
 
@@ -174,7 +197,9 @@ async def test_d50_injections_are_authorized_by_the_grant_at_receipt(tmp_path: P
     assert [(d.position, d.reason) for d in result.dropped] == [("system", "not_granted")]
 
 
-async def test_f71_f72_invalid_injections_dropped_and_string_content_is_one_text_block(tmp_path: Path) -> None:
+async def test_f71_f72_invalid_injections_dropped_and_string_content_is_one_text_block(
+    tmp_path: Path,
+) -> None:
     injections = [
         "not an object",
         {"position": "afterUser", "content": "no namespace"},
@@ -199,17 +224,24 @@ async def test_f71_f72_invalid_injections_dropped_and_string_content_is_one_text
 
 async def test_f73_f74_timeout_and_error_fail_open_with_a_log_line(tmp_path: Path) -> None:
     late = {"jsonrpc": "2.0", "id": FIRST_CALL_ID, "result": {"contextInjections": []}}
-    script = Script(tmp_path, [
-        *handshake(),
-        {"expect": {"method": "context/beforeInference", "id": FIRST_CALL_ID}},
-        {"expect": {"method": "notifications/cancelled",
-                    "params": {"requestId": FIRST_CALL_ID, "reason": "timeout"}}},
-        {"send": late},  # a late answer: an orphan, ignored
-        {"expect": {"method": "context/beforeInference", "id": FIRST_CALL_ID + 1}},
-        {"reply_error": {"code": -32603, "message": "hook crashed"}},
-        {"expect": {"method": "ping"}},
-        {"reply": {}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            {"expect": {"method": "context/beforeInference", "id": FIRST_CALL_ID}},
+            {
+                "expect": {
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": FIRST_CALL_ID, "reason": "timeout"},
+                }
+            },
+            {"send": late},  # a late answer: an orphan, ignored
+            {"expect": {"method": "context/beforeInference", "id": FIRST_CALL_ID + 1}},
+            {"reply_error": {"code": -32603, "message": "hook crashed"}},
+            {"expect": {"method": "ping"}},
+            {"reply": {}},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with connected((script, (OBSERVE, INJECT_BEFORE))) as (conn,):
             timed_out = await conn.before_inference(**HOOK_ARGS, timeout=0.2)
@@ -218,18 +250,23 @@ async def test_f73_f74_timeout_and_error_fail_open_with_a_log_line(tmp_path: Pat
     assert timed_out is not None and timed_out.outcome == "timeout" and timed_out.injections == ()
     assert [r.outcome for r in failed.results] == ["failure"]
     assert failed.injections("beforeUser") == ()
-    assert [e["outcome"] for e in events(logs, "context/beforeInference failed open; the turn goes"
-                                                " on without it")] == ["timeout", "failure"]
+    assert [
+        e["outcome"] for e in events(logs, "context/beforeInference failed open; the turn goes on without it")
+    ] == ["timeout", "failure"]
 
 
 async def test_f75_injections_grouped_by_position_in_connection_then_response_order(tmp_path: Path) -> None:
     def inj(position: str, text: str) -> dict[str, Any]:
         return {"namespace": "n", "position": position, "content": text}
 
-    first = Script(tmp_path, [*handshake(), *hook_answer(
-        [inj("afterUser", "a1"), inj("system", "a2"), inj("afterUser", "a3")])], name="first")
-    second = Script(tmp_path, [*handshake(), *hook_answer(
-        [inj("system", "b1"), inj("afterUser", "b2")])], name="second")
+    first = Script(
+        tmp_path,
+        [*handshake(), *hook_answer([inj("afterUser", "a1"), inj("system", "a2"), inj("afterUser", "a3")])],
+        name="first",
+    )
+    second = Script(
+        tmp_path, [*handshake(), *hook_answer([inj("system", "b1"), inj("afterUser", "b2")])], name="second"
+    )
     with anyio.fail_after(30):
         async with connected((first, INJECT_ALL), (second, INJECT_ALL)) as conns:
             result = await before_inference_fanout(conns, **HOOK_ARGS)
@@ -260,9 +297,11 @@ async def test_f77_f78_f79_f80_f81_lifecycle_on_success(tmp_path: Path) -> None:
     without_model = lifecycle_script(tmp_path, "without_model")
     ungranted = Script(tmp_path, handshake(), name="ungranted")
     with anyio.fail_after(30):
-        async with connected((with_model, ("inferenceLifecycle", "modelInfo")),
-                             (without_model, ("inferenceLifecycle",)),
-                             (ungranted, (OBSERVE, "modelInfo"))) as conns:
+        async with connected(
+            (with_model, ("inferenceLifecycle", "modelInfo")),
+            (without_model, ("inferenceLifecycle",)),
+            (ungranted, (OBSERVE, "modelInfo")),
+        ) as conns:
             async with inference_lifecycle(conns, **TURN, model=MODEL) as turn:
                 assert turn.recipients == ("with_model", "without_model")
                 turn.set_usage(10, 5)
@@ -299,16 +338,26 @@ async def test_f78_exactly_one_terminal_on_exception_cancellation_and_abort(tmp_
                 async with turn:  # single use: no second start, no second terminal
                     pass
     assert [(p["inferenceId"], p["phase"]) for p in phases(script)] == [
-        ("failing", "started"), ("failing", "failed"),
-        ("cancelled", "started"), ("cancelled", "aborted"),
-        ("user-abort", "started"), ("user-abort", "aborted"),
+        ("failing", "started"),
+        ("failing", "failed"),
+        ("cancelled", "started"),
+        ("cancelled", "aborted"),
+        ("user-abort", "started"),
+        ("user-abort", "aborted"),
     ]
     assert all("usage" not in p for p in phases(script))  # usage only with completed
 
 
 async def test_f78_d49_no_terminal_after_the_grant_lost_inference_lifecycle(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), {"expect": {"method": "inference/lifecycle"}},
-                               {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}}])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            {"expect": {"method": "inference/lifecycle"}},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with connected((script, ("inferenceLifecycle", OBSERVE))) as (conn,):
             async with inference_lifecycle([conn], **TURN):
@@ -321,15 +370,20 @@ async def test_f78_d49_no_terminal_after_the_grant_lost_inference_lifecycle(tmp_
 
 
 async def test_i99_i100_i101_outgoing_chunks_go_to_the_owner_with_one_index_per_inference(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     chunk, complete = {"method": "channels/outgoing/chunk"}, {"method": "channels/outgoing/complete"}
-    owner = Script(tmp_path, [*handshake(), *[{"expect": chunk}] * 3, *[{"expect": complete}] * 2],
-                   name="owner")
+    owner = Script(
+        tmp_path, [*handshake(), *[{"expect": chunk}] * 3, *[{"expect": complete}] * 2], name="owner"
+    )
     other = Script(tmp_path, [*handshake(), {"expect": chunk}, {"expect": complete}], name="other")
     unstreamed = Script(tmp_path, handshake(), name="unstreamed")
     with anyio.fail_after(30):
-        async with connected((owner, ("channels.streaming",)), (other, ("channels.streaming",)),
-                             (unstreamed, ("channels.publish",))) as (a, b, c):
+        async with connected(
+            (owner, ("channels.streaming",)),
+            (other, ("channels.streaming",)),
+            (unstreamed, ("channels.publish",)),
+        ) as (a, b, c):
             routes = {a: {"a:1", "a:2"}, b: lambda: ["b:1"], c: {"c:1"}}
             async with OutgoingStream(routes, inference_id="inf-1", conversation_id="conv-1") as out:
                 assert await out.chunk("a:1", "Hel")
@@ -340,12 +394,17 @@ async def test_i99_i100_i101_outgoing_chunks_go_to_the_owner_with_one_index_per_
                 assert await out.chunk("a:1", "lo")
     chunks = [m["params"] for m in sent(owner, "channels/outgoing/chunk")]
     assert [(p["channelId"], p["index"], p["delta"]) for p in chunks] == [
-        ("a:1", 0, "Hel"), ("a:2", 2, "Yo"), ("a:1", 3, "lo")]
+        ("a:1", 0, "Hel"),
+        ("a:2", 2, "Yo"),
+        ("a:1", 3, "lo"),
+    ]
     assert [m["params"]["index"] for m in sent(other, "channels/outgoing/chunk")] == [1]
     assert sent(unstreamed, "channels/outgoing/chunk") == sent(unstreamed, "channels/outgoing/complete") == []
     completes = [m["params"] for m in sent(owner, "channels/outgoing/complete")]
     assert [(p["channelId"], p["content"]) for p in completes] == [
-        ("a:1", [{"type": "text", "text": "Hello"}]), ("a:2", [{"type": "text", "text": "Yo"}])]
+        ("a:1", [{"type": "text", "text": "Hello"}]),
+        ("a:2", [{"type": "text", "text": "Yo"}]),
+    ]
     assert all(p["inferenceId"] == "inf-1" and p["conversationId"] == "conv-1" for p in chunks + completes)
 
 
@@ -371,7 +430,10 @@ async def test_i101_complete_exactly_once_on_every_exit_path(tmp_path: Path) -> 
                     await out.chunk("ch", "too late")
     completes = [m["params"] for m in sent(script, "channels/outgoing/complete")]
     assert [(p["inferenceId"], p["content"][0]["text"]) for p in completes] == [
-        ("error", "partial"), ("cancel", "partial"), ("early", "moderated final")]
+        ("error", "partial"),
+        ("cancel", "partial"),
+        ("early", "moderated final"),
+    ]
 
 
 # --- channels/open, close, publish -------------------------------------------------------
@@ -379,26 +441,43 @@ async def test_i101_complete_exactly_once_on_every_exit_path(tmp_path: Path) -> 
 
 async def test_i103_publish_as_request_and_both_open_forms(tmp_path: Path) -> None:
     descriptor = {"id": "discord:#general", "type": "discord", "direction": "bidirectional"}
-    script = Script(tmp_path, [
-        *handshake(),
-        {"expect": {"method": "channels/open", "params": {
-            "type": "discord", "address": {"channel": "#general"}, "metadata": {"m": 1}}}},
-        {"reply": {"channel": descriptor}},
-        {"expect": {"method": "channels/open", "params": {"channelId": "discord:#general", "history": 5}}},
-        {"reply": {}},
-        {"expect": {"method": "channels/publish"}},
-        {"reply": {"delivered": True, "messageId": "msg-1"}},
-        {"expect": {"method": "channels/close", "params": {"channelId": "discord:#general"}}},
-        {"reply": {"closed": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            {
+                "expect": {
+                    "method": "channels/open",
+                    "params": {"type": "discord", "address": {"channel": "#general"}, "metadata": {"m": 1}},
+                }
+            },
+            {"reply": {"channel": descriptor}},
+            {
+                "expect": {
+                    "method": "channels/open",
+                    "params": {"channelId": "discord:#general", "history": 5},
+                }
+            },
+            {"reply": {}},
+            {"expect": {"method": "channels/publish"}},
+            {"reply": {"delivered": True, "messageId": "msg-1"}},
+            {"expect": {"method": "channels/close", "params": {"channelId": "discord:#general"}}},
+            {"reply": {"closed": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with connected((script, ("channels.lifecycle", "channels.publish"))) as (conn,):
-            for wrong in ({}, {"type": "discord"}, {"history": 5},
-                          {"type": "discord", "address": {}, "channel_id": "x"}):
+            for wrong in (
+                {},
+                {"type": "discord"},
+                {"history": 5},
+                {"type": "discord", "address": {}, "channel_id": "x"},
+            ):
                 with pytest.raises(LocalProtocolError):
                     await conn.channels_open(**wrong)
-            opened = await conn.channels_open(type="discord", address={"channel": "#general"},
-                                              metadata={"m": 1})
+            opened = await conn.channels_open(
+                type="discord", address={"channel": "#general"}, metadata={"m": 1}
+            )
             assert opened.channel == descriptor
             assert (await conn.channels_open(channel_id="discord:#general", history=5)).channel is None
             conn.publish_mode = "request"
@@ -407,24 +486,44 @@ async def test_i103_publish_as_request_and_both_open_forms(tmp_path: Path) -> No
     assert (published.mode, published.delivered, published.message_id) == ("request", True, "msg-1")
     (publish,) = sent(script, "channels/publish")
     assert publish["id"] == FIRST_CALL_ID + 2
-    assert publish["params"] == {"conversationId": "conv-1", "channelId": "discord:#general",
-                                 "stream": False, "content": [{"type": "text", "text": "hello"}]}
+    assert publish["params"] == {
+        "conversationId": "conv-1",
+        "channelId": "discord:#general",
+        "stream": False,
+        "content": [{"type": "text", "text": "hello"}],
+    }
 
 
 async def test_shape6_publish_accepted_only_as_notification_by_one_only_as_request_by_another(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     publish = {"expect": {"method": "channels/publish"}}
-    notification_only = Script(tmp_path, [
-        *handshake(), publish, {"reply_error": {"code": -32601, "message": "Method not found"}},
-        publish, publish,
-    ], name="notification_only")
-    request_only = Script(tmp_path, [
-        *handshake(), publish, {"reply": {"delivered": True, "messageId": "m1"}},
-        publish, {"reply": {"delivered": True, "messageId": "m2"}},
-    ], name="request_only")
+    notification_only = Script(
+        tmp_path,
+        [
+            *handshake(),
+            publish,
+            {"reply_error": {"code": -32601, "message": "Method not found"}},
+            publish,
+            publish,
+        ],
+        name="notification_only",
+    )
+    request_only = Script(
+        tmp_path,
+        [
+            *handshake(),
+            publish,
+            {"reply": {"delivered": True, "messageId": "m1"}},
+            publish,
+            {"reply": {"delivered": True, "messageId": "m2"}},
+        ],
+        name="request_only",
+    )
     with anyio.fail_after(30):
-        async with connected((notification_only, ("channels.publish",)),
-                             (request_only, ("channels.publish",))) as (n, r):
+        async with connected(
+            (notification_only, ("channels.publish",)), (request_only, ("channels.publish",))
+        ) as (n, r):
             assert n.publish_mode == r.publish_mode == "auto"  # the default
             first = [await conn.channels_publish("conv", "ch", "one") for conn in (n, r)]
             second = [await conn.channels_publish("conv", "ch", "two", stream=True) for conn in (n, r)]
@@ -448,7 +547,9 @@ async def test_d49_channel_calls_not_granted_send_nothing(tmp_path: Path) -> Non
             with pytest.raises(NotGranted):
                 await conn.channels_close("ch")
             conn.publish_mode = "notification"
-            assert (await conn.channels_publish("conv", "ch", [{"type": "text", "text": "x"}])).mode == "notification"
+            assert (
+                await conn.channels_publish("conv", "ch", [{"type": "text", "text": "x"}])
+            ).mode == "notification"
             with pytest.raises(ValueError):
                 conn.publish_mode = "sometimes"  # type: ignore[assignment]
     assert sent(script, "channels/open") == sent(script, "channels/close") == []
@@ -470,16 +571,25 @@ def tool_params(script: Script) -> list[dict[str, Any]]:
 
 
 async def test_j105_j106_tool_calls_carry_state_and_apply_data_patch_or_reference(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(),
-        *tool_call({"checkpoint": "c1", "parent": None, "data": {"notes": []}}),
-        *tool_call({"checkpoint": "c2", "parent": "c1",
-                    "patch": [{"op": "add", "path": "/notes/-", "value": "a"}]}),
-        *tool_call({"checkpoint": "c3", "parent": "c2"}),  # opaque: the server manages it
-        *tool_call({"checkpoint": "c4", "parent": "unknown",
-                    "patch": [{"op": "add", "path": "/x", "value": 1}]}),
-        *tool_call(None),
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            *tool_call({"checkpoint": "c1", "parent": None, "data": {"notes": []}}),
+            *tool_call(
+                {
+                    "checkpoint": "c2",
+                    "parent": "c1",
+                    "patch": [{"op": "add", "path": "/notes/-", "value": "a"}],
+                }
+            ),
+            *tool_call({"checkpoint": "c3", "parent": "c2"}),  # opaque: the server manages it
+            *tool_call(
+                {"checkpoint": "c4", "parent": "unknown", "patch": [{"op": "add", "path": "/x", "value": 1}]}
+            ),
+            *tool_call(None),
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with connected((script, ("tools",))) as (conn,):
             for _ in range(5):
@@ -498,26 +608,45 @@ async def test_j105_j106_tool_calls_carry_state_and_apply_data_patch_or_referenc
 
 
 async def test_j107_rollback_success_refusal_and_32005_keep_the_connection(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(),
-        *tool_call({"checkpoint": "c1", "parent": None, "data": {"notes": []}}),
-        *tool_call({"checkpoint": "c2", "parent": "c1", "data": {"notes": ["a"]}}),
-        {"expect": {"method": "state/rollback", "params": {"featureSet": "notes", "checkpoint": "c1"}}},
-        {"reply": {"checkpoint": "c1", "success": True}},
-        *tool_call({"checkpoint": "c3", "parent": "c1",  # a branch: patched against c1 (J106)
-                    "patch": [{"op": "add", "path": "/notes/-", "value": "b"}]}),
-        *tool_call({"checkpoint": "c5", "parent": "c2",  # against c2, not the current c3
-                    "patch": [{"op": "add", "path": "/notes/-", "value": "z"}]}),
-        *tool_call(None),
-        {"expect": {"method": "state/rollback"}},
-        {"reply": {"checkpoint": "c2", "success": False, "reason": "irreversible"}},
-        {"expect": {"method": "state/rollback"}},
-        {"reply_error": {"code": -32005, "message": "Checkpoint not found", "data": {"checkpoint": "c0"}}},
-        {"expect": {"method": "state/rollback"}},
-        {"reply_error": {"code": -32603, "message": "other failure"}},
-        {"expect": {"method": "ping"}},
-        {"reply": {}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            *tool_call({"checkpoint": "c1", "parent": None, "data": {"notes": []}}),
+            *tool_call({"checkpoint": "c2", "parent": "c1", "data": {"notes": ["a"]}}),
+            {"expect": {"method": "state/rollback", "params": {"featureSet": "notes", "checkpoint": "c1"}}},
+            {"reply": {"checkpoint": "c1", "success": True}},
+            *tool_call(
+                {
+                    "checkpoint": "c3",
+                    "parent": "c1",  # a branch: patched against c1 (J106)
+                    "patch": [{"op": "add", "path": "/notes/-", "value": "b"}],
+                }
+            ),
+            *tool_call(
+                {
+                    "checkpoint": "c5",
+                    "parent": "c2",  # against c2, not the current c3
+                    "patch": [{"op": "add", "path": "/notes/-", "value": "z"}],
+                }
+            ),
+            *tool_call(None),
+            {"expect": {"method": "state/rollback"}},
+            {"reply": {"checkpoint": "c2", "success": False, "reason": "irreversible"}},
+            {"expect": {"method": "state/rollback"}},
+            {
+                "reply_error": {
+                    "code": -32005,
+                    "message": "Checkpoint not found",
+                    "data": {"checkpoint": "c0"},
+                }
+            },
+            {"expect": {"method": "state/rollback"}},
+            {"reply_error": {"code": -32603, "message": "other failure"}},
+            {"expect": {"method": "ping"}},
+            {"reply": {}},
+        ],
+    )
     with anyio.fail_after(20):
         async with connected((script, ("tools",))) as (conn,):
             with pytest.raises(LocalProtocolError):

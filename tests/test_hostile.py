@@ -34,12 +34,15 @@ def deep(levels: int) -> str:
 
 
 async def test_unhashable_cancelled_request_id_does_not_break_the_connection(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}}},
-        {"send": {"jsonrpc": "2.0", "id": "after", "method": "ping"}},
-        {"wait_response": "after"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}}},
+            {"send": {"jsonrpc": "2.0", "id": "after", "method": "ping"}},
+            {"wait_response": "after"},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
@@ -47,14 +50,20 @@ async def test_unhashable_cancelled_request_id_does_not_break_the_connection(tmp
 
 
 async def test_deeply_nested_values_in_log_lines_do_not_break_the_connection(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"raw": '{"jsonrpc":"2.0","error":{"code":1,"message":"m","data":' + deep(1000) + "}}"},
-        {"raw": '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":'
-                + deep(1000) + "}}"},
-        {"send": {"jsonrpc": "2.0", "id": "after", "method": "ping"}},
-        {"wait_response": "after"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"raw": '{"jsonrpc":"2.0","error":{"code":1,"message":"m","data":' + deep(1000) + "}}"},
+            {
+                "raw": '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":'
+                + deep(1000)
+                + "}}"
+            },
+            {"send": {"jsonrpc": "2.0", "id": "after", "method": "ping"}},
+            {"wait_response": "after"},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
@@ -63,16 +72,21 @@ async def test_deeply_nested_values_in_log_lines_do_not_break_the_connection(tmp
 
 
 async def test_deeply_nested_advertisement_still_handshakes(tmp_path: Path) -> None:
-    nested = "{\"pushEvents\":true,\"vendor\":" + '{"a":' * 900 + "1" + "}" * 900 + "}"
-    result = ('{"protocolVersion":"2025-06-18","serverInfo":{"name":"deep","version":"0"},'
-              '"capabilities":{"experimental":{"mcpl":' + nested[:-1] + ',"version":"0.5"}}}}')
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"raw": '{"jsonrpc":"2.0","id":1,"result":' + result + "}"},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}},
-        {"reply": {"accepted": True}},
-    ])
+    nested = '{"pushEvents":true,"vendor":' + '{"a":' * 900 + "1" + "}" * 900 + "}"
+    result = (
+        '{"protocolVersion":"2025-06-18","serverInfo":{"name":"deep","version":"0"},'
+        '"capabilities":{"experimental":{"mcpl":' + nested[:-1] + ',"version":"0.5"}}}}'
+    )
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"raw": '{"jsonrpc":"2.0","id":1,"result":' + result + "}"},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             assert conn.grant is not None and conn.grant.paths == {"pushEvents"}
@@ -116,7 +130,9 @@ async def test_requests_beyond_the_concurrency_bound_wait_their_turn(tmp_path: P
     steps += [{"wait_for": {"method": "test/all-served"}}]
     script = Script(tmp_path, steps)
     handlers = Handlers(40)
-    limits = Limits(max_concurrent_inbound=4, max_queued_inbound=100, close_grace_seconds=1, terminate_grace_seconds=1)
+    limits = Limits(
+        max_concurrent_inbound=4, max_queued_inbound=100, close_grace_seconds=1, terminate_grace_seconds=1
+    )
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers, limits=limits) as conn:
             await handlers.all_served.wait()
@@ -128,19 +144,27 @@ async def test_requests_beyond_the_concurrency_bound_wait_their_turn(tmp_path: P
 
 
 async def test_secrets_and_control_characters_never_reach_error_messages(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"reply_error": {"code": -32000, "message": f"bad token {SECRET}\nFAKE LOG LINE \u001b[31m"}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply_error": {"code": -32000, "message": f"bad token {SECRET}\nFAKE LOG LINE \u001b[31m"}},
+        ],
+    )
     with anyio.fail_after(20), pytest.raises(InitializeError) as caught:
         async with script.connect(env={"TOKEN": SECRET}):
             pass
     text = str(caught.value)
     assert SECRET not in text and "\n" not in text and "\u001b" not in text
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE, {"expect": {"method": "tools/call"}},
-        {"reply_error": {"code": -5, "message": f"token {SECRET} rejected"}},
-    ], name="remote")
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "tools/call"}},
+            {"reply_error": {"code": -5, "message": f"token {SECRET} rejected"}},
+        ],
+        name="remote",
+    )
     with anyio.fail_after(20):
         async with script.connect(env={"TOKEN": SECRET}) as conn:
             with pytest.raises(RemoteError) as remote:
@@ -149,10 +173,13 @@ async def test_secrets_and_control_characters_never_reach_error_messages(tmp_pat
 
 
 async def test_unsupported_version_message_is_redacted(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"reply": {"protocolVersion": SECRET, "capabilities": {}}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": {"protocolVersion": SECRET, "capabilities": {}}},
+        ],
+    )
     with anyio.fail_after(20), pytest.raises(InitializeError) as caught:
         async with script.connect(env={"TOKEN": SECRET}):
             pass
@@ -161,34 +188,53 @@ async def test_unsupported_version_message_is_redacted(tmp_path: Path) -> None:
 
 async def test_negative_19_digit_id_is_echoed_exactly(tmp_path: Path) -> None:
     big = -(2**63) - 1
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"raw": '{"jsonrpc":"2.0","id":' + str(big) + ',"method":"ping"}'},
-        {"wait_response": big},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"raw": '{"jsonrpc":"2.0","id":' + str(big) + ',"method":"ping"}'},
+            {"wait_response": big},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
     assert any(f'"id":{big}' in line for line in script.lines())
 
 
-@pytest.mark.parametrize("answer", [
-    {"reply_error": "boom", "no_id": True},  # H2 with an error that is not an object
-])
-async def test_malformed_error_to_initialize_is_an_initialize_error(tmp_path: Path, answer: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"reply_error": "boom", "no_id": True},  # H2 with an error that is not an object
+    ],
+)
+async def test_malformed_error_to_initialize_is_an_initialize_error(
+    tmp_path: Path, answer: dict[str, Any]
+) -> None:
     script = Script(tmp_path, [{"expect": {"method": "initialize"}}, answer, {"hang": True}])
     with anyio.fail_after(20), pytest.raises(InitializeError, match="malformed"):
-        async with script.connect(limits=FAST.__class__(close_grace_seconds=0.3, terminate_grace_seconds=0.3)):
+        async with script.connect(
+            limits=FAST.__class__(close_grace_seconds=0.3, terminate_grace_seconds=0.3)
+        ):
             pass
 
 
 async def test_error_null_beside_a_result_is_a_result(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}},
-        {"send": {"jsonrpc": "2.0", "id": 1, "error": None,
-                  "result": {"protocolVersion": "2025-06-18", "capabilities": {}}}},
-        {"expect": {"method": "notifications/initialized"}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {
+                "send": {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "error": None,
+                    "result": {"protocolVersion": "2025-06-18", "capabilities": {}},
+                }
+            },
+            {"expect": {"method": "notifications/initialized"}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             assert conn.server_info is not None

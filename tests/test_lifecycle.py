@@ -36,7 +36,9 @@ async def test_cancelling_the_host_during_the_handshake_leaves_no_process(tmp_pa
 async def test_cancelling_a_call_then_closing_leaves_no_process(tmp_path: Path) -> None:
     script = Script(tmp_path, [*MCP_HANDSHAKE, {"expect": {"method": "tools/list"}}, {"hang": True}])
     with anyio.fail_after(10):
-        async with script.connect(limits=Limits(close_grace_seconds=0.3, terminate_grace_seconds=0.3)) as conn:
+        async with script.connect(
+            limits=Limits(close_grace_seconds=0.3, terminate_grace_seconds=0.3)
+        ) as conn:
             with anyio.move_on_after(0.3):
                 await conn.list_tools()
             pid = conn._link.transport.pid
@@ -95,7 +97,8 @@ async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:
     from .wire import FIXTURES
 
     with anyio.fail_after(20):
-        async with connect_stdio(sys.executable, [str(FIXTURES / "demo_server.py")],
-                                 env={"DEMO_PUSH_COUNT": "0"}) as conn:
+        async with connect_stdio(
+            sys.executable, [str(FIXTURES / "demo_server.py")], env={"DEMO_PUSH_COUNT": "0"}
+        ) as conn:
             pass
     assert any("stdin closed" in line for line in conn.stderr_tail)

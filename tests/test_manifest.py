@@ -248,37 +248,59 @@ def test_unpinned_divergences_stay_total(manifest: dict[str, Any]) -> None:
 IDENT = st.text(alphabet="abcXYZ019._:*-", min_size=1, max_size=6)
 SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6)
 JSON = st.recursive(
-    SCALARS, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+    SCALARS,
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
     max_leaves=20,
 )
 FINITE = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
-CAPABILITY = st.recursive(FINITE | st.text(max_size=4), lambda c: st.dictionaries(IDENT, c, max_size=3),
-                          max_leaves=8)
-ONTOLOGY = st.fixed_dictionaries({}, optional={
-    "coreTags": st.lists(IDENT, max_size=4),
-    "tags": st.dictionaries(IDENT, st.fixed_dictionaries({}, optional={
-        "implies": st.lists(IDENT, max_size=4), "desc": st.text(max_size=6)}), max_size=3),
-    "suggestedTreatment": st.lists(st.fixed_dictionaries({"tagsAny": st.lists(IDENT, max_size=3)}),
-                                   max_size=2),
-})
+CAPABILITY = st.recursive(
+    FINITE | st.text(max_size=4), lambda c: st.dictionaries(IDENT, c, max_size=3), max_leaves=8
+)
+ONTOLOGY = st.fixed_dictionaries(
+    {},
+    optional={
+        "coreTags": st.lists(IDENT, max_size=4),
+        "tags": st.dictionaries(
+            IDENT,
+            st.fixed_dictionaries(
+                {}, optional={"implies": st.lists(IDENT, max_size=4), "desc": st.text(max_size=6)}
+            ),
+            max_size=3,
+        ),
+        "suggestedTreatment": st.lists(
+            st.fixed_dictionaries({"tagsAny": st.lists(IDENT, max_size=3)}), max_size=2
+        ),
+    },
+)
 FEATURE_SET = st.fixed_dictionaries(
     {"description": st.text(max_size=6), "uses": st.lists(IDENT, max_size=5)},
     optional={"tagOntology": ONTOLOGY, "rollback": st.booleans()},
 )
 MANIFEST = st.fixed_dictionaries(
     {"version": st.just("0.5")},
-    optional={"featureSets": st.dictionaries(IDENT, FEATURE_SET, max_size=3),
-              "revision": st.text(max_size=8)},
-).flatmap(lambda m: st.dictionaries(IDENT.filter(lambda k: k not in m and k != "featureSets"),
-                                    CAPABILITY, max_size=3).map(lambda caps: {**caps, **m}))
+    optional={
+        "featureSets": st.dictionaries(IDENT, FEATURE_SET, max_size=3),
+        "revision": st.text(max_size=8),
+    },
+).flatmap(
+    lambda m: st.dictionaries(
+        IDENT.filter(lambda k: k not in m and k != "featureSets"), CAPABILITY, max_size=3
+    ).map(lambda caps: {**caps, **m})
+)
 
 
 def _scramble(value: Any, path: tuple[str, ...] = ()) -> Any:
     """Reverse every object's member order; reverse and duplicate inside set arrays only."""
-    set_path = (len(path) == 3 and path[0] == "featureSets" and path[2] == "uses") or (
-        len(path) == 4 and path[0] == "featureSets" and path[2:] == ("tagOntology", "coreTags")) or (
-        len(path) == 6 and path[0] == "featureSets" and path[2:4] == ("tagOntology", "tags")
-        and path[5] == "implies")
+    set_path = (
+        (len(path) == 3 and path[0] == "featureSets" and path[2] == "uses")
+        or (len(path) == 4 and path[0] == "featureSets" and path[2:] == ("tagOntology", "coreTags"))
+        or (
+            len(path) == 6
+            and path[0] == "featureSets"
+            and path[2:4] == ("tagOntology", "tags")
+            and path[5] == "implies"
+        )
+    )
     if isinstance(value, dict):
         return {k: _scramble(value[k], (*path, k)) for k in reversed(list(value))}
     if isinstance(value, list):
@@ -319,8 +341,11 @@ BASE = {
     "pushEvents": True,
     "channels": {"publish": True, "incoming": True},
     "featureSets": {
-        "chat": {"description": "Chat", "uses": ["channels.publish", "channels.incoming"],
-                 "tagOntology": {"tags": {"chat:x": {"desc": "x"}, "demo:y": {"desc": "y"}}}},
+        "chat": {
+            "description": "Chat",
+            "uses": ["channels.publish", "channels.incoming"],
+            "tagOntology": {"tags": {"chat:x": {"desc": "x"}, "demo:y": {"desc": "y"}}},
+        },
         "push": {"description": "Push", "uses": ["pushEvents"]},
     },
 }
@@ -339,36 +364,61 @@ def _sets(**sets: Any) -> dict[str, Any]:
     [
         pytest.param(_with(revision="sha256:" + "A" * 43), ManifestDiff(), id="revision-is-no-change"),
         pytest.param(_with(version="0.6"), ManifestDiff(), id="version-is-no-domain"),
-        pytest.param(_sets(push={"uses": ["pushEvents", "pushEvents"], "description": "Push"}),
-                     ManifestDiff(), id="set-order-and-duplicates-are-no-change"),
-        pytest.param(_with(pushEvents=False),
-                     ManifestDiff(domains=("capabilities",), capabilities_removed=frozenset({"pushEvents"})),
-                     id="capability-removed"),
-        pytest.param(_with(modelInfo=True),
-                     ManifestDiff(domains=("capabilities",), capabilities_added=frozenset({"modelInfo"})),
-                     id="capability-added"),
-        pytest.param(_with(pushEvents=1), ManifestDiff(domains=("capabilities",),
-                     capabilities_removed=frozenset({"pushEvents"})), id="true-is-not-1"),
+        pytest.param(
+            _sets(push={"uses": ["pushEvents", "pushEvents"], "description": "Push"}),
+            ManifestDiff(),
+            id="set-order-and-duplicates-are-no-change",
+        ),
+        pytest.param(
+            _with(pushEvents=False),
+            ManifestDiff(domains=("capabilities",), capabilities_removed=frozenset({"pushEvents"})),
+            id="capability-removed",
+        ),
+        pytest.param(
+            _with(modelInfo=True),
+            ManifestDiff(domains=("capabilities",), capabilities_added=frozenset({"modelInfo"})),
+            id="capability-added",
+        ),
+        pytest.param(
+            _with(pushEvents=1),
+            ManifestDiff(domains=("capabilities",), capabilities_removed=frozenset({"pushEvents"})),
+            id="true-is-not-1",
+        ),
         pytest.param(_with(vendorX={}), ManifestDiff(domains=("capabilities",)), id="empty-member-appears"),
-        pytest.param(_sets(push={"description": "Pushing", "uses": ["pushEvents"]}),
-                     ManifestDiff(domains=("featureSets",)), id="description-only"),
-        pytest.param(_sets(push={"description": "Push", "uses": ["pushEvents", "tools"]}),
-                     ManifestDiff(domains=("featureSets",), feature_sets_changed=frozenset({"push"})),
-                     id="uses-changed"),
-        pytest.param(_sets(more={"description": "M", "uses": ["tools"]}),
-                     ManifestDiff(domains=("featureSets",), feature_sets_added=frozenset({"more"})),
-                     id="feature-set-added"),
-        pytest.param(_with(featureSets={"push": BASE["featureSets"]["push"]}),
-                     ManifestDiff(domains=("featureSets", "tagOntology"),
-                                  feature_sets_removed=frozenset({"chat"}),
-                                  ontologies_changed=frozenset({"chat"}),
-                                  tags_undeclared=frozenset({"chat:x", "demo:y"})),
-                     id="feature-set-with-ontology-removed"),
-        pytest.param(_sets(chat={**BASE["featureSets"]["chat"],
-                                 "tagOntology": {"tags": {"chat:x": {"desc": "x"}}}}),
-                     ManifestDiff(domains=("tagOntology",), ontologies_changed=frozenset({"chat"}),
-                                  tags_undeclared=frozenset({"demo:y"})),
-                     id="ontology-narrowed"),
+        pytest.param(
+            _sets(push={"description": "Pushing", "uses": ["pushEvents"]}),
+            ManifestDiff(domains=("featureSets",)),
+            id="description-only",
+        ),
+        pytest.param(
+            _sets(push={"description": "Push", "uses": ["pushEvents", "tools"]}),
+            ManifestDiff(domains=("featureSets",), feature_sets_changed=frozenset({"push"})),
+            id="uses-changed",
+        ),
+        pytest.param(
+            _sets(more={"description": "M", "uses": ["tools"]}),
+            ManifestDiff(domains=("featureSets",), feature_sets_added=frozenset({"more"})),
+            id="feature-set-added",
+        ),
+        pytest.param(
+            _with(featureSets={"push": BASE["featureSets"]["push"]}),
+            ManifestDiff(
+                domains=("featureSets", "tagOntology"),
+                feature_sets_removed=frozenset({"chat"}),
+                ontologies_changed=frozenset({"chat"}),
+                tags_undeclared=frozenset({"chat:x", "demo:y"}),
+            ),
+            id="feature-set-with-ontology-removed",
+        ),
+        pytest.param(
+            _sets(chat={**BASE["featureSets"]["chat"], "tagOntology": {"tags": {"chat:x": {"desc": "x"}}}}),
+            ManifestDiff(
+                domains=("tagOntology",),
+                ontologies_changed=frozenset({"chat"}),
+                tags_undeclared=frozenset({"demo:y"}),
+            ),
+            id="ontology-narrowed",
+        ),
     ],
 )
 def test_k112_diff(new: dict[str, Any], expected: ManifestDiff) -> None:
@@ -381,21 +431,29 @@ def test_k112_diff(new: dict[str, Any], expected: ManifestDiff) -> None:
     [
         ({"version": "0.5"}, {"version": "0.5", "featureSets": {}}, ("featureSets", "tagOntology")),
         ({"version": "0.5", "featureSets": {}}, {"version": "0.5"}, ("featureSets", "tagOntology")),
-        ({"version": "0.5", "featureSets": {"f": {"uses": []}}},
-         {"version": "0.5", "featureSets": {"f": {"uses": [], "tagOntology": {}}}}, ("tagOntology",)),
+        (
+            {"version": "0.5", "featureSets": {"f": {"uses": []}}},
+            {"version": "0.5", "featureSets": {"f": {"uses": [], "tagOntology": {}}}},
+            ("tagOntology",),
+        ),
         ({"version": "0.5", "featureSets": None}, {"version": "0.5"}, ("featureSets", "tagOntology")),
         ({"version": "0.5", "x": 1}, {"version": "0.5", "x": 1.0}, ()),
         ({"version": "0.5"}, {"version": "0.5", "x": None}, ("capabilities",)),
     ],
 )
-def test_absent_and_empty_members_differ(old: dict[str, Any], new: dict[str, Any],
-                                         domains: tuple[str, ...]) -> None:
+def test_absent_and_empty_members_differ(
+    old: dict[str, Any], new: dict[str, Any], domains: tuple[str, ...]
+) -> None:
     assert diff_manifests(old, new).domains == domains
 
 
 def test_k112_removals_are_found_in_a_partly_invalid_manifest() -> None:
-    new = {"version": 5, "bad key": True, "channels": {"publish": True},
-           "featureSets": {"bad/name": {"uses": "tools"}, "push": {"uses": [1]}}}
+    new = {
+        "version": 5,
+        "bad key": True,
+        "channels": {"publish": True},
+        "featureSets": {"bad/name": {"uses": "tools"}, "push": {"uses": [1]}},
+    }
     diff = diff_manifests(BASE, new)
     assert diff.capabilities_removed == {"pushEvents", "channels.incoming"}
     assert diff.feature_sets_removed == {"chat"}
@@ -417,15 +475,27 @@ def test_k113_unparseable_fetch_is_refused(bad: Any) -> None:
 
 # --------------------------------------------------------------------------- receipt
 
-GRANT = Grant(paths=frozenset({"pushEvents", "channels.publish"}),
-              advertised=frozenset({"pushEvents", "channels.publish", "channels.incoming"}))
+GRANT = Grant(
+    paths=frozenset({"pushEvents", "channels.publish"}),
+    advertised=frozenset({"pushEvents", "channels.publish", "channels.incoming"}),
+)
 
 
-def _receipt(diff: ManifestDiff, new_grant: Grant = GRANT, before: set[str] | None = None,
-             after: set[str] | None = None, **extra: Any) -> list[tuple[str, str, str]]:
-    receipt = change_receipt(diff, old_grant=GRANT, new_grant=new_grant,
-                             feature_sets_before=before or {"chat"}, feature_sets_after=after or {"chat"},
-                             **extra)
+def _receipt(
+    diff: ManifestDiff,
+    new_grant: Grant = GRANT,
+    before: set[str] | None = None,
+    after: set[str] | None = None,
+    **extra: Any,
+) -> list[tuple[str, str, str]]:
+    receipt = change_receipt(
+        diff,
+        old_grant=GRANT,
+        new_grant=new_grant,
+        feature_sets_before=before or {"chat"},
+        feature_sets_after=after or {"chat"},
+        **extra,
+    )
     return [(i.impact, i.disposition, i.detail) for i in receipt.impacts]
 
 
@@ -433,55 +503,118 @@ def _receipt(diff: ManifestDiff, new_grant: Grant = GRANT, before: set[str] | No
     ("diff", "new_grant", "kwargs", "expected"),
     [
         pytest.param(ManifestDiff(), GRANT, {}, [], id="no-change-no-impacts"),
-        pytest.param(ManifestDiff(capabilities_removed=frozenset({"pushEvents"})),
-                     Grant(paths=frozenset({"channels.publish"})), {},
-                     [("capability-revoked", "applied", "pushEvents")], id="revoked"),
-        pytest.param(ManifestDiff(capabilities_removed=frozenset({"pushEvents"})), GRANT, {},
-                     [("capability-revoked", "applied", "pushEvents")], id="revoked-even-if-grant-kept-it"),
-        pytest.param(ManifestDiff(capabilities_added=frozenset({"modelInfo"})), GRANT, {},
-                     [("capability-expansion-pending", "decision-needed", "modelInfo")], id="addition-pending"),
-        pytest.param(ManifestDiff(capabilities_added=frozenset({"modelInfo"})),
-                     Grant(paths=GRANT.paths | {"modelInfo"}), {},
-                     [("capability-expansion-pending", "decision-needed", "modelInfo")],
-                     id="addition-never-auto-grants"),
-        pytest.param(ManifestDiff(), GRANT, {"before": {"chat", "push"}, "after": {"chat"}},
-                     [("feature-degraded", "applied", "push")], id="degraded"),
-        pytest.param(ManifestDiff(), GRANT, {"before": {"chat"}, "after": {"chat", "push"}},
-                     [("feature-restored", "applied", "push")], id="restored"),
-        pytest.param(ManifestDiff(ontologies_changed=frozenset({"chat", "other"})), GRANT, {},
-                     [("ontology-acceptance-invalidated", "applied", "chat"),
-                      ("ontology-acceptance-invalidated", "applied", "other")], id="ontology-unknown-acceptance"),
-        pytest.param(ManifestDiff(ontologies_changed=frozenset({"chat", "other"})), GRANT,
-                     {"accepted_ontologies": {"chat"}},
-                     [("ontology-acceptance-invalidated", "applied", "chat")], id="ontology-accepted-only"),
-        pytest.param(ManifestDiff(tags_undeclared=frozenset({"demo:y", "demo:z"})), GRANT,
-                     {"rule_tag_references": {"demo:y"}},
-                     [("ontology-reference-undeclared", "informational", "demo:y")], id="undeclared"),
-        pytest.param(ManifestDiff(), GRANT, {"surface_changes": {"tools"}},
-                     [("surface-changed", "informational", "tools")], id="surface"),
+        pytest.param(
+            ManifestDiff(capabilities_removed=frozenset({"pushEvents"})),
+            Grant(paths=frozenset({"channels.publish"})),
+            {},
+            [("capability-revoked", "applied", "pushEvents")],
+            id="revoked",
+        ),
+        pytest.param(
+            ManifestDiff(capabilities_removed=frozenset({"pushEvents"})),
+            GRANT,
+            {},
+            [("capability-revoked", "applied", "pushEvents")],
+            id="revoked-even-if-grant-kept-it",
+        ),
+        pytest.param(
+            ManifestDiff(capabilities_added=frozenset({"modelInfo"})),
+            GRANT,
+            {},
+            [("capability-expansion-pending", "decision-needed", "modelInfo")],
+            id="addition-pending",
+        ),
+        pytest.param(
+            ManifestDiff(capabilities_added=frozenset({"modelInfo"})),
+            Grant(paths=GRANT.paths | {"modelInfo"}),
+            {},
+            [("capability-expansion-pending", "decision-needed", "modelInfo")],
+            id="addition-never-auto-grants",
+        ),
+        pytest.param(
+            ManifestDiff(),
+            GRANT,
+            {"before": {"chat", "push"}, "after": {"chat"}},
+            [("feature-degraded", "applied", "push")],
+            id="degraded",
+        ),
+        pytest.param(
+            ManifestDiff(),
+            GRANT,
+            {"before": {"chat"}, "after": {"chat", "push"}},
+            [("feature-restored", "applied", "push")],
+            id="restored",
+        ),
+        pytest.param(
+            ManifestDiff(ontologies_changed=frozenset({"chat", "other"})),
+            GRANT,
+            {},
+            [
+                ("ontology-acceptance-invalidated", "applied", "chat"),
+                ("ontology-acceptance-invalidated", "applied", "other"),
+            ],
+            id="ontology-unknown-acceptance",
+        ),
+        pytest.param(
+            ManifestDiff(ontologies_changed=frozenset({"chat", "other"})),
+            GRANT,
+            {"accepted_ontologies": {"chat"}},
+            [("ontology-acceptance-invalidated", "applied", "chat")],
+            id="ontology-accepted-only",
+        ),
+        pytest.param(
+            ManifestDiff(tags_undeclared=frozenset({"demo:y", "demo:z"})),
+            GRANT,
+            {"rule_tag_references": {"demo:y"}},
+            [("ontology-reference-undeclared", "informational", "demo:y")],
+            id="undeclared",
+        ),
+        pytest.param(
+            ManifestDiff(),
+            GRANT,
+            {"surface_changes": {"tools"}},
+            [("surface-changed", "informational", "tools")],
+            id="surface",
+        ),
     ],
 )
-def test_k114_receipt(diff: ManifestDiff, new_grant: Grant, kwargs: dict[str, Any],
-                      expected: list[tuple[str, str, str]]) -> None:
+def test_k114_receipt(
+    diff: ManifestDiff, new_grant: Grant, kwargs: dict[str, Any], expected: list[tuple[str, str, str]]
+) -> None:
     assert _receipt(diff, new_grant, **kwargs) == expected
 
 
 def test_k114_one_receipt_orders_impacts_by_the_closed_set() -> None:
     old = BASE
-    new = _with(pushEvents=False, modelInfo=True, featureSets={"chat": {**BASE["featureSets"]["chat"],
-                                                                       "tagOntology": {}}})
+    new = _with(
+        pushEvents=False,
+        modelInfo=True,
+        featureSets={"chat": {**BASE["featureSets"]["chat"], "tagOntology": {}}},
+    )
     diff = diff_manifests(old, new)
-    receipt = change_receipt(diff, old_grant=GRANT, new_grant=Grant(paths=frozenset({"channels.publish"})),
-                             feature_sets_before={"chat", "push"}, feature_sets_after={"chat"},
-                             rule_tag_references={"demo:y"})
+    receipt = change_receipt(
+        diff,
+        old_grant=GRANT,
+        new_grant=Grant(paths=frozenset({"channels.publish"})),
+        feature_sets_before={"chat", "push"},
+        feature_sets_after={"chat"},
+        rule_tag_references={"demo:y"},
+    )
     assert isinstance(receipt, ChangeReceipt)
     assert receipt.domains == ("capabilities", "featureSets", "tagOntology")
     assert [i.impact for i in receipt.impacts] == [
-        "capability-revoked", "capability-expansion-pending", "feature-degraded",
-        "ontology-acceptance-invalidated", "ontology-reference-undeclared"]
+        "capability-revoked",
+        "capability-expansion-pending",
+        "feature-degraded",
+        "ontology-acceptance-invalidated",
+        "ontology-reference-undeclared",
+    ]
     assert receipt.needs_decision
     assert receipt.to_json()["impacts"][0] == {
-        "impact": "capability-revoked", "disposition": "applied", "detail": "pushEvents"}
+        "impact": "capability-revoked",
+        "disposition": "applied",
+        "detail": "pushEvents",
+    }
 
 
 def test_k114_vocabulary_is_closed() -> None:
@@ -533,8 +666,9 @@ def test_k111_validate_never_parses_revision_beyond_its_shape() -> None:
         (3, 1.0, [0, 0, 0, 0, 2], [True, True, True, False, True]),
     ],
 )
-def test_k110_fetch_limiter(max_fetches: int, per_seconds: float, times: list[float],
-                            expected: list[bool]) -> None:
+def test_k110_fetch_limiter(
+    max_fetches: int, per_seconds: float, times: list[float], expected: list[bool]
+) -> None:
     limiter = ManifestFetchLimiter(max_fetches, per_seconds)
     assert [limiter.allow(t) for t in times] == expected
 

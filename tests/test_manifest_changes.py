@@ -17,26 +17,43 @@ from .wire import Script, TestHandlers, push_event
 
 pytestmark = pytest.mark.anyio
 
-OLD = {"version": "0.5", "pushEvents": True, "channels": {"register": True},
-       "featureSets": {"demo": {"description": "d", "uses": ["pushEvents"]}}}
-NEW = {"version": "0.5", "channels": {"register": True, "publish": True},
-       "featureSets": {"other": {"description": "o", "uses": ["channels.register"]}}}
+OLD = {
+    "version": "0.5",
+    "pushEvents": True,
+    "channels": {"register": True},
+    "featureSets": {"demo": {"description": "d", "uses": ["pushEvents"]}},
+}
+NEW = {
+    "version": "0.5",
+    "channels": {"register": True, "publish": True},
+    "featureSets": {"other": {"description": "o", "uses": ["channels.register"]}},
+}
 
 
 def result(manifest: dict[str, Any]) -> dict[str, Any]:
-    return {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
-            "capabilities": {"experimental": {"mcpl": manifest}}}
+    return {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": {"name": "s", "version": "0"},
+        "capabilities": {"experimental": {"mcpl": manifest}},
+    }
 
 
 def changed(manifest: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "method": "mcpl/manifestChanged",
-            "params": {"revision": manifest_digest(manifest), "domains": ["capabilities", "featureSets"]}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "mcpl/manifestChanged",
+        "params": {"revision": manifest_digest(manifest), "domains": ["capabilities", "featureSets"]},
+    }
 
 
 def handshake(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"expect": {"method": "initialize"}}, {"reply": result(manifest)},
-            {"expect": {"method": "notifications/initialized"}},
-            {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}}]
+    return [
+        {"expect": {"method": "initialize"}},
+        {"reply": result(manifest)},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}},
+        {"reply": {"accepted": True}},
+    ]
 
 
 class Receipts(TestHandlers):
@@ -50,17 +67,22 @@ class Receipts(TestHandlers):
         self.changed.set()
 
 
-async def test_k108_k109_change_fetches_first_then_revokes_removals_never_grants_additions(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(OLD),
-        {"send": changed(NEW)},
-        {"expect": {"method": "mcpl/manifest"}},
-        {"reply": NEW},
-        {"expect": {"method": "featureSets/update"}},
-        {"reply": {"accepted": True}},
-        {"send": push_event(50)},
-        {"wait_response": 50, "expect_error_code": -32002},
-    ])
+async def test_k108_k109_change_fetches_first_then_revokes_removals_never_grants_additions(
+    tmp_path: Path,
+) -> None:
+    script = Script(
+        tmp_path,
+        [
+            *handshake(OLD),
+            {"send": changed(NEW)},
+            {"expect": {"method": "mcpl/manifest"}},
+            {"reply": NEW},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+            {"send": push_event(50)},
+            {"wait_response": 50, "expect_error_code": -32002},
+        ],
+    )
     handlers = Receipts()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers, policy=GrantPolicy(grant_all_advertised=True)) as conn:
@@ -79,14 +101,23 @@ async def test_k108_k109_change_fetches_first_then_revokes_removals_never_grants
     impacts = {(i.impact, i.detail) for i in receipt.impacts}
     assert ("capability-revoked", "pushEvents") in impacts
     assert ("capability-expansion-pending", "channels.publish") in impacts
-    assert all(i.disposition == "decision-needed" for i in receipt.impacts
-               if i.impact == "capability-expansion-pending")
+    assert all(
+        i.disposition == "decision-needed"
+        for i in receipt.impacts
+        if i.impact == "capability-expansion-pending"
+    )
 
 
 async def test_k110_fetches_are_rate_limited_and_excess_notifications_dropped(tmp_path: Path) -> None:
-    rounds = [step for n in range(5) for step in (
-        {"send": changed({"version": "0.5", "pushEvents": True, "n": n})},
-        {"expect": {"method": "mcpl/manifest"}}, {"reply": OLD})]
+    rounds = [
+        step
+        for n in range(5)
+        for step in (
+            {"send": changed({"version": "0.5", "pushEvents": True, "n": n})},
+            {"expect": {"method": "mcpl/manifest"}},
+            {"reply": OLD},
+        )
+    ]
     excess = [{"send": changed({"version": "0.5", "n": 100 + n})} for n in range(3)]
     script = Script(tmp_path, [*handshake(OLD), *rounds, *excess])
     handlers = Receipts()
@@ -99,14 +130,17 @@ async def test_k110_fetches_are_rate_limited_and_excess_notifications_dropped(tm
 
 
 async def test_k113_unparseable_fetch_keeps_the_manifest_and_mcpl(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(OLD),
-        {"send": changed(NEW)},
-        {"expect": {"method": "mcpl/manifest"}},
-        {"reply": "not a manifest"},
-        {"send": push_event(51)},
-        {"wait_response": 51, "expect_result": {"accepted": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(OLD),
+            {"send": changed(NEW)},
+            {"expect": {"method": "mcpl/manifest"}},
+            {"reply": "not a manifest"},
+            {"send": push_event(51)},
+            {"wait_response": 51, "expect_result": {"accepted": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
@@ -114,12 +148,15 @@ async def test_k113_unparseable_fetch_keeps_the_manifest_and_mcpl(tmp_path: Path
 
 
 async def test_k118_error_on_fetch_warns_and_keeps_the_manifest(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(OLD),
-        {"send": changed(NEW)},
-        {"expect": {"method": "mcpl/manifest"}},
-        {"reply_error": {"code": -32601, "message": "Method not found"}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(OLD),
+            {"send": changed(NEW)},
+            {"expect": {"method": "mcpl/manifest"}},
+            {"reply_error": {"code": -32601, "message": "Method not found"}},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
@@ -129,14 +166,17 @@ async def test_k118_error_on_fetch_warns_and_keeps_the_manifest(tmp_path: Path) 
 
 async def test_k117_revision_mismatch_is_a_logged_defect_and_the_manifest_is_used(tmp_path: Path) -> None:
     wrong = {**NEW, "revision": "sha256:" + "A" * 43}
-    script = Script(tmp_path, [
-        *handshake(OLD),
-        {"send": changed(NEW)},
-        {"expect": {"method": "mcpl/manifest"}},
-        {"reply": wrong},
-        {"expect": {"method": "featureSets/update"}},
-        {"reply": {"accepted": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(OLD),
+            {"send": changed(NEW)},
+            {"expect": {"method": "mcpl/manifest"}},
+            {"reply": wrong},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+        ],
+    )
     handlers = Receipts()
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(handlers=handlers, policy=GrantPolicy(grant_all_advertised=True)) as conn:
@@ -156,21 +196,28 @@ async def test_k111_same_revision_as_in_force_is_not_fetched(tmp_path: Path) -> 
 
 
 async def test_k112_change_while_the_initial_receipt_is_pending_never_widens(tmp_path: Path) -> None:
-    shrunk = {"version": "0.5", "channels": {"register": True},
-              "featureSets": {"demo": {"description": "d", "uses": ["pushEvents"]}}}
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}}, {"reply": result(OLD)},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}},  # the initial request, held back
-        {"send": changed(shrunk)},
-        {"expect": {"method": "mcpl/manifest"}},
-        {"reply": shrunk},
-        {"reply": {"accepted": True}, "id": 2},  # now the initial receipt
-        {"expect": {"method": "featureSets/update"}},  # the host tells what is in force
-        {"reply": {"accepted": True}},
-        {"send": push_event(70)},
-        {"wait_response": 70, "expect_error_code": -32002},
-    ])
+    shrunk = {
+        "version": "0.5",
+        "channels": {"register": True},
+        "featureSets": {"demo": {"description": "d", "uses": ["pushEvents"]}},
+    }
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": result(OLD)},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "featureSets/update"}},  # the initial request, held back
+            {"send": changed(shrunk)},
+            {"expect": {"method": "mcpl/manifest"}},
+            {"reply": shrunk},
+            {"reply": {"accepted": True}, "id": 2},  # now the initial receipt
+            {"expect": {"method": "featureSets/update"}},  # the host tells what is in force
+            {"reply": {"accepted": True}},
+            {"send": push_event(70)},
+            {"wait_response": 70, "expect_error_code": -32002},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)

@@ -32,12 +32,18 @@ class Handlers(HostHandlers):
         self.pushes.append(params)
         return {"accepted": True, "inferenceId": "inf-1"}
 
-    async def inference_request(self, context: RequestContext, params: dict[str, Any], stream: Any) -> dict[str, Any]:
+    async def inference_request(
+        self, context: RequestContext, params: dict[str, Any], stream: Any
+    ) -> dict[str, Any]:
         if stream is not None:
             for delta in ("Hel", "lo"):
                 stream.send(delta)
-        return {"content": "Hello", "model": "test-model", "finishReason": "end_turn",
-                "usage": {"inputTokens": 3, "outputTokens": 2}}
+        return {
+            "content": "Hello",
+            "model": "test-model",
+            "finishReason": "end_turn",
+            "usage": {"inputTokens": 3, "outputTokens": 2},
+        }
 
     async def channel_message(self, context: RequestContext, message: dict[str, Any]) -> str | None:
         self.incoming.append(message)
@@ -58,8 +64,9 @@ async def tool(conn: Any, name: str, **arguments: Any) -> Any:
 
 def fixture(**kwargs: Any) -> Any:
     kwargs.setdefault("policy", NOT_SYSTEM)
-    return connect_stdio(sys.executable, SERVER, limits=Limits(close_grace_seconds=1, terminate_grace_seconds=1),
-                         **kwargs)
+    return connect_stdio(
+        sys.executable, SERVER, limits=Limits(close_grace_seconds=1, terminate_grace_seconds=1), **kwargs
+    )
 
 
 async def test_server_to_host_methods_end_to_end() -> None:
@@ -92,16 +99,24 @@ async def test_host_to_server_methods_end_to_end() -> None:
         async with fixture(handlers=handlers) as conn:
             await handlers.registered.wait()
             # A mixed injection array: the system position is not granted and is dropped.
-            fan = await before_inference_fanout([conn], inference_id="inf-1", conversation_id="c-1",
-                                                turn_index=0, user_message="hi", model=MODEL)
+            fan = await before_inference_fanout(
+                [conn],
+                inference_id="inf-1",
+                conversation_id="c-1",
+                turn_index=0,
+                user_message="hi",
+                model=MODEL,
+            )
             assert not fan.by_position["system"]
             assert len(fan.by_position["beforeUser"]) == len(fan.by_position["afterUser"]) == 1
-            async with inference_lifecycle([conn], inference_id="inf-1", conversation_id="c-1",
-                                           turn_index=0, model=MODEL) as turn:
+            async with inference_lifecycle(
+                [conn], inference_id="inf-1", conversation_id="c-1", turn_index=0, model=MODEL
+            ) as turn:
                 turn.set_usage(3, 2)
                 registered = {d["id"] for d in conn.channel_registry.descriptors()}
-                async with OutgoingStream([(conn, registered)], inference_id="inf-1",
-                                          conversation_id="c-1") as stream:
+                async with OutgoingStream(
+                    [(conn, registered)], inference_id="inf-1", conversation_id="c-1"
+                ) as stream:
                     await stream.chunk("fx:general", "Hel")
                     await stream.chunk("fx:general", "lo")
             published = await conn.channels_publish("c-1", "fx:general", "Hello")
@@ -127,9 +142,14 @@ async def test_host_to_server_methods_end_to_end() -> None:
 
 async def test_publish_falls_back_to_a_notification_for_a_server_that_refuses_requests() -> None:
     handlers = Handlers()
-    conn = connect_stdio(sys.executable, SERVER, env={"MCPL_FX_PUBLISH": "notification"},
-                         policy=NOT_SYSTEM, handlers=handlers,
-                         limits=Limits(close_grace_seconds=1, terminate_grace_seconds=1))
+    conn = connect_stdio(
+        sys.executable,
+        SERVER,
+        env={"MCPL_FX_PUBLISH": "notification"},
+        policy=NOT_SYSTEM,
+        handlers=handlers,
+        limits=Limits(close_grace_seconds=1, terminate_grace_seconds=1),
+    )
     with anyio.fail_after(30):
         async with conn:
             await handlers.registered.wait()

@@ -17,13 +17,16 @@ BOTH = GrantPolicy(grant=("pushEvents", "tools"))
 
 
 async def test_d52_d53_reduction_takes_effect_before_its_request_is_answered(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"expect": {"method": "featureSets/update"}},  # the reduction, not answered yet
-        {"send": push_event(60)},
-        {"wait_response": 60, "expect_error_code": -32002},
-        {"reply": {"accepted": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"expect": {"method": "featureSets/update"}},  # the reduction, not answered yet
+            {"send": push_event(60)},
+            {"wait_response": 60, "expect_error_code": -32002},
+            {"reply": {"accepted": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=BOTH) as conn:
             assert conn.grant is not None and conn.grant.allows("pushEvents")
@@ -37,15 +40,18 @@ async def test_d52_d53_reduction_takes_effect_before_its_request_is_answered(tmp
 
 
 async def test_d54_expansion_takes_effect_only_when_its_receipt_arrives(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"expect": {"method": "featureSets/update"}},  # the expansion, not answered yet
-        {"send": push_event(61)},
-        {"wait_response": 61, "expect_error_code": -32002},
-        {"reply": {"accepted": True}},
-        {"send": push_event(62, "e2")},
-        {"wait_response": 62, "expect_result": {"accepted": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"expect": {"method": "featureSets/update"}},  # the expansion, not answered yet
+            {"send": push_event(61)},
+            {"wait_response": 61, "expect_error_code": -32002},
+            {"reply": {"accepted": True}},
+            {"send": push_event(62, "e2")},
+            {"wait_response": 62, "expect_result": {"accepted": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant=("tools",))) as conn:
             await conn.update_policy(BOTH)
@@ -54,11 +60,14 @@ async def test_d54_expansion_takes_effect_only_when_its_receipt_arrives(tmp_path
 
 
 async def test_d54_unanswered_expansion_never_activates(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"expect": {"method": "featureSets/update"}},
-        {"reply_error": {"code": -32603, "message": "no"}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"expect": {"method": "featureSets/update"}},
+            {"reply_error": {"code": -32603, "message": "no"}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant=("tools",))) as conn:
             change = await conn.update_policy(BOTH)
@@ -67,23 +76,35 @@ async def test_d54_unanswered_expansion_never_activates(tmp_path: Path) -> None:
 
 
 async def test_d55_receipt_never_widens_the_grant(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE[:4],
-        {"reply": {"accepted": True, "effectiveCapabilities": ["pushEvents", "tools", "modelInfo"],
-                   "unavailableFeatures": [], "notes": ["please grant more"]}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE[:4],
+            {
+                "reply": {
+                    "accepted": True,
+                    "effectiveCapabilities": ["pushEvents", "tools", "modelInfo"],
+                    "unavailableFeatures": [],
+                    "notes": ["please grant more"],
+                }
+            },
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant=("tools",))) as conn:
             assert conn.grant is not None and conn.grant.paths == {"tools"}
 
 
 async def test_d56_mcp_only_fallback_keeps_tools(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE[:4],
-        {"reply": {"accepted": False, "fallback": "mcp-only", "reason": "policy too narrow"}},
-        {"expect": {"method": "tools/list"}},
-        {"reply": {"tools": [{"name": "still-here", "inputSchema": {}}]}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE[:4],
+            {"reply": {"accepted": False, "fallback": "mcp-only", "reason": "policy too narrow"}},
+            {"expect": {"method": "tools/list"}},
+            {"reply": {"tools": [{"name": "still-here", "inputSchema": {}}]}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=BOTH) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
@@ -103,11 +124,19 @@ async def test_d56_close_fallback_closes_unless_configured_otherwise(tmp_path: P
 
 
 async def test_d57_refusal_without_fallback_is_logged_as_a_defect(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE[:4],
-        {"reply": {"accepted": True, "mode": "degraded",
-                   "unavailableFeatures": [{"featureSet": "demo", "missingCapabilities": ["pushEvents"]}]}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE[:4],
+            {
+                "reply": {
+                    "accepted": True,
+                    "mode": "degraded",
+                    "unavailableFeatures": [{"featureSet": "demo", "missingCapabilities": ["pushEvents"]}],
+                }
+            },
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(policy=BOTH):
             pass
@@ -120,14 +149,17 @@ async def test_d57_refusal_without_fallback_is_logged_as_a_defect(tmp_path: Path
 
 
 async def test_c39_a_featuresets_update_notification_never_makes_the_connection_ready(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE[:4],  # our request is pending
-        {"send": {"jsonrpc": "2.0", "method": "featureSets/update", "params": {"accepted": True}}},
-        {"send": push_event(63)},
-        {"wait_response": 63, "expect_error_code": -32002},
-        mark("refused while pending"),
-        {"reply": {"accepted": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE[:4],  # our request is pending
+            {"send": {"jsonrpc": "2.0", "method": "featureSets/update", "params": {"accepted": True}}},
+            {"send": push_event(63)},
+            {"wait_response": 63, "expect_error_code": -32002},
+            mark("refused while pending"),
+            {"reply": {"accepted": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=BOTH) as conn:
             assert conn.mcpl_state is MCPLState.READY  # from the receipt, not the notification
@@ -135,12 +167,15 @@ async def test_c39_a_featuresets_update_notification_never_makes_the_connection_
 
 
 async def test_e66_featuresets_changed_ignored_as_notification_and_32601_as_request(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "method": "featureSets/changed", "params": {}}},
-        {"send": {"jsonrpc": "2.0", "id": "fc", "method": "featureSets/changed", "params": {}}},
-        {"wait_response": "fc", "expect_error_code": -32601},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "method": "featureSets/changed", "params": {}}},
+            {"send": {"jsonrpc": "2.0", "id": "fc", "method": "featureSets/changed", "params": {}}},
+            {"wait_response": "fc", "expect_error_code": -32601},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(policy=BOTH) as conn:
             await script.finished(conn)
@@ -149,13 +184,16 @@ async def test_e66_featuresets_changed_ignored_as_notification_and_32601_as_requ
 
 
 async def test_d56_refusal_of_a_runtime_change_turns_mcpl_off(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"expect": {"method": "featureSets/update"}},
-        {"reply": {"accepted": False, "fallback": "mcp-only"}},
-        {"send": push_event(64)},
-        {"wait_response": 64, "expect_error_code": -32002},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": False, "fallback": "mcp-only"}},
+            {"send": push_event(64)},
+            {"wait_response": 64, "expect_error_code": -32002},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=BOTH) as conn:
             await conn.update_policy(GrantPolicy(grant=("pushEvents",)))

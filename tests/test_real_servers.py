@@ -19,8 +19,9 @@ pytestmark = pytest.mark.anyio
 
 async def test_mcp_server_time_lists_and_calls_its_tools() -> None:
     with anyio.fail_after(60):
-        async with connect_stdio(sys.executable, ["-m", "mcp_server_time"],
-                                 policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with connect_stdio(
+            sys.executable, ["-m", "mcp_server_time"], policy=GrantPolicy(grant_all_advertised=True)
+        ) as conn:
             assert conn.server_info is not None and conn.server_info.name == "mcp-time"
             assert conn.mcpl_state is MCPLState.NONE  # plain MCP: no MCPL traffic
             names = {tool.name for tool in await conn.list_tools()}

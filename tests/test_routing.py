@@ -31,11 +31,14 @@ def answers(script: Script) -> dict[Any, dict[str, Any]]:
 
 
 async def test_r1_null_id_request_is_dispatched_and_answered_with_null(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "id": None, "method": "roots/list"}},
-        {"wait_response": None, "expect_error_code": -32601},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": None, "method": "roots/list"}},
+            {"wait_response": None, "expect_error_code": -32601},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
@@ -43,15 +46,18 @@ async def test_r1_null_id_request_is_dispatched_and_answered_with_null(tmp_path:
 
 
 async def test_r2_unknown_method_gets_32601_and_removed_methods_too(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "id": "a", "method": "no/such"}},
-        {"wait_response": "a", "expect_error_code": -32601},
-        {"send": {"jsonrpc": "2.0", "id": "b", "method": "scope/elevate"}},
-        {"wait_response": "b", "expect_error_code": -32601},
-        {"send": {"jsonrpc": "2.0", "id": "c", "method": "context/afterInference"}},
-        {"wait_response": "c", "expect_error_code": -32601},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": "a", "method": "no/such"}},
+            {"wait_response": "a", "expect_error_code": -32601},
+            {"send": {"jsonrpc": "2.0", "id": "b", "method": "scope/elevate"}},
+            {"wait_response": "b", "expect_error_code": -32601},
+            {"send": {"jsonrpc": "2.0", "id": "c", "method": "context/afterInference"}},
+            {"wait_response": "c", "expect_error_code": -32601},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
@@ -59,14 +65,17 @@ async def test_r2_unknown_method_gets_32601_and_removed_methods_too(tmp_path: Pa
 
 
 async def test_c38_r2_d3_privileged_method_refused_before_the_receipt(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE[:4],  # featureSets/update received, not yet answered
-        {"send": push_event(100)},
-        {"wait_response": 100, "expect_error_code": -32002},
-        {"reply": {"accepted": True}},
-        {"send": push_event(101, "e2")},
-        {"wait_response": 101, "expect_result": {"accepted": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE[:4],  # featureSets/update received, not yet answered
+            {"send": push_event(100)},
+            {"wait_response": 100, "expect_error_code": -32002},
+            {"reply": {"accepted": True}},
+            {"send": push_event(101, "e2")},
+            {"wait_response": 101, "expect_result": {"accepted": True}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant=("pushEvents",))) as conn:
             await script.finished(conn)
@@ -75,19 +84,26 @@ async def test_c38_r2_d3_privileged_method_refused_before_the_receipt(tmp_path: 
 
 
 async def test_r2_d48_not_granted_is_refused_with_32002_and_the_capability(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"send": push_event(5)},
-        {"wait_response": 5, "expect_error_code": -32002},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"send": push_event(5)},
+            {"wait_response": 5, "expect_error_code": -32002},
+        ],
+    )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))) as conn:
+        async with script.connect(
+            policy=GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
+        ) as conn:
             await script.finished(conn)
     assert answers(script)["5"]["error"]["data"] == {"capability": "pushEvents"}
 
 
 async def test_push_event_from_plain_mcp_server_is_refused_and_answered(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*MCP_HANDSHAKE, {"send": push_event(9)}, {"wait_response": 9, "expect_error_code": -32002}])
+    script = Script(
+        tmp_path, [*MCP_HANDSHAKE, {"send": push_event(9)}, {"wait_response": 9, "expect_error_code": -32002}]
+    )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
@@ -104,13 +120,16 @@ class Failing(TestHandlers):
 
 
 async def test_r3_handler_exception_is_32603_without_its_text(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "id": 1, "method": "boom"}},
-        {"wait_response": 1, "expect_error_code": -32603},
-        {"send": {"jsonrpc": "2.0", "id": 2, "method": "custom"}},
-        {"wait_response": 2, "expect_error_code": -32010},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": 1, "method": "boom"}},
+            {"wait_response": 1, "expect_error_code": -32603},
+            {"send": {"jsonrpc": "2.0", "id": 2, "method": "custom"}},
+            {"wait_response": 2, "expect_error_code": -32010},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(handlers=Failing()) as conn:
             await script.finished(conn)
@@ -121,13 +140,16 @@ async def test_r3_handler_exception_is_32603_without_its_text(tmp_path: Path) ->
 
 
 async def test_r4_a_response_is_never_answered(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "id": 999, "result": {}}},
-        {"send": {"jsonrpc": "2.0", "id": 998, "error": {"code": -1, "message": "x"}}},
-        {"send": {"jsonrpc": "2.0", "id": "z", "method": "ping"}},
-        {"wait_response": "z"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": 999, "result": {}}},
+            {"send": {"jsonrpc": "2.0", "id": 998, "error": {"code": -1, "message": "x"}}},
+            {"send": {"jsonrpc": "2.0", "id": "z", "method": "ping"}},
+            {"wait_response": "z"},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
@@ -151,12 +173,15 @@ class Recording(TestHandlers):
 
 
 async def test_r5_timeout_sends_cancelled_and_the_late_answer_is_an_orphan(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"expect": {"method": "tools/call"}},
-        {"wait_for": {"method": "notifications/cancelled"}},
-        {"reply": {"content": []}, "id": 2},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "tools/call"}},
+            {"wait_for": {"method": "notifications/cancelled"}},
+            {"reply": {"content": []}, "id": 2},
+        ],
+    )
     handlers = Recording()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
@@ -165,36 +190,50 @@ async def test_r5_timeout_sends_cancelled_and_the_late_answer_is_an_orphan(tmp_p
             await handlers.orphan_seen.wait()
     assert handlers.orphans[0].id == 2
     cancelled = [m for m in script.messages() if m.get("method") == "notifications/cancelled"]
-    assert cancelled == [{"jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": {"requestId": 2, "reason": "timeout"}}]
+    assert cancelled == [
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 2, "reason": "timeout"},
+        }
+    ]
 
 
 async def test_r5_caller_cancellation_sends_cancelled(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"expect": {"method": "tools/list"}},
-        {"wait_for": {"method": "notifications/cancelled"}},
-        {"send": {"jsonrpc": "2.0", "id": "done", "method": "ping"}},
-        {"wait_response": "done"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "tools/list"}},
+            {"wait_for": {"method": "notifications/cancelled"}},
+            {"send": {"jsonrpc": "2.0", "id": "done", "method": "ping"}},
+            {"wait_response": "done"},
+        ],
+    )
     handlers = Recording()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
             with anyio.move_on_after(0.3):
                 await conn.list_tools()
             assert conn._session.pending_count == 0
-    assert {"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": 2, "reason": "cancelled"}} in script.messages()
+    assert {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "cancelled"},
+    } in script.messages()
 
 
 async def test_r5_unmatched_error_logged_json_log_lines_with_null_id_silent(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        *[{"send": {"id": None, "level": "info", "msg": f"log {n}"}} for n in range(50)],
-        {"send": {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}},
-        {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
-        {"wait_response": "sync"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            *[{"send": {"id": None, "level": "info", "msg": f"log {n}"}} for n in range(50)],
+            {"send": {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}},
+            {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+            {"wait_response": "sync"},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
@@ -205,13 +244,16 @@ async def test_r5_unmatched_error_logged_json_log_lines_with_null_id_silent(tmp_
 
 
 async def test_r6_plain_text_lines_dropped_three_logged_then_one_summary(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        *[{"raw": f"Server log line {n}"} for n in range(10)],
-        {"send": [1, 2]},
-        {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
-        {"wait_response": "sync"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            *[{"raw": f"Server log line {n}"} for n in range(10)],
+            {"send": [1, 2]},
+            {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+            {"wait_response": "sync"},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)  # the connection still works after them
@@ -221,16 +263,19 @@ async def test_r6_plain_text_lines_dropped_three_logged_then_one_summary(tmp_pat
 
 
 async def test_a1_a4_invalid_request_answered_once_and_logged_with_method(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "method": 1, "params": "bar"}},
-        {"wait_response": None, "expect_error_code": -32600},
-        {"send": {"jsonrpc": "2.0", "id": {"x": 1}, "method": "tools/odd"}},
-        {"send": {"jsonrpc": "2.0", "id": 77, "method": ["x"]}},
-        {"wait_response": 77, "expect_error_code": -32600},
-        {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
-        {"wait_response": "sync"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "method": 1, "params": "bar"}},
+            {"wait_response": None, "expect_error_code": -32600},
+            {"send": {"jsonrpc": "2.0", "id": {"x": 1}, "method": "tools/odd"}},
+            {"send": {"jsonrpc": "2.0", "id": 77, "method": ["x"]}},
+            {"wait_response": 77, "expect_error_code": -32600},
+            {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+            {"wait_response": "sync"},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
@@ -245,13 +290,16 @@ async def test_a1_a4_invalid_request_answered_once_and_logged_with_method(tmp_pa
 
 async def test_a7_server_ids_colliding_with_ours_settle_nothing(tmp_path: Path) -> None:
     # Our tools/list is id 2; the server makes its own request with id 2 in between.
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"expect": {"method": "tools/list", "id": 2}},
-        {"send": {"jsonrpc": "2.0", "id": 2, "method": "ping"}},
-        {"wait_response": 2, "expect_result": {}},
-        {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 2},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "tools/list", "id": 2}},
+            {"send": {"jsonrpc": "2.0", "id": 2, "method": "ping"}},
+            {"wait_response": 2, "expect_result": {}},
+            {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 2},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             tools = await conn.list_tools()
@@ -273,19 +321,22 @@ class Slow(TestHandlers):
 
 
 async def test_inbound_requests_run_concurrently_and_server_requests_interleave(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "id": "s", "method": "slow"}},
-        {"send": {"jsonrpc": "2.0", "id": "f", "method": "fast"}},
-        {"wait_response": "f", "expect_result": {"fast": True}},
-        mark("fast answered"),
-        {"expect": {"method": "tools/list"}},
-        # The server asks something of the host while the host waits for tools/list.
-        {"send": {"jsonrpc": "2.0", "id": "q", "method": "fast"}},
-        {"wait_response": "q"},
-        {"reply": {"tools": []}},
-        {"wait_response": "s", "expect_result": {"slow": True}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": "s", "method": "slow"}},
+            {"send": {"jsonrpc": "2.0", "id": "f", "method": "fast"}},
+            {"wait_response": "f", "expect_result": {"fast": True}},
+            mark("fast answered"),
+            {"expect": {"method": "tools/list"}},
+            # The server asks something of the host while the host waits for tools/list.
+            {"send": {"jsonrpc": "2.0", "id": "q", "method": "fast"}},
+            {"wait_response": "q"},
+            {"reply": {"tools": []}},
+            {"wait_response": "s", "expect_result": {"slow": True}},
+        ],
+    )
     handlers = Slow()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
@@ -299,14 +350,17 @@ async def test_inbound_requests_run_concurrently_and_server_requests_interleave(
 
 
 async def test_server_cancellation_stops_the_handler_and_sends_no_answer(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "id": 3, "method": "slow"}},
-        {"sleep": 0.2},
-        {"send": {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}},
-        {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
-        {"wait_response": "sync"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": 3, "method": "slow"}},
+            {"sleep": 0.2},
+            {"send": {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}},
+            {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+            {"wait_response": "sync"},
+        ],
+    )
     handlers = Slow()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
@@ -316,12 +370,15 @@ async def test_server_cancellation_stops_the_handler_and_sends_no_answer(tmp_pat
 
 
 async def test_t3_transport_loss_fails_pending_requests_at_once(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"expect": {"method": "tools/call"}},
-        {"stderr": "crashing now"},
-        {"exit": 7},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "tools/call"}},
+            {"stderr": "crashing now"},
+            {"exit": 7},
+        ],
+    )
     with anyio.fail_after(8):
         async with script.connect() as conn:
             with pytest.raises(ConnectionLost) as caught:
@@ -333,30 +390,55 @@ async def test_t3_transport_loss_fails_pending_requests_at_once(tmp_path: Path) 
 
 
 async def test_remote_error_carries_code_message_data(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"expect": {"method": "resources/read"}},
-        {"reply_error": {"code": -32002, "message": "Resource not found", "data": {"uri": "x://y"}}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "resources/read"}},
+            {"reply_error": {"code": -32002, "message": "Resource not found", "data": {"uri": "x://y"}}},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             with pytest.raises(RemoteError) as caught:
                 await conn.read_resource("x://y")
-    assert (caught.value.code, caught.value.message, caught.value.data) == (-32002, "Resource not found", {"uri": "x://y"})
+    assert (caught.value.code, caught.value.message, caught.value.data) == (
+        -32002,
+        "Resource not found",
+        {"uri": "x://y"},
+    )
 
 
 async def test_progress_routed_to_the_caller_and_log_messages_logged(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"expect": {"method": "tools/call"}},
-        {"send": {"jsonrpc": "2.0", "method": "notifications/message",
-                  "params": {"level": "warning", "logger": "srv", "data": "disk\nalmost full"}}},
-        {"send": {"jsonrpc": "2.0", "method": "notifications/progress",
-                  "params": {"progressToken": "progress-1", "progress": 1, "total": 2}}},
-        {"send": {"jsonrpc": "2.0", "method": "notifications/progress",
-                  "params": {"progressToken": "other", "progress": 9}}},
-        {"reply": {"content": [{"type": "text", "text": "ok"}]}},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "tools/call"}},
+            {
+                "send": {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/message",
+                    "params": {"level": "warning", "logger": "srv", "data": "disk\nalmost full"},
+                }
+            },
+            {
+                "send": {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": "progress-1", "progress": 1, "total": 2},
+                }
+            },
+            {
+                "send": {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {"progressToken": "other", "progress": 9},
+                }
+            },
+            {"reply": {"content": [{"type": "text", "text": "ok"}]}},
+        ],
+    )
     seen: list[dict[str, Any]] = []
     handlers = Recording()
     with capture_logs() as logs, anyio.fail_after(20):
@@ -373,11 +455,14 @@ async def test_progress_routed_to_the_caller_and_log_messages_logged(tmp_path: P
 
 async def test_d6_integer_id_beyond_64_bits_is_echoed_exactly(tmp_path: Path) -> None:
     big = 2**80 + 7
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"raw": '{"jsonrpc":"2.0","id":' + str(big) + ',"method":"ping"}'},
-        {"wait_response": big},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"raw": '{"jsonrpc":"2.0","id":' + str(big) + ',"method":"ping"}'},
+            {"wait_response": big},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
@@ -389,15 +474,19 @@ async def test_pagination_follows_next_cursor_up_to_the_bound(tmp_path: Path) ->
 
     pages = []
     for n in range(3):
-        pages += [{"expect": {"method": "tools/list"}},
-                  {"reply": {"tools": [{"name": f"t{n}", "inputSchema": {}}], "nextCursor": f"c{n + 1}"}}]
+        pages += [
+            {"expect": {"method": "tools/list"}},
+            {"reply": {"tools": [{"name": f"t{n}", "inputSchema": {}}], "nextCursor": f"c{n + 1}"}},
+        ]
     script = Script(tmp_path, [*MCP_HANDSHAKE, *pages])
     limits = FAST.__class__(max_list_pages=3, close_grace_seconds=2, terminate_grace_seconds=1)
     with anyio.fail_after(20):
         async with script.connect(limits=limits) as conn:
             tools = await conn.list_tools()
     assert [t.name for t in tools] == ["t0", "t1", "t2"]
-    cursors = [m.get("params", {}).get("cursor") for m in script.messages() if m.get("method") == "tools/list"]
+    cursors = [
+        m.get("params", {}).get("cursor") for m in script.messages() if m.get("method") == "tools/list"
+    ]
     assert cursors == [None, "c1", "c2"]
 
 
@@ -410,42 +499,69 @@ async def test_c34_mcpl_result_keeps_the_manifest_verbatim(tmp_path: Path) -> No
 
 
 class Streaming(TestHandlers):
-    async def inference_request(self, context: RequestContext, params: dict[str, Any], stream: Any) -> dict[str, Any]:
+    async def inference_request(
+        self, context: RequestContext, params: dict[str, Any], stream: Any
+    ) -> dict[str, Any]:
         if stream is not None:
             stream.send("Hel")
             stream.send("lo")
-        return {"content": "Hello", "model": "test-model", "finishReason": "end_turn",
-                "usage": {"inputTokens": 1, "outputTokens": 2}}
+        return {
+            "content": "Hello",
+            "model": "test-model",
+            "finishReason": "end_turn",
+            "usage": {"inputTokens": 1, "outputTokens": 2},
+        }
 
 
 def inference(request_id: Any, stream: bool) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "inference/request",
-            "params": {"featureSet": "demo", "stream": stream,
-                       "messages": [{"role": "user", "content": "hi"}]}}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "inference/request",
+        "params": {"featureSet": "demo", "stream": stream, "messages": [{"role": "user", "content": "hi"}]},
+    }
 
 
-async def test_h90_r7_streamed_inference_chunks_name_the_request_null_id_answered_whole(tmp_path: Path) -> None:
-    manifest = {"version": "0.5", "inferenceRequest": {"streaming": True},
-                "featureSets": {"demo": {"description": "d",
-                                         "uses": ["inferenceRequest", "inferenceRequest.streaming"]}}}
-    result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
-              "capabilities": {"experimental": {"mcpl": manifest}}}
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}}, {"reply": result},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}},
-        {"send": inference("r1", True)},
-        {"wait_response": "r1"},
-        {"send": inference(None, True)},
-        {"wait_response": None},
-    ])
+async def test_h90_r7_streamed_inference_chunks_name_the_request_null_id_answered_whole(
+    tmp_path: Path,
+) -> None:
+    manifest = {
+        "version": "0.5",
+        "inferenceRequest": {"streaming": True},
+        "featureSets": {
+            "demo": {"description": "d", "uses": ["inferenceRequest", "inferenceRequest.streaming"]}
+        },
+    }
+    result = {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": {"name": "s", "version": "0"},
+        "capabilities": {"experimental": {"mcpl": manifest}},
+    }
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": result},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+            {"send": inference("r1", True)},
+            {"wait_response": "r1"},
+            {"send": inference(None, True)},
+            {"wait_response": None},
+        ],
+    )
     with anyio.fail_after(20):
-        async with script.connect(handlers=Streaming(), policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(
+            handlers=Streaming(), policy=GrantPolicy(grant_all_advertised=True)
+        ) as conn:
             await script.finished(conn)
     messages = script.messages()[3:]
     chunks = [m for m in messages if m.get("method") == "inference/chunk"]
     assert [c["params"] for c in chunks] == [
-        {"requestId": "r1", "index": 0, "delta": "Hel"}, {"requestId": "r1", "index": 1, "delta": "lo"}]
+        {"requestId": "r1", "index": 0, "delta": "Hel"},
+        {"requestId": "r1", "index": 1, "delta": "lo"},
+    ]
     final = [m for m in messages if "result" in m]
     assert [m["id"] for m in final] == ["r1", None]
     assert messages.index(chunks[-1]) < messages.index(final[0])  # chunks before the result
@@ -454,27 +570,40 @@ async def test_h90_r7_streamed_inference_chunks_name_the_request_null_id_answere
 
 async def test_h89_inference_streaming_not_granted_is_refused(tmp_path: Path) -> None:
     manifest = {"version": "0.5", "inferenceRequest": {"streaming": True}}
-    result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
-              "capabilities": {"experimental": {"mcpl": manifest}}}
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}}, {"reply": result},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}},
-        {"send": inference(4, True)},
-        {"wait_response": 4, "expect_error_code": -32002},
-    ])
+    result = {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": {"name": "s", "version": "0"},
+        "capabilities": {"experimental": {"mcpl": manifest}},
+    }
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": result},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+            {"send": inference(4, True)},
+            {"wait_response": 4, "expect_error_code": -32002},
+        ],
+    )
     with anyio.fail_after(20):
-        async with script.connect(handlers=Streaming(), policy=GrantPolicy(grant=("inferenceRequest",))) as conn:
+        async with script.connect(
+            handlers=Streaming(), policy=GrantPolicy(grant=("inferenceRequest",))
+        ) as conn:
             await script.finished(conn)
     assert answers(script)["4"]["error"]["data"] == {"capability": "inferenceRequest.streaming"}
 
 
 async def test_t1_answer_to_a_request_whose_transport_closed_is_not_sent(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"send": {"jsonrpc": "2.0", "id": "s", "method": "slow"}},
-        {"exit": 3},  # while "slow" is running
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": "s", "method": "slow"}},
+            {"exit": 3},  # while "slow" is running
+        ],
+    )
     handlers = Slow()
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
@@ -502,11 +631,14 @@ async def test_t2_request_read_after_its_link_closed_is_not_dispatched(tmp_path:
 
 
 async def test_d2_string_id_answer_is_an_orphan_and_the_request_times_out(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *MCP_HANDSHAKE,
-        {"expect": {"method": "tools/list"}},
-        {"reply": {"tools": []}, "id": "2"},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "tools/list"}},
+            {"reply": {"tools": []}, "id": "2"},
+        ],
+    )
     handlers = Recording()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
@@ -518,13 +650,21 @@ async def test_d2_string_id_answer_is_an_orphan_and_the_request_times_out(tmp_pa
 
 async def test_d5_unknown_mcpl_version_is_served_with_one_warning(tmp_path: Path) -> None:
     manifest = {"version": "0.9", "pushEvents": True}
-    result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
-              "capabilities": {"experimental": {"mcpl": manifest}}}
-    script = Script(tmp_path, [
-        {"expect": {"method": "initialize"}}, {"reply": result},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}},
-    ])
+    result = {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": {"name": "s", "version": "0"},
+        "capabilities": {"experimental": {"mcpl": manifest}},
+    }
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": result},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+        ],
+    )
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             assert conn.grant is not None and conn.grant.allows("pushEvents")

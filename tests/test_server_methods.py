@@ -27,7 +27,9 @@ pytestmark = pytest.mark.anyio
 
 MANIFEST = {
     "version": "0.5",
-    "pushEvents": True, "inferenceRequest": True, "modelInfo": True,
+    "pushEvents": True,
+    "inferenceRequest": True,
+    "modelInfo": True,
     "channels": {"register": True, "incoming": True, "publish": True},
     "featureSets": {
         "demo": {"description": "d", "uses": ["pushEvents", "inferenceRequest", "modelInfo"]},
@@ -41,11 +43,18 @@ MODEL = {"id": "m-1", "vendor": "acme", "contextWindow": 200000, "capabilities":
 
 
 def handshake(manifest: dict[str, Any] = MANIFEST) -> list[dict[str, Any]]:
-    result = {"protocolVersion": "2025-06-18", "serverInfo": {"name": "s", "version": "0"},
-              "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}}}
-    return [{"expect": {"method": "initialize"}}, {"reply": result},
-            {"expect": {"method": "notifications/initialized"}},
-            {"expect": {"method": "featureSets/update"}}, {"reply": {"accepted": True}}]
+    result = {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": {"name": "s", "version": "0"},
+        "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}},
+    }
+    return [
+        {"expect": {"method": "initialize"}},
+        {"reply": result},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}},
+        {"reply": {"accepted": True}},
+    ]
 
 
 def call(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
@@ -60,8 +69,13 @@ def notify(method: str, params: Any) -> dict[str, Any]:
 
 
 def push(request_id: Any, event_id: str = "e1", **changes: Any) -> dict[str, Any]:
-    params = {"featureSet": "demo", "eventId": event_id, "timestamp": "2026-01-01T00:00:00Z",
-              "payload": {"content": [{"type": "text", "text": "hi"}]}, **changes}
+    params = {
+        "featureSet": "demo",
+        "eventId": event_id,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "payload": {"content": [{"type": "text", "text": "hi"}]},
+        **changes,
+    }
     return call(request_id, "push/event", {k: v for k, v in params.items() if v is not None})
 
 
@@ -70,8 +84,14 @@ def channel(channel_id: str, direction: str = "inbound", **extra: Any) -> dict[s
 
 
 def message(message_id: Any, channel_id: str, **extra: Any) -> dict[str, Any]:
-    return {"channelId": channel_id, "messageId": message_id, "author": {"id": "u", "name": "U"},
-            "timestamp": "2026-01-01T00:00:00Z", "content": [{"type": "text", "text": "yo"}], **extra}
+    return {
+        "channelId": channel_id,
+        "messageId": message_id,
+        "author": {"id": "u", "name": "U"},
+        "timestamp": "2026-01-01T00:00:00Z",
+        "content": [{"type": "text", "text": "yo"}],
+        **extra,
+    }
 
 
 def answers(script: Script) -> dict[str, dict[str, Any]]:
@@ -118,8 +138,12 @@ class Recorder(TestHandlers):
         return {"accepted": True, "inferenceId": f"inf-{len(self.pushes)}"}
 
     async def inference_request(self, context: RequestContext, params: dict[str, Any], stream: Any) -> Any:
-        good = {"content": "ok", "model": "m-1", "finishReason": "end_turn",
-                "usage": {"inputTokens": 3, "outputTokens": 1}}
+        good = {
+            "content": "ok",
+            "model": "m-1",
+            "finishReason": "end_turn",
+            "usage": {"inputTokens": 3, "outputTokens": 1},
+        }
         kind = params["messages"][0]["content"]
         if kind == "bad finish":
             return {**good, "finishReason": "done"}
@@ -157,25 +181,48 @@ async def run(script: Script, handlers: TestHandlers | None = None, **kwargs: An
 
 
 async def test_g82_g87_push_without_the_grant_is_refused_whatever_its_tags(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), push(1, tags=["chat:dm", "chat:mention"]),
-                               {"wait_response": 1, "expect_error_code": -32002}])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(1, tags=["chat:dm", "chat:mention"]),
+            {"wait_response": 1, "expect_error_code": -32002},
+        ],
+    )
     await run(script, policy=GrantPolicy(grant_all_advertised=True, deny=("pushEvents",)))
     assert error(script, 1)["data"] == {"capability": "pushEvents"}
 
 
 async def test_g83_push_event_missing_fields_is_32602(tmp_path: Path) -> None:
     broken = {
-        2: {"eventId": None}, 3: {"timestamp": None}, 4: {"timestamp": "yesterday"},
-        5: {"payload": None}, 6: {"payload": {"text": "no content"}}, 7: {"payload": {"content": ["x"]}},
-        8: {"tags": ["chat:dm", 7]}, 9: {"origin": "discord"}, 10: {"featureSet": None},
+        2: {"eventId": None},
+        3: {"timestamp": None},
+        4: {"timestamp": "yesterday"},
+        5: {"payload": None},
+        6: {"payload": {"text": "no content"}},
+        7: {"payload": {"content": ["x"]}},
+        8: {"tags": ["chat:dm", 7]},
+        9: {"origin": "discord"},
+        10: {"featureSet": None},
     }
-    steps = [step for n, changes in broken.items()
-             for step in (push(n, f"e{n}", **changes), {"wait_response": n, "expect_error_code": -32602})]
+    steps = [
+        step
+        for n, changes in broken.items()
+        for step in (push(n, f"e{n}", **changes), {"wait_response": n, "expect_error_code": -32602})
+    ]
     script = Script(tmp_path, [*handshake(), *steps])
     handlers = await run(script)
     assert isinstance(handlers, Recorder) and handlers.pushes == []  # no handler saw any
-    named = {2: "eventId", 3: "timestamp", 4: "timestamp", 5: "payload", 6: "payload.content",
-             7: "payload.content[0]", 8: "tags", 9: "origin"}
+    named = {
+        2: "eventId",
+        3: "timestamp",
+        4: "timestamp",
+        5: "payload",
+        6: "payload.content",
+        7: "payload.content[0]",
+        8: "tags",
+        9: "origin",
+    }
     for n, field in named.items():
         assert any(p.startswith(field) for p in error(script, n)["data"]["problems"]), n
     assert "featureSet" in error(script, 10)["message"]
@@ -183,12 +230,18 @@ async def test_g83_push_event_missing_fields_is_32602(tmp_path: Path) -> None:
 
 
 async def test_g84_duplicate_event_id_replays_result(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(),
-        push(1, "e1"), {"wait_response": 1},
-        push(2, "e1"), {"wait_response": 2},
-        push(3, "e2"), {"wait_response": 3},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(1, "e1"),
+            {"wait_response": 1},
+            push(2, "e1"),
+            {"wait_response": 2},
+            push(3, "e2"),
+            {"wait_response": 3},
+        ],
+    )
     handlers = await run(script)
     assert result(script, 1) == result(script, 2) == {"accepted": True, "inferenceId": "inf-1"}
     assert result(script, 3) == {"accepted": True, "inferenceId": "inf-2"}
@@ -196,11 +249,17 @@ async def test_g84_duplicate_event_id_replays_result(tmp_path: Path) -> None:
 
 
 async def test_g84_duplicate_while_the_first_is_in_flight_waits_for_its_result(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(), push(1, "slow"), push(2, "slow"), mark("both sent"),
-        # Either may be the one handled (trio shuffles its run queue): wait for two answers.
-        *[{"wait_for": {"result": {"accepted": True, "inferenceId": "inf-1"}}}] * 2,
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(1, "slow"),
+            push(2, "slow"),
+            mark("both sent"),
+            # Either may be the one handled (trio shuffles its run queue): wait for two answers.
+            *[{"wait_for": {"result": {"accepted": True, "inferenceId": "inf-1"}}}] * 2,
+        ],
+    )
     handlers = Recorder()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers, policy=ALL) as conn:
@@ -215,16 +274,32 @@ async def test_g84_duplicate_while_the_first_is_in_flight_waits_for_its_result(t
 
 
 async def test_g84_an_error_is_not_remembered_the_retry_is_handled_anew(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), push(1, "boom"), {"wait_response": 1, "expect_error_code": -32603},
-                               push(2, "boom"), {"wait_response": 2}])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(1, "boom"),
+            {"wait_response": 1, "expect_error_code": -32603},
+            push(2, "boom"),
+            {"wait_response": 2},
+        ],
+    )
     handlers = await run(script)
     assert result(script, 2)["accepted"] is True
     assert len(handlers.pushes) == 2
 
 
 async def test_g85_push_result_shape_reason_filled_and_malformed_is_32603(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), push(1, "refuse"), {"wait_response": 1},
-                               push(2, "malformed"), {"wait_response": 2, "expect_error_code": -32603}])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(1, "refuse"),
+            {"wait_response": 1},
+            push(2, "malformed"),
+            {"wait_response": 2, "expect_error_code": -32603},
+        ],
+    )
     with capture_logs() as logs:
         await run(script)
     assert result(script, 1) == {"accepted": False, "reason": "not_accepted"}
@@ -236,13 +311,27 @@ async def test_g85_push_result_shape_reason_filled_and_malformed_is_32603(tmp_pa
 async def test_g86_g88_tags_closed_unknown_tags_kept_origin_as_given(tmp_path: Path) -> None:
     origin = {"source": "discord", "nested": {"x": [1, 2]}}
     tags = ["chat:ambient", "chat:mention", "vendor:odd=1", "chat:dm", "nonamespace", "chat:mention"]
-    script = Script(tmp_path, [*handshake(), push(1, origin=origin, tags=tags), {"wait_response": 1},
-                               push(2, "e2"), {"wait_response": 2}])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(1, origin=origin, tags=tags),
+            {"wait_response": 1},
+            push(2, "e2"),
+            {"wait_response": 2},
+        ],
+    )
     handlers = await run(script)
     assert isinstance(handlers, Recorder)
     seen = handlers.pushes[0]
-    assert seen["tags"] == ["chat:mention", "vendor:odd=1", "chat:dm", "nonamespace",
-                            "chat:addressed", "chat:private"]  # ambient dropped (§16.3)
+    assert seen["tags"] == [
+        "chat:mention",
+        "vendor:odd=1",
+        "chat:dm",
+        "nonamespace",
+        "chat:addressed",
+        "chat:private",
+    ]  # ambient dropped (§16.3)
     assert seen["origin"] == origin
     assert "tags" not in handlers.pushes[1]  # not invented when the server sent none
     assert result(script, 1)["accepted"] is True
@@ -257,20 +346,34 @@ def inference(request_id: Any, content: Any = "hi", **changes: Any) -> dict[str,
 
 
 async def test_h91_inference_params_and_result_shape(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(),
-        inference(1), {"wait_response": 1},
-        inference(2, [{"type": "text", "text": "blocks are fine"}]), {"wait_response": 2},
-        inference(3, messages=[]), {"wait_response": 3, "expect_error_code": -32602},
-        inference(4, messages=[{"content": "no role"}]), {"wait_response": 4, "expect_error_code": -32602},
-        inference(5, stream="yes"), {"wait_response": 5, "expect_error_code": -32602},
-        inference(6, "bad finish"), {"wait_response": 6, "expect_error_code": -32603},
-        inference(7, "no usage"), {"wait_response": 7, "expect_error_code": -32603},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            inference(1),
+            {"wait_response": 1},
+            inference(2, [{"type": "text", "text": "blocks are fine"}]),
+            {"wait_response": 2},
+            inference(3, messages=[]),
+            {"wait_response": 3, "expect_error_code": -32602},
+            inference(4, messages=[{"content": "no role"}]),
+            {"wait_response": 4, "expect_error_code": -32602},
+            inference(5, stream="yes"),
+            {"wait_response": 5, "expect_error_code": -32602},
+            inference(6, "bad finish"),
+            {"wait_response": 6, "expect_error_code": -32603},
+            inference(7, "no usage"),
+            {"wait_response": 7, "expect_error_code": -32603},
+        ],
+    )
     with capture_logs() as logs:
         await run(script)
-    assert result(script, 1) == {"content": "ok", "model": "m-1", "finishReason": "end_turn",
-                                 "usage": {"inputTokens": 3, "outputTokens": 1}}
+    assert result(script, 1) == {
+        "content": "ok",
+        "model": "m-1",
+        "finishReason": "end_turn",
+        "usage": {"inputTokens": 3, "outputTokens": 1},
+    }
     assert "messages" in error(script, 3)["data"]["problems"][0]
     assert "role" in error(script, 4)["data"]["problems"][0]
     assert error(script, 5)["data"]["problems"] == ["stream is not a boolean"]
@@ -280,26 +383,41 @@ async def test_h91_inference_params_and_result_shape(tmp_path: Path) -> None:
 
 
 async def test_h92_model_info_answered_from_configuration(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), call(1, "model/info", {}), {"wait_response": 1},
-                               call(2, "model/info"), {"wait_response": 2}])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "model/info", {}),
+            {"wait_response": 1},
+            call(2, "model/info"),
+            {"wait_response": 2},
+        ],
+    )
     await run(script, Recorder(model_info=MODEL))
     assert result(script, 1) == result(script, 2) == MODEL
 
 
 async def test_h92_model_info_unconfigured_or_malformed_is_an_error_never_silence(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), call(1, "model/info", {}),
-                               {"wait_response": 1, "expect_error_code": -32601}])
+    script = Script(
+        tmp_path, [*handshake(), call(1, "model/info", {}), {"wait_response": 1, "expect_error_code": -32601}]
+    )
     await run(script)
     assert "no model information" in error(script, 1)["message"]
-    script = Script(tmp_path, [*handshake(), call(1, "model/info", {}),
-                               {"wait_response": 1, "expect_error_code": -32603}], name="malformed")
+    script = Script(
+        tmp_path,
+        [*handshake(), call(1, "model/info", {}), {"wait_response": 1, "expect_error_code": -32603}],
+        name="malformed",
+    )
     await run(script, Recorder(model_info={**MODEL, "contextWindow": "big"}))
 
 
 async def test_h92_model_info_not_granted_is_32002(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), call(1, "model/info", {}),
-                               {"wait_response": 1, "expect_error_code": -32002}])
-    await run(script, Recorder(model_info=MODEL), policy=GrantPolicy(grant_all_advertised=True, deny=("modelInfo",)))
+    script = Script(
+        tmp_path, [*handshake(), call(1, "model/info", {}), {"wait_response": 1, "expect_error_code": -32002}]
+    )
+    await run(
+        script, Recorder(model_info=MODEL), policy=GrantPolicy(grant_all_advertised=True, deny=("modelInfo",))
+    )
     assert error(script, 1)["data"] == {"capability": "modelInfo"}
 
 
@@ -311,8 +429,15 @@ async def test_i93_channels_authorized_by_the_grant_never_by_a_feature_set(tmp_p
     script = Script(tmp_path, [*handshake(), call(1, "channels/register", register), {"wait_response": 1}])
     await run(script)
     assert result(script, 1) == {"results": [{"id": "a", "accepted": True}]}
-    script = Script(tmp_path, [*handshake(), call(1, "channels/register", {**register, "featureSet": "chat"}),
-                               {"wait_response": 1, "expect_error_code": -32002}], name="denied")
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "channels/register", {**register, "featureSet": "chat"}),
+            {"wait_response": 1, "expect_error_code": -32002},
+        ],
+        name="denied",
+    )
     await run(script, policy=GrantPolicy(grant_all_advertised=True, deny=("channels.register",)))
     assert error(script, 1)["data"] == {"capability": "channels.register"}
 
@@ -327,18 +452,28 @@ async def test_i94_register_itemized_results(tmp_path: Path) -> None:
         channel("discord:acme/labelled", label=7),
         channel("discord:acme/out", direction="outbound", address={"guild": 1}),
     ]
-    script = Script(tmp_path, [*handshake(), call(1, "channels/register", {"channels": descriptors}),
-                               {"wait_response": 1}, call(2, "channels/list"), {"wait_response": 2}])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "channels/register", {"channels": descriptors}),
+            {"wait_response": 1},
+            call(2, "channels/list"),
+            {"wait_response": 2},
+        ],
+    )
     handlers = await run(script, Recorder(channel_patterns=("discord:acme/*",)))
-    assert result(script, 1) == {"results": [
-        {"id": "discord:acme/general", "accepted": True},
-        {"id": None, "accepted": False, "reason": "invalid_descriptor"},
-        {"id": "discord:acme/bad", "accepted": False, "reason": "invalid_descriptor"},
-        {"id": "discord:acme/general", "accepted": False, "reason": "duplicate_id"},
-        {"id": "discord:other/x", "accepted": False, "reason": "capability_denied"},
-        {"id": "discord:acme/labelled", "accepted": False, "reason": "invalid_descriptor"},
-        {"id": "discord:acme/out", "accepted": True},
-    ]}
+    assert result(script, 1) == {
+        "results": [
+            {"id": "discord:acme/general", "accepted": True},
+            {"id": None, "accepted": False, "reason": "invalid_descriptor"},
+            {"id": "discord:acme/bad", "accepted": False, "reason": "invalid_descriptor"},
+            {"id": "discord:acme/general", "accepted": False, "reason": "duplicate_id"},
+            {"id": "discord:other/x", "accepted": False, "reason": "capability_denied"},
+            {"id": "discord:acme/labelled", "accepted": False, "reason": "invalid_descriptor"},
+            {"id": "discord:acme/out", "accepted": True},
+        ]
+    }
     assert result(script, 2) == {"channels": [descriptors[0], descriptors[6]]}
     assert isinstance(handlers, Recorder) and handlers.changes == [[descriptors[0], descriptors[6]]]
 
@@ -346,12 +481,15 @@ async def test_i94_register_itemized_results(tmp_path: Path) -> None:
 async def test_i94_register_blocks_until_answered_while_ids_collide(tmp_path: Path) -> None:
     # Right after the receipt the server registers with id 3, which is also the id of our
     # tools/list, and reads nothing but its answer before it answers us.
-    script = Script(tmp_path, [
-        *handshake(),
-        call(3, "channels/register", {"channels": [channel("c")]}),
-        {"wait_response": 3, "expect_result": {"results": [{"id": "c", "accepted": True}]}},
-        {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 3},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(3, "channels/register", {"channels": [channel("c")]}),
+            {"wait_response": 3, "expect_result": {"results": [{"id": "c", "accepted": True}]}},
+            {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 3},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(handlers=Recorder(), policy=ALL) as conn:
             tools = await conn.list_tools()
@@ -363,85 +501,143 @@ async def test_i94_register_blocks_until_answered_while_ids_collide(tmp_path: Pa
 
 
 async def test_i95_changed_notification_filtered_with_diagnostic(tmp_path: Path) -> None:
-    changed = {"added": [channel("ok:b"), channel("no:c"), {"id": 5}], "removed": ["ok:a", "ghost"],
-               "updated": [channel("ok:never")]}
-    script = Script(tmp_path, [
-        *handshake(),
-        call(1, "channels/register", {"channels": [channel("ok:a")]}), {"wait_response": 1},
-        notify("channels/changed", changed),
-        call(2, "channels/list", {}), {"wait_response": 2},
-    ])
+    changed = {
+        "added": [channel("ok:b"), channel("no:c"), {"id": 5}],
+        "removed": ["ok:a", "ghost"],
+        "updated": [channel("ok:never")],
+    }
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "channels/register", {"channels": [channel("ok:a")]}),
+            {"wait_response": 1},
+            notify("channels/changed", changed),
+            call(2, "channels/list", {}),
+            {"wait_response": 2},
+        ],
+    )
     with capture_logs() as logs:
         await run(script, Recorder(channel_patterns=("ok:*",)))
     assert result(script, 2) == {"channels": [channel("ok:b")]}
     refused = [e for e in logs if e["event"] == "channels/changed notification: item refused"]
     assert sorted((str(e["id"]), e["reason"]) for e in refused) == [
-        ("ghost", "unknown_channel"), ("no:c", "capability_denied"), ("null", "invalid_descriptor"),
-        ("ok:never", "unknown_channel")]
+        ("ghost", "unknown_channel"),
+        ("no:c", "capability_denied"),
+        ("null", "invalid_descriptor"),
+        ("ok:never", "unknown_channel"),
+    ]
     assert all(e["log_level"] == "warning" for e in refused)
 
 
 async def test_i95_changed_request_gets_itemized_results(tmp_path: Path) -> None:
     changed = {"removed": ["a", "ghost"], "added": [channel("b")], "updated": [channel("b", "bidirectional")]}
-    script = Script(tmp_path, [
-        *handshake(),
-        call(1, "channels/register", {"channels": [channel("a")]}), {"wait_response": 1},
-        call(2, "channels/changed", changed), {"wait_response": 2},
-        call(3, "channels/changed", {"removed": "a"}), {"wait_response": 3, "expect_error_code": -32602},
-        call(4, "channels/list"), {"wait_response": 4},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "channels/register", {"channels": [channel("a")]}),
+            {"wait_response": 1},
+            call(2, "channels/changed", changed),
+            {"wait_response": 2},
+            call(3, "channels/changed", {"removed": "a"}),
+            {"wait_response": 3, "expect_error_code": -32602},
+            call(4, "channels/list"),
+            {"wait_response": 4},
+        ],
+    )
     await run(script)
-    assert result(script, 2) == {"results": [  # removed, then added, then updated
-        {"id": "a", "accepted": True}, {"id": "ghost", "accepted": False, "reason": "unknown_channel"},
-        {"id": "b", "accepted": True}, {"id": "b", "accepted": False, "reason": "duplicate_id"}]}
+    assert result(script, 2) == {
+        "results": [  # removed, then added, then updated
+            {"id": "a", "accepted": True},
+            {"id": "ghost", "accepted": False, "reason": "unknown_channel"},
+            {"id": "b", "accepted": True},
+            {"id": "b", "accepted": False, "reason": "duplicate_id"},
+        ]
+    }
     assert result(script, 4) == {"channels": [channel("b")]}
 
 
 async def test_i96_channels_list_always_answered(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), call(None, "channels/list"), {"wait_response": None},
-                               call(1, "channels/list", {}), {"wait_response": 1}])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(None, "channels/list"),
+            {"wait_response": None},
+            call(1, "channels/list", {}),
+            {"wait_response": 1},
+        ],
+    )
     await run(script)
     assert answers(script)["null"]["result"] == result(script, 1) == {"channels": []}
-    script = Script(tmp_path, [*MCP_HANDSHAKE, call(1, "channels/list"),
-                               {"wait_response": 1, "expect_error_code": -32002}], name="plain")
+    script = Script(
+        tmp_path,
+        [*MCP_HANDSHAKE, call(1, "channels/list"), {"wait_response": 1, "expect_error_code": -32002}],
+        name="plain",
+    )
     await run(script)  # a plain MCP server: refused, with an answer
 
 
 async def test_i97_incoming_checked_against_registered_channels(tmp_path: Path) -> None:
     channels = [channel("in:a"), channel("out:b", "outbound"), channel("both:c", "bidirectional")]
-    script = Script(tmp_path, [
-        *handshake(),
-        call(1, "channels/register", {"channels": channels}), {"wait_response": 1},
-        call(2, "channels/incoming", {"messages": [
-            message("m1", "in:a"), message("m2", "out:b"), message("m3", "both:c"),
-            message("m4", "elsewhere:d"), message("m5", "registered-by-someone-else")]}),
-        {"wait_response": 2},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "channels/register", {"channels": channels}),
+            {"wait_response": 1},
+            call(
+                2,
+                "channels/incoming",
+                {
+                    "messages": [
+                        message("m1", "in:a"),
+                        message("m2", "out:b"),
+                        message("m3", "both:c"),
+                        message("m4", "elsewhere:d"),
+                        message("m5", "registered-by-someone-else"),
+                    ]
+                },
+            ),
+            {"wait_response": 2},
+        ],
+    )
     await run(script)
-    assert result(script, 2) == {"results": [
-        {"messageId": "m1", "accepted": True, "conversationId": "conv-in:a"},
-        {"messageId": "m2", "accepted": False, "reason": "not_permitted"},
-        {"messageId": "m3", "accepted": True, "conversationId": "conv-both:c"},
-        {"messageId": "m4", "accepted": False, "reason": "unknown_channel"},
-        {"messageId": "m5", "accepted": False, "reason": "unknown_channel"},
-    ]}
+    assert result(script, 2) == {
+        "results": [
+            {"messageId": "m1", "accepted": True, "conversationId": "conv-in:a"},
+            {"messageId": "m2", "accepted": False, "reason": "not_permitted"},
+            {"messageId": "m3", "accepted": True, "conversationId": "conv-both:c"},
+            {"messageId": "m4", "accepted": False, "reason": "unknown_channel"},
+            {"messageId": "m5", "accepted": False, "reason": "unknown_channel"},
+        ]
+    }
 
 
 async def test_i97_registration_keeps_no_authority_after_policy_or_grant_narrows(tmp_path: Path) -> None:
     incoming = {"messages": [message("m", "in:a")]}
-    script = Script(tmp_path, [
-        *handshake(),
-        call(1, "channels/register", {"channels": [channel("in:a")]}), {"wait_response": 1},
-        call(2, "channels/incoming", incoming), {"wait_response": 2},
-        mark("registered"),
-        {"wait_for": {"method": "test/narrowed"}},
-        call(3, "channels/incoming", incoming), {"wait_response": 3},
-        mark("narrowed seen"),
-        {"expect": {"method": "featureSets/update"}, "skip_notifications": True},
-        {"reply": {"accepted": True}},
-        call(4, "channels/incoming", incoming), {"wait_response": 4},
-        call(5, "channels/list"), {"wait_response": 5, "expect_error_code": -32002},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "channels/register", {"channels": [channel("in:a")]}),
+            {"wait_response": 1},
+            call(2, "channels/incoming", incoming),
+            {"wait_response": 2},
+            mark("registered"),
+            {"wait_for": {"method": "test/narrowed"}},
+            call(3, "channels/incoming", incoming),
+            {"wait_response": 3},
+            mark("narrowed seen"),
+            {"expect": {"method": "featureSets/update"}, "skip_notifications": True},
+            {"reply": {"accepted": True}},
+            call(4, "channels/incoming", incoming),
+            {"wait_response": 4},
+            call(5, "channels/list"),
+            {"wait_response": 5, "expect_error_code": -32002},
+        ],
+    )
     handlers = Recorder()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers, policy=ALL) as conn:
@@ -455,37 +651,55 @@ async def test_i97_registration_keeps_no_authority_after_policy_or_grant_narrows
             await script.finished(conn)
     assert result(script, 2)["results"][0]["accepted"] is True
     for n in (3, 4):
-        assert result(script, n) == {"results": [{"messageId": "m", "accepted": False,
-                                                  "reason": "capability_denied"}]}
+        assert result(script, n) == {
+            "results": [{"messageId": "m", "accepted": False, "reason": "capability_denied"}]
+        }
 
 
 async def test_i98_incoming_per_message_results(tmp_path: Path) -> None:
-    messages = [message("m1", "in:a", tags=["chat:reply", "chat:ambient"]), message("muted", "in:a"),
-                message("quiet", "in:a"), {"channelId": "in:a", "content": []}, message("m5", "in:a", content="x")]
-    script = Script(tmp_path, [
-        *handshake(),
-        call(1, "channels/register", {"channels": [channel("in:a")]}), {"wait_response": 1},
-        call(2, "channels/incoming", {"messages": messages}), {"wait_response": 2},
-        call(3, "channels/incoming", {"messages": "m1"}), {"wait_response": 3, "expect_error_code": -32602},
-    ])
+    messages = [
+        message("m1", "in:a", tags=["chat:reply", "chat:ambient"]),
+        message("muted", "in:a"),
+        message("quiet", "in:a"),
+        {"channelId": "in:a", "content": []},
+        message("m5", "in:a", content="x"),
+    ]
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "channels/register", {"channels": [channel("in:a")]}),
+            {"wait_response": 1},
+            call(2, "channels/incoming", {"messages": messages}),
+            {"wait_response": 2},
+            call(3, "channels/incoming", {"messages": "m1"}),
+            {"wait_response": 3, "expect_error_code": -32602},
+        ],
+    )
     handlers = await run(script)
-    assert result(script, 2) == {"results": [
-        {"messageId": "m1", "accepted": True, "conversationId": "conv-in:a"},
-        {"messageId": "muted", "accepted": False, "reason": "muted"},
-        {"messageId": "quiet", "accepted": True},
-        {"messageId": None, "accepted": False, "reason": "invalid_message"},
-        {"messageId": "m5", "accepted": False, "reason": "invalid_message"},
-    ]}
+    assert result(script, 2) == {
+        "results": [
+            {"messageId": "m1", "accepted": True, "conversationId": "conv-in:a"},
+            {"messageId": "muted", "accepted": False, "reason": "muted"},
+            {"messageId": "quiet", "accepted": True},
+            {"messageId": None, "accepted": False, "reason": "invalid_message"},
+            {"messageId": "m5", "accepted": False, "reason": "invalid_message"},
+        ]
+    }
     assert isinstance(handlers, Recorder)
     assert handlers.messages[0]["tags"] == ["chat:reply", "chat:addressed"]
 
 
 async def test_i98_incoming_sent_as_a_notification_is_processed_with_a_diagnostic(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(),
-        call(1, "channels/register", {"channels": [channel("in:a")]}), {"wait_response": 1},
-        notify("channels/incoming", {"messages": [message("m1", "in:a"), message("m2", "ghost")]}),
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "channels/register", {"channels": [channel("in:a")]}),
+            {"wait_response": 1},
+            notify("channels/incoming", {"messages": [message("m1", "in:a"), message("m2", "ghost")]}),
+        ],
+    )
     handlers = Recorder()
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(handlers=handlers, policy=ALL) as conn:
@@ -499,11 +713,17 @@ async def test_i98_incoming_sent_as_a_notification_is_processed_with_a_diagnosti
     assert list(answers(script)) == ["1"]  # nothing answers a notification
 
 
-async def test_i98_incoming_notification_without_the_grant_is_dropped_with_a_diagnostic(tmp_path: Path) -> None:
-    script = Script(tmp_path, [*handshake(), notify("channels/incoming", {"messages": [message("m1", "in:a")]})])
+async def test_i98_incoming_notification_without_the_grant_is_dropped_with_a_diagnostic(
+    tmp_path: Path,
+) -> None:
+    script = Script(
+        tmp_path, [*handshake(), notify("channels/incoming", {"messages": [message("m1", "in:a")]})]
+    )
     handlers = Recorder()
     with capture_logs() as logs:
-        await run(script, handlers, policy=GrantPolicy(grant_all_advertised=True, deny=("channels.incoming",)))
+        await run(
+            script, handlers, policy=GrantPolicy(grant_all_advertised=True, deny=("channels.incoming",))
+        )
     assert handlers.messages == []
     refused = [e for e in logs if e["event"] == "channels/incoming notification refused"]
     assert refused and refused[0]["code"] == -32002
@@ -513,19 +733,41 @@ async def test_i98_incoming_notification_without_the_grant_is_dropped_with_a_dia
 
 
 async def test_state_update_then_get_round_trip(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(),
-        call(1, "state/get", {"featureSet": "demo"}), {"wait_response": 1},
-        call(2, "state/update", {"featureSet": "demo", "checkpoint": "c1", "parent": None, "data": {"n": 1}}),
-        {"wait_response": 2},
-        call(3, "state/get", {"featureSet": "demo"}), {"wait_response": 3},
-        call(4, "state/update", {"featureSet": "chat", "checkpoint": "k1", "state": [1, 2]}), {"wait_response": 4},
-        call(5, "state/get", {"featureSet": "chat"}), {"wait_response": 5},
-        call(6, "state/update", {"featureSet": "demo", "checkpoint": "c2", "parent": "c1"}), {"wait_response": 6},
-        call(7, "state/get", {"featureSet": "demo"}), {"wait_response": 7},
-        call(8, "state/update", {"featureSet": "demo", "checkpoint": "c3", "parent": "c2",
-                                 "patch": [{"op": "add", "path": "/m", "value": 2}]}), {"wait_response": 8},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "state/get", {"featureSet": "demo"}),
+            {"wait_response": 1},
+            call(
+                2,
+                "state/update",
+                {"featureSet": "demo", "checkpoint": "c1", "parent": None, "data": {"n": 1}},
+            ),
+            {"wait_response": 2},
+            call(3, "state/get", {"featureSet": "demo"}),
+            {"wait_response": 3},
+            call(4, "state/update", {"featureSet": "chat", "checkpoint": "k1", "state": [1, 2]}),
+            {"wait_response": 4},
+            call(5, "state/get", {"featureSet": "chat"}),
+            {"wait_response": 5},
+            call(6, "state/update", {"featureSet": "demo", "checkpoint": "c2", "parent": "c1"}),
+            {"wait_response": 6},
+            call(7, "state/get", {"featureSet": "demo"}),
+            {"wait_response": 7},
+            call(
+                8,
+                "state/update",
+                {
+                    "featureSet": "demo",
+                    "checkpoint": "c3",
+                    "parent": "c2",
+                    "patch": [{"op": "add", "path": "/m", "value": 2}],
+                },
+            ),
+            {"wait_response": 8},
+        ],
+    )
     with anyio.fail_after(20):
         async with script.connect(handlers=Recorder(), policy=ALL, feature_set_policy=OFF) as conn:
             await script.finished(conn)
@@ -542,22 +784,37 @@ async def test_state_update_then_get_round_trip(tmp_path: Path) -> None:
 
 
 async def test_state_methods_admitted_by_declared_and_enabled_feature_sets(tmp_path: Path) -> None:
-    script = Script(tmp_path, [
-        *handshake(),
-        call(1, "state/get", {"featureSet": "nope"}), {"wait_response": 1, "expect_error_code": -32003},
-        call(2, "state/get", {"featureSet": "off"}), {"wait_response": 2, "expect_error_code": -32001},
-        call(3, "state/get", {}), {"wait_response": 3, "expect_error_code": -32602},
-        call(4, "state/update", {"featureSet": "demo", "data": 1}), {"wait_response": 4, "expect_error_code": -32602},
-        call(5, "state/update", {"featureSet": "demo", "checkpoint": "c", "data": 1, "patch": []}),
-        {"wait_response": 5, "expect_error_code": -32602},
-        call(6, "state/update", ["demo"]), {"wait_response": 6, "expect_error_code": -32602},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            call(1, "state/get", {"featureSet": "nope"}),
+            {"wait_response": 1, "expect_error_code": -32003},
+            call(2, "state/get", {"featureSet": "off"}),
+            {"wait_response": 2, "expect_error_code": -32001},
+            call(3, "state/get", {}),
+            {"wait_response": 3, "expect_error_code": -32602},
+            call(4, "state/update", {"featureSet": "demo", "data": 1}),
+            {"wait_response": 4, "expect_error_code": -32602},
+            call(5, "state/update", {"featureSet": "demo", "checkpoint": "c", "data": 1, "patch": []}),
+            {"wait_response": 5, "expect_error_code": -32602},
+            call(6, "state/update", ["demo"]),
+            {"wait_response": 6, "expect_error_code": -32602},
+        ],
+    )
     handlers = await run(script)
     assert error(script, 1)["data"] == {"featureSet": "nope"}
     assert error(script, 2)["data"] == {"featureSet": "off"}
     assert isinstance(handlers, Recorder) and len(handlers.refused) == 6
-    script = Script(tmp_path, [*MCP_HANDSHAKE, call(1, "state/get", {"featureSet": "demo"}),
-                               {"wait_response": 1, "expect_error_code": -32003}], name="plain")
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            call(1, "state/get", {"featureSet": "demo"}),
+            {"wait_response": 1, "expect_error_code": -32003},
+        ],
+        name="plain",
+    )
     await run(script)
 
 
@@ -576,8 +833,12 @@ def test_state_store_applies_a_patch_against_a_held_parent() -> None:
     store = FeatureSetStateStore()
     assert store.apply("fs", {"data": 1}) is not None  # no checkpoint: not applied
     assert store.apply("fs", {"checkpoint": "a", "data": {"x": 1}}) is None
-    assert store.apply("fs", {"checkpoint": "b", "parent": "a",
-                              "patch": [{"op": "replace", "path": "/x", "value": 2}]}) is None
+    assert (
+        store.apply(
+            "fs", {"checkpoint": "b", "parent": "a", "patch": [{"op": "replace", "path": "/x", "value": 2}]}
+        )
+        is None
+    )
     current = store.current("fs")
     assert current is not None and current.data == {"x": 2} and current.parent == "a"
     assert store.apply("fs", {"checkpoint": "c", "parent": "zz", "patch": []}) is not None

@@ -79,7 +79,9 @@ def test_h2_idless_jsonrpc_error_answers_initialize() -> None:
 def test_h2_null_id_jsonrpc_error_answers_initialize() -> None:
     session = Session()
     pending, _ = session.start_request("initialize", {}, epoch=1)
-    (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": None, "error": {"code": 1, "message": "x"}}), 1)
+    (event,) = session.receive_line(
+        line({"jsonrpc": "2.0", "id": None, "error": {"code": 1, "message": "x"}}), 1
+    )
     assert isinstance(event, ResponseSettled) and event.pending is pending
 
 
@@ -105,7 +107,9 @@ def test_h3_while_initializing_ping_is_dispatched_other_requests_and_invalid_ign
 def test_h4_notification_before_the_answer_disturbs_nothing() -> None:
     session = Session()
     pending, _ = session.start_request("initialize", {}, epoch=1)
-    assert session.receive_line(line({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), 1) == []
+    assert (
+        session.receive_line(line({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), 1) == []
+    )
     (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": 1, "result": {}}), 1)
     assert event.pending is pending
 
@@ -113,7 +117,9 @@ def test_h4_notification_before_the_answer_disturbs_nothing() -> None:
 def test_h4_error_with_unusable_id_is_logged_other_unmatched_ignored() -> None:
     session = Session()
     session.start_request("initialize", {}, epoch=1)
-    (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": {"x": 1}, "error": {"code": 1, "message": "m"}}), 1)
+    (event,) = session.receive_line(
+        line({"jsonrpc": "2.0", "id": {"x": 1}, "error": {"code": 1, "message": "m"}}), 1
+    )
     assert isinstance(event, UnmatchedError)
     assert session.receive_line(line({"jsonrpc": "2.0", "id": 99, "result": {}}), 1) == []
 
@@ -150,7 +156,9 @@ def test_r5_unusable_id_response_settles_nothing_and_is_silent_unless_jsonrpc_er
     pending, _ = session.start_request("tools/list", None, epoch=1)
     for _ in range(50):
         assert session.receive_line(line({"id": None, "level": "info", "msg": "log line"}), 1) == []
-    (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": None, "error": {"code": -1, "message": "m"}}), 1)
+    (event,) = session.receive_line(
+        line({"jsonrpc": "2.0", "id": None, "error": {"code": -1, "message": "m"}}), 1
+    )
     assert isinstance(event, UnmatchedError)
     assert session.pending_count == 1 and pending.id == 2
 
@@ -172,7 +180,9 @@ def test_a1_invalid_request_answered_with_32600_and_null_id() -> None:
 
 def test_notifications_are_routed_once_operating() -> None:
     session = operating_session()
-    (event,) = session.receive_line(line({"jsonrpc": "2.0", "method": "notifications/message", "params": {}}), 1)
+    (event,) = session.receive_line(
+        line({"jsonrpc": "2.0", "method": "notifications/message", "params": {}}), 1
+    )
     assert isinstance(event, NotificationReceived)
 
 

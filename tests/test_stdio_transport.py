@@ -51,8 +51,6 @@ def is_gone(pid: int | None) -> bool:
     return not os.path.exists(f"/proc/{pid}")
 
 
-
-
 def stderr_events(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [entry for entry in logs if entry["event"] == "server stderr"]
 

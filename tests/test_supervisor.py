@@ -77,8 +77,9 @@ def gone(pids: set[int]) -> bool:
     return not any(os.path.exists(f"/proc/{pid}") for pid in pids)
 
 
-def supervisor(open_connection: Callable[[], ServerConnection], policy: RestartPolicy, log: EventLog,
-               **kwargs: Any) -> Supervisor:
+def supervisor(
+    open_connection: Callable[[], ServerConnection], policy: RestartPolicy, log: EventLog, **kwargs: Any
+) -> Supervisor:
     return Supervisor("s", open_connection, policy, log, **kwargs)
 
 
@@ -87,17 +88,28 @@ def supervisor(open_connection: Callable[[], ServerConnection], policy: RestartP
 
 @pytest.mark.parametrize(("healthy_after", "expected_delays"), [(100.0, [0.05, 0.1]), (0.1, [0.05, 0.05])])
 async def test_crash_after_n_seconds_restarts_with_backoff_then_stops(
-        tmp_path: Path, healthy_after: float, expected_delays: list[float]) -> None:
+    tmp_path: Path, healthy_after: float, expected_delays: list[float]
+) -> None:
     script = Script(tmp_path, [*MCP_HANDSHAKE, {"sleep": 0.3}, {"stderr": "about to crash"}, {"exit": 1}])
-    policy = RestartPolicy(base_delay_seconds=0.05, max_delay_seconds=1.0, jitter=0.0,
-                           healthy_after_seconds=healthy_after, max_failures=3, failure_window_seconds=60)
+    policy = RestartPolicy(
+        base_delay_seconds=0.05,
+        max_delay_seconds=1.0,
+        jitter=0.0,
+        healthy_after_seconds=healthy_after,
+        max_failures=3,
+        failure_window_seconds=60,
+    )
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
         async with supervisor(lambda: script.connect(limits=QUICK), policy, log) as sup:
             await log.wait_for("gave_up")
             assert sup.state == "gave_up" and sup.current is None
-    assert log.kinds() == ["connecting", "ready", "disconnected", "reconnecting"] * 2 + \
-        ["connecting", "ready", "disconnected", "gave_up"]
+    assert log.kinds() == ["connecting", "ready", "disconnected", "reconnecting"] * 2 + [
+        "connecting",
+        "ready",
+        "disconnected",
+        "gave_up",
+    ]
     assert [e.data["attempt"] for e in log.of("connecting")] == [1, 2, 3]
     # Above healthy_after, each crash restarts the backoff at attempt 1 (the window still counts).
     assert [e.data["delaySeconds"] for e in log.of("reconnecting")] == pytest.approx(expected_delays)
@@ -108,8 +120,10 @@ async def test_crash_after_n_seconds_restarts_with_backoff_then_stops(
         assert "about to crash" in event.data["stderrTail"]
     for event in log.of("ready"):
         assert event.data["mcpl"] == "none" and event.data["serverName"] == "scripted"
-    assert log.of("gave_up")[0].data["reason"] == \
-        "crashed 3 times in 60 seconds; last: server process exited with status 1"
+    assert (
+        log.of("gave_up")[0].data["reason"]
+        == "crashed 3 times in 60 seconds; last: server process exited with status 1"
+    )
 
 
 # -- crash at once: a crash loop, not a busy loop ---------------------------------------------
@@ -117,14 +131,23 @@ async def test_crash_after_n_seconds_restarts_with_backoff_then_stops(
 
 async def test_crash_at_once_is_a_crash_loop_that_stops_with_the_policys_delays(tmp_path: Path) -> None:
     script = Script(tmp_path, [{"stderr": "fatal: no config"}, {"exit": 1}])
-    policy = RestartPolicy(base_delay_seconds=0.1, max_delay_seconds=1.0, jitter=0.2,
-                           healthy_after_seconds=30, max_failures=5, failure_window_seconds=60)
+    policy = RestartPolicy(
+        base_delay_seconds=0.1,
+        max_delay_seconds=1.0,
+        jitter=0.2,
+        healthy_after_seconds=30,
+        max_failures=5,
+        failure_window_seconds=60,
+    )
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
         async with supervisor(lambda: script.connect(limits=QUICK), policy, log, rng=random.Random(4).random):
             await log.wait_for("gave_up")
-    assert log.kinds() == ["connecting", "disconnected", "reconnecting"] * 4 + ["connecting", "disconnected",
-                                                                                 "gave_up"]
+    assert log.kinds() == ["connecting", "disconnected", "reconnecting"] * 4 + [
+        "connecting",
+        "disconnected",
+        "gave_up",
+    ]
     for event in log.of("disconnected"):
         assert event.data["phase"] == "start" and event.data["uptimeSeconds"] is None
         assert "initialize" in event.data["reason"]
@@ -141,8 +164,9 @@ async def test_crash_at_once_is_a_crash_loop_that_stops_with_the_policys_delays(
         timeline.append((event.data["attempt"], round(delay, 3), round(waited, 3)))
     gave_up = log.of("gave_up")[0].data
     assert gave_up["failures"] == 5 and gave_up["windowSeconds"] == 60
-    assert gave_up["reason"].startswith("crashed 5 times in 60 seconds; last: the server went away before "
-                                        "answering initialize")
+    assert gave_up["reason"].startswith(
+        "crashed 5 times in 60 seconds; last: the server went away before answering initialize"
+    )
     print("\ncrash-loop restart timeline (attempt, delay s, observed wait s):", timeline)
 
 
@@ -154,7 +178,14 @@ async def test_a_server_that_cannot_be_started_gives_up_with_the_reason(tmp_path
     with anyio.fail_after(TIMEOUT):
         async with supervisor(missing, RestartPolicy(base_delay_seconds=0.01, max_failures=2), log):
             await log.wait_for("gave_up")
-    assert log.kinds() == ["connecting", "disconnected", "reconnecting", "connecting", "disconnected", "gave_up"]
+    assert log.kinds() == [
+        "connecting",
+        "disconnected",
+        "reconnecting",
+        "connecting",
+        "disconnected",
+        "gave_up",
+    ]
     assert "cannot use working directory" in log.of("gave_up")[0].data["reason"]
 
 
@@ -165,7 +196,10 @@ async def test_restarts_disabled_gives_up_at_the_first_failure(tmp_path: Path) -
         async with supervisor(lambda: script.connect(limits=QUICK), RestartPolicy(enabled=False), log):
             await log.wait_for("gave_up")
     assert log.kinds() == ["connecting", "ready", "disconnected", "gave_up"]
-    assert log.of("gave_up")[0].data["reason"] == "restarts are disabled; last: server process exited with status 3"
+    assert (
+        log.of("gave_up")[0].data["reason"]
+        == "restarts are disabled; last: server process exited with status 3"
+    )
 
 
 # -- hang: a server that stops reading is restarted after a failed health ping ----------------
@@ -176,8 +210,13 @@ async def test_hung_server_is_restarted_after_its_health_ping_times_out(tmp_path
     policy = RestartPolicy(base_delay_seconds=0.05, jitter=0.0)
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
-        async with supervisor(lambda: script.connect(limits=QUICK), policy, log,
-                              health_interval_seconds=0.1, health_timeout_seconds=0.3) as sup:
+        async with supervisor(
+            lambda: script.connect(limits=QUICK),
+            policy,
+            log,
+            health_interval_seconds=0.1,
+            health_timeout_seconds=0.3,
+        ) as sup:
             await log.wait_for("ready", 2)
             pids = processes_with(str(tmp_path))
             assert len(pids) == 1  # the first process is already gone: stopped and reaped
@@ -216,21 +255,29 @@ def answers_to(script: Script, request_id: Any) -> list[Any]:
 
 
 async def test_a_request_read_before_a_restart_is_never_answered_on_the_new_transport(tmp_path: Path) -> None:
-    first = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"send": push_event(7, "slow")},  # read by the host; its handler is still running...
-        {"wait_for": {"method": "test/never-answered"}},  # ...and a request of ours is pending...
-        {"exit": 1},  # ...when the transport ends
-    ], name="attempt1")
-    second = Script(tmp_path, [
-        *MCPL_HANDSHAKE[:4],  # the handshake and the whole policy exchange run again...
-        {"send": push_event(80, "early")},  # ...and the old grant is not in force before the receipt
-        {"wait_response": 80, "expect_error_code": -32002},
-        {"reply": {"accepted": True}},
-        {"send": push_event(8, "fresh")},
-        {"wait_response": 8, "expect_result": {"accepted": True}},  # admitted after the new receipt
-        mark("accepted"),
-    ], name="attempt2")
+    first = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"send": push_event(7, "slow")},  # read by the host; its handler is still running...
+            {"wait_for": {"method": "test/never-answered"}},  # ...and a request of ours is pending...
+            {"exit": 1},  # ...when the transport ends
+        ],
+        name="attempt1",
+    )
+    second = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE[:4],  # the handshake and the whole policy exchange run again...
+            {"send": push_event(80, "early")},  # ...and the old grant is not in force before the receipt
+            {"wait_response": 80, "expect_error_code": -32002},
+            {"reply": {"accepted": True}},
+            {"send": push_event(8, "fresh")},
+            {"wait_response": 8, "expect_result": {"accepted": True}},  # admitted after the new receipt
+            mark("accepted"),
+        ],
+        name="attempt2",
+    )
     handlers = SlowPush()
     scripts: list[Script] = []
 
@@ -267,16 +314,20 @@ async def test_reconnect_over_websocket_reruns_the_policy_exchange(tmp_path: Pat
     from .test_websocket import bridge, scripted
 
     # Each WebSocket gets its own child running this script; its exit closes the socket (1000).
-    script = Script(tmp_path, [
-        *MCPL_HANDSHAKE,
-        {"send": push_event(1)},
-        {"wait_response": 1, "expect_result": {"accepted": True}},
-        {"exit": 1},
-    ])
+    script = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"send": push_event(1)},
+            {"wait_response": 1, "expect_result": {"accepted": True}},
+            {"exit": 1},
+        ],
+    )
     handlers = TestHandlers()
     log = EventLog()
     policy = RestartPolicy(base_delay_seconds=0.05, jitter=0.0, max_failures=10)
     async with bridge(command=scripted(script)) as server:
+
         def open_connection() -> ServerConnection:
             return connect_websocket(server.url(), handlers=handlers, policy=GRANT_ALL, limits=QUICK)
 
@@ -293,8 +344,11 @@ async def test_reconnect_over_websocket_reruns_the_policy_exchange(tmp_path: Pat
         runs[-1].append(message)
     assert len(runs) >= 2
     for run in runs[:2]:
-        assert [m.get("method") for m in run[:3]] == ["initialize", "notifications/initialized",
-                                                      "featureSets/update"]
+        assert [m.get("method") for m in run[:3]] == [
+            "initialize",
+            "notifications/initialized",
+            "featureSets/update",
+        ]
         assert {"jsonrpc": "2.0", "id": 1, "result": {"accepted": True}} in run
 
 
@@ -312,9 +366,17 @@ async def test_a_hung_handshake_times_out_and_aclose_leaves_no_process(tmp_path:
             await log.wait_for("connecting", 2)
             await sup.aclose()  # during the second handshake, wherever it is
     assert not processes_with(str(tmp_path))
-    assert log.kinds() == ["connecting", "disconnected", "reconnecting", "connecting"]  # closing emits nothing
+    assert log.kinds() == [
+        "connecting",
+        "disconnected",
+        "reconnecting",
+        "connecting",
+    ]  # closing emits nothing
     lost = log.of("disconnected")[0].data
-    assert lost["phase"] == "start" and lost["reason"] == "the server did not answer initialize within 0.5 seconds"
+    assert (
+        lost["phase"] == "start"
+        and lost["reason"] == "the server did not answer initialize within 0.5 seconds"
+    )
     assert sup.state == "closed"
     with pytest.raises(Exception, match="only once"):
         await sup.run()
@@ -333,9 +395,13 @@ def test_health_settings_are_checked() -> None:
         Supervisor("s", lambda: None, RestartPolicy(), lambda e: None, health_interval_seconds=0)  # type: ignore[arg-type,return-value]
 
 
-
-async def test_a_refused_policy_is_degraded_and_a_refusal_asking_to_close_is_a_failure(tmp_path: Path) -> None:
-    refusing = [*MCPL_HANDSHAKE[:4], {"reply": {"accepted": False, "fallback": "mcp-only", "reason": "too little"}}]
+async def test_a_refused_policy_is_degraded_and_a_refusal_asking_to_close_is_a_failure(
+    tmp_path: Path,
+) -> None:
+    refusing = [
+        *MCPL_HANDSHAKE[:4],
+        {"reply": {"accepted": False, "fallback": "mcp-only", "reason": "too little"}},
+    ]
     closing = [*MCPL_HANDSHAKE[:4], {"reply": {"accepted": False, "fallback": "close"}}]
     log = EventLog()
     scripts = [Script(tmp_path, refusing, name="refusing"), Script(tmp_path, closing, name="closing")]

@@ -40,12 +40,20 @@ def sequence(values: list[float]):
 
 def test_defaults_are_the_named_constants() -> None:
     assert RestartPolicy() == RestartPolicy(
-        base_delay_seconds=DEFAULT_BASE_DELAY_SECONDS, max_delay_seconds=DEFAULT_MAX_DELAY_SECONDS,
-        jitter=DEFAULT_JITTER, healthy_after_seconds=DEFAULT_HEALTHY_AFTER_SECONDS,
-        max_failures=DEFAULT_MAX_FAILURES, failure_window_seconds=DEFAULT_FAILURE_WINDOW_SECONDS,
-        enabled=True)
+        base_delay_seconds=DEFAULT_BASE_DELAY_SECONDS,
+        max_delay_seconds=DEFAULT_MAX_DELAY_SECONDS,
+        jitter=DEFAULT_JITTER,
+        healthy_after_seconds=DEFAULT_HEALTHY_AFTER_SECONDS,
+        max_failures=DEFAULT_MAX_FAILURES,
+        failure_window_seconds=DEFAULT_FAILURE_WINDOW_SECONDS,
+        enabled=True,
+    )
     assert (DEFAULT_BASE_DELAY_SECONDS, DEFAULT_MAX_DELAY_SECONDS, DEFAULT_JITTER) == (0.5, 30.0, 0.2)
-    assert (DEFAULT_HEALTHY_AFTER_SECONDS, DEFAULT_MAX_FAILURES, DEFAULT_FAILURE_WINDOW_SECONDS) == (30.0, 5, 60.0)
+    assert (DEFAULT_HEALTHY_AFTER_SECONDS, DEFAULT_MAX_FAILURES, DEFAULT_FAILURE_WINDOW_SECONDS) == (
+        30.0,
+        5,
+        60.0,
+    )
 
 
 def test_backoff_doubles_up_to_the_cap_with_nominal_rng() -> None:
@@ -57,20 +65,22 @@ def test_backoff_doubles_up_to_the_cap_with_nominal_rng() -> None:
         tracker.record_start(now)
         decisions.append(tracker.record_failure(now + 1.0, EXIT_1))
         now += 1000.0
-    assert decisions == [Restart(attempt=n, delay_seconds=d) for n, d in
-                         enumerate([0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0], start=1)]
+    assert decisions == [
+        Restart(attempt=n, delay_seconds=d)
+        for n, d in enumerate([0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0], start=1)
+    ]
 
 
 @pytest.mark.parametrize(
     ("u", "attempt", "expected"),
     [
-        (0.0, 1, 0.4),      # nominal 0.5, -20 %
+        (0.0, 1, 0.4),  # nominal 0.5, -20 %
         (0.5, 1, 0.5),
-        (1.0, 1, 0.6),      # +20 %
-        (0.0, 3, 1.6),      # nominal 2.0
-        (1.0, 7, 36.0),     # nominal capped at 30, +20 %
-        (-3.0, 1, 0.4),     # clamped to 0
-        (7.0, 1, 0.6),      # clamped to 1
+        (1.0, 1, 0.6),  # +20 %
+        (0.0, 3, 1.6),  # nominal 2.0
+        (1.0, 7, 36.0),  # nominal capped at 30, +20 %
+        (-3.0, 1, 0.4),  # clamped to 0
+        (7.0, 1, 0.6),  # clamped to 1
     ],
 )
 def test_jitter_is_proportional_and_two_sided(u: float, attempt: int, expected: float) -> None:
@@ -137,14 +147,17 @@ def test_crash_loop_gives_up_with_a_one_sentence_reason() -> None:
     assert all(isinstance(d, Restart) for d in decisions[:4])
     assert decisions[4] == GiveUp(
         reason="crashed 5 times in 60 seconds; last: server process exited with status 1",
-        failures=5, window_seconds=60.0)
+        failures=5,
+        window_seconds=60.0,
+    )
     assert tracker.gave_up == decisions[4]
 
 
 def test_one_failure_allowed_reads_once() -> None:
     tracker = RestartTracker(RestartPolicy(max_failures=1, failure_window_seconds=1.0))
     assert tracker.record_failure(0.0, "connection lost") == GiveUp(
-        "crashed once in 1 second; last: connection lost", 1, 1.0)
+        "crashed once in 1 second; last: connection lost", 1, 1.0
+    )
 
 
 @given(st.lists(st.floats(0.0, 0.999999), min_size=5, max_size=5))
@@ -198,7 +211,8 @@ def test_disabled_gives_up_at_the_first_failure() -> None:
     tracker = RestartTracker(RestartPolicy(enabled=False))
     tracker.record_start(0.0)
     assert tracker.record_failure(100.0, EXIT_1) == GiveUp(
-        "restarts are disabled; last: server process exited with status 1", 1, 60.0)
+        "restarts are disabled; last: server process exited with status 1", 1, 60.0
+    )
 
 
 def test_giving_up_is_sticky_until_reset() -> None:
@@ -213,7 +227,9 @@ def test_giving_up_is_sticky_until_reset() -> None:
 
 
 def test_an_empty_reason_leaves_out_last() -> None:
-    assert RestartTracker(RestartPolicy(enabled=False)).record_failure(0.0, "").reason == "restarts are disabled"
+    assert (
+        RestartTracker(RestartPolicy(enabled=False)).record_failure(0.0, "").reason == "restarts are disabled"
+    )
 
 
 def test_default_rng_is_random_and_within_bounds() -> None:
@@ -234,8 +250,10 @@ def test_repr_shows_live_state() -> None:
     [
         ({}, {}),
         ({"base_delay_seconds": 0}, {"base_delay_seconds": "must be a positive number of seconds"}),
-        ({"max_delay_seconds": 0.1},
-         {"max_delay_seconds": "must not be less than the base delay (0.5 seconds)"}),
+        (
+            {"max_delay_seconds": 0.1},
+            {"max_delay_seconds": "must not be less than the base delay (0.5 seconds)"},
+        ),
         ({"jitter": 1.0}, {"jitter": "must be a fraction from 0 up to, not including, 1"}),
         ({"jitter": -0.1}, {"jitter": "must be a fraction from 0 up to, not including, 1"}),
         ({"healthy_after_seconds": -1}, {"healthy_after_seconds": "must be a number of seconds, 0 or more"}),
@@ -243,9 +261,14 @@ def test_repr_shows_live_state() -> None:
         ({"max_failures": 0}, {"max_failures": "must be a whole number, 1 or more"}),
         ({"max_failures": 2.0}, {"max_failures": "must be a whole number, 1 or more"}),
         ({"max_failures": True}, {"max_failures": "must be a whole number, 1 or more"}),
-        ({"failure_window_seconds": float("inf")},
-         {"failure_window_seconds": "must be a positive number of seconds"}),
-        ({"base_delay_seconds": float("nan")}, {"base_delay_seconds": "must be a positive number of seconds"}),
+        (
+            {"failure_window_seconds": float("inf")},
+            {"failure_window_seconds": "must be a positive number of seconds"},
+        ),
+        (
+            {"base_delay_seconds": float("nan")},
+            {"base_delay_seconds": "must be a positive number of seconds"},
+        ),
         ({"enabled": 1}, {"enabled": "must be true or false"}),
         ({"base_delay_seconds": "1"}, {"base_delay_seconds": "must be a positive number of seconds"}),
     ],

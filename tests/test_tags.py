@@ -21,26 +21,32 @@ from mcpl_host.mcpl.tags import (
 # --- core closure ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("tags", "closed"), [
-    (["chat:mention"], ["chat:mention", "chat:addressed"]),
-    (["chat:reply"], ["chat:reply", "chat:addressed"]),
-    (["chat:dm"], ["chat:dm", "chat:addressed", "chat:private"]),
-    (["chat:dm", "chat:mention"], ["chat:dm", "chat:mention", "chat:addressed", "chat:private"]),
-    (["chat:addressed"], ["chat:addressed"]),
-    (["chat:private"], ["chat:private"]),  # closure edges run one way only
-    ([], []),
-])
+@pytest.mark.parametrize(
+    ("tags", "closed"),
+    [
+        (["chat:mention"], ["chat:mention", "chat:addressed"]),
+        (["chat:reply"], ["chat:reply", "chat:addressed"]),
+        (["chat:dm"], ["chat:dm", "chat:addressed", "chat:private"]),
+        (["chat:dm", "chat:mention"], ["chat:dm", "chat:mention", "chat:addressed", "chat:private"]),
+        (["chat:addressed"], ["chat:addressed"]),
+        (["chat:private"], ["chat:private"]),  # closure edges run one way only
+        ([], []),
+    ],
+)
 def test_g86_core_tag_closure(tags: list[str], closed: list[str]) -> None:
     assert close_tags(tags) == closed
 
 
-@pytest.mark.parametrize(("tags", "closed"), [
-    (["chat:ambient", "chat:mention"], ["chat:mention", "chat:addressed"]),
-    (["chat:ambient", "chat:addressed"], ["chat:addressed"]),
-    (["chat:dm", "chat:ambient"], ["chat:dm", "chat:addressed", "chat:private"]),
-    (["chat:ambient"], ["chat:ambient"]),  # kept when nothing addresses
-    (["chat:ambient", "chat:private"], ["chat:ambient", "chat:private"]),
-])
+@pytest.mark.parametrize(
+    ("tags", "closed"),
+    [
+        (["chat:ambient", "chat:mention"], ["chat:mention", "chat:addressed"]),
+        (["chat:ambient", "chat:addressed"], ["chat:addressed"]),
+        (["chat:dm", "chat:ambient"], ["chat:dm", "chat:addressed", "chat:private"]),
+        (["chat:ambient"], ["chat:ambient"]),  # kept when nothing addresses
+        (["chat:ambient", "chat:private"], ["chat:ambient", "chat:private"]),
+    ],
+)
 def test_g86_ambient_dropped_when_addressed(tags: list[str], closed: list[str]) -> None:
     assert close_tags(tags) == closed
 
@@ -83,8 +89,9 @@ def test_tags_value_not_an_array(value: Any, n_problems: int) -> None:
 
 
 CHAT = ["chat:mention", "chat:reply", "chat:dm", "chat:addressed", "chat:ambient", "chat:private"]
-tag_lists = st.lists(st.sampled_from(CHAT) | st.from_regex(r"[a-z]{1,4}:[a-z]{1,4}", fullmatch=True),
-                     max_size=8)
+tag_lists = st.lists(
+    st.sampled_from(CHAT) | st.from_regex(r"[a-z]{1,4}:[a-z]{1,4}", fullmatch=True), max_size=8
+)
 
 
 @given(tag_lists)
@@ -98,7 +105,8 @@ def test_g86_closure_properties(tags: list[str]) -> None:
     if "chat:dm" in tags:
         assert "chat:private" in closed
     assert closed[: len(dict.fromkeys(t for t in tags if t in closed))] == [
-        t for t in dict.fromkeys(tags) if t in closed]  # first-seen order, additions appended
+        t for t in dict.fromkeys(tags) if t in closed
+    ]  # first-seen order, additions appended
 
 
 # --- push/event params (§9.2) -------------------------------------------------------------------
@@ -106,7 +114,9 @@ def test_g86_closure_properties(tags: list[str]) -> None:
 
 def valid_push(**changes: Any) -> dict[str, Any]:
     params: dict[str, Any] = {
-        "featureSet": "clock", "eventId": "e1", "timestamp": "2025-01-01T00:00:00Z",
+        "featureSet": "clock",
+        "eventId": "e1",
+        "timestamp": "2025-01-01T00:00:00Z",
         "payload": {"content": [{"type": "text", "text": "tick"}]},
     }
     for key, value in changes.items():
@@ -117,39 +127,45 @@ def valid_push(**changes: Any) -> dict[str, Any]:
     return params
 
 
-@pytest.mark.parametrize("params", [
-    valid_push(),
-    valid_push(timestamp="2025-01-01T00:00:00.123456+02:00"),
-    valid_push(timestamp="2025-01-01T00:00:00.123Z"),
-    valid_push(timestamp="2025-01-01T00:00:00"),
-    valid_push(payload={"content": []}),
-    valid_push(tags=["chat:dm"], origin={"source": "x"}, extra="tolerated"),
-    valid_push(tags=None, origin=None),
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        valid_push(),
+        valid_push(timestamp="2025-01-01T00:00:00.123456+02:00"),
+        valid_push(timestamp="2025-01-01T00:00:00.123Z"),
+        valid_push(timestamp="2025-01-01T00:00:00"),
+        valid_push(payload={"content": []}),
+        valid_push(tags=["chat:dm"], origin={"source": "x"}, extra="tolerated"),
+        valid_push(tags=None, origin=None),
+    ],
+)
 def test_g83_valid_push_event(params: dict[str, Any]) -> None:
     assert validate_push_event(params) == []
 
 
-@pytest.mark.parametrize(("params", "word"), [
-    (valid_push(featureSet=...), "featureSet"),
-    (valid_push(featureSet=3), "featureSet"),
-    (valid_push(eventId=...), "eventId"),
-    (valid_push(eventId=""), "eventId"),
-    (valid_push(eventId=7), "eventId"),
-    (valid_push(timestamp=...), "timestamp"),
-    (valid_push(timestamp=1735689600), "timestamp"),
-    (valid_push(timestamp="yesterday"), "timestamp"),
-    (valid_push(timestamp="2025-13-01T00:00:00Z"), "timestamp"),
-    (valid_push(payload=...), "payload"),
-    (valid_push(payload="tick"), "payload"),
-    (valid_push(payload={}), "payload.content"),
-    (valid_push(payload={"content": "tick"}), "payload.content"),
-    (valid_push(payload={"content": ["tick"]}), "payload.content[0]"),
-    (valid_push(payload={"content": [{"text": "no type"}]}), "payload.content[0]"),
-    (valid_push(tags="chat:dm"), "tags"),
-    (valid_push(tags=["chat:dm", 3]), "tags"),
-    (valid_push(origin="discord"), "origin"),
-])
+@pytest.mark.parametrize(
+    ("params", "word"),
+    [
+        (valid_push(featureSet=...), "featureSet"),
+        (valid_push(featureSet=3), "featureSet"),
+        (valid_push(eventId=...), "eventId"),
+        (valid_push(eventId=""), "eventId"),
+        (valid_push(eventId=7), "eventId"),
+        (valid_push(timestamp=...), "timestamp"),
+        (valid_push(timestamp=1735689600), "timestamp"),
+        (valid_push(timestamp="yesterday"), "timestamp"),
+        (valid_push(timestamp="2025-13-01T00:00:00Z"), "timestamp"),
+        (valid_push(payload=...), "payload"),
+        (valid_push(payload="tick"), "payload"),
+        (valid_push(payload={}), "payload.content"),
+        (valid_push(payload={"content": "tick"}), "payload.content"),
+        (valid_push(payload={"content": ["tick"]}), "payload.content[0]"),
+        (valid_push(payload={"content": [{"text": "no type"}]}), "payload.content[0]"),
+        (valid_push(tags="chat:dm"), "tags"),
+        (valid_push(tags=["chat:dm", 3]), "tags"),
+        (valid_push(origin="discord"), "origin"),
+    ],
+)
 def test_g83_invalid_push_event(params: dict[str, Any], word: str) -> None:
     problems = validate_push_event(params)
     assert len(problems) == 1 and problems[0].startswith(word)
@@ -164,10 +180,16 @@ def test_g83_every_missing_field_is_reported() -> None:
     assert len(validate_push_event({})) == 4
 
 
-@given(st.dictionaries(st.sampled_from(["featureSet", "eventId", "timestamp", "payload", "tags", "origin"]),
-                       st.none() | st.integers() | st.text(max_size=30)
-                       | st.lists(st.text(max_size=3), max_size=2)
-                       | st.dictionaries(st.text(max_size=8), st.text(max_size=3), max_size=2)))
+@given(
+    st.dictionaries(
+        st.sampled_from(["featureSet", "eventId", "timestamp", "payload", "tags", "origin"]),
+        st.none()
+        | st.integers()
+        | st.text(max_size=30)
+        | st.lists(st.text(max_size=3), max_size=2)
+        | st.dictionaries(st.text(max_size=8), st.text(max_size=3), max_size=2),
+    )
+)
 def test_g83_validator_never_raises(params: dict[str, Any]) -> None:
     assert isinstance(validate_push_event(params), list)
 

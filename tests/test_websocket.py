@@ -67,8 +67,6 @@ DEMO = FIXTURES / "demo_server.py"
 FAST = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
 
 
-
-
 def assert_no_secret(logs: list[dict[str, Any]], *texts: str) -> None:
     for entry in logs:
         assert SECRET not in repr(entry), entry
@@ -93,12 +91,17 @@ class Bridge:
 
 
 @contextlib.asynccontextmanager
-async def bridge(*options: str, command: list[str], env: dict[str, str] | None = None) -> AsyncIterator[Bridge]:
+async def bridge(
+    *options: str, command: list[str], env: dict[str, str] | None = None
+) -> AsyncIterator[Bridge]:
     """Run ws_bridge.py with ``options -- command``; stop it (and its children) and reap
     it on exit, whatever state the test left it in (stopped, killed)."""
     process = await anyio.open_process(
         [sys.executable, str(BRIDGE), *options, "--", *command],
-        stdin=PIPE, stdout=PIPE, stderr=None, env={**os.environ, **(env or {})},
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=None,
+        env={**os.environ, **(env or {})},
         start_new_session=True,
     )
     try:
@@ -172,8 +175,9 @@ def test_parameters_refuse_bad_urls_without_showing_secrets() -> None:
     with pytest.raises(ValueError, match="set by the WebSocket handshake"):
         WebSocketParameters("ws://127.0.0.1/", headers={"Sec-WebSocket-Key": "x"})
     with pytest.raises(ValueError, match="Authorization header"):
-        WebSocketParameters("ws://127.0.0.1/", token=SECRET, token_in="header",
-                            headers={"authorization": "Basic x"})
+        WebSocketParameters(
+            "ws://127.0.0.1/", token=SECRET, token_in="header", headers={"authorization": "Basic x"}
+        )
     with pytest.raises(ValueError, match="token_in"):
         WebSocketParameters("ws://127.0.0.1/", token=SECRET, token_in="cookie")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="keepalive_interval_seconds"):
@@ -192,8 +196,15 @@ def test_shown_url_and_secrets() -> None:
 
 
 def test_cleartext_credential_check() -> None:
-    for host in ("127.0.0.1", "127.3.2.1", "[::1]", "localhost", "LOCALHOST", "a.localhost",
-                 "[::ffff:127.0.0.1]"):
+    for host in (
+        "127.0.0.1",
+        "127.3.2.1",
+        "[::1]",
+        "localhost",
+        "LOCALHOST",
+        "a.localhost",
+        "[::ffff:127.0.0.1]",
+    ):
         assert is_loopback_host(host), host
     for host in ("192.0.2.1", "example.com", "[2001:db8::1]", "10.0.0.1", "localhost.example.com"):
         assert not is_loopback_host(host), host
@@ -238,9 +249,14 @@ async def test_demo_server_handshake_tools_and_push_events(logs: list[dict[str, 
     # The server pings too, every 50 ms, and closes the WebSocket if a pong is 0.5 s late.
     options = ("--ping-interval", "0.05", "--ping-timeout", "0.5")
     async with bridge(*options, command=[sys.executable, str(DEMO)], env=env) as server:
-        conn = connect_websocket(server.url(), policy=GrantPolicy(grant_all_advertised=True),
-                                 handlers=handlers, limits=FAST, keepalive_interval_seconds=0.05,
-                                 keepalive_timeout_seconds=0.5)
+        conn = connect_websocket(
+            server.url(),
+            policy=GrantPolicy(grant_all_advertised=True),
+            handlers=handlers,
+            limits=FAST,
+            keepalive_interval_seconds=0.05,
+            keepalive_timeout_seconds=0.5,
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert conn.mcpl_state.value == "ready"
@@ -294,9 +310,16 @@ async def test_transport_send_receive_and_close(logs: list[dict[str, Any]]) -> N
                 assert transport.describe() == server.url("/direct")
                 assert repr(transport).endswith("open buffered=0>")
                 assert len(anyio.get_running_tasks()) == baseline + 1  # the keepalive task
-                init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"}}}
+                init = {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "0"},
+                    },
+                }
                 ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
                 await transport.send(dumps_message(init) + dumps_message(ping))
                 answers = [loads_line(await transport.receive()) for _ in range(2)]
@@ -332,7 +355,9 @@ async def test_transport_send_receive_and_close(logs: list[dict[str, Any]]) -> N
 
 
 @pytest.mark.parametrize("token_in", ["query", "header", "url"])
-async def test_token_arrives_and_never_shows(token_in: str, tmp_path: Path, logs: list[dict[str, Any]]) -> None:
+async def test_token_arrives_and_never_shows(
+    token_in: str, tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
     headers_log = tmp_path / "headers.jsonl"
     options = ("--require-token", SECRET, "--log-headers", str(headers_log))
     async with bridge(*options, command=[sys.executable, str(DEMO)]) as server:
@@ -404,7 +429,11 @@ async def test_one_message_per_text_frame_out(tmp_path: Path) -> None:
 async def test_several_messages_in_one_frame_in(tmp_path: Path) -> None:
     steps = [
         *MCP_HANDSHAKE,
-        mark("a"), mark("b"), {"raw": ""}, {"raw": "  \t"}, mark("c"),
+        mark("a"),
+        mark("b"),
+        {"raw": ""},
+        {"raw": "  \t"},
+        mark("c"),
         {"send": {"jsonrpc": "2.0", "id": "p1", "method": "ping"}},
         {"send": {"jsonrpc": "2.0", "id": "p2", "method": "ping"}},
         {"wait_response": "p1", "expect_result": {}},
@@ -445,8 +474,10 @@ async def test_oversize_message_fails_the_pending_request_at_once(
                 with anyio.fail_after(AT_ONCE), pytest.raises(ConnectionLost) as info:
                     await conn.call_tool("big", timeout=60)
                 assert isinstance(await conn.wait_closed(), ConnectionLost)
-    assert str(info.value) == ("the server sent a WebSocket message over 4096 bytes "
-                               "(limits.max_line_bytes); the connection was closed")
+    assert str(info.value) == (
+        "the server sent a WebSocket message over 4096 bytes "
+        "(limits.max_line_bytes); the connection was closed"
+    )
     assert_no_secret(logs, str(info.value))
 
 
@@ -454,7 +485,9 @@ async def test_dropped_connection_fails_the_pending_request_at_once(tmp_path: Pa
     script = Script(tmp_path, [*MCP_HANDSHAKE, {"expect": {"method": "tools/call"}}, mark("called")])
     handlers = TestHandlers()
     async with bridge(command=scripted(script)) as server:
-        conn = connect_websocket(server.url(), handlers=handlers, limits=FAST, keepalive_interval_seconds=None)
+        conn = connect_websocket(
+            server.url(), handlers=handlers, limits=FAST, keepalive_interval_seconds=None
+        )
         outcome: list[BaseException] = []
 
         async def call() -> None:
@@ -471,7 +504,9 @@ async def test_dropped_connection_fails_the_pending_request_at_once(tmp_path: Pa
                     server.signal_group(signal.SIGKILL)  # no close frame: the TCP connection ends
                     await conn.wait_closed()
     assert len(outcome) == 1
-    assert str(outcome[0]) == f"the connection to {server.url()} dropped without a WebSocket close (code 1006)"
+    assert (
+        str(outcome[0]) == f"the connection to {server.url()} dropped without a WebSocket close (code 1006)"
+    )
 
 
 async def test_our_close_mid_request_fails_the_call_at_once(tmp_path: Path) -> None:
@@ -499,15 +534,21 @@ async def test_our_close_mid_request_fails_the_call_at_once(tmp_path: Path) -> N
 
 async def test_missed_keepalive_pong_fails_requests_at_once(logs: list[dict[str, Any]]) -> None:
     async with bridge(command=[sys.executable, str(DEMO)]) as server:
-        conn = connect_websocket(server.url(), token=SECRET, limits=FAST,
-                                 keepalive_interval_seconds=0.05, keepalive_timeout_seconds=0.3)
+        conn = connect_websocket(
+            server.url(),
+            token=SECRET,
+            limits=FAST,
+            keepalive_interval_seconds=0.05,
+            keepalive_timeout_seconds=0.3,
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 server.signal_group(signal.SIGSTOP)  # the server hangs: the kernel still ACKs
                 with anyio.fail_after(AT_ONCE), pytest.raises(ConnectionLost) as info:
                     await conn.list_tools()
-    assert str(info.value) == (f"the server at {server.url()} did not answer a keepalive ping "
-                               "within 0.3 seconds")
+    assert str(info.value) == (
+        f"the server at {server.url()} did not answer a keepalive ping within 0.3 seconds"
+    )
     assert_no_secret(logs, str(info.value))
 
 
@@ -517,8 +558,10 @@ async def test_server_gone_before_initialize_answer_fails_at_once(tmp_path: Path
         with anyio.fail_after(AT_ONCE), pytest.raises(InitializeError) as info:
             async with connect_websocket(server.url(), limits=FAST):
                 pass
-    assert str(info.value) == ("the server went away before answering initialize "
-                               "(the server closed the WebSocket (code 1000, reason server exited))")
+    assert str(info.value) == (
+        "the server went away before answering initialize "
+        "(the server closed the WebSocket (code 1000, reason server exited))"
+    )
 
 
 # -- opening --------------------------------------------------------------------------------
@@ -531,10 +574,29 @@ def certificate(tmp_path: Path) -> tuple[str, str]:
         pytest.skip("the openssl command is needed to make a test certificate")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-         "-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert),
-         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=TIMEOUT,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=TIMEOUT,
     )
     return str(cert), str(key)
 
@@ -555,8 +617,6 @@ async def test_wss_verifies_the_server(certificate: tuple[str, str], logs: list[
     assert "certificate verify failed" in str(info.value)
     assert not [entry for entry in logs if "cleartext" in entry["event"]]
     assert_no_secret(logs, str(info.value))
-
-
 
 
 @contextlib.asynccontextmanager

@@ -53,9 +53,15 @@ FAST = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, handshake_ti
 
 def push_event(request_id: Any, event_id: str = "e1") -> dict[str, Any]:
     return {
-        "jsonrpc": "2.0", "id": request_id, "method": "push/event",
-        "params": {"featureSet": "demo", "eventId": event_id, "timestamp": "2026-01-01T00:00:00Z",
-                   "payload": {"content": [{"type": "text", "text": "hi"}]}},
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "push/event",
+        "params": {
+            "featureSet": "demo",
+            "eventId": event_id,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "payload": {"content": [{"type": "text", "text": "hi"}]},
+        },
     }
 
 

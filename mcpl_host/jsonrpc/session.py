@@ -226,9 +226,7 @@ class Session:
         """The line answering request ``request_id`` (echoed with its type; R1: null too)."""
         if error is not None:
             return dumps_message({"jsonrpc": "2.0", "id": request_id, "error": error})
-        return dumps_message(
-            {"jsonrpc": "2.0", "id": request_id, "result": {} if result is None else result}
-        )
+        return dumps_message({"jsonrpc": "2.0", "id": request_id, "result": {} if result is None else result})
 
     # --- incoming --------------------------------------------------------------------------
 
@@ -282,4 +280,3 @@ class Session:
                     return [ResponseSettled(pending, response)]
         # R5/H4: logged only when it is a JSON-RPC 2.0 error; otherwise silent.
         return [UnmatchedError(response)] if response.is_jsonrpc_error else []
-

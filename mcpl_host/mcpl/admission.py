@@ -47,7 +47,5 @@ def admit(method: str, params: Any, grant: Grant | None) -> HandlerError | None:
     """None when the request may be served, else the error to answer with (MCPL §5.4)."""
     for path in required_capabilities(method, params):
         if grant is None or not grant.allows(path):
-            return HandlerError(
-                ErrorCode.CAPABILITY_DENIED, "Capability denied", {"capability": path}
-            )
+            return HandlerError(ErrorCode.CAPABILITY_DENIED, "Capability denied", {"capability": path})
     return None

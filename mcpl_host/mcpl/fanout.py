@@ -50,10 +50,20 @@ if TYPE_CHECKING:
     from mcpl_host.mcpl.host_calls import MCPLHostCalls
 
 __all__ = [
-    "DEFAULT_HOOK_TIMEOUT_SECONDS", "INJECT", "OBSERVE", "POSITIONS", "BeforeInferenceResult",
-    "DroppedInjection", "FanoutResult",
-    "HookReading", "InferenceLifecycle", "Injection", "OutgoingStream", "before_inference_fanout",
-    "inference_lifecycle", "read_injections",
+    "DEFAULT_HOOK_TIMEOUT_SECONDS",
+    "INJECT",
+    "OBSERVE",
+    "POSITIONS",
+    "BeforeInferenceResult",
+    "DroppedInjection",
+    "FanoutResult",
+    "HookReading",
+    "InferenceLifecycle",
+    "Injection",
+    "OutgoingStream",
+    "before_inference_fanout",
+    "inference_lifecycle",
+    "read_injections",
 ]
 
 #: MCPL §10.6: the recommended beforeInference timeout, in seconds.
@@ -67,6 +77,7 @@ INJECT: dict[str, str] = {p: f"contextHooks.beforeInference.inject.{p}" for p in
 LIFECYCLE = "inferenceLifecycle"
 MODEL_INFO = "modelInfo"
 STREAMING = "channels.streaming"
+
 
 @dataclass(frozen=True, slots=True)
 class Injection:
@@ -138,8 +149,7 @@ def read_injections(result: Any, grant: Grant, server: str = "") -> HookReading:
     if items is None:
         items = []
     if not isinstance(items, list):
-        return HookReading(feature_set=result.get("featureSet"),
-                           problem="contextInjections is not an array")
+        return HookReading(feature_set=result.get("featureSet"), problem="contextInjections is not an array")
     kept: list[Injection] = []
     dropped: list[DroppedInjection] = []
     for index, item in enumerate(items):
@@ -151,19 +161,26 @@ def read_injections(result: Any, grant: Grant, server: str = "") -> HookReading:
             dropped.append(DroppedInjection(index, "invalid", "position missing or unknown", position))
             continue
         if not grant.allows(INJECT[position]):
-            dropped.append(DroppedInjection(index, "not_granted", f"{INJECT[position]} is not granted",
-                                            position))
+            dropped.append(
+                DroppedInjection(index, "not_granted", f"{INJECT[position]} is not granted", position)
+            )
             continue
         namespace, content = item.get("namespace"), item.get("content")
-        problem = ("namespace missing or not a string" if not isinstance(namespace, str) or not namespace
-                   else _content_problem(content))
+        problem = (
+            "namespace missing or not a string"
+            if not isinstance(namespace, str) or not namespace
+            else _content_problem(content)
+        )
         if problem is not None:
             dropped.append(DroppedInjection(index, "invalid", problem, position))
             continue
         blocks = ({"type": "text", "text": content},) if isinstance(content, str) else tuple(content)
         metadata = item.get("metadata")
-        kept.append(Injection(server, namespace, position, blocks,
-                              metadata if isinstance(metadata, dict) else None, index))
+        kept.append(
+            Injection(
+                server, namespace, position, blocks, metadata if isinstance(metadata, dict) else None, index
+            )
+        )
     return HookReading(tuple(kept), tuple(dropped), result.get("featureSet"))
 
 
@@ -207,11 +224,16 @@ async def before_inference_fanout(
     async def call(slot: int, conn: MCPLHostCalls) -> None:
         try:
             answers[slot] = await conn.before_inference(
-                inference_id=inference_id, conversation_id=conversation_id, turn_index=turn_index,
-                user_message=user_message, model=model, channels=channels, timeout=timeout)
+                inference_id=inference_id,
+                conversation_id=conversation_id,
+                turn_index=turn_index,
+                user_message=user_message,
+                model=model,
+                channels=channels,
+                timeout=timeout,
+            )
         except Exception as exc:  # fail-open even for a bug: one server never blocks the turn
-            get_logger("mcpl_host.fanout").exception("context/beforeInference call failed",
-                                                     server=conn.name)
+            get_logger("mcpl_host.fanout").exception("context/beforeInference call failed", server=conn.name)
             answers[slot] = BeforeInferenceResult(conn.name, "failure", error=type(exc).__name__)
 
     async with anyio.create_task_group() as tg:
@@ -257,11 +279,17 @@ class InferenceLifecycle:
     the body's exception, cancellation included, always propagates.
     """
 
-    def __init__(self, connections: Iterable[MCPLHostCalls], *, inference_id: str,
-                 conversation_id: str, turn_index: int, model: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        connections: Iterable[MCPLHostCalls],
+        *,
+        inference_id: str,
+        conversation_id: str,
+        turn_index: int,
+        model: Mapping[str, Any] | None = None,
+    ) -> None:
         self._connections = list(dict.fromkeys(connections))
-        self._base = {"inferenceId": inference_id, "conversationId": conversation_id,
-                      "turnIndex": turn_index}
+        self._base = {"inferenceId": inference_id, "conversationId": conversation_id, "turnIndex": turn_index}
         self._model = dict(model) if model is not None else None
         self._started: list[tuple[MCPLHostCalls, int | None]] = []
         self._state: Literal["new", "started", "ended"] = "new"
@@ -294,8 +322,9 @@ class InferenceLifecycle:
         self._state = "started"
         try:
             for conn in self._connections:
-                if _granted(conn, LIFECYCLE) and await _notify(conn, "inference/lifecycle",
-                                                                self._params(conn, "started")):
+                if _granted(conn, LIFECYCLE) and await _notify(
+                    conn, "inference/lifecycle", self._params(conn, "started")
+                ):
                     self._started.append((conn, conn._transport_epoch()))
         except BaseException as exc:  # interrupted midway: close what was started
             await self.__aexit__(type(exc), exc, None)
@@ -313,21 +342,33 @@ class InferenceLifecycle:
         with anyio.CancelScope(shield=True):
             for conn, epoch in self._started:
                 if not _granted(conn, LIFECYCLE) or conn._transport_epoch() != epoch:
-                    conn._log.info("inference/lifecycle terminal not sent: the grant or the"
-                                   " transport changed", inference_id=self._base["inferenceId"],
-                                   phase=phase)
+                    conn._log.info(
+                        "inference/lifecycle terminal not sent: the grant or the transport changed",
+                        inference_id=self._base["inferenceId"],
+                        phase=phase,
+                    )
                     continue
                 await _notify(conn, "inference/lifecycle", self._params(conn, phase))
 
 
-def inference_lifecycle(connections: Iterable[MCPLHostCalls], *, inference_id: str,
-                        conversation_id: str, turn_index: int,
-                        model: Mapping[str, Any] | None = None) -> InferenceLifecycle:
+def inference_lifecycle(
+    connections: Iterable[MCPLHostCalls],
+    *,
+    inference_id: str,
+    conversation_id: str,
+    turn_index: int,
+    model: Mapping[str, Any] | None = None,
+) -> InferenceLifecycle:
     """``async with inference_lifecycle(conns, inference_id=..., conversation_id=...,
     turn_index=..., model=...) as turn:`` sends ``started`` on entry and exactly one terminal
     on exit (``InferenceLifecycle``; MCPL §10.5)."""
-    return InferenceLifecycle(connections, inference_id=inference_id,
-                              conversation_id=conversation_id, turn_index=turn_index, model=model)
+    return InferenceLifecycle(
+        connections,
+        inference_id=inference_id,
+        conversation_id=conversation_id,
+        turn_index=turn_index,
+        model=model,
+    )
 
 
 # --- channels/outgoing/* ---------------------------------------------------------------------
@@ -353,8 +394,13 @@ class OutgoingStream:
     the server.
     """
 
-    def __init__(self, routes: Mapping[Any, Registered] | Iterable[tuple[Any, Registered]], *,
-                 inference_id: str, conversation_id: str) -> None:
+    def __init__(
+        self,
+        routes: Mapping[Any, Registered] | Iterable[tuple[Any, Registered]],
+        *,
+        inference_id: str,
+        conversation_id: str,
+    ) -> None:
         pairs = routes.items() if isinstance(routes, Mapping) else routes
         self._routes: list[tuple[MCPLHostCalls, Registered]] = list(pairs)
         self._base = {"inferenceId": inference_id, "conversationId": conversation_id}
@@ -406,11 +452,16 @@ class OutgoingStream:
         with anyio.CancelScope(shield=True):
             for conn, epoch in self._recipients.get(channel_id, []):
                 if not _granted(conn, STREAMING) or conn._transport_epoch() != epoch:
-                    conn._log.info("channels/outgoing/complete not sent: the grant or the"
-                                   " transport changed", inference_id=self._base["inferenceId"])
+                    conn._log.info(
+                        "channels/outgoing/complete not sent: the grant or the transport changed",
+                        inference_id=self._base["inferenceId"],
+                    )
                     continue
-                await _notify(conn, "channels/outgoing/complete",
-                              {**self._base, "channelId": channel_id, "content": blocks})
+                await _notify(
+                    conn,
+                    "channels/outgoing/complete",
+                    {**self._base, "channelId": channel_id, "content": blocks},
+                )
 
     async def aclose(self) -> None:
         """Complete every channel that received chunks; later chunks raise. Idempotent."""

@@ -52,9 +52,19 @@ from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy import PolicyOutcome
 
 __all__ = [
-    "FEATURE_SET_METHODS", "DeclarationMismatch", "Derivation", "DisabledReason", "FeatureSet",
-    "FeatureSetAdmission", "FeatureSetDeclarations", "FeatureSetPolicy", "admit_feature_set",
-    "derive", "name_matches", "read_feature_sets", "unavailable_feature_names",
+    "FEATURE_SET_METHODS",
+    "DeclarationMismatch",
+    "Derivation",
+    "DisabledReason",
+    "FeatureSet",
+    "FeatureSetAdmission",
+    "FeatureSetDeclarations",
+    "FeatureSetPolicy",
+    "admit_feature_set",
+    "derive",
+    "name_matches",
+    "read_feature_sets",
+    "unavailable_feature_names",
 ]
 
 #: Inbound methods that carry a ``featureSet`` and are admitted by it (MCPL §6.5).
@@ -152,8 +162,10 @@ def read_feature_sets(mcpl_manifest: Any) -> FeatureSetDeclarations:
             sets[key] = _read_one(key, value, f"featureSets[{key!r}]", problems)
         return FeatureSetDeclarations(sets=sets, shape="object", problems=problems)
     if isinstance(declared, list):
-        problems.append("featureSets is an array; the spec shape is an object keyed by name "
-                        "(RFC-001). Read by each entry's name")
+        problems.append(
+            "featureSets is an array; the spec shape is an object keyed by name "
+            "(RFC-001). Read by each entry's name"
+        )
         for index, value in enumerate(declared):
             name = value.get("name") if isinstance(value, Mapping) else None
             if not _is_name(name):
@@ -313,20 +325,30 @@ def admit_feature_set(
         return FeatureSetAdmission(error=gate_error)
     name = params.get("featureSet") if isinstance(params, Mapping) else None
     if not _is_name(name):
-        return FeatureSetAdmission(error=HandlerError(
-            ErrorCode.INVALID_PARAMS, "Invalid params: featureSet must be a non-empty string"))
+        return FeatureSetAdmission(
+            error=HandlerError(
+                ErrorCode.INVALID_PARAMS, "Invalid params: featureSet must be a non-empty string"
+            )
+        )
     feature_set = declarations.sets.get(name)
     if feature_set is None:
-        return FeatureSetAdmission(error=HandlerError(
-            ErrorCode.UNKNOWN_FEATURE_SET, "Unknown feature set", {"featureSet": name}))
+        return FeatureSetAdmission(
+            error=HandlerError(ErrorCode.UNKNOWN_FEATURE_SET, "Unknown feature set", {"featureSet": name})
+        )
     if name not in derivation.enabled:  # disabled, or absent from a stale derivation: closed
-        return FeatureSetAdmission(error=HandlerError(
-            ErrorCode.FEATURE_SET_NOT_ENABLED, "Feature set not enabled", {"featureSet": name}))
+        return FeatureSetAdmission(
+            error=HandlerError(
+                ErrorCode.FEATURE_SET_NOT_ENABLED, "Feature set not enabled", {"featureSet": name}
+            )
+        )
     for capability in required_capabilities(method, params):
         if capability not in feature_set.uses:
             return FeatureSetAdmission(
-                error=HandlerError(ErrorCode.CAPABILITY_DENIED, "Capability denied",
-                                   {"capability": capability, "featureSet": name}),
+                error=HandlerError(
+                    ErrorCode.CAPABILITY_DENIED,
+                    "Capability denied",
+                    {"capability": capability, "featureSet": name},
+                ),
                 diagnostic=DeclarationMismatch(method=method, feature_set=name, capability=capability),
             )
     return _ADMITTED

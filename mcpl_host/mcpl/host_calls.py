@@ -57,9 +57,16 @@ from mcpl_host.mcpl.grants import NO_GRANT, Grant
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateEntry
 
 __all__ = [
-    "CHECKPOINT_NOT_FOUND", "DEFAULT_HOOK_TIMEOUT_SECONDS", "ChannelOpenResult",
-    "FeatureSetStateStore", "MCPLHostCalls", "NotGranted", "PublishMode", "PublishResult",
-    "RollbackResult", "StateEntry",
+    "CHECKPOINT_NOT_FOUND",
+    "DEFAULT_HOOK_TIMEOUT_SECONDS",
+    "ChannelOpenResult",
+    "FeatureSetStateStore",
+    "MCPLHostCalls",
+    "NotGranted",
+    "PublishMode",
+    "PublishResult",
+    "RollbackResult",
+    "StateEntry",
 ]
 
 #: MCPL Appendix A: ``state/rollback`` aimed at a pruned or unknown checkpoint.
@@ -182,8 +189,14 @@ class MCPLHostCalls:
     # --- context/beforeInference -------------------------------------------------------------
 
     async def before_inference(
-        self, *, inference_id: str, conversation_id: str, turn_index: int, user_message: str | None,
-        model: Mapping[str, Any], channels: Mapping[str, Any] | None = None,
+        self,
+        *,
+        inference_id: str,
+        conversation_id: str,
+        turn_index: int,
+        user_message: str | None,
+        model: Mapping[str, Any],
+        channels: Mapping[str, Any] | None = None,
         timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
     ) -> BeforeInferenceResult | None:
         """Send ``context/beforeInference`` (MCPL §10.1-§10.8, §14.4) and read its injections.
@@ -208,8 +221,11 @@ class MCPLHostCalls:
         if grant is None or not self.before_inference_eligible:
             return None
         params: dict[str, Any] = {
-            "inferenceId": inference_id, "conversationId": conversation_id, "turnIndex": turn_index,
-            "userMessage": user_message if grant.allows(OBSERVE) else None, "model": dict(model),
+            "inferenceId": inference_id,
+            "conversationId": conversation_id,
+            "turnIndex": turn_index,
+            "userMessage": user_message if grant.allows(OBSERVE) else None,
+            "model": dict(model),
         }
         if channels is not None:
             params["channels"] = dict(channels)
@@ -220,8 +236,7 @@ class MCPLHostCalls:
             if response.has_error:
                 return
             try:
-                readings.append(read_injections(response.result, self._grant_now() or NO_GRANT,
-                                                 self.name))
+                readings.append(read_injections(response.result, self._grant_now() or NO_GRANT, self.name))
             except Exception:  # a bug must not leave the waiter hanging until its timeout
                 self._log.exception("could not read a context/beforeInference answer")
                 readings.append(HookReading(problem="the answer could not be read"))
@@ -239,28 +254,44 @@ class MCPLHostCalls:
         if reading.problem is not None:
             return self._hook_failed(inference_id, "failure", reading.problem)
         self._log_drops(inference_id, reading)
-        self._log.info("context/beforeInference answered", inference_id=inference_id,
-                       feature_set=ServerValue(reading.feature_set, self.redactor),
-                       injections=len(reading.injections), dropped=len(reading.dropped))
-        return BeforeInferenceResult(self.name, "ok", reading.injections, reading.dropped,
-                                     reading.feature_set)
+        self._log.info(
+            "context/beforeInference answered",
+            inference_id=inference_id,
+            feature_set=ServerValue(reading.feature_set, self.redactor),
+            injections=len(reading.injections),
+            dropped=len(reading.dropped),
+        )
+        return BeforeInferenceResult(
+            self.name, "ok", reading.injections, reading.dropped, reading.feature_set
+        )
 
-    def _hook_failed(self, inference_id: str, outcome: Literal["timeout", "failure"],
-                     error: str) -> BeforeInferenceResult:
-        self._log.warning("context/beforeInference failed open; the turn goes on without it",
-                          inference_id=inference_id, outcome=outcome,
-                          error=ServerValue(error, self.redactor))
+    def _hook_failed(
+        self, inference_id: str, outcome: Literal["timeout", "failure"], error: str
+    ) -> BeforeInferenceResult:
+        self._log.warning(
+            "context/beforeInference failed open; the turn goes on without it",
+            inference_id=inference_id,
+            outcome=outcome,
+            error=ServerValue(error, self.redactor),
+        )
         return BeforeInferenceResult(self.name, outcome, error=error)
 
     def _log_drops(self, inference_id: str, reading: HookReading) -> None:
         for dropped in reading.dropped[:MAX_DROP_LINES]:
-            self._log.warning("context injection dropped", inference_id=inference_id,
-                              index=dropped.index, reason=dropped.reason,
-                              position=ServerValue(dropped.position, self.redactor),
-                              detail=ServerValue(dropped.detail, self.redactor))
+            self._log.warning(
+                "context injection dropped",
+                inference_id=inference_id,
+                index=dropped.index,
+                reason=dropped.reason,
+                position=ServerValue(dropped.position, self.redactor),
+                detail=ServerValue(dropped.detail, self.redactor),
+            )
         if len(reading.dropped) > MAX_DROP_LINES:
-            self._log.warning("more context injections dropped", inference_id=inference_id,
-                              count=len(reading.dropped) - MAX_DROP_LINES)
+            self._log.warning(
+                "more context injections dropped",
+                inference_id=inference_id,
+                count=len(reading.dropped) - MAX_DROP_LINES,
+            )
 
     # --- state ---------------------------------------------------------------------------------
 
@@ -281,15 +312,18 @@ class MCPLHostCalls:
             raise RemoteProtocolError("the server's tools/call result is not a JSON object")
         problem = self.state_store.apply(feature_set, result["state"]) if "state" in result else None
         if problem is not None:
-            self._log.warning("tool result state not fully applied", feature_set=feature_set,
-                              problem=problem)
+            self._log.warning("tool result state not fully applied", feature_set=feature_set, problem=problem)
         content = result.get("content", [])
-        return CallToolResult(content=content if isinstance(content, list) else [],
-                              is_error=result.get("isError") is True,
-                              structured_content=result.get("structuredContent"), raw=result)
+        return CallToolResult(
+            content=content if isinstance(content, list) else [],
+            is_error=result.get("isError") is True,
+            structured_content=result.get("structuredContent"),
+            raw=result,
+        )
 
-    async def state_rollback(self, feature_set: str, checkpoint: str, *, timeout: Any = _DEFAULT
-                             ) -> RollbackResult:
+    async def state_rollback(
+        self, feature_set: str, checkpoint: str, *, timeout: Any = _DEFAULT
+    ) -> RollbackResult:
         """``state/rollback {featureSet, checkpoint}`` (MCPL §8.5-§8.7; J107).
 
         Returns a ``RollbackResult`` for a success, a ``{success: false, reason}`` refusal,
@@ -307,11 +341,11 @@ class MCPLHostCalls:
             raise LocalProtocolError(f"'state/rollback' not sent: {self.name!r} is not MCPL-ready")
         declared = self.feature_sets.sets.get(feature_set)
         if declared is None or not declared.rollback:
-            raise LocalProtocolError(f"'state/rollback' not sent: feature set {feature_set!r} does"
-                                     " not declare rollback: true")
+            raise LocalProtocolError(
+                f"'state/rollback' not sent: feature set {feature_set!r} does not declare rollback: true"
+            )
         if self.derivation is None or feature_set not in self.derivation.enabled:
-            raise LocalProtocolError(f"'state/rollback' not sent: feature set {feature_set!r} is"
-                                     " not enabled")
+            raise LocalProtocolError(f"'state/rollback' not sent: feature set {feature_set!r} is not enabled")
         params = {"featureSet": feature_set, "checkpoint": checkpoint}
         try:
             result = await self.request("state/rollback", params, **_timeout(timeout))
@@ -320,16 +354,21 @@ class MCPLHostCalls:
                 raise
             data = exc.data if isinstance(exc.data, dict) else {}
             named = data.get("checkpoint")
-            self._log.info("state/rollback: checkpoint not found", feature_set=feature_set,
-                           checkpoint=ServerValue(named if named is not None else checkpoint, self.redactor))
-            return RollbackResult(feature_set, named if isinstance(named, str) else checkpoint,
-                                  "not_found", exc.message)
+            self._log.info(
+                "state/rollback: checkpoint not found",
+                feature_set=feature_set,
+                checkpoint=ServerValue(named if named is not None else checkpoint, self.redactor),
+            )
+            return RollbackResult(
+                feature_set, named if isinstance(named, str) else checkpoint, "not_found", exc.message
+            )
         if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
             raise RemoteProtocolError("the server's state/rollback result has no boolean success")
         reason = result.get("reason") if isinstance(result.get("reason"), str) else None
         if not result["success"]:
-            self._log.info("state/rollback refused", feature_set=feature_set,
-                           reason=ServerValue(reason, self.redactor))
+            self._log.info(
+                "state/rollback refused", feature_set=feature_set, reason=ServerValue(reason, self.redactor)
+            )
             return RollbackResult(feature_set, checkpoint, "refused", reason)
         self.state_store.rolled_back(feature_set, checkpoint)
         return RollbackResult(feature_set, checkpoint, "rolled_back", reason)
@@ -337,8 +376,14 @@ class MCPLHostCalls:
     # --- channels ------------------------------------------------------------------------------
 
     async def channels_open(
-        self, *, type: str | None = None, address: Any = None, metadata: Mapping[str, Any] | None = None,
-        channel_id: str | None = None, history: Any = None, timeout: Any = _DEFAULT,
+        self,
+        *,
+        type: str | None = None,
+        address: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        channel_id: str | None = None,
+        history: Any = None,
+        timeout: Any = _DEFAULT,
     ) -> ChannelOpenResult:
         """``channels/open`` (§14.3; gate ``channels.lifecycle``) in exactly one form:
         ``type=`` and ``address=`` (``metadata=`` optional) send ``{type, address, metadata?}``;
@@ -398,11 +443,17 @@ class MCPLHostCalls:
     def publishes_as_notification(self) -> bool:
         """Whether the next ``channels/publish`` goes out as a notification."""
         return self._publish_mode == "notification" or (
-            self._publish_mode == "auto" and self._publish_as_notification)
+            self._publish_mode == "auto" and self._publish_as_notification
+        )
 
     async def channels_publish(
-        self, conversation_id: str, channel_id: str, content: str | list[Any], *,
-        stream: bool = False, timeout: Any = _DEFAULT,
+        self,
+        conversation_id: str,
+        channel_id: str,
+        content: str | list[Any],
+        *,
+        stream: bool = False,
+        timeout: Any = _DEFAULT,
     ) -> PublishResult:
         """``channels/publish {conversationId, channelId, stream, content}`` (§14.3; gate
         ``channels.publish``), as a request or a notification per ``publish_mode``.
@@ -418,8 +469,12 @@ class MCPLHostCalls:
         Cancellation: as ``request()``; nothing is re-sent.
         """
         self._require_granted("channels/publish", "channels.publish")
-        params = {"conversationId": conversation_id, "channelId": channel_id, "stream": stream,
-                  "content": _blocks(content)}
+        params = {
+            "conversationId": conversation_id,
+            "channelId": channel_id,
+            "stream": stream,
+            "content": _blocks(content),
+        }
         if self.publishes_as_notification:
             await self.notify("channels/publish", params)
             return PublishResult("notification")
@@ -429,16 +484,22 @@ class MCPLHostCalls:
             if exc.code != ErrorCode.METHOD_NOT_FOUND or self._publish_mode != "auto":
                 raise
             self._publish_as_notification = True
-            self._log.info("the server does not take channels/publish as a request; sending"
-                           " it as a notification from now on")
+            self._log.info(
+                "the server does not take channels/publish as a request; sending"
+                " it as a notification from now on"
+            )
             self._require_granted("channels/publish", "channels.publish")  # it may have changed
             await self.notify("channels/publish", params)
             return PublishResult("notification")
         answer = result if isinstance(result, dict) else {}
         delivered = answer.get("delivered")
         message_id = answer.get("messageId")
-        return PublishResult("request", delivered if isinstance(delivered, bool) else None,
-                             message_id if isinstance(message_id, str) else None, result)
+        return PublishResult(
+            "request",
+            delivered if isinstance(delivered, bool) else None,
+            message_id if isinstance(message_id, str) else None,
+            result,
+        )
 
 
 def _timeout(timeout: Any) -> dict[str, Any]:

@@ -190,8 +190,10 @@ class _Normalizer:
             self.ident(name, where)
             if isinstance(decl, Mapping):
                 out[name] = {
-                    key: self.set_array(child, f"{where}.uses") if key == "uses"
-                    else self.ontology(child, f"{where}.tagOntology") if key == "tagOntology"
+                    key: self.set_array(child, f"{where}.uses")
+                    if key == "uses"
+                    else self.ontology(child, f"{where}.tagOntology")
+                    if key == "tagOntology"
                     else self.plain(child)
                     for key, child in decl.items()
                 }
@@ -208,8 +210,7 @@ class _Normalizer:
                 out[key] = self.set_array(child, f"{where}.coreTags")
             elif key == "tags" and isinstance(child, Mapping):
                 out[key] = {
-                    tag: self.tag(descriptor, f"{where}.tags.{tag}", tag)
-                    for tag, descriptor in child.items()
+                    tag: self.tag(descriptor, f"{where}.tags.{tag}", tag) for tag, descriptor in child.items()
                 }
             elif key == "keyed" and isinstance(child, Mapping):
                 out[key] = {
@@ -243,8 +244,7 @@ class _Normalizer:
         if not isinstance(descriptor, Mapping):
             return self.plain(descriptor)
         return {
-            key: self.identifier_list(child, f"{where}.values") if key == "values"
-            else self.plain(child)
+            key: self.identifier_list(child, f"{where}.values") if key == "values" else self.plain(child)
             for key, child in descriptor.items()
         }
 
@@ -252,8 +252,7 @@ class _Normalizer:
         if not isinstance(rule, Mapping):
             return self.plain(rule)
         return {
-            key: self.identifier_list(child, f"{where}.{key}") if key in _MATCHERS
-            else self.plain(child)
+            key: self.identifier_list(child, f"{where}.{key}") if key in _MATCHERS else self.plain(child)
             for key, child in rule.items()
         }
 
@@ -365,9 +364,7 @@ def validate_manifest(value: Any) -> list[str]:
     elif not isinstance(value["version"], str):
         problems.append("`version` is not a string")
     revision = value.get("revision")
-    if "revision" in value and not (
-        isinstance(revision, str) and REVISION_PATTERN.fullmatch(revision)
-    ):
+    if "revision" in value and not (isinstance(revision, str) and REVISION_PATTERN.fullmatch(revision)):
         problems.append("`revision` does not match ^sha256:[A-Za-z0-9_-]{43}$")
     return problems
 

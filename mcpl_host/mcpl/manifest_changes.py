@@ -80,8 +80,9 @@ class ManifestChanges:
             return  # not an MCPL connection: nothing to refresh
         revision = params.get("revision") if isinstance(params, dict) else None
         if not (isinstance(revision, str) and REVISION_PATTERN.fullmatch(revision)):
-            self._log.info("mcpl/manifestChanged without a valid revision",
-                           revision=ServerValue(revision, self.redactor))
+            self._log.info(
+                "mcpl/manifestChanged without a valid revision", revision=ServerValue(revision, self.redactor)
+            )
         elif revision == self.manifest_revision and not self._fetching:
             self._log.debug("manifest change names the revision in force; not fetched")
             return
@@ -97,9 +98,10 @@ class ManifestChanges:
     def _log_dropped_notification(self) -> None:
         verdict = self._dropped_notifications.take()
         if verdict != "quiet":
-            self._log.warning("manifest change notifications over the fetch limit: dropped"
-                              " (a server defect, MCPL §17.8)"
-                              + ("; more go unlogged" if verdict == "last" else ""))
+            self._log.warning(
+                "manifest change notifications over the fetch limit: dropped"
+                " (a server defect, MCPL §17.8)" + ("; more go unlogged" if verdict == "last" else "")
+            )
 
     async def _refresh_manifest(self) -> None:
         try:
@@ -118,12 +120,16 @@ class ManifestChanges:
         try:
             fetched = await self.request("mcpl/manifest", {})
         except RemoteError as exc:  # §17.10: notifies changes but cannot be asked for them
-            self._log.warning("server announced a manifest change but refused mcpl/manifest",
-                              error=ServerValue(str(exc), self.redactor))
+            self._log.warning(
+                "server announced a manifest change but refused mcpl/manifest",
+                error=ServerValue(str(exc), self.redactor),
+            )
             return
         except MCPLHostError as exc:
-            self._log.warning("manifest fetch failed; the manifest in force is kept",
-                              error=ServerValue(str(exc), self.redactor))
+            self._log.warning(
+                "manifest fetch failed; the manifest in force is kept",
+                error=ServerValue(str(exc), self.redactor),
+            )
             return
         if not isinstance(fetched, dict):  # §17.5: learned nothing
             self._log.warning("mcpl/manifest returned no object; the manifest in force is kept")
@@ -137,9 +143,11 @@ class ManifestChanges:
             self._log.info("fetched manifest has no canonical digest", code=exc.code)
         revision = fetched.get("revision")
         if digest is not None and isinstance(revision, str) and revision != digest:
-            self._log.warning("manifest revision does not match its digest (a server defect;"
-                              " the manifest is still used)",
-                              revision=ServerValue(revision, self.redactor), digest=digest)
+            self._log.warning(
+                "manifest revision does not match its digest (a server defect; the manifest is still used)",
+                revision=ServerValue(revision, self.redactor),
+                digest=digest,
+            )
         await self._apply_manifest(fetched)
 
     async def _apply_manifest(self, new: dict[str, Any]) -> None:
@@ -155,13 +163,25 @@ class ManifestChanges:
         # Removals are revoked; additions wait for a decision (never auto-granted).
         kept = Grant(paths=old_grant.paths & self.advertised, advertised=self.advertised)
         new_grant = kept
-        if self.grant is not None and (kept.paths != old_grant.paths or diff.feature_sets_removed
-                                       or diff.feature_sets_changed or diff.feature_sets_added):
+        if self.grant is not None and (
+            kept.paths != old_grant.paths
+            or diff.feature_sets_removed
+            or diff.feature_sets_changed
+            or diff.feature_sets_added
+        ):
             change = await self._exchange(kept, initial=False)
             new_grant = change.in_force or kept
         enabled_after = derive(self.feature_sets, new_grant, self.feature_set_policy).enabled
-        receipt = change_receipt(diff, old_grant=old_grant, new_grant=new_grant,
-                                 feature_sets_before=enabled_before, feature_sets_after=enabled_after)
-        self._log.info("manifest changed", domains=list(receipt.domains),
-                       impacts=[impact.to_json() for impact in receipt.impacts])
+        receipt = change_receipt(
+            diff,
+            old_grant=old_grant,
+            new_grant=new_grant,
+            feature_sets_before=enabled_before,
+            feature_sets_after=enabled_after,
+        )
+        self._log.info(
+            "manifest changed",
+            domains=list(receipt.domains),
+            impacts=[impact.to_json() for impact in receipt.impacts],
+        )
         self.handlers.on_manifest_change(self.name, receipt)

@@ -103,8 +103,7 @@ def _domain_keys(manifest: Mapping[str, Any]) -> tuple[Any, Any, Any]:
         # A non-object featureSets carries no ontology; its presence is still tracked.
         return capabilities, ("present", _key(fs)), ("present", None)
     declarations = {
-        name: {k: v for k, v in decl.items() if k != "tagOntology"} if isinstance(decl, Mapping)
-        else decl
+        name: {k: v for k, v in decl.items() if k != "tagOntology"} if isinstance(decl, Mapping) else decl
         for name, decl in fs.items()
     }
     ontologies = {
@@ -169,9 +168,7 @@ def diff_manifests(old: Mapping[str, Any], new: Mapping[str, Any], *, tools: boo
     """
     before, after = normalized_for_diff(old), normalized_for_diff(new)
     domains = tuple(
-        domain
-        for domain, a, b in zip(CHANGE_DOMAINS, _domain_keys(before), _domain_keys(after))
-        if a != b
+        domain for domain, a, b in zip(CHANGE_DOMAINS, _domain_keys(before), _domain_keys(after)) if a != b
     )
     advertised_before = expand_advertisement(old, tools=tools)
     advertised_after = expand_advertisement(new, tools=tools)
@@ -185,13 +182,14 @@ def diff_manifests(old: Mapping[str, Any], new: Mapping[str, Any], *, tools: boo
         feature_sets_removed=names_before - names_after,
         feature_sets_added=names_after - names_before,
         feature_sets_changed=frozenset(
-            name for name in names_before & names_after
+            name
+            for name in names_before & names_after
             if _present(sets_before[name], "uses") != _present(sets_after[name], "uses")
         ),
         ontologies_changed=frozenset(
-            name for name in names_before | names_after
-            if _present(sets_before.get(name), "tagOntology")
-            != _present(sets_after.get(name), "tagOntology")
+            name
+            for name in names_before | names_after
+            if _present(sets_before.get(name), "tagOntology") != _present(sets_after.get(name), "tagOntology")
         ),
         tags_undeclared=_declared_tags(before) - _declared_tags(after),
     )

@@ -121,8 +121,10 @@ class MCPLNegotiation:
         info = self.server_info
         assert info is not None and info.mcpl is not None
         if info.mcpl_version not in ("0.4", "0.5"):
-            self._log.warning("MCPL version not known; serving best-effort",
-                              version=ServerValue(info.mcpl.get("version"), self.redactor))
+            self._log.warning(
+                "MCPL version not known; serving best-effort",
+                version=ServerValue(info.mcpl.get("version"), self.redactor),
+            )
         self._manifest_in_force(info.mcpl)  # kept verbatim (MCPL §17.1; checklist C 34)
         self.advertised = expand_advertisement(info.mcpl, tools="tools" in info.capabilities)
         self.feature_sets = read_feature_sets(info.mcpl)
@@ -134,12 +136,14 @@ class MCPLNegotiation:
         except ConnectionLost as exc:
             raise InitializeError(
                 f"the server went away during the initial policy exchange ({exc})",
-                exit_status=exc.exit_status, stderr_tail=exc.stderr_tail,
+                exit_status=exc.exit_status,
+                stderr_tail=exc.stderr_tail,
             ) from None
         if change.outcome is not None and not change.outcome.accepted:
             if self._refusal_closes(change.outcome):
-                raise InitializeError("the server refused the host's policy and asked to be closed"
-                                      " (fallback \"close\")")
+                raise InitializeError(
+                    'the server refused the host\'s policy and asked to be closed (fallback "close")'
+                )
 
     def _refusal_closes(self, outcome: PolicyOutcome) -> bool:
         if self.on_refusal == "close":
@@ -199,15 +203,18 @@ class MCPLNegotiation:
                     self.mcpl_state = MCPLState.MCP_ONLY
 
             try:
-                await self.request("featureSets/update", derivation.policy_params(proposed),
-                                   _on_answer=on_receipt)
+                await self.request(
+                    "featureSets/update", derivation.policy_params(proposed), _on_answer=on_receipt
+                )
             except (RemoteError, RemoteProtocolError, RequestTimeout) as exc:
                 # PROTOCOL.md §2.1 step 9: no receipt, no activation.
                 if initial:
                     self.mcpl_state = MCPLState.MCP_ONLY
-                self._log.warning("policy request failed; nothing new activated" +
-                                  ("; the connection is MCP-only" if initial else ""),
-                                  error=ServerValue(str(exc), self.redactor))
+                self._log.warning(
+                    "policy request failed; nothing new activated"
+                    + ("; the connection is MCP-only" if initial else ""),
+                    error=ServerValue(str(exc), self.redactor),
+                )
                 return PolicyChange(proposed, self.grant, None, str(exc))
             outcome = self.policy_outcome
             assert outcome is not None
@@ -229,11 +236,15 @@ class MCPLNegotiation:
         for defect in outcome.defects:
             self._log.warning("policy receipt defect", defect=defect)
         if not outcome.accepted:
-            self._log.warning("server refused the policy; MCPL is off for this connection",
-                              fallback=ServerValue(outcome.fallback, self.redactor),
-                              reason=ServerValue(outcome.reason, self.redactor))
+            self._log.warning(
+                "server refused the policy; MCPL is off for this connection",
+                fallback=ServerValue(outcome.fallback, self.redactor),
+                reason=ServerValue(outcome.reason, self.redactor),
+            )
         elif outcome.mode is not None:
-            self._log.info("server accepted the policy, degraded",
-                           mode=ServerValue(outcome.mode, self.redactor),
-                           unavailable=ServerValue(outcome.unavailable_features, self.redactor))
+            self._log.info(
+                "server accepted the policy, degraded",
+                mode=ServerValue(outcome.mode, self.redactor),
+                unavailable=ServerValue(outcome.unavailable_features, self.redactor),
+            )
         self.handlers.on_policy_receipt(self.name, outcome)

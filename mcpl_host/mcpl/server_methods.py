@@ -84,8 +84,7 @@ from mcpl_host.mcpl.server_shapes import (
 from mcpl_host.mcpl.state import FeatureSetStateStore
 from mcpl_host.mcpl.tags import EventDeduplicator, read_tags, validate_push_event
 
-__all__ = ["CHANNEL_DIAGNOSTICS_LOGGED", "SERVER_METHODS", "ChannelRegistry",
-           "MCPLServerMethods"]
+__all__ = ["CHANNEL_DIAGNOSTICS_LOGGED", "SERVER_METHODS", "ChannelRegistry", "MCPLServerMethods"]
 
 #: Warning lines per connection about refused channel items, notification-form requests and
 #: refused notifications, before one "more go unlogged" line.
@@ -175,8 +174,11 @@ class MCPLServerMethods:
             return HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object")
         if method in STATE_METHODS:
             denial = self._admit_state(params)
-            return denial if denial is not None else (
-                _invalid(problems) if (problems := state_params_problems(method, params)) else None)
+            return (
+                denial
+                if denial is not None
+                else (_invalid(problems) if (problems := state_params_problems(method, params)) else None)
+            )
         if method == "push/event":
             problems = validate_push_event(params)
         elif method == "inference/request":
@@ -188,11 +190,15 @@ class MCPLServerMethods:
     def _admit_state(self, params: Mapping[str, Any]) -> HandlerError | None:
         name = params.get("featureSet")
         if not is_name(name):
-            return HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: featureSet must be a non-empty string")
+            return HandlerError(
+                ErrorCode.INVALID_PARAMS, "Invalid params: featureSet must be a non-empty string"
+            )
         if name not in self.feature_sets.sets:
             return HandlerError(ErrorCode.UNKNOWN_FEATURE_SET, "Unknown feature set", {"featureSet": name})
         if self.derivation is None or name not in self.derivation.enabled:
-            return HandlerError(ErrorCode.FEATURE_SET_NOT_ENABLED, "Feature set not enabled", {"featureSet": name})
+            return HandlerError(
+                ErrorCode.FEATURE_SET_NOT_ENABLED, "Feature set not enabled", {"featureSet": name}
+            )
         return None
 
     # --- serving, in the request's task ----------------------------------------------------------
@@ -255,8 +261,10 @@ class MCPLServerMethods:
             raw = await self.handlers.push_event(context, event)
             checked = self._checked("push/event", raw, push_result_problems(raw))
             if checked["accepted"] is False and "reason" not in checked:
-                self._log.info("push/event handler refused without a reason; answering a generic one",
-                               reason=GENERIC_REFUSAL)
+                self._log.info(
+                    "push/event handler refused without a reason; answering a generic one",
+                    reason=GENERIC_REFUSAL,
+                )
                 checked["reason"] = GENERIC_REFUSAL
             result = checked
         finally:
@@ -280,12 +288,15 @@ class MCPLServerMethods:
             self._state_alias.discard(name)
         problem = store.apply(name, update, keep_reference_on_problem=False)
         if problem is not None:
-            self._log.info("state/update not applied", feature_set=ServerValue(name, self.redactor),
-                           problem=problem)
+            self._log.info(
+                "state/update not applied", feature_set=ServerValue(name, self.redactor), problem=problem
+            )
             return {"accepted": False, "reason": "not_applied"}
         return {"accepted": True}
 
-    def _change_channels(self, registry: ChannelRegistry, params: Mapping[str, Any], method: str) -> list[ItemResult]:
+    def _change_channels(
+        self, registry: ChannelRegistry, params: Mapping[str, Any], method: str
+    ) -> list[ItemResult]:
         if method == "channels/register":
             lists = {"added": params["channels"]}
         else:
@@ -299,10 +310,14 @@ class MCPLServerMethods:
         patterns = self.handlers.channel_policy(self.name)
         return None if patterns is None else tuple(patterns)
 
-    async def _incoming(self, context: RequestContext, registry: ChannelRegistry, messages: list[Any]) -> list[dict[str, Any]]:
+    async def _incoming(
+        self, context: RequestContext, registry: ChannelRegistry, messages: list[Any]
+    ) -> list[dict[str, Any]]:
         return [await self._incoming_one(context, registry, message) for message in messages]
 
-    async def _incoming_one(self, context: RequestContext, registry: ChannelRegistry, message: Any) -> dict[str, Any]:
+    async def _incoming_one(
+        self, context: RequestContext, registry: ChannelRegistry, message: Any
+    ) -> dict[str, Any]:
         raw_id = message.get("messageId") if isinstance(message, Mapping) else None
         message_id = raw_id if isinstance(raw_id, str) else None
 
@@ -351,16 +366,22 @@ class MCPLServerMethods:
             return
         denial = admit(method, params, self.grant) or self._precheck_server_request(method, params)
         if denial is not None:  # no reply is possible: a diagnostic, never silence
-            self._channel_diagnostic(f"{method} notification refused", code=denial.code,
-                                     problem=ServerValue(denial.data, self.redactor))
+            self._channel_diagnostic(
+                f"{method} notification refused",
+                code=denial.code,
+                problem=ServerValue(denial.data, self.redactor),
+            )
             return
         registry = self._channels_for(link.epoch)
         if method == "channels/changed":
             for item in self._change_channels(registry, params, method):
                 if not item.accepted:  # §14.5: filtered item by item, with a diagnostic each
-                    self._channel_diagnostic("channels/changed notification: item refused",
-                                             id=ServerValue(item.id, self.redactor), reason=item.reason,
-                                             problem=item.detail)
+                    self._channel_diagnostic(
+                        "channels/changed notification: item refused",
+                        id=ServerValue(item.id, self.redactor),
+                        reason=item.reason,
+                        problem=item.detail,
+                    )
             return
         self._channel_diagnostic("channels/incoming sent as a notification; processed, no reply possible")
         if self._inbound_running >= self.limits.max_concurrent_inbound + self.limits.max_queued_inbound:
@@ -370,8 +391,9 @@ class MCPLServerMethods:
         context = RequestContext(self.name, None, method, link.epoch)
         self._tg.start_soon(self._incoming_notification, context, registry, params["messages"])
 
-    async def _incoming_notification(self, context: RequestContext, registry: ChannelRegistry,
-                                     messages: list[Any]) -> None:
+    async def _incoming_notification(
+        self, context: RequestContext, registry: ChannelRegistry, messages: list[Any]
+    ) -> None:
         try:
             async with self._inbound_limiter:
                 results = await self._incoming(context, registry, messages)
@@ -379,9 +401,11 @@ class MCPLServerMethods:
             self._inbound_running -= 1
         for item in results:
             if not item["accepted"]:
-                self._channel_diagnostic("channels/incoming notification: message refused",
-                                         message_id=ServerValue(item["messageId"], self.redactor),
-                                         reason=ServerValue(item["reason"], self.redactor))
+                self._channel_diagnostic(
+                    "channels/incoming notification: message refused",
+                    message_id=ServerValue(item["messageId"], self.redactor),
+                    reason=ServerValue(item["reason"], self.redactor),
+                )
 
     def _channel_diagnostic(self, message: str, **fields: Any) -> None:
         self._ensure_server_methods()

@@ -34,18 +34,39 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 __all__ = [
-    "DIRECTIONS", "FINISH_REASONS", "GENERIC_REFUSAL", "OBJECT_PARAMS_METHODS", "SERVER_METHODS",
-    "STATE_METHODS", "ChannelRegistry", "ItemResult",
+    "DIRECTIONS",
+    "FINISH_REASONS",
+    "GENERIC_REFUSAL",
+    "OBJECT_PARAMS_METHODS",
+    "SERVER_METHODS",
+    "STATE_METHODS",
+    "ChannelRegistry",
+    "ItemResult",
     "channel_allowed",
-    "channel_params_problems", "descriptor_problem", "incoming_message_problem",
-    "inference_params_problems", "inference_result_problems", "is_name", "model_info_problems",
-    "push_result_problems", "state_params_problems",
+    "channel_params_problems",
+    "descriptor_problem",
+    "incoming_message_problem",
+    "inference_params_problems",
+    "inference_result_problems",
+    "is_name",
+    "model_info_problems",
+    "push_result_problems",
+    "state_params_problems",
 ]
 
-SERVER_METHODS = frozenset({
-    "push/event", "inference/request", "model/info", "channels/register", "channels/changed",
-    "channels/list", "channels/incoming", "state/update", "state/get",
-})
+SERVER_METHODS = frozenset(
+    {
+        "push/event",
+        "inference/request",
+        "model/info",
+        "channels/register",
+        "channels/changed",
+        "channels/list",
+        "channels/incoming",
+        "state/update",
+        "state/get",
+    }
+)
 #: Methods whose params must be an object (JSON-RPC 2.0 §4.2); others may omit them.
 OBJECT_PARAMS_METHODS = SERVER_METHODS - {"model/info", "channels/list"}
 STATE_METHODS = frozenset({"state/update", "state/get"})
@@ -85,9 +106,11 @@ def inference_params_problems(params: Mapping[str, Any]) -> list[str]:
                 problem = _blocks_problem(message.get("content"), f"messages[{index}].content")
                 if problem is not None:
                     problems.append(problem + " (nor a string)")
-    for key, kind, ok in (("stream", "a boolean", lambda v: isinstance(v, bool)),
-                          ("preferences", "an object", lambda v: isinstance(v, Mapping)),
-                          ("conversationId", "a string", lambda v: isinstance(v, str))):
+    for key, kind, ok in (
+        ("stream", "a boolean", lambda v: isinstance(v, bool)),
+        ("preferences", "an object", lambda v: isinstance(v, Mapping)),
+        ("conversationId", "a string", lambda v: isinstance(v, str)),
+    ):
         if key in params and params[key] is not None and not ok(params[key]):
             problems.append(f"{key} is not {kind}")
     return problems
@@ -98,8 +121,11 @@ def push_result_problems(result: Any) -> list[str]:
     if not isinstance(result, Mapping):
         return ["the result is not an object"]
     problems = [] if isinstance(result.get("accepted"), bool) else ["accepted is not a boolean"]
-    problems += [f"{key} is not a string" for key in ("inferenceId", "reason")
-                 if key in result and not isinstance(result[key], str)]
+    problems += [
+        f"{key} is not a string"
+        for key in ("inferenceId", "reason")
+        if key in result and not isinstance(result[key], str)
+    ]
     return problems
 
 
@@ -107,12 +133,17 @@ def inference_result_problems(result: Any) -> list[str]:
     """Problems with an ``inference/request`` result (MCPL §11.3; checklist H 91)."""
     if not isinstance(result, Mapping):
         return ["the result is not an object"]
-    problems = [f"{key} is not a string" for key in ("content", "model") if not isinstance(result.get(key), str)]
+    problems = [
+        f"{key} is not a string" for key in ("content", "model") if not isinstance(result.get(key), str)
+    ]
     if not any(result.get("finishReason") == reason for reason in FINISH_REASONS):
         problems.append(f"finishReason is not one of {', '.join(FINISH_REASONS)}")
     usage = result.get("usage")
-    if not (isinstance(usage, Mapping) and _is_count(usage.get("inputTokens"))
-            and _is_count(usage.get("outputTokens"))):
+    if not (
+        isinstance(usage, Mapping)
+        and _is_count(usage.get("inputTokens"))
+        and _is_count(usage.get("outputTokens"))
+    ):
         problems.append("usage does not hold inputTokens and outputTokens as non-negative integers")
     return problems
 
@@ -121,7 +152,9 @@ def model_info_problems(result: Any) -> list[str]:
     """Problems with a ``ModelInfo`` ``{id, vendor, contextWindow, capabilities}`` (MCPL §12)."""
     if not isinstance(result, Mapping):
         return ["the model information is not an object"]
-    problems = [f"{key} is not a non-empty string" for key in ("id", "vendor") if not is_name(result.get(key))]
+    problems = [
+        f"{key} is not a non-empty string" for key in ("id", "vendor") if not is_name(result.get(key))
+    ]
     window = result.get("contextWindow")
     if not (_is_count(window) and window > 0):
         problems.append("contextWindow is not a positive integer")
@@ -201,23 +234,36 @@ class ChannelRegistry:
     def __repr__(self) -> str:
         return f"<ChannelRegistry epoch={self.epoch} channels={len(self._channels)}>"
 
-    def change(self, *, added: list[Any] = (), removed: list[Any] = (),  # type: ignore[assignment]
-               updated: list[Any] = (), patterns: tuple[str, ...] | None = None) -> list[ItemResult]:
+    def change(
+        self,
+        *,
+        added: list[Any] = (),
+        removed: list[Any] = (),  # type: ignore[assignment]
+        updated: list[Any] = (),
+        patterns: tuple[str, ...] | None = None,
+    ) -> list[ItemResult]:
         """Remove, then add, then update (**Interp.** order); each item judged on its own."""
         results: list[ItemResult] = []
         for channel_id in removed:
             if isinstance(channel_id, str) and self._channels.pop(channel_id, None) is not None:
                 results.append(ItemResult(channel_id, True))
             else:
-                results.append(ItemResult(channel_id if isinstance(channel_id, str) else None, False,
-                                          "unknown_channel", "not a registered channel id"))
+                results.append(
+                    ItemResult(
+                        channel_id if isinstance(channel_id, str) else None,
+                        False,
+                        "unknown_channel",
+                        "not a registered channel id",
+                    )
+                )
         seen: set[str] = set()
         results += [self._put(d, patterns, seen, update=False) for d in added]
         results += [self._put(d, patterns, seen, update=True) for d in updated]
         return results
 
-    def _put(self, descriptor: Any, patterns: tuple[str, ...] | None, seen: set[str], *,
-             update: bool) -> ItemResult:
+    def _put(
+        self, descriptor: Any, patterns: tuple[str, ...] | None, seen: set[str], *, update: bool
+    ) -> ItemResult:
         problem = descriptor_problem(descriptor)
         raw_id = descriptor.get("id") if isinstance(descriptor, Mapping) else None
         channel_id = raw_id if isinstance(raw_id, str) else None
@@ -233,6 +279,7 @@ class ChannelRegistry:
         self._channels[channel_id] = dict(descriptor)
         return ItemResult(channel_id, True)
 
+
 def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
     """Problems with ``state/update`` params ([lib] shape; ``state/get`` needs only the
     ``featureSet`` admission checks): ``checkpoint`` a non-empty string (**Interp.**: required,
@@ -240,7 +287,9 @@ def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
     ``state``) and ``patch`` exclusive, ``patch`` an array."""
     if method == "state/get":
         return []
-    problems = [] if is_name(params.get("checkpoint")) else ["checkpoint is missing or not a non-empty string"]
+    problems = (
+        [] if is_name(params.get("checkpoint")) else ["checkpoint is missing or not a non-empty string"]
+    )
     if params.get("parent") is not None and not isinstance(params["parent"], str):
         problems.append("parent is not a string")
     if "patch" in params and ("data" in params or "state" in params):
@@ -257,5 +306,8 @@ def channel_params_problems(method: str, params: Mapping[str, Any]) -> list[str]
         keys, required = ("added", "removed", "updated"), False
     else:
         keys, required = ("messages",), True
-    return [f"{key} is {'missing or ' if required else ''}not an array" for key in keys
-            if (required or params.get(key) is not None) and not isinstance(params.get(key), list)]
+    return [
+        f"{key} is {'missing or ' if required else ''}not an array"
+        for key in keys
+        if (required or params.get(key) is not None) and not isinstance(params.get(key), list)
+    ]

@@ -76,7 +76,9 @@ class FeatureSetStateStore:
                 problem = "patch is not an array (RFC 6902)"
             else:
                 try:  # a new object: the parent's data is kept as it was
-                    entry = StateEntry(checkpoint, parent, jsonpatch.apply_patch(base.data, state["patch"]), True)
+                    entry = StateEntry(
+                        checkpoint, parent, jsonpatch.apply_patch(base.data, state["patch"]), True
+                    )
                 except Exception as exc:  # untrusted input: any failure means "not applied"
                     problem = f"patch could not be applied ({type(exc).__name__})"
         if problem is None or keep_reference_on_problem:

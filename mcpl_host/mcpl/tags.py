@@ -211,5 +211,6 @@ class EventDeduplicator:
         return len(self._entries)
 
     def __repr__(self) -> str:
-        return (f"<EventDeduplicator entries={len(self._entries)}/{self.max_entries} "
-                f"ttl={self.ttl_seconds:g}s>")
+        return (
+            f"<EventDeduplicator entries={len(self._entries)}/{self.max_entries} ttl={self.ttl_seconds:g}s>"
+        )

@@ -427,4 +427,3 @@ class StdioTransport:
         value = ServerValue(item, self._redactor)
         self._tail.append(str(value))  # log_value(): escaped, redacted, cut
         log("server stderr", line=value)
-

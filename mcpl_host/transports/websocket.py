@@ -194,8 +194,9 @@ class WebSocketTransport:
             raise RuntimeError("a WebSocketTransport can be entered only once")
         self._entered = True
         if sends_cleartext_credential(self._params):
-            self._logger.warning("credential sent over cleartext ws:// to a host that is not loopback",
-                                 url=self._shown)
+            self._logger.warning(
+                "credential sent over cleartext ws:// to a host that is not loopback", url=self._shown
+            )
         task_group = anyio.create_task_group()
         try:
             await self._open_within_timeout()
@@ -247,8 +248,9 @@ class WebSocketTransport:
         try:
             if tls:
                 context = self._params.ssl_context or ssl.create_default_context()
-                self._stream = await _connect_tcp(host, port, ssl_context=context, tls_hostname=host,
-                                                  tls_standard_compatible=False)
+                self._stream = await _connect_tcp(
+                    host, port, ssl_context=context, tls_hostname=host, tls_standard_compatible=False
+                )
             else:
                 self._stream = await _connect_tcp(host, port)
         except (OSError, anyio.BrokenResourceError) as exc:
@@ -273,10 +275,14 @@ class WebSocketTransport:
             data = self._ws.send(Request(host=parts.netloc, target=target, extra_headers=headers))
         except (WsLocalError, UnicodeError):  # h11's message could quote a header value
             raise ConnectionLost(f"could not build the WebSocket handshake for {self._shown}") from None
-        with self._map_errors(f"the server at {self._shown} closed the connection during the WebSocket handshake"):
+        with self._map_errors(
+            f"the server at {self._shown} closed the connection during the WebSocket handshake"
+        ):
             await stream.send(data)
         while True:
-            with self._map_errors(f"the server at {self._shown} closed the connection during the WebSocket handshake"):
+            with self._map_errors(
+                f"the server at {self._shown} closed the connection during the WebSocket handshake"
+            ):
                 data = await stream.receive(READ_CHUNK_BYTES)
             try:
                 self._ws.receive_data(data)
@@ -288,13 +294,16 @@ class WebSocketTransport:
                         raise ConnectionLost(self._refusal(event.status_code))
             except WsRemoteError as exc:
                 reason = self._redactor.redact(str(exc))
-                raise ConnectionLost(f"the server at {self._shown} answered the WebSocket handshake "
-                                     f"wrongly ({reason})") from None
+                raise ConnectionLost(
+                    f"the server at {self._shown} answered the WebSocket handshake wrongly ({reason})"
+                ) from None
 
     def _refusal(self, status: int) -> str:
         if 300 <= status < 400:
-            return (f"the server at {self._shown} answered HTTP {status} (a redirect) instead of "
-                    f"a WebSocket upgrade; redirects are not followed")
+            return (
+                f"the server at {self._shown} answered HTTP {status} (a redirect) instead of "
+                f"a WebSocket upgrade; redirects are not followed"
+            )
         return f"the server at {self._shown} refused the WebSocket upgrade with HTTP {status}"
 
     async def aclose(self) -> None:
@@ -439,11 +448,14 @@ class WebSocketTransport:
         limit = self._limits.max_line_bytes
         if self._size > limit:
             self._parts.clear()
-            self._lost = (f"the server sent a WebSocket message over {limit} bytes "
-                          f"(limits.max_line_bytes); the connection was closed")
+            self._lost = (
+                f"the server sent a WebSocket message over {limit} bytes "
+                f"(limits.max_line_bytes); the connection was closed"
+            )
             with contextlib.suppress(WsLocalError):
-                self._control.append(self._ws.send(
-                    CloseConnection(code=CloseReason.MESSAGE_TOO_BIG, reason="message too big")))
+                self._control.append(
+                    self._ws.send(CloseConnection(code=CloseReason.MESSAGE_TOO_BIG, reason="message too big"))
+                )
             return
         if not event.message_finished:
             self._parts.append(chunk)
@@ -476,11 +488,15 @@ class WebSocketTransport:
     def _log_binary(self, size: int) -> None:
         verdict = self._binary_budget.take()
         if verdict == "log":
-            self._logger.warning("binary WebSocket message dropped (only text frames carry JSON-RPC)",
-                                 url=self._shown, first_frame_bytes=size)
+            self._logger.warning(
+                "binary WebSocket message dropped (only text frames carry JSON-RPC)",
+                url=self._shown,
+                first_frame_bytes=size,
+            )
         elif verdict == "last":
-            self._logger.warning("binary WebSocket message dropped; further ones go unlogged",
-                                 url=self._shown)
+            self._logger.warning(
+                "binary WebSocket message dropped; further ones go unlogged", url=self._shown
+            )
 
     async def _flush_control(self) -> None:
         stream = self._stream
@@ -549,8 +565,10 @@ class WebSocketTransport:
                     with anyio.move_on_after(timeout):
                         await self._pong.wait()
                     if not self._pong.is_set():
-                        await self._lose(f"the server at {self._shown} did not answer a keepalive ping "
-                                         f"within {describe_seconds(timeout)}")
+                        await self._lose(
+                            f"the server at {self._shown} did not answer a keepalive ping "
+                            f"within {describe_seconds(timeout)}"
+                        )
                         return
         finally:
             self._keepalive_done.set()

@@ -51,6 +51,7 @@ _RESERVED_HEADERS = frozenset({
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
 
+
 @dataclass(frozen=True, slots=True)
 class WebSocketParameters:
     """How to reach a server over WebSocket.
