@@ -3,10 +3,34 @@
 The public API, re-exported. See README.md for an embedding example.
 """
 
-from mcpl_host.connect import connect_stdio, connect_websocket
-from mcpl_host.connection import MCPLState, ServerConnection
-from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
+from mcpl_host.connect import connect_stdio, connect_websocket, stdio_server, websocket_server
+from mcpl_host.connection import DEFAULT, ClientInfo, Connection, InboundPort, ProgressCallback, Timeout
+from mcpl_host.events import (
+    EVENT_KINDS,
+    LIFECYCLE_KINDS,
+    ConnectingData,
+    DisconnectedData,
+    EventKind,
+    GaveUpData,
+    HostEvent,
+    ReadyData,
+    ReconnectingData,
+    Subscription,
+)
+from mcpl_host.handlers import HostHandlers, InferenceStream, Notifier, RequestContext
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS, ServerInfo
+from mcpl_host.host import (
+    Host,
+    PushDelivery,
+    ServerNotConnected,
+    ServerRequestResponder,
+    ServerSnapshot,
+    UnknownServer,
+    connect_from_config,
+    hosted_from_config,
+)
+from mcpl_host.hosted import HostedServer, TransportFactory
 from mcpl_host.jsonrpc.envelope import (
     Invalid,
     Notification,
@@ -34,39 +58,110 @@ from mcpl_host.logging import Redactor, log_value
 from mcpl_host.mcp_methods import (
     CallToolResult,
     GetPromptResult,
+    MCPClient,
     Prompt,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
     Tool,
 )
+from mcpl_host.mcpl.channel_calls import ChannelOpenResult, NotGranted, PublishMode, PublishResult
+from mcpl_host.mcpl.feature_sets import Derivation, DisabledReason, FeatureSetDeclarations, FeatureSetPolicy
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
+from mcpl_host.mcpl.injections import BeforeInferenceResult, DroppedInjection, Injection, Position
+from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
+from mcpl_host.mcpl.negotiation import PolicyChange
+from mcpl_host.mcpl.policy import PolicyOutcome
+from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
+from mcpl_host.mcpl.state import FeatureSetStateStore, StateEntry, StateStore
+from mcpl_host.mcpl.state_calls import RollbackResult
+from mcpl_host.mcpl.turns import (
+    FanoutResult,
+    InferenceLifecycle,
+    MCPLPeer,
+    OutgoingStream,
+    before_inference_fanout,
+    inference_lifecycle,
+)
+from mcpl_host.observe import ConnectionObserver, Observation, ObservationKind
+from mcpl_host.server_connection import ServerConnection
+from mcpl_host.supervisor import EventSink, Supervisor, SupervisorState
+from mcpl_host.supervisor_policy import RestartPolicy
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DEFAULT",
+    "EVENT_KINDS",
+    "LIFECYCLE_KINDS",
     "SUPPORTED_PROTOCOL_VERSIONS",
+    "BeforeInferenceResult",
     "CallToolResult",
+    "ChangeReceipt",
+    "ChannelOpenResult",
+    "ClientInfo",
+    "ConfigError",
+    "ConnectingData",
+    "Connection",
     "ConnectionClosed",
     "ConnectionLost",
+    "ConnectionObserver",
+    "Derivation",
+    "DisabledReason",
+    "DisconnectedData",
+    "DroppedInjection",
     "ErrorCode",
+    "EventKind",
+    "EventSink",
+    "FanoutResult",
+    "FeatureSetDeclarations",
+    "FeatureSetPolicy",
+    "FeatureSetStateStore",
+    "GaveUpData",
     "GetPromptResult",
     "Grant",
     "GrantPolicy",
     "HandlerError",
+    "Host",
+    "HostConfig",
+    "HostEvent",
     "HostHandlers",
+    "HostedServer",
+    "Impact",
+    "InboundPort",
+    "InferenceLifecycle",
+    "InferenceStream",
     "InitializeError",
+    "Injection",
     "Invalid",
     "Limits",
     "LocalProtocolError",
+    "MCPClient",
     "MCPLHostError",
+    "MCPLPeer",
     "MCPLState",
     "MethodNotFound",
+    "NotGranted",
     "Notification",
+    "Notifier",
+    "Observation",
+    "ObservationKind",
+    "OutgoingStream",
+    "PolicyChange",
+    "PolicyOutcome",
+    "PolicyState",
+    "Position",
+    "ProgressCallback",
     "Prompt",
     "ProtocolError",
+    "PublishMode",
+    "PublishResult",
+    "PushDelivery",
     "ReadResourceResult",
+    "ReadyData",
+    "ReconnectingData",
     "Redactor",
+    "RefusalAction",
     "RemoteError",
     "RemoteProtocolError",
     "Request",
@@ -75,40 +170,33 @@ __all__ = [
     "Resource",
     "ResourceTemplate",
     "Response",
+    "RestartPolicy",
+    "RollbackResult",
+    "ServerConfig",
     "ServerConnection",
     "ServerInfo",
-    "Tool",
-    "Unrelated",
-    "classify",
-    "connect_stdio",
-    "connect_websocket",
-    "log_value",
-]
-
-# Supervision and hosting many servers (supervisor.py, host.py).
-from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config  # noqa: E402
-from mcpl_host.host import (  # noqa: E402
-    Host,
-    ServerNotConnected,
-    ServerRequestResponder,
-    UnknownServer,
-    connect_from_config,
-)
-from mcpl_host.supervisor import EVENT_KINDS, HostEvent, Supervisor  # noqa: E402
-from mcpl_host.supervisor_policy import RestartPolicy  # noqa: E402
-
-__all__ += [
-    "EVENT_KINDS",
-    "ConfigError",
-    "Host",
-    "HostConfig",
-    "HostEvent",
-    "RestartPolicy",
-    "ServerConfig",
     "ServerNotConnected",
     "ServerRequestResponder",
+    "ServerSnapshot",
+    "StateEntry",
+    "StateStore",
+    "Subscription",
     "Supervisor",
+    "SupervisorState",
+    "Timeout",
+    "Tool",
+    "TransportFactory",
     "UnknownServer",
+    "Unrelated",
+    "before_inference_fanout",
+    "classify",
     "connect_from_config",
+    "connect_stdio",
+    "connect_websocket",
+    "hosted_from_config",
+    "inference_lifecycle",
     "load_config",
+    "log_value",
+    "stdio_server",
+    "websocket_server",
 ]

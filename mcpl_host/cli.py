@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -40,17 +40,18 @@ import mcpl_host
 from mcpl_host import report
 from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
 from mcpl_host.connect import connect_stdio, connect_websocket
-from mcpl_host.connection import ServerConnection
-from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host, connect_from_config
-from mcpl_host.jsonrpc.errors import HandlerError, MCPLHostError, MethodNotFound, RemoteError
+from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
 from mcpl_host.logging import Redactor, configure_logging
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.observe import Observation
+from mcpl_host.server_connection import ServerConnection
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from mcpl_host.transports.websocket import shown_url
 
-__all__ = ["ProbeHandlers", "main"]
+__all__ = ["ProbeRecorder", "main"]
 
 #: Events kept for the report; later ones are only counted (``eventsNotKept``).
 MAX_KEPT_EVENTS = 1000
@@ -78,18 +79,32 @@ def demo_server_path() -> Path:
     )
 
 
-class ProbeHandlers(HostHandlers):
-    """Records what a server sends unasked as event dicts: ``kind`` (``"push/event"``,
-    ``"notification"`` or ``"request"``), ``method``, ``params``, ``answer`` (the result we
-    sent) or ``error`` (the error object we sent), ``time`` (ISO 8601 UTC). Accepts every
-    admitted ``push/event``; answers other requests (``inference/request`` too) ``-32601``.
-    ``on_event`` is called with each new event (from the read loop or a handler task; it
-    must not block)."""
+class ProbeRecorder:
+    """Records what a server sends unasked, as seen by the connection's observer, as event
+    dicts: ``kind`` (``"push/event"``, ``"notification"`` or ``"request"``), ``method``,
+    ``params``, ``answer`` (the result we sent) or ``error`` (the error object we sent),
+    ``time`` (ISO 8601 UTC). The probe's handlers are the defaults (``HostHandlers``): every
+    admitted ``push/event`` is accepted, other requests are ``-32601``. ``on_event`` is called
+    with each new event (from the read loop or a handler task; it must not block)."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self.not_kept = 0
         self.on_event: Any = None
+
+    def observe(self, server: str, observation: Observation) -> None:
+        data = observation.data
+        outcome = {key: data[key] for key in ("answer", "error") if key in data}
+        if observation.kind == "push_event":
+            self._record("push/event", "push/event", data.get("params"), **outcome)
+        elif observation.kind == "server_request":
+            self._record("request", str(data.get("method")), data.get("params"), **outcome)
+        elif observation.kind == "notification":
+            self._record("notification", str(data.get("method")), data.get("params"))
+        elif observation.kind == "refused":
+            method = str(data.get("method"))
+            kind = "push/event" if method == "push/event" else "request"
+            self._record(kind, method, data.get("params"), **outcome)
 
     def _record(self, kind: str, method: str, params: Any, **outcome: Any) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -106,27 +121,6 @@ class ProbeHandlers(HostHandlers):
             self.not_kept += 1
         if self.on_event is not None:
             self.on_event(event)
-
-    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        answer = {"accepted": True}
-        self._record("push/event", context.method, params, answer=answer)
-        return answer
-
-    async def request(self, context: RequestContext, params: Any) -> Any:
-        return self._refuse(context, params, MethodNotFound(context.method))
-
-    async def inference_request(self, context: RequestContext, params: dict[str, Any], stream: Any) -> Any:
-        return self._refuse(context, params, MethodNotFound(context.method))
-
-    def _refuse(self, context: RequestContext, params: Any, refusal: HandlerError) -> NoReturn:
-        self._record("request", context.method, params, error=refusal.to_error())
-        raise refusal
-
-    def on_notification(self, server: str, method: str, params: Any) -> None:
-        self._record("notification", method, params)
-
-    def on_refused(self, server: str, method: str, params: Any, error: dict[str, Any]) -> None:
-        self._record("push/event" if method == "push/event" else "request", method, params, error=error)
 
 
 class _Interrupts:
@@ -168,12 +162,12 @@ async def _probe(
     target: dict[str, Any],
     listen: float,
     out: report.ReportConsole | None,
-    connect: Callable[[HostHandlers], ServerConnection],
+    connect: Callable[[ProbeRecorder], ServerConnection],
 ) -> tuple[dict[str, Any], int]:
-    """Run one probe of the connection ``connect(handlers)`` builds; ``target`` (``command``,
+    """Run one probe of the connection ``connect(recorder)`` builds; ``target`` (``command``,
     and ``url`` or ``config``) goes into the document. Returns the redacted document and the
     exit status."""
-    handlers = ProbeHandlers()
+    handlers = ProbeRecorder()
     conn = connect(handlers)
     doc, status, phase = report.new_document(target.get("command", [])), EXIT_OK, "the handshake"
     doc.update(target)
@@ -221,20 +215,20 @@ async def _probe(
     return shown(doc), status
 
 
-def _connect_command(command: list[str], handlers: HostHandlers, **kwargs: Any) -> ServerConnection:
-    return connect_stdio(command[0], command[1:], handlers=handlers, **kwargs)
+def _connect_command(command: list[str], recorder: ProbeRecorder, **kwargs: Any) -> ServerConnection:
+    return connect_stdio(command[0], command[1:], observer=recorder, **kwargs)
 
 
-def _connect_ws(url: str, handlers: HostHandlers, **kwargs: Any) -> ServerConnection:
+def _connect_ws(url: str, recorder: ProbeRecorder, **kwargs: Any) -> ServerConnection:
     try:
-        return connect_websocket(url, handlers=handlers, **kwargs)
+        return connect_websocket(url, observer=recorder, **kwargs)
     except ValueError as exc:  # never holds the token
         raise click.UsageError(f"--ws: {exc}") from None
 
 
-def _connect_config(server: ServerConfig, handlers: HostHandlers) -> ServerConnection:
+def _connect_config(server: ServerConfig, recorder: ProbeRecorder) -> ServerConnection:
     try:
-        return connect_from_config(server, handlers=handlers)
+        return connect_from_config(server, observer=recorder)
     except ValueError as exc:
         raise click.UsageError(f"--config: {exc}") from None
 
@@ -479,7 +473,7 @@ def probe(
         else GrantPolicy(grant_all_advertised=True, deny=denies)
     )
     limits = Limits(handshake_timeout_seconds=timeout, request_timeout_seconds=request_timeout)
-    connect: Callable[[HostHandlers], ServerConnection]
+    connect: Callable[[ProbeRecorder], ServerConnection]
     if config_file is not None:
         assert server_name is not None
         server = _config_server(ctx, config_file, server_name)

@@ -1,4 +1,5 @@
-"""``connect_stdio()``: a ``ServerConnection`` to a child process over stdio."""
+"""Building servers: ``stdio_server()`` / ``websocket_server()`` give a ``HostedServer``;
+``connect_stdio()`` / ``connect_websocket()`` give one ``ServerConnection`` of a new one."""
 
 from __future__ import annotations
 
@@ -7,13 +8,17 @@ import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
-from mcpl_host.connection import ServerConnection
+from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers
+from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor, get_logger
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
-from mcpl_host.mcpl.negotiation import RefusalAction
+from mcpl_host.mcpl.policy_state import RefusalAction
+from mcpl_host.mcpl.state import StateStore
+from mcpl_host.observe import ConnectionObserver
+from mcpl_host.server_connection import ServerConnection
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 from mcpl_host.transports.websocket import (
     DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
@@ -24,7 +29,7 @@ from mcpl_host.transports.websocket import (
     shown_url,
 )
 
-__all__ = ["connect_stdio", "connect_websocket", "default_server_name"]
+__all__ = ["connect_stdio", "connect_websocket", "default_server_name", "stdio_server", "websocket_server"]
 
 
 def default_server_name(command: str, args: Sequence[str] = ()) -> str:
@@ -44,7 +49,7 @@ def default_server_name(command: str, args: Sequence[str] = ()) -> str:
     return base
 
 
-def connect_stdio(
+def stdio_server(
     command: str,
     args: Sequence[str] = (),
     *,
@@ -53,19 +58,23 @@ def connect_stdio(
     inherit_env: bool = False,
     name: str | None = None,
     handlers: HostHandlers | None = None,
+    observer: ConnectionObserver | None = None,
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     stderr_log_level: str = "debug",
-) -> ServerConnection:
-    """A connection that spawns ``command args`` and speaks MCP/MCPL over its stdio.
+    client_info: ClientInfo | None = None,
+    state_store: StateStore | None = None,
+) -> HostedServer:
+    """A ``HostedServer`` whose every transport spawns ``command args`` and speaks MCP/MCPL
+    over its stdio (MCP 2025-11-25 "Transports", stdio).
 
-    Nothing starts until the connection is entered (``async with``). ``env`` is added to a
-    minimal environment (``inherit_env=True``: to the whole environment); its values, and
-    ``secrets``, are redacted from every log line and error about this server (ENVELOPE.md L2).
-    ``policy`` defaults to granting nothing (MCPL §5.4). See ``ServerConnection`` for errors.
+    Nothing starts until a connection is entered. ``env`` is added to a minimal environment
+    (``inherit_env=True``: to the whole environment); its values, and ``secrets``, are
+    redacted from every log line and error about this server (docs/protocol.md L2).
+    ``policy`` defaults to granting nothing (MCPL §5.4). See ``HostedServer`` for the rest.
     """
     limits = limits or Limits()
     redactor = Redactor([*(env or {}).values(), *secrets])
@@ -84,19 +93,64 @@ def connect_stdio(
             parameters, limits=limits, redactor=redactor, logger=logger, stderr_log_level=stderr_log_level
         )
 
-    return ServerConnection(
+    return HostedServer(
+        server_name,
         factory,
-        name=server_name,
         handlers=handlers,
+        observer=observer,
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
         limits=limits,
         redactor=redactor,
+        client_info=client_info,
+        state_store=state_store,
+        describe=" ".join([command, *args]),
     )
 
 
-def connect_websocket(
+def connect_stdio(
+    command: str,
+    args: Sequence[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    inherit_env: bool = False,
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    observer: ConnectionObserver | None = None,
+    policy: GrantPolicy | None = None,
+    feature_set_policy: FeatureSetPolicy | None = None,
+    on_refusal: RefusalAction = "follow",
+    limits: Limits | None = None,
+    secrets: Iterable[str] = (),
+    stderr_log_level: str = "debug",
+    client_info: ClientInfo | None = None,
+    state_store: StateStore | None = None,
+) -> ServerConnection:
+    """One ``ServerConnection`` of a new ``stdio_server(...)`` (same arguments): entering it
+    spawns the server and runs the handshake. See ``ServerConnection`` for errors."""
+    return stdio_server(
+        command,
+        args,
+        env=env,
+        cwd=cwd,
+        inherit_env=inherit_env,
+        name=name,
+        handlers=handlers,
+        observer=observer,
+        policy=policy,
+        feature_set_policy=feature_set_policy,
+        on_refusal=on_refusal,
+        limits=limits,
+        secrets=secrets,
+        stderr_log_level=stderr_log_level,
+        client_info=client_info,
+        state_store=state_store,
+    ).open_connection()
+
+
+def websocket_server(
     url: str,
     *,
     token: str | None = None,
@@ -104,6 +158,7 @@ def connect_websocket(
     headers: Mapping[str, str] | None = None,
     name: str | None = None,
     handlers: HostHandlers | None = None,
+    observer: ConnectionObserver | None = None,
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
@@ -113,18 +168,21 @@ def connect_websocket(
     keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
     keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
     ssl_context: ssl.SSLContext | None = None,
-) -> ServerConnection:
-    """A connection that dials ``url`` (``ws://`` or ``wss://``) and speaks MCP/MCPL over a
-    WebSocket, one JSON-RPC message per text frame (PROTOCOL.md §1.2).
+    client_info: ClientInfo | None = None,
+    state_store: StateStore | None = None,
+) -> HostedServer:
+    """A ``HostedServer`` whose every transport dials ``url`` (``ws://`` or ``wss://``) and
+    speaks MCP/MCPL over a WebSocket, one JSON-RPC message per text frame (RFC 6455;
+    docs/protocol.md, "WebSocket").
 
-    Nothing is dialled until the connection is entered (``async with``). ``token`` is sent as
-    the query parameter ``token`` (``token_in="query"``) or as ``Authorization: Bearer``
+    Nothing is dialled until a connection is entered. ``token`` is sent as the query
+    parameter ``token`` (``token_in="query"``) or as ``Authorization: Bearer``
     (``token_in="header"``). The token, every ``headers`` value, any ``token`` in ``url`` and
-    ``secrets`` are redacted from every log line and error about this server (ENVELOPE.md L2),
-    and the URL shown never carries them. ``limits.max_line_bytes`` bounds one incoming
-    message. ``ssl_context`` verifies a ``wss://`` server (default: the system's CAs).
-    ``policy`` defaults to granting nothing (MCPL §5.4). See ``WebSocketTransport``
-    for the transport's errors; on entry they surface as ``InitializeError``.
+    ``secrets`` are redacted from every log line and error about this server, and the URL
+    shown never carries them. ``limits.max_line_bytes`` bounds one incoming message.
+    ``ssl_context`` verifies a ``wss://`` server (default: the system's CAs). ``policy``
+    defaults to granting nothing (MCPL §5.4). The transport's errors surface on entry as
+    ``InitializeError``.
 
     Raises:
         ValueError: an unusable URL, token, header or timeout (no secret in the message).
@@ -141,19 +199,72 @@ def connect_websocket(
         ssl_context=ssl_context,
     )
     redactor = Redactor([*parameters.secrets(), *secrets])
-    server_name = name or shown_url(url, redactor)
+    shown = shown_url(url, redactor)
+    server_name = name or shown
     logger = get_logger("mcpl_host.websocket", server=server_name)
 
     def factory() -> WebSocketTransport:
         return WebSocketTransport(parameters, limits=limits, redactor=redactor, logger=logger)
 
-    return ServerConnection(
+    return HostedServer(
+        server_name,
         factory,
-        name=server_name,
         handlers=handlers,
+        observer=observer,
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
         limits=limits,
         redactor=redactor,
+        client_info=client_info,
+        state_store=state_store,
+        describe=shown,
     )
+
+
+def connect_websocket(
+    url: str,
+    *,
+    token: str | None = None,
+    token_in: Literal["query", "header"] = "header",
+    headers: Mapping[str, str] | None = None,
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    observer: ConnectionObserver | None = None,
+    policy: GrantPolicy | None = None,
+    feature_set_policy: FeatureSetPolicy | None = None,
+    on_refusal: RefusalAction = "follow",
+    limits: Limits | None = None,
+    secrets: Iterable[str] = (),
+    open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
+    keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
+    keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
+    ssl_context: ssl.SSLContext | None = None,
+    client_info: ClientInfo | None = None,
+    state_store: StateStore | None = None,
+) -> ServerConnection:
+    """One ``ServerConnection`` of a new ``websocket_server(...)`` (same arguments).
+
+    Raises:
+        ValueError: an unusable URL, token, header or timeout (no secret in the message).
+    """
+    return websocket_server(
+        url,
+        token=token,
+        token_in=token_in,
+        headers=headers,
+        name=name,
+        handlers=handlers,
+        observer=observer,
+        policy=policy,
+        feature_set_policy=feature_set_policy,
+        on_refusal=on_refusal,
+        limits=limits,
+        secrets=secrets,
+        open_timeout_seconds=open_timeout_seconds,
+        keepalive_interval_seconds=keepalive_interval_seconds,
+        keepalive_timeout_seconds=keepalive_timeout_seconds,
+        ssl_context=ssl_context,
+        client_info=client_info,
+        state_store=state_store,
+    ).open_connection()

@@ -1,40 +1,46 @@
-"""``ServerConnection``: the I/O shell around ``Session`` for one server.
+"""``Connection``: the I/O shell around ``Session`` for one transport to one server.
 
-Rules of this module (DESIGN.md "the one path every byte takes"; ENVELOPE.md C-E):
+Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0 §4-§5):
 
-- One reader task and one writer task per transport. The reader feeds each line to the
-  session and acts on its events synchronously, so ``ping`` answers and the
-  ``notifications/initialized`` that follows the ``initialize`` answer go out in read order.
-  The writer joins everything queued into a single write.
-- A pending request is a small ``_Slot`` (an ``anyio.Event`` plus the outcome); the caller
+- A ``Connection`` lives exactly as long as one transport. It owns one reader task and one
+  writer task (``Link``). The reader feeds each line to the session and acts on its events
+  synchronously, so ``ping`` answers and the ``notifications/initialized`` that follows the
+  ``initialize`` answer go out in read order. The writer joins everything queued into one
+  write.
+- A pending request is a small ``Slot`` (an ``anyio.Event`` plus the outcome); the caller
   waits on it under its own timeout. Nothing is spawned per host request.
-- Each inbound request runs in its own task in the connection's task group, at most
-  ``limits.max_concurrent_inbound`` at once (more are answered ``-32603`` at once, so the read
-  loop never waits). Its answer goes only to the transport (epoch) it was read on (T1).
-- Admission of gated inbound methods happens in one place, ``_dispatch`` via ``admit()``.
+- It knows nothing of MCPL. What a server asks is handed to the ``InboundPort`` it was given:
+  ``on_request()`` decides in the read loop (admitted: a job to run; refused: the error to
+  answer), and the connection runs the job in a task of its own task group, at most
+  ``limits.max_concurrent_inbound`` at once with up to ``limits.max_queued_inbound`` waiting
+  (one more is answered ``-32603`` at once, so the read loop never waits).
+- A server's ``notifications/cancelled`` cancels the job it names, even one that has not
+  started yet, and no answer is sent (MCP 2025-11-25, "Cancellation"). ``ping`` is answered
+  in every phase, inline.
+- Answers go only to this connection's transport; once it has closed nothing is written
+  anywhere and a budgeted log line says so (docs/protocol.md T1, T2). When it closes, every
+  pending request fails at once (T3).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import anyio
+import anyio.abc
 
-from mcpl_host.connection_io import Link, Slot
-from mcpl_host.handlers import HostHandlers
-from mcpl_host.handshake import (
-    ServerInfo,
-    initialize_params,
-    read_initialize_result,
-)
-from mcpl_host.inbound import InboundRouting
+from mcpl_host.handshake import ServerInfo, initialize_params, read_initialize_result
+from mcpl_host.jsonrpc.envelope import Request, Response, is_number
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
     ConnectionLost,
+    ErrorCode,
+    HandlerError,
     InitializeError,
     LocalProtocolError,
     RemoteError,
@@ -44,24 +50,56 @@ from mcpl_host.jsonrpc.errors import (
 )
 from mcpl_host.jsonrpc.framing import LineTooLong
 from mcpl_host.jsonrpc.session import (
+    DroppedLine,
+    InvalidRequestReceived,
+    NotificationReceived,
+    OrphanResponse,
     PendingRequest,
+    RequestReceived,
+    ResponseSettled,
     Session,
+    SessionEvent,
+    UnmatchedError,
 )
 from mcpl_host.limits import Limits
+from mcpl_host.link import AnswerHook, Link, Slot
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger, log_value
-from mcpl_host.mcp_methods import MCPMethods
-from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
-from mcpl_host.mcpl.grants import GrantPolicy
-from mcpl_host.mcpl.host_calls import MCPLHostCalls
-from mcpl_host.mcpl.manifest_changes import ManifestChanges
-from mcpl_host.mcpl.negotiation import MCPLNegotiation, MCPLState, RefusalAction
 from mcpl_host.transports.base import Transport
 
-__all__ = ["MCPLState", "ProgressCallback", "ServerConnection"]
+__all__ = [
+    "DEFAULT",
+    "BackgroundJob",
+    "ClientInfo",
+    "Connection",
+    "InboundJob",
+    "InboundPort",
+    "ProgressCallback",
+    "Timeout",
+]
 
-CLIENT_NAME = "mcpl-host"
+#: Called (from the read loop; must not block) with each ``notifications/progress`` params.
 ProgressCallback = Callable[[dict[str, Any]], None]
-_USE_DEFAULT: Any = object()
+#: An admitted server request: awaited in its own task; returns the ``result`` or raises
+#: ``HandlerError`` to answer with that error.
+InboundJob = Callable[[], Awaitable[Any]]
+#: Work a notification starts (a manifest fetch, a notification-form channel message).
+BackgroundJob = Callable[[], Awaitable[None]]
+
+
+class _Default:
+    """The type of ``DEFAULT``: "use ``limits.request_timeout_seconds``"."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: A ``timeout`` argument meaning the connection's ``limits.request_timeout_seconds``.
+DEFAULT = _Default()
+#: Seconds; None waits for ever; ``DEFAULT`` is the connection's request timeout.
+Timeout = float | None | _Default
+
 _MCP_LOG_LEVELS = {
     "debug": "debug",
     "info": "info",
@@ -72,23 +110,61 @@ _MCP_LOG_LEVELS = {
     "alert": "critical",
     "emergency": "critical",
 }
+_INTERNAL_ERROR = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
 
 
-class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMethods, MCPLHostCalls):
-    """A connection to one server: handshake, routing, pending requests, grant.
+@dataclass(frozen=True, slots=True)
+class ClientInfo:
+    """What the host says about itself in ``initialize`` (MCP 2025-11-25, "Lifecycle"):
+    ``clientInfo`` ``name`` and ``version``."""
 
-    Use as an async context manager: entering opens the transport, runs the handshake
-    (``initialize``, ``notifications/initialized``) and, for an MCPL server, the initial
-    ``featureSets/update`` exchange; exiting closes everything. Build one with
-    ``mcpl_host.connect_stdio()`` or pass a ``transport_factory`` (a callable returning an
-    async context manager that yields a ``Transport``).
+    name: str = "mcpl-host"
+    version: str = "0.1.0"
 
-    Raises on entry: ``InitializeError`` (refused, unsupported version, exited or closed
-    before answering, no answer within ``limits.handshake_timeout_seconds``, or the server
-    refused the policy and asked to be closed, with ``on_refusal`` "follow" or "close").
 
-    ``policy`` (capability grant) and ``feature_set_policy`` default to granting nothing
-    (MCPL §5.4); ``on_refusal`` is what a refused policy does (``mcpl.negotiation``).
+class InboundPort(Protocol):
+    """What a ``Connection`` hands server traffic to (the MCPL layer implements it).
+
+    Every method is called from the read loop and must not block.
+    """
+
+    def on_request(self, request: Request) -> InboundJob | HandlerError:
+        """Admit ``request`` (never ``ping``): the job that serves it, or the error to answer
+        with at once (the port reports its own refusals)."""
+        ...
+
+    def on_notification(self, method: str, params: Any) -> BackgroundJob | None:
+        """A notification other than progress and cancellation; may return work to run."""
+        ...
+
+    def on_orphan_response(self, response: Response) -> None:
+        """A response naming no pending request (a late answer; docs/protocol.md R5)."""
+        ...
+
+
+class _NoInbound:
+    """The port of a connection nobody wired: every request is ``-32601``."""
+
+    def on_request(self, request: Request) -> InboundJob | HandlerError:
+        return HandlerError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
+
+    def on_notification(self, method: str, params: Any) -> BackgroundJob | None:
+        return None
+
+    def on_orphan_response(self, response: Response) -> None:
+        return None
+
+
+class Connection:
+    """One transport to one server: link, reader and writer, pending requests, handshake.
+
+    Enter it (``async with``) to open the transport; then ``await handshake()``. Exiting (or
+    ``aclose()``) closes everything. ``transport_factory`` returns an async context manager
+    that yields a ``Transport`` (``StdioTransport``, ``WebSocketTransport``).
+
+    ``inbound`` is where server requests and notifications go (``InboundPort``); it may be
+    set after construction, before entering. ``on_lost(error)`` is called once, from the
+    read loop, when the server goes away on its own (not when we close).
     """
 
     def __init__(
@@ -96,35 +172,29 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         transport_factory: Callable[[], AbstractAsyncContextManager[Transport]],
         *,
         name: str = "server",
-        handlers: HostHandlers | None = None,
-        policy: GrantPolicy | None = None,
-        feature_set_policy: FeatureSetPolicy | None = None,
-        on_refusal: RefusalAction = "follow",
         limits: Limits | None = None,
         redactor: Redactor | None = None,
-        client_version: str = "0.1.0",
+        inbound: InboundPort | None = None,
+        on_lost: Callable[[ConnectionLost], None] | None = None,
     ) -> None:
         self.name = name
-        self.handlers = handlers or HostHandlers()
-        self.policy = policy or GrantPolicy()
-        self.feature_set_policy = feature_set_policy or FeatureSetPolicy()
-        self.on_refusal = on_refusal
         self.limits = limits or Limits()
         self.redactor = redactor or Redactor()
+        self.inbound: InboundPort = inbound or _NoInbound()
+        self.server_info: ServerInfo | None = None
+        self._on_lost_hook = on_lost
         self._transport_factory = transport_factory
-        self._client_version = client_version
         self._session = Session(max_pending=self.limits.max_pending_requests)
         self._log = get_logger("mcpl_host.connection", server=name)
         self._stack: AsyncExitStack | None = None
-        self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, handler tasks
+        self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, inbound jobs
         self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
-        self._ended = anyio.Event()  # set when the transport has ended, for any reason
+        self._ended = anyio.Event()  # the transport has ended, for any reason
         self._link: Link | None = None
-        self._epochs = itertools.count(1)
-        self._lost: BaseException | None = None
+        self._lost: ConnectionLost | None = None
         self._closed = False
-        self._inbound: dict[tuple[int, Any], anyio.CancelScope] = {}
-        self._inbound_running = 0
+        self._inbound_jobs: dict[Any, anyio.CancelScope] = {}
+        self._inbound_running = 0  # jobs started: running plus waiting for a turn
         self._inbound_limiter = anyio.CapacityLimiter(self.limits.max_concurrent_inbound)
         self._progress: dict[str, ProgressCallback] = {}
         self._progress_tokens = itertools.count(1)
@@ -132,24 +202,15 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         self._unmatched = LogBudget(self.limits.unmatched_errors_logged)
         self._invalid = LogBudget(self.limits.invalid_requests_logged)
         self._not_answered = LogBudget(self.limits.invalid_requests_logged)
-        self.server_info: ServerInfo | None = None
-        self._init_negotiation()
-        self._init_manifest_changes()
-        self._init_host_calls()
-        self._init_server_methods(state_store=self.state_store)  # one store, both directions
 
     def __repr__(self) -> str:
-        epoch = self._link.epoch if self._link else 0
-        return (
-            f"<ServerConnection {self.name!r} {self._session.phase.name} "
-            f"mcpl={self.mcpl_state.value} epoch={epoch} pending={self._session.pending_count}>"
-        )
+        return f"<Connection {self.name!r} {self._session.phase.name} pending={self._session.pending_count}>"
 
     # --- lifecycle -------------------------------------------------------------------------
 
-    async def __aenter__(self) -> ServerConnection:
+    async def __aenter__(self) -> Connection:
         if self._stack is not None or self._closed:
-            raise LocalProtocolError("a ServerConnection can be opened only once")
+            raise LocalProtocolError("a Connection can be opened only once")
         self._stack = AsyncExitStack()
         try:
             outer = await self._stack.enter_async_context(anyio.create_task_group())
@@ -161,7 +222,6 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
                     str(exc), exit_status=exc.exit_status, stderr_tail=exc.stderr_tail
                 ) from None
             self._start_link(transport)
-            await self._handshake()
         except BaseException:
             await self.aclose()
             await self._stack.aclose()
@@ -171,18 +231,17 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
         if self._stack is not None:
-            # Everything in it is closed by now; the transports' second aclose() returns
-            # without a checkpoint, so no pending cancellation is raised (and chained to itself)
-            # inside AsyncExitStack. (It cannot be shielded: the task group's scope is in it.)
-            await self._stack.aclose()  # leaves the task group and the transport's context
+            # Everything in it is closed by now; a transport's second aclose() returns without
+            # a checkpoint, so no pending cancellation is raised (and chained to itself) inside
+            # AsyncExitStack. (It cannot be shielded: the task group's scope is in it.)
+            await self._stack.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection: fail pending requests (``ConnectionClosed``), let queued
-        answers go out (at most ``close_grace_seconds``, and only while something is queued),
-        close the transport (for stdio: stdin, grace, SIGTERM, SIGKILL, reap), and stop every
-        task. Idempotent. Bounded: at most ``close_grace_seconds`` for queued output, then the
-        transport's ``close_grace_seconds`` + ``terminate_grace_seconds``.
-        May be called from any task; the ``async with`` exit then only leaves the contexts.
+        """Close the connection: fail pending requests (``ConnectionClosed``), write what is
+        queued (answers, ``notifications/cancelled``; at most ``close_grace_seconds``), close
+        the transport (for stdio: stdin, grace, SIGTERM, SIGKILL, reap), and stop every task.
+        Idempotent. May be called from any task; the ``async with`` exit then only leaves the
+        contexts.
 
         Cancellation: shielded; the transport is always closed and the process reaped.
         """
@@ -194,11 +253,16 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
                 pending.slot.fail(ConnectionClosed(f"connection to {self.name!r} was closed"))
             link = self._link
             if link is not None and not link.closed:
+                # The writer is shielded: it writes what is queued even when the task group
+                # around it is being cancelled, so the server sees end of input at once.
+                link.finish()
                 with anyio.move_on_after(self.limits.close_grace_seconds):
-                    await link.drained()
+                    await link.stopped.wait()
+                link.stop_writer()
             if link is not None:
                 # Before the tasks stop, so stderr written while exiting still reaches the tail.
                 await link.transport.aclose()
+                link.close()
             self._task_scope.cancel()
             self._ended.set()
 
@@ -211,21 +275,37 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
 
     @property
     def is_open(self) -> bool:
-        """True from the end of the handshake until the transport ends or we close."""
+        """True from the opening of the transport until it ends or we close."""
         link = self._link
         return not self._closed and link is not None and not link.closed
 
-    async def wait_closed(self) -> BaseException:
+    @property
+    def is_closed_by_host(self) -> bool:
+        """True once ``aclose()`` has been called."""
+        return self._closed
+
+    async def wait_closed(self) -> ConnectionLost | ConnectionClosed:
         """Wait until the transport has ended (the server went away, or we closed) and return
         why: a ``ConnectionLost`` (exit status, stderr tail) or a ``ConnectionClosed``."""
         await self._ended.wait()
-        if self._lost is not None and not self._closed:
+        if self._lost is not None:
             return self._lost
-        return (
-            self._lost
-            if isinstance(self._lost, ConnectionLost)
-            else ConnectionClosed(f"connection to {self.name!r} was closed")
-        )
+        return ConnectionClosed(f"connection to {self.name!r} was closed")
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """The server's last stderr lines, escaped and redacted (docs/protocol.md H5)."""
+        return list(self._link.transport.stderr_tail) if self._link else []
+
+    @property
+    def pending_count(self) -> int:
+        """Host requests awaiting their answer."""
+        return self._session.pending_count
+
+    @property
+    def phase(self) -> str:
+        """The session's phase name: ``new``, ``initializing``, ``operating`` or ``closed``."""
+        return self._session.phase.value
 
     # --- host -> server --------------------------------------------------------------------
 
@@ -234,17 +314,19 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         method: str,
         params: Any = None,
         *,
-        timeout: float | None = _USE_DEFAULT,
+        timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
-        _on_answer: Callable[[Any], None] | None = None,
+        on_answer: AnswerHook | None = None,
     ) -> Any:
         """Send a request and return its ``result`` (JSON-RPC 2.0 §4).
 
         Args:
             method, params: the request; ``params`` a dict, a list or None.
-            timeout: seconds; default ``limits.request_timeout_seconds``; None waits forever.
+            timeout: seconds; ``DEFAULT`` is ``limits.request_timeout_seconds``; None waits
+                for ever.
             progress: called (from the read loop; must not block) with the params of each
                 ``notifications/progress`` for this request; adds ``_meta.progressToken``.
+            on_answer: runs in the read loop when the answer arrives, before the next line.
 
         Raises:
             RemoteError: the server answered with an error object.
@@ -256,8 +338,7 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         for ``initialize``) and a late answer is treated as an orphan.
         """
         link = self._require_link()
-        if timeout is _USE_DEFAULT:
-            timeout = self.limits.request_timeout_seconds
+        seconds = self.limits.request_timeout_seconds if isinstance(timeout, _Default) else timeout
         token = None
         if progress is not None:
             token = f"progress-{next(self._progress_tokens)}"
@@ -265,16 +346,16 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
             meta = params.get("_meta")
             params["_meta"] = {**(meta if isinstance(meta, dict) else {}), "progressToken": token}
             self._progress[token] = progress
-        slot = Slot(_on_answer, self.redactor)
-        pending, data = self._session.start_request(method, params, epoch=link.epoch, slot=slot)
+        slot = Slot(on_answer, self.redactor)
+        pending, data = self._session.start_request(method, params, slot=slot)
         link.send(data)
         try:
-            with anyio.fail_after(math.inf if timeout is None else timeout):
+            with anyio.fail_after(math.inf if seconds is None else seconds):
                 await slot.event.wait()
         except TimeoutError:
             if not slot.event.is_set():
                 self._abandon(pending, link, "timeout")
-                raise RequestTimeout(method, timeout) from None
+                raise RequestTimeout(method, seconds or 0.0) from None
         except BaseException:
             if not slot.event.is_set():
                 self._abandon(pending, link, "cancelled")
@@ -284,13 +365,14 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
                 self._progress.pop(token, None)
         return slot.outcome()
 
-    async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification (no answer). Raises ``ConnectionLost``/``ConnectionClosed``."""
+    def notify_nowait(self, method: str, params: Any = None) -> None:
+        """Queue a notification (no answer, no waiting). Raises ``ConnectionLost`` /
+        ``ConnectionClosed`` when the transport is gone."""
         self._require_link().send(self._session.notification(method, params))
 
-    async def ping(self, *, timeout: float | None = _USE_DEFAULT) -> None:
-        """MCP ``ping``; returns when the server answers. Raises as ``request()``."""
-        await self.request("ping", timeout=timeout)
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (no answer). Raises ``ConnectionLost``/``ConnectionClosed``."""
+        self.notify_nowait(method, params)
 
     def _abandon(self, pending: PendingRequest, link: Link, reason: str) -> None:
         if self._session.forget(pending.id) is None:
@@ -308,7 +390,7 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
         link = self._link
         if link is None or link.closed:
             lost = self._lost
-            if isinstance(lost, ConnectionLost):
+            if lost is not None:
                 raise ConnectionLost(str(lost), exit_status=lost.exit_status, stderr_tail=lost.stderr_tail)
             if self._stack is None:
                 raise LocalProtocolError(
@@ -317,16 +399,25 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
             raise ConnectionLost(f"connection to {self.name!r} is not open")
         return link
 
-    # --- handshake and policy ----------------------------------------------------------------
+    # --- the handshake -----------------------------------------------------------------------
 
-    async def _handshake(self) -> None:
+    async def handshake(self, client: ClientInfo, mcpl_advertisement: dict[str, Any] | None) -> ServerInfo:
+        """``initialize``, then ``notifications/initialized`` strictly next (MCP 2025-11-25,
+        "Lifecycle"; docs/protocol.md H1-H6). ``mcpl_advertisement``: the host's
+        ``experimental.mcpl`` (MCPL §5.2), or None to offer no MCPL.
+
+        Raises:
+            InitializeError: refused (with ``code``, ``data``), a protocol version we do not
+                implement, the server went away (``exit_status``, ``stderr_tail``), or no
+                answer within ``limits.handshake_timeout_seconds``.
+        """
         timeout = self.limits.handshake_timeout_seconds
         try:
             await self.request(
                 "initialize",
-                initialize_params(CLIENT_NAME, self._client_version),
+                initialize_params(client.name, client.version, mcpl_advertisement),
                 timeout=timeout,
-                _on_answer=self._on_initialize_answer,
+                on_answer=self._on_initialize_answer,
             )
         except RemoteError as exc:  # H2 included: an id-less error answers initialize
             raise InitializeError(
@@ -352,10 +443,9 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
             ) from None
         info = self.server_info
         assert info is not None  # set by _on_initialize_answer before the waiter woke
-        if info.mcpl is not None:
-            await self._initial_policy()
+        return info
 
-    def _on_initialize_answer(self, response: Any) -> None:
+    def _on_initialize_answer(self, response: Response) -> None:
         """Runs in the read loop, before the next line is read: H6's ordering lives here.
         Raises ``InitializeError`` for a result we cannot use (D4)."""
         if response.has_error:
@@ -370,23 +460,13 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
 
     def _start_link(self, transport: Transport) -> None:
         assert self._tg is not None
-        link = Link(
-            transport,
-            next(self._epochs),
-            max_outbox_bytes=self.limits.max_outbox_bytes,
-            on_lost=self._link_lost,
-        )
+        link = Link(transport, max_outbox_bytes=self.limits.max_outbox_bytes, on_lost=self._lost_link)
         self._link = link
         self._tg.start_soon(self._read_loop, link)
         self._tg.start_soon(link.write_loop)
 
-    @property
-    def stderr_tail(self) -> list[str]:
-        """The server's last stderr lines, escaped and redacted (ENVELOPE.md H5)."""
-        return list(self._link.transport.stderr_tail) if self._link else []
-
     async def _read_loop(self, link: Link) -> None:
-        session, epoch = self._session, link.epoch
+        session = self._session
         try:
             while True:
                 item = await link.transport.receive()
@@ -394,26 +474,184 @@ class ServerConnection(InboundRouting, MCPLNegotiation, ManifestChanges, MCPMeth
                     self._log_dropped(f"line over {item.max_line_bytes} bytes", b"")
                     continue
                 try:
-                    for event in session.receive_line(item, epoch):
+                    for event in session.receive_line(item):
                         self._on_event(event, link)
-                except Exception:  # a bug here, or in a handler's hook: never the connection
+                except Exception:  # a bug here, or in a port's hook: never the connection
                     self._log.exception("failed to act on a line from the server")
         except (ConnectionLost, ConnectionClosed) as exc:
-            self._link_lost(link, exc)
+            self._lost_link(exc)
 
-    def _link_lost(self, link: Link, exc: BaseException) -> None:
-        if link.closed:
+    def _lost_link(self, exc: BaseException) -> None:
+        link = self._link
+        if link is None or link.closed:
             return
         link.close()
-        self._lost = exc
-        self._ended.set()
+        lost = (
+            exc
+            if isinstance(exc, ConnectionLost)
+            else ConnectionLost(str(exc) or f"connection to {self.name!r} ended")
+        )
         if not self._closed:
+            self._lost = lost
             self._log.info("transport closed", reason=ServerValue(str(exc), self.redactor))
-            if isinstance(exc, ConnectionLost):
-                self.handlers.on_connection_lost(self.name, exc)
-        failure = exc if isinstance(exc, (ConnectionLost, ConnectionClosed)) else ConnectionLost(str(exc))
-        for pending in self._session.transport_closed(link.epoch):  # T3: fail at once
+        self._ended.set()
+        failure: BaseException = exc if isinstance(exc, (ConnectionLost, ConnectionClosed)) else lost
+        for pending in self._session.close():  # T3: fail at once
             pending.slot.fail(failure)
-        for (epoch, _id), scope in list(self._inbound.items()):
-            if epoch == link.epoch:
-                scope.cancel()
+        for scope in list(self._inbound_jobs.values()):
+            scope.cancel()
+        if not self._closed and self._on_lost_hook is not None:
+            self._on_lost_hook(lost)
+
+    # --- what the server sends -----------------------------------------------------------------
+
+    def _on_event(self, event: SessionEvent, link: Link) -> None:
+        if isinstance(event, ResponseSettled):
+            event.pending.slot.settle(event.response)  # runs its on_answer first (wire order)
+        elif isinstance(event, RequestReceived):
+            self._on_request(event.request, link)
+        elif isinstance(event, NotificationReceived):
+            self._on_notification(event.notification.method, event.notification.params)
+        elif isinstance(event, InvalidRequestReceived):
+            if event.answer is not None:
+                link.send(event.answer)  # A1: once, on the same transport
+            self._log_budgeted(
+                self._invalid,
+                "invalid request from the server",
+                method=ServerValue(event.invalid.method, self.redactor),
+                problem=event.invalid.message,
+            )
+        elif isinstance(event, OrphanResponse):
+            self._log.debug(
+                "late answer to a forgotten request", id=ServerValue(event.response.id, self.redactor)
+            )
+            self.inbound.on_orphan_response(event.response)
+        elif isinstance(event, UnmatchedError):
+            self._log_budgeted(
+                self._unmatched,
+                "error response naming no request of ours",
+                error=ServerValue(event.response.error, self.redactor),
+            )
+        elif isinstance(event, DroppedLine):
+            self._log_dropped(event.kind, event.line)
+
+    def _on_request(self, request: Request, link: Link) -> None:
+        if link.closed:  # T2: read after its transport closed
+            self._not_answering(request)
+            return
+        if request.method == "ping":  # answered in every phase
+            link.send(self._session.answer(request.id, result={}))
+            return
+        decision = self.inbound.on_request(request)
+        if isinstance(decision, HandlerError):
+            link.send(self._session.answer(request.id, error=decision.to_error()))
+            return
+        limits = self.limits
+        if self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound:
+            link.send(
+                self._session.answer(
+                    request.id, error={**_INTERNAL_ERROR, "message": "Internal error: host busy"}
+                )
+            )
+            return
+        scope = anyio.CancelScope()
+        if request.id is not None:
+            # Registered before the task starts: a cancellation read in the same chunk finds it.
+            self._inbound_jobs[request.id] = scope
+        self._inbound_running += 1
+        assert self._tg is not None
+        self._tg.start_soon(self._serve, request, decision, scope, link)
+
+    async def _serve(self, request: Request, job: InboundJob, scope: anyio.CancelScope, link: Link) -> None:
+        answer: bytes | None = None
+        try:
+            with scope:
+                try:
+                    async with self._inbound_limiter:  # at most max_concurrent_inbound run
+                        result = await job()
+                    answer = self._session.answer(request.id, result=result)
+                except HandlerError as exc:
+                    answer = self._session.answer(request.id, error=exc.to_error())
+                except Exception:  # R3: -32603 with no exception text on the wire
+                    self._log.exception("handler failed", method=ServerValue(request.method))
+                    answer = self._session.answer(request.id, error=_INTERNAL_ERROR)
+        finally:
+            self._inbound_running -= 1
+            if self._inbound_jobs.get(request.id) is scope:
+                del self._inbound_jobs[request.id]
+        if link.closed:  # T1: its transport has gone; never answered on another one
+            self._not_answering(request)
+            return
+        if answer is None:
+            return  # cancelled by the server (notifications/cancelled)
+        link.send(answer)
+
+    def start_job(self, job: BackgroundJob, *, counted: bool = True) -> bool:
+        """Run ``job`` in this connection's task group (it ends with the connection). With
+        ``counted``, it takes an inbound turn like a server request and is refused (False)
+        when ``max_concurrent_inbound + max_queued_inbound`` are taken."""
+        if self._tg is None or not self.is_open:
+            return False
+        if counted:
+            limits = self.limits
+            if self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound:
+                return False
+            self._inbound_running += 1
+            self._tg.start_soon(self._run_counted, job)
+        else:
+            self._tg.start_soon(job)
+        return True
+
+    async def _run_counted(self, job: BackgroundJob) -> None:
+        try:
+            async with self._inbound_limiter:
+                await job()
+        finally:
+            self._inbound_running -= 1
+
+    def _not_answering(self, request: Request) -> None:
+        self._log_budgeted(
+            self._not_answered,
+            "not answering request",
+            id=ServerValue(request.id, self.redactor),
+            method=ServerValue(request.method, self.redactor),
+        )
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method == "notifications/progress" and isinstance(params, dict):
+            token = params.get("progressToken")
+            callback = self._progress.get(token) if isinstance(token, str) else None
+            if callback is not None:
+                callback(params)
+        elif method == "notifications/cancelled" and isinstance(params, dict):
+            request_id = params.get("requestId")
+            if isinstance(request_id, str) or is_number(request_id):
+                scope = self._inbound_jobs.get(request_id)
+                if scope is not None:
+                    scope.cancel()  # MCP: stop work and do not reply
+        elif method == "notifications/message" and isinstance(params, dict):
+            level = params.get("level")
+            log_method = _MCP_LOG_LEVELS.get(level if isinstance(level, str) else "", "info")
+            logger = params.get("logger")
+            fields: dict[str, Any] = {"data": ServerValue(params.get("data"), self.redactor)}
+            if logger is not None:
+                fields["logger"] = ServerValue(logger, self.redactor)
+            getattr(self._log, log_method)("server log message", **fields)
+        job = self.inbound.on_notification(method, params)
+        if job is not None:
+            self.start_job(job, counted=False)
+
+    def log_budgeted(self, budget: LogBudget, message: str, **fields: Any) -> None:
+        """A warning line under ``budget``, then one "more go unlogged" line, then silence."""
+        verdict = budget.take()
+        if verdict == "log":
+            self._log.warning(message, **fields)
+        elif verdict == "last":
+            self._log.warning(f"{message}: more of these go unlogged on this connection")
+
+    _log_budgeted = log_budgeted
+
+    def _log_dropped(self, kind: str, line: bytes) -> None:
+        self._log_budgeted(
+            self._dropped, "dropped a line from the server", kind=kind, line=ServerValue(line, self.redactor)
+        )

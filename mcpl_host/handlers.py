@@ -19,45 +19,61 @@ request is ever left unanswered (MCPL §6.6, ENVELOPE.md R2).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcpl_host.jsonrpc.envelope import Response
-from mcpl_host.jsonrpc.errors import ConnectionLost, ErrorCode, HandlerError, MethodNotFound
+from mcpl_host.jsonrpc.errors import ConnectionLost, ErrorCode, HandlerError, MCPLHostError, MethodNotFound
 from mcpl_host.mcpl.policy import PolicyOutcome
 
-__all__ = ["HostHandlers", "InferenceStream", "RequestContext"]
+if TYPE_CHECKING:
+    from mcpl_host.mcpl.manifest_diff import ChangeReceipt
+
+__all__ = [
+    "HostHandlers",
+    "InferenceStream",
+    "Notifier",
+    "RequestContext",
+    "serves_inference",
+    "serves_model_info",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who asked: ``server`` (the connection's name), the request ``id`` as sent (string,
-    number or None), ``method``, and the transport ``epoch`` it was read on."""
+    """Who asked: ``server`` (its name), the request ``id`` as sent (string, number or None;
+    None also for a request sent as a notification), and ``method``."""
 
     server: str
     id: Any
     method: str
-    epoch: int
+
+
+#: Queues a notification on the transport a request came on: ``notify(method, params)``.
+Notifier = Callable[[str, Any], None]
 
 
 class InferenceStream:
     """Sends the ``inference/chunk`` notifications of one streamed ``inference/request``
-    (MCPL §11.4): ``requestId`` is the request's JSON-RPC id as sent, ``index`` counts from 0.
-    ``send(delta)`` does not wait; it drops the chunk if the transport has closed."""
+    (MCPL §11.4) on the transport the request came on: ``requestId`` is the request's
+    JSON-RPC id as sent, ``index`` counts from 0. ``send(delta)`` does not wait; the chunk is
+    dropped if that transport has closed."""
 
-    __slots__ = ("_index", "_link", "_request_id", "_session")
+    __slots__ = ("_index", "_notify", "_request_id")
 
-    def __init__(self, request_id: Any, link: Any, session: Any) -> None:
+    def __init__(self, request_id: Any, notify: Notifier) -> None:
         self._request_id = request_id
-        self._link = link
-        self._session = session
+        self._notify = notify
         self._index = 0
 
     def send(self, delta: str) -> None:
         params = {"requestId": self._request_id, "index": self._index, "delta": delta}
         self._index += 1
-        self._link.send(self._session.notification("inference/chunk", params))
+        try:
+            self._notify("inference/chunk", params)
+        except MCPLHostError:
+            pass  # the transport has gone; the answer will not be sent either
 
 
 class HostHandlers:
@@ -161,7 +177,7 @@ class HostHandlers:
         ``mode: "degraded"``) or refused with its ``fallback``. It never widens the grant; a
         refusal is for a person to see, never an input to policy. Must not block."""
 
-    def on_manifest_change(self, server: str, receipt: Any) -> None:
+    def on_manifest_change(self, server: str, receipt: ChangeReceipt) -> None:
         """The server's manifest changed (MCPL §17.6): one ``ChangeReceipt`` per change, with
         its impacts (``capability-revoked`` applied, ``capability-expansion-pending`` waiting on
         a decision, ...). Additions are never granted by themselves. Must not block."""
@@ -174,3 +190,17 @@ class HostHandlers:
     def on_orphan_response(self, server: str, response: Response) -> None:
         """A response naming no pending request: a late answer after a timeout or a
         cancellation (ENVELOPE.md R5). Must not block."""
+
+
+def serves_inference(handlers: HostHandlers) -> bool:
+    """Whether ``handlers`` answer ``inference/request`` (they override ``inference_request``):
+    the host advertises ``inferenceRequest`` only then (MCPL §5.2)."""
+    return type(handlers).inference_request is not HostHandlers.inference_request
+
+
+def serves_model_info(handlers: HostHandlers) -> bool:
+    """Whether ``handlers`` answer ``model/info`` (configured ``model_info``, or an override
+    of ``model_info``): the host advertises ``modelInfo`` only then (MCPL §5.2, §12)."""
+    return (
+        handlers.configured_model_info is not None or type(handlers).model_info is not HostHandlers.model_info
+    )

@@ -19,6 +19,7 @@ __all__ = [
     "SERVED_MCPL_VERSIONS",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "ServerInfo",
+    "host_advertisement",
     "initialize_params",
     "read_initialize_result",
 ]
@@ -32,8 +33,9 @@ MCPL_VERSION = "0.5"
 #: MCPL versions served without a warning; real servers still say 0.4 (D5).
 SERVED_MCPL_VERSIONS = frozenset({"0.4", "0.5"})
 
-#: What this host implements, in the server-mirroring shape (MCPL §5.2; checklist C 27).
-#: Only features that are built are listed: advertise accurately (RFC-002 §9.7).
+#: Everything this host implements, in the server-mirroring shape (MCPL §5.2). A connection
+#: advertises the part of it that its handlers actually serve (``host_advertisement``):
+#: advertise accurately (MCPL §5.2).
 HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
     "version": MCPL_VERSION,
     "pushEvents": True,
@@ -47,11 +49,31 @@ HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
 }
 
 
-def initialize_params(client_name: str, client_version: str) -> dict[str, Any]:
-    """Params of our ``initialize`` request (MCP lifecycle; MCPL §5.2)."""
+def host_advertisement(*, inference_request: bool, model_info: bool) -> dict[str, Any]:
+    """The host's ``experimental.mcpl`` (MCPL §5.2): ``HOST_MCPL_ADVERTISEMENT`` without what
+    the application does not serve. ``inference_request``: an inference provider answers
+    ``inference/request`` (else ``inferenceRequest`` is not advertised); ``model_info``:
+    ``model/info`` is answered (else ``modelInfo`` is not advertised). The rest is served
+    by the library itself."""
+    advertisement = {key: value for key, value in HOST_MCPL_ADVERTISEMENT.items()}
+    if not inference_request:
+        del advertisement["inferenceRequest"]
+    if not model_info:
+        del advertisement["modelInfo"]
+    return advertisement
+
+
+def initialize_params(
+    client_name: str, client_version: str, mcpl_advertisement: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Params of our ``initialize`` request (MCP 2025-11-25 "Lifecycle"; MCPL §5.2).
+    ``mcpl_advertisement``: the host's ``experimental.mcpl``; None offers no MCPL."""
+    capabilities: dict[str, Any] = {}
+    if mcpl_advertisement is not None:
+        capabilities["experimental"] = {"mcpl": dict(mcpl_advertisement)}
     return {
         "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": {"experimental": {"mcpl": dict(HOST_MCPL_ADVERTISEMENT)}},
+        "capabilities": capabilities,
         "clientInfo": {"name": client_name, "version": client_version},
     }
 

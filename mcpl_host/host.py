@@ -1,90 +1,106 @@
-"""``Host``: many servers from a config, each under a ``Supervisor``, one stream of events.
+"""``Host``: many servers from a config, each a ``HostedServer`` under a ``Supervisor``; calls
+by server name; events by subscription.
 
-Rules of this module (STYLE.md §2 item 8; ENVELOPE.md T1-T3):
+Rules of this module (docs/protocol.md T1-T3):
 
 - **Ownership.** The ``Host`` owns one task group; each enabled server runs in its own
-  supervisor task in it, started without waiting, so a server that hangs on start (or never
-  answers ``initialize``) delays no other: each one's ``ready`` arrives on its own.
-  ``aclose()`` closes every supervisor concurrently; each close is bounded by that server's
-  grace periods (``Limits.close_grace_seconds``, ``terminate_grace_seconds``), so the whole
-  close takes as long as the slowest server, not their sum. Cancelling the task that holds
-  the ``Host`` closes it the same way (shielded): no process is left behind.
-- **One event stream.** ``events()`` is an anyio memory object stream of ``HostEvent``s from
-  every server, bounded by ``MAX_QUEUED_EVENTS``. **Decision:** when it is full the oldest
-  event is dropped (and counted in ``dropped_events``, and logged), never the newest, and
-  emitting never blocks: events are emitted from connections' read loops, which must never
-  wait for a slow consumer. A dropped ``server_request`` is answered ``-32603`` at once.
-  The stream ends (``async for`` stops) when the host closes.
-- **What servers send unasked** (handlers). **Decision:** without ``handlers_factory``,
-  ``push/event`` requests that passed admission are accepted and reported as ``push_event``
-  events; ``inference/request`` is refused ``-32601`` (no model is configured; serve it with
-  ``handlers_factory``) and reported as ``server_request``; every other server request
-  (``roots/list``, ``sampling/createMessage``...) is delivered as a ``server_request`` event
-  whose ``responder`` (``ServerRequestResponder``) the application answers; unanswered
-  after that server's ``limits.request_timeout_seconds``, it is answered ``-32603`` "not
-  answered". With ``handlers_factory(name)``, that ``HostHandlers`` answers everything and
-  the host only reports (``push_event`` / ``server_request`` events with the ``answer`` or
-  ``error`` sent). Either way, notifications, refusals (admission), policy receipts and
-  manifest changes are reported as ``notification``, ``refused``, ``policy_receipt`` and
-  ``manifest_change`` events.
-- **Calls by server name** go to the connection that is ready right now, never queued for
-  the next one: an unknown name raises ``UnknownServer``, a server between connections
-  raises ``ServerNotConnected``, and a call in flight when its transport ends fails with
-  ``ConnectionLost`` (it is never re-sent on the new transport: T1-T3).
-- Event data holds server values as sent (the application may need them); show them through
-  ``redactor(name)`` (``mcpl-host run`` does).
-
-Event data of the handler kinds (all carry ``attempt``, the connection attempt they came on):
-``push_event``: ``id``, ``featureSet``, ``eventId``, ``params``, then ``answer`` or ``error``;
-``server_request``: ``id``, ``method``, ``params``, then ``answer`` or ``error`` when the
-host's handlers answered (absent while a ``responder`` waits); ``notification``: ``method``,
-``params``; ``refused``: ``method``, ``params``, ``error`` (as sent); ``policy_receipt``:
-``accepted``, ``mode``, ``fallback``, ``reason``, ``unavailableFeatures``, ``defects``;
-``manifest_change``: the change receipt (``ChangeReceipt.to_json()``).
+  supervisor task in it, started without waiting, so a server that hangs on start delays no
+  other. ``aclose()`` closes every supervisor concurrently, each bounded by that server's
+  grace periods. Cancelling the task that holds the ``Host`` closes it the same way
+  (shielded): no process is left behind.
+- **What outlives a transport** is each server's ``HostedServer``: the policy the
+  application set last (``update_policy``), held feature-set state, ``eventId``
+  de-duplication. A restarted server gets the grant the application decided.
+- **Calls by server name** go to the server's current connection. During a restart a call
+  waits for the server to be ready again, up to its ``timeout`` (seconds; default the
+  server's request timeout), then raises ``ServerNotConnected``; a server that gave up or a
+  closed host raises at once. A call in flight when its transport ends fails with
+  ``ConnectionLost`` and is never re-sent on the new transport.
+- **Events** (``mcpl_host.events``): ``events()`` is the default subscription (every server,
+  every kind, made with the host; ``Host(subscribe_all=False)`` makes none); ``subscribe()``
+  makes more, by server and kind. Lifecycle events are never dropped; observations may be
+  (oldest first, counted in ``dropped_events``).
+- **What servers ask.** The application's ``HostHandlers`` (``handlers_factory(name)``)
+  answer everything, used as given; the host only observes (each answer is reported as a
+  ``push_event`` / ``server_request`` event with its ``answer`` or ``error``). Without them:
+  a ``push/event`` that passed admission is a *delivery* (``push_event`` event): answered
+  ``accepted: true`` once the application has taken it from a subscription, or, per
+  ``push_delivery``, refused ``accepted: false`` with a reason when nobody takes it within
+  ``Limits.delivery_timeout_seconds`` (``"wait"``, the default) or when every subscription
+  is full (``"refuse"``). Other server requests (``roots/list``, ``sampling/createMessage``...)
+  are deliveries with a ``responder`` (``ServerRequestResponder``); unanswered after the
+  server's ``Limits.request_timeout_seconds`` they are answered ``-32603``. ``inference/request``
+  needs application handlers (it is not advertised otherwise).
+- Event data hold server values as sent; show them through ``redactor(name)``.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.config import HostConfig, ServerConfig
-from mcpl_host.connect import connect_stdio, connect_websocket
-from mcpl_host.connection import ServerConnection
-from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
-from mcpl_host.jsonrpc.envelope import Response
-from mcpl_host.jsonrpc.errors import (
-    ConnectionLost,
-    ErrorCode,
-    HandlerError,
-    LocalProtocolError,
-    MCPLHostError,
-)
+from mcpl_host.connect import stdio_server, websocket_server
+from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
+from mcpl_host.events import Delivery, EventBus, EventKind, HostEvent, Subscription
+from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.hosted import HostedServer
+from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError, MCPLHostError
 from mcpl_host.logging import LogBudget, Redactor, get_logger
-from mcpl_host.mcp_methods import CallToolResult, GetPromptResult, Prompt, ReadResourceResult, Resource, Tool
-from mcpl_host.mcpl.policy import PolicyOutcome
-from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS, HostEvent, Supervisor, SupervisorState
+from mcpl_host.mcp_methods import (
+    CallToolResult,
+    GetPromptResult,
+    Prompt,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    Tool,
+)
+from mcpl_host.mcpl.channel_calls import ChannelOpenResult, PublishResult
+from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
+from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.mcpl.injections import DEFAULT_HOOK_TIMEOUT_SECONDS
+from mcpl_host.mcpl.negotiation import PolicyChange
+from mcpl_host.mcpl.state import StateStore
+from mcpl_host.mcpl.state_calls import RollbackResult
+from mcpl_host.mcpl.turns import (
+    FanoutResult,
+    InferenceLifecycle,
+    before_inference_fanout,
+    inference_lifecycle,
+)
+from mcpl_host.observe import Observation
+from mcpl_host.server_connection import ServerConnection
+from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS, Supervisor, SupervisorState
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
+    "MAX_QUEUED_LIFECYCLE_EVENTS",
     "Host",
+    "PushDelivery",
     "ServerNotConnected",
     "ServerRequestResponder",
+    "ServerSnapshot",
     "UnknownServer",
     "connect_from_config",
+    "hosted_from_config",
 ]
 
-#: Events buffered for ``Host.events()``; past it the oldest is dropped (see the rules).
+#: Observations and deliveries buffered per subscription (``events.Subscription``).
 MAX_QUEUED_EVENTS = 1024
-#: Log lines about dropped events before one "more go unlogged" line.
+#: Lifecycle events buffered per subscription before supervisors wait.
+MAX_QUEUED_LIFECYCLE_EVENTS = 4096
+#: Log lines about dropped observations before one "more go unlogged" line.
 DROPPED_EVENTS_LOGGED = 3
 _NOT_ANSWERED = "Internal error: not answered by the host application"
+#: What a push nobody can take gets: wait for a consumer, or refuse at once when full.
+PushDelivery = Literal["wait", "refuse"]
 
 
 class UnknownServer(MCPLHostError, LookupError):
@@ -96,20 +112,29 @@ class UnknownServer(MCPLHostError, LookupError):
 
 
 class ServerNotConnected(MCPLHostError):
-    """The server has no ready connection right now; ``state`` says where it stands
-    (``connecting``, ``reconnecting``, ``gave_up``, ``closed``...)."""
+    """The server has no ready connection; ``state`` says where it stands (``connecting``,
+    ``reconnecting``, ``gave_up``, ``closed``...)."""
 
-    def __init__(self, server: str, state: SupervisorState) -> None:
-        super().__init__(f"server {server!r} is not connected right now (it is {state.replace('_', ' ')})")
+    def __init__(self, server: str, state: SupervisorState, detail: str = "") -> None:
+        super().__init__(
+            f"server {server!r} is not connected (it is {state.replace('_', ' ')})"
+            + (f"; {detail}" if detail else "")
+        )
         self.server = server
         self.state = state
 
 
-def connect_from_config(
-    config: ServerConfig, *, name: str | None = None, handlers: HostHandlers | None = None
-) -> ServerConnection:
-    """A new, unopened ``ServerConnection`` for one config entry: ``connect_stdio`` or
-    ``connect_websocket`` with its grant and feature-set policy, limits and secrets.
+def hosted_from_config(
+    config: ServerConfig,
+    *,
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    observer: Any = None,
+    client_info: ClientInfo | None = None,
+    state_store: StateStore | None = None,
+) -> HostedServer:
+    """A ``HostedServer`` for one config entry (``stdio_server`` or ``websocket_server``) with
+    its grant and feature-set policy, limits and secrets.
 
     Raises:
         ValueError: an unusable WebSocket URL, token or header (no secret in the message).
@@ -117,18 +142,21 @@ def connect_from_config(
     common: dict[str, Any] = {
         "name": name or config.name,
         "handlers": handlers,
+        "observer": observer,
         "policy": config.grant_policy,
         "feature_set_policy": config.feature_set_policy,
         "limits": config.limits,
         "secrets": config.secrets,
+        "client_info": client_info,
+        "state_store": state_store,
     }
     if config.transport == "websocket":
         assert config.url is not None
-        return connect_websocket(
+        return websocket_server(
             config.url, token=config.token, token_in=config.token_in, headers=config.headers, **common
         )
     assert config.command is not None
-    return connect_stdio(
+    return stdio_server(
         config.command,
         config.args,
         env=config.env or None,
@@ -136,6 +164,17 @@ def connect_from_config(
         inherit_env=config.inherit_env,
         **common,
     )
+
+
+def connect_from_config(
+    config: ServerConfig,
+    *,
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    observer: Any = None,
+) -> ServerConnection:
+    """One unopened ``ServerConnection`` of ``hosted_from_config(...)``."""
+    return hosted_from_config(config, name=name, handlers=handlers, observer=observer).open_connection()
 
 
 class ServerRequestResponder:
@@ -192,44 +231,17 @@ class ServerRequestResponder:
         return self._result
 
 
-class _ReportingHandlers(HostHandlers):
-    """One connection attempt's handlers: report each hook as a ``HostEvent``, answering
-    with ``inner`` (the application's) or the host's defaults (see the module rules)."""
+class _DeliveringHandlers(HostHandlers):
+    """The host's own handlers for a server the application gave none: push events and
+    server requests become deliveries (module rules). Not the application's handlers: those
+    are never wrapped."""
 
-    def __init__(
-        self,
-        server: str,
-        attempt: int,
-        emit: Callable[[HostEvent], None],
-        inner: HostHandlers | None,
-        answer_timeout: float,
-    ) -> None:
-        self._server, self._attempt, self._emit_event = server, attempt, emit
-        self._inner, self._answer_timeout = inner, answer_timeout
-
-    def _emit(self, kind: str, responder: ServerRequestResponder | None = None, **data: Any) -> None:
-        self._emit_event(
-            HostEvent(
-                self._server,
-                kind,
-                {"attempt": self._attempt, **data},  # type: ignore[arg-type]
-                responder=responder,
-            )
-        )
-
-    async def _answered(self, kind: str, call: Any, data: dict[str, Any]) -> Any:
-        try:
-            answer = await call
-        except HandlerError as exc:
-            self._emit(kind, **data, error=exc.to_error())
-            raise
-        except Exception:
-            self._emit(
-                kind, **data, error={"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
-            )
-            raise
-        self._emit(kind, **data, answer=answer)
-        return answer
+    def __init__(self, host: Host, server: str, limits_timeout: float, delivery_timeout: float) -> None:
+        super().__init__()
+        self._host = host
+        self._server = server
+        self._request_timeout = limits_timeout
+        self._delivery_timeout = delivery_timeout
 
     async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         data = {
@@ -238,76 +250,71 @@ class _ReportingHandlers(HostHandlers):
             "eventId": params.get("eventId"),
             "params": params,
         }
-        if self._inner is None:
-            answer = {"accepted": True}
-            self._emit("push_event", **data, answer=answer)
-            return answer
-        return await self._answered("push_event", self._inner.push_event(context, params), data)
-
-    async def inference_request(
-        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
-    ) -> dict[str, Any]:
-        data = {"id": context.id, "method": context.method, "params": params}
-        inner = self._inner if self._inner is not None else HostHandlers()
-        return await self._answered("server_request", inner.inference_request(context, params, stream), data)
+        taken = await self._host._deliver(HostEvent(self._server, "push_event", data), self._delivery_timeout)
+        if taken is None:
+            return {"accepted": True}
+        return {"accepted": False, "reason": taken}
 
     async def request(self, context: RequestContext, params: Any) -> Any:
-        data = {"id": context.id, "method": context.method, "params": params}
-        if self._inner is not None:
-            return await self._answered("server_request", self._inner.request(context, params), data)
         responder = ServerRequestResponder(self._server, context.method, context.id, params)
-        self._emit("server_request", responder, **data)
-        return await responder._answer(self._answer_timeout)
+        data = {"id": context.id, "method": context.method, "params": params}
+        event = HostEvent(self._server, "server_request", data, responder=responder)
+        refused = await self._host._deliver(event, self._request_timeout)
+        if refused is not None:
+            raise HandlerError(ErrorCode.INTERNAL_ERROR, f"Internal error: {refused}")
+        return await responder._answer(self._request_timeout)
 
-    def on_notification(self, server: str, method: str, params: Any) -> None:
-        self._emit("notification", method=method, params=params)
-        if self._inner is not None:
-            self._inner.on_notification(server, method, params)
 
-    def on_refused(self, server: str, method: str, params: Any, error: dict[str, Any]) -> None:
-        self._emit("refused", method=method, params=params, error=error)
-        if self._inner is not None:
-            self._inner.on_refused(server, method, params, error)
+class _HostObserver:
+    """Turns one server's observations into ``HostEvent``s on the host's bus."""
 
-    def on_policy_receipt(self, server: str, outcome: PolicyOutcome) -> None:
-        self._emit(
-            "policy_receipt",
-            accepted=outcome.accepted,
-            mode=outcome.mode,
-            fallback=outcome.fallback,
-            reason=outcome.reason,
-            unavailableFeatures=outcome.unavailable_features,
-            defects=outcome.defects,
-        )
-        if self._inner is not None:
-            self._inner.on_policy_receipt(server, outcome)
+    def __init__(self, host: Host, delivering: bool) -> None:
+        self._host = host
+        self._delivering = delivering  # push/server_request events are deliveries already
 
-    def on_manifest_change(self, server: str, receipt: Any) -> None:
-        to_json = getattr(receipt, "to_json", None)
-        self._emit("manifest_change", **(to_json() if callable(to_json) else {"receipt": repr(receipt)}))
-        hook = getattr(self._inner, "on_manifest_change", None)
-        if hook is not None:
-            hook(server, receipt)
+    def observe(self, server: str, observation: Observation) -> None:
+        if self._delivering and observation.kind in ("push_event", "server_request"):
+            return
+        self._host._observe(HostEvent(server, observation.kind, dict(observation.data)))
 
-    def on_connection_lost(self, server: str, error: ConnectionLost) -> None:
-        if self._inner is not None:  # the supervisor reports it as "disconnected"
-            self._inner.on_connection_lost(server, error)
 
-    def on_orphan_response(self, server: str, response: Response) -> None:
-        if self._inner is not None:
-            self._inner.on_orphan_response(server, response)
+@dataclass(frozen=True, slots=True)
+class ServerSnapshot:
+    """Where one server stands (``Host.snapshot()``): ``state`` (the supervisor's),
+    ``attempts``, ``connections_opened``; for a connected server ``server_name``,
+    ``server_version``, ``protocol_version``, ``mcpl`` (``MCPLState`` value), the grant in
+    force (``effective_capabilities``) and ``enabled_feature_sets``; ``channels`` registered
+    now; ``last_disconnect`` (the reason of the last ``disconnected``, or None)."""
+
+    name: str
+    state: SupervisorState
+    attempts: int
+    connections_opened: int
+    server_name: str | None = None
+    server_version: str | None = None
+    protocol_version: str | None = None
+    mcpl: str | None = None
+    effective_capabilities: tuple[str, ...] = ()
+    enabled_feature_sets: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()
+    last_disconnect: str | None = None
 
 
 class Host:
-    """Hosts many servers: each enabled entry of ``configs`` (a ``HostConfig`` or a mapping
-    of name to ``ServerConfig``) runs under a ``Supervisor`` with its own restart policy.
+    """Hosts many servers (module rules): each enabled entry of ``configs`` (a ``HostConfig``
+    or a mapping of name to ``ServerConfig``) runs under a ``Supervisor`` with its own restart
+    policy.
 
-    Use as an async context manager; iterate ``events()`` for what happens; call servers by
-    name (``call_tool``, ``read_resource``, ``request``...). ``handlers_factory(name)``, if
-    given, returns the ``HostHandlers`` that answer that server's requests (see the module
-    rules). ``health_interval_seconds`` / ``health_timeout_seconds``: the supervisors' health
-    pings (None: none). ``max_queued_events``: the bound of the event stream. ``clock`` and
-    ``rng`` go to every supervisor.
+    Args:
+        handlers_factory: ``name -> HostHandlers``: the application's handlers for a server,
+            used as given. None: the host's deliveries (module rules).
+        client_info: the ``clientInfo`` sent in ``initialize``.
+        state_store_factory: ``name -> StateStore`` (held feature-set state; default in memory).
+        health_interval_seconds / health_timeout_seconds: the supervisors' health pings.
+        max_queued_events / max_queued_lifecycle_events: each subscription's bounds.
+        push_delivery: ``"wait"`` or ``"refuse"`` (module rules).
+        subscribe_all: make the default subscription (``events()``).
+        clock, rng: go to every supervisor.
     """
 
     def __init__(
@@ -315,39 +322,58 @@ class Host:
         configs: HostConfig | Mapping[str, ServerConfig],
         *,
         handlers_factory: Callable[[str], HostHandlers] | None = None,
+        client_info: ClientInfo | None = None,
+        state_store_factory: Callable[[str], StateStore] | None = None,
         health_interval_seconds: float | None = None,
         health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS,
         max_queued_events: int = MAX_QUEUED_EVENTS,
+        max_queued_lifecycle_events: int = MAX_QUEUED_LIFECYCLE_EVENTS,
+        push_delivery: PushDelivery = "wait",
+        subscribe_all: bool = True,
         clock: Callable[[], float] = anyio.current_time,
         rng: Callable[[], float] = random.random,
     ) -> None:
+        if push_delivery not in ("wait", "refuse"):
+            raise ValueError(f"push_delivery must be 'wait' or 'refuse', not {push_delivery!r}")
         servers = configs.servers if isinstance(configs, HostConfig) else configs
         self._configs = {name: config for name, config in servers.items() if not config.disabled}
-        self._inner = {name: handlers_factory(name) for name in self._configs} if handlers_factory else {}
-        self._redactors = {
-            name: Redactor(config.secrets_for_redaction) for name, config in self._configs.items()
-        }
-        self._supervisors = {
-            name: Supervisor(
-                name,
-                lambda name=name: self._open(name),
+        self._max_queued = max_queued_events
+        self._max_queued_lifecycle = max_queued_lifecycle_events
+        self._push_delivery: PushDelivery = push_delivery
+        self._bus = EventBus()
+        self._default = self.subscribe() if subscribe_all else None
+        self._dropped_budget = LogBudget(DROPPED_EVENTS_LOGGED)
+        self._log = get_logger("mcpl_host.host")
+        self._hosted: dict[str, HostedServer] = {}
+        self._supervisors: dict[str, Supervisor] = {}
+        self._last_disconnect: dict[str, str] = {}
+        for name, config in self._configs.items():
+            app_handlers = handlers_factory(name) if handlers_factory is not None else None
+            handlers = app_handlers or _DeliveringHandlers(
+                self, name, config.limits.request_timeout_seconds, config.limits.delivery_timeout_seconds
+            )
+            hosted = hosted_from_config(
+                config,
+                name=name,
+                handlers=handlers,
+                observer=_HostObserver(self, delivering=app_handlers is None),
+                client_info=client_info,
+                state_store=state_store_factory(name) if state_store_factory is not None else None,
+            )
+            self._hosted[name] = hosted
+            self._supervisors[name] = Supervisor(
+                hosted,
                 config.restart_policy,
-                self._emit,
+                self._emit_lifecycle,
                 health_interval_seconds=health_interval_seconds,
                 health_timeout_seconds=health_timeout_seconds,
                 clock=clock,
                 rng=rng,
             )
-            for name, config in self._configs.items()
-        }
-        self._send, self._receive = anyio.create_memory_object_stream[HostEvent](max_queued_events)
-        self.dropped_events = 0
-        self._dropped_budget = LogBudget(DROPPED_EVENTS_LOGGED)
         self._tg: anyio.abc.TaskGroup | None = None
         self._entered = False
         self._closing = False
         self._closed = anyio.Event()
-        self._log = get_logger("mcpl_host.host")
 
     def __repr__(self) -> str:
         states = ", ".join(f"{name}={sup.state}" for name, sup in self._supervisors.items())
@@ -372,12 +398,11 @@ class Host:
         finally:
             tg, self._tg = self._tg, None
             await leave_task_group(tg, *exc_info)  # every supervisor has ended
-            self._receive.close()
 
     async def aclose(self) -> None:
-        """Close every server concurrently and end the event stream. Idempotent; a second
-        caller waits for the first. Bounded by the slowest server's grace periods
-        (``close_grace_seconds`` twice plus ``terminate_grace_seconds``).
+        """Close every server concurrently and end every subscription (each ends once it is
+        empty). Idempotent; a second caller waits for the first. Bounded by the slowest
+        server's grace periods.
 
         **Cancellation:** shielded: every process is stopped and reaped before it returns.
         """
@@ -388,46 +413,83 @@ class Host:
         self._closing = True
         try:
             with anyio.CancelScope(shield=True):
+                for subscription in self._bus.subscriptions:  # a full queue must not block closing
+                    subscription.max_queued_lifecycle = max(subscription.max_queued_lifecycle, 1 << 30)
                 async with anyio.create_task_group() as tg:
                     for supervisor in self._supervisors.values():
                         tg.start_soon(supervisor.aclose)
         finally:
-            self._send.close()
+            self._bus.end()
             self._closed.set()
 
     # --- events ------------------------------------------------------------------------------
 
-    def events(self) -> MemoryObjectReceiveStream[HostEvent]:
-        """The one stream of ``HostEvent``s from every server, for one consumer; iterate it
-        inside the ``async with`` block (``async for event in host.events()``). It ends when
-        the host closes; it is closed when the ``async with`` block is left."""
-        return self._receive
-
-    def _emit(self, event: HostEvent) -> None:
-        try:
-            self._send.send_nowait(event)
-            return
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return  # closed: nobody is listening any more
-        except anyio.WouldBlock:
-            pass
-        try:
-            oldest = self._receive.receive_nowait()
-        except (anyio.WouldBlock, anyio.EndOfStream, anyio.ClosedResourceError):
-            return
-        self.dropped_events += 1
-        if oldest.responder is not None:
-            oldest.responder.reject(ErrorCode.INTERNAL_ERROR, "Internal error: host event queue full")
-        verdict = self._dropped_budget.take()
-        if verdict != "quiet":
-            self._log.warning(
-                "event stream full: dropped the oldest event"
-                + ("; more go unlogged" if verdict == "last" else ""),
-                server=oldest.server,
-                kind=oldest.kind,
-                dropped=self.dropped_events,
+    def events(self) -> Subscription:
+        """The default subscription: every event of every server, from the host's creation
+        (``async for event in host.events()``). Raises ``LocalProtocolError`` when the host
+        was made with ``subscribe_all=False``."""
+        if self._default is None:
+            raise LocalProtocolError(
+                "this Host has no default subscription (subscribe_all=False); use subscribe()"
             )
-        self._send.send_nowait(event)
+        return self._default
+
+    def subscribe(
+        self, *, servers: Iterable[str] | None = None, kinds: Iterable[EventKind] | None = None
+    ) -> Subscription:
+        """A new subscription to the events of ``servers`` (names; None: all) of ``kinds``
+        (None: all), from now on. Raises ``UnknownServer`` or ``ValueError`` (unknown kind)."""
+        names = list(servers) if servers is not None else None
+        for name in names or ():
+            if name not in self._configs:
+                raise UnknownServer(name)
+        return self._bus.add(
+            Subscription(
+                servers=names,
+                kinds=list(kinds) if kinds is not None else None,
+                max_queued=self._max_queued,
+                max_queued_lifecycle=self._max_queued_lifecycle,
+            )
+        )
+
+    @property
+    def dropped_events(self) -> int:
+        """Observations dropped from full subscriptions (never lifecycle events or deliveries)."""
+        return self._bus.dropped
+
+    async def _emit_lifecycle(self, event: HostEvent) -> None:
+        if event.kind == "disconnected":
+            self._last_disconnect[event.server] = str(event.data.get("reason"))
+        await self._bus.emit_waiting(event)
+
+    def _observe(self, event: HostEvent) -> None:
+        if self._bus.observe(event):
+            verdict = self._dropped_budget.take()
+            if verdict != "quiet":
+                self._log.warning(
+                    "event subscription full: dropped the oldest observation"
+                    + ("; more go unlogged" if verdict == "last" else ""),
+                    server=event.server,
+                    dropped=self.dropped_events,
+                )
+
+    async def _deliver(self, event: HostEvent, timeout: float) -> str | None:
+        """Hand ``event`` to the application (module rules): None once taken, else why not."""
+        delivery = Delivery()
+        event = HostEvent(event.server, event.kind, event.data, event.time, event.responder, delivery)
+        targets = self._bus.matching(event)
+        if not targets:
+            return "no subscriber takes these events"
+        if self._push_delivery == "refuse" and event.kind == "push_event":
+            if not all(t.has_room_for(event) for t in targets):
+                return "the host application's event queue is full"
+        with anyio.move_on_after(timeout):
+            for target in targets:
+                await target.put_waiting(event)
+            await delivery.taken.wait()
+            return None
+        delivery.withdrawn = True
+        return f"not taken by the host application within {timeout:g} seconds"
 
     # --- servers -----------------------------------------------------------------------------
 
@@ -447,70 +509,271 @@ class Host:
         except KeyError:
             raise UnknownServer(server) from None
 
+    def hosted(self, server: str) -> HostedServer:
+        """What the host keeps for ``server`` across transports. Raises ``UnknownServer``."""
+        self.supervisor(server)
+        return self._hosted[server]
+
     def redactor(self, server: str) -> Redactor:
         """What hides ``server``'s secrets (env and header values, token, ``secrets``)."""
-        self.supervisor(server)
-        return self._redactors[server]
+        return self.hosted(server).redactor
 
     def connection(self, server: str) -> ServerConnection:
         """The ready connection of ``server`` right now. Raises ``UnknownServer`` or
         ``ServerNotConnected``."""
         supervisor = self.supervisor(server)
-        conn = supervisor.current
-        if conn is None:
+        conn = self._hosted[server].current
+        if conn is None or supervisor.state not in ("ready", "degraded"):
             raise ServerNotConnected(server, supervisor.state)
         return conn
 
-    def _open(self, name: str) -> ServerConnection:
-        config = self._configs[name]
-        attempt = self._supervisors[name].attempts
-        handlers = _ReportingHandlers(
-            name, attempt, self._emit, self._inner.get(name), config.limits.request_timeout_seconds
-        )
-        conn = connect_from_config(config, name=name, handlers=handlers)
-        self._redactors[name] = conn.redactor
-        return conn
+    async def ready_connection(self, server: str, *, timeout: float | None = None) -> ServerConnection:
+        """The connection of ``server`` once it is ready, waiting up to ``timeout`` seconds
+        (default: its ``Limits.request_timeout_seconds``). Raises ``UnknownServer``,
+        ``ServerNotConnected`` (gave up, closed, or not ready in time)."""
+        supervisor = self.supervisor(server)
+        seconds = self._configs[server].limits.request_timeout_seconds if timeout is None else timeout
+        with anyio.move_on_after(seconds):
+            while True:
+                conn = self._hosted[server].current
+                if conn is not None and supervisor.state in ("ready", "degraded"):
+                    return conn
+                if supervisor.state in ("gave_up", "closed") or self._closing:
+                    raise ServerNotConnected(server, supervisor.state)
+                await supervisor.wait_changed()
+        raise ServerNotConnected(server, supervisor.state, f"not ready within {seconds:g} seconds")
+
+    async def wait_ready(self, *servers: str, timeout: float) -> None:
+        """Wait until each of ``servers`` (default: all) is ready or degraded, for at most
+        ``timeout`` seconds in all. Raises ``UnknownServer``; ``ServerNotConnected`` for a
+        server that gave up, or that is not ready in time."""
+        names = list(servers) or self.servers
+        deadline = anyio.current_time() + timeout
+        for name in names:
+            await self.ready_connection(name, timeout=max(0.0, deadline - anyio.current_time()))
+
+    def snapshot(self) -> dict[str, ServerSnapshot]:
+        """Where each server stands now (``ServerSnapshot``), by name."""
+        out: dict[str, ServerSnapshot] = {}
+        for name, supervisor in self._supervisors.items():
+            hosted = self._hosted[name]
+            conn = hosted.current
+            info = conn.server_info if conn is not None else None
+            grant = conn.grant if conn is not None else None
+            derivation = conn.derivation if conn is not None else None
+            out[name] = ServerSnapshot(
+                name=name,
+                state=supervisor.state,
+                attempts=supervisor.attempts,
+                connections_opened=hosted.connections_opened,
+                server_name=info.name if info else None,
+                server_version=info.version if info else None,
+                protocol_version=info.protocol_version if info else None,
+                mcpl=conn.mcpl_state.value if conn is not None else None,
+                effective_capabilities=tuple(sorted(grant.paths)) if grant is not None else (),
+                enabled_feature_sets=tuple(sorted(derivation.enabled)) if derivation is not None else (),
+                channels=tuple(str(d.get("id")) for d in hosted.channels),
+                last_disconnect=self._last_disconnect.get(name),
+            )
+        return out
 
     # --- calls by server name ----------------------------------------------------------------
-    # Each raises UnknownServer or ServerNotConnected, then what the connection's method raises
-    # (RemoteError, RequestTimeout, ConnectionLost...). Cancellation: as ServerConnection.request.
+    # Each raises UnknownServer or ServerNotConnected (module rules), then what the
+    # connection's method raises. Cancellation: as ServerConnection.request.
 
-    async def request(self, server: str, method: str, params: Any = None, **kwargs: Any) -> Any:
-        """``ServerConnection.request`` on ``server``'s current connection."""
-        return await self.connection(server).request(method, params, **kwargs)
+    async def _conn(self, server: str, timeout: Timeout) -> ServerConnection:
+        return await self.ready_connection(
+            server, timeout=None if not isinstance(timeout, (int, float)) else timeout
+        )
+
+    async def request(
+        self,
+        server: str,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        progress: ProgressCallback | None = None,
+    ) -> Any:
+        """``ServerConnection.request`` on ``server``."""
+        conn = await self._conn(server, timeout)
+        return await conn.request(method, params, timeout=timeout, progress=progress)
 
     async def notify(self, server: str, method: str, params: Any = None) -> None:
-        """``ServerConnection.notify`` on ``server``'s current connection."""
-        await self.connection(server).notify(method, params)
+        """``ServerConnection.notify`` on ``server``."""
+        await (await self._conn(server, DEFAULT)).notify(method, params)
 
-    async def ping(self, server: str, **kwargs: Any) -> None:
+    async def ping(self, server: str, *, timeout: Timeout = DEFAULT) -> None:
         """MCP ``ping`` to ``server``."""
-        await self.connection(server).ping(**kwargs)
+        await (await self._conn(server, timeout)).ping(timeout=timeout)
 
     async def call_tool(
-        self, server: str, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any
+        self,
+        server: str,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        progress: ProgressCallback | None = None,
     ) -> CallToolResult:
-        """``tools/call`` on ``server`` (``kwargs``: ``timeout``, ``progress``)."""
-        return await self.connection(server).call_tool(name, arguments, **kwargs)
+        """``tools/call`` on ``server``."""
+        conn = await self._conn(server, timeout)
+        return await conn.call_tool(name, arguments, timeout=timeout, progress=progress)
 
     async def list_tools(self, server: str) -> list[Tool]:
         """``tools/list`` on ``server``, every page."""
-        return await self.connection(server).list_tools()
+        return await (await self._conn(server, DEFAULT)).list_tools()
 
     async def list_resources(self, server: str) -> list[Resource]:
         """``resources/list`` on ``server``, every page."""
-        return await self.connection(server).list_resources()
+        return await (await self._conn(server, DEFAULT)).list_resources()
 
-    async def read_resource(self, server: str, uri: str) -> ReadResourceResult:
+    async def list_resource_templates(self, server: str) -> list[ResourceTemplate]:
+        """``resources/templates/list`` on ``server``, every page."""
+        return await (await self._conn(server, DEFAULT)).list_resource_templates()
+
+    async def read_resource(self, server: str, uri: str, *, timeout: Timeout = DEFAULT) -> ReadResourceResult:
         """``resources/read`` on ``server``."""
-        return await self.connection(server).read_resource(uri)
+        return await (await self._conn(server, timeout)).read_resource(uri, timeout=timeout)
 
     async def list_prompts(self, server: str) -> list[Prompt]:
         """``prompts/list`` on ``server``, every page."""
-        return await self.connection(server).list_prompts()
+        return await (await self._conn(server, DEFAULT)).list_prompts()
 
     async def get_prompt(
-        self, server: str, name: str, arguments: dict[str, str] | None = None
+        self, server: str, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
     ) -> GetPromptResult:
         """``prompts/get`` on ``server``."""
-        return await self.connection(server).get_prompt(name, arguments)
+        return await (await self._conn(server, timeout)).get_prompt(name, arguments, timeout=timeout)
+
+    async def update_policy(
+        self,
+        server: str,
+        policy: GrantPolicy | None = None,
+        feature_set_policy: FeatureSetPolicy | None = None,
+    ) -> PolicyChange:
+        """Change ``server``'s policy, now and for every later transport
+        (``HostedServer.update_policy``; ``deferred`` when it is not MCPL-ready now)."""
+        return await self.hosted(server).update_policy(policy, feature_set_policy)
+
+    async def call_tool_with_state(
+        self,
+        server: str,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        feature_set: str,
+        timeout: Timeout = DEFAULT,
+        progress: ProgressCallback | None = None,
+    ) -> CallToolResult:
+        """``tools/call`` with the state held for ``feature_set`` on ``server``."""
+        conn = await self._conn(server, timeout)
+        return await conn.call_tool_with_state(
+            name, arguments, feature_set=feature_set, timeout=timeout, progress=progress
+        )
+
+    async def state_rollback(
+        self, server: str, feature_set: str, checkpoint: str, *, timeout: Timeout = DEFAULT
+    ) -> RollbackResult:
+        """``state/rollback`` on ``server``."""
+        return await (await self._conn(server, timeout)).state_rollback(
+            feature_set, checkpoint, timeout=timeout
+        )
+
+    async def channels_open(
+        self,
+        server: str,
+        *,
+        type: str | None = None,
+        address: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        channel_id: str | None = None,
+        history: Any = None,
+        timeout: Timeout = DEFAULT,
+    ) -> ChannelOpenResult:
+        """``channels/open`` on ``server``."""
+        conn = await self._conn(server, timeout)
+        return await conn.channels_open(
+            type=type,
+            address=address,
+            metadata=metadata,
+            channel_id=channel_id,
+            history=history,
+            timeout=timeout,
+        )
+
+    async def channels_close(self, server: str, channel_id: str, *, timeout: Timeout = DEFAULT) -> bool:
+        """``channels/close`` on ``server``."""
+        return await (await self._conn(server, timeout)).channels_close(channel_id, timeout=timeout)
+
+    async def channels_publish(
+        self,
+        server: str,
+        conversation_id: str,
+        channel_id: str,
+        content: str | list[Any],
+        *,
+        stream: bool = False,
+        timeout: Timeout = DEFAULT,
+    ) -> PublishResult:
+        """``channels/publish`` on ``server``."""
+        conn = await self._conn(server, timeout)
+        return await conn.channels_publish(
+            conversation_id, channel_id, content, stream=stream, timeout=timeout
+        )
+
+    def _ready_connections(self, servers: Sequence[str] | None) -> list[ServerConnection]:
+        names = list(servers) if servers is not None else self.servers
+        out = []
+        for name in names:
+            self.supervisor(name)
+            conn = self._hosted[name].current
+            if conn is not None:
+                out.append(conn)
+        return out
+
+    async def before_inference(
+        self,
+        *,
+        inference_id: str,
+        conversation_id: str,
+        turn_index: int,
+        user_message: str | None,
+        model: Mapping[str, Any],
+        channels: Mapping[str, Any] | None = None,
+        servers: Sequence[str] | None = None,
+        timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
+    ) -> FanoutResult:
+        """``context/beforeInference`` to every connected server that is granted it (of
+        ``servers``, default all), concurrently, each failing open (``before_inference_fanout``).
+        A server between transports is skipped (its result is absent)."""
+        return await before_inference_fanout(
+            self._ready_connections(servers),
+            inference_id=inference_id,
+            conversation_id=conversation_id,
+            turn_index=turn_index,
+            user_message=user_message,
+            model=model,
+            channels=channels,
+            timeout=timeout,
+        )
+
+    def inference_lifecycle(
+        self,
+        *,
+        inference_id: str,
+        conversation_id: str,
+        turn_index: int,
+        model: Mapping[str, Any] | None = None,
+        servers: Sequence[str] | None = None,
+    ) -> InferenceLifecycle:
+        """``async with host.inference_lifecycle(...) as turn``: ``started`` to every connected
+        server granted ``inferenceLifecycle`` now, exactly one terminal on exit
+        (``InferenceLifecycle``; MCPL §10.5)."""
+        return inference_lifecycle(
+            self._ready_connections(servers),
+            inference_id=inference_id,
+            conversation_id=conversation_id,
+            turn_index=turn_index,
+            model=model,
+        )

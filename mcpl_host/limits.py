@@ -42,6 +42,17 @@ DEFAULT_CLOSE_GRACE_SECONDS = 2.0
 DEFAULT_TERMINATE_GRACE_SECONDS = 2.0
 #: Pages followed for one paginated list call (tools/list and friends) before stopping.
 DEFAULT_MAX_LIST_PAGES = 100
+#: Warning lines per connection about refused channel items and notification-form channel
+#: messages, before one "more go unlogged" line.
+DEFAULT_CHANNEL_DIAGNOSTICS_LOGGED = 50
+#: Dropped-injection lines logged per context/beforeInference answer before one summary.
+DEFAULT_DROPPED_INJECTIONS_LOGGED = 10
+#: push/event ids remembered per server for de-duplication (MCPL §9.4), and for how long.
+DEFAULT_MAX_REMEMBERED_EVENT_IDS = 1024
+DEFAULT_EVENT_ID_TTL_SECONDS = 600.0
+#: Seconds a push/event waits for the host application to take it from a subscription
+#: (``Host`` without application handlers) before it is refused with a reason.
+DEFAULT_DELIVERY_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +73,8 @@ class Limits:
     close_grace_seconds: float = DEFAULT_CLOSE_GRACE_SECONDS
     terminate_grace_seconds: float = DEFAULT_TERMINATE_GRACE_SECONDS
     max_list_pages: int = DEFAULT_MAX_LIST_PAGES
+    channel_diagnostics_logged: int = DEFAULT_CHANNEL_DIAGNOSTICS_LOGGED
+    dropped_injections_logged: int = DEFAULT_DROPPED_INJECTIONS_LOGGED
+    max_remembered_event_ids: int = DEFAULT_MAX_REMEMBERED_EVENT_IDS
+    event_id_ttl_seconds: float = DEFAULT_EVENT_ID_TTL_SECONDS
+    delivery_timeout_seconds: float = DEFAULT_DELIVERY_TIMEOUT_SECONDS

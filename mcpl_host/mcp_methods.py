@@ -1,28 +1,31 @@
 """Plain MCP methods with typed results (MCP 2025-11-25 "Server features").
 
-``MCPMethods`` is mixed into ``ServerConnection``; it needs only ``request()`` and
-``limits``. List calls follow ``nextCursor`` pages up to ``limits.max_list_pages``. Results
-are small frozen dataclasses that keep the raw object (``raw``) for fields not modelled here.
-A result of the wrong shape raises ``RemoteProtocolError`` with one clear sentence.
+``MCPClient`` holds a requester (a connection) and its ``Limits``. List calls follow
+``nextCursor`` pages up to ``limits.max_list_pages``. Results are small frozen dataclasses
+that keep the raw object (``raw``) for fields not modelled here. A result of the wrong shape
+raises ``RemoteProtocolError`` with one clear sentence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
+from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 
 __all__ = [
     "CallToolResult",
     "GetPromptResult",
-    "MCPMethods",
+    "MCPClient",
     "Prompt",
     "ReadResourceResult",
     "Resource",
     "ResourceTemplate",
     "Tool",
+    "call_tool_result",
 ]
 
 
@@ -115,25 +118,46 @@ def _object(result: Any, method: str) -> dict[str, Any]:
     return result
 
 
-class MCPMethods:
+def call_tool_result(result: dict[str, Any]) -> CallToolResult:
+    """Read a ``tools/call`` result object (MCP 2025-11-25 "Tools")."""
+    content = result.get("content", [])
+    return CallToolResult(
+        content=content if isinstance(content, list) else [],
+        is_error=result.get("isError") is True,
+        structured_content=result.get("structuredContent"),
+        raw=result,
+    )
+
+
+class _Requester(Protocol):
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: Timeout = ...,
+        progress: ProgressCallback | None = None,
+    ) -> Any: ...
+
+
+class MCPClient:
     """``list_tools()``, ``call_tool()``, ``list_resources()``, ``read_resource()``,
-    ``list_resource_templates()``, ``list_prompts()``, ``get_prompt()``.
+    ``list_resource_templates()``, ``list_prompts()``, ``get_prompt()`` over ``requester``.
 
     Each raises what ``request()`` raises, plus ``RemoteProtocolError`` for a result of the
     wrong shape. Cancellation: as ``request()``.
     """
 
-    limits: Any
-
-    async def request(self, method: str, params: Any = None, **kwargs: Any) -> Any:
-        raise NotImplementedError
+    def __init__(self, requester: _Requester, limits: Limits) -> None:
+        self._requester = requester
+        self._limits = limits
 
     async def _list_all(self, method: str, key: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         cursor: str | None = None
-        for _page in range(self.limits.max_list_pages):
+        for _page in range(self._limits.max_list_pages):
             params = {"cursor": cursor} if cursor is not None else None
-            result = _object(await self.request(method, params), method)
+            result = _object(await self._requester.request(method, params), method)
             page = result.get(key, [])
             if not isinstance(page, list):
                 raise RemoteProtocolError(f"the server's {method} result has no {key} array")
@@ -143,7 +167,7 @@ class MCPMethods:
                 return items
             cursor = next_cursor
         get_logger("mcpl_host.mcp").warning(
-            "stopped following pages", method=method, pages=self.limits.max_list_pages
+            "stopped following pages", method=method, pages=self._limits.max_list_pages
         )
         return items
 
@@ -162,19 +186,17 @@ class MCPMethods:
         ]
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any] | None = None, **kwargs: Any
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        progress: ProgressCallback | None = None,
     ) -> CallToolResult:
-        """``tools/call``. A tool failure is a result with ``is_error`` True, not an exception.
-        ``kwargs`` go to ``request()`` (``timeout``, ``progress``)."""
+        """``tools/call``. A tool failure is a result with ``is_error`` True, not an exception."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
-        result = _object(await self.request("tools/call", params, **kwargs), "tools/call")
-        content = result.get("content", [])
-        return CallToolResult(
-            content=content if isinstance(content, list) else [],
-            is_error=result.get("isError") is True,
-            structured_content=result.get("structuredContent"),
-            raw=result,
-        )
+        result = await self._requester.request("tools/call", params, timeout=timeout, progress=progress)
+        return call_tool_result(_object(result, "tools/call"))
 
     async def list_resources(self) -> list[Resource]:
         """``resources/list``, every page."""
@@ -204,9 +226,11 @@ class MCPMethods:
             if isinstance(item.get("uriTemplate"), str)
         ]
 
-    async def read_resource(self, uri: str) -> ReadResourceResult:
+    async def read_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> ReadResourceResult:
         """``resources/read``. Note: MCP's ``-32002`` here means "Resource not found"."""
-        result = _object(await self.request("resources/read", {"uri": uri}), "resources/read")
+        result = _object(
+            await self._requester.request("resources/read", {"uri": uri}, timeout=timeout), "resources/read"
+        )
         contents = result.get("contents", [])
         return ReadResourceResult(contents=contents if isinstance(contents, list) else [], raw=result)
 
@@ -223,12 +247,14 @@ class MCPMethods:
             if isinstance(item.get("name"), str)
         ]
 
-    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> GetPromptResult:
-        """``prompts/get``."""
+    async def get_prompt(
+        self, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
+    ) -> GetPromptResult:
+        """``prompts/get``; ``arguments`` is sent whenever given, ``{}`` included."""
         params: dict[str, Any] = {"name": name}
-        if arguments:
+        if arguments is not None:
             params["arguments"] = arguments
-        result = _object(await self.request("prompts/get", params), "prompts/get")
+        result = _object(await self._requester.request("prompts/get", params, timeout=timeout), "prompts/get")
         messages = result.get("messages", [])
         return GetPromptResult(
             messages=messages if isinstance(messages, list) else [],

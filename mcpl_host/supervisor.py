@@ -1,14 +1,15 @@
 """``Supervisor``: keeps one server connected, restarting it per its ``RestartPolicy``.
 
-Rules of this module (STYLE.md §2 items 8, 9, 11; ENVELOPE.md T1-T3):
+Rules of this module (docs/protocol.md T1-T3):
 
-- **Each transport is a new ``ServerConnection``, so a new epoch.** Every attempt calls
-  ``open_connection()`` for a fresh connection and enters it. By the time the old one has
-  ended, its pending requests have failed (``ConnectionLost``, T3) and the answers to requests
-  it read are bound to its closed link, so they can never be written on the new transport
-  (T1, T2). Entering the new connection runs the handshake and, for an MCPL server, the whole
-  policy exchange again: nothing granted on the old transport is in force on the new one
-  until its own receipt arrives (MCPL §5.4).
+- **The supervisor owns the server's ``HostedServer``; each transport is a new
+  ``ServerConnection``.** Every attempt calls ``hosted.open_connection()`` and enters it. By
+  the time the old one has ended, its pending requests have failed (``ConnectionLost``, T3)
+  and the answers to requests it read are bound to its closed link, so they can never be
+  written on the new transport (T1, T2). Entering the new connection runs the handshake and,
+  for an MCPL server, the whole policy exchange again: nothing granted on the old transport
+  is in force on the new one until its own receipt arrives (MCPL §5.4). What outlives the
+  transport (the policy the application set last, held state) is the ``HostedServer``'s.
 - **Decide, then act.** ``RestartTracker`` (pure, ``supervisor_policy``) decides; this shell
   only emits events, sleeps the delay it was given, and opens the next connection. That
   delay is the only sleep here besides the health-check interval.
@@ -26,39 +27,28 @@ Rules of this module (STYLE.md §2 items 8, 9, 11; ENVELOPE.md T1-T3):
 - **Ownership.** ``run()`` owns the connection it opened; ``aclose()`` cancels ``run()`` and
   waits, shielded, until the connection is closed and its process reaped (bounded by the
   connection's grace periods).
+- **Emitting waits.** ``emit`` is awaited for every event: the ``Host`` never drops a
+  lifecycle event, so a consumer that does not read holds the supervisor back instead.
 
 Event data (``HostEvent.data``; JSON values only, server text as the connection reports it,
-already escaped and redacted where it comes from an exception or stderr):
-
-- ``connecting``: ``attempt`` (connection attempts since the supervisor started, from 1).
-- ``ready``: ``attempt``, ``serverName``, ``serverVersion``, ``protocolVersion``, ``mcpl``
-  (``"ready"`` or ``"none"`` for plain MCP), ``effectiveCapabilities``, ``mode`` (the
-  receipt's, e.g. ``"degraded"``, or None).
-- ``degraded``: as ``ready`` with ``mcpl: "mcp-only"``, plus ``reason`` (the policy was
-  refused, or its request failed: tools, resources and prompts only, MCPL §6.7).
-- ``disconnected``: ``attempt``, ``phase`` (``"start"`` or ``"running"``), ``reason`` (one
-  phrase), ``exitStatus`` (int or None; negative for a signal), ``closeCode`` (a WebSocket
-  close code or None), ``stderrTail`` (last lines, redacted), ``uptimeSeconds`` (None for a
-  start failure).
-- ``reconnecting``: ``attempt`` (the restart's number since the backoff was last reset, from
-  1: the policy's attempt), ``delaySeconds``.
-- ``gave_up``: ``reason`` (one sentence), ``failures``, ``windowSeconds``.
+already escaped and redacted where it comes from an exception or stderr): see the TypedDicts
+of ``mcpl_host.events`` (``ConnectingData``, ``ReadyData`` for ``ready`` and ``degraded``,
+``DisconnectedData``, ``ReconnectingData``, ``GaveUpData``).
 """
 
 from __future__ import annotations
 
 import random
 import re
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 import anyio
 import anyio.abc
 
 from mcpl_host._tasks import leave_task_group
-from mcpl_host.connection import ServerConnection
+from mcpl_host.events import EVENT_KINDS, EventKind, HostEvent, ReadyData
+from mcpl_host.hosted import HostedServer
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
     ConnectionLost,
@@ -68,13 +58,15 @@ from mcpl_host.jsonrpc.errors import (
     describe_seconds,
 )
 from mcpl_host.logging import get_logger
-from mcpl_host.mcpl.negotiation import MCPLState
+from mcpl_host.mcpl.policy_state import MCPLState
+from mcpl_host.server_connection import ServerConnection
 from mcpl_host.supervisor_policy import GiveUp, RestartPolicy, RestartTracker
 
 __all__ = [
     "DEFAULT_HEALTH_TIMEOUT_SECONDS",
     "EVENT_KINDS",
     "EventKind",
+    "EventSink",
     "HostEvent",
     "Supervisor",
     "SupervisorState",
@@ -83,23 +75,6 @@ __all__ = [
 #: Seconds a health ``ping`` waits for its answer.
 DEFAULT_HEALTH_TIMEOUT_SECONDS = 10.0
 
-EventKind = Literal[
-    "connecting",
-    "ready",
-    "degraded",
-    "disconnected",
-    "reconnecting",
-    "gave_up",
-    "push_event",
-    "notification",
-    "server_request",
-    "refused",
-    "manifest_change",
-    "policy_receipt",
-]
-#: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
-EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
-
 #: Where a supervisor stands (``Supervisor.state``).
 SupervisorState = Literal["new", "connecting", "ready", "degraded", "reconnecting", "gave_up", "closed"]
 
@@ -107,27 +82,8 @@ SupervisorState = Literal["new", "connecting", "ready", "degraded", "reconnectin
 _CLOSE_CODE = re.compile(r"\(code (\d{4})\b")
 
 
-@dataclass(frozen=True, slots=True, eq=True)
-class HostEvent:
-    """Something that happened to one server: ``server`` (its name), ``kind`` (one of
-    ``EVENT_KINDS``), ``data`` (a dict of JSON values; see ``supervisor`` and ``host`` for
-    each kind), ``time`` (seconds since the epoch, wall clock). ``responder`` is set only on a
-    ``server_request`` event that waits for the embedding application's answer
-    (``host.ServerRequestResponder``)."""
-
-    server: str
-    kind: EventKind
-    data: dict[str, Any] = field(default_factory=dict)
-    time: float = field(default_factory=time.time)
-    responder: Any = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.kind not in EVENT_KINDS:
-            raise ValueError(f"unknown event kind {self.kind!r}")
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"server", "kind", "time", "data"}``: what ``mcpl-host run --json`` prints."""
-        return {"server": self.server, "kind": self.kind, "time": self.time, "data": self.data}
+#: Receives every event of a supervisor; awaited (module rules).
+EventSink = Callable[[HostEvent], Awaitable[None]]
 
 
 def failure_data(exc: BaseException) -> dict[str, Any]:
@@ -145,11 +101,11 @@ def failure_data(exc: BaseException) -> dict[str, Any]:
     }
 
 
-def connection_data(conn: ServerConnection, attempt: int) -> dict[str, Any]:
+def connection_data(conn: ServerConnection, attempt: int) -> ReadyData:
     """The ``ready`` / ``degraded`` data of a connection that has finished its handshake."""
     info = conn.server_info
     outcome = conn.policy_outcome
-    data: dict[str, Any] = {
+    data: ReadyData = {
         "attempt": attempt,
         "serverName": info.name if info else "",
         "serverVersion": info.version if info else "",
@@ -168,9 +124,9 @@ def connection_data(conn: ServerConnection, attempt: int) -> dict[str, Any]:
 
 
 class Supervisor:
-    """Keeps the server ``name`` connected: ``open_connection()`` builds a new, unopened
+    """Keeps ``hosted`` connected: ``hosted.open_connection()`` builds a new, unopened
     ``ServerConnection`` for each attempt; ``restart`` decides whether and when to try again;
-    ``emit`` gets every ``HostEvent`` (called from the supervisor's task; must not block).
+    ``emit`` is awaited with every ``HostEvent`` (module rules).
 
     ``health_interval_seconds``: seconds between health pings (None: no pings);
     ``health_timeout_seconds``: how long each waits. ``clock`` (monotonic seconds, default
@@ -183,10 +139,9 @@ class Supervisor:
 
     def __init__(
         self,
-        name: str,
-        open_connection: Callable[[], ServerConnection],
+        hosted: HostedServer,
         restart: RestartPolicy,
-        emit: Callable[[HostEvent], None],
+        emit: EventSink,
         *,
         health_interval_seconds: float | None = None,
         health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS,
@@ -197,13 +152,14 @@ class Supervisor:
             raise ValueError("health_interval_seconds must be a positive number of seconds or None")
         if not health_timeout_seconds > 0:
             raise ValueError("health_timeout_seconds must be a positive number of seconds")
-        self.name = name
+        self.hosted = hosted
+        self.name = name = hosted.name
         self.tracker = RestartTracker(restart, rng=rng)
         self.health_interval_seconds = health_interval_seconds
         self.health_timeout_seconds = health_timeout_seconds
         self.attempts = 0  # connection attempts made
-        self._open_connection = open_connection
         self._emit_event = emit
+        self._changed = anyio.Event()
         self._clock = clock
         self._state: SupervisorState = "new"
         self._current: ServerConnection | None = None
@@ -259,7 +215,7 @@ class Supervisor:
             with anyio.CancelScope(shield=True):
                 await self._stopped.wait()
         elif self._state != "gave_up":
-            self._state = "closed"
+            self._set_state("closed")
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Connect, watch, and reconnect per the policy until ``aclose()`` or a ``GiveUp``.
@@ -284,34 +240,44 @@ class Supervisor:
         finally:
             self._current = None
             if self._state != "gave_up":
-                self._state = "closed"
+                self._set_state("closed")
             self._stopped.set()
 
     # --- the loop ----------------------------------------------------------------------------
 
-    def _emit(self, kind: str, **data: Any) -> None:
-        self._emit_event(HostEvent(self.name, kind, data))
+    def _set_state(self, state: SupervisorState) -> None:
+        self._state = state
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_changed(self) -> SupervisorState:
+        """Wait for the next change of ``state`` and return the new state."""
+        await self._changed.wait()
+        return self._state
+
+    async def _emit(self, kind: EventKind, **data: Any) -> None:
+        await self._emit_event(HostEvent(self.name, kind, data))
 
     async def _loop(self) -> None:
         while not self._closing:
             self.attempts += 1
             attempt = self.attempts
-            self._state = "connecting"
-            self._emit("connecting", attempt=attempt)
+            self._set_state("connecting")
+            await self._emit("connecting", attempt=attempt)
             reason = await self._attempt(attempt)
             decision = self.tracker.record_failure(self._clock(), reason)
             if isinstance(decision, GiveUp):
-                self._state = "gave_up"
+                self._set_state("gave_up")
                 self._log.warning("gave up restarting the server", reason=decision.reason)
-                self._emit(
+                await self._emit(
                     "gave_up",
                     reason=decision.reason,
                     failures=decision.failures,
                     windowSeconds=decision.window_seconds,
                 )
                 return
-            self._state = "reconnecting"
-            self._emit("reconnecting", attempt=decision.attempt, delaySeconds=decision.delay_seconds)
+            self._set_state("reconnecting")
+            await self._emit("reconnecting", attempt=decision.attempt, delaySeconds=decision.delay_seconds)
             await anyio.sleep(decision.delay_seconds)  # the policy's output, the only wait here
 
     async def _attempt(self, attempt: int) -> str:
@@ -320,15 +286,15 @@ class Supervisor:
         ended: BaseException | str
         conn: ServerConnection | None = None
         try:
-            conn = self._open_connection()
+            conn = self.hosted.open_connection()
             async with conn:
                 started = self._clock()
                 self.tracker.record_start(started)
                 degraded = conn.mcpl_state is MCPLState.MCP_ONLY
-                self._state = "degraded" if degraded else "ready"
+                self._set_state("degraded" if degraded else "ready")
                 self._current = conn
                 try:
-                    self._emit("degraded" if degraded else "ready", **connection_data(conn, attempt))
+                    await self._emit("degraded" if degraded else "ready", **connection_data(conn, attempt))
                     ended = await self._watch(conn)
                 finally:
                     self._current = None
@@ -346,7 +312,7 @@ class Supervisor:
         phase = "start" if started is None else "running"
         uptime = None if started is None else round(self._clock() - started, 3)
         self._log.info("server disconnected", phase=phase, reason=data["reason"])
-        self._emit("disconnected", attempt=attempt, phase=phase, uptimeSeconds=uptime, **data)
+        await self._emit("disconnected", attempt=attempt, phase=phase, uptimeSeconds=uptime, **data)
         return data["reason"]
 
     async def _watch(self, conn: ServerConnection) -> BaseException | str:

@@ -1,4 +1,4 @@
-"""Checklist MUSTs that are rules of a pure function (PROTOCOL.md §8 C 37, D 44, D 51)."""
+"""MCPL rules that are rules of a pure function (MCPL §5.3, §5.4, §6.5)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 
 from mcpl_host import GrantPolicy, connect_stdio
 from mcpl_host.mcpl.admission import admit
-from mcpl_host.mcpl.fanout import read_injections
 from mcpl_host.mcpl.grants import Grant
+from mcpl_host.mcpl.injections import read_injections
+from mcpl_host.mcpl.policy_state import PolicyState
 
 INJECT_BEFORE = "contextHooks.beforeInference.inject.beforeUser"
 
@@ -24,8 +25,15 @@ async def test_c37_no_hook_traffic_before_the_receipt() -> None:
 def test_d44_denied_capabilities_never_feed_authorization() -> None:
     grant = Grant(paths=frozenset({"pushEvents"}), advertised=frozenset({"pushEvents", "modelInfo"}))
     assert grant.policy_params()["deniedCapabilities"] == ["modelInfo"]
-    assert admit("push/event", {}, grant) is None
-    assert admit("model/info", {}, grant) is not None  # denied stays denied, granted stays granted
+    push = {
+        "featureSet": "f",
+        "eventId": "e",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "payload": {"content": []},
+    }
+    assert admit("model/info", {}, PolicyState(grant=grant)) is not None  # denied stays denied
+    refused = admit("push/event", push, PolicyState(grant=grant))
+    assert refused is not None and refused.error.code != -32002  # past the gate: the feature set
 
 
 def test_d51_featureset_and_namespace_in_a_response_never_authorize() -> None:

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpl_host.jsonrpc.errors import ErrorCode
+from mcpl_host.mcpl.admission import Refused, admit
 from mcpl_host.mcpl.feature_sets import (
     DeclarationMismatch,
     Derivation,
@@ -17,7 +18,6 @@ from mcpl_host.mcpl.feature_sets import (
     FeatureSet,
     FeatureSetDeclarations,
     FeatureSetPolicy,
-    admit_feature_set,
     derive,
     name_matches,
     read_feature_sets,
@@ -25,6 +25,7 @@ from mcpl_host.mcpl.feature_sets import (
 )
 from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy import read_receipt
+from mcpl_host.mcpl.policy_state import PolicyState
 
 EVERYTHING = Grant(paths=VOCABULARY, advertised=VOCABULARY)
 NO_POLICY = FeatureSetPolicy()
@@ -368,6 +369,15 @@ def setup(grant: Grant, policy: FeatureSetPolicy = NO_POLICY) -> tuple[FeatureSe
 
 
 PUSH_GRANT = grant_of("pushEvents", "inferenceRequest", "inferenceRequest.streaming", "tools")
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def admit_fs(
+    method: str, params: Any, decl: FeatureSetDeclarations, derivation: Derivation, grant: Grant | None
+) -> Refused | None:
+    """The one admission pipeline, with this grant, derivation and declarations in force."""
+    view = PolicyState(grant=grant, derivation=derivation if grant is not None else None, feature_sets=decl)
+    return admit(method, params, view)
 
 
 def push(feature_set: Any = "clock", **extra: Any) -> dict[str, Any]:
@@ -379,26 +389,25 @@ def push(feature_set: Any = "clock", **extra: Any) -> dict[str, Any]:
 
 def test_e_admitted_when_enabled_and_declared() -> None:
     decl, derivation = setup(PUSH_GRANT)
-    outcome = admit_feature_set("push/event", push(), decl, derivation, PUSH_GRANT)
-    assert outcome.admitted and outcome.error is None and outcome.diagnostic is None
+    assert admit_fs("push/event", push(), decl, derivation, PUSH_GRANT) is None
 
 
 @pytest.mark.parametrize("value", [..., None, 3, "", ["clock"]])
 def test_e63_missing_or_non_string_feature_set_is_invalid_params(value: Any) -> None:
     decl, derivation = setup(PUSH_GRANT)
-    outcome = admit_feature_set("push/event", push(value), decl, derivation, PUSH_GRANT)
+    outcome = admit_fs("push/event", push(value), decl, derivation, PUSH_GRANT)
     assert outcome.error is not None and outcome.error.code == ErrorCode.INVALID_PARAMS
 
 
 def test_e63_params_not_an_object_is_invalid_params() -> None:
     decl, derivation = setup(PUSH_GRANT)
-    outcome = admit_feature_set("push/event", ["clock"], decl, derivation, PUSH_GRANT)
+    outcome = admit_fs("push/event", ["clock"], decl, derivation, PUSH_GRANT)
     assert outcome.error is not None and outcome.error.code == -32602
 
 
 def test_e61_undeclared_feature_set_is_unknown() -> None:
     decl, derivation = setup(PUSH_GRANT)
-    outcome = admit_feature_set("push/event", push("nope"), decl, derivation, PUSH_GRANT)
+    outcome = admit_fs("push/event", push("nope"), decl, derivation, PUSH_GRANT)
     assert outcome.error is not None
     assert outcome.error.to_error() == {
         "code": -32003,
@@ -409,7 +418,7 @@ def test_e61_undeclared_feature_set_is_unknown() -> None:
 
 def test_e62_disabled_feature_set_is_not_enabled_without_can_enable() -> None:
     decl, derivation = setup(PUSH_GRANT, FeatureSetPolicy(disabled=("clock",)))
-    outcome = admit_feature_set("push/event", push(), decl, derivation, PUSH_GRANT)
+    outcome = admit_fs("push/event", push(), decl, derivation, PUSH_GRANT)
     assert outcome.error is not None
     assert outcome.error.to_error() == {
         "code": -32001,
@@ -421,7 +430,7 @@ def test_e62_disabled_feature_set_is_not_enabled_without_can_enable() -> None:
 
 def test_e62_declared_but_missing_from_a_stale_derivation_fails_closed() -> None:
     decl, _ = setup(PUSH_GRANT)
-    outcome = admit_feature_set("push/event", push(), decl, Derivation(), PUSH_GRANT)
+    outcome = admit_fs("push/event", push(), decl, Derivation(), PUSH_GRANT)
     assert outcome.error is not None and outcome.error.code == ErrorCode.FEATURE_SET_NOT_ENABLED
 
 
@@ -430,10 +439,10 @@ def test_e62_declared_but_missing_from_a_stale_derivation_fails_closed() -> None
     [
         ("push/event", push("tool"), "pushEvents"),
         ("push/event", push("ask"), "pushEvents"),
-        ("inference/request", {"featureSet": "clock", "messages": []}, "inferenceRequest"),
+        ("inference/request", {"featureSet": "clock", "messages": MESSAGES}, "inferenceRequest"),
         (
             "inference/request",
-            {"featureSet": "ask", "stream": True, "messages": []},
+            {"featureSet": "ask", "stream": True, "messages": MESSAGES},
             "inferenceRequest.streaming",
         ),
     ],
@@ -442,7 +451,7 @@ def test_e64_uses_lacks_exercised_capability_is_mismatch(
     method: str, params: dict[str, Any], capability: str
 ) -> None:
     decl, derivation = setup(PUSH_GRANT)
-    outcome = admit_feature_set(method, params, decl, derivation, PUSH_GRANT)
+    outcome = admit_fs(method, params, decl, derivation, PUSH_GRANT)
     assert outcome.error is not None
     assert outcome.error.to_error() == {
         "code": -32002,
@@ -457,8 +466,8 @@ def test_e64_uses_lacks_exercised_capability_is_mismatch(
 def test_e64_streaming_set_admits_streamed_and_plain_requests() -> None:
     decl, derivation = setup(PUSH_GRANT)
     for stream in (True, False):
-        params = {"featureSet": "stream", "stream": stream, "messages": []}
-        assert admit_feature_set("inference/request", params, decl, derivation, PUSH_GRANT).admitted
+        params = {"featureSet": "stream", "stream": stream, "messages": MESSAGES}
+        assert admit_fs("inference/request", params, decl, derivation, PUSH_GRANT) is None
 
 
 @pytest.mark.parametrize(
@@ -470,14 +479,15 @@ def test_e64_streaming_set_admits_streamed_and_plain_requests() -> None:
 )
 def test_g82_capability_gate_is_rechecked_first(grant: Grant | None, capability: str) -> None:
     decl, derivation = setup(PUSH_GRANT)
-    outcome = admit_feature_set("push/event", push("nope"), decl, derivation, grant)
+    outcome = admit_fs("push/event", push("nope"), decl, derivation, grant)
     assert outcome.error is not None
     assert outcome.error.to_error()["data"] == {"capability": capability}
 
 
 def test_e_methods_without_feature_sets_pass_through() -> None:
     decl, derivation = setup(PUSH_GRANT)
-    assert admit_feature_set("channels/register", {"channels": []}, decl, derivation, None).admitted
+    grant = grant_of("channels.register")
+    assert admit_fs("channels/register", {"channels": []}, decl, derivation, grant) is None
 
 
 # --- receipt helper ----------------------------------------------------------------------------

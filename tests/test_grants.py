@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpl_host.jsonrpc.errors import ErrorCode
-from mcpl_host.mcpl.admission import admit
+from mcpl_host.mcpl.admission import admit, required_capabilities
 from mcpl_host.mcpl.grants import VOCABULARY, GrantPolicy, expand_advertisement, matches
+from mcpl_host.mcpl.policy_state import PolicyState
 
 INJECT = {
     "contextHooks.beforeInference.inject.system",
@@ -141,12 +142,12 @@ def test_property_grant_is_within_advertisement_and_policy(advertised: set[str],
 
 
 def test_d48_d3_admission_refuses_with_32002_and_the_capability() -> None:
-    denial = admit("push/event", {}, None)  # before the receipt
+    denial = admit("push/event", {}, PolicyState())  # before the receipt: nothing in force
     assert denial is not None
-    assert denial.code == ErrorCode.CAPABILITY_DENIED
-    assert denial.data == {"capability": "pushEvents"}
+    assert denial.error.code == ErrorCode.CAPABILITY_DENIED
+    assert denial.error.data == {"capability": "pushEvents"}
     grant = GrantPolicy(grant=("inferenceRequest",)).compute(ALL)
-    assert admit("inference/request", {"stream": False}, grant) is None
-    streaming = admit("inference/request", {"stream": True}, grant)
-    assert streaming is not None and streaming.data == {"capability": "inferenceRequest.streaming"}
-    assert admit("tools/list", {}, None) is None  # not gated here
+    assert required_capabilities("inference/request", {"stream": False}) == ("inferenceRequest",)
+    streaming = admit("inference/request", {"stream": True}, PolicyState(grant=grant))
+    assert streaming is not None and streaming.error.data == {"capability": "inferenceRequest.streaming"}
+    assert admit("tools/list", {}, PolicyState()) is None  # not gated here

@@ -2,7 +2,7 @@
 
 Real fixture processes (``fixtures/scripted_server.py``, ``fixtures/demo_server.py``) on
 asyncio and trio. Synchronisation is by the host's events and ``fail_after`` only. Rules
-under test: ``host`` module docstring; issue 4 "Host and configuration".
+under test: ``host`` module docstring.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, HostHandlers, Limits, RequestContext
+from mcpl_host import GrantPolicy, HostEvent, HostHandlers, Limits, RequestContext
 from mcpl_host.config import ServerConfig, load_config
 from mcpl_host.host import Host, ServerNotConnected, ServerRequestResponder, UnknownServer
-from mcpl_host.supervisor import HostEvent
 from mcpl_host.supervisor_policy import RestartPolicy
 
 from .conftest import FIXTURES
@@ -87,8 +86,10 @@ async def test_twenty_servers_one_hangs_on_initialize_the_others_are_ready_and_c
                 f"s{i:02}" for i in range(19)
             )
             assert host.states()["hung"] == "connecting"
-            with pytest.raises(ServerNotConnected, match="'hung' is not connected right now"):
-                await host.ping("hung")
+            with pytest.raises(
+                ServerNotConnected, match="'hung' is not connected .*not ready within 0.2 seconds"
+            ):
+                await host.ping("hung", timeout=0.2)
             assert host.connection("s07").is_open
             pids = processes_with(str(tmp_path))
             assert len(pids) >= 19
@@ -149,10 +150,11 @@ async def test_cancelling_the_host_leaves_no_process(tmp_path: Path) -> None:
 
 async def test_push_events_refusals_receipts_and_notifications_are_reported(tmp_path: Path) -> None:
     steps = [*MCPL_HANDSHAKE, {"send": push_event(1)}, {"wait_response": 1}]
+    granted = Script(tmp_path, steps, name="granted")
     configs = {
         "granted": stdio_config(
             "granted",
-            Script(tmp_path, steps, name="granted"),
+            granted,
             grant_policy=GrantPolicy(grant_all_advertised=True),
         ),
         "denied": stdio_config("denied", Script(tmp_path, steps, name="denied")),
@@ -171,8 +173,9 @@ async def test_push_events_refusals_receipts_and_notifications_are_reported(tmp_
 
             seen = await collect(host, done)
     by = {(e.server, e.kind): e.data for e in seen}
-    assert by["granted", "push_event"]["answer"] == {"accepted": True}
-    assert by["granted", "push_event"]["eventId"] == "e1" and by["granted", "push_event"]["attempt"] == 1
+    # A delivery: the event is taken first, then answered.
+    assert by["granted", "push_event"]["eventId"] == "e1" and "answer" not in by["granted", "push_event"]
+    assert answers(granted)[1]["result"] == {"accepted": True}
     assert by["denied", "refused"]["method"] == "push/event"
     assert by["denied", "refused"]["error"]["code"] == -32002
     assert by["granted", "policy_receipt"]["accepted"] is True
@@ -277,14 +280,17 @@ async def test_calls_by_server_name_and_clear_errors(tmp_path: Path) -> None:
         host.connection("demo")
 
 
-async def test_full_event_stream_drops_the_oldest_and_answers_a_dropped_request() -> None:
-    host = Host({}, max_queued_events=2)
-    responder = ServerRequestResponder("s", "roots/list", 1, None)
+async def test_a_full_subscription_drops_the_oldest_observation_never_a_lifecycle_event() -> None:
+    host = Host({}, max_queued_events=2, max_queued_lifecycle_events=2)
     async with host:
-        host._emit(HostEvent("s", "server_request", {"method": "roots/list"}, responder=responder))
-        host._emit(HostEvent("s", "notification", {"n": 1}))
-        host._emit(HostEvent("s", "notification", {"n": 2}))
+        for n in range(3):
+            host._observe(HostEvent("s", "notification", {"n": n}))
         assert host.dropped_events == 1
-        assert responder.is_answered  # rejected -32603 at once, not left to time out
+        await host._emit_lifecycle(HostEvent("s", "connecting", {"attempt": 1}))
+        await host._emit_lifecycle(HostEvent("s", "ready", {"attempt": 1}))
+        for n in range(3, 6):  # observations go on dropping the oldest observation only
+            host._observe(HostEvent("s", "notification", {"n": n}))
         await host.aclose()
-        assert [e.data["n"] async for e in host.events()] == [1, 2]  # the stream ends after the close
+        kinds = [(e.kind, e.data.get("n")) async for e in host.events()]
+    assert kinds == [("connecting", None), ("ready", None), ("notification", 4), ("notification", 5)]
+    assert host.dropped_events == 4

@@ -17,9 +17,16 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from mcpl_host import GrantPolicy, LocalProtocolError, RemoteError, ServerConnection
-from mcpl_host.mcpl.fanout import OutgoingStream, before_inference_fanout, inference_lifecycle
-from mcpl_host.mcpl.host_calls import NotGranted
+from mcpl_host import (
+    GrantPolicy,
+    LocalProtocolError,
+    NotGranted,
+    OutgoingStream,
+    RemoteError,
+    ServerConnection,
+    before_inference_fanout,
+    inference_lifecycle,
+)
 
 from .wire import MCP_HANDSHAKE, SERVER_INFO, Script, mark
 

@@ -28,7 +28,7 @@ async def test_cancelling_the_host_during_the_handshake_leaves_no_process(tmp_pa
             async with conn:
                 pytest.fail("the handshake cannot complete")
     assert scope.cancelled_caught
-    transport = conn._link.transport if conn._link else None
+    transport = conn.transport
     assert transport is not None and transport.pid is not None
     assert transport.exit_status is not None and gone(transport.pid)
 
@@ -41,7 +41,7 @@ async def test_cancelling_a_call_then_closing_leaves_no_process(tmp_path: Path) 
         ) as conn:
             with anyio.move_on_after(0.3):
                 await conn.list_tools()
-            pid = conn._link.transport.pid
+            pid = conn.transport.pid
     assert gone(pid)
 
 
@@ -50,7 +50,7 @@ async def test_close_of_a_server_ignoring_sigterm_is_bounded_by_the_graces(tmp_p
     limits = Limits(close_grace_seconds=0.5, terminate_grace_seconds=0.5)
     with anyio.fail_after(10):
         async with script.connect(limits=limits) as conn:
-            pid = conn._link.transport.pid
+            pid = conn.transport.pid
             start = anyio.current_time()
             await conn.aclose()
             elapsed = anyio.current_time() - start

@@ -9,8 +9,16 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, HostHandlers, Limits, RequestContext, connect_stdio
-from mcpl_host.mcpl.fanout import OutgoingStream, before_inference_fanout, inference_lifecycle
+from mcpl_host import (
+    GrantPolicy,
+    HostHandlers,
+    Limits,
+    OutgoingStream,
+    RequestContext,
+    before_inference_fanout,
+    connect_stdio,
+    inference_lifecycle,
+)
 
 from .wire import FIXTURES
 

@@ -215,7 +215,7 @@ async def test_r5_caller_cancellation_sends_cancelled(tmp_path: Path) -> None:
         async with script.connect(handlers=handlers) as conn:
             with anyio.move_on_after(0.3):
                 await conn.list_tools()
-            assert conn._session.pending_count == 0
+            assert conn.pending_count == 0
     assert {
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",

@@ -1,26 +1,34 @@
-"""Supervisor: restarts per the policy, crash loops, health pings, and every transport a new epoch.
+"""Supervisor: restarts per the policy, crash loops, health pings, every transport a new connection.
 
 Real fixture processes over real pipes (``fixtures/scripted_server.py``) and a loopback
 WebSocket (``fixtures/ws_bridge.py``), on asyncio and trio. Synchronisation is by the
 supervisor's events and ``fail_after`` only; the backoff is made fast by a small
 ``RestartPolicy`` (its delays are the only sleeps, and they are the policy's output).
-Rules under test: ``supervisor`` module docstring; ENVELOPE.md T1-T3; issue 4 "Supervision".
+Rules under test: ``supervisor`` module docstring; docs/protocol.md T1-T3.
 """
 
 from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from mcpl_host import ConnectionLost, GrantPolicy, Limits, RequestContext, connect_websocket
-from mcpl_host.connection import ServerConnection
-from mcpl_host.supervisor import EVENT_KINDS, HostEvent, Supervisor
+from mcpl_host import (
+    EVENT_KINDS,
+    ConnectionLost,
+    GrantPolicy,
+    HostedServer,
+    HostEvent,
+    Limits,
+    RequestContext,
+    Supervisor,
+    TransportFactory,
+    websocket_server,
+)
 from mcpl_host.supervisor_policy import RestartPolicy
 
 from .wire import MCP_HANDSHAKE, MCPL_HANDSHAKE, Script, TestHandlers, mark, push_event
@@ -41,7 +49,7 @@ class EventLog:
         self.events: list[HostEvent] = []
         self._changed = anyio.Event()
 
-    def __call__(self, event: HostEvent) -> None:
+    async def __call__(self, event: HostEvent) -> None:
         self.events.append(event)
         self._changed.set()
         self._changed = anyio.Event()
@@ -77,10 +85,19 @@ def gone(pids: set[int]) -> bool:
     return not any(os.path.exists(f"/proc/{pid}") for pid in pids)
 
 
-def supervisor(
-    open_connection: Callable[[], ServerConnection], policy: RestartPolicy, log: EventLog, **kwargs: Any
-) -> Supervisor:
-    return Supervisor("s", open_connection, policy, log, **kwargs)
+def supervisor(hosted: HostedServer, policy: RestartPolicy, log: EventLog, **kwargs: Any) -> Supervisor:
+    return Supervisor(hosted, policy, log, **kwargs)
+
+
+def alternating(hosted: HostedServer, *factories: TransportFactory) -> HostedServer:
+    """``hosted`` whose transports come from ``factories`` in turn (the last one repeats)."""
+    queue = list(factories)
+
+    def factory() -> Any:
+        return (queue.pop(0) if len(queue) > 1 else queue[0])()
+
+    hosted.transport_factory = factory
+    return hosted
 
 
 # -- crash after N seconds ------------------------------------------------------------------
@@ -101,7 +118,7 @@ async def test_crash_after_n_seconds_restarts_with_backoff_then_stops(
     )
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
-        async with supervisor(lambda: script.connect(limits=QUICK), policy, log) as sup:
+        async with supervisor(script.server(limits=QUICK, name="s"), policy, log) as sup:
             await log.wait_for("gave_up")
             assert sup.state == "gave_up" and sup.current is None
     assert log.kinds() == ["connecting", "ready", "disconnected", "reconnecting"] * 2 + [
@@ -141,7 +158,9 @@ async def test_crash_at_once_is_a_crash_loop_that_stops_with_the_policys_delays(
     )
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
-        async with supervisor(lambda: script.connect(limits=QUICK), policy, log, rng=random.Random(4).random):
+        async with supervisor(
+            script.server(limits=QUICK, name="s"), policy, log, rng=random.Random(4).random
+        ):
             await log.wait_for("gave_up")
     assert log.kinds() == ["connecting", "disconnected", "reconnecting"] * 4 + [
         "connecting",
@@ -171,8 +190,7 @@ async def test_crash_at_once_is_a_crash_loop_that_stops_with_the_policys_delays(
 
 
 async def test_a_server_that_cannot_be_started_gives_up_with_the_reason(tmp_path: Path) -> None:
-    def missing() -> ServerConnection:
-        return Script(tmp_path, []).connect(limits=QUICK, cwd=str(tmp_path / "missing-dir"))
+    missing = Script(tmp_path, []).server(limits=QUICK, cwd=str(tmp_path / "missing-dir"), name="s")
 
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
@@ -193,7 +211,7 @@ async def test_restarts_disabled_gives_up_at_the_first_failure(tmp_path: Path) -
     script = Script(tmp_path, [*MCP_HANDSHAKE, {"exit": 3}])
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
-        async with supervisor(lambda: script.connect(limits=QUICK), RestartPolicy(enabled=False), log):
+        async with supervisor(script.server(limits=QUICK, name="s"), RestartPolicy(enabled=False), log):
             await log.wait_for("gave_up")
     assert log.kinds() == ["connecting", "ready", "disconnected", "gave_up"]
     assert (
@@ -211,7 +229,7 @@ async def test_hung_server_is_restarted_after_its_health_ping_times_out(tmp_path
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
         async with supervisor(
-            lambda: script.connect(limits=QUICK),
+            script.server(limits=QUICK, name="s"),
             policy,
             log,
             health_interval_seconds=0.1,
@@ -229,7 +247,7 @@ async def test_hung_server_is_restarted_after_its_health_ping_times_out(tmp_path
     assert sup.state == "closed"
 
 
-# -- every transport a new epoch (T1-T3) ------------------------------------------------------
+# -- every transport a new connection (T1-T3) ------------------------------------------------------
 
 
 class SlowPush(TestHandlers):
@@ -279,17 +297,15 @@ async def test_a_request_read_before_a_restart_is_never_answered_on_the_new_tran
         name="attempt2",
     )
     handlers = SlowPush()
-    scripts: list[Script] = []
-
-    def open_connection() -> ServerConnection:
-        script = first if not scripts else second
-        scripts.append(script)
-        return script.connect(limits=QUICK, handlers=handlers, policy=GRANT_ALL)
-
+    hosted = alternating(
+        first.server(limits=QUICK, handlers=handlers, policy=GRANT_ALL, name="s"),
+        first.server(limits=QUICK).transport_factory,
+        second.server(limits=QUICK).transport_factory,
+    )
     log = EventLog()
     policy = RestartPolicy(base_delay_seconds=0.05, jitter=0.0)
     with anyio.fail_after(TIMEOUT):
-        async with supervisor(open_connection, policy, log) as sup:
+        async with supervisor(hosted, policy, log) as sup:
             await log.wait_for("ready")
             await handlers.slow_started.wait()
             old = sup.current
@@ -327,12 +343,9 @@ async def test_reconnect_over_websocket_reruns_the_policy_exchange(tmp_path: Pat
     log = EventLog()
     policy = RestartPolicy(base_delay_seconds=0.05, jitter=0.0, max_failures=10)
     async with bridge(command=scripted(script)) as server:
-
-        def open_connection() -> ServerConnection:
-            return connect_websocket(server.url(), handlers=handlers, policy=GRANT_ALL, limits=QUICK)
-
+        hosted = websocket_server(server.url(), handlers=handlers, policy=GRANT_ALL, limits=QUICK, name="s")
         with anyio.fail_after(TIMEOUT):
-            async with supervisor(open_connection, policy, log):
+            async with supervisor(hosted, policy, log):
                 await log.wait_for("reconnecting", 2)
     lost = log.of("disconnected")[0].data
     assert lost["closeCode"] == 1000 and lost["phase"] == "running"
@@ -359,7 +372,7 @@ async def test_a_hung_handshake_times_out_and_aclose_leaves_no_process(tmp_path:
     script = Script(tmp_path, [{"expect": {"method": "initialize"}}, {"hang": True}])
     limits = Limits(close_grace_seconds=0.2, terminate_grace_seconds=1.0, handshake_timeout_seconds=0.5)
     log = EventLog()
-    sup = supervisor(lambda: script.connect(limits=limits), RestartPolicy(base_delay_seconds=0.05), log)
+    sup = supervisor(script.server(limits=limits, name="s"), RestartPolicy(base_delay_seconds=0.05), log)
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as tg:
             await tg.start(sup.run)
@@ -392,7 +405,7 @@ def test_event_kinds_and_json() -> None:
 
 def test_health_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="health_interval_seconds"):
-        Supervisor("s", lambda: None, RestartPolicy(), lambda e: None, health_interval_seconds=0)  # type: ignore[arg-type,return-value]
+        Supervisor(HostedServer("s", lambda: None), RestartPolicy(), EventLog(), health_interval_seconds=0)  # type: ignore[arg-type,return-value]
 
 
 async def test_a_refused_policy_is_degraded_and_a_refusal_asking_to_close_is_a_failure(
@@ -407,10 +420,10 @@ async def test_a_refused_policy_is_degraded_and_a_refusal_asking_to_close_is_a_f
     scripts = [Script(tmp_path, refusing, name="refusing"), Script(tmp_path, closing, name="closing")]
     policy = RestartPolicy(base_delay_seconds=0.05, jitter=0.0, max_failures=2)
     with anyio.fail_after(TIMEOUT):
-        async with supervisor(lambda: scripts[0].connect(limits=QUICK), policy, log) as sup:
+        async with supervisor(scripts[0].server(limits=QUICK, name="s"), policy, log) as sup:
             await log.wait_for("degraded")
             assert sup.state == "degraded" and sup.current is not None
-        async with Supervisor("c", lambda: scripts[1].connect(limits=QUICK), policy, log):
+        async with Supervisor(scripts[1].server(limits=QUICK, name="c"), policy, log):
             await log.wait_for("gave_up", server="c")
     degraded = log.of("degraded")[0].data
     assert degraded["mcpl"] == "mcp-only" and degraded["effectiveCapabilities"] == []

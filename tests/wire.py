@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from mcpl_host import HostHandlers, ServerConnection, connect_stdio
+from mcpl_host import HostedServer, HostHandlers, ServerConnection, connect_stdio, stdio_server
 from mcpl_host.limits import Limits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -111,6 +111,12 @@ class Script:
         kwargs.setdefault("limits", FAST)
         kwargs.setdefault("handlers", TestHandlers())
         return connect_stdio(sys.executable, [str(SCRIPTED), str(self.path), str(self.record_path)], **kwargs)
+
+    def server(self, **kwargs: Any) -> HostedServer:
+        """A ``HostedServer`` whose every transport runs this script (for a ``Supervisor``)."""
+        kwargs.setdefault("limits", FAST)
+        kwargs.setdefault("handlers", TestHandlers())
+        return stdio_server(sys.executable, [str(SCRIPTED), str(self.path), str(self.record_path)], **kwargs)
 
     @staticmethod
     async def finished(conn: ServerConnection) -> None:

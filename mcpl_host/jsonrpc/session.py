@@ -1,9 +1,9 @@
-"""The sans-I/O core of one connection: lines in, events out; ids, pending, phase, epoch.
+"""The sans-I/O core of one connection: lines in, events out; ids, pending, phase.
 
 Rules of this module (ENVELOPE.md C, D, E; JSON-RPC 2.0 §4-§5):
 
 - No ``await``, no clock, no logging. The shell (``connection.py``) feeds each line with
-  ``receive_line(line, epoch)`` and acts on the events returned; it turns host calls into
+  ``receive_line(line)`` and acts on the events returned; it turns host calls into
   bytes with ``start_request`` / ``notification`` / ``answer``.
 - Every line goes through ``envelope.classify`` once. What happens next depends only on
   the phase and the class, in ``_route`` (one table; no scattered phase checks).
@@ -11,8 +11,9 @@ Rules of this module (ENVELOPE.md C, D, E; JSON-RPC 2.0 §4-§5):
   settles a pending request only when its id is an ``int`` equal to ours (D2): the string
   ``"0"`` and the float ``0.0`` never settle request 0. Server request ids live in their
   own space: a request (it has ``method``) never settles anything.
-- Each pending request remembers the transport epoch it was written on; when that transport
-  closes, ``transport_closed(epoch)`` hands back every pending request of it to be failed (T3).
+- A session lives exactly as long as one transport (each transport is a new connection), so
+  when the transport closes, ``close()`` hands back every pending request to be failed at once;
+  no answer can cross to another transport (docs/protocol.md T1-T3).
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ class PendingRequest:
 
     id: int
     method: str
-    epoch: int
     slot: Any = None
 
 
@@ -80,13 +80,13 @@ class RequestReceived:
     """A server request to dispatch (or, while initializing, a ``ping`` to answer; H3)."""
 
     request: Request
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
 class NotificationReceived:
+    """A server notification, after the handshake (H3/H4: ignored before it)."""
+
     notification: Notification
-    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +146,7 @@ class Session:
 
     # --- outgoing --------------------------------------------------------------------------
 
-    def start_request(
-        self, method: str, params: Any, *, epoch: int, slot: Any = None
-    ) -> tuple[PendingRequest, bytes]:
+    def start_request(self, method: str, params: Any, *, slot: Any = None) -> tuple[PendingRequest, bytes]:
         """Allocate an id, register the pending request, return it and the line to write.
 
         Raises:
@@ -170,7 +168,7 @@ class Session:
             )
         request_id = self._next_id
         self._next_id += 1
-        pending = PendingRequest(id=request_id, method=method, epoch=epoch, slot=slot)
+        pending = PendingRequest(id=request_id, method=method, slot=slot)
         self._pending[request_id] = pending
         if method == "initialize":
             self._initialize_id = request_id
@@ -189,25 +187,12 @@ class Session:
         if self.phase is Phase.INITIALIZING:
             self.phase = Phase.OPERATING
 
-    def reset_handshake(self) -> None:
-        """A new transport needs a new handshake (T1-T3); the id counter keeps counting."""
-        if self.phase is not Phase.CLOSED:
-            self.phase = Phase.NEW
-            self._initialize_id = None
-
     def close(self) -> list[PendingRequest]:
         """Enter ``CLOSED``; return every pending request, to be failed."""
         self.phase = Phase.CLOSED
         pending = list(self._pending.values())
         self._pending.clear()
         return pending
-
-    def transport_closed(self, epoch: int) -> list[PendingRequest]:
-        """The transport of ``epoch`` closed: remove and return its pending requests (T3)."""
-        gone = [p for p in self._pending.values() if p.epoch == epoch]
-        for pending in gone:
-            del self._pending[pending.id]
-        return gone
 
     @property
     def pending_count(self) -> int:
@@ -230,17 +215,17 @@ class Session:
 
     # --- incoming --------------------------------------------------------------------------
 
-    def receive_line(self, line: bytes, epoch: int) -> list[SessionEvent]:
-        """Parse, classify and route one line read on the transport of ``epoch``."""
+    def receive_line(self, line: bytes) -> list[SessionEvent]:
+        """Parse, classify and route one line read from the transport."""
         if not line.strip():
             return []
         try:
             value = loads_line(line)
         except ValueError:
             return [DroppedLine(kind="not JSON", line=line)]
-        return self._route(classify(value), line, epoch)
+        return self._route(classify(value), line)
 
-    def _route(self, message: Any, line: bytes, epoch: int) -> list[SessionEvent]:
+    def _route(self, message: Any, line: bytes) -> list[SessionEvent]:
         initializing = self.phase in (Phase.NEW, Phase.INITIALIZING)
         if isinstance(message, Response):
             return self._route_response(message, initializing)
@@ -248,10 +233,10 @@ class Session:
             # H3: while initializing only ping is answered; other requests are ignored.
             if initializing and message.method != "ping":
                 return []
-            return [RequestReceived(message, epoch)]
+            return [RequestReceived(message)]
         if isinstance(message, Notification):
             # H3/H4: notifications before the answer are ignored and disturb nothing.
-            return [] if initializing else [NotificationReceived(message, epoch)]
+            return [] if initializing else [NotificationReceived(message)]
         if isinstance(message, Invalid):
             # A1: answered once with -32600, never dispatched; H3: not echoed while initializing.
             answer = None if initializing else self.answer(message.answer_id, error=message.error)

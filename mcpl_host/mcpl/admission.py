@@ -1,27 +1,76 @@
-"""Admission of inbound server requests: the one place that checks the grant (MCPL §5.4).
+"""Admission: the one place that decides, against the grant in force, what may pass (MCPL
+§5.4, §6.4-§6.6).
 
-Rules (ENVELOPE.md R2, D3; PROTOCOL.md §2.2, §3.6):
+Rules:
 
-- Every inbound method that needs a capability path is listed in ``INBOUND_GATES``.
-  ``inference/request`` with ``stream: true`` needs ``inferenceRequest.streaming`` too.
-- Before the initial policy receipt (``grant`` is None), and for a server that never
-  negotiated MCPL, every gated method is refused with ``-32002`` and
-  ``data: {"capability": <path>}`` (D3); afterwards, a path not in the grant is refused the same
-  way. Ungated methods (``ping``, MCP methods, ``mcpl/manifestChanged``) are not judged here.
+- **Inbound requests** go through ``admit()``, called from exactly one place (the MCPL
+  inbound dispatcher), in the read loop, before any handler sees them. It returns None
+  (admitted) or a ``Refused`` carrying the error to answer with. The steps, in order (MCPL
+  §6.6):
 
-``admit()`` is pure and is called from exactly one place, the connection's request router.
+  1. the capability gate (``INBOUND_GATES``; ``inference/request`` with ``stream: true``
+     needs ``inferenceRequest.streaming`` too): before the initial policy receipt (no grant
+     in force), on a plain MCP connection, and for a path not granted: ``-32002``
+     ``{capability}`` (docs/protocol.md D3);
+  2. the feature set, for ``push/event`` and ``inference/request``: ``featureSet`` missing or
+     not a non-empty string ``-32602``; undeclared ``-32003`` ``{featureSet}``; declared but
+     not enabled ``-32001`` ``{featureSet}``; enabled but its ``uses`` lacks a capability
+     being exercised ``-32002`` ``{capability, featureSet}`` with a ``DeclarationMismatch``
+     for the caller to log (§6.4 rule 2);
+  3. ``state/*`` are admitted by feature set only (there is no state capability path;
+     docs/protocol.md, "State"): the same ``-32602`` / ``-32003`` / ``-32001``;
+  4. params: an object where the method needs one, and its shape (``-32602`` with
+     ``data.problems``, sentences that name keys, never values).
+
+  Ungated methods (``ping``, MCP methods, ``mcpl/manifestChanged``) pass unchanged.
+- **Each channel message** of ``channels/incoming`` is judged by ``admit_channel_message()``
+  when its turn comes (MCPL §14.3, §14.5): the grant in force then (a registration keeps no
+  authority once its grant is gone), the connection's own registrations, the direction and
+  the host's channel-id patterns.
+- **Outbound calls** are judged by ``may_send()`` (MCPL §5.4: nothing ungranted goes out).
+- Everything here is pure and reads the grant only through ``Grant.allows``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.mcpl.feature_sets import (
+    FEATURE_SET_METHODS,
+    DeclarationMismatch,
+    Derivation,
+    FeatureSetDeclarations,
+)
 from mcpl_host.mcpl.grants import Grant
+from mcpl_host.mcpl.server_shapes import (
+    OBJECT_PARAMS_METHODS,
+    STATE_METHODS,
+    ChannelRegistry,
+    channel_allowed,
+    channel_params_problems,
+    incoming_message_problem,
+    inference_params_problems,
+    is_name,
+    state_params_problems,
+)
+from mcpl_host.mcpl.tags import validate_push_event
 
-__all__ = ["INBOUND_GATES", "admit", "required_capabilities"]
+__all__ = [
+    "INBOUND_GATES",
+    "OUTBOUND_GATES",
+    "AdmissionView",
+    "Refused",
+    "admit",
+    "admit_channel_message",
+    "before_inference_eligible",
+    "may_send",
+    "required_capabilities",
+]
 
-#: Server -> host methods and the capability path each needs (PROTOCOL.md §3.1, §14.1).
+#: Server -> host methods and the capability path each needs (MCPL §5.4, §14.1).
 INBOUND_GATES: dict[str, str] = {
     "push/event": "pushEvents",
     "inference/request": "inferenceRequest",
@@ -31,6 +80,43 @@ INBOUND_GATES: dict[str, str] = {
     "channels/list": "channels.register",
     "channels/incoming": "channels.incoming",
 }
+#: Host -> server methods and the capability path each needs (MCPL §5.4, §10, §14.3).
+#: ``context/beforeInference`` needs ``observe`` or an ``inject`` leaf
+#: (``before_inference_eligible``).
+OUTBOUND_GATES: dict[str, str] = {
+    "inference/lifecycle": "inferenceLifecycle",
+    "channels/open": "channels.lifecycle",
+    "channels/close": "channels.lifecycle",
+    "channels/publish": "channels.publish",
+    "channels/outgoing/chunk": "channels.streaming",
+    "channels/outgoing/complete": "channels.streaming",
+}
+OBSERVE = "contextHooks.beforeInference.observe"
+INJECT_LEAVES = tuple(
+    f"contextHooks.beforeInference.inject.{position}" for position in ("system", "beforeUser", "afterUser")
+)
+
+
+class AdmissionView(Protocol):
+    """What admission reads: the grant in force (None before the initial receipt, and on a
+    plain MCP or MCP-only connection), the derivation in force with it, the declarations."""
+
+    @property
+    def grant(self) -> Grant | None: ...
+
+    @property
+    def derivation(self) -> Derivation | None: ...
+
+    @property
+    def feature_sets(self) -> FeatureSetDeclarations: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A refusal: ``error`` to answer with; ``diagnostic`` a declaration mismatch to log."""
+
+    error: HandlerError
+    diagnostic: DeclarationMismatch | None = None
 
 
 def required_capabilities(method: str, params: Any) -> tuple[str, ...]:
@@ -43,9 +129,103 @@ def required_capabilities(method: str, params: Any) -> tuple[str, ...]:
     return (gate,)
 
 
-def admit(method: str, params: Any, grant: Grant | None) -> HandlerError | None:
-    """None when the request may be served, else the error to answer with (MCPL §5.4)."""
-    for path in required_capabilities(method, params):
+def _denied(path: str, feature_set: str | None = None) -> HandlerError:
+    data: dict[str, Any] = {"capability": path}
+    if feature_set is not None:
+        data["featureSet"] = feature_set
+    return HandlerError(ErrorCode.CAPABILITY_DENIED, "Capability denied", data)
+
+
+def _invalid(problems: list[str]) -> HandlerError:
+    return HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params", {"problems": problems})
+
+
+def _feature_set_named(params: Mapping[str, Any], view: AdmissionView) -> HandlerError | str:
+    """Steps 2-3 up to "enabled": the enabled feature set's name, or the refusal."""
+    name = params.get("featureSet")
+    if not is_name(name):
+        return HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: featureSet must be a non-empty string")
+    if name not in view.feature_sets.sets:
+        return HandlerError(ErrorCode.UNKNOWN_FEATURE_SET, "Unknown feature set", {"featureSet": name})
+    derivation = view.derivation
+    if derivation is None or name not in derivation.enabled:  # disabled, or nothing in force
+        return HandlerError(
+            ErrorCode.FEATURE_SET_NOT_ENABLED, "Feature set not enabled", {"featureSet": name}
+        )
+    return str(name)
+
+
+def admit(method: str, params: Any, view: AdmissionView) -> Refused | None:
+    """None when the request may be served, else the ``Refused`` to answer (module rules)."""
+    grant = view.grant
+    required = required_capabilities(method, params)
+    for path in required:  # step 1
         if grant is None or not grant.allows(path):
-            return HandlerError(ErrorCode.CAPABILITY_DENIED, "Capability denied", {"capability": path})
+            return Refused(_denied(path))
+    if method not in OBJECT_PARAMS_METHODS:
+        return None
+    if not isinstance(params, Mapping):
+        return Refused(HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object"))
+    if method in FEATURE_SET_METHODS or method in STATE_METHODS:  # steps 2-3
+        named = _feature_set_named(params, view)
+        if isinstance(named, HandlerError):
+            return Refused(named)
+        declared = view.feature_sets.sets[named]
+        for path in required:
+            if path not in declared.uses:
+                return Refused(_denied(path, named), DeclarationMismatch(method, named, path))
+    if method in STATE_METHODS:  # step 4
+        problems = state_params_problems(method, params)
+    elif method == "push/event":
+        problems = validate_push_event(params)
+    elif method == "inference/request":
+        problems = inference_params_problems(params)
+    else:
+        problems = channel_params_problems(method, params)
+    return Refused(_invalid(problems)) if problems else None
+
+
+def admit_channel_message(
+    message: Any,
+    view: AdmissionView,
+    registry: ChannelRegistry,
+    patterns: tuple[str, ...] | None,
+) -> str | None:
+    """None when one ``channels/incoming`` message may be delivered now, else the refusal
+    reason (MCPL §14.3, §14.5): ``invalid_message``, ``capability_denied`` (the grant in force
+    lacks ``channels.incoming`` or ``channels.register``, or ``patterns`` refuse the id),
+    ``unknown_channel`` (not registered on this connection), ``not_permitted`` (an outbound
+    channel). The message's own ``channelId`` confers nothing."""
+    if incoming_message_problem(message) is not None:
+        return "invalid_message"
+    grant = view.grant
+    if grant is None or not (grant.allows("channels.incoming") and grant.allows("channels.register")):
+        return "capability_denied"
+    channel_id = message["channelId"]
+    descriptor = registry.get(channel_id)
+    if descriptor is None:
+        return "unknown_channel"
+    if descriptor.get("direction") not in ("inbound", "bidirectional"):
+        return "not_permitted"
+    if not channel_allowed(channel_id, patterns):
+        return "capability_denied"
     return None
+
+
+def may_send(method: str, view: AdmissionView) -> str | None:
+    """None when the host may send ``method`` now (MCPL §5.4), else why not (a phrase)."""
+    grant = view.grant
+    if grant is None:
+        return "the connection is not MCPL-ready"
+    path = OUTBOUND_GATES.get(method)
+    if path is not None and not grant.allows(path):
+        return f"{path!r} is not granted"
+    if method == "context/beforeInference" and not before_inference_eligible(view):
+        return f"neither {OBSERVE!r} nor an injection position is granted"
+    return None
+
+
+def before_inference_eligible(view: AdmissionView) -> bool:
+    """Granted ``observe`` or any ``inject.*`` leaf (MCPL §10.1)."""
+    grant = view.grant
+    return grant is not None and any(grant.allows(path) for path in (OBSERVE, *INJECT_LEAVES))

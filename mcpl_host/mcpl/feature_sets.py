@@ -30,12 +30,8 @@ Rules (MCPL §5.3, §6.1-§6.7; PROTOCOL.md §2.3, §3.6, §4.4; checklist E 58-
   host policy sets no allowlist. It is exactly the host's derivation, so the server and the
   host's admission agree set by set, and any set the host could not read (skipped array
   entries, an unreadable ``featureSets``) is off on both sides: fail closed.
-- **Admission by feature set** (§3.6 steps 3-4) for ``push/event`` and ``inference/request``:
-  ``featureSet`` missing, empty or not a string -> ``-32602``; undeclared -> ``-32003``
-  ``{featureSet}``; declared but not enabled -> ``-32001`` ``{featureSet}`` (no ``canEnable``,
-  §6.6); enabled but its ``uses`` lacks a capability being exercised -> ``-32002``
-  ``{capability, featureSet}`` plus a ``DeclarationMismatch`` diagnostic for the caller to log.
-  Steps 1-2 (the grant) are re-checked first through ``admission.admit``, the one gate rule.
+- **Admission by feature set** is ``admission.admit``'s (step 2); ``DeclarationMismatch`` is
+  the diagnostic it returns when an enabled set exercises a capability its ``uses`` omits.
 
 Everything here is pure: no I/O, no clock, no logging; problems come back as sentences.
 """
@@ -46,8 +42,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
-from mcpl_host.mcpl.admission import admit, required_capabilities
 from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy import PolicyOutcome
 
@@ -57,10 +51,8 @@ __all__ = [
     "Derivation",
     "DisabledReason",
     "FeatureSet",
-    "FeatureSetAdmission",
     "FeatureSetDeclarations",
     "FeatureSetPolicy",
-    "admit_feature_set",
     "derive",
     "name_matches",
     "read_feature_sets",
@@ -288,70 +280,6 @@ class DeclarationMismatch:
     method: str
     feature_set: str
     capability: str
-
-
-@dataclass(frozen=True, slots=True)
-class FeatureSetAdmission:
-    """``error``: the error to answer with, or None to go on (§3.6 step 5). ``diagnostic``: a
-    declaration mismatch the caller should log, or None."""
-
-    error: HandlerError | None = None
-    diagnostic: DeclarationMismatch | None = None
-
-    @property
-    def admitted(self) -> bool:
-        return self.error is None
-
-
-_ADMITTED = FeatureSetAdmission()
-
-
-def admit_feature_set(
-    method: str,
-    params: Any,
-    declarations: FeatureSetDeclarations,
-    derivation: Derivation,
-    grant: Grant | None,
-) -> FeatureSetAdmission:
-    """Admit a ``push/event`` / ``inference/request`` by its ``featureSet`` (PROTOCOL.md §3.6).
-
-    Other methods carry no feature set and are admitted here unchanged (channels: §14.1).
-    ``grant`` None means no receipt yet: everything gated is refused (``admission.admit``).
-    """
-    if method not in FEATURE_SET_METHODS:
-        return _ADMITTED
-    gate_error = admit(method, params, grant)
-    if gate_error is not None:
-        return FeatureSetAdmission(error=gate_error)
-    name = params.get("featureSet") if isinstance(params, Mapping) else None
-    if not _is_name(name):
-        return FeatureSetAdmission(
-            error=HandlerError(
-                ErrorCode.INVALID_PARAMS, "Invalid params: featureSet must be a non-empty string"
-            )
-        )
-    feature_set = declarations.sets.get(name)
-    if feature_set is None:
-        return FeatureSetAdmission(
-            error=HandlerError(ErrorCode.UNKNOWN_FEATURE_SET, "Unknown feature set", {"featureSet": name})
-        )
-    if name not in derivation.enabled:  # disabled, or absent from a stale derivation: closed
-        return FeatureSetAdmission(
-            error=HandlerError(
-                ErrorCode.FEATURE_SET_NOT_ENABLED, "Feature set not enabled", {"featureSet": name}
-            )
-        )
-    for capability in required_capabilities(method, params):
-        if capability not in feature_set.uses:
-            return FeatureSetAdmission(
-                error=HandlerError(
-                    ErrorCode.CAPABILITY_DENIED,
-                    "Capability denied",
-                    {"capability": capability, "featureSet": name},
-                ),
-                diagnostic=DeclarationMismatch(method=method, feature_set=name, capability=capability),
-            )
-    return _ADMITTED
 
 
 def unavailable_feature_names(outcome: PolicyOutcome) -> tuple[str, ...]:

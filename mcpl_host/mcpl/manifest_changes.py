@@ -1,34 +1,33 @@
-"""Manifest changes on a live connection (MCPL §17.3-§17.10; PROTOCOL.md §6.2-§6.4).
+"""Manifest changes on a live connection (MCPL §17.3-§17.10): the I/O around
+``PolicyState.apply_manifest``.
 
-Rules (checklist K 108-118):
+Rules:
 
 - ``mcpl/manifestChanged`` is accepted whatever the grant or policy state and never answered
   (it is a notification). It is a hint: nothing changes before ``mcpl/manifest`` is fetched.
 - Fetches are bounded per connection (``ManifestFetchLimiter``); notifications over the bound
   are dropped and logged as a server defect (budgeted). Notifications arriving while a fetch
   runs are merged into one more fetch afterwards.
-- **Interp. (cheap path, §17.1):** a notification naming the revision of the manifest last
-  validated is skipped; that saves work and is not evidence of anything.
+- A notification naming the revision of the manifest last validated is skipped (§17.1: the
+  cheap path; docs/protocol.md, "Manifest changes").
 - A fetch that errors, or returns something that is not an object, keeps the manifest in
   force (one failure never drops MCPL); an error to the fetch is warned about (§17.10).
 - The revision is recomputed (``manifest_digest``) and compared for equality only; a mismatch
   is logged as a defect and the manifest is still used (§17.2).
-- The diff decides: removals are revoked at once (the grant becomes what both the grant in
-  force and the new advertisement allow, then a ``featureSets/update`` request tells the
-  server); additions never auto-grant (they are ``capability-expansion-pending``). Exactly
-  one change receipt per change goes to ``HostHandlers.on_manifest_change``.
+- Removals are revoked at once, then a ``featureSets/update`` request tells the server;
+  additions never auto-grant (``capability-expansion-pending``). Exactly one change receipt
+  per change goes to the reporter.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcpl_host.connection import BackgroundJob
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
-from mcpl_host.logging import LogBudget, ServerValue
-from mcpl_host.mcpl.feature_sets import derive, read_feature_sets
-from mcpl_host.mcpl.grants import Grant, expand_advertisement
+from mcpl_host.logging import LogBudget, Redactor, ServerValue
 from mcpl_host.mcpl.manifest import (
     REVISION_PATTERN,
     DigestError,
@@ -36,64 +35,66 @@ from mcpl_host.mcpl.manifest import (
     manifest_digest,
     validate_manifest,
 )
-from mcpl_host.mcpl.manifest_diff import change_receipt, diff_manifests
+from mcpl_host.mcpl.negotiation import PolicyExchange, PolicySource, Requester
+from mcpl_host.mcpl.policy_state import PolicyState
 
-__all__ = ["ManifestChanges"]
+if TYPE_CHECKING:
+    from mcpl_host.observe import Reporter
+
+__all__ = ["ManifestWatcher"]
 
 #: Defect lines about dropped notifications logged per connection (L3).
 DROPPED_NOTIFICATIONS_LOGGED = 3
 
 
-class ManifestChanges:
-    """Mixed into ``ServerConnection``: follows ``mcpl/manifestChanged`` (MCPL §17)."""
+class ManifestWatcher:
+    """Follows ``mcpl/manifestChanged`` on one connection (module rules)."""
 
-    name: str
-    redactor: Any
-    handlers: Any
-    server_info: Any
-    grant: Grant | None
-    advertised: frozenset[str]
-    feature_sets: Any
-    feature_set_policy: Any
-    _tg: Any
-    _log: Any
-
-    request: Any  # ServerConnection.request
-    _exchange: Any  # MCPLNegotiation._exchange
-
-    def _init_manifest_changes(self) -> None:
-        self.manifest: dict[str, Any] | None = None  # the manifest in force (§17.1)
-        self.manifest_revision: str | None = None  # of the manifest last validated
+    def __init__(
+        self,
+        requester: Requester,
+        state: PolicyState,
+        exchange: PolicyExchange,
+        source: PolicySource,
+        reporter: Reporter,
+        *,
+        log: Any,
+        redactor: Redactor,
+    ) -> None:
+        self._requester = requester
+        self._state = state
+        self._exchange = exchange
+        self._source = source
+        self._reporter = reporter
+        self._log = log
+        self._redactor = redactor
         self._fetch_limiter = ManifestFetchLimiter()
         self._fetching = False
         self._fetch_again = False
         self._dropped_notifications = LogBudget(DROPPED_NOTIFICATIONS_LOGGED)
 
-    def _manifest_in_force(self, manifest: dict[str, Any]) -> None:
-        self.manifest = manifest
-        revision = manifest.get("revision")
-        self.manifest_revision = revision if isinstance(revision, str) else None
-
-    def _on_manifest_changed(self, params: Any) -> None:
-        """From the read loop: a ``mcpl/manifestChanged`` notification (K 108-110)."""
-        if self.manifest is None:
-            return  # not an MCPL connection: nothing to refresh
+    def on_changed(self, params: Any) -> BackgroundJob | None:
+        """From the read loop: a ``mcpl/manifestChanged`` notification; returns the fetch to
+        run, or None."""
+        if self._state.manifest is None:
+            return None  # not an MCPL connection: nothing to refresh
         revision = params.get("revision") if isinstance(params, dict) else None
         if not (isinstance(revision, str) and REVISION_PATTERN.fullmatch(revision)):
             self._log.info(
-                "mcpl/manifestChanged without a valid revision", revision=ServerValue(revision, self.redactor)
+                "mcpl/manifestChanged without a valid revision",
+                revision=ServerValue(revision, self._redactor),
             )
-        elif revision == self.manifest_revision and not self._fetching:
+        elif revision == self._state.revision and not self._fetching:
             self._log.debug("manifest change names the revision in force; not fetched")
-            return
+            return None
         if self._fetching:
             self._fetch_again = True  # merged into one more fetch after this one
-            return
+            return None
         if not self._fetch_limiter.allow(anyio.current_time()):
             self._log_dropped_notification()
-            return
+            return None
         self._fetching = True
-        self._tg.start_soon(self._refresh_manifest)
+        return self._refresh
 
     def _log_dropped_notification(self) -> None:
         verdict = self._dropped_notifications.take()
@@ -103,7 +104,7 @@ class ManifestChanges:
                 " (a server defect, MCPL §17.8)" + ("; more go unlogged" if verdict == "last" else "")
             )
 
-    async def _refresh_manifest(self) -> None:
+    async def _refresh(self) -> None:
         try:
             while True:
                 self._fetch_again = False
@@ -118,24 +119,24 @@ class ManifestChanges:
 
     async def _fetch_and_apply(self) -> None:
         try:
-            fetched = await self.request("mcpl/manifest", {})
+            fetched = await self._requester.request("mcpl/manifest", {})
         except RemoteError as exc:  # §17.10: notifies changes but cannot be asked for them
             self._log.warning(
                 "server announced a manifest change but refused mcpl/manifest",
-                error=ServerValue(str(exc), self.redactor),
+                error=ServerValue(str(exc), self._redactor),
             )
             return
         except MCPLHostError as exc:
             self._log.warning(
                 "manifest fetch failed; the manifest in force is kept",
-                error=ServerValue(str(exc), self.redactor),
+                error=ServerValue(str(exc), self._redactor),
             )
             return
         if not isinstance(fetched, dict):  # §17.5: learned nothing
             self._log.warning("mcpl/manifest returned no object; the manifest in force is kept")
             return
         for problem in validate_manifest(fetched):
-            self._log.info("fetched manifest problem", problem=ServerValue(problem, self.redactor))
+            self._log.info("fetched manifest problem", problem=ServerValue(problem, self._redactor))
         try:
             digest = manifest_digest(fetched)
         except DigestError as exc:
@@ -145,43 +146,17 @@ class ManifestChanges:
         if digest is not None and isinstance(revision, str) and revision != digest:
             self._log.warning(
                 "manifest revision does not match its digest (a server defect; the manifest is still used)",
-                revision=ServerValue(revision, self.redactor),
+                revision=ServerValue(revision, self._redactor),
                 digest=digest,
             )
-        await self._apply_manifest(fetched)
-
-    async def _apply_manifest(self, new: dict[str, Any]) -> None:
-        old = self.manifest or {}
-        tools = "tools" in (self.server_info.capabilities if self.server_info else {})
-        diff = diff_manifests(old, new, tools=tools)
-        old_grant = self.grant or Grant(advertised=self.advertised)
-        old_sets = read_feature_sets(old)
-        enabled_before = derive(old_sets, old_grant, self.feature_set_policy).enabled
-        self._manifest_in_force(new)
-        self.advertised = expand_advertisement(new, tools=tools)
-        self.feature_sets = read_feature_sets(new)
-        # Removals are revoked; additions wait for a decision (never auto-granted).
-        kept = Grant(paths=old_grant.paths & self.advertised, advertised=self.advertised)
-        new_grant = kept
-        if self.grant is not None and (
-            kept.paths != old_grant.paths
-            or diff.feature_sets_removed
-            or diff.feature_sets_changed
-            or diff.feature_sets_added
-        ):
-            change = await self._exchange(kept, initial=False)
-            new_grant = change.in_force or kept
-        enabled_after = derive(self.feature_sets, new_grant, self.feature_set_policy).enabled
-        receipt = change_receipt(
-            diff,
-            old_grant=old_grant,
-            new_grant=new_grant,
-            feature_sets_before=enabled_before,
-            feature_sets_after=enabled_after,
-        )
+        fs_policy = self._source.feature_set_policy
+        step = self._state.apply_manifest(fetched, fs_policy)
+        if step.tell:
+            await self._exchange.exchange_grant(step.kept)
+        receipt = self._state.change_receipt(step, self._source.feature_set_policy)
         self._log.info(
             "manifest changed",
             domains=list(receipt.domains),
             impacts=[impact.to_json() for impact in receipt.impacts],
         )
-        self.handlers.on_manifest_change(self.name, receipt)
+        self._reporter.manifest_change(receipt)

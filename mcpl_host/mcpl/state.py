@@ -13,11 +13,11 @@ import copy
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import jsonpatch
 
-__all__ = ["FeatureSetStateStore", "StateEntry"]
+__all__ = ["FeatureSetStateStore", "StateEntry", "StateStore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,32 @@ class StateEntry:
     parent: str | None = None
     data: Any = None
     has_data: bool = False
+
+
+class StateStore(Protocol):
+    """Host-held state per feature set (MCPL §8), as a ``HostedServer`` keeps it across
+    transports. ``FeatureSetStateStore`` is the in-memory one; a framework that persists
+    state passes its own (``HostedServer(state_store=...)``, ``Host(state_store_factory=...)``)."""
+
+    def current(self, feature_set: str) -> StateEntry | None:
+        """The checkpoint the next ``tools/call`` of this feature set builds on."""
+        ...
+
+    def get(self, feature_set: str, checkpoint: str) -> StateEntry | None:
+        """A recent checkpoint of the feature set, if held."""
+        ...
+
+    def request_params(self, feature_set: str) -> dict[str, Any]:
+        """``{"state": data}``, ``{"checkpoint": id}`` or ``{}`` for a ``tools/call`` (§8.4)."""
+        ...
+
+    def apply(self, feature_set: str, state: Any, *, keep_reference_on_problem: bool = True) -> str | None:
+        """Apply a ``state`` object; None, or a sentence saying what was not applied."""
+        ...
+
+    def rolled_back(self, feature_set: str, checkpoint: str) -> None:
+        """The server rolled back to ``checkpoint``."""
+        ...
 
 
 class FeatureSetStateStore:

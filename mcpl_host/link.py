@@ -1,8 +1,8 @@
-"""Small I/O records of a connection: the per-transport ``Link`` and the pending ``Slot``.
+"""Small I/O records of a connection: the ``Link`` to one transport and the pending ``Slot``.
 
-A ``Link`` is one transport with its epoch and its outbox: ``send()`` queues whole lines
-without waiting, and one writer task joins everything queued into a single write (DESIGN.md
-"the hot path"). A ``Slot`` is a pending request's waiter: an ``anyio.Event`` plus the outcome.
+A ``Link`` is one transport with its outbox: ``send()`` queues whole lines without waiting,
+and one writer task joins everything queued into a single write (docs/architecture.md, "the
+hot path"). A ``Slot`` is a pending request's waiter: an ``anyio.Event`` plus the outcome.
 """
 
 from __future__ import annotations
@@ -20,12 +20,16 @@ from mcpl_host.jsonrpc.errors import (
     RemoteError,
     RemoteProtocolError,
 )
+from mcpl_host.logging import Redactor
 from mcpl_host.transports.base import Transport
 
-__all__ = ["Link", "Slot", "response_outcome"]
+__all__ = ["AnswerHook", "Link", "Slot", "response_outcome"]
+
+#: Runs in the read loop when a request's answer arrives, before the next line is read.
+AnswerHook = Callable[[Response], None]
 
 
-def response_outcome(response: Response, redactor: Any = None) -> Any:
+def response_outcome(response: Response, redactor: Redactor | None = None) -> Any:
     """The ``result`` of a response, or raise its error (JSON-RPC 2.0 §5).
 
     Raises:
@@ -49,13 +53,13 @@ class Slot:
 
     ``on_answer``, if given, runs in the read loop when the answer arrives, before the next
     line is read and before the waiter wakes: what must take effect in wire order (sending
-    ``notifications/initialized``, activating a grant on its receipt) happens there. If it
-    raises an ``MCPLHostError``, the request fails with it.
+    ``notifications/initialized``, putting a grant in force on its receipt) happens there. If
+    it raises an ``MCPLHostError``, the request fails with it.
     """
 
     __slots__ = ("_error", "_on_answer", "_redactor", "_response", "event")
 
-    def __init__(self, on_answer: Callable[[Response], None] | None = None, redactor: Any = None) -> None:
+    def __init__(self, on_answer: AnswerHook | None = None, redactor: Redactor | None = None) -> None:
         self.event = anyio.Event()
         self._on_answer = on_answer
         self._redactor = redactor
@@ -88,34 +92,38 @@ class Slot:
 
 
 class Link:
-    """One transport of a connection, with its epoch (ENVELOPE.md T1) and its outbox.
+    """One transport of a connection and its outbox, written by one writer task.
 
-    The outbox is bounded: past ``max_outbox_bytes`` queued (a server that stopped reading
-    its input), the link is declared lost through ``on_lost`` instead of growing memory.
+    The outbox is bounded: past ``max_outbox_bytes`` queued (a server that stopped reading its
+    input), the link is declared lost through ``on_lost`` instead of growing memory.
+
+    The writer runs shielded from outer cancellation, so what is queued when the connection
+    closes still goes out (a ``notifications/cancelled``, an answer), and the transport is
+    closed only after it: ``finish()`` asks it to write what is queued and stop;
+    ``stop_writer()`` stops it at once (after the close grace).
     """
 
     __slots__ = (
-        "_drained",
+        "_finishing",
         "_max_outbox",
         "_on_lost",
         "_outbox",
         "_ready",
+        "_writer_scope",
         "_writing",
         "closed",
-        "epoch",
+        "stopped",
         "transport",
     )
 
     def __init__(
         self,
         transport: Transport,
-        epoch: int,
         *,
         max_outbox_bytes: int,
-        on_lost: Callable[[Link, BaseException], None],
+        on_lost: Callable[[BaseException], None],
     ) -> None:
         self.transport = transport
-        self.epoch = epoch
         self.closed = False
         self._max_outbox = max_outbox_bytes
         self._on_lost = on_lost
@@ -124,52 +132,66 @@ class Link:
         self._outbox = bytearray()
         self._writing = 0  # bytes handed to the transport and not yet written
         self._ready = anyio.Event()
-        self._drained = anyio.Event()
-        self._drained.set()
+        self._finishing = False
+        self._writer_scope = anyio.CancelScope(shield=True)
+        #: Set when the writer task has returned (or never started).
+        self.stopped = anyio.Event()
 
     def send(self, data: bytes) -> None:
         """Queue whole lines for the writer; a closed link drops them (T1)."""
-        if self.closed:
+        if self.closed or self._finishing:
             return
         if self._writing + len(self._outbox) + len(data) > self._max_outbox:
             self._on_lost(
-                self,
                 ConnectionLost(
                     f"the server is not reading its input: more than {self._max_outbox} bytes"
                     " are waiting to be written"
-                ),
+                )
             )
             return
         self._outbox += data
-        if self._drained.is_set():
-            self._drained = anyio.Event()
         self._ready.set()
 
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes waiting for the writer, plus those it is writing now."""
+        return self._writing + len(self._outbox)
+
     def close(self) -> None:
+        """The transport is gone: drop what is queued and stop the writer."""
         self.closed = True
         self._outbox = bytearray()
         self._ready.set()
-        self._drained.set()
+        self._writer_scope.cancel()
 
-    async def drained(self) -> None:
-        """Wait until everything queued so far has been written (or the link closed)."""
-        await self._drained.wait()
+    def finish(self) -> None:
+        """Write what is queued, then stop; later ``send()`` calls are dropped."""
+        self._finishing = True
+        self._ready.set()
+
+    def stop_writer(self) -> None:
+        """Stop the writer now, even in the middle of a write."""
+        self._writer_scope.cancel()
 
     async def write_loop(self) -> None:
-        """The writer task: write everything queued in one call, repeat until closed."""
-        while not self.closed:
-            await self._ready.wait()
-            self._ready = anyio.Event()
-            if not self._outbox:
-                continue
-            data = bytes(self._outbox)
-            self._outbox = bytearray()
-            self._writing = len(data)
-            try:
-                await self.transport.send(data)
-            except (ConnectionLost, ConnectionClosed) as exc:
-                self._on_lost(self, exc)
-                return
-            self._writing = 0
-            if not self._outbox:
-                self._drained.set()
+        """The writer task: write everything queued in one call, repeat until closed or
+        finished. Shielded from outer cancellation (see the class docstring)."""
+        try:
+            with self._writer_scope:
+                while not self.closed:
+                    await self._ready.wait()
+                    self._ready = anyio.Event()
+                    if self._outbox:
+                        data = bytes(self._outbox)
+                        self._outbox = bytearray()
+                        self._writing = len(data)
+                        try:
+                            await self.transport.send(data)
+                        except (ConnectionLost, ConnectionClosed) as exc:
+                            self._on_lost(exc)
+                            return
+                        self._writing = 0
+                    if self._finishing and not self._outbox:
+                        return
+        finally:
+            self.stopped.set()

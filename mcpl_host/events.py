@@ -1,0 +1,345 @@
+"""What happens to hosted servers, as ``HostEvent``s, and the subscriptions that carry them.
+
+Rules of this module:
+
+- Three classes of event, each with its own rule, so that nothing that matters is lost:
+
+  - **lifecycle** (``connecting``, ``ready``, ``degraded``, ``disconnected``,
+    ``reconnecting``, ``gave_up``): never dropped. Past ``max_queued_lifecycle`` waiting in a
+    subscription, the supervisor that emits one waits for the consumer (back-pressure: it
+    does not go on to its next attempt).
+  - **deliveries**: a ``push_event`` or ``server_request`` that the application itself must
+    answer (the ``Host`` without application handlers). It is answered only once a consumer
+    has taken it from a subscription (``Delivery.taken``); the emitting request waits, and
+    when nobody takes it in time it is withdrawn from every queue (never seen afterwards) and
+    refused with a reason. Never "accepted" and then dropped.
+  - **observations** (everything else: ``notification``, ``refused``, ``policy_receipt``,
+    ``manifest_change``, ``channels_changed``, and reports of requests the application's own
+    handlers answered): past ``max_queued`` in a subscription the oldest observation is
+    dropped and counted (``dropped``); lifecycle events and deliveries are never dropped to
+    make room. Emitting one never blocks (they come from read loops).
+
+- A subscription receives, in order, the events emitted after it was made whose server and
+  kind it asked for (``servers``/``kinds`` None: all).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
+
+import anyio
+
+__all__ = [
+    "DELIVERY_KINDS",
+    "EVENT_KINDS",
+    "LIFECYCLE_KINDS",
+    "ConnectingData",
+    "Delivery",
+    "DisconnectedData",
+    "EventBus",
+    "EventKind",
+    "GaveUpData",
+    "HostEvent",
+    "ReadyData",
+    "ReconnectingData",
+    "Subscription",
+]
+
+EventKind = Literal[
+    "connecting",
+    "ready",
+    "degraded",
+    "disconnected",
+    "reconnecting",
+    "gave_up",
+    "push_event",
+    "notification",
+    "server_request",
+    "refused",
+    "manifest_change",
+    "policy_receipt",
+    "channels_changed",
+]
+#: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
+EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
+#: The kinds a supervisor emits; never dropped.
+LIFECYCLE_KINDS: frozenset[str] = frozenset(
+    {"connecting", "ready", "degraded", "disconnected", "reconnecting", "gave_up"}
+)
+#: The kinds that can be deliveries (the application answers them).
+DELIVERY_KINDS: frozenset[str] = frozenset({"push_event", "server_request"})
+
+
+class ConnectingData(TypedDict):
+    """``connecting``: ``attempt`` (connection attempts since the supervisor started, from 1)."""
+
+    attempt: int
+
+
+class ReadyData(TypedDict, total=False):
+    """``ready`` / ``degraded`` (``mcpl`` ``"mcp-only"``, with ``reason``)."""
+
+    attempt: int
+    serverName: str
+    serverVersion: str
+    protocolVersion: str
+    mcpl: str
+    effectiveCapabilities: list[str]
+    mode: str | None
+    reason: str
+
+
+class DisconnectedData(TypedDict):
+    """``disconnected``: ``phase`` ``"start"`` or ``"running"``; ``exitStatus`` (negative for a
+    signal), ``closeCode`` (WebSocket), ``stderrTail`` (redacted), ``uptimeSeconds`` (None for
+    a start failure)."""
+
+    attempt: int
+    phase: Literal["start", "running"]
+    reason: str
+    exitStatus: int | None
+    closeCode: int | None
+    stderrTail: list[str]
+    uptimeSeconds: float | None
+
+
+class ReconnectingData(TypedDict):
+    """``reconnecting``: ``attempt`` (the restart's number since the backoff was last reset),
+    ``delaySeconds``."""
+
+    attempt: int
+    delaySeconds: float
+
+
+class GaveUpData(TypedDict):
+    """``gave_up``: ``reason`` (one sentence), ``failures``, ``windowSeconds``."""
+
+    reason: str
+    failures: int
+    windowSeconds: float
+
+
+class Delivery:
+    """The hand-over of one event the application must answer: ``taken`` is set when a
+    consumer receives it; ``withdrawn`` when it was given up on (it is then skipped)."""
+
+    __slots__ = ("taken", "withdrawn")
+
+    def __init__(self) -> None:
+        self.taken = anyio.Event()
+        self.withdrawn = False
+
+
+@dataclass(frozen=True, slots=True, eq=True)
+class HostEvent:
+    """Something that happened to one server: ``server`` (its name), ``kind`` (one of
+    ``EVENT_KINDS``), ``data`` (a dict of JSON values; the ``*Data`` TypedDicts give the
+    lifecycle shapes, ``observe.Observation`` the others), ``time`` (seconds since the epoch,
+    wall clock). ``responder`` is set only on a ``server_request`` event that waits for the
+    application's answer (``ServerRequestResponder``); ``delivery`` on an event the
+    application must take (module rules)."""
+
+    server: str
+    kind: EventKind
+    data: dict[str, Any] = field(default_factory=dict)
+    time: float = field(default_factory=time.time)
+    responder: Any = field(default=None, compare=False)
+    delivery: Delivery | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_KINDS:
+            raise ValueError(f"unknown event kind {self.kind!r}")
+
+    @property
+    def is_lifecycle(self) -> bool:
+        return self.kind in LIFECYCLE_KINDS
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"server", "kind", "time", "data"}``: what ``mcpl-host run --json`` prints."""
+        return {"server": self.server, "kind": self.kind, "time": self.time, "data": self.data}
+
+
+class Subscription:
+    """One consumer's queue of ``HostEvent``s (module rules). Iterate it (``async for``) or
+    ``await receive()``; it ends (``StopAsyncIteration`` / ``anyio.EndOfStream``) once the
+    host has closed and it is empty, or at once after ``aclose()``."""
+
+    def __init__(
+        self,
+        *,
+        servers: Collection[str] | None = None,
+        kinds: Collection[str] | None = None,
+        max_queued: int = 1024,
+        max_queued_lifecycle: int = 4096,
+    ) -> None:
+        unknown = sorted(set(kinds or ()) - set(EVENT_KINDS))
+        if unknown:
+            raise ValueError(f"unknown event kinds {unknown}; known: {', '.join(EVENT_KINDS)}")
+        self.servers = frozenset(servers) if servers is not None else None
+        self.kinds = frozenset(kinds) if kinds is not None else None
+        self.max_queued = max_queued
+        self.max_queued_lifecycle = max_queued_lifecycle
+        self.dropped = 0
+        self._queue: deque[HostEvent] = deque()
+        self._observations = 0
+        self._lifecycle = 0
+        self._deliveries = 0
+        self._arrived = anyio.Event()
+        self._room = anyio.Event()
+        self._ended = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<Subscription queued={len(self._queue)} dropped={self.dropped}>"
+
+    def wants(self, event: HostEvent) -> bool:
+        if self._closed:
+            return False
+        return (self.servers is None or event.server in self.servers) and (
+            self.kinds is None or event.kind in self.kinds
+        )
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    # --- producing ---------------------------------------------------------------------------
+
+    def _append(self, event: HostEvent) -> None:
+        self._queue.append(event)
+        if event.is_lifecycle:
+            self._lifecycle += 1
+        elif event.delivery is not None:
+            self._deliveries += 1
+        else:
+            self._observations += 1
+        self._arrived.set()
+
+    def put_observation(self, event: HostEvent) -> bool:
+        """Queue an observation; returns False when the oldest one was dropped for it."""
+        kept = True
+        if self._observations >= self.max_queued:
+            for index, queued in enumerate(self._queue):
+                if not queued.is_lifecycle and queued.delivery is None:
+                    del self._queue[index]
+                    self._observations -= 1
+                    self.dropped += 1
+                    kept = False
+                    break
+        self._append(event)
+        return kept
+
+    def has_room_for(self, event: HostEvent) -> bool:
+        if event.is_lifecycle:
+            return self._lifecycle < self.max_queued_lifecycle
+        return self._deliveries < self.max_queued
+
+    async def put_waiting(self, event: HostEvent) -> None:
+        """Queue a lifecycle event or a delivery, waiting for room (module rules)."""
+        while not self._closed and not self.has_room_for(event):
+            if self._room.is_set():
+                self._room = anyio.Event()
+            await self._room.wait()
+        if not self._closed:
+            self._append(event)
+
+    def end(self) -> None:
+        """The host has closed: iteration ends once the queue is empty."""
+        self._ended = True
+        self._arrived.set()
+        self._room.set()
+
+    # --- consuming ---------------------------------------------------------------------------
+
+    def receive_nowait(self) -> HostEvent:
+        """The next event. Raises ``anyio.WouldBlock`` (none queued) or ``anyio.EndOfStream``."""
+        while self._queue:
+            event = self._queue.popleft()
+            if event.is_lifecycle:
+                self._lifecycle -= 1
+            elif event.delivery is not None:
+                self._deliveries -= 1
+            else:
+                self._observations -= 1
+            self._room.set()
+            if event.delivery is not None:
+                if event.delivery.withdrawn:
+                    continue
+                event.delivery.taken.set()
+            return event
+        if self._ended or self._closed:
+            raise anyio.EndOfStream
+        raise anyio.WouldBlock
+
+    async def receive(self) -> HostEvent:
+        """Wait for the next event. Raises ``anyio.EndOfStream`` at the end."""
+        while True:
+            try:
+                return self.receive_nowait()
+            except anyio.WouldBlock:
+                if self._arrived.is_set():
+                    self._arrived = anyio.Event()
+                await self._arrived.wait()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> HostEvent:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Stop receiving: queued events are discarded (deliveries among them are withdrawn,
+        so their requests are refused), later ones are not queued."""
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        for event in self._queue:
+            if event.delivery is not None:
+                event.delivery.withdrawn = True
+        self._queue.clear()
+        self._arrived.set()
+        self._room.set()
+
+
+class EventBus:
+    """Every subscription of one ``Host``; emits each event to those that want it."""
+
+    def __init__(self) -> None:
+        self.subscriptions: list[Subscription] = []
+        self.dropped = 0
+
+    def add(self, subscription: Subscription) -> Subscription:
+        self.subscriptions.append(subscription)
+        return subscription
+
+    def matching(self, event: HostEvent) -> list[Subscription]:
+        self.subscriptions = [s for s in self.subscriptions if not s._closed]
+        return [s for s in self.subscriptions if s.wants(event)]
+
+    def observe(self, event: HostEvent) -> int:
+        """Emit an observation; never blocks. Returns how many subscriptions dropped one."""
+        dropped = 0
+        for subscription in self.matching(event):
+            if not subscription.put_observation(event):
+                dropped += 1
+        self.dropped += dropped
+        return dropped
+
+    async def emit_waiting(self, event: HostEvent) -> int:
+        """Emit a lifecycle event or a delivery, waiting for room in each subscription.
+        Returns how many subscriptions it was queued to."""
+        targets = self.matching(event)
+        for subscription in targets:
+            await subscription.put_waiting(event)
+        return len(targets)
+
+    def end(self) -> None:
+        for subscription in self.subscriptions:
+            subscription.end()

@@ -1,0 +1,231 @@
+"""Host -> server channel calls on one connection: open, close, publish (MCPL §14.3).
+
+Rules:
+
+- Nothing ungranted goes out (§5.4): each call checks ``admission.may_send`` first and raises
+  ``NotGranted`` (a ``LocalProtocolError``: calling an ungranted method is the caller's
+  mistake) without sending anything.
+- ``channels/publish`` per ``publish_mode``: ``"request"`` (ACK ``{delivered, messageId}``),
+  ``"notification"``, or ``"auto"`` (default): a request first; a ``-32601`` answer switches
+  this server to notifications (remembered by the ``HostedServer`` across transports) and
+  re-sends that message as a notification. A timed-out request is never re-sent (it may have
+  been delivered).
+- ``channels/open``: the spec form ``{type, address, metadata?}`` or the libraries' form
+  ``{channelId, history?}`` (docs/protocol.md, "Channels"), chosen by keywords; exactly that
+  form is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from mcpl_host.connection import DEFAULT, Timeout
+from mcpl_host.jsonrpc.errors import ErrorCode, LocalProtocolError, RemoteError
+from mcpl_host.mcpl.admission import OUTBOUND_GATES, AdmissionView, may_send
+from mcpl_host.mcpl.negotiation import Requester
+
+__all__ = [
+    "ChannelCalls",
+    "ChannelOpenResult",
+    "NotGranted",
+    "PublishMode",
+    "PublishResult",
+    "PublishSettings",
+]
+
+PublishMode = Literal["request", "notification", "auto"]
+_PUBLISH_MODES = ("request", "notification", "auto")
+
+
+class NotGranted(LocalProtocolError):
+    """The method's gate is not in the grant in force (or the connection is not MCPL-ready);
+    nothing was sent (MCPL §5.4). ``method``; ``capability``: the path it needs; ``why``."""
+
+    def __init__(self, method: str, capability: str, why: str) -> None:
+        super().__init__(f"{method!r} not sent: {why}")
+        self.method = method
+        self.capability = capability
+        self.why = why
+
+
+def require_sendable(method: str, view: AdmissionView, name: str) -> None:
+    """Raise ``NotGranted`` unless ``method`` may be sent to ``name`` now."""
+    why = may_send(method, view)
+    if why is not None:
+        raise NotGranted(method, OUTBOUND_GATES.get(method, ""), f"{why} for {name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    """``channels/publish`` (§14.3). ``mode``: how it went out. For a request, ``delivered``
+    and ``message_id`` as answered (None if absent); for a notification both None."""
+
+    mode: Literal["request", "notification"]
+    delivered: bool | None = None
+    message_id: str | None = None
+    raw: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelOpenResult:
+    """``channels/open`` (§14.3): ``channel`` is the answered descriptor (None if the result
+    has no ``channel`` object); ``raw`` the whole result."""
+
+    channel: dict[str, Any] | None
+    raw: Any = None
+
+
+class PublishSettings(Protocol):
+    """Where a server's publish behaviour is kept across transports (a ``HostedServer``)."""
+
+    publish_mode: PublishMode
+    publish_as_notification: bool
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, (list, tuple)):
+        return list(content)
+    raise TypeError("content must be a string or a list of content blocks")
+
+
+class ChannelCalls:
+    """``channels/open``, ``/close`` and ``/publish`` on one connection (module rules)."""
+
+    def __init__(
+        self, requester: Requester, view: AdmissionView, settings: PublishSettings, *, log: Any
+    ) -> None:
+        self._requester = requester
+        self._view = view
+        self._settings = settings
+        self._log = log
+
+    def _require(self, method: str) -> None:
+        require_sendable(method, self._view, self._requester.name)
+
+    async def open(
+        self,
+        *,
+        type: str | None = None,
+        address: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        channel_id: str | None = None,
+        history: Any = None,
+        timeout: Timeout = DEFAULT,
+    ) -> ChannelOpenResult:
+        """``channels/open`` (§14.3; gate ``channels.lifecycle``) in exactly one form:
+        ``type=`` and ``address=`` (``metadata=`` optional) send ``{type, address, metadata?}``;
+        ``channel_id=`` (``history=`` optional) sends ``{channelId, history?}``.
+
+        Raises:
+            LocalProtocolError: both forms, neither, or a form incomplete (nothing is sent);
+                ``NotGranted`` when the gate is not granted.
+            RemoteError: e.g. -32024 channel open failed. Others as ``request()``.
+
+        Cancellation: as ``request()``.
+        """
+        spec_form = type is not None or address is not None or metadata is not None
+        lib_form = channel_id is not None or history is not None
+        if spec_form == lib_form:
+            raise LocalProtocolError("channels/open takes either type= and address= or channel_id=")
+        if spec_form and (type is None or address is None):
+            raise LocalProtocolError("channels/open with type= needs address= too")
+        if lib_form and channel_id is None:
+            raise LocalProtocolError("channels/open with history= needs channel_id= too")
+        self._require("channels/open")
+        params: dict[str, Any]
+        if spec_form:
+            params = {"type": type, "address": address}
+            if metadata is not None:
+                params["metadata"] = dict(metadata)
+        else:
+            params = {"channelId": channel_id}
+            if history is not None:
+                params["history"] = history
+        result = await self._requester.request("channels/open", params, timeout=timeout)
+        channel = result.get("channel") if isinstance(result, dict) else None
+        return ChannelOpenResult(channel if isinstance(channel, dict) else None, result)
+
+    async def close(self, channel_id: str, *, timeout: Timeout = DEFAULT) -> bool:
+        """``channels/close {channelId}`` (§14.3; gate ``channels.lifecycle``). Returns the
+        answer's ``closed is True``. Raises ``NotGranted``; ``RemoteError`` (e.g. -32023
+        unknown channel); others as ``request()``. Cancellation: as ``request()``."""
+        self._require("channels/close")
+        result = await self._requester.request("channels/close", {"channelId": channel_id}, timeout=timeout)
+        return isinstance(result, dict) and result.get("closed") is True
+
+    @property
+    def publish_mode(self) -> PublishMode:
+        return self._settings.publish_mode
+
+    @publish_mode.setter
+    def publish_mode(self, mode: PublishMode) -> None:
+        if mode not in _PUBLISH_MODES:
+            raise ValueError(f"publish_mode must be one of {_PUBLISH_MODES}, not {mode!r}")
+        self._settings.publish_mode = mode
+        self._settings.publish_as_notification = False
+
+    @property
+    def publishes_as_notification(self) -> bool:
+        """Whether the next ``channels/publish`` goes out as a notification."""
+        settings = self._settings
+        return settings.publish_mode == "notification" or (
+            settings.publish_mode == "auto" and settings.publish_as_notification
+        )
+
+    async def publish(
+        self,
+        conversation_id: str,
+        channel_id: str,
+        content: str | list[Any],
+        *,
+        stream: bool = False,
+        timeout: Timeout = DEFAULT,
+    ) -> PublishResult:
+        """``channels/publish {conversationId, channelId, stream, content}`` (§14.3; gate
+        ``channels.publish``), as a request or a notification per ``publish_mode``.
+        ``content``: ContentBlock list, or a string (sent as one text block).
+
+        Raises:
+            NotGranted: the gate is not granted (nothing is sent). TypeError: bad content.
+            RemoteError: an error answer (in ``"auto"``, not -32601, which switches to
+                notifications and re-sends). RequestTimeout (never re-sent), ConnectionLost,
+                ConnectionClosed: as ``request()``.
+
+        Cancellation: as ``request()``; nothing is re-sent.
+        """
+        self._require("channels/publish")
+        params = {
+            "conversationId": conversation_id,
+            "channelId": channel_id,
+            "stream": stream,
+            "content": _blocks(content),
+        }
+        requester = self._requester
+        if self.publishes_as_notification:
+            requester.notify_nowait("channels/publish", params)
+            return PublishResult("notification")
+        try:
+            result = await requester.request("channels/publish", params, timeout=timeout)
+        except RemoteError as exc:
+            if exc.code != ErrorCode.METHOD_NOT_FOUND or self._settings.publish_mode != "auto":
+                raise
+            self._settings.publish_as_notification = True
+            self._log.info(
+                "the server does not take channels/publish as a request; sending it as a notification from now on"
+            )
+            self._require("channels/publish")  # it may have changed
+            requester.notify_nowait("channels/publish", params)
+            return PublishResult("notification")
+        answer = result if isinstance(result, dict) else {}
+        delivered = answer.get("delivered")
+        message_id = answer.get("messageId")
+        return PublishResult(
+            "request",
+            delivered if isinstance(delivered, bool) else None,
+            message_id if isinstance(message_id, str) else None,
+            result,
+        )

@@ -1,0 +1,169 @@
+"""Channels a server registers and the messages it delivers (MCPL §14), after admission.
+
+Rules:
+
+- One ``ChannelRegistry`` per connection: registrations do not outlive the transport that
+  made them (a new transport starts with an empty grant and an empty registry, MCPL §5.3);
+  the ``HostedServer`` keeps the current list for the application, which is told each change
+  (``on_channels_changed``), the lapse at a transport's end included.
+- ``channels/register`` and ``channels/changed`` answer ``{results: [{id, accepted,
+  reason?}]}``, item by item; the channel-id patterns are read from
+  ``HostHandlers.channel_policy`` at each one (§14.5). ``channels/list`` answers
+  ``{channels: [descriptors]}``.
+- ``channels/incoming`` answers per-message results ``{messageId, accepted, conversationId?,
+  reason?}``; each message is judged by ``admission.admit_channel_message`` when its turn
+  comes. Accepted messages (tags closed) go to ``HostHandlers.channel_message``: a
+  ``HandlerError`` refuses that message with its message as reason, another exception as
+  ``internal_error`` (logged).
+- The notification forms (seen in real servers; docs/protocol.md, "Channels"): a
+  ``channels/changed`` notification is filtered item by item with a warning line per refused
+  item; a ``channels/incoming`` notification is processed in a task with a warning line (no
+  reply is possible). Diagnostics are bounded per connection (``Limits.channel_diagnostics_logged``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mcpl_host.connection import BackgroundJob
+from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.jsonrpc.errors import HandlerError
+from mcpl_host.logging import LogBudget, Redactor, ServerValue
+from mcpl_host.mcpl.admission import AdmissionView, admit, admit_channel_message
+from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
+from mcpl_host.mcpl.tags import read_tags
+
+__all__ = ["ChannelService"]
+
+
+class ChannelService:
+    """Serves the server -> host channel methods of one connection (module rules)."""
+
+    def __init__(
+        self,
+        name: str,
+        handlers: HostHandlers,
+        view: AdmissionView,
+        *,
+        on_changed: Callable[[list[dict[str, Any]]], None],
+        log: Any,
+        redactor: Redactor,
+        diagnostics_logged: int,
+        max_notification_deliveries: int,
+    ) -> None:
+        self.name = name
+        self.registry = ChannelRegistry()
+        self._handlers = handlers
+        self._view = view
+        self._on_changed = on_changed
+        self._log = log
+        self._redactor = redactor
+        self._diagnostics = LogBudget(diagnostics_logged)
+        self._max_deliveries = max_notification_deliveries
+        self._deliveries = 0  # channels/incoming notifications being processed
+
+    def _patterns(self) -> tuple[str, ...] | None:
+        patterns = self._handlers.channel_policy(self.name)
+        return None if patterns is None else tuple(patterns)
+
+    async def serve(self, context: RequestContext, params: Any) -> dict[str, Any]:
+        """The result of an admitted ``channels/*`` request."""
+        method = context.method
+        if method == "channels/list":
+            return {"channels": self.registry.descriptors()}
+        if method == "channels/incoming":
+            return {"results": await self._incoming(context, params["messages"])}
+        return {"results": [item.to_wire() for item in self._change(params, method)]}
+
+    def _change(self, params: Mapping[str, Any], method: str) -> list[ItemResult]:
+        if method == "channels/register":
+            lists = {"added": params["channels"]}
+        else:
+            lists = {key: params.get(key) or [] for key in ("added", "removed", "updated")}
+        results = self.registry.change(**lists, patterns=self._patterns())
+        if any(item.accepted for item in results):
+            self._on_changed(self.registry.descriptors())
+        return results
+
+    async def _incoming(self, context: RequestContext, messages: list[Any]) -> list[dict[str, Any]]:
+        return [await self._incoming_one(context, message) for message in messages]
+
+    async def _incoming_one(self, context: RequestContext, message: Any) -> dict[str, Any]:
+        raw_id = message.get("messageId") if isinstance(message, Mapping) else None
+        message_id = raw_id if isinstance(raw_id, str) else None
+        reason = admit_channel_message(message, self._view, self.registry, self._patterns())
+        if reason is None:
+            delivered = dict(message)
+            if "tags" in message:
+                delivered["tags"] = read_tags(message["tags"]).tags  # §16.3, after admission
+            try:
+                conversation = await self._handlers.channel_message(context, delivered)
+            except HandlerError as exc:
+                reason = exc.message
+            except Exception:
+                self._log.exception("channel_message handler failed")
+                reason = "internal_error"
+            else:
+                if conversation is None or isinstance(conversation, str):
+                    result: dict[str, Any] = {"messageId": message_id, "accepted": True}
+                    if conversation is not None:
+                        result["conversationId"] = conversation
+                    return result
+                self._log.error("channel_message handler returned neither a string nor None")
+                reason = "internal_error"
+        return {"messageId": message_id, "accepted": False, "reason": reason}
+
+    # --- notification forms, in the read loop ---------------------------------------------------
+
+    def on_notification(self, method: str, params: Any) -> BackgroundJob | None:
+        """``channels/changed`` and ``channels/incoming`` sent as notifications (§14.3, §14.5):
+        admitted like requests; returns the work for a ``channels/incoming``."""
+        refused = admit(method, params, self._view)
+        if refused is not None:  # no reply is possible: a diagnostic, never silence
+            error = refused.error
+            self.diagnostic(
+                f"{method} notification refused",
+                code=error.code,
+                problem=ServerValue(error.data, self._redactor),
+            )
+            return None
+        if method == "channels/changed":
+            for item in self._change(params, method):
+                if not item.accepted:  # §14.5: filtered item by item, with a diagnostic each
+                    self.diagnostic(
+                        "channels/changed notification: item refused",
+                        id=ServerValue(item.id, self._redactor),
+                        reason=item.reason,
+                        problem=item.detail,
+                    )
+            return None
+        if self._deliveries >= self._max_deliveries:
+            self.diagnostic("channels/incoming notification dropped: host busy")
+            return None
+        self.diagnostic("channels/incoming sent as a notification; processed, no reply possible")
+        context = RequestContext(self.name, None, method)
+        messages = params["messages"]
+        self._deliveries += 1
+
+        async def deliver() -> None:
+            try:
+                results = await self._incoming(context, messages)
+            finally:
+                self._deliveries -= 1
+            for item in results:
+                if not item["accepted"]:
+                    self.diagnostic(
+                        "channels/incoming notification: message refused",
+                        message_id=ServerValue(item["messageId"], self._redactor),
+                        reason=ServerValue(item["reason"], self._redactor),
+                    )
+
+        return deliver
+
+    def diagnostic(self, message: str, **fields: Any) -> None:
+        verdict = self._diagnostics.take()
+        if verdict == "log":
+            self._log.warning(message, **fields)
+        elif verdict == "last":
+            self._log.warning("channel diagnostics: more of these go unlogged on this connection")

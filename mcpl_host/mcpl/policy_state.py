@@ -1,0 +1,226 @@
+"""The MCPL state of one connection, as a pure object: advertisement, grant, receipts,
+manifest (MCPL §5.3-§5.4, §6.4, §6.7, §17).
+
+Rules (the policy exchange as a state machine; the I/O shell is ``mcpl.negotiation``):
+
+- ``MCPLState``: ``NONE`` (plain MCP server) -> ``begin()`` -> ``PENDING`` (the initial
+  ``featureSets/update`` request is out; privileged methods refused, docs/protocol.md D3) ->
+  ``READY`` (a receipt accepted it) or ``MCP_ONLY`` (refused, or the request failed: tools,
+  resources and prompts only, §6.7). A refusal at any later time turns MCPL off too.
+- ``propose()`` computes what to ask for: the policy's grant over what is advertised *now*,
+  and its derivation. For a runtime change the **reduction** (what both the grant in force
+  and the proposal allow) is put in force at once, before the request goes out (§6.7).
+- ``receipt()`` runs in the read loop when the answer arrives, before the next line: an
+  acceptance puts the proposal in force, never wider than proposed nor than what is
+  advertised at that moment (a manifest change may have arrived meanwhile); the verdict says
+  when the server must then be told the narrower grant (``retell``).
+- ``apply_manifest()`` puts a fetched manifest in force (§17.5): removals are revoked at once
+  (the grant becomes what both the grant in force and the new advertisement allow), additions
+  are never granted by themselves; it says whether the server must be told.
+- Nothing here does I/O, reads a clock or logs; problems come back as values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Literal
+
+from mcpl_host.mcpl.feature_sets import (
+    Derivation,
+    FeatureSetDeclarations,
+    FeatureSetPolicy,
+    derive,
+    read_feature_sets,
+)
+from mcpl_host.mcpl.grants import Grant, GrantPolicy, expand_advertisement
+from mcpl_host.mcpl.manifest_diff import ChangeReceipt, ManifestDiff, change_receipt, diff_manifests
+from mcpl_host.mcpl.policy import PolicyOutcome, read_receipt
+
+__all__ = [
+    "ManifestStep",
+    "MCPLState",
+    "PolicyState",
+    "Proposal",
+    "ReceiptVerdict",
+    "RefusalAction",
+]
+
+#: What the host does when a server refuses its policy: follow the server's ``fallback``
+#: (``close`` closes, anything else stays MCP-only), or always stay MCP-only, or always close.
+RefusalAction = Literal["follow", "mcp-only", "close"]
+
+
+class MCPLState(Enum):
+    """Where the MCPL layer of a connection stands (MCPL §5.3, §6.7)."""
+
+    #: Plain MCP server (no ``experimental.mcpl``): no MCPL traffic at all.
+    NONE = "none"
+    #: ``featureSets/update`` sent, receipt not yet in: privileged methods refused (D3).
+    PENDING = "pending"
+    #: Receipt in: the grant is in force.
+    READY = "ready"
+    #: The policy exchange failed or was refused: tools, resources, prompts only (§6.7).
+    MCP_ONLY = "mcp-only"
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """One ``featureSets/update`` request to make: the ``grant`` and ``derivation`` proposed,
+    the ``feature_set_policy`` they were derived with, ``initial`` (the first one of the
+    connection), and the request's ``params`` (§5.3)."""
+
+    grant: Grant
+    derivation: Derivation
+    feature_set_policy: FeatureSetPolicy
+    initial: bool
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.derivation.policy_params(self.grant)
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptVerdict:
+    """What a receipt did: its ``outcome``; ``closes`` (a refusal the host follows by closing);
+    ``retell``: a grant narrower than proposed is in force (the manifest shrank while the
+    request was out) and the server must be told it, else None."""
+
+    outcome: PolicyOutcome
+    closes: bool = False
+    retell: Grant | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestStep:
+    """A fetched manifest put in force: the ``diff``, the grant and enabled sets before, the
+    grant ``kept`` (removals revoked), and ``tell`` (the server must get a
+    ``featureSets/update`` with ``kept``)."""
+
+    diff: ManifestDiff
+    old_grant: Grant
+    enabled_before: frozenset[str]
+    kept: Grant
+    tell: bool
+
+
+@dataclass
+class PolicyState:
+    """The MCPL state of one connection (module rules). Read by admission (``grant``,
+    ``derivation``, ``feature_sets``) and by outbound calls."""
+
+    on_refusal: RefusalAction = "follow"
+    state: MCPLState = MCPLState.NONE
+    #: The manifest in force (``experimental.mcpl`` as sent, or as last fetched; §17.1).
+    manifest: dict[str, Any] | None = None
+    #: The server's outer MCP capabilities have ``tools`` (the ``tools`` path, MCPL §5.1).
+    tools: bool = False
+    advertised: frozenset[str] = frozenset()
+    feature_sets: FeatureSetDeclarations = field(default_factory=FeatureSetDeclarations)
+    #: The grant in force; None until a receipt accepted one, and after a refusal (D3).
+    grant: Grant | None = None
+    #: The derivation in force with ``grant``.
+    derivation: Derivation | None = None
+    #: The last proposal sent, and the last receipt read.
+    proposed: Proposal | None = None
+    outcome: PolicyOutcome | None = None
+
+    @property
+    def is_ready(self) -> bool:
+        """True once a receipt accepted the policy: MCPL traffic may flow (§6.7)."""
+        return self.state is MCPLState.READY
+
+    @property
+    def revision(self) -> str | None:
+        """The ``revision`` of the manifest in force, if it is a string."""
+        revision = self.manifest.get("revision") if self.manifest is not None else None
+        return revision if isinstance(revision, str) else None
+
+    def begin(self, manifest: dict[str, Any], *, tools: bool) -> list[str]:
+        """An MCPL server answered ``initialize``: read its manifest (kept verbatim, §17.1);
+        the state becomes ``PENDING``. Returns the declaration problems (sentences)."""
+        self.manifest = manifest
+        self.tools = tools
+        self.advertised = expand_advertisement(manifest, tools=tools)
+        self.feature_sets = read_feature_sets(manifest)
+        self.state = MCPLState.PENDING
+        return list(self.feature_sets.problems)
+
+    def _bounded(self, grant: Grant) -> Grant:
+        return Grant(paths=grant.paths & self.advertised, advertised=self.advertised)
+
+    def propose(
+        self, policy: GrantPolicy, feature_set_policy: FeatureSetPolicy, *, initial: bool
+    ) -> Proposal:
+        """The proposal for ``policy`` over what is advertised now (module rules)."""
+        return self.propose_grant(policy.compute(self.advertised), feature_set_policy, initial=initial)
+
+    def propose_grant(self, grant: Grant, feature_set_policy: FeatureSetPolicy, *, initial: bool) -> Proposal:
+        """The proposal of ``grant`` (bounded by what is advertised now); for a runtime change
+        the reduction is put in force at once."""
+        proposed = self._bounded(grant)
+        derivation = derive(self.feature_sets, proposed, feature_set_policy)
+        if not initial and self.grant is not None:
+            kept = Grant(paths=self.grant.paths & proposed.paths, advertised=self.advertised)
+            self._in_force(kept, feature_set_policy)
+        proposal = Proposal(proposed, derivation, feature_set_policy, initial)
+        self.proposed = proposal
+        return proposal
+
+    def _in_force(self, grant: Grant, feature_set_policy: FeatureSetPolicy) -> None:
+        self.grant = grant
+        self.derivation = derive(self.feature_sets, grant, feature_set_policy)
+
+    def receipt(self, proposal: Proposal, result: Any) -> ReceiptVerdict:
+        """The receipt of ``proposal`` arrived (in the read loop; module rules)."""
+        outcome = read_receipt(result)
+        self.outcome = outcome
+        if not outcome.accepted:  # a refusal turns MCPL off, at any time (§6.7)
+            self.grant = None
+            self.derivation = None
+            self.state = MCPLState.MCP_ONLY
+            closes = self.on_refusal == "close" or (
+                self.on_refusal == "follow" and outcome.fallback == "close"
+            )
+            return ReceiptVerdict(outcome, closes=closes)
+        in_force = self._bounded(proposal.grant)
+        self._in_force(in_force, proposal.feature_set_policy)
+        self.state = MCPLState.READY
+        retell = in_force if in_force.paths != proposal.grant.paths else None
+        return ReceiptVerdict(outcome, retell=retell)
+
+    def request_failed(self, proposal: Proposal) -> None:
+        """The request of ``proposal`` got an error or no answer: nothing new is in force; an
+        initial request leaves the connection MCP-only (§6.7)."""
+        if proposal.initial:
+            self.state = MCPLState.MCP_ONLY
+
+    def apply_manifest(self, new: dict[str, Any], feature_set_policy: FeatureSetPolicy) -> ManifestStep:
+        """Put a fetched manifest in force (module rules; MCPL §17.5)."""
+        old = self.manifest or {}
+        diff = diff_manifests(old, new, tools=self.tools)
+        old_grant = self.grant or Grant(advertised=self.advertised)
+        enabled_before = derive(read_feature_sets(old), old_grant, feature_set_policy).enabled
+        self.manifest = new
+        self.advertised = expand_advertisement(new, tools=self.tools)
+        self.feature_sets = read_feature_sets(new)
+        kept = Grant(paths=old_grant.paths & self.advertised, advertised=self.advertised)
+        tell = self.grant is not None and (
+            kept.paths != old_grant.paths
+            or bool(diff.feature_sets_removed or diff.feature_sets_changed or diff.feature_sets_added)
+        )
+        if self.grant is not None:
+            self._in_force(kept, feature_set_policy)
+        return ManifestStep(diff, old_grant, enabled_before, kept, tell)
+
+    def change_receipt(self, step: ManifestStep, feature_set_policy: FeatureSetPolicy) -> ChangeReceipt:
+        """The one receipt of the change ``step`` (§17.6), against the grant in force now."""
+        new_grant = self.grant or step.kept
+        enabled_after = derive(self.feature_sets, new_grant, feature_set_policy).enabled
+        return change_receipt(
+            step.diff,
+            old_grant=step.old_grant,
+            new_grant=new_grant,
+            feature_sets_before=step.enabled_before,
+            feature_sets_after=enabled_after,
+        )

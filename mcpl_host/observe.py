@@ -1,0 +1,122 @@
+"""Watching a server from outside: ``Observation``, ``ConnectionObserver`` and ``Reporter``.
+
+Rules of this module:
+
+- An application's ``HostHandlers`` answer what a server asks and are used exactly as given;
+  nothing wraps or subclasses them. Whoever else wants to see what happens (the ``Host``,
+  ``mcpl-host probe``) passes a ``ConnectionObserver``: it gets one ``Observation`` per thing
+  that happened, after the handlers have had their say.
+- ``Reporter`` is the one place a connection reports through: each method calls the
+  application's hook (``HostHandlers.on_*``) and then the observer, in that order. Both are
+  called from the read loop or a request's task and must not block.
+- Observation data are JSON values as sent by the server (the observer shows them through
+  the server's redactor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from mcpl_host.jsonrpc.envelope import Response
+from mcpl_host.jsonrpc.errors import ConnectionLost
+from mcpl_host.mcpl.policy import PolicyOutcome
+
+if TYPE_CHECKING:
+    from mcpl_host.handlers import HostHandlers
+    from mcpl_host.mcpl.manifest_diff import ChangeReceipt
+
+__all__ = ["ConnectionObserver", "Observation", "ObservationKind", "Reporter"]
+
+#: What an ``Observation`` reports.
+ObservationKind = Literal[
+    "push_event",
+    "server_request",
+    "notification",
+    "refused",
+    "policy_receipt",
+    "manifest_change",
+    "channels_changed",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """One thing a server did and how it was answered. ``kind``, ``data`` (JSON values):
+
+    - ``push_event``: ``id``, ``featureSet``, ``eventId``, ``params``, then ``answer`` (the
+      result sent) or ``error`` (the error object sent);
+    - ``server_request``: ``id``, ``method``, ``params``, then ``answer`` or ``error``;
+    - ``notification``: ``method``, ``params``;
+    - ``refused``: ``method``, ``params``, ``error`` (admission or params; sent at once);
+    - ``policy_receipt``: ``accepted``, ``mode``, ``fallback``, ``reason``,
+      ``unavailableFeatures``, ``defects``;
+    - ``manifest_change``: the change receipt (``domains``, ``impacts``);
+    - ``channels_changed``: ``channels`` (every descriptor registered now).
+    """
+
+    kind: ObservationKind
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class ConnectionObserver(Protocol):
+    """Sees every ``Observation`` of a server's connections (``Host``, the probe)."""
+
+    def observe(self, server: str, observation: Observation) -> None:
+        """Called from the read loop or a request's task; must not block."""
+        ...
+
+
+class Reporter:
+    """Reports what happened on connections to server ``name``: the application's hook first,
+    then the observer (module rules)."""
+
+    __slots__ = ("handlers", "name", "observer")
+
+    def __init__(self, name: str, handlers: HostHandlers, observer: ConnectionObserver | None) -> None:
+        self.name = name
+        self.handlers = handlers
+        self.observer = observer
+
+    def _observe(self, kind: ObservationKind, **data: Any) -> None:
+        if self.observer is not None:
+            self.observer.observe(self.name, Observation(kind, data))
+
+    def handled(self, kind: Literal["push_event", "server_request"], data: dict[str, Any]) -> None:
+        """A server request was answered by the handlers (``data`` has ``answer`` or
+        ``error``)."""
+        self._observe(kind, **data)
+
+    def notification(self, method: str, params: Any) -> None:
+        self.handlers.on_notification(self.name, method, params)
+        self._observe("notification", method=method, params=params)
+
+    def refused(self, method: str, params: Any, error: dict[str, Any]) -> None:
+        self.handlers.on_refused(self.name, method, params, error)
+        self._observe("refused", method=method, params=params, error=error)
+
+    def policy_receipt(self, outcome: PolicyOutcome) -> None:
+        self.handlers.on_policy_receipt(self.name, outcome)
+        self._observe(
+            "policy_receipt",
+            accepted=outcome.accepted,
+            mode=outcome.mode,
+            fallback=outcome.fallback,
+            reason=outcome.reason,
+            unavailableFeatures=outcome.unavailable_features,
+            defects=outcome.defects,
+        )
+
+    def manifest_change(self, receipt: ChangeReceipt) -> None:
+        self.handlers.on_manifest_change(self.name, receipt)
+        self._observe("manifest_change", **receipt.to_json())
+
+    def channels_changed(self, channels: list[dict[str, Any]]) -> None:
+        self.handlers.on_channels_changed(self.name, channels)
+        self._observe("channels_changed", channels=channels)
+
+    def connection_lost(self, error: ConnectionLost) -> None:
+        self.handlers.on_connection_lost(self.name, error)
+
+    def orphan_response(self, response: Response) -> None:
+        self.handlers.on_orphan_response(self.name, response)
