@@ -1,0 +1,248 @@
+"""What belongs to a server outlives its transports, and the Host loses nothing that matters.
+
+Each test names a fault the layer an agent framework embeds once had: a revoked capability
+coming back after a restart, held state lost on restart, pushes accepted and then dropped, a
+``ready`` event evicted, the application's channel patterns widened by the host, and a close
+that waited the whole close grace. Real fixture processes over real pipes, on asyncio and
+trio; ``fixtures/attempts.py`` runs a different script on each start of a server.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcpl_host import GrantPolicy, Host, HostHandlers, Limits, ServerConfig, Subscription
+from mcpl_host.supervisor_policy import RestartPolicy
+
+from .conftest import FIXTURES
+from .wire import DONE_METHOD, MCP_HANDSHAKE, MCPL_HANDSHAKE, MCPL_RESULT, SCRIPTED, Script, mark, push_event
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 60
+QUICK = Limits(close_grace_seconds=0.5, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
+RESTART = RestartPolicy(base_delay_seconds=0.05, jitter=0.0)
+GRANT_ALL = GrantPolicy(grant_all_advertised=True)
+
+
+def attempts_config(tmp_path: Path, scripts: Sequence[Script], **kwargs: Any) -> ServerConfig:
+    """A server that runs ``scripts[n]`` on its n-th start (the last one after that)."""
+    args = [str(FIXTURES / "attempts.py"), str(tmp_path / "starts")]
+    for script in scripts:
+        args += [str(script.path), str(script.record_path)]
+    kwargs.setdefault("limits", QUICK)
+    kwargs.setdefault("restart_policy", RESTART)
+    return ServerConfig(name="s", transport="stdio", command=sys.executable, args=tuple(args), **kwargs)
+
+
+def script_config(script: Script, **kwargs: Any) -> ServerConfig:
+    kwargs.setdefault("limits", QUICK)
+    kwargs.setdefault("restart_policy", RESTART)
+    args = (str(SCRIPTED), str(script.path), str(script.record_path))
+    return ServerConfig(name="s", transport="stdio", command=sys.executable, args=args, **kwargs)
+
+
+def answer(script: Script, request_id: Any) -> dict[str, Any]:
+    (found,) = [m for m in script.messages() if "method" not in m and m.get("id") == request_id]
+    return found
+
+
+async def until(notes: Subscription, method: str = DONE_METHOD) -> None:
+    """Wait for the script's notification ``method`` on a notifications-only subscription
+    (made before the host is entered, so it misses nothing)."""
+    async for event in notes:
+        if event.data.get("method") == method:
+            return
+
+
+# -- the policy the application set outlives the transport ----------------------------------
+
+
+async def test_a_revoked_capability_stays_revoked_after_the_server_is_killed_and_restarted(
+    tmp_path: Path,
+) -> None:
+    first = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            mark("up"),
+            {"expect": {"method": "featureSets/update"}},  # the application's runtime reduction
+            {"reply": {"accepted": True}},
+            {"exit": 1},  # killed from outside
+        ],
+        name="first",
+    )
+    second = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": MCPL_RESULT},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+            {"send": push_event(5)},
+            {"wait_response": 5},
+        ],
+        name="second",
+    )
+    host = Host({"s": attempts_config(tmp_path, [first, second], grant_policy=GRANT_ALL)})
+    notes = host.subscribe(kinds=["notification"])
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            await host.wait_ready("s", timeout=20)
+            change = await host.update_policy(
+                "s", GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
+            )
+            assert change.in_force is not None and "pushEvents" not in change.in_force.paths
+            await until(notes)
+    initial = [m for m in second.messages() if m.get("method") == "featureSets/update"][0]
+    assert initial["params"]["effectiveCapabilities"] == ["tools"]
+    assert "pushEvents" in initial["params"]["deniedCapabilities"]
+    assert answer(second, 5)["error"]["code"] == -32002
+
+
+async def test_a_feature_set_state_entry_survives_a_restart(tmp_path: Path) -> None:
+    update = {"featureSet": "demo", "checkpoint": "c1", "data": {"n": 1}}
+    first = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": 1, "method": "state/update", "params": update}},
+            {"wait_response": 1, "expect_result": {"accepted": True}},
+            {"exit": 1},
+        ],
+        name="first",
+    )
+    second = Script(
+        tmp_path,
+        [
+            *MCPL_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": 2, "method": "state/get", "params": {"featureSet": "demo"}}},
+            {"wait_response": 2},
+        ],
+        name="second",
+    )
+    host = Host({"s": attempts_config(tmp_path, [first, second], grant_policy=GRANT_ALL)})
+    notes = host.subscribe(kinds=["notification"])
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            await until(notes)
+    assert answer(second, 2)["result"] == {"checkpoint": "c1", "data": {"n": 1}}
+
+
+# -- events: nothing accepted and then lost, no lifecycle event evicted ------------------------
+
+
+async def test_forty_pushes_to_a_slow_application_are_each_taken_or_refused_with_a_reason(
+    tmp_path: Path,
+) -> None:
+    steps: list[dict[str, Any]] = [*MCPL_HANDSHAKE]
+    steps += [{"send": push_event(n, f"e{n}")} for n in range(40)]
+    steps.append(mark("sent"))
+    steps.append({"wait_responses": list(range(40)), "timeout": 30})  # concurrent: any order
+    script = Script(tmp_path, steps)
+    host = Host({"s": script_config(script, grant_policy=GRANT_ALL)}, max_queued_events=8)
+    taken: list[str] = []
+    notes = host.subscribe(kinds=["notification"])
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            await until(notes, "test/mark")  # the application is busy until every push was sent
+            async for event in host.events():
+                if event.kind == "push_event":
+                    taken.append(event.data["eventId"])
+                elif event.kind == "notification" and event.data["method"] == DONE_METHOD:
+                    break
+    results = {n: answer(script, n)["result"] for n in range(40)}
+    accepted = [f"e{n}" for n, result in results.items() if result["accepted"] is True]
+    refused = [result for result in results.values() if result["accepted"] is not True]
+    assert sorted(accepted) == sorted(taken)  # every push answered accepted was taken
+    assert all(result.get("reason") for result in refused)  # every other one says why
+    assert len(accepted) == 40  # the application read them all in the end
+
+
+async def test_a_ready_event_is_never_lost_under_a_flood_of_other_events(tmp_path: Path) -> None:
+    flood = [{"send": {"jsonrpc": "2.0", "method": "test/noise", "params": {"n": n}}} for n in range(200)]
+    script = Script(tmp_path, [*MCP_HANDSHAKE, *flood])
+    host = Host({"s": script_config(script)}, max_queued_events=8)
+    notes = host.subscribe(kinds=["notification"])
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            await until(notes)  # the flood is over before the application reads anything
+            kinds: list[str] = []
+            while len(host.events()):
+                kinds.append(host.events().receive_nowait().kind)
+    assert kinds[:2] == ["connecting", "ready"]
+    assert host.dropped_events > 0  # observations were dropped, oldest first; lifecycle never
+
+
+# -- the application's handlers are used as they are ------------------------------------------
+
+
+async def test_the_applications_channel_patterns_are_enforced_through_the_host(tmp_path: Path) -> None:
+    manifest = {**MCPL_RESULT["capabilities"]["experimental"]["mcpl"], "channels": {"register": True}}
+    result = {**MCPL_RESULT, "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}}}
+    channels = [
+        {"id": "discord:acme/general", "type": "discord", "label": "general", "direction": "bidirectional"},
+        {"id": "discord:other/x", "type": "discord", "label": "x", "direction": "bidirectional"},
+    ]
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": result},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "featureSets/update"}},
+            {"reply": {"accepted": True}},
+            {
+                "send": {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "channels/register",
+                    "params": {"channels": channels},
+                }
+            },
+            {"wait_response": 1},
+        ],
+    )
+    host = Host(
+        {"s": script_config(script, grant_policy=GRANT_ALL)},
+        handlers_factory=lambda name: HostHandlers(channel_patterns=("discord:acme/*",)),
+    )
+    notes = host.subscribe(kinds=["notification"])
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            await until(notes)
+    assert answer(script, 1)["result"]["results"] == [
+        {"id": "discord:acme/general", "accepted": True},
+        {"id": "discord:other/x", "accepted": False, "reason": "capability_denied"},
+    ]
+
+
+# -- closing ---------------------------------------------------------------------------------
+
+
+async def test_closing_never_waits_the_close_grace_for_a_server_that_exits_on_stdin_eof(
+    tmp_path: Path,
+) -> None:
+    script = Script(tmp_path, MCP_HANDSHAKE)
+    grace = Limits(close_grace_seconds=3.0, terminate_grace_seconds=3.0, handshake_timeout_seconds=10.0)
+    slowest = 0.0
+    for _run in range(50):
+        with anyio.fail_after(TIMEOUT):
+            with anyio.CancelScope() as scope:
+                async with Host({"s": script_config(script, limits=grace)}) as host:
+                    await host.wait_ready("s", timeout=20)
+                    await host.notify("s", "test/last-words")  # output queued as the cancel lands
+                    cancelled_at = anyio.current_time()
+                    scope.cancel()
+                    await anyio.sleep_forever()
+            slowest = max(slowest, anyio.current_time() - cancelled_at)
+    # The server exits as soon as its stdin closes; nothing may wait for the 3 s grace.
+    assert slowest < grace.close_grace_seconds / 2, f"slowest close took {slowest:.2f} s"
+    assert sum(1 for m in script.messages() if m.get("method") == "test/last-words") == 50
