@@ -10,10 +10,11 @@ from typing import Literal
 from mcpl_host.connection import ServerConnection
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.limits import Limits
-from mcpl_host.logging import Redactor, get_logger
+from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.negotiation import RefusalAction
+from mcpl_host.secrets import Redactor, server_secrets
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 from mcpl_host.transports.websocket import (
     DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
@@ -63,12 +64,13 @@ def connect_stdio(
     """A connection that spawns ``command args`` and speaks MCP/MCPL over its stdio.
 
     Nothing starts until the connection is entered (``async with``). ``env`` is added to a
-    minimal environment (``inherit_env=True``: to the whole environment); its values, and
-    ``secrets``, are redacted from every log line and error about this server (ENVELOPE.md L2).
+    minimal environment (``inherit_env=True``: to the whole environment). Its secrets (the
+    values of secret names, credentials in ``args``: ``mcpl_host.secrets.server_secrets``) and
+    ``secrets`` are redacted from every log line and error about this server (ENVELOPE.md L2).
     ``policy`` defaults to granting nothing (MCPL §5.4). See ``ServerConnection`` for errors.
     """
     limits = limits or Limits()
-    redactor = Redactor([*(env or {}).values(), *secrets])
+    redactor = Redactor(server_secrets(env=env, args=[command, *args], explicit=secrets))
     parameters = StdioParameters(
         command=command,
         args=tuple(args),
@@ -76,7 +78,7 @@ def connect_stdio(
         cwd=cwd,
         inherit_env=inherit_env,
     )
-    server_name = name or default_server_name(command, args)
+    server_name = name or redactor.redact(default_server_name(command, args))
     logger = get_logger("mcpl_host.stdio", server=server_name)
 
     def factory() -> StdioTransport:
