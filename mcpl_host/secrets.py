@@ -39,8 +39,8 @@ segments starting ``eyJ``), the password of ``scheme://user:password@``, PEM pri
 (``-----BEGIN ... PRIVATE KEY-----``; over several stderr lines with ``KeyBlockMasker``),
 OpenAI and Anthropic keys (``sk-...``, ``sk-proj-...``, ``sk-ant-...``), Stripe, Google API,
 GitLab, npm and Hugging Face tokens, and ``name=value`` / ``"name": "value"`` /
-``Header-Name: value`` where the name is a secret name (``password=...``,
-``?access_token=...``, ``{"api_key": "..."}``, ``X-Api-Key: ...``).
+``Header-Name: value`` and ``--name value`` where the name is a secret name (``password=...``,
+``?access_token=...``, ``{"api_key": "..."}``, ``X-Api-Key: ...``, ``--token ...``).
 
 **Speed.** Compiled regular expressions, each run only on text holding one of its trigger
 strings. Measured with ``scripts/bench.py`` on ten typical MCP server stderr lines (60-120
@@ -168,6 +168,12 @@ _NAMED = re.compile(
     r"(?P<sep>[ \t]*[=:][ \t]*)"
     rf"(?P<scheme>{_AUTH_SCHEME}?)"
     r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^'\n]*'|[^\s&\"'<>,;)}\]]+)"
+)
+# --name VALUE / -name VALUE in text (a command line echoed on stderr); the callback checks
+# the name and that it is not a switch.
+_FLAG_VALUE = re.compile(
+    r"(?<![^\s\"'])(?P<flag>--?(?P<name>[A-Za-z][A-Za-z0-9_.-]+)[ \t]+)"
+    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-][^\s\"']*)"
 )
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -307,6 +313,13 @@ def _named(match: re.Match[str]) -> str:
     return match.group()[: match.start("value") - match.start()] + shown
 
 
+def _flag_value(match: re.Match[str]) -> str:
+    name, value = match["name"], match["value"]
+    if value.lstrip("\"'").startswith(REDACTED) or not is_secret_name(name) or _is_switch(name):
+        return match.group()
+    return match["flag"] + (value[0] + REDACTED + value[0] if value[0] in "\"'" else REDACTED)
+
+
 def mask_credentials(text: str) -> str:
     """``text`` with every well-known credential shape (module docstring) replaced by
     ``REDACTED``, keeping what says what it was (``Bearer ``, ``scheme://user:``,
@@ -316,7 +329,7 @@ def mask_credentials(text: str) -> str:
         if any(trigger in lower for trigger in triggers):
             text = pattern.sub(_shape, text)
     if any(trigger in lower for trigger in _NAME_TRIGGERS):
-        text = _NAMED.sub(_named, text)
+        text = _FLAG_VALUE.sub(_flag_value, _NAMED.sub(_named, text))
     return text
 
 

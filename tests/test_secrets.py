@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpl_host.config import ServerConfig
+from mcpl_host.connect import connect_stdio
 from mcpl_host.report import HOST_KEYS, redact_json
 from mcpl_host.secrets import (
     REDACTED,
@@ -87,7 +88,8 @@ ARG_DB_PASSWORD = "argdbpassword"
 ARG_API_KEY = "arg-api-key-value-1"
 ARG_TOKEN = "arg-token-value-22"
 ARG_ACCESS_TOKEN = "arg-access-token-333"
-COMMAND_SECRETS = [ARG_SLACK, ARG_DB_PASSWORD, ARG_API_KEY, ARG_TOKEN, ARG_ACCESS_TOKEN]
+ARG_SHORT = "pw1"  # shorter than MIN_SECRET_CHARS: hidden by its position only
+COMMAND_SECRETS = [ARG_SLACK, ARG_DB_PASSWORD, ARG_API_KEY, ARG_TOKEN, ARG_ACCESS_TOKEN, ARG_SHORT]
 EXTRA_ARGS = [
     "-e",
     f"SLACK_TOKEN={ARG_SLACK}",
@@ -97,6 +99,8 @@ EXTRA_ARGS = [
     "--token",
     ARG_TOKEN,
     f"wss://h.example/mcpl?access_token={ARG_ACCESS_TOKEN}&mode=live",
+    "--password",
+    ARG_SHORT,
     "--log-level",
     "error",
 ]
@@ -213,6 +217,8 @@ def test_redact_command_hides_every_credential_and_keeps_plain_arguments() -> No
         "--token",
         REDACTED,
         f"wss://h.example/mcpl?access_token={REDACTED}&mode=live",
+        "--password",
+        REDACTED,
         "--log-level",
         "error",
         "--token",
@@ -273,6 +279,9 @@ def test_well_known_shapes_are_masked_without_configuration(text: str, secret: s
 
 def test_shapes_keep_their_context() -> None:
     redactor = Redactor()
+    assert redactor.redact("argv --token abc --no-auth srv.py --log-level error -password 'x'") == (
+        f"argv --token {REDACTED} --no-auth srv.py --log-level error -password '{REDACTED}'"
+    )
     assert redactor.redact(f"Authorization: Bearer {BEARER_TOKEN}") == f"Authorization: Bearer {REDACTED}"
     assert redactor.redact(f"postgres://admin:{URL_PASSWORD}@db/app") == f"postgres://admin:{REDACTED}@db/app"
     assert (
@@ -298,6 +307,7 @@ def test_shapes_keep_their_context() -> None:
         "ssh://git@github.com/org/repo.git",
         "key: value pairs and a token bucket",
         "-----BEGIN CERTIFICATE-----",
+        "run with --no-auth server.py --session-timeout 30 --mode tools",
     ],
 )
 def test_plain_text_is_not_masked(text: str) -> None:
@@ -413,6 +423,8 @@ async def test_reprs_and_descriptions_hold_no_secret() -> None:
         repr(StdioTransport(params)),
         WebSocketTransport(ws).describe(),
         repr(WebSocketTransport(ws)),
+        repr(connect_stdio("npx", ["-y", f"API_KEY={ENV_SECRET}", "pkg"])),  # named after an argument
+        repr(connect_stdio("npx", ["-y", f"--api-key={ENV_SECRET}", "pkg"])),
     ]
     for text in texts:
         for secret in (*COMMAND_SECRETS, ENV_SECRET, EXPLICIT_SECRET):
