@@ -32,7 +32,7 @@ from typing import Any, Literal, TextIO
 import orjson
 import structlog
 
-from mcpl_host.limits import DEFAULT_LOG_VALUE_MAX_UNITS
+from mcpl_host.limits import DEFAULT_LOG_VALUE_MAX_UNITS, LOG_VALUE_REDACTION_MARGIN_CHARS
 from mcpl_host.secrets import MIN_SECRET_CHARS, REDACTED, Redactor
 
 __all__ = [
@@ -137,15 +137,19 @@ def log_value(
     Args:
         value: any value (a ``str`` is used as is, bytes are decoded as UTF-8 with
             replacement, anything else is rendered as JSON).
-        redactor: the server's redactor, applied before the cut; None: one that masks only
-            the well-known credential shapes (``mcpl_host.secrets``).
+        redactor: the server's redactor, applied before the cut (to the first
+            ``LOG_VALUE_REDACTION_MARGIN_CHARS`` characters past it, so the work is bounded);
+            None: one that masks only the well-known credential shapes
+            (``mcpl_host.secrets``).
         max_units: the cut, in UTF-16 code units of the unescaped text.
 
     Returns:
         one line of text with no raw newline, quote, backslash, control or invisible
         character (``escape_text``); if it was cut, it ends with ``CUT_MARKER``. Never raises.
     """
-    text = (redactor or _DEFAULT_REDACTOR).redact(_as_text(value))
+    text = _as_text(value)
+    window = max_units + LOG_VALUE_REDACTION_MARGIN_CHARS  # a char is 1 or 2 units: still cut
+    text = (redactor or _DEFAULT_REDACTOR).redact(text[:window] if len(text) > window else text)
     text, was_cut = _cut_utf16(text, max_units)
     text = escape_text(text)
     return text + CUT_MARKER if was_cut else text

@@ -45,8 +45,9 @@ GitLab, npm and Hugging Face tokens, and ``name=value`` / ``"name": "value"`` /
 **Speed.** Compiled regular expressions, each run only on text holding one of its trigger
 strings. Measured with ``scripts/bench.py`` on ten typical MCP server stderr lines (60-120
 characters, three with a secret), on a shared 2-core machine: about 6 µs per line for
-``Redactor.redact`` (five configured secrets plus every shape), 8 µs for the whole
-``log_value``. The ``detect-secrets`` library (1.5) takes about 470 µs per line through its
+``Redactor.redact`` (five configured secrets plus every shape), 8-12 µs for the whole
+``log_value``; 2-14 ms for a hostile 64 KB line built to make an expression backtrack (every
+pattern is linear: 3.5 s for 60 KB of ``sk-`` before the starts were anchored). The ``detect-secrets`` library (1.5) takes about 470 µs per line through its
 ad hoc ``scan_line`` and 80 µs calling its 27 plugins directly without its filters; it only
 finds (masking would come on top), it flags every one of the ten lines (high-entropy
 heuristics) and it misses the ``Bearer`` token. So the log path uses the expressions here.
@@ -122,13 +123,15 @@ _ASSIGNMENT = re.compile(r"(-{0,2})([A-Za-z_][A-Za-z0-9_.-]*)=(.+)", re.S)
 _FLAG = re.compile(r"-{1,2}([A-Za-z][A-Za-z0-9_.-]+)")
 _AUTH_SCHEME = r"(?i:(?:bearer|basic|digest|token|negotiate|ntlm)[ \t]+)"
 _HEADER_ARGUMENT = re.compile(rf"([A-Za-z][A-Za-z0-9-]*):[ \t]*({_AUTH_SCHEME}?)(.+)", re.S)
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>]+")
 # A user-info without a password that is a user name (``git@``, ``postgres@``), not a token.
 _USER_NAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 
 # Well-known shapes (see the module docstring): each pattern runs only on text that holds one
 # of its trigger strings (lower case), so a line without any costs a few substring searches.
-# Groups named "keep" hold the context kept before the REDACTED.
+# Groups named "keep" hold the context kept before the REDACTED. Every pattern starts only
+# where a run of its characters starts (a lookbehind, not \b) and bounds what it scans from
+# a start, so the time is linear in the text, whatever a server sends (scripts/bench.py).
 _SHAPE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
     (triggers, re.compile(pattern))
     for triggers, pattern in (
@@ -139,22 +142,33 @@ _SHAPE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         ),
         (
             ("://",),
-            r"(?P<keep>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/?#@\"'<>]*:)[^\s/?#\"'<>]*[^\s/?#\"'<>@](?=@)",
+            r"(?P<keep>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s:/?#@\"'<>]{0,256}:)"
+            r"[^\s/?#\"'<>]{0,1023}[^\s/?#\"'<>@](?=@)",
         ),
-        (("bearer",), r"(?P<keep>\b(?i:bearer)[ \t]+)(?![a-z]+(?![A-Za-z0-9._~+/=-]))[A-Za-z0-9._~+/=-]{8,}"),
+        (
+            ("bearer",),
+            r"(?P<keep>(?<![A-Za-z0-9_])(?i:bearer)[ \t]{1,16})"
+            r"(?![a-z]{1,4096}(?![A-Za-z0-9._~+/=-]))[A-Za-z0-9._~+/=-]{8,}",
+        ),
         (
             ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-            r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
+            r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
         ),
-        (("xox", "xapp-"), r"\bxox[abposre]-[A-Za-z0-9-]{10,}|\bxapp-[0-9]-[A-Za-z0-9-]{10,}"),
-        (("akia", "asia", "abia", "acca"), r"\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
-        (("sk-",), r"\bsk-(?:ant-|proj-|svcacct-|admin-)?(?=[A-Za-z_-]*[0-9])[A-Za-z0-9_-]{20,}"),
-        (("sk_", "rk_"), r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
-        (("aiza",), r"\bAIza[0-9A-Za-z_-]{35}"),
-        (("glpat-",), r"\bglpat-[A-Za-z0-9_-]{20,}"),
-        (("npm_",), r"\bnpm_[A-Za-z0-9]{36}"),
-        (("hf_",), r"\bhf_[A-Za-z0-9]{30,}"),
-        (("eyj",), r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+        (("xox", "xapp-"), r"(?<![A-Za-z0-9-])(?:xox[abposre]|xapp-[0-9])-[A-Za-z0-9-]{10,}"),
+        (
+            ("akia", "asia", "abia", "acca"),
+            r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+        ),
+        (
+            ("sk-",),
+            r"(?<![A-Za-z0-9_-])sk-(?:ant-|proj-|svcacct-|admin-)?(?=[A-Za-z_-]{0,64}[0-9])[A-Za-z0-9_-]{20,}",
+        ),
+        (("sk_", "rk_"), r"(?<![A-Za-z0-9_])[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+        (("aiza",), r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}"),
+        (("glpat-",), r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"),
+        (("npm_",), r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}"),
+        (("hf_",), r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}"),
+        (("eyj",), r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
     )
 )
 # Substrings (lower case) without which no name is a secret name: gates the name=value pass.
@@ -164,16 +178,16 @@ _NAME_TRIGGERS = (
 )  # fmt: skip
 # name=value, "name": "value", 'name': 'value', Header-Name: value (the callback checks the name).
 _NAMED = re.compile(
-    r"(?<![A-Za-z0-9_.])(?P<q>[\"']?)(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)"
+    r"(?<![A-Za-z0-9_.-])(?P<q>[\"']?)-{0,2}(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)"
     r"(?P<sep>[ \t]*[=:][ \t]*)"
     rf"(?P<scheme>{_AUTH_SCHEME}?)"
-    r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^'\n]*'|[^\s&\"'<>,;)}\]]+)"
+    r"(?P<value>\"(?:[^\"\\]|\\.){0,4096}\"|'[^'\n]{0,4096}'|[^\s&\"'<>,;)}\]]+)"
 )
 # --name VALUE / -name VALUE in text (a command line echoed on stderr); the callback checks
 # the name and that it is not a switch.
 _FLAG_VALUE = re.compile(
     r"(?<![^\s\"'])(?P<flag>--?(?P<name>[A-Za-z][A-Za-z0-9_.-]+)[ \t]+)"
-    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'-][^\s\"']*)"
+    r"(?P<value>\"[^\"\n]{0,4096}\"|'[^'\n]{0,4096}'|[^\s\"'-][^\s\"']*)"
 )
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -181,14 +195,24 @@ _PEM_END = re.compile(r"-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_BODY = re.compile(r"[ \t]*(?:[A-Za-z0-9+/=]{1,100}|[A-Za-z-]+:.*|=[A-Za-z0-9+/=]{1,8})?[ \t]*")
 
 
-@functools.lru_cache(maxsize=1024)
 def is_secret_name(name: str) -> bool:
     """Whether a variable, parameter, flag or header name says that its value is a secret
     (the rule is in the module docstring). Case does not matter."""
+    return _is_secret_name(name) if len(name) <= _CACHED_NAME_CHARS else _decide_name(name)
+
+
+# Names up to this long are remembered (a server's text repeats the same few names).
+_CACHED_NAME_CHARS = 64
+
+
+def _decide_name(name: str) -> bool:
     segments = [segment.lower() for segment in _SEGMENT.findall(name)]
     if not segments or (len(segments) > 1 and segments[-1] in PLAIN_NAME_QUALIFIERS):
         return False
     return any(s in SECRET_NAME_WORDS or s.endswith(SECRET_NAME_SUFFIXES) for s in segments)
+
+
+_is_secret_name = functools.lru_cache(maxsize=1024)(_decide_name)
 
 
 def _is_switch(name: str) -> bool:

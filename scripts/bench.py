@@ -9,7 +9,8 @@
    server (``ping``), sequential and 64 at a time; side by side with the official MCP Python
    client (package ``mcp``) when it is installed.
 3. Redaction on the log path: microseconds per typical server stderr line for
-   ``Redactor.redact`` (configured secrets plus the well-known shapes) and ``log_value``;
+   ``Redactor.redact`` (configured secrets plus the well-known shapes) and ``log_value``,
+   milliseconds for hostile 64 KB lines built to make a regular expression backtrack;
    side by side with the ``detect-secrets`` library (its ad hoc ``scan_line``, and its
    plugins called directly) when it is installed.
 """
@@ -88,6 +89,19 @@ def bench_redaction(rounds: int = 2000) -> None:
     print(
         f"redaction: log_value (redact, cut, escape): {_per_line_us(lambda t: log_value(t, redactor), rounds):.1f} µs per line"
     )
+    hostile = {
+        "sk- repeated": "sk-" * 21000,
+        "eyJ- repeated": "eyJ-" * 16000,
+        "a- then ://": "a-" * 32000 + "://",
+        "bearer repeated": "bearer " * 9000,
+        'token=" repeated': 'token="' * 9000,
+        "--token repeated": "--token " * 8000,
+    }
+    for name, line in hostile.items():
+        start = time.perf_counter()
+        redactor.redact(line)
+        elapsed = time.perf_counter() - start
+        print(f"redaction: hostile 64 KB line ({name}): {elapsed * 1000:.1f} ms (linear, not quadratic)")
     try:
         from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
         from detect_secrets.core.scan import scan_line

@@ -148,3 +148,10 @@ def test_well_known_secret_shapes_are_masked_in_rendered_log_lines_without_confi
         )
         assert token not in line and "abcdefgh" not in line and REDACTED in line
     assert token not in log_value({"nested": [f"x {token}"]})
+
+
+def test_a_shape_straddling_the_cut_is_hidden_and_a_huge_value_is_cut() -> None:
+    token = "ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    assert "ghp_A1" not in log_value("x" * 249 + " " + token)
+    huge = log_value("y" * 10_000_000 + token)
+    assert huge == "y" * 256 + CUT_MARKER
