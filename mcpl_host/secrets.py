@@ -46,11 +46,15 @@ GitLab, npm and Hugging Face tokens, and ``name=value`` / ``"name": "value"`` /
 strings. Measured with ``scripts/bench.py`` on ten typical MCP server stderr lines (60-120
 characters, three with a secret), on a shared 2-core machine: about 6 µs per line for
 ``Redactor.redact`` (five configured secrets plus every shape), 8-12 µs for the whole
-``log_value``; 2-14 ms for a hostile 64 KB line built to make an expression backtrack (every
-pattern is linear: 3.5 s for 60 KB of ``sk-`` before the starts were anchored). The ``detect-secrets`` library (1.5) takes about 470 µs per line through its
-ad hoc ``scan_line`` and 80 µs calling its 27 plugins directly without its filters; it only
-finds (masking would come on top), it flags every one of the ten lines (high-entropy
-heuristics) and it misses the ``Bearer`` token. So the log path uses the expressions here.
+``log_value``; 2-14 ms for a hostile 64 KB line built to make an expression backtrack (each
+pattern is linear: 60 KB of ``sk-`` took 3.5 s before the starts were anchored). The
+``detect-secrets`` library (1.5) takes about 470 µs per line through its ad hoc
+``scan_line`` and 80 µs calling its 27 plugins directly without its filters; it only finds
+(masking would come on top), flags every one of the ten lines (high-entropy heuristics) and
+misses the ``Bearer`` token. So the log path uses the expressions here.
+
+References: URL user-info and query (RFC 3986 §3.2.1, §3.4), Bearer tokens (RFC 6750 §2.1),
+JWTs (RFC 7519 §3), PEM blocks (RFC 7468 §2).
 
 Nothing here raises on any text (a ``str``, lone surrogates included).
 """
@@ -161,7 +165,8 @@ _SHAPE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         ),
         (
             ("sk-",),
-            r"(?<![A-Za-z0-9_-])sk-(?:ant-|proj-|svcacct-|admin-)?(?=[A-Za-z_-]{0,64}[0-9])[A-Za-z0-9_-]{20,}",
+            r"(?<![A-Za-z0-9_-])sk-(?:ant-|proj-|svcacct-|admin-)?"
+            r"(?=[A-Za-z_-]{0,64}[0-9])[A-Za-z0-9_-]{20,}",
         ),
         (("sk_", "rk_"), r"(?<![A-Za-z0-9_])[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
         (("aiza",), r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}"),
