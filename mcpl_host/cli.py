@@ -14,6 +14,10 @@ Rules of this module:
 - ``probe`` targets one of: a command (default: the bundled demo server), ``--ws URL``, or
   ``--config FILE --server NAME``; giving two is a usage error, as is an option that does not
   apply to the target (``--token`` without ``--ws``, ``--env`` without a command).
+- Secrets (which values: ``mcpl_host.secrets``) never reach an output: the command shown
+  goes through ``redact_command``, the URL through ``shown_url``, the document and every
+  event through ``report.redact_json`` with the server's ``Redactor``. ``--secret KEY=VALUE``
+  adds an explicit secret (and, for a probed command, the variable to its environment).
 - ``run`` prints one line (terminal) or one JSON object (``--json``: ``{"time", "server",
   "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C closes every server (bounded by
   their graces; further Ctrl-Cs are ignored) and exits 0; 1 if every server gave up first.
@@ -44,9 +48,10 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host, connect_from_config
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
-from mcpl_host.logging import Redactor, configure_logging
+from mcpl_host.logging import configure_logging
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.observe import Observation
+from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from mcpl_host.transports.websocket import shown_url
@@ -281,7 +286,7 @@ class Seconds(click.ParamType):
 
 
 class EnvPair(click.ParamType):
-    """``KEY=VALUE``; the value is a secret, so an error message never repeats it."""
+    """``KEY=VALUE``; the value may be a secret, so an error message never repeats it."""
 
     name = "KEY=VALUE"
 
@@ -346,8 +351,18 @@ Examples:
     type=EnvPair(),
     multiple=True,
     metavar="KEY=VALUE",
-    help="Set a variable in the server's environment (repeatable). Values are secrets: "
-    "they are redacted from all output.",
+    help="Set a variable in the server's environment (repeatable). Values of secret names "
+    "(TOKEN, KEY, SECRET, PASSWORD, AUTH...) are redacted from all output; others are plain "
+    "settings.",
+)
+@click.option(
+    "--secret",
+    "secrets",
+    type=EnvPair(),
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A secret: VALUE is redacted from all output, whatever KEY says (repeatable). With a "
+    "command, KEY=VALUE is also set in its environment.",
 )
 @click.option(
     "--inherit-env",
@@ -423,6 +438,7 @@ def probe(
     config_file: str | None,
     server_name: str | None,
     env: tuple[tuple[str, str], ...],
+    secrets: tuple[tuple[str, str], ...],
     inherit_env: bool,
     cwd: str | None,
     timeout: float,
@@ -473,6 +489,7 @@ def probe(
         else GrantPolicy(grant_all_advertised=True, deny=denies)
     )
     limits = Limits(handshake_timeout_seconds=timeout, request_timeout_seconds=request_timeout)
+    explicit_secrets = tuple(value for _, value in secrets if value)
     connect: Callable[[ProbeRecorder], ServerConnection]
     if config_file is not None:
         assert server_name is not None
@@ -493,26 +510,35 @@ def probe(
         )
         if explicit & {"grants", "denies"}:
             server = dataclasses.replace(server, grant_policy=policy)
+        server = dataclasses.replace(server, secrets=(*server.secrets, *explicit_secrets))
         target: dict[str, Any] = {
-            "command": [server.command, *server.args] if server.command else [],
+            "command": redact_command([server.command, *server.args]) if server.command else [],
             "config": {"file": config_file, "server": server_name},
         }
         connect = functools.partial(_connect_config, server)
     elif ws_url is not None:
-        target = {"command": [], "url": shown_url(ws_url, Redactor([token] if token else []))}
+        redactor = Redactor(server_secrets(url=ws_url, token=token, explicit=explicit_secrets))
+        target = {"command": [], "url": shown_url(ws_url, redactor)}
         connect = functools.partial(
-            _connect_ws, ws_url, token=token, token_in=token_in, policy=policy, limits=limits
+            _connect_ws,
+            ws_url,
+            token=token,
+            token_in=token_in,
+            policy=policy,
+            limits=limits,
+            secrets=explicit_secrets,
         )
     else:
         name = None
         if not command:
             command, name = (sys.executable, str(demo_server_path())), "mcpl-demo"
-        target = {"command": list(command)}
+        target = {"command": redact_command(command)}
         connect = functools.partial(
             _connect_command,
             list(command),
             name=name,
-            env=dict(env),
+            env={**dict(env), **dict(secrets)},
+            secrets=explicit_secrets,
             cwd=cwd,
             inherit_env=inherit_env,
             policy=policy,
@@ -596,6 +622,15 @@ Examples:
     help="Least level of log lines written to stderr.",
 )
 @click.option(
+    "--secret",
+    "secrets",
+    type=EnvPair(),
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A secret to redact from every server's output, whatever KEY says (repeatable; it is "
+    "not added to any server's environment: the config file sets those).",
+)
+@click.option(
     "--health-interval",
     type=Seconds(allow_zero=False),
     default=None,
@@ -606,7 +641,12 @@ Examples:
 )
 @click.pass_context
 def run(
-    ctx: click.Context, config_file: str, as_json: bool, log_level: str, health_interval: float | None
+    ctx: click.Context,
+    config_file: str,
+    as_json: bool,
+    log_level: str,
+    secrets: tuple[tuple[str, str], ...],
+    health_interval: float | None,
 ) -> None:
     """Host the servers in CONFIG and print what happens until Ctrl-C.
 
@@ -628,6 +668,15 @@ def run(
     config = _load_config(ctx, config_file)
     if not config.enabled_servers:
         raise click.UsageError(f"{config_file} has no enabled server")
+    extra = tuple(value for _, value in secrets if value)
+    if extra:
+        config = dataclasses.replace(
+            config,
+            servers={
+                name: dataclasses.replace(server, secrets=(*server.secrets, *extra))
+                for name, server in config.servers.items()
+            },
+        )
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
     try:

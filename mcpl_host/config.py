@@ -21,7 +21,8 @@
   {``enabled``, ``baseDelay``, ``maxDelay``, ``jitter``, ``healthyAfter``, ``maxFailures``,
   ``failureWindow``} (rules: ``supervisor_policy``), ``secrets`` (extra strings to redact, at
   least ``MIN_SECRET_CHARS`` long), ``disabled``. Values that may be secret (``env``,
-  ``args``, ``headers``, ``token``, ``url``) never appear in a message.
+  ``args``, ``headers``, ``token``, ``url``) never appear in a message nor in a repr; which
+  of them are secrets is decided by ``mcpl_host.secrets.server_secrets``.
 - **Transport.** ``transport`` (or ``type``, as some clients write it): ``"stdio"`` or
   ``"websocket"``. Omitted, ``command`` means stdio and ``url`` WebSocket; both is a problem.
   A key of the other transport is a problem if the transport was inferred; if ``transport``
@@ -52,9 +53,17 @@ from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
 from mcpl_host.limits import Limits
-from mcpl_host.logging import MIN_SECRET_CHARS
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import VOCABULARY, GrantPolicy, matches
+from mcpl_host.secrets import (
+    MIN_SECRET_CHARS,
+    REDACTED,
+    Redactor,
+    redact_command,
+    redact_url,
+    server_secrets,
+    shown_env,
+)
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
 
 __all__ = [
@@ -137,7 +146,7 @@ class ConfigError(MCPLHostError):
         super().__init__("\n".join(f"{prefix}{problem}" for problem in self.problems))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class ServerConfig:
     """One server entry. Paths are already resolved. Only the keys of ``transport`` are kept:
     stdio uses ``command``, ``args``, ``env``, ``cwd``, ``inherit_env``; WebSocket uses
@@ -164,10 +173,36 @@ class ServerConfig:
 
     @property
     def secrets_for_redaction(self) -> tuple[str, ...]:
-        """Strings to redact from every log line about this server: ``env`` values, header
-        values, the token and ``secrets``, without repeats."""
-        found = [*self.env.values(), *self.headers.values(), self.token or "", *self.secrets]
-        return tuple(dict.fromkeys(secret for secret in found if secret))
+        """Strings to redact from everything shown about this server, without repeats: the
+        decision of ``mcpl_host.secrets.server_secrets`` (``env`` values of secret names,
+        credentials in ``args`` and ``url``, header values, the token, ``secrets``)."""
+        return server_secrets(
+            env=self.env,
+            args=self.args,
+            url=self.url,
+            token=self.token,
+            headers=self.headers,
+            explicit=self.secrets,
+        )
+
+    def __repr__(self) -> str:
+        """The settings with every secret hidden (``mcpl_host.secrets``)."""
+        redactor = Redactor(self.secrets_for_redaction)
+        fields = [f"name={self.name!r}", f"transport={self.transport!r}"]
+        if self.transport == "stdio" or self.command is not None:
+            fields.append(f"command={redact_command([self.command or ''], redactor)[0]!r}")
+            fields.append(f"args={tuple(redact_command(self.args, redactor))!r}")
+            fields.append(f"env={shown_env(self.env)!r}")
+            fields.append(f"cwd={self.cwd!r}, inherit_env={self.inherit_env!r}")
+        if self.transport == "websocket" or self.url is not None:
+            fields.append(f"url={redactor.redact(redact_url(self.url)) if self.url else None!r}")
+            fields.append(f"token={REDACTED if self.token else None!r}, token_in={self.token_in!r}")
+            fields.append(f"headers={dict.fromkeys(self.headers, REDACTED)!r}")
+        fields.append(f"secrets=<{len(self.secrets)} hidden>")
+        fields.append(f"grant_policy={self.grant_policy!r}, feature_set_policy={self.feature_set_policy!r}")
+        fields.append(f"limits={self.limits!r}, restart_policy={self.restart_policy!r}")
+        fields.append(f"disabled={self.disabled!r}")
+        return f"ServerConfig({', '.join(fields)})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,13 @@ from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
-from mcpl_host.logging import Redactor, get_logger
+from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.policy_state import RefusalAction
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.observe import ConnectionObserver
+from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 from mcpl_host.transports.websocket import (
@@ -72,12 +73,13 @@ def stdio_server(
     over its stdio (MCP 2025-11-25 "Transports", stdio).
 
     Nothing starts until a connection is entered. ``env`` is added to a minimal environment
-    (``inherit_env=True``: to the whole environment); its values, and ``secrets``, are
+    (``inherit_env=True``: to the whole environment). Its secrets (the values of secret
+    names, credentials in ``args``: ``mcpl_host.secrets.server_secrets``) and ``secrets`` are
     redacted from every log line and error about this server (docs/protocol.md L2).
     ``policy`` defaults to granting nothing (MCPL §5.4). See ``HostedServer`` for the rest.
     """
     limits = limits or Limits()
-    redactor = Redactor([*(env or {}).values(), *secrets])
+    redactor = Redactor(server_secrets(env=env, args=[command, *args], explicit=secrets))
     parameters = StdioParameters(
         command=command,
         args=tuple(args),
@@ -85,7 +87,7 @@ def stdio_server(
         cwd=cwd,
         inherit_env=inherit_env,
     )
-    server_name = name or default_server_name(command, args)
+    server_name = name or redactor.redact(default_server_name(command, args))
     logger = get_logger("mcpl_host.stdio", server=server_name)
 
     def factory() -> StdioTransport:
@@ -105,7 +107,7 @@ def stdio_server(
         redactor=redactor,
         client_info=client_info,
         state_store=state_store,
-        describe=" ".join([command, *args]),
+        describe=" ".join(redact_command([command, *args], redactor)),
     )
 
 

@@ -134,7 +134,7 @@ class Delivery:
         self.withdrawn = False
 
 
-@dataclass(frozen=True, slots=True, eq=True)
+@dataclass(frozen=True, slots=True, eq=True, repr=False)
 class HostEvent:
     """Something that happened to one server: ``server`` (its name), ``kind`` (one of
     ``EVENT_KINDS``), ``data`` (a dict of JSON values; the ``*Data`` TypedDicts give the
@@ -153,6 +153,9 @@ class HostEvent:
     def __post_init__(self) -> None:
         if self.kind not in EVENT_KINDS:
             raise ValueError(f"unknown event kind {self.kind!r}")
+
+    def __repr__(self) -> str:  # the data are the server's words: only their keys are shown
+        return f"<HostEvent {self.server!r} {self.kind} keys={sorted(self.data)}>"
 
     @property
     def is_lifecycle(self) -> bool:

@@ -33,6 +33,10 @@ DEFAULT_INVALID_REQUESTS_LOGGED = 10
 DEFAULT_STDERR_TAIL_LINES = 50
 #: Characters (UTF-16 code units) of one server value in a log line (ENVELOPE.md L1).
 DEFAULT_LOG_VALUE_MAX_UNITS = 256
+#: Characters past that cut that are redacted with the shown part, so a secret straddling
+#: the cut is still found; the rest of a longer value is neither redacted nor shown (it
+#: bounds the redaction work per log value).
+LOG_VALUE_REDACTION_MARGIN_CHARS = 8192
 #: Seconds to wait for the initialize answer.
 DEFAULT_HANDSHAKE_TIMEOUT_SECONDS = 30.0
 #: Seconds a host request waits for its answer unless the call says otherwise.

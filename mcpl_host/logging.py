@@ -1,71 +1,102 @@
-"""Log safety: ``log_value()`` (escape and cut), the per-server ``Redactor``, ``LogBudget``.
+"""Log safety: ``escape_text()`` (the one escaper), ``log_value()`` (escape and cut),
+``ServerValue``, ``LogBudget``; the ``Redactor`` itself lives in ``mcpl_host.secrets``.
 
 Rules of this module (ENVELOPE.md F, L1-L3):
 
 - Every value from a server that reaches a log line goes through ``log_value()``: it is
-  rendered as text, cut at ``DEFAULT_LOG_VALUE_MAX_UNITS`` UTF-16 code units (with a marker)
-  and escaped, so it holds no raw newline, quote, backslash or control character and cannot
-  pose as another field or line.
-- Lines about a configured server also pass through that server's ``Redactor``, built once per
-  connection from its configuration: every secret (env value, header value, token) of 4 or
-  more characters becomes ``[redacted]``. Redaction runs before the cut, so a secret is never
-  left half visible.
+  rendered as text, redacted, cut at ``DEFAULT_LOG_VALUE_MAX_UNITS`` UTF-16 code units (with
+  a marker) and escaped, so it holds no raw newline, quote, backslash, control or invisible
+  character and cannot pose as another field or line.
+- ``escape_text()`` is the only escaper of server text: log lines use it through
+  ``log_value()``, the probe report and ``run`` lines through ``mcpl_host.report.safe_text``.
+  Both show an unsafe character the same way (``\\u202e``); log lines also escape quotes
+  and backslashes, the report keeps them.
+- Lines about a configured server pass through that server's ``Redactor`` (which secrets:
+  ``mcpl_host.secrets``); any other server value through one that masks the well-known
+  credential shapes. Redaction runs before the cut, so a secret is never left half visible.
 - Server values travel in log events as ``ServerValue``, whose ``str``/``repr``/
   ``__structlog__`` are already safe: an embedding application's own structlog or stdlib
   logging setup cannot print raw server text.
 - Diagnostics the host writes about a server's protocol output are bounded by ``LogBudget``.
-
-This module is the only place that escapes or redacts; every caller uses it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
 import sys
-from collections.abc import Iterable
 from typing import Any, Literal, TextIO
 
 import orjson
 import structlog
 
-from mcpl_host.limits import DEFAULT_LOG_VALUE_MAX_UNITS
+from mcpl_host.limits import DEFAULT_LOG_VALUE_MAX_UNITS, LOG_VALUE_REDACTION_MARGIN_CHARS
+from mcpl_host.secrets import MIN_SECRET_CHARS, REDACTED, Redactor
 
 __all__ = [
     "CUT_MARKER",
+    "MIN_SECRET_CHARS",
     "REDACTED",
     "LogBudget",
     "Redactor",
     "ServerValue",
     "configure_logging",
+    "escape_text",
     "get_logger",
     "log_value",
 ]
 
-#: What a secret becomes in a log line.
-REDACTED = "[redacted]"
 #: Appended to a value cut at the bound.
 CUT_MARKER = "…[cut]"
-#: Secrets shorter than this are not redacted (too likely to match ordinary text).
-MIN_SECRET_CHARS = 4
 
-_ESCAPES = {
-    "\\": "\\\\",
-    '"': '\\"',
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\u2028": "\\u2028",
-    "\u2029": "\\u2029",
+#: Characters never shown raw, in log lines and the report alike: C0 and C1 controls and DEL;
+#: every Unicode format character (category Cf, Unicode 15: the soft hyphen, Arabic number
+#: signs, bidirectional marks, embeddings, overrides and isolates (U+200E, U+200F,
+#: U+202A-U+202E, U+2066-U+2069), zero-width characters (U+200B-U+200D), the word joiner and
+#: invisible operators (U+2060-U+2064), U+FEFF, interlinear annotation, tag characters);
+#: the line and paragraph separators (U+2028, U+2029); lone surrogates.
+UNSAFE_CHARACTERS = (
+    "\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f\ud800-\udfff"
+)
+_SHORT_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# (escape quotes and backslashes, keep newlines) -> pattern
+_ESCAPE = {
+    (True, False): re.compile(f'[{UNSAFE_CHARACTERS}"\\\\]'),
+    (True, True): re.compile(f'(?!\n)[{UNSAFE_CHARACTERS}"\\\\]'),
+    (False, False): re.compile(f"[{UNSAFE_CHARACTERS}]"),
+    (False, True): re.compile(f"(?!\n)[{UNSAFE_CHARACTERS}]"),
 }
-# C0 and C1 controls, DEL, the line/paragraph separators, quote and backslash.
-_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f\x7f-\x9f\u2028\u2029"\\]')
+_DEFAULT_REDACTOR = Redactor()
 
 
 def _escape_char(match: re.Match[str]) -> str:
     char = match.group()
-    return _ESCAPES.get(char) or f"\\u{ord(char):04x}"
+    short = _SHORT_ESCAPES.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def escape_text(text: str, *, quotes: bool = True, newlines: bool = False) -> str:
+    """``text`` with every unsafe character (``UNSAFE_CHARACTERS``) shown as an escape:
+    ``\\n``, ``\\r``, ``\\t``, else ``\\uXXXX`` (``\\UXXXXXXXX`` beyond U+FFFF).
+
+    Args:
+        text: any ``str`` (lone surrogates included).
+        quotes: also escape ``"`` and ``\\`` (log lines: a value cannot end its field);
+            the report shows them as they are.
+        newlines: keep ``\\n`` raw (a multi-line report cell).
+
+    Returns:
+        text that is safe to print on a terminal and encodable as UTF-8. Never raises.
+    """
+    return _ESCAPE[quotes, newlines].sub(_escape_char, text)
 
 
 def _as_text(value: Any) -> str:
@@ -106,52 +137,22 @@ def log_value(
     Args:
         value: any value (a ``str`` is used as is, bytes are decoded as UTF-8 with
             replacement, anything else is rendered as JSON).
-        redactor: the server's redactor, applied before the cut.
+        redactor: the server's redactor, applied before the cut (to the first
+            ``LOG_VALUE_REDACTION_MARGIN_CHARS`` characters past it, so the work is bounded);
+            None: one that masks only the well-known credential shapes
+            (``mcpl_host.secrets``).
         max_units: the cut, in UTF-16 code units of the unescaped text.
 
     Returns:
-        one line of text with no raw newline, quote, backslash or control character; if it
-        was cut, it ends with ``CUT_MARKER``. Never raises.
+        one line of text with no raw newline, quote, backslash, control or invisible
+        character (``escape_text``); if it was cut, it ends with ``CUT_MARKER``. Never raises.
     """
     text = _as_text(value)
-    if redactor is not None:
-        text = redactor.redact(text)
+    window = max_units + LOG_VALUE_REDACTION_MARGIN_CHARS  # a char is 1 or 2 units: still cut
+    text = (redactor or _DEFAULT_REDACTOR).redact(text[:window] if len(text) > window else text)
     text, was_cut = _cut_utf16(text, max_units)
-    text = _NEEDS_ESCAPE.sub(_escape_char, text)
-    # A lone surrogate (from a JSON \ud800 escape) cannot be written as UTF-8: escape it.
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = escape_text(text)
     return text + CUT_MARKER if was_cut else text
-
-
-class Redactor:
-    """Replaces a server's configured secrets with ``[redacted]`` (ENVELOPE.md L2).
-
-    Built once per connection from the secrets (env values, header values, tokens); secrets
-    shorter than ``MIN_SECRET_CHARS`` characters are ignored. The JSON-escaped form of each
-    secret is redacted too, so a secret inside a rendered JSON value is caught.
-    """
-
-    __slots__ = ("_pattern",)
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        forms: set[str] = set()
-        for secret in secrets:
-            if not isinstance(secret, str) or len(secret) < MIN_SECRET_CHARS:
-                continue
-            forms.add(secret)
-            forms.add(json.dumps(secret)[1:-1])
-            forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
-        ordered = sorted(forms, key=len, reverse=True)  # longest first: no partial leaks
-        self._pattern = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-
-    def __bool__(self) -> bool:
-        return self._pattern is not None
-
-    def redact(self, text: str) -> str:
-        """Return ``text`` with every secret replaced by ``[redacted]``."""
-        if self._pattern is None:
-            return text
-        return self._pattern.sub(REDACTED, text)
 
 
 class ServerValue:
@@ -201,11 +202,44 @@ class LogBudget:
         return "quiet"
 
 
+class _SafeText(str):
+    """The text of a ``ServerValue`` in an event dict, already escaped by ``log_value()``:
+    the console renderer shows it as it is (in double quotes when it holds a space), never
+    through ``repr()``, which would escape its backslashes a second time."""
+
+    __slots__ = ()
+
+
+# A safe text that needs quotes to stay one field of a console line.
+_NEEDS_QUOTES = re.compile(r"[ =\"']")
+
+
 def _render_server_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
     for key, value in event.items():
         if type(value) is ServerValue:
-            event[key] = str(value)
+            event[key] = _SafeText(str(value))
     return event
+
+
+def _console_renderer(colors: bool) -> structlog.dev.ConsoleRenderer:
+    """structlog's console renderer, with ``_SafeText`` values shown as escaped once, so a
+    character shows in a log line exactly as in the report (``\\u202e``)."""
+    renderer = structlog.dev.ConsoleRenderer(colors=colors)
+    columns: list[structlog.dev.Column] = []
+    for column in renderer.columns:
+        formatter = column.formatter
+        if column.key == "" and isinstance(formatter, structlog.dev.KeyValueColumnFormatter):
+            fallback = formatter.value_repr
+
+            def value_repr(value: object, fallback: Any = fallback) -> str:
+                if type(value) is _SafeText:
+                    return f'"{value}"' if not value or _NEEDS_QUOTES.search(value) else str(value)
+                return str(fallback(value))
+
+            column = structlog.dev.Column("", dataclasses.replace(formatter, value_repr=value_repr))
+        columns.append(column)
+    renderer.columns = columns
+    return renderer
 
 
 def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
@@ -223,7 +257,7 @@ def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
             structlog.processors.add_log_level,
             _render_server_values,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.dev.ConsoleRenderer(colors=False),
+            _console_renderer(colors=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         **initial,
@@ -256,7 +290,7 @@ def configure_logging(
             serializer=lambda v, **_: orjson.dumps(v, default=str).decode()
         )
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=stream.isatty())
+        renderer = _console_renderer(colors=stream.isatty())
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -6,11 +6,15 @@ Rules of this module:
 - The probe document (``new_document``) is what ``--json`` prints and what the terminal
   report renders; ``read_connection`` and ``error_object`` fill it from a connection and an
   exception. This module never talks to a server. Rendering functions take values that are
-  already redacted (``redact_json``).
-- Every string a server sent is shown through ``safe_text()``: control characters (ESC
-  included, so no terminal escape sequence gets through), bidirectional overrides and line
-  separators are shown as escapes, and long values are cut. Server text always goes into
-  ``rich.text.Text`` objects, never into markup, so ``[bold]`` in a description is literal.
+  already redacted (``redact_json``): string values and server keys with the server's
+  ``Redactor``; the documents' own keys (``HOST_KEYS``) never change, so redaction never
+  changes a document's structure.
+- Every string a server sent is shown through ``safe_text()``, that is the one escaper
+  ``mcpl_host.logging.escape_text`` (the same escapes as log lines): control characters (ESC
+  included, so no terminal escape sequence gets through), bidirectional and other invisible
+  format characters and line separators are shown as escapes; quotes and backslashes are
+  kept; long values are cut. Server text always goes into ``rich.text.Text`` objects, never
+  into markup, so ``[bold]`` in a description is literal.
 """
 
 from __future__ import annotations
@@ -18,9 +22,8 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 import sys
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import orjson
 from rich.console import Console, Group
@@ -28,9 +31,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mcpl_host.logging import Redactor
+from mcpl_host.logging import Redactor, escape_text
 
 __all__ = [
+    "HOST_KEYS",
     "ReportConsole",
     "error_object",
     "failure_sentence",
@@ -57,12 +61,6 @@ __all__ = [
 #: Characters of one server value shown in a table cell or an event line.
 MAX_CELL_CHARS = 300
 MAX_EVENT_CHARS = 160
-
-# C0 controls but newline, DEL, C1 controls, bidi marks and overrides, line separators, and
-# lone surrogates (valid JSON escapes the parser keeps, but not encodable as UTF-8).
-_UNSAFE = re.compile(
-    r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]"
-)
 
 
 def new_document(command: list[str]) -> dict[str, Any]:
@@ -171,17 +169,13 @@ class ReportConsole(Console):
 
 def safe_text(value: Any, *, max_chars: int = MAX_CELL_CHARS, newlines: bool = False) -> str:
     """``value`` (a string, or any JSON value, shown compact) as text that is safe to print
-    on a terminal: unsafe characters become ``\\xNN``/``\\uNNNN`` escapes, newlines too
-    unless ``newlines``; cut at ``max_chars`` characters with ``…``."""
+    on a terminal: cut at ``max_chars`` characters with ``…``, then escaped by
+    ``escape_text`` (quotes kept; newlines escaped too unless ``newlines``)."""
     if not isinstance(value, str):
         value = _dumps(value).decode()
     if len(value) > max_chars:
         value = value[:max_chars] + "…"
-    if not newlines:
-        value = value.replace("\n", "\\n")
-    return _UNSAFE.sub(
-        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", value
-    )
+    return escape_text(value, quotes=False, newlines=newlines)
 
 
 #: Nesting kept in the report; deeper server values are replaced by a marker string (a
@@ -190,20 +184,51 @@ MAX_REPORT_DEPTH = 64
 _TOO_DEEP = f"[nested deeper than {MAX_REPORT_DEPTH} levels]"
 
 
+#: Keys of the documents this module builds (the probe document, its events and error, ``run``
+#: events) and of the server objects it reads: never redacted, so the structure holds whatever
+#: the secrets are.
+HOST_KEYS = frozenset(new_document([])) | frozenset({
+    # grant, error, config target, unavailable lists, events
+    "state", "advertisedCapabilities", "effectiveCapabilities", "deniedCapabilities", "receipt",
+    "defects", "type", "message", "code", "stderr_tail", "data", "file", "server", "url",
+    "kind", "method", "params", "answer", "time",
+    # run event data (mcpl_host.supervisor, mcpl_host.host)
+    "attempt", "serverName", "serverVersion", "mcpl", "mode", "reason", "phase", "exitStatus",
+    "closeCode", "stderrTail", "uptimeSeconds", "delaySeconds", "failures", "windowSeconds",
+    "id", "featureSet", "eventId", "accepted", "fallback", "unavailableFeatures",
+    "missingCapabilities", "effect", "domains", "impacts", "impact", "detail",
+    # server objects the report reads
+    "name", "version", "revision", "description", "uses", "inputSchema", "properties",
+    "required", "arguments", "uri", "mimeType", "uriTemplate", "payload", "content", "text",
+    "capability", "featureSets", "tools", "resources", "prompts", "experimental",
+})  # fmt: skip
+
+
 def redact_json(value: Any, redactor: Redactor, _depth: int = 0) -> Any:
-    """A copy of a JSON value with the redactor applied to every string, keys included, and
-    anything nested deeper than ``MAX_REPORT_DEPTH`` levels replaced by a marker."""
+    """A copy of a JSON value with ``redactor`` applied to every string value and to every
+    object key that is not one of ``HOST_KEYS``, and anything nested deeper than
+    ``MAX_REPORT_DEPTH`` levels replaced by a marker. Never changes the structure: a key
+    that held a secret is kept apart from its siblings (``[redacted] #2``). Never raises."""
     if isinstance(value, str):
-        return redactor.redact(value) if redactor else value
+        return redactor.redact(value)
     if isinstance(value, (dict, list)) and _depth >= MAX_REPORT_DEPTH:
         return _TOO_DEEP
-    if isinstance(value, dict):
-        return {
-            redact_json(k, redactor, _depth): redact_json(v, redactor, _depth + 1) for k, v in value.items()
-        }
     if isinstance(value, list):
-        return [redact_json(item, redactor, _depth + 1) for item in value]
-    return value
+        return [redact_json(item, redactor, _depth + 1) for item in cast("list[Any]", value)]
+    if not isinstance(value, dict):
+        return value
+    members = cast("dict[Any, Any]", value)
+    shown: dict[Any, Any] = {}
+    for key, item in members.items():
+        if isinstance(key, str) and key not in HOST_KEYS:
+            hidden = redactor.redact(key)
+            if hidden != key:
+                base, number = hidden, 2
+                while hidden in shown or hidden in members:
+                    hidden, number = f"{base} #{number}", number + 1
+                key = hidden
+        shown[key] = redact_json(item, redactor, _depth + 1)
+    return shown
 
 
 def _none() -> Text:

@@ -322,8 +322,31 @@ def test_server_text_cannot_drive_the_terminal(tmp_path: Path) -> None:
     done = run_cli("probe", *scripted(tmp_path, steps))
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\u202e" not in done.stdout
-    assert "\\x1b[2J" in done.stdout and "[bold]x[/bold]" in done.stdout  # shown, not obeyed
+    assert "\\u001b[2J" in done.stdout and "[bold]x[/bold]" in done.stdout  # shown, not obeyed
     assert "evil\\u202e" in done.stdout
+
+
+def test_bidi_and_invisible_characters_are_escaped_alike_in_log_lines_and_the_report(tmp_path: Path) -> None:
+    name = "file\u202etxt.exe\u2066\u200b\ufeff"
+    shown = "file\\u202etxt.exe\\u2066\\u200b\\ufeff"
+    steps = [
+        {"stderr": f"loading {name}"},
+        *initialize_reply({"tools": {}}),
+        {"wait_for": {"method": "tools/list"}},
+        {"reply": {"tools": [{"name": name, "description": f'say "{name}"', "inputSchema": {}}]}},
+    ]
+    done = subprocess.run(
+        [*CLI, "probe", "--stderr-level", "warning", *scripted(tmp_path, steps)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "COLUMNS": "200"},  # no cell folds
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"loading {shown}" in done.stderr  # the server's stderr, as a log line
+    assert shown in done.stdout and f'say "{shown}"' in done.stdout  # the report keeps quotes
+    for char in "\u202e\u2066\u200b\ufeff":
+        assert char not in done.stdout + done.stderr
 
 
 def test_values_orjson_cannot_write_are_still_reported(tmp_path: Path) -> None:

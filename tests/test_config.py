@@ -323,11 +323,12 @@ def test_secrets_for_redaction_collects_every_secret_once() -> None:
     server = one(
         {
             "command": "x",
-            "env": {"A": "same-value", "B": "other-value", "C": ""},
+            "args": ["--token", "arg-secret"],
+            "env": {"A_TOKEN": "same-value", "DB_PASSWORD": "other-value", "C_KEY": "", "MODE": "tools"},
             "secrets": ["same-value", "extra-secret"],
         }
     )
-    assert server.secrets_for_redaction == ("same-value", "other-value", "extra-secret")
+    assert server.secrets_for_redaction == ("same-value", "other-value", "arg-secret", "extra-secret")
 
 
 @pytest.mark.parametrize(

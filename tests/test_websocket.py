@@ -186,7 +186,9 @@ def test_parameters_refuse_bad_urls_without_showing_secrets() -> None:
 
 def test_shown_url_and_secrets() -> None:
     url = f"wss://h.example:8443/a/b?x=1&token={SECRET}&TOKEN=t%2Bwo&%74oken=3rd-one&y=a%20b&z"
-    assert shown_url(url) == "wss://h.example:8443/a/b?x=1&y=a%20b&z"
+    assert shown_url(url) == (
+        "wss://h.example:8443/a/b?x=1&token=[redacted]&TOKEN=[redacted]&%74oken=[redacted]&y=a%20b&z"
+    )
     params = WebSocketParameters(url, headers={"X-Api-Key": "header-secret"})
     assert {SECRET, "t%2Bwo", "t+wo", "3rd-one", "header-secret"} <= set(params.secrets())
     with_token = WebSocketParameters("ws://127.0.0.1/", token="a b/c+d")

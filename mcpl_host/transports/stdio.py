@@ -7,9 +7,12 @@ Rules of this module (MCP lifecycle (stdio shutdown); ENVELOPE.md H5, L1-L3, T3)
 - The child gets a minimal environment (``ENV_ALLOWLIST``) plus its configured ``env``,
   unless ``inherit_env`` is set. The host's own secrets do not leak into every server.
 - Every pipe has a reader. stdout feeds a ``LineReader``; stderr feeds a pump task that logs
-  each line (escaped, redacted, cut, through ``log_value``) and keeps the last
-  ``limits.stderr_tail_lines`` lines to explain a failure (H5). A child flooding stderr
-  never blocks.
+  each line (escaped, redacted, cut, through ``log_value``; the lines of a private key block
+  hidden by ``KeyBlockMasker``) and keeps the last ``limits.stderr_tail_lines`` lines to
+  explain a failure (H5). A child flooding stderr never blocks.
+- Secrets (``mcpl_host.secrets``): the redactor is built by default from
+  ``server_secrets(env=..., args=...)``; ``describe()`` names only the command's basename and
+  the repr of ``StdioParameters`` hides secret arguments and environment values.
 - Shutdown (MCP lifecycle, stdio): close stdin, wait ``close_grace_seconds``, SIGTERM the
   group, wait ``terminate_grace_seconds``, SIGKILL the group, and always reap the child.
   It runs shielded, so it completes under cancellation, in at most the two graces.
@@ -36,7 +39,8 @@ from mcpl_host._tasks import leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
 from mcpl_host.limits import Limits
-from mcpl_host.logging import Redactor, ServerValue, get_logger
+from mcpl_host.logging import ServerValue, get_logger
+from mcpl_host.secrets import KeyBlockMasker, Redactor, redact_command, server_secrets, shown_env
 
 __all__ = [
     "ENV_ALLOWLIST",
@@ -75,17 +79,31 @@ STDERR_LOG_LEVELS = frozenset({"debug", "info", "warning", "error", "critical"})
 _STDERR_ENDED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class StdioParameters:
     """How to start a server: ``command`` (a path or a name looked up on ``PATH``), its
     ``args``, extra ``env`` variables, the working directory ``cwd`` (None: ours), and
-    ``inherit_env`` (pass the host's whole environment instead of ``ENV_ALLOWLIST``)."""
+    ``inherit_env`` (pass the host's whole environment instead of ``ENV_ALLOWLIST``). The
+    repr hides every secret (``mcpl_host.secrets``)."""
 
     command: str
     args: Sequence[str] = ()
     env: Mapping[str, str] | None = None
     cwd: str | os.PathLike[str] | None = None
     inherit_env: bool = False
+
+    def secrets(self) -> tuple[str, ...]:
+        """The secrets of these parameters (``server_secrets`` of ``env`` and ``args``)."""
+        return server_secrets(env=self.env, args=self.args)
+
+    def __repr__(self) -> str:
+        redactor = Redactor(self.secrets())
+        command = redact_command([self.command, *self.args], redactor)
+        env = shown_env(self.env) if self.env is not None else None
+        return (
+            f"StdioParameters(command={command[0]!r}, args={tuple(command[1:])!r}, env={env!r}, "
+            f"cwd={self.cwd!r}, inherit_env={self.inherit_env!r})"
+        )
 
 
 def child_environment(params: StdioParameters) -> dict[str, str]:
@@ -149,7 +167,7 @@ class StdioTransport:
         params: how to start the server.
         limits: bounds: ``max_line_bytes`` (stdout lines), ``stderr_tail_lines``,
             ``close_grace_seconds`` and ``terminate_grace_seconds`` (shutdown).
-        redactor: applied to every stderr line; by default built from ``params.env``.
+        redactor: applied to every stderr line; by default built from ``params.secrets()``.
         logger: a structlog logger; by default ``get_logger("mcpl_host.stdio")``.
         stderr_log_level: the level of stderr lines in the log (``"debug"`` ...).
 
@@ -170,7 +188,7 @@ class StdioTransport:
             raise ValueError(f"unknown stderr_log_level {stderr_log_level!r}")
         self._params = params
         self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor((params.env or {}).values())
+        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
         self._logger = logger if logger is not None else get_logger("mcpl_host.stdio")
         self._stderr_log_level = stderr_log_level
         self._process: anyio.abc.Process | None = None
@@ -181,6 +199,7 @@ class StdioTransport:
         self._reader = LineReader(self._limits.max_line_bytes)
         self._items: deque[ReadItem] = deque()
         self._tail: deque[str] = deque(maxlen=self._limits.stderr_tail_lines)
+        self._key_block = KeyBlockMasker()
         self._stdout_ended = False
         self._lost: tuple[str, int | None] | None = None  # set once stdout ended
         self._closing = False
@@ -424,6 +443,7 @@ class StdioTransport:
             self._tail.append(f"[stderr line longer than {item.max_line_bytes} bytes dropped]")
             log("server stderr line dropped", max_line_bytes=item.max_line_bytes)
             return
-        value = ServerValue(item, self._redactor)
+        text = self._key_block.line(item.decode("utf-8", errors="replace"))
+        value = ServerValue(text, self._redactor)
         self._tail.append(str(value))  # log_value(): escaped, redacted, cut
         log("server stderr", line=value)

@@ -1,10 +1,12 @@
 """WebSocket connection parameters and URL handling (PROTOCOL.md §1.2; checklist B 24, 25).
 
-Rules: the token (query ``token=`` or ``Authorization: Bearer``), every header value and any
-``token=`` already in the URL are secrets (``WebSocketParameters.secrets()``); the URL shown in
-logs and errors drops them (``shown_url``). A credential over cleartext ``ws://`` to a host
-that is not loopback is worth a warning (``sends_cleartext_credential``). Settings are checked
-when the parameters are built; no error message repeats a secret.
+Rules: the token (query ``token=`` or ``Authorization: Bearer``), every header value and every
+credential already in the URL (a query parameter with a secret name: ``token``,
+``access_token``, ``api_key``...) are secrets (``WebSocketParameters.secrets()``, decided by
+``mcpl_host.secrets.server_secrets``); the URL shown in logs, errors, reports and reprs has
+them redacted (``shown_url``). A credential over cleartext ``ws://`` to a host that is not
+loopback is worth a warning (``sends_cleartext_credential``). Settings are checked when the
+parameters are built; no error message repeats a secret.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
-from urllib.parse import SplitResult, quote, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote_plus, urlsplit
 
-from mcpl_host.logging import Redactor
+from mcpl_host.secrets import REDACTED, Redactor, redact_url, server_secrets, url_secrets
 
 __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL_SECONDS",
@@ -52,7 +54,7 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class WebSocketParameters:
     """How to reach a server over WebSocket.
 
@@ -61,7 +63,8 @@ class WebSocketParameters:
     Bearer <token>`` (``token_in="header"``). ``headers``: extra request headers (their
     values are treated as secrets). ``open_timeout_seconds``: dial plus upgrade handshake.
     ``keepalive_interval_seconds`` (None: no pings) and ``keepalive_timeout_seconds``.
-    ``ssl_context``: for ``wss://``; default ``ssl.create_default_context()``.
+    ``ssl_context``: for ``wss://``; default ``ssl.create_default_context()``. The repr
+    hides the token, the header values and the URL's credentials.
 
     Raises:
         ValueError: an unusable URL, token, header or timeout; the message never holds a
@@ -104,12 +107,19 @@ class WebSocketParameters:
             raise ValueError("keepalive_interval_seconds must be positive or None")
 
     def secrets(self) -> list[str]:
-        """Every value to redact: the token (raw and percent-encoded), each header value,
-        and each ``token`` value already in the URL."""
-        found = [*self.headers.values(), *_url_tokens(_split_url(self.url))]
-        if self.token is not None:
-            found += [self.token, quote(self.token, safe="")]
-        return found
+        """Every value to redact (``server_secrets``): the credentials in the URL, each
+        header value, and the token (raw and percent-encoded)."""
+        return list(server_secrets(url=self.url, token=self.token, headers=self.headers))
+
+    def __repr__(self) -> str:
+        return (
+            f"WebSocketParameters(url={shown_url(self.url, Redactor(self.secrets()))!r}, "
+            f"token={REDACTED if self.token is not None else None!r}, token_in={self.token_in!r}, "
+            f"headers={dict.fromkeys(self.headers, REDACTED)!r}, "
+            f"open_timeout_seconds={self.open_timeout_seconds!r}, "
+            f"keepalive_interval_seconds={self.keepalive_interval_seconds!r}, "
+            f"keepalive_timeout_seconds={self.keepalive_timeout_seconds!r})"
+        )
 
 
 def _split_url(url: str) -> SplitResult:
@@ -140,14 +150,13 @@ def _url_tokens(parts: SplitResult) -> list[str]:
 
 
 def shown_url(url: str, redactor: Redactor | None = None) -> str:
-    """``url`` as it may appear in logs and errors: user-info, fragment and every
-    ``token`` query parameter removed (the rest kept as written), then ``redactor``
-    applied. Never raises."""
+    """``url`` as it may appear in logs, errors, reports and reprs: ``redact_url`` (the
+    user-info password and every credential query parameter become ``[redacted]``, the
+    rest is kept as written), the fragment dropped, then ``redactor`` applied. Never
+    raises."""
     try:
-        parts = urlsplit(url)
-        query = "&".join(part for part in parts.query.split("&") if part and not _is_token_part(part))
-        text = urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, query, ""))
-    except (ValueError, TypeError):
+        text = redact_url(url.partition("#")[0])
+    except (AttributeError, TypeError):  # not a string
         return "<unparsable WebSocket URL>"
     return redactor.redact(text) if redactor is not None else text
 
@@ -169,5 +178,5 @@ def sends_cleartext_credential(params: WebSocketParameters) -> bool:
     """True when a credential (token, header, ``token`` in the URL) would travel over
     cleartext ``ws://`` to a host that is not loopback."""
     parts = _split_url(params.url)
-    has_credential = params.token is not None or bool(params.headers) or bool(_url_tokens(parts))
+    has_credential = params.token is not None or bool(params.headers) or bool(url_secrets(params.url))
     return has_credential and parts.scheme.lower() == "ws" and not is_loopback_host(parts.hostname or "")
