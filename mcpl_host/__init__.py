@@ -3,7 +3,7 @@
 The public API, re-exported. See README.md for an embedding example.
 """
 
-from mcpl_host.connect import connect_stdio, connect_websocket
+from mcpl_host.connect import connect_http, connect_stdio, connect_websocket
 from mcpl_host.connection import MCPLState, ServerConnection
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS, ServerInfo
@@ -80,6 +80,7 @@ __all__ = [
     "Tool",
     "Unrelated",
     "classify",
+    "connect_http",
     "connect_stdio",
     "connect_websocket",
     "log_value",

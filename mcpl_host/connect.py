@@ -1,4 +1,5 @@
-"""``connect_stdio()``: a ``ServerConnection`` to a child process over stdio."""
+"""``connect_stdio()``, ``connect_websocket()``, ``connect_http()``: a ``ServerConnection``
+to a child process over stdio, or to a server over WebSocket or HTTP."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from mcpl_host.logging import Redactor, get_logger
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.negotiation import RefusalAction
+from mcpl_host.transports.http import StreamableHTTPTransport
+from mcpl_host.transports.http_params import HTTPParameters, HTTPTransportKind, shown_http_url
+from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 from mcpl_host.transports.websocket import (
     DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
@@ -24,7 +28,7 @@ from mcpl_host.transports.websocket import (
     shown_url,
 )
 
-__all__ = ["connect_stdio", "connect_websocket", "default_server_name"]
+__all__ = ["connect_http", "connect_stdio", "connect_websocket", "default_server_name"]
 
 
 def default_server_name(command: str, args: Sequence[str] = ()) -> str:
@@ -146,6 +150,65 @@ def connect_websocket(
 
     def factory() -> WebSocketTransport:
         return WebSocketTransport(parameters, limits=limits, redactor=redactor, logger=logger)
+
+    return ServerConnection(
+        factory,
+        name=server_name,
+        handlers=handlers,
+        policy=policy,
+        feature_set_policy=feature_set_policy,
+        on_refusal=on_refusal,
+        limits=limits,
+        redactor=redactor,
+    )
+
+
+def connect_http(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    token: str | None = None,
+    transport: HTTPTransportKind = "auto",
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    policy: GrantPolicy | None = None,
+    feature_set_policy: FeatureSetPolicy | None = None,
+    on_refusal: RefusalAction = "follow",
+    limits: Limits | None = None,
+    secrets: Iterable[str] = (),
+    ssl_context: ssl.SSLContext | None = None,
+) -> ServerConnection:
+    """A connection to the MCP server at ``url`` (``http://`` or ``https://``) over HTTP.
+
+    ``transport``: ``"streamable-http"`` (MCP 2025-11-25 §Streamable HTTP), ``"sse"`` (the
+    older HTTP+SSE transport of MCP 2024-11-05; ``url`` is its event stream, often
+    ``.../sse``), or ``"auto"`` (default: Streamable HTTP, then HTTP+SSE at the same URL
+    when the ``initialize`` POST is answered 400, 404 or 405). Nothing is sent until the
+    connection is entered (``async with``). ``token`` is sent as ``Authorization: Bearer``
+    and ``headers`` on every request; they, every query value of ``url`` and ``secrets``
+    are redacted from every log line and error about this server, and the URL shown never
+    carries them. Redirects are not followed; OAuth is not implemented (a 401 with
+    ``WWW-Authenticate`` says so). The bounds and timeouts are ``limits``' (``max_line_bytes``
+    per message, ``max_sse_event_bytes``, ``http_*``, ``sse_*``). ``policy`` defaults to
+    granting nothing (MCPL §5.4). The transports' errors surface on entry as
+    ``InitializeError`` (see ``transports.http`` and ``transports.http_sse``).
+
+    Raises:
+        ValueError: an unusable URL, token, header or transport (no secret in the message).
+    """
+    if transport not in ("streamable-http", "sse", "auto"):
+        raise ValueError(f"transport must be 'streamable-http', 'sse' or 'auto', not {transport!r}")
+    limits = limits or Limits()
+    parameters = HTTPParameters(url=url, token=token, headers=dict(headers or {}), ssl_context=ssl_context)
+    redactor = Redactor([*parameters.secrets(), *secrets])
+    server_name = name or shown_http_url(url, redactor)
+    logger = get_logger("mcpl_host.http", server=server_name)
+    def factory() -> StreamableHTTPTransport | SSETransport | AutoHTTPTransport:
+        if transport == "streamable-http":
+            return StreamableHTTPTransport(parameters, limits=limits, redactor=redactor, logger=logger)
+        if transport == "sse":
+            return SSETransport(parameters, limits=limits, redactor=redactor, logger=logger)
+        return AutoHTTPTransport(parameters, limits=limits, redactor=redactor, logger=logger)
 
     return ServerConnection(
         factory,
