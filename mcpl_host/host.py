@@ -55,7 +55,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.config import HostConfig, ServerConfig
-from mcpl_host.connect import connect_stdio, connect_websocket
+from mcpl_host.connect import connect_http, connect_stdio, connect_websocket
 from mcpl_host.connection import ServerConnection
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
 from mcpl_host.jsonrpc.envelope import Response
@@ -108,11 +108,13 @@ class ServerNotConnected(MCPLHostError):
 def connect_from_config(
     config: ServerConfig, *, name: str | None = None, handlers: HostHandlers | None = None
 ) -> ServerConnection:
-    """A new, unopened ``ServerConnection`` for one config entry: ``connect_stdio`` or
-    ``connect_websocket`` with its grant and feature-set policy, limits and secrets.
+    """A new, unopened ``ServerConnection`` for one config entry: ``connect_stdio``,
+    ``connect_websocket`` or ``connect_http`` (``"http"``: transport "auto") with its grant
+    and feature-set policy, limits and secrets.
 
     Raises:
-        ValueError: an unusable WebSocket URL, token or header (no secret in the message).
+        ValueError: an unusable WebSocket or HTTP URL, token or header (no secret in the
+            message).
     """
     common: dict[str, Any] = {
         "name": name or config.name,
@@ -122,6 +124,10 @@ def connect_from_config(
         "limits": config.limits,
         "secrets": config.secrets,
     }
+    if config.transport in ("http", "streamable-http", "sse"):
+        assert config.url is not None
+        kind = "auto" if config.transport == "http" else config.transport
+        return connect_http(config.url, token=config.token, headers=config.headers, transport=kind, **common)
     if config.transport == "websocket":
         assert config.url is not None
         return connect_websocket(
