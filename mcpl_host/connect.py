@@ -203,6 +203,7 @@ def connect_http(
     redactor = Redactor([*parameters.secrets(), *secrets])
     server_name = name or shown_http_url(url, redactor)
     logger = get_logger("mcpl_host.http", server=server_name)
+
     def factory() -> StreamableHTTPTransport | SSETransport | AutoHTTPTransport:
         if transport == "streamable-http":
             return StreamableHTTPTransport(parameters, limits=limits, redactor=redactor, logger=logger)

@@ -118,7 +118,7 @@ async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
     async for chunk in response.aiter_bytes():
         size += len(chunk)
         if size > max_bytes:
-            raise BodyTooLarge(f"the body is over {max_bytes} bytes")
+            raise BodyTooLarge(f"a body over {max_bytes} bytes")
         parts.append(chunk)
     return b"".join(parts)
 
@@ -172,9 +172,7 @@ class _EventBytes:
                 self._line_empty = False
                 self._size += rest
         if self._size > self._limit:
-            raise BodyTooLarge(
-                f"a Server-Sent Event is over {self._limit} bytes (limits.max_sse_event_bytes)"
-            )
+            raise BodyTooLarge(f"a Server-Sent Event over {self._limit} bytes (limits.max_sse_event_bytes)")
 
 
 class _CountedStream(httpx.AsyncByteStream):
@@ -211,7 +209,7 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
     async for event in EventSource(counted).aiter_sse():
         data = event.data
         if len(data) > limits.max_line_bytes // 4 and len(data.encode("utf-8")) > limits.max_line_bytes:
-            raise BodyTooLarge(f"a message is over {limits.max_line_bytes} bytes (limits.max_line_bytes)")
+            raise BodyTooLarge(f"a message over {limits.max_line_bytes} bytes (limits.max_line_bytes)")
         yield event
 
 
