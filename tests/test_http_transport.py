@@ -38,6 +38,7 @@ from mcpl_host import (
     InitializeError,
     Limits,
     RequestContext,
+    RequestTimeout,
     connect_http,
 )
 from mcpl_host.config import ServerConfig
@@ -399,6 +400,31 @@ async def test_a_server_request_on_a_post_stream_is_answered_by_post_in_the_sess
     answer = next(row for row in rows if row["method"] == "POST" and '"s-1"' in row["body"])
     assert json.loads(answer["body"])["error"]["code"] == -32601
     assert answer["headers"]["mcp-session-id"] == headers_of(rows, "POST")[1]["mcp-session-id"]
+
+
+async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(tmp_path: Path) -> None:
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": MCP_RESULT},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "tools/call"}},
+            {"expect": {"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "timeout"}}},
+            {"expect": {"method": "ping"}},
+            {"reply": {}},
+        ],
+    )
+    async with bridge(tmp_path, "--no-get", command=scripted(script)) as server:
+        conn = connect_http(server.url(), limits=FAST)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                with pytest.raises(RequestTimeout):
+                    await conn.call_tool("slow", {}, timeout=0.3)
+                await conn.ping()
+        rows = server.requests()
+    cancel = next(row for row in rows if "notifications/cancelled" in row["body"])
+    assert cancel["headers"]["mcp-session-id"] == headers_of(rows, "POST")[1]["mcp-session-id"]
 
 
 async def test_a_get_stream_refused_with_405_leaves_the_session_working(tmp_path: Path) -> None:

@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -272,7 +272,7 @@ class StreamableHTTPTransport:
         self._tasks.start_soon(run)
 
     @contextlib.contextmanager
-    def _sending(self) -> Iterator[None]:
+    def _sending(self) -> Generator[None]:
         """The scope of one ``send()``: ``aclose()`` cancels it (then ``ConnectionClosed``)."""
         if self._closing:
             raise ConnectionClosed("the HTTP transport was closed")
@@ -348,9 +348,9 @@ class StreamableHTTPTransport:
                 self._get_started = True
                 self._spawn(self._run_stream, None, _Stream(key=None))
             elif method == "notifications/cancelled":
-                params = message.get("params") if isinstance(message, dict) else None
+                params: Any = message.get("params") if message is not None else None
                 if isinstance(params, dict) and "requestId" in params:
-                    scope = self._streams.get(id_key(params["requestId"]))
+                    scope = self._streams.get(id_key(cast("dict[str, Any]", params)["requestId"]))
                     if scope is not None:
                         scope.cancel()  # the answer is no longer wanted: stop reading it
 
@@ -490,8 +490,10 @@ class StreamableHTTPTransport:
         kind, answer_id, _, message = peek(line)
         answered = kind == "response" and key is not None and id_key(answer_id) == key
         if answered and key == self._initialize_key and not self._told_version:
-            result = message.get("result") if isinstance(message, dict) else None
-            version = result.get("protocolVersion") if isinstance(result, dict) else None
+            result: Any = message.get("result") if message is not None else None
+            version: Any = (
+                cast("dict[str, Any]", result).get("protocolVersion") if isinstance(result, dict) else None
+            )
             if isinstance(version, str) and _VERSION.match(version):
                 self._protocol_version = version
         await self._inbox.put(line)

@@ -19,8 +19,8 @@ from __future__ import annotations
 import contextlib
 import re
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Generator
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -92,7 +92,7 @@ def _reason(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def unreachable(what: str, shown_url: str, redactor: Redactor) -> Iterator[None]:
+def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None]:
     """Turn what httpx raises during ``what`` (e.g. ``"the POST of initialize"``) into
     ``Unreachable`` with a sentence naming ``shown_url`` and the reason (redacted)."""
     try:
@@ -213,20 +213,21 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
         yield event
 
 
-def peek(line: bytes) -> tuple[str, Any, str | None, Any]:
+def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
     """``(kind, id, method, message)`` of one JSON-RPC message: kind ``"request"``,
     ``"notification"``, ``"response"`` or ``"other"`` (not a JSON object, or neither); the
     ``id`` (None when absent); the ``method`` (None when absent or not a string); the parsed
     object (None for "other"). Never raises. Only the transports' routing uses it; the
     connection's envelope classifier decides what a message is."""
     try:
-        message = orjson.loads(line)
+        decoded: Any = orjson.loads(line)
     except orjson.JSONDecodeError:
         return "other", None, None, None
-    if not isinstance(message, dict):
+    if not isinstance(decoded, dict):
         return "other", None, None, None
-    method = message.get("method")
-    method = method if isinstance(method, str) else None
+    message = cast("dict[str, Any]", decoded)
+    found: Any = message.get("method")
+    method = found if isinstance(found, str) else None
     if method is not None:
         return ("request" if "id" in message else "notification"), message.get("id"), method, message
     if "id" in message and ("result" in message or "error" in message):

@@ -92,25 +92,25 @@ class HTTPParameters:
 
     url: str
     token: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict[str, str])
     ssl_context: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
         _split_url(self.url)
         if self.token is not None:
-            if not isinstance(self.token, str) or not self.token:
+            if not isinstance(self.token, str) or not self.token:  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise ValueError("the token must be a non-empty string")
             if _BAD_HEADER_VALUE.search(self.token):
                 raise ValueError("the token holds a NUL, CR or LF character")
             if any(n.lower() == "authorization" for n in self.headers):
                 raise ValueError("a token and an Authorization header are both given")
         for name, value in self.headers.items():
-            if not isinstance(name, str) or not _HEADER_NAME.match(name):
+            if not isinstance(name, str) or not _HEADER_NAME.match(name):  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise ValueError(f"invalid header name {name!r}")
             if name.lower() in _RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is set by the HTTP transport")
-            if not isinstance(value, str) or _BAD_HEADER_VALUE.search(value):
+            if not isinstance(value, str) or _BAD_HEADER_VALUE.search(value):  # pyright: ignore[reportUnnecessaryIsInstance]
                 raise ValueError(f"header {name!r} has a value that is not a string or holds NUL, CR or LF")
 
     def secrets(self) -> list[str]:
@@ -123,7 +123,7 @@ class HTTPParameters:
 
     def request_headers(self) -> dict[str, str]:
         """The configured headers plus ``Authorization`` for the token."""
-        headers = dict(self.headers)
+        headers: dict[str, str] = dict(self.headers)
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers
