@@ -274,7 +274,10 @@ def test_explicit_transport_picks_one_of_two_set_ups_and_drops_the_other() -> No
             {"url": "localhost:80"},
             ['mcpServers.s.url: must be a ws://, wss://, http:// or https:// URL; its scheme is "localhost"'],
         ),
-        ({"url": "//h/x"}, ["mcpServers.s.url: must be a ws://, wss://, http:// or https:// URL; it has no scheme"]),
+        (
+            {"url": "//h/x"},
+            ["mcpServers.s.url: must be a ws://, wss://, http:// or https:// URL; it has no scheme"],
+        ),
         (
             {"url": "ws://h", "tokenIn": "cookie", "token": "tok-12345"},
             ['mcpServers.s.tokenIn: must be "header" or "query", not the string "cookie"'],

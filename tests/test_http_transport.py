@@ -410,7 +410,12 @@ async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(
             {"reply": MCP_RESULT},
             {"expect": {"method": "notifications/initialized"}},
             {"expect": {"method": "tools/call"}},
-            {"expect": {"method": "notifications/cancelled", "params": {"requestId": 2, "reason": "timeout"}}},
+            {
+                "expect": {
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": 2, "reason": "timeout"},
+                }
+            },
             {"expect": {"method": "ping"}},
             {"reply": {}},
         ],
