@@ -4,7 +4,14 @@ The public API, re-exported. See README.md for an embedding example.
 """
 
 from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
-from mcpl_host.connect import connect_stdio, connect_websocket, stdio_server, websocket_server
+from mcpl_host.connect import (
+    connect_http,
+    connect_stdio,
+    connect_websocket,
+    http_server,
+    stdio_server,
+    websocket_server,
+)
 from mcpl_host.connection import DEFAULT, ClientInfo, Connection, InboundPort, ProgressCallback, Timeout
 from mcpl_host.events import (
     EVENT_KINDS,
@@ -191,9 +198,11 @@ __all__ = [
     "before_inference_fanout",
     "classify",
     "connect_from_config",
+    "connect_http",
     "connect_stdio",
     "connect_websocket",
     "hosted_from_config",
+    "http_server",
     "inference_lifecycle",
     "load_config",
     "log_value",

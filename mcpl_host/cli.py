@@ -11,9 +11,10 @@ Rules of this module:
 - Ctrl-C is routed to the phase in progress (``_Interrupts``): during ``--listen`` it ends
   listening only; before, it cancels the probe. Closing the server is never interrupted (it
   is bounded by the grace periods in ``Limits``).
-- ``probe`` targets one of: a command (default: the bundled demo server), ``--ws URL``, or
-  ``--config FILE --server NAME``; giving two is a usage error, as is an option that does not
-  apply to the target (``--token`` without ``--ws``, ``--env`` without a command).
+- ``probe`` targets one of: a command (default: the bundled demo server), ``--ws URL``,
+  ``--url URL`` (HTTP), or ``--config FILE --server NAME``; giving two is a usage error, as
+  is an option that does not apply to the target (``--token`` without ``--ws`` or ``--url``,
+  ``--header`` without ``--url``, ``--env`` without a command).
 - Secrets (which values: ``mcpl_host.secrets``) never reach an output: the command shown
   goes through ``redact_command``, the URL through ``shown_url``, the document and every
   event through ``report.redact_json`` with the server's ``Redactor``. ``--secret KEY=VALUE``
@@ -43,7 +44,7 @@ import click
 import mcpl_host
 from mcpl_host import report
 from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
-from mcpl_host.connect import connect_stdio, connect_websocket
+from mcpl_host.connect import connect_http, connect_stdio, connect_websocket
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host, connect_from_config
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
@@ -54,6 +55,7 @@ from mcpl_host.observe import Observation
 from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
+from mcpl_host.transports.http_params import shown_http_url
 from mcpl_host.transports.websocket import shown_url
 
 __all__ = ["ProbeRecorder", "main"]
@@ -231,6 +233,13 @@ def _connect_ws(url: str, recorder: ProbeRecorder, **kwargs: Any) -> ServerConne
         raise click.UsageError(f"--ws: {exc}") from None
 
 
+def _connect_http(url: str, recorder: ProbeRecorder, **kwargs: Any) -> ServerConnection:
+    try:
+        return connect_http(url, observer=recorder, **kwargs)
+    except ValueError as exc:  # never holds the token or a header value
+        raise click.UsageError(f"--url: {exc}") from None
+
+
 def _connect_config(server: ServerConfig, recorder: ProbeRecorder) -> ServerConnection:
     try:
         return connect_from_config(server, observer=recorder)
@@ -302,7 +311,7 @@ class EnvPair(click.ParamType):
 @click.group(name="mcpl-host", context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(mcpl_host.__version__, prog_name="mcpl-host")
 def main() -> None:
-    """Host MCPL (MCP Live) and plain MCP servers over stdio and WebSocket."""
+    """Host MCPL (MCP Live) and plain MCP servers over stdio, WebSocket and HTTP."""
 
 
 @main.command(
@@ -314,6 +323,7 @@ Examples:
   mcpl-host probe --json -- python -m mcp_server_time
   mcpl-host probe --env API_TOKEN=... -- npx -y @modelcontextprotocol/server-everything stdio
   mcpl-host probe --ws wss://mcpl.example.com/v1 --token-in query   # token from $MCPL_HOST_TOKEN
+  mcpl-host probe --url https://mcp.example.com/mcp --header X-Api-Key=...
   mcpl-host probe --config servers.json --server time""",
 )
 @click.option(
@@ -323,10 +333,35 @@ Examples:
     help="Probe the WebSocket server at URL (ws:// or wss://) instead of starting a command.",
 )
 @click.option(
+    "--url",
+    "http_url",
+    metavar="URL",
+    help="Probe the MCP server at URL over HTTP (http:// or https://): Streamable HTTP, or the "
+    "older HTTP+SSE transport when the server refuses it (see --transport).",
+)
+@click.option(
+    "--transport",
+    "http_transport",
+    type=click.Choice(["auto", "streamable-http", "sse"]),
+    default="auto",
+    show_default=True,
+    help="With --url: the HTTP transport; 'auto' tries Streamable HTTP, then HTTP+SSE.",
+)
+@click.option(
+    "--header",
+    "http_headers",
+    type=EnvPair(),
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="With --url: a header sent on every request (repeatable). Values are secrets: "
+    "they are redacted from all output.",
+)
+@click.option(
     "--token",
     envvar="MCPL_HOST_TOKEN",
     metavar="TOKEN",
-    help="With --ws: the credential to send (default: $MCPL_HOST_TOKEN). Redacted from all output.",
+    help="With --ws or --url: the credential to send (default: $MCPL_HOST_TOKEN); over "
+    "HTTP always as 'Authorization: Bearer'. Redacted from all output.",
 )
 @click.option(
     "--token-in",
@@ -433,6 +468,9 @@ Examples:
 def probe(
     ctx: click.Context,
     ws_url: str | None,
+    http_url: str | None,
+    http_transport: Literal["auto", "streamable-http", "sse"],
+    http_headers: tuple[tuple[str, str], ...],
     token: str | None,
     token_in: Literal["header", "query"],
     config_file: str | None,
@@ -453,7 +491,7 @@ def probe(
 ) -> None:
     """Start a server, run the handshake, and list what it offers.
 
-    Spawns COMMAND (or dials --ws URL, or starts --server NAME of --config FILE; with none
+    Spawns COMMAND (or dials --ws URL or --url URL, or starts --server NAME of --config FILE; with none
     of these, the bundled demo MCPL server), runs initialize and,
     for an MCPL server, the initial featureSets/update; shows the server's name, version,
     protocol version, capabilities, MCPL manifest, the grant in force, its tools,
@@ -473,15 +511,28 @@ def probe(
         if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
     }
     targets = [
-        what for what, given in (("a command", command), ("--ws", ws_url), ("--config", config_file)) if given
+        what
+        for what, given in (
+            ("a command", command),
+            ("--ws", ws_url),
+            ("--url", http_url),
+            ("--config", config_file),
+        )
+        if given
     ]
     if len(targets) > 1:
-        raise click.UsageError(f"give a command, --ws URL or --config FILE, not {' and '.join(targets)}")
+        raise click.UsageError(
+            f"give a command, --ws URL, --url URL or --config FILE, not {' and '.join(targets)}"
+        )
     if (config_file is None) != (server_name is None):
         raise click.UsageError("--config FILE and --server NAME go together")
-    if ws_url is None and explicit & {"token", "token_in"}:
-        raise click.UsageError("--token and --token-in apply only with --ws")
-    if (ws_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
+    if ws_url is None and http_url is None and "token" in explicit:
+        raise click.UsageError("--token applies only with --ws or --url")
+    if ws_url is None and "token_in" in explicit:
+        raise click.UsageError("--token-in applies only with --ws")
+    if http_url is None and explicit & {"http_headers", "http_transport"}:
+        raise click.UsageError("--header and --transport apply only with --url")
+    if (ws_url or http_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
         raise click.UsageError("--env, --cwd and --inherit-env apply only to a command")
     policy = (
         GrantPolicy(grant=grants, deny=denies)
@@ -516,6 +567,19 @@ def probe(
             "config": {"file": config_file, "server": server_name},
         }
         connect = functools.partial(_connect_config, server)
+    elif http_url is not None:
+        headers = dict(http_headers)
+        shown_secrets = [secret for secret in (token, *headers.values()) if secret]
+        target = {"command": [], "url": shown_http_url(http_url, Redactor(shown_secrets))}
+        connect = functools.partial(
+            _connect_http,
+            http_url,
+            token=token,
+            headers=headers,
+            transport=http_transport,
+            policy=policy,
+            limits=limits,
+        )
     elif ws_url is not None:
         redactor = Redactor(server_secrets(url=ws_url, token=token, explicit=explicit_secrets))
         target = {"command": [], "url": shown_url(ws_url, redactor)}

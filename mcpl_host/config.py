@@ -13,7 +13,9 @@
 - **Server keys** are camelCase; an unknown key is a problem with a "did you mean" hint.
   stdio: ``command`` (required), ``args``, ``env`` (strings), ``cwd``, ``inheritEnv``.
   WebSocket: ``url`` (required; ``ws://`` or ``wss://``), ``token``, ``tokenIn`` (``"header"``
-  (default: ``Authorization: Bearer``) or ``"query"``), ``headers``. Host keys: ``grant``,
+  (default: ``Authorization: Bearer``) or ``"query"``), ``headers``. HTTP: ``url`` (required;
+  ``http://`` or ``https://``), ``token`` (always ``Authorization: Bearer``), ``headers``
+  (the shape Claude Code, Cursor and VS Code write). Host keys: ``grant``,
   ``deny`` (capability patterns, each matching some vocabulary path: a typo must not grant
   nothing or deny nothing unnoticed), ``grantAllAdvertised``, ``featureSets`` {``enabled``:
   names or null, ``disabled``}, ``timeouts`` {``handshake``, ``request``: seconds > 0;
@@ -23,10 +25,14 @@
   least ``MIN_SECRET_CHARS`` long), ``disabled``. Values that may be secret (``env``,
   ``args``, ``headers``, ``token``, ``url``) never appear in a message nor in a repr; which
   of them are secrets is decided by ``mcpl_host.secrets.server_secrets``.
-- **Transport.** ``transport`` (or ``type``, as some clients write it): ``"stdio"`` or
-  ``"websocket"``. Omitted, ``command`` means stdio and ``url`` WebSocket; both is a problem.
-  A key of the other transport is a problem if the transport was inferred; if ``transport``
-  is given, it is checked and then ignored (one entry may keep both set-ups).
+- **Transport.** ``transport`` (or ``type``, as some clients write it): ``"stdio"``,
+  ``"websocket"``, ``"http"`` (Streamable HTTP, falling back to HTTP+SSE as MCP 2025-11-25
+  §Backwards Compatibility says), ``"streamable-http"`` (no fallback) or ``"sse"`` (the
+  HTTP+SSE transport of MCP 2024-11-05). Omitted, ``command`` means stdio, and ``url``
+  WebSocket or ``"http"`` by its scheme; both is a problem. A key of another transport is a
+  problem if the transport was inferred; if ``transport`` is given, it is checked and then
+  ignored (one entry may keep both set-ups), except ``tokenIn``, which an HTTP server
+  refuses (its token is always a header).
 - **Relative paths** join the config file's folder (``base_dir``; for ``load_config``, the
   folder of the path as given, symlinks not followed), without touching the file system.
   ``cwd``: any relative path. **Decision:** ``command`` and each of ``args`` only when the
@@ -78,8 +84,17 @@ __all__ = [
 
 #: Top-level keys holding servers, in merge order.
 SECTIONS = ("mcpServers", "mcplServers")
-Transport = Literal["stdio", "websocket"]
-#: Server key -> (``ServerConfig`` field, ``_Problems`` reader, the transport it belongs to).
+Transport = Literal["stdio", "websocket", "http", "streamable-http", "sse"]
+TRANSPORTS: tuple[Transport, ...] = ("stdio", "websocket", "http", "streamable-http", "sse")
+#: The HTTP transports (``url`` with ``http://`` or ``https://``).
+HTTP_TRANSPORTS = frozenset({"http", "streamable-http", "sse"})
+#: Key group -> the transports whose keys they are.
+_GROUPS = {
+    "stdio": frozenset({"stdio"}),
+    "remote": frozenset({"websocket", *HTTP_TRANSPORTS}),
+    "websocket": frozenset({"websocket"}),
+}
+#: Server key -> (``ServerConfig`` field, ``_Problems`` reader, its group in ``_GROUPS``).
 #: An empty field or reader: read by its own code in ``_server``.
 _KEYS = {
     "command": ("command", "string", "stdio"),
@@ -87,10 +102,10 @@ _KEYS = {
     "env": ("env", "string_map", "stdio"),
     "cwd": ("cwd", "string", "stdio"),
     "inheritEnv": ("inherit_env", "boolean", "stdio"),
-    "url": ("url", "string", "websocket"),
-    "token": ("token", "string", "websocket"),
+    "url": ("url", "string", "remote"),
+    "token": ("token", "string", "remote"),
     "tokenIn": ("token_in", "", "websocket"),
-    "headers": ("headers", "string_map", "websocket"),
+    "headers": ("headers", "string_map", "remote"),
     "secrets": ("secrets", "strings", ""),
     "disabled": ("disabled", "boolean", ""),
     "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
@@ -150,7 +165,8 @@ class ConfigError(MCPLHostError):
 class ServerConfig:
     """One server entry. Paths are already resolved. Only the keys of ``transport`` are kept:
     stdio uses ``command``, ``args``, ``env``, ``cwd``, ``inherit_env``; WebSocket uses
-    ``url``, ``token``, ``token_in``, ``headers``. ``limits`` holds the timeouts (seconds)
+    ``url``, ``token``, ``token_in``, ``headers``; the HTTP transports (``"http"``,
+    ``"streamable-http"``, ``"sse"``) ``url``, ``token``, ``headers``. ``limits`` holds the timeouts (seconds)
     and ``max_line_bytes``; ``disabled`` servers are checked but not started."""
 
     name: str
@@ -388,10 +404,15 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
         return None
     before = len(p.problems)
     transport = _transport(entry, loc, p)
-    other = "websocket" if transport == "stdio" else "stdio"
-    if transport is not None and "transport" not in entry and "type" not in entry:
-        for key in [key for key in entry if key in _KEYS and _KEYS[key][2] == other]:
-            p.add(_at(loc, key), f"applies only to {other} servers, and this one is {transport}")
+    inactive_groups = {g for g, members in _GROUPS.items() if transport not in members}
+    explicit = "transport" in entry or "type" in entry
+    if transport is not None:
+        for key in [key for key in entry if key in _KEYS and _KEYS[key][2] in inactive_groups]:
+            if not explicit or (key == "tokenIn" and transport in HTTP_TRANSPORTS):
+                p.add(
+                    _at(loc, key),
+                    f"applies only to {_group_name(_KEYS[key][2])} servers, and this one is {transport}",
+                )
     required = "command" if transport == "stdio" else "url"
     if transport is not None and required not in entry:
         p.add(loc, f'a {transport} server needs "{required}"')
@@ -407,12 +428,16 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
         if kw["cwd"].startswith("~"):
             p.add(_at(loc, "cwd"), '"~" is not expanded; write the path in full')
         kw["cwd"] = str(base_dir / kw["cwd"])
-    scheme, host = urlsplit(kw["url"])[:2] if kw.get("url") else ("ws", "-")
-    if scheme not in ("ws", "wss"):  # the URL itself is never shown: it may hold a token
+    schemes = ("http", "https") if transport in HTTP_TRANSPORTS else ("ws", "wss")
+    scheme, host = urlsplit(kw["url"])[:2] if kw.get("url") and transport != "stdio" else (schemes[0], "-")
+    wanted = f"an {schemes[0]}:// or {schemes[1]}:// URL" if schemes[0] == "http" else "a ws:// or wss:// URL"
+    if transport is None:
+        pass  # an unusable URL was reported while inferring the transport
+    elif scheme not in schemes:  # the URL itself is never shown: it may hold a token
         why = f'its scheme is "{scheme}"' if scheme else "it has no scheme"
-        p.add(_at(loc, "url"), f"must be a ws:// or wss:// URL; {why}")
+        p.add(_at(loc, "url"), f"must be {wanted}; {why}")
     elif not host:
-        p.add(_at(loc, "url"), "must be a ws:// or wss:// URL; it has no host")
+        p.add(_at(loc, "url"), f"must be {wanted}; it has no host")
     if "tokenIn" in entry:
         kw["token_in"] = p.typed(
             entry["tokenIn"],
@@ -439,7 +464,7 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
     kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)
     if len(p.problems) > before or transport is None:
         return None
-    inactive = {attr for attr, _, belongs in _KEYS.values() if belongs == other}
+    inactive = {attr for attr, _, group in _KEYS.values() if group in inactive_groups}
     return ServerConfig(**{k: v for k, v in kw.items() if k not in inactive})
 
 
@@ -452,17 +477,31 @@ def _transport(entry: dict[str, Any], loc: str, p: _Problems) -> Transport | Non
         return p.typed(
             entry[key],
             _at(loc, key),
-            lambda v: v in ("stdio", "websocket"),
-            '"stdio" or "websocket"',
+            lambda v: v in TRANSPORTS,
+            '"stdio", "websocket", "http", "streamable-http" or "sse"',
             show=True,
         )
     if "command" in entry and "url" in entry:
-        p.add(loc, 'has both "command" and "url"; set "transport" to "stdio" or "websocket"')
+        p.add(loc, 'has both "command" and "url"; set "transport" to "stdio", "websocket" or "http"')
         return None
-    if "command" in entry or "url" in entry:
-        return "stdio" if "command" in entry else "websocket"
-    p.add(loc, 'needs "command" (a stdio server) or "url" (a websocket server)')
+    if "command" in entry:
+        return "stdio"
+    if "url" in entry:
+        url = entry["url"]
+        scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
+        if scheme in ("http", "https"):
+            return "http"
+        if scheme not in ("ws", "wss"):
+            why = f'its scheme is "{scheme}"' if scheme else "it has no scheme"
+            p.add(_at(loc, "url"), f"must be a ws://, wss://, http:// or https:// URL; {why}")
+            return None
+        return "websocket"
+    p.add(loc, 'needs "command" (a stdio server) or "url" (a websocket or HTTP server)')
     return None
+
+
+def _group_name(group: str) -> str:
+    return {"stdio": "stdio", "websocket": "websocket", "remote": "websocket and HTTP"}[group]
 
 
 def _feature_sets(value: Any, loc: str, p: _Problems) -> FeatureSetPolicy:

@@ -1,5 +1,6 @@
-"""Building servers: ``stdio_server()`` / ``websocket_server()`` give a ``HostedServer``;
-``connect_stdio()`` / ``connect_websocket()`` give one ``ServerConnection`` of a new one."""
+"""Building servers: ``stdio_server()``, ``websocket_server()`` and ``http_server()`` give a
+``HostedServer``; ``connect_stdio()``, ``connect_websocket()`` and ``connect_http()`` give one
+``ServerConnection`` of a new one."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ from mcpl_host.mcpl.state import StateStore
 from mcpl_host.observe import ConnectionObserver
 from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.transports.http import StreamableHTTPTransport
+from mcpl_host.transports.http_params import HTTPParameters, HTTPTransportKind, shown_http_url
+from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 from mcpl_host.transports.websocket import (
     DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
@@ -30,7 +34,15 @@ from mcpl_host.transports.websocket import (
     shown_url,
 )
 
-__all__ = ["connect_stdio", "connect_websocket", "default_server_name", "stdio_server", "websocket_server"]
+__all__ = [
+    "connect_http",
+    "connect_stdio",
+    "connect_websocket",
+    "default_server_name",
+    "http_server",
+    "stdio_server",
+    "websocket_server",
+]
 
 
 def default_server_name(command: str, args: Sequence[str] = ()) -> str:
@@ -266,6 +278,115 @@ def connect_websocket(
         open_timeout_seconds=open_timeout_seconds,
         keepalive_interval_seconds=keepalive_interval_seconds,
         keepalive_timeout_seconds=keepalive_timeout_seconds,
+        ssl_context=ssl_context,
+        client_info=client_info,
+        state_store=state_store,
+    ).open_connection()
+
+
+def http_server(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    token: str | None = None,
+    transport: HTTPTransportKind = "auto",
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    observer: ConnectionObserver | None = None,
+    policy: GrantPolicy | None = None,
+    feature_set_policy: FeatureSetPolicy | None = None,
+    on_refusal: RefusalAction = "follow",
+    limits: Limits | None = None,
+    secrets: Iterable[str] = (),
+    ssl_context: ssl.SSLContext | None = None,
+    client_info: ClientInfo | None = None,
+    state_store: StateStore | None = None,
+) -> HostedServer:
+    """A ``HostedServer`` for the MCP server at ``url`` (``http://`` or ``https://``).
+
+    ``transport``: ``"streamable-http"`` (MCP 2025-11-25 "Transports", Streamable HTTP),
+    ``"sse"`` (the HTTP+SSE transport of MCP 2024-11-05; ``url`` is its event stream, often
+    ``.../sse``), or ``"auto"`` (default: Streamable HTTP, then HTTP+SSE at the same URL when
+    the ``initialize`` POST is answered 400, 404 or 405). Nothing is sent until a connection
+    is entered. ``token`` is sent as ``Authorization: Bearer`` and ``headers`` on every
+    request; they, every credential in ``url`` and ``secrets`` are redacted from every log
+    line and error about this server, and the URL shown never carries them. Redirects are
+    not followed; OAuth is not implemented (a 401 with ``WWW-Authenticate`` says so). The
+    bounds and timeouts are ``limits``' (``max_line_bytes`` per message,
+    ``max_sse_event_bytes``, ``http_*``, ``sse_*``). ``policy`` defaults to granting nothing
+    (MCPL §5.4). The transports' errors surface on entry as ``InitializeError``.
+
+    Raises:
+        ValueError: an unusable URL, token, header or transport (no secret in the message).
+    """
+    if transport not in ("streamable-http", "sse", "auto"):
+        raise ValueError(f"transport must be 'streamable-http', 'sse' or 'auto', not {transport!r}")
+    limits = limits or Limits()
+    parameters = HTTPParameters(url=url, token=token, headers=dict(headers or {}), ssl_context=ssl_context)
+    redactor = Redactor([*parameters.secrets(), *secrets])
+    shown = shown_http_url(url, redactor)
+    server_name = name or shown
+    logger = get_logger("mcpl_host.http", server=server_name)
+
+    def factory() -> StreamableHTTPTransport | SSETransport | AutoHTTPTransport:
+        if transport == "streamable-http":
+            return StreamableHTTPTransport(parameters, limits=limits, redactor=redactor, logger=logger)
+        if transport == "sse":
+            return SSETransport(parameters, limits=limits, redactor=redactor, logger=logger)
+        return AutoHTTPTransport(parameters, limits=limits, redactor=redactor, logger=logger)
+
+    return HostedServer(
+        server_name,
+        factory,
+        handlers=handlers,
+        observer=observer,
+        policy=policy,
+        feature_set_policy=feature_set_policy,
+        on_refusal=on_refusal,
+        limits=limits,
+        redactor=redactor,
+        client_info=client_info,
+        state_store=state_store,
+        describe=shown,
+    )
+
+
+def connect_http(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    token: str | None = None,
+    transport: HTTPTransportKind = "auto",
+    name: str | None = None,
+    handlers: HostHandlers | None = None,
+    observer: ConnectionObserver | None = None,
+    policy: GrantPolicy | None = None,
+    feature_set_policy: FeatureSetPolicy | None = None,
+    on_refusal: RefusalAction = "follow",
+    limits: Limits | None = None,
+    secrets: Iterable[str] = (),
+    ssl_context: ssl.SSLContext | None = None,
+    client_info: ClientInfo | None = None,
+    state_store: StateStore | None = None,
+) -> ServerConnection:
+    """One ``ServerConnection`` of a new ``http_server(...)`` (same arguments).
+
+    Raises:
+        ValueError: an unusable URL, token, header or transport (no secret in the message).
+    """
+    return http_server(
+        url,
+        headers=headers,
+        token=token,
+        transport=transport,
+        name=name,
+        handlers=handlers,
+        observer=observer,
+        policy=policy,
+        feature_set_policy=feature_set_policy,
+        on_refusal=on_refusal,
+        limits=limits,
+        secrets=secrets,
         ssl_context=ssl_context,
         client_info=client_info,
         state_store=state_store,

@@ -452,8 +452,9 @@ class Connection:
             return
         self.server_info = read_initialize_result(response.result, self.redactor)
         self._session.initialize_completed()
-        # Strictly the first message after the answer: real servers expect it (H6).
         assert self._link is not None
+        self._link.transport.negotiated(self.server_info.protocol_version)
+        # Strictly the first message after the answer: real servers expect it (H6).
         self._link.send(self._session.notification("notifications/initialized"))
 
     # --- transport tasks ---------------------------------------------------------------------

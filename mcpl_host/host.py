@@ -46,7 +46,7 @@ import anyio.abc
 
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.config import HostConfig, ServerConfig
-from mcpl_host.connect import stdio_server, websocket_server
+from mcpl_host.connect import http_server, stdio_server, websocket_server
 from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
 from mcpl_host.events import Delivery, EventBus, EventKind, HostEvent, Subscription
 from mcpl_host.handlers import HostHandlers, RequestContext
@@ -78,6 +78,7 @@ from mcpl_host.mcpl.turns import (
 from mcpl_host.observe import Observation
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS, Supervisor, SupervisorState
+from mcpl_host.transports.http_params import HTTPTransportKind
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
@@ -133,8 +134,9 @@ def hosted_from_config(
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
 ) -> HostedServer:
-    """A ``HostedServer`` for one config entry (``stdio_server`` or ``websocket_server``) with
-    its grant and feature-set policy, limits and secrets.
+    """A ``HostedServer`` for one config entry (``stdio_server``, ``websocket_server`` or
+    ``http_server``; ``"http"`` is transport "auto") with its grant and feature-set policy,
+    limits and secrets.
 
     Raises:
         ValueError: an unusable WebSocket URL, token or header (no secret in the message).
@@ -150,6 +152,10 @@ def hosted_from_config(
         "client_info": client_info,
         "state_store": state_store,
     }
+    if config.transport in ("http", "streamable-http", "sse"):
+        assert config.url is not None
+        kind: HTTPTransportKind = "auto" if config.transport == "http" else config.transport
+        return http_server(config.url, token=config.token, headers=config.headers, transport=kind, **common)
     if config.transport == "websocket":
         assert config.url is not None
         return websocket_server(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Longest line (stdio) or message (WebSocket) accepted from a server, in bytes. Large
+#: Longest line (stdio) or message (WebSocket, HTTP body, SSE event data) accepted from a server, in bytes. Large
 #: enough for tool results carrying base64 images or files.
 DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
 #: Host requests in flight at once on one connection; one more raises LocalProtocolError.
@@ -57,6 +57,31 @@ DEFAULT_EVENT_ID_TTL_SECONDS = 600.0
 #: Seconds a push/event waits for the host application to take it from a subscription
 #: (``Host`` without application handlers) before it is refused with a reason.
 DEFAULT_DELIVERY_TIMEOUT_SECONDS = 10.0
+#: HTTP transports (MCP Streamable HTTP and HTTP+SSE). Seconds to open the TCP (and TLS)
+#: connection of one HTTP request.
+DEFAULT_HTTP_CONNECT_TIMEOUT_SECONDS = 15.0
+#: Seconds for the status line and headers of an HTTP request that does not wait for a
+#: JSON-RPC answer: a POST of a notification or response (202 expected), the GET of an
+#: event stream, the HTTP+SSE ``endpoint`` event. (A POST of a request waits as long as the
+#: request's own timeout: a server may answer it only when the result is ready.)
+DEFAULT_HTTP_REPLY_TIMEOUT_SECONDS = 30.0
+#: Bytes of one Server-Sent Event as received (every line of it, field names included),
+#: counted as they arrive; one more loses the transport. Its data (one JSON-RPC message)
+#: is also bounded by ``max_line_bytes``.
+DEFAULT_MAX_SSE_EVENT_BYTES = DEFAULT_MAX_LINE_BYTES + 1024 * 1024
+#: Bytes of an HTTP error body read to explain a refusal (the rest is not read).
+DEFAULT_MAX_HTTP_ERROR_BODY_BYTES = 4096
+#: HTTP requests to one server open at once (POSTs waiting for answers, event streams);
+#: one more waits for a free connection.
+DEFAULT_MAX_HTTP_CONNECTIONS = 64
+#: Reconnecting an event stream that ended or broke: the first delay when the server gave
+#: no ``retry`` field, doubled after each failed attempt up to the maximum; a server's
+#: ``retry`` is kept within [minimum, maximum]; after this many failed attempts in a row
+#: the stream is given up.
+DEFAULT_SSE_RECONNECT_DELAY_SECONDS = 1.0
+DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS = 0.1
+DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS = 30.0
+DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +107,12 @@ class Limits:
     max_remembered_event_ids: int = DEFAULT_MAX_REMEMBERED_EVENT_IDS
     event_id_ttl_seconds: float = DEFAULT_EVENT_ID_TTL_SECONDS
     delivery_timeout_seconds: float = DEFAULT_DELIVERY_TIMEOUT_SECONDS
+    http_connect_timeout_seconds: float = DEFAULT_HTTP_CONNECT_TIMEOUT_SECONDS
+    http_reply_timeout_seconds: float = DEFAULT_HTTP_REPLY_TIMEOUT_SECONDS
+    max_sse_event_bytes: int = DEFAULT_MAX_SSE_EVENT_BYTES
+    max_http_error_body_bytes: int = DEFAULT_MAX_HTTP_ERROR_BODY_BYTES
+    max_http_connections: int = DEFAULT_MAX_HTTP_CONNECTIONS
+    sse_reconnect_delay_seconds: float = DEFAULT_SSE_RECONNECT_DELAY_SECONDS
+    sse_min_reconnect_delay_seconds: float = DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS
+    sse_max_reconnect_delay_seconds: float = DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS
+    sse_max_reconnect_attempts: int = DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS

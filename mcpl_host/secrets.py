@@ -152,7 +152,9 @@ _SHAPE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (
             ("bearer",),
             r"(?P<keep>(?<![A-Za-z0-9_])(?i:bearer)[ \t]{1,16})"
-            r"(?![a-z]{1,4096}(?![A-Za-z0-9._~+/=-]))[A-Za-z0-9._~+/=-]{8,}",
+            # A token68 (RFC 6750 §2.1, RFC 7235 §2.1) ends the credentials; an auth-param
+            # (``resource_metadata="..."`` in a challenge) is not a token.
+            r"(?![a-z]{1,4096}(?![A-Za-z0-9._~+/=-]))[A-Za-z0-9._~+/=-]{8,}(?![A-Za-z0-9._~+/=\"-])",
         ),
         (
             ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),

@@ -207,7 +207,12 @@ def test_probe_config_problems_and_unknown_server_exit_2(tmp_path: Path) -> None
         (["--ws", "ws://127.0.0.1:9/", "--config", "c.json", "--server", "x"], "not --ws and --config"),
         (["--config", "c.json"], "--config FILE and --server NAME go together"),
         (["--server", "demo"], "--config FILE and --server NAME go together"),
-        (["--token", SECRET], "--token and --token-in apply only with --ws"),
+        (["--token", SECRET], "--token applies only with --ws or --url"),
+        (["--token-in", "query", "--url", "http://127.0.0.1:9/mcp"], "--token-in applies only with --ws"),
+        (["--header", f"X-Key={SECRET}"], "--header and --transport apply only with --url"),
+        (["--url", "http://127.0.0.1:9/mcp", "--ws", "ws://127.0.0.1:9/"], "not --ws and --url"),
+        (["--url", "ftp://127.0.0.1:9/mcp", "--header", f"X-Key={SECRET}"], "--url: unsupported URL scheme"),
+        (["--url", "http://127.0.0.1:9/mcp", "--header", f"Accept={SECRET}"], "is set by the HTTP transport"),
         (
             ["--ws", "ws://127.0.0.1:9/", "--env", "A=b"],
             "--env, --cwd and --inherit-env apply only to a command",

@@ -199,6 +199,23 @@ def test_websocket_entry_inferred_from_url() -> None:
     assert server.secrets_for_redaction == ("key-12345", "tok-12345")
 
 
+@pytest.mark.parametrize(
+    ("kind", "expected"), [("http", "http"), ("streamable-http", "streamable-http"), ("sse", "sse")]
+)
+def test_http_entries_in_the_shape_mcp_clients_write(kind: str, expected: str) -> None:
+    headers = {"Authorization": "Bearer key-12345", "X-Org": "org-12345"}
+    server = one({"type": kind, "url": "https://h.example/mcp?k=v", "headers": headers})
+    assert server == ServerConfig(
+        name="s", transport=expected, url="https://h.example/mcp?k=v", headers=headers
+    )  # type: ignore[arg-type]
+    assert server.secrets_for_redaction == ("Bearer key-12345", "org-12345")
+
+
+def test_an_http_url_without_a_transport_is_streamable_http_with_fallback() -> None:
+    server = one({"url": "http://127.0.0.1:3001/mcp", "token": "tok-12345"})
+    assert (server.transport, server.url, server.token) == ("http", "http://127.0.0.1:3001/mcp", "tok-12345")
+
+
 def test_explicit_transport_picks_one_of_two_set_ups_and_drops_the_other() -> None:
     entry = {"command": "x", "args": ["./a"], "url": "ws://h", "token": "tok-12345"}
     stdio = one({**entry, "transport": "stdio"})
@@ -212,14 +229,25 @@ def test_explicit_transport_picks_one_of_two_set_ups_and_drops_the_other() -> No
     [
         (
             {"command": "x", "url": "ws://h"},
-            ['mcpServers.s: has both "command" and "url"; set "transport" to "stdio" or "websocket"'],
+            ['mcpServers.s: has both "command" and "url"; set "transport" to "stdio", "websocket" or "http"'],
         ),
-        ({}, ['mcpServers.s: needs "command" (a stdio server) or "url" (a websocket server)']),
+        ({}, ['mcpServers.s: needs "command" (a stdio server) or "url" (a websocket or HTTP server)']),
         ({"transport": "websocket"}, ['mcpServers.s: a websocket server needs "url"']),
         ({"transport": "stdio", "url": "ws://h"}, ['mcpServers.s: a stdio server needs "command"']),
         (
+            {"transport": "ftp", "url": "ws://h"},
+            [
+                'mcpServers.s.transport: must be "stdio", "websocket", "http", "streamable-http" or "sse",'
+                ' not the string "ftp"'
+            ],
+        ),
+        (
             {"transport": "sse", "url": "ws://h"},
-            ['mcpServers.s.transport: must be "stdio" or "websocket", not the string "sse"'],
+            ['mcpServers.s.url: must be an http:// or https:// URL; its scheme is "ws"'],
+        ),
+        (
+            {"type": "http", "url": "https://h/mcp", "token": "tok-12345", "tokenIn": "query"},
+            ["mcpServers.s.tokenIn: applies only to websocket servers, and this one is http"],
         ),
         (
             {"transport": "stdio", "type": "stdio", "command": "x"},
@@ -234,18 +262,22 @@ def test_explicit_transport_picks_one_of_two_set_ups_and_drops_the_other() -> No
         ),
         (
             {"command": "x", "headers": {}},
-            ["mcpServers.s.headers: applies only to websocket servers, and this one is stdio"],
+            ["mcpServers.s.headers: applies only to websocket and HTTP servers, and this one is stdio"],
         ),
         (
-            {"url": "https://h/mcp"},
+            {"transport": "websocket", "url": "https://h/mcp"},
             ['mcpServers.s.url: must be a ws:// or wss:// URL; its scheme is "https"'],
         ),
+        ({"url": "http:///path"}, ["mcpServers.s.url: must be an http:// or https:// URL; it has no host"]),
         ({"url": "ws:///path"}, ["mcpServers.s.url: must be a ws:// or wss:// URL; it has no host"]),
         (
             {"url": "localhost:80"},
-            ['mcpServers.s.url: must be a ws:// or wss:// URL; its scheme is "localhost"'],
+            ['mcpServers.s.url: must be a ws://, wss://, http:// or https:// URL; its scheme is "localhost"'],
         ),
-        ({"url": "//h/x"}, ["mcpServers.s.url: must be a ws:// or wss:// URL; it has no scheme"]),
+        (
+            {"url": "//h/x"},
+            ["mcpServers.s.url: must be a ws://, wss://, http:// or https:// URL; it has no scheme"],
+        ),
         (
             {"url": "ws://h", "tokenIn": "cookie", "token": "tok-12345"},
             ['mcpServers.s.tokenIn: must be "header" or "query", not the string "cookie"'],

@@ -43,3 +43,9 @@ class Transport(Protocol):
     def describe(self) -> str:
         """A short description for logs and reprs (no secrets)."""
         ...
+
+    def negotiated(self, protocol_version: str) -> None:
+        """The handshake agreed on ``protocol_version`` (called once, in the read loop, before
+        ``notifications/initialized`` is queued). HTTP sends it as ``MCP-Protocol-Version``;
+        other transports ignore it."""
+        ...

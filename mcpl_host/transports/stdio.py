@@ -221,6 +221,9 @@ class StdioTransport:
         """A copy of the server's last stderr lines, escaped, redacted (ENVELOPE.md H5)."""
         return list(self._tail)
 
+    def negotiated(self, protocol_version: str) -> None:
+        """Nothing to do: this transport carries no protocol version."""
+
     def describe(self) -> str:
         """``"stdio:<command basename> pid=<pid>"`` (no arguments: they may hold secrets)."""
         return f"stdio:{os.path.basename(self._params.command)} pid={self.pid}"

@@ -165,6 +165,9 @@ class WebSocketTransport:
         """Always empty: a WebSocket has no stderr channel."""
         return []
 
+    def negotiated(self, protocol_version: str) -> None:
+        """Nothing to do: this transport carries no protocol version."""
+
     def describe(self) -> str:
         """The URL without credentials (``shown_url``)."""
         return self._shown

@@ -1,0 +1,609 @@
+"""The Streamable HTTP transport (MCP 2025-11-25 "Transports" §Streamable HTTP; also the
+2025-06-18 and 2025-03-26 revisions of it).
+
+Rules of this module:
+
+- Out: each line given to ``send()`` is one POST to the endpoint (``Content-Type:
+  application/json``, ``Accept: application/json, text/event-stream``). Ordering and
+  concurrency: ``initialize`` is sent and its answer's head awaited inside ``send()`` (the
+  session id comes with it, and every later POST carries it); any other request is posted
+  from a task of its own (a server may hold a POST until its result is ready, and pings,
+  cancellations and other requests must not wait behind it); a notification or a response
+  is posted inside ``send()`` until the server accepts it (202), within
+  ``limits.http_reply_timeout_seconds``, so what follows it is sent after it.
+- In: the answer to a request is a JSON body (one line for ``receive()``) or an event
+  stream, whose ``message`` events (requests, notifications, then the response) are lines
+  in order; events without data (a resumption primer) are skipped. After the
+  ``notifications/initialized`` POST is accepted, a GET opens the stream of messages the
+  server sends unasked (405: the server offers none).
+- Resumption: an event stream that ends or breaks is reconnected by a GET with
+  ``Last-Event-ID`` when the server gave event ids (the stream of a POST until its response
+  has arrived; the GET stream always, without the header when there were no ids), after the
+  server's ``retry`` or a doubling delay (``limits.sse_*``); after
+  ``limits.sse_max_reconnect_attempts`` failures in a row the stream is given up with a
+  warning (the connection stays; a request whose answer is lost times out).
+- Headers: ``Mcp-Session-Id`` from the initialize answer on every later request;
+  ``MCP-Protocol-Version`` from the handshake on: given by ``negotiated()`` (the connection
+  calls it) or else read from the initialize result that passes through.
+- ``aclose()`` sends DELETE with the session id (bounded by ``limits.close_grace_seconds``).
+- Errors (``refusal_message``): a redirect is never followed; 401/403, 404 for a request
+  carrying the session id (the session ended), a wrong content type, a body or event over
+  its bound, or an unreachable server lose the transport (``ConnectionLost``) with one clear
+  sentence. Any other refusal of a request loses it too (its answer cannot come), unless the
+  body is the server's JSON-RPC answer to it; a refused notification or response is logged
+  (``LogBudget``) and the transport goes on.
+- Credentials and the URL shown follow ``http_params``; nothing here logs a secret or the
+  session id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, cast
+
+import anyio
+import anyio.abc
+import httpx
+
+from mcpl_host._tasks import leave_task_group
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
+from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.limits import Limits
+from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.transports.http_common import (
+    BodyTooLarge,
+    Inbox,
+    Unreachable,
+    build_client,
+    error_excerpt,
+    id_key,
+    peek,
+    read_body,
+    sse_events,
+    trim,
+    unreachable,
+)
+from mcpl_host.transports.http_params import (
+    ACCEPT_POST,
+    ACCEPT_SSE,
+    FALLBACK_STATUSES,
+    HTTPParameters,
+    media_type,
+    refusal_message,
+    sends_cleartext_credential,
+    shown_http_url,
+)
+
+__all__ = ["FallBack", "StreamableHTTPTransport"]
+
+_VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+\Z")
+_VERSION = re.compile(r"[0-9A-Za-z._-]{1,64}\Z")
+
+
+class FallBack(Exception):
+    """The ``initialize`` POST got a status in ``FALLBACK_STATUSES`` and the transport was
+    built with ``fall_back=True``: the caller may try the older HTTP+SSE transport.
+    ``str()`` is the refusal sentence."""
+
+
+@dataclass
+class _Stream:
+    """One logical event stream: the answer of a POST (``key`` its request id) or the GET."""
+
+    key: bytes | None
+    last_id: str = ""
+    retry: float | None = None
+    answered: bool = False
+
+
+class StreamableHTTPTransport:
+    """One MCP session over Streamable HTTP as a line transport (``Transport``).
+
+    Use it as ``async with StreamableHTTPTransport(params) as transport:``; entering only
+    builds the HTTP client and the transport's task group (nothing is sent until the first
+    line); leaving calls ``aclose()``. Enter and leave it in the same task. One task may
+    ``receive()`` and one may ``send()`` at a time; ``aclose()`` may be called from any task.
+
+    ``fall_back=True``: an ``initialize`` refused with 400, 404 or 405 raises ``FallBack``
+    from ``send()`` instead of losing the transport (see ``AutoHTTPTransport``).
+    """
+
+    def __init__(
+        self,
+        params: HTTPParameters,
+        *,
+        limits: Limits | None = None,
+        redactor: Redactor | None = None,
+        logger: Any = None,
+        fall_back: bool = False,
+    ) -> None:
+        self._params = params
+        self._limits = limits or Limits()
+        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
+        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._shown = shown_http_url(params.url, self._redactor)
+        self._fall_back = fall_back
+        self._client: httpx.AsyncClient | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None  # holds the runner
+        self._tasks: anyio.abc.TaskGroup | None = None  # the runner's: every stream task
+        self._tasks_scope = anyio.CancelScope()
+        self._tasks_done = anyio.Event()
+        self._inbox = Inbox()
+        self._session_id: str | None = None
+        self._protocol_version: str | None = None
+        self._told_version = False  # negotiated() was called: the initialize answer is not read
+        self._initialize_key: bytes | None = None
+        self._streams: dict[bytes, anyio.CancelScope] = {}
+        self._send_scopes: set[anyio.CancelScope] = set()
+        self._get_started = False
+        self._refusals = LogBudget(self._limits.invalid_requests_logged)
+        self._entered = False
+        self._closing = False
+        self._closed = anyio.Event()
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """Always empty: an HTTP server has no stderr channel."""
+        return []
+
+    def describe(self) -> str:
+        """The URL without credentials (``shown_http_url``)."""
+        return self._shown
+
+    def __repr__(self) -> str:
+        state = (
+            "closed" if self._closing else "lost" if self._inbox.lost else "open" if self._entered else "new"
+        )
+        return f"<StreamableHTTPTransport {self._shown} {state} session={self._session_id is not None}>"
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The ``MCP-Protocol-Version`` sent from now on (None before the handshake)."""
+        return self._protocol_version
+
+    def negotiated(self, protocol_version: str) -> None:
+        """Called by the connection with the protocol version the handshake agreed, before it
+        sends anything else: every later request carries it as ``MCP-Protocol-Version``.
+        Without this call the version is read from the initialize result."""
+        self._told_version = True
+        self._protocol_version = protocol_version if _VERSION.match(protocol_version) else None
+
+    # --- opening and closing -----------------------------------------------------------
+
+    async def __aenter__(self) -> StreamableHTTPTransport:
+        """Build the client and the task group (no network I/O).
+
+        Raises:
+            RuntimeError: the transport was already entered or closed.
+        """
+        if self._entered or self._closing:
+            raise RuntimeError("a StreamableHTTPTransport can be entered only once")
+        self._entered = True
+        if sends_cleartext_credential(self._params):
+            self._logger.warning(
+                "credential sent over cleartext http:// to a host that is not loopback", url=self._shown
+            )
+        self._client = build_client(self._params, self._limits)
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        await task_group.start(self._run_tasks)
+        return self
+
+    async def _run_tasks(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        try:
+            with self._tasks_scope:
+                async with anyio.create_task_group() as tasks:
+                    self._tasks = tasks
+                    task_status.started()
+                    await anyio.sleep_forever()
+        finally:
+            self._tasks_done.set()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close (``aclose()``) and leave the task group. The close is shielded."""
+        try:
+            await self.aclose()
+        finally:
+            task_group, self._task_group = self._task_group, None
+            await leave_task_group(task_group, exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Stop every stream, send DELETE for the session (at most
+        ``limits.close_grace_seconds``; any answer, 405 included, is fine), close the client.
+        Idempotent; a second caller waits for the first. Never raises (beyond cancellation
+        of a second caller). **Cancellation:** shielded. A task blocked in ``send()`` or
+        ``receive()`` gets ``ConnectionClosed``."""
+        if self._closing:
+            if not self._closed.is_set():
+                await self._closed.wait()
+            return
+        self._closing = True
+        self._inbox.close()
+        with anyio.CancelScope(shield=True):
+            try:
+                for scope in self._send_scopes:
+                    scope.cancel()
+                self._tasks_scope.cancel()
+                if self._tasks is not None:
+                    await self._tasks_done.wait()  # prompt: every task stops at its next checkpoint
+                if self._session_id is not None and self._client is not None:
+                    with anyio.move_on_after(self._limits.close_grace_seconds):
+                        await self._delete_session(self._client)
+                if self._client is not None:
+                    await self._client.aclose()
+            finally:
+                self._closed.set()
+
+    async def _delete_session(self, client: httpx.AsyncClient) -> None:
+        with contextlib.suppress(httpx.HTTPError, httpx.StreamError, OSError):
+            response = await client.delete(self._params.url, headers=self._headers(ACCEPT_POST))
+            self._logger.debug("session ended with DELETE", url=self._shown, status=response.status_code)
+
+    # --- helpers ----------------------------------------------------------------------
+
+    def _headers(self, accept: str, *, json_body: bool = False) -> dict[str, str]:
+        headers = {"Accept": accept}
+        if json_body:
+            headers["Content-Type"] = "application/json"
+        if self._session_id is not None:
+            headers["Mcp-Session-Id"] = self._session_id
+        if self._protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self._protocol_version
+        return headers
+
+    def _lose(self, message: str) -> ConnectionLost | ConnectionClosed:
+        return self._inbox.lose(message)
+
+    def _spawn(self, function: Callable[..., Any], *args: Any) -> None:
+        """Run ``function(*args)`` in a task of the runner; ``aclose()`` stops it."""
+        assert self._tasks is not None
+
+        async def run() -> None:
+            with contextlib.suppress(ConnectionLost, ConnectionClosed):  # recorded in the inbox
+                await function(*args)
+
+        self._tasks.start_soon(run)
+
+    @contextlib.contextmanager
+    def _sending(self) -> Generator[None]:
+        """The scope of one ``send()``: ``aclose()`` cancels it (then ``ConnectionClosed``)."""
+        if self._closing:
+            raise ConnectionClosed("the HTTP transport was closed")
+        if self._inbox.lost is not None:
+            raise ConnectionLost(self._inbox.lost)
+        with anyio.CancelScope() as scope:
+            self._send_scopes.add(scope)
+            try:
+                yield
+            finally:
+                self._send_scopes.discard(scope)
+        if scope.cancelled_caught:
+            raise ConnectionClosed("the HTTP transport was closed")
+
+    async def _open(
+        self, method: str, what: str, headers: dict[str, str], content: bytes | None = None
+    ) -> httpx.Response:
+        """Send one HTTP request and return its answer's head (the body still to read).
+        Raises ``Unreachable`` when the server cannot be reached."""
+        assert self._client is not None
+        request = self._client.build_request(method, self._params.url, headers=headers, content=content)
+        with unreachable(what, self._shown, self._redactor):
+            return await self._client.send(request, stream=True)
+
+    async def _open_or_lose(
+        self, method: str, what: str, headers: dict[str, str], content: bytes | None = None
+    ) -> httpx.Response:
+        """``_open``, the transport lost (``ConnectionLost``) when the server is unreachable."""
+        try:
+            return await self._open(method, what, headers, content)
+        except Unreachable as exc:
+            raise self._lose(str(exc)) from None
+
+    def _refusal(self, response: httpx.Response, what: str, body: str, *, had_session: bool) -> str:
+        return refusal_message(
+            response.status_code,
+            what=what,
+            shown_url=self._shown,
+            www_authenticate=response.headers.get("www-authenticate"),
+            location=response.headers.get("location"),
+            excerpt=body,
+            had_session=had_session,
+            redactor=self._redactor,
+        )
+
+    # --- sending -------------------------------------------------------------------------
+
+    async def send(self, data: bytes) -> None:
+        """POST each non-empty line of ``data`` (see the module rules for what is awaited).
+
+        Raises:
+            ConnectionLost: the server is unreachable, refused the message (as the module
+                rules say), or the transport was lost before.
+            ConnectionClosed: ``aclose()`` was called (before or during this call).
+            FallBack: only with ``fall_back=True``, for the ``initialize`` POST.
+        """
+        for line in data.split(b"\n"):
+            line = line.strip()
+            if line:
+                with self._sending():
+                    await self._send_line(line)
+
+    async def _send_line(self, line: bytes) -> None:
+        kind, request_id, method, message = peek(line)
+        if kind == "request" and method == "initialize":
+            await self._post_initialize(line, id_key(request_id))
+        elif kind == "request":
+            self._spawn(self._post_request, line, id_key(request_id), f"the POST of {method}")
+        else:
+            what = f"the POST of {method}" if method else "the POST of a response"
+            await self._post_message(line, what)
+            if method == "notifications/initialized" and not self._get_started:
+                self._get_started = True
+                self._spawn(self._run_stream, None, _Stream(key=None))
+            elif method == "notifications/cancelled":
+                params: Any = message.get("params") if message is not None else None
+                if isinstance(params, dict) and "requestId" in params:
+                    scope = self._streams.get(id_key(cast("dict[str, Any]", params)["requestId"]))
+                    if scope is not None:
+                        scope.cancel()  # the answer is no longer wanted: stop reading it
+
+    async def _post_initialize(self, line: bytes, key: bytes) -> None:
+        self._initialize_key = key
+        self._session_id = None
+        headers = self._headers(ACCEPT_POST, json_body=True)
+        response = await self._open_or_lose("POST", "the POST of initialize", headers, line)
+        try:
+            readable = await self._check_answer(
+                response, "the POST of initialize", key, had_session=False, fall_back=self._fall_back
+            )
+            session = response.headers.get("mcp-session-id")
+            if session is not None:
+                if not _VISIBLE_ASCII.match(session):
+                    raise self._lose(
+                        f"the server at {self._shown} sent an Mcp-Session-Id that is not visible ASCII"
+                    )
+                self._session_id = session
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+            raise
+        if readable:
+            self._spawn(self._read_answer, response, key)
+        else:
+            await response.aclose()
+
+    async def _post_request(self, line: bytes, key: bytes, what: str) -> None:
+        with anyio.CancelScope() as scope:
+            self._streams[key] = scope
+            try:
+                had_session = self._session_id is not None
+                headers = self._headers(ACCEPT_POST, json_body=True)
+                response = await self._open_or_lose("POST", what, headers, line)
+                try:
+                    if await self._check_answer(response, what, key, had_session=had_session):
+                        await self._read_answer(response, key)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await response.aclose()
+            finally:
+                self._streams.pop(key, None)
+
+    async def _check_answer(
+        self, response: httpx.Response, what: str, key: bytes, *, had_session: bool, fall_back: bool = False
+    ) -> bool:
+        """Check the head of a request's answer: True to read it, False when there is
+        nothing to read (202: the answer comes on another stream). Raises ``ConnectionLost``
+        for a refusal, or ``FallBack`` (``fall_back`` and a status in ``FALLBACK_STATUSES``);
+        a refusal whose body is the JSON-RPC answer to the request is passed on as a line
+        instead (then False)."""
+        status = response.status_code
+        if status == 202:
+            self._logger.debug("request accepted without an answer on its POST", url=self._shown)
+            return False
+        if not 200 <= status < 300:
+            body = await error_excerpt(response, self._limits)
+            kind, answer_id, _, _ = peek(body.encode("utf-8"))
+            if kind == "response" and id_key(answer_id) == key and not (status == 404 and had_session):
+                await self._inbox.put(body.encode("utf-8"))
+                return False
+            message = self._refusal(response, what, body, had_session=had_session)
+            if fall_back and status in FALLBACK_STATUSES:
+                raise FallBack(message)
+            raise self._lose(message)
+        kind = media_type(response.headers.get("content-type"))
+        if kind not in ("application/json", "text/event-stream"):
+            shown = log_value(kind or "none", self._redactor, max_units=80)
+            raise self._lose(
+                f"the server at {self._shown} answered {what} with Content-Type {shown}; "
+                "expected application/json or text/event-stream"
+            )
+        return True
+
+    async def _post_message(self, line: bytes, what: str) -> None:
+        """POST a notification or response; wait for the server to accept it."""
+        had_session = self._session_id is not None
+        timeout = self._limits.http_reply_timeout_seconds
+        try:
+            with anyio.fail_after(timeout):
+                headers = self._headers(ACCEPT_POST, json_body=True)
+                response = await self._open_or_lose("POST", what, headers, line)
+                try:
+                    status = response.status_code
+                    if 200 <= status < 300:
+                        return
+                    body = await error_excerpt(response, self._limits)
+                    message = self._refusal(response, what, body, had_session=had_session)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await response.aclose()
+        except TimeoutError:
+            raise self._lose(
+                f"the server at {self._shown} did not answer {what} within {describe_seconds(timeout)}"
+            ) from None
+        if status in (401, 403) or 300 <= status < 400 or (status == 404 and had_session):
+            raise self._lose(message)
+        verdict = self._refusals.take()
+        if verdict != "quiet":
+            suffix = "; further refusals go unlogged" if verdict == "last" else ""
+            self._logger.warning(f"the server refused a message{suffix}", reason=message)
+
+    # --- receiving -------------------------------------------------------------------------
+
+    async def receive(self) -> ReadItem:
+        """The next message from the server (``bytes``, one JSON-RPC message), in arrival
+        order across the streams. Raises ``ConnectionLost`` (once every line received is
+        taken) or ``ConnectionClosed``."""
+        return await self._inbox.get()
+
+    async def _read_answer(self, response: httpx.Response, key: bytes) -> None:
+        """Read the answer of a request POST (head already checked) to its end."""
+        try:
+            if media_type(response.headers.get("content-type")) == "application/json":
+                what = f"the answer to a request from {self._shown}"
+                try:
+                    with unreachable(what, self._shown, self._redactor):
+                        body = trim(await read_body(response, self._limits.max_line_bytes))
+                except BodyTooLarge:
+                    raise self._lose(
+                        f"the server at {self._shown} sent an answer over {self._limits.max_line_bytes}"
+                        " bytes (limits.max_line_bytes); the transport was closed"
+                    ) from None
+                except Unreachable as exc:
+                    raise self._lose(str(exc)) from None
+                if body:
+                    await self._deliver(body, key)
+                return
+            await self._run_stream(response, _Stream(key=key))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+
+    async def _deliver(self, line: bytes, key: bytes | None) -> bool:
+        """Pass one message on; True when it is the answer to request ``key``."""
+        kind, answer_id, _, message = peek(line)
+        answered = kind == "response" and key is not None and id_key(answer_id) == key
+        if answered and key == self._initialize_key and not self._told_version:
+            result: Any = message.get("result") if message is not None else None
+            version: Any = (
+                cast("dict[str, Any]", result).get("protocolVersion") if isinstance(result, dict) else None
+            )
+            if isinstance(version, str) and _VERSION.match(version):
+                self._protocol_version = version
+        await self._inbox.put(line)
+        return answered
+
+    async def _run_stream(self, response: httpx.Response | None, stream: _Stream) -> None:
+        """Read one logical event stream to its end, reconnecting as the module rules say.
+        ``response`` is the open answer of a POST, or None to open the GET stream.
+        Raises ``ConnectionLost`` when the GET stream cannot be reopened (the session's
+        server messages would be lost) or the session is over."""
+        failures = 0
+        last_failure = ""
+        limits = self._limits
+        while True:
+            if response is not None:
+                await self._read_events(response, stream)
+                if stream.answered:
+                    return
+                failures = 0
+            if stream.key is not None and not stream.last_id:
+                self._logger.warning(
+                    "the server closed the stream of a request's answer before answering, "
+                    "without event ids to resume it; the request will time out",
+                    url=self._shown,
+                )
+                return
+            if response is not None or failures:
+                delay = limits.sse_reconnect_delay_seconds * 2 ** max(failures - 1, 0)
+                if stream.retry is not None and not failures:
+                    delay = stream.retry
+                delay = max(delay, limits.sse_min_reconnect_delay_seconds)
+                await anyio.sleep(min(delay, limits.sse_max_reconnect_delay_seconds))
+            opened = await self._open_get(stream)
+            if isinstance(opened, str):
+                failures, last_failure, response = failures + 1, opened, None
+                if failures >= limits.sse_max_reconnect_attempts:
+                    message = f"{last_failure} ({failures} attempts in a row)"
+                    if stream.key is None:
+                        raise self._lose(message)
+                    self._logger.warning("gave up resuming the stream of a request's answer", reason=message)
+                    return
+            elif opened is None:
+                return
+            else:
+                response = opened
+
+    async def _open_get(self, stream: _Stream) -> httpx.Response | str | None:
+        """Open (or resume, with ``Last-Event-ID``) an event stream with a GET. Returns the
+        response (200 with an event stream), a sentence for a failure worth retrying, or
+        None when the server offers no stream (405, or a refusal retrying cannot change: a
+        4xx other than 408 and 429, logged). Raises ``ConnectionLost`` when the session is
+        over, the credentials are refused, or the server redirects."""
+        headers = self._headers(ACCEPT_SSE)
+        if stream.last_id:
+            headers["Last-Event-ID"] = stream.last_id
+        what = "the GET of its event stream"
+        timeout = self._limits.http_reply_timeout_seconds
+        try:
+            with anyio.fail_after(timeout):
+                response = await self._open("GET", what, headers)
+        except TimeoutError:
+            return f"the server at {self._shown} did not answer {what} within {describe_seconds(timeout)}"
+        except Unreachable as exc:
+            return str(exc)
+        status = response.status_code
+        kind = media_type(response.headers.get("content-type"))
+        if status == 200 and kind == "text/event-stream":
+            return response
+        try:
+            body = await error_excerpt(response, self._limits) if status != 200 else ""
+        finally:
+            await response.aclose()
+        if status == 405:
+            self._logger.debug("the server offers no event stream (GET answered 405)", url=self._shown)
+            return None
+        if status == 200:
+            shown = log_value(kind or "none", self._redactor, max_units=80)
+            return f"the server at {self._shown} answered {what} with Content-Type {shown}"
+        message = self._refusal(response, what, body, had_session=self._session_id is not None)
+        if (status == 404 and self._session_id is not None) or status in (401, 403) or 300 <= status < 400:
+            raise self._lose(message)
+        if 400 <= status < 500 and status not in (408, 429):
+            self._logger.warning(
+                "event stream refused; messages the server sends unasked will not arrive", reason=message
+            )
+            return None
+        return message
+
+    async def _read_events(self, response: httpx.Response, stream: _Stream) -> None:
+        """Pass on every message event of ``response`` until it ends or breaks (then
+        closed); record the last event id, the server's ``retry`` (seconds), and whether the
+        answer to ``stream.key`` came. Raises ``ConnectionLost`` for an event over its
+        bound."""
+        try:
+            with (
+                contextlib.suppress(Unreachable),
+                unreachable("its event stream", self._shown, self._redactor),
+            ):
+                async for event in sse_events(response, self._limits):
+                    if event.id:
+                        stream.last_id = event.id
+                    if event.retry is not None:
+                        stream.retry = event.retry / 1000
+                    if event.event != "message":
+                        continue
+                    data = trim(event.data.encode("utf-8"))
+                    if data and await self._deliver(data, stream.key):
+                        stream.answered = True
+        except BodyTooLarge as exc:
+            raise self._lose(f"the server at {self._shown} sent {exc}; the transport was closed") from None
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()

@@ -1,0 +1,308 @@
+"""What the two HTTP transports share: the inbox of received lines, bounded reading of
+bodies and Server-Sent Events, the httpx client, and the one translation of httpx errors.
+
+Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with SSE):
+
+- Server-Sent Events are parsed by httpx-sse. Before its parser sees a byte, the bytes of
+  the current event (every line since the last blank line) are counted as they arrive:
+  past ``limits.max_sse_event_bytes`` the stream is refused (``BodyTooLarge``), so neither
+  the parser's line buffer nor its data buffer can grow past the bound. An event's data
+  (one JSON-RPC message) is bounded by ``limits.max_line_bytes``, as a JSON body is.
+- The ``Inbox`` holds at most one received line that ``receive()`` has not taken; a reader
+  with another waits (the HTTP stream is not read meanwhile), so memory stays bounded by
+  the open streams. Lines already received are returned before a loss is reported.
+- httpx errors become one sentence naming the URL as shown (``unreachable``), here only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections import deque
+from collections.abc import AsyncIterator, Generator
+from typing import Any, cast
+
+import anyio
+import httpx
+import orjson
+from httpx_sse import EventSource, ServerSentEvent
+
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
+from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.limits import Limits
+from mcpl_host.logging import Redactor, log_value
+from mcpl_host.transports.http_params import HTTPParameters
+
+__all__ = [
+    "USER_AGENT",
+    "BodyTooLarge",
+    "Inbox",
+    "Unreachable",
+    "build_client",
+    "error_excerpt",
+    "peek",
+    "read_body",
+    "sse_events",
+    "unreachable",
+]
+
+USER_AGENT = "mcpl-host"
+_TERMINATOR = re.compile(rb"\r\n|\r|\n")
+_BLANKS = b" \t\r\n"
+
+
+class BodyTooLarge(Exception):
+    """A body or an event went past its bound; ``str()`` says which bound."""
+
+
+class Unreachable(Exception):
+    """An HTTP exchange failed below HTTP (connect, TLS, reset, protocol); ``str()`` is the
+    sentence for ``ConnectionLost``."""
+
+
+def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
+    """The httpx client of one transport: the configured headers and token on every request,
+    redirects never followed, connect and write timeouts from ``limits`` (reads wait: an
+    event stream may be idle for long, and a request's answer is bounded by its own
+    timeout), at most ``limits.max_http_connections`` connections."""
+    return httpx.AsyncClient(
+        headers={"User-Agent": USER_AGENT, **params.request_headers()},
+        timeout=httpx.Timeout(
+            connect=limits.http_connect_timeout_seconds,
+            read=None,
+            write=limits.http_reply_timeout_seconds,
+            pool=None,
+        ),
+        follow_redirects=False,
+        limits=httpx.Limits(
+            max_connections=limits.max_http_connections,
+            max_keepalive_connections=min(limits.max_http_connections, 16),
+        ),
+        verify=params.ssl_context if params.ssl_context is not None else True,
+    )
+
+
+def _reason(exc: BaseException) -> str:
+    cause: BaseException | None = exc
+    while cause is not None:  # the innermost OS error says most ("Connection refused")
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        cause = cause.__cause__ or cause.__context__
+    return str(exc) or type(exc).__name__
+
+
+@contextlib.contextmanager
+def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None]:
+    """Turn what httpx raises during ``what`` (e.g. ``"the POST of initialize"``) into
+    ``Unreachable`` with a sentence naming ``shown_url`` and the reason (redacted)."""
+    try:
+        yield
+    except httpx.TimeoutException:
+        raise Unreachable(
+            f"could not reach {shown_url} for {what}: timed out connecting or writing"
+        ) from None
+    except (httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError) as exc:
+        reason = log_value(redactor.redact(_reason(exc)), redactor, max_units=200)
+        raise Unreachable(f"could not reach {shown_url} for {what} ({reason})") from None
+
+
+async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
+    """The whole (decoded) body, read as it arrives.
+
+    Raises:
+        BodyTooLarge: more than ``max_bytes``; reading stops there.
+        httpx errors: as ``aiter_bytes`` raises them (for ``unreachable``).
+    """
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise BodyTooLarge(f"a body over {max_bytes} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
+    """The start of an error answer's body as text (at most
+    ``limits.max_http_error_body_bytes`` read; the rest is not). Never raises (empty text
+    when the body cannot be read)."""
+    data = b""
+    with contextlib.suppress(httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError):
+        async for chunk in response.aiter_bytes():
+            data += chunk
+            if len(data) >= limits.max_http_error_body_bytes:
+                data = data[: limits.max_http_error_body_bytes]
+                break
+    return data.decode("utf-8", errors="replace").strip()
+
+
+class _EventBytes:
+    """Counts the bytes of the current Server-Sent Event (every line since the last blank
+    line; CR, LF and CRLF end a line, a CRLF split across chunks included)."""
+
+    __slots__ = ("_cr", "_limit", "_line_empty", "_size")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._size = 0
+        self._line_empty = True  # nothing yet on the current line
+        self._cr = False  # the last chunk ended in CR (an LF may complete it)
+
+    def feed(self, chunk: bytes) -> None:
+        """Raises ``BodyTooLarge`` when the current event goes past the bound."""
+        start = 1 if self._cr and chunk[:1] == b"\n" else 0
+        self._cr = False
+        for match in _TERMINATOR.finditer(chunk, start):
+            content = match.start() - start
+            if content:
+                self._line_empty = False
+            if self._line_empty:  # a blank line ends the event
+                self._size = 0
+            else:
+                self._size += content + len(match.group())
+                if self._size > self._limit:
+                    break
+            self._line_empty = True
+            start = match.end()
+            self._cr = match.group() == b"\r" and start == len(chunk)
+        else:
+            rest = len(chunk) - start
+            if rest:
+                self._line_empty = False
+                self._size += rest
+        if self._size > self._limit:
+            raise BodyTooLarge(f"a Server-Sent Event over {self._limit} bytes (limits.max_sse_event_bytes)")
+
+
+class _CountedStream(httpx.AsyncByteStream):
+    """httpx's extension point for a response body: the decoded bytes of ``response``,
+    each chunk counted by ``_EventBytes`` before it is passed on."""
+
+    def __init__(self, response: httpx.Response, counter: _EventBytes) -> None:
+        self._response = response
+        self._counter = counter
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._response.aiter_bytes():
+            self._counter.feed(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[ServerSentEvent]:
+    """The events of an event stream (``text/event-stream``; UTF-8 per the SSE spec), parsed
+    by httpx-sse, each bounded as the module rules say.
+
+    Raises:
+        BodyTooLarge: an event over ``limits.max_sse_event_bytes``, or an event's data over
+            ``limits.max_line_bytes``.
+        httpx errors: as reading the body raises them (for ``unreachable``).
+    """
+    counted = httpx.Response(
+        response.status_code,
+        headers={"content-type": "text/event-stream; charset=utf-8"},
+        stream=_CountedStream(response, _EventBytes(limits.max_sse_event_bytes)),
+    )
+    async for event in EventSource(counted).aiter_sse():
+        data = event.data
+        if len(data) > limits.max_line_bytes // 4 and len(data.encode("utf-8")) > limits.max_line_bytes:
+            raise BodyTooLarge(f"a message over {limits.max_line_bytes} bytes (limits.max_line_bytes)")
+        yield event
+
+
+def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
+    """``(kind, id, method, message)`` of one JSON-RPC message: kind ``"request"``,
+    ``"notification"``, ``"response"`` or ``"other"`` (not a JSON object, or neither); the
+    ``id`` (None when absent); the ``method`` (None when absent or not a string); the parsed
+    object (None for "other"). Never raises. Only the transports' routing uses it; the
+    connection's envelope classifier decides what a message is."""
+    try:
+        decoded: Any = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return "other", None, None, None
+    if not isinstance(decoded, dict):
+        return "other", None, None, None
+    message = cast("dict[str, Any]", decoded)
+    found: Any = message.get("method")
+    method = found if isinstance(found, str) else None
+    if method is not None:
+        return ("request" if "id" in message else "notification"), message.get("id"), method, message
+    if "id" in message and ("result" in message or "error" in message):
+        return "response", message["id"], None, message
+    return "other", None, None, None
+
+
+def id_key(request_id: Any) -> bytes:
+    """A dictionary key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
+    return orjson.dumps(request_id)
+
+
+def trim(data: bytes) -> bytes:
+    """A body or event data without surrounding blanks."""
+    return data.strip(_BLANKS)
+
+
+class Inbox:
+    """Received lines in arrival order, and why the transport ended (see the module rules).
+
+    ``put`` waits while a line is waiting to be taken; ``get`` returns lines until they run
+    out, then raises the loss (``ConnectionLost``) or ``ConnectionClosed``.
+    """
+
+    __slots__ = ("_changed", "_items", "closed", "lost")
+
+    def __init__(self) -> None:
+        self._items: deque[ReadItem] = deque()
+        self._changed = anyio.Event()
+        self.lost: str | None = None
+        self.closed = False
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def put(self, item: ReadItem) -> None:
+        """Queue one line (or ``LineTooLong``). Raises ``ConnectionClosed`` or
+        ``ConnectionLost`` once the transport has ended (the line is dropped)."""
+        while self._items and self.lost is None and not self.closed:
+            await self._changed.wait()
+        self._check()
+        self._items.append(item)
+        self._wake()
+
+    def _check(self) -> None:
+        if self.closed:
+            raise ConnectionClosed("the HTTP transport was closed")
+        if self.lost is not None:
+            raise ConnectionLost(self.lost)
+
+    async def get(self) -> ReadItem:
+        """The next line. Raises ``ConnectionClosed`` (closed, lines not taken are dropped)
+        or, once every line is taken, ``ConnectionLost``."""
+        while True:
+            if self.closed:
+                raise ConnectionClosed("the HTTP transport was closed")
+            if self._items:
+                item = self._items.popleft()
+                self._wake()
+                return item
+            self._check()
+            await self._changed.wait()
+
+    def lose(self, message: str) -> ConnectionLost | ConnectionClosed:
+        """Record why the server went away (the first reason is kept) and return the
+        exception to raise."""
+        if self.closed:
+            return ConnectionClosed("the HTTP transport was closed")
+        if self.lost is None:
+            self.lost = message
+            self._wake()
+        return ConnectionLost(self.lost)
+
+    def close(self) -> None:
+        self.closed = True
+        self._items.clear()
+        self._wake()

@@ -1,0 +1,452 @@
+"""The older HTTP+SSE transport (MCP 2024-11-05 "Transports" §HTTP with SSE), and the
+choice between it and Streamable HTTP (MCP 2025-11-25 §Backwards Compatibility).
+
+Rules of this module:
+
+- ``SSETransport``: entering GETs the URL (``Accept: text/event-stream``); the server's
+  first ``endpoint`` event names the URL to POST to (resolved against the stream's URL; it
+  must be on the same origin, or our credentials would go elsewhere), within
+  ``limits.http_reply_timeout_seconds``. Each line given to ``send()`` is then one POST to
+  it, awaited until accepted (any 2xx), in order. Every ``message`` event of the stream is a
+  line for ``receive()``. The stream ending, breaking, or an event over its bound loses the
+  transport (2024-11-05 has no resumption).
+- ``AutoHTTPTransport``: Streamable HTTP first; when the ``initialize`` POST is answered 400,
+  404 or 405 (and not with the server's own JSON-RPC answer), the HTTP+SSE transport is
+  opened at the same URL and the ``initialize`` line is sent there. If that fails too, the
+  error names both answers.
+- Errors, credentials and the URL shown follow ``http_params`` and ``http``: a refused POST
+  of a request loses the transport; a refused notification or response is logged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpx
+
+from mcpl_host._tasks import leave_task_group
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
+from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.limits import Limits
+from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.transports.http import FallBack, StreamableHTTPTransport
+from mcpl_host.transports.http_common import (
+    BodyTooLarge,
+    Inbox,
+    Unreachable,
+    build_client,
+    error_excerpt,
+    peek,
+    sse_events,
+    trim,
+    unreachable,
+)
+from mcpl_host.transports.http_params import (
+    ACCEPT_SSE,
+    HTTPParameters,
+    join_endpoint,
+    media_type,
+    refusal_message,
+    sends_cleartext_credential,
+    shown_http_url,
+)
+
+__all__ = ["AutoHTTPTransport", "SSETransport"]
+
+
+class SSETransport:
+    """One MCP session over the HTTP+SSE transport as a line transport (``Transport``).
+
+    Use it as ``async with SSETransport(params) as transport:``; entering opens the event
+    stream and waits for the ``endpoint`` event; leaving calls ``aclose()``. Enter and leave
+    it in the same task. One task may ``receive()`` and one may ``send()`` at a time;
+    ``aclose()`` may be called from any task.
+    """
+
+    def __init__(
+        self,
+        params: HTTPParameters,
+        *,
+        limits: Limits | None = None,
+        redactor: Redactor | None = None,
+        logger: Any = None,
+    ) -> None:
+        self._params = params
+        self._limits = limits or Limits()
+        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
+        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._shown = shown_http_url(params.url, self._redactor)
+        self._client: httpx.AsyncClient | None = None
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._reader_scope = anyio.CancelScope()
+        self._reader_done = anyio.Event()
+        self._reader_started = False
+        self._inbox = Inbox()
+        self._endpoint: str | None = None
+        self._endpoint_known = anyio.Event()
+        self._send_scope: anyio.CancelScope | None = None
+        self._refusals = LogBudget(self._limits.invalid_requests_logged)
+        self._entered = False
+        self._closing = False
+        self._closed = anyio.Event()
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """Always empty: an HTTP server has no stderr channel."""
+        return []
+
+    def describe(self) -> str:
+        """The URL without credentials (``shown_http_url``)."""
+        return self._shown
+
+    def __repr__(self) -> str:
+        state = (
+            "closed" if self._closing else "lost" if self._inbox.lost else "open" if self._entered else "new"
+        )
+        return f"<SSETransport {self._shown} {state}>"
+
+    def negotiated(self, protocol_version: str) -> None:
+        """Accepted for symmetry with ``StreamableHTTPTransport``; HTTP+SSE sends no
+        protocol version header."""
+
+    async def __aenter__(self) -> SSETransport:
+        """Open the event stream and wait for the ``endpoint`` event.
+
+        Raises:
+            ConnectionLost: unreachable, refused (a redirect included: not followed), not an
+                event stream, no usable ``endpoint`` event within
+                ``limits.http_reply_timeout_seconds``, or the stream ended first.
+            RuntimeError: the transport was already entered or closed.
+        """
+        if self._entered or self._closing:
+            raise RuntimeError("an SSETransport can be entered only once")
+        self._entered = True
+        if sends_cleartext_credential(self._params):
+            self._logger.warning(
+                "credential sent over cleartext http:// to a host that is not loopback", url=self._shown
+            )
+        self._client = build_client(self._params, self._limits)
+        task_group = anyio.create_task_group()
+        try:
+            await task_group.__aenter__()
+            self._task_group = task_group
+            timeout = self._limits.http_reply_timeout_seconds
+            with anyio.move_on_after(timeout):
+                response = await self._open_stream()
+                await task_group.start(self._read_stream, response)
+                await self._endpoint_known.wait()
+            if self._endpoint is None:
+                raise self._inbox.lose(
+                    self._inbox.lost
+                    or f"the server at {self._shown} sent no endpoint event within {describe_seconds(timeout)}"
+                )
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close (``aclose()``) and leave the task group. The close is shielded."""
+        try:
+            await self.aclose()
+        finally:
+            task_group, self._task_group = self._task_group, None
+            await leave_task_group(task_group, exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Stop reading the stream and close the client. Idempotent; a second caller waits
+        for the first; never raises. **Cancellation:** shielded."""
+        if self._closing:
+            if not self._closed.is_set():
+                await self._closed.wait()
+            return
+        self._closing = True
+        self._inbox.close()
+        with anyio.CancelScope(shield=True):
+            try:
+                if self._send_scope is not None:
+                    self._send_scope.cancel()
+                self._reader_scope.cancel()
+                if self._reader_started:
+                    await self._reader_done.wait()
+                if self._client is not None:
+                    await self._client.aclose()
+            finally:
+                self._endpoint_known.set()
+                self._closed.set()
+
+    async def _open_stream(self) -> httpx.Response:
+        assert self._client is not None
+        what = "the GET of its event stream"
+        request = self._client.build_request("GET", self._params.url, headers={"Accept": ACCEPT_SSE})
+        try:
+            with unreachable(what, self._shown, self._redactor):
+                response = await self._client.send(request, stream=True)
+        except Unreachable as exc:
+            raise self._inbox.lose(str(exc)) from None
+        status, kind = response.status_code, media_type(response.headers.get("content-type"))
+        if status == 200 and kind == "text/event-stream":
+            return response
+        try:
+            body = await error_excerpt(response, self._limits) if status != 200 else ""
+        finally:
+            await response.aclose()
+        if status == 200:
+            shown = log_value(kind or "none", self._redactor, max_units=80)
+            raise self._inbox.lose(
+                f"the server at {self._shown} answered {what} with Content-Type {shown}; expected text/event-stream"
+            )
+        raise self._inbox.lose(self._refusal(response, what, body))
+
+    def _refusal(self, response: httpx.Response, what: str, body: str) -> str:
+        return refusal_message(
+            response.status_code,
+            what=what,
+            shown_url=self._shown,
+            www_authenticate=response.headers.get("www-authenticate"),
+            location=response.headers.get("location"),
+            excerpt=body,
+            had_session=self._endpoint is not None,
+            redactor=self._redactor,
+        )
+
+    async def _read_stream(
+        self, response: httpx.Response, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The reader task: the endpoint event, then every message event, until the end."""
+        self._reader_started = True
+        ended = f"the server at {self._shown} closed its event stream"
+        try:
+            with self._reader_scope:
+                task_status.started()
+                with contextlib.suppress(ConnectionLost, ConnectionClosed):
+                    try:
+                        with unreachable("its event stream", self._shown, self._redactor):
+                            async for event in sse_events(response, self._limits):
+                                await self._on_event(event.event, event.data)
+                    except Unreachable as exc:
+                        ended = str(exc)
+                    except BodyTooLarge as exc:
+                        ended = f"the server at {self._shown} sent {exc}; the transport was closed"
+                    self._inbox.lose(ended)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+            self._endpoint_known.set()
+            self._reader_done.set()
+
+    async def _on_event(self, kind: str, data: str) -> None:
+        if kind == "endpoint" and self._endpoint is None:
+            try:
+                self._endpoint = join_endpoint(self._params.url, data)
+            except ValueError as exc:
+                raise self._inbox.lose(f"the server at {self._shown}: {exc}") from None
+            self._endpoint_known.set()
+        elif kind == "message" and self._endpoint is not None:
+            line = trim(data.encode("utf-8"))
+            if line:
+                await self._inbox.put(line)
+
+    async def receive(self) -> ReadItem:
+        """The next message of the event stream. Raises ``ConnectionLost`` (once every line
+        received is taken) or ``ConnectionClosed``."""
+        return await self._inbox.get()
+
+    async def send(self, data: bytes) -> None:
+        """POST each non-empty line of ``data`` to the endpoint, in order, each awaited
+        until accepted (within ``limits.http_reply_timeout_seconds``).
+
+        Raises:
+            ConnectionLost: unreachable, no answer in time, a refused request (or a refusal
+                of the credentials, a redirect, 404 for the session), or lost before.
+            ConnectionClosed: ``aclose()`` was called (before or during this call).
+        """
+        for line in data.split(b"\n"):
+            line = line.strip()
+            if not line:
+                continue
+            if self._closing:
+                raise ConnectionClosed("the HTTP transport was closed")
+            if self._inbox.lost is not None:
+                raise ConnectionLost(self._inbox.lost)
+            with anyio.CancelScope() as scope:
+                self._send_scope = scope
+                await self._post(line)
+            self._send_scope = None
+            if scope.cancelled_caught:
+                raise ConnectionClosed("the HTTP transport was closed")
+
+    async def _post(self, line: bytes) -> None:
+        assert self._client is not None and self._endpoint is not None
+        kind, _, method, _ = peek(line)
+        what = f"the POST of {method}" if method else "the POST of a response"
+        timeout = self._limits.http_reply_timeout_seconds
+        request = self._client.build_request(
+            "POST", self._endpoint, headers={"Content-Type": "application/json"}, content=line
+        )
+        try:
+            with anyio.fail_after(timeout), unreachable(what, self._shown, self._redactor):
+                response = await self._client.send(request, stream=True)
+                try:
+                    status = response.status_code
+                    body = await error_excerpt(response, self._limits) if not 200 <= status < 300 else ""
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise self._inbox.lose(
+                f"the server at {self._shown} did not answer {what} within {describe_seconds(timeout)}"
+            ) from None
+        except Unreachable as exc:
+            raise self._inbox.lose(str(exc)) from None
+        if 200 <= status < 300:
+            return
+        message = self._refusal(response, what, body)
+        if kind == "request" or status in (401, 403, 404) or 300 <= status < 400:
+            raise self._inbox.lose(message)
+        verdict = self._refusals.take()
+        if verdict != "quiet":
+            suffix = "; further refusals go unlogged" if verdict == "last" else ""
+            self._logger.warning(f"the server refused a message{suffix}", reason=message)
+
+
+class AutoHTTPTransport:
+    """Streamable HTTP, or HTTP+SSE when the server refuses the ``initialize`` POST as the
+    module rules say (``Transport``). Use it as ``async with`` (enter and leave in the same
+    task); one task may ``receive()`` and one may ``send()`` at a time. ``chosen`` is
+    ``"streamable-http"`` or ``"sse"`` once the first line has been sent (None before).
+
+    The HTTP+SSE transport, opened from ``send()``, is entered and left in a task of this
+    transport's own task group (an anyio task group is left in the task that entered it).
+    """
+
+    def __init__(
+        self,
+        params: HTTPParameters,
+        *,
+        limits: Limits | None = None,
+        redactor: Redactor | None = None,
+        logger: Any = None,
+    ) -> None:
+        self._params = params
+        self._limits = limits or Limits()
+        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
+        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._streamable = StreamableHTTPTransport(
+            params, limits=self._limits, redactor=self._redactor, logger=self._logger, fall_back=True
+        )
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._inner: StreamableHTTPTransport | SSETransport | None = None
+        self._chosen_or_closed = anyio.Event()
+        self._release = anyio.Event()  # lets the task holding the HTTP+SSE transport leave it
+        self._lost: str | None = None
+        self._closing = False
+        self.chosen: str | None = None
+
+    @property
+    def stderr_tail(self) -> list[str]:
+        """Always empty: an HTTP server has no stderr channel."""
+        return []
+
+    def describe(self) -> str:
+        """The URL without credentials."""
+        return self._streamable.describe()
+
+    def __repr__(self) -> str:
+        return f"<AutoHTTPTransport {self.describe()} chosen={self.chosen}>"
+
+    def negotiated(self, protocol_version: str) -> None:
+        """Passed on to the transport in use (see ``StreamableHTTPTransport.negotiated``)."""
+        if self._inner is not None:
+            self._inner.negotiated(protocol_version)
+
+    async def __aenter__(self) -> AutoHTTPTransport:
+        """Enter the Streamable HTTP transport (no network I/O yet)."""
+        task_group = anyio.create_task_group()
+        await task_group.__aenter__()
+        self._task_group = task_group
+        try:
+            await self._streamable.__aenter__()
+        except BaseException as exc:
+            self._task_group = None
+            await leave_task_group(task_group, type(exc), exc, exc.__traceback__)
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close both transports and leave the task group. The close is shielded."""
+        try:
+            await self.aclose()
+            await self._streamable.__aexit__(exc_type, exc, tb)
+        finally:
+            task_group, self._task_group = self._task_group, None
+            await leave_task_group(task_group, exc_type, exc, tb)
+
+    async def aclose(self) -> None:
+        """Close whichever transports were opened. Idempotent; never raises.
+        **Cancellation:** shielded."""
+        self._closing = True
+        self._chosen_or_closed.set()
+        with anyio.CancelScope(shield=True):
+            await self._streamable.aclose()
+            if isinstance(self._inner, SSETransport):
+                await self._inner.aclose()
+        self._release.set()
+
+    async def _hold(self, sse: SSETransport, *, task_status: anyio.abc.TaskStatus[None]) -> None:
+        async with sse:
+            task_status.started()
+            await self._release.wait()
+
+    async def send(self, data: bytes) -> None:
+        """Send through the transport in use; the first call chooses it. Raises as
+        ``StreamableHTTPTransport.send`` and ``SSETransport.send``."""
+        if self._inner is not None:
+            await self._inner.send(data)
+            return
+        if self._closing:
+            raise ConnectionClosed("the HTTP transport was closed")
+        try:
+            await self._streamable.send(data)
+        except FallBack as refusal:
+            await self._streamable.aclose()
+            self._logger.info("trying the older HTTP+SSE transport", url=self.describe(), reason=str(refusal))
+            sse = SSETransport(
+                self._params, limits=self._limits, redactor=self._redactor, logger=self._logger
+            )
+            assert self._task_group is not None
+            try:
+                await self._task_group.start(self._hold, sse)
+            except ConnectionLost as exc:
+                self._lost = f"{refusal}; the older HTTP+SSE transport failed too: {exc}"
+                self._chosen_or_closed.set()
+                raise ConnectionLost(self._lost) from None
+            self._choose(sse, "sse")
+            await sse.send(data)
+        except BaseException:
+            self._choose(self._streamable, "streamable-http")  # receive() reports the loss
+            raise
+        else:
+            self._choose(self._streamable, "streamable-http")
+
+    def _choose(self, inner: StreamableHTTPTransport | SSETransport, name: str) -> None:
+        if self._inner is None:
+            self._inner, self.chosen = inner, name
+        self._chosen_or_closed.set()
+
+    async def receive(self) -> ReadItem:
+        """The next line of the transport in use (waits until the first ``send()`` chose)."""
+        if self._inner is None:
+            await self._chosen_or_closed.wait()
+        if self._lost is not None:
+            raise ConnectionLost(self._lost)
+        if self._inner is None or self._closing:
+            raise ConnectionClosed("the HTTP transport was closed")
+        return await self._inner.receive()

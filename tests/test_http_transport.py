@@ -1,0 +1,771 @@
+"""The HTTP transports (Streamable HTTP, HTTP+SSE, the fallback) against real HTTP servers
+on loopback.
+
+Servers: ``fixtures/http_bridge.py`` (stdlib; bridges each session to a stdio fixture
+server, misbehaving on demand and logging every HTTP request it gets), a listener in the
+test that accepts and never answers, ``fixtures/sdk_http_server.py`` (the MCP Python SDK
+under uvicorn), and ``@modelcontextprotocol/server-everything`` in its ``streamableHttp``
+and ``sse`` modes when ``MCPL_TEST_SERVER_EVERYTHING`` names it (``.ci/run`` installs it).
+Every async test runs on asyncio and trio. Rules under test: MCP 2025-11-25 "Transports"
+§Streamable HTTP (POST per message, JSON or event-stream answers, session id, protocol
+version header, GET stream, resumption, DELETE) and §Backwards Compatibility, MCP
+2024-11-05 §HTTP with SSE, and the host's own: credentials never shown, redirects never
+followed, every bound from ``Limits``, a clear sentence for each refusal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from subprocess import PIPE
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+
+from mcpl_host import (
+    ConnectionLost,
+    GrantPolicy,
+    HostHandlers,
+    InitializeError,
+    Limits,
+    RequestContext,
+    RequestTimeout,
+    connect_http,
+)
+from mcpl_host.config import ServerConfig
+from mcpl_host.host import connect_from_config
+from mcpl_host.jsonrpc.framing import dumps_message, loads_line
+from mcpl_host.transports.base import Transport
+from mcpl_host.transports.http import StreamableHTTPTransport
+from mcpl_host.transports.http_common import BodyTooLarge, _EventBytes
+from mcpl_host.transports.http_params import (
+    HTTPParameters,
+    join_endpoint,
+    refusal_message,
+    sends_cleartext_credential,
+    shown_http_url,
+)
+from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
+
+from .conftest import FIXTURES
+from .wire import SCRIPTED, Script
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
+
+TIMEOUT = 30
+SECRET = "s3cr3t-http-token-value"
+BRIDGE = FIXTURES / "http_bridge.py"
+SDK_SERVER = FIXTURES / "sdk_http_server.py"
+DEMO = [sys.executable, str(FIXTURES / "demo_server.py")]
+FAST = Limits(
+    close_grace_seconds=1.0,
+    terminate_grace_seconds=1.0,
+    handshake_timeout_seconds=15.0,
+    sse_reconnect_delay_seconds=0.05,
+    sse_min_reconnect_delay_seconds=0.01,
+)
+MCP_RESULT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "s"}}
+
+
+def assert_no_secret(logs: list[dict[str, Any]], *texts: str) -> None:
+    for entry in logs:
+        assert SECRET not in repr(entry), entry
+    for text in texts:
+        assert SECRET not in text
+
+
+# -- servers ------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    process: anyio.abc.Process
+    port: int
+    log: Path
+
+    def url(self, path: str = "/mcp") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def requests(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(row) for row in self.log.read_text().splitlines() if row]
+
+
+async def _stop(process: anyio.abc.Process) -> None:
+    with anyio.CancelScope(shield=True):
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+        with anyio.move_on_after(TIMEOUT):
+            await process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+        await process.aclose()
+
+
+async def _port_line(process: anyio.abc.Process) -> int:
+    assert process.stdout is not None
+    buffer = b""
+    with anyio.fail_after(TIMEOUT):
+        while b"\n" not in buffer:
+            chunk = await process.stdout.receive()
+            buffer += chunk
+    word, port = buffer.split(b"\n", 1)[0].split()
+    assert word == b"PORT"
+    return int(port)
+
+
+@contextlib.asynccontextmanager
+async def bridge(
+    tmp_path: Path, *options: str, command: list[str] | None = None, env: dict[str, str] | None = None
+) -> AsyncIterator[Server]:
+    """Run http_bridge.py with ``options -- command`` (default: the demo server); stop it
+    and its children, and reap it, on exit."""
+    log = tmp_path / "requests.jsonl"
+    process = await anyio.open_process(
+        [sys.executable, str(BRIDGE), "--log", str(log), *options, "--", *(command or DEMO)],
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=None,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+    try:
+        yield Server(process, await _port_line(process), log)
+    finally:
+        await _stop(process)
+
+
+def scripted(script: Script) -> list[str]:
+    return [sys.executable, str(SCRIPTED), str(script.path), str(script.record_path)]
+
+
+class PushHandlers(HostHandlers):
+    def __init__(self, wanted: int) -> None:
+        self.wanted = wanted
+        self.events: list[str] = []
+        self.pushed = anyio.Event()
+
+    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        self.events.append(str(params.get("eventId")))
+        if len(self.events) >= self.wanted:
+            self.pushed.set()
+        return {"accepted": True}
+
+
+def headers_of(rows: list[dict[str, Any]], method: str) -> list[dict[str, str]]:
+    return [row["headers"] for row in rows if row["method"] == method]
+
+
+# -- pure parts ------------------------------------------------------------------------------
+
+
+def test_parameters_refuse_bad_urls_and_headers_without_showing_secrets() -> None:
+    bad = {
+        "ws://127.0.0.1/x": "scheme",
+        f"http://user:{SECRET}@127.0.0.1/": "user-info",
+        "http://127.0.0.1/x#frag": "fragment",
+        "http:///nohost": "no host",
+        "http://127.0.0.1:99999/": "cannot be parsed",
+    }
+    for url, words in bad.items():
+        with pytest.raises(ValueError, match=words) as info:
+            HTTPParameters(url)
+        assert SECRET not in str(info.value)
+    with pytest.raises(ValueError, match="NUL, CR or LF") as info:
+        HTTPParameters("http://127.0.0.1/", headers={"X-Key": f"{SECRET}\r\nX-Evil: 1"})
+    assert SECRET not in str(info.value)
+    for name in ("Mcp-Session-Id", "accept", "Content-Length", "MCP-Protocol-Version"):
+        with pytest.raises(ValueError, match="set by the HTTP transport"):
+            HTTPParameters("http://127.0.0.1/", headers={name: "x"})
+    with pytest.raises(ValueError, match="Authorization header"):
+        HTTPParameters("http://127.0.0.1/", token=SECRET, headers={"authorization": "Basic x"})
+
+
+def test_shown_url_secrets_and_cleartext_check() -> None:
+    url = f"https://h.example:8443/a/mcp?api_key={SECRET}&profile=p%2B1&flag"
+    assert shown_http_url(url) == "https://h.example:8443/a/mcp?api_key=[redacted]&profile=[redacted]&flag"
+    params = HTTPParameters(url, token="tok-value", headers={"X-Api-Key": "header-secret"})
+    assert {SECRET, "p%2B1", "p+1", "tok-value", "header-secret"} <= set(params.secrets())
+    assert params.request_headers() == {"X-Api-Key": "header-secret", "Authorization": "Bearer tok-value"}
+    assert sends_cleartext_credential(HTTPParameters("http://192.0.2.1/mcp", token=SECRET))
+    assert sends_cleartext_credential(HTTPParameters(f"http://example.com/mcp?key={SECRET}"))
+    assert not sends_cleartext_credential(HTTPParameters("https://192.0.2.1/mcp", token=SECRET))
+    assert not sends_cleartext_credential(HTTPParameters("http://127.0.0.1/mcp", token=SECRET))
+    assert not sends_cleartext_credential(HTTPParameters("http://192.0.2.1/mcp"))
+
+
+def test_the_endpoint_of_an_http_sse_server_must_stay_on_its_origin() -> None:
+    base = "http://127.0.0.1:8000/sse"
+    assert join_endpoint(base, "/messages?session=1") == "http://127.0.0.1:8000/messages?session=1"
+    assert join_endpoint(base, "http://127.0.0.1:8000/m") == "http://127.0.0.1:8000/m"
+    for endpoint in (
+        "http://127.0.0.2:8000/m",
+        "https://127.0.0.1:8000/m",
+        "//evil.example/m",
+        "http://u@127.0.0.1:8000/",
+    ):
+        with pytest.raises(ValueError):
+            join_endpoint(base, endpoint)
+
+
+def test_refusal_sentences() -> None:
+    shown = "http://h/mcp"
+    oauth = refusal_message(
+        401, what="the POST of initialize", shown_url=shown, www_authenticate='Bearer realm="x"'
+    )
+    assert oauth == (
+        "the server at http://h/mcp answered the POST of initialize with HTTP 401 (unauthorized): the server "
+        'wants OAuth authorization (WWW-Authenticate: Bearer realm=\\"x\\"), which mcpl-host does not implement;'
+        " give a token it accepts (token, --token, or an Authorization header)"
+    )
+    moved = refusal_message(302, what="x", shown_url=shown, location=f"http://other/?token={SECRET}")
+    assert "a redirect to http://other/?token=[redacted]; redirects are not followed" in moved
+    assert "ended the MCP session" in refusal_message(404, what="x", shown_url=shown, had_session=True)
+    assert "is the URL the server's MCP endpoint?" in refusal_message(404, what="x", shown_url=shown)
+    said = refusal_message(500, what="x", shown_url=shown, excerpt="boom\nline")
+    assert said.endswith("HTTP 500 (internal server error); it said: boom\\nline")
+
+
+def test_event_bytes_are_counted_across_chunks_and_reset_by_a_blank_line() -> None:
+    counter = _EventBytes(20)
+    for chunk in (b"data: 0123456789\r", b"\n\r", b"\n", b"data: 0123456789\n\n", b"data: 0123456789\r\r"):
+        counter.feed(chunk)  # each event is 17 or 18 bytes: under the bound
+    counter = _EventBytes(20)
+    counter.feed(b"data: 0123456789\n")
+    with pytest.raises(BodyTooLarge, match="max_sse_event_bytes"):
+        counter.feed(b"data: 0\n")  # two lines of one event: 25 bytes
+    counter = _EventBytes(20)
+    counter.feed(b"x" * 20)
+    with pytest.raises(BodyTooLarge):
+        counter.feed(b"x")  # a line that never ends
+
+
+async def test_the_http_transports_implement_the_transport_protocol() -> None:
+    params = HTTPParameters("http://127.0.0.1:9/mcp")
+    for transport in (StreamableHTTPTransport(params), SSETransport(params), AutoHTTPTransport(params)):
+        assert isinstance(transport, Transport)
+        assert transport.describe() == "http://127.0.0.1:9/mcp"
+        assert transport.stderr_tail == []
+
+
+# -- Streamable HTTP against the bridge -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("answers", ["event-stream", "json"])
+async def test_session_id_protocol_version_token_get_stream_and_delete(
+    tmp_path: Path, answers: str, logs: list[dict[str, Any]]
+) -> None:
+    options = ["--json"] if answers == "json" else []
+    async with bridge(tmp_path, *options) as server:
+        conn = connect_http(
+            server.url(), token=SECRET, transport="streamable-http", limits=FAST, headers={"X-Team": "blue"}
+        )
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert conn.server_info is not None and conn.server_info.name == "mcpl-demo"
+                assert (await conn.call_tool("add", {"a": 2, "b": 3})).text == "5"
+                await conn.ping()
+        rows = server.requests()
+    posts = headers_of(rows, "POST")
+    first, later = posts[0], posts[1:]
+    assert first["accept"] == "application/json, text/event-stream"
+    assert first["content-type"] == "application/json"
+    assert first["authorization"] == f"Bearer {SECRET}" and first["x-team"] == "blue"
+    assert "mcp-session-id" not in first and "mcp-protocol-version" not in first
+    session = later[0]["mcp-session-id"]
+    assert session and all(h["mcp-session-id"] == session for h in later)
+    assert all(h["mcp-protocol-version"] == "2025-11-25" for h in later)
+    bodies = [json.loads(row["body"]).get("method") for row in rows if row["method"] == "POST"]
+    assert bodies[:3] == ["initialize", "notifications/initialized", "featureSets/update"]
+    gets = headers_of(rows, "GET")
+    assert gets and gets[0]["accept"] == "text/event-stream" and gets[0]["mcp-session-id"] == session
+    deletes = headers_of(rows, "DELETE")
+    assert [h["mcp-session-id"] for h in deletes] == [session]
+    assert_no_secret(logs, repr(conn))
+
+
+async def test_negotiated_sets_the_protocol_version_header_and_without_it_the_result_does(
+    tmp_path: Path,
+) -> None:
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": MCP_RESULT},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "ping"}},
+            {"reply": {}},
+        ],
+    )
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    async with bridge(tmp_path, "--no-get", command=scripted(script)) as server:
+        for told in (None, "2025-03-26"):
+            with anyio.fail_after(TIMEOUT):
+                async with StreamableHTTPTransport(HTTPParameters(server.url()), limits=FAST) as transport:
+                    await transport.send(dumps_message(initialize))
+                    answer = loads_line(await transport.receive())
+                    assert answer["result"]["protocolVersion"] == "2025-06-18"
+                    if told is not None:
+                        transport.negotiated(told)
+                    await transport.send(
+                        dumps_message({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                    )
+                    await transport.send(dumps_message({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+                    assert loads_line(await transport.receive()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+            script.record_path.unlink(missing_ok=True)
+        rows = server.requests()
+    versions = [row["headers"].get("mcp-protocol-version") for row in rows if row["method"] == "POST"]
+    assert versions == [None, "2025-06-18", "2025-06-18", None, "2025-03-26", "2025-03-26"]
+
+
+async def test_mcpl_push_events_on_the_get_stream_are_answered_by_post(tmp_path: Path) -> None:
+    env = {"DEMO_PUSH_INTERVAL": "0.05", "DEMO_PUSH_COUNT": "3"}
+    handlers = PushHandlers(wanted=3)
+    async with bridge(tmp_path, env=env) as server:
+        conn = connect_http(
+            server.url(), handlers=handlers, policy=GrantPolicy(grant_all_advertised=True), limits=FAST
+        )
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                await handlers.pushed.wait()
+                assert sorted(conn.grant.paths) == ["pushEvents", "tools"]
+        rows = server.requests()
+    answers = [json.loads(row["body"]) for row in rows if row["method"] == "POST"]
+    push_answers = [a for a in answers if "result" in a and a["result"] == {"accepted": True}]
+    assert len(push_answers) == 3
+    sessions = {row["headers"].get("mcp-session-id") for row in rows if row["method"] == "POST"}
+    assert len(sessions - {None}) == 1
+
+
+async def test_the_get_stream_resumes_with_last_event_id_and_loses_nothing(tmp_path: Path) -> None:
+    env = {"DEMO_PUSH_INTERVAL": "0.05", "DEMO_PUSH_COUNT": "5"}
+    handlers = PushHandlers(wanted=5)
+    options = ("--event-ids", "--retry-ms", "20", "--cut-get-after", "1")
+    async with bridge(tmp_path, *options, env=env) as server:
+        conn = connect_http(
+            server.url(), handlers=handlers, policy=GrantPolicy(grant_all_advertised=True), limits=FAST
+        )
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                await handlers.pushed.wait()
+        rows = server.requests()
+    assert handlers.events == [f"tick-{n}" for n in range(1, 6)]  # each once, in order
+    resumed = [h["last-event-id"] for h in headers_of(rows, "GET") if "last-event-id" in h]
+    assert len(resumed) >= 4 and resumed == sorted(resumed, key=int)
+
+
+async def test_a_request_stream_cut_before_its_answer_is_resumed_by_get(tmp_path: Path) -> None:
+    options = ("--event-ids", "--retry-ms", "20", "--cut-post", "tools/call", "--no-get")
+    async with bridge(tmp_path, *options) as server:
+        conn = connect_http(server.url(), limits=FAST)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert (await conn.call_tool("add", {"a": 40, "b": 2})).text == "42"
+        rows = server.requests()
+    gets = headers_of(rows, "GET")
+    assert [("last-event-id" in h) for h in gets] == [False, True]  # 405 first, then the resumption
+
+
+async def test_a_server_request_on_a_post_stream_is_answered_by_post_in_the_session(tmp_path: Path) -> None:
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": MCP_RESULT},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "tools/call"}},
+            {"send": {"jsonrpc": "2.0", "id": "s-1", "method": "roots/list"}},
+            {"wait_response": "s-1", "expect_error_code": -32601},
+            {"reply": {"content": [{"type": "text", "text": "done"}]}, "id": 2},
+        ],
+    )
+    async with bridge(tmp_path, "--no-get", command=scripted(script)) as server:
+        conn = connect_http(server.url(), limits=FAST)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert (await conn.call_tool("t", {})).text == "done"
+        rows = server.requests()
+    answer = next(row for row in rows if row["method"] == "POST" and '"s-1"' in row["body"])
+    assert json.loads(answer["body"])["error"]["code"] == -32601
+    assert answer["headers"]["mcp-session-id"] == headers_of(rows, "POST")[1]["mcp-session-id"]
+
+
+async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(tmp_path: Path) -> None:
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": MCP_RESULT},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "tools/call"}},
+            {
+                "expect": {
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": 2, "reason": "timeout"},
+                }
+            },
+            {"expect": {"method": "ping"}},
+            {"reply": {}},
+        ],
+    )
+    async with bridge(tmp_path, "--no-get", command=scripted(script)) as server:
+        conn = connect_http(server.url(), limits=FAST)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                with pytest.raises(RequestTimeout):
+                    await conn.call_tool("slow", {}, timeout=0.3)
+                await conn.ping()
+        rows = server.requests()
+    cancel = next(row for row in rows if "notifications/cancelled" in row["body"])
+    assert cancel["headers"]["mcp-session-id"] == headers_of(rows, "POST")[1]["mcp-session-id"]
+
+
+async def test_a_get_stream_refused_with_405_leaves_the_session_working(tmp_path: Path) -> None:
+    async with bridge(tmp_path, "--no-get") as server:
+        conn = connect_http(server.url(), limits=FAST)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert [tool.name for tool in await conn.list_tools()]
+                assert conn.is_open
+
+
+async def test_an_expired_session_loses_the_transport_at_once(tmp_path: Path) -> None:
+    async with bridge(tmp_path, "--no-get", "--expire-after", "4") as server:
+        conn = connect_http(server.url(), limits=FAST)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:  # initialize, initialized, featureSets/update: three POSTs
+                await conn.call_tool("add", {"a": 1, "b": 1})  # the fourth
+                with pytest.raises(ConnectionLost) as info:
+                    await conn.call_tool("add", {"a": 1, "b": 2})
+    assert (
+        "answered the POST of tools/call with HTTP 404 (not found): the server ended the MCP session"
+        in str(info.value)
+    )
+
+
+# -- refusals: one clear sentence each ---------------------------------------------------------
+
+
+async def _entry_error(url: str, **kwargs: Any) -> str:
+    kwargs.setdefault("limits", FAST)
+    conn = connect_http(url, **kwargs)
+    with anyio.fail_after(TIMEOUT), pytest.raises(InitializeError) as info:
+        async with conn:
+            pass
+    return str(info.value)
+
+
+@pytest.mark.parametrize("transport", ["streamable-http", "auto"])
+async def test_401_with_www_authenticate_says_the_server_wants_oauth(tmp_path: Path, transport: str) -> None:
+    challenge = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"'
+    async with bridge(tmp_path, "--status", "401", "--www-authenticate", challenge) as server:
+        message = await _entry_error(server.url(), transport=transport)
+    assert "answered the POST of initialize with HTTP 401 (unauthorized): the server wants OAuth" in message
+    assert "WWW-Authenticate: Bearer resource_metadata=" in message and "does not implement" in message
+
+
+async def test_a_refused_token_is_said_and_never_shown(tmp_path: Path, logs: list[dict[str, Any]]) -> None:
+    async with bridge(tmp_path, "--require-token", SECRET) as server:
+        message = await _entry_error(server.url(), token="not-the-right-one")
+        assert "HTTP 401 (unauthorized): the credentials were refused or are missing" in message
+        conn = connect_http(server.url(), token=SECRET, limits=FAST)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert await conn.list_tools()
+    assert_no_secret(logs, message, repr(conn))
+
+
+@pytest.mark.parametrize("transport", ["streamable-http", "auto"])
+async def test_404_on_the_endpoint(tmp_path: Path, transport: str) -> None:
+    async with bridge(tmp_path, "--status", "404") as server:
+        message = await _entry_error(server.url("/nope"), transport=transport)
+    assert f"the server at {server.url('/nope')} answered the POST of initialize with HTTP 404" in message
+    assert "is the URL the server's MCP endpoint?" in message
+    if transport == "auto":
+        assert "the older HTTP+SSE transport failed too: the server at" in message
+        assert "answered the GET of its event stream with HTTP 404" in message
+
+
+async def test_a_wrong_content_type_is_named(tmp_path: Path) -> None:
+    async with bridge(tmp_path, "--content-type", "text/html") as server:
+        message = await _entry_error(server.url())
+    assert (
+        "answered the POST of initialize with Content-Type text/html; expected application/json or text/event-stream"
+        in message
+    )
+
+
+async def test_a_redirect_is_not_followed(tmp_path: Path) -> None:
+    target = f"http://127.0.0.1:9/elsewhere?token={SECRET}"
+    async with bridge(tmp_path, "--status", "307", "--location", target) as server:
+        message = await _entry_error(server.url(), token=SECRET)
+        rows = server.requests()
+    assert (
+        "HTTP 307, a redirect to http://127.0.0.1:9/elsewhere?token=[redacted]; redirects are not followed"
+        in message
+    )
+    assert SECRET not in message and len(rows) == 1
+
+
+async def test_a_server_that_never_answers_times_out_clearly() -> None:
+    held: list[anyio.abc.SocketStream] = []
+
+    async def hold(stream: anyio.abc.SocketStream) -> None:
+        held.append(stream)
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+            while True:
+                await stream.receive()
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, hold)
+        message = await _entry_error(
+            f"http://127.0.0.1:{port}/mcp",
+            limits=Limits(handshake_timeout_seconds=0.5, close_grace_seconds=0.5),
+        )
+        tg.cancel_scope.cancel()
+    assert message == "the server did not answer initialize within 0.5 seconds"
+    assert held  # the POST reached it
+
+
+async def test_a_closed_port_is_unreachable() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    message = await _entry_error(f"http://127.0.0.1:{port}/mcp", transport="streamable-http")
+    assert f"could not reach http://127.0.0.1:{port}/mcp for the POST of initialize (" in message
+
+
+# -- bounds ------------------------------------------------------------------------------------------
+
+
+async def test_an_event_over_max_sse_event_bytes_loses_the_transport(tmp_path: Path) -> None:
+    limits = Limits(max_sse_event_bytes=100_000, close_grace_seconds=1.0)
+    script = Script(tmp_path, [{"expect": {"method": "initialize"}}, {"reply": MCP_RESULT}, {"hang": True}])
+    async with bridge(tmp_path, "--flood-get", "1000000", command=scripted(script)) as server:
+        conn = connect_http(server.url(), limits=limits)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                reason = await conn.wait_closed()
+    assert isinstance(reason, ConnectionLost)
+    assert (
+        "sent a Server-Sent Event over 100000 bytes (limits.max_sse_event_bytes); the transport was closed"
+        in str(reason)
+    )
+
+
+@pytest.mark.parametrize("answers", ["event-stream", "json"])
+async def test_a_message_over_max_line_bytes_loses_the_transport(tmp_path: Path, answers: str) -> None:
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": MCP_RESULT},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "tools/list"}},
+            {"reply": {"tools": [], "padding": "x" * 5000}},
+            {"hang": True},
+        ],
+    )
+    options = ["--no-get", *(["--json"] if answers == "json" else [])]
+    async with bridge(tmp_path, *options, command=scripted(script)) as server:
+        conn = connect_http(server.url(), limits=Limits(max_line_bytes=4096, close_grace_seconds=1.0))
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                with pytest.raises(ConnectionLost) as info:
+                    await conn.list_tools()
+    assert "4096 bytes (limits.max_line_bytes)" in str(info.value)
+
+
+# -- HTTP+SSE and the fallback ---------------------------------------------------------------------------
+
+
+async def test_http_sse_transport_with_a_token(tmp_path: Path, logs: list[dict[str, Any]]) -> None:
+    env = {"DEMO_PUSH_INTERVAL": "0.05", "DEMO_PUSH_COUNT": "2"}
+    handlers = PushHandlers(wanted=2)
+    async with bridge(tmp_path, "--legacy", "--require-token", SECRET, env=env) as server:
+        conn = connect_http(
+            server.url("/sse"),
+            transport="sse",
+            token=SECRET,
+            handlers=handlers,
+            policy=GrantPolicy(grant_all_advertised=True),
+            limits=FAST,
+        )
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert (await conn.call_tool("add", {"a": 2, "b": 2})).text == "4"
+                await handlers.pushed.wait()
+        rows = server.requests()
+    assert [row["method"] for row in rows][:2] == ["GET", "POST"]
+    assert all(row["path"].startswith("/messages?session=") for row in rows if row["method"] == "POST")
+    assert all(row["headers"]["authorization"] == f"Bearer {SECRET}" for row in rows)
+    assert_no_secret(logs, repr(conn))
+
+
+async def test_auto_falls_back_to_http_sse_when_the_post_is_refused(tmp_path: Path) -> None:
+    async with bridge(tmp_path, "--legacy") as server:
+        conn = connect_http(server.url("/sse"), limits=FAST)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert (await conn.call_tool("add", {"a": 1, "b": 2})).text == "3"
+        rows = server.requests()
+    assert [(row["method"], row["path"]) for row in rows][:3] == [
+        ("POST", "/sse"),  # Streamable HTTP first: 405
+        ("GET", "/sse"),
+        ("POST", rows[2]["path"]),
+    ]
+    assert rows[2]["path"].startswith("/messages?session=")
+
+
+async def test_an_endpoint_on_another_origin_is_refused(tmp_path: Path) -> None:
+    async with bridge(tmp_path, "--legacy", "--endpoint", "http://127.0.0.2:9/messages") as server:
+        message = await _entry_error(server.url("/sse"), transport="sse", token=SECRET)
+        rows = server.requests()
+    assert "endpoint URL is on another origin; it is not used" in message
+    assert [row["method"] for row in rows] == ["GET"]
+
+
+# -- config, host and probe -------------------------------------------------------------------------------
+
+
+async def test_a_config_entry_of_type_http_connects(tmp_path: Path) -> None:
+    async with bridge(tmp_path) as server:
+        config = ServerConfig(name="remote", transport="http", url=server.url(), headers={"X-Key": SECRET})
+        with anyio.fail_after(TIMEOUT):
+            async with connect_from_config(config) as conn:
+                assert await conn.list_tools()
+                assert conn.redactor.redact(SECRET) == "[redacted]"
+        rows = server.requests()
+    assert all(row["headers"]["x-key"] == SECRET for row in rows)
+
+
+def test_probe_url_prints_the_report_and_fails_clearly(tmp_path: Path) -> None:
+    import subprocess
+
+    cli = [sys.executable, "-m", "mcpl_host.cli"]
+    process = subprocess.Popen(
+        [sys.executable, str(BRIDGE), "--", *DEMO], stdin=PIPE, stdout=PIPE, start_new_session=True
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline().split()[1])
+        url = f"http://127.0.0.1:{port}/mcp"
+        done = subprocess.run(
+            [*cli, "probe", "--json", "--url", url, "--header", f"X-Key={SECRET}"],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        assert done.returncode == 0, done.stderr
+        doc = json.loads(done.stdout)
+        assert doc["ok"] and doc["url"] == url and doc["server"]["name"] == "mcpl-demo"
+        assert {tool["name"] for tool in doc["tools"]} >= {"add"}
+        text = subprocess.run([*cli, "probe", "--url", url], capture_output=True, text=True, timeout=TIMEOUT)
+        assert text.returncode == 0 and "mcpl-demo" in text.stdout
+        assert SECRET not in done.stdout + done.stderr
+    finally:
+        process.terminate()
+        process.wait(TIMEOUT)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        free = sock.getsockname()[1]
+    failed = subprocess.run(
+        [*cli, "probe", "--url", f"http://127.0.0.1:{free}/mcp", "--token", SECRET],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert failed.returncode == 1
+    assert f"could not reach http://127.0.0.1:{free}/mcp" in failed.stderr and SECRET not in failed.stderr
+
+
+# -- real servers --------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def sdk_server(*args: str) -> AsyncIterator[int]:
+    process = await anyio.open_process(
+        [sys.executable, str(SDK_SERVER), *args], stdout=PIPE, stderr=PIPE, start_new_session=True
+    )
+    try:
+        yield await _port_line(process)
+    finally:
+        await _stop(process)
+
+
+@pytest.mark.parametrize(
+    ("args", "path", "transport"),
+    [
+        (["streamable-http"], "/mcp", "streamable-http"),
+        (["streamable-http", "--json"], "/mcp", "auto"),
+        (["streamable-http", "--stateless"], "/mcp", "auto"),
+        (["sse"], "/sse", "sse"),
+        (["sse"], "/sse", "auto"),
+    ],
+)
+async def test_the_mcp_python_sdk_server(args: list[str], path: str, transport: str) -> None:
+    async with sdk_server(*args) as port:
+        conn = connect_http(f"http://127.0.0.1:{port}{path}", transport=transport, limits=FAST)  # type: ignore[arg-type]
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert conn.server_info is not None and conn.server_info.name == "sdk-http-fixture"
+                assert {tool.name for tool in await conn.list_tools()} == {"add", "echo"}
+                assert (await conn.call_tool("add", {"a": 20, "b": 22})).text == "42"
+                assert [r.uri for r in await conn.list_resources()] == ["demo://greeting"]
+                assert [p.name for p in await conn.list_prompts()] == ["greet"]
+                await conn.ping()
+
+
+@pytest.mark.parametrize(("mode", "path"), [("streamableHttp", "/mcp"), ("sse", "/sse")])
+async def test_server_everything_over_http(mode: str, path: str) -> None:
+    executable = os.environ.get("MCPL_TEST_SERVER_EVERYTHING")
+    if not executable or not os.path.exists(executable):
+        pytest.skip("set MCPL_TEST_SERVER_EVERYTHING to the mcp-server-everything executable (.ci/run does)")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = await anyio.open_process(
+        [executable, mode],
+        stdout=PIPE,
+        stderr=PIPE,
+        env={**os.environ, "PORT": str(port)},
+        start_new_session=True,
+    )
+    try:
+        assert process.stderr is not None
+        seen = b""
+        with anyio.fail_after(TIMEOUT):
+            while b"port" not in seen.lower():  # "... listening on port N" / "running on port N"
+                seen += await process.stderr.receive()
+        progress: list[Any] = []
+        conn = connect_http(f"http://127.0.0.1:{port}{path}", limits=FAST)  # auto: the fallback for sse
+        with anyio.fail_after(60):
+            async with conn:
+                assert conn.server_info is not None and "everything" in conn.server_info.name
+                tools = {tool.name for tool in await conn.list_tools()}
+                assert {"echo", "get-sum", "trigger-long-running-operation"} <= tools
+                assert (
+                    "hello over HTTP" in (await conn.call_tool("echo", {"message": "hello over HTTP"})).text
+                )
+                result = await conn.call_tool(
+                    "trigger-long-running-operation", {"duration": 0.3, "steps": 3}, progress=progress.append
+                )
+                assert not result.is_error and len(progress) == 3  # notifications on the POST's stream
+                assert await conn.list_resources() and await conn.list_prompts()
+                await conn.ping()
+    finally:
+        await _stop(process)
