@@ -1,121 +1,21 @@
 #!/usr/bin/env python3
-"""Benchmarks of the hot path. Speed is measured here, never in the tests.
+"""Benchmarks of mcpl-host against the official MCP SDK client and a floor client.
 
-    python scripts/bench.py [--requests N] [--backend asyncio|trio]
+    .venv/bin/python scripts/bench.py            # the full run (a few minutes)
+    .venv/bin/python scripts/bench.py --quick    # under a minute
+    .venv/bin/python scripts/bench.py --profile  # where mcpl-host's time goes
 
-1. LineReader: a 32 MiB line fed in 64 KiB chunks, and lines fed one byte at a time at two
-   sizes (the time per byte must not grow with the line: framing is linear).
-2. Requests per second and CPU microseconds per request over real pipes against the demo
-   server (``ping``), sequential and 64 at a time; side by side with the official MCP Python
-   client (package ``mcp``) when it is installed.
+The suite lives in ``scripts/bench/`` (see its ``run`` module for every option).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from pathlib import Path
 
-import anyio
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from mcpl_host import Limits, connect_stdio  # noqa: E402
-from mcpl_host.jsonrpc.framing import LineReader  # noqa: E402
-
-DEMO = ROOT / "fixtures" / "demo_server.py"
-
-
-def bench_framing() -> None:
-    chunk = b"x" * 65536
-    reader = LineReader(max_line_bytes=64 * 1024 * 1024)
-    start = time.perf_counter()
-    for _ in range(512):  # 32 MiB
-        reader.feed(chunk)
-    lines = reader.feed(b"\n")
-    elapsed = time.perf_counter() - start
-    assert len(lines) == 1 and len(lines[0]) == 32 * 1024 * 1024
-    print(f"framing: 32 MiB line in 64 KiB chunks: {elapsed * 1000:.1f} ms ({32 / elapsed:.0f} MiB/s)")
-    for size in (64 * 1024, 256 * 1024):
-        reader = LineReader()
-        data = b"y" * size
-        start = time.perf_counter()
-        for i in range(size):
-            reader.feed(data[i : i + 1])
-        reader.feed(b"\n")
-        elapsed = time.perf_counter() - start
-        print(f"framing: {size // 1024} KiB line one byte at a time: {elapsed * 1e9 / size:.0f} ns/byte")
-
-
-async def bench_host(requests: int) -> None:
-    limits = Limits(request_timeout_seconds=30)
-    async with connect_stdio(
-        sys.executable, [str(DEMO)], env={"DEMO_PUSH_COUNT": "0"}, limits=limits
-    ) as conn:
-        for _ in range(50):
-            await conn.ping()
-        cpu, wall = time.process_time(), time.perf_counter()
-        for _ in range(requests):
-            await conn.ping()
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        print(
-            f"mcpl-host: {requests} sequential pings: {requests / wall:.0f} req/s, "
-            f"{cpu / requests * 1e6:.0f} µs CPU per request (host process)"
-        )
-
-        async def worker(count: int) -> None:
-            for _ in range(count):
-                await conn.ping()
-
-        cpu, wall = time.process_time(), time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            for _ in range(64):
-                tg.start_soon(worker, requests // 64)
-        done = (requests // 64) * 64
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        print(
-            f"mcpl-host: {done} pings, 64 at a time: {done / wall:.0f} req/s, "
-            f"{cpu / done * 1e6:.0f} µs CPU per request (host process)"
-        )
-
-
-async def bench_official(requests: int) -> None:
-    try:
-        from mcp import ClientSession, StdioServerParameters
-        from mcp.client.stdio import stdio_client
-    except ImportError:
-        print("official MCP client: not installed (pip install mcp) - skipped")
-        return
-    params = StdioServerParameters(command=sys.executable, args=[str(DEMO)], env={"DEMO_PUSH_COUNT": "0"})
-    try:
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            for _ in range(50):
-                await session.send_ping()
-            cpu, wall = time.process_time(), time.perf_counter()
-            for _ in range(requests):
-                await session.send_ping()
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            print(
-                f"official MCP client: {requests} sequential pings: {requests / wall:.0f} req/s, "
-                f"{cpu / requests * 1e6:.0f} µs CPU per request (host process)"
-            )
-    except Exception as exc:  # a different client version: report, do not fail the bench
-        print(f"official MCP client: could not run ({type(exc).__name__}: {exc})")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
-    args = parser.parse_args()
-    bench_framing()
-    anyio.run(bench_host, args.requests, backend=args.backend)
-    if args.backend == "asyncio":
-        anyio.run(bench_official, args.requests)
-
+from bench.run import main  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
