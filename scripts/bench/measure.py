@@ -9,9 +9,9 @@ system, children excluded: ``time.process_time``) per request or per event.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -28,6 +28,7 @@ __all__ = [
 ]
 
 MIB = 1024 * 1024
+Key = TypeVar("Key", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,24 +67,40 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[int(fraction * (len(sorted_values) - 1))]
 
 
-async def measure_sequential(driver: Driver, settings: Settings) -> dict[str, float]:
-    """``sequential_pings`` pings one after another: latency median and p99, CPU per ping."""
-    for _ in range(settings.warmup_pings):
-        await driver.ping()
+async def measure_sequential(
+    drivers: Mapping[Key, Driver], settings: Settings, slice_pings: int = 100
+) -> dict[Key, dict[str, float]]:
+    """Every client connected at once, ``sequential_pings`` pings each, one after another,
+    in slices of ``slice_pings`` taking turns, so that each client sees the same machine (on a
+    shared VM a latency-bound figure swings with the scheduler's placement of the processes
+    and with the other load). Per client: latency median and p99, CPU per ping."""
+    for driver in drivers.values():
+        for _ in range(settings.warmup_pings):
+            await driver.ping()
     clock = time.perf_counter
-    latencies: list[float] = []
-    cpu = time.process_time()
-    for _ in range(settings.sequential_pings):
-        start = clock()
-        await driver.ping()
-        latencies.append(clock() - start)
-    cpu = time.process_time() - cpu
-    latencies.sort()
-    return {
-        "median_us": percentile(latencies, 0.5) * 1e6,
-        "p99_us": percentile(latencies, 0.99) * 1e6,
-        "cpu_us": cpu / len(latencies) * 1e6,
-    }
+    latencies: dict[Key, list[float]] = {name: [] for name in drivers}
+    cpu = dict.fromkeys(drivers, 0.0)
+    remaining = settings.sequential_pings
+    while remaining > 0:
+        count = min(slice_pings, remaining)
+        remaining -= count
+        for name, driver in drivers.items():
+            own = latencies[name]
+            started = time.process_time()
+            for _ in range(count):
+                start = clock()
+                await driver.ping()
+                own.append(clock() - start)
+            cpu[name] += time.process_time() - started
+    figures: dict[Key, dict[str, float]] = {}
+    for name, own in latencies.items():
+        own.sort()
+        figures[name] = {
+            "median_us": percentile(own, 0.5) * 1e6,
+            "p99_us": percentile(own, 0.99) * 1e6,
+            "cpu_us": cpu[name] / len(own) * 1e6,
+        }
+    return figures
 
 
 async def run_in_flight(call: Callable[[], Awaitable[object]], total: int, in_flight: int) -> list[float]:

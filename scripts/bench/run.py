@@ -1,7 +1,8 @@
 """The benchmark's command line: what runs, in which order, and the report it prints.
 
-Order: for each repetition, for each backend, for each measurement, every client in turn
-(the order rotates from one measurement and repetition to the next), each on a fresh
+Order: for each repetition, for each backend: sequential ping with every client connected
+at once, taking turns in short slices; then each other measurement with every client in
+turn (the order rotates from one measurement and repetition to the next), each on a fresh
 connection to a fresh server; then the fresh-interpreter measurements (imports, idle
 connections), interleaved the same way. Progress goes to stderr, the Markdown report to
 stdout.
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import replace
 from functools import partial
 from importlib import metadata
@@ -48,9 +50,7 @@ Cell = tuple[str, Callable[[Driver], Awaitable[dict[str, float]]]]
 
 
 def _cells(settings: Settings, sections: Sequence[str]) -> list[Cell]:
-    cells: list[Cell] = []
-    if "seq" in sections:
-        cells.append(("seq", partial(measure_sequential, settings=settings)))
+    cells: list[Cell] = []  # sequential ping is not a cell: it runs every client at once
     if "inflight" in sections:
         for width in settings.in_flight:
             cells.append(
@@ -77,17 +77,42 @@ def _note(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+async def _sequential(
+    backend: str, rep: int, clients: Sequence[ClientKind], server: Path, settings: Settings, results: Results
+) -> None:
+    order = _rotated(clients, rep)
+    gc.collect()
+    try:
+        with anyio.fail_after(settings.cell_timeout_seconds):
+            async with AsyncExitStack() as stack:
+                drivers = {
+                    client: await stack.enter_async_context(open_client(client, server)) for client in order
+                }
+                figures = await measure_sequential(drivers, settings)
+    except Exception as exc:  # recorded and reported; the run goes on
+        for client in order:
+            results.fail(backend, "seq", client, f"{type(exc).__name__}: {exc}"[:300])
+        _note(f"  rep {rep + 1} {backend} seq: FAILED {type(exc).__name__}: {exc}")
+        return
+    for client, metrics in figures.items():
+        results.add(backend, "seq", client, metrics)
+        _note(f"  rep {rep + 1} {backend} seq {client}: {_short(metrics)}")
+
+
 async def _round(
     backend: str,
     rep: int,
+    sections: Sequence[str],
     cells: list[Cell],
     clients: Sequence[ClientKind],
     server: Path,
     settings: Settings,
     results: Results,
 ) -> None:
+    if "seq" in sections:
+        await _sequential(backend, rep, clients, server, settings, results)
     for index, (measure, run) in enumerate(cells):
-        for client in _rotated(clients, rep + index):
+        for client in _rotated(clients, rep + index + 1):
             gc.collect()
             try:
                 with anyio.fail_after(settings.cell_timeout_seconds):
@@ -226,10 +251,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before, started = _loadavg(), time.perf_counter()
     results = Results()
     cells = _cells(settings, sections)
-    for rep in range(settings.reps if cells else 0):
+    in_process = bool(cells) or "seq" in sections
+    for rep in range(settings.reps if in_process else 0):
         for backend in backends:
             _note(f"repetition {rep + 1}/{settings.reps}, {backend}")
-            anyio.run(_round, backend, rep, cells, clients, server, settings, results, backend=backend)
+            anyio.run(
+                _round, backend, rep, sections, cells, clients, server, settings, results, backend=backend
+            )
     _note("fresh-interpreter and framing measurements")
     _process_measurements(settings, sections, backends, clients, server, results)
     load_after, elapsed = _loadavg(), time.perf_counter() - started
