@@ -204,6 +204,24 @@ def _loadavg() -> str:
         return "unknown"
 
 
+def _pin(choice: str) -> str:
+    """Pin this process (and so every process it starts) to one CPU; a sentence saying what
+    was done, or one starting ``error:``."""
+    if choice == "all":
+        return "not pinned"
+    allowed = os.sched_getaffinity(0)
+    if choice == "last":
+        cpu = max(allowed)
+    elif choice.isdigit():
+        cpu = int(choice)
+    else:
+        return f"error: --cpu takes a CPU number, 'last' or 'all', not {choice!r}"
+    if cpu not in allowed:
+        return f"error: CPU {cpu} is not one this process may run on ({sorted(allowed)})"
+    os.sched_setaffinity(0, {cpu})
+    return f"pinned to CPU {cpu} of {sorted(allowed)}, with every server and child interpreter (--cpu)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scripts/bench.py",
@@ -215,6 +233,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--backends", default="asyncio,trio", help="comma-separated (default: asyncio,trio)")
     parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated (default: all three)")
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    parser.add_argument(
+        "--cpu",
+        default="last",
+        help="pin the benchmark and every process it starts to this CPU number ('last', the default: "
+        "the highest allowed; 'all': no pinning). Pinned, the ratios hold still from run to run",
+    )
     parser.add_argument("--json", type=Path, help="also write every repetition's value to this file")
     parser.add_argument(
         "--profile",
@@ -240,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         clients.remove("sdk")
         notes.append("SDK columns skipped: the `mcp` package is not installed (`pip install -e '.[bench]'`).")
         _note(notes[-1])
+    pinning = _pin(args.cpu)
+    if pinning.startswith("error:"):
+        _parser().error(pinning[len("error: ") :])
     server = build_echo_server()
     if args.profile:
         from bench.profiling import profile_report
@@ -271,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"- python {platform.python_version()}; anyio {_version('anyio')}, trio {_version('trio')}, "
         f"orjson {_version('orjson')}, mcp {_version('mcp')}, structlog {_version('structlog')}",
         f"- load average (1, 5, 15 min): before {load_before}; after {load_after}",
+        f"- CPU: {pinning}",
         f"- {settings.reps} repetitions in-process, {settings.process_reps} of each fresh-interpreter "
         f"measurement; {elapsed:.0f} s in all",
         "- each figure: min / **median** / max over the repetitions; ratios are of the medians",
