@@ -1,5 +1,8 @@
 """Where mcpl-host's time goes (``scripts/bench.py --profile``).
 
+Run unpinned (the default of ``--profile``): pinned to one CPU, a server preempts its client
+on every write and its time is sampled inside the client's ``write`` call.
+
 - cProfile over pings at 100 in flight, over one 32 MiB result line and over a push/event
   flood: the top functions by own time. cProfile inflates cheap calls and counts each resume
   of a coroutine as a call, so read the shares, not the absolute times.
@@ -40,6 +43,7 @@ def _cprofile(
     work: Callable[[Driver], Awaitable[object]],
     top: int,
     per: int,
+    cumulative: bool = False,
 ) -> str:
     profiler = cProfile.Profile()
 
@@ -57,6 +61,8 @@ def _cprofile(
     stream.write(f"### cProfile: {title}, {backend}\n\n")
     stream.write(f"profiled time {profiled:.3f} s ({profiled / per * 1e6:.1f} µs per unit)\n")
     stats.strip_dirs().sort_stats("tottime").print_stats(top)
+    if cumulative:
+        stats.sort_stats("cumulative").print_stats(top)
     return stream.getvalue()
 
 
@@ -153,6 +159,7 @@ def profile_report(server: Path, backend: str, settings: Settings, top: int = 25
             lambda d: run_in_flight(d.ping, pings, 100),
             top,
             pings,
+            cumulative=True,
         ),
         _cprofile(
             server,
@@ -171,6 +178,7 @@ def profile_report(server: Path, backend: str, settings: Settings, top: int = 25
             lambda d: d.call_tool("flood", {"count": events}),
             top,
             events,
+            cumulative=True,
         ),
         sampled_in_flight(server, backend),
     ]

@@ -235,9 +235,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
     parser.add_argument(
         "--cpu",
-        default="last",
-        help="pin the benchmark and every process it starts to this CPU number ('last', the default: "
-        "the highest allowed; 'all': no pinning). Pinned, the ratios hold still from run to run",
+        help="pin the benchmark and every process it starts to this CPU number ('last': the highest "
+        "allowed, the default of a run; 'all': no pinning, the default of --profile, so that a "
+        "server runs beside its client and is not sampled inside the client's writes). Pinned, "
+        "the ratios hold still from run to run",
     )
     parser.add_argument("--json", type=Path, help="also write every repetition's value to this file")
     parser.add_argument(
@@ -264,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         clients.remove("sdk")
         notes.append("SDK columns skipped: the `mcp` package is not installed (`pip install -e '.[bench]'`).")
         _note(notes[-1])
-    pinning = _pin(args.cpu)
+    pinning = _pin(args.cpu or ("all" if args.profile else "last"))
     if pinning.startswith("error:"):
         _parser().error(pinning[len("error: ") :])
     server = build_echo_server()
