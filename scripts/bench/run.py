@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import platform
@@ -169,6 +170,14 @@ def _process_measurements(
                     _note(f"  rep {rep + 1} {backend} idle {client}: {_short(figures)}")
 
 
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
 def _version(package: str) -> str:
     try:
         return metadata.version(package)
@@ -268,6 +277,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     pinning = _pin(args.cpu or ("all" if args.profile else "last"))
     if pinning.startswith("error:"):
         _parser().error(pinning[len("error: ") :])
+    if "trio" in backends and not _importable("trio"):
+        backends.remove("trio")
+        notes.append(
+            "trio columns skipped: the `trio` package is not installed (`pip install -e '.[bench]'`)."
+        )
+        _note(notes[-1])
+    if not backends:
+        _parser().error("no backend left to measure")
     server = build_echo_server()
     if args.profile:
         from bench.profiling import profile_report
