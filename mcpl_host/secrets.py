@@ -43,7 +43,7 @@ GitLab, npm and Hugging Face tokens, and ``name=value`` / ``"name": "value"`` /
 ``?access_token=...``, ``{"api_key": "..."}``, ``X-Api-Key: ...``, ``--token ...``).
 
 **Speed.** Compiled regular expressions, each run only on text holding one of its trigger
-strings. Measured with ``scripts/bench.py`` on ten typical MCP server stderr lines (60-120
+strings. Measured with ``scripts/bench_redaction.py`` on ten typical MCP server stderr lines (60-120
 characters, three with a secret), on a shared 2-core machine: about 6 µs per line for
 ``Redactor.redact`` (five configured secrets plus every shape), 8-12 µs for the whole
 ``log_value``; 2-14 ms for a hostile 64 KB line built to make an expression backtrack (each
@@ -135,7 +135,7 @@ _USER_NAME = re.compile(r"[a-z_][a-z0-9_.-]{0,31}")
 # of its trigger strings (lower case), so a line without any costs a few substring searches.
 # Groups named "keep" hold the context kept before the REDACTED. Every pattern starts only
 # where a run of its characters starts (a lookbehind, not \b) and bounds what it scans from
-# a start, so the time is linear in the text, whatever a server sends (scripts/bench.py).
+# a start, so the time is linear in the text, whatever a server sends (scripts/bench_redaction.py).
 _SHAPE_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
     (triggers, re.compile(pattern))
     for triggers, pattern in (

@@ -1,198 +1,21 @@
 #!/usr/bin/env python3
-"""Benchmarks of the hot path. Speed is measured here, never in the tests.
+"""Benchmarks of mcpl-host against the official MCP SDK client and a floor client.
 
-    python scripts/bench.py [--requests N] [--backend asyncio|trio]
+    .venv/bin/python scripts/bench.py            # the full run (a few minutes)
+    .venv/bin/python scripts/bench.py --quick    # under a minute
+    .venv/bin/python scripts/bench.py --profile  # where mcpl-host's time goes
 
-1. LineReader: a 32 MiB line fed in 64 KiB chunks, and lines fed one byte at a time at two
-   sizes (the time per byte must not grow with the line: framing is linear).
-2. Requests per second and CPU microseconds per request over real pipes against the demo
-   server (``ping``), sequential and 64 at a time; side by side with the official MCP Python
-   client (package ``mcp``) when it is installed.
-3. Redaction on the log path: microseconds per typical server stderr line for
-   ``Redactor.redact`` (configured secrets plus the well-known shapes) and ``log_value``,
-   milliseconds for hostile 64 KB lines built to make a regular expression backtrack;
-   side by side with the ``detect-secrets`` library (its ad hoc ``scan_line``, and its
-   plugins called directly) when it is installed.
+The suite lives in ``scripts/bench/`` (see its ``run`` module for every option).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from pathlib import Path
 
-import anyio
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from mcpl_host import Limits, connect_stdio  # noqa: E402
-from mcpl_host.jsonrpc.framing import LineReader  # noqa: E402
-from mcpl_host.logging import log_value  # noqa: E402
-from mcpl_host.secrets import Redactor  # noqa: E402
-
-DEMO = ROOT / "fixtures" / "demo_server.py"
-
-
-def bench_framing() -> None:
-    chunk = b"x" * 65536
-    reader = LineReader(max_line_bytes=64 * 1024 * 1024)
-    start = time.perf_counter()
-    for _ in range(512):  # 32 MiB
-        reader.feed(chunk)
-    lines = reader.feed(b"\n")
-    elapsed = time.perf_counter() - start
-    assert len(lines) == 1 and len(lines[0]) == 32 * 1024 * 1024
-    print(f"framing: 32 MiB line in 64 KiB chunks: {elapsed * 1000:.1f} ms ({32 / elapsed:.0f} MiB/s)")
-    for size in (64 * 1024, 256 * 1024):
-        reader = LineReader()
-        data = b"y" * size
-        start = time.perf_counter()
-        for i in range(size):
-            reader.feed(data[i : i + 1])
-        reader.feed(b"\n")
-        elapsed = time.perf_counter() - start
-        print(f"framing: {size // 1024} KiB line one byte at a time: {elapsed * 1e9 / size:.0f} ns/byte")
-
-
-#: Typical stderr lines of MCP servers (60-120 characters); a few hold a secret.
-STDERR_LINES = [
-    "2025-06-01T12:00:00.123Z INFO  server started on stdio, protocol 2025-06-18, 12 tools",
-    '[debug] tools/call name=search_issues args={"query":"is:open label:bug","per_page":30}',
-    "Warning: GITHUB_TOKEN not set, falling back to unauthenticated requests (60/hour)",
-    "INFO:mcp.server.lowlevel.server:Processing request of type CallToolRequest",
-    "GET https://api.github.com/repos/org/repo/issues?state=open&page=2 -> 200 (143 ms)",
-    "using token ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8 for api.github.com",
-    "connecting to postgres://app:hunter2-db-pw@db.internal:5432/app (pool size 10)",
-    "request headers: {'Authorization': 'Bearer abc123.def456-ghi789', 'Accept': 'application/json'}",
-    'Traceback (most recent call last): File "/srv/app/server.py", line 88, in handle',
-    "node:internal/process/warning:50 (node:4242) ExperimentalWarning: Fetch API is experimental",
-]
-
-
-def _per_line_us(function: object, rounds: int) -> float:
-    call = function  # a callable taking one line
-    start = time.perf_counter()
-    for _ in range(rounds):
-        for line in STDERR_LINES:
-            call(line)  # type: ignore[operator]
-    return (time.perf_counter() - start) / (rounds * len(STDERR_LINES)) * 1e6
-
-
-def bench_redaction(rounds: int = 2000) -> None:
-    redactor = Redactor(["env-secret-value-1", "another-secret-22", "tok-333333", "k" * 40, "hunter2-x"])
-    print(f"redaction: Redactor.redact: {_per_line_us(redactor.redact, rounds):.1f} µs per stderr line")
-    print(
-        f"redaction: Redactor().redact (shapes only): {_per_line_us(Redactor().redact, rounds):.1f} µs per line"
-    )
-    print(
-        f"redaction: log_value (redact, cut, escape): {_per_line_us(lambda t: log_value(t, redactor), rounds):.1f} µs per line"
-    )
-    hostile = {
-        "sk- repeated": "sk-" * 21000,
-        "eyJ- repeated": "eyJ-" * 16000,
-        "a- then ://": "a-" * 32000 + "://",
-        "bearer repeated": "bearer " * 9000,
-        'token=" repeated': 'token="' * 9000,
-        "--token repeated": "--token " * 8000,
-    }
-    for name, line in hostile.items():
-        start = time.perf_counter()
-        redactor.redact(line)
-        elapsed = time.perf_counter() - start
-        print(f"redaction: hostile 64 KB line ({name}): {elapsed * 1000:.1f} ms (linear, not quadratic)")
-    try:
-        from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-        from detect_secrets.core.scan import scan_line
-        from detect_secrets.settings import default_settings
-    except ImportError:
-        print("detect-secrets: not installed (pip install detect-secrets) - skipped")
-        return
-    with default_settings():
-        found = sum(1 for line in STDERR_LINES for _ in scan_line(line))
-        scan = _per_line_us(lambda t: list(scan_line(t)), max(rounds // 20, 10))
-        plugins = [cls() for cls in get_mapping_from_secret_type_to_class().values()]
-
-        def analyze(line: str) -> None:
-            for plugin in plugins:
-                plugin.analyze_line(filename="stderr", line=line, line_number=0)
-
-        direct = _per_line_us(analyze, max(rounds // 10, 10))
-    print(
-        f"detect-secrets: scan_line: {scan:.0f} µs per line ({found} findings in {len(STDERR_LINES)} lines)"
-    )
-    print(f"detect-secrets: {len(plugins)} plugins called directly (no filters): {direct:.0f} µs per line")
-
-
-async def bench_host(requests: int) -> None:
-    limits = Limits(request_timeout_seconds=30)
-    async with connect_stdio(
-        sys.executable, [str(DEMO)], env={"DEMO_PUSH_COUNT": "0"}, limits=limits
-    ) as conn:
-        for _ in range(50):
-            await conn.ping()
-        cpu, wall = time.process_time(), time.perf_counter()
-        for _ in range(requests):
-            await conn.ping()
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        print(
-            f"mcpl-host: {requests} sequential pings: {requests / wall:.0f} req/s, "
-            f"{cpu / requests * 1e6:.0f} µs CPU per request (host process)"
-        )
-
-        async def worker(count: int) -> None:
-            for _ in range(count):
-                await conn.ping()
-
-        cpu, wall = time.process_time(), time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            for _ in range(64):
-                tg.start_soon(worker, requests // 64)
-        done = (requests // 64) * 64
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-        print(
-            f"mcpl-host: {done} pings, 64 at a time: {done / wall:.0f} req/s, "
-            f"{cpu / done * 1e6:.0f} µs CPU per request (host process)"
-        )
-
-
-async def bench_official(requests: int) -> None:
-    try:
-        from mcp import ClientSession, StdioServerParameters
-        from mcp.client.stdio import stdio_client
-    except ImportError:
-        print("official MCP client: not installed (pip install mcp) - skipped")
-        return
-    params = StdioServerParameters(command=sys.executable, args=[str(DEMO)], env={"DEMO_PUSH_COUNT": "0"})
-    try:
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            for _ in range(50):
-                await session.send_ping()
-            cpu, wall = time.process_time(), time.perf_counter()
-            for _ in range(requests):
-                await session.send_ping()
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            print(
-                f"official MCP client: {requests} sequential pings: {requests / wall:.0f} req/s, "
-                f"{cpu / requests * 1e6:.0f} µs CPU per request (host process)"
-            )
-    except Exception as exc:  # a different client version: report, do not fail the bench
-        print(f"official MCP client: could not run ({type(exc).__name__}: {exc})")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=2000)
-    parser.add_argument("--backend", choices=["asyncio", "trio"], default="asyncio")
-    args = parser.parse_args()
-    bench_framing()
-    bench_redaction()
-    anyio.run(bench_host, args.requests, backend=args.backend)
-    if args.backend == "asyncio":
-        anyio.run(bench_official, args.requests)
-
+from bench.run import main  # noqa: E402
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
