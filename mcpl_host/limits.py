@@ -8,9 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Longest line (stdio) or message (WebSocket) accepted from a server, in bytes. Large
-#: enough for tool results carrying base64 images or files.
-DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+#: Longest line (stdio) or message (WebSocket) accepted from a server, in bytes: 33 MiB, so
+#: that a 32 MiB tool result (base64 images or files) fits with its JSON-RPC envelope and the
+#: escaping of its text around it (1 MiB of headroom).
+DEFAULT_MAX_LINE_BYTES = 33 * 1024 * 1024
+#: Bytes kept from the start of a line over ``max_line_bytes``, to read its JSON-RPC ``id``
+#: (``framing.peek_id``) and fail the request it answers at once.
+DEFAULT_LINE_HEAD_BYTES = 4096
+#: Deepest nesting of arrays and objects parsed in one message (orjson stops at 1024; deeper
+#: messages are parsed iteratively up to this depth, and refused beyond it).
+DEFAULT_MAX_JSON_DEPTH = 10_000
 #: Host requests in flight at once on one connection; one more raises LocalProtocolError.
 DEFAULT_MAX_PENDING_REQUESTS = 4096
 #: Inbound server requests handled at once; further ones wait their turn (the read loop
@@ -42,6 +49,12 @@ DEFAULT_CLOSE_GRACE_SECONDS = 2.0
 DEFAULT_TERMINATE_GRACE_SECONDS = 2.0
 #: Pages followed for one paginated list call (tools/list and friends) before stopping.
 DEFAULT_MAX_LIST_PAGES = 100
+#: Seconds between two looks at a stdio server's descendants (Linux), so that one that
+#: leaves the process group is still known when the server is closed.
+DEFAULT_PROCESS_TREE_SCAN_SECONDS = 1.0
+#: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
+#: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
+CONFIG_MAX_DEPTH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +62,8 @@ class Limits:
     """Per-connection bounds. Every field has a module-level ``DEFAULT_*`` constant."""
 
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    line_head_bytes: int = DEFAULT_LINE_HEAD_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS
     max_concurrent_inbound: int = DEFAULT_MAX_CONCURRENT_INBOUND
     max_queued_inbound: int = DEFAULT_MAX_QUEUED_INBOUND
@@ -62,3 +77,4 @@ class Limits:
     close_grace_seconds: float = DEFAULT_CLOSE_GRACE_SECONDS
     terminate_grace_seconds: float = DEFAULT_TERMINATE_GRACE_SECONDS
     max_list_pages: int = DEFAULT_MAX_LIST_PAGES
+    process_tree_scan_seconds: float = DEFAULT_PROCESS_TREE_SCAN_SECONDS
