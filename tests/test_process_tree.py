@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import subprocess
 import sys
 from typing import Any
 
@@ -204,3 +205,37 @@ def test_marked_environment_sets_the_lineage(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv(TREE_ENV, "outer")
     env: dict[str, Any] = process_tree.marked_environment({"A": "1"}, "tok")
     assert env == {"A": "1", TREE_ENV: "outer/tok"}
+
+
+DOUBLE_FORK = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(1, b"%d\\n" % os.getpid())
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        time.sleep(3600)
+    os._exit(0)
+os.wait()
+"""
+
+
+@linux_only
+def test_the_leftover_check_sees_a_setsid_escapee_by_its_marker() -> None:
+    """tests/conftest.py would fail the run over a daemon that left every process group."""
+    from . import conftest
+
+    # Started as any test child is, outside every host: it inherits the session's marker.
+    done = subprocess.run([sys.executable, "-c", DOUBLE_FORK], capture_output=True, timeout=TIMEOUT)
+    daemon = int(done.stdout)
+    try:
+        found = conftest._leftovers(os.getpid(), set())
+        assert daemon in found and "marked by this session" in found[daemon]
+        assert process_tree.read_stat(daemon) is not None
+        assert session_of(daemon) != os.getpid()
+    finally:
+        kill_quietly(daemon)
+        pidfd_reap(daemon)
+    assert daemon not in conftest._leftovers(os.getpid(), set())

@@ -168,10 +168,11 @@ async def _wait_tree(process: anyio.abc.Process, tree: ProcessTree, seconds: flo
 
 
 def _signal_tree(process: anyio.abc.Process, tree: ProcessTree, signum: int) -> dict[int, ProcStat]:
-    """Send ``signum`` to the group and to every member of the tree; return the members."""
+    """Send ``signum`` to the group, and to every member of the tree outside it (once
+    each); return the members."""
     members = tree.members()
     _signal_group(process.pid, signum)
-    tree.signal(members, signum)
+    tree.signal({pid: m for pid, m in members.items() if m.pgrp != process.pid}, signum)
     return members
 
 
