@@ -94,11 +94,15 @@ from mcpl_host.host import (  # noqa: E402
     UnknownServer,
     connect_from_config,
 )
+from mcpl_host.signals import SHUTDOWN_SIGNALS, StopRouter, close_on_signals  # noqa: E402
 from mcpl_host.supervisor import EVENT_KINDS, HostEvent, Supervisor  # noqa: E402
 from mcpl_host.supervisor_policy import RestartPolicy  # noqa: E402
 
 __all__ += [
     "EVENT_KINDS",
+    "SHUTDOWN_SIGNALS",
+    "StopRouter",
+    "close_on_signals",
     "ConfigError",
     "Host",
     "HostConfig",

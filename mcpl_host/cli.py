@@ -8,15 +8,17 @@ Rules of this module:
 - Exit statuses: 0 the probe succeeded; 1 the server failed (an ``MCPLHostError`` or an
   OS error); 2 a usage or configuration error (click's own, or ours raised as click
   errors, before anything is spawned); 130 Ctrl-C before the listing was done.
-- Ctrl-C is routed to the phase in progress (``_Interrupts``): during ``--listen`` it ends
-  listening only; before, it cancels the probe. Closing the server is never interrupted (it
-  is bounded by the grace periods in ``Limits``).
+- Ctrl-C, SIGTERM and SIGHUP are one and the same stop (``mcpl_host.signals``), routed to
+  the phase in progress: during ``--listen`` it ends listening only; before, it cancels the
+  probe. Closing the server is never interrupted (it is bounded by the grace periods in
+  ``Limits``).
 - ``probe`` targets one of: a command (default: the bundled demo server), ``--ws URL``, or
   ``--config FILE --server NAME``; giving two is a usage error, as is an option that does not
   apply to the target (``--token`` without ``--ws``, ``--env`` without a command).
 - ``run`` prints one line (terminal) or one JSON object (``--json``: ``{"time", "server",
-  "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C closes every server (bounded by
-  their graces; further Ctrl-Cs are ignored) and exits 0; 1 if every server gave up first.
+  "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C, SIGTERM or SIGHUP, or the reader
+  of a pipe on stdout going away (``run --json | head -1``), closes every server (bounded by
+  their graces; further signals are ignored) and exits 0; 1 if every server gave up first.
 """
 
 from __future__ import annotations
@@ -25,10 +27,8 @@ import dataclasses
 import datetime
 import functools
 import math
-import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -47,6 +47,7 @@ from mcpl_host.jsonrpc.errors import HandlerError, MCPLHostError, MethodNotFound
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
 from mcpl_host.logging import Redactor, configure_logging
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.signals import StopRouter, watch_stdout_reader
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from mcpl_host.transports.websocket import shown_url
 
@@ -129,30 +130,6 @@ class ProbeHandlers(HostHandlers):
         self._record("push/event" if method == "push/event" else "request", method, params, error=error)
 
 
-class _Interrupts:
-    """Routes SIGINT to the innermost phase's cancel scope (see the module rules)."""
-
-    def __init__(self) -> None:
-        self._scopes: list[anyio.CancelScope] = []
-        self.armed = True
-
-    @contextmanager
-    def phase(self) -> Iterator[anyio.CancelScope]:
-        with anyio.CancelScope() as scope:
-            self._scopes.append(scope)
-            try:
-                yield scope
-            finally:
-                self._scopes.pop()
-
-    async def watch(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
-            task_status.started()
-            async for _ in signals:
-                if self.armed and self._scopes:
-                    self._scopes[-1].cancel()
-
-
 async def _list_offers(doc: dict[str, Any], conn: Any) -> None:
     for key, capability, method in _LISTS:
         if capability not in doc["capabilities"]:
@@ -181,7 +158,7 @@ async def _probe(
     def shown(value: Any) -> Any:
         return report.redact_json(value, conn.redactor)
 
-    interrupts = _Interrupts()
+    interrupts = StopRouter()
     async with anyio.create_task_group() as tg:
         await tg.start(interrupts.watch)
         try:
@@ -203,11 +180,13 @@ async def _probe(
                             raise await conn.wait_closed()  # the server went away: a failure
                         doc["listenedSeconds"] = round(anyio.current_time() - started, 3)
                         doc["listenInterrupted"] = listen_scope.cancelled_caught
+                        if listen_scope.cancelled_caught:
+                            doc["listenStoppedBy"] = interrupts.reason
                     interrupts.armed = False  # closing is bounded: never interrupted
             if probe_scope.cancelled_caught:
                 doc["error"] = {
                     "type": "Interrupted",
-                    "message": f"interrupted during {phase}",
+                    "message": f"interrupted by {interrupts.reason} during {phase}",
                     "code": None,
                     "stderr_tail": conn.stderr_tail,
                 }
@@ -455,7 +434,7 @@ def probe(
       0    the probe succeeded
       1    the server failed (refused or broke the handshake, exited, timed out)
       2    usage or configuration error
-      130  interrupted by Ctrl-C before the listing was done
+      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP) before the listing was done
     """
     explicit = {
         name
@@ -548,13 +527,15 @@ def probe(
 
 
 async def _host(config: HostConfig, out: report.ReportConsole | None, health: float | None) -> int:
-    """Host every enabled server of ``config`` and print each event until SIGINT (EXIT_OK)
-    or until every server has given up (EXIT_SERVER_FAILED)."""
+    """Host every enabled server of ``config`` and print each event until a stop (SIGINT,
+    SIGTERM, SIGHUP or stdout's reader going away: EXIT_OK) or until every server has
+    given up (EXIT_SERVER_FAILED)."""
     status, gave_up = EXIT_OK, set[str]()
     async with anyio.create_task_group() as tg:
-        interrupts = _Interrupts()
-        await tg.start(interrupts.watch)
-        with interrupts.phase():
+        stops = StopRouter()
+        await tg.start(stops.watch)
+        with stops.phase():
+            tg.start_soon(watch_stdout_reader, stops)
             # Servers' requests are answered -32601 (push events accepted) and reported.
             async with Host(
                 config, handlers_factory=lambda name: HostHandlers(), health_interval_seconds=health
@@ -564,9 +545,12 @@ async def _host(config: HostConfig, out: report.ReportConsole | None, health: fl
                 async for event in host.events():
                     shown = report.run_event(event.to_json(), host.redactor(event.server))
                     if out is None:
-                        report.print_json_line(shown)
+                        written = report.print_json_line(shown)
                     else:
                         report.render_run_event(out, shown)
+                        written = not out.quiet
+                    if not written:  # the reader of stdout went away: stop as on Ctrl-C
+                        stops.stop("stdout closed")
                     if event.kind == "gave_up":
                         gave_up.add(event.server)
                     if gave_up == set(host.servers):
@@ -574,7 +558,7 @@ async def _host(config: HostConfig, out: report.ReportConsole | None, health: fl
                         break
                 if out is not None:
                     report.render_run_stopping(out)
-        tg.cancel_scope.cancel()  # SIGINT during the close was ignored: the close is bounded
+        tg.cancel_scope.cancel()  # signals during the close were ignored: the close is bounded
     if out is not None:
         report.render_run_end(out, status == EXIT_OK)
     return status
@@ -614,7 +598,7 @@ Examples:
 def run(
     ctx: click.Context, config_file: str, as_json: bool, log_level: str, health_interval: float | None
 ) -> None:
-    """Host the servers in CONFIG and print what happens until Ctrl-C.
+    """Host the servers in CONFIG and print what happens until Ctrl-C (or SIGTERM, SIGHUP).
 
     CONFIG is the usual {"mcpServers": {...}} JSON (also "mcplServers"), with our keys for
     grants, feature sets, timeouts, restart policy and secrets. Every problem in it is listed
@@ -626,7 +610,8 @@ def run(
 
     \b
     Exit status:
-      0    stopped by Ctrl-C (every server closed cleanly)
+      0    stopped by Ctrl-C, SIGTERM, SIGHUP or the reader of stdout going away
+           (every server closed cleanly)
       1    every server gave up
       2    usage or configuration error (nothing was started)
       130  interrupted before the servers were started
