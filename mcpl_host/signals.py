@@ -22,7 +22,7 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Generator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TextIO
 
@@ -53,7 +53,7 @@ class StopRouter:
         self._scopes: list[anyio.CancelScope] = []
 
     @contextmanager
-    def phase(self) -> Iterator[anyio.CancelScope]:
+    def phase(self) -> Generator[anyio.CancelScope, None, None]:
         """A cancel scope that the next stop cancels (the innermost one open)."""
         with anyio.CancelScope() as scope:
             self._scopes.append(scope)
@@ -83,7 +83,7 @@ class StopRouter:
 @asynccontextmanager
 async def close_on_signals(
     *signals: signal.Signals,
-) -> AsyncIterator[StopRouter]:
+) -> AsyncGenerator[StopRouter, None]:
     """Run the body until it ends or a shutdown signal arrives, then let it unwind.
 
     ``signals`` default to ``SHUTDOWN_SIGNALS``. On the first one the body is cancelled:
