@@ -15,6 +15,9 @@ Rules of this module:
 - ``probe`` targets one of: a command (default: the bundled demo server), ``--ws URL``, or
   ``--config FILE --server NAME``; giving two is a usage error, as is an option that does not
   apply to the target (``--token`` without ``--ws``, ``--env`` without a command).
+- On Linux both commands make the process a child subreaper (unless ``--no-subreaper``): a
+  server's descendants that leave its process group stay below ``mcpl-host``, are reaped by
+  it, and whatever is left when every server is closed is killed (``_own_children``).
 - ``run`` prints one line (terminal) or one JSON object (``--json``: ``{"time", "server",
   "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C, SIGTERM or SIGHUP, or the reader
   of a pipe on stdout going away (``run --json | head -1``), closes every server (bounded by
@@ -44,11 +47,17 @@ from mcpl_host.connection import ServerConnection
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.host import Host, connect_from_config
 from mcpl_host.jsonrpc.errors import HandlerError, MCPLHostError, MethodNotFound, RemoteError
-from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
+from mcpl_host.limits import (
+    DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
+    DEFAULT_PROCESS_TREE_SCAN_SECONDS,
+    DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    Limits,
+)
 from mcpl_host.logging import Redactor, configure_logging
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
+from mcpl_host.transports import process_tree
 from mcpl_host.transports.websocket import shown_url
 
 __all__ = ["ProbeHandlers", "main"]
@@ -65,6 +74,27 @@ _LISTS = (
     ("resourceTemplates", "resources", "list_resource_templates"),
     ("prompts", "prompts", "list_prompts"),
 )
+
+
+def _own_children(enabled: bool) -> bool:
+    """Make this process a child subreaper (Linux; ``enabled``: not ``--no-subreaper``)."""
+    return enabled and process_tree.supported() and process_tree.become_child_subreaper()
+
+
+def _end_children(owned: bool) -> None:
+    """Every server is closed: kill and reap whatever descendant is left (a daemon that lost
+    every mark its server's tree is found by), saying so on stderr."""
+    if owned:
+        left = process_tree.end_descendants()
+        if left:
+            click.echo(f"mcpl-host: killed {left} process(es) the servers left behind", err=True)
+
+
+async def _reap_strays(interval: float) -> None:
+    """Reap orphans reparented to this process (it owns all its children), every ``interval``."""
+    while True:
+        await anyio.sleep(interval)
+        process_tree.reap_strays()
 
 
 def demo_server_path() -> Path:
@@ -398,6 +428,13 @@ Examples:
     show_default=True,
     help="Level at which the server's stderr lines are logged.",
 )
+@click.option(
+    "--no-subreaper",
+    "no_subreaper",
+    is_flag=True,
+    help="Linux: do not make mcpl-host a child subreaper. A server's descendant that leaves its "
+    "process group is then still stopped when found by its marks, but not one that loses them all.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
 def probe(
@@ -418,6 +455,7 @@ def probe(
     as_json: bool,
     log_level: str,
     stderr_level: str,
+    no_subreaper: bool,
     command: tuple[str, ...],
 ) -> None:
     """Start a server, run the handshake, and list what it offers.
@@ -507,10 +545,13 @@ def probe(
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
     run = functools.partial(_probe, target, listen, out, connect)
+    owned = _own_children(not no_subreaper)
     try:
         doc, status = anyio.run(run, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C outside the probe's own handling
+        _end_children(owned)
         ctx.exit(EXIT_INTERRUPTED)
+    _end_children(owned)
     if as_json:
         report.print_json(doc)
     if doc["error"] is not None:
@@ -526,7 +567,9 @@ def probe(
 # --- run ------------------------------------------------------------------------------------
 
 
-async def _host(config: HostConfig, out: report.ReportConsole | None, health: float | None) -> int:
+async def _host(
+    config: HostConfig, out: report.ReportConsole | None, health: float | None, owned: bool = False
+) -> int:
     """Host every enabled server of ``config`` and print each event until a stop (SIGINT,
     SIGTERM, SIGHUP or stdout's reader going away: EXIT_OK) or until every server has
     given up (EXIT_SERVER_FAILED)."""
@@ -536,6 +579,8 @@ async def _host(config: HostConfig, out: report.ReportConsole | None, health: fl
         await tg.start(stops.watch)
         with stops.phase():
             tg.start_soon(watch_stdout_reader, stops)
+            if owned:
+                tg.start_soon(_reap_strays, DEFAULT_PROCESS_TREE_SCAN_SECONDS)
             # Servers' requests are answered -32601 (push events accepted) and reported.
             async with Host(
                 config, handlers_factory=lambda name: HostHandlers(), health_interval_seconds=health
@@ -594,9 +639,21 @@ Examples:
     f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s is restarted per its restart policy (default: "
     f"no pings).",
 )
+@click.option(
+    "--no-subreaper",
+    "no_subreaper",
+    is_flag=True,
+    help="Linux: do not make mcpl-host a child subreaper. A server's descendant that leaves its "
+    "process group is then still stopped when found by its marks, but not one that loses them all.",
+)
 @click.pass_context
 def run(
-    ctx: click.Context, config_file: str, as_json: bool, log_level: str, health_interval: float | None
+    ctx: click.Context,
+    config_file: str,
+    as_json: bool,
+    log_level: str,
+    health_interval: float | None,
+    no_subreaper: bool,
 ) -> None:
     """Host the servers in CONFIG and print what happens until Ctrl-C (or SIGTERM, SIGHUP).
 
@@ -621,10 +678,12 @@ def run(
         raise click.UsageError(f"{config_file} has no enabled server")
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
+    owned = _own_children(not no_subreaper)
     try:
-        status = anyio.run(_host, config, out, health_interval, backend="asyncio")
+        status = anyio.run(_host, config, out, health_interval, owned, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
         status = EXIT_INTERRUPTED
+    _end_children(owned)
     ctx.exit(status)
 
 

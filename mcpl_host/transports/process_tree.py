@@ -25,8 +25,14 @@ Rules of this module (MCP lifecycle (stdio shutdown): the host ends what it star
   it never descends from a server), so no other waiter loses an exit status.
 - **Limit:** a descendant that calls ``setsid()``, clears its environment and is
   reparented before ``record()`` first sees it (a double fork under ``env -i``) is not
-  found. If it later exits while reparented to the host, its zombie stays until the host
-  exits.
+  found by its server's close.
+- **Subreaper** (``become_child_subreaper``) is a process-wide choice, not made by the
+  library: every orphan of every child of the process is then reparented to it, and
+  becomes its zombie when it exits. An application that owns all its children (the
+  ``mcpl-host`` command line) makes it, reaps what is reparented to it (``reap_strays``:
+  zombie children that are not the leader of a live transport, ``register_leader``) and,
+  once every server is closed, ends every descendant left (``end_descendants``): with that,
+  no process a server started outlives the host, whatever marks it lost.
 
 Everything here is Linux-only; ``supported()`` says whether ``/proc`` is there. Elsewhere
 the stdio transport signals the process group only.
@@ -41,6 +47,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -50,7 +57,11 @@ __all__ = [
     "ProcStat",
     "ProcessTree",
     "become_child_subreaper",
+    "end_descendants",
     "is_child_subreaper",
+    "reap_strays",
+    "register_leader",
+    "unregister_leader",
     "lineage",
     "marked_environment",
     "new_token",
@@ -70,6 +81,7 @@ PR_GET_CHILD_SUBREAPER = 37
 
 _TREE_PREFIX = TREE_ENV.encode() + b"="
 _subreaper: bool | None = None  # None: not tried yet in this process
+_live_leaders: set[int] = set()  # pids of children whose exit status a transport awaits
 
 
 def supported() -> bool:
@@ -93,8 +105,9 @@ def become_child_subreaper() -> bool:
     True if this process is now a subreaper, False where that is not available (not
     Linux, or the call failed). Never raises.
 
-    Side effect for an embedding application: orphans of *its own* children are reparented
-    to it too; Python's own process handling never waits for them.
+    Side effect: orphans of *every* child of this process are reparented to it, and
+    nothing in Python waits for them; call ``reap_strays`` now and then, and
+    ``end_descendants`` at the end, if this process owns all its children.
     """
     global _subreaper
     if _subreaper is None:
@@ -115,6 +128,62 @@ def is_child_subreaper() -> bool:
         return int(libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)) == 0 and bool(flag.value)
     except (OSError, AttributeError):
         return False
+
+
+def register_leader(pid: int) -> None:
+    """Note a child whose exit status a transport (anyio) awaits: ``reap_strays`` leaves it."""
+    _live_leaders.add(pid)
+
+
+def unregister_leader(pid: int) -> None:
+    """The child ``pid`` has been reaped by its owner."""
+    _live_leaders.discard(pid)
+
+
+def reap_strays() -> int:
+    """Reap every zombie child of this process that is not a registered leader: orphans
+    reparented to this process as a subreaper. Only for a process that owns all its
+    children (another part of it may await one of them). Returns how many were reaped;
+    never raises."""
+    reaped = 0
+    for pid in children_of(os.getpid()):
+        stat = read_stat(pid)
+        if stat is not None and stat.state == "Z" and pid not in _live_leaders:
+            with contextlib.suppress(ChildProcessError, OSError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    reaped += 1
+    return reaped
+
+
+def descendants(pid: int) -> dict[int, ProcStat]:
+    """Every live or zombie process below ``pid``, by pid (walking ``children_of``)."""
+    found: dict[int, ProcStat] = {}
+    stack = children_of(pid)
+    while stack:
+        child = stack.pop()
+        if child in found:
+            continue
+        stat = read_stat(child)
+        if stat is not None:
+            found[child] = stat
+            stack.extend(children_of(child))
+    return found
+
+
+def end_descendants() -> int:
+    """SIGKILL every process still below this one and reap those that are its children;
+    for a process that owns all its children, once every server is closed (the transports
+    have reaped their leaders). Returns how many were killed; never raises."""
+    left = {pid: stat for pid, stat in descendants(os.getpid()).items() if stat.state != "Z"}
+    for stat in left.values():
+        _signal_process(stat, signal.SIGKILL)
+    for _ in range(100):  # SIGKILL is prompt; a zombie needs its parent (or us) to reap it
+        reap_strays()
+        if not any(s.state != "Z" for s in descendants(os.getpid()).values()):
+            break
+        time.sleep(0.01)
+    reap_strays()
+    return len(left)
 
 
 # --- the marker -------------------------------------------------------------------------------

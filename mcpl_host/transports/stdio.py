@@ -13,13 +13,12 @@ Rules of this module (MCP lifecycle (stdio shutdown); ENVELOPE.md H5, L1-L3, T3)
 - Shutdown (MCP lifecycle, stdio): close stdin, wait ``close_grace_seconds``, SIGTERM the
   group, wait ``terminate_grace_seconds``, SIGKILL the group, and always reap the child.
   It runs shielded, so it completes under cancellation, in at most the two graces.
-- The whole tree (``StdioParameters.keep_tree``, on by default; Linux): the host becomes a
-  child subreaper (``process_tree``), every server is started with its own token in
-  ``process_tree.TREE_ENV``, its descendants are noted every
+- The whole tree (``StdioParameters.keep_tree``, on by default; Linux): every server is
+  started with its own token in ``process_tree.TREE_ENV``, its descendants are noted every
   ``limits.process_tree_scan_seconds``, and each step of the shutdown signals, besides the
-  group, every member of the tree (a daemon that called ``setsid()`` included); members
-  reparented to the host are reaped. Elsewhere, or with ``keep_tree=False``, the process
-  group only.
+  group, every member of the tree (``process_tree``: a daemon that called ``setsid()``
+  included); members reparented to the host (when it is a child subreaper) are reaped.
+  Elsewhere, or with ``keep_tree=False``, the process group only.
 - The server process itself is watched, not only its stdout: when it exits, ``receive()``
   raises ``ConnectionLost`` with its exit status within ``EOF_EXIT_WAIT_SECONDS``, even
   while a descendant still holds stdout open (the lines it wrote before exiting come first).
@@ -96,8 +95,8 @@ class StdioParameters:
     """How to start a server: ``command`` (a path or a name looked up on ``PATH``), its
     ``args``, extra ``env`` variables, the working directory ``cwd`` (None: ours),
     ``inherit_env`` (pass the host's whole environment instead of ``ENV_ALLOWLIST``) and
-    ``keep_tree`` (Linux: make this process a child subreaper and stop every descendant of
-    the server on close, not only its process group; see ``process_tree``)."""
+    ``keep_tree`` (Linux: stop every descendant of the server found by ``process_tree`` on
+    close, not only its process group)."""
 
     command: str
     args: Sequence[str] = ()
@@ -217,7 +216,7 @@ class StdioTransport:
         self._pump_scope = anyio.CancelScope()
         self._pump_done = anyio.Event()
         self._pump_started = False
-        self._reader = LineReader(self._limits.max_line_bytes)
+        self._reader = LineReader(self._limits.max_line_bytes, self._limits.line_head_bytes)
         self._items: deque[ReadItem] = deque()
         self._tail: deque[str] = deque(maxlen=self._limits.stderr_tail_lines)
         self._stdout_ended = False
@@ -304,8 +303,6 @@ class StdioTransport:
         params = self._params
         token = process_tree.new_token()
         keep_tree = params.keep_tree and process_tree.supported()
-        if keep_tree:
-            process_tree.become_child_subreaper()
         try:
             process = await anyio.open_process(
                 [params.command, *params.args], stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=params.cwd,
@@ -321,6 +318,7 @@ class StdioTransport:
                     reason = f"cannot use working directory {cwd!r}: {reason}"
             message = f"could not start server command {params.command!r} ({reason})"
             raise ConnectionLost(message) from None
+        process_tree.register_leader(process.pid)  # its exit status is ours to take
         if keep_tree:
             self._tree = ProcessTree(process.pid, token)
         return process
@@ -380,6 +378,7 @@ class StdioTransport:
                         await self._pump_done.wait()
                     if process is not None:
                         await process.aclose()  # closes the pipes; the child is reaped
+                        process_tree.unregister_leader(process.pid)
                 finally:
                     self._closed.set()
 
