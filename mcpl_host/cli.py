@@ -54,7 +54,7 @@ from mcpl_host.limits import (
     Limits,
 )
 from mcpl_host.logging import Redactor, configure_logging
-from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from mcpl_host.transports import process_tree
@@ -295,6 +295,15 @@ class Seconds(click.ParamType):
         return number
 
 
+def _check_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse a ``--grant``/``--deny`` pattern that matches no capability path (exit 2)."""
+    for pattern in value:
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
+
+
 class EnvPair(click.ParamType):
     """``KEY=VALUE``; the value is a secret, so an error message never repeats it."""
 
@@ -376,7 +385,8 @@ Examples:
     type=Seconds(allow_zero=False),
     default=DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
     show_default=True,
-    help="Seconds to wait for the server's answer to initialize.",
+    help="Seconds to wait for the server's answer to initialize (with --ws: also for the "
+    "WebSocket opening handshake).",
 )
 @click.option(
     "--request-timeout",
@@ -398,6 +408,7 @@ Examples:
     "grants",
     multiple=True,
     metavar="PATTERN",
+    callback=_check_patterns,
     help="Grant only the advertised MCPL capabilities matching PATTERN (repeatable; '*' "
     "matches one segment, e.g. 'channels.*'). Default: grant all advertised.",
 )
@@ -406,6 +417,7 @@ Examples:
     "denies",
     multiple=True,
     metavar="PATTERN",
+    callback=_check_patterns,
     help="Never grant capabilities matching PATTERN (repeatable; wins over --grant).",
 )
 @click.option(
@@ -524,7 +536,13 @@ def probe(
     elif ws_url is not None:
         target = {"command": [], "url": shown_url(ws_url, Redactor([token] if token else []))}
         connect = functools.partial(
-            _connect_ws, ws_url, token=token, token_in=token_in, policy=policy, limits=limits
+            _connect_ws,
+            ws_url,
+            token=token,
+            token_in=token_in,
+            policy=policy,
+            limits=limits,
+            open_timeout_seconds=timeout,
         )
     else:
         name = None
