@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import uuid
@@ -25,6 +26,8 @@ import anyio
 import pytest
 import structlog
 from structlog.testing import capture_logs
+
+from mcpl_host.logging import configure_logging
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 #: Marks every process this test session starts (``MCPL_HOST_TREE`` lineage).
@@ -106,6 +109,20 @@ def _no_leftover_processes() -> Iterator[None]:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     assert not leftovers, "processes outlived the tests: " + "; ".join(leftovers.values())
+
+
+@pytest.fixture
+def rendered_logs() -> Iterator[io.StringIO]:
+    """Every log line of the test as the command line renders it (``configure_logging``:
+    JSON lines, level debug) into a string: server values pass through the real processors
+    and renderer, unlike ``capture_logs``, which skips them."""
+    saved = structlog.get_config()
+    stream = io.StringIO()
+    configure_logging("debug", json_lines=True, stream=stream)
+    try:
+        yield stream
+    finally:
+        structlog.configure(**saved)
 
 
 @pytest.fixture
