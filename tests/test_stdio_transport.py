@@ -2,8 +2,10 @@
 
 Rules under test: MCP lifecycle (stdio shutdown); ENVELOPE.md H5 (exit status and stderr
 tail), L1-L3 (stderr escaped, redacted, forwarded); STYLE.md 2.9-2.10 (aclose always
-closes, every pipe has a reader). Synchronisation is by events and ``fail_after`` only; the
-one timing assertion is the upper bound on closing a child that ignores SIGTERM.
+closes, every pipe has a reader). Synchronisation is by events and ``fail_after`` only. The
+close steps are checked in order as the server saw them (the scripted server records stdin
+EOF and each SIGTERM with the machine's monotonic clock; its exit is watched from outside),
+each after its grace; the one upper bound is on closing a child that ignores SIGTERM.
 """
 
 from __future__ import annotations
