@@ -59,6 +59,7 @@ from mcpl_host.jsonrpc.errors import (
     RemoteError,
     RemoteProtocolError,
     RequestTimeout,
+    UnreadableAnswer,
 )
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor, log_value
@@ -92,6 +93,7 @@ from mcpl_host.mcpl.turns import (
 )
 from mcpl_host.observe import ConnectionObserver, Observation, ObservationKind
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.signals import SHUTDOWN_SIGNALS, StopRouter, close_on_signals
 from mcpl_host.supervisor import EventSink, Supervisor, SupervisorState
 from mcpl_host.supervisor_policy import RestartPolicy
 
@@ -101,6 +103,7 @@ __all__ = [
     "DEFAULT",
     "EVENT_KINDS",
     "LIFECYCLE_KINDS",
+    "SHUTDOWN_SIGNALS",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "BeforeInferenceResult",
     "CallToolResult",
@@ -187,6 +190,7 @@ __all__ = [
     "ServerSnapshot",
     "StateEntry",
     "StateStore",
+    "StopRouter",
     "Subscription",
     "Supervisor",
     "SupervisorState",
@@ -194,9 +198,11 @@ __all__ = [
     "Tool",
     "TransportFactory",
     "UnknownServer",
+    "UnreadableAnswer",
     "Unrelated",
     "before_inference_fanout",
     "classify",
+    "close_on_signals",
     "connect_from_config",
     "connect_http",
     "connect_stdio",

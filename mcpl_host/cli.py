@@ -8,9 +8,10 @@ Rules of this module:
 - Exit statuses: 0 the probe succeeded; 1 the server failed (an ``MCPLHostError`` or an
   OS error); 2 a usage or configuration error (click's own, or ours raised as click
   errors, before anything is spawned); 130 Ctrl-C before the listing was done.
-- Ctrl-C is routed to the phase in progress (``_Interrupts``): during ``--listen`` it ends
-  listening only; before, it cancels the probe. Closing the server is never interrupted (it
-  is bounded by the grace periods in ``Limits``).
+- Ctrl-C, SIGTERM and SIGHUP are one and the same stop (``mcpl_host.signals``), routed to
+  the phase in progress: during ``--listen`` it ends listening only; before, it cancels the
+  probe. Closing the server is never interrupted (it is bounded by the grace periods in
+  ``Limits``).
 - ``probe`` targets one of: a command (default: the bundled demo server), ``--ws URL``,
   ``--url URL`` (HTTP), or ``--config FILE --server NAME``; giving two is a usage error, as
   is an option that does not apply to the target (``--token`` without ``--ws`` or ``--url``,
@@ -19,9 +20,13 @@ Rules of this module:
   goes through ``redact_command``, the URL through ``shown_url``, the document and every
   event through ``report.redact_json`` with the server's ``Redactor``. ``--secret KEY=VALUE``
   adds an explicit secret (and, for a probed command, the variable to its environment).
+- On Linux both commands make the process a child subreaper (unless ``--no-subreaper``): a
+  server's descendants that leave its process group stay below ``mcpl-host``, are reaped by
+  it, and whatever is left when every server is closed is killed (``_own_children``).
 - ``run`` prints one line (terminal) or one JSON object (``--json``: ``{"time", "server",
-  "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C closes every server (bounded by
-  their graces; further Ctrl-Cs are ignored) and exits 0; 1 if every server gave up first.
+  "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C, SIGTERM or SIGHUP, or the reader
+  of a pipe on stdout going away (``run --json | head -1``), closes every server (bounded by
+  their graces; further signals are ignored) and exits 0; 1 if every server gave up first.
 """
 
 from __future__ import annotations
@@ -30,10 +35,8 @@ import dataclasses
 import datetime
 import functools
 import math
-import signal
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -48,13 +51,20 @@ from mcpl_host.connect import connect_http, connect_stdio, connect_websocket
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host, connect_from_config
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
-from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
+from mcpl_host.limits import (
+    DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
+    DEFAULT_PROCESS_TREE_SCAN_SECONDS,
+    DEFAULT_REQUEST_TIMEOUT_SECONDS,
+    Limits,
+)
 from mcpl_host.logging import configure_logging
-from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import Observation
 from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.signals import StopRouter, watch_stdout_reader
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
+from mcpl_host.transports import process_tree
 from mcpl_host.transports.http_params import shown_http_url
 from mcpl_host.transports.websocket import shown_url
 
@@ -72,6 +82,27 @@ _LISTS = (
     ("resourceTemplates", "resources", "list_resource_templates"),
     ("prompts", "prompts", "list_prompts"),
 )
+
+
+def _own_children(enabled: bool) -> bool:
+    """Make this process a child subreaper (Linux; ``enabled``: not ``--no-subreaper``)."""
+    return enabled and process_tree.supported() and process_tree.become_child_subreaper()
+
+
+def _end_children(owned: bool) -> None:
+    """Every server is closed: kill and reap whatever descendant is left (a daemon that lost
+    every mark its server's tree is found by), saying so on stderr."""
+    if owned:
+        left = process_tree.end_descendants()
+        if left:
+            click.echo(f"mcpl-host: killed {left} process(es) the servers left behind", err=True)
+
+
+async def _reap_strays(interval: float) -> None:
+    """Reap orphans reparented to this process (it owns all its children), every ``interval``."""
+    while True:
+        await anyio.sleep(interval)
+        process_tree.reap_strays()
 
 
 def demo_server_path() -> Path:
@@ -130,30 +161,6 @@ class ProbeRecorder:
             self.on_event(event)
 
 
-class _Interrupts:
-    """Routes SIGINT to the innermost phase's cancel scope (see the module rules)."""
-
-    def __init__(self) -> None:
-        self._scopes: list[anyio.CancelScope] = []
-        self.armed = True
-
-    @contextmanager
-    def phase(self) -> Iterator[anyio.CancelScope]:
-        with anyio.CancelScope() as scope:
-            self._scopes.append(scope)
-            try:
-                yield scope
-            finally:
-                self._scopes.pop()
-
-    async def watch(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
-            task_status.started()
-            async for _ in signals:
-                if self.armed and self._scopes:
-                    self._scopes[-1].cancel()
-
-
 async def _list_offers(doc: dict[str, Any], conn: Any) -> None:
     for key, capability, method in _LISTS:
         if capability not in doc["capabilities"]:
@@ -182,7 +189,7 @@ async def _probe(
     def shown(value: Any) -> Any:
         return report.redact_json(value, conn.redactor)
 
-    interrupts = _Interrupts()
+    interrupts = StopRouter()
     async with anyio.create_task_group() as tg:
         await tg.start(interrupts.watch)
         try:
@@ -204,11 +211,13 @@ async def _probe(
                             raise await conn.wait_closed()  # the server went away: a failure
                         doc["listenedSeconds"] = round(anyio.current_time() - started, 3)
                         doc["listenInterrupted"] = listen_scope.cancelled_caught
+                        if listen_scope.cancelled_caught:
+                            doc["listenStoppedBy"] = interrupts.reason
                     interrupts.armed = False  # closing is bounded: never interrupted
             if probe_scope.cancelled_caught:
                 doc["error"] = {
                     "type": "Interrupted",
-                    "message": f"interrupted during {phase}",
+                    "message": f"interrupted by {interrupts.reason} during {phase}",
                     "code": None,
                     "stderr_tail": conn.stderr_tail,
                 }
@@ -292,6 +301,15 @@ class Seconds(click.ParamType):
                 ctx,
             )
         return number
+
+
+def _check_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse a ``--grant``/``--deny`` pattern that matches no capability path (exit 2)."""
+    for pattern in value:
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
 
 
 class EnvPair(click.ParamType):
@@ -411,7 +429,8 @@ Examples:
     type=Seconds(allow_zero=False),
     default=DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
     show_default=True,
-    help="Seconds to wait for the server's answer to initialize.",
+    help="Seconds to wait for the server's answer to initialize (with --ws: also for the "
+    "WebSocket opening handshake).",
 )
 @click.option(
     "--request-timeout",
@@ -433,6 +452,7 @@ Examples:
     "grants",
     multiple=True,
     metavar="PATTERN",
+    callback=_check_patterns,
     help="Grant only the advertised MCPL capabilities matching PATTERN (repeatable; '*' "
     "matches one segment, e.g. 'channels.*'). Default: grant all advertised.",
 )
@@ -441,6 +461,7 @@ Examples:
     "denies",
     multiple=True,
     metavar="PATTERN",
+    callback=_check_patterns,
     help="Never grant capabilities matching PATTERN (repeatable; wins over --grant).",
 )
 @click.option(
@@ -462,6 +483,13 @@ Examples:
     default="debug",
     show_default=True,
     help="Level at which the server's stderr lines are logged.",
+)
+@click.option(
+    "--no-subreaper",
+    "no_subreaper",
+    is_flag=True,
+    help="Linux: do not make mcpl-host a child subreaper. A server's descendant that leaves its "
+    "process group is then still stopped when found by its marks, but not one that loses them all.",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
@@ -487,6 +515,7 @@ def probe(
     as_json: bool,
     log_level: str,
     stderr_level: str,
+    no_subreaper: bool,
     command: tuple[str, ...],
 ) -> None:
     """Start a server, run the handshake, and list what it offers.
@@ -503,7 +532,7 @@ def probe(
       0    the probe succeeded
       1    the server failed (refused or broke the handshake, exited, timed out)
       2    usage or configuration error
-      130  interrupted by Ctrl-C before the listing was done
+      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP) before the listing was done
     """
     explicit = {
         name
@@ -591,6 +620,7 @@ def probe(
             policy=policy,
             limits=limits,
             secrets=explicit_secrets,
+            open_timeout_seconds=timeout,
         )
     else:
         name = None
@@ -612,10 +642,13 @@ def probe(
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
     run = functools.partial(_probe, target, listen, out, connect)
+    owned = _own_children(not no_subreaper)
     try:
         doc, status = anyio.run(run, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C outside the probe's own handling
+        _end_children(owned)
         ctx.exit(EXIT_INTERRUPTED)
+    _end_children(owned)
     if as_json:
         report.print_json(doc)
     if doc["error"] is not None:
@@ -631,14 +664,20 @@ def probe(
 # --- run ------------------------------------------------------------------------------------
 
 
-async def _host(config: HostConfig, out: report.ReportConsole | None, health: float | None) -> int:
-    """Host every enabled server of ``config`` and print each event until SIGINT (EXIT_OK)
-    or until every server has given up (EXIT_SERVER_FAILED)."""
+async def _host(
+    config: HostConfig, out: report.ReportConsole | None, health: float | None, owned: bool = False
+) -> int:
+    """Host every enabled server of ``config`` and print each event until a stop (SIGINT,
+    SIGTERM, SIGHUP or stdout's reader going away: EXIT_OK) or until every server has
+    given up (EXIT_SERVER_FAILED)."""
     status, gave_up = EXIT_OK, set[str]()
     async with anyio.create_task_group() as tg:
-        interrupts = _Interrupts()
-        await tg.start(interrupts.watch)
-        with interrupts.phase():
+        stops = StopRouter()
+        await tg.start(stops.watch)
+        with stops.phase():
+            tg.start_soon(watch_stdout_reader, stops)
+            if owned:
+                tg.start_soon(_reap_strays, DEFAULT_PROCESS_TREE_SCAN_SECONDS)
             # Servers' requests are answered -32601 (push events accepted) and reported.
             async with Host(
                 config, handlers_factory=lambda name: HostHandlers(), health_interval_seconds=health
@@ -648,9 +687,12 @@ async def _host(config: HostConfig, out: report.ReportConsole | None, health: fl
                 async for event in host.events():
                     shown = report.run_event(event.to_json(), host.redactor(event.server))
                     if out is None:
-                        report.print_json_line(shown)
+                        written = report.print_json_line(shown)
                     else:
                         report.render_run_event(out, shown)
+                        written = not out.quiet
+                    if not written:  # the reader of stdout went away: stop as on Ctrl-C
+                        stops.stop("stdout closed")
                     if event.kind == "gave_up":
                         gave_up.add(event.server)
                     if gave_up == set(host.servers):
@@ -658,7 +700,7 @@ async def _host(config: HostConfig, out: report.ReportConsole | None, health: fl
                         break
                 if out is not None:
                     report.render_run_stopping(out)
-        tg.cancel_scope.cancel()  # SIGINT during the close was ignored: the close is bounded
+        tg.cancel_scope.cancel()  # signals during the close were ignored: the close is bounded
     if out is not None:
         report.render_run_end(out, status == EXIT_OK)
     return status
@@ -703,6 +745,13 @@ Examples:
     f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s is restarted per its restart policy (default: "
     f"no pings).",
 )
+@click.option(
+    "--no-subreaper",
+    "no_subreaper",
+    is_flag=True,
+    help="Linux: do not make mcpl-host a child subreaper. A server's descendant that leaves its "
+    "process group is then still stopped when found by its marks, but not one that loses them all.",
+)
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -711,8 +760,9 @@ def run(
     log_level: str,
     secrets: tuple[tuple[str, str], ...],
     health_interval: float | None,
+    no_subreaper: bool,
 ) -> None:
-    """Host the servers in CONFIG and print what happens until Ctrl-C.
+    """Host the servers in CONFIG and print what happens until Ctrl-C (or SIGTERM, SIGHUP).
 
     CONFIG is the usual {"mcpServers": {...}} JSON (also "mcplServers"), with our keys for
     grants, feature sets, timeouts, restart policy and secrets. Every problem in it is listed
@@ -724,7 +774,8 @@ def run(
 
     \b
     Exit status:
-      0    stopped by Ctrl-C (every server closed cleanly)
+      0    stopped by Ctrl-C, SIGTERM, SIGHUP or the reader of stdout going away
+           (every server closed cleanly)
       1    every server gave up
       2    usage or configuration error (nothing was started)
       130  interrupted before the servers were started
@@ -743,10 +794,12 @@ def run(
         )
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
+    owned = _own_children(not no_subreaper)
     try:
-        status = anyio.run(_host, config, out, health_interval, backend="asyncio")
+        status = anyio.run(_host, config, out, health_interval, owned, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
         status = EXIT_INTERRUPTED
+    _end_children(owned)
     ctx.exit(status)
 
 

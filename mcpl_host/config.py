@@ -8,8 +8,10 @@
 - **Every problem at once.** All is checked before anything is returned. A problem is a
   ``ConfigProblem(location, message)``, located like ``mcpServers.time.args[1]`` (or
   ``mcpServers["my server"]``); ``ConfigError`` lists them one per line after the file name.
-  Invalid JSON is one problem at its line and column. A key repeated in one object (the last
-  would silently win) is a problem. ``disabled`` servers are checked too.
+  Invalid JSON is one problem at its line and column, and so is nesting deeper than
+  ``limits.CONFIG_MAX_DEPTH`` (checked before parsing, so a hostile file is an error, never a
+  ``RecursionError``). A key repeated in one object (the last would silently win) is a
+  problem. ``disabled`` servers are checked too.
 - **Server keys** are camelCase; an unknown key is a problem with a "did you mean" hint.
   stdio: ``command`` (required), ``args``, ``env`` (strings), ``cwd``, ``inheritEnv``.
   WebSocket: ``url`` (required; ``ws://`` or ``wss://``), ``token``, ``tokenIn`` (``"header"``
@@ -17,7 +19,7 @@
   ``http://`` or ``https://``), ``token`` (always ``Authorization: Bearer``), ``headers``
   (the shape Claude Code, Cursor and VS Code write). Host keys: ``grant``,
   ``deny`` (capability patterns, each matching some vocabulary path: a typo must not grant
-  nothing or deny nothing unnoticed), ``grantAllAdvertised``, ``featureSets`` {``enabled``:
+  nothing or deny nothing unnoticed; ``grants.pattern_problem`` names the closest path), ``grantAllAdvertised``, ``featureSets`` {``enabled``:
   names or null, ``disabled``}, ``timeouts`` {``handshake``, ``request``: seconds > 0;
   ``closeGrace``, ``terminateGrace``: seconds >= 0}, ``maxLineBytes``, ``restart``
   {``enabled``, ``baseDelay``, ``maxDelay``, ``jitter``, ``healthyAfter``, ``maxFailures``,
@@ -58,9 +60,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.limits import Limits
+from mcpl_host.limits import CONFIG_MAX_DEPTH, Limits
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
-from mcpl_host.mcpl.grants import VOCABULARY, GrantPolicy, matches
+from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.secrets import (
     MIN_SECRET_CHARS,
     REDACTED,
@@ -131,8 +133,6 @@ _RESTART = {
     "maxFailures": "max_failures",
     "failureWindow": "failure_window_seconds",
 }
-#: What a mistyped capability pattern is compared with for a hint: the paths, and ``parent.*``.
-_PATTERN_HINTS = sorted(VOCABULARY | {path.rsplit(".", 1)[0] + ".*" for path in VOCABULARY if "." in path})
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 # An optional key that is not there (JSON null is a value, and a wrong one).
 _ABSENT: Any = object()
@@ -262,12 +262,44 @@ def load_config(path: str | os.PathLike[str]) -> HostConfig:
         ) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError([ConfigProblem(f"byte {exc.start}", "the file is not UTF-8 text")], source) from exc
+    too_deep = nesting_beyond(text, CONFIG_MAX_DEPTH)
+    if too_deep is not None:
+        line, column = too_deep
+        problem = ConfigProblem(
+            f"line {line}, column {column}",
+            f"nested more than {CONFIG_MAX_DEPTH} levels deep (a config needs a handful)",
+        )
+        raise ConfigError([problem], source)
     try:
         data = json.loads(text, object_pairs_hook=_JSONObject.from_pairs)
     except json.JSONDecodeError as exc:
         problem = ConfigProblem(f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}")
         raise ConfigError([problem], source) from exc
+    except RecursionError:  # not reached within CONFIG_MAX_DEPTH; never a traceback all the same
+        raise ConfigError([ConfigProblem("", "nested too deeply to read")], source) from None
     return parse_config(data, base_dir=path.absolute().parent, source=source)
+
+
+# Strings (whose brackets do not count) and brackets, in JSON text.
+_NESTING_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]')
+
+
+def nesting_beyond(text: str, max_depth: int) -> tuple[int, int] | None:
+    """Where JSON ``text`` first opens an array or object deeper than ``max_depth`` levels:
+    ``(line, column)``, both from 1; None if it never does. Brackets inside strings do not
+    count; the text need not be valid JSON (the parser judges that afterwards)."""
+    depth = 0
+    for token in _NESTING_TOKENS.finditer(text):
+        char = token.group()[0]
+        if char in "[{":
+            depth += 1
+            if depth > max_depth:
+                offset = token.start()
+                line = text.count("\n", 0, offset) + 1
+                return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
+        elif char in "]}":
+            depth -= 1
+    return None
 
 
 def parse_config(data: Any, *, base_dir: Path, source: str) -> HostConfig:
@@ -391,10 +423,10 @@ class _Problems:
         if value is _ABSENT or self.typed(value, loc, lambda v: isinstance(v, list), "an array") is None:
             return ()
         for i, pattern in enumerate(value):
-            if self.string(pattern, _at(loc, i)) and not any(matches(pattern, c) for c in VOCABULARY):
-                close = difflib.get_close_matches(pattern, _PATTERN_HINTS, n=1, cutoff=0.8)
-                hint = f'; did you mean "{close[0]}"?' if close else ""
-                self.add(_at(loc, i), f"{pattern!r} matches no capability path{hint}")
+            if self.string(pattern, _at(loc, i)):
+                problem = pattern_problem(pattern)
+                if problem is not None:
+                    self.add(_at(loc, i), problem)
         return tuple(value)
 
 

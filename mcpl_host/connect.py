@@ -78,6 +78,7 @@ def stdio_server(
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     stderr_log_level: str = "debug",
+    keep_tree: bool = True,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
 ) -> HostedServer:
@@ -88,7 +89,9 @@ def stdio_server(
     (``inherit_env=True``: to the whole environment). Its secrets (the values of secret
     names, credentials in ``args``: ``mcpl_host.secrets.server_secrets``) and ``secrets`` are
     redacted from every log line and error about this server (docs/protocol.md L2).
-    ``policy`` defaults to granting nothing (MCPL §5.4). See ``HostedServer`` for the rest.
+    ``policy`` defaults to granting nothing (MCPL §5.4). ``keep_tree`` (Linux): on close,
+    stop every descendant of the server, not only its process group
+    (``transports.process_tree``). See ``HostedServer`` for the rest.
     """
     limits = limits or Limits()
     redactor = Redactor(server_secrets(env=env, args=[command, *args], explicit=secrets))
@@ -98,6 +101,7 @@ def stdio_server(
         env=dict(env) if env else None,
         cwd=cwd,
         inherit_env=inherit_env,
+        keep_tree=keep_tree,
     )
     server_name = name or redactor.redact(default_server_name(command, args))
     logger = get_logger("mcpl_host.stdio", server=server_name)
@@ -139,6 +143,7 @@ def connect_stdio(
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     stderr_log_level: str = "debug",
+    keep_tree: bool = True,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
 ) -> ServerConnection:
@@ -159,6 +164,7 @@ def connect_stdio(
         limits=limits,
         secrets=secrets,
         stderr_log_level=stderr_log_level,
+        keep_tree=keep_tree,
         client_info=client_info,
         state_store=state_store,
     ).open_connection()

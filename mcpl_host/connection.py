@@ -46,6 +46,7 @@ from mcpl_host.jsonrpc.errors import (
     RemoteError,
     RemoteProtocolError,
     RequestTimeout,
+    UnreadableAnswer,
     describe_seconds,
 )
 from mcpl_host.jsonrpc.framing import LineTooLong
@@ -60,6 +61,7 @@ from mcpl_host.jsonrpc.session import (
     Session,
     SessionEvent,
     UnmatchedError,
+    UnreadableResponse,
 )
 from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot
@@ -184,7 +186,12 @@ class Connection:
         self.server_info: ServerInfo | None = None
         self._on_lost_hook = on_lost
         self._transport_factory = transport_factory
-        self._session = Session(max_pending=self.limits.max_pending_requests)
+        self._session = Session(
+            max_pending=self.limits.max_pending_requests,
+            max_json_depth=self.limits.max_json_depth,
+            max_deep_json_bytes=self.limits.max_deep_json_bytes,
+            line_head_bytes=self.limits.line_head_bytes,
+        )
         self._log = get_logger("mcpl_host.connection", server=name)
         self._stack: AsyncExitStack | None = None
         self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, inbound jobs
@@ -426,7 +433,7 @@ class Connection:
                 data=exc.data,
                 stderr_tail=self.stderr_tail,
             ) from None
-        except RemoteProtocolError as exc:
+        except (RemoteProtocolError, UnreadableAnswer) as exc:
             raise InitializeError(
                 f"the server's answer to initialize is malformed: {exc}", stderr_tail=self.stderr_tail
             ) from None
@@ -471,11 +478,13 @@ class Connection:
         try:
             while True:
                 item = await link.transport.receive()
-                if isinstance(item, LineTooLong):
-                    self._log_dropped(f"line over {item.max_line_bytes} bytes", b"")
-                    continue
                 try:
-                    for event in session.receive_line(item):
+                    events = (
+                        session.receive_too_long(item)
+                        if isinstance(item, LineTooLong)
+                        else session.receive_line(item)
+                    )
+                    for event in events:
                         self._on_event(event, link)
                 except Exception:  # a bug here, or in a port's hook: never the connection
                     self._log.exception("failed to act on a line from the server")
@@ -509,6 +518,9 @@ class Connection:
     def _on_event(self, event: SessionEvent, link: Link) -> None:
         if isinstance(event, ResponseSettled):
             event.pending.slot.settle(event.response)  # runs its on_answer first (wire order)
+        elif isinstance(event, UnreadableResponse):  # over a bound: fail it at once, saying why
+            self._log.warning("an answer could not be read", method=event.pending.method, reason=event.reason)
+            event.pending.slot.fail(UnreadableAnswer(event.pending.method, event.reason))
         elif isinstance(event, RequestReceived):
             self._on_request(event.request, link)
         elif isinstance(event, NotificationReceived):

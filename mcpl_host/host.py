@@ -159,7 +159,12 @@ def hosted_from_config(
     if config.transport == "websocket":
         assert config.url is not None
         return websocket_server(
-            config.url, token=config.token, token_in=config.token_in, headers=config.headers, **common
+            config.url,
+            token=config.token,
+            token_in=config.token_in,
+            headers=config.headers,
+            open_timeout_seconds=config.limits.handshake_timeout_seconds,
+            **common,
         )
     assert config.command is not None
     return stdio_server(

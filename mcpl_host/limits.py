@@ -8,9 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Longest line (stdio) or message (WebSocket, HTTP body, SSE event data) accepted from a server, in bytes. Large
-#: enough for tool results carrying base64 images or files.
-DEFAULT_MAX_LINE_BYTES = 32 * 1024 * 1024
+#: Longest line (stdio) or message (WebSocket, HTTP body, SSE event data) accepted from a server, in bytes: 33 MiB, so
+#: that a 32 MiB tool result (base64 images or files) fits with its JSON-RPC envelope and the
+#: escaping of its text around it (1 MiB of headroom).
+DEFAULT_MAX_LINE_BYTES = 33 * 1024 * 1024
+#: Bytes kept from the start of a line over ``max_line_bytes``, to read its JSON-RPC ``id``
+#: (``framing.peek_id``) and fail the request it answers at once.
+DEFAULT_LINE_HEAD_BYTES = 4096
+#: Deepest nesting of arrays and objects parsed in one message (orjson stops at 1024; deeper
+#: messages are parsed iteratively up to this depth, and refused beyond it).
+DEFAULT_MAX_JSON_DEPTH = 10_000
+#: Longest line parsed by the iterative parser (nesting deeper than orjson's 1024 levels), in
+#: bytes: it takes up to about 600 ns per byte (a dense array of small numbers; measured),
+#: so 256 KiB costs at most about 0.15 s of the event loop. Longer lines nested that deep
+#: are refused.
+DEFAULT_MAX_DEEP_JSON_BYTES = 256 * 1024
 #: Host requests in flight at once on one connection; one more raises LocalProtocolError.
 DEFAULT_MAX_PENDING_REQUESTS = 4096
 #: Inbound server requests handled at once; further ones wait their turn (the read loop
@@ -82,6 +94,12 @@ DEFAULT_SSE_RECONNECT_DELAY_SECONDS = 1.0
 DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS = 0.1
 DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS = 30.0
 DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS = 5
+#: Seconds between two looks at a stdio server's descendants (Linux), so that one that
+#: leaves the process group is still known when the server is closed.
+DEFAULT_PROCESS_TREE_SCAN_SECONDS = 1.0
+#: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
+#: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
+CONFIG_MAX_DEPTH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +107,9 @@ class Limits:
     """Per-connection bounds. Every field has a module-level ``DEFAULT_*`` constant."""
 
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    line_head_bytes: int = DEFAULT_LINE_HEAD_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_deep_json_bytes: int = DEFAULT_MAX_DEEP_JSON_BYTES
     max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS
     max_concurrent_inbound: int = DEFAULT_MAX_CONCURRENT_INBOUND
     max_queued_inbound: int = DEFAULT_MAX_QUEUED_INBOUND
@@ -116,3 +137,4 @@ class Limits:
     sse_min_reconnect_delay_seconds: float = DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS
     sse_max_reconnect_delay_seconds: float = DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS
     sse_max_reconnect_attempts: int = DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS
+    process_tree_scan_seconds: float = DEFAULT_PROCESS_TREE_SCAN_SECONDS

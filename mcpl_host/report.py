@@ -462,7 +462,8 @@ def render_listen_start(console: Console, seconds: float, earlier: list[dict[str
 def render_listen_end(console: Console, doc: dict[str, Any]) -> None:
     """One line: how long we listened and how many events arrived in all."""
     count = len(doc.get("events") or ()) + int(doc.get("eventsNotKept") or 0)
-    how = "stopped by Ctrl-C after" if doc.get("listenInterrupted") else "listened for"
+    by = "Ctrl-C" if doc.get("listenStoppedBy") in (None, "SIGINT") else doc.get("listenStoppedBy")
+    how = f"stopped by {by} after" if doc.get("listenInterrupted") else "listened for"
     console.print(Text(f"{how} {doc.get('listenedSeconds', 0):g} s; {count} event(s) in all", style="dim"))
 
 
@@ -515,13 +516,16 @@ def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     }
 
 
-def print_json_line(value: Any) -> None:
-    """Write ``value`` as one compact JSON line on stdout and flush (``run --json``)."""
+def print_json_line(value: Any) -> bool:
+    """Write ``value`` as one compact JSON line on stdout and flush (``run --json``).
+    Returns False when the reader of stdout has gone away (stdout is then silenced)."""
     try:
         sys.stdout.buffer.write(_dumps(value) + b"\n")
         sys.stdout.flush()
     except BrokenPipeError:
         silence(sys.stdout)
+        return False
+    return True
 
 
 def render_run_start(console: Console, source: str, servers: list[str]) -> None:

@@ -4,14 +4,20 @@
 - ``FIXTURES``: the directory of fixture server programs.
 - No child process may outlive the test session: at its end, a process whose parent is
   pytest (a zombie included: every child must be reaped), or that is alive in a process
-  group a test created (a wrapper's orphaned grandchild), fails the run.
+  group a test created (a wrapper's orphaned grandchild), or that is alive anywhere and
+  carries this session's marker (``SESSION_MARKER`` in ``MCPL_HOST_TREE``: a daemon that
+  left every process group, wherever it was reparented) fails the run. The marker is set in
+  this process's environment before any test runs, so every child inherits it: those the
+  tests start directly, and every server a host starts (the host keeps the lineage).
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +27,13 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
+from mcpl_host.logging import configure_logging
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+#: Marks every process this test session starts (``MCPL_HOST_TREE`` lineage).
+SESSION_MARKER = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+os.environ["MCPL_HOST_TREE"] = SESSION_MARKER
+_MARKER_ENTRY = b"MCPL_HOST_TREE=" + SESSION_MARKER.encode()
 
 
 @pytest.fixture(params=["asyncio", "trio"])
@@ -39,7 +51,19 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
     return fields[0].decode(), int(fields[1]), int(fields[2])
 
 
+def _marked(pid: int) -> bool:
+    """Whether the environment of ``pid`` carries this session's marker (as the lineage's
+    first segment: nested hosts append theirs)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            entries = f.read().split(b"\0")
+    except OSError:
+        return False
+    return any(entry == _MARKER_ENTRY or entry.startswith(_MARKER_ENTRY + b"/") for entry in entries)
+
+
 def _leftovers(me: int, groups: set[int]) -> dict[int, str]:
+    """Processes that outlived the tests, with why each one counts."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
@@ -49,8 +73,17 @@ def _leftovers(me: int, groups: set[int]) -> dict[int, str]:
             continue
         state, ppid, pgrp = stat
         # An orphan's zombie is init's to reap; our own children must all be reaped.
-        if ppid == me or (pgrp in groups and state != "Z"):
-            found[int(entry)] = f"pid {entry} (state {state}, ppid {ppid}, pgrp {pgrp})"
+        reasons = [
+            reason
+            for reason, holds in (
+                ("our child", ppid == me),
+                ("in a test's process group", pgrp in groups and state != "Z"),
+                ("marked by this session", state != "Z" and _marked(int(entry))),
+            )
+            if holds
+        ]
+        if reasons:
+            found[int(entry)] = f"pid {entry} (state {state}, ppid {ppid}, pgrp {pgrp}; {', '.join(reasons)})"
     return found
 
 
@@ -76,6 +109,20 @@ def _no_leftover_processes() -> Iterator[None]:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
     assert not leftovers, "processes outlived the tests: " + "; ".join(leftovers.values())
+
+
+@pytest.fixture
+def rendered_logs() -> Iterator[io.StringIO]:
+    """Every log line of the test as the command line renders it (``configure_logging``:
+    JSON lines, level debug) into a string: server values pass through the real processors
+    and renderer, unlike ``capture_logs``, which skips them."""
+    saved = structlog.get_config()
+    stream = io.StringIO()
+    configure_logging("debug", json_lines=True, stream=stream)
+    try:
+        yield stream
+    finally:
+        structlog.configure(**saved)
 
 
 @pytest.fixture

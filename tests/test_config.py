@@ -402,7 +402,8 @@ def test_secrets_for_redaction_collects_every_secret_once() -> None:
             {"command": "x", "deny": ["channel.*", "contextHook.*.*.*"]},
             [
                 "mcpServers.s.deny[0]: 'channel.*' matches no capability path; did you mean \"channels.*\"?",
-                "mcpServers.s.deny[1]: 'contextHook.*.*.*' matches no capability path",
+                "mcpServers.s.deny[1]: 'contextHook.*.*.*' matches no capability path; "
+                'did you mean "contextHooks.beforeInference.*"?',
             ],
         ),
         (

@@ -3,14 +3,15 @@ a hang or unbounded memory (found by trying to break the host)."""
 
 from __future__ import annotations
 
+import io
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 import pytest
-from structlog.testing import capture_logs
 
 from mcpl_host import (
     ConnectionLost,
@@ -23,7 +24,7 @@ from mcpl_host import (
 )
 from mcpl_host.jsonrpc.framing import LineReader
 
-from .wire import FAST, MCP_HANDSHAKE, MCPL_HANDSHAKE, Script, TestHandlers
+from .wire import FAST, MCP_HANDSHAKE, MCPL_HANDSHAKE, Script, TestHandlers, mark
 
 pytestmark = pytest.mark.anyio
 SECRET = "S3CRET-VALUE-123"
@@ -33,12 +34,30 @@ def deep(levels: int) -> str:
     return "[" * levels + "]" * levels
 
 
-async def test_unhashable_cancelled_request_id_does_not_break_the_connection(tmp_path: Path) -> None:
+def rendered(stream: io.StringIO) -> list[dict[str, Any]]:
+    """The log lines written so far, parsed (each one a JSON object)."""
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def failures(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [line for line in lines if line["event"] == "failed to act on a line from the server"]
+
+
+async def test_unhashable_cancelled_request_id_does_not_break_the_connection(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
     script = Script(
         tmp_path,
         [
             *MCP_HANDSHAKE,
             {"send": {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": [1]}}},
+            {
+                "send": {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": {"a": 1}},
+                }
+            },
             {"send": {"jsonrpc": "2.0", "id": "after", "method": "ping"}},
             {"wait_response": "after"},
         ],
@@ -47,9 +66,14 @@ async def test_unhashable_cancelled_request_id_does_not_break_the_connection(tmp
         async with script.connect() as conn:
             await script.finished(conn)
             assert conn.is_open
+    lines = rendered(rendered_logs)
+    assert not failures(lines), failures(lines)  # ignored, not an exception in the read loop
+    assert "Traceback" not in rendered_logs.getvalue()
 
 
-async def test_deeply_nested_values_in_log_lines_do_not_break_the_connection(tmp_path: Path) -> None:
+async def test_deeply_nested_values_in_log_lines_do_not_break_the_connection(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
     script = Script(
         tmp_path,
         [
@@ -64,11 +88,17 @@ async def test_deeply_nested_values_in_log_lines_do_not_break_the_connection(tmp
             {"wait_response": "after"},
         ],
     )
-    with capture_logs() as logs, anyio.fail_after(20):
+    with anyio.fail_after(20):
         async with script.connect() as conn:
             await script.finished(conn)
             assert conn.is_open
-    assert not [e for e in logs if e["event"] == "failed to act on a line from the server"]
+    lines = rendered(rendered_logs)
+    assert not failures(lines), failures(lines)
+    (message,) = [line for line in lines if line["event"] == "server log message"]
+    assert message["level"] == "error" and isinstance(message["data"], str)
+    assert len(message["data"]) <= 300  # rendered, cut and escaped, whatever the nesting
+    (unmatched,) = [line for line in lines if line["event"] == "error response naming no request of ours"]
+    assert isinstance(unmatched["error"], str) and len(unmatched["error"]) <= 300
 
 
 async def test_deeply_nested_advertisement_still_handshakes(tmp_path: Path) -> None:
@@ -95,13 +125,36 @@ async def test_deeply_nested_advertisement_still_handshakes(tmp_path: Path) -> N
 async def test_server_not_reading_its_input_loses_the_link_with_memory_bounded(tmp_path: Path) -> None:
     # The server floods pings and never reads: answers pile up until the bound.
     ping = json.dumps({"jsonrpc": "2.0", "id": "x" * 100, "method": "ping"})
-    script = Script(tmp_path, [*MCP_HANDSHAKE, {"raw_repeat": [ping + "\n", 20000]}, {"hang": True}])
-    limits = Limits(max_outbox_bytes=256 * 1024, close_grace_seconds=0.3, terminate_grace_seconds=0.3)
-    with anyio.fail_after(20):
-        async with script.connect(limits=limits) as conn:
-            reason = await conn.wait_closed()
+    flood = 20000  # about 3 MB of answers (150 bytes each): many times the bound
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            mark("flooding"),
+            {"stop_reading": True},  # from here on the host's answers fill the pipe
+            {"raw_repeat": [ping + "\n", flood]},
+            {"hang": True},
+        ],
+    )
+    bound = 256 * 1024
+    limits = Limits(max_outbox_bytes=bound, close_grace_seconds=0.3, terminate_grace_seconds=0.3)
+    handlers = TestHandlers()
+    with anyio.fail_after(30):
+        async with script.connect(limits=limits, handlers=handlers) as conn:
+            await handlers.mark("flooding").wait()
+            tracemalloc.start()
+            try:
+                before, _ = tracemalloc.get_traced_memory()
+                reason = await conn.wait_closed()
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
     assert isinstance(reason, ConnectionLost)
     assert "not reading its input" in str(reason)
+    # What the host held meanwhile: the queued answers (up to the bound) plus what it read
+    # and parsed, never the flood's 3 MB of answers. Measured 0.5-0.7 MB here; a few times the
+    # bound leaves room for the read buffers and the allocator.
+    assert peak - before < 6 * bound, f"peak {peak - before} bytes with a bound of {bound}"
 
 
 class Handlers(TestHandlers):

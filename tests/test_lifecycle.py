@@ -4,14 +4,17 @@ stdio shutdown; DESIGN.md "aclose() always closes")."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from mcpl_host import ConnectionClosed, Limits
+from mcpl_host import ConnectionClosed, ConnectionLost, Limits
 
-from .wire import MCP_HANDSHAKE, Script
+from .wire import MCP_HANDSHAKE, ExitWatch, Script
+
+SLACK = 0.05  # seconds: clock granularity between processes
 
 pytestmark = pytest.mark.anyio
 
@@ -45,18 +48,45 @@ async def test_cancelling_a_call_then_closing_leaves_no_process(tmp_path: Path) 
     assert gone(pid)
 
 
-async def test_close_of_a_server_ignoring_sigterm_is_bounded_by_the_graces(tmp_path: Path) -> None:
+async def test_close_of_a_server_ignoring_sigterm_goes_through_every_step_in_order(tmp_path: Path) -> None:
     script = Script(tmp_path, [{"ignore_sigterm": True}, *MCP_HANDSHAKE, {"hang": True}])
     limits = Limits(close_grace_seconds=0.5, terminate_grace_seconds=0.5)
     with anyio.fail_after(10):
         async with script.connect(limits=limits) as conn:
             pid = conn.transport.pid
-            start = anyio.current_time()
+            exit_watch = ExitWatch(pid)
+            start = time.monotonic()
             await conn.aclose()
-            elapsed = anyio.current_time() - start
+            elapsed = time.monotonic() - start
+    died = exit_watch.result()
     assert gone(pid)
+    # As the server saw it: stdin closed, then (after the close grace) SIGTERM, then (after
+    # the terminate grace) SIGKILL, seen from outside as its exit.
+    seen = [(e["event"], e["time"]) for e in script.events() if e["event"] != "started"]
+    assert [name for name, _ in seen] == ["stdin closed", "SIGTERM"]
+    (_, stdin_closed), (_, sigterm) = seen
+    assert start - SLACK <= stdin_closed <= sigterm <= died
+    assert sigterm - start >= limits.close_grace_seconds - SLACK
+    assert died - sigterm >= limits.terminate_grace_seconds - SLACK
     # The two graces, plus scheduling slack; never the request or handshake timeouts.
     assert elapsed < limits.close_grace_seconds + limits.terminate_grace_seconds + 1.5
+
+
+async def test_a_server_that_exits_leaving_a_child_on_its_stdout_fails_pending_calls_at_once(
+    tmp_path: Path,
+) -> None:
+    """The server process is watched, not only end of file: its child keeps stdout open."""
+    script = Script(
+        tmp_path,
+        [*MCP_HANDSHAKE, {"spawn_holder": True}, {"expect": {"method": "tools/call"}}, {"exit": 5}],
+    )
+    with anyio.fail_after(10):
+        async with script.connect() as conn:
+            with pytest.raises(ConnectionLost) as caught:
+                await conn.call_tool("x", timeout=60)
+            assert not conn.is_open
+    assert caught.value.exit_status == 5
+    assert str(caught.value) == "server process exited with status 5"
 
 
 async def test_requests_after_close_raise_connection_closed(tmp_path: Path) -> None:
@@ -70,8 +100,6 @@ async def test_requests_after_close_raise_connection_closed(tmp_path: Path) -> N
 
 
 async def test_wait_closed_and_on_connection_lost_report_a_server_that_exits(tmp_path: Path) -> None:
-    from mcpl_host import ConnectionLost
-
     from .wire import TestHandlers
 
     lost: list[ConnectionLost] = []

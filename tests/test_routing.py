@@ -349,23 +349,80 @@ async def test_inbound_requests_run_concurrently_and_server_requests_interleave(
     assert order.index('"f"') < order.index('"s"')
 
 
+class Cancellable(TestHandlers):
+    """A ``slow`` handler that waits for ``release`` and notes how it ended: ``"cancelled"``
+    or ``"finished"`` (``ended`` is set either way)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = anyio.Event()
+        self.started = anyio.Event()
+        self.ended = anyio.Event()
+        self.outcome: list[str] = []
+
+    async def request(self, context: RequestContext, params: Any) -> Any:
+        self.started.set()
+        try:
+            await self.release.wait()
+        except anyio.get_cancelled_exc_class():
+            self.outcome.append("cancelled")
+            raise
+        finally:
+            self.ended.set()
+        self.outcome.append("finished")
+        return {"slow": True}
+
+
+CANCEL_3 = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}
+
+
 async def test_server_cancellation_stops_the_handler_and_sends_no_answer(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
             *MCP_HANDSHAKE,
             {"send": {"jsonrpc": "2.0", "id": 3, "method": "slow"}},
-            {"sleep": 0.2},
-            {"send": {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}},
+            {"wait_for": {"method": "test/started"}},  # the handler is running
+            {"send": CANCEL_3},
             {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
-            {"wait_response": "sync"},
+            {"wait_response": "sync"},  # the cancellation has been read
+            mark("synced"),
         ],
     )
-    handlers = Slow()
+    handlers = Cancellable()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
             await handlers.started.wait()
+            await conn.notify("test/started")
+            await handlers.mark("synced").wait()
+            handlers.release.set()  # had the cancellation not stopped it, it would answer now
+            await handlers.ended.wait()
             await script.finished(conn)
+    assert handlers.outcome == ["cancelled"]
+    assert "3" not in answers(script)
+
+
+async def test_a_cancellation_read_in_the_same_chunk_as_its_request_stops_it(tmp_path: Path) -> None:
+    request = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "slow"}, separators=(",", ":"))
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"raw": request + "\n" + json.dumps(CANCEL_3, separators=(",", ":"))},  # one write
+            {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+            {"wait_response": "sync"},
+            mark("synced"),
+        ],
+    )
+    handlers = Cancellable()
+    with anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            await handlers.mark("synced").wait()
+            if handlers.started.is_set():  # it ran: it must have been cancelled meanwhile
+                handlers.release.set()
+                await handlers.ended.wait()
+            await script.finished(conn)
+    assert "finished" not in handlers.outcome
     assert "3" not in answers(script)
 
 

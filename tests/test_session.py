@@ -8,6 +8,7 @@ import pytest
 
 from mcpl_host.jsonrpc.envelope import NO_ID
 from mcpl_host.jsonrpc.errors import LocalProtocolError
+from mcpl_host.jsonrpc.framing import LineReader, LineTooLong
 from mcpl_host.jsonrpc.session import (
     DroppedLine,
     InvalidRequestReceived,
@@ -18,6 +19,7 @@ from mcpl_host.jsonrpc.session import (
     ResponseSettled,
     Session,
     UnmatchedError,
+    UnreadableResponse,
 )
 
 
@@ -196,3 +198,78 @@ def test_r1_answer_echoes_id_with_its_type_including_null() -> None:
     assert json.loads(Session.answer("7", result={}))["id"] == "7"
     assert json.loads(Session.answer(7, result={}))["id"] == 7
     assert json.loads(Session.answer(None, result={}))["id"] is None
+
+
+# -- lines that cannot be read: fail the request they answer at once -----------------------------
+
+
+def deep_answer(request_id: object, levels: int = 10_001, member: str = "result") -> bytes:
+    head = json.dumps({"jsonrpc": "2.0", "id": request_id})[:-1].encode()
+    return head + b',"' + member.encode() + b'":' + b"[" * levels + b"]" * levels + b"}"
+
+
+def test_an_answer_nested_beyond_the_bound_settles_its_request_as_unreadable() -> None:
+    session = operating_session()
+    pending, _ = session.start_request("tools/call", {})
+    (event,) = session.receive_line(deep_answer(pending.id))
+    assert isinstance(event, UnreadableResponse) and event.pending is pending
+    assert event.reason.startswith("JSON nested more than 10000 levels deep")
+    assert "Limits.max_json_depth = 10000" in event.reason
+    assert session.pending_count == 0
+    assert session.forget(pending.id) is None  # settled: a late answer would be an orphan
+
+
+def test_an_answer_nested_deeper_than_orjson_but_within_the_bound_is_settled_normally() -> None:
+    session = operating_session()
+    pending, _ = session.start_request("tools/call", {})
+    (event,) = session.receive_line(deep_answer(pending.id, levels=1100))
+    assert isinstance(event, ResponseSettled) and event.pending is pending
+
+
+def test_the_depth_bound_comes_from_the_session() -> None:
+    session = operating_session()
+    session.max_json_depth = 1050
+    pending, _ = session.start_request("tools/call", {})
+    (event,) = session.receive_line(deep_answer(pending.id, levels=1100))
+    assert isinstance(event, UnreadableResponse) and "Limits.max_json_depth = 1050" in event.reason
+
+
+def test_an_over_long_answer_settles_its_request_naming_the_size_and_the_bound() -> None:
+    session = operating_session()
+    pending, _ = session.start_request("tools/call", {})
+    line = (
+        b'{"jsonrpc":"2.0","id":' + str(pending.id).encode() + b',"result":{"content":"' + b"x" * 100 + b'"}}'
+    )
+    (item,) = LineReader(max_line_bytes=64, head_bytes=48).feed(line + b"\n")
+    assert isinstance(item, LineTooLong)
+    (event,) = session.receive_too_long(item)
+    assert isinstance(event, UnreadableResponse) and event.pending is pending
+    assert event.reason == f"a line of {len(line)} bytes is over Limits.max_line_bytes = 64 bytes"
+    assert session.pending_count == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        deep_answer('"2"'),  # D2: a string id never names a request of ours
+        deep_answer(99),  # no such request
+        deep_answer(2, member="params"),  # a request from the server, not an answer
+        b'{"jsonrpc":"2.0","method":"x","id":2,"params":' + b"[" * 10_001 + b"]" * 10_001 + b"}",
+        b'{"result":' + b"[" * 10_001 + b"]" * 10_001 + b',"id":2}',  # the id comes too late
+    ],
+)
+def test_an_unreadable_line_that_answers_nothing_of_ours_is_dropped_with_its_reason(line: bytes) -> None:
+    session = operating_session()
+    pending, _ = session.start_request("tools/call", {})
+    assert pending.id == 2
+    (event,) = session.receive_line(line)
+    assert isinstance(event, DroppedLine) and event.kind.startswith("JSON nested more than")
+    assert len(event.line) <= session.line_head_bytes
+    assert session.pending_count == 1
+
+
+def test_an_unreadable_answer_to_initialize_settles_it() -> None:
+    session = Session()
+    pending, _ = session.start_request("initialize", {})
+    (event,) = session.receive_too_long(LineTooLong(10, 50, b'{"jsonrpc":"2.0","id":1,"result":{"pro'))
+    assert isinstance(event, UnreadableResponse) and event.pending is pending

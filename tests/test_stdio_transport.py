@@ -2,17 +2,21 @@
 
 Rules under test: MCP lifecycle (stdio shutdown); ENVELOPE.md H5 (exit status and stderr
 tail), L1-L3 (stderr escaped, redacted, forwarded); STYLE.md 2.9-2.10 (aclose always
-closes, every pipe has a reader). Synchronisation is by events and ``fail_after`` only; the
-one timing assertion is the upper bound on closing a child that ignores SIGTERM.
+closes, every pipe has a reader). Synchronisation is by events and ``fail_after`` only. The
+close steps are checked in order as the server saw them (the scripted server records stdin
+EOF and each SIGTERM with the machine's monotonic clock; its exit is watched from outside),
+each after its grace; the one upper bound is on closing a child that ignores SIGTERM.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
 import signal
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -31,6 +35,7 @@ from mcpl_host.transports.stdio import (
 )
 
 from .conftest import FIXTURES
+from .wire import ExitWatch
 
 # Every test here captures its log events (tests/conftest.py ``logs``).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
@@ -187,7 +192,7 @@ class _PeakReader(LineReader):
     """A LineReader that records the most bytes it ever held."""
 
     def __init__(self, max_line_bytes: int) -> None:
-        super().__init__(max_line_bytes)
+        super().__init__(max_line_bytes, head_bytes=max_line_bytes)
         self.peak = 0
 
     def feed(self, data: bytes) -> list[ReadItem]:
@@ -201,9 +206,9 @@ async def test_stdout_flood_without_newline_is_dropped_in_bounded_memory() -> No
     with anyio.fail_after(TIMEOUT):
         async with StdioTransport(fixture("proc_no_newline.py"), limits=limits) as t:
             reader = t._reader = _PeakReader(1024)  # white-box: watch the buffer
-            assert await t.receive() == LineTooLong(1024)
+            assert await t.receive() == LineTooLong(1024, 8 * 1024 * 1024, b"x" * 1024)
             assert await t.receive() == b'{"after": true}'  # one marker for 8 MiB, then on
-            assert reader.peak <= 1024
+            assert reader.peak <= 2 * 1024  # the line's head, and at most the bound
 
 
 async def test_send_to_a_dead_child_is_connection_lost() -> None:
@@ -245,8 +250,64 @@ async def test_spawn_failure_is_connection_lost(case: str, tmp_path: Any) -> Non
 # -- closing -----------------------------------------------------------------------------
 
 
+def scripted(tmp_path: Any, steps: list[Any]) -> tuple[StdioParameters, Any]:
+    script, record = tmp_path / "script.json", tmp_path / "record.jsonl"
+    script.write_text(json.dumps(steps))
+    return StdioParameters(
+        sys.executable, (str(FIXTURES / "scripted_server.py"), str(script), str(record))
+    ), record
+
+
+def events(record: Any) -> list[tuple[str, float]]:
+    rows = [json.loads(row) for row in record.read_text().splitlines()]
+    return [(row["event"], row["time"]) for row in rows if "event" in row and row["event"] != "started"]
+
+
+READY = {"send": {"ready": True}}
+SLACK = 0.05  # seconds: clock granularity between processes
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "steps", "status"),
+    [
+        ("exits when stdin closes", [READY], 0),
+        ("exits on SIGTERM", [{"exit_on_sigterm": 3}, READY, {"hang": True}], 3),
+        ("ignores SIGTERM", [{"ignore_sigterm": True}, READY, {"hang": True}], -signal.SIGKILL),
+    ],
+)
+async def test_close_steps_come_in_order_each_after_its_grace(
+    tmp_path: Any, behaviour: str, steps: list[Any], status: int
+) -> None:
+    """MCP lifecycle (stdio shutdown): stdin close, grace, SIGTERM, grace, SIGKILL, reap;
+    each step only if the one before did not end the server, as the server saw them."""
+    params, record = scripted(tmp_path, steps)
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(params, limits=SHORT) as t:
+            assert await t.receive() == b'{"ready":true}'
+            assert t.pid is not None
+            exit_watch = ExitWatch(t.pid)
+            closing = time.monotonic()
+            await t.aclose()
+    died = exit_watch.result()
+    assert t.exit_status == status
+    assert is_gone(t.pid)
+    seen = events(record)
+    names = [name for name, _ in seen]
+    if status == 0:
+        assert names == ["stdin closed"]
+        return
+    assert names == ["stdin closed", "SIGTERM"]  # never SIGTERM first, never twice
+    (_, stdin_closed), (_, sigterm) = seen
+    assert closing - SLACK <= stdin_closed
+    assert sigterm - closing >= GRACE - SLACK  # the close grace was given
+    if status == -signal.SIGKILL:
+        assert died - sigterm >= GRACE - SLACK  # the terminate grace was given, then SIGKILL
+    else:
+        assert died >= sigterm  # it exited on SIGTERM: no SIGKILL was needed
+
+
 async def test_close_of_a_child_ignoring_sigterm_is_bounded_and_reaps() -> None:
-    """MCP lifecycle (stdio shutdown): stdin close, grace, SIGTERM, grace, SIGKILL, reap."""
+    """An upper bound as well: a child that ignores SIGTERM costs the two graces, not more."""
     with anyio.fail_after(TIMEOUT):
         async with StdioTransport(fixture("proc_ignore_term.py"), limits=SHORT) as t:
             assert await t.receive() == b"ready"  # SIGTERM is ignored from here on
@@ -261,13 +322,22 @@ async def test_close_of_a_child_ignoring_sigterm_is_bounded_and_reaps() -> None:
 @pytest.mark.parametrize("mode", ["wait", "exit"])
 async def test_a_wrappers_grandchild_is_killed_with_the_group(mode: str) -> None:
     """The leader waits for, or has left behind, a grandchild that ignores SIGTERM."""
+    grandchild, ready = None, False
     with anyio.fail_after(TIMEOUT):
         async with StdioTransport(fixture("proc_wrapper.py", mode), limits=SHORT) as t:
-            lines = {await t.receive(), await t.receive()}  # in either order
-            assert b"ready" in lines
-            (announcement,) = lines - {b"ready"}
-            assert isinstance(announcement, bytes)
-            pidfd = os.pidfd_open(json.loads(announcement)["grandchild"])
+            # "wait": until the grandchild is ready (it ignores SIGTERM from then on);
+            # "exit": the wrapper announces it once it ignores SIGTERM, then exits, and the
+            # transport is lost (the server exited) while the grandchild holds stdout.
+            with contextlib.suppress(ConnectionLost):
+                while grandchild is None or (mode == "wait" and not ready):
+                    line = await t.receive()
+                    assert isinstance(line, bytes)
+                    if line == b"ready":
+                        ready = True
+                    else:
+                        grandchild = json.loads(line)["grandchild"]
+            assert grandchild is not None
+            pidfd = os.pidfd_open(grandchild)
             alive_before_close = select.select([pidfd], [], [], 0)[0] == []
     try:
         assert alive_before_close
@@ -276,6 +346,21 @@ async def test_a_wrappers_grandchild_is_killed_with_the_group(mode: str) -> None
     finally:
         os.close(pidfd)
     assert is_gone(t.pid)
+
+
+async def test_a_server_that_exits_while_a_grandchild_holds_stdout_is_lost_at_once() -> None:
+    """The process is watched, not only stdout: no end of file ever comes here."""
+    lines: list[ReadItem] = []
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_wrapper.py", "exit"), limits=SHORT) as t:
+            with pytest.raises(ConnectionLost) as info:
+                while True:
+                    lines.append(await t.receive())
+            assert t._process is not None and t._process.stdout is not None
+            assert not t._stdout_ended  # the grandchild still holds stdout open
+    assert info.value.exit_status == 0
+    assert str(info.value) == "server process exited with status 0"
+    assert any(isinstance(line, bytes) and b"grandchild" in line for line in lines)  # read first
 
 
 async def test_cancelling_the_user_task_still_kills_and_reaps() -> None:

@@ -7,7 +7,11 @@ tests assert on that record after the connection has closed.
 from __future__ import annotations
 
 import json
+import os
+import select
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +129,42 @@ class Script:
         assert isinstance(handlers, TestHandlers), "use TestHandlers to wait for a script"
         await handlers.done.wait()
 
-    def lines(self) -> list[str]:
-        """Raw lines the host wrote, in order."""
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row of the record: lines the host wrote and events, in order."""
         if not self.record_path.exists():
             return []
-        return [json.loads(row)["line"] for row in self.record_path.read_text().splitlines() if row]
+        return [json.loads(row) for row in self.record_path.read_text().splitlines() if row]
+
+    def lines(self) -> list[str]:
+        """Raw lines the host wrote, in order."""
+        return [row["line"] for row in self.rows() if "line" in row]
+
+    def events(self) -> list[dict[str, Any]]:
+        """What happened to the server process (``started``, ``stdin closed``, ``SIGTERM``),
+        each with its ``time`` (``time.monotonic()`` in the server: the machine's clock)."""
+        return [row for row in self.rows() if "event" in row]
 
     def messages(self) -> list[Any]:
         """The host's lines, parsed."""
         return [json.loads(text) for text in self.lines()]
+
+
+class ExitWatch:
+    """The moment a process exits, seen from outside (it cannot record its own SIGKILL): a
+    thread waits on its pidfd and notes ``time.monotonic()``."""
+
+    def __init__(self, pid: int) -> None:
+        self.fd = os.pidfd_open(pid)
+        self.at: float | None = None
+        self._thread = threading.Thread(target=self._wait, daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        select.select([self.fd], [], [], 60)
+        self.at = time.monotonic()
+
+    def result(self) -> float:
+        self._thread.join(60)
+        os.close(self.fd)
+        assert self.at is not None
+        return self.at

@@ -120,6 +120,22 @@ class RequestTimeout(MCPLHostError, TimeoutError):
         self.timeout = timeout
 
 
+class UnreadableAnswer(MCPLHostError):
+    """The server answered a request with a line the host cannot read: longer than
+    ``Limits.max_line_bytes``, or JSON nested beyond ``Limits.max_json_depth`` (or deeper
+    than 1024 levels in a line over ``Limits.max_deep_json_bytes``). The request fails at
+    once (its id was read from the start of the line), instead of waiting its timeout.
+
+    ``method``: the request's method; ``reason``: what was over which bound (sizes in
+    bytes), never the line's content.
+    """
+
+    def __init__(self, method: str, reason: str) -> None:
+        super().__init__(f"the answer to {method!r} could not be read: {reason}")
+        self.method = method
+        self.reason = reason
+
+
 class InitializeError(MCPLHostError):
     """The handshake failed (ENVELOPE.md D, PROTOCOL.md §2.1).
 

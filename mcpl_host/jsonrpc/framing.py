@@ -6,36 +6,70 @@ Rules of this module:
   UTF-8 character split across reads is harmless), strips one trailing ``\\r`` (CRLF), and
   scans each byte once: the search for ``\\n`` resumes where the last one stopped, so a line
   fed one byte at a time costs linear time.
-- A line longer than ``max_line_bytes`` is dropped: the reader reports one ``LineTooLong``,
-  discards bytes until the next newline without buffering them, and then goes on. Memory
-  never grows past the bound, even for a stream with no newline at all.
+- A line longer than ``max_line_bytes`` is dropped: the reader keeps its first
+  ``head_bytes`` bytes and counts the rest without buffering them, and reports one
+  ``LineTooLong`` (bound, size, head) when the line ends; then it goes on. Memory never
+  grows past the bound, even for a stream with no newline at all.
+- ``peek_id`` / ``peek_envelope`` read the top-level ``id`` (and member names) from such a
+  head without parsing the rest, so the request a dropped answer was for can be failed at
+  once (JSON-RPC 2.0 §5: the id identifies the answer).
 - ``loads_line`` parses with orjson and falls back to the standard library for valid JSON
-  orjson refuses (lone surrogates, nesting past 1024) or would change: orjson reads an
-  integer beyond 64 bits as a float, so a line holding a run of 20 or more digits is parsed
-  by the standard library, which keeps it exact. No valid line is lost to a parser limit
-  (ENVELOPE.md D6). ``dumps_message`` does the same on the way out, so an answer
-  echoes such an id with the same value.
+  orjson refuses (lone surrogates) or would change: orjson reads an integer beyond 64 bits
+  as a float, so a line holding a run of 20 or more digits is parsed by the standard
+  library, which keeps it exact. JSON nested deeper than both handle (orjson: 1024 levels,
+  the standard library: about 1,000) goes to ``loads_iterative``, which uses no recursion,
+  up to ``Limits.max_json_depth`` levels in lines of up to ``Limits.max_deep_json_bytes``
+  (it costs up to some 600 ns per byte, hundreds of times orjson's); beyond either bound it
+  raises ``JSONTooDeep``, which names the depth or size and the bound. No valid line within the bounds is lost to a parser limit
+  (ENVELOPE.md D6). ``dumps_message`` does the same on the way out, so an answer echoes
+  such an id with the same value.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import orjson
 
-from mcpl_host.limits import DEFAULT_MAX_LINE_BYTES
+from mcpl_host.limits import (
+    DEFAULT_LINE_HEAD_BYTES,
+    DEFAULT_MAX_DEEP_JSON_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_LINE_BYTES,
+)
 
-__all__ = ["LineReader", "LineTooLong", "ReadItem", "dumps_message", "loads_line"]
+__all__ = [
+    "ORJSON_MAX_DEPTH",
+    "HeadPeek",
+    "JSONTooDeep",
+    "LineReader",
+    "LineTooLong",
+    "ReadItem",
+    "dumps_message",
+    "loads_iterative",
+    "loads_line",
+    "peek_envelope",
+    "peek_id",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class LineTooLong:
-    """A line exceeded the bound and is being dropped. ``max_line_bytes``: the bound."""
+    """A line exceeded the bound and was dropped, reported once it ended (at its newline, or
+    at the end of the stream).
+
+    ``max_line_bytes``: the bound; ``size``: the line's length in bytes (without its newline
+    and a ``\r`` before it); ``head``: its first bytes (at most the reader's
+    ``head_bytes``), enough to read its ``id`` with ``peek_id``.
+    """
 
     max_line_bytes: int
+    size: int
+    head: bytes = b""
 
 
 ReadItem: TypeAlias = "bytes | LineTooLong"
@@ -44,25 +78,49 @@ ReadItem: TypeAlias = "bytes | LineTooLong"
 class LineReader:
     """Split a byte stream into lines of at most ``max_line_bytes`` bytes.
 
-    ``feed(data)`` returns the complete lines (``bytes``, without ``\\n`` or a trailing
-    ``\\r``) and ``LineTooLong`` markers, in stream order. ``finish()`` returns the last
-    unterminated line at end of stream, if any. Neither raises.
+    ``feed(data)`` returns the complete lines (``bytes``, without ``\n`` or a trailing
+    ``\r``) and ``LineTooLong`` markers, in stream order. ``finish()`` returns the last
+    unterminated line at end of stream, if any. Neither raises. Of a line over the bound,
+    only its first ``head_bytes`` bytes (and a count) are kept.
     """
 
-    __slots__ = ("_buffer", "_discarding", "_max", "_scanned")
+    __slots__ = ("_buffer", "_cr", "_discarding", "_head", "_head_max", "_max", "_scanned", "_size")
 
-    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(
+        self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, head_bytes: int = DEFAULT_LINE_HEAD_BYTES
+    ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be at least 1")
+        if head_bytes < 0:
+            raise ValueError("head_bytes must not be negative")
         self._max = max_line_bytes
+        self._head_max = min(head_bytes, max_line_bytes)
         self._buffer = bytearray()
         self._scanned = 0  # bytes of _buffer already searched for b"\n"
-        self._discarding = False  # inside an over-long line: drop until the next newline
+        # Inside an over-long line: drop until the next newline, keeping its head and size.
+        self._discarding = False
+        self._head = b""
+        self._size = 0
+        self._cr = False  # the last byte dropped was \r
 
     @property
     def buffered_bytes(self) -> int:
-        """Bytes held for an unfinished line (never more than ``max_line_bytes``)."""
-        return len(self._buffer)
+        """Bytes held for an unfinished line (never more than ``max_line_bytes``, plus the
+        head of a line being dropped)."""
+        return len(self._buffer) + len(self._head)
+
+    def _drop(self, part: bytes | bytearray) -> None:
+        if len(self._head) < self._head_max:
+            self._head += bytes(part[: self._head_max - len(self._head)])
+        if part:
+            self._size += len(part)
+            self._cr = part[-1] == 0x0D
+
+    def _dropped(self) -> LineTooLong:
+        size = self._size - 1 if self._cr else self._size
+        marker = LineTooLong(self._max, size, self._head[:size])
+        self._discarding, self._head, self._size, self._cr = False, b"", 0, False
+        return marker
 
     def feed(self, data: bytes) -> list[ReadItem]:
         """Add bytes read from the stream; return what they complete."""
@@ -70,8 +128,10 @@ class LineReader:
         if self._discarding:
             newline = data.find(b"\n")
             if newline < 0:
+                self._drop(data)
                 return out
-            self._discarding = False
+            self._drop(data[:newline])
+            out.append(self._dropped())
             data = data[newline + 1 :]
         buffer = self._buffer
         buffer += data
@@ -82,7 +142,7 @@ class LineReader:
                 break
             end = newline - 1 if newline > start and buffer[newline - 1] == 0x0D else newline
             if end - start > self._max:
-                out.append(LineTooLong(self._max))
+                out.append(LineTooLong(self._max, end - start, bytes(buffer[start : start + self._head_max])))
             else:
                 out.append(bytes(buffer[start:end]))
             start = newline + 1
@@ -90,20 +150,22 @@ class LineReader:
             del buffer[:start]
         self._scanned = len(buffer)
         # A trailing \r may be half of a CRLF whose \n has not arrived: it does not count.
-        if len(buffer) - (buffer[-1:] == b"\r") > self._max:
-            # No newline within the bound: drop what we hold and the rest of this line.
-            out.append(LineTooLong(self._max))
+        if len(buffer) - buffer.endswith(b"\r") > self._max:
+            # No newline within the bound: keep the head, drop the rest of this line.
+            self._discarding = True
+            self._drop(buffer)
             buffer.clear()
             self._scanned = 0
-            self._discarding = True
         return out
 
     def finish(self) -> list[ReadItem]:
-        """End of stream: return the unterminated last line, if any, and reset."""
+        """End of stream: return the unterminated last line (or the marker of a last line
+        that was too long), if any, and reset."""
+        if self._discarding:
+            return [self._dropped()]
         rest = bytes(self._buffer)
         self._buffer.clear()
         self._scanned = 0
-        self._discarding = False
         if rest.endswith(b"\r"):
             rest = rest[:-1]
         return [rest] if rest.strip() else []
@@ -117,12 +179,62 @@ def _reject_constant(name: str) -> Any:
 # or 19 after a minus sign. A match may also be digits inside a string: then the standard
 # library parses the line, equally correctly.
 _LONG_DIGIT_RUN = re.compile(rb"-\d{19}|\d{20}")
+#: Nesting orjson parses (it refuses deeper documents).
+ORJSON_MAX_DEPTH = 1024
 
 
-def loads_line(line: bytes) -> Any:
+class JSONTooDeep(ValueError):
+    """Valid-looking JSON nested deeper than the parsers here take: deeper than
+    ``max_depth`` levels (``Limits.max_json_depth``), or deeper than orjson and the standard
+    library handle in a line longer than ``max_size`` bytes (``Limits.max_deep_json_bytes``:
+    the iterative parser costs far more time per byte, so its work is bounded).
+
+    ``depth``: the level refused (the bound plus one), or None for a line over ``max_size``;
+    ``offset``: the character offset where that level opens (None likewise); ``size``: the
+    line's length in bytes.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_depth: int,
+        size: int,
+        max_size: int,
+        depth: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.depth, self.max_depth, self.offset = depth, max_depth, offset
+        self.size, self.max_size = size, max_size
+        if depth is not None:
+            message = (
+                f"JSON nested more than {max_depth} levels deep (level {depth} opens at "
+                f"character {offset}); the bound is Limits.max_json_depth = {max_depth}"
+            )
+        else:
+            message = (
+                f"JSON nested more than {ORJSON_MAX_DEPTH} levels deep in a line of {size} bytes; "
+                f"such lines are parsed up to Limits.max_deep_json_bytes = {max_size} bytes"
+            )
+        super().__init__(message)
+
+
+def loads_line(
+    line: bytes,
+    *,
+    max_depth: int = DEFAULT_MAX_JSON_DEPTH,
+    max_deep_bytes: int = DEFAULT_MAX_DEEP_JSON_BYTES,
+) -> Any:
     """Parse one line of JSON text (RFC 8259) into Python values.
 
+    orjson first; the standard library for valid JSON orjson refuses or would change (lone
+    surrogates, integers beyond 64 bits); and for nesting deeper than both of them handle
+    (about 1,000 levels) ``loads_iterative``, up to ``max_depth`` levels, in a line of at
+    most ``max_deep_bytes`` bytes (a depth bound below ``ORJSON_MAX_DEPTH`` does not refuse
+    what orjson parses).
+
     Raises:
+        JSONTooDeep: the line nests deeper than ``max_depth``, or deeper than orjson and the
+            standard library take in a line over ``max_deep_bytes`` (a ``ValueError``).
         ValueError: the line is not JSON (``NaN``/``Infinity`` included, which the standard
             library would otherwise accept).
     """
@@ -136,9 +248,261 @@ def loads_line(line: bytes) -> Any:
     try:
         # Decoded first: JSON text is UTF-8 (RFC 8259 §8.1); json.loads would also guess
         # UTF-16 or UTF-32 from bytes.
-        return json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ValueError("not JSON") from exc
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        pass  # nested deeper than the interpreter's recursion limit: parse without recursing
+    except ValueError as exc:
+        raise ValueError("not JSON") from exc
+    if len(line) > max_deep_bytes:
+        raise JSONTooDeep(max_depth=max_depth, size=len(line), max_size=max_deep_bytes)
+    try:
+        return loads_iterative(text, max_depth=max_depth)
+    except JSONTooDeep as exc:
+        raise JSONTooDeep(
+            depth=exc.depth, offset=exc.offset, max_depth=max_depth, size=len(line), max_size=max_deep_bytes
+        ) from None
+    except ValueError as exc:
+        raise ValueError("not JSON") from exc
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _ws_end(text: str, pos: int) -> int:
+    """The offset after the whitespace at ``pos`` (the pattern matches the empty string)."""
+    match = _WS.match(text, pos)
+    return match.end() if match is not None else pos
+
+
+_NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
+_LITERALS = {"true": True, "false": False, "null": None}
+#: The standard library's string scanner (C): ``(text, offset after the opening quote,
+#: strict) -> (value, offset after the closing quote)``; raises ``JSONDecodeError``.
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+def loads_iterative(text: str, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> Any:
+    """Parse JSON text (RFC 8259) with an explicit stack instead of recursion, so that
+    nesting costs memory, not the interpreter's stack. Same values as ``json.loads``
+    (strings through its ``scanstring``, lone surrogates kept; exact integers; a repeated
+    key keeps its last value), but ``NaN`` and ``Infinity`` are refused.
+
+    Raises:
+        JSONTooDeep: nesting deeper than ``max_depth`` arrays and objects.
+        ValueError: not JSON.
+    """
+    ws = _ws_end
+    scan = _scanstring
+    containers: list[list[Any] | dict[str, Any]] = []  # open lists and dicts, outermost first
+    keys: list[str] = []  # the pending key of each open dict (a placeholder for lists)
+    end = len(text)
+    pos = ws(text, 0)
+
+    def key_at(pos: int) -> tuple[str, int]:
+        if text[pos : pos + 1] != '"':
+            raise ValueError(f"expected a member name at character {pos}")
+        key, pos = scan(text, pos + 1, True)
+        pos = ws(text, pos)
+        if text[pos : pos + 1] != ":":
+            raise ValueError(f"expected ':' at character {pos}")
+        return key, ws(text, pos + 1)
+
+    while True:
+        char = text[pos : pos + 1]
+        value: Any
+        if char in ("{", "["):
+            if len(containers) >= max_depth:
+                raise JSONTooDeep(
+                    depth=len(containers) + 1,
+                    offset=pos,
+                    max_depth=max_depth,
+                    size=len(text),
+                    max_size=len(text),
+                )
+            pos = ws(text, pos + 1)
+            if char == "{":
+                if text[pos : pos + 1] == "}":
+                    value, pos = {}, pos + 1
+                else:
+                    key, pos = key_at(pos)
+                    containers.append({})
+                    keys.append(key)
+                    continue
+            elif text[pos : pos + 1] == "]":
+                value, pos = [], pos + 1
+            else:
+                containers.append([])
+                keys.append("")
+                continue
+        elif char == '"':
+            value, pos = scan(text, pos + 1, True)
+        elif (number := _NUMBER.match(text, pos)) is not None:
+            whole, fraction, exponent = number.groups()
+            value = float(number.group()) if fraction or exponent else int(whole)
+            pos = number.end()
+        else:
+            for word, literal in _LITERALS.items():
+                if text.startswith(word, pos):
+                    value, pos = literal, pos + len(word)
+                    break
+            else:
+                raise ValueError(f"expected a value at character {pos}")
+        # Place the value, closing every container it completes.
+        while True:
+            if not containers:
+                if ws(text, pos) != end:
+                    raise ValueError(f"extra data at character {pos}")
+                return value
+            top = containers[-1]
+            if isinstance(top, list):
+                top.append(value)
+            else:
+                top[keys[-1]] = value
+            pos = ws(text, pos)
+            char = text[pos : pos + 1]
+            if char == ",":
+                pos = ws(text, pos + 1)
+                if isinstance(top, dict):
+                    keys[-1], pos = key_at(pos)
+                break
+            if char != ("]" if isinstance(top, list) else "}"):
+                raise ValueError(f"expected ',' or a closing bracket at character {pos}")
+            value = containers.pop()
+            keys.pop()
+            pos += 1
+
+
+# --- reading the id from the start of a line ---------------------------------------------------
+
+_B_WS = re.compile(rb"[ \t\n\r]*")
+
+
+def _b_ws_end(head: bytes, pos: int = 0) -> int:
+    match = _B_WS.match(head, pos)
+    return match.end() if match is not None else pos
+
+
+_B_STRING = re.compile(rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
+_B_INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?![0-9.eE])")
+_B_NUMBER = re.compile(rb"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_B_LITERAL = re.compile(rb"true|false|null")
+# What matters while skipping an array or object: whole strings, a string cut by the end of
+# the head (a lone quote), and brackets.
+_B_SKIP = re.compile(rb'"(?:[^"\\]|\\.)*"|"|[\[\]{}]')
+
+
+@dataclass(frozen=True, slots=True)
+class HeadPeek:
+    """What the first bytes of a JSON object show (``peek_envelope``).
+
+    ``id``: the top-level ``id`` when it is an integer or a string read whole (None
+    otherwise: absent, ``null``, another type, or cut by the end of the head); ``members``:
+    the top-level member names read, in order; ``complete``: the whole object was read.
+    """
+
+    id: int | str | None
+    members: tuple[str, ...]
+    complete: bool
+
+    @property
+    def is_response(self) -> bool:
+        """It has ``result`` or ``error`` and neither ``method`` nor ``params`` among the
+        members read (JSON-RPC 2.0 §5): an answer, not a request."""
+        names = set(self.members)
+        return bool(names & {"result", "error"}) and not names & {"method", "params"}
+
+
+def _skip_value(head: bytes, pos: int) -> int | None:
+    """The offset after the JSON value at ``pos``, or None if it is cut or not JSON."""
+    first = head[pos : pos + 1]
+    if first == b'"':
+        match = _B_STRING.match(head, pos)
+        return match.end() if match else None
+    if first in (b"{", b"["):
+        depth = 0
+        for token in _B_SKIP.finditer(head, pos):
+            text = token.group()
+            if text == b'"':
+                return None  # a string the head cuts
+            if text[0] in b"[{":
+                depth += 1
+            elif text[0] in b"]}":
+                depth -= 1
+                if depth == 0:
+                    return token.end()
+        return None
+    match = _B_NUMBER.match(head, pos) or _B_LITERAL.match(head, pos)
+    return match.end() if match else None
+
+
+def peek_envelope(head: bytes) -> HeadPeek:
+    """Read the top-level members of a JSON object from its first bytes (a line too long
+    to keep, or too deep to parse), without parsing the rest.
+
+    Members are read in order until the head ends or stops being JSON; each value is
+    skipped (arrays and objects by bracket depth, strings whole), so an ``id`` nested in
+    ``params`` or ``result`` is never taken for the message's. Limits: an ``id`` that comes
+    after a value the head cuts (``{"result": <32 MiB>, "id": 7}``) is not seen; a number
+    is taken only when what follows it is in the head (``"id":12`` cut from ``"id":123``
+    is not read); with a repeated ``id``, the last one read wins, as in a full parse, but
+    one beyond the head is not seen. Never raises.
+    """
+    members: list[str] = []
+    found: int | str | None = None
+    pos = _b_ws_end(head)
+    if head[pos : pos + 1] != b"{":
+        return HeadPeek(None, (), False)
+    pos = _b_ws_end(head, pos + 1)
+    if head[pos : pos + 1] == b"}":
+        return HeadPeek(None, (), True)
+    while True:
+        key_match = _B_STRING.match(head, pos)
+        if key_match is None:
+            break
+        try:
+            key = json.loads(key_match.group().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            break
+        pos = _b_ws_end(head, key_match.end())
+        if head[pos : pos + 1] != b":":
+            break
+        pos = _b_ws_end(head, pos + 1)
+        after = _skip_value(head, pos)
+        if after is None:
+            members.append(key)  # its name was read; its value is cut
+            break
+        if key == "id":
+            token = head[pos:after]
+            if _B_INTEGER.fullmatch(token):
+                found = int(token)
+            elif token.startswith(b'"'):
+                try:
+                    found = json.loads(token.decode("utf-8"))
+                except (UnicodeDecodeError, ValueError):
+                    found = None
+            else:
+                found = None  # null, a float, true...: never one of ours
+        members.append(key)
+        pos = _b_ws_end(head, after)
+        separator = head[pos : pos + 1]
+        if separator == b"}":
+            return HeadPeek(found, tuple(members), True)
+        if separator != b",":
+            if key == "id" and (separator or not isinstance(found, str)):
+                found = None  # not JSON from here (``"id":01``), or a number the head may cut
+            break
+        pos = _b_ws_end(head, pos + 1)
+    return HeadPeek(found, tuple(members), False)
+
+
+def peek_id(head: bytes) -> int | str | None:
+    """The top-level JSON-RPC ``id`` read from the first bytes of a line, if it is an
+    integer or a string and it is within ``head`` (see ``peek_envelope`` for the limits)."""
+    return peek_envelope(head).id
 
 
 def dumps_message(message: Any) -> bytes:

@@ -14,6 +14,12 @@ Rules of this module (ENVELOPE.md C, D, E; JSON-RPC 2.0 §4-§5):
 - A session lives exactly as long as one transport (each transport is a new connection), so
   when the transport closes, ``close()`` hands back every pending request to be failed at once;
   no answer can cross to another transport (docs/protocol.md T1-T3).
+- A line that cannot be read (over ``max_line_bytes``: ``receive_too_long``; JSON nested
+  beyond the parser bounds: ``receive_line``) is not simply dropped when its first bytes
+  show the answer to one of our requests (``framing.peek_envelope``: an integer ``id`` of
+  ours, ``result`` or ``error``, neither ``method`` nor ``params``): that request is settled
+  with ``UnreadableResponse``, to be failed at once with the reason. Otherwise it is a
+  ``DroppedLine`` whose ``kind`` gives the reason.
 """
 
 from __future__ import annotations
@@ -32,8 +38,13 @@ from mcpl_host.jsonrpc.envelope import (
     classify,
 )
 from mcpl_host.jsonrpc.errors import LocalProtocolError
-from mcpl_host.jsonrpc.framing import dumps_message, loads_line
-from mcpl_host.limits import DEFAULT_MAX_PENDING_REQUESTS
+from mcpl_host.jsonrpc.framing import JSONTooDeep, LineTooLong, dumps_message, loads_line, peek_envelope
+from mcpl_host.limits import (
+    DEFAULT_LINE_HEAD_BYTES,
+    DEFAULT_MAX_DEEP_JSON_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_PENDING_REQUESTS,
+)
 
 __all__ = [
     "DroppedLine",
@@ -47,6 +58,7 @@ __all__ = [
     "Session",
     "SessionEvent",
     "UnmatchedError",
+    "UnreadableResponse",
 ]
 
 
@@ -122,15 +134,35 @@ class InvalidRequestReceived:
 
 @dataclass(frozen=True, slots=True)
 class DroppedLine:
-    """A line that is not JSON, or JSON that is not JSON-RPC (R6). ``kind``: why."""
+    """A line that is not JSON, or JSON that is not JSON-RPC (R6), or a line that cannot be
+    read and answers nothing of ours. ``kind``: why; ``line``: the line (for a line over
+    ``max_line_bytes``, its first bytes)."""
 
     kind: str
     line: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class UnreadableResponse:
+    """The answer to one of our pending requests that cannot be read: a line over
+    ``max_line_bytes``, or JSON beyond the parser bounds (``framing.JSONTooDeep``). The
+    pending entry is removed; fail it at once (``UnreadableAnswer(pending.method, reason)``).
+    ``reason`` names the size or depth and the bound; ``head``: the line's first bytes."""
+
+    pending: PendingRequest
+    reason: str
+    head: bytes
+
+
 SessionEvent: TypeAlias = (
-    "RequestReceived | NotificationReceived | ResponseSettled | OrphanResponse"
-    " | UnmatchedError | InvalidRequestReceived | DroppedLine"
+    RequestReceived
+    | NotificationReceived
+    | ResponseSettled
+    | OrphanResponse
+    | UnmatchedError
+    | InvalidRequestReceived
+    | DroppedLine
+    | UnreadableResponse
 )
 
 
@@ -139,9 +171,14 @@ class Session:
     """JSON-RPC state of one connection to one server. See the module rules."""
 
     max_pending: int = DEFAULT_MAX_PENDING_REQUESTS
+    #: Parser bounds (``Limits.max_json_depth``, ``max_deep_json_bytes``) and the bytes of an
+    #: unreadable line read for its id (``Limits.line_head_bytes``).
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_deep_json_bytes: int = DEFAULT_MAX_DEEP_JSON_BYTES
+    line_head_bytes: int = DEFAULT_LINE_HEAD_BYTES
     phase: Phase = Phase.NEW
     _next_id: int = 1
-    _pending: dict[int, PendingRequest] = field(default_factory=dict)
+    _pending: dict[int, PendingRequest] = field(default_factory=dict[int, PendingRequest])
     _initialize_id: int | None = None
 
     # --- outgoing --------------------------------------------------------------------------
@@ -220,10 +257,28 @@ class Session:
         if not line.strip():
             return []
         try:
-            value = loads_line(line)
+            value = loads_line(line, max_depth=self.max_json_depth, max_deep_bytes=self.max_deep_json_bytes)
+        except JSONTooDeep as exc:
+            return self._unreadable(line[: self.line_head_bytes], str(exc))
         except ValueError:
             return [DroppedLine(kind="not JSON", line=line)]
         return self._route(classify(value), line)
+
+    def receive_too_long(self, item: LineTooLong) -> list[SessionEvent]:
+        """Route a line the transport dropped for its length (``LineTooLong``, with its
+        first bytes): ``UnreadableResponse`` if it answers a pending request of ours, else
+        ``DroppedLine``."""
+        reason = f"a line of {item.size} bytes is over Limits.max_line_bytes = {item.max_line_bytes} bytes"
+        return self._unreadable(item.head, reason)
+
+    def _unreadable(self, head: bytes, reason: str) -> list[SessionEvent]:
+        peek = peek_envelope(head)
+        # D2: only an int equal to one of ours names a request of ours.
+        if peek.is_response and type(peek.id) is int:
+            pending = self._pending.pop(peek.id, None)
+            if pending is not None:
+                return [UnreadableResponse(pending, reason, head)]
+        return [DroppedLine(kind=reason, line=head)]
 
     def _route(self, message: Any, line: bytes) -> list[SessionEvent]:
         initializing = self.phase in (Phase.NEW, Phase.INITIALIZING)

@@ -16,21 +16,28 @@ Rules (MCPL §5.1, §5.4; PROTOCOL.md §4.1-§4.3, checklist D 41-51):
 - The effective grant is advertised ∩ host policy: a path never advertised is never
   granted. The advertisement is input, never authority.
 
-``matches()`` is the only matcher in the package; every caller uses it.
+``matches()`` is the only matcher in the package; every caller uses it. A pattern that
+matches no vocabulary path at all (a typo such as ``pushEvnts``) would grant nothing, or deny
+nothing, silently: ``pattern_problem()`` says so, naming the closest valid path, and the
+command line and the config file refuse such a pattern.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "PATTERN_HINTS",
     "VOCABULARY",
     "Grant",
     "GrantPolicy",
+    "closest_pattern",
     "expand_advertisement",
     "matches",
+    "pattern_problem",
 ]
 
 #: MCPL §6.2 / App. B.2: every capability path a grant can hold.
@@ -72,6 +79,32 @@ def matches(pattern: str, path: str) -> bool:
     if len(pattern_segments) != len(path_segments):
         return False
     return all(p == "*" or p == s for p, s in zip(pattern_segments, path_segments))
+
+
+#: What a pattern matching nothing is compared with: every path, and ``parent.*`` for each
+#: parent of a path.
+PATTERN_HINTS: tuple[str, ...] = tuple(
+    sorted(VOCABULARY | {path.rsplit(".", 1)[0] + ".*" for path in VOCABULARY if "." in path})
+)
+_HINTS_BY_LOWER = {hint.lower(): hint for hint in PATTERN_HINTS}
+
+
+def closest_pattern(pattern: str) -> str:
+    """The entry of ``PATTERN_HINTS`` closest to ``pattern`` (difflib's ratio, ignoring case)."""
+    (best,) = difflib.get_close_matches(pattern.lower(), list(_HINTS_BY_LOWER), n=1, cutoff=0.0) or [
+        "pushevents"
+    ]
+    return _HINTS_BY_LOWER[best]
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """None if ``pattern`` matches at least one vocabulary path (MCPL §5.4); otherwise one
+    line saying it matches none, naming the closest valid path or pattern, e.g.
+    ``'pushEvnts' matches no capability path; did you mean "pushEvents"?``. The pattern is
+    shown with ``repr`` (control and bidirectional characters escaped)."""
+    if any(matches(pattern, path) for path in VOCABULARY):
+        return None
+    return f'{pattern!r} matches no capability path; did you mean "{closest_pattern(pattern)}"?'
 
 
 def _leaves_at_or_below(prefix: str) -> set[str]:

@@ -16,6 +16,15 @@ Rules of this module (MCP lifecycle (stdio shutdown); ENVELOPE.md H5, L1-L3, T3)
 - Shutdown (MCP lifecycle, stdio): close stdin, wait ``close_grace_seconds``, SIGTERM the
   group, wait ``terminate_grace_seconds``, SIGKILL the group, and always reap the child.
   It runs shielded, so it completes under cancellation, in at most the two graces.
+- The whole tree (``StdioParameters.keep_tree``, on by default; Linux): every server is
+  started with its own token in ``process_tree.TREE_ENV``, its descendants are noted every
+  ``limits.process_tree_scan_seconds``, and each step of the shutdown signals, besides the
+  group, every member of the tree (``process_tree``: a daemon that called ``setsid()``
+  included); members reparented to the host (when it is a child subreaper) are reaped.
+  Elsewhere, or with ``keep_tree=False``, the process group only.
+- The server process itself is watched, not only its stdout: when it exits, ``receive()``
+  raises ``ConnectionLost`` with its exit status within ``EOF_EXIT_WAIT_SECONDS``, even
+  while a descendant still holds stdout open (the lines it wrote before exiting come first).
 - anyio and OS errors become ``ConnectionLost`` (the server went away) or
   ``ConnectionClosed`` (we closed it), here and nowhere else.
 """
@@ -23,6 +32,7 @@ Rules of this module (MCP lifecycle (stdio shutdown); ENVELOPE.md H5, L1-L3, T3)
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 from collections import deque
@@ -41,6 +51,8 @@ from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
 from mcpl_host.limits import Limits
 from mcpl_host.logging import ServerValue, get_logger
 from mcpl_host.secrets import KeyBlockMasker, Redactor, redact_command, server_secrets, shown_env
+from mcpl_host.transports import process_tree
+from mcpl_host.transports.process_tree import ProcessTree, ProcStat
 
 __all__ = [
     "ENV_ALLOWLIST",
@@ -68,10 +80,13 @@ READ_CHUNK_BYTES = 64 * 1024
 #: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
 #: line reach a log line anyway, ENVELOPE.md L1).
 STDERR_MAX_LINE_BYTES = 64 * 1024
-#: Seconds to wait, after the server's stdout ends, for its exit status and last stderr.
+#: Seconds to wait, after the server's stdout ends, for its exit status and last stderr;
+#: and after the server exits, for the rest of its stdout.
 EOF_EXIT_WAIT_SECONDS = 0.5
 #: Seconds between checks that a process group is empty while waiting for it to exit.
 GROUP_POLL_SECONDS = 0.02
+#: Seconds between checks that a process tree is empty (each one scans ``/proc``).
+TREE_POLL_SECONDS = 0.05
 #: Levels the stderr pump may log at.
 STDERR_LOG_LEVELS = frozenset({"debug", "info", "warning", "error", "critical"})
 
@@ -82,8 +97,10 @@ _STDERR_ENDED = (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResou
 @dataclass(frozen=True, slots=True, repr=False)
 class StdioParameters:
     """How to start a server: ``command`` (a path or a name looked up on ``PATH``), its
-    ``args``, extra ``env`` variables, the working directory ``cwd`` (None: ours), and
-    ``inherit_env`` (pass the host's whole environment instead of ``ENV_ALLOWLIST``). The
+    ``args``, extra ``env`` variables, the working directory ``cwd`` (None: ours),
+    ``inherit_env`` (pass the host's whole environment instead of ``ENV_ALLOWLIST``) and
+    ``keep_tree`` (Linux: stop every descendant of the server found by ``process_tree`` on
+    close, not only its process group). The
     repr hides every secret (``mcpl_host.secrets``)."""
 
     command: str
@@ -91,6 +108,7 @@ class StdioParameters:
     env: Mapping[str, str] | None = None
     cwd: str | os.PathLike[str] | None = None
     inherit_env: bool = False
+    keep_tree: bool = True
 
     def secrets(self) -> tuple[str, ...]:
         """The secrets of these parameters (``server_secrets`` of ``env`` and ``args``)."""
@@ -155,6 +173,26 @@ async def _wait_group(process: anyio.abc.Process, seconds: float) -> bool:
     return False
 
 
+async def _wait_tree(process: anyio.abc.Process, tree: ProcessTree, seconds: float) -> bool:
+    """Wait up to ``seconds`` for the leader to exit and every member of its tree to be
+    gone (zombies that are our children are reaped meanwhile); True if they are."""
+    with anyio.move_on_after(seconds):
+        await process.wait()
+        while tree.alive(tree.members()):  # noqa: ASYNC110 (no event for "tree empty")
+            await anyio.sleep(TREE_POLL_SECONDS)
+        return True
+    return False
+
+
+def _signal_tree(process: anyio.abc.Process, tree: ProcessTree, signum: int) -> dict[int, ProcStat]:
+    """Send ``signum`` to the group, and to every member of the tree outside it (once
+    each); return the members."""
+    members = tree.members()
+    _signal_group(process.pid, signum)
+    tree.signal({pid: m for pid, m in members.items() if m.pgrp != process.pid}, signum)
+    return members
+
+
 class StdioTransport:
     """A server child process, its stdin and stdout as a line transport (``Transport``).
 
@@ -196,12 +234,16 @@ class StdioTransport:
         self._pump_scope = anyio.CancelScope()
         self._pump_done = anyio.Event()
         self._pump_started = False
-        self._reader = LineReader(self._limits.max_line_bytes)
+        self._reader = LineReader(self._limits.max_line_bytes, self._limits.line_head_bytes)
         self._items: deque[ReadItem] = deque()
         self._tail: deque[str] = deque(maxlen=self._limits.stderr_tail_lines)
         self._key_block = KeyBlockMasker()
         self._stdout_ended = False
         self._lost: tuple[str, int | None] | None = None  # set once stdout ended
+        self._tree: ProcessTree | None = None
+        self._watch_scope = anyio.CancelScope()
+        self._exited_at: float | None = None  # when the watcher saw the process exit
+        self._read_scope: anyio.CancelScope | None = None  # the read in progress
         self._closing = False
         self._closed = anyio.Event()
 
@@ -257,6 +299,7 @@ class StdioTransport:
             await task_group.__aenter__()
             self._task_group = task_group
             await task_group.start(self._pump_stderr)
+            task_group.start_soon(self._watch_process, self._process)
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -280,10 +323,13 @@ class StdioTransport:
 
     async def _spawn(self) -> anyio.abc.Process:
         params = self._params
+        token = process_tree.new_token()
+        keep_tree = params.keep_tree and process_tree.supported()
         try:
-            return await anyio.open_process(
-                [params.command, *params.args], stdin=PIPE, stdout=PIPE, stderr=PIPE,
-                cwd=params.cwd, env=child_environment(params), start_new_session=True,
+            process = await anyio.open_process(
+                [params.command, *params.args], stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=params.cwd,
+                env=process_tree.marked_environment(child_environment(params), token),
+                start_new_session=True,
             )  # fmt: skip
         except (OSError, ValueError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
@@ -294,6 +340,32 @@ class StdioTransport:
                     reason = f"cannot use working directory {cwd!r}: {reason}"
             message = f"could not start server command {params.command!r} ({reason})"
             raise ConnectionLost(message) from None
+        process_tree.register_leader(process.pid)  # its exit status is ours to take
+        if keep_tree:
+            self._tree = ProcessTree(process.pid, token)
+        return process
+
+    async def _watch_process(self, process: anyio.abc.Process) -> None:
+        """Note the tree every ``process_tree_scan_seconds`` until the server exits; then
+        give the read in progress ``EOF_EXIT_WAIT_SECONDS`` for the rest of stdout."""
+        interval = self._limits.process_tree_scan_seconds
+        with self._watch_scope:
+            while True:
+                if self._tree is not None and interval > 0:
+                    self._tree.record()
+                    with anyio.move_on_after(interval):
+                        await process.wait()
+                else:
+                    await process.wait()
+                if process.returncode is not None:
+                    break
+            self._exited_at = anyio.current_time()
+            if self._read_scope is not None:
+                self._read_scope.deadline = min(self._read_scope.deadline, self._exit_deadline())
+
+    def _exit_deadline(self) -> float:
+        assert self._exited_at is not None
+        return self._exited_at + min(EOF_EXIT_WAIT_SECONDS, self._limits.close_grace_seconds)
 
     async def aclose(self) -> None:
         """Stop the server and release its pipes (MCP lifecycle (stdio shutdown)).
@@ -322,11 +394,13 @@ class StdioTransport:
                     await self._stop_process(process)
             finally:
                 try:
+                    self._watch_scope.cancel()
                     self._pump_scope.cancel()
                     if self._pump_started:  # it ends at once: it is cancelled
                         await self._pump_done.wait()
                     if process is not None:
                         await process.aclose()  # closes the pipes; the child is reaped
+                        process_tree.unregister_leader(process.pid)
                 finally:
                     self._closed.set()
 
@@ -334,12 +408,25 @@ class StdioTransport:
         if process.stdin is not None:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await process.stdin.aclose()
-        limits = self._limits
-        if not await _wait_group(process, limits.close_grace_seconds):
-            _signal_group(process.pid, signal.SIGTERM)
-            if not await _wait_group(process, limits.terminate_grace_seconds):
-                _signal_group(process.pid, signal.SIGKILL)
+        limits, tree = self._limits, self._tree
+        if tree is None:
+            if not await _wait_group(process, limits.close_grace_seconds):
+                _signal_group(process.pid, signal.SIGTERM)
+                if not await _wait_group(process, limits.terminate_grace_seconds):
+                    _signal_group(process.pid, signal.SIGKILL)
+            await process.wait()  # reap: no zombie remains
+            return
+        tree.record()  # the last look below the leader before it may go
+        if not await _wait_tree(process, tree, limits.close_grace_seconds):
+            _signal_tree(process, tree, signal.SIGTERM)
+            if not await _wait_tree(process, tree, limits.terminate_grace_seconds):
+                members = _signal_tree(process, tree, signal.SIGKILL)
+                await process.wait()
+                with anyio.move_on_after(limits.terminate_grace_seconds):
+                    while tree.alive(members):  # noqa: ASYNC110 (reaping what SIGKILL ended)
+                        await anyio.sleep(GROUP_POLL_SECONDS)
         await process.wait()  # reap: no zombie remains
+        tree.reap(tree.members())
 
     async def receive(self) -> ReadItem:
         """Return the next stdout line (``bytes``, no newline, no trailing ``\\r``) or a
@@ -349,7 +436,9 @@ class StdioTransport:
         At the end of stdout, an unterminated last line is returned first; then every call
         raises ``ConnectionLost`` with ``exit_status`` and ``stderr_tail`` (ENVELOPE.md H5).
         To fill them it waits, at most ``EOF_EXIT_WAIT_SECONDS`` (and never more than
-        ``close_grace_seconds``), for the process to exit and for stderr to end.
+        ``close_grace_seconds``), for the process to exit and for stderr to end. When the
+        process exits while its stdout stays open (a descendant holds it), the lines read
+        within that same wait are returned, then ``ConnectionLost`` is raised as well.
 
         Raises:
             ConnectionLost: the server closed its stdout or exited.
@@ -371,15 +460,24 @@ class StdioTransport:
             if self._stdout_ended:
                 await self._settle_after_eof(self._process)
                 continue
-            try:
-                data = await self._process.stdout.receive(READ_CHUNK_BYTES)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                self._stdout_ended = True
-                self._items.extend(self._reader.finish())
+            deadline = math.inf if self._exited_at is None else self._exit_deadline()
+            with anyio.CancelScope(deadline=deadline) as self._read_scope:
+                try:
+                    data = await self._process.stdout.receive(READ_CHUNK_BYTES)
+                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                    self._stdout_ended = True
+                    self._items.extend(self._reader.finish())
+                    continue
+                except anyio.ClosedResourceError:
+                    raise ConnectionClosed("the stdio transport was closed") from None
+                finally:
+                    self._read_scope = None
+                self._items.extend(self._reader.feed(data))
                 continue
-            except anyio.ClosedResourceError:
-                raise ConnectionClosed("the stdio transport was closed") from None
-            self._items.extend(self._reader.feed(data))
+            # The process exited and its stdout stayed open past the wait (a descendant holds
+            # it): it is lost all the same (T3). What is buffered of a last line is dropped.
+            status = self._process.returncode
+            self._lost = (_exit_message(status), status)
 
     async def _settle_after_eof(self, process: anyio.abc.Process) -> None:
         # A server that exits closes stdout a moment before its exit status is known: wait
