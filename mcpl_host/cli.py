@@ -281,7 +281,7 @@ def _config_server(ctx: click.Context, path: str, name: str) -> ServerConfig:
 # --- parsing ----------------------------------------------------------------------------------
 
 
-class Seconds(click.ParamType):
+class Seconds(click.ParamType[float]):
     """A number of seconds: a non-negative decimal (``inf`` allowed); zero only if allowed."""
 
     name = "SECONDS"
@@ -312,7 +312,7 @@ def _check_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str
     return value
 
 
-class EnvPair(click.ParamType):
+class EnvPair(click.ParamType[tuple[str, str]]):
     """``KEY=VALUE``; the value may be a secret, so an error message never repeats it."""
 
     name = "KEY=VALUE"
@@ -574,20 +574,15 @@ def probe(
     if config_file is not None:
         assert server_name is not None
         server = _config_server(ctx, config_file, server_name)
-        server = dataclasses.replace(
-            server,
-            limits=dataclasses.replace(
-                server.limits,
-                **{
-                    field: value
-                    for option, field, value in (
-                        ("timeout", "handshake_timeout_seconds", timeout),
-                        ("request_timeout", "request_timeout_seconds", request_timeout),
-                    )
-                    if option in explicit
-                },
-            ),
-        )
+        overrides: dict[str, Any] = {
+            field: value
+            for option, field, value in (
+                ("timeout", "handshake_timeout_seconds", timeout),
+                ("request_timeout", "request_timeout_seconds", request_timeout),
+            )
+            if option in explicit
+        }
+        server = dataclasses.replace(server, limits=dataclasses.replace(server.limits, **overrides))
         if explicit & {"grants", "denies"}:
             server = dataclasses.replace(server, grant_policy=policy)
         server = dataclasses.replace(server, secrets=(*server.secrets, *explicit_secrets))

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import os
@@ -56,10 +57,11 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
+from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import CONFIG_MAX_DEPTH, Limits
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
@@ -308,7 +310,7 @@ def parse_config(data: Any, *, base_dir: Path, source: str) -> HostConfig:
     every problem."""
     p = _Problems()
     servers: dict[str, ServerConfig] = {}
-    if not isinstance(data, dict):
+    if not is_object(data):
         p.add("", f"the top level must be an object, not {_kind(data)}")
     else:
         p.obj(data, "")  # repeated keys
@@ -361,6 +363,11 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _seconds_ok(value: Any, *, zero_ok: bool) -> bool:
+    """A number of seconds above 0 (or 0 itself, when ``zero_ok``)."""
+    return _is_number(value) and (value > 0 or (zero_ok and value == 0))
+
+
 def _relative(value: str) -> bool:
     return value in (".", "..") or value.startswith(("./", "../"))
 
@@ -387,24 +394,29 @@ class _Problems:
     def obj(
         self, value: Any, loc: str, expected: str = "an object", *, known: Collection[str] | None = None
     ) -> dict[str, Any] | None:
-        if value is _ABSENT or self.typed(value, loc, lambda v: isinstance(v, dict), expected) is None:
+        if value is _ABSENT or self.typed(value, loc, lambda v: is_object(v), expected) is None:
             return None
         for key in getattr(value, "repeated", ()):
             self.add(_at(loc, key), "this key appears more than once in the same object")
-        for key in value if known is not None else ():
-            if key not in known:
-                close = difflib.get_close_matches(key, sorted(known), n=1)
-                self.add(_at(loc, key), "unknown key" + (f'; did you mean "{close[0]}"?' if close else ""))
-        return value
+        if known is not None:
+            for key in value:
+                if key not in known:
+                    close = difflib.get_close_matches(key, sorted(known), n=1)
+                    self.add(
+                        _at(loc, key), "unknown key" + (f'; did you mean "{close[0]}"?' if close else "")
+                    )
+        return cast("dict[str, Any]", value)
 
     def string(self, value: Any, loc: str) -> str | None:
-        return self.typed(value, loc, lambda v: isinstance(v, str) and v != "", "a non-empty string")
+        typed = self.typed(value, loc, lambda v: isinstance(v, str) and v != "", "a non-empty string")
+        return typed if isinstance(typed, str) else None
 
     def boolean(self, value: Any, loc: str) -> bool | None:
-        return self.typed(value, loc, lambda v: isinstance(v, bool), "true or false")
+        typed = self.typed(value, loc, lambda v: isinstance(v, bool), "true or false")
+        return typed if isinstance(typed, bool) else None
 
     def strings(self, value: Any, loc: str) -> tuple[str, ...] | None:
-        if self.typed(value, loc, lambda v: isinstance(v, list), "an array of strings") is None:
+        if self.typed(value, loc, lambda v: is_array(v), "an array of strings") is None:
             return None
         good = [
             self.typed(v, _at(loc, i), lambda v: isinstance(v, str), "a string") for i, v in enumerate(value)
@@ -420,7 +432,7 @@ class _Problems:
         return good if None not in good.values() else None
 
     def patterns(self, value: Any, loc: str) -> tuple[str, ...]:
-        if value is _ABSENT or self.typed(value, loc, lambda v: isinstance(v, list), "an array") is None:
+        if value is _ABSENT or self.typed(value, loc, lambda v: is_array(v), "an array") is None:
             return ()
         for i, pattern in enumerate(value):
             if self.string(pattern, _at(loc, i)):
@@ -506,13 +518,14 @@ def _transport(entry: dict[str, Any], loc: str, p: _Problems) -> Transport | Non
         return None
     key = "transport" if "transport" in entry else "type"
     if key in entry:
-        return p.typed(
+        named = p.typed(
             entry[key],
             _at(loc, key),
             lambda v: v in TRANSPORTS,
             '"stdio", "websocket", "http", "streamable-http" or "sse"',
             show=True,
         )
+        return cast("Transport | None", named)
     if "command" in entry and "url" in entry:
         p.add(loc, 'has both "command" and "url"; set "transport" to "stdio", "websocket" or "http"')
         return None
@@ -552,7 +565,7 @@ def _limits(entry: dict[str, Any], loc: str, p: _Problems) -> Limits:
         changes[attr] = p.typed(
             block[key],
             _at(_at(loc, "timeouts"), key),
-            lambda v, z=zero_ok: _is_number(v) and (v > 0 or (z and v == 0)),
+            functools.partial(_seconds_ok, zero_ok=zero_ok),
             "a number of seconds, 0 or more" if zero_ok else "a positive number of seconds",
             show=True,
         )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -63,6 +63,7 @@ from mcpl_host.jsonrpc.session import (
     UnmatchedError,
     UnreadableResponse,
 )
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger, log_value
@@ -83,9 +84,9 @@ __all__ = [
 ProgressCallback = Callable[[dict[str, Any]], None]
 #: An admitted server request: awaited in its own task; returns the ``result`` or raises
 #: ``HandlerError`` to answer with that error.
-InboundJob = Callable[[], Awaitable[Any]]
+InboundJob = Callable[[], Coroutine[Any, Any, Any]]
 #: Work a notification starts (a manifest fetch, a notification-form channel message).
-BackgroundJob = Callable[[], Awaitable[None]]
+BackgroundJob = Callable[[], Coroutine[Any, Any, None]]
 
 
 class _Default:
@@ -351,7 +352,7 @@ class Connection:
             token = f"progress-{next(self._progress_tokens)}"
             params = dict(params or {})
             meta = params.get("_meta")
-            params["_meta"] = {**(meta if isinstance(meta, dict) else {}), "progressToken": token}
+            params["_meta"] = {**(meta if is_object(meta) else {}), "progressToken": token}
             self._progress[token] = progress
         slot = Slot(on_answer, self.redactor)
         pending, data = self._session.start_request(method, params, slot=slot)
@@ -631,18 +632,18 @@ class Connection:
         )
 
     def _on_notification(self, method: str, params: Any) -> None:
-        if method == "notifications/progress" and isinstance(params, dict):
+        if method == "notifications/progress" and is_object(params):
             token = params.get("progressToken")
             callback = self._progress.get(token) if isinstance(token, str) else None
             if callback is not None:
                 callback(params)
-        elif method == "notifications/cancelled" and isinstance(params, dict):
+        elif method == "notifications/cancelled" and is_object(params):
             request_id = params.get("requestId")
             if isinstance(request_id, str) or is_number(request_id):
                 scope = self._inbound_jobs.get(request_id)
                 if scope is not None:
                     scope.cancel()  # MCP: stop work and do not reply
-        elif method == "notifications/message" and isinstance(params, dict):
+        elif method == "notifications/message" and is_object(params):
             level = params.get("level")
             log_method = _MCP_LOG_LEVELS.get(level if isinstance(level, str) else "", "info")
             logger = params.get("logger")

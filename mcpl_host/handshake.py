@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpl_host.jsonrpc.errors import InitializeError
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import Redactor, log_value
 
 __all__ = [
@@ -115,7 +116,7 @@ def read_initialize_result(result: Any, redactor: Redactor | None = None) -> Ser
             one we do not implement (ENVELOPE.md D4; the message names what was received,
             escaped and passed through ``redactor``).
     """
-    if not isinstance(result, dict):
+    if not is_object(result):
         raise InitializeError("the server's initialize result is not a JSON object")
     version = result.get("protocolVersion")
     if not isinstance(version, str):
@@ -127,17 +128,17 @@ def read_initialize_result(result: Any, redactor: Redactor | None = None) -> Ser
             f" implement (supported: {', '.join(SUPPORTED_PROTOCOL_VERSIONS)})"
         )
     capabilities = result.get("capabilities")
-    capabilities = capabilities if isinstance(capabilities, dict) else {}
+    capabilities = capabilities if is_object(capabilities) else {}
     info = result.get("serverInfo")
-    info = info if isinstance(info, dict) else {}
+    info = info if is_object(info) else {}
     experimental = capabilities.get("experimental")
-    mcpl = experimental.get("mcpl") if isinstance(experimental, dict) else None
+    mcpl = experimental.get("mcpl") if is_object(experimental) else None
     instructions = result.get("instructions")
     return ServerInfo(
-        name=info.get("name") if isinstance(info.get("name"), str) else "",
-        version=info.get("version") if isinstance(info.get("version"), str) else "",
+        name=server_name if isinstance(server_name := info.get("name"), str) else "",
+        version=server_version if isinstance(server_version := info.get("version"), str) else "",
         protocol_version=version,
         capabilities=capabilities,
         instructions=instructions if isinstance(instructions, str) else None,
-        mcpl=mcpl if isinstance(mcpl, dict) else None,
+        mcpl=mcpl if is_object(mcpl) else None,
     )

@@ -20,6 +20,7 @@ from mcpl_host.jsonrpc.errors import (
     RemoteError,
     RemoteProtocolError,
 )
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import Redactor
 from mcpl_host.transports.base import Transport
 
@@ -39,7 +40,7 @@ def response_outcome(response: Response, redactor: Redactor | None = None) -> An
     if not response.has_error:
         return response.result
     error = response.error
-    if isinstance(error, dict):
+    if is_object(error):
         code = error.get("code")
         if isinstance(code, int) and not isinstance(code, bool):
             message = error.get("message")

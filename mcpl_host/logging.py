@@ -27,6 +27,7 @@ import json
 import logging
 import re
 import sys
+from collections.abc import MutableMapping
 from typing import Any, Literal, TextIO
 
 import orjson
@@ -214,7 +215,9 @@ class _SafeText(str):
 _NEEDS_QUOTES = re.compile(r"[ =\"']")
 
 
-def _render_server_values(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+def _render_server_values(
+    _logger: Any, _name: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
     for key, value in event.items():
         if type(value) is ServerValue:
             event[key] = _SafeText(str(value))

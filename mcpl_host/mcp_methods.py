@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
+from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 
@@ -89,9 +90,7 @@ class CallToolResult:
     def text(self) -> str:
         """The text blocks joined by newlines (a convenience for display)."""
         return "\n".join(
-            block["text"]
-            for block in self.content
-            if isinstance(block, dict) and isinstance(block.get("text"), str)
+            block["text"] for block in self.content if is_object(block) and isinstance(block.get("text"), str)
         )
 
 
@@ -113,7 +112,7 @@ class GetPromptResult:
 
 
 def _object(result: Any, method: str) -> dict[str, Any]:
-    if not isinstance(result, dict):
+    if not is_object(result):
         raise RemoteProtocolError(f"the server's {method} result is not a JSON object")
     return result
 
@@ -122,7 +121,7 @@ def call_tool_result(result: dict[str, Any]) -> CallToolResult:
     """Read a ``tools/call`` result object (MCP 2025-11-25 "Tools")."""
     content = result.get("content", [])
     return CallToolResult(
-        content=content if isinstance(content, list) else [],
+        content=content if is_array(content) else [],
         is_error=result.get("isError") is True,
         structured_content=result.get("structuredContent"),
         raw=result,
@@ -159,9 +158,9 @@ class MCPClient:
             params = {"cursor": cursor} if cursor is not None else None
             result = _object(await self._requester.request(method, params), method)
             page = result.get(key, [])
-            if not isinstance(page, list):
+            if not is_array(page):
                 raise RemoteProtocolError(f"the server's {method} result has no {key} array")
-            items.extend(item for item in page if isinstance(item, dict))
+            items.extend(item for item in page if is_object(item))
             next_cursor = result.get("nextCursor")
             if not isinstance(next_cursor, str) or not next_cursor or next_cursor == cursor:
                 return items
@@ -177,7 +176,7 @@ class MCPClient:
             Tool(
                 name=item["name"],
                 description=_text(item.get("description")),
-                input_schema=item.get("inputSchema") if isinstance(item.get("inputSchema"), dict) else {},
+                input_schema=v if is_object(v := item.get("inputSchema")) else {},
                 title=_text(item.get("title")),
                 raw=item,
             )
@@ -232,7 +231,7 @@ class MCPClient:
             await self._requester.request("resources/read", {"uri": uri}, timeout=timeout), "resources/read"
         )
         contents = result.get("contents", [])
-        return ReadResourceResult(contents=contents if isinstance(contents, list) else [], raw=result)
+        return ReadResourceResult(contents=contents if is_array(contents) else [], raw=result)
 
     async def list_prompts(self) -> list[Prompt]:
         """``prompts/list``, every page."""
@@ -240,7 +239,7 @@ class MCPClient:
             Prompt(
                 name=item["name"],
                 description=_text(item.get("description")),
-                arguments=item.get("arguments") if isinstance(item.get("arguments"), list) else [],
+                arguments=v if is_array(v := item.get("arguments")) else [],
                 raw=item,
             )
             for item in await self._list_all("prompts/list", "prompts")
@@ -257,7 +256,7 @@ class MCPClient:
         result = _object(await self._requester.request("prompts/get", params, timeout=timeout), "prompts/get")
         messages = result.get("messages", [])
         return GetPromptResult(
-            messages=messages if isinstance(messages, list) else [],
+            messages=messages if is_array(messages) else [],
             description=_text(result.get("description")),
             raw=result,
         )

@@ -23,7 +23,7 @@ import datetime
 import json
 import os
 import sys
-from typing import Any, TextIO, cast
+from typing import IO, Any, cast
 
 import orjson
 from rich.console import Console, Group
@@ -31,6 +31,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.logging import Redactor, escape_text
 
 __all__ = [
@@ -150,7 +151,7 @@ def print_json(doc: dict[str, Any]) -> None:
         silence(sys.stdout)
 
 
-def silence(stream: TextIO) -> None:
+def silence(stream: IO[str]) -> None:
     """Point ``stream``'s file descriptor at /dev/null: its reader went away (``| head``), and
     the interpreter's final flush must not fail again."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -213,9 +214,9 @@ def redact_json(value: Any, redactor: Redactor, _depth: int = 0) -> Any:
         return redactor.redact(value)
     if isinstance(value, (dict, list)) and _depth >= MAX_REPORT_DEPTH:
         return _TOO_DEEP
-    if isinstance(value, list):
+    if is_array(value):
         return [redact_json(item, redactor, _depth + 1) for item in cast("list[Any]", value)]
-    if not isinstance(value, dict):
+    if not is_object(value):
         return value
     members = cast("dict[Any, Any]", value)
     shown: dict[Any, Any] = {}
@@ -247,8 +248,8 @@ def _capabilities(capabilities: dict[str, Any]) -> Text:
     parts = []
     for name, value in capabilities.items():
         flags = (
-            [key for key, flag in value.items() if flag is True or isinstance(flag, dict)]
-            if isinstance(value, dict)
+            [key for key, flag in value.items() if flag is True or is_object(flag)]
+            if is_object(value)
             else []
         )
         parts.append(f"{name} ({', '.join(flags)})" if flags else name)
@@ -260,19 +261,19 @@ def _manifest(mcpl: dict[str, Any]) -> Text:
     if "revision" in mcpl:
         text.append(f", revision {safe_text(mcpl.get('revision'))}")
     feature_sets = mcpl.get("featureSets")
-    for name, spec in feature_sets.items() if isinstance(feature_sets, dict) else ():
-        spec = spec if isinstance(spec, dict) else {}
+    for name, spec in feature_sets.items() if is_object(feature_sets) else ():
+        spec = spec if is_object(spec) else {}
         text.append(f"\n{safe_text(name)}", style="bold")
         if spec.get("description"):
             text.append(f": {safe_text(spec['description'])}")
-        if isinstance(spec.get("uses"), list):
+        if is_array(spec.get("uses")):
             text.append(f" (uses {', '.join(safe_text(u) for u in spec['uses'])})", style="dim")
     return text
 
 
 def _receipt(grant: dict[str, Any]) -> Text:
     receipt = grant.get("receipt")
-    if not isinstance(receipt, dict):
+    if not is_object(receipt):
         return _none() if receipt is None else Text(safe_text(receipt))
     if receipt.get("accepted") is not True:
         text = Text()
@@ -287,7 +288,7 @@ def _receipt(grant: dict[str, Any]) -> Text:
     if receipt.get("mode"):
         text.append(f" ({safe_text(receipt['mode'])})")
     for entry in receipt.get("unavailableFeatures") or ():
-        entry = entry if isinstance(entry, dict) else {}
+        entry = entry if is_object(entry) else {}
         missing = entry.get("missingCapabilities") or []
         text.append(f"\n{safe_text(entry.get('featureSet'))} {safe_text(entry.get('effect', '?'))}")
         if missing:
@@ -305,7 +306,7 @@ def _fields(rows: list[tuple[str, Text]]) -> Table:
 
 
 def _arguments(names: list[Any], required: Any) -> Text:
-    required = set(required) if isinstance(required, list) else set()
+    required = set(required) if is_array(required) else set()
     return _names([f"{name}*" if name in required else name for name in names])
 
 
@@ -327,8 +328,8 @@ def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Te
 
 
 def _tool_row(tool: dict[str, Any]) -> list[Text]:
-    schema = tool.get("inputSchema") if isinstance(tool.get("inputSchema"), dict) else {}
-    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    schema = v if is_object(v := tool.get("inputSchema")) else {}
+    props = v if is_object(v := schema.get("properties")) else {}
     return [
         Text(safe_text(tool.get("name")), style="bold"),
         _text(tool.get("description")),
@@ -337,7 +338,7 @@ def _tool_row(tool: dict[str, Any]) -> list[Text]:
 
 
 def _prompt_row(prompt: dict[str, Any]) -> list[Text]:
-    args = [a for a in prompt.get("arguments") or () if isinstance(a, dict)]
+    args = [a for a in prompt.get("arguments") or () if is_object(a)]
     required = [a.get("name") for a in args if a.get("required")]
     return [
         Text(safe_text(prompt.get("name")), style="bold"),
@@ -414,12 +415,12 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
 
 def _event_summary(event: dict[str, Any]) -> str:
     params = event.get("params")
-    if event.get("kind") == "push/event" and isinstance(params, dict):
-        payload = params.get("payload") if isinstance(params.get("payload"), dict) else {}
+    if event.get("kind") == "push/event" and is_object(params):
+        payload = v if is_object(v := params.get("payload")) else {}
         texts = [
-            b.get("text")
+            str(b.get("text"))
             for b in payload.get("content") or ()
-            if isinstance(b, dict) and isinstance(b.get("text"), str)
+            if is_object(b) and isinstance(b.get("text"), str)
         ]
         head = f"{safe_text(params.get('featureSet'))} {safe_text(params.get('eventId'))}"
         return f"{head}: {safe_text(' '.join(texts), max_chars=MAX_EVENT_CHARS)}" if texts else head
@@ -438,12 +439,12 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
     if summary:
         line.append(f" {summary}")
     error = event.get("error")
-    if isinstance(error, dict):
+    if is_object(error):
         line.append(f"  → refused {error.get('code')} {safe_text(error.get('message'))}", style="red")
         data = error.get("data")
-        if isinstance(data, dict) and "capability" in data:
+        if is_object(data) and "capability" in data:
             line.append(f" ({safe_text(data['capability'])})", style="red")
-    elif isinstance(event.get("answer"), dict):
+    elif is_object(event.get("answer")):
         accepted = event["answer"].get("accepted") is True
         line.append(
             "  → accepted" if accepted else "  → not accepted", style="green" if accepted else "yellow"
@@ -553,10 +554,10 @@ def render_run_end(console: Console, interrupted: bool) -> None:
 
 def _outcome(data: dict[str, Any]) -> tuple[str, str]:
     error = data.get("error")
-    if isinstance(error, dict):
+    if is_object(error):
         return f"  → refused {error.get('code')} {safe_text(error.get('message'))}", "red"
     answer = data.get("answer")
-    if isinstance(answer, dict) and "accepted" in answer:
+    if is_object(answer) and "accepted" in answer:
         accepted = answer.get("accepted") is True
         return ("  → accepted", "green") if accepted else ("  → not accepted", "yellow")
     return ("  → answered", "green") if "answer" in data else ("  → waiting for the application", "yellow")
@@ -594,7 +595,7 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         impacts = [
             f"{safe_text(i.get('impact'))} {safe_text(i.get('detail'))}"
             for i in d.get("impacts") or ()
-            if isinstance(i, dict)
+            if is_object(i)
         ]
         return (
             f"{', '.join(safe_text(x) for x in d.get('domains') or ())}: {'; '.join(impacts) or 'no impact'}",

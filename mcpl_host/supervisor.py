@@ -313,7 +313,7 @@ class Supervisor:
         uptime = None if started is None else round(self._clock() - started, 3)
         self._log.info("server disconnected", phase=phase, reason=data["reason"])
         await self._emit("disconnected", attempt=attempt, phase=phase, uptimeSeconds=uptime, **data)
-        return data["reason"]
+        return str(data["reason"])
 
     async def _watch(self, conn: ServerConnection) -> BaseException | str:
         """Wait until the connection ends (its reason) or a health ping fails (a phrase)."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 from mcpl_host.jsonrpc.errors import ErrorCode
+from mcpl_host.jsonrpc.values import is_array, is_object
 
 __all__ = [
     "NO_ID",
@@ -80,7 +81,7 @@ def json_kind(value: object) -> str:
         return "a number"
     if isinstance(value, str):
         return "a string"
-    if isinstance(value, list):
+    if is_array(value):
         return "an array"
     return "an object"
 
@@ -163,7 +164,7 @@ def classify(value: Any) -> Envelope:
         ``Unrelated``.
     """
     # E1: only an object can be a message; a batch (array) is unrelated too (D1).
-    if not isinstance(value, dict):
+    if not is_object(value):
         return Unrelated(kind=json_kind(value))
 
     if "method" not in value:

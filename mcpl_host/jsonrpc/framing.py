@@ -35,6 +35,7 @@ from typing import Any, TypeAlias
 
 import orjson
 
+from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import (
     DEFAULT_LINE_HEAD_BYTES,
     DEFAULT_MAX_DEEP_JSON_BYTES,
@@ -358,7 +359,7 @@ def loads_iterative(text: str, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> An
                     raise ValueError(f"extra data at character {pos}")
                 return value
             top = containers[-1]
-            if isinstance(top, list):
+            if is_array(top):
                 top.append(value)
             else:
                 top[keys[-1]] = value
@@ -366,10 +367,10 @@ def loads_iterative(text: str, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> An
             char = text[pos : pos + 1]
             if char == ",":
                 pos = ws(text, pos + 1)
-                if isinstance(top, dict):
+                if is_object(top):
                     keys[-1], pos = key_at(pos)
                 break
-            if char != ("]" if isinstance(top, list) else "}"):
+            if char != ("]" if is_array(top) else "}"):
                 raise ValueError(f"expected ',' or a closing bracket at character {pos}")
             value = containers.pop()
             keys.pop()

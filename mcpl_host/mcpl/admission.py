@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.values import is_mapping, is_object
 from mcpl_host.mcpl.feature_sets import (
     FEATURE_SET_METHODS,
     DeclarationMismatch,
@@ -124,7 +125,7 @@ def required_capabilities(method: str, params: Any) -> tuple[str, ...]:
     gate = INBOUND_GATES.get(method)
     if gate is None:
         return ()
-    if method == "inference/request" and isinstance(params, dict) and params.get("stream") is True:
+    if method == "inference/request" and is_object(params) and params.get("stream") is True:
         return (gate, "inferenceRequest.streaming")
     return (gate,)
 
@@ -164,7 +165,7 @@ def admit(method: str, params: Any, view: AdmissionView) -> Refused | None:
             return Refused(_denied(path))
     if method not in OBJECT_PARAMS_METHODS:
         return None
-    if not isinstance(params, Mapping):
+    if not is_mapping(params):
         return Refused(HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object"))
     if method in FEATURE_SET_METHODS or method in STATE_METHODS:  # steps 2-3
         named = _feature_set_named(params, view)

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import ErrorCode, LocalProtocolError, RemoteError
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.mcpl.admission import OUTBOUND_GATES, AdmissionView, may_send
 from mcpl_host.mcpl.negotiation import Requester
 
@@ -146,8 +147,8 @@ class ChannelCalls:
             if history is not None:
                 params["history"] = history
         result = await self._requester.request("channels/open", params, timeout=timeout)
-        channel = result.get("channel") if isinstance(result, dict) else None
-        return ChannelOpenResult(channel if isinstance(channel, dict) else None, result)
+        channel = result.get("channel") if is_object(result) else None
+        return ChannelOpenResult(channel if is_object(channel) else None, result)
 
     async def close(self, channel_id: str, *, timeout: Timeout = DEFAULT) -> bool:
         """``channels/close {channelId}`` (§14.3; gate ``channels.lifecycle``). Returns the
@@ -155,7 +156,7 @@ class ChannelCalls:
         unknown channel); others as ``request()``. Cancellation: as ``request()``."""
         self._require("channels/close")
         result = await self._requester.request("channels/close", {"channelId": channel_id}, timeout=timeout)
-        return isinstance(result, dict) and result.get("closed") is True
+        return is_object(result) and result.get("closed") is True
 
     @property
     def publish_mode(self) -> PublishMode:
@@ -220,7 +221,7 @@ class ChannelCalls:
             self._require("channels/publish")  # it may have changed
             requester.notify_nowait("channels/publish", params)
             return PublishResult("notification")
-        answer = result if isinstance(result, dict) else {}
+        answer = result if is_object(result) else {}
         delivered = answer.get("delivered")
         message_id = answer.get("messageId")
         return PublishResult(

@@ -29,6 +29,7 @@ from typing import Any
 from mcpl_host.connection import BackgroundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import HandlerError
+from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.logging import LogBudget, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, admit, admit_channel_message
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
@@ -90,7 +91,7 @@ class ChannelService:
         return [await self._incoming_one(context, message) for message in messages]
 
     async def _incoming_one(self, context: RequestContext, message: Any) -> dict[str, Any]:
-        raw_id = message.get("messageId") if isinstance(message, Mapping) else None
+        raw_id = message.get("messageId") if is_mapping(message) else None
         message_id = raw_id if isinstance(raw_id, str) else None
         reason = admit_channel_message(message, self._view, self.registry, self._patterns())
         if reason is None:

@@ -38,12 +38,13 @@ Everything here is pure: no I/O, no clock, no logging; problems come back as sen
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcpl_host.jsonrpc.values import is_array, is_mapping
 from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy import PolicyOutcome
+from mcpl_host.mcpl.server_shapes import is_name
 
 __all__ = [
     "FEATURE_SET_METHODS",
@@ -97,7 +98,7 @@ class FeatureSetDeclarations:
 
 
 def _read_one(name: str, value: Any, where: str, problems: list[str]) -> FeatureSet:
-    if not isinstance(value, Mapping):
+    if not is_mapping(value):
         problems.append(f"{where}: the declaration is not an object; it is disabled (invalid_uses)")
         return FeatureSet(name=name, raw=value, uses_problem="the declaration is not an object")
     description = value.get("description")
@@ -109,7 +110,7 @@ def _read_one(name: str, value: Any, where: str, problems: list[str]) -> Feature
     uses: tuple[str, ...] = ()
     if uses_value is None:
         uses_problem = "uses is absent"
-    elif not isinstance(uses_value, list):
+    elif not is_array(uses_value):
         uses_problem = "uses is not an array"
     else:
         uses = tuple(item for item in uses_value if isinstance(item, str))
@@ -126,10 +127,6 @@ def _read_one(name: str, value: Any, where: str, problems: list[str]) -> Feature
     )
 
 
-def _is_name(value: Any) -> bool:
-    return isinstance(value, str) and value != ""
-
-
 def read_feature_sets(mcpl_manifest: Any) -> FeatureSetDeclarations:
     """Read ``featureSets`` from an ``experimental.mcpl`` manifest (any JSON value; never raises).
 
@@ -137,30 +134,30 @@ def read_feature_sets(mcpl_manifest: Any) -> FeatureSetDeclarations:
     """
     if mcpl_manifest is None:
         return FeatureSetDeclarations()
-    if not isinstance(mcpl_manifest, Mapping):
+    if not is_mapping(mcpl_manifest):
         return FeatureSetDeclarations(shape="invalid", problems=["the MCPL manifest is not an object"])
     declared = mcpl_manifest.get("featureSets")
     if declared is None:
         return FeatureSetDeclarations()
     sets: dict[str, FeatureSet] = {}
     problems: list[str] = []
-    if isinstance(declared, Mapping):
+    if is_mapping(declared):
         for key, value in declared.items():
-            if not _is_name(key):
+            if not is_name(key):
                 problems.append(f"featureSets key {key!r} is not a non-empty string; skipped")
                 continue
-            if isinstance(value, Mapping) and "name" in value and value.get("name") != key:
+            if is_mapping(value) and "name" in value and value.get("name") != key:
                 problems.append(f"featureSets[{key!r}] has name {value.get('name')!r}; the key wins")
             sets[key] = _read_one(key, value, f"featureSets[{key!r}]", problems)
         return FeatureSetDeclarations(sets=sets, shape="object", problems=problems)
-    if isinstance(declared, list):
+    if is_array(declared):
         problems.append(
             "featureSets is an array; the spec shape is an object keyed by name "
             "(RFC-001). Read by each entry's name"
         )
         for index, value in enumerate(declared):
-            name = value.get("name") if isinstance(value, Mapping) else None
-            if not _is_name(name):
+            name = value.get("name") if is_mapping(value) else None
+            if not is_name(name):
                 # Never fall back to the index: "0" is not a name the server declared.
                 problems.append(f"featureSets[{index}] has no non-empty string name; skipped")
                 continue
@@ -287,5 +284,5 @@ def unavailable_feature_names(outcome: PolicyOutcome) -> tuple[str, ...]:
 
     Testimony for logs and comparison with the derivation only: it never widens anything.
     """
-    names = (e.get("featureSet") for e in outcome.unavailable_features if isinstance(e, Mapping))
-    return tuple(dict.fromkeys(name for name in names if _is_name(name)))
+    names = (e.get("featureSet") for e in outcome.unavailable_features if is_mapping(e))
+    return tuple(dict.fromkeys(name for name in names if is_name(name)))

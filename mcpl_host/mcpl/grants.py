@@ -29,6 +29,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpl_host.jsonrpc.values import is_mapping
+
 __all__ = [
     "PATTERN_HINTS",
     "VOCABULARY",
@@ -120,7 +122,7 @@ MAX_PATH_SEGMENTS = max(path.count(".") + 1 for path in VOCABULARY)
 def _walk(node: Any, prefix: str, depth: int, out: set[str]) -> None:
     if node is True:
         out |= _leaves_at_or_below(prefix)
-    elif isinstance(node, Mapping):
+    elif is_mapping(node):
         if prefix in VOCABULARY:
             out.add(prefix)  # Interp. [lib]: an object at a path node advertises the node.
         if depth >= MAX_PATH_SEGMENTS:
@@ -142,7 +144,7 @@ def expand_advertisement(mcpl: Mapping[str, Any] | None, *, tools: bool = False)
         a frozenset of vocabulary paths; never raises on any JSON value.
     """
     out: set[str] = set()
-    if isinstance(mcpl, Mapping):
+    if is_mapping(mcpl):
         for key, child in mcpl.items():
             if isinstance(key, str) and key and key not in _NOT_CAPABILITIES:
                 _walk(child, key, 1, out)

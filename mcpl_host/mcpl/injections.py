@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.mcpl.grants import Grant
 
 __all__ = [
@@ -92,10 +93,10 @@ class BeforeInferenceResult:
 def _content_problem(content: Any) -> str | None:
     if isinstance(content, str):
         return None
-    if not isinstance(content, list):
+    if not is_array(content):
         return "content is neither a string nor an array"
     for block in content:
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        if not is_object(block) or not isinstance(block.get("type"), str):
             return "a content block is not an object with a string type"
         if block["type"] == "text" and not isinstance(block.get("text"), str):
             return "a text block has no string text"
@@ -105,17 +106,17 @@ def _content_problem(content: Any) -> str | None:
 def read_injections(result: Any, grant: Grant, server: str = "") -> HookReading:
     """Judge a ``context/beforeInference`` result against ``grant`` (the grant in force at
     receipt), element by element (module docstring). Pure; never raises on any JSON value."""
-    if not isinstance(result, dict):
+    if not is_object(result):
         return HookReading(problem="the result is not an object")
     items = result.get("contextInjections")
     if items is None:
         items = []
-    if not isinstance(items, list):
+    if not is_array(items):
         return HookReading(feature_set=result.get("featureSet"), problem="contextInjections is not an array")
     kept: list[Injection] = []
     dropped: list[DroppedInjection] = []
     for index, item in enumerate(items):
-        if not isinstance(item, dict):
+        if not is_object(item):
             dropped.append(DroppedInjection(index, "invalid", "not an object"))
             continue
         position = item.get("position")
@@ -128,19 +129,16 @@ def read_injections(result: Any, grant: Grant, server: str = "") -> HookReading:
             )
             continue
         namespace, content = item.get("namespace"), item.get("content")
-        problem = (
-            "namespace missing or not a string"
-            if not isinstance(namespace, str) or not namespace
-            else _content_problem(content)
-        )
+        if not isinstance(namespace, str) or not namespace:
+            dropped.append(DroppedInjection(index, "invalid", "namespace missing or not a string", position))
+            continue
+        problem = _content_problem(content)
         if problem is not None:
             dropped.append(DroppedInjection(index, "invalid", problem, position))
             continue
-        blocks = ({"type": "text", "text": content},) if isinstance(content, str) else tuple(content)
+        blocks = ({"type": "text", "text": content},) if isinstance(content, str) else tuple(content or ())
         metadata = item.get("metadata")
         kept.append(
-            Injection(
-                server, namespace, position, blocks, metadata if isinstance(metadata, dict) else None, index
-            )
+            Injection(server, namespace, position, blocks, metadata if is_object(metadata) else None, index)
         )
     return HookReading(tuple(kept), tuple(dropped), result.get("featureSet"))

@@ -43,6 +43,7 @@ from typing import Any
 import rfc8785
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
+from mcpl_host.jsonrpc.values import is_mapping
 
 __all__ = [
     "DEFAULT_MANIFEST_FETCHES",
@@ -171,7 +172,7 @@ class _Normalizer:
         return out
 
     def capability(self, value: Any, where: str) -> Any:
-        if isinstance(value, Mapping):
+        if is_mapping(value):
             out = {}
             for key, child in value.items():
                 self.ident(key, f"{where}.{key}")
@@ -182,13 +183,13 @@ class _Normalizer:
         return self.plain(value)
 
     def feature_sets(self, value: Any) -> Any:
-        if not isinstance(value, Mapping):
+        if not is_mapping(value):
             return self.plain(value)  # The array form is non-conforming: hashed verbatim.
         out = {}
         for name, decl in value.items():
             where = f"featureSets.{name}"
             self.ident(name, where)
-            if isinstance(decl, Mapping):
+            if is_mapping(decl):
                 out[name] = {
                     key: self.set_array(child, f"{where}.uses")
                     if key == "uses"
@@ -202,32 +203,32 @@ class _Normalizer:
         return out
 
     def ontology(self, value: Any, where: str) -> Any:
-        if not isinstance(value, Mapping):
+        if not is_mapping(value):
             return self.plain(value)
         out: dict[Any, Any] = {}
         for key, child in value.items():
             if key == "coreTags":
                 out[key] = self.set_array(child, f"{where}.coreTags")
-            elif key == "tags" and isinstance(child, Mapping):
+            elif key == "tags" and is_mapping(child):
                 out[key] = {
                     tag: self.tag(descriptor, f"{where}.tags.{tag}", tag) for tag, descriptor in child.items()
                 }
-            elif key == "keyed" and isinstance(child, Mapping):
+            elif key == "keyed" and is_mapping(child):
                 out[key] = {
                     name: self.keyed(descriptor, f"{where}.keyed.{name}", name)
                     for name, descriptor in child.items()
                 }
             elif key == "suggestedTreatment" and isinstance(child, (list, tuple, Mapping)):
-                rules = child.items() if isinstance(child, Mapping) else enumerate(child)
+                rules = child.items() if is_mapping(child) else enumerate(child)
                 normalized = {k: self.rule(rule, f"{where}.suggestedTreatment") for k, rule in rules}
-                out[key] = normalized if isinstance(child, Mapping) else list(normalized.values())
+                out[key] = normalized if is_mapping(child) else list(normalized.values())
             else:
                 out[key] = self.plain(child)
         return out
 
     def tag(self, descriptor: Any, where: str, tag: Any) -> Any:
         self.ident(tag, where)
-        if not isinstance(descriptor, Mapping):
+        if not is_mapping(descriptor):
             return self.plain(descriptor)
         out = {}
         for key, child in descriptor.items():
@@ -241,7 +242,7 @@ class _Normalizer:
 
     def keyed(self, descriptor: Any, where: str, name: Any) -> Any:
         self.ident(name, where)
-        if not isinstance(descriptor, Mapping):
+        if not is_mapping(descriptor):
             return self.plain(descriptor)
         return {
             key: self.identifier_list(child, f"{where}.values") if key == "values" else self.plain(child)
@@ -249,7 +250,7 @@ class _Normalizer:
         }
 
     def rule(self, rule: Any, where: str) -> Any:
-        if not isinstance(rule, Mapping):
+        if not is_mapping(rule):
             return self.plain(rule)
         return {
             key: self.identifier_list(child, f"{where}.{key}") if key in _MATCHERS else self.plain(child)
@@ -294,7 +295,7 @@ class _Normalizer:
             if self.check and not math.isfinite(value):
                 raise DigestError(NON_FINITE_NUMBER, repr(value))
             return float(value)
-        if isinstance(value, Mapping):
+        if is_mapping(value):
             for key in value:
                 if not isinstance(key, str):
                     raise DigestError(NOT_JSON, f"member name {type(key).__name__}")
@@ -305,7 +306,7 @@ class _Normalizer:
 
 
 def _normalized(manifest: Any, *, check: bool) -> dict[str, Any]:
-    if not isinstance(manifest, Mapping):
+    if not is_mapping(manifest):
         raise DigestError(MANIFEST_NOT_OBJECT, type(manifest).__name__)
     for key in manifest:
         if not isinstance(key, str):
@@ -356,7 +357,7 @@ def validate_manifest(value: Any) -> list[str]:
     missing or not a string; ``revision`` present but not ``sha256:`` + 43 base64url
     characters. ``uses`` and the grant are judged elsewhere (§6.4 derivation).
     """
-    if not isinstance(value, Mapping):
+    if not is_mapping(value):
         return ["manifest is not an object"]
     problems = []
     if "version" not in value:

@@ -27,6 +27,7 @@ import anyio
 
 from mcpl_host.connection import BackgroundJob
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import LogBudget, Redactor, ServerValue
 from mcpl_host.mcpl.manifest import (
     REVISION_PATTERN,
@@ -78,7 +79,7 @@ class ManifestWatcher:
         run, or None."""
         if self._state.manifest is None:
             return None  # not an MCPL connection: nothing to refresh
-        revision = params.get("revision") if isinstance(params, dict) else None
+        revision = params.get("revision") if is_object(params) else None
         if not (isinstance(revision, str) and REVISION_PATTERN.fullmatch(revision)):
             self._log.info(
                 "mcpl/manifestChanged without a valid revision",
@@ -132,7 +133,7 @@ class ManifestWatcher:
                 error=ServerValue(str(exc), self._redactor),
             )
             return
-        if not isinstance(fetched, dict):  # §17.5: learned nothing
+        if not is_object(fetched):  # §17.5: learned nothing
             self._log.warning("mcpl/manifest returned no object; the manifest in force is kept")
             return
         for problem in validate_manifest(fetched):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpl_host.jsonrpc.errors import LocalProtocolError
+from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.mcpl.grants import Grant, expand_advertisement
 from mcpl_host.mcpl.manifest import normalized_for_diff
 
@@ -75,7 +76,7 @@ def _key(value: Any) -> Any:
         return (type(value).__name__, value)
     if isinstance(value, (int, float)):
         return ("nan",) if value != value else ("number", value)  # 1 and 1.0 are one number
-    if isinstance(value, Mapping):
+    if is_mapping(value):
         return ("object", frozenset((k, _key(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
         return ("array", tuple(_key(v) for v in value))
@@ -84,14 +85,14 @@ def _key(value: Any) -> Any:
 
 def _present(mapping: Any, name: str) -> Any:
     """``_ABSENT`` or ``("present", key)``: presence is never confused with ``null``."""
-    if isinstance(mapping, Mapping) and name in mapping:
+    if is_mapping(mapping) and name in mapping:
         return ("present", _key(mapping[name]))
     return _ABSENT
 
 
 def _feature_sets(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     fs = manifest.get("featureSets")
-    return fs if isinstance(fs, Mapping) else {}
+    return fs if is_mapping(fs) else {}
 
 
 def _domain_keys(manifest: Mapping[str, Any]) -> tuple[Any, Any, Any]:
@@ -99,17 +100,15 @@ def _domain_keys(manifest: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     if "featureSets" not in manifest:
         return capabilities, _ABSENT, _ABSENT
     fs = manifest["featureSets"]
-    if not isinstance(fs, Mapping):
+    if not is_mapping(fs):
         # A non-object featureSets carries no ontology; its presence is still tracked.
         return capabilities, ("present", _key(fs)), ("present", None)
     declarations = {
-        name: {k: v for k, v in decl.items() if k != "tagOntology"} if isinstance(decl, Mapping) else decl
+        name: {k: v for k, v in decl.items() if k != "tagOntology"} if is_mapping(decl) else decl
         for name, decl in fs.items()
     }
     ontologies = {
-        name: decl["tagOntology"]
-        for name, decl in fs.items()
-        if isinstance(decl, Mapping) and "tagOntology" in decl
+        name: decl["tagOntology"] for name, decl in fs.items() if is_mapping(decl) and "tagOntology" in decl
     }
     return capabilities, ("present", _key(declarations)), ("present", _key(ontologies))
 
@@ -118,9 +117,9 @@ def _declared_tags(manifest: Mapping[str, Any]) -> frozenset[str]:
     """Tag identifiers the manifest's ontologies declare (``tagOntology.tags`` member names)."""
     out: set[str] = set()
     for decl in _feature_sets(manifest).values():
-        ontology = decl.get("tagOntology") if isinstance(decl, Mapping) else None
-        tags = ontology.get("tags") if isinstance(ontology, Mapping) else None
-        if isinstance(tags, Mapping):
+        ontology = decl.get("tagOntology") if is_mapping(decl) else None
+        tags = ontology.get("tags") if is_mapping(ontology) else None
+        if is_mapping(tags):
             out.update(tag for tag in tags if isinstance(tag, str))
     return frozenset(out)
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from mcpl_host.connection import Timeout
+from mcpl_host.connection import ProgressCallback, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import (
     ConnectionLost,
@@ -60,6 +60,7 @@ class Requester(Protocol):
         params: Any = None,
         *,
         timeout: Timeout = ...,
+        progress: ProgressCallback | None = None,
         on_answer: AnswerHook | None = None,
     ) -> Any: ...
 

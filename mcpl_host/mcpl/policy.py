@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcpl_host.jsonrpc.values import is_array, is_object
+
 __all__ = ["PolicyOutcome", "read_receipt"]
 
 
@@ -33,7 +35,7 @@ def read_receipt(receipt: Any) -> PolicyOutcome:
     """Read a receipt (any JSON value); never raises. A result that is not an object, or
     whose ``accepted`` is not ``true``, is a refusal."""
     defects: list[str] = []
-    if not isinstance(receipt, dict):
+    if not is_object(receipt):
         return PolicyOutcome(accepted=False, defects=["the receipt is not a JSON object"], raw=receipt)
     accepted = receipt.get("accepted") is True
     if "accepted" in receipt and not isinstance(receipt.get("accepted"), bool):
@@ -45,9 +47,9 @@ def read_receipt(receipt: Any) -> PolicyOutcome:
     if not accepted and fallback is None:
         defects.append("a refusal without the required fallback (MCPL §6.7)")
     unavailable = receipt.get("unavailableFeatures")
-    unavailable = unavailable if isinstance(unavailable, list) else []
+    unavailable = unavailable if is_array(unavailable) else []
     for entry in unavailable:
-        if not (isinstance(entry, dict) and "effect" in entry):
+        if not (is_object(entry) and "effect" in entry):
             defects.append("an unavailableFeatures entry without effect (MCPL §6.7)")
             break
     mode = receipt.get("mode")

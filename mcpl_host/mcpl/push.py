@@ -108,11 +108,11 @@ class PushService:
                     break
                 await seen.done.wait()  # then look again: its result, or handle it anew
                 continue
-            remembered_fingerprint, service, result = seen
+            remembered_fingerprint, service, original = seen
             if service is not self and remembered_fingerprint != fingerprint:
                 self._reused(event_id)
                 break
-            return dict(result)  # §9.4: a duplicate gets the original result
+            return dict(original)  # §9.4: a duplicate gets the original result
         marker = _InFlight(fingerprint, self)
         dedupe.remember(event_id, marker, anyio.current_time())
         result: dict[str, Any] | None = None

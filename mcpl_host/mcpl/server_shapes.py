@@ -28,10 +28,12 @@ each check returns problem sentences (empty or None when fine) that name keys, n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, TypeGuard
+
+from mcpl_host.jsonrpc.values import is_array, is_mapping
 
 __all__ = [
     "DIRECTIONS",
@@ -76,18 +78,19 @@ DIRECTIONS = ("outbound", "inbound", "bidirectional")
 GENERIC_REFUSAL = "not_accepted"
 
 
-def is_name(value: Any) -> bool:
+def is_name(value: Any) -> TypeGuard[str]:
+    """A non-empty string (names, ids, checkpoints)."""
     return isinstance(value, str) and value != ""
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _blocks_problem(content: Any, where: str) -> str | None:
-    if not isinstance(content, list):
+    if not is_array(content):
         return f"{where} is not an array"
-    if not all(isinstance(b, Mapping) and isinstance(b.get("type"), str) for b in content):
+    if not all(is_mapping(b) and isinstance(b.get("type"), str) for b in content):
         return f"{where} holds an entry that is not an object with a string type"
     return None
 
@@ -96,21 +99,22 @@ def inference_params_problems(params: Mapping[str, Any]) -> list[str]:
     """Problems with ``inference/request`` params beyond ``featureSet`` (MCPL §11.2)."""
     problems: list[str] = []
     messages = params.get("messages")
-    if not isinstance(messages, list) or not messages:
+    if not is_array(messages) or not messages:
         problems.append("messages is missing or not a non-empty array")
     else:
         for index, message in enumerate(messages):
-            if not isinstance(message, Mapping) or not is_name(message.get("role")):
+            if not is_mapping(message) or not is_name(message.get("role")):
                 problems.append(f"messages[{index}] is not an object with a non-empty string role")
             elif not isinstance(message.get("content"), str):
                 problem = _blocks_problem(message.get("content"), f"messages[{index}].content")
                 if problem is not None:
                     problems.append(problem + " (nor a string)")
-    for key, kind, ok in (
+    checks: tuple[tuple[str, str, Callable[[Any], bool]], ...] = (
         ("stream", "a boolean", lambda v: isinstance(v, bool)),
-        ("preferences", "an object", lambda v: isinstance(v, Mapping)),
+        ("preferences", "an object", lambda v: is_mapping(v)),
         ("conversationId", "a string", lambda v: isinstance(v, str)),
-    ):
+    )
+    for key, kind, ok in checks:
         if key in params and params[key] is not None and not ok(params[key]):
             problems.append(f"{key} is not {kind}")
     return problems
@@ -118,7 +122,7 @@ def inference_params_problems(params: Mapping[str, Any]) -> list[str]:
 
 def push_result_problems(result: Any) -> list[str]:
     """Problems with a push/event handler's result ``{accepted, inferenceId?, reason?}`` (§9.3)."""
-    if not isinstance(result, Mapping):
+    if not is_mapping(result):
         return ["the result is not an object"]
     problems = [] if isinstance(result.get("accepted"), bool) else ["accepted is not a boolean"]
     problems += [
@@ -131,7 +135,7 @@ def push_result_problems(result: Any) -> list[str]:
 
 def inference_result_problems(result: Any) -> list[str]:
     """Problems with an ``inference/request`` result (MCPL §11.3; checklist H 91)."""
-    if not isinstance(result, Mapping):
+    if not is_mapping(result):
         return ["the result is not an object"]
     problems = [
         f"{key} is not a string" for key in ("content", "model") if not isinstance(result.get(key), str)
@@ -140,9 +144,7 @@ def inference_result_problems(result: Any) -> list[str]:
         problems.append(f"finishReason is not one of {', '.join(FINISH_REASONS)}")
     usage = result.get("usage")
     if not (
-        isinstance(usage, Mapping)
-        and _is_count(usage.get("inputTokens"))
-        and _is_count(usage.get("outputTokens"))
+        is_mapping(usage) and _is_count(usage.get("inputTokens")) and _is_count(usage.get("outputTokens"))
     ):
         problems.append("usage does not hold inputTokens and outputTokens as non-negative integers")
     return problems
@@ -150,7 +152,7 @@ def inference_result_problems(result: Any) -> list[str]:
 
 def model_info_problems(result: Any) -> list[str]:
     """Problems with a ``ModelInfo`` ``{id, vendor, contextWindow, capabilities}`` (MCPL §12)."""
-    if not isinstance(result, Mapping):
+    if not is_mapping(result):
         return ["the model information is not an object"]
     problems = [
         f"{key} is not a non-empty string" for key in ("id", "vendor") if not is_name(result.get(key))
@@ -159,14 +161,14 @@ def model_info_problems(result: Any) -> list[str]:
     if not (_is_count(window) and window > 0):
         problems.append("contextWindow is not a positive integer")
     capabilities = result.get("capabilities")
-    if not (isinstance(capabilities, list) and all(isinstance(c, str) for c in capabilities)):
+    if not (is_array(capabilities) and all(isinstance(c, str) for c in capabilities)):
         problems.append("capabilities is not an array of strings")
     return problems
 
 
 def descriptor_problem(descriptor: Any) -> str | None:
     """Why a ChannelDescriptor (MCPL §14.2) cannot be registered, else None."""
-    if not isinstance(descriptor, Mapping):
+    if not is_mapping(descriptor):
         return "the descriptor is not an object"
     if not is_name(descriptor.get("id")):
         return "id is not a non-empty string"
@@ -182,7 +184,7 @@ def descriptor_problem(descriptor: Any) -> str | None:
 def incoming_message_problem(message: Any) -> str | None:
     """Why a ``channels/incoming`` message (MCPL §14.3) cannot be taken, else None. Only what
     routing needs is required: ``messageId``, ``channelId`` and ``content`` blocks."""
-    if not isinstance(message, Mapping):
+    if not is_mapping(message):
         return "the message is not an object"
     for key in ("messageId", "channelId"):
         if not is_name(message.get(key)):
@@ -237,9 +239,9 @@ class ChannelRegistry:
     def change(
         self,
         *,
-        added: list[Any] = (),
-        removed: list[Any] = (),  # type: ignore[assignment]
-        updated: list[Any] = (),
+        added: Sequence[Any] = (),
+        removed: Sequence[Any] = (),
+        updated: Sequence[Any] = (),
         patterns: tuple[str, ...] | None = None,
     ) -> list[ItemResult]:
         """Remove, then add, then update (**Interp.** order); each item judged on its own."""
@@ -265,7 +267,7 @@ class ChannelRegistry:
         self, descriptor: Any, patterns: tuple[str, ...] | None, seen: set[str], *, update: bool
     ) -> ItemResult:
         problem = descriptor_problem(descriptor)
-        raw_id = descriptor.get("id") if isinstance(descriptor, Mapping) else None
+        raw_id = descriptor.get("id") if is_mapping(descriptor) else None
         channel_id = raw_id if isinstance(raw_id, str) else None
         if problem is not None or channel_id is None:
             return ItemResult(channel_id, False, "invalid_descriptor", problem)
@@ -294,12 +296,13 @@ def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
         problems.append("parent is not a string")
     if "patch" in params and ("data" in params or "state" in params):
         problems.append("data and patch are mutually exclusive")
-    elif "patch" in params and not isinstance(params["patch"], list):
+    elif "patch" in params and not is_array(params["patch"]):
         problems.append("patch is not an array")
     return problems
 
 
 def channel_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
+    keys: tuple[str, ...]
     if method == "channels/register":
         keys, required = ("channels",), True
     elif method == "channels/changed":
@@ -309,5 +312,5 @@ def channel_params_problems(method: str, params: Mapping[str, Any]) -> list[str]
     return [
         f"{key} is {'missing or ' if required else ''}not an array"
         for key in keys
-        if (required or params.get(key) is not None) and not isinstance(params.get(key), list)
+        if (required or params.get(key) is not None) and not is_array(params.get(key))
     ]

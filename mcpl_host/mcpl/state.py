@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import jsonpatch
+
+from mcpl_host.jsonrpc.values import is_array, is_mapping
 
 __all__ = ["FeatureSetStateStore", "StateEntry", "StateStore"]
 
@@ -71,7 +72,8 @@ class FeatureSetStateStore:
         return self._current.get(feature_set)
 
     def get(self, feature_set: str, checkpoint: str) -> StateEntry | None:
-        return self._history.get(feature_set, {}).get(checkpoint)
+        history = self._history.get(feature_set)
+        return history.get(checkpoint) if history is not None else None
 
     def request_params(self, feature_set: str) -> dict[str, Any]:
         """``{"state": data}`` if data is held, ``{"checkpoint": id}`` for a reference, else
@@ -87,7 +89,7 @@ class FeatureSetStateStore:
         applied; then, with ``keep_reference_on_problem`` (tool results: the server has moved
         on), the new checkpoint is kept as a reference, else (a refused ``state/update``) the
         held state is left as it was. Never raises on any JSON value."""
-        if not isinstance(state, Mapping) or not isinstance(state.get("checkpoint"), str):
+        if not is_mapping(state) or not isinstance(state.get("checkpoint"), str):
             return "state has no string checkpoint; the held state is unchanged"
         checkpoint = state["checkpoint"]
         parent = state.get("parent") if isinstance(state.get("parent"), str) else None
@@ -98,7 +100,7 @@ class FeatureSetStateStore:
             base = self.get(feature_set, parent) if parent is not None else None
             if base is None or not base.has_data:
                 problem = "patch against a parent whose data is not held"
-            elif not isinstance(state["patch"], list):
+            elif not is_array(state["patch"]):
                 problem = "patch is not an array (RFC 6902)"
             else:
                 try:  # a new object: the parent's data is kept as it was

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
 from mcpl_host.jsonrpc.errors import LocalProtocolError, RemoteError, RemoteProtocolError
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import Redactor, ServerValue
 from mcpl_host.mcp_methods import CallToolResult, call_tool_result
 from mcpl_host.mcpl.admission import AdmissionView
@@ -78,7 +79,7 @@ class StateCalls:
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         params.update(self.store.request_params(feature_set))
         result = await self._requester.request("tools/call", params, timeout=timeout, progress=progress)
-        if not isinstance(result, dict):
+        if not is_object(result):
             raise RemoteProtocolError("the server's tools/call result is not a JSON object")
         problem = self.store.apply(feature_set, result["state"]) if "state" in result else None
         if problem is not None:
@@ -117,7 +118,7 @@ class StateCalls:
         except RemoteError as exc:
             if exc.code != CHECKPOINT_NOT_FOUND:
                 raise
-            data = exc.data if isinstance(exc.data, dict) else {}
+            data = exc.data if is_object(exc.data) else {}
             named = data.get("checkpoint")
             self._log.info(
                 "state/rollback: checkpoint not found",
@@ -127,7 +128,7 @@ class StateCalls:
             return RollbackResult(
                 feature_set, named if isinstance(named, str) else checkpoint, "not_found", exc.message
             )
-        if not isinstance(result, dict) or not isinstance(result.get("success"), bool):
+        if not is_object(result) or not isinstance(result.get("success"), bool):
             raise RemoteProtocolError("the server's state/rollback result has no boolean success")
         reason = result.get("reason") if isinstance(result.get("reason"), str) else None
         if not result["success"]:

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from mcpl_host.jsonrpc.values import is_array, is_mapping
+
 __all__ = [
     "CORE_IMPLICATIONS",
     "DEFAULT_DEDUPE_MAX_ENTRIES",
@@ -120,15 +122,15 @@ def _timestamp_problem(value: Any) -> str | None:
 
 
 def _content_problems(payload: Any) -> list[str]:
-    if not isinstance(payload, Mapping):
+    if not is_mapping(payload):
         return ["payload is missing or not an object"]
     content = payload.get("content")
-    if not isinstance(content, list):
+    if not is_array(content):
         return ["payload.content is missing or not an array"]
     return [
         f"payload.content[{index}] is not an object with a string type"
         for index, block in enumerate(content)
-        if not (isinstance(block, Mapping) and isinstance(block.get("type"), str))
+        if not (is_mapping(block) and isinstance(block.get("type"), str))
     ]
 
 
@@ -137,7 +139,7 @@ def validate_push_event(params: Any) -> list[str]:
 
     Unknown members are tolerated (checklist A 14). Never raises.
     """
-    if not isinstance(params, Mapping):
+    if not is_mapping(params):
         return ["params is missing or not an object"]
     problems: list[str] = []
     feature_set = params.get("featureSet")
@@ -151,10 +153,10 @@ def validate_push_event(params: Any) -> list[str]:
         problems.append(timestamp)
     problems.extend(_content_problems(params.get("payload")))
     tags = params.get("tags")
-    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+    if tags is not None and not (is_array(tags) and all(isinstance(t, str) for t in tags)):
         problems.append("tags is not an array of strings")
     origin = params.get("origin")
-    if origin is not None and not isinstance(origin, Mapping):
+    if origin is not None and not is_mapping(origin):
         problems.append("origin is not an object")
     return problems
 

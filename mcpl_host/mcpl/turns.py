@@ -143,7 +143,9 @@ async def before_inference_fanout(
         for slot, conn in enumerate(eligible):
             tg.start_soon(call, slot, conn)
     results = tuple(answer for answer in answers if answer is not None)
-    grouped = {p: tuple(i for r in results for i in r.injections if i.position == p) for p in POSITIONS}
+    grouped: dict[str, tuple[Injection, ...]] = {
+        p: tuple(i for r in results for i in r.injections if i.position == p) for p in POSITIONS
+    }
     return FanoutResult(results, grouped)
 
 

@@ -52,6 +52,7 @@ import httpx
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
 from mcpl_host.transports.http_common import (
@@ -349,7 +350,7 @@ class StreamableHTTPTransport:
                 self._spawn(self._run_stream, None, _Stream(key=None))
             elif method == "notifications/cancelled":
                 params: Any = message.get("params") if message is not None else None
-                if isinstance(params, dict) and "requestId" in params:
+                if is_object(params) and "requestId" in params:
                     scope = self._streams.get(id_key(cast("dict[str, Any]", params)["requestId"]))
                     if scope is not None:
                         scope.cancel()  # the answer is no longer wanted: stop reading it
@@ -492,7 +493,7 @@ class StreamableHTTPTransport:
         if answered and key == self._initialize_key and not self._told_version:
             result: Any = message.get("result") if message is not None else None
             version: Any = (
-                cast("dict[str, Any]", result).get("protocolVersion") if isinstance(result, dict) else None
+                cast("dict[str, Any]", result).get("protocolVersion") if is_object(result) else None
             )
             if isinstance(version, str) and _VERSION.match(version):
                 self._protocol_version = version

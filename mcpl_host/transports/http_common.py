@@ -29,6 +29,7 @@ from httpx_sse import EventSource, ServerSentEvent
 
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor, log_value
 from mcpl_host.transports.http_params import HTTPParameters
@@ -223,7 +224,7 @@ def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
         decoded: Any = orjson.loads(line)
     except orjson.JSONDecodeError:
         return "other", None, None, None
-    if not isinstance(decoded, dict):
+    if not is_object(decoded):
         return "other", None, None, None
     message = cast("dict[str, Any]", decoded)
     found: Any = message.get("method")

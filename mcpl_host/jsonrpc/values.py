@@ -1,0 +1,31 @@
+"""Narrowing JSON values from a server: what a parsed value is, as typed code sees it.
+
+Every value a server sends is ``Any`` until checked. These predicates are the one way the
+package checks a value's JSON kind, and they narrow the type for the checkers (``TypeIs``),
+so a checked object is a ``dict[str, Any]`` rather than a dict of unknowns (JSON object
+members are strings, RFC 8259 §4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from typing_extensions import TypeIs
+
+__all__ = ["is_array", "is_mapping", "is_object"]
+
+
+def is_object(value: object) -> TypeIs[dict[str, Any]]:
+    """A JSON object as parsed (a ``dict``)."""
+    return isinstance(value, dict)
+
+
+def is_mapping(value: object) -> TypeIs[Mapping[str, Any]]:
+    """A JSON object, or any mapping given by the application."""
+    return isinstance(value, Mapping)
+
+
+def is_array(value: object) -> TypeIs[list[Any]]:
+    """A JSON array as parsed (a ``list``)."""
+    return isinstance(value, list)
