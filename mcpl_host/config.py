@@ -175,13 +175,13 @@ class ServerConfig:
     transport: Transport
     command: str | None = None
     args: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict[str, str])
     cwd: str | None = None
     inherit_env: bool = False
     url: str | None = None
     token: str | None = None
     token_in: Literal["header", "query"] = "header"
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict[str, str])
     grant_policy: GrantPolicy = GrantPolicy()
     feature_set_policy: FeatureSetPolicy = FeatureSetPolicy()
     limits: Limits = Limits()

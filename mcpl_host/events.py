@@ -145,7 +145,7 @@ class HostEvent:
 
     server: str
     kind: EventKind
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict[str, Any])
     time: float = field(default_factory=time.time)
     responder: Any = field(default=None, compare=False)
     delivery: Delivery | None = field(default=None, compare=False)

@@ -92,7 +92,7 @@ class ServerInfo:
     name: str
     version: str
     protocol_version: str
-    capabilities: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any] = field(default_factory=dict[str, Any])
     instructions: str | None = None
     mcpl: dict[str, Any] | None = None
 

@@ -40,9 +40,9 @@ class Tool:
 
     name: str
     description: str | None = None
-    input_schema: dict[str, Any] = field(default_factory=dict)
+    input_schema: dict[str, Any] = field(default_factory=dict[str, Any])
     title: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class Resource:
     name: str | None = None
     description: str | None = None
     mime_type: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,7 @@ class ResourceTemplate:
     name: str | None = None
     description: str | None = None
     mime_type: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +73,8 @@ class Prompt:
 
     name: str
     description: str | None = None
-    arguments: list[Any] = field(default_factory=list)
-    raw: dict[str, Any] = field(default_factory=dict)
+    arguments: list[Any] = field(default_factory=list[Any])
+    raw: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ class CallToolResult:
     content: list[Any]
     is_error: bool = False
     structured_content: Any = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict[str, Any])
 
     @property
     def text(self) -> str:
@@ -99,7 +99,8 @@ class ReadResourceResult:
     """``resources/read``: ``contents`` (objects with ``uri`` and ``text`` or ``blob``)."""
 
     contents: list[Any]
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=list[Any]
+    raw: dict[str, Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +109,7 @@ class GetPromptResult:
 
     messages: list[Any]
     description: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 def _object(result: Any, method: str) -> dict[str, Any]:

@@ -56,7 +56,7 @@ class Observation:
     """
 
     kind: ObservationKind
-    data: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 class ConnectionObserver(Protocol):

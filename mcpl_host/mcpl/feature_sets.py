@@ -92,9 +92,9 @@ class FeatureSetDeclarations:
     """What ``read_feature_sets`` found: ``sets`` by name (declaration order), the ``shape``
     of ``featureSets`` (``object``, ``array``, ``absent`` or ``invalid``) and ``problems``."""
 
-    sets: dict[str, FeatureSet] = field(default_factory=dict)
+    sets: dict[str, FeatureSet] = field(default_factory=dict[str, FeatureSet])
     shape: Shape = "absent"
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list[str])
 
 
 def _read_one(name: str, value: Any, where: str, problems: list[str]) -> FeatureSet:
@@ -219,7 +219,7 @@ class Derivation:
     """The host's derivation: ``enabled`` names and ``disabled`` names with reasons."""
 
     enabled: frozenset[str] = frozenset()
-    disabled: dict[str, DisabledReason] = field(default_factory=dict)
+    disabled: dict[str, DisabledReason] = field(default_factory=dict[str, DisabledReason])
 
     def policy_params(self, grant: Grant) -> dict[str, Any]:
         """The full ``featureSets/update`` params (MCPL §5.3, §6.7; PROTOCOL.md §2.3):

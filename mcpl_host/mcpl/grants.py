@@ -187,8 +187,8 @@ class Grant:
     diagnostic complement (never used for authorization; checklist D 44).
     """
 
-    paths: frozenset[str] = field(default_factory=frozenset)
-    advertised: frozenset[str] = field(default_factory=frozenset)
+    paths: frozenset[str] = field(default_factory=frozenset[str])
+    advertised: frozenset[str] = field(default_factory=frozenset[str])
 
     def allows(self, path: str) -> bool:
         """Whether ``path`` is granted (exact path: the grant holds concrete leaves)."""

@@ -138,13 +138,13 @@ class ManifestDiff:
     """
 
     domains: tuple[str, ...] = ()
-    capabilities_removed: frozenset[str] = field(default_factory=frozenset)
-    capabilities_added: frozenset[str] = field(default_factory=frozenset)
-    feature_sets_removed: frozenset[str] = field(default_factory=frozenset)
-    feature_sets_added: frozenset[str] = field(default_factory=frozenset)
-    feature_sets_changed: frozenset[str] = field(default_factory=frozenset)
-    ontologies_changed: frozenset[str] = field(default_factory=frozenset)
-    tags_undeclared: frozenset[str] = field(default_factory=frozenset)
+    capabilities_removed: frozenset[str] = field(default_factory=frozenset[str])
+    capabilities_added: frozenset[str] = field(default_factory=frozenset[str])
+    feature_sets_removed: frozenset[str] = field(default_factory=frozenset[str])
+    feature_sets_added: frozenset[str] = field(default_factory=frozenset[str])
+    feature_sets_changed: frozenset[str] = field(default_factory=frozenset[str])
+    ontologies_changed: frozenset[str] = field(default_factory=frozenset[str])
+    tags_undeclared: frozenset[str] = field(default_factory=frozenset[str])
 
     @property
     def changed(self) -> bool:

@@ -24,10 +24,10 @@ class PolicyOutcome:
 
     accepted: bool
     mode: str | None = None
-    unavailable_features: list[Any] = field(default_factory=list)
+    unavailable_features: list[Any] = field(default_factory=list[Any])
     fallback: str | None = None
     reason: str | None = None
-    defects: list[str] = field(default_factory=list)
+    defects: list[str] = field(default_factory=list[str])
     raw: Any = None
 
 

@@ -69,8 +69,8 @@ class TagClosure:
     """``tags``: the closed tag set in deterministic order; ``problems``: sentences about
     entries dropped or kept with a producer violation."""
 
-    tags: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list[str])
+    problems: list[str] = field(default_factory=list[str])
 
 
 def read_tags(value: Any) -> TagClosure:

@@ -97,7 +97,7 @@ class FanoutResult:
     position (all three keys), its injections by connection order then response order."""
 
     results: tuple[BeforeInferenceResult, ...]
-    by_position: Mapping[str, tuple[Injection, ...]] = field(default_factory=dict)
+    by_position: Mapping[str, tuple[Injection, ...]] = field(default_factory=dict[str, tuple[Injection, ...]])
 
     def injections(self, position: Position) -> tuple[Injection, ...]:
         return tuple(self.by_position.get(position, ()))

@@ -74,7 +74,7 @@ class WebSocketParameters:
     url: str
     token: str | None = None
     token_in: Literal["query", "header"] = "header"
-    headers: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict[str, str])
     open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS
     keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS
     keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS
