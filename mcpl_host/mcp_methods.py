@@ -99,8 +99,7 @@ class ReadResourceResult:
     """``resources/read``: ``contents`` (objects with ``uri`` and ``text`` or ``blob``)."""
 
     contents: list[Any]
-    raw: dict[str, Any] = field(default_factory=list[Any]
-    raw: dict[str, Any])
+    raw: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,7 +178,7 @@ class Session:
     line_head_bytes: int = DEFAULT_LINE_HEAD_BYTES
     phase: Phase = Phase.NEW
     _next_id: int = 1
-    _pending: dict[int, PendingRequest] = field(default_factory=dict[int, PendingRequest][int, PendingRequest])
+    _pending: dict[int, PendingRequest] = field(default_factory=dict[int, PendingRequest])
     _initialize_id: int | None = None
 
     # --- outgoing --------------------------------------------------------------------------

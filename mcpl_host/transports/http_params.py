@@ -92,7 +92,7 @@ class HTTPParameters:
 
     url: str
     token: str | None = None
-    headers: Mapping[str, str] = field(default_factory=dict[str, str][str, str])
+    headers: Mapping[str, str] = field(default_factory=dict[str, str])
     ssl_context: ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
