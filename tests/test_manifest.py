@@ -1,14 +1,16 @@
-"""Manifest digest, diff, change receipt, shape check and fetch limiter (MCPL §17;
-PROTOCOL.md §6, checklist K 108-118).
+"""Manifest digest, diff, change receipt, shape check and fetch limiter (MCPL §17).
 
-The digest tests read ``shared/vectors/manifest-digest-vectors.json`` as it is at test time
-(PROTOCOL.md §6.6): expected values are never copied into this file.
+The digest tests read the MCPL conformance vectors, ``tests/vectors/manifest-digest-vectors.json``
+(a copy of the specification's published file; provenance in ``tests/vectors/README.md``), or
+the file named by ``MCPL_VECTORS``, as it is at test time: expected values are never copied
+into this file.
 
-Unpinned divergences (PROTOCOL.md §6.6): the reference implementations disagree and no vector
-decides, so no test here asserts either side. They are: ``suggestedTreatment`` matchers with a
-non-identifier in the list form; member names of objects inside arrays under a capability
-member; a non-string ``facet``. ``test_unpinned_divergences_stay_total`` only checks that each
-gives a digest or a ``DigestError``; the decisions are recorded in ``manifest._Normalizer``.
+Unpinned divergences (docs/protocol.md, "Manifest digest"): the reference implementations
+disagree and no vector decides, so no test here asserts either side. They are:
+``suggestedTreatment`` matchers with a non-identifier in the list form; member names of
+objects inside arrays under a capability member; a non-string ``facet``.
+``test_unpinned_divergences_stay_total`` only checks that each gives a digest or a
+``DigestError``; the decisions are recorded in ``manifest._Normalizer``.
 """
 
 from __future__ import annotations
@@ -55,28 +57,18 @@ from mcpl_host.mcpl.manifest_diff import (
 # --------------------------------------------------------------------------- vector file
 
 
-def _vector_path() -> Path | None:
-    beside = Path(__file__).resolve().parents[2] / "shared" / "vectors" / "manifest-digest-vectors.json"
-    if beside.is_file():
-        return beside
+def _vector_path() -> Path:
+    """The vector file: ``MCPL_VECTORS`` when set, else the copy shipped in ``tests/vectors/``."""
     env = os.environ.get("MCPL_VECTORS")
-    if env and Path(env).is_file():
-        return Path(env)
-    return None
+    return Path(env) if env else Path(__file__).resolve().parent / "vectors" / "manifest-digest-vectors.json"
 
 
 VECTOR_PATH = _vector_path()
-MISSING = (
-    "manifest-digest-vectors.json not found: expected ../shared/vectors/ beside the repository "
-    "or a path in MCPL_VECTORS"
-)
-FILE: dict[str, Any] = orjson.loads(VECTOR_PATH.read_bytes()) if VECTOR_PATH else {}
-VECTORS: dict[str, dict[str, Any]] = {v["name"]: v for v in FILE.get("vectors", [])}
+FILE: dict[str, Any] = orjson.loads(VECTOR_PATH.read_bytes())
+VECTORS: dict[str, dict[str, Any]] = {v["name"]: v for v in FILE["vectors"]}
 
 
 def _params(items: list[dict[str, Any]]) -> list[Any]:
-    if not VECTOR_PATH:
-        return [pytest.param(None, id="vector-file-missing", marks=pytest.mark.skip(reason=MISSING))]
     return [pytest.param(item, id=item["name"]) for item in items]
 
 
@@ -85,7 +77,6 @@ NEGATIVE = [v for v in VECTORS.values() if "expectError" in v]
 CROSS = [v for v in VECTORS.values() if "sameDigestAs" in v or "differentDigestFrom" in v]
 
 
-@pytest.mark.skipif(not VECTOR_PATH, reason=MISSING)
 def test_vector_file_is_well_formed() -> None:
     names = [v["name"] for v in FILE["vectors"]]
     assert len(names) == len(set(names))
@@ -103,7 +94,7 @@ def test_vector_file_is_well_formed() -> None:
 
 
 @pytest.mark.parametrize("vector", _params(POSITIVE))
-def test_k116_positive_vector(vector: dict[str, Any]) -> None:
+def test_digest_positive_vector(vector: dict[str, Any]) -> None:
     # canonicalJson, then sha256Hex, then digest: a failure says which step broke.
     canonical = canonical_manifest_bytes(vector["input"])
     # The file holds canonicalJson as a JSON string; loading the file parsed it.
@@ -114,7 +105,7 @@ def test_k116_positive_vector(vector: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("vector", _params(NEGATIVE))
-def test_k116_negative_vector(vector: dict[str, Any]) -> None:
+def test_digest_negative_vector(vector: dict[str, Any]) -> None:
     with pytest.raises(DigestError) as caught:
         manifest_digest(vector["input"])
     assert caught.value.code == vector["expectError"]
@@ -123,7 +114,7 @@ def test_k116_negative_vector(vector: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("vector", _params(CROSS))
-def test_k116_cross_assertions(vector: dict[str, Any]) -> None:
+def test_digest_cross_assertions(vector: dict[str, Any]) -> None:
     digest = manifest_digest(vector["input"])
     if "sameDigestAs" in vector:
         assert digest == manifest_digest(VECTORS[vector["sameDigestAs"]]["input"])
@@ -131,8 +122,8 @@ def test_k116_cross_assertions(vector: dict[str, Any]) -> None:
         assert digest != manifest_digest(VECTORS[vector["differentDigestFrom"]]["input"])
 
 
-@pytest.mark.parametrize("vector", _params(FILE.get("sortVectors", [])))
-def test_k116_sort_vector(vector: dict[str, Any]) -> None:
+@pytest.mark.parametrize("vector", _params(FILE["sortVectors"]))
+def test_digest_sort_vector(vector: dict[str, Any]) -> None:
     assert sorted_set(vector["input"]) == vector["sorted"]
     assert sorted(set(vector["input"]), key=set_sort_key) == vector["sorted"]
     assert sorted_set(reversed(vector["input"])) == vector["sorted"]
