@@ -151,7 +151,7 @@ def test_non_finite_numbers_are_refused(number: Any) -> None:
 
 
 def test_integers_beyond_2_53_are_serialized_as_doubles() -> None:
-    # PROTOCOL.md §6.5 step 5: 9007199254740993 -> 9007199254740992. rfc8785 alone refuses
+    # RFC 8785 §3.2.2.3: 9007199254740993 -> 9007199254740992. rfc8785 alone refuses
     # any int past 2^53 - 1, so the module converts first.
     assert canonical_manifest_bytes({"n": 2**53 + 1}) == canonical_manifest_bytes({"n": float(2**53)})
     assert canonical_manifest_bytes({"n": 2**53}) == b'{"n":9007199254740992}'
@@ -227,7 +227,7 @@ def test_values_no_json_parser_produces_are_not_json(manifest: Any) -> None:
     ],
 )
 def test_unpinned_divergences_stay_total(manifest: dict[str, Any]) -> None:
-    # No side asserted (PROTOCOL.md §6.6): only that the answer is a digest or a refusal.
+    # No side asserted (docs/protocol.md, "Manifest digest"): only that the answer is a digest or a refusal.
     try:
         assert REVISION_PATTERN.fullmatch(manifest_digest(manifest))
     except DigestError as exc:
@@ -412,7 +412,7 @@ def _sets(**sets: Any) -> dict[str, Any]:
         ),
     ],
 )
-def test_k112_diff(new: dict[str, Any], expected: ManifestDiff) -> None:
+def test_manifest_diff(new: dict[str, Any], expected: ManifestDiff) -> None:
     assert diff_manifests(BASE, new) == expected
     assert diff_manifests(BASE, new).changed == bool(expected.domains)
 
@@ -438,7 +438,7 @@ def test_absent_and_empty_members_differ(
     assert diff_manifests(old, new).domains == domains
 
 
-def test_k112_removals_are_found_in_a_partly_invalid_manifest() -> None:
+def test_removals_are_found_in_a_partly_invalid_manifest() -> None:
     new = {
         "version": 5,
         "bad key": True,
@@ -458,7 +458,7 @@ def test_tools_flag_is_passed_through() -> None:
 
 
 @pytest.mark.parametrize("bad", [None, [], "x"])
-def test_k113_unparseable_fetch_is_refused(bad: Any) -> None:
+def test_unparseable_fetch_is_refused(bad: Any) -> None:
     with pytest.raises(DigestError) as caught:
         diff_manifests(BASE, bad)
     assert caught.value.code == MANIFEST_NOT_OBJECT
@@ -569,13 +569,13 @@ def _receipt(
         ),
     ],
 )
-def test_k114_receipt(
+def test_change_receipt(
     diff: ManifestDiff, new_grant: Grant, kwargs: dict[str, Any], expected: list[tuple[str, str, str]]
 ) -> None:
     assert _receipt(diff, new_grant, **kwargs) == expected
 
 
-def test_k114_one_receipt_orders_impacts_by_the_closed_set() -> None:
+def test_one_receipt_orders_impacts_by_the_closed_set() -> None:
     old = BASE
     new = _with(
         pushEvents=False,
@@ -608,7 +608,7 @@ def test_k114_one_receipt_orders_impacts_by_the_closed_set() -> None:
     }
 
 
-def test_k114_vocabulary_is_closed() -> None:
+def test_receipt_vocabulary_is_closed() -> None:
     assert len(IMPACTS) == 7 and len(set(IMPACTS)) == 7
     assert set(DEFAULT_DISPOSITIONS) == set(IMPACTS)
     assert set(DEFAULT_DISPOSITIONS.values()) <= set(DISPOSITIONS)
@@ -644,7 +644,7 @@ def test_validate_manifest(value: Any, problems: int) -> None:
     assert len(validate_manifest(value)) == problems
 
 
-def test_k111_validate_never_parses_revision_beyond_its_shape() -> None:
+def test_validate_never_parses_revision_beyond_its_shape() -> None:
     assert validate_manifest({"version": "0.5", "revision": manifest_digest({"x": 1})}) == []
 
 
@@ -657,7 +657,7 @@ def test_k111_validate_never_parses_revision_beyond_its_shape() -> None:
         (3, 1.0, [0, 0, 0, 0, 2], [True, True, True, False, True]),
     ],
 )
-def test_k110_fetch_limiter(
+def test_fetch_limiter(
     max_fetches: int, per_seconds: float, times: list[float], expected: list[bool]
 ) -> None:
     limiter = ManifestFetchLimiter(max_fetches, per_seconds)
