@@ -1,4 +1,4 @@
-"""Leaving a task group an object entered in its own ``__aenter__`` (STYLE.md §2 item 8).
+"""Leaving a task group an object entered in its own ``__aenter__``.
 
 The owner closes itself first (its tasks end), then leaves the group. Only a cancellation is
 handed to the group, whose scope may own it; any other exception propagates as it is, not

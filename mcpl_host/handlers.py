@@ -1,12 +1,12 @@
 """The interface an embedding framework implements for what a server sends unasked.
 
 Subclass ``HostHandlers`` and override what you serve; every default answers, so no server
-request is ever left unanswered (MCPL §6.6, ENVELOPE.md R2).
+request is ever left unanswered (MCPL §6.6; docs/protocol.md R2).
 
 - Async request methods each run in their own task (a handler that waits never blocks the
   read loop or other requests). Return the ``result`` object, raise ``HandlerError`` to
   answer with a specific error, ``MethodNotFound`` for ``-32601``; anything else raised is
-  answered ``-32603`` and logged (R3).
+  answered ``-32603`` and logged (docs/protocol.md R3).
 - ``on_notification``, ``on_refused``, ``on_orphan_response`` and ``on_connection_lost`` are
   called from the read loop and must not block: hand work to your own task or memory stream.
 - Admission (the capability grant, the feature set) and params validation have already run
@@ -119,7 +119,7 @@ class HostHandlers:
     ) -> dict[str, Any]:
         """An ``inference/request`` that passed admission and validation (MCPL §11; ``messages``
         is a non-empty array of ``{role, content}``). ``stream`` is given when the server asked
-        for streaming and the request has an id (R7: id null is answered whole); send deltas
+        for streaming and the request has an id (docs/protocol.md R7: id null is answered whole); send deltas
         through it, then return the whole result ``{content: str, model: str, finishReason:
         "end_turn" | "max_tokens" | "stop_sequence", usage: {inputTokens, outputTokens}}``
         (§11.3). Default: refused, since no model is configured."""
@@ -189,7 +189,7 @@ class HostHandlers:
 
     def on_orphan_response(self, server: str, response: Response) -> None:
         """A response naming no pending request: a late answer after a timeout or a
-        cancellation (ENVELOPE.md R5). Must not block."""
+        cancellation (docs/protocol.md R5). Must not block."""
 
 
 def serves_inference(handlers: HostHandlers) -> bool:

@@ -1,5 +1,5 @@
-"""The ``initialize`` exchange: what we send, and how we read the answer (MCP lifecycle,
-MCPL §5.2, ENVELOPE.md D, D4, D5).
+"""The ``initialize`` exchange: what we send, and how we read the answer (MCP 2025-11-25,
+"Lifecycle"; MCPL §5.2; docs/protocol.md H1-H6, D4, D5).
 
 Pure functions and values; the connection does the I/O.
 """
@@ -25,11 +25,11 @@ __all__ = [
     "read_initialize_result",
 ]
 
-#: MCP protocol versions this host implements, newest first (ENVELOPE.md D4).
+#: MCP protocol versions this host implements, newest first (docs/protocol.md D4).
 SUPPORTED_PROTOCOL_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 #: The version we ask for.
 LATEST_PROTOCOL_VERSION = SUPPORTED_PROTOCOL_VERSIONS[0]
-#: The MCPL version we advertise (ENVELOPE.md D5).
+#: The MCPL version we advertise (docs/protocol.md D5).
 MCPL_VERSION = "0.5"
 #: MCPL versions served without a warning; real servers still say 0.4 (D5).
 SERVED_MCPL_VERSIONS = frozenset({"0.4", "0.5"})
@@ -113,7 +113,7 @@ def read_initialize_result(result: Any, redactor: Redactor | None = None) -> Ser
 
     Raises:
         InitializeError: the result is not an object, names no protocol version, or names
-            one we do not implement (ENVELOPE.md D4; the message names what was received,
+            one we do not implement (docs/protocol.md D4; the message names what was received,
             escaped and passed through ``redactor``).
     """
     if not is_object(result):

@@ -34,16 +34,16 @@ DEFAULT_MAX_QUEUED_INBOUND = 1024
 #: lost (memory stays bounded).
 DEFAULT_MAX_OUTBOX_BYTES = 64 * 1024 * 1024
 #: Dropped (non-JSON / non-object) lines logged per connection before one "more go unlogged"
-#: line (ENVELOPE.md R6).
+#: line (docs/protocol.md R6).
 DEFAULT_DROPPED_LINES_LOGGED = 3
-#: Unmatched JSON-RPC error responses logged per connection before going quiet (R5, L3).
+#: Unmatched JSON-RPC error responses logged per connection before going quiet (docs/protocol.md R5, L3).
 DEFAULT_UNMATCHED_ERRORS_LOGGED = 10
-#: Invalid requests logged per connection before going quiet (A4, L3); each is still
-#: answered. The same bound applies to "not answering request" lines (T1, T2).
+#: Invalid requests logged per connection before going quiet (docs/protocol.md A4, L3); each
+#: is still answered. The same bound applies to "not answering request" lines (T1, T2).
 DEFAULT_INVALID_REQUESTS_LOGGED = 10
-#: Server stderr lines kept to explain a failure (ENVELOPE.md H5).
+#: Server stderr lines kept to explain a failure (docs/protocol.md H5).
 DEFAULT_STDERR_TAIL_LINES = 50
-#: Characters (UTF-16 code units) of one server value in a log line (ENVELOPE.md L1).
+#: Characters (UTF-16 code units) of one server value in a log line (docs/protocol.md L1).
 DEFAULT_LOG_VALUE_MAX_UNITS = 256
 #: Characters past that cut that are redacted with the shown part, so a secret straddling
 #: the cut is still found; the rest of a longer value is neither redacted nor shown (it

@@ -139,7 +139,7 @@ class Link:
         self.stopped = anyio.Event()
 
     def send(self, data: bytes) -> None:
-        """Queue whole lines for the writer; a closed link drops them (T1)."""
+        """Queue whole lines for the writer; a closed link drops them (docs/protocol.md T1)."""
         if self.closed or self._finishing:
             return
         if self._writing + len(self._outbox) + len(data) > self._max_outbox:

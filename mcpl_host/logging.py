@@ -1,7 +1,7 @@
 """Log safety: ``escape_text()`` (the one escaper), ``log_value()`` (escape and cut),
 ``ServerValue``, ``LogBudget``; the ``Redactor`` itself lives in ``mcpl_host.secrets``.
 
-Rules of this module (ENVELOPE.md F, L1-L3):
+Rules of this module (docs/protocol.md L1-L3):
 
 - Every value from a server that reaches a log line goes through ``log_value()``: it is
   rendered as text, redacted, cut at ``DEFAULT_LOG_VALUE_MAX_UNITS`` UTF-16 code units (with
@@ -133,7 +133,7 @@ def log_value(
     *,
     max_units: int = DEFAULT_LOG_VALUE_MAX_UNITS,
 ) -> str:
-    """Render a server value for a log line (ENVELOPE.md L1, L2).
+    """Render a server value for a log line (docs/protocol.md L1, L2).
 
     Args:
         value: any value (a ``str`` is used as is, bytes are decoded as UTF-8 with
@@ -182,7 +182,7 @@ class ServerValue:
 
 
 class LogBudget:
-    """Bounds how many diagnostic lines of one kind a connection writes (ENVELOPE.md R6, L3).
+    """Bounds how many diagnostic lines of one kind a connection writes (docs/protocol.md R6, L3).
 
     ``take()`` returns ``"log"`` for the first ``limit`` calls, ``"last"`` once (write one
     line saying that more go unlogged), then ``"quiet"``. ``count`` counts every call.

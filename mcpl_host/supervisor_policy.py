@@ -1,6 +1,6 @@
 """The restart policy of one server: decide whether and when to restart it. Pure.
 
-Rules (STYLE.md §2 item 11, "Decide, then act"):
+Rules (decide, then act: this module decides, the supervisor acts):
 
 - The supervisor (the I/O shell) tells a ``RestartTracker`` what happened, with ``now`` in
   seconds on one monotonic clock (for example ``anyio.current_time()``): ``record_start(now)``

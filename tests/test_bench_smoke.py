@@ -85,7 +85,7 @@ def test_the_report_renders(capsys: pytest.CaptureFixture[str]) -> None:
     status = main([*argv, "--cpu", "all"])  # pinning would pin the test session itself
     report = capsys.readouterr().out
     assert status == 0
-    assert "## Targets (issue 8)" in report
+    assert "## Targets" in report
     assert "| sequential ping, median (µs) |" in report
     assert "mcpl-host (trio)" in report
     assert "- CPU: not pinned" in report

@@ -350,7 +350,7 @@ def test_bidi_and_invisible_characters_are_escaped_alike_in_log_lines_and_the_re
 
 
 def test_values_orjson_cannot_write_are_still_reported(tmp_path: Path) -> None:
-    big = 2**70  # kept exact by the library's parser (ENVELOPE.md D6)
+    big = 2**70  # kept exact by the library's parser (docs/protocol.md D6)
     tool = {"name": "odd", "description": "half \ud800 a pair", "inputSchema": {"maximum": big}}
     steps = [
         *initialize_reply({"tools": {}}),

@@ -1,4 +1,4 @@
-"""envelope.classify(): one test per rule of ENVELOPE.md A (E1-E8) and B (A1-A3)."""
+"""envelope.classify(): one test per rule of docs/protocol.md E1-E8 and A1-A3."""
 
 from __future__ import annotations
 
@@ -144,7 +144,8 @@ def test_e8_jsonrpc_member_and_params_are_not_checked() -> None:
 
 
 def test_bool_is_not_a_number_id() -> None:
-    """The Python trap in ENVELOPE.md A: True must not pass as the number 1."""
+    """The Python trap of docs/protocol.md, "Envelope classification": True must not pass as
+    the number 1."""
     assert isinstance(classify({"method": "m", "id": True}), Invalid)
 
 

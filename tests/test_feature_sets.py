@@ -1,5 +1,6 @@
 """Feature sets: declarations, name patterns, derivation, update params, admission
-(MCPL §5.3, §6.1-§6.7; PROTOCOL.md §2.3, §3.6, §4.4; checklist E 58-64, D 43)."""
+(MCPL §5.3, §5.4, §6.1-§6.7; docs/protocol.md, "Feature-set declarations", "Feature-set name
+patterns", "Policy requests", "Admission order")."""
 
 from __future__ import annotations
 
@@ -201,7 +202,7 @@ def test_featuresets_reader_never_raises_and_names_are_declared_strings(declared
     derive(decl, EVERYTHING, NO_POLICY)  # derivation never raises either
 
 
-# --- name patterns (Interp. of §6.3) -------------------------------------------------------
+# --- name patterns (MCPL §6.3; docs/protocol.md, "Feature-set name patterns") -------------
 
 
 @pytest.mark.parametrize(
@@ -219,7 +220,7 @@ def test_featuresets_reader_never_raises_and_names_are_declared_strings(declared
         ("mem*", "memory", False),
     ],
 )
-def test_e60_feature_set_name_pattern_rule(pattern: str, name: str, expected: bool) -> None:
+def test_feature_set_name_pattern_rule(pattern: str, name: str, expected: bool) -> None:
     assert name_matches(pattern, name) is expected
 
 
@@ -240,7 +241,7 @@ def test_e60_feature_set_name_pattern_rule(pattern: str, name: str, expected: bo
         ["pushEvents", 3],
     ],
 )
-def test_e58_invalid_uses_disables_with_reason(uses: Any) -> None:
+def test_invalid_uses_disables_with_reason(uses: Any) -> None:
     body: dict[str, Any] = {"description": "d"}
     if uses is not None:
         body["uses"] = uses
@@ -251,12 +252,12 @@ def test_e58_invalid_uses_disables_with_reason(uses: Any) -> None:
     assert reason.reason == "invalid_uses" and reason.detail and reason.missing_capabilities == ()
 
 
-def test_e58_hand_built_set_with_empty_uses_is_invalid() -> None:
+def test_hand_built_set_with_empty_uses_is_invalid() -> None:
     decl = FeatureSetDeclarations(sets={"x": FeatureSet(name="x")}, shape="object")
     assert derive(decl, EVERYTHING, NO_POLICY).disabled["x"].reason == "invalid_uses"
 
 
-def test_e59_capability_denied_lists_missing_paths() -> None:
+def test_capability_denied_lists_missing_paths() -> None:
     decl = declare(ask=["inferenceRequest", "inferenceRequest.streaming", "pushEvents"])
     derivation = derive(decl, grant_of("inferenceRequest"), NO_POLICY)
     assert derivation.disabled["ask"] == DisabledReason(
@@ -264,27 +265,27 @@ def test_e59_capability_denied_lists_missing_paths() -> None:
     )
 
 
-def test_e59_denied_capability_disables_every_set_that_uses_it() -> None:
+def test_denied_capability_disables_every_set_that_uses_it() -> None:
     decl = declare(a=["pushEvents"], b=["pushEvents", "tools"], c=["tools"])
     derivation = derive(decl, grant_of("tools"), NO_POLICY)
     assert derivation.enabled == {"c"}
     assert set(derivation.disabled) == {"a", "b"}
 
 
-def test_e60_enabled_allowlist_disables_others_not_selected() -> None:
+def test_enabled_allowlist_disables_others_not_selected() -> None:
     decl = declare(memory_retrieval=["tools"], memory_write=["tools"], clock=["tools"])
     derivation = derive(decl, EVERYTHING, FeatureSetPolicy(enabled=("memory.*",)))
     assert derivation.enabled == {"memory.retrieval", "memory.write"}
     assert derivation.disabled == {"clock": DisabledReason("not_selected")}
 
 
-def test_e60_enabled_none_means_no_constraint_and_empty_tuple_selects_nothing() -> None:
+def test_enabled_none_means_no_constraint_and_empty_tuple_selects_nothing() -> None:
     decl = declare(a=["tools"])
     assert derive(decl, EVERYTHING, FeatureSetPolicy(enabled=None)).enabled == {"a"}
     assert derive(decl, EVERYTHING, FeatureSetPolicy(enabled=())).disabled["a"].reason == "not_selected"
 
 
-def test_e60_disabled_always_subtracts() -> None:
+def test_disabled_always_subtracts() -> None:
     decl = declare(memory_retrieval=["tools"], clock=["tools"])
     policy = FeatureSetPolicy(enabled=("*",), disabled=("memory.*",))
     derivation = derive(decl, EVERYTHING, policy)
@@ -292,7 +293,7 @@ def test_e60_disabled_always_subtracts() -> None:
     assert derivation.disabled["memory.retrieval"].reason == "disabled_by_policy"
 
 
-def test_e60_naming_never_widens() -> None:
+def test_naming_never_widens() -> None:
     decl = declare(ask=["inferenceRequest"], bad=["inferenceRequst"])
     derivation = derive(decl, grant_of(), FeatureSetPolicy(enabled=("ask", "bad")))
     assert derivation.enabled == frozenset()
@@ -300,7 +301,7 @@ def test_e60_naming_never_widens() -> None:
     assert derivation.disabled["bad"].reason == "invalid_uses"
 
 
-def test_e58_e60_reason_precedence() -> None:
+def test_disabled_reason_precedence() -> None:
     """invalid_uses, then capability_denied, then not_selected, then disabled_by_policy."""
     decl = declare(a=[], b=["pushEvents"], c=["tools"], d=["tools"])
     policy = FeatureSetPolicy(enabled=("a", "b", "d"), disabled=("*",))
@@ -317,7 +318,7 @@ def test_e58_e60_reason_precedence() -> None:
     granted=st.sets(st.sampled_from(sorted(VOCABULARY))),
     uses=st.lists(st.sampled_from(sorted(VOCABULARY) + ["bogus", "channels.*"]), max_size=4),
 )
-def test_e59_enabled_sets_are_fully_granted(granted: set[str], uses: list[str]) -> None:
+def test_enabled_sets_are_fully_granted(granted: set[str], uses: list[str]) -> None:
     decl = read_feature_sets({"featureSets": {"x": {"description": "", "uses": uses}}})
     derivation = derive(decl, grant_of(*granted), NO_POLICY)
     assert ("x" in derivation.enabled) == (bool(uses) and set(uses) <= granted)
@@ -339,7 +340,7 @@ def test_policy_params_full_shape() -> None:
     }
 
 
-def test_d43_policy_params_minimal_shape_always_has_lists() -> None:
+def test_policy_params_minimal_shape_always_has_lists() -> None:
     params = derive(FeatureSetDeclarations(), grant_of(), NO_POLICY).policy_params(grant_of())
     assert params == {"effectiveCapabilities": [], "enabled": [], "disabled": []}
 
@@ -348,14 +349,14 @@ def test_d43_policy_params_minimal_shape_always_has_lists() -> None:
     granted=st.sets(st.sampled_from(sorted(VOCABULARY))),
     advertised=st.sets(st.sampled_from(sorted(VOCABULARY))),
 )
-def test_d43_effective_and_denied_never_overlap(granted: set[str], advertised: set[str]) -> None:
+def test_effective_and_denied_never_overlap(granted: set[str], advertised: set[str]) -> None:
     grant = grant_of(*granted, advertised=tuple(advertised))
     params = Derivation().policy_params(grant)
     assert not set(params["effectiveCapabilities"]) & set(params.get("deniedCapabilities", []))
     assert params["effectiveCapabilities"] == sorted(granted)
 
 
-# --- admission by feature set (PROTOCOL.md §3.6 steps 3-4) -------------------------------------
+# --- admission by feature set (docs/protocol.md, "Admission order", step 2) --------------------
 
 
 def setup(grant: Grant, policy: FeatureSetPolicy = NO_POLICY) -> tuple[FeatureSetDeclarations, Derivation]:
@@ -393,19 +394,19 @@ def test_e_admitted_when_enabled_and_declared() -> None:
 
 
 @pytest.mark.parametrize("value", [..., None, 3, "", ["clock"]])
-def test_e63_missing_or_non_string_feature_set_is_invalid_params(value: Any) -> None:
+def test_missing_or_non_string_feature_set_is_invalid_params(value: Any) -> None:
     decl, derivation = setup(PUSH_GRANT)
     outcome = admit_fs("push/event", push(value), decl, derivation, PUSH_GRANT)
     assert outcome.error is not None and outcome.error.code == ErrorCode.INVALID_PARAMS
 
 
-def test_e63_params_not_an_object_is_invalid_params() -> None:
+def test_params_not_an_object_is_invalid_params() -> None:
     decl, derivation = setup(PUSH_GRANT)
     outcome = admit_fs("push/event", ["clock"], decl, derivation, PUSH_GRANT)
     assert outcome.error is not None and outcome.error.code == -32602
 
 
-def test_e61_undeclared_feature_set_is_unknown() -> None:
+def test_undeclared_feature_set_is_unknown() -> None:
     decl, derivation = setup(PUSH_GRANT)
     outcome = admit_fs("push/event", push("nope"), decl, derivation, PUSH_GRANT)
     assert outcome.error is not None
@@ -416,7 +417,7 @@ def test_e61_undeclared_feature_set_is_unknown() -> None:
     }
 
 
-def test_e62_disabled_feature_set_is_not_enabled_without_can_enable() -> None:
+def test_disabled_feature_set_is_not_enabled_without_can_enable() -> None:
     decl, derivation = setup(PUSH_GRANT, FeatureSetPolicy(disabled=("clock",)))
     outcome = admit_fs("push/event", push(), decl, derivation, PUSH_GRANT)
     assert outcome.error is not None
@@ -428,7 +429,7 @@ def test_e62_disabled_feature_set_is_not_enabled_without_can_enable() -> None:
     assert outcome.diagnostic is None
 
 
-def test_e62_declared_but_missing_from_a_stale_derivation_fails_closed() -> None:
+def test_declared_but_missing_from_a_stale_derivation_fails_closed() -> None:
     decl, _ = setup(PUSH_GRANT)
     outcome = admit_fs("push/event", push(), decl, Derivation(), PUSH_GRANT)
     assert outcome.error is not None and outcome.error.code == ErrorCode.FEATURE_SET_NOT_ENABLED
@@ -447,7 +448,7 @@ def test_e62_declared_but_missing_from_a_stale_derivation_fails_closed() -> None
         ),
     ],
 )
-def test_e64_uses_lacks_exercised_capability_is_mismatch(
+def test_uses_lacks_exercised_capability_is_mismatch(
     method: str, params: dict[str, Any], capability: str
 ) -> None:
     decl, derivation = setup(PUSH_GRANT)
@@ -463,7 +464,7 @@ def test_e64_uses_lacks_exercised_capability_is_mismatch(
     )
 
 
-def test_e64_streaming_set_admits_streamed_and_plain_requests() -> None:
+def test_streaming_set_admits_streamed_and_plain_requests() -> None:
     decl, derivation = setup(PUSH_GRANT)
     for stream in (True, False):
         params = {"featureSet": "stream", "stream": stream, "messages": MESSAGES}
@@ -477,7 +478,7 @@ def test_e64_streaming_set_admits_streamed_and_plain_requests() -> None:
         (grant_of("tools"), "pushEvents"),
     ],
 )
-def test_g82_capability_gate_is_rechecked_first(grant: Grant | None, capability: str) -> None:
+def test_capability_gate_is_rechecked_first(grant: Grant | None, capability: str) -> None:
     decl, derivation = setup(PUSH_GRANT)
     outcome = admit_fs("push/event", push("nope"), decl, derivation, grant)
     assert outcome.error is not None

@@ -1,4 +1,5 @@
-"""LineReader, loads_line and dumps_message (ENVELOPE.md D6; PROTOCOL.md §1.1)."""
+"""LineReader, loads_line and dumps_message (docs/protocol.md D6; MCP 2025-11-25,
+"Transports", stdio)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Capability grant: advertisement walk, matcher, effective grant (MCPL §5.1, §5.4;
-PROTOCOL.md checklist D 41-48)."""
+docs/protocol.md, "Capability advertisement")."""
 
 from __future__ import annotations
 
@@ -35,26 +35,26 @@ def test_vocabulary_has_17_paths() -> None:
     assert ALL == VOCABULARY
 
 
-def test_d41_true_means_every_leaf_beneath() -> None:
+def test_true_means_every_leaf_beneath() -> None:
     assert expand_advertisement({"contextHooks": {"beforeInference": True}}) == {
         "contextHooks.beforeInference.observe",
         *INJECT,
     }
 
 
-def test_d41_walk_is_generic_and_reaches_depth_four() -> None:
+def test_walk_is_generic_and_reaches_depth_four() -> None:
     adv = {"contextHooks": {"beforeInference": {"inject": {"afterUser": True}, "observe": False}}}
     assert expand_advertisement(adv) == {"contextHooks.beforeInference.inject.afterUser"}
 
 
-def test_d41_object_at_a_path_node_advertises_the_node_too() -> None:
+def test_object_at_a_path_node_advertises_the_node_too() -> None:
     assert expand_advertisement({"inferenceRequest": {"streaming": True}}) == {
         "inferenceRequest",
         "inferenceRequest.streaming",
     }
 
 
-def test_d41_false_absent_and_unknown_members_mint_nothing() -> None:
+def test_false_absent_and_unknown_members_mint_nothing() -> None:
     adv = {
         "version": "0.5",
         "pushEvents": False,
@@ -74,30 +74,30 @@ def test_tools_comes_from_the_outer_mcp_capability() -> None:
     ("pattern", "path", "expected"),
     [
         ("channels.*", "channels.publish", True),
-        ("channels.*", "channels.publish.x", False),  # D45: same segment count
-        ("contextHooks.*", "contextHooks.beforeInference.inject.system", False),  # D46
+        ("channels.*", "channels.publish.x", False),  # MCPL §5.4: same segment count
+        ("contextHooks.*", "contextHooks.beforeInference.inject.system", False),  # MCPL §5.4
         ("contextHooks.beforeInference.inject.*", "contextHooks.beforeInference.inject.system", True),
-        ("*", "pushEvents", True),  # D46: bare * matches depth-1 paths only
+        ("*", "pushEvents", True),  # MCPL §5.4: bare * matches depth-1 paths only
         ("*", "channels.publish", False),
-        ("channels", "channels.publish", False),  # D47: bare parent grants no leaf
+        ("channels", "channels.publish", False),  # MCPL §5.4: bare parent grants no leaf
         ("pushEvents", "pushEvents", True),
     ],
 )
-def test_d45_d47_matcher_spec_examples(pattern: str, path: str, expected: bool) -> None:
+def test_matcher_spec_examples(pattern: str, path: str, expected: bool) -> None:
     assert matches(pattern, path) is expected
 
 
-def test_d46_contexthooks_star_grants_no_inject_leaf() -> None:
+def test_contexthooks_star_grants_no_inject_leaf() -> None:
     grant = GrantPolicy(grant=("contextHooks.*",)).compute(ALL)
     assert grant.paths == frozenset()
 
 
-def test_d46_bare_star_grants_only_depth_one_paths() -> None:
+def test_bare_star_grants_only_depth_one_paths() -> None:
     grant = GrantPolicy(grant=("*",)).compute(ALL)
     assert grant.paths == {"pushEvents", "tools", "modelInfo", "inferenceRequest", "inferenceLifecycle"}
 
 
-def test_d47_bare_parent_grants_nothing() -> None:
+def test_bare_parent_grants_nothing() -> None:
     assert GrantPolicy(grant=("channels",)).compute(ALL).paths == frozenset()
 
 
@@ -106,7 +106,7 @@ def test_channels_star_grants_every_channel_leaf() -> None:
     assert grant.paths == {p for p in VOCABULARY if p.startswith("channels.")}
 
 
-def test_d42_never_advertised_is_never_granted() -> None:
+def test_never_advertised_is_never_granted() -> None:
     grant = GrantPolicy(grant=("*", "channels.*")).compute({"pushEvents"})
     assert grant.paths == {"pushEvents"}
 
@@ -119,7 +119,7 @@ def test_default_policy_grants_nothing_and_deny_wins() -> None:
     assert "modelInfo" in grant.paths
 
 
-def test_c36_d43_policy_params_always_carry_effective_and_never_overlap() -> None:
+def test_policy_params_always_carry_effective_and_never_overlap() -> None:
     assert GrantPolicy().compute(frozenset()).policy_params() == {"effectiveCapabilities": []}
     params = GrantPolicy(grant=("*",)).compute(ALL).policy_params()
     assert not set(params["effectiveCapabilities"]) & set(params["deniedCapabilities"])
@@ -141,7 +141,7 @@ def test_property_grant_is_within_advertisement_and_policy(advertised: set[str],
     assert not grant.paths & grant.denied
 
 
-def test_d48_d3_admission_refuses_with_32002_and_the_capability() -> None:
+def test_d3_admission_refuses_with_32002_and_the_capability() -> None:
     denial = admit("push/event", {}, PolicyState())  # before the receipt: nothing in force
     assert denial is not None
     assert denial.error.code == ErrorCode.CAPABILITY_DENIED

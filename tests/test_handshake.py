@@ -1,4 +1,5 @@
-"""The handshake at the wire level (ENVELOPE.md D, H1-H6; PROTOCOL.md checklist C)."""
+"""The handshake at the wire level (MCP 2025-11-25, "Lifecycle"; MCPL §5.2-§5.3,
+§6.7; docs/protocol.md H1-H6, D4)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .wire import MCP_HANDSHAKE, MCPL_HANDSHAKE, MCPL_RESULT, Script
 pytestmark = pytest.mark.anyio
 
 
-async def test_c26_c27_c28_c32_h1_h6_initialize_first_then_initialized_strictly_next(tmp_path: Path) -> None:
+async def test_h1_h6_initialize_first_then_initialized_strictly_next(tmp_path: Path) -> None:
     # The server pings right after its answer: initialized must still be the next message.
     script = Script(
         tmp_path,
@@ -38,7 +39,7 @@ async def test_c26_c27_c28_c32_h1_h6_initialize_first_then_initialized_strictly_
     assert initialize["params"]["protocolVersion"] == LATEST_PROTOCOL_VERSION
     assert initialize["params"]["clientInfo"]["name"] == "mcpl-host"
     assert initialize["params"]["capabilities"]["experimental"]["mcpl"]["version"] == "0.5"
-    # C28: the initial feature configuration is not in initialize.
+    # MCPL §5.2: the initial feature configuration is not in initialize.
     assert "effectiveCapabilities" not in str(initialize["params"])
     assert messages[1] == {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert {"jsonrpc": "2.0", "id": 1, "result": {}} in messages[2:]
@@ -47,7 +48,7 @@ async def test_c26_c27_c28_c32_h1_h6_initialize_first_then_initialized_strictly_
     assert policy["params"]["effectiveCapabilities"] == ["pushEvents"]
 
 
-async def test_c35_c36_policy_request_sent_even_when_nothing_is_granted(tmp_path: Path) -> None:
+async def test_policy_request_sent_even_when_nothing_is_granted(tmp_path: Path) -> None:
     script = Script(tmp_path, MCPL_HANDSHAKE)
     with anyio.fail_after(20):
         async with script.connect() as conn:  # library default: grants nothing
@@ -59,7 +60,7 @@ async def test_c35_c36_policy_request_sent_even_when_nothing_is_granted(tmp_path
     assert "pushEvents" in policy["params"]["deniedCapabilities"]
 
 
-async def test_c33_plain_mcp_server_gets_no_policy_request(tmp_path: Path) -> None:
+async def test_plain_mcp_server_gets_no_policy_request(tmp_path: Path) -> None:
     script = Script(tmp_path, MCP_HANDSHAKE)
     with anyio.fail_after(20):
         async with script.connect() as conn:
@@ -68,7 +69,7 @@ async def test_c33_plain_mcp_server_gets_no_policy_request(tmp_path: Path) -> No
     assert [m.get("method") for m in script.messages()] == ["initialize", "notifications/initialized"]
 
 
-async def test_c29_h2_idless_error_fails_initialize_at_once(tmp_path: Path) -> None:
+async def test_h2_idless_error_fails_initialize_at_once(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -131,7 +132,7 @@ async def test_h3_ping_answered_with_null_id_other_requests_and_invalid_ignored(
     assert len(messages) == 3  # roots/list and the invalid request got nothing
 
 
-async def test_c30_h5_exit_before_answer_fails_at_once_with_status_and_stderr(tmp_path: Path) -> None:
+async def test_h5_exit_before_answer_fails_at_once_with_status_and_stderr(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -147,7 +148,7 @@ async def test_c30_h5_exit_before_answer_fails_at_once_with_status_and_stderr(tm
     assert any("fatal: config missing" in line for line in caught.value.stderr_tail)
 
 
-async def test_c31_d4_unsupported_version_fails_naming_it_and_sends_no_initialized(tmp_path: Path) -> None:
+async def test_d4_unsupported_version_fails_naming_it_and_sends_no_initialized(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -181,7 +182,7 @@ async def test_handshake_timeout_fails_without_cancelling_initialize(tmp_path: P
     assert [m.get("method") for m in script.messages()] == ["initialize"]  # no cancelled
 
 
-async def test_c40_policy_error_leaves_the_connection_mcp_only(tmp_path: Path) -> None:
+async def test_policy_error_leaves_the_connection_mcp_only(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [

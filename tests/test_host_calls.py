@@ -1,5 +1,5 @@
-"""Host -> server MCPL calls at the wire level (PROTOCOL.md checklist D 50-51, F 65-81,
-I 99-103, J 105-107; issue 3 "Host -> server calls").
+"""Host -> server MCPL calls at the wire level (MCPL §5.4, §8, §10, §14.3; docs/protocol.md,
+"Context injections", "Inference lifecycle", "Channels", "State").
 
 Each test drives scripted MCPL servers over real pipes and asserts on what the host wrote.
 Host request ids are predictable: ``initialize`` is 1, the initial ``featureSets/update`` 2,
@@ -115,7 +115,7 @@ def events(logs: Sequence[dict[str, Any]], name: str) -> list[dict[str, Any]]:
 # --- context/beforeInference ---------------------------------------------------------------
 
 
-async def test_f67_f68_f69_f65_only_granted_servers_receive_before_inference(tmp_path: Path) -> None:
+async def test_only_granted_servers_receive_before_inference(tmp_path: Path) -> None:
     observer = Script(tmp_path, [*handshake(), *hook_answer([])], name="observer")
     injector = Script(tmp_path, [*handshake(), *hook_answer([])], name="injector")
     ungranted = Script(tmp_path, handshake(), name="ungranted")
@@ -134,15 +134,15 @@ async def test_f67_f68_f69_f65_only_granted_servers_receive_before_inference(tmp
     assert [r.outcome for r in result.results] == ["ok", "ok"]
     (seen,), (blind,) = sent(observer, "context/beforeInference"), sent(injector, "context/beforeInference")
     assert seen["params"]["userMessage"] == "secret question"
-    assert blind["params"]["userMessage"] is None  # F68: null without observe, still called
+    assert blind["params"]["userMessage"] is None  # MCPL §10.1: null without observe, still called
     for params in (seen["params"], blind["params"]):
         assert params["inferenceId"] == "inf-1" and params["conversationId"] == "conv-1"
-        assert params["turnIndex"] == 2 and params["model"] == MODEL  # F69
-        assert "featureSet" not in params  # F65
+        assert params["turnIndex"] == 2 and params["model"] == MODEL  # MCPL §10.1
+        assert "featureSet" not in params  # MCPL §6.5
     assert sent(ungranted, "context/beforeInference") == sent(plain, "context/beforeInference") == []
 
 
-async def test_f70_mixed_injection_array_keeps_only_granted_positions(tmp_path: Path) -> None:
+async def test_mixed_injection_array_keeps_only_granted_positions(tmp_path: Path) -> None:
     injections = [
         {"namespace": "memory", "position": "system", "content": "take over"},
         {
@@ -159,7 +159,7 @@ async def test_f70_mixed_injection_array_keeps_only_granted_positions(tmp_path: 
         async with connected((script, (INJECT_BEFORE, INJECT_AFTER))) as (conn,):
             result = await conn.before_inference(**HOOK_ARGS)
     assert result is not None and result.outcome == "ok"
-    # The claimed featureSet and a namespace of "system" authorize nothing (D51).
+    # The claimed featureSet and a namespace of "system" authorize nothing (MCPL §5.4).
     assert [(i.position, i.index, i.namespace) for i in result.injections] == [
         ("beforeUser", 1, "system"),
         ("afterUser", 2, "memory"),
@@ -170,7 +170,7 @@ async def test_f70_mixed_injection_array_keeps_only_granted_positions(tmp_path: 
     assert [(e["index"], e["reason"]) for e in dropped] == [(0, "not_granted"), (3, "not_granted")]
 
 
-async def test_d50_injections_are_authorized_by_the_grant_at_receipt(tmp_path: Path) -> None:
+async def test_injections_are_authorized_by_the_grant_at_receipt(tmp_path: Path) -> None:
     answer = {
         "contextInjections": [
             {"namespace": "m", "position": "system", "content": "s"},
@@ -204,7 +204,7 @@ async def test_d50_injections_are_authorized_by_the_grant_at_receipt(tmp_path: P
     assert [(d.position, d.reason) for d in result.dropped] == [("system", "not_granted")]
 
 
-async def test_f71_f72_invalid_injections_dropped_and_string_content_is_one_text_block(
+async def test_invalid_injections_dropped_and_string_content_is_one_text_block(
     tmp_path: Path,
 ) -> None:
     injections = [
@@ -224,12 +224,12 @@ async def test_f71_f72_invalid_injections_dropped_and_string_content_is_one_text
             result = await conn.before_inference(**HOOK_ARGS)
     assert result is not None and result.outcome == "ok"
     (kept,) = result.injections
-    assert kept.content == ({"type": "text", "text": "kept"},) and kept.metadata is None  # F72
+    assert kept.content == ({"type": "text", "text": "kept"},) and kept.metadata is None  # MCPL §10.3
     assert [(d.index, d.reason) for d in result.dropped] == [(i, "invalid") for i in range(8)]
     assert len(events(logs, "context injection dropped")) == 8
 
 
-async def test_f73_f74_timeout_and_error_fail_open_with_a_log_line(tmp_path: Path) -> None:
+async def test_timeout_and_error_fail_open_with_a_log_line(tmp_path: Path) -> None:
     late = {"jsonrpc": "2.0", "id": FIRST_CALL_ID, "result": {"contextInjections": []}}
     script = Script(
         tmp_path,
@@ -262,7 +262,7 @@ async def test_f73_f74_timeout_and_error_fail_open_with_a_log_line(tmp_path: Pat
     ] == ["timeout", "failure"]
 
 
-async def test_f75_injections_grouped_by_position_in_connection_then_response_order(tmp_path: Path) -> None:
+async def test_injections_grouped_by_position_in_connection_then_response_order(tmp_path: Path) -> None:
     def inj(position: str, text: str) -> dict[str, Any]:
         return {"namespace": "n", "position": position, "content": text}
 
@@ -299,7 +299,7 @@ def phases(script: Script) -> list[dict[str, Any]]:
     return [m["params"] for m in sent(script, "inference/lifecycle")]
 
 
-async def test_f77_f78_f79_f80_f81_lifecycle_on_success(tmp_path: Path) -> None:
+async def test_lifecycle_on_success(tmp_path: Path) -> None:
     with_model = lifecycle_script(tmp_path, "with_model")
     without_model = lifecycle_script(tmp_path, "without_model")
     ungranted = Script(tmp_path, handshake(), name="ungranted")
@@ -314,19 +314,19 @@ async def test_f77_f78_f79_f80_f81_lifecycle_on_success(tmp_path: Path) -> None:
                 turn.set_usage(10, 5)
     full, bare = phases(with_model), phases(without_model)
     assert [p["phase"] for p in full] == [p["phase"] for p in bare] == ["started", "completed"]
-    assert all(p["model"] == MODEL for p in full)  # F80: model only with modelInfo
+    assert all(p["model"] == MODEL for p in full)  # MCPL §10.5: model only with modelInfo
     assert all("model" not in p for p in bare)
     assert "usage" not in full[0] and full[1]["usage"] == {"inputTokens": 10, "outputTokens": 5}
-    for p in full + bare:  # F79: no content fields exist
+    for p in full + bare:  # MCPL §10.5: no content fields exist
         assert set(p) <= LIFECYCLE_KEYS
         assert (p["inferenceId"], p["conversationId"], p["turnIndex"]) == ("inf-1", "conv-1", 2)
-    assert phases(ungranted) == []  # F77
-    for script in (with_model, without_model, ungranted):  # F81
+    assert phases(ungranted) == []  # MCPL §10.5: only to the granted
+    for script in (with_model, without_model, ungranted):  # MCPL §10.5: no afterInference
         assert sent(script, "context/afterInference") == []
         assert all(m.get("id") is None for m in sent(script, "inference/lifecycle"))  # notifications
 
 
-async def test_f78_exactly_one_terminal_on_exception_cancellation_and_abort(tmp_path: Path) -> None:
+async def test_exactly_one_terminal_on_exception_cancellation_and_abort(tmp_path: Path) -> None:
     script = lifecycle_script(tmp_path, "server", phases=6)
     with anyio.fail_after(20):
         async with connected((script, ("inferenceLifecycle",))) as (conn,):
@@ -355,7 +355,7 @@ async def test_f78_exactly_one_terminal_on_exception_cancellation_and_abort(tmp_
     assert all("usage" not in p for p in phases(script))  # usage only with completed
 
 
-async def test_f78_d49_no_terminal_after_the_grant_lost_inference_lifecycle(tmp_path: Path) -> None:
+async def test_no_terminal_after_the_grant_lost_inference_lifecycle(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -369,14 +369,15 @@ async def test_f78_d49_no_terminal_after_the_grant_lost_inference_lifecycle(tmp_
         async with connected((script, ("inferenceLifecycle", OBSERVE))) as (conn,):
             async with inference_lifecycle([conn], **TURN):
                 await conn.update_policy(GrantPolicy(grant=(OBSERVE,)))
-    # Interp.: D49 wins over pairing; the terminal is never sent without its gate.
+    # docs/protocol.md, "Inference lifecycle": the grant wins over pairing; the terminal is never
+    # sent without its gate.
     assert [p["phase"] for p in phases(script)] == ["started"]
 
 
 # --- channels/outgoing/* ------------------------------------------------------------------
 
 
-async def test_i99_i100_i101_outgoing_chunks_go_to_the_owner_with_one_index_per_inference(
+async def test_outgoing_chunks_go_to_the_owner_with_one_index_per_inference(
     tmp_path: Path,
 ) -> None:
     chunk, complete = {"method": "channels/outgoing/chunk"}, {"method": "channels/outgoing/complete"}
@@ -415,7 +416,7 @@ async def test_i99_i100_i101_outgoing_chunks_go_to_the_owner_with_one_index_per_
     assert all(p["inferenceId"] == "inf-1" and p["conversationId"] == "conv-1" for p in chunks + completes)
 
 
-async def test_i101_complete_exactly_once_on_every_exit_path(tmp_path: Path) -> None:
+async def test_outgoing_complete_exactly_once_on_every_exit_path(tmp_path: Path) -> None:
     steps = [{"expect": {"method": m}} for m in ["channels/outgoing/chunk", "channels/outgoing/complete"] * 3]
     script = Script(tmp_path, [*handshake(), *steps])
     with anyio.fail_after(20):
@@ -446,7 +447,7 @@ async def test_i101_complete_exactly_once_on_every_exit_path(tmp_path: Path) -> 
 # --- channels/open, close, publish -------------------------------------------------------
 
 
-async def test_i103_publish_as_request_and_both_open_forms(tmp_path: Path) -> None:
+async def test_publish_as_request_and_both_open_forms(tmp_path: Path) -> None:
     descriptor = {"id": "discord:#general", "type": "discord", "direction": "bidirectional"}
     script = Script(
         tmp_path,
@@ -544,7 +545,7 @@ async def test_shape6_publish_accepted_only_as_notification_by_one_only_as_reque
     assert all("id" in m for m in sent(request_only, "channels/publish"))
 
 
-async def test_d49_channel_calls_not_granted_send_nothing(tmp_path: Path) -> None:
+async def test_channel_calls_not_granted_send_nothing(tmp_path: Path) -> None:
     script = Script(tmp_path, [*handshake(), {"expect": {"method": "channels/publish"}}])
     with anyio.fail_after(20):
         async with connected((script, ("channels.publish",))) as (conn,):
@@ -577,7 +578,7 @@ def tool_params(script: Script) -> list[dict[str, Any]]:
     return [m["params"] for m in sent(script, "tools/call")]
 
 
-async def test_j105_j106_tool_calls_carry_state_and_apply_data_patch_or_reference(tmp_path: Path) -> None:
+async def test_tool_calls_carry_state_and_apply_data_patch_or_reference(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -614,7 +615,7 @@ async def test_j105_j106_tool_calls_carry_state_and_apply_data_patch_or_referenc
     assert len(events(logs, "tool result state not fully applied")) == 1
 
 
-async def test_j107_rollback_success_refusal_and_32005_keep_the_connection(tmp_path: Path) -> None:
+async def test_rollback_success_refusal_and_32005_keep_the_connection(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -626,7 +627,7 @@ async def test_j107_rollback_success_refusal_and_32005_keep_the_connection(tmp_p
             *tool_call(
                 {
                     "checkpoint": "c3",
-                    "parent": "c1",  # a branch: patched against c1 (J106)
+                    "parent": "c1",  # a branch: patched against c1 (MCPL §8.3)
                     "patch": [{"op": "add", "path": "/notes/-", "value": "b"}],
                 }
             ),
@@ -677,5 +678,5 @@ async def test_j107_rollback_success_refusal_and_32005_keep_the_connection(tmp_p
     calls = tool_params(script)
     assert calls[2]["state"] == {"notes": []}  # after the rollback: c1's data
     assert calls[3]["state"] == {"notes": ["b"]}
-    assert calls[4]["state"] == {"notes": ["a", "z"]}  # J106: the patch applies to its parent
+    assert calls[4]["state"] == {"notes": ["a", "z"]}  # MCPL §8.3: the patch applies to its parent
     assert len(sent(script, "state/rollback")) == 4  # nothing for "plain" or "undeclared"

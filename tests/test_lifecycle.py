@@ -1,5 +1,5 @@
-"""Connection lifecycle over real processes: cancellation and bounded close (MCP lifecycle,
-stdio shutdown; DESIGN.md "aclose() always closes")."""
+"""Connection lifecycle over real processes: cancellation and bounded close (MCP 2025-11-25,
+"Lifecycle", stdio shutdown): aclose() always closes."""
 
 from __future__ import annotations
 

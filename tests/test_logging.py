@@ -1,4 +1,4 @@
-"""log_value(), Redactor, ServerValue and LogBudget (ENVELOPE.md F, L1-L3; R6)."""
+"""log_value(), Redactor, ServerValue and LogBudget (docs/protocol.md L1-L3, R6)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,16 @@
-"""Manifest digest, diff, change receipt, shape check and fetch limiter (MCPL §17;
-PROTOCOL.md §6, checklist K 108-118).
+"""Manifest digest, diff, change receipt, shape check and fetch limiter (MCPL §17).
 
-The digest tests read ``shared/vectors/manifest-digest-vectors.json`` as it is at test time
-(PROTOCOL.md §6.6): expected values are never copied into this file.
+The digest tests read the MCPL conformance vectors, ``tests/vectors/manifest-digest-vectors.json``
+(a copy of the specification's published file; provenance in ``tests/vectors/README.md``), or
+the file named by ``MCPL_VECTORS``, as it is at test time: expected values are never copied
+into this file.
 
-Unpinned divergences (PROTOCOL.md §6.6): the reference implementations disagree and no vector
-decides, so no test here asserts either side. They are: ``suggestedTreatment`` matchers with a
-non-identifier in the list form; member names of objects inside arrays under a capability
-member; a non-string ``facet``. ``test_unpinned_divergences_stay_total`` only checks that each
-gives a digest or a ``DigestError``; the decisions are recorded in ``manifest._Normalizer``.
+Unpinned divergences (docs/protocol.md, "Manifest digest"): the reference implementations
+disagree and no vector decides, so no test here asserts either side. They are:
+``suggestedTreatment`` matchers with a non-identifier in the list form; member names of
+objects inside arrays under a capability member; a non-string ``facet``.
+``test_unpinned_divergences_stay_total`` only checks that each gives a digest or a
+``DigestError``; the decisions are recorded in ``manifest._Normalizer``.
 """
 
 from __future__ import annotations
@@ -55,28 +57,18 @@ from mcpl_host.mcpl.manifest_diff import (
 # --------------------------------------------------------------------------- vector file
 
 
-def _vector_path() -> Path | None:
-    beside = Path(__file__).resolve().parents[2] / "shared" / "vectors" / "manifest-digest-vectors.json"
-    if beside.is_file():
-        return beside
+def _vector_path() -> Path:
+    """The vector file: ``MCPL_VECTORS`` when set, else the copy shipped in ``tests/vectors/``."""
     env = os.environ.get("MCPL_VECTORS")
-    if env and Path(env).is_file():
-        return Path(env)
-    return None
+    return Path(env) if env else Path(__file__).resolve().parent / "vectors" / "manifest-digest-vectors.json"
 
 
 VECTOR_PATH = _vector_path()
-MISSING = (
-    "manifest-digest-vectors.json not found: expected ../shared/vectors/ beside the repository "
-    "or a path in MCPL_VECTORS"
-)
-FILE: dict[str, Any] = orjson.loads(VECTOR_PATH.read_bytes()) if VECTOR_PATH else {}
-VECTORS: dict[str, dict[str, Any]] = {v["name"]: v for v in FILE.get("vectors", [])}
+FILE: dict[str, Any] = orjson.loads(VECTOR_PATH.read_bytes())
+VECTORS: dict[str, dict[str, Any]] = {v["name"]: v for v in FILE["vectors"]}
 
 
 def _params(items: list[dict[str, Any]]) -> list[Any]:
-    if not VECTOR_PATH:
-        return [pytest.param(None, id="vector-file-missing", marks=pytest.mark.skip(reason=MISSING))]
     return [pytest.param(item, id=item["name"]) for item in items]
 
 
@@ -85,7 +77,6 @@ NEGATIVE = [v for v in VECTORS.values() if "expectError" in v]
 CROSS = [v for v in VECTORS.values() if "sameDigestAs" in v or "differentDigestFrom" in v]
 
 
-@pytest.mark.skipif(not VECTOR_PATH, reason=MISSING)
 def test_vector_file_is_well_formed() -> None:
     names = [v["name"] for v in FILE["vectors"]]
     assert len(names) == len(set(names))
@@ -103,7 +94,7 @@ def test_vector_file_is_well_formed() -> None:
 
 
 @pytest.mark.parametrize("vector", _params(POSITIVE))
-def test_k116_positive_vector(vector: dict[str, Any]) -> None:
+def test_digest_positive_vector(vector: dict[str, Any]) -> None:
     # canonicalJson, then sha256Hex, then digest: a failure says which step broke.
     canonical = canonical_manifest_bytes(vector["input"])
     # The file holds canonicalJson as a JSON string; loading the file parsed it.
@@ -114,7 +105,7 @@ def test_k116_positive_vector(vector: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("vector", _params(NEGATIVE))
-def test_k116_negative_vector(vector: dict[str, Any]) -> None:
+def test_digest_negative_vector(vector: dict[str, Any]) -> None:
     with pytest.raises(DigestError) as caught:
         manifest_digest(vector["input"])
     assert caught.value.code == vector["expectError"]
@@ -123,7 +114,7 @@ def test_k116_negative_vector(vector: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("vector", _params(CROSS))
-def test_k116_cross_assertions(vector: dict[str, Any]) -> None:
+def test_digest_cross_assertions(vector: dict[str, Any]) -> None:
     digest = manifest_digest(vector["input"])
     if "sameDigestAs" in vector:
         assert digest == manifest_digest(VECTORS[vector["sameDigestAs"]]["input"])
@@ -131,8 +122,8 @@ def test_k116_cross_assertions(vector: dict[str, Any]) -> None:
         assert digest != manifest_digest(VECTORS[vector["differentDigestFrom"]]["input"])
 
 
-@pytest.mark.parametrize("vector", _params(FILE.get("sortVectors", [])))
-def test_k116_sort_vector(vector: dict[str, Any]) -> None:
+@pytest.mark.parametrize("vector", _params(FILE["sortVectors"]))
+def test_digest_sort_vector(vector: dict[str, Any]) -> None:
     assert sorted_set(vector["input"]) == vector["sorted"]
     assert sorted(set(vector["input"]), key=set_sort_key) == vector["sorted"]
     assert sorted_set(reversed(vector["input"])) == vector["sorted"]
@@ -160,7 +151,7 @@ def test_non_finite_numbers_are_refused(number: Any) -> None:
 
 
 def test_integers_beyond_2_53_are_serialized_as_doubles() -> None:
-    # PROTOCOL.md §6.5 step 5: 9007199254740993 -> 9007199254740992. rfc8785 alone refuses
+    # RFC 8785 §3.2.2.3: 9007199254740993 -> 9007199254740992. rfc8785 alone refuses
     # any int past 2^53 - 1, so the module converts first.
     assert canonical_manifest_bytes({"n": 2**53 + 1}) == canonical_manifest_bytes({"n": float(2**53)})
     assert canonical_manifest_bytes({"n": 2**53}) == b'{"n":9007199254740992}'
@@ -236,7 +227,7 @@ def test_values_no_json_parser_produces_are_not_json(manifest: Any) -> None:
     ],
 )
 def test_unpinned_divergences_stay_total(manifest: dict[str, Any]) -> None:
-    # No side asserted (PROTOCOL.md §6.6): only that the answer is a digest or a refusal.
+    # No side asserted (docs/protocol.md, "Manifest digest"): only that the answer is a digest or a refusal.
     try:
         assert REVISION_PATTERN.fullmatch(manifest_digest(manifest))
     except DigestError as exc:
@@ -421,7 +412,7 @@ def _sets(**sets: Any) -> dict[str, Any]:
         ),
     ],
 )
-def test_k112_diff(new: dict[str, Any], expected: ManifestDiff) -> None:
+def test_manifest_diff(new: dict[str, Any], expected: ManifestDiff) -> None:
     assert diff_manifests(BASE, new) == expected
     assert diff_manifests(BASE, new).changed == bool(expected.domains)
 
@@ -447,7 +438,7 @@ def test_absent_and_empty_members_differ(
     assert diff_manifests(old, new).domains == domains
 
 
-def test_k112_removals_are_found_in_a_partly_invalid_manifest() -> None:
+def test_removals_are_found_in_a_partly_invalid_manifest() -> None:
     new = {
         "version": 5,
         "bad key": True,
@@ -467,7 +458,7 @@ def test_tools_flag_is_passed_through() -> None:
 
 
 @pytest.mark.parametrize("bad", [None, [], "x"])
-def test_k113_unparseable_fetch_is_refused(bad: Any) -> None:
+def test_unparseable_fetch_is_refused(bad: Any) -> None:
     with pytest.raises(DigestError) as caught:
         diff_manifests(BASE, bad)
     assert caught.value.code == MANIFEST_NOT_OBJECT
@@ -578,13 +569,13 @@ def _receipt(
         ),
     ],
 )
-def test_k114_receipt(
+def test_change_receipt(
     diff: ManifestDiff, new_grant: Grant, kwargs: dict[str, Any], expected: list[tuple[str, str, str]]
 ) -> None:
     assert _receipt(diff, new_grant, **kwargs) == expected
 
 
-def test_k114_one_receipt_orders_impacts_by_the_closed_set() -> None:
+def test_one_receipt_orders_impacts_by_the_closed_set() -> None:
     old = BASE
     new = _with(
         pushEvents=False,
@@ -617,7 +608,7 @@ def test_k114_one_receipt_orders_impacts_by_the_closed_set() -> None:
     }
 
 
-def test_k114_vocabulary_is_closed() -> None:
+def test_receipt_vocabulary_is_closed() -> None:
     assert len(IMPACTS) == 7 and len(set(IMPACTS)) == 7
     assert set(DEFAULT_DISPOSITIONS) == set(IMPACTS)
     assert set(DEFAULT_DISPOSITIONS.values()) <= set(DISPOSITIONS)
@@ -653,7 +644,7 @@ def test_validate_manifest(value: Any, problems: int) -> None:
     assert len(validate_manifest(value)) == problems
 
 
-def test_k111_validate_never_parses_revision_beyond_its_shape() -> None:
+def test_validate_never_parses_revision_beyond_its_shape() -> None:
     assert validate_manifest({"version": "0.5", "revision": manifest_digest({"x": 1})}) == []
 
 
@@ -666,7 +657,7 @@ def test_k111_validate_never_parses_revision_beyond_its_shape() -> None:
         (3, 1.0, [0, 0, 0, 0, 2], [True, True, True, False, True]),
     ],
 )
-def test_k110_fetch_limiter(
+def test_fetch_limiter(
     max_fetches: int, per_seconds: float, times: list[float], expected: list[bool]
 ) -> None:
     limiter = ManifestFetchLimiter(max_fetches, per_seconds)

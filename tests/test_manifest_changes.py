@@ -1,4 +1,5 @@
-"""Manifest changes on a live connection (MCPL §17; PROTOCOL.md checklist K 108-118)."""
+"""Manifest changes on a live connection (MCPL §17; docs/protocol.md, "Manifest
+changes")."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ class Receipts(TestHandlers):
         self.changed.set()
 
 
-async def test_k108_k109_change_fetches_first_then_revokes_removals_never_grants_additions(
+async def test_change_fetches_first_then_revokes_removals_never_grants_additions(
     tmp_path: Path,
 ) -> None:
     script = Script(
@@ -93,7 +94,7 @@ async def test_k108_k109_change_fetches_first_then_revokes_removals_never_grants
             await script.finished(conn)
     messages = script.messages()
     methods = [m.get("method") for m in messages]
-    # K108: the notification is never answered; K109: the fetch comes before any change.
+    # MCPL §17.3: the notification is never answered, and the fetch comes before any change.
     assert methods.index("mcpl/manifest") < len(methods) - 1 - methods[::-1].index("featureSets/update")
     update = [m for m in messages if m.get("method") == "featureSets/update"][-1]
     assert update["params"]["effectiveCapabilities"] == ["channels.register"]
@@ -108,7 +109,7 @@ async def test_k108_k109_change_fetches_first_then_revokes_removals_never_grants
     )
 
 
-async def test_k110_fetches_are_rate_limited_and_excess_notifications_dropped(tmp_path: Path) -> None:
+async def test_fetches_are_rate_limited_and_excess_notifications_dropped(tmp_path: Path) -> None:
     rounds = [
         step
         for n in range(5)
@@ -129,7 +130,7 @@ async def test_k110_fetches_are_rate_limited_and_excess_notifications_dropped(tm
     assert any("over the fetch limit" in e["event"] for e in logs)
 
 
-async def test_k113_unparseable_fetch_keeps_the_manifest_and_mcpl(tmp_path: Path) -> None:
+async def test_unparseable_fetch_keeps_the_manifest_and_mcpl(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -147,7 +148,7 @@ async def test_k113_unparseable_fetch_keeps_the_manifest_and_mcpl(tmp_path: Path
             assert conn.manifest == OLD and conn.grant is not None and conn.grant.allows("pushEvents")
 
 
-async def test_k118_error_on_fetch_warns_and_keeps_the_manifest(tmp_path: Path) -> None:
+async def test_error_on_fetch_warns_and_keeps_the_manifest(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -164,7 +165,7 @@ async def test_k118_error_on_fetch_warns_and_keeps_the_manifest(tmp_path: Path) 
     assert any("refused mcpl/manifest" in e["event"] for e in logs)
 
 
-async def test_k117_revision_mismatch_is_a_logged_defect_and_the_manifest_is_used(tmp_path: Path) -> None:
+async def test_revision_mismatch_is_a_logged_defect_and_the_manifest_is_used(tmp_path: Path) -> None:
     wrong = {**NEW, "revision": "sha256:" + "A" * 43}
     script = Script(
         tmp_path,
@@ -185,7 +186,7 @@ async def test_k117_revision_mismatch_is_a_logged_defect_and_the_manifest_is_use
     assert any("does not match its digest" in e["event"] for e in logs)
 
 
-async def test_k111_same_revision_as_in_force_is_not_fetched(tmp_path: Path) -> None:
+async def test_same_revision_as_in_force_is_not_fetched(tmp_path: Path) -> None:
     manifest = {**OLD, "revision": manifest_digest(OLD)}
     script = Script(tmp_path, [*handshake(manifest), {"send": changed(OLD)}])
     with anyio.fail_after(20):
@@ -195,7 +196,7 @@ async def test_k111_same_revision_as_in_force_is_not_fetched(tmp_path: Path) -> 
     assert json.dumps(manifest)  # the revision in force is the server's own
 
 
-async def test_k112_change_while_the_initial_receipt_is_pending_never_widens(tmp_path: Path) -> None:
+async def test_change_while_the_initial_receipt_is_pending_never_widens(tmp_path: Path) -> None:
     shrunk = {
         "version": "0.5",
         "channels": {"register": True},

@@ -1,4 +1,5 @@
-"""Grant changes and receipts at the wire level (PROTOCOL.md checklist C 39, D 52-57, E 66)."""
+"""Grant changes and receipts at the wire level (MCPL §6.7; docs/protocol.md,
+"Policy requests", "Policy receipts")."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.anyio
 BOTH = GrantPolicy(grant=("pushEvents", "tools"))
 
 
-async def test_d52_d53_reduction_takes_effect_before_its_request_is_answered(tmp_path: Path) -> None:
+async def test_reduction_takes_effect_before_its_request_is_answered(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -35,11 +36,11 @@ async def test_d52_d53_reduction_takes_effect_before_its_request_is_answered(tmp
             assert not conn.grant.allows("pushEvents")
             await script.finished(conn)
     updates = [m for m in script.messages() if m.get("method") == "featureSets/update"]
-    assert len(updates) == 2 and "id" in updates[1]  # D52: a request, never a notification
+    assert len(updates) == 2 and "id" in updates[1]  # MCPL §6.7: a request, never a notification
     assert "pushEvents" not in updates[1]["params"]["effectiveCapabilities"]
 
 
-async def test_d54_expansion_takes_effect_only_when_its_receipt_arrives(tmp_path: Path) -> None:
+async def test_expansion_takes_effect_only_when_its_receipt_arrives(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -59,7 +60,7 @@ async def test_d54_expansion_takes_effect_only_when_its_receipt_arrives(tmp_path
             await script.finished(conn)
 
 
-async def test_d54_unanswered_expansion_never_activates(tmp_path: Path) -> None:
+async def test_unanswered_expansion_never_activates(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -75,7 +76,7 @@ async def test_d54_unanswered_expansion_never_activates(tmp_path: Path) -> None:
             assert conn.grant is not None and not conn.grant.allows("pushEvents")
 
 
-async def test_d55_receipt_never_widens_the_grant(tmp_path: Path) -> None:
+async def test_receipt_never_widens_the_grant(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -95,7 +96,7 @@ async def test_d55_receipt_never_widens_the_grant(tmp_path: Path) -> None:
             assert conn.grant is not None and conn.grant.paths == {"tools"}
 
 
-async def test_d56_mcp_only_fallback_keeps_tools(tmp_path: Path) -> None:
+async def test_mcp_only_fallback_keeps_tools(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -111,7 +112,7 @@ async def test_d56_mcp_only_fallback_keeps_tools(tmp_path: Path) -> None:
             assert [t.name for t in await conn.list_tools()] == ["still-here"]
 
 
-async def test_d56_close_fallback_closes_unless_configured_otherwise(tmp_path: Path) -> None:
+async def test_close_fallback_closes_unless_configured_otherwise(tmp_path: Path) -> None:
     from mcpl_host import InitializeError
 
     steps = [*MCPL_HANDSHAKE[:4], {"reply": {"accepted": False, "fallback": "close"}}]
@@ -123,7 +124,7 @@ async def test_d56_close_fallback_closes_unless_configured_otherwise(tmp_path: P
             assert conn.mcpl_state is MCPLState.MCP_ONLY
 
 
-async def test_d57_refusal_without_fallback_is_logged_as_a_defect(tmp_path: Path) -> None:
+async def test_refusal_without_fallback_is_logged_as_a_defect(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -148,7 +149,7 @@ async def test_d57_refusal_without_fallback_is_logged_as_a_defect(tmp_path: Path
     assert any(e["event"] == "policy receipt defect" and "fallback" in e["defect"] for e in logs)
 
 
-async def test_c39_a_featuresets_update_notification_never_makes_the_connection_ready(tmp_path: Path) -> None:
+async def test_a_featuresets_update_notification_never_makes_the_connection_ready(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -166,7 +167,7 @@ async def test_c39_a_featuresets_update_notification_never_makes_the_connection_
             await script.finished(conn)
 
 
-async def test_e66_featuresets_changed_ignored_as_notification_and_32601_as_request(tmp_path: Path) -> None:
+async def test_featuresets_changed_ignored_as_notification_and_32601_as_request(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -183,7 +184,7 @@ async def test_e66_featuresets_changed_ignored_as_notification_and_32601_as_requ
     assert MCPL_RESULT  # the manifest used by every test here
 
 
-async def test_d56_refusal_of_a_runtime_change_turns_mcpl_off(tmp_path: Path) -> None:
+async def test_refusal_of_a_runtime_change_turns_mcpl_off(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [

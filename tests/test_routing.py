@@ -1,4 +1,4 @@
-"""Routing at the wire level (ENVELOPE.md C R1-R6, B A1-A4, E T1-T3)."""
+"""Routing at the wire level (docs/protocol.md R1-R7, A1-A4, T1-T3, D2-D6)."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ async def test_r2_unknown_method_gets_32601_and_removed_methods_too(tmp_path: Pa
     assert set(answers(script)) == {'"a"', '"b"', '"c"'}
 
 
-async def test_c38_r2_d3_privileged_method_refused_before_the_receipt(tmp_path: Path) -> None:
+async def test_r2_d3_privileged_method_refused_before_the_receipt(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -288,7 +288,7 @@ async def test_a1_a4_invalid_request_answered_once_and_logged_with_method(tmp_pa
     assert str(invalid_logs[1]["method"]) == "tools/odd"
 
 
-async def test_a7_server_ids_colliding_with_ours_settle_nothing(tmp_path: Path) -> None:
+async def test_server_ids_colliding_with_ours_settle_nothing(tmp_path: Path) -> None:
     # Our tools/list is id 2; the server makes its own request with id 2 in between.
     script = Script(
         tmp_path,
@@ -547,7 +547,7 @@ async def test_pagination_follows_next_cursor_up_to_the_bound(tmp_path: Path) ->
     assert cursors == [None, "c1", "c2"]
 
 
-async def test_c34_mcpl_result_keeps_the_manifest_verbatim(tmp_path: Path) -> None:
+async def test_mcpl_result_keeps_the_manifest_verbatim(tmp_path: Path) -> None:
     script = Script(tmp_path, MCPL_HANDSHAKE)
     with anyio.fail_after(20):
         async with script.connect() as conn:
@@ -579,7 +579,7 @@ def inference(request_id: Any, stream: bool) -> dict[str, Any]:
     }
 
 
-async def test_h90_r7_streamed_inference_chunks_name_the_request_null_id_answered_whole(
+async def test_r7_streamed_inference_chunks_name_the_request_null_id_answered_whole(
     tmp_path: Path,
 ) -> None:
     manifest = {
@@ -625,7 +625,7 @@ async def test_h90_r7_streamed_inference_chunks_name_the_request_null_id_answere
     assert final[1]["result"]["content"] == "Hello"
 
 
-async def test_h89_inference_streaming_not_granted_is_refused(tmp_path: Path) -> None:
+async def test_inference_streaming_not_granted_is_refused(tmp_path: Path) -> None:
     manifest = {"version": "0.5", "inferenceRequest": {"streaming": True}}
     result = {
         "protocolVersion": "2025-06-18",

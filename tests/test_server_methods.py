@@ -1,9 +1,11 @@
 """Server -> host MCPL methods at the wire level (MCPL §8, §9, §11, §12, §14, §16;
-PROTOCOL.md §3.1, §3.4, §4.5, §4.6, §5.1, §5.4; ENVELOPE.md R2; checklist G 82-88, H 89-92,
-I 93-98). Issue shapes: "blocking until its channels/register is answered" is
-``test_i94_register_blocks_until_answered_while_ids_collide``; "push/event although MCPL was
-not negotiated" is ``test_routing.test_push_event_from_plain_mcp_server_is_refused_and_answered``.
-H 89 (streaming not granted) and H 90 (chunks) are pinned in ``test_routing``.
+docs/protocol.md R2, "Admission order", "Push results", "Push idempotency", "Channels",
+"State"). Two failures seen before are pinned by name: "blocking until its channels/register
+is answered" is ``test_channels_register_blocks_until_answered_while_ids_collide``;
+"push/event although MCPL was not negotiated" is
+``test_routing.test_push_event_from_plain_mcp_server_is_refused_and_answered``. A streamed
+``inference/request`` without its grant, and its chunks (MCPL §11.4), are pinned in
+``test_routing``.
 """
 
 from __future__ import annotations
@@ -180,7 +182,7 @@ async def run(script: Script, handlers: TestHandlers | None = None, **kwargs: An
 # --- G: push/event and tags ------------------------------------------------------------------
 
 
-async def test_g82_g87_push_without_the_grant_is_refused_whatever_its_tags(tmp_path: Path) -> None:
+async def test_push_without_the_grant_is_refused_whatever_its_tags(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -193,7 +195,7 @@ async def test_g82_g87_push_without_the_grant_is_refused_whatever_its_tags(tmp_p
     assert error(script, 1)["data"] == {"capability": "pushEvents"}
 
 
-async def test_g83_push_event_missing_fields_is_32602(tmp_path: Path) -> None:
+async def test_push_event_missing_fields_is_32602(tmp_path: Path) -> None:
     broken = {
         2: {"eventId": None},
         3: {"timestamp": None},
@@ -229,7 +231,7 @@ async def test_g83_push_event_missing_fields_is_32602(tmp_path: Path) -> None:
     assert [m for m, e in handlers.refused] == ["push/event"] * len(broken)
 
 
-async def test_g84_duplicate_event_id_replays_result(tmp_path: Path) -> None:
+async def test_duplicate_event_id_replays_result(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -248,7 +250,7 @@ async def test_g84_duplicate_event_id_replays_result(tmp_path: Path) -> None:
     assert [p["eventId"] for p in handlers.pushes] == ["e1", "e2"]  # no second inference
 
 
-async def test_g84_duplicate_while_the_first_is_in_flight_waits_for_its_result(tmp_path: Path) -> None:
+async def test_duplicate_while_the_first_is_in_flight_waits_for_its_result(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -273,7 +275,7 @@ async def test_g84_duplicate_while_the_first_is_in_flight_waits_for_its_result(t
     assert len(handlers.pushes) == 1
 
 
-async def test_g84_an_error_is_not_remembered_the_retry_is_handled_anew(tmp_path: Path) -> None:
+async def test_an_error_is_not_remembered_the_retry_is_handled_anew(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -289,7 +291,7 @@ async def test_g84_an_error_is_not_remembered_the_retry_is_handled_anew(tmp_path
     assert len(handlers.pushes) == 2
 
 
-async def test_g85_push_result_shape_reason_filled_and_malformed_is_32603(tmp_path: Path) -> None:
+async def test_push_result_shape_reason_filled_and_malformed_is_32603(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -308,7 +310,7 @@ async def test_g85_push_result_shape_reason_filled_and_malformed_is_32603(tmp_pa
     assert any("without a reason" in e["event"] for e in logs)
 
 
-async def test_g86_g88_tags_closed_unknown_tags_kept_origin_as_given(tmp_path: Path) -> None:
+async def test_tags_closed_unknown_tags_kept_origin_as_given(tmp_path: Path) -> None:
     origin = {"source": "discord", "nested": {"x": [1, 2]}}
     tags = ["chat:ambient", "chat:mention", "vendor:odd=1", "chat:dm", "nonamespace", "chat:mention"]
     script = Script(
@@ -345,7 +347,7 @@ def inference(request_id: Any, content: Any = "hi", **changes: Any) -> dict[str,
     return call(request_id, "inference/request", params)
 
 
-async def test_h91_inference_params_and_result_shape(tmp_path: Path) -> None:
+async def test_inference_params_and_result_shape(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -382,7 +384,7 @@ async def test_h91_inference_params_and_result_shape(tmp_path: Path) -> None:
     assert any("finishReason" in p for p in malformed[0]["problems"])
 
 
-async def test_h92_model_info_answered_from_configuration(tmp_path: Path) -> None:
+async def test_model_info_answered_from_configuration(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -397,7 +399,7 @@ async def test_h92_model_info_answered_from_configuration(tmp_path: Path) -> Non
     assert result(script, 1) == result(script, 2) == MODEL
 
 
-async def test_h92_model_info_unconfigured_or_malformed_is_an_error_never_silence(tmp_path: Path) -> None:
+async def test_model_info_unconfigured_or_malformed_is_an_error_never_silence(tmp_path: Path) -> None:
     script = Script(
         tmp_path, [*handshake(), call(1, "model/info", {}), {"wait_response": 1, "expect_error_code": -32601}]
     )
@@ -411,7 +413,7 @@ async def test_h92_model_info_unconfigured_or_malformed_is_an_error_never_silenc
     await run(script, Recorder(model_info={**MODEL, "contextWindow": "big"}))
 
 
-async def test_h92_model_info_not_granted_is_32002(tmp_path: Path) -> None:
+async def test_model_info_not_granted_is_32002(tmp_path: Path) -> None:
     script = Script(
         tmp_path, [*handshake(), call(1, "model/info", {}), {"wait_response": 1, "expect_error_code": -32002}]
     )
@@ -424,7 +426,7 @@ async def test_h92_model_info_not_granted_is_32002(tmp_path: Path) -> None:
 # --- I: channels ---------------------------------------------------------------------------
 
 
-async def test_i93_channels_authorized_by_the_grant_never_by_a_feature_set(tmp_path: Path) -> None:
+async def test_channels_authorized_by_the_grant_never_by_a_feature_set(tmp_path: Path) -> None:
     register = {"channels": [channel("a")], "featureSet": "off"}  # a disabled set's name: ignored
     script = Script(tmp_path, [*handshake(), call(1, "channels/register", register), {"wait_response": 1}])
     await run(script)
@@ -442,7 +444,7 @@ async def test_i93_channels_authorized_by_the_grant_never_by_a_feature_set(tmp_p
     assert error(script, 1)["data"] == {"capability": "channels.register"}
 
 
-async def test_i94_register_itemized_results(tmp_path: Path) -> None:
+async def test_channels_register_itemized_results(tmp_path: Path) -> None:
     descriptors = [
         channel("discord:acme/general"),
         {"type": "chat", "direction": "inbound"},  # no id
@@ -479,7 +481,7 @@ async def test_i94_register_itemized_results(tmp_path: Path) -> None:
     assert isinstance(handlers, Recorder) and handlers.changes == [[descriptors[0], descriptors[6]], []]
 
 
-async def test_i94_register_blocks_until_answered_while_ids_collide(tmp_path: Path) -> None:
+async def test_channels_register_blocks_until_answered_while_ids_collide(tmp_path: Path) -> None:
     # Right after the receipt the server registers with id 3, which is also the id of our
     # tools/list, and reads nothing but its answer before it answers us.
     script = Script(
@@ -501,7 +503,7 @@ async def test_i94_register_blocks_until_answered_while_ids_collide(tmp_path: Pa
     assert ours[0]["id"] == 3
 
 
-async def test_i95_changed_notification_filtered_with_diagnostic(tmp_path: Path) -> None:
+async def test_channels_changed_notification_filtered_with_diagnostic(tmp_path: Path) -> None:
     changed = {
         "added": [channel("ok:b"), channel("no:c"), {"id": 5}],
         "removed": ["ok:a", "ghost"],
@@ -531,7 +533,7 @@ async def test_i95_changed_notification_filtered_with_diagnostic(tmp_path: Path)
     assert all(e["log_level"] == "warning" for e in refused)
 
 
-async def test_i95_changed_request_gets_itemized_results(tmp_path: Path) -> None:
+async def test_channels_changed_request_gets_itemized_results(tmp_path: Path) -> None:
     changed = {"removed": ["a", "ghost"], "added": [channel("b")], "updated": [channel("b", "bidirectional")]}
     script = Script(
         tmp_path,
@@ -559,7 +561,7 @@ async def test_i95_changed_request_gets_itemized_results(tmp_path: Path) -> None
     assert result(script, 4) == {"channels": [channel("b")]}
 
 
-async def test_i96_channels_list_always_answered(tmp_path: Path) -> None:
+async def test_channels_list_always_answered(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -580,7 +582,7 @@ async def test_i96_channels_list_always_answered(tmp_path: Path) -> None:
     await run(script)  # a plain MCP server: refused, with an answer
 
 
-async def test_i97_incoming_checked_against_registered_channels(tmp_path: Path) -> None:
+async def test_channels_incoming_checked_against_registered_channels(tmp_path: Path) -> None:
     channels = [channel("in:a"), channel("out:b", "outbound"), channel("both:c", "bidirectional")]
     script = Script(
         tmp_path,
@@ -616,7 +618,7 @@ async def test_i97_incoming_checked_against_registered_channels(tmp_path: Path) 
     }
 
 
-async def test_i97_registration_keeps_no_authority_after_policy_or_grant_narrows(tmp_path: Path) -> None:
+async def test_channel_registration_keeps_no_authority_after_policy_or_grant_narrows(tmp_path: Path) -> None:
     incoming = {"messages": [message("m", "in:a")]}
     script = Script(
         tmp_path,
@@ -657,7 +659,7 @@ async def test_i97_registration_keeps_no_authority_after_policy_or_grant_narrows
         }
 
 
-async def test_i98_incoming_per_message_results(tmp_path: Path) -> None:
+async def test_channels_incoming_per_message_results(tmp_path: Path) -> None:
     messages = [
         message("m1", "in:a", tags=["chat:reply", "chat:ambient"]),
         message("muted", "in:a"),
@@ -691,7 +693,7 @@ async def test_i98_incoming_per_message_results(tmp_path: Path) -> None:
     assert handlers.messages[0]["tags"] == ["chat:reply", "chat:addressed"]
 
 
-async def test_i98_incoming_sent_as_a_notification_is_processed_with_a_diagnostic(tmp_path: Path) -> None:
+async def test_channels_incoming_as_a_notification_is_processed_with_a_diagnostic(tmp_path: Path) -> None:
     script = Script(
         tmp_path,
         [
@@ -714,7 +716,7 @@ async def test_i98_incoming_sent_as_a_notification_is_processed_with_a_diagnosti
     assert list(answers(script)) == ["1"]  # nothing answers a notification
 
 
-async def test_i98_incoming_notification_without_the_grant_is_dropped_with_a_diagnostic(
+async def test_channels_incoming_notification_without_the_grant_is_dropped_with_a_diagnostic(
     tmp_path: Path,
 ) -> None:
     script = Script(
@@ -730,7 +732,7 @@ async def test_i98_incoming_notification_without_the_grant_is_dropped_with_a_dia
     assert refused and refused[0]["code"] == -32002
 
 
-# --- state/update, state/get (no spec basis; PROTOCOL.md §3.1 note, §5.1) --------------------
+# --- state/update, state/get (no spec basis; docs/protocol.md, "State") ----------------------
 
 
 async def test_state_update_then_get_round_trip(tmp_path: Path) -> None:

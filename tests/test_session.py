@@ -1,4 +1,5 @@
-"""The sans-I/O Session: ids, pending, phases (ENVELOPE.md C, D, E), driven with plain calls."""
+"""The sans-I/O Session: ids, pending, phases (docs/protocol.md R1-R6, H1-H4, T3, D2),
+driven with plain calls."""
 
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def test_d2_string_id_never_settles_an_integer_request() -> None:
     assert isinstance(event, ResponseSettled)
 
 
-def test_a7_server_request_with_our_id_settles_nothing() -> None:
+def test_server_request_with_our_id_settles_nothing() -> None:
     session = operating_session()
     pending, _ = session.start_request("tools/list", None)
     (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": pending.id, "method": "ping"}))

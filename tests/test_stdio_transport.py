@@ -1,8 +1,8 @@
 """StdioTransport against real fixture processes over real pipes, on asyncio and trio.
 
-Rules under test: MCP lifecycle (stdio shutdown); ENVELOPE.md H5 (exit status and stderr
-tail), L1-L3 (stderr escaped, redacted, forwarded); STYLE.md 2.9-2.10 (aclose always
-closes, every pipe has a reader). Synchronisation is by events and ``fail_after`` only. The
+Rules under test: MCP 2025-11-25, "Lifecycle" (stdio shutdown); docs/protocol.md H5 (exit
+status and stderr tail), L1-L3 (stderr escaped, redacted, forwarded) and "stdio"; aclose()
+always closes, and every pipe has a reader. Synchronisation is by events and ``fail_after`` only. The
 close steps are checked in order as the server saw them (the scripted server records stdin
 EOF and each SIGTERM with the machine's monotonic clock; its exit is watched from outside),
 each after its grace; the one upper bound is on closing a child that ignores SIGTERM.
@@ -124,7 +124,7 @@ async def test_unterminated_last_line_comes_before_connection_lost() -> None:
 
 
 async def test_crash_gives_exit_status_and_stderr_tail(logs: list[dict[str, Any]]) -> None:
-    """ENVELOPE.md H5, L1, L3: the exit status and the escaped stderr lines."""
+    """docs/protocol.md H5, L1, L3: the exit status and the escaped stderr lines."""
     params = fixture("proc_exit.py", "3")
     with anyio.fail_after(TIMEOUT):
         async with StdioTransport(params, stderr_log_level="warning") as t:
@@ -168,7 +168,7 @@ async def test_closed_stdout_of_a_running_server() -> None:
 
 
 async def test_env_secret_is_redacted_in_stderr_tail_and_logs(logs: list[dict[str, Any]]) -> None:
-    """ENVELOPE.md L2: every env value is redacted, by default and with a given redactor."""
+    """docs/protocol.md L2: a secret env value is redacted, by default and with a given redactor."""
     for redactor in (None, Redactor([SECRET])):
         params = fixture("proc_exit.py", "1", env={"API_TOKEN": SECRET})
         with anyio.fail_after(TIMEOUT):

@@ -1,4 +1,4 @@
-"""The restart policy: backoff, jitter bounds, healthy reset, crash-loop stop (STYLE.md §2.11).
+"""The restart policy: backoff, jitter bounds, healthy reset, crash-loop stop (decide, then act).
 
 Pure: a fake clock (plain floats) and an injected rng; no processes, no anyio.
 """

@@ -1,5 +1,5 @@
 """Tags closure, push/event params, eventId deduplication (MCPL §9.2-§9.4, §16.3-§16.4;
-PROTOCOL.md §3.4, §4.6, §5.4; checklist G 83-88)."""
+docs/protocol.md, "Push idempotency")."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from mcpl_host.mcpl.tags import (
         ([], []),
     ],
 )
-def test_g86_core_tag_closure(tags: list[str], closed: list[str]) -> None:
+def test_core_tag_closure(tags: list[str], closed: list[str]) -> None:
     assert close_tags(tags) == closed
 
 
@@ -47,27 +47,27 @@ def test_g86_core_tag_closure(tags: list[str], closed: list[str]) -> None:
         (["chat:ambient", "chat:private"], ["chat:ambient", "chat:private"]),
     ],
 )
-def test_g86_ambient_dropped_when_addressed(tags: list[str], closed: list[str]) -> None:
+def test_ambient_dropped_when_addressed(tags: list[str], closed: list[str]) -> None:
     assert close_tags(tags) == closed
 
 
-def test_g86_closure_dedupes_and_keeps_first_seen_order() -> None:
+def test_closure_dedupes_and_keeps_first_seen_order() -> None:
     tags = ["x:a", "chat:mention", "x:a", "chat:addressed", "chat:reply"]
     assert close_tags(tags) == ["x:a", "chat:mention", "chat:addressed", "chat:reply"]
 
 
-def test_g88_unknown_and_non_chat_tags_accepted_untouched() -> None:
+def test_unknown_and_non_chat_tags_accepted_untouched() -> None:
     tags = ["discord:guild=123", "vendor:thing", "chat:unknownvalue", "mcpl:whatever"]
     result = read_tags(tags)
     assert result.tags == tags and result.problems == []
 
 
-def test_g87_producer_ontology_edges_are_not_applied() -> None:
+def test_producer_ontology_edges_are_not_applied() -> None:
     # A producer's ontology might say "discord:ping implies chat:mention"; the host ignores it.
     assert close_tags(["discord:ping"]) == ["discord:ping"]
 
 
-def test_g86_tags_are_case_sensitive() -> None:
+def test_tags_are_case_sensitive() -> None:
     assert close_tags(["Chat:Mention"]) == ["Chat:Mention"]
 
 
@@ -95,7 +95,7 @@ tag_lists = st.lists(
 
 
 @given(tag_lists)
-def test_g86_closure_properties(tags: list[str]) -> None:
+def test_tag_closure_properties(tags: list[str]) -> None:
     closed = close_tags(tags)
     assert len(closed) == len(set(closed))  # a set
     assert close_tags(closed) == closed  # idempotent
@@ -139,7 +139,7 @@ def valid_push(**changes: Any) -> dict[str, Any]:
         valid_push(tags=None, origin=None),
     ],
 )
-def test_g83_valid_push_event(params: dict[str, Any]) -> None:
+def test_valid_push_event(params: dict[str, Any]) -> None:
     assert validate_push_event(params) == []
 
 
@@ -166,17 +166,17 @@ def test_g83_valid_push_event(params: dict[str, Any]) -> None:
         (valid_push(origin="discord"), "origin"),
     ],
 )
-def test_g83_invalid_push_event(params: dict[str, Any], word: str) -> None:
+def test_invalid_push_event(params: dict[str, Any], word: str) -> None:
     problems = validate_push_event(params)
     assert len(problems) == 1 and problems[0].startswith(word)
 
 
 @pytest.mark.parametrize("params", [None, [], "x", 3])
-def test_g83_params_not_an_object(params: Any) -> None:
+def test_push_params_not_an_object(params: Any) -> None:
     assert validate_push_event(params) == ["params is missing or not an object"]
 
 
-def test_g83_every_missing_field_is_reported() -> None:
+def test_every_missing_field_is_reported() -> None:
     assert len(validate_push_event({})) == 4
 
 
@@ -190,14 +190,14 @@ def test_g83_every_missing_field_is_reported() -> None:
         | st.dictionaries(st.text(max_size=8), st.text(max_size=3), max_size=2),
     )
 )
-def test_g83_validator_never_raises(params: dict[str, Any]) -> None:
+def test_push_validator_never_raises(params: dict[str, Any]) -> None:
     assert isinstance(validate_push_event(params), list)
 
 
 # --- eventId deduplication (§9.4) --------------------------------------------------------------
 
 
-def test_g84_duplicate_event_id_replays_original_result() -> None:
+def test_duplicate_event_id_replays_original_result() -> None:
     dedupe = EventDeduplicator(max_entries=8, ttl_seconds=60)
     assert dedupe.check("e1", now=0.0) is None
     original = {"accepted": True, "inferenceId": "inf-1"}
@@ -206,7 +206,7 @@ def test_g84_duplicate_event_id_replays_original_result() -> None:
     assert dedupe.check("e2", now=10.0) is None
 
 
-def test_g84_entries_expire_after_ttl() -> None:
+def test_dedupe_entries_expire_after_ttl() -> None:
     dedupe = EventDeduplicator(max_entries=8, ttl_seconds=60)
     dedupe.remember("e1", {"accepted": True}, now=0.0)
     assert dedupe.check("e1", now=59.9) is not None
@@ -214,7 +214,7 @@ def test_g84_entries_expire_after_ttl() -> None:
     assert len(dedupe) == 0
 
 
-def test_g84_bounded_oldest_inserted_evicted_first() -> None:
+def test_dedupe_bounded_oldest_inserted_evicted_first() -> None:
     dedupe = EventDeduplicator(max_entries=3, ttl_seconds=60)
     for n in range(5):
         dedupe.remember(f"e{n}", {"n": n}, now=float(n))
@@ -225,7 +225,7 @@ def test_g84_bounded_oldest_inserted_evicted_first() -> None:
     assert dedupe.check("e2", now=5.0) is None
 
 
-def test_g84_remember_again_replaces_and_restarts_age() -> None:
+def test_dedupe_remember_again_replaces_and_restarts_age() -> None:
     dedupe = EventDeduplicator(max_entries=2, ttl_seconds=10)
     dedupe.remember("e1", {"pending": True}, now=0.0)
     dedupe.remember("e2", {"accepted": True}, now=1.0)
@@ -235,7 +235,7 @@ def test_g84_remember_again_replaces_and_restarts_age() -> None:
     assert dedupe.check("e1", now=11.0) == {"accepted": False, "reason": "muted"}
 
 
-def test_g84_dedupe_arguments_checked() -> None:
+def test_dedupe_arguments_checked() -> None:
     assert EventDeduplicator().max_entries == DEFAULT_DEDUPE_MAX_ENTRIES
     assert EventDeduplicator().ttl_seconds == DEFAULT_DEDUPE_TTL_SECONDS
     with pytest.raises(ValueError):
@@ -248,7 +248,7 @@ def test_g84_dedupe_arguments_checked() -> None:
 
 
 @given(st.lists(st.tuples(st.integers(0, 20), st.floats(0, 5)), max_size=60))
-def test_g84_dedupe_never_exceeds_bound(events: list[tuple[int, float]]) -> None:
+def test_dedupe_never_exceeds_bound(events: list[tuple[int, float]]) -> None:
     dedupe = EventDeduplicator(max_entries=5, ttl_seconds=30)
     now = 0.0
     for event_id, step in events:

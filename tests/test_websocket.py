@@ -2,8 +2,8 @@
 
 The server is ``fixtures/ws_bridge.py`` (the ``websockets`` package) bridging each WebSocket
 to a stdio fixture server: ``demo_server.py`` or ``scripted_server.py``. Every test runs on
-asyncio and trio. Rules under test: PROTOCOL.md §1.2 and checklist B 20 (one message per
-text frame out, several per frame in), 24 (no redirect followed), 25 (credentials never in
+asyncio and trio. Rules under test: docs/protocol.md, "WebSocket" (one message per text
+frame out, several per frame in; no redirect followed, MCPL RFC-004 §7; credentials never in
 a log line, an error or a shown URL); the message bound equal to the stdio line bound; a
 close from either side, a dropped connection or a missed keepalive pong failing pending
 requests at once. Synchronisation is by events and ``fail_after`` only; the bridge process

@@ -1,7 +1,7 @@
 """The envelope rule: the one place that decides what a parsed JSON value is.
 
 ``classify(value)`` is a pure function (no I/O, no state, no logging) implementing
-ENVELOPE.md A (E1-E8) and building the answer to an invalid request (B, A1-A3). Every line
+docs/protocol.md E1-E8 and building the answer to an invalid request (A1-A3). Every line
 read from any transport passes through it exactly once; nothing else in the package looks at
 ``method`` / ``id`` / ``error`` to decide a message's kind.
 
@@ -60,7 +60,7 @@ class _NoId:
         return "NO_ID"
 
 
-#: The ``id`` of a response that had no ``id`` member at all (ENVELOPE.md E3).
+#: The ``id`` of a response that had no ``id`` member at all (docs/protocol.md E3).
 NO_ID: Final = _NoId()
 
 RequestId: TypeAlias = "str | int | float | None"
@@ -72,7 +72,7 @@ def is_number(value: object) -> bool:
 
 
 def json_kind(value: object) -> str:
-    """The JSON kind of ``value`` as ENVELOPE.md A3 names it, e.g. ``"an object"``."""
+    """The JSON kind of ``value`` as docs/protocol.md A3 names it, e.g. ``"an object"``."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -154,7 +154,7 @@ Envelope: TypeAlias = "Request | Notification | Response | Invalid | Unrelated"
 
 
 def classify(value: Any) -> Envelope:
-    """Classify one parsed JSON value (ENVELOPE.md E1-E8). Pure; never raises.
+    """Classify one parsed JSON value (docs/protocol.md E1-E8). Pure; never raises.
 
     Args:
         value: any value ``json.loads`` / ``orjson.loads`` can return.

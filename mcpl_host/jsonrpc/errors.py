@@ -5,7 +5,7 @@ Rules of this module:
 - Codes are ``IntEnum`` members named after the spec that defines them (JSON-RPC 2.0 §5.1,
   MCPL Appendix A). A code is read in the context of the method that produced it: MCP's
   ``resources/read`` uses ``-32002`` for "Resource not found", MCPL uses it for "Capability
-  denied" (PROTOCOL.md §1.4).
+  denied" (MCPL Appendix A; docs/protocol.md R2).
 - Exceptions say whose fault it was. ``LocalProtocolError``: our caller misused the API.
   ``RemoteProtocolError``: the server broke the protocol. ``RemoteError`` is an *answer*
   (the server replied with a JSON-RPC error object), not a fault. ``ConnectionClosed``: we
@@ -71,7 +71,7 @@ class RemoteError(MCPLHostError):
     def __init__(self, code: int, message: str, data: Any = None, *, redactor: Any = None) -> None:
         from mcpl_host.logging import log_value  # errors.py stays importable on its own
 
-        # str() is safe to log or show (escaped, cut, redacted, ENVELOPE.md L1-L2); the
+        # str() is safe to log or show (escaped, cut, redacted, docs/protocol.md L1-L2); the
         # attributes keep what the server sent.
         super().__init__(f"server error {code}: {log_value(message, redactor)}")
         self.code = code
@@ -111,7 +111,7 @@ class RequestTimeout(MCPLHostError, TimeoutError):
     """A request got no answer within its timeout (seconds).
 
     ``notifications/cancelled`` was sent for it (never for ``initialize``) and a late answer
-    is dropped as an orphan (ENVELOPE.md R5).
+    is dropped as an orphan (docs/protocol.md R5).
     """
 
     def __init__(self, method: str, timeout: float) -> None:
@@ -137,7 +137,7 @@ class UnreadableAnswer(MCPLHostError):
 
 
 class InitializeError(MCPLHostError):
-    """The handshake failed (ENVELOPE.md D, PROTOCOL.md §2.1).
+    """The handshake failed (MCP 2025-11-25, "Lifecycle"; docs/protocol.md H1-H6).
 
     Raised when the server answers ``initialize`` with an error (``code``, ``message`` and
     ``data`` set from it), names a protocol version we do not implement, exits or closes
@@ -166,7 +166,7 @@ class HandlerError(MCPLHostError):
 
     ``code`` (int), ``message`` (str) and ``data`` (JSON value or None) go on the wire as
     given (JSON-RPC 2.0 §5.1). Any other exception from a handler is answered with
-    ``-32603 Internal error`` and no exception text (ENVELOPE.md R3).
+    ``-32603 Internal error`` and no exception text (docs/protocol.md R3).
     """
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:

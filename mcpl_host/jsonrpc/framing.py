@@ -1,4 +1,4 @@
-"""Newline-delimited JSON framing (MCP stdio transport; PROTOCOL.md §1.1).
+"""Newline-delimited JSON framing (MCP 2025-11-25, "Transports", stdio).
 
 Rules of this module:
 
@@ -21,7 +21,7 @@ Rules of this module:
   up to ``Limits.max_json_depth`` levels in lines of up to ``Limits.max_deep_json_bytes``
   (it costs up to some 600 ns per byte, hundreds of times orjson's); beyond either bound it
   raises ``JSONTooDeep``, which names the depth or size and the bound. No valid line within the bounds is lost to a parser limit
-  (ENVELOPE.md D6). ``dumps_message`` does the same on the way out, so an answer echoes
+  (docs/protocol.md D6). ``dumps_message`` does the same on the way out, so an answer echoes
   such an id with the same value.
 """
 

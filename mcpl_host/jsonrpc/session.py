@@ -1,6 +1,7 @@
 """The sans-I/O core of one connection: lines in, events out; ids, pending, phase.
 
-Rules of this module (ENVELOPE.md C, D, E; JSON-RPC 2.0 §4-§5):
+Rules of this module (docs/protocol.md, "Routing", "Handshake", "Transports"; JSON-RPC 2.0
+§4-§5):
 
 - No ``await``, no clock, no logging. The shell (``connection.py``) feeds each line with
   ``receive_line(line)`` and acts on the events returned; it turns host calls into
@@ -63,7 +64,7 @@ __all__ = [
 
 
 class Phase(Enum):
-    """Where the connection is in its life (MCP lifecycle; ENVELOPE.md D)."""
+    """Where the connection is in its life (MCP 2025-11-25, "Lifecycle"; docs/protocol.md H1-H6)."""
 
     #: Nothing sent yet; only ``initialize`` may be started.
     NEW = "new"

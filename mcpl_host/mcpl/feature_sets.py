@@ -1,31 +1,33 @@
 """Feature sets: reading declarations, deriving enabled/disabled, admitting by feature set.
 
-Rules (MCPL §5.3, §6.1-§6.7; PROTOCOL.md §2.3, §3.6, §4.4; checklist E 58-64):
+Rules (MCPL §5.3, §6.1-§6.7; docs/protocol.md, "Feature-set declarations", "Feature-set name
+patterns", "Policy requests"):
 
 - **Declarations** live in the manifest's ``featureSets``. The spec shape is an object keyed by
   name, each value ``{description, uses, rollback?, tagOntology?}``. ``read_feature_sets``
-  also reads the array-of-``{name, ...}`` shape real servers send (non-conforming per RFC-001;
+  also reads the array-of-``{name, ...}`` shape real servers send (non-conforming per MCPL RFC-001;
   a note is recorded). The name is always a declared string: a map key (which wins over a
   differing ``name`` in its value), or an array entry's ``name``. **An array index never
   becomes a name**: entries without a non-empty string ``name`` are skipped. Empty or
   non-string names are skipped; for a repeated name the first declaration wins. Every such
   case adds a sentence to ``problems``. A map value that is not an object is kept as a
   declared set with invalid ``uses`` (it is declared, so it is disabled, not unknown).
-- **Name patterns** (``FeatureSetPolicy``). **Interp.** for §6.3's ``memory.*``: a pattern
-  ending in ``.*`` matches every name that starts with the text before the ``*`` (the
-  prefix ``memory.``), at any depth, so ``memory.*`` matches ``memory.retrieval`` and
-  ``memory.a.b`` but not ``memory`` itself nor ``memoryx``. A bare ``*`` matches every name.
-  Any other pattern, including one with an inner ``*``, matches only the identical name.
-  This differs on purpose from the one-segment capability ``*`` (``grants.matches``): the
-  two vocabularies never mix (RFC-002 §4.1).
+- **Name patterns** (``FeatureSetPolicy``; docs/protocol.md, "Feature-set name patterns"),
+  the reading of §6.3's ``memory.*``: a pattern ending in ``.*`` matches every name that
+  starts with the text before the ``*`` (the prefix ``memory.``), at any depth, so
+  ``memory.*`` matches ``memory.retrieval`` and ``memory.a.b`` but not ``memory`` itself nor
+  ``memoryx``. A bare ``*`` matches every name. Any other pattern, including one with an
+  inner ``*``, matches only the identical name. This differs on purpose from the one-segment
+  capability ``*`` (``grants.matches``): the two vocabularies never mix (MCPL RFC-002 §4.1).
 - **Derivation fails closed** (§6.4). Each declared set is checked in this order and the
   first failing check names its reason: ``invalid_uses`` (``uses`` absent, empty, not an
   array, or holding any value outside ``grants.VOCABULARY``, wildcards and typos
   included), ``capability_denied`` (a path in ``uses`` is not granted; the missing ones are
   listed), ``not_selected`` (``policy.enabled`` is set and names it nowhere),
   ``disabled_by_policy`` (``policy.disabled`` names it). Naming a set never widens anything.
-- **Update params** (§2.3). ``Derivation.policy_params`` always sends ``effectiveCapabilities``
-  (sorted), ``deniedCapabilities`` when non-empty (never overlapping), and **always** both
+- **Update params** (§5.3; docs/protocol.md, "Policy requests"). ``Derivation.policy_params``
+  always sends ``effectiveCapabilities`` (sorted), ``deniedCapabilities`` when non-empty
+  (never overlapping), and **always** both
   ``enabled`` and ``disabled`` (sorted names). **Decision:** ``enabled`` goes out even when the
   host policy sets no allowlist. It is exactly the host's derivation, so the server and the
   host's admission agree set by set, and any set the host could not read (skipped array
@@ -172,7 +174,8 @@ def read_feature_sets(mcpl_manifest: Any) -> FeatureSetDeclarations:
 
 
 def name_matches(pattern: str, name: str) -> bool:
-    """True when feature-set name pattern ``pattern`` covers ``name`` (**Interp.** of §6.3).
+    """True when feature-set name pattern ``pattern`` covers ``name`` (MCPL §6.3;
+    docs/protocol.md, "Feature-set name patterns").
 
     ``*`` matches every name; ``memory.*`` matches names starting with ``memory.`` at any
     depth; anything else matches only the identical name.
@@ -222,7 +225,8 @@ class Derivation:
     disabled: dict[str, DisabledReason] = field(default_factory=dict[str, DisabledReason])
 
     def policy_params(self, grant: Grant) -> dict[str, Any]:
-        """The full ``featureSets/update`` params (MCPL §5.3, §6.7; PROTOCOL.md §2.3):
+        """The full ``featureSets/update`` params (MCPL §5.3, §6.7; docs/protocol.md,
+        "Policy requests"):
         ``effectiveCapabilities`` (sorted, always), ``deniedCapabilities`` (when non-empty),
         ``enabled`` and ``disabled`` (sorted names, always; see the module docstring)."""
         params = grant.policy_params()
@@ -257,7 +261,7 @@ def _judge(feature_set: FeatureSet, grant: Grant, policy: FeatureSetPolicy) -> D
 
 
 def derive(declarations: FeatureSetDeclarations, grant: Grant, policy: FeatureSetPolicy) -> Derivation:
-    """Derive each declared set's state (MCPL §6.4; checklist E 58-60). Pure."""
+    """Derive each declared set's state (MCPL §5.3, §6.4). Pure."""
     enabled: set[str] = set()
     disabled: dict[str, DisabledReason] = {}
     for name, feature_set in declarations.sets.items():

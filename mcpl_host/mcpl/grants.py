@@ -1,14 +1,14 @@
 """Capability paths, the one-segment wildcard matcher, and the effective grant.
 
-Rules (MCPL §5.1, §5.4; PROTOCOL.md §4.1-§4.3, checklist D 41-51):
+Rules (MCPL §5.1, §5.4, §6.2, Appendix B.2; docs/protocol.md, "Capability advertisement"):
 
 - The vocabulary is closed: 17 dotted paths (``VOCABULARY``). Members outside it mint no
   capability.
 - A server's advertisement (``experimental.mcpl``) is expanded by a generic recursive walk:
   ``true`` at a node means every vocabulary leaf at or beneath it; ``false`` or absence means
-  none; an object means descend. **Interp. [lib]:** an object at a node that is itself a
-  vocabulary path (``"inferenceRequest": {"streaming": true}``) advertises that node too.
-  ``tools`` comes from MCP's outer ``capabilities.tools``.
+  none; an object means descend. An object at a node that is itself a vocabulary path
+  (``"inferenceRequest": {"streaming": true}``) advertises that node too (docs/protocol.md,
+  "Capability advertisement"). ``tools`` comes from MCP's outer ``capabilities.tools``.
 - A pattern matches a path when both have the same number of segments and each pattern
   segment is ``*`` or equal to the path's segment. So ``channels.*`` does not match
   ``channels.publish.x``, ``contextHooks.*`` matches no inject leaf, a bare ``*`` matches only
@@ -124,7 +124,7 @@ def _walk(node: Any, prefix: str, depth: int, out: set[str]) -> None:
         out |= _leaves_at_or_below(prefix)
     elif is_mapping(node):
         if prefix in VOCABULARY:
-            out.add(prefix)  # Interp. [lib]: an object at a path node advertises the node.
+            out.add(prefix)  # an object at a path node advertises the node (module rules)
         if depth >= MAX_PATH_SEGMENTS:
             return
         for key, child in node.items():
@@ -138,7 +138,8 @@ def expand_advertisement(mcpl: Mapping[str, Any] | None, *, tools: bool = False)
 
     Args:
         mcpl: the server's ``capabilities.experimental.mcpl`` object (or None).
-        tools: whether the server's outer MCP ``capabilities`` has ``tools`` (PROTOCOL.md §3.2).
+        tools: whether the server's outer MCP ``capabilities`` has ``tools``
+            (docs/protocol.md, "Capability advertisement").
 
     Returns:
         a frozenset of vocabulary paths; never raises on any JSON value.
@@ -173,7 +174,7 @@ class GrantPolicy:
         return self.grant_all_advertised or any(matches(pattern, path) for pattern in self.grant)
 
     def compute(self, advertised: Iterable[str]) -> Grant:
-        """The effective grant: advertised ∩ policy (MCPL §5.4; checklist D 42)."""
+        """The effective grant: advertised ∩ policy (MCPL §5.4)."""
         advertised = frozenset(advertised)
         granted = frozenset(path for path in advertised if self.allows(path))
         return Grant(paths=granted, advertised=advertised)
@@ -184,7 +185,7 @@ class Grant:
     """An effective capability grant: concrete vocabulary paths (MCPL §5.4).
 
     ``paths``: granted; ``advertised``: what the server advertised. ``denied`` is the
-    diagnostic complement (never used for authorization; checklist D 44).
+    diagnostic complement (never used for authorization; MCPL §5.4).
     """
 
     paths: frozenset[str] = field(default_factory=frozenset[str])
@@ -201,12 +202,12 @@ class Grant:
     def policy_params(self) -> dict[str, Any]:
         """``featureSets/update`` params for this grant (MCPL §5.3): ``effectiveCapabilities``
         always (empty list when nothing is granted), ``deniedCapabilities`` when non-empty.
-        No path is ever in both (checklist D 43)."""
+        No path is ever in both (MCPL §5.4)."""
         params: dict[str, Any] = {"effectiveCapabilities": sorted(self.paths)}
         if self.denied:
             params["deniedCapabilities"] = sorted(self.denied)
         return params
 
 
-#: The empty grant: what a connection holds before the initial receipt (ENVELOPE.md D3).
+#: The empty grant: what a connection holds before the initial receipt (docs/protocol.md D3).
 NO_GRANT = Grant()

@@ -1,11 +1,11 @@
 """The server manifest: canonical digest, shape check, and the re-fetch rate limit.
 
-Rules (MCPL §17.1-§17.6; PROTOCOL.md §6.1-§6.6, checklist K 108-118):
+Rules (MCPL §17.1-§17.8; docs/protocol.md, "Manifest digest" and "Manifest changes"):
 
 - The manifest is the whole ``experimental.mcpl`` object, as sent (§17.1). Its ``revision`` is
   server-authored and untrusted: compare for equality only, never parse or order it, never
   take it as proof that nothing changed. The host's diff (``manifest_diff``) decides.
-- Digest (§17.2; PROTOCOL.md §6.5)::
+- Digest (§17.2)::
 
       "sha256:" + base64url_unpadded(SHA-256(JCS(normalize(manifest minus root "revision"))))
 
@@ -23,9 +23,9 @@ Rules (MCPL §17.1-§17.6; PROTOCOL.md §6.1-§6.6, checklist K 108-118):
      every depth (see ``_Normalizer``). Free text (``description``, ``desc``) is never checked.
   5. JCS is RFC 8785, done by the ``rfc8785`` library; numbers are pre-normalized for it.
   6. The digest never gates acceptance: a mismatch with the server's ``revision`` is a
-     conformance defect to log, and the manifest is still used (§17.2; K 117).
+     conformance defect to log, and the manifest is still used (§17.2).
 - A host bounds manifest fetches per connection; notifications over the bound are dropped,
-  never fetched (§17.8; K 110): ``ManifestFetchLimiter``.
+  never fetched (§17.8): ``ManifestFetchLimiter``.
 
 Everything here is pure: no I/O, no clock (``now`` is passed in), no logging.
 """
@@ -63,7 +63,8 @@ __all__ = [
 ]
 
 #: DigestError codes. The first two are the vector file's ``errorCodes``; the third is the
-#: reference's name for a NaN or infinity (PROTOCOL.md §6.5 step 5).
+#: name the specification's reference generator gives a NaN or infinity, which RFC 8785
+#: §3.2.2.3 refuses.
 IDENTIFIER_CHARSET = "identifier_charset"
 MANIFEST_NOT_OBJECT = "manifest_not_object"
 NON_FINITE_NUMBER = "non_finite_number"
@@ -89,7 +90,7 @@ DEFAULT_MANIFEST_FETCH_WINDOW_SECONDS = 60.0
 
 
 class DigestError(MCPLHostError):
-    """The canonical digest cannot be computed (MCPL §17.2; PROTOCOL.md §6.5).
+    """The canonical digest cannot be computed (MCPL §17.2).
 
     ``code``: ``identifier_charset``, ``manifest_not_object``, ``non_finite_number`` or
     ``not_json``. ``where``: the position, for diagnostics only (it holds server text: log it
@@ -121,7 +122,7 @@ class _Normalizer:
     ``check``), and prepares numbers for rfc8785.
 
     Identifier positions, against the vector file's ``identifierPositions`` (``#key``: member
-    names, ``[]``: elements) and PROTOCOL.md §6.5 step 4:
+    names, ``[]``: elements) and the identifier positions of §17.2:
 
     - every root member name except ``version``/``revision``/``featureSets``, and every member
       name beneath one (vendor extensions included);
@@ -130,8 +131,8 @@ class _Normalizer:
       ``keyed.*.values[]``; the ``suggestedTreatment`` matchers ``tagsAny``/``tagsAll``/
       ``tagsNone``; ``tags.*.facet`` (in the vector file's list, not in SPEC's).
 
-    Unpinned divergences (PROTOCOL.md §6.6; no vector decides them, so the tests assert
-    neither side). Decisions:
+    Unpinned divergences (docs/protocol.md, "Manifest digest"; no vector decides them, so
+    the tests assert neither side). Decisions:
 
     - Matchers in the *list* form of ``suggestedTreatment`` (the form the vectors use): checked
       (refused), as SPEC's text and the TS library do; the Python reference never reaches them.
@@ -281,7 +282,7 @@ class _Normalizer:
             if -_MAX_EXACT_INT <= value <= _MAX_EXACT_INT:
                 return int(value)
             # rfc8785 raises IntegerDomainError beyond 2^53 - 1, even for 2^53 itself, which a
-            # double holds exactly. RFC 8785 / PROTOCOL.md §6.5 serialize every number as an
+            # double holds exactly. RFC 8785 (§3.2.2.3) serializes every number as an
             # IEEE double (9007199254740993 -> 9007199254740992), so convert first; rfc8785
             # then writes the ES6 form of the double. Past the double range JSON.parse gives
             # Infinity, which JCS refuses.
@@ -322,7 +323,7 @@ def canonical_manifest_bytes(manifest: Any) -> bytes:
 
     Raises:
         DigestError: ``manifest_not_object``, ``identifier_charset``, ``non_finite_number``
-            or ``not_json`` (PROTOCOL.md §6.5). Never anything else on a JSON value.
+            or ``not_json`` (§17.2, RFC 8785). Never anything else on a JSON value.
     """
     normalized = _normalized(manifest, check=True)
     try:
@@ -351,7 +352,7 @@ def normalized_for_diff(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def validate_manifest(value: Any) -> list[str]:
-    """Shape problems of a fetched manifest (App. B.3; PROTOCOL.md §6.1). Never raises.
+    """Shape problems of a fetched manifest (MCPL §17.1, App. B.3). Never raises.
 
     Returns a list of plain-English problems (empty when none): not an object; ``version``
     missing or not a string; ``revision`` present but not ``sha256:`` + 43 base64url
@@ -371,7 +372,7 @@ def validate_manifest(value: Any) -> list[str]:
 
 
 class ManifestFetchLimiter:
-    """Per-connection bound on ``mcpl/manifest`` fetches (MCPL §17.8; checklist K 110).
+    """Per-connection bound on ``mcpl/manifest`` fetches (MCPL §17.8).
 
     A sliding window: at most ``max_fetches`` allowed within any ``per_seconds``. A
     notification refused here is dropped (never fetched) and should be surfaced as a

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ManifestWatcher"]
 
-#: Defect lines about dropped notifications logged per connection (L3).
+#: Defect lines about dropped notifications logged per connection (docs/protocol.md L3).
 DROPPED_NOTIFICATIONS_LOGGED = 3
 
 

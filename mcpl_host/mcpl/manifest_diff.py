@@ -1,6 +1,6 @@
 """Diff of two manifests, and the one change receipt per manifest change.
 
-Rules (MCPL §17.1, §17.5, §17.6, App. B.4; PROTOCOL.md §6.1, §6.3, §6.4, checklist K 111-115):
+Rules (MCPL §17.1, §17.3, §17.5, §17.6, App. B.4):
 
 - Domains partition the manifest: ``capabilities`` is every member except ``version``,
   ``revision`` and ``featureSets``; ``featureSets`` is that member without any ``tagOntology``;
@@ -219,7 +219,7 @@ class Impact:
 
 @dataclass(frozen=True, slots=True)
 class ChangeReceipt:
-    """The single, privacy-minimal receipt for one manifest change (§17.6; K 114).
+    """The single, privacy-minimal receipt for one manifest change (§17.6).
 
     ``domains``: as ``ManifestDiff.domains``. ``impacts``: ordered by ``IMPACTS``, then detail.
     """

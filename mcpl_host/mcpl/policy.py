@@ -1,10 +1,11 @@
-"""Reading the receipt of a ``featureSets/update`` request (MCPL §6.7; PROTOCOL.md §2.4).
+"""Reading the receipt of a ``featureSets/update`` request (MCPL §6.7; docs/protocol.md,
+"Policy receipts").
 
 The receipt reports consequences; it is never an entitlement: nothing here widens a grant.
 A refusal (``accepted: false``) turns MCPL off for the connection; its ``fallback`` says
 whether the server asks to stay MCP-only or to be closed. A missing ``fallback``, or an
-``unavailableFeatures`` entry without ``effect``, is a server conformance defect (checklist
-D 57), reported in ``defects``.
+``unavailableFeatures`` entry without ``effect``, is a server conformance defect (MCPL §6.7),
+reported in ``defects``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Shapes of the server -> host MCPL methods: pure checks, the channel registry, held state.
 
-Rules (MCPL §8, §9.3, §11.2-§11.3, §12, §14.2-§14.5; PROTOCOL.md §3.1, §3.3, §4.5, §5.1;
-checklist G 85, H 91-92, I 94-95). Everything here is pure: no I/O, no grant, no logging, no clock;
-each check returns problem sentences (empty or None when fine) that name keys, never values.
+Rules (MCPL §8, §9.3, §11.2-§11.3, §12, §14.2-§14.5; docs/protocol.md, "Channels" and "State").
+Everything here is pure: no I/O, no grant, no logging, no clock; each check returns problem
+sentences (empty or None when fine) that name keys, never values.
 
 - ``inference/request`` params: ``messages`` a non-empty array of ``{role: str, content}``
   (content a string or an array of content blocks, objects with a string ``type``);
@@ -12,18 +12,19 @@ each check returns problem sentences (empty or None when fine) that name keys, n
 - ``push/event`` result: ``{accepted: bool, inferenceId?: str, reason?: str}``.
 - ``ModelInfo``: ``{id: str, vendor: str, contextWindow: positive int, capabilities: [str]}``.
 - ``ChannelDescriptor``: ``id`` a non-empty string, ``type`` a string, ``direction`` one of
-  outbound|inbound|bidirectional, ``label`` a string when present (**Interp.**: real servers
-  omit it); other members are kept as sent.
+  outbound|inbound|bidirectional, ``label`` a string when present (deployed servers
+  omit it; docs/protocol.md, "Channels"); other members are kept as sent.
 - ``ChannelRegistry.change`` judges each item on its own (§14.5) with a reason from a closed
   set: ``invalid_descriptor``, ``duplicate_id`` (twice in one message), ``unknown_channel``
   (removing or updating an id never registered), ``capability_denied`` (the spec's literal:
   the host's channel-id globs, matched by ``fnmatch.fnmatchcase``, refuse the id).
-  **Interp.:** it applies removed, then added, then updated; registering an id already
-  registered replaces its descriptor.
-- ``state/update`` params ([lib] mcpl-core-ts; no spec basis): ``checkpoint`` a non-empty
+  It applies removed, then added, then updated; registering an id already registered
+  replaces its descriptor (docs/protocol.md, "Channels").
+- ``state/update`` params (the MCPL libraries' shape; no spec basis; docs/protocol.md,
+  "State"): ``checkpoint`` a non-empty
   string, ``parent`` a string or null; ``data`` (alias ``state``) and ``patch`` exclusive,
   ``patch`` an array; with none of them the checkpoint is an opaque reference.
-  The state itself is kept in the connection's one ``FeatureSetStateStore`` (host_calls).
+  The state itself is kept in the server's ``StateStore`` (``mcpl.state``).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def push_result_problems(result: Any) -> list[str]:
 
 
 def inference_result_problems(result: Any) -> list[str]:
-    """Problems with an ``inference/request`` result (MCPL §11.3; checklist H 91)."""
+    """Problems with an ``inference/request`` result (MCPL §11.3)."""
     if not is_mapping(result):
         return ["the result is not an object"]
     problems = [
@@ -214,14 +215,13 @@ class ItemResult:
 
 
 class ChannelRegistry:
-    """The channels one connection registered on one transport ``epoch`` (MCPL §14.2-§14.5):
+    """The channels one connection registered (MCPL §14.2-§14.5):
     id -> descriptor as sent (a copy). ``change()`` applies a register/changed message item by
     item and returns one ``ItemResult`` per item. Pure: no I/O, no grant (admission's job)."""
 
-    __slots__ = ("_channels", "epoch")
+    __slots__ = ("_channels",)
 
-    def __init__(self, epoch: int = 0) -> None:
-        self.epoch = epoch
+    def __init__(self) -> None:
         self._channels: dict[str, dict[str, Any]] = {}
 
     def get(self, channel_id: Any) -> dict[str, Any] | None:
@@ -234,7 +234,7 @@ class ChannelRegistry:
         return len(self._channels)
 
     def __repr__(self) -> str:
-        return f"<ChannelRegistry epoch={self.epoch} channels={len(self._channels)}>"
+        return f"<ChannelRegistry channels={len(self._channels)}>"
 
     def change(
         self,
@@ -244,7 +244,7 @@ class ChannelRegistry:
         updated: Sequence[Any] = (),
         patterns: tuple[str, ...] | None = None,
     ) -> list[ItemResult]:
-        """Remove, then add, then update (**Interp.** order); each item judged on its own."""
+        """Remove, then add, then update (docs/protocol.md, "Channels"); each item judged on its own."""
         results: list[ItemResult] = []
         for channel_id in removed:
             if isinstance(channel_id, str) and self._channels.pop(channel_id, None) is not None:
@@ -283,9 +283,9 @@ class ChannelRegistry:
 
 
 def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
-    """Problems with ``state/update`` params ([lib] shape; ``state/get`` needs only the
-    ``featureSet`` admission checks): ``checkpoint`` a non-empty string (**Interp.**: required,
-    as in [lib]: the store is keyed by it), ``parent`` a string or null, ``data`` (alias
+    """Problems with ``state/update`` params (the libraries' shape; ``state/get`` needs only the
+    ``featureSet`` admission checks; docs/protocol.md, "State"): ``checkpoint`` a non-empty
+    string (required: the store is keyed by it), ``parent`` a string or null, ``data`` (alias
     ``state``) and ``patch`` exclusive, ``patch`` an array."""
     if method == "state/get":
         return []

@@ -1,10 +1,11 @@
-"""Host-held state per feature set (MCPL §8; PROTOCOL.md §5.1; checklist J 105-107).
+"""Host-held state per feature set (MCPL §8; docs/protocol.md, "State").
 
-One store per connection serves both directions: tool results and ``state/rollback`` on the
-host -> server side, ``state/update`` and ``state/get`` on the server -> host side. A result's
-``state`` ``{checkpoint, parent, data? | patch?}``: ``data`` replaces (and wins over ``patch``);
-``patch`` is RFC 6902, applied with the ``jsonpatch`` library to the parent's data; neither
-means the checkpoint is an opaque reference the server manages. Pure: no I/O, no logging.
+One store per server (its ``HostedServer``'s, so it outlives transports) serves both
+directions: tool results and ``state/rollback`` on the host -> server side, ``state/update``
+and ``state/get`` on the server -> host side. A result's ``state`` ``{checkpoint, parent,
+data? | patch?}``: ``data`` replaces (and wins over ``patch``); ``patch`` is RFC 6902, applied
+with the ``jsonpatch`` library to the parent's data; neither means the checkpoint is an
+opaque reference the server manages. Pure: no I/O, no logging.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class StateStore(Protocol):
 
 
 class FeatureSetStateStore:
-    """Host-held state per feature set (MCPL §8; PROTOCOL.md §5.1): the current checkpoint
+    """Host-held state per feature set (MCPL §8; docs/protocol.md, "State"): the current checkpoint
     and at most ``max_checkpoints`` recent ones (oldest dropped first), so a patch may name
     any recent parent. Pure: no I/O, no logging."""
 

@@ -1,6 +1,6 @@
 """Event tags, ``push/event`` params and ``eventId`` deduplication.
 
-Rules (MCPL §9.2-§9.4, §16; PROTOCOL.md §3.4, §4.6, §5.4; checklist G 83-88):
+Rules (MCPL §9.2-§9.4, §16; docs/protocol.md, "Push idempotency"):
 
 - **Core closure** (§16.3), applied by the host without consulting any producer ontology:
   ``chat:mention => chat:addressed``, ``chat:reply => chat:addressed``,
@@ -15,16 +15,17 @@ Rules (MCPL §9.2-§9.4, §16; PROTOCOL.md §3.4, §4.6, §5.4; checklist G 83-8
 - **Tolerance** (§16.4): tags no ontology describes, non-chat tags and unknown namespaces pass
   untouched. A non-string or empty entry is dropped and reported; an un-namespaced tag (no
   ``:``) is a producer violation, reported but kept. Tags are untrusted claims and never
-  authority (§16; PROTOCOL.md §4.6): admission is decided before they are read.
+  authority (§16): admission is decided before they are read.
 - **``push/event`` params** (§9.2): ``featureSet`` (non-empty string), ``eventId`` (non-empty
   string), ``timestamp`` (ISO 8601 string, read by ``datetime.fromisoformat`` after turning a
   trailing ``Z`` into ``+00:00``; on Python 3.10 that parser is stricter about fractions),
   ``payload`` (object) with ``payload.content`` (array of objects, each with a string
   ``type``), optional ``tags`` (array of strings), optional ``origin`` (object). Each broken
-  rule is one problem sentence; the caller answers ``-32602`` when there are any (G 83).
-- **Deduplication** (§9.4 SHOULD; **Interp.** idempotent replay): one ``EventDeduplicator``
-  per connection, so the key is (connection, ``eventId``). A duplicate within the window gets
-  the original result back. The window is bounded both by size (oldest inserted evicted) and
+  rule is one problem sentence; the caller answers ``-32602`` when there are any (§9.2).
+- **Deduplication** (§9.4 SHOULD; docs/protocol.md, "Push idempotency"): an
+  ``EventDeduplicator`` is one server's window, kept by its ``HostedServer`` across
+  transports (``mcpl.push`` decides what counts as a duplicate). A duplicate within the
+  window gets the original result back. The window is bounded both by size (oldest inserted evicted) and
   by age; ``now`` is passed in (seconds on a monotonic clock).
 """
 
@@ -135,9 +136,9 @@ def _content_problems(payload: Any) -> list[str]:
 
 
 def validate_push_event(params: Any) -> list[str]:
-    """Problems with ``push/event`` params (MCPL §9.2; checklist G 83); empty when valid.
+    """Problems with ``push/event`` params (MCPL §9.2); empty when valid.
 
-    Unknown members are tolerated (checklist A 14). Never raises.
+    Unknown members are tolerated (MCPL §8, compatibility note). Never raises.
     """
     if not is_mapping(params):
         return ["params is missing or not an object"]
@@ -162,7 +163,8 @@ def validate_push_event(params: Any) -> list[str]:
 
 
 class EventDeduplicator:
-    """Remembers answered ``eventId``s for one connection (MCPL §9.4; checklist G 84).
+    """Remembers answered ``eventId``s for one server (MCPL §9.4; docs/protocol.md,
+    "Push idempotency").
 
     ``check(event_id, now)`` returns the result remembered for ``event_id`` if it is younger
     than ``ttl_seconds``, else None. ``remember(event_id, result, now)`` stores ``result``

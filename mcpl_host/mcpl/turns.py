@@ -170,10 +170,11 @@ def _is_cancellation(exc: BaseException | None) -> bool:
 
 
 class InferenceLifecycle:
-    """The ``inference/lifecycle`` pairing of one inference (MCPL §10.5; F77-80). Use
-    ``async with inference_lifecycle(...) as turn``; ``turn.set_usage()`` before leaving adds
-    ``usage`` to ``completed``; ``turn.abort()`` makes a normal exit ``aborted``.
-    ``recipients``: names of the connections that got ``started``. Single use.
+    """The ``inference/lifecycle`` pairing of one inference (MCPL §10.5; docs/protocol.md,
+    "Inference lifecycle"). Use ``async with inference_lifecycle(...) as turn``;
+    ``turn.set_usage()`` before leaving adds ``usage`` to ``completed``; ``turn.abort()`` makes
+    a normal exit ``aborted``. ``recipients``: names of the connections that got ``started``.
+    Single use.
 
     Cancellation: the terminal is queued without waiting, so it goes out under cancellation too;
     the body's exception, cancellation included, always propagates.

@@ -1,6 +1,7 @@
 """The stdio transport: a server as a child process speaking JSON lines on its pipes.
 
-Rules of this module (MCP lifecycle (stdio shutdown); ENVELOPE.md H5, L1-L3, T3):
+Rules of this module (MCP 2025-11-25, "Transports" (stdio) and "Lifecycle" (shutdown);
+docs/protocol.md H5, L1-L3, T3 and "stdio"):
 
 - The child runs in a new session, so it leads its own process group. Signals go to the
   whole group: a ``sh -c`` or ``npx`` wrapper never leaves its real server orphaned.
@@ -78,7 +79,7 @@ ENV_ALLOWLIST_PREFIXES = ("LC_",)
 #: Bytes asked for in one read from the child's stdout or stderr.
 READ_CHUNK_BYTES = 64 * 1024
 #: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
-#: line reach a log line anyway, ENVELOPE.md L1).
+#: line reach a log line anyway, docs/protocol.md L1).
 STDERR_MAX_LINE_BYTES = 64 * 1024
 #: Seconds to wait, after the server's stdout ends, for its exit status and last stderr;
 #: and after the server exits, for the rest of its stdout.
@@ -260,7 +261,7 @@ class StdioTransport:
 
     @property
     def stderr_tail(self) -> list[str]:
-        """A copy of the server's last stderr lines, escaped, redacted (ENVELOPE.md H5)."""
+        """A copy of the server's last stderr lines, escaped, redacted (docs/protocol.md H5)."""
         return list(self._tail)
 
     def negotiated(self, protocol_version: str) -> None:
@@ -434,7 +435,7 @@ class StdioTransport:
         stays within the bound).
 
         At the end of stdout, an unterminated last line is returned first; then every call
-        raises ``ConnectionLost`` with ``exit_status`` and ``stderr_tail`` (ENVELOPE.md H5).
+        raises ``ConnectionLost`` with ``exit_status`` and ``stderr_tail`` (docs/protocol.md H5).
         To fill them it waits, at most ``EOF_EXIT_WAIT_SECONDS`` (and never more than
         ``close_grace_seconds``), for the process to exit and for stderr to end. When the
         process exits while its stdout stays open (a descendant holds it), the lines read
@@ -518,7 +519,7 @@ class StdioTransport:
     async def _pump_stderr(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Read stderr to its end, logging and keeping each line (ENVELOPE.md H5, L3)."""
+        """Read stderr to its end, logging and keeping each line (docs/protocol.md H5, L3)."""
         self._pump_started = True
         try:
             with self._pump_scope:

@@ -1,6 +1,7 @@
-"""The WebSocket transport: a server dialled at ``ws://`` or ``wss://`` (PROTOCOL.md §1.2).
+"""The WebSocket transport: a server dialled at ``ws://`` or ``wss://`` (RFC 6455;
+MCPL RFC-004 §1).
 
-Rules of this module (checklist B 20, 24, 25):
+Rules of this module (docs/protocol.md, "WebSocket"):
 
 - RFC 6455 framing is wsproto's, over an anyio TCP (and TLS) stream, so it runs on asyncio
   and trio. httpx-ws is not used: its ``max_message_size_bytes`` is only the read chunk
@@ -20,7 +21,7 @@ Rules of this module (checklist B 20, 24, 25):
   ``Redactor``. A credential sent over cleartext ``ws://`` to a host that is not loopback
   gets a warning, logged before dialling.
 - Nothing but ``101 Switching Protocols`` opens the transport: a redirect is never followed
-  (RFC-004 §7).
+  (MCPL RFC-004 §7).
 - Keepalive: a ping every ``keepalive_interval_seconds``; no pong within
   ``keepalive_timeout_seconds`` closes the transport (``ConnectionLost``). Pongs are read by
   ``receive()``, which the connection's reader task always runs.

@@ -1,4 +1,5 @@
-"""WebSocket connection parameters and URL handling (PROTOCOL.md §1.2; checklist B 24, 25).
+"""WebSocket connection parameters and URL handling (docs/protocol.md, "WebSocket";
+MCPL RFC-004 §4: credentials are the host's to handle and redact).
 
 Rules: the token (query ``token=`` or ``Authorization: Bearer``), every header value and every
 credential already in the URL (a query parameter with a secret name: ``token``,

@@ -322,7 +322,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "- each figure: min / **median** / max over the repetitions; ratios are of the medians",
         *(f"- {note}" for note in notes),
         "",
-        "## Targets (issue 8)",
+        "## Targets",
         "",
         target_table(results, backends, requests=settings.requests, idle=settings.idle_connections),
         "",

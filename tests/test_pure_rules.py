@@ -16,13 +16,13 @@ INJECT_BEFORE = "contextHooks.beforeInference.inject.beforeUser"
 
 
 @pytest.mark.anyio
-async def test_c37_no_hook_traffic_before_the_receipt() -> None:
+async def test_no_hook_traffic_before_the_receipt() -> None:
     conn = connect_stdio(sys.executable, ["-c", "pass"], policy=GrantPolicy(grant_all_advertised=True))
     assert conn.grant is None  # nothing in force until a receipt
     assert not conn.before_inference_eligible
 
 
-def test_d44_denied_capabilities_never_feed_authorization() -> None:
+def test_denied_capabilities_never_feed_authorization() -> None:
     grant = Grant(paths=frozenset({"pushEvents"}), advertised=frozenset({"pushEvents", "modelInfo"}))
     assert grant.policy_params()["deniedCapabilities"] == ["modelInfo"]
     push = {
@@ -36,7 +36,7 @@ def test_d44_denied_capabilities_never_feed_authorization() -> None:
     assert refused is not None and refused.error.code != -32002  # past the gate: the feature set
 
 
-def test_d51_featureset_and_namespace_in_a_response_never_authorize() -> None:
+def test_featureset_and_namespace_in_a_response_never_authorize() -> None:
     grant = Grant(paths=frozenset({INJECT_BEFORE}))
     answer = {
         "featureSet": "all-powerful",
@@ -50,7 +50,7 @@ def test_d51_featureset_and_namespace_in_a_response_never_authorize() -> None:
     assert len(reading.dropped) == 1
 
 
-def test_c27_host_advertises_what_it_implements_in_the_server_shape() -> None:
+def test_host_advertises_what_it_implements_in_the_server_shape() -> None:
     from mcpl_host.handshake import HOST_MCPL_ADVERTISEMENT
     from mcpl_host.mcpl.grants import expand_advertisement
 
