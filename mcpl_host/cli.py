@@ -38,10 +38,9 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
-import anyio.abc
 import click
 
 import mcpl_host
@@ -128,7 +127,7 @@ class ProbeRecorder:
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self.not_kept = 0
-        self.on_event: Any = None
+        self.on_event: Callable[[dict[str, Any]], None] | None = None
 
     def observe(self, server: str, observation: Observation) -> None:
         data = observation.data
@@ -319,7 +318,7 @@ class EnvPair(click.ParamType[tuple[str, str]]):
 
     def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, str]:
         if isinstance(value, tuple):
-            return value
+            return cast("tuple[str, str]", value)  # a default or a value already converted
         key, sep, val = str(value).partition("=")
         if not sep or not key or "\0" in value:
             self.fail("expected KEY=VALUE with a non-empty KEY (the value is not shown)", param, ctx)

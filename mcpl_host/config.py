@@ -237,7 +237,7 @@ class HostConfig:
         return {name: server for name, server in self.servers.items() if not server.disabled}
 
 
-class _JSONObject(dict):  # type: ignore[type-arg]
+class _JSONObject(dict[str, Any]):
     """A JSON object that remembers keys it saw twice (``json`` keeps the last silently)."""
 
     repeated: tuple[str, ...] = ()
@@ -473,7 +473,8 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
             p.add(_at(loc, "cwd"), '"~" is not expanded; write the path in full')
         kw["cwd"] = str(base_dir / kw["cwd"])
     schemes = ("http", "https") if transport in HTTP_TRANSPORTS else ("ws", "wss")
-    scheme, host = urlsplit(kw["url"])[:2] if kw.get("url") and transport != "stdio" else (schemes[0], "-")
+    url: str | None = kw.get("url")  # read by _Parse.string
+    scheme, host = urlsplit(url)[:2] if url and transport != "stdio" else (schemes[0], "-")
     wanted = f"an {schemes[0]}:// or {schemes[1]}:// URL" if schemes[0] == "http" else "a ws:// or wss:// URL"
     if transport is None:
         pass  # an unusable URL was reported while inferring the transport

@@ -301,6 +301,11 @@ class Connection:
         return ConnectionClosed(f"connection to {self.name!r} was closed")
 
     @property
+    def transport(self) -> Transport | None:
+        """The transport, once opened (None before)."""
+        return self._link.transport if self._link is not None else None
+
+    @property
     def stderr_tail(self) -> list[str]:
         """The server's last stderr lines, escaped and redacted (docs/protocol.md H5)."""
         return list(self._link.transport.stderr_tail) if self._link else []
@@ -546,8 +551,9 @@ class Connection:
                 "error response naming no request of ours",
                 error=ServerValue(event.response.error, self.redactor),
             )
-        elif isinstance(event, DroppedLine):
-            self._log_dropped(event.kind, event.line)
+        else:
+            dropped: DroppedLine = event  # the last kind: a new one fails the type check here
+            self._log_dropped(dropped.kind, dropped.line)
 
     def _on_request(self, request: Request, link: Link) -> None:
         if link.closed:  # T2: read after its transport closed

@@ -29,7 +29,7 @@ import time
 from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 import anyio
 
@@ -65,7 +65,7 @@ EventKind = Literal[
     "channels_changed",
 ]
 #: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
-EVENT_KINDS: tuple[str, ...] = EventKind.__args__  # type: ignore[attr-defined]
+EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 #: The kinds a supervisor emits; never dropped.
 LIFECYCLE_KINDS: frozenset[str] = frozenset(
     {"connecting", "ready", "degraded", "disconnected", "reconnecting", "gave_up"}
@@ -209,6 +209,11 @@ class Subscription:
     def __len__(self) -> int:
         return len(self._queue)
 
+    @property
+    def closed(self) -> bool:
+        """True once the consumer closed it (``aclose()``)."""
+        return self._closed
+
     # --- producing ---------------------------------------------------------------------------
 
     def _append(self, event: HostEvent) -> None:
@@ -323,7 +328,7 @@ class EventBus:
         return subscription
 
     def matching(self, event: HostEvent) -> list[Subscription]:
-        self.subscriptions = [s for s in self.subscriptions if not s._closed]
+        self.subscriptions = [s for s in self.subscriptions if not s.closed]
         return [s for s in self.subscriptions if s.wants(event)]
 
     def observe(self, event: HostEvent) -> int:

@@ -37,7 +37,7 @@ Rules of this module (docs/protocol.md T1-T3):
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -188,19 +188,44 @@ def connect_from_config(
     return hosted_from_config(config, name=name, handlers=handlers, observer=observer).open_connection()
 
 
+class _Answer:
+    """The host's side of one ``server_request``: settled once through its responder,
+    awaited by the handler that delivered the request."""
+
+    __slots__ = ("done", "error", "result")
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: Any = None
+        self.error: HandlerError | None = None
+
+    async def wait(self, timeout: float) -> Any:
+        """Wait (in the handler task) for the answer; raise ``HandlerError`` to send an error.
+
+        Cancellation: the answer expires, so a late one is refused (False)."""
+        try:
+            with anyio.move_on_after(timeout):
+                await self.done.wait()
+        finally:
+            if not self.done.is_set():
+                self.error = HandlerError(ErrorCode.INTERNAL_ERROR, _NOT_ANSWERED)
+                self.done.set()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
 class ServerRequestResponder:
     """The answer slot of one ``server_request`` event: call ``respond(result)`` or
     ``reject(code, message, data)`` once. Each returns True if it answered, False if the
     request was already answered, timed out, or its transport ended (then nothing is sent).
     ``server``, ``method``, ``id`` and ``params`` name the request."""
 
-    __slots__ = ("_done", "_error", "_result", "id", "method", "params", "server")
+    __slots__ = ("_answer", "id", "method", "params", "server")
 
-    def __init__(self, server: str, method: str, request_id: Any, params: Any) -> None:
+    def __init__(self, server: str, method: str, request_id: Any, params: Any, answer: _Answer) -> None:
         self.server, self.method, self.id, self.params = server, method, request_id, params
-        self._done = anyio.Event()
-        self._result: Any = None
-        self._error: HandlerError | None = None
+        self._answer = answer
 
     def __repr__(self) -> str:
         return f"<ServerRequestResponder {self.server!r} {self.method!r} answered={self.is_answered}>"
@@ -208,38 +233,27 @@ class ServerRequestResponder:
     @property
     def is_answered(self) -> bool:
         """True once answered, expired or abandoned."""
-        return self._done.is_set()
+        return self._answer.done.is_set()
 
     def respond(self, result: Any) -> bool:
         """Answer with ``result`` (a JSON value)."""
-        if self._done.is_set():
+        if self._answer.done.is_set():
             return False
-        self._result = result
-        self._done.set()
+        self._answer.result = result
+        self._answer.done.set()
         return True
 
     def reject(self, code: int, message: str, data: Any = None) -> bool:
         """Answer with a JSON-RPC error object."""
-        if self._done.is_set():
+        if self._answer.done.is_set():
             return False
-        self._error = HandlerError(code, message, data)
-        self._done.set()
+        self._answer.error = HandlerError(code, message, data)
+        self._answer.done.set()
         return True
 
-    async def _answer(self, timeout: float) -> Any:
-        """Wait (in the handler task) for the answer; raise ``HandlerError`` to send an error.
 
-        Cancellation: the responder expires, so a late answer is refused (False)."""
-        try:
-            with anyio.move_on_after(timeout):
-                await self._done.wait()
-        finally:
-            if not self._done.is_set():
-                self._error = HandlerError(ErrorCode.INTERNAL_ERROR, _NOT_ANSWERED)
-                self._done.set()
-        if self._error is not None:
-            raise self._error
-        return self._result
+#: Hands an event to the application: None once taken, else why not (``Host._deliver``).
+_Deliver = Callable[[HostEvent, float], Awaitable[str | None]]
 
 
 class _DeliveringHandlers(HostHandlers):
@@ -247,9 +261,11 @@ class _DeliveringHandlers(HostHandlers):
     server requests become deliveries (module rules). Not the application's handlers: those
     are never wrapped."""
 
-    def __init__(self, host: Host, server: str, limits_timeout: float, delivery_timeout: float) -> None:
+    def __init__(
+        self, deliver: _Deliver, server: str, limits_timeout: float, delivery_timeout: float
+    ) -> None:
         super().__init__()
-        self._host = host
+        self._deliver = deliver
         self._server = server
         self._request_timeout = limits_timeout
         self._delivery_timeout = delivery_timeout
@@ -261,32 +277,33 @@ class _DeliveringHandlers(HostHandlers):
             "eventId": params.get("eventId"),
             "params": params,
         }
-        taken = await self._host._deliver(HostEvent(self._server, "push_event", data), self._delivery_timeout)
+        taken = await self._deliver(HostEvent(self._server, "push_event", data), self._delivery_timeout)
         if taken is None:
             return {"accepted": True}
         return {"accepted": False, "reason": taken}
 
     async def request(self, context: RequestContext, params: Any) -> Any:
-        responder = ServerRequestResponder(self._server, context.method, context.id, params)
+        answer = _Answer()
+        responder = ServerRequestResponder(self._server, context.method, context.id, params, answer)
         data = {"id": context.id, "method": context.method, "params": params}
         event = HostEvent(self._server, "server_request", data, responder=responder)
-        refused = await self._host._deliver(event, self._request_timeout)
+        refused = await self._deliver(event, self._request_timeout)
         if refused is not None:
             raise HandlerError(ErrorCode.INTERNAL_ERROR, f"Internal error: {refused}")
-        return await responder._answer(self._request_timeout)
+        return await answer.wait(self._request_timeout)
 
 
 class _HostObserver:
     """Turns one server's observations into ``HostEvent``s on the host's bus."""
 
-    def __init__(self, host: Host, delivering: bool) -> None:
-        self._host = host
+    def __init__(self, emit: Callable[[HostEvent], None], delivering: bool) -> None:
+        self._emit = emit
         self._delivering = delivering  # push/server_request events are deliveries already
 
     def observe(self, server: str, observation: Observation) -> None:
         if self._delivering and observation.kind in ("push_event", "server_request"):
             return
-        self._host._observe(HostEvent(server, observation.kind, dict(observation.data)))
+        self._emit(HostEvent(server, observation.kind, dict(observation.data)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,13 +378,16 @@ class Host:
         for name, config in self._configs.items():
             app_handlers = handlers_factory(name) if handlers_factory is not None else None
             handlers = app_handlers or _DeliveringHandlers(
-                self, name, config.limits.request_timeout_seconds, config.limits.delivery_timeout_seconds
+                self._deliver,
+                name,
+                config.limits.request_timeout_seconds,
+                config.limits.delivery_timeout_seconds,
             )
             hosted = hosted_from_config(
                 config,
                 name=name,
                 handlers=handlers,
-                observer=_HostObserver(self, delivering=app_handlers is None),
+                observer=_HostObserver(self._observe, delivering=app_handlers is None),
                 client_info=client_info,
                 state_store=state_store_factory(name) if state_store_factory is not None else None,
             )
@@ -735,7 +755,7 @@ class Host:
 
     def _ready_connections(self, servers: Sequence[str] | None) -> list[ServerConnection]:
         names = list(servers) if servers is not None else self.servers
-        out = []
+        out: list[ServerConnection] = []
         for name in names:
             self.supervisor(name)
             conn = self._hosted[name].current

@@ -267,6 +267,17 @@ def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
     )
 
 
+# The standard library's level names (logging.getLevelName's str -> int use is deprecated).
+_LEVELS: dict[str, int] = {
+    name: getattr(logging, name)
+    for name in ("CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET")
+}
+
+
+def _json_line(value: Any, **_: Any) -> str:
+    return orjson.dumps(value, default=str).decode()
+
+
 def configure_logging(
     level: str = "warning",
     *,
@@ -283,17 +294,15 @@ def configure_logging(
     Raises:
         ValueError: an unknown level name.
     """
-    number = logging.getLevelName(level.upper())
-    if not isinstance(number, int):
+    number = _LEVELS.get(level.upper())
+    if number is None:
         raise ValueError(f"unknown log level {level!r}")
-    stream = stream or sys.stderr
+    out: TextIO = stream if stream is not None else sys.stderr
     renderer: Any
     if json_lines:
-        renderer = structlog.processors.JSONRenderer(
-            serializer=lambda v, **_: orjson.dumps(v, default=str).decode()
-        )
+        renderer = structlog.processors.JSONRenderer(serializer=_json_line)
     else:
-        renderer = _console_renderer(colors=stream.isatty())
+        renderer = _console_renderer(colors=out.isatty())
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -303,6 +312,6 @@ def configure_logging(
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(number),
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )

@@ -212,13 +212,13 @@ def redact_json(value: Any, redactor: Redactor, _depth: int = 0) -> Any:
     that held a secret is kept apart from its siblings (``[redacted] #2``). Never raises."""
     if isinstance(value, str):
         return redactor.redact(value)
-    if isinstance(value, (dict, list)) and _depth >= MAX_REPORT_DEPTH:
+    if (is_object(value) or is_array(value)) and _depth >= MAX_REPORT_DEPTH:
         return _TOO_DEEP
     if is_array(value):
-        return [redact_json(item, redactor, _depth + 1) for item in cast("list[Any]", value)]
+        return [redact_json(item, redactor, _depth + 1) for item in value]
     if not is_object(value):
         return value
-    members = cast("dict[Any, Any]", value)
+    members = cast("dict[Any, Any]", value)  # a caller's dict may have keys that are not strings
     shown: dict[Any, Any] = {}
     for key, item in members.items():
         if isinstance(key, str) and key not in HOST_KEYS:
@@ -245,7 +245,7 @@ def _names(values: Any) -> Text:
 
 
 def _capabilities(capabilities: dict[str, Any]) -> Text:
-    parts = []
+    parts: list[str] = []
     for name, value in capabilities.items():
         flags = (
             [key for key, flag in value.items() if flag is True or is_object(flag)]
@@ -289,7 +289,7 @@ def _receipt(grant: dict[str, Any]) -> Text:
         text.append(f" ({safe_text(receipt['mode'])})")
     for entry in receipt.get("unavailableFeatures") or ():
         entry = entry if is_object(entry) else {}
-        missing = entry.get("missingCapabilities") or []
+        missing: Any = entry.get("missingCapabilities") or []
         text.append(f"\n{safe_text(entry.get('featureSet'))} {safe_text(entry.get('effect', '?'))}")
         if missing:
             text.append(f" (missing {', '.join(safe_text(m) for m in missing)})", style="dim")
@@ -306,7 +306,7 @@ def _fields(rows: list[tuple[str, Text]]) -> Table:
 
 
 def _arguments(names: list[Any], required: Any) -> Text:
-    required = set(required) if is_array(required) else set()
+    required = set(required) if is_array(required) else set[Any]()
     return _names([f"{name}*" if name in required else name for name in names])
 
 
@@ -366,7 +366,7 @@ _TABLES = (
 
 def render_report(console: Console, doc: dict[str, Any]) -> None:
     """Print the server panel, the grant panel and the tables of a (redacted) probe doc."""
-    server = doc.get("server") or {}
+    server: Any = doc.get("server") or {}
     title = f"{safe_text(server.get('name') or '(unnamed)')} {safe_text(server.get('version') or '')}"
     rows = [
         ("Protocol", _text(doc.get("protocolVersion"))),
@@ -378,7 +378,7 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
         rows.append(("Instructions", _text(doc["instructions"], newlines=True)))
     console.print(Panel(_fields(rows), title=Text(title.strip(), style="bold"), title_align="left"))
 
-    grant = doc.get("grant") or {}
+    grant: Any = doc.get("grant") or {}
     if doc.get("mcpl") is None:
         body: Any = Text("plain MCP server: no MCPL, nothing to grant", style="dim")
     else:
@@ -397,8 +397,9 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
             )
     console.print(Panel(body, title=Text("Grant", style="bold"), title_align="left"))
 
+    unavailable_lists: Any = doc.get("unavailable") or {}
     for key, title, columns, row in _TABLES:
-        unavailable = (doc.get("unavailable") or {}).get(key)
+        unavailable = unavailable_lists.get(key)
         if key in (doc.get("skipped") or ()):
             console.print(Text(f"{title}: not offered (capability not advertised)", style="dim"))
         elif unavailable is not None:
@@ -488,7 +489,7 @@ def failure_sentence(error: dict[str, Any]) -> str:
 def render_failure(console: Console, error: dict[str, Any]) -> None:
     """The failure sentence and the server's stderr tail (both already redacted)."""
     console.print(Text(failure_sentence(error), style="bold red"), soft_wrap=True)
-    tail = error.get("stderr_tail") or []
+    tail: Any = error.get("stderr_tail") or []
     if tail:
         lines = "line" if len(tail) == 1 else f"{len(tail)} lines"
         console.print(Text(f"Server stderr (last {lines}):", style="dim"))
@@ -571,13 +572,13 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         state = {"ready": "MCPL ready", "none": "plain MCP"}.get(str(d.get("mcpl")), "MCP-only")
         text = f"{safe_text(d.get('serverName'))} {safe_text(d.get('serverVersion'))}, {state}"
         text += f" ({safe_text(d.get('mode'))})" if d.get("mode") else ""
-        granted = d.get("effectiveCapabilities") or []
+        granted: Any = d.get("effectiveCapabilities") or []
         text += f", granted {', '.join(safe_text(c) for c in granted)}" if granted else ""
         text += f": {safe_text(d.get('reason'))}" if d.get("reason") else ""
         return f"{text} (attempt {d.get('attempt')})", "green" if kind == "ready" else "yellow"
     if kind == "disconnected":
         text = safe_text(d.get("reason"), max_chars=MAX_EVENT_CHARS)
-        tail = d.get("stderrTail") or []
+        tail: Any = d.get("stderrTail") or []
         text += f"; last stderr: {safe_text(tail[-1], max_chars=MAX_EVENT_CHARS)}" if tail else ""
         return text, "red"
     if kind == "reconnecting":

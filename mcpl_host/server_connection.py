@@ -218,8 +218,7 @@ class ServerConnection:
     @property
     def transport(self) -> Transport | None:
         """The transport, once opened (``describe()``; a ``StdioTransport`` has ``pid``)."""
-        link = self._shell._link
-        return link.transport if link is not None else None
+        return self._shell.transport
 
     @property
     def pending_count(self) -> int:

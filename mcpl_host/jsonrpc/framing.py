@@ -283,7 +283,7 @@ _NUMBER = re.compile(r"(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _LITERALS = {"true": True, "false": False, "null": None}
 #: The standard library's string scanner (C): ``(text, offset after the opening quote,
 #: strict) -> (value, offset after the closing quote)``; raises ``JSONDecodeError``.
-_scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]  # missing from the stub
 
 
 def loads_iterative(text: str, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 
 from typing_extensions import TypeIs
 
-__all__ = ["is_array", "is_mapping", "is_object"]
+__all__ = ["is_array", "is_list_or_tuple", "is_mapping", "is_object"]
 
 
 def is_object(value: object) -> TypeIs[dict[str, Any]]:
@@ -21,7 +21,7 @@ def is_object(value: object) -> TypeIs[dict[str, Any]]:
     return isinstance(value, dict)
 
 
-def is_mapping(value: object) -> TypeIs[Mapping[str, Any]]:
+def is_mapping(value: object) -> TypeIs[Mapping[Any, Any]]:
     """A JSON object, or any mapping given by the application."""
     return isinstance(value, Mapping)
 
@@ -29,3 +29,8 @@ def is_mapping(value: object) -> TypeIs[Mapping[str, Any]]:
 def is_array(value: object) -> TypeIs[list[Any]]:
     """A JSON array as parsed (a ``list``)."""
     return isinstance(value, list)
+
+
+def is_list_or_tuple(value: object) -> TypeIs[list[Any] | tuple[Any, ...]]:
+    """A JSON array as parsed, or a tuple given by the application (never a string)."""
+    return isinstance(value, (list, tuple))

@@ -23,7 +23,7 @@ from typing import Any, Literal, Protocol
 
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import ErrorCode, LocalProtocolError, RemoteError
-from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.jsonrpc.values import is_list_or_tuple, is_object
 from mcpl_host.mcpl.admission import OUTBOUND_GATES, AdmissionView, may_send
 from mcpl_host.mcpl.negotiation import Requester
 
@@ -88,7 +88,7 @@ class PublishSettings(Protocol):
 def _blocks(content: Any) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    if isinstance(content, (list, tuple)):
+    if is_list_or_tuple(content):
         return list(content)
     raise TypeError("content must be a string or a list of content blocks")
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from typing_extensions import TypeIs
+
 from mcpl_host.connection import BackgroundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import HandlerError
@@ -36,6 +38,12 @@ from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
 from mcpl_host.mcpl.tags import read_tags
 
 __all__ = ["ChannelService"]
+
+
+def _is_conversation(answer: object) -> TypeIs[str | None]:
+    """What a ``channel_message`` handler may return; the application's handler may return
+    anything, whatever its annotation says."""
+    return answer is None or isinstance(answer, str)
 
 
 class ChannelService:
@@ -78,6 +86,7 @@ class ChannelService:
         return {"results": [item.to_wire() for item in self._change(params, method)]}
 
     def _change(self, params: Mapping[str, Any], method: str) -> list[ItemResult]:
+        lists: dict[str, Any]
         if method == "channels/register":
             lists = {"added": params["channels"]}
         else:
@@ -106,7 +115,7 @@ class ChannelService:
                 self._log.exception("channel_message handler failed")
                 reason = "internal_error"
             else:
-                if conversation is None or isinstance(conversation, str):
+                if _is_conversation(conversation):
                     result: dict[str, Any] = {"messageId": message_id, "accepted": True}
                     if conversation is not None:
                         result["conversationId"] = conversation

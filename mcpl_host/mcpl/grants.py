@@ -25,7 +25,7 @@ command line and the config file refuse such a pattern.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,7 +133,7 @@ def _walk(node: Any, prefix: str, depth: int, out: set[str]) -> None:
     # false, null, numbers, strings, arrays: nothing (MCPL §5.1).
 
 
-def expand_advertisement(mcpl: Mapping[str, Any] | None, *, tools: bool = False) -> frozenset[str]:
+def expand_advertisement(mcpl: object, *, tools: bool = False) -> frozenset[str]:
     """The capability paths a server advertises (MCPL §5.1, §5.4).
 
     Args:

@@ -108,7 +108,7 @@ def read_injections(result: Any, grant: Grant, server: str = "") -> HookReading:
     receipt), element by element (module docstring). Pure; never raises on any JSON value."""
     if not is_object(result):
         return HookReading(problem="the result is not an object")
-    items = result.get("contextInjections")
+    items: Any = result.get("contextInjections")
     if items is None:
         items = []
     if not is_array(items):

@@ -43,7 +43,7 @@ from typing import Any
 import rfc8785
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
 
 __all__ = [
     "DEFAULT_MANIFEST_FETCHES",
@@ -174,19 +174,19 @@ class _Normalizer:
 
     def capability(self, value: Any, where: str) -> Any:
         if is_mapping(value):
-            out = {}
+            out: dict[Any, Any] = {}
             for key, child in value.items():
                 self.ident(key, f"{where}.{key}")
                 out[key] = self.capability(child, f"{where}.{key}")
             return out
-        if isinstance(value, (list, tuple)):
+        if is_list_or_tuple(value):
             return [self.capability(child, f"{where}[]") for child in value]
         return self.plain(value)
 
     def feature_sets(self, value: Any) -> Any:
         if not is_mapping(value):
             return self.plain(value)  # The array form is non-conforming: hashed verbatim.
-        out = {}
+        out: dict[Any, Any] = {}
         for name, decl in value.items():
             where = f"featureSets.{name}"
             self.ident(name, where)
@@ -219,10 +219,10 @@ class _Normalizer:
                     name: self.keyed(descriptor, f"{where}.keyed.{name}", name)
                     for name, descriptor in child.items()
                 }
-            elif key == "suggestedTreatment" and isinstance(child, (list, tuple, Mapping)):
-                rules = child.items() if is_mapping(child) else enumerate(child)
-                normalized = {k: self.rule(rule, f"{where}.suggestedTreatment") for k, rule in rules}
-                out[key] = normalized if is_mapping(child) else list(normalized.values())
+            elif key == "suggestedTreatment" and is_mapping(child):
+                out[key] = {k: self.rule(rule, f"{where}.suggestedTreatment") for k, rule in child.items()}
+            elif key == "suggestedTreatment" and is_list_or_tuple(child):
+                out[key] = [self.rule(rule, f"{where}.suggestedTreatment") for rule in child]
             else:
                 out[key] = self.plain(child)
         return out
@@ -231,7 +231,7 @@ class _Normalizer:
         self.ident(tag, where)
         if not is_mapping(descriptor):
             return self.plain(descriptor)
-        out = {}
+        out: dict[Any, Any] = {}
         for key, child in descriptor.items():
             if key == "implies":
                 out[key] = self.set_array(child, f"{where}.implies")
@@ -260,7 +260,7 @@ class _Normalizer:
 
     def identifier_list(self, value: Any, where: str) -> Any:
         """A list position whose string elements are identifiers; order is kept."""
-        if isinstance(value, (list, tuple)):
+        if is_list_or_tuple(value):
             for item in value:
                 if isinstance(item, str):
                     self.ident(item, f"{where}[]")
@@ -268,7 +268,7 @@ class _Normalizer:
 
     def set_array(self, value: Any, where: str) -> Any:
         """A set position: all-string arrays are checked, deduped and sorted; else verbatim."""
-        if isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value):
+        if is_list_or_tuple(value) and all(isinstance(item, str) for item in value):
             for item in value:
                 self.ident(item, f"{where}[]")
             return sorted_set(value)
@@ -301,7 +301,7 @@ class _Normalizer:
                 if not isinstance(key, str):
                     raise DigestError(NOT_JSON, f"member name {type(key).__name__}")
             return {key: self.plain(child) for key, child in value.items()}
-        if isinstance(value, (list, tuple)):
+        if is_list_or_tuple(value):
             return [self.plain(child) for child in value]
         raise DigestError(NOT_JSON, type(value).__name__)
 
@@ -360,7 +360,7 @@ def validate_manifest(value: Any) -> list[str]:
     """
     if not is_mapping(value):
         return ["manifest is not an object"]
-    problems = []
+    problems: list[str] = []
     if "version" not in value:
         problems.append("`version` is missing")
     elif not isinstance(value["version"], str):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpl_host.jsonrpc.errors import LocalProtocolError
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
 from mcpl_host.mcpl.grants import Grant, expand_advertisement
 from mcpl_host.mcpl.manifest import normalized_for_diff
 
@@ -78,7 +78,7 @@ def _key(value: Any) -> Any:
         return ("nan",) if value != value else ("number", value)  # 1 and 1.0 are one number
     if is_mapping(value):
         return ("object", frozenset((k, _key(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
+    if is_list_or_tuple(value):
         return ("array", tuple(_key(v) for v in value))
     return ("other", repr(value))
 
@@ -90,7 +90,7 @@ def _present(mapping: Any, name: str) -> Any:
     return _ABSENT
 
 
-def _feature_sets(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+def _feature_sets(manifest: Mapping[str, Any]) -> Mapping[Any, Any]:  # names as given
     fs = manifest.get("featureSets")
     return fs if is_mapping(fs) else {}
 

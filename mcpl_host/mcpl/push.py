@@ -115,7 +115,7 @@ class PushService:
             return dict(original)  # §9.4: a duplicate gets the original result
         marker = _InFlight(fingerprint, self)
         dedupe.remember(event_id, marker, anyio.current_time())
-        result: dict[str, Any] | None = None
+        handled: dict[str, Any] | None = None  # set once the handler has answered
         data = {
             "id": context.id,
             "featureSet": params.get("featureSet"),
@@ -124,12 +124,13 @@ class PushService:
         }
         try:
             result = await self._handle(context, params)
+            handled = result
         except HandlerError as exc:
             self._reporter.handled("push_event", {**data, "error": exc.to_error()})
             raise
         finally:
             if dedupe.check(event_id, anyio.current_time()) is marker:
-                remembered = _RETRY if result is None else (fingerprint, self, dict(result))
+                remembered = _RETRY if handled is None else (fingerprint, self, dict(handled))
                 dedupe.remember(event_id, remembered, anyio.current_time())
             marker.done.set()
         self._reporter.handled("push_event", {**data, "answer": result})

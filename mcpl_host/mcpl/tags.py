@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.jsonrpc.values import is_array, is_list_or_tuple, is_mapping
 
 __all__ = [
     "CORE_IMPLICATIONS",
@@ -81,7 +81,7 @@ def read_tags(value: Any) -> TagClosure:
     """
     if value is None:
         return TagClosure()
-    if not isinstance(value, (list, tuple)):
+    if not is_list_or_tuple(value):
         return TagClosure(problems=["tags is not an array; ignored"])
     problems: list[str] = []
     seen: dict[str, None] = {}  # insertion-ordered set

@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 import anyio
 
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError
+from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.logging import ServerValue, get_logger
 from mcpl_host.mcpl.injections import (
     DEFAULT_HOOK_TIMEOUT_SECONDS,
@@ -165,7 +166,8 @@ def _notify(conn: MCPLPeer, method: str, params: dict[str, Any]) -> bool:
 def _is_cancellation(exc: BaseException | None) -> bool:
     if isinstance(exc, (anyio.get_cancelled_exc_class(), KeyboardInterrupt)):
         return True
-    inner = getattr(exc, "exceptions", None)  # an exception group of cancellations only
+    # An exception group of cancellations only:
+    inner: tuple[BaseException, ...] | None = getattr(exc, "exceptions", None)
     return isinstance(inner, tuple) and bool(inner) and all(_is_cancellation(e) for e in inner)
 
 
@@ -302,7 +304,7 @@ class OutgoingStream:
         inference_id: str,
         conversation_id: str,
     ) -> None:
-        pairs = routes.items() if isinstance(routes, Mapping) else routes
+        pairs = routes.items() if is_mapping(routes) else routes
         self._routes: list[tuple[MCPLPeer, Registered]] = list(pairs)
         self._base = {"inferenceId": inference_id, "conversationId": conversation_id}
         self._next_index = 0
@@ -318,7 +320,7 @@ class OutgoingStream:
                 return conn
         return None
 
-    async def chunk(self, channel_id: str, delta: str) -> bool:
+    async def chunk(self, channel_id: str, delta: object) -> bool:
         """Stream ``delta`` to the channel's owner. Returns True if a chunk was sent, False
         if withheld (no owner, owner not MCPL-ready or not granted ``channels.streaming``,
         or its transport gone). Raises ``LocalProtocolError`` after ``complete(channel_id)``

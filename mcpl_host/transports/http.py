@@ -43,7 +43,7 @@ import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -351,7 +351,7 @@ class StreamableHTTPTransport:
             elif method == "notifications/cancelled":
                 params: Any = message.get("params") if message is not None else None
                 if is_object(params) and "requestId" in params:
-                    scope = self._streams.get(id_key(cast("dict[str, Any]", params)["requestId"]))
+                    scope = self._streams.get(id_key(params["requestId"]))
                     if scope is not None:
                         scope.cancel()  # the answer is no longer wanted: stop reading it
 
@@ -492,9 +492,7 @@ class StreamableHTTPTransport:
         answered = kind == "response" and key is not None and id_key(answer_id) == key
         if answered and key == self._initialize_key and not self._told_version:
             result: Any = message.get("result") if message is not None else None
-            version: Any = (
-                cast("dict[str, Any]", result).get("protocolVersion") if is_object(result) else None
-            )
+            version: Any = result.get("protocolVersion") if is_object(result) else None
             if isinstance(version, str) and _VERSION.match(version):
                 self._protocol_version = version
         await self._inbox.put(line)

@@ -20,7 +20,7 @@ import contextlib
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Generator
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import httpx
@@ -226,7 +226,7 @@ def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
         return "other", None, None, None
     if not is_object(decoded):
         return "other", None, None, None
-    message = cast("dict[str, Any]", decoded)
+    message = decoded
     found: Any = message.get("method")
     method = found if isinstance(found, str) else None
     if method is not None:

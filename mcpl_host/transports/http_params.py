@@ -76,6 +76,20 @@ _STATUS_WORDS = {
 }
 
 
+# The application (or a config file) may pass any value whatever the annotations say: these
+# take what is really accepted and check it.
+def _is_token(token: object) -> bool:
+    return isinstance(token, str) and bool(token)
+
+
+def _is_header_name(name: object) -> bool:
+    return isinstance(name, str) and _HEADER_NAME.match(name) is not None
+
+
+def _is_header_value(value: object) -> bool:
+    return isinstance(value, str) and _BAD_HEADER_VALUE.search(value) is None
+
+
 @dataclass(frozen=True, slots=True)
 class HTTPParameters:
     """How to reach a server over HTTP.
@@ -99,18 +113,18 @@ class HTTPParameters:
         object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
         _split_url(self.url)
         if self.token is not None:
-            if not isinstance(self.token, str) or not self.token:  # pyright: ignore[reportUnnecessaryIsInstance]
+            if not _is_token(self.token):
                 raise ValueError("the token must be a non-empty string")
             if _BAD_HEADER_VALUE.search(self.token):
                 raise ValueError("the token holds a NUL, CR or LF character")
             if any(n.lower() == "authorization" for n in self.headers):
                 raise ValueError("a token and an Authorization header are both given")
         for name, value in self.headers.items():
-            if not isinstance(name, str) or not _HEADER_NAME.match(name):  # pyright: ignore[reportUnnecessaryIsInstance]
+            if not _is_header_name(name):
                 raise ValueError(f"invalid header name {name!r}")
             if name.lower() in _RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is set by the HTTP transport")
-            if not isinstance(value, str) or _BAD_HEADER_VALUE.search(value):  # pyright: ignore[reportUnnecessaryIsInstance]
+            if not _is_header_value(value):
                 raise ValueError(f"header {name!r} has a value that is not a string or holds NUL, CR or LF")
 
     def secrets(self) -> list[str]:

@@ -35,7 +35,7 @@ import contextlib
 import os
 import ssl
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -376,7 +376,7 @@ class WebSocketTransport:
         return ConnectionLost(self._lost)
 
     @contextlib.contextmanager
-    def _map_errors(self, message: str) -> Iterator[None]:
+    def _map_errors(self, message: str) -> Generator[None]:
         """Translate what a socket operation raises into ``ConnectionLost`` (``message``, or
         the reason already recorded) or ``ConnectionClosed`` (we closed it)."""
         try:

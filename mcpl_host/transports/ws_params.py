@@ -55,6 +55,20 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 _BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
 
 
+# The application (or a config file) may pass any value whatever the annotations say: these
+# take what is really accepted and check it.
+def _is_token(token: object) -> bool:
+    return isinstance(token, str) and bool(token)
+
+
+def _is_header_name(name: object) -> bool:
+    return isinstance(name, str) and _HEADER_NAME.match(name) is not None
+
+
+def _is_header_value(value: object) -> bool:
+    return isinstance(value, str) and _BAD_HEADER_VALUE.search(value) is None
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class WebSocketParameters:
     """How to reach a server over WebSocket.
@@ -87,7 +101,7 @@ class WebSocketParameters:
         if self.token_in not in ("query", "header"):
             raise ValueError(f"token_in must be 'query' or 'header', not {self.token_in!r}")
         if self.token is not None:
-            if not isinstance(self.token, str) or not self.token:
+            if not _is_token(self.token):
                 raise ValueError("the token must be a non-empty string")
             if _BAD_HEADER_VALUE.search(self.token):
                 raise ValueError("the token holds a NUL, CR or LF character")
@@ -96,11 +110,11 @@ class WebSocketParameters:
             if self.token_in == "header" and any(n.lower() == "authorization" for n in self.headers):
                 raise ValueError("token_in='header' and an Authorization header are both given")
         for name, value in self.headers.items():
-            if not isinstance(name, str) or not _HEADER_NAME.match(name):
+            if not _is_header_name(name):
                 raise ValueError(f"invalid header name {name!r}")
             if name.lower() in _RESERVED_HEADERS:
                 raise ValueError(f"header {name!r} is set by the WebSocket handshake")
-            if not isinstance(value, str) or _BAD_HEADER_VALUE.search(value):
+            if not _is_header_value(value):
                 raise ValueError(f"header {name!r} has a value that is not a string or holds NUL, CR or LF")
         if not self.open_timeout_seconds > 0 or not self.keepalive_timeout_seconds > 0:
             raise ValueError("open_timeout_seconds and keepalive_timeout_seconds must be positive")
