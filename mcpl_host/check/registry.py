@@ -123,7 +123,9 @@ CHECKS: tuple[CheckSpec, ...] = (
     # --- JSON-RPC hygiene ----------------------------------------------------------------------
     _spec("jsonrpc.ping", "jsonrpc", "ping is answered with an empty result", f"{MCP} Utilities, Ping", ["raw"]),
     _spec("jsonrpc.unknown-method", "jsonrpc", "an unknown method is answered -32601, not with silence", f"{JSONRPC} §5.1", ["raw"]),
-    _spec("jsonrpc.invalid-request", "jsonrpc", "an invalid request is answered -32600", f"{JSONRPC} §5, §5.1", ["raw"]),
+    # Over HTTP a server refuses a malformed POST with an HTTP status, which a JSON-RPC
+    # session cannot see: judged on the stream transports only.
+    _spec("jsonrpc.invalid-request", "jsonrpc", "an invalid request is answered -32600", f"{JSONRPC} §5, §5.1", ["raw"], transports=["stdio", "websocket"]),
     _spec("jsonrpc.id-null", "jsonrpc", "a request with id null is answered", f"{JSONRPC} §4, §5; {MCP} Basic, Requests", ["raw"]),
     _spec("jsonrpc.crlf", "jsonrpc", "a line ended by CRLF is read as one message", f"{MCP} Transports, stdio; RFC 8259 §2", ["raw"], transports=["stdio"]),
     _spec("jsonrpc.big-message", "jsonrpc", "a big message (1 MiB by default) is read and answered", f"{MCP} Transports", ["raw"]),

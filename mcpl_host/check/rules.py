@@ -341,9 +341,10 @@ def jsonrpc_crlf(ev: RunEvidence) -> Verdict:
         return outcome
     if not outcome.answered or outcome.error is not None:
         shown = [outcome.error] if outcome.error is not None else []
+        detail = _no_answer(outcome) if not outcome.answered else f"error {outcome.error_code}"
         return _warned(
-            f"a ping ending in CRLF was not answered as a ping ({_no_answer(outcome) if not outcome.answered else 'an error'}); "
-            "real hosts send LF only, but \\r is JSON whitespace (RFC 8259 §2)",
+            f"a ping ending in CRLF was not answered as a ping ({detail}); real hosts send LF only, "
+            "but \\r is JSON whitespace (RFC 8259 §2)",
             shown,
         )
     return _passed("answered")
@@ -915,7 +916,7 @@ def mcpl_policy_request_form(ev: RunEvidence) -> Verdict:
     request, answer = policy
     if answer is None:
         return _failed(
-            f"the initial featureSets/update request was not answered ({main.dead or 'no answer in time'})",
+            f"the initial featureSets/update request was not answered: {main.dead or 'no answer in time'}",
             [_shown(request)],
         )
     if answer.has_error:

@@ -324,9 +324,12 @@ class _Main:
 
     # requests
 
-    async def ask(self, method: str, params: Any = None, *, timeout: float | None = None) -> RequestOutcome:
-        """One request, as a ``RequestOutcome``; after a timeout, one ping decides whether the
-        server stopped answering (then every later ``ask`` fails at once)."""
+    async def ask(
+        self, method: str, params: Any = None, *, timeout: float | None = None, liveness: bool = True
+    ) -> RequestOutcome:
+        """One request, as a ``RequestOutcome``; after a timeout, one ping (unless not
+        ``liveness``) decides whether the server stopped answering (then every later ``ask``
+        fails at once)."""
         outcome = RequestOutcome(method, params)
         main = self.evidence
         if main.dead is not None:
@@ -342,7 +345,8 @@ class _Main:
                 outcome.error["data"] = exc.data
         except RequestTimeout:
             outcome.failure = f"no answer within {seconds:g} s"
-            await self._liveness(f"{method} went unanswered")
+            if liveness:
+                await self._liveness(f"{method} went unanswered")
         except (RemoteProtocolError, UnreadableAnswer) as exc:
             outcome.failure = f"the answer could not be read: {exc}"
         except (ConnectionLost, ConnectionClosed) as exc:
@@ -351,6 +355,26 @@ class _Main:
         outcome.seconds = self.clock() - started
         return outcome
 
+    def _last_refusal(self) -> str:
+        """``after the host refused its M (code: message)`` for the last server request the
+        host answered with an error, or the empty string."""
+        answers = [
+            m for m in self.transcript if m.direction == "out" and m.kind == "response" and m.has_error
+        ]
+        for answer in reversed(answers):
+            request = next(
+                (
+                    m
+                    for m in self.transcript.server_requests()
+                    if m.seq < answer.seq and type(m.id) is type(answer.id) and m.id == answer.id
+                ),
+                None,
+            )
+            error = answer.error if isinstance(answer.error, dict) else {}
+            if request is not None:
+                return f" after the host refused its {request.method} ({error.get('code')}: {error.get('message')})"
+        return ""
+
     async def _liveness(self, what: str) -> None:
         main = self.evidence
         if main.dead is not None:
@@ -358,7 +382,7 @@ class _Main:
         try:
             await self.conn.request("ping", timeout=self.options.probe_timeout_seconds)
         except RequestTimeout:
-            main.dead = f"the server stopped answering ({what}, and so did a ping)"
+            main.dead = f"the server stopped answering{self._last_refusal()}: {what}, and so did a ping"
         except (ConnectionLost, ConnectionClosed) as exc:
             main.dead = f"the server went away ({exc})"
         except MCPLHostError:
@@ -462,9 +486,9 @@ class _Main:
         ]
         if not itemized:
             return
-        ping = await self.ask("ping", timeout=self.options.probe_timeout_seconds)
+        ping = await self.ask("ping", timeout=self.options.probe_timeout_seconds, liveness=False)
         if not ping.answered and main.dead is None:
-            main.dead = "the server stopped answering after its channels/register was answered"
+            main.dead = "the server stopped answering after its channels/register was answered itemized"
         for request in itemized:
             main.after_register[request.seq] = ping
 
@@ -743,7 +767,11 @@ class _Raw:
         outcome.seconds = self.clock() - started
         answer = self._answer(after, ids, null)
         if answer is None:
-            outcome.failure = f"no answer within {seconds:g} s" + await self._still_there()
+            if self._gone():
+                self.dead = "the server went away"
+                outcome.failure = "the server went away before answering"
+            else:
+                outcome.failure = f"no answer within {seconds:g} s" + await self._still_there()
             return outcome
         if answer.has_error:
             error = answer.error
@@ -768,9 +796,12 @@ class _Raw:
             self.options.probe_timeout_seconds,
         )
         if self._answer(after, [ping_id], False) is not None:
-            return " (it still answered a ping after it)"
+            return "; it still answered a ping afterwards"
+        if self._gone():
+            self.dead = "the server went away"
+            return "; then the server went away"
         self.dead = "the server stopped answering"
-        return "; the server stopped answering (a ping went unanswered too)"
+        return ", nor to a ping after it: the server stopped answering"
 
     async def run(self) -> RawEvidence:
         hosted = self.target.hosted(handlers=HostHandlers())
