@@ -464,3 +464,13 @@ def test_list_names_every_check() -> None:
     done = subprocess.run([*CLI, "--list"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0
     assert [line.split()[0] for line in done.stdout.splitlines()] == [spec.id for spec in CHECKS]
+
+
+def test_a_config_entry_is_checked_with_its_settings(tmp_path: Path) -> None:
+    config = tmp_path / "servers.json"
+    plain = {"command": PY, "args": [str(CHECK_FIXTURES / "plain_mcp.py"), "--fault", "unknown-tool-success"]}
+    config.write_text(json.dumps({"mcpServers": {"plain": plain}}), encoding="utf-8")
+    run = _run(["--only", "tools", "--config", str(config), "--server", "plain"])
+    assert run.status == 1
+    assert run.ids("failed") == {"tools.call.unknown-tool"}
+    assert run.doc["target"] == {"shown": f"{config} server plain", "transport": "stdio"}
