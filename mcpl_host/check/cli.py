@@ -37,6 +37,7 @@ import orjson
 
 import mcpl_host
 from mcpl_host.check import registry
+from mcpl_host.check.evidence import as_object
 from mcpl_host.check.report import build_document, junit_xml, render_summary
 from mcpl_host.check.rules import evaluate
 from mcpl_host.check.runner import GRANT_ALL, CheckOptions, Target, run_checks
@@ -63,7 +64,7 @@ _NON_NEGATIVE = click.FloatRange(min=0)
 
 def _pair(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """``KEY=VALUE`` options; an error never repeats the value (it may be a secret)."""
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for item in value:
         key, sep, val = item.partition("=")
         if not sep or not key or "\0" in item:
@@ -81,10 +82,10 @@ def _calls(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
         if not name:
             raise click.BadParameter(f"expected NAME or NAME=JSON, not {item!r}", ctx, param)
         try:
-            parsed = orjson.loads(arguments) if sep else {}
+            parsed = as_object(orjson.loads(arguments)) if sep else {}
         except orjson.JSONDecodeError:
             raise click.BadParameter(f"the arguments of {name!r} are not JSON", ctx, param) from None
-        if not isinstance(parsed, dict):
+        if parsed is None:
             raise click.BadParameter(f"the arguments of {name!r} must be a JSON object", ctx, param)
         calls[name] = parsed
     return calls

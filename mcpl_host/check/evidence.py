@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mcpl_host.jsonrpc.envelope import (
     NO_ID,
@@ -38,6 +38,8 @@ from mcpl_host.limits import Limits
 
 __all__ = [
     "HEAD_CHARS",
+    "as_list",
+    "as_object",
     "PRIVILEGED_METHODS",
     "CallEvidence",
     "Direction",
@@ -76,6 +78,16 @@ PRIVILEGED_METHODS = frozenset(
 )
 
 
+def as_object(value: Any) -> dict[str, Any] | None:
+    """``value`` when it is a JSON object (a parsed message's members are ``Any``), else None."""
+    return cast("dict[str, Any]", value) if isinstance(value, dict) else None
+
+
+def as_list(value: Any) -> list[Any] | None:
+    """``value`` when it is a JSON array, else None."""
+    return cast("list[Any]", value) if isinstance(value, list) else None  # type: ignore[redundant-cast]
+
+
 @dataclass(frozen=True, slots=True)
 class WireMessage:
     """One line of a session. ``seq`` counts lines of the session in both directions from 0;
@@ -94,23 +106,25 @@ class WireMessage:
     jsonrpc_ok: bool = False
     head: str = ""
 
+    def _member(self, name: str) -> Any:
+        message = as_object(self.message)
+        return message.get(name) if message is not None else None
+
     @property
     def params(self) -> Any:
-        return self.message.get("params") if isinstance(self.message, dict) else None
+        return self._member("params")
 
     @property
     def result(self) -> Any:
-        return self.message.get("result") if isinstance(self.message, dict) else None
+        return self._member("result")
 
     @property
     def error(self) -> Any:
-        return self.message.get("error") if isinstance(self.message, dict) else None
+        return self._member("error")
 
     @property
     def has_error(self) -> bool:
-        return (
-            isinstance(self.message, dict) and "error" in self.message and self.message["error"] is not None
-        )
+        return self._member("error") is not None
 
 
 def _same_id(a: Any, b: Any) -> bool:
@@ -136,7 +150,8 @@ def classify_line(item: ReadItem, *, max_message_bytes: int) -> dict[str, Any]:
     except ValueError:
         return {**fields, "kind": "not-json"}
     keep = len(item) <= max_message_bytes
-    jsonrpc_ok = isinstance(value, dict) and value.get("jsonrpc") == "2.0"
+    members = as_object(value)
+    jsonrpc_ok = members is not None and members.get("jsonrpc") == "2.0"
     envelope = classify(value)
     fields.update(jsonrpc_ok=jsonrpc_ok, message=value if keep else None)
     if isinstance(envelope, Request):
@@ -157,7 +172,7 @@ class Transcript:
     each new message, kept or not (the runner wakes its waiters with it)."""
 
     limits: Limits = field(default_factory=Limits)
-    messages: list[WireMessage] = field(default_factory=list)
+    messages: list[WireMessage] = field(default_factory=list[WireMessage])
     not_kept: int = 0
     lines: int = 0
     on_message: Callable[[WireMessage], None] | None = None
@@ -264,7 +279,7 @@ class ListEvidence:
 
     method: str
     key: str
-    pages: list[RequestOutcome] = field(default_factory=list)
+    pages: list[RequestOutcome] = field(default_factory=list[RequestOutcome])
     ended: str = "complete"
 
     @property
@@ -272,8 +287,10 @@ class ListEvidence:
         """Every entry of every page that came back as an array member ``key``."""
         items: list[Any] = []
         for page in self.pages:
-            if isinstance(page.result, dict) and isinstance(page.result.get(self.key), list):
-                items.extend(page.result[self.key])
+            result = as_object(page.result)
+            entries = as_list(result.get(self.key)) if result is not None else None
+            if entries is not None:
+                items.extend(entries)
         return items
 
 
@@ -289,10 +306,10 @@ class CallEvidence:
     unknown_prompt: RequestOutcome | None = None
     resource_read: RequestOutcome | None = None
     resource_uri: str | None = None
-    tool_calls: dict[str, RequestOutcome] = field(default_factory=dict)
-    tool_calls_skipped: dict[str, str] = field(default_factory=dict)
+    tool_calls: dict[str, RequestOutcome] = field(default_factory=dict[str, RequestOutcome])
+    tool_calls_skipped: dict[str, str] = field(default_factory=dict[str, str])
     #: name -> problems found validating a structured result (computed off the event loop).
-    output_problems: dict[str, list[str]] = field(default_factory=dict)
+    output_problems: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
 
 
 @dataclass
@@ -322,11 +339,11 @@ class MainEvidence:
     protocol_version: str | None = None
     #: The ``experimental.mcpl`` object as sent, or None for a plain MCP server.
     manifest: dict[str, Any] | None = None
-    capabilities: dict[str, Any] = field(default_factory=dict)
+    capabilities: dict[str, Any] = field(default_factory=dict[str, Any])
     #: After the initial exchange: ``none``, ``ready``, ``mcp-only`` (``MCPLState``).
     mcpl_state: str = "none"
     #: The feature sets the host read (name -> uses) and its derivation (enabled names).
-    feature_sets: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    feature_sets: dict[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     enabled_feature_sets: frozenset[str] = frozenset()
     #: Capability paths the server advertised (the host's reading) and the grant in force.
     advertised: frozenset[str] = frozenset()
@@ -343,8 +360,8 @@ class MainEvidence:
     reduction_window: tuple[int, int] | None = None
     reduction_seconds: float = 0.0
     #: Liveness pings after the server's channels/register answers: request seq -> outcome.
-    after_register: dict[int, RequestOutcome] = field(default_factory=dict)
-    lists: dict[str, ListEvidence] = field(default_factory=dict)
+    after_register: dict[int, RequestOutcome] = field(default_factory=dict[int, RequestOutcome])
+    lists: dict[str, ListEvidence] = field(default_factory=dict[str, ListEvidence])
     calls: CallEvidence | None = None
     shutdown: ShutdownEvidence | None = None
 
@@ -357,7 +374,7 @@ class RawEvidence:
     transcript: Transcript
     init_error: str | None = None
     initialized_seq: int | None = None
-    probes: dict[str, RequestOutcome] = field(default_factory=dict)
+    probes: dict[str, RequestOutcome] = field(default_factory=dict[str, RequestOutcome])
     shutdown: ShutdownEvidence | None = None
 
 
@@ -373,5 +390,5 @@ class RunEvidence:
     big_message_bytes: int = 0
     listen_seconds: float = 0.0
     reduction_listen_seconds: float = 0.0
-    step_seconds: dict[str, float] = field(default_factory=dict)
-    stderr_tail: list[str] = field(default_factory=list)
+    step_seconds: dict[str, float] = field(default_factory=dict[str, float])
+    stderr_tail: list[str] = field(default_factory=list[str])

@@ -340,7 +340,7 @@ def judge_expected(results: Sequence[CheckResult], expected: frozenset[str]) -> 
     """``results`` with ``expected`` applied: a failed check listed there is an expected
     failure; a listed check that ran and passed or warned is stale. A listed check that was
     skipped or not selected is neither (it did not run, so it did not start passing)."""
-    judged = []
+    judged: list[CheckResult] = []
     for result in results:
         if result.id in expected and result.status == "failed":
             result = replace(result, expected=True)
@@ -357,7 +357,7 @@ class Summary:
     counts: dict[str, int]
     expected: int
     stale: int
-    by_category: dict[str, dict[str, int]] = field(default_factory=dict)
+    by_category: dict[str, dict[str, int]] = field(default_factory=dict[str, dict[str, int]])
 
     @property
     def ok(self) -> bool:

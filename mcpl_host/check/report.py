@@ -24,7 +24,6 @@ Rules of this module:
 
 from __future__ import annotations
 
-import datetime
 import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 import mcpl_host
-from mcpl_host.check.evidence import RunEvidence
+from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.registry import CATEGORIES, STATUSES, CheckResult, summary
 from mcpl_host.logging import Redactor
 from mcpl_host.mcpl.feature_sets import read_feature_sets
@@ -49,25 +48,20 @@ _SYMBOLS = {"passed": "✓", "failed": "✗", "warned": "!", "skipped": "–"}
 _STYLES = {"passed": "green", "failed": "bold red", "warned": "yellow", "skipped": "dim"}
 
 
-def _now_iso() -> str:
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def _server(evidence: RunEvidence) -> dict[str, Any] | None:
     main = evidence.main
     if main is None or main.protocol_version is None:
         return None
     request = main.transcript.sent("initialize")
     answer = main.transcript.answer_to(request) if request is not None else None
-    result = answer.result if answer is not None and isinstance(answer.result, dict) else {}
-    info = result.get("serverInfo")
-    info = info if isinstance(info, dict) else {}
+    result = (as_object(answer.result) if answer is not None else None) or {}
+    info = as_object(result.get("serverInfo")) or {}
+    name, server_version = info.get("name"), info.get("version")
     manifest = main.manifest
     version = manifest.get("version") if manifest is not None else None
     return {
-        "name": info.get("name") if isinstance(info.get("name"), str) else None,
-        "version": info.get("version") if isinstance(info.get("version"), str) else None,
+        "name": name if isinstance(name, str) else None,
+        "version": server_version if isinstance(server_version, str) else None,
         "protocolVersion": main.protocol_version,
         "mcpl": None
         if manifest is None
@@ -168,7 +162,7 @@ def render_summary(console: Console, doc: dict[str, Any]) -> None:
     """The terminal summary of a (redacted) document (module rules)."""
     header = Text("mcpl-host check  ", style="bold")
     server = doc["server"]
-    parts = []
+    parts: list[str] = []
     if server is not None:
         name = " ".join(str(v) for v in (server["name"], server["version"]) if v)
         parts.append(name or "(unnamed server)")
@@ -287,7 +281,7 @@ def junit_xml(doc: dict[str, Any]) -> bytes:
             ET.SubElement(
                 properties, "property", name="protocolVersion", value=str(server["protocolVersion"])
             )
-        warnings = []
+        warnings: list[str] = []
         for result in members:
             case = ET.SubElement(
                 suite, "testcase", name=result["id"], classname=f"mcpl-host.check.{category}", time="0"

@@ -37,6 +37,8 @@ from mcpl_host.check.evidence import (
     ShutdownEvidence,
     Transcript,
     WireMessage,
+    as_list,
+    as_object,
 )
 from mcpl_host.check.registry import CHECKS, CheckResult, CheckSpec, Status
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS
@@ -143,7 +145,7 @@ def _probe(ev: RunEvidence, name: str) -> RequestOutcome | Verdict:
 
 
 def _transcripts(ev: RunEvidence) -> list[Transcript]:
-    found = []
+    found: list[Transcript] = []
     if ev.main is not None:
         found.append(ev.main.transcript)
     if ev.raw is not None:
@@ -161,9 +163,10 @@ def _initialize_result(ev: RunEvidence) -> dict[str, Any] | Verdict:
     if main is None:
         return _skipped("the library session did not run")
     answer = _initialize_answer(main)
-    if answer is None or not isinstance(answer.result, dict) or answer.has_error:
+    result = as_object(answer.result) if answer is not None and not answer.has_error else None
+    if result is None:
         return _skipped("initialize was not answered with a result (see init.answers)")
-    return answer.result
+    return result
 
 
 def _no_answer(outcome: RequestOutcome) -> str:
@@ -211,10 +214,10 @@ def init_server_info(ev: RunEvidence) -> Verdict:
         return result
     info = result.get("serverInfo")
     found = schemas.problems("Implementation", info)
-    if found:
+    shown = as_object(info)
+    if found or shown is None:
         return _failed("serverInfo is missing or malformed: " + "; ".join(found), [info])
-    assert isinstance(info, dict)
-    return _passed(f"{info['name']} {info['version']}")
+    return _passed(f"{shown['name']} {shown['version']}")
 
 
 def init_capabilities(ev: RunEvidence) -> Verdict:
@@ -225,8 +228,7 @@ def init_capabilities(ev: RunEvidence) -> Verdict:
     found = schemas.problems("ServerCapabilities", capabilities)
     if found:
         return _failed("capabilities are malformed: " + "; ".join(found), [capabilities])
-    assert isinstance(capabilities, dict)
-    names = sorted(capabilities) or ["none"]
+    names = sorted(as_object(capabilities) or {}) or ["none"]
     return _passed(", ".join(names))
 
 
@@ -550,8 +552,9 @@ def tools_list_schema(ev: RunEvidence) -> Verdict:
     problems: list[str] = []
     evidence: list[Any] = []
     names: dict[str, int] = {}
-    for tool in listing.items:
-        if not isinstance(tool, dict):
+    for item in listing.items:
+        tool = as_object(item)
+        if tool is None:
             continue
         name = tool.get("name")
         if isinstance(name, str):
@@ -600,7 +603,7 @@ def tools_call_unknown_tool(ev: RunEvidence) -> Verdict:
     if outcome.error is not None:
         return _passed(f"refused with a protocol error ({outcome.error_code})")
     result = outcome.result
-    if isinstance(result, dict) and result.get("isError") is True:
+    if (as_object(result) or {}).get("isError") is True:
         return _warned(
             "answered with a tool execution error (isError: true); MCP lists unknown tools among protocol errors (JSON-RPC errors, -32602)",
             [result],
@@ -626,10 +629,10 @@ def tools_call_output_schema(ev: RunEvidence) -> Verdict:
         if outcome.error is not None:
             notes.append(f"{name}: answered with error {outcome.error_code}")
             continue
-        result = outcome.result
-        if not isinstance(result, dict):
+        result = as_object(outcome.result)
+        if result is None:
             problems.append(f"{name}: the result is not an object")
-            evidence.append(result)
+            evidence.append(outcome.result)
             continue
         shape = schemas.problems("CallToolResult", result)
         if shape:
@@ -695,10 +698,10 @@ def resources_read_listed(ev: RunEvidence) -> Verdict:
     found = schemas.problems("ReadResourceResult", outcome.result)
     if found:
         return _failed(f"the resources/read result is malformed: {'; '.join(found)}", [outcome.result])
-    contents = outcome.result["contents"]
+    contents = as_list((as_object(outcome.result) or {}).get("contents")) or []
     if not contents:
         return _failed(f"reading {uri!r} returned no contents", [outcome.result])
-    if not any(isinstance(c, dict) and c.get("uri") == uri for c in contents):
+    if not any((as_object(c) or {}).get("uri") == uri for c in contents):
         return _warned(f"none of the contents read names the URI {uri!r}", [outcome.result])
     return _passed(f"{uri}: {_plural(len(contents), 'content')}")
 
@@ -843,8 +846,8 @@ def _exercised(message: WireMessage) -> list[str]:
     if gate is None:
         return []
     paths = [gate]
-    params = message.params
-    if message.method == "inference/request" and isinstance(params, dict) and params.get("stream") is True:
+    params = as_object(message.params) or {}
+    if message.method == "inference/request" and params.get("stream") is True:
         paths.append("inferenceRequest.streaming")
     return paths
 
@@ -859,8 +862,7 @@ def mcpl_uses_complete(ev: RunEvidence) -> Verdict:
     problems: list[str] = []
     evidence: list[Any] = []
     for message in messages:
-        params = message.params
-        name = params.get("featureSet") if isinstance(params, dict) else None
+        name = (as_object(message.params) or {}).get("featureSet")
         if not isinstance(name, str) or name not in declared:
             continue  # undeclared: push.featureset-declared's
         judged += 1
@@ -920,8 +922,7 @@ def mcpl_policy_request_form(ev: RunEvidence) -> Verdict:
             [_shown(request)],
         )
     if answer.has_error:
-        error = answer.error
-        code = error.get("code") if isinstance(error, dict) else None
+        code = (as_object(answer.error) or {}).get("code")
         hint = " (it knows only the notification form, or nothing)" if code == _METHOD_NOT_FOUND else ""
         return _failed(
             f"the initial featureSets/update request was answered with error {code}{hint}", [_shown(answer)]
@@ -943,11 +944,12 @@ def mcpl_policy_receipt_shape(ev: RunEvidence) -> Verdict:
     problems: list[str] = []
     evidence: list[Any] = []
     for answer in receipts:
-        receipt = answer.result
-        found = list(read_receipt(receipt).defects)
-        if isinstance(receipt, dict):
+        found = list(read_receipt(answer.result).defects)
+        receipt = as_object(answer.result)
+        if receipt is not None:
             unavailable = receipt.get("unavailableFeatures")
-            degraded = isinstance(unavailable, list) and bool(unavailable)
+            entries = as_list(unavailable)
+            degraded = bool(entries)
             if "mode" in receipt and not degraded:
                 found.append("mode is present although nothing degraded (MCPL §6.7: omit it)")
             fallback = receipt.get("fallback")
@@ -957,10 +959,11 @@ def mcpl_policy_receipt_shape(ev: RunEvidence) -> Verdict:
                 and fallback not in ("mcp-only", "close")
             ):
                 found.append(f'fallback {fallback!r} is neither "mcp-only" nor "close"')
-            if unavailable is not None and not isinstance(unavailable, list):
+            if unavailable is not None and entries is None:
                 found.append("unavailableFeatures is not an array")
-            for entry in unavailable if isinstance(unavailable, list) else []:
-                if isinstance(entry, dict) and not isinstance(entry.get("featureSet"), str):
+            for item in entries or []:
+                entry = as_object(item)
+                if entry is not None and not isinstance(entry.get("featureSet"), str):
                     found.append("an unavailableFeatures entry names no featureSet")
                     break
         if found:
@@ -1028,7 +1031,7 @@ def mcpl_reduction_respected(ev: RunEvidence) -> Verdict:
 
 
 def _feature_set_problem(main: MainEvidence, params: Any, *, ready: bool) -> str | None:
-    name = params.get("featureSet") if isinstance(params, dict) else None
+    name = (as_object(params) or {}).get("featureSet")
     if not isinstance(name, str) or not name:
         return "featureSet is missing or not a non-empty string"
     if name not in main.feature_sets:
@@ -1095,8 +1098,8 @@ def inference_params(ev: RunEvidence) -> Verdict:
         return main
 
     def judge(message: WireMessage) -> list[str]:
-        params = message.params
-        if not isinstance(params, dict):
+        params = as_object(message.params)
+        if params is None:
             return ["params is missing or not an object"] if message.message is not None else []
         problem = _feature_set_problem(main, params, ready=False)
         return [*([problem] if problem else []), *inference_params_problems(params)]
@@ -1110,12 +1113,11 @@ def channels_register_shape(ev: RunEvidence) -> Verdict:
         return main
 
     def judge(message: WireMessage) -> list[str]:
-        params = message.params
-        if not isinstance(params, dict):
+        params = as_object(message.params)
+        if params is None:
             return ["params is missing or not an object"] if message.message is not None else []
         found = channel_params_problems("channels/register", params)
-        channels = params.get("channels")
-        for index, descriptor in enumerate(channels if isinstance(channels, list) else []):
+        for index, descriptor in enumerate(as_list(params.get("channels")) or []):
             problem = descriptor_problem(descriptor)
             if problem is not None:
                 found.append(f"channels[{index}]: {problem}")
@@ -1131,10 +1133,10 @@ def channels_register_itemized(ev: RunEvidence) -> Verdict:
     registrations = main.transcript.server_requests(frozenset({"channels/register"}))
     if not registrations:
         return _skipped("no channels/register was seen")
-    itemized = []
+    itemized: list[WireMessage] = []
     for request in registrations:
         answer = main.transcript.answer_to(request)
-        if answer is not None and not answer.has_error and isinstance(answer.result, dict):
+        if answer is not None and not answer.has_error and as_object(answer.result) is not None:
             itemized.append(request)
     if not itemized:
         return _skipped("no channels/register was answered with itemized results (each was refused)")
@@ -1157,12 +1159,11 @@ def channels_incoming_params(ev: RunEvidence) -> Verdict:
         return main
 
     def judge(message: WireMessage) -> list[str]:
-        params = message.params
-        if not isinstance(params, dict):
+        params = as_object(message.params)
+        if params is None:
             return ["params is missing or not an object"] if message.message is not None else []
         found = channel_params_problems("channels/incoming", params)
-        messages = params.get("messages")
-        for index, item in enumerate(messages if isinstance(messages, list) else []):
+        for index, item in enumerate(as_list(params.get("messages")) or []):
             problem = incoming_message_problem(item)
             if problem is not None:
                 found.append(f"messages[{index}]: {problem}")
@@ -1177,8 +1178,8 @@ def state_update_params(ev: RunEvidence) -> Verdict:
         return main
 
     def judge(message: WireMessage) -> list[str]:
-        params = message.params
-        if not isinstance(params, dict):
+        params = as_object(message.params)
+        if params is None:
             return ["params is missing or not an object"] if message.message is not None else []
         problem = _feature_set_problem(main, params, ready=False)
         return [*([problem] if problem else []), *state_params_problems("state/update", params)]
@@ -1305,7 +1306,7 @@ def evaluate(
     ``redactor``, cut at ``EVIDENCE_UNITS``, escaped); reasons are redacted, cut at
     ``MAX_REASON_CHARS`` and escaped. Never raises for any evidence: a rule
     that fails is a bug, reported as a failed check naming it."""
-    results = []
+    results: list[CheckResult] = []
     for spec in specs:
         if spec.transports is not None and ev.transport not in spec.transports:
             verdict = _skipped(f"applies to {', '.join(sorted(spec.transports))} only, not {ev.transport}")

@@ -40,13 +40,12 @@ from __future__ import annotations
 import os
 import secrets as random_tokens
 import signal
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.abc
 import anyio.to_process
 
 from mcpl_host.check.evidence import (
@@ -59,6 +58,8 @@ from mcpl_host.check.evidence import (
     ShutdownEvidence,
     Transcript,
     WireMessage,
+    as_list,
+    as_object,
 )
 from mcpl_host.check.registry import Step
 from mcpl_host.connection import ClientInfo
@@ -124,7 +125,7 @@ class CheckOptions:
     reduction_listen_seconds: float = 2.5
     probe_timeout_seconds: float = 2.0
     big_message_bytes: int = 1024 * 1024
-    calls: dict[str, dict[str, Any]] = field(default_factory=dict)
+    calls: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
 
 
 class CheckHandlers(HostHandlers):
@@ -244,7 +245,7 @@ def _recording(
     opened: list[RecordingTransport],
 ) -> Callable[[], AbstractAsyncContextManager[Transport]]:
     @asynccontextmanager
-    async def open_recorded() -> AsyncIterator[Transport]:
+    async def open_recorded() -> AsyncGenerator[Transport, None]:
         async with factory() as inner:
             recorder = RecordingTransport(inner, transcript, clock)
             opened.append(recorder)
@@ -270,23 +271,25 @@ def example_arguments(input_schema: Any) -> dict[str, Any] | None:
     ``default``, else its ``const``, else the first of its ``enum``; optional ones are left
     out. None when a required property has none of these (the check then does not call the
     tool on its own). Pure."""
-    if not isinstance(input_schema, dict):
+    schema = as_object(input_schema)
+    if schema is None:
         return None
-    required = input_schema.get("required", [])
-    properties = input_schema.get("properties", {})
-    if not isinstance(required, list) or not isinstance(properties, dict):
+    required = as_list(schema.get("required", []))
+    properties = as_object(schema.get("properties", {}))
+    if required is None or properties is None:
         return None
     arguments: dict[str, Any] = {}
     for name in required:
-        spec = properties.get(name) if isinstance(name, str) else None
-        if not isinstance(spec, dict):
+        spec = as_object(properties.get(name)) if isinstance(name, str) else None
+        if spec is None or not isinstance(name, str):
             return None
+        enum = as_list(spec.get("enum"))
         if "default" in spec:
             arguments[name] = spec["default"]
         elif "const" in spec:
             arguments[name] = spec["const"]
-        elif isinstance(spec.get("enum"), list) and spec["enum"]:
-            arguments[name] = spec["enum"][0]
+        elif enum:
+            arguments[name] = enum[0]
         else:
             return None
     return arguments
@@ -370,7 +373,7 @@ class _Main:
                 ),
                 None,
             )
-            error = answer.error if isinstance(answer.error, dict) else {}
+            error = as_object(answer.error) or {}
             if request is not None:
                 return f" after the host refused its {request.method} ({error.get('code')}: {error.get('message')})"
         return ""
@@ -446,7 +449,7 @@ class _Main:
             await self._liveness("its initial featureSets/update request went unanswered")
 
     def _receipt_seq(self) -> int:
-        request, answer = self._policy_answer()
+        _, answer = self._policy_answer()
         if answer is not None:
             return answer.seq
         sent = self.transcript.sent("notifications/initialized")
@@ -531,8 +534,7 @@ class _Main:
             outcome.failure = change.error or "no answer"
             await self._liveness("the reduction went unanswered")
         elif answer.has_error:
-            error = answer.error
-            outcome.error = error if isinstance(error, dict) else {"code": None, "message": repr(error)}
+            outcome.error = as_object(answer.error) or {"code": None, "message": repr(answer.error)}
         else:
             outcome.result = answer.result
         main.reduction = outcome
@@ -554,7 +556,7 @@ class _Main:
                 listing.ended = "failed"
                 return listing
             result = outcome.result
-            next_cursor = result.get("nextCursor") if isinstance(result, dict) else None
+            next_cursor = (as_object(result) or {}).get("nextCursor")
             if next_cursor is None or next_cursor == "":
                 listing.ended = "complete"
                 return listing
@@ -596,9 +598,9 @@ class _Main:
             calls.unknown_prompt = await self.ask("prompts/get", {"name": f"{_ID}no-such-prompt-{token}"})
         listing = main.lists.get("resources/list")
         uris = [
-            r["uri"]
+            uri
             for r in (listing.items if listing else [])
-            if isinstance(r, dict) and isinstance(r.get("uri"), str)
+            if isinstance(uri := (as_object(r) or {}).get("uri"), str)
         ]
         if "resources" in capabilities and uris:
             calls.resource_uri = uris[0]
@@ -606,26 +608,25 @@ class _Main:
 
     async def _tool_calls(self, calls: CallEvidence) -> None:
         listing = self.evidence.lists.get("tools/list")
-        tools = [
-            t
-            for t in (listing.items if listing else [])
-            if isinstance(t, dict) and isinstance(t.get("name"), str)
-        ]
-        names = {t["name"] for t in tools}
+        tools = {
+            name: tool
+            for item in (listing.items if listing else [])
+            if (tool := as_object(item)) is not None and isinstance(name := tool.get("name"), str)
+        }
+        names = set(tools)
         for name in self.options.calls:
             if name not in names:
                 calls.tool_calls_skipped[name] = "--call names a tool that is not listed"
         automatic = 0
-        for tool in tools:
-            name = tool["name"]
+        for name, tool in tools.items():
             if "outputSchema" not in tool:
                 if name in self.options.calls:
                     calls.tool_calls_skipped[name] = "it declares no outputSchema"
                 continue
             arguments = self.options.calls.get(name)
             if arguments is None:
-                annotations = tool.get("annotations")
-                read_only = isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+                annotations = as_object(tool.get("annotations")) or {}
+                read_only = annotations.get("readOnlyHint") is True
                 if not read_only:
                     calls.tool_calls_skipped[name] = (
                         "not marked readOnlyHint, so not called without --call NAME=JSON"
@@ -642,13 +643,11 @@ class _Main:
                     continue
                 automatic += 1
             calls.tool_calls[name] = await self.ask("tools/call", {"name": name, "arguments": arguments})
-        items = [
-            (name, tool.get("outputSchema"), outcome.result.get("structuredContent"))
-            for tool in tools
-            if (outcome := calls.tool_calls.get(name := tool["name"])) is not None
-            and isinstance(outcome.result, dict)
-            and "structuredContent" in outcome.result
-        ]
+        items: list[tuple[str, Any, Any]] = []
+        for name, outcome in calls.tool_calls.items():
+            result = as_object(outcome.result)
+            if result is not None and "structuredContent" in result:
+                items.append((name, tools[name].get("outputSchema"), result["structuredContent"]))
         if not items:
             return
         seconds = self.limits.check_validation_timeout_seconds
@@ -774,8 +773,7 @@ class _Raw:
                 outcome.failure = f"no answer within {seconds:g} s" + await self._still_there()
             return outcome
         if answer.has_error:
-            error = answer.error
-            outcome.error = error if isinstance(error, dict) else {"code": None, "message": repr(error)}
+            outcome.error = as_object(answer.error) or {"code": None, "message": repr(answer.error)}
         else:
             outcome.result = answer.result
         return outcome
@@ -828,8 +826,8 @@ class _Raw:
             ids=[f"{_ID}init"],
             timeout=limits.handshake_timeout_seconds,
         )
-        result = init.result
-        if not isinstance(result, dict):
+        result = as_object(init.result)
+        if result is None:
             raw.init_error = "initialize was not answered with a result" + (
                 f" ({init.failure})" if init.failure else f" (error {init.error_code})"
             )
@@ -852,7 +850,7 @@ class _Raw:
         probes["unknown-method"] = await self.probe(
             "unknown-method", request(f"{_ID}unknown", f"{_ID}no-such-method", {}), ids=[f"{_ID}unknown"]
         )
-        invalid = {"jsonrpc": "2.0", "id": f"{_ID}invalid", "method": 7, "params": {}}
+        invalid: dict[str, Any] = {"jsonrpc": "2.0", "id": f"{_ID}invalid", "method": 7, "params": {}}
         probes["invalid-request"] = await self.probe(
             "invalid-request", dumps_message(invalid), ids=[f"{_ID}invalid"], null=True
         )

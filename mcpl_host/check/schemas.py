@@ -99,10 +99,11 @@ def schema_problems(schema: Any) -> list[str]:
     ``$schema`` dialect, 2020-12 when absent or unknown). Empty when it is a valid schema."""
     if not isinstance(schema, dict):
         return ["$: the schema is not a JSON object"]
+    document = cast("dict[str, Any]", schema)
     try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft202012Validator)
         meta = cls(cls.META_SCHEMA)
-        return _collect(meta.iter_errors(schema))
+        return _collect(meta.iter_errors(document))
     except RecursionError:
         return ["$: nested too deeply to validate"]
     except Exception as exc:  # an unusable dialect or meta-schema: say so, never crash
@@ -115,9 +116,10 @@ def output_problems(schema: Any, instance: Any) -> list[str]:
     unresolvable ``$ref`` is a problem too."""
     if not isinstance(schema, dict):
         return ["the outputSchema is not a JSON object"]
+    document = cast("dict[str, Any]", schema)
     try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        validator = cls(schema)
+        cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft202012Validator)
+        validator = cls(document)
         return _collect(validator.iter_errors(instance))
     except RecursionError:
         return ["$: nested too deeply to validate"]
