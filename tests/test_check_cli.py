@@ -474,3 +474,20 @@ def test_a_config_entry_is_checked_with_its_settings(tmp_path: Path) -> None:
     assert run.status == 1
     assert run.ids("failed") == {"tools.call.unknown-tool"}
     assert run.doc["target"] == {"shown": f"{config} server plain", "transport": "stdio"}
+
+
+def test_a_flooding_server_is_checked_within_the_bounds() -> None:
+    run = _run(
+        [
+            "--only",
+            "lifecycle",
+            "--only",
+            "tools",
+            "--only",
+            "stdout.only-json",
+            *fixture("plain_mcp.py", "flood"),
+        ]
+    )
+    assert run.status == 0, {c["id"]: c["reason"] for c in run.doc["checks"] if c["status"] != "passed"}
+    # 100,000 lines in both sessions: each kept only up to Limits.max_check_messages
+    assert "more lines were past the bound of kept lines" in run.check("stdout.only-json")["reason"]

@@ -38,6 +38,7 @@ from mcpl_host.limits import Limits
 
 __all__ = [
     "HEAD_CHARS",
+    "id_key",
     "as_list",
     "as_object",
     "PRIVILEGED_METHODS",
@@ -127,9 +128,15 @@ class WireMessage:
         return self._member("error") is not None
 
 
-def _same_id(a: Any, b: Any) -> bool:
-    """JSON equality of two ids, type included (``1`` is not ``"1"``, ``True`` is not ``1``)."""
-    return type(a) is type(b) and a == b
+def id_key(value: Any) -> tuple[str, Any]:
+    """A key under which two ids are equal exactly when they are the same JSON value, type
+    included (``1`` is not ``"1"``, ``True`` is not ``1``). ``NO_ID`` has a key of its own."""
+    if value is NO_ID:
+        return ("absent", None)
+    return (
+        type(value).__name__,
+        value if isinstance(value, (str, int, float, bool)) or value is None else repr(value),
+    )
 
 
 def classify_line(item: ReadItem, *, max_message_bytes: int) -> dict[str, Any]:
@@ -176,6 +183,16 @@ class Transcript:
     not_kept: int = 0
     lines: int = 0
     on_message: Callable[[WireMessage], None] | None = None
+    # Indexes of the kept messages, so that a lookup never scans the whole transcript (a
+    # server may flood a listen window): responses and requests by (direction, id key), and
+    # the seq of the last message of each method per direction.
+    _responses: dict[tuple[str, tuple[str, Any]], list[WireMessage]] = field(
+        default_factory=dict[tuple[str, tuple[str, Any]], list[WireMessage]], repr=False
+    )
+    _requests: dict[tuple[str, tuple[str, Any]], list[WireMessage]] = field(
+        default_factory=dict[tuple[str, tuple[str, Any]], list[WireMessage]], repr=False
+    )
+    _last_seq: dict[tuple[str, str], int] = field(default_factory=dict[tuple[str, str], int], repr=False)
 
     def record(self, direction: Direction, item: ReadItem, time: float) -> WireMessage:
         """Classify and keep one line (``item``: bytes without the newline, or a marker)."""
@@ -184,6 +201,12 @@ class Transcript:
         self.lines += 1
         if len(self.messages) < self.limits.max_check_messages:
             self.messages.append(message)
+            if message.kind == "response":
+                self._responses.setdefault((direction, id_key(message.id)), []).append(message)
+            elif message.kind in ("request", "invalid"):
+                self._requests.setdefault((direction, id_key(message.id)), []).append(message)
+            if message.method is not None:
+                self._last_seq[(direction, message.method)] = message.seq
         else:
             self.not_kept += 1
         if self.on_message is not None:
@@ -216,18 +239,22 @@ class Transcript:
 
     def answer_to(self, request: WireMessage) -> WireMessage | None:
         """The first response in the other direction naming ``request``'s id, after it."""
-        other = "in" if request.direction == "out" else "out"
-        return next(
-            (
-                m
-                for m in self.messages
-                if m.seq > request.seq
-                and m.direction == other
-                and m.kind == "response"
-                and _same_id(m.id, request.id)
-            ),
-            None,
-        )
+        other: Direction = "in" if request.direction == "out" else "out"
+        return self.response(other, request.id, after=request.seq)
+
+    def response(self, direction: Direction, request_id: Any, *, after: int = -1) -> WireMessage | None:
+        """The first response in ``direction`` naming ``request_id`` with a seq above ``after``."""
+        found = self._responses.get((direction, id_key(request_id)), [])
+        return next((m for m in found if m.seq > after), None)
+
+    def request_named(self, direction: Direction, request_id: Any, *, before: int) -> WireMessage | None:
+        """The last request in ``direction`` with ``request_id`` and a seq below ``before``."""
+        found = self._requests.get((direction, id_key(request_id)), [])
+        return next((m for m in reversed(found) if m.seq < before), None)
+
+    def last_seq(self, direction: Direction, method: str) -> int:
+        """The seq of the last kept message of ``method`` in ``direction`` (-1: none)."""
+        return self._last_seq.get((direction, method), -1)
 
     def server_requests(self, methods: frozenset[str] | None = None) -> list[WireMessage]:
         """The server's requests (and invalid requests), optionally of ``methods`` only."""

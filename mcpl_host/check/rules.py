@@ -39,6 +39,7 @@ from mcpl_host.check.evidence import (
     WireMessage,
     as_list,
     as_object,
+    id_key,
 )
 from mcpl_host.check.registry import CHECKS, CheckResult, CheckSpec, Status
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS
@@ -374,10 +375,6 @@ def _valid_request_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _id_key(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__, value)
-
-
 def jsonrpc_server_ids(ev: RunEvidence) -> Verdict:
     main = _main(ev)
     if isinstance(main, Verdict):
@@ -385,9 +382,7 @@ def jsonrpc_server_ids(ev: RunEvidence) -> Verdict:
     bad: list[tuple[str, WireMessage]] = []
     requests = 0
     for transcript in _transcripts(ev):
-        ours = {
-            _id_key(m.id) for m in transcript if m.direction == "out" and m.kind in ("request", "invalid")
-        }
+        ours = {id_key(m.id) for m in transcript if m.direction == "out" and m.kind in ("request", "invalid")}
         pending: set[tuple[str, Any]] = set()
         for m in transcript:
             if m.direction == "in" and m.kind == "invalid":
@@ -396,14 +391,14 @@ def jsonrpc_server_ids(ev: RunEvidence) -> Verdict:
                 requests += 1
                 if not _valid_request_id(m.id):
                     bad.append((f"a request id that is not a string or an integer ({m.id!r})", m))
-                elif _id_key(m.id) in pending:
+                elif id_key(m.id) in pending:
                     bad.append((f"the request id {m.id!r} reused while its first request was pending", m))
                 else:
-                    pending.add(_id_key(m.id))
+                    pending.add(id_key(m.id))
             elif m.direction == "out" and m.kind == "response":
-                pending.discard(_id_key(m.id))
+                pending.discard(id_key(m.id))
             elif m.direction == "in" and m.kind == "response" and _usable_id(m.id):
-                if _id_key(m.id) not in ours:
+                if id_key(m.id) not in ours:
                     bad.append((f"an answer naming the id {m.id!r}, which no request of ours had", m))
     if bad:
         return _failed(bad[0][0], [_shown(m) for _, m in bad])
@@ -434,7 +429,13 @@ def stdout_only_json(ev: RunEvidence) -> Verdict:
             [m.head for m in bad],
         )
     lines = sum(len(t.incoming()) for t in _transcripts(ev))
-    return _passed(f"{_plural(lines, 'line')}, every one a JSON-RPC message")
+    dropped = sum(t.not_kept for t in _transcripts(ev))
+    beyond = (
+        f" ({dropped} more lines were past the bound of kept lines, Limits.max_check_messages)"
+        if dropped
+        else ""
+    )
+    return _passed(f"{_plural(lines, 'line')}, every one a JSON-RPC message{beyond}")
 
 
 # --- tools, resources, prompts ---------------------------------------------------------------
@@ -1041,10 +1042,10 @@ def _feature_set_problem(main: MainEvidence, params: Any, *, ready: bool) -> str
     return None
 
 
-def _before_reduction(main: MainEvidence, message: WireMessage) -> bool:
-    request = main.reduction_window
-    sent = [m for m in main.transcript.sent_requests("featureSets/update")]
-    return request is None or len(sent) < 2 or message.seq < sent[1].seq
+def _reduction_seq(main: MainEvidence) -> int | None:
+    """The seq of the reduction request (the second featureSets/update), if one was sent."""
+    sent = main.transcript.sent_requests("featureSets/update")
+    return sent[1].seq if main.reduction_window is not None and len(sent) > 1 else None
 
 
 def _judge_messages(
@@ -1083,10 +1084,13 @@ def push_featureset_declared(ev: RunEvidence) -> Verdict:
         return main
     ready = main.mcpl_state == "ready"
 
+    reduction = _reduction_seq(main)
+
     def judge(message: WireMessage) -> list[str]:
         if message.message is None:
             return []
-        problem = _feature_set_problem(main, message.params, ready=ready and _before_reduction(main, message))
+        before_reduction = reduction is None or message.seq < reduction
+        problem = _feature_set_problem(main, message.params, ready=ready and before_reduction)
         return [problem] if problem is not None else []
 
     return _judge_messages(main, frozenset({"push/event"}), judge, "no push/event was seen")

@@ -361,21 +361,17 @@ class _Main:
     def _last_refusal(self) -> str:
         """``after the host refused its M (code: message)`` for the last server request the
         host answered with an error, or the empty string."""
-        answers = [
-            m for m in self.transcript if m.direction == "out" and m.kind == "response" and m.has_error
-        ]
-        for answer in reversed(answers):
-            request = next(
-                (
-                    m
-                    for m in self.transcript.server_requests()
-                    if m.seq < answer.seq and type(m.id) is type(answer.id) and m.id == answer.id
-                ),
-                None,
-            )
+        answers = (
+            m for m in reversed(self.transcript.messages) if m.direction == "out" and m.kind == "response"
+        )
+        for answer in answers:
+            if not answer.has_error:
+                continue
+            request = self.transcript.request_named("in", answer.id, before=answer.seq)
             error = as_object(answer.error) or {}
             if request is not None:
                 return f" after the host refused its {request.method} ({error.get('code')}: {error.get('message')})"
+            break
         return ""
 
     async def _liveness(self, what: str) -> None:
@@ -456,9 +452,7 @@ class _Main:
         return sent.seq if sent is not None else 0
 
     def _push_after(self, seq: int) -> bool:
-        return any(
-            m.seq > seq and m.direction == "in" and m.method == "push/event" for m in self.transcript.messages
-        )
+        return self.transcript.last_seq("in", "push/event") > seq
 
     async def _listen(self) -> None:
         main = self.evidence
@@ -732,12 +726,12 @@ class _Raw:
             await self._send(dumps_message(answer))
 
     def _answer(self, after: int, ids: Sequence[Any], null: bool) -> WireMessage | None:
-        for m in self.transcript.messages:
-            if m.seq <= after or m.direction != "in" or m.kind != "response":
-                continue
-            if (null and m.id is None) or any(type(m.id) is type(i) and m.id == i for i in ids):
-                return m
-        return None
+        found = [
+            answer
+            for request_id in (*ids, *([None] if null else []))
+            if (answer := self.transcript.response("in", request_id, after=after)) is not None
+        ]
+        return min(found, key=lambda m: m.seq) if found else None
 
     async def probe(
         self,
