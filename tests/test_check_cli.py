@@ -10,6 +10,7 @@ must fail it and no other.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -171,6 +172,7 @@ EXPECTED: dict[str, tuple[list[str], set[str], set[str]]] = {
         {"mcpl.pre-policy.quiet", "mcpl.policy.request-form", "mcpl.uses.vocabulary", "tools.list.schema", "tools.call.unknown-tool"},
         set(),
     ),
+    "demo-http": ([*FAST, "--url", "{http}"], set(), set()),
     "shape3-ws": (
         [*FAST, "--ws", "{ws}"],
         {"mcpl.pre-policy.quiet", "mcpl.policy.request-form", "mcpl.uses.vocabulary", "tools.list.schema", "tools.call.unknown-tool"},
@@ -183,20 +185,18 @@ if os.environ.get("MCPL_TEST_SERVER_EVERYTHING"):
     REAL["server-everything"] = ["--", os.environ["MCPL_TEST_SERVER_EVERYTHING"], "stdio"]
 
 
-@pytest.fixture(scope="module")
-def ws_bridge() -> Iterator[str]:
-    """fixtures/ws_bridge.py serving shape 3 (a new child per WebSocket); its URL."""
+@contextlib.contextmanager
+def _bridge(program: str, server: list[str], scheme: str) -> Iterator[str]:
+    """A bridge fixture (``ws_bridge.py``, ``http_bridge.py``) serving ``server`` (a new
+    child per session); its URL. It exits at the end of its stdin, its children stopped."""
     bridge = subprocess.Popen(
-        [PY, str(FIXTURES / "ws_bridge.py"), "--", PY, str(CHECK_FIXTURES / "shape3_says_05_acts_04.py")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
+        [PY, str(FIXTURES / program), "--", *server], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert bridge.stdout is not None
         line = bridge.stdout.readline()
         assert line.startswith("PORT "), line
-        yield f"ws://127.0.0.1:{line.split()[1]}/"
+        yield f"{scheme}://127.0.0.1:{line.split()[1]}/"
     finally:
         assert bridge.stdin is not None
         bridge.stdin.close()  # the bridge exits at the end of its stdin, children stopped
@@ -207,6 +207,20 @@ def ws_bridge() -> Iterator[str]:
             bridge.wait()
 
 
+@pytest.fixture(scope="module")
+def ws_bridge() -> Iterator[str]:
+    """Shape 3 over WebSocket (one message per frame)."""
+    with _bridge("ws_bridge.py", [PY, str(CHECK_FIXTURES / "shape3_says_05_acts_04.py")], "ws") as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def http_bridge() -> Iterator[str]:
+    """The demo server over Streamable HTTP."""
+    with _bridge("http_bridge.py", [PY, str(FIXTURES / "demo_server.py")], "http") as url:
+        yield f"{url}mcp"
+
+
 def _run(args: list[str], junit: Path | None = None, json_output: bool = True) -> Run:
     argv = [*CLI, *(["--json"] if json_output else []), *(["--junit", str(junit)] if junit else []), *args]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT)
@@ -214,10 +228,11 @@ def _run(args: list[str], junit: Path | None = None, json_output: bool = True) -
 
 
 @pytest.fixture(scope="module")
-def runs(ws_bridge: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+def runs(ws_bridge: str, http_bridge: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     """Every run of ``EXPECTED`` and ``REAL``, four at a time."""
     folder = tmp_path_factory.mktemp("check")
-    jobs = {name: [a.replace("{ws}", ws_bridge) for a in args] for name, (args, _, _) in EXPECTED.items()}
+    urls = {"{ws}": ws_bridge, "{http}": http_bridge}
+    jobs = {name: [urls.get(a, a) for a in args] for name, (args, _, _) in EXPECTED.items()}
     jobs.update(REAL)
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = {name: pool.submit(_run, args, folder / f"{name}.xml") for name, args in jobs.items()}
@@ -290,6 +305,8 @@ def test_shape3_says_what_went_wrong_in_one_chain(runs: dict[str, Run]) -> None:
         assert "went unanswered, and so did a ping" in reason
     ws = runs["shape3-ws"].doc
     assert ws["target"]["transport"] == "websocket"
+    assert runs["demo-http"].doc["target"]["transport"] == "http"
+    assert runs["demo-http"].check("jsonrpc.invalid-request")["status"] == "skipped"
     for check_id in ("stdout.only-json", "jsonrpc.crlf", "shutdown.stdin-close", "shutdown.sigterm"):
         assert runs["shape3-ws"].check(check_id)["status"] == "skipped"
 
@@ -489,5 +506,5 @@ def test_a_flooding_server_is_checked_within_the_bounds() -> None:
         ]
     )
     assert run.status == 0, {c["id"]: c["reason"] for c in run.doc["checks"] if c["status"] != "passed"}
-    # 100,000 lines in both sessions: each kept only up to Limits.max_check_messages
+    # 25,000 lines in each session: each keeps only up to Limits.max_check_messages
     assert "more lines were past the bound of kept lines" in run.check("stdout.only-json")["reason"]
