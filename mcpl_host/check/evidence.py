@@ -11,9 +11,10 @@ Rules of this module:
   (a line recorded after ours may still have been written before it: those checks err on
   the lenient side, never the other).
 - Memory is bounded: at most ``Limits.max_check_messages`` messages are kept per session
-  (later ones are counted in ``not_kept``), and a message's parsed body only when its line
-  is at most ``Limits.max_check_message_bytes`` long (else only its kind, method, id and
-  head). ``head`` keeps the first ``HEAD_CHARS`` characters of each line for evidence.
+  (later ones are counted in ``not_kept``; the rules judge what was kept, except the time of
+  the last line of each method, tracked for every line), and a message's parsed body only
+  when its line is at most ``Limits.max_check_message_bytes`` long (else only its kind,
+  method, id and head). ``head`` keeps the first ``HEAD_CHARS`` characters of each line for evidence.
 - ``RequestOutcome`` is one request the check made: its answer (``result`` or ``error``),
   or why there is none (``failure``: a timeout, the connection lost, never sent).
 """
@@ -62,6 +63,8 @@ Direction = Literal["in", "out"]
 MessageKind = Literal["request", "notification", "response", "invalid", "unrelated", "not-json", "too-long"]
 #: Characters of a line kept for evidence.
 HEAD_CHARS = 600
+#: Distinct methods whose last line is tracked per transcript (``Transcript.last_seq``).
+MAX_TRACKED_METHODS = 256
 #: Server -> host methods that need a granted capability or an enabled feature set
 #: ("privileged", MCPL §5.3; docs/protocol.md D3): what must wait for the policy.
 PRIVILEGED_METHODS = frozenset(
@@ -205,10 +208,13 @@ class Transcript:
                 self._responses.setdefault((direction, id_key(message.id)), []).append(message)
             elif message.kind in ("request", "invalid"):
                 self._requests.setdefault((direction, id_key(message.id)), []).append(message)
-            if message.method is not None:
-                self._last_seq[(direction, message.method)] = message.seq
         else:
             self.not_kept += 1
+        # Tracked past the bound too (push timing must hold whatever was kept), for at most
+        # MAX_TRACKED_METHODS distinct methods per transcript.
+        key = (direction, message.method) if message.method is not None else None
+        if key is not None and (key in self._last_seq or len(self._last_seq) < MAX_TRACKED_METHODS):
+            self._last_seq[key] = message.seq
         if self.on_message is not None:
             self.on_message(message)
         return message
@@ -253,7 +259,8 @@ class Transcript:
         return next((m for m in reversed(found) if m.seq < before), None)
 
     def last_seq(self, direction: Direction, method: str) -> int:
-        """The seq of the last kept message of ``method`` in ``direction`` (-1: none)."""
+        """The seq of the last message of ``method`` in ``direction``, kept or not (-1: none
+        or beyond ``MAX_TRACKED_METHODS``)."""
         return self._last_seq.get((direction, method), -1)
 
     def server_requests(self, methods: frozenset[str] | None = None) -> list[WireMessage]:

@@ -1016,17 +1016,16 @@ def mcpl_reduction_respected(ev: RunEvidence) -> Verdict:
         return _failed(f"the reduction was answered with error {outcome.error_code}", [outcome.error])
     window = main.reduction_window
     assert window is not None
-    receipt_seq, last = window
-    pushes = [
-        m
-        for m in main.transcript.server_messages_of(frozenset({"push/event"}))
-        if receipt_seq < m.seq <= last
-    ]
+    receipt_seq, _ = window
+    pushes = [m for m in main.transcript.server_messages_of(frozenset({"push/event"})) if m.seq > receipt_seq]
     if pushes:
-        first = pushes[0]
         return _failed(
             f"{_plural(len(pushes), 'push/event')} after the receipt of the reduction that revoked pushEvents",
-            [_shown(first)],
+            [_shown(pushes[0])],
+        )
+    if main.transcript.last_seq("in", "push/event") > receipt_seq:  # past the bound of kept lines
+        return _failed(
+            "push/events came after the receipt of the reduction that revoked pushEvents (not kept)"
         )
     return _passed(f"no push/event in {_seconds(main.reduction_seconds)} after the reduction")
 

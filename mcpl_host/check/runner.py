@@ -60,6 +60,7 @@ from mcpl_host.check.evidence import (
     WireMessage,
     as_list,
     as_object,
+    id_key,
 )
 from mcpl_host.check.registry import Step
 from mcpl_host.connection import ClientInfo
@@ -691,6 +692,9 @@ class _Raw:
         self.recorder: RecordingTransport | None = None
         self.dead: str | None = None
         self.alive_pings = 0
+        #: The ids a probe waits for (``id_key``) and the first response naming each; matched
+        #: on every line read, so an answer past the transcript's bound is still seen.
+        self.awaited: dict[tuple[str, Any], WireMessage | None] = {}
 
     async def _send(self, data: bytes) -> bool:
         assert self.recorder is not None
@@ -713,6 +717,10 @@ class _Raw:
                 self.waiter.notify()
                 return
             message = self.recorder.last_received
+            if message is not None and message.kind == "response":
+                key = id_key(message.id)
+                if key in self.awaited and self.awaited[key] is None:
+                    self.awaited[key] = message
             if message is None or message.direction != "in" or message.kind != "request":
                 continue
             if message.method == "ping":
@@ -725,12 +733,11 @@ class _Raw:
                 }
             await self._send(dumps_message(answer))
 
-    def _answer(self, after: int, ids: Sequence[Any], null: bool) -> WireMessage | None:
-        found = [
-            answer
-            for request_id in (*ids, *([None] if null else []))
-            if (answer := self.transcript.response("in", request_id, after=after)) is not None
-        ]
+    def _await(self, ids: Sequence[Any]) -> None:
+        self.awaited = {id_key(request_id): None for request_id in ids}
+
+    def _answer(self) -> WireMessage | None:
+        found = [answer for answer in self.awaited.values() if answer is not None]
         return min(found, key=lambda m: m.seq) if found else None
 
     async def probe(
@@ -749,16 +756,14 @@ class _Raw:
             outcome.failure = f"not sent: {self.dead}"
             return outcome
         seconds = self.options.probe_timeout_seconds if timeout is None else timeout
-        after = self.transcript.lines - 1
+        self._await([*ids, *([None] if null else [])])
         started = self.clock()
         if not await self._send(data):
             outcome.failure = f"not sent: {self.dead}"
             return outcome
-        await self.waiter.wait_for(
-            lambda: self._answer(after, ids, null) is not None or self._gone(), seconds
-        )
+        await self.waiter.wait_for(lambda: self._answer() is not None or self._gone(), seconds)
         outcome.seconds = self.clock() - started
-        answer = self._answer(after, ids, null)
+        answer = self._answer()
         if answer is None:
             if self._gone():
                 self.dead = "the server went away"
@@ -781,13 +786,12 @@ class _Raw:
             return "; the server went away"
         self.alive_pings += 1
         ping_id = f"{_ID}alive-{self.alive_pings}"
-        after = self.transcript.lines - 1
+        self._await([ping_id])
         await self._send(dumps_message({"jsonrpc": "2.0", "id": ping_id, "method": "ping"}))
         await self.waiter.wait_for(
-            lambda: self._answer(after, [ping_id], False) is not None or self._gone(),
-            self.options.probe_timeout_seconds,
+            lambda: self._answer() is not None or self._gone(), self.options.probe_timeout_seconds
         )
-        if self._answer(after, [ping_id], False) is not None:
+        if self._answer() is not None:
             return "; it still answered a ping afterwards"
         if self._gone():
             self.dead = "the server went away"
