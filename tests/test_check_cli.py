@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -509,3 +510,34 @@ def test_a_flooding_server_is_checked_within_the_bounds() -> None:
     assert run.status == 0, {c["id"]: c["reason"] for c in run.doc["checks"] if c["status"] != "passed"}
     # 25,000 lines in each session: each keeps only up to Limits.max_check_messages
     assert "more lines were past the bound of kept lines" in run.check("stdout.only-json")["reason"]
+
+
+def test_sigterm_mid_check_closes_the_server_and_exits_130() -> None:
+    # No pushes: the listen window (30 s) is where the signal lands. The server's stderr
+    # line "initialized" (logged at debug) says the session is up.
+    args = [
+        "--listen",
+        "30",
+        "--log-level",
+        "debug",
+        "--env",
+        "MCPL_FX_PUSHES=0",
+        *fixture("shape4_strict_05.py"),
+    ]
+    check = subprocess.Popen(
+        [*CLI, "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert check.stderr is not None
+        for line in check.stderr:
+            if "[strict-05] initialized" in line:
+                break
+        check.send_signal(signal.SIGTERM)
+        stdout, stderr = check.communicate(timeout=30)
+    finally:
+        if check.poll() is None:
+            check.kill()
+            check.wait()
+    assert check.returncode == 130
+    assert "interrupted by SIGTERM; every server was closed" in stderr
+    assert stdout == ""

@@ -16,7 +16,8 @@ Rules of this module:
   JUnit XML. Logs go to stderr (``--log-level``, default ``error``: the check provokes the
   library's warnings on purpose).
 - Exit status: 0 every failure was expected and no expected failure is stale; 1 otherwise;
-  2 usage errors (nothing is started); 130 interrupted.
+  2 usage errors (nothing is started); 130 interrupted by SIGINT, SIGTERM or SIGHUP (every
+  server closed first, as on Ctrl-C; ``mcpl_host.signals``).
 - Secrets never reach an output: the command shown goes through ``redact_command``, URLs
   through their ``shown_*``, the document through the server's ``Redactor``.
 """
@@ -37,7 +38,7 @@ import orjson
 
 import mcpl_host
 from mcpl_host.check import registry
-from mcpl_host.check.evidence import as_object
+from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.report import build_document, junit_xml, render_summary
 from mcpl_host.check.rules import evaluate
 from mcpl_host.check.runner import GRANT_ALL, CheckOptions, Target, run_checks
@@ -50,6 +51,7 @@ from mcpl_host.limits import Limits
 from mcpl_host.logging import configure_logging
 from mcpl_host.report import ReportConsole, print_json, safe_text
 from mcpl_host.secrets import Redactor, redact_command, server_secrets
+from mcpl_host.signals import close_on_signals
 from mcpl_host.transports import process_tree
 from mcpl_host.transports.http_params import shown_http_url
 from mcpl_host.transports.websocket import shown_url
@@ -336,7 +338,7 @@ def check(
       0    every failure was expected (--expected-failures) and none is stale
       1    a check failed, or an expected failure passed (a stale entry)
       2    usage error (nothing was started)
-      130  interrupted
+      130  interrupted (Ctrl-C, SIGTERM, SIGHUP); every server is closed first
     """
     if list_only:
         _list_checks()
@@ -417,13 +419,14 @@ def check(
     )
     begin = datetime.datetime.now(datetime.timezone.utc)
     try:
-        evidence = anyio.run(run_checks, target, options, steps, backend="asyncio")
-    except KeyboardInterrupt:
-        if owned:
-            process_tree.end_descendants()
-        ctx.exit(EXIT_INTERRUPTED)
+        evidence, stopped_by = anyio.run(_run, target, options, steps, backend="asyncio")
+    except KeyboardInterrupt:  # before the signal receiver was in place
+        evidence, stopped_by = None, "SIGINT"
     if owned:
         process_tree.end_descendants()
+    if evidence is None:
+        click.echo(f"mcpl-host check: interrupted by {stopped_by}; every server was closed", err=True)
+        ctx.exit(EXIT_INTERRUPTED)
     duration = (datetime.datetime.now(datetime.timezone.utc) - begin).total_seconds()
     results = registry.judge_expected(evaluate(evidence, specs, redactor), expected)
     status = registry.exit_status(results)
@@ -447,6 +450,17 @@ def check(
     else:
         render_summary(ReportConsole(highlight=False), doc)
     ctx.exit(status)
+
+
+async def _run(
+    target: Target, options: CheckOptions, steps: frozenset[registry.Step]
+) -> tuple[RunEvidence | None, str | None]:
+    """The run, stopped by SIGINT, SIGTERM or SIGHUP as by Ctrl-C (``close_on_signals``:
+    every session closes, bounded by its graces): (evidence, None), or (None, the signal)."""
+    evidence: RunEvidence | None = None
+    async with close_on_signals() as stop:
+        evidence = await run_checks(target, options, steps)
+    return (evidence, None) if stop.reason is None else (None, stop.reason)
 
 
 def _target(
