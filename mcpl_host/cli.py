@@ -797,5 +797,10 @@ def run(
     ctx.exit(status)
 
 
+# `mcpl-host check` lives in its own package; it imports nothing from this module.
+from mcpl_host.check.cli import check as _check  # noqa: E402
+
+main.add_command(_check)
+
 if __name__ == "__main__":
     main(prog_name="mcpl-host")

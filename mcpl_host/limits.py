@@ -97,6 +97,14 @@ DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS = 5
 #: Seconds between two looks at a stdio server's descendants (Linux), so that one that
 #: leaves the process group is still known when the server is closed.
 DEFAULT_PROCESS_TREE_SCAN_SECONDS = 1.0
+#: ``mcpl-host check``: messages kept per checked session (later ones are only counted), the
+#: longest line whose parsed body is kept for the checks (bytes; longer ones keep their kind,
+#: method, id and head), and seconds given to validating the structured results of a
+#: server's tools against their ``outputSchema`` (done in a worker process, since a
+#: server's schema can hold a regular expression that takes for ever).
+DEFAULT_MAX_CHECK_MESSAGES = 20_000
+DEFAULT_MAX_CHECK_MESSAGE_BYTES = 1024 * 1024
+DEFAULT_CHECK_VALIDATION_TIMEOUT_SECONDS = 10.0
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -138,3 +146,6 @@ class Limits:
     sse_max_reconnect_delay_seconds: float = DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS
     sse_max_reconnect_attempts: int = DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS
     process_tree_scan_seconds: float = DEFAULT_PROCESS_TREE_SCAN_SECONDS
+    max_check_messages: int = DEFAULT_MAX_CHECK_MESSAGES
+    max_check_message_bytes: int = DEFAULT_MAX_CHECK_MESSAGE_BYTES
+    check_validation_timeout_seconds: float = DEFAULT_CHECK_VALIDATION_TIMEOUT_SECONDS

@@ -1,0 +1,1323 @@
+"""The rules of ``mcpl-host check``: one pure function per check id, over ``RunEvidence``.
+
+Rules of this module (pure: no I/O, no clock, no logging):
+
+- ``RULES`` maps every id of ``registry.CHECKS`` to a function ``(RunEvidence) -> Verdict``.
+  A rule returns ``passed`` / ``failed`` / ``warned`` / ``skipped`` with one sentence and the
+  evidence (the messages that show it, as sent: ``evaluate`` redacts, escapes and cuts them).
+- A rule judges only what it saw: ``skipped`` when the server does not advertise what it
+  needs, when the step it needs did not run or failed earlier (the handshake), or when the
+  server sent nothing of the kind; ``failed`` when it saw the deviation itself (a request
+  it needed went unanswered included: a host sees that failure too).
+- Shapes are judged with the package's own rules where they exist (``mcpl.server_shapes``,
+  ``mcpl.tags.validate_push_event``, ``mcpl.policy.read_receipt``, ``mcpl.feature_sets``,
+  ``mcpl.manifest``), and with ``mcp.schema.json`` (``schemas``) for MCP results.
+- ``evaluate`` applies the transport filter (``CheckSpec.transports``) and turns verdicts
+  into ``CheckResult``s; evidence values are redacted with the server's redactor, cut at
+  ``EVIDENCE_UNITS`` and escaped (``_evidence_text``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from mcpl_host.check import schemas
+from mcpl_host.check.evidence import (
+    PRIVILEGED_METHODS,
+    ListEvidence,
+    MainEvidence,
+    RawEvidence,
+    RequestOutcome,
+    RunEvidence,
+    ShutdownEvidence,
+    Transcript,
+    WireMessage,
+    as_list,
+    as_object,
+    id_key,
+)
+from mcpl_host.check.registry import CHECKS, CheckResult, CheckSpec, Status
+from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS
+from mcpl_host.jsonrpc.envelope import is_number
+from mcpl_host.logging import Redactor, escape_text
+from mcpl_host.mcpl.admission import INBOUND_GATES
+from mcpl_host.mcpl.feature_sets import read_feature_sets
+from mcpl_host.mcpl.grants import VOCABULARY
+from mcpl_host.mcpl.manifest import DigestError, manifest_digest, validate_manifest
+from mcpl_host.mcpl.policy import read_receipt
+from mcpl_host.mcpl.server_shapes import (
+    channel_params_problems,
+    descriptor_problem,
+    incoming_message_problem,
+    inference_params_problems,
+    state_params_problems,
+)
+from mcpl_host.mcpl.tags import validate_push_event
+from mcpl_host.report import redact_json
+
+__all__ = ["EVIDENCE_UNITS", "RULES", "Verdict", "evaluate"]
+
+#: UTF-16 units of one evidence value in a report.
+EVIDENCE_UNITS = 400
+#: Evidence values kept per check.
+MAX_EVIDENCE = 3
+_METHOD_NOT_FOUND, _INVALID_REQUEST, _INVALID_PARAMS = -32601, -32600, -32602
+_TOP_LEVEL_CAPABILITIES = frozenset(path.split(".")[0] for path in VOCABULARY)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A rule's answer: ``status``, one-sentence ``reason``, ``evidence`` values as sent."""
+
+    status: Status
+    reason: str
+    evidence: tuple[Any, ...] = ()
+
+
+def _passed(reason: str) -> Verdict:
+    return Verdict("passed", reason)
+
+
+def _skipped(reason: str) -> Verdict:
+    return Verdict("skipped", reason)
+
+
+def _failed(reason: str, evidence: Iterable[Any] = ()) -> Verdict:
+    return Verdict("failed", reason, tuple(evidence)[:MAX_EVIDENCE])
+
+
+def _warned(reason: str, evidence: Iterable[Any] = ()) -> Verdict:
+    return Verdict("warned", reason, tuple(evidence)[:MAX_EVIDENCE])
+
+
+def _shown(message: WireMessage) -> Any:
+    return message.message if message.message is not None else message.head
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2f} s" if value < 10 else f"{value:.0f} s"
+
+
+# --- preconditions ----------------------------------------------------------------------------
+
+
+def _main(ev: RunEvidence) -> MainEvidence | Verdict:
+    main = ev.main
+    if main is None:
+        return _skipped("the library session did not run")
+    if main.init_error is not None:
+        return _skipped("the handshake failed (see init.answers)")
+    return main
+
+
+def _mcpl(ev: RunEvidence) -> MainEvidence | Verdict:
+    main = _main(ev)
+    if isinstance(main, Verdict):
+        return main
+    if main.manifest is None:
+        return _skipped("not an MCPL server (no capabilities.experimental.mcpl)")
+    return main
+
+
+def _raw(ev: RunEvidence) -> RawEvidence | Verdict:
+    raw = ev.raw
+    if raw is None:
+        return _skipped("the raw JSON-RPC session did not run")
+    if raw.init_error is not None:
+        return _skipped(f"the raw session's handshake failed: {raw.init_error}")
+    return raw
+
+
+def _probe(ev: RunEvidence, name: str) -> RequestOutcome | Verdict:
+    raw = _raw(ev)
+    if isinstance(raw, Verdict):
+        return raw
+    outcome = raw.probes.get(name)
+    return outcome if outcome is not None else _skipped("this probe did not run")
+
+
+def _transcripts(ev: RunEvidence) -> list[Transcript]:
+    found: list[Transcript] = []
+    if ev.main is not None:
+        found.append(ev.main.transcript)
+    if ev.raw is not None:
+        found.append(ev.raw.transcript)
+    return found
+
+
+def _initialize_answer(main: MainEvidence) -> WireMessage | None:
+    request = main.transcript.sent("initialize")
+    return main.transcript.answer_to(request) if request is not None else None
+
+
+def _initialize_result(ev: RunEvidence) -> dict[str, Any] | Verdict:
+    main = ev.main
+    if main is None:
+        return _skipped("the library session did not run")
+    answer = _initialize_answer(main)
+    result = as_object(answer.result) if answer is not None and not answer.has_error else None
+    if result is None:
+        return _skipped("initialize was not answered with a result (see init.answers)")
+    return result
+
+
+def _no_answer(outcome: RequestOutcome) -> str:
+    return outcome.failure or "no answer"
+
+
+# --- lifecycle -------------------------------------------------------------------------------
+
+
+def init_answers(ev: RunEvidence) -> Verdict:
+    main = ev.main
+    if main is None:
+        return _skipped("the library session did not run")
+    answer = _initialize_answer(main)
+    if answer is not None and answer.has_error:
+        return _failed(f"initialize was refused: {main.init_error or 'an error answer'}", [_shown(answer)])
+    if answer is None or not isinstance(answer.result, dict):
+        return _failed(main.init_error or "initialize was not answered with a result object")
+    seconds = f" in {_seconds(main.init_seconds)}" if main.init_seconds is not None else ""
+    return _passed(f"answered{seconds}")
+
+
+def init_protocol_version(ev: RunEvidence) -> Verdict:
+    result = _initialize_result(ev)
+    if isinstance(result, Verdict):
+        return result
+    version = result.get("protocolVersion")
+    if not isinstance(version, str):
+        return _failed(
+            "the initialize result names no protocolVersion string", [result.get("protocolVersion")]
+        )
+    if version not in SUPPORTED_PROTOCOL_VERSIONS:
+        return _failed(
+            f"the server chose {version!r}, which this host does not implement "
+            f"({', '.join(SUPPORTED_PROTOCOL_VERSIONS)}); a host disconnects",
+            [version],
+        )
+    asked = SUPPORTED_PROTOCOL_VERSIONS[0]
+    return _passed(version if version == asked else f"{version} (the host asked for {asked})")
+
+
+def init_server_info(ev: RunEvidence) -> Verdict:
+    result = _initialize_result(ev)
+    if isinstance(result, Verdict):
+        return result
+    info = result.get("serverInfo")
+    found = schemas.problems("Implementation", info)
+    shown = as_object(info)
+    if found or shown is None:
+        return _failed("serverInfo is missing or malformed: " + "; ".join(found), [info])
+    return _passed(f"{shown['name']} {shown['version']}")
+
+
+def init_capabilities(ev: RunEvidence) -> Verdict:
+    result = _initialize_result(ev)
+    if isinstance(result, Verdict):
+        return result
+    capabilities = result.get("capabilities")
+    found = schemas.problems("ServerCapabilities", capabilities)
+    if found:
+        return _failed("capabilities are malformed: " + "; ".join(found), [capabilities])
+    names = sorted(as_object(capabilities) or {}) or ["none"]
+    return _passed(", ".join(names))
+
+
+def init_initialized(ev: RunEvidence) -> Verdict:
+    main = _main(ev)
+    if isinstance(main, Verdict):
+        return main
+    sent = main.transcript.sent("notifications/initialized")
+    if sent is None:
+        return _skipped("notifications/initialized was not sent")
+    answers = [
+        m
+        for m in main.transcript.incoming()
+        if m.seq > sent.seq and m.kind == "response" and not _usable_id(m.id)
+    ]
+    if answers:
+        return _failed(
+            "the server answered something no request of ours asked (a notification is never answered)",
+            [_shown(m) for m in answers],
+        )
+    later = next((m for m in main.transcript.incoming() if m.seq > sent.seq and m.kind == "response"), None)
+    return _passed("taken silently" + ("; later requests were answered" if later is not None else ""))
+
+
+_BEFORE_INITIALIZED_OK = frozenset({"ping", "notifications/message"})
+
+
+def init_before_initialized(ev: RunEvidence) -> Verdict:
+    main = _main(ev)
+    if isinstance(main, Verdict):
+        return main
+    offending: list[WireMessage] = []
+    for transcript in _transcripts(ev):
+        sent = transcript.sent("notifications/initialized")
+        limit = sent.seq if sent is not None else transcript.lines
+        offending += [
+            m
+            for m in transcript.incoming()
+            if m.seq < limit
+            and m.kind in ("request", "notification")
+            and m.method not in _BEFORE_INITIALIZED_OK
+        ]
+    if offending:
+        methods = sorted({m.method or "?" for m in offending})
+        return _failed(
+            f"the server sent {', '.join(methods)} before it was sent notifications/initialized",
+            [_shown(m) for m in offending],
+        )
+    return _passed("nothing but ping and logging")
+
+
+# --- JSON-RPC hygiene ------------------------------------------------------------------------
+
+
+def jsonrpc_ping(ev: RunEvidence) -> Verdict:
+    outcome = _probe(ev, "ping")
+    if isinstance(outcome, Verdict):
+        return outcome
+    if not outcome.answered:
+        return _failed(f"ping was not answered: {_no_answer(outcome)}")
+    if outcome.error is not None:
+        return _failed("ping was answered with an error", [outcome.error])
+    if outcome.result != {}:
+        return _warned("ping was answered, but not with the empty result MCP asks for", [outcome.result])
+    return _passed(f"answered in {_seconds(outcome.seconds)}")
+
+
+def jsonrpc_unknown_method(ev: RunEvidence) -> Verdict:
+    outcome = _probe(ev, "unknown-method")
+    if isinstance(outcome, Verdict):
+        return outcome
+    if not outcome.answered:
+        return _failed(f"a request for an unknown method was not answered: {_no_answer(outcome)}")
+    if outcome.error is None:
+        return _failed("a request for an unknown method was answered with a result", [outcome.result])
+    if outcome.error_code != _METHOD_NOT_FOUND:
+        return _warned(
+            f"answered with code {outcome.error_code}, not -32601 (Method not found)", [outcome.error]
+        )
+    return _passed("answered -32601")
+
+
+def jsonrpc_invalid_request(ev: RunEvidence) -> Verdict:
+    outcome = _probe(ev, "invalid-request")
+    if isinstance(outcome, Verdict):
+        return outcome
+    if not outcome.answered:
+        return _failed(f'an invalid request ("method": 7) was not answered: {_no_answer(outcome)}')
+    if outcome.error is None:
+        return _failed("an invalid request was answered with a result", [outcome.result])
+    if outcome.error_code != _INVALID_REQUEST:
+        return _warned(
+            f"answered with code {outcome.error_code}, not -32600 (Invalid Request)", [outcome.error]
+        )
+    return _passed("answered -32600")
+
+
+def jsonrpc_id_null(ev: RunEvidence) -> Verdict:
+    outcome = _probe(ev, "id-null")
+    if isinstance(outcome, Verdict):
+        return outcome
+    if not outcome.answered:
+        return _failed(f'a request with "id": null was not answered: {_no_answer(outcome)}')
+    if outcome.error is not None:
+        return _passed(f"answered with an error ({outcome.error_code}); MCP forbids null ids")
+    return _passed("answered with a result")
+
+
+def jsonrpc_crlf(ev: RunEvidence) -> Verdict:
+    outcome = _probe(ev, "crlf")
+    if isinstance(outcome, Verdict):
+        return outcome
+    if not outcome.answered or outcome.error is not None:
+        shown = [outcome.error] if outcome.error is not None else []
+        detail = _no_answer(outcome) if not outcome.answered else f"error {outcome.error_code}"
+        return _warned(
+            f"a ping ending in CRLF was not answered as a ping ({detail}); real hosts send LF only, "
+            "but \\r is JSON whitespace (RFC 8259 §2)",
+            shown,
+        )
+    return _passed("answered")
+
+
+def jsonrpc_big_message(ev: RunEvidence) -> Verdict:
+    outcome = _probe(ev, "big-message")
+    if isinstance(outcome, Verdict):
+        return outcome
+    size = f"{ev.big_message_bytes / (1024 * 1024):g} MiB" if ev.big_message_bytes else "big"
+    if not outcome.answered:
+        return _failed(f"a {size} ping was not answered: {_no_answer(outcome)}")
+    if outcome.error is not None:
+        return _passed(
+            f"a {size} ping was refused with an error ({outcome.error_code}), and the server went on"
+        )
+    return _passed(f"a {size} ping was answered in {_seconds(outcome.seconds)}")
+
+
+def _usable_id(value: Any) -> bool:
+    return isinstance(value, str) or is_number(value)
+
+
+def _valid_request_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def jsonrpc_server_ids(ev: RunEvidence) -> Verdict:
+    main = _main(ev)
+    if isinstance(main, Verdict):
+        return main
+    bad: list[tuple[str, WireMessage]] = []
+    requests = 0
+    for transcript in _transcripts(ev):
+        ours = {id_key(m.id) for m in transcript if m.direction == "out" and m.kind in ("request", "invalid")}
+        pending: set[tuple[str, Any]] = set()
+        for m in transcript:
+            if m.direction == "in" and m.kind == "invalid":
+                bad.append(("an invalid request (its method or id is malformed)", m))
+            elif m.direction == "in" and m.kind == "request":
+                requests += 1
+                if not _valid_request_id(m.id):
+                    bad.append((f"a request id that is not a string or an integer ({m.id!r})", m))
+                elif id_key(m.id) in pending:
+                    bad.append((f"the request id {m.id!r} reused while its first request was pending", m))
+                else:
+                    pending.add(id_key(m.id))
+            elif m.direction == "out" and m.kind == "response":
+                pending.discard(id_key(m.id))
+            elif m.direction == "in" and m.kind == "response" and _usable_id(m.id):
+                if id_key(m.id) not in ours:
+                    bad.append((f"an answer naming the id {m.id!r}, which no request of ours had", m))
+    if bad:
+        return _failed(bad[0][0], [_shown(m) for _, m in bad])
+    return _passed(f"{_plural(requests, 'server request')}; every answer named one of our requests")
+
+
+def stdout_only_json(ev: RunEvidence) -> Verdict:
+    main = _main(ev)
+    if isinstance(main, Verdict):
+        return main
+    bad = [
+        m
+        for transcript in _transcripts(ev)
+        for m in transcript.incoming()
+        if m.kind in ("not-json", "unrelated", "invalid")
+        or (m.kind in ("request", "notification", "response") and not m.jsonrpc_ok)
+    ]
+    if bad:
+        kinds = {
+            "not-json": "text that is not JSON",
+            "unrelated": "JSON that is no JSON-RPC message",
+            "invalid": "an invalid request",
+        }
+        first = bad[0]
+        what = kinds.get(first.kind, 'a message without "jsonrpc": "2.0"')
+        return _failed(
+            f"{_plural(len(bad), 'line')} on stdout that the host drops; the first is {what}",
+            [m.head for m in bad],
+        )
+    lines = sum(len(t.incoming()) for t in _transcripts(ev))
+    dropped = sum(t.not_kept for t in _transcripts(ev))
+    beyond = (
+        f" ({dropped} more lines were past the bound of kept lines, Limits.max_check_messages)"
+        if dropped
+        else ""
+    )
+    return _passed(f"{_plural(lines, 'line')}, every one a JSON-RPC message{beyond}")
+
+
+# --- tools, resources, prompts ---------------------------------------------------------------
+
+_LIST_DEFS = {
+    "tools/list": "ListToolsResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "prompts/list": "ListPromptsResult",
+}
+
+
+def _capability(ev: RunEvidence, name: str) -> MainEvidence | Verdict:
+    main = _main(ev)
+    if isinstance(main, Verdict):
+        return main
+    if name not in main.capabilities:
+        return _skipped(f"the server does not advertise {name}")
+    return main
+
+
+def _listing(main: MainEvidence, method: str) -> ListEvidence | Verdict:
+    listing = main.lists.get(method)
+    if listing is None:
+        return _skipped(f"{method} was not called")
+    return listing
+
+
+def _page_failure(listing: ListEvidence) -> tuple[int, RequestOutcome] | None:
+    for index, page in enumerate(listing.pages):
+        if not page.answered or page.error is not None:
+            return index, page
+    return None
+
+
+def _schema_of_listings(
+    listings: Sequence[ListEvidence], *, optional: frozenset[str] = frozenset()
+) -> Verdict:
+    problems: list[str] = []
+    evidence: list[Any] = []
+    warnings: list[str] = []
+    counts: list[str] = []
+    for listing in listings:
+        failure = _page_failure(listing)
+        if failure is not None:
+            index, page = failure
+            what = f"{listing.method} page {index + 1}" if index else listing.method
+            if page.error is not None and page.error_code == _METHOD_NOT_FOUND and listing.method in optional:
+                warnings.append(f"{listing.method} is not implemented (-32601)")
+                continue
+            if page.error is not None:
+                problems.append(f"{what} was answered with an error ({page.error_code})")
+                evidence.append(page.error)
+            else:
+                problems.append(f"{what} was not answered: {_no_answer(page)}")
+            if index == 0:
+                continue
+        for page in listing.pages:
+            if page.result is None:
+                continue
+            found = schemas.problems(_LIST_DEFS[listing.method], page.result)
+            if found:
+                problems.append(f"{listing.method}: " + "; ".join(found))
+                evidence.append(page.result)
+        counts.append(f"{_plural(len(listing.items), listing.key.removesuffix('s'))}")
+    if problems:
+        return _failed("; ".join(problems), evidence)
+    if warnings:
+        return _warned("; ".join(warnings))
+    return _passed(", ".join(counts))
+
+
+def _pagination_of(listings: Sequence[ListEvidence]) -> Verdict:
+    problems: list[str] = []
+    notes: list[str] = []
+    for listing in listings:
+        failure = _page_failure(listing)
+        if failure is not None and failure[0] == 0:
+            notes.append(f"{listing.method} failed (see the schema check)")
+            continue
+        pages = len(listing.pages)
+        if listing.ended == "cursor-repeated":
+            problems.append(
+                f"{listing.method} sent back a cursor it had already given, after {_plural(pages, 'page')}"
+            )
+        elif listing.ended == "too-many-pages":
+            problems.append(f"{listing.method} did not end within {_plural(pages, 'page')}")
+        elif listing.ended == "bad-cursor":
+            problems.append(f"{listing.method} sent a nextCursor that is not a string")
+        elif failure is not None:
+            index, page = failure
+            problems.append(
+                f"{listing.method} page {index + 1} (its own cursor) was not answered with a result: "
+                + (f"error {page.error_code}" if page.error is not None else _no_answer(page))
+            )
+        else:
+            notes.append(f"{listing.method}: {_plural(pages, 'page')}")
+    if problems:
+        return _failed("; ".join(problems))
+    if not any(":" in note for note in notes):
+        return _skipped("; ".join(notes) or "nothing was listed")
+    return _passed("; ".join(notes))
+
+
+def tools_list_schema(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "tools")
+    if isinstance(main, Verdict):
+        return main
+    listing = _listing(main, "tools/list")
+    if isinstance(listing, Verdict):
+        return listing
+    verdict = _schema_of_listings([listing])
+    if verdict.status == "failed":
+        return verdict
+    problems: list[str] = []
+    evidence: list[Any] = []
+    names: dict[str, int] = {}
+    for item in listing.items:
+        tool = as_object(item)
+        if tool is None:
+            continue
+        name = tool.get("name")
+        if isinstance(name, str):
+            names[name] = names.get(name, 0) + 1
+        for key in ("inputSchema", "outputSchema"):
+            if key not in tool:
+                continue
+            found = schemas.schema_problems(tool[key])
+            if found:
+                problems.append(f"{key} of {name!r} is not a valid JSON Schema: {found[0]}")
+                evidence.append(tool[key])
+    if problems:
+        return _failed("; ".join(problems), evidence)
+    repeated = sorted(name for name, count in names.items() if count > 1)
+    if repeated:
+        return _warned(f"tool names repeated: {', '.join(repeated)} (names SHOULD be unique)")
+    return verdict
+
+
+def tools_list_pagination(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "tools")
+    if isinstance(main, Verdict):
+        return main
+    listing = _listing(main, "tools/list")
+    return listing if isinstance(listing, Verdict) else _pagination_of([listing])
+
+
+def _calls(main: MainEvidence) -> Any:
+    if main.calls is None:
+        return _skipped("no calls were made")
+    return main.calls
+
+
+def tools_call_unknown_tool(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "tools")
+    if isinstance(main, Verdict):
+        return main
+    calls = _calls(main)
+    if isinstance(calls, Verdict):
+        return calls
+    outcome = calls.unknown_tool
+    if outcome is None:
+        return _skipped("the unknown tool was not called")
+    if not outcome.answered:
+        return _failed(f"tools/call of an unknown tool was not answered: {_no_answer(outcome)}")
+    if outcome.error is not None:
+        return _passed(f"refused with a protocol error ({outcome.error_code})")
+    result = outcome.result
+    if (as_object(result) or {}).get("isError") is True:
+        return _warned(
+            "answered with a tool execution error (isError: true); MCP lists unknown tools among protocol errors (JSON-RPC errors, -32602)",
+            [result],
+        )
+    return _failed("a tool that does not exist was called successfully", [result])
+
+
+def tools_call_output_schema(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "tools")
+    if isinstance(main, Verdict):
+        return main
+    calls = _calls(main)
+    if isinstance(calls, Verdict):
+        return calls
+    problems: list[str] = []
+    evidence: list[Any] = []
+    judged: list[str] = []
+    notes: list[str] = []
+    for name, outcome in calls.tool_calls.items():
+        if not outcome.answered:
+            notes.append(f"{name}: {_no_answer(outcome)}")
+            continue
+        if outcome.error is not None:
+            notes.append(f"{name}: answered with error {outcome.error_code}")
+            continue
+        result = as_object(outcome.result)
+        if result is None:
+            problems.append(f"{name}: the result is not an object")
+            evidence.append(outcome.result)
+            continue
+        shape = schemas.problems("CallToolResult", result)
+        if shape:
+            problems.append(f"{name}: {shape[0]}")
+            evidence.append(result)
+            continue
+        if result.get("isError") is True:
+            notes.append(f"{name}: a tool execution error (not judged)")
+            continue
+        if "structuredContent" not in result:
+            problems.append(f"{name} declares an outputSchema but returned no structuredContent")
+            evidence.append(result)
+            continue
+        found = calls.output_problems.get(name, [])
+        if found:
+            problems.append(f"{name}: structuredContent does not match its outputSchema: {found[0]}")
+            evidence.append(result.get("structuredContent"))
+            continue
+        judged.append(name)
+    if problems:
+        return _failed("; ".join(problems), evidence)
+    if judged:
+        return _passed(f"{', '.join(judged)} matched" + (f" ({'; '.join(notes)})" if notes else ""))
+    skipped = [f"{name}: {why}" for name, why in calls.tool_calls_skipped.items()]
+    reason = "; ".join(notes + skipped) or "no tool declares an outputSchema"
+    return _skipped(reason)
+
+
+def resources_list_schema(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "resources")
+    if isinstance(main, Verdict):
+        return main
+    listings = [main.lists[m] for m in ("resources/list", "resources/templates/list") if m in main.lists]
+    if not listings:
+        return _skipped("resources/list was not called")
+    return _schema_of_listings(listings, optional=frozenset({"resources/templates/list"}))
+
+
+def resources_list_pagination(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "resources")
+    if isinstance(main, Verdict):
+        return main
+    listings = [main.lists[m] for m in ("resources/list", "resources/templates/list") if m in main.lists]
+    if not listings:
+        return _skipped("resources/list was not called")
+    return _pagination_of(listings)
+
+
+def resources_read_listed(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "resources")
+    if isinstance(main, Verdict):
+        return main
+    calls = _calls(main)
+    if isinstance(calls, Verdict):
+        return calls
+    outcome, uri = calls.resource_read, calls.resource_uri
+    if outcome is None or uri is None:
+        return _skipped("no resource was listed")
+    if not outcome.answered:
+        return _failed(f"reading the listed resource {uri!r} was not answered: {_no_answer(outcome)}")
+    if outcome.error is not None:
+        return _failed(f"reading the listed resource {uri!r} failed ({outcome.error_code})", [outcome.error])
+    found = schemas.problems("ReadResourceResult", outcome.result)
+    if found:
+        return _failed(f"the resources/read result is malformed: {'; '.join(found)}", [outcome.result])
+    contents = as_list((as_object(outcome.result) or {}).get("contents")) or []
+    if not contents:
+        return _failed(f"reading {uri!r} returned no contents", [outcome.result])
+    if not any((as_object(c) or {}).get("uri") == uri for c in contents):
+        return _warned(f"none of the contents read names the URI {uri!r}", [outcome.result])
+    return _passed(f"{uri}: {_plural(len(contents), 'content')}")
+
+
+def prompts_list_schema(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "prompts")
+    if isinstance(main, Verdict):
+        return main
+    listing = _listing(main, "prompts/list")
+    return listing if isinstance(listing, Verdict) else _schema_of_listings([listing])
+
+
+def prompts_list_pagination(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "prompts")
+    if isinstance(main, Verdict):
+        return main
+    listing = _listing(main, "prompts/list")
+    return listing if isinstance(listing, Verdict) else _pagination_of([listing])
+
+
+def prompts_get_unknown_prompt(ev: RunEvidence) -> Verdict:
+    main = _capability(ev, "prompts")
+    if isinstance(main, Verdict):
+        return main
+    calls = _calls(main)
+    if isinstance(calls, Verdict):
+        return calls
+    outcome = calls.unknown_prompt
+    if outcome is None:
+        return _skipped("the unknown prompt was not asked for")
+    if not outcome.answered:
+        return _failed(f"prompts/get of an unknown prompt was not answered: {_no_answer(outcome)}")
+    if outcome.error is None:
+        return _failed("a prompt that does not exist was returned", [outcome.result])
+    if outcome.error_code != _INVALID_PARAMS:
+        return _warned(
+            f"refused with code {outcome.error_code}, not -32602 (Invalid params)", [outcome.error]
+        )
+    return _passed("refused -32602")
+
+
+# --- MCPL --------------------------------------------------------------------------------------
+
+
+def mcpl_advertisement_shape(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    manifest = main.manifest
+    assert manifest is not None
+    problems = list(validate_manifest(manifest))
+    for key, value in manifest.items():
+        if key in _TOP_LEVEL_CAPABILITIES and not isinstance(value, (bool, dict)):
+            problems.append(f"{key} is neither a boolean nor an object")
+    declarations = read_feature_sets(manifest)
+    shape_notes = {
+        "object": "featureSets is an object keyed by name",
+        "array": "featureSets is an array of {name, ...} entries (a real-world shape; the spec's is an object keyed by name, RFC-001)",
+        "absent": "no featureSets",
+        "invalid": "featureSets is neither an object nor an array",
+    }
+    shape = f"{shape_notes[declarations.shape]} ({_plural(len(declarations.sets), 'feature set')})"
+    if declarations.shape == "invalid":
+        problems.append(shape_notes["invalid"])
+    problems += [
+        p
+        for p in declarations.problems
+        if not p.startswith("featureSets is an array") and "nothing is declared" not in p
+    ]
+    if problems:
+        return _failed("; ".join(problems), [manifest])
+    if declarations.shape == "array":
+        return _warned(shape, [manifest.get("featureSets")])
+    return _passed(shape)
+
+
+def mcpl_version(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    assert main.manifest is not None
+    version = main.manifest.get("version")
+    if version == "0.5":
+        return _passed("0.5")
+    if version == "0.4":
+        return _warned('"0.4": an earlier MCPL version, served as 0.5 by a strict host', [version])
+    return _failed(f"version is {version!r}, not an MCPL version this host knows (0.4, 0.5)", [version])
+
+
+def mcpl_revision_digest(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    manifest = main.manifest
+    assert manifest is not None
+    if "revision" not in manifest:
+        return _skipped("the advertisement has no revision (it is optional)")
+    revision = manifest["revision"]
+    try:
+        digest = manifest_digest(manifest)
+    except DigestError as exc:
+        return _failed(f"the manifest has no canonical digest ({exc.code}, MCPL §17.2)", [exc.where])
+    if revision != digest:
+        return _failed(f"revision {revision!r} is not the canonical digest {digest}", [revision])
+    return _passed(digest)
+
+
+def _declared(main: MainEvidence) -> dict[str, tuple[str, ...]]:
+    return main.feature_sets
+
+
+def mcpl_uses_vocabulary(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    declarations = read_feature_sets(main.manifest)
+    if not declarations.sets:
+        return _skipped("no feature sets are declared")
+    problems: list[str] = []
+    for name, feature_set in declarations.sets.items():
+        if feature_set.uses_problem is not None:
+            problems.append(f"{name}: {feature_set.uses_problem}")
+        elif not feature_set.uses:
+            problems.append(f"{name}: uses is empty")
+        else:
+            outside = [path for path in feature_set.uses if path not in VOCABULARY]
+            if outside:
+                problems.append(
+                    f"{name}: {', '.join(outside)} {'is' if len(outside) == 1 else 'are'} outside the vocabulary"
+                )
+    if problems:
+        return _failed("; ".join(problems), [fs.raw for fs in declarations.sets.values()])
+    return _passed(f"{_plural(len(declarations.sets), 'feature set')}, every uses from the vocabulary")
+
+
+_FEATURE_SET_METHODS = frozenset({"push/event", "inference/request"})
+
+
+def _exercised(message: WireMessage) -> list[str]:
+    """The capability paths a server message exercises (MCPL §5.4, §14.1)."""
+    gate = INBOUND_GATES.get(message.method or "")
+    if gate is None:
+        return []
+    paths = [gate]
+    params = as_object(message.params) or {}
+    if message.method == "inference/request" and params.get("stream") is True:
+        paths.append("inferenceRequest.streaming")
+    return paths
+
+
+def mcpl_uses_complete(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    declared = _declared(main)
+    messages = main.transcript.server_messages_of(_FEATURE_SET_METHODS)
+    judged = 0
+    problems: list[str] = []
+    evidence: list[Any] = []
+    for message in messages:
+        name = (as_object(message.params) or {}).get("featureSet")
+        if not isinstance(name, str) or name not in declared:
+            continue  # undeclared: push.featureset-declared's
+        judged += 1
+        missing = [path for path in _exercised(message) if path not in declared[name]]
+        if missing:
+            problems.append(
+                f"{message.method} on {name!r} exercises {', '.join(missing)}, which its uses omits"
+            )
+            evidence.append(_shown(message))
+    if problems:
+        return _failed("; ".join(dict.fromkeys(problems)), evidence)
+    if not judged:
+        return _skipped("no push/event or inference/request naming a declared feature set was seen")
+    return _passed(f"{_plural(judged, 'request')} within their feature sets' uses")
+
+
+def mcpl_capabilities_advertised(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    messages = main.transcript.server_messages_of(frozenset(INBOUND_GATES))
+    if not messages:
+        return _skipped("the server exercised no MCPL capability")
+    problems: list[str] = []
+    evidence: list[Any] = []
+    for message in messages:
+        missing = [path for path in _exercised(message) if path not in main.advertised]
+        if missing:
+            problems.append(
+                f"{message.method} needs {', '.join(missing)}, which the advertisement does not advertise"
+            )
+            evidence.append(_shown(message))
+    if problems:
+        return _failed("; ".join(dict.fromkeys(problems)), evidence)
+    exercised = sorted({path for m in messages for path in _exercised(m)})
+    return _passed(f"exercised {', '.join(exercised)}, all advertised")
+
+
+def _initial_policy(main: MainEvidence) -> tuple[WireMessage, WireMessage | None] | None:
+    request = main.transcript.sent("featureSets/update")
+    if request is None or request.kind != "request":
+        return None
+    return request, main.transcript.answer_to(request)
+
+
+def mcpl_policy_request_form(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    policy = _initial_policy(main)
+    if policy is None:
+        return _skipped("the initial featureSets/update was not sent")
+    request, answer = policy
+    if answer is None:
+        return _failed(
+            f"the initial featureSets/update request was not answered: {main.dead or 'no answer in time'}",
+            [_shown(request)],
+        )
+    if answer.has_error:
+        code = (as_object(answer.error) or {}).get("code")
+        hint = " (it knows only the notification form, or nothing)" if code == _METHOD_NOT_FOUND else ""
+        return _failed(
+            f"the initial featureSets/update request was answered with error {code}{hint}", [_shown(answer)]
+        )
+    return _passed(f"answered with a receipt in {_seconds(answer.time - request.time)}")
+
+
+def mcpl_policy_receipt_shape(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    receipts = [
+        answer
+        for request in main.transcript.sent_requests("featureSets/update")
+        if (answer := main.transcript.answer_to(request)) is not None and not answer.has_error
+    ]
+    if not receipts:
+        return _skipped("no featureSets/update was answered with a receipt")
+    problems: list[str] = []
+    evidence: list[Any] = []
+    for answer in receipts:
+        found = list(read_receipt(answer.result).defects)
+        receipt = as_object(answer.result)
+        if receipt is not None:
+            unavailable = receipt.get("unavailableFeatures")
+            entries = as_list(unavailable)
+            degraded = bool(entries)
+            if "mode" in receipt and not degraded:
+                found.append("mode is present although nothing degraded (MCPL §6.7: omit it)")
+            fallback = receipt.get("fallback")
+            if (
+                receipt.get("accepted") is False
+                and isinstance(fallback, str)
+                and fallback not in ("mcp-only", "close")
+            ):
+                found.append(f'fallback {fallback!r} is neither "mcp-only" nor "close"')
+            if unavailable is not None and entries is None:
+                found.append("unavailableFeatures is not an array")
+            for item in entries or []:
+                entry = as_object(item)
+                if entry is not None and not isinstance(entry.get("featureSet"), str):
+                    found.append("an unavailableFeatures entry names no featureSet")
+                    break
+        if found:
+            problems += found
+            evidence.append(_shown(answer))
+    if problems:
+        return _failed("; ".join(dict.fromkeys(problems)), evidence)
+    return _passed(f"{_plural(len(receipts), 'receipt')}, well-formed")
+
+
+def mcpl_pre_policy_quiet(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    policy = _initial_policy(main)
+    if policy is None:
+        return _skipped("the initial featureSets/update was not sent")
+    _, answer = policy
+    limit = answer.seq if answer is not None and not answer.has_error else main.transcript.lines
+    early = [m for m in main.transcript.server_messages_of(PRIVILEGED_METHODS) if m.seq < limit]
+    if early:
+        methods = sorted({m.method or "?" for m in early})
+        when = (
+            "before its receipt"
+            if answer is not None and not answer.has_error
+            else "and the policy never came into force"
+        )
+        return _failed(
+            f"the server sent {', '.join(methods)} {when} (MCPL §5.3: every capability is unavailable until then)",
+            [_shown(m) for m in early],
+        )
+    return _passed("nothing privileged before the receipt")
+
+
+def mcpl_reduction_respected(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    if main.reduction_note is not None:
+        return _skipped(main.reduction_note)
+    outcome = main.reduction
+    if outcome is None:
+        return _skipped("no reduction was made")
+    if not outcome.answered:
+        return _failed(
+            f"the reduction (featureSets/update revoking pushEvents) was not answered: {_no_answer(outcome)}"
+        )
+    if outcome.error is not None:
+        return _failed(f"the reduction was answered with error {outcome.error_code}", [outcome.error])
+    window = main.reduction_window
+    assert window is not None
+    receipt_seq, _ = window
+    pushes = [m for m in main.transcript.server_messages_of(frozenset({"push/event"})) if m.seq > receipt_seq]
+    if pushes:
+        return _failed(
+            f"{_plural(len(pushes), 'push/event')} after the receipt of the reduction that revoked pushEvents",
+            [_shown(pushes[0])],
+        )
+    if main.transcript.last_seq("in", "push/event") > receipt_seq:  # past the bound of kept lines
+        return _failed(
+            "push/events came after the receipt of the reduction that revoked pushEvents (not kept)"
+        )
+    return _passed(f"no push/event in {_seconds(main.reduction_seconds)} after the reduction")
+
+
+def _feature_set_problem(main: MainEvidence, params: Any, *, ready: bool) -> str | None:
+    name = (as_object(params) or {}).get("featureSet")
+    if not isinstance(name, str) or not name:
+        return "featureSet is missing or not a non-empty string"
+    if name not in main.feature_sets:
+        return f"featureSet {name!r} is not declared"
+    if ready and name not in main.enabled_feature_sets:
+        return f"featureSet {name!r} is declared but disabled"
+    return None
+
+
+def _reduction_seq(main: MainEvidence) -> int | None:
+    """The seq of the reduction request (the second featureSets/update), if one was sent."""
+    sent = main.transcript.sent_requests("featureSets/update")
+    return sent[1].seq if main.reduction_window is not None and len(sent) > 1 else None
+
+
+def _judge_messages(
+    main: MainEvidence, methods: frozenset[str], judge: Callable[[WireMessage], list[str]], nothing: str
+) -> Verdict:
+    messages = main.transcript.server_messages_of(methods)
+    if not messages:
+        return _skipped(nothing)
+    problems: list[str] = []
+    evidence: list[Any] = []
+    for message in messages:
+        found = judge(message)
+        if found:
+            problems += found
+            evidence.append(_shown(message))
+    if problems:
+        return _failed("; ".join(dict.fromkeys(problems)), evidence)
+    return _passed(f"{_plural(len(messages), 'message')}, valid")
+
+
+def push_params(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    return _judge_messages(
+        main,
+        frozenset({"push/event"}),
+        lambda m: validate_push_event(m.params) if m.message is not None else [],
+        "no push/event was seen",
+    )
+
+
+def push_featureset_declared(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    ready = main.mcpl_state == "ready"
+
+    reduction = _reduction_seq(main)
+
+    def judge(message: WireMessage) -> list[str]:
+        if message.message is None:
+            return []
+        before_reduction = reduction is None or message.seq < reduction
+        problem = _feature_set_problem(main, message.params, ready=ready and before_reduction)
+        return [problem] if problem is not None else []
+
+    return _judge_messages(main, frozenset({"push/event"}), judge, "no push/event was seen")
+
+
+def inference_params(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+
+    def judge(message: WireMessage) -> list[str]:
+        params = as_object(message.params)
+        if params is None:
+            return ["params is missing or not an object"] if message.message is not None else []
+        problem = _feature_set_problem(main, params, ready=False)
+        return [*([problem] if problem else []), *inference_params_problems(params)]
+
+    return _judge_messages(main, frozenset({"inference/request"}), judge, "no inference/request was seen")
+
+
+def channels_register_shape(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+
+    def judge(message: WireMessage) -> list[str]:
+        params = as_object(message.params)
+        if params is None:
+            return ["params is missing or not an object"] if message.message is not None else []
+        found = channel_params_problems("channels/register", params)
+        for index, descriptor in enumerate(as_list(params.get("channels")) or []):
+            problem = descriptor_problem(descriptor)
+            if problem is not None:
+                found.append(f"channels[{index}]: {problem}")
+        return found
+
+    return _judge_messages(main, frozenset({"channels/register"}), judge, "no channels/register was seen")
+
+
+def channels_register_itemized(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+    registrations = main.transcript.server_requests(frozenset({"channels/register"}))
+    if not registrations:
+        return _skipped("no channels/register was seen")
+    itemized: list[WireMessage] = []
+    for request in registrations:
+        answer = main.transcript.answer_to(request)
+        if answer is not None and not answer.has_error and as_object(answer.result) is not None:
+            itemized.append(request)
+    if not itemized:
+        return _skipped("no channels/register was answered with itemized results (each was refused)")
+    for request in itemized:
+        ping = main.after_register.get(request.seq)
+        if ping is not None and not ping.answered:
+            return _failed(
+                f"the server stopped answering after its channels/register was answered itemized: {_no_answer(ping)}",
+                [_shown(request)],
+            )
+    judged = [r for r in itemized if r.seq in main.after_register]
+    if not judged:
+        return _skipped("no liveness ping was made after the itemized answer")
+    return _passed("it went on answering after the itemized answer")
+
+
+def channels_incoming_params(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+
+    def judge(message: WireMessage) -> list[str]:
+        params = as_object(message.params)
+        if params is None:
+            return ["params is missing or not an object"] if message.message is not None else []
+        found = channel_params_problems("channels/incoming", params)
+        for index, item in enumerate(as_list(params.get("messages")) or []):
+            problem = incoming_message_problem(item)
+            if problem is not None:
+                found.append(f"messages[{index}]: {problem}")
+        return found
+
+    return _judge_messages(main, frozenset({"channels/incoming"}), judge, "no channels/incoming was seen")
+
+
+def state_update_params(ev: RunEvidence) -> Verdict:
+    main = _mcpl(ev)
+    if isinstance(main, Verdict):
+        return main
+
+    def judge(message: WireMessage) -> list[str]:
+        params = as_object(message.params)
+        if params is None:
+            return ["params is missing or not an object"] if message.message is not None else []
+        problem = _feature_set_problem(main, params, ready=False)
+        return [*([problem] if problem else []), *state_params_problems("state/update", params)]
+
+    return _judge_messages(main, frozenset({"state/update"}), judge, "no state/update was seen")
+
+
+# --- shutdown ----------------------------------------------------------------------------------
+
+
+def _shutdown(outcome: ShutdownEvidence | None, what: str) -> Verdict:
+    if outcome is None:
+        return _skipped(f"{what} was not tried")
+    if outcome.note is not None:
+        return _skipped(outcome.note)
+    if outcome.already_gone:
+        return _skipped(f"the server had already exited before {what}")
+    bound = _seconds(outcome.bound_seconds)
+    if outcome.seconds is None or outcome.seconds > outcome.bound_seconds:
+        return _failed(f"the server did not exit within {bound} after {what}")
+    status = outcome.exit_status
+    if status is not None and status < 0 and outcome.signal is None:
+        return _failed(f"the server was killed by signal {-status} after {what}, not ending by itself")
+    shown = f", exit status {status}" if status is not None else ""
+    return _passed(f"exited {_seconds(outcome.seconds)} after {what}{shown}")
+
+
+def shutdown_stdin_close(ev: RunEvidence) -> Verdict:
+    main = _main(ev)
+    if isinstance(main, Verdict):
+        return main
+    return _shutdown(main.shutdown, "its stdin was closed")
+
+
+def shutdown_sigterm(ev: RunEvidence) -> Verdict:
+    raw = _raw(ev)
+    if isinstance(raw, Verdict):
+        return raw
+    return _shutdown(raw.shutdown, "SIGTERM")
+
+
+RULES: dict[str, Callable[[RunEvidence], Verdict]] = {
+    "init.answers": init_answers,
+    "init.protocol-version": init_protocol_version,
+    "init.server-info": init_server_info,
+    "init.capabilities": init_capabilities,
+    "init.initialized": init_initialized,
+    "init.before-initialized": init_before_initialized,
+    "jsonrpc.ping": jsonrpc_ping,
+    "jsonrpc.unknown-method": jsonrpc_unknown_method,
+    "jsonrpc.invalid-request": jsonrpc_invalid_request,
+    "jsonrpc.id-null": jsonrpc_id_null,
+    "jsonrpc.crlf": jsonrpc_crlf,
+    "jsonrpc.big-message": jsonrpc_big_message,
+    "jsonrpc.server-ids": jsonrpc_server_ids,
+    "stdout.only-json": stdout_only_json,
+    "tools.list.schema": tools_list_schema,
+    "tools.list.pagination": tools_list_pagination,
+    "tools.call.unknown-tool": tools_call_unknown_tool,
+    "tools.call.output-schema": tools_call_output_schema,
+    "resources.list.schema": resources_list_schema,
+    "resources.list.pagination": resources_list_pagination,
+    "resources.read.listed": resources_read_listed,
+    "prompts.list.schema": prompts_list_schema,
+    "prompts.list.pagination": prompts_list_pagination,
+    "prompts.get.unknown-prompt": prompts_get_unknown_prompt,
+    "mcpl.advertisement.shape": mcpl_advertisement_shape,
+    "mcpl.version": mcpl_version,
+    "mcpl.revision.digest": mcpl_revision_digest,
+    "mcpl.uses.vocabulary": mcpl_uses_vocabulary,
+    "mcpl.uses.complete": mcpl_uses_complete,
+    "mcpl.capabilities.advertised": mcpl_capabilities_advertised,
+    "mcpl.policy.request-form": mcpl_policy_request_form,
+    "mcpl.policy.receipt.shape": mcpl_policy_receipt_shape,
+    "mcpl.pre-policy.quiet": mcpl_pre_policy_quiet,
+    "mcpl.reduction.respected": mcpl_reduction_respected,
+    "push.params": push_params,
+    "push.featureset-declared": push_featureset_declared,
+    "inference.params": inference_params,
+    "channels.register.shape": channels_register_shape,
+    "channels.register.itemized": channels_register_itemized,
+    "channels.incoming.params": channels_incoming_params,
+    "state.update.params": state_update_params,
+    "shutdown.stdin-close": shutdown_stdin_close,
+    "shutdown.sigterm": shutdown_sigterm,
+}
+
+
+#: Characters of a reason (it may quote server values).
+MAX_REASON_CHARS = 1000
+
+
+def _evidence_text(value: Any, redactor: Redactor | None) -> str:
+    """One evidence value as shown: compact JSON (or the text as sent), redacted before the
+    cut, cut at ``EVIDENCE_UNITS`` characters, control and invisible characters escaped
+    (quotes kept). Nesting beyond the report's depth is replaced by a marker first."""
+    if not isinstance(value, str):
+        shown = redact_json(value, redactor or Redactor())
+        try:
+            value = orjson.dumps(shown).decode()
+        except TypeError:  # an integer beyond 64 bits
+            value = json.dumps(shown, ensure_ascii=False, separators=(",", ":"), default=repr)
+    elif redactor is not None:
+        value = redactor.redact(value[: EVIDENCE_UNITS * 4])
+    if len(value) > EVIDENCE_UNITS:
+        value = value[:EVIDENCE_UNITS] + "…"
+    return escape_text(value, quotes=False)
+
+
+def _reason(text: str, redactor: Redactor | None) -> str:
+    """A reason as shown: redacted, cut, control and invisible characters escaped."""
+    if redactor is not None:
+        text = redactor.redact(text)
+    if len(text) > MAX_REASON_CHARS:
+        text = text[:MAX_REASON_CHARS] + "…"
+    return escape_text(text, quotes=False)
+
+
+def evaluate(
+    ev: RunEvidence, specs: Sequence[CheckSpec] = CHECKS, redactor: Redactor | None = None
+) -> list[CheckResult]:
+    """Run the rule of each spec over ``ev`` (a check that does not apply to the transport
+    is skipped saying so). Evidence values are rendered by ``_evidence_text`` (redacted by
+    ``redactor``, cut at ``EVIDENCE_UNITS``, escaped); reasons are redacted, cut at
+    ``MAX_REASON_CHARS`` and escaped. Never raises for any evidence: a rule
+    that fails is a bug, reported as a failed check naming it."""
+    results: list[CheckResult] = []
+    for spec in specs:
+        if spec.transports is not None and ev.transport not in spec.transports:
+            verdict = _skipped(f"applies to {', '.join(sorted(spec.transports))} only, not {ev.transport}")
+        else:
+            try:
+                verdict = RULES[spec.id](ev)
+            except Exception as exc:  # a bug in a rule: say so, keep the other checks
+                verdict = _failed(f"the check itself failed ({type(exc).__name__}: {exc}); please report it")
+        evidence = tuple(_evidence_text(value, redactor) for value in verdict.evidence)
+        results.append(CheckResult(spec, verdict.status, _reason(verdict.reason, redactor), evidence))
+    return results
