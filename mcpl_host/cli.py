@@ -230,7 +230,9 @@ Examples:
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
-def probe(ctx: click.Context, listen: float, as_json: bool, command: tuple[str, ...], **options: Any) -> None:
+def probe(
+    ctx: click.Context, /, listen: float, as_json: bool, command: tuple[str, ...], **options: Any
+) -> None:
     """Start a server, run the handshake, and list what it offers.
 
     Spawns COMMAND (or dials --ws URL or --url URL, or starts --server NAME of --config FILE; with none

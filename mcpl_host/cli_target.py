@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import click
@@ -83,6 +83,12 @@ DEMO_NAME = "mcpl-demo"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+if TYPE_CHECKING:  # click 8.2+ types are generic; 8.1's are not subscriptable at run time
+    _SecondsType = click.ParamType[float]
+    _PairType = click.ParamType[tuple[str, str]]
+else:
+    _SecondsType = _PairType = click.ParamType
+
 
 def passed_environment() -> str:
     """The variables a command gets from this environment by default, as one phrase:
@@ -131,7 +137,7 @@ def demo_server_path() -> Path:
 # --- parameter types --------------------------------------------------------------------------
 
 
-class Seconds(click.ParamType):
+class Seconds(_SecondsType):
     """A number of seconds: a non-negative decimal (``inf`` allowed); zero only if allowed."""
 
     name = "SECONDS"
@@ -153,14 +159,14 @@ class Seconds(click.ParamType):
         return number
 
 
-class EnvPair(click.ParamType):
+class EnvPair(_PairType):
     """``KEY=VALUE``; the value may be a secret, so an error message never repeats it."""
 
     name = "KEY=VALUE"
 
     def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, str]:
         if isinstance(value, tuple):
-            return value  # type: ignore[return-value]
+            return cast("tuple[str, str]", value)
         key, sep, val = str(value).partition("=")
         if not sep or not key or "\0" in value:
             self.fail("expected KEY=VALUE with a non-empty KEY (the value is not shown)", param, ctx)

@@ -330,7 +330,9 @@ class Supervisor:
                     self._set_state("degraded" if degraded else "ready")
                     self._current = conn
                     try:
-                        await self._emit("degraded" if degraded else "ready", **connection_data(conn, attempt))
+                        await self._emit(
+                            "degraded" if degraded else "ready", **connection_data(conn, attempt)
+                        )
                         ended = await self._watch(conn)
                     finally:
                         self._current = None
