@@ -42,7 +42,7 @@ import anyio.abc
 import click
 
 import mcpl_host
-from mcpl_host import report
+from mcpl_host import cli_call, report
 from mcpl_host.cli_target import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -417,6 +417,11 @@ def run(
     end_children(owned)
     ctx.exit(status)
 
+
+main.add_command(cli_call.call)
+main.add_command(cli_call.read)
+main.add_command(cli_call.prompt)
+main.add_command(cli_call.send)
 
 if __name__ == "__main__":
     main(prog_name="mcpl-host")
