@@ -154,6 +154,9 @@ async def _probe(
         return report.redact_json(value, conn.redactor)
 
     interrupts = StopRouter()
+    if out is not None:
+        console = out
+        interrupts.on_stop = lambda reason: report.render_stopping(console, 1)
     async with anyio.create_task_group() as tg:
         await tg.start(interrupts.watch)
         try:
@@ -299,6 +302,8 @@ async def _host(
             ) as host:
                 if out is not None:
                     report.render_run_start(out, config.source, host.servers)
+                    console, count = out, len(host.servers)
+                    stops.on_stop = lambda reason: report.render_stopping(console, count)
                 async for event in host.events():
                     shown = report.run_event(event.to_json(), host.redactor(event.server))
                     if out is None:
@@ -313,8 +318,6 @@ async def _host(
                     if gave_up == set(host.servers):
                         status = EXIT_SERVER_FAILED
                         break
-                if out is not None:
-                    report.render_run_stopping(out)
         tg.cancel_scope.cancel()  # signals during the close were ignored: the close is bounded
     if out is not None:
         report.render_run_end(out, status == EXIT_OK)
