@@ -65,6 +65,7 @@ from mcpl_host.limits import DEFAULT_PROCESS_TREE_SCAN_SECONDS
 from mcpl_host.logging import configure_logging
 from mcpl_host.observe import Observation
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.shell import cli as shell_cli
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 
@@ -425,6 +426,7 @@ main.add_command(cli_call.call)
 main.add_command(cli_call.read)
 main.add_command(cli_call.prompt)
 main.add_command(cli_call.send)
+main.add_command(shell_cli.shell)
 
 if __name__ == "__main__":
     main(prog_name="mcpl-host")

@@ -590,7 +590,13 @@ def render_run_end(console: Console, interrupted: bool) -> None:
 def _outcome(data: dict[str, Any]) -> tuple[str, str]:
     error = data.get("error")
     if isinstance(error, dict):
-        return f"  → refused {error.get('code')} {safe_text(error.get('message'))}", "red"
+        detail = error.get("data")
+        capability = (
+            f" ({safe_text(detail['capability'])})"
+            if isinstance(detail, dict) and "capability" in detail
+            else ""
+        )
+        return f"  → refused {error.get('code')} {safe_text(error.get('message'))}{capability}", "red"
     answer = data.get("answer")
     if isinstance(answer, dict) and "accepted" in answer:
         accepted = answer.get("accepted") is True

@@ -342,7 +342,7 @@ class Supervisor:
                 self._log.exception("connection attempt failed")
                 ended = exc
         self._attempt_scope = None
-        tail = conn.stderr_tail if conn is not None else []
+        tail = conn.stderr_tail if conn is not None and ended is not RESTART_REASON else []
         if isinstance(ended, str):  # a failed health check: the connection was closed by us
             data = {"reason": ended, "exitStatus": None, "closeCode": None, "stderrTail": tail}
         else:
