@@ -1,4 +1,6 @@
-"""The ``mcpl-host`` command line: ``mcpl-host probe`` and ``mcpl-host run``.
+"""The ``mcpl-host`` command line: ``mcpl-host probe`` and ``mcpl-host run`` here; ``call``,
+``read``, ``prompt`` and ``send`` (``mcpl_host.cli_call``) and ``shell``
+(``mcpl_host.shell.cli``) are registered on the same group.
 
 Rules of this module:
 
@@ -27,6 +29,8 @@ Rules of this module:
   "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C, SIGTERM or SIGHUP, or the reader
   of a pipe on stdout going away (``run --json | head -1``), closes every server (bounded by
   their graces; further signals are ignored) and exits 0; 1 if every server gave up first.
+- On a stop, ``probe`` and ``run`` (terminal output) say at once that they are closing N
+  servers (``StopRouter.on_stop``), before the close, which may take the grace periods.
 """
 
 from __future__ import annotations
