@@ -1,4 +1,6 @@
-"""The ``mcpl-host`` command line: ``mcpl-host probe`` and ``mcpl-host run``.
+"""The ``mcpl-host`` command line: ``mcpl-host probe`` and ``mcpl-host run`` here; ``call``,
+``read``, ``prompt`` and ``send`` (``mcpl_host.cli_call``) and ``shell``
+(``mcpl_host.shell.cli``) are registered on the same group.
 
 Rules of this module:
 
@@ -13,20 +15,22 @@ Rules of this module:
   probe. Closing the server is never interrupted (it is bounded by the grace periods in
   ``Limits``).
 - ``probe`` targets one of: a command (default: the bundled demo server), ``--ws URL``,
-  ``--url URL`` (HTTP), or ``--config FILE --server NAME``; giving two is a usage error, as
-  is an option that does not apply to the target (``--token`` without ``--ws`` or ``--url``,
-  ``--header`` without ``--url``, ``--env`` without a command).
+  ``--url URL`` (HTTP), or ``--config FILE --server NAME``: the options and their rules
+  are ``mcpl_host.cli_target``'s, shared with ``call``, ``read``, ``prompt``, ``send``
+  (``mcpl_host.cli_call``) and ``shell`` (``mcpl_host.shell``).
 - Secrets (which values: ``mcpl_host.secrets``) never reach an output: the command shown
   goes through ``redact_command``, the URL through ``shown_url``, the document and every
   event through ``report.redact_json`` with the server's ``Redactor``. ``--secret KEY=VALUE``
   adds an explicit secret (and, for a probed command, the variable to its environment).
 - On Linux both commands make the process a child subreaper (unless ``--no-subreaper``): a
   server's descendants that leave its process group stay below ``mcpl-host``, are reaped by
-  it, and whatever is left when every server is closed is killed (``_own_children``).
+  it, and whatever is left when every server is closed is killed (``own_children``).
 - ``run`` prints one line (terminal) or one JSON object (``--json``: ``{"time", "server",
   "kind", "data"}``, redacted) per ``HostEvent``. Ctrl-C, SIGTERM or SIGHUP, or the reader
   of a pipe on stdout going away (``run --json | head -1``), closes every server (bounded by
   their graces; further signals are ignored) and exits 0; 1 if every server gave up first.
+- On a stop, ``probe`` and ``run`` (terminal output) say at once that they are closing N
+  servers (``StopRouter.on_stop``), before the close, which may take the grace periods.
 """
 
 from __future__ import annotations
@@ -34,46 +38,44 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-import math
-import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any
 
 import anyio
 import click
 
 import mcpl_host
-from mcpl_host import report
-from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
-from mcpl_host.connect import connect_http, connect_stdio, connect_websocket
-from mcpl_host.handlers import HostHandlers
-from mcpl_host.host import Host, connect_from_config
-from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
-from mcpl_host.limits import (
-    DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
-    DEFAULT_PROCESS_TREE_SCAN_SECONDS,
-    DEFAULT_REQUEST_TIMEOUT_SECONDS,
-    Limits,
+from mcpl_host import cli_call, report
+from mcpl_host.cli_target import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SERVER_FAILED,
+    LEVELS,
+    EnvPair,
+    Seconds,
+    end_children,
+    load_config_or_exit,
+    own_children,
+    reap_strays,
+    select_servers,
+    server_options,
 )
+from mcpl_host.config import HostConfig
+from mcpl_host.handlers import HostHandlers
+from mcpl_host.host import Host
+from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
+from mcpl_host.limits import DEFAULT_PROCESS_TREE_SCAN_SECONDS
 from mcpl_host.logging import configure_logging
-from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import Observation
-from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.shell import cli as shell_cli
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
-from mcpl_host.transports import process_tree
-from mcpl_host.transports.http_params import shown_http_url
-from mcpl_host.transports.websocket import shown_url
 
 __all__ = ["ProbeRecorder", "main"]
 
 #: Events kept for the report; later ones are only counted (``eventsNotKept``).
 MAX_KEPT_EVENTS = 1000
-#: Exit statuses (see the module docstring).
-EXIT_OK, EXIT_SERVER_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-_LEVELS = ["debug", "info", "warning", "error"]
 # (document key, capability that must be advertised, ServerConnection method)
 _LISTS = (
     ("tools", "tools", "list_tools"),
@@ -81,39 +83,6 @@ _LISTS = (
     ("resourceTemplates", "resources", "list_resource_templates"),
     ("prompts", "prompts", "list_prompts"),
 )
-
-
-def _own_children(enabled: bool) -> bool:
-    """Make this process a child subreaper (Linux; ``enabled``: not ``--no-subreaper``)."""
-    return enabled and process_tree.supported() and process_tree.become_child_subreaper()
-
-
-def _end_children(owned: bool) -> None:
-    """Every server is closed: kill and reap whatever descendant is left (a daemon that lost
-    every mark its server's tree is found by), saying so on stderr."""
-    if owned:
-        left = process_tree.end_descendants()
-        if left:
-            click.echo(f"mcpl-host: killed {left} process(es) the servers left behind", err=True)
-
-
-async def _reap_strays(interval: float) -> None:
-    """Reap orphans reparented to this process (it owns all its children), every ``interval``."""
-    while True:
-        await anyio.sleep(interval)
-        process_tree.reap_strays()
-
-
-def demo_server_path() -> Path:
-    """The bundled demo server: in the wheel (``_fixtures``) or in a source checkout.
-    Raises ``click.UsageError`` (exit 2) when neither exists."""
-    package = Path(mcpl_host.__file__).parent
-    for path in (package / "_fixtures" / "demo_server.py", package.parent / "fixtures" / "demo_server.py"):
-        if path.is_file():
-            return path
-    raise click.UsageError(
-        "the bundled demo server is missing from this installation; give a server command after '--'"
-    )
 
 
 class ProbeRecorder:
@@ -189,6 +158,9 @@ async def _probe(
         return report.redact_json(value, conn.redactor)
 
     interrupts = StopRouter()
+    if out is not None:
+        console = out
+        interrupts.on_stop = lambda reason: report.render_stopping(console, 1)
     async with anyio.create_task_group() as tg:
         await tg.start(interrupts.watch)
         try:
@@ -230,101 +202,6 @@ async def _probe(
     return shown(doc), status
 
 
-def _connect_command(command: list[str], recorder: ProbeRecorder, **kwargs: Any) -> ServerConnection:
-    return connect_stdio(command[0], command[1:], observer=recorder, **kwargs)
-
-
-def _connect_ws(url: str, recorder: ProbeRecorder, **kwargs: Any) -> ServerConnection:
-    try:
-        return connect_websocket(url, observer=recorder, **kwargs)
-    except ValueError as exc:  # never holds the token
-        raise click.UsageError(f"--ws: {exc}") from None
-
-
-def _connect_http(url: str, recorder: ProbeRecorder, **kwargs: Any) -> ServerConnection:
-    try:
-        return connect_http(url, observer=recorder, **kwargs)
-    except ValueError as exc:  # never holds the token or a header value
-        raise click.UsageError(f"--url: {exc}") from None
-
-
-def _connect_config(server: ServerConfig, recorder: ProbeRecorder) -> ServerConnection:
-    try:
-        return connect_from_config(server, observer=recorder)
-    except ValueError as exc:
-        raise click.UsageError(f"--config: {exc}") from None
-
-
-def _load_config(ctx: click.Context, path: str) -> HostConfig:
-    """The config at ``path``; on problems, print every one to stderr and exit 2."""
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        count = len(exc.problems)
-        click.echo(
-            f"Error: {path} has {count} problem{'s' if count != 1 else ''}; nothing was started:", err=True
-        )
-        for problem in exc.problems:
-            click.echo(f"  {report.safe_text(str(problem), max_chars=1000)}", err=True)
-        ctx.exit(EXIT_USAGE)
-
-
-def _config_server(ctx: click.Context, path: str, name: str) -> ServerConfig:
-    servers = _load_config(ctx, path).servers
-    if name not in servers:
-        known = ", ".join(servers) or "none"
-        raise click.UsageError(f"--server: no server named {name!r} in {path} (it has: {known})")
-    return servers[name]
-
-
-# --- parsing ----------------------------------------------------------------------------------
-
-
-class Seconds(click.ParamType[float]):
-    """A number of seconds: a non-negative decimal (``inf`` allowed); zero only if allowed."""
-
-    name = "SECONDS"
-
-    def __init__(self, *, allow_zero: bool) -> None:
-        self.allow_zero = allow_zero
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if math.isnan(number) or number < 0 or (number == 0 and not self.allow_zero):
-            self.fail(
-                f"{value!r} must be {'zero or more' if self.allow_zero else 'more than zero'} seconds",
-                param,
-                ctx,
-            )
-        return number
-
-
-def _check_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
-    """Refuse a ``--grant``/``--deny`` pattern that matches no capability path (exit 2)."""
-    for pattern in value:
-        problem = pattern_problem(pattern)
-        if problem is not None:
-            raise click.BadParameter(problem, ctx=ctx, param=param)
-    return value
-
-
-class EnvPair(click.ParamType[tuple[str, str]]):
-    """``KEY=VALUE``; the value may be a secret, so an error message never repeats it."""
-
-    name = "KEY=VALUE"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, str]:
-        if isinstance(value, tuple):
-            return cast("tuple[str, str]", value)  # a default or a value already converted
-        key, sep, val = str(value).partition("=")
-        if not sep or not key or "\0" in value:
-            self.fail("expected KEY=VALUE with a non-empty KEY (the value is not shown)", param, ctx)
-        return key, val
-
-
 @click.group(name="mcpl-host", context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(mcpl_host.__version__, prog_name="mcpl-host")
 def main() -> None:
@@ -343,101 +220,7 @@ Examples:
   mcpl-host probe --url https://mcp.example.com/mcp --header X-Api-Key=...
   mcpl-host probe --config servers.json --server time""",
 )
-@click.option(
-    "--ws",
-    "ws_url",
-    metavar="URL",
-    help="Probe the WebSocket server at URL (ws:// or wss://) instead of starting a command.",
-)
-@click.option(
-    "--url",
-    "http_url",
-    metavar="URL",
-    help="Probe the MCP server at URL over HTTP (http:// or https://): Streamable HTTP, or the "
-    "older HTTP+SSE transport when the server refuses it (see --transport).",
-)
-@click.option(
-    "--transport",
-    "http_transport",
-    type=click.Choice(["auto", "streamable-http", "sse"]),
-    default="auto",
-    show_default=True,
-    help="With --url: the HTTP transport; 'auto' tries Streamable HTTP, then HTTP+SSE.",
-)
-@click.option(
-    "--header",
-    "http_headers",
-    type=EnvPair(),
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="With --url: a header sent on every request (repeatable). Values are secrets: "
-    "they are redacted from all output.",
-)
-@click.option(
-    "--token",
-    envvar="MCPL_HOST_TOKEN",
-    metavar="TOKEN",
-    help="With --ws or --url: the credential to send (default: $MCPL_HOST_TOKEN); over "
-    "HTTP always as 'Authorization: Bearer'. Redacted from all output.",
-)
-@click.option(
-    "--token-in",
-    type=click.Choice(["header", "query"]),
-    default="header",
-    show_default=True,
-    help="With --ws: send the token as 'Authorization: Bearer' or as the query parameter token.",
-)
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Probe a server of this config file (with --server), with its settings: command or "
-    "URL, env, grant and feature-set policy, timeouts. --grant/--deny and an explicit "
-    "--timeout/--request-timeout override the file.",
-)
-@click.option("--server", "server_name", metavar="NAME", help="With --config: the server to probe.")
-@click.option(
-    "--env",
-    "env",
-    type=EnvPair(),
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Set a variable in the server's environment (repeatable). Values of secret names "
-    "(TOKEN, KEY, SECRET, PASSWORD, AUTH...) are redacted from all output; others are plain "
-    "settings.",
-)
-@click.option(
-    "--secret",
-    "secrets",
-    type=EnvPair(),
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="A secret: VALUE is redacted from all output, whatever KEY says (repeatable). With a "
-    "command, KEY=VALUE is also set in its environment.",
-)
-@click.option(
-    "--inherit-env",
-    is_flag=True,
-    help="Pass this shell's whole environment to the server (default: PATH, HOME, locale "
-    "and proxy variables only).",
-)
-@click.option("--cwd", type=click.Path(exists=True, file_okay=False), help="Working directory of the server.")
-@click.option(
-    "--timeout",
-    type=Seconds(allow_zero=False),
-    default=DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
-    show_default=True,
-    help="Seconds to wait for the server's answer to initialize (with --ws: also for the "
-    "WebSocket opening handshake).",
-)
-@click.option(
-    "--request-timeout",
-    type=Seconds(allow_zero=False),
-    default=DEFAULT_REQUEST_TIMEOUT_SECONDS,
-    show_default=True,
-    help="Seconds to wait for each later answer (featureSets/update, list calls).",
-)
+@server_options(verb="probe")
 @click.option(
     "--listen",
     type=Seconds(allow_zero=True),
@@ -447,75 +230,15 @@ Examples:
     "listing ('inf': until Ctrl-C).",
 )
 @click.option(
-    "--grant",
-    "grants",
-    multiple=True,
-    metavar="PATTERN",
-    callback=_check_patterns,
-    help="Grant only the advertised MCPL capabilities matching PATTERN (repeatable; '*' "
-    "matches one segment, e.g. 'channels.*'). Default: grant all advertised.",
-)
-@click.option(
-    "--deny",
-    "denies",
-    multiple=True,
-    metavar="PATTERN",
-    callback=_check_patterns,
-    help="Never grant capabilities matching PATTERN (repeatable; wins over --grant).",
-)
-@click.option(
     "--json",
     "as_json",
     is_flag=True,
     help="Print one JSON document on stdout instead of the report; logs become JSON lines.",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(_LEVELS),
-    default="warning",
-    show_default=True,
-    help="Least level of log lines written to stderr.",
-)
-@click.option(
-    "--stderr-level",
-    type=click.Choice(_LEVELS),
-    default="debug",
-    show_default=True,
-    help="Level at which the server's stderr lines are logged.",
-)
-@click.option(
-    "--no-subreaper",
-    "no_subreaper",
-    is_flag=True,
-    help="Linux: do not make mcpl-host a child subreaper. A server's descendant that leaves its "
-    "process group is then still stopped when found by its marks, but not one that loses them all.",
-)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
 def probe(
-    ctx: click.Context,
-    ws_url: str | None,
-    http_url: str | None,
-    http_transport: Literal["auto", "streamable-http", "sse"],
-    http_headers: tuple[tuple[str, str], ...],
-    token: str | None,
-    token_in: Literal["header", "query"],
-    config_file: str | None,
-    server_name: str | None,
-    env: tuple[tuple[str, str], ...],
-    secrets: tuple[tuple[str, str], ...],
-    inherit_env: bool,
-    cwd: str | None,
-    timeout: float,
-    request_timeout: float,
-    listen: float,
-    grants: tuple[str, ...],
-    denies: tuple[str, ...],
-    as_json: bool,
-    log_level: str,
-    stderr_level: str,
-    no_subreaper: bool,
-    command: tuple[str, ...],
+    ctx: click.Context, /, listen: float, as_json: bool, command: tuple[str, ...], **options: Any
 ) -> None:
     """Start a server, run the handshake, and list what it offers.
 
@@ -533,116 +256,21 @@ def probe(
       2    usage or configuration error
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP) before the listing was done
     """
-    explicit = {
-        name
-        for name in ctx.params
-        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
-    }
-    targets = [
-        what
-        for what, given in (
-            ("a command", command),
-            ("--ws", ws_url),
-            ("--url", http_url),
-            ("--config", config_file),
-        )
-        if given
-    ]
-    if len(targets) > 1:
-        raise click.UsageError(
-            f"give a command, --ws URL, --url URL or --config FILE, not {' and '.join(targets)}"
-        )
-    if (config_file is None) != (server_name is None):
-        raise click.UsageError("--config FILE and --server NAME go together")
-    if ws_url is None and http_url is None and "token" in explicit:
-        raise click.UsageError("--token applies only with --ws or --url")
-    if ws_url is None and "token_in" in explicit:
-        raise click.UsageError("--token-in applies only with --ws")
-    if http_url is None and explicit & {"http_headers", "http_transport"}:
-        raise click.UsageError("--header and --transport apply only with --url")
-    if (ws_url or http_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
-        raise click.UsageError("--env, --cwd and --inherit-env apply only to a command")
-    policy = (
-        GrantPolicy(grant=grants, deny=denies)
-        if grants
-        else GrantPolicy(grant_all_advertised=True, deny=denies)
-    )
-    limits = Limits(handshake_timeout_seconds=timeout, request_timeout_seconds=request_timeout)
-    explicit_secrets = tuple(value for _, value in secrets if value)
-    connect: Callable[[ProbeRecorder], ServerConnection]
-    if config_file is not None:
-        assert server_name is not None
-        server = _config_server(ctx, config_file, server_name)
-        overrides: dict[str, Any] = {
-            field: value
-            for option, field, value in (
-                ("timeout", "handshake_timeout_seconds", timeout),
-                ("request_timeout", "request_timeout_seconds", request_timeout),
-            )
-            if option in explicit
-        }
-        server = dataclasses.replace(server, limits=dataclasses.replace(server.limits, **overrides))
-        if explicit & {"grants", "denies"}:
-            server = dataclasses.replace(server, grant_policy=policy)
-        server = dataclasses.replace(server, secrets=(*server.secrets, *explicit_secrets))
-        target: dict[str, Any] = {
-            "command": redact_command([server.command, *server.args]) if server.command else [],
-            "config": {"file": config_file, "server": server_name},
-        }
-        connect = functools.partial(_connect_config, server)
-    elif http_url is not None:
-        headers = dict(http_headers)
-        shown_secrets = [secret for secret in (token, *headers.values()) if secret]
-        target = {"command": [], "url": shown_http_url(http_url, Redactor(shown_secrets))}
-        connect = functools.partial(
-            _connect_http,
-            http_url,
-            token=token,
-            headers=headers,
-            transport=http_transport,
-            policy=policy,
-            limits=limits,
-        )
-    elif ws_url is not None:
-        redactor = Redactor(server_secrets(url=ws_url, token=token, explicit=explicit_secrets))
-        target = {"command": [], "url": shown_url(ws_url, redactor)}
-        connect = functools.partial(
-            _connect_ws,
-            ws_url,
-            token=token,
-            token_in=token_in,
-            policy=policy,
-            limits=limits,
-            secrets=explicit_secrets,
-            open_timeout_seconds=timeout,
-        )
-    else:
-        name = None
-        if not command:
-            command, name = (sys.executable, str(demo_server_path())), "mcpl-demo"
-        target = {"command": redact_command(command)}
-        connect = functools.partial(
-            _connect_command,
-            list(command),
-            name=name,
-            env={**dict(env), **dict(secrets)},
-            secrets=explicit_secrets,
-            cwd=cwd,
-            inherit_env=inherit_env,
-            policy=policy,
-            limits=limits,
-            stderr_log_level=stderr_level,
-        )
-    configure_logging(log_level, json_lines=as_json)
+    selection = select_servers(ctx, options, command)
+
+    def connect(recorder: ProbeRecorder) -> ServerConnection:
+        return selection.hosted(observer=recorder).open_connection()
+
+    configure_logging(options["log_level"], json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
-    run = functools.partial(_probe, target, listen, out, connect)
-    owned = _own_children(not no_subreaper)
+    run = functools.partial(_probe, selection.target, listen, out, connect)
+    owned = own_children(not options["no_subreaper"])
     try:
         doc, status = anyio.run(run, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C outside the probe's own handling
-        _end_children(owned)
+        end_children(owned)
         ctx.exit(EXIT_INTERRUPTED)
-    _end_children(owned)
+    end_children(owned)
     if as_json:
         report.print_json(doc)
     if doc["error"] is not None:
@@ -671,13 +299,15 @@ async def _host(
         with stops.phase():
             tg.start_soon(watch_stdout_reader, stops)
             if owned:
-                tg.start_soon(_reap_strays, DEFAULT_PROCESS_TREE_SCAN_SECONDS)
+                tg.start_soon(reap_strays, DEFAULT_PROCESS_TREE_SCAN_SECONDS)
             # Servers' requests are answered -32601 (push events accepted) and reported.
             async with Host(
                 config, handlers_factory=lambda name: HostHandlers(), health_interval_seconds=health
             ) as host:
                 if out is not None:
                     report.render_run_start(out, config.source, host.servers)
+                    console, count = out, len(host.servers)
+                    stops.on_stop = lambda reason: report.render_stopping(console, count)
                 async for event in host.events():
                     shown = report.run_event(event.to_json(), host.redactor(event.server))
                     if out is None:
@@ -692,8 +322,6 @@ async def _host(
                     if gave_up == set(host.servers):
                         status = EXIT_SERVER_FAILED
                         break
-                if out is not None:
-                    report.render_run_stopping(out)
         tg.cancel_scope.cancel()  # signals during the close were ignored: the close is bounded
     if out is not None:
         report.render_run_end(out, status == EXIT_OK)
@@ -716,7 +344,7 @@ Examples:
 )
 @click.option(
     "--log-level",
-    type=click.Choice(_LEVELS),
+    type=click.Choice(LEVELS),
     default="warning",
     show_default=True,
     help="Least level of log lines written to stderr.",
@@ -774,7 +402,7 @@ def run(
       2    usage or configuration error (nothing was started)
       130  interrupted before the servers were started
     """
-    config = _load_config(ctx, config_file)
+    config = load_config_or_exit(ctx, config_file)
     if not config.enabled_servers:
         raise click.UsageError(f"{config_file} has no enabled server")
     extra = tuple(value for _, value in secrets if value)
@@ -788,19 +416,20 @@ def run(
         )
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
-    owned = _own_children(not no_subreaper)
+    owned = own_children(not no_subreaper)
     try:
         status = anyio.run(_host, config, out, health_interval, owned, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
         status = EXIT_INTERRUPTED
-    _end_children(owned)
+    end_children(owned)
     ctx.exit(status)
 
 
-# `mcpl-host check` lives in its own package; it imports nothing from this module.
-from mcpl_host.check.cli import check as _check  # noqa: E402
-
-main.add_command(_check)
+main.add_command(cli_call.call)
+main.add_command(cli_call.read)
+main.add_command(cli_call.prompt)
+main.add_command(cli_call.send)
+main.add_command(shell_cli.shell)
 
 if __name__ == "__main__":
     main(prog_name="mcpl-host")

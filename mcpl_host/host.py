@@ -133,10 +133,11 @@ def hosted_from_config(
     observer: Any = None,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
+    stderr_log_level: str = "debug",
 ) -> HostedServer:
     """A ``HostedServer`` for one config entry (``stdio_server``, ``websocket_server`` or
     ``http_server``; ``"http"`` is transport "auto") with its grant and feature-set policy,
-    limits and secrets.
+    limits and secrets. ``stderr_log_level``: the level of a stdio server's stderr lines.
 
     Raises:
         ValueError: an unusable WebSocket URL, token or header (no secret in the message).
@@ -173,6 +174,7 @@ def hosted_from_config(
         env=config.env or None,
         cwd=config.cwd,
         inherit_env=config.inherit_env,
+        stderr_log_level=stderr_log_level,
         **common,
     )
 
@@ -676,6 +678,17 @@ class Host:
     ) -> GetPromptResult:
         """``prompts/get`` on ``server``."""
         return await (await self._conn(server, timeout)).get_prompt(name, arguments, timeout=timeout)
+
+    def restart(self, server: str) -> None:
+        """Close ``server``'s current connection and connect again at once
+        (``Supervisor.restart``): not a failure, so the restart policy's count and backoff
+        are untouched; the policy set last (``update_policy``) applies to the new
+        connection. Returns at once; the ``disconnected`` (reason ``RESTART_REASON``),
+        ``connecting`` and ``ready`` events follow. Raises ``UnknownServer``;
+        ``ServerNotConnected`` when the server gave up or the host is closing."""
+        supervisor = self.supervisor(server)
+        if self._closing or not supervisor.restart():
+            raise ServerNotConnected(server, supervisor.state, "it cannot be restarted")
 
     async def update_policy(
         self,

@@ -69,6 +69,9 @@ DEFAULT_EVENT_ID_TTL_SECONDS = 600.0
 #: Seconds a push/event waits for the host application to take it from a subscription
 #: (``Host`` without application handlers) before it is refused with a reason.
 DEFAULT_DELIVERY_TIMEOUT_SECONDS = 10.0
+#: Seconds a server request that waits for a person (an ``inference/request`` held by
+#: ``mcpl-host shell``) is held before it is answered -32603.
+DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS = 600.0
 #: HTTP transports (MCP Streamable HTTP and HTTP+SSE). Seconds to open the TCP (and TLS)
 #: connection of one HTTP request.
 DEFAULT_HTTP_CONNECT_TIMEOUT_SECONDS = 15.0
@@ -136,6 +139,7 @@ class Limits:
     max_remembered_event_ids: int = DEFAULT_MAX_REMEMBERED_EVENT_IDS
     event_id_ttl_seconds: float = DEFAULT_EVENT_ID_TTL_SECONDS
     delivery_timeout_seconds: float = DEFAULT_DELIVERY_TIMEOUT_SECONDS
+    held_request_timeout_seconds: float = DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS
     http_connect_timeout_seconds: float = DEFAULT_HTTP_CONNECT_TIMEOUT_SECONDS
     http_reply_timeout_seconds: float = DEFAULT_HTTP_REPLY_TIMEOUT_SECONDS
     max_sse_event_bytes: int = DEFAULT_MAX_SSE_EVENT_BYTES

@@ -52,8 +52,11 @@ __all__ = [
     "render_report",
     "render_run_end",
     "render_run_event",
+    "run_event_text",
+    "print_event_line",
+    "log_message_summary",
     "render_run_start",
-    "render_run_stopping",
+    "render_stopping",
     "run_event",
     "safe_text",
     "silence",
@@ -414,8 +417,24 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
             console.print(_table(title, columns, [row(item) for item in doc.get(key) or ()]))
 
 
+def log_message_summary(params: Any) -> str | None:
+    """``notifications/message`` params (MCP 2025-11-25 "Logging") as ``level [logger]: data``,
+    the logger left out when the server named none (absent or null); None for other shapes."""
+    if not isinstance(params, dict) or "data" not in params:
+        return None
+    entry = cast("dict[str, Any]", params)
+    head = safe_text(entry.get("level", "info"), max_chars=20)
+    if entry.get("logger") is not None:
+        head += f" [{safe_text(entry['logger'], max_chars=80)}]"
+    return f"{head}: {safe_text(entry['data'], max_chars=MAX_EVENT_CHARS)}"
+
+
 def _event_summary(event: dict[str, Any]) -> str:
     params = event.get("params")
+    if event.get("method") == "notifications/message":
+        summary = log_message_summary(params)
+        if summary is not None:
+            return summary
     if event.get("kind") == "push/event" and is_object(params):
         payload = v if is_object(v := params.get("payload")) else {}
         texts = [
@@ -428,11 +447,25 @@ def _event_summary(event: dict[str, Any]) -> str:
     return "" if params is None else safe_text(params, max_chars=MAX_EVENT_CHARS)
 
 
+def print_event_line(console: Console, head: Text, rest: Text) -> None:
+    """One event line, ``head`` (the time) then ``rest``. On a terminal it is wrapped at word
+    boundaries to the console's width, the continuation lines indented under ``rest``;
+    elsewhere (a pipe, a file) it stays one line, whatever its length."""
+    if not console.is_terminal:
+        console.print(Text.assemble(head, rest), soft_wrap=True)
+        return
+    grid = Table.grid()
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(head, rest)
+    console.print(grid)
+
+
 def render_event(console: Console, event: dict[str, Any]) -> None:
     """Print one (redacted) event as one line: time, kind, method, summary, outcome."""
     clock = str(event.get("time", ""))[11:23]  # HH:MM:SS.mmm of the ISO 8601 time
+    head = Text(f"{clock}  ", style="dim")
     line = Text()
-    line.append(f"{clock}  ", style="dim")
     line.append(str(event.get("kind")), style="cyan")
     if event.get("kind") != "push/event":
         line.append(f" {safe_text(event.get('method'))}", style="bold")
@@ -450,7 +483,7 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
         line.append(
             "  → accepted" if accepted else "  → not accepted", style="green" if accepted else "yellow"
         )
-    console.print(line, soft_wrap=True)
+    print_event_line(console, head, line)
 
 
 def render_listen_start(console: Console, seconds: float, earlier: list[dict[str, Any]]) -> None:
@@ -536,12 +569,15 @@ def render_run_start(console: Console, source: str, servers: list[str]) -> None:
             f"Hosting {len(servers)} server(s) from {safe_text(source)}: "
             f"{', '.join(safe_text(s) for s in servers)} (Ctrl-C stops)",
             style="bold",
-        )
+        ),
+        soft_wrap=not console.is_terminal,
     )
 
 
-def render_run_stopping(console: Console) -> None:
-    console.print(Text("stopping: closing every server…", style="dim"))
+def render_stopping(console: Console, count: int) -> None:
+    """``stopping: closing N server(s)…``: said as soon as a stop (Ctrl-C, a signal) arrives,
+    while the servers close (each bounded by its grace periods)."""
+    console.print(Text(f"stopping: closing {count} server{'' if count == 1 else 's'}…", style="dim"))
 
 
 def render_run_end(console: Console, interrupted: bool) -> None:
@@ -556,7 +592,11 @@ def render_run_end(console: Console, interrupted: bool) -> None:
 def _outcome(data: dict[str, Any]) -> tuple[str, str]:
     error = data.get("error")
     if is_object(error):
-        return f"  → refused {error.get('code')} {safe_text(error.get('message'))}", "red"
+        detail = error.get("data")
+        capability = (
+            f" ({safe_text(detail['capability'])})" if is_object(detail) and "capability" in detail else ""
+        )
+        return f"  → refused {error.get('code')} {safe_text(error.get('message'))}{capability}", "red"
     answer = data.get("answer")
     if is_object(answer) and "accepted" in answer:
         accepted = answer.get("accepted") is True
@@ -602,9 +642,13 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
             f"{', '.join(safe_text(x) for x in d.get('domains') or ())}: {'; '.join(impacts) or 'no impact'}",
             "",
         )
-    if kind == "push_event":
+    if kind == "push_event" or (kind == "refused" and d.get("method") == "push/event"):
         summary = _event_summary({"kind": "push/event", "params": d.get("params")})
         return summary + _outcome(d)[0], _outcome(d)[1]
+    if kind == "notification" and d.get("method") == "notifications/message":
+        message = log_message_summary(d.get("params"))
+        if message is not None:
+            return f"notifications/message {message}", ""
     summary = safe_text(d.get("method"))
     if d.get("params") is not None:
         summary += " " + safe_text(d.get("params"), max_chars=MAX_EVENT_CHARS)
@@ -613,12 +657,19 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
     return summary + _outcome(d)[0], _outcome(d)[1]  # server_request, refused
 
 
-def render_run_event(console: Console, event: dict[str, Any]) -> None:
-    """Print one (redacted) ``run_event`` as one line: time, server, kind, summary."""
+def run_event_text(event: dict[str, Any], *, server: bool = True) -> tuple[Text, Text]:
+    """One (redacted) ``run_event`` as (time, the rest: server unless not ``server``, kind,
+    summary), for ``print_event_line``."""
     text, style = _run_summary(str(event.get("kind")), event.get("data") or {})
+    head = Text(f"{str(event.get('time', ''))[11:23]}  ", style="dim")
     line = Text()
-    line.append(f"{str(event.get('time', ''))[11:23]}  ", style="dim")
-    line.append(f"{safe_text(event.get('server'))}  ", style="bold")
+    if server:
+        line.append(f"{safe_text(event.get('server'))}  ", style="bold")
     line.append(f"{event.get('kind')} ", style="cyan")
     line.append(text, style=style or None)
-    console.print(line, soft_wrap=True)
+    return head, line
+
+
+def render_run_event(console: Console, event: dict[str, Any]) -> None:
+    """Print one (redacted) ``run_event`` as one line: time, server, kind, summary."""
+    print_event_line(console, *run_event_text(event))

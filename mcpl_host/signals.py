@@ -22,7 +22,7 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Callable, Generator
 from contextlib import asynccontextmanager, contextmanager
 from typing import TextIO
 
@@ -43,13 +43,15 @@ class StopRouter:
     ``phase()`` opens a cancel scope; ``watch()`` (run it in a task group with
     ``start``) receives ``signals`` and cancels the innermost open phase on each one while
     ``armed``. ``reason`` is what stopped it first: the signal's name (``"SIGTERM"``) or
-    the reason given to ``stop()``; None while nothing has.
+    the reason given to ``stop()``; None while nothing has. ``on_stop``, when set, is called
+    with that reason at the first stop (it must not block: it may say what happens next).
     """
 
     def __init__(self, signals: tuple[signal.Signals, ...] = SHUTDOWN_SIGNALS) -> None:
         self.signals = signals
         self.armed = True
         self.reason: str | None = None
+        self.on_stop: Callable[[str], None] | None = None
         self._scopes: list[anyio.CancelScope] = []
 
     @contextmanager
@@ -68,6 +70,8 @@ class StopRouter:
         if self.armed and self._scopes:
             if self.reason is None:
                 self.reason = reason
+                if self.on_stop is not None:
+                    self.on_stop(reason)
             self._scopes[-1].cancel()
 
     async def watch(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

@@ -24,6 +24,11 @@ Rules of this module (docs/protocol.md T1-T3):
   ``disconnected`` → ``reconnecting`` or ``gave_up``; a start failure goes from
   ``connecting`` straight to ``disconnected`` (``phase: "start"``). Closing the supervisor
   (``aclose()``) emits nothing: a host that closes knows it did.
+- **A restart asked for** (``restart()``, e.g. by an operator) is not a failure: the
+  connection in progress is closed (bounded by its graces), ``disconnected`` is emitted with
+  ``reason`` ``RESTART_REASON`` and the next attempt's ``connecting`` follows at once, with
+  no ``reconnecting`` and nothing recorded in the restart policy's failure count or
+  backoff. Asked during a backoff delay, it ends the delay.
 - **Ownership.** ``run()`` owns the connection it opened; ``aclose()`` cancels ``run()`` and
   waits, shielded, until the connection is closed and its process reaped (bounded by the
   connection's grace periods).
@@ -65,6 +70,7 @@ from mcpl_host.supervisor_policy import GiveUp, RestartPolicy, RestartTracker
 __all__ = [
     "DEFAULT_HEALTH_TIMEOUT_SECONDS",
     "EVENT_KINDS",
+    "RESTART_REASON",
     "EventKind",
     "EventSink",
     "HostEvent",
@@ -74,6 +80,9 @@ __all__ = [
 
 #: Seconds a health ``ping`` waits for its answer.
 DEFAULT_HEALTH_TIMEOUT_SECONDS = 10.0
+
+#: The ``reason`` of the ``disconnected`` event of a restart asked for (``Supervisor.restart``).
+RESTART_REASON = "restart asked for"
 
 #: Where a supervisor stands (``Supervisor.state``).
 SupervisorState = Literal["new", "connecting", "ready", "degraded", "reconnecting", "gave_up", "closed"]
@@ -168,6 +177,9 @@ class Supervisor:
         self._running = False
         self._closing = False
         self._tg: anyio.abc.TaskGroup | None = None
+        self._attempt_scope: anyio.CancelScope | None = None  # the attempt restart() ends
+        self._restart_asked = False
+        self._wake = anyio.Event()  # ends a backoff delay early (restart())
         self._log = get_logger("mcpl_host.supervisor", server=name)
 
     def __repr__(self) -> str:
@@ -217,6 +229,19 @@ class Supervisor:
         elif self._state != "gave_up":
             self._set_state("closed")
 
+    def restart(self) -> bool:
+        """Close the current connection (or the attempt in progress) and connect again at
+        once; during a backoff delay, end the delay (module rules: not a failure). Returns
+        False, doing nothing, when the supervisor is not running (new, gave up, closing or
+        closed). Never blocks: the close happens in ``run()``'s task."""
+        if not self._running or self._closing or self._stopped.is_set() or self._state == "gave_up":
+            return False
+        self._restart_asked = True
+        if self._attempt_scope is not None:
+            self._attempt_scope.cancel()
+        self._wake.set()
+        return True
+
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Connect, watch, and reconnect per the policy until ``aclose()`` or a ``GiveUp``.
 
@@ -265,6 +290,10 @@ class Supervisor:
             self._set_state("connecting")
             await self._emit("connecting", attempt=attempt)
             reason = await self._attempt(attempt)
+            if self._restart_asked:  # asked for, not a failure: connect again at once
+                self._restart_asked = False
+                self._wake = anyio.Event()
+                continue
             decision = self.tracker.record_failure(self._clock(), reason)
             if isinstance(decision, GiveUp):
                 self._set_state("gave_up")
@@ -278,32 +307,42 @@ class Supervisor:
                 return
             self._set_state("reconnecting")
             await self._emit("reconnecting", attempt=decision.attempt, delaySeconds=decision.delay_seconds)
-            await anyio.sleep(decision.delay_seconds)  # the policy's output, the only wait here
+            with anyio.move_on_after(decision.delay_seconds):  # the policy's output, the only wait
+                await self._wake.wait()  # ... unless restart() ends it
+            self._restart_asked = False
+            self._wake = anyio.Event()
 
     async def _attempt(self, attempt: int) -> str:
         """One connection from open to end; emits its events and returns the failure reason."""
         started: float | None = None
         ended: BaseException | str
         conn: ServerConnection | None = None
-        try:
-            conn = self.hosted.open_connection()
-            async with conn:
-                started = self._clock()
-                self.tracker.record_start(started)
-                degraded = conn.mcpl_state is MCPLState.MCP_ONLY
-                self._set_state("degraded" if degraded else "ready")
-                self._current = conn
-                try:
-                    await self._emit("degraded" if degraded else "ready", **connection_data(conn, attempt))
-                    ended = await self._watch(conn)
-                finally:
-                    self._current = None
-        except (MCPLHostError, OSError) as exc:  # InitializeError, or lost while watching
-            ended = exc
-        except Exception as exc:  # a bug, or a connection that cannot be built: still a failure
-            self._log.exception("connection attempt failed")
-            ended = exc
-        tail = conn.stderr_tail if conn is not None else []
+        ended = RESTART_REASON  # unless the attempt ends otherwise than by restart()
+        with anyio.CancelScope() as scope:
+            self._attempt_scope = scope
+            self._restart_asked = False  # one asked for before this attempt: this is it
+            try:
+                conn = self.hosted.open_connection()
+                async with conn:
+                    started = self._clock()
+                    self.tracker.record_start(started)
+                    degraded = conn.mcpl_state is MCPLState.MCP_ONLY
+                    self._set_state("degraded" if degraded else "ready")
+                    self._current = conn
+                    try:
+                        await self._emit(
+                            "degraded" if degraded else "ready", **connection_data(conn, attempt)
+                        )
+                        ended = await self._watch(conn)
+                    finally:
+                        self._current = None
+            except (MCPLHostError, OSError) as exc:  # InitializeError, or lost while watching
+                ended = exc
+            except Exception as exc:  # a bug, or a connection that cannot be built: still a failure
+                self._log.exception("connection attempt failed")
+                ended = exc
+        self._attempt_scope = None
+        tail = conn.stderr_tail if conn is not None and ended is not RESTART_REASON else []
         if isinstance(ended, str):  # a failed health check: the connection was closed by us
             data = {"reason": ended, "exitStatus": None, "closeCode": None, "stderrTail": tail}
         else:

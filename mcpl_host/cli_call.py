@@ -1,0 +1,430 @@
+"""``mcpl-host call``, ``read``, ``prompt`` and ``send``: one request to one server, for people
+and for scripts (``mcpl-host call add a=1 b=2 | jq .structuredContent``).
+
+Rules of this module:
+
+- **The server** is selected as for ``probe`` (``mcpl_host.cli_target``: a command after
+  ``--``, by default the bundled demo server; ``--ws URL``; ``--url URL``; ``--config FILE
+  --server NAME``), with the same environment, timeout, policy (default: grant everything
+  advertised) and logging options. The server command comes last: every word after the
+  first ``--`` is the command, the words before it are the request's
+  (``call add a=1 b=2 -- python server.py``).
+- **Arguments** (``call``, ``prompt``): one JSON object, or ``key=value`` words coerced by
+  the tool's ``inputSchema`` and checked against it before anything is sent
+  (``mcpl_host.coerce``); the tool or prompt must be in the server's list. A schema the
+  validator cannot use is named in a warning on stderr and the arguments go unchecked.
+  ``send METHOD [PARAMS]`` sends PARAMS (a JSON object or array) as they are.
+- **Output.** stdout carries exactly one JSON document (indent 2): the result as the
+  server sent it (``call``: ``content``, ``structuredContent``, ``isError``...; ``read``:
+  ``contents``; ``prompt``: ``messages``; ``send``: whatever the result is), or
+  ``{"error": {"code", "message", "data"}}`` when the server answered an error. With
+  ``--text``, the text alone instead (``call``: the text blocks; ``read``: the text
+  contents; ``prompt``: the text of each message), one after another on their own lines,
+  escaped (``report.safe_text``, newlines kept) when stdout is a terminal, as sent
+  otherwise. Every value is redacted with the server's ``Redactor`` first. Nothing else goes
+  to stdout: errors are one sentence on stderr (with the server's stderr tail when it
+  failed), logs go to stderr.
+- **Exit status:** 0 done; 1 the result has ``isError``, the server answered an error, or
+  the server failed (did not start, exited, timed out); 2 usage error, unknown tool or
+  prompt, arguments that do not fit (nothing sent); 130 interrupted.
+- **Progress.** When stderr is a terminal, each ``notifications/progress`` of the call
+  (MCP 2025-11-25 "Progress") is one line on stderr: ``progress 2/5: step 2``.
+- Ctrl-C, SIGTERM and SIGHUP cancel the request (the server is sent
+  ``notifications/cancelled``), close the server and exit 130.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+import click
+
+from mcpl_host import report
+from mcpl_host.cli_target import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SERVER_FAILED,
+    EXIT_USAGE,
+    Selection,
+    end_children,
+    own_children,
+    select_servers,
+    server_options,
+)
+from mcpl_host.coerce import (
+    ArgumentError,
+    UnusableSchema,
+    parse_arguments,
+    parse_json,
+    prompt_arguments,
+    schema_problems,
+)
+from mcpl_host.handlers import HostHandlers
+from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
+from mcpl_host.logging import configure_logging, escape_text
+from mcpl_host.server_connection import ServerConnection
+from mcpl_host.signals import StopRouter
+
+__all__ = ["call", "prompt", "read", "send"]
+
+#: ``ctx.meta`` key of the words after ``--``.
+SERVER_COMMAND = "mcpl_host.server_command"
+#: Names listed in "it has: ..." when a tool or prompt is unknown.
+MAX_NAMES_LISTED = 30
+
+
+class ServerCommandLast(click.Command):
+    """A command whose words after the first ``--`` are the server command, so that its own
+    arguments may come before it (``call TOOL ARGS... -- COMMAND...``)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta[SERVER_COMMAND] = tuple(args[at + 1 :])
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return [*super().collect_usage_pieces(ctx), "[-- COMMAND [ARG...]]"]
+
+
+class UsageProblem(Exception):
+    """The request cannot be made as asked (exit 2); ``str()`` is one or more lines."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one request gave: ``document`` (the JSON value for stdout), ``text`` (for
+    ``--text``; None: no text form), ``status`` (exit status), ``message`` (a sentence for
+    stderr, or None)."""
+
+    document: Any
+    text: list[str] | None = None
+    status: int = EXIT_OK
+    message: str | None = None
+
+
+Action = Callable[[ServerConnection], Awaitable[Outcome]]
+
+
+def _names(items: Sequence[str]) -> str:
+    shown = ", ".join(report.safe_text(name, max_chars=80) for name in items[:MAX_NAMES_LISTED])
+    more = f", and {len(items) - MAX_NAMES_LISTED} more" if len(items) > MAX_NAMES_LISTED else ""
+    return (shown + more) or "none"
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """The JSON objects of ``value`` (a list of them, or one)."""
+    items = cast("list[object]", value) if isinstance(value, list) else [value]
+    return [cast("dict[str, Any]", item) for item in items if isinstance(item, dict)]
+
+
+def _texts(blocks: Any) -> list[str]:
+    """The ``text`` of each text content block (a block, or a list of them)."""
+    return [text for block in _objects(blocks) if isinstance(text := block.get("text"), str)]
+
+
+def _capabilities(conn: ServerConnection) -> dict[str, Any]:
+    info = conn.server_info
+    return info.capabilities if info is not None else {}
+
+
+def _progress_line(params: dict[str, Any]) -> None:
+    progress, total, message = params.get("progress"), params.get("total"), params.get("message")
+    line = f"progress {report.safe_text(progress, max_chars=40)}"
+    if total is not None:
+        line += f"/{report.safe_text(total, max_chars=40)}"
+    if message is not None:
+        line += f": {report.safe_text(message)}"
+    click.echo(line, err=True)
+
+
+def progress_callback() -> Callable[[dict[str, Any]], None] | None:
+    """A progress callback printing on stderr when stderr is a terminal, else None."""
+    return _progress_line if sys.stderr.isatty() else None
+
+
+async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) -> Outcome:
+    if "tools" not in _capabilities(conn):
+        raise UsageProblem("the server offers no tools (no 'tools' capability)")
+    tools = await conn.list_tools()
+    found = next((t for t in tools if t.name == tool), None)
+    if found is None:
+        raise UsageProblem(
+            f"the server has no tool {report.safe_text(tool)!r} (it has: {_names([t.name for t in tools])})"
+        )
+    try:
+        arguments = parse_arguments(words, found.input_schema)
+    except ArgumentError as exc:
+        raise UsageProblem(str(exc)) from None
+    try:
+        problems = schema_problems(arguments, found.input_schema)
+    except UnusableSchema as exc:
+        click.echo(
+            f"warning: the inputSchema of {report.safe_text(tool)!r} cannot be checked: {exc}; "
+            "sending the arguments unchecked",
+            err=True,
+        )
+        problems = []
+    if problems:
+        lines = "\n  ".join(report.safe_text(p, max_chars=500) for p in problems)
+        raise UsageProblem(
+            f"the arguments do not fit the inputSchema of {tool!r}; nothing was sent:\n  {lines}"
+        )
+    result = await conn.call_tool(tool, arguments, progress=progress_callback())
+    if result.is_error:
+        return Outcome(result.raw, _texts(result.content), EXIT_SERVER_FAILED, "the tool answered isError")
+    return Outcome(result.raw, _texts(result.content))
+
+
+async def _read(conn: ServerConnection, uri: str) -> Outcome:
+    result = await conn.read_resource(uri)
+    return Outcome(result.raw, _texts(result.contents))
+
+
+async def _prompt(conn: ServerConnection, name: str, words: Sequence[str]) -> Outcome:
+    if "prompts" not in _capabilities(conn):
+        raise UsageProblem("the server offers no prompts (no 'prompts' capability)")
+    prompts = await conn.list_prompts()
+    found = next((p for p in prompts if p.name == name), None)
+    if found is None:
+        raise UsageProblem(
+            f"the server has no prompt {report.safe_text(name)!r} (it has: {_names([p.name for p in prompts])})"
+        )
+    try:
+        arguments = prompt_arguments(words, found.arguments)
+    except ArgumentError as exc:
+        raise UsageProblem(str(exc)) from None
+    result = await conn.get_prompt(name, arguments)
+    return Outcome(
+        result.raw, [text for message in _objects(result.messages) for text in _texts(message.get("content"))]
+    )
+
+
+async def _send(conn: ServerConnection, method: str, params: Any) -> Outcome:
+    return Outcome(await conn.request(method, params))
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    outcome: Outcome
+    redactor: Any
+    failure: dict[str, Any] | None = None  # report.error_object of a server that failed
+
+
+async def _run(selection: Selection, action: Action) -> _Done:
+    """Connect, run ``action``, close (module rules)."""
+    conn = selection.hosted(handlers=HostHandlers()).open_connection()
+    interrupts = StopRouter()
+    outcome = Outcome(None, status=EXIT_INTERRUPTED, message="interrupted")
+    async with anyio.create_task_group() as tg:
+        await tg.start(interrupts.watch)
+        try:
+            with interrupts.phase() as scope:
+                async with conn:
+                    outcome = await action(conn)
+                    interrupts.armed = False  # closing is bounded: never interrupted
+            if scope.cancelled_caught:
+                outcome = Outcome(
+                    None, status=EXIT_INTERRUPTED, message=f"interrupted by {interrupts.reason}"
+                )
+        except UsageProblem as exc:
+            outcome = Outcome(None, status=EXIT_USAGE, message=str(exc))
+        except RemoteError as exc:
+            error = {"code": exc.code, "message": exc.message, "data": exc.data}
+            outcome = Outcome({"error": error}, status=EXIT_SERVER_FAILED, message=str(exc))
+        except (MCPLHostError, OSError) as exc:
+            failure = report.error_object(exc, conn.stderr_tail)
+            return _Done(Outcome(None, status=EXIT_SERVER_FAILED), conn.redactor, failure)
+        finally:
+            tg.cancel_scope.cancel()
+    return _Done(outcome, conn.redactor)
+
+
+def _finish(
+    ctx: click.Context, selection: Selection, action: Action, options: dict[str, Any], *, as_text: bool
+) -> None:
+    """Run ``action`` against the selected server, print the outcome, exit (module rules)."""
+    configure_logging(options["log_level"])
+    owned = own_children(not options["no_subreaper"])
+    try:
+        done = anyio.run(_run, selection, action, backend="asyncio")
+    except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
+        end_children(owned)
+        ctx.exit(EXIT_INTERRUPTED)
+    end_children(owned)
+    outcome, redactor = done.outcome, done.redactor
+    if done.failure is not None:  # the server failed: the sentence and its stderr tail
+        shown = report.redact_json(done.failure, redactor)
+        report.render_failure(report.ReportConsole(stderr=True, highlight=False), shown)
+        ctx.exit(EXIT_SERVER_FAILED)
+    if outcome.document is not None:
+        if as_text and outcome.text is not None:  # an error answer has no text form
+            terminal = sys.stdout.isatty()
+            for text in report.redact_json(outcome.text, redactor):
+                shown = report.safe_text(text, max_chars=len(text), newlines=True) if terminal else text
+                click.echo(shown, nl=not shown.endswith("\n"))
+        else:
+            report.print_json(report.redact_json(outcome.document, redactor))
+    if outcome.message is not None:
+        click.echo(f"Error: {escape_text(outcome.message, quotes=False, newlines=True)}", err=True)
+    ctx.exit(outcome.status)
+
+
+def _selection(ctx: click.Context, options: dict[str, Any]) -> Selection:
+    return select_servers(ctx, options, tuple(ctx.meta.get(SERVER_COMMAND, ())))
+
+
+_TEXT = click.option(
+    "--text", "as_text", is_flag=True, help="Print the text content alone, not the JSON document."
+)
+
+
+@click.command(
+    cls=ServerCommandLast,
+    context_settings={"max_content_width": 100},
+    epilog="""\b
+Examples:
+  mcpl-host call add a=2 b=3                          # the bundled demo server
+  mcpl-host call add '{"a": 2, "b": 3}' | jq .structuredContent.sum
+  mcpl-host call --text echo text=hello
+  mcpl-host call get_current_time timezone=Europe/Paris -- python -m mcp_server_time
+  mcpl-host call --config servers.json --server demo now""",
+)
+@click.argument("tool")
+@click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
+@_TEXT
+@server_options(verb="call")
+@click.pass_context
+def call(ctx: click.Context, /, tool: str, arguments: tuple[str, ...], as_text: bool, **options: Any) -> None:
+    """Call the tool TOOL of a server and print its result as JSON.
+
+    The arguments are one JSON object, or KEY=VALUE words read by the tool's inputSchema
+    (a number, true/false, null, a JSON array or object where the schema says so; text
+    otherwise), and are checked against the schema before the call. The result, as the
+    server sent it (content, structuredContent, isError), is one JSON document on stdout.
+
+    \b
+    Exit status:
+      0    done
+      1    the result has isError, the server answered an error, or it failed
+      2    usage error, unknown tool, arguments that do not fit its schema: nothing sent
+      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
+    """
+    selection = _selection(ctx, options)
+
+    async def action(conn: ServerConnection) -> Outcome:
+        return await _call_tool(conn, tool, arguments)
+
+    _finish(ctx, selection, action, options, as_text=as_text)
+
+
+@click.command(
+    cls=ServerCommandLast,
+    context_settings={"max_content_width": 100},
+    epilog="""\b
+Examples:
+  mcpl-host read demo://readme
+  mcpl-host read --text demo://readme""",
+)
+@click.argument("uri")
+@_TEXT
+@server_options(verb="read from")
+@click.pass_context
+def read(ctx: click.Context, /, uri: str, as_text: bool, **options: Any) -> None:
+    """Read the resource URI of a server (resources/read) and print it as JSON.
+
+    \b
+    Exit status:
+      0    done
+      1    the server answered an error (an unknown URI), or it failed
+      2    usage error
+      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
+    """
+    selection = _selection(ctx, options)
+
+    async def action(conn: ServerConnection) -> Outcome:
+        return await _read(conn, uri)
+
+    _finish(ctx, selection, action, options, as_text=as_text)
+
+
+@click.command(
+    cls=ServerCommandLast,
+    context_settings={"max_content_width": 100},
+    epilog="""\b
+Examples:
+  mcpl-host prompt greet name=Ada
+  mcpl-host prompt --text greet '{"name": "Ada"}'""",
+)
+@click.argument("name")
+@click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
+@_TEXT
+@server_options(verb="use")
+@click.pass_context
+def prompt(
+    ctx: click.Context, /, name: str, arguments: tuple[str, ...], as_text: bool, **options: Any
+) -> None:
+    """Get the prompt NAME of a server (prompts/get) and print it as JSON.
+
+    The arguments (strings) are one JSON object or KEY=VALUE words, checked against the
+    arguments the prompt declares.
+
+    \b
+    Exit status:
+      0    done
+      1    the server answered an error, or it failed
+      2    usage error, unknown prompt, an argument missing or unknown: nothing sent
+      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
+    """
+    selection = _selection(ctx, options)
+
+    async def action(conn: ServerConnection) -> Outcome:
+        return await _prompt(conn, name, arguments)
+
+    _finish(ctx, selection, action, options, as_text=as_text)
+
+
+@click.command(
+    cls=ServerCommandLast,
+    context_settings={"max_content_width": 100},
+    epilog="""\b
+Examples:
+  mcpl-host send ping
+  mcpl-host send resources/list '{}'
+  mcpl-host send logging/setLevel '{"level": "debug"}'""",
+)
+@click.argument("method")
+@click.argument("params", required=False, metavar="[PARAMS]")
+@server_options(verb="send to")
+@click.pass_context
+def send(ctx: click.Context, /, method: str, params: str | None, **options: Any) -> None:
+    """Send the request METHOD with PARAMS (a JSON object or array) and print its result.
+
+    A raw JSON-RPC request, after the usual handshake: nothing is checked but the JSON.
+
+    \b
+    Exit status:
+      0    done
+      1    the server answered an error, or it failed
+      2    usage error
+      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
+    """
+    value: Any = None
+    if params is not None:
+        try:
+            value = parse_json(params)
+        except ValueError as exc:
+            raise click.UsageError(f"PARAMS is not JSON: {exc}") from None
+        if not isinstance(value, (dict, list)):
+            raise click.UsageError("PARAMS must be a JSON object or array (JSON-RPC 2.0 §4.2)")
+    selection = _selection(ctx, options)
+
+    async def action(conn: ServerConnection) -> Outcome:
+        return await _send(conn, method, value)
+
+    _finish(ctx, selection, action, options, as_text=False)

@@ -1,0 +1,543 @@
+"""Which server a command talks to: the options ``probe``, ``call``, ``read``, ``prompt``,
+``send`` and ``shell`` share, and the ``ServerConfig`` entries they select.
+
+Rules of this module:
+
+- A target is exactly one of: a command (after ``--``; none at all: the bundled demo
+  server), ``--ws URL``, ``--url URL`` (HTTP), or ``--config FILE --server NAME``
+  (``shell`` also takes ``--config FILE`` alone: every enabled server of the file). Giving
+  two is a usage error (exit 2), as is an option that does not apply to the target
+  (``--token`` without ``--ws`` or ``--url``, ``--token-in`` without ``--ws``, ``--header``
+  and ``--transport`` without ``--url``, ``--env``, ``--cwd`` and ``--inherit-env`` without a
+  command) and an empty ``--token`` (an unset ``"$TOKEN"`` expands to nothing).
+- Every target becomes ``ServerConfig`` entries, the shape a config file gives, so every
+  command builds its servers one way: ``hosted_from_config`` (the shell: a ``Host``). The
+  name of a target that is not a config entry is the one the library gives it
+  (``default_server_name`` of a command, the URL shown); the bundled demo is ``mcpl-demo``.
+- Policy: the default is to grant everything the server advertises; ``--grant`` patterns
+  replace it, ``--deny`` patterns are never granted. For a config entry, the file's policy
+  holds unless ``--grant``/``--deny`` are given, and its timeouts unless ``--timeout`` /
+  ``--request-timeout`` are.
+- ``--secret KEY=VALUE``: VALUE is a secret of every selected server; for a command,
+  ``KEY=VALUE`` is also set in its environment. The command shown goes through
+  ``redact_command``, a URL through ``shown_url`` / ``shown_http_url``.
+- The environment passed to a command is described once, from
+  ``transports.stdio.ENV_ALLOWLIST`` (``passed_environment()``), for ``--help``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import anyio
+import click
+
+import mcpl_host
+from mcpl_host import report
+from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
+from mcpl_host.handlers import HostHandlers
+from mcpl_host.host import hosted_from_config
+from mcpl_host.hosted import HostedServer
+from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS
+from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
+from mcpl_host.observe import ConnectionObserver
+from mcpl_host.secrets import Redactor, redact_command
+from mcpl_host.transports import process_tree
+from mcpl_host.transports.http_params import shown_http_url
+from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
+from mcpl_host.transports.websocket import shown_url
+
+__all__ = [
+    "DEMO_NAME",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_SERVER_FAILED",
+    "EXIT_USAGE",
+    "LEVELS",
+    "EnvPair",
+    "Seconds",
+    "Selection",
+    "demo_server_path",
+    "end_children",
+    "load_config_or_exit",
+    "own_children",
+    "passed_environment",
+    "reap_strays",
+    "select_servers",
+    "server_options",
+]
+
+#: Exit statuses shared by every command: 0 done; 1 the server failed (or, for ``call``,
+#: answered an error or ``isError``); 2 usage or configuration error; 130 interrupted.
+EXIT_OK, EXIT_SERVER_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: Log levels of ``--log-level`` and ``--stderr-level``.
+LEVELS = ["debug", "info", "warning", "error"]
+#: The name of the bundled demo server when it is the target.
+DEMO_NAME = "mcpl-demo"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:  # click 8.2+ types are generic; 8.1's are not subscriptable at run time
+    _SecondsType = click.ParamType[float]
+    _PairType = click.ParamType[tuple[str, str]]
+else:
+    _SecondsType = _PairType = click.ParamType
+
+
+def passed_environment() -> str:
+    """The variables a command gets from this environment by default, as one phrase:
+    ``ENV_ALLOWLIST`` sorted, then the prefixes (``LC_*``)."""
+    names = sorted(ENV_ALLOWLIST, key=lambda name: (name.lower(), name))
+    return ", ".join([*names, *(f"{prefix}*" for prefix in ENV_ALLOWLIST_PREFIXES)])
+
+
+# --- the process tree -------------------------------------------------------------------------
+
+
+def own_children(enabled: bool) -> bool:
+    """Make this process a child subreaper (Linux; ``enabled``: not ``--no-subreaper``)."""
+    return enabled and process_tree.supported() and process_tree.become_child_subreaper()
+
+
+def end_children(owned: bool) -> None:
+    """Every server is closed: kill and reap whatever descendant is left (a daemon that lost
+    every mark its server's tree is found by), saying so on stderr."""
+    if owned:
+        left = process_tree.end_descendants()
+        if left:
+            click.echo(f"mcpl-host: killed {left} process(es) the servers left behind", err=True)
+
+
+async def reap_strays(interval: float) -> None:
+    """Reap orphans reparented to this process (it owns all its children), every ``interval``
+    seconds, until cancelled."""
+    while True:
+        await anyio.sleep(interval)
+        process_tree.reap_strays()
+
+
+def demo_server_path() -> Path:
+    """The bundled demo server: in the wheel (``_fixtures``) or in a source checkout.
+    Raises ``click.UsageError`` (exit 2) when neither exists."""
+    package = Path(mcpl_host.__file__).parent
+    for path in (package / "_fixtures" / "demo_server.py", package.parent / "fixtures" / "demo_server.py"):
+        if path.is_file():
+            return path
+    raise click.UsageError(
+        "the bundled demo server is missing from this installation; give a server command after '--'"
+    )
+
+
+# --- parameter types --------------------------------------------------------------------------
+
+
+class Seconds(_SecondsType):
+    """A number of seconds: a non-negative decimal (``inf`` allowed); zero only if allowed."""
+
+    name = "SECONDS"
+
+    def __init__(self, *, allow_zero: bool) -> None:
+        self.allow_zero = allow_zero
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if math.isnan(number) or number < 0 or (number == 0 and not self.allow_zero):
+            self.fail(
+                f"{value!r} must be {'zero or more' if self.allow_zero else 'more than zero'} seconds",
+                param,
+                ctx,
+            )
+        return number
+
+
+class EnvPair(_PairType):
+    """``KEY=VALUE``; the value may be a secret, so an error message never repeats it."""
+
+    name = "KEY=VALUE"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, str]:
+        if isinstance(value, tuple):
+            return cast("tuple[str, str]", value)
+        key, sep, val = str(value).partition("=")
+        if not sep or not key or "\0" in value:
+            self.fail("expected KEY=VALUE with a non-empty KEY (the value is not shown)", param, ctx)
+        return key, val
+
+
+def _check_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """Refuse a ``--grant``/``--deny`` pattern that matches no capability path (exit 2)."""
+    for pattern in value:
+        problem = pattern_problem(pattern)
+        if problem is not None:
+            raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
+
+
+# --- the options --------------------------------------------------------------------------------
+
+
+def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool = False) -> Callable[[F], F]:
+    """The target, environment, timeout, policy and logging options (module rules), for a
+    command whose help says ``verb`` ("probe", "call"...). ``stderr_level``: offer
+    ``--stderr-level``; ``many``: ``--config FILE`` without ``--server`` selects every
+    server."""
+    server_help = (
+        "With --config: the server to use (default: every enabled server of the file)."
+        if many
+        else f"With --config: the server to {verb}."
+    )
+    options = [
+        click.option(
+            "--ws",
+            "ws_url",
+            metavar="URL",
+            help=f"{verb.capitalize()} the WebSocket server at URL (ws:// or wss://) instead of starting a command.",
+        ),
+        click.option(
+            "--url",
+            "http_url",
+            metavar="URL",
+            help=f"{verb.capitalize()} the MCP server at URL over HTTP (http:// or https://): Streamable "
+            "HTTP, or the older HTTP+SSE transport when the server refuses it (see --transport).",
+        ),
+        click.option(
+            "--transport",
+            "http_transport",
+            type=click.Choice(["auto", "streamable-http", "sse"]),
+            default="auto",
+            show_default=True,
+            help="With --url: the HTTP transport; 'auto' tries Streamable HTTP, then HTTP+SSE.",
+        ),
+        click.option(
+            "--header",
+            "http_headers",
+            type=EnvPair(),
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="With --url: a header sent on every request (repeatable). Values are secrets: "
+            "they are redacted from all output.",
+        ),
+        click.option(
+            "--token",
+            envvar="MCPL_HOST_TOKEN",
+            metavar="TOKEN",
+            help="With --ws or --url: the credential to send (default: $MCPL_HOST_TOKEN); over "
+            "HTTP always as 'Authorization: Bearer'. Redacted from all output.",
+        ),
+        click.option(
+            "--token-in",
+            type=click.Choice(["header", "query"]),
+            default="header",
+            show_default=True,
+            help="With --ws: send the token as 'Authorization: Bearer' or as the query parameter token.",
+        ),
+        click.option(
+            "--config",
+            "config_file",
+            type=click.Path(dir_okay=False),
+            metavar="FILE",
+            help="Use a server of this config file (with --server), with its settings: command or "
+            "URL, env, grant and feature-set policy, timeouts. --grant/--deny and an explicit "
+            "--timeout/--request-timeout override the file.",
+        ),
+        click.option("--server", "server_name", metavar="NAME", help=server_help),
+        click.option(
+            "--env",
+            "env",
+            type=EnvPair(),
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Set a variable in the server's environment (repeatable). Values of secret names "
+            "(TOKEN, KEY, SECRET, PASSWORD, AUTH...) are redacted from all output; others are plain "
+            "settings.",
+        ),
+        click.option(
+            "--secret",
+            "secrets",
+            type=EnvPair(),
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="A secret: VALUE is redacted from all output, whatever KEY says (repeatable). With a "
+            "command, KEY=VALUE is also set in its environment.",
+        ),
+        click.option(
+            "--inherit-env",
+            is_flag=True,
+            help=f"Pass this shell's whole environment to the server (default: only {passed_environment()}).",
+        ),
+        click.option(
+            "--cwd", type=click.Path(exists=True, file_okay=False), help="Working directory of the server."
+        ),
+        click.option(
+            "--timeout",
+            type=Seconds(allow_zero=False),
+            default=DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
+            show_default=True,
+            help="Seconds to wait for the server's answer to initialize (with --ws: also for the "
+            "WebSocket opening handshake).",
+        ),
+        click.option(
+            "--request-timeout",
+            type=Seconds(allow_zero=False),
+            default=DEFAULT_REQUEST_TIMEOUT_SECONDS,
+            show_default=True,
+            help="Seconds to wait for each later answer.",
+        ),
+        click.option(
+            "--grant",
+            "grants",
+            multiple=True,
+            metavar="PATTERN",
+            callback=_check_patterns,
+            help="Grant only the advertised MCPL capabilities matching PATTERN (repeatable; '*' "
+            "matches one segment, e.g. 'channels.*'). Default: grant all advertised.",
+        ),
+        click.option(
+            "--deny",
+            "denies",
+            multiple=True,
+            metavar="PATTERN",
+            callback=_check_patterns,
+            help="Never grant capabilities matching PATTERN (repeatable; wins over --grant).",
+        ),
+        click.option(
+            "--log-level",
+            type=click.Choice(LEVELS),
+            default="warning",
+            show_default=True,
+            help="Least level of log lines written to stderr.",
+        ),
+    ]
+    if stderr_level:
+        options.append(
+            click.option(
+                "--stderr-level",
+                type=click.Choice(LEVELS),
+                default="debug",
+                show_default=True,
+                help="Level at which the server's stderr lines are logged.",
+            )
+        )
+    options.append(
+        click.option(
+            "--no-subreaper",
+            "no_subreaper",
+            is_flag=True,
+            help="Linux: do not make mcpl-host a child subreaper. A server's descendant that leaves "
+            "its process group is then still stopped when found by its marks, but not one that "
+            "loses them all.",
+        )
+    )
+
+    def decorate(function: F) -> F:
+        for option in reversed(options):
+            function = option(function)
+        return function
+
+    return decorate
+
+
+# --- the selection ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What the options selected: ``servers`` (name -> ``ServerConfig``; one entry, except
+    ``shell --config FILE`` without ``--server``), ``target`` (for the probe document:
+    ``command`` shown redacted, and ``url`` or ``config``) and ``stderr_log_level``."""
+
+    servers: dict[str, ServerConfig]
+    target: dict[str, Any]
+    stderr_log_level: str = "debug"
+
+    @property
+    def only(self) -> ServerConfig:
+        """The one server selected."""
+        (server,) = self.servers.values()
+        return server
+
+    def hosted(
+        self, *, handlers: HostHandlers | None = None, observer: ConnectionObserver | None = None
+    ) -> HostedServer:
+        """A ``HostedServer`` of the one server selected (``hosted_from_config``). Its
+        configuration was checked by ``select_servers``, so this does not raise."""
+        return hosted_from_config(
+            self.only, handlers=handlers, observer=observer, stderr_log_level=self.stderr_log_level
+        )
+
+
+def load_config_or_exit(ctx: click.Context, path: str) -> HostConfig:
+    """The config at ``path``; on problems, print every one to stderr and exit 2."""
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        count = len(exc.problems)
+        click.echo(
+            f"Error: {path} has {count} problem{'s' if count != 1 else ''}; nothing was started:", err=True
+        )
+        for problem in exc.problems:
+            click.echo(f"  {report.safe_text(str(problem), max_chars=1000)}", err=True)
+        ctx.exit(EXIT_USAGE)
+
+
+def _explicit(ctx: click.Context) -> set[str]:
+    return {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    }
+
+
+def _check_target(ctx: click.Context, options: dict[str, Any], command: tuple[str, ...], many: bool) -> None:
+    explicit = _explicit(ctx)
+    ws_url, http_url, config_file = options["ws_url"], options["http_url"], options["config_file"]
+    targets = [
+        what
+        for what, given in (
+            ("a command", command),
+            ("--ws", ws_url),
+            ("--url", http_url),
+            ("--config", config_file),
+        )
+        if given
+    ]
+    if len(targets) > 1:
+        raise click.UsageError(
+            f"give a command, --ws URL, --url URL or --config FILE, not {' and '.join(targets)}"
+        )
+    if not many and (config_file is None) != (options["server_name"] is None):
+        raise click.UsageError("--config FILE and --server NAME go together")
+    if many and options["server_name"] is not None and config_file is None:
+        raise click.UsageError("--server NAME goes with --config FILE")
+    if ws_url is None and http_url is None and "token" in explicit:
+        raise click.UsageError("--token applies only with --ws or --url")
+    if ws_url is None and "token_in" in explicit:
+        raise click.UsageError("--token-in applies only with --ws")
+    if http_url is None and explicit & {"http_headers", "http_transport"}:
+        raise click.UsageError("--header and --transport apply only with --url")
+    if (ws_url or http_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
+        raise click.UsageError("--env, --cwd and --inherit-env apply only to a command")
+    if (ws_url or http_url) and options["token"] is not None and not options["token"]:
+        raise click.UsageError(
+            "--token is empty: give the credential itself (an unset variable, as in --token "
+            '"$TOKEN", expands to nothing), or leave --token out'
+        )
+
+
+def _named(config: ServerConfig, prefix: str) -> ServerConfig:
+    """``config`` with the name the library gives such a server; ``prefix`` names the option
+    in the usage error for a configuration the library refuses (never holding a secret)."""
+    try:
+        name = hosted_from_config(dataclasses.replace(config, name="")).name
+    except ValueError as exc:  # a bad URL, token or header: the message holds none of them
+        raise click.UsageError(f"{prefix}: {exc}") from None
+    return dataclasses.replace(config, name=name)
+
+
+def select_servers(
+    ctx: click.Context, options: dict[str, Any], command: tuple[str, ...], *, many: bool = False
+) -> Selection:
+    """The servers ``options`` (the ``server_options`` values) and ``command`` (the words
+    after ``--``) select (module rules). Raises ``click.UsageError`` (exit 2) and exits 2
+    on config problems, before anything is started."""
+    _check_target(ctx, options, command, many)
+    explicit = _explicit(ctx)
+    grants, denies = options["grants"], options["denies"]
+    policy = (
+        GrantPolicy(grant=grants, deny=denies)
+        if grants
+        else GrantPolicy(grant_all_advertised=True, deny=denies)
+    )
+    timeout, request_timeout = options["timeout"], options["request_timeout"]
+    explicit_secrets = tuple(value for _, value in options["secrets"] if value)
+    stderr_log_level = options.get("stderr_level") or "debug"
+    limits_fields = {"handshake_timeout_seconds": timeout, "request_timeout_seconds": request_timeout}
+
+    config_file, server_name = options["config_file"], options["server_name"]
+    if config_file is not None:
+        servers = load_config_or_exit(ctx, config_file).servers
+        if server_name is not None:
+            if server_name not in servers:
+                known = ", ".join(servers) or "none"
+                raise click.UsageError(
+                    f"--server: no server named {server_name!r} in {config_file} (it has: {known})"
+                )
+            chosen = {server_name: servers[server_name]}
+        else:
+            chosen = {name: server for name, server in servers.items() if not server.disabled}
+            if not chosen:
+                raise click.UsageError(f"{config_file} has no enabled server")
+        overridden = {
+            field: value
+            for option, field, value in (
+                ("timeout", "handshake_timeout_seconds", timeout),
+                ("request_timeout", "request_timeout_seconds", request_timeout),
+            )
+            if option in explicit
+        }
+        for name, server in chosen.items():
+            server = dataclasses.replace(
+                server,
+                limits=dataclasses.replace(server.limits, **overridden),
+                secrets=(*server.secrets, *explicit_secrets),
+            )
+            if explicit & {"grants", "denies"}:
+                server = dataclasses.replace(server, grant_policy=policy)
+            chosen[name] = server
+        first = next(iter(chosen.values()))
+        target: dict[str, Any] = {
+            "command": redact_command([first.command, *first.args]) if first.command else [],
+            "config": {"file": config_file, "server": server_name},
+        }
+        for server in chosen.values():
+            _named(server, "--config")  # the library accepts each entry
+        return Selection(chosen, target, stderr_log_level)
+
+    base = ServerConfig(name="", transport="stdio", grant_policy=policy, secrets=explicit_secrets)
+    base = dataclasses.replace(base, limits=dataclasses.replace(base.limits, **limits_fields))
+    if options["http_url"] is not None:
+        url, headers, token = options["http_url"], dict(options["http_headers"]), options["token"]
+        kind = options["http_transport"]
+        server = _named(
+            dataclasses.replace(
+                base,
+                transport="http" if kind == "auto" else kind,
+                url=url,
+                token=token,
+                headers=headers,
+            ),
+            "--url",
+        )
+        shown = [secret for secret in (token, *headers.values(), *explicit_secrets) if secret]
+        target = {"command": [], "url": shown_http_url(url, Redactor(shown))}
+    elif options["ws_url"] is not None:
+        url, token = options["ws_url"], options["token"]
+        server = _named(
+            dataclasses.replace(
+                base, transport="websocket", url=url, token=token, token_in=options["token_in"]
+            ),
+            "--ws",
+        )
+        target = {"command": [], "url": shown_url(url, Redactor(server.secrets_for_redaction))}
+    else:
+        words = list(command) or [sys.executable, str(demo_server_path())]
+        server = dataclasses.replace(
+            base,
+            command=words[0],
+            args=tuple(words[1:]),
+            env={**dict(options["env"]), **dict(options["secrets"])},
+            cwd=options["cwd"],
+            inherit_env=options["inherit_env"],
+        )
+        server = dataclasses.replace(server, name=DEMO_NAME) if not command else _named(server, "command")
+        target = {"command": redact_command(words)}
+    return Selection({server.name: server}, target, stderr_log_level)

@@ -1,0 +1,317 @@
+"""Arguments from a command line for ``tools/call`` and ``prompts/get``: one JSON object, or
+``key=value`` words coerced by the tool's ``inputSchema``, then checked against it. Pure.
+
+Rules of this module:
+
+- **Words.** The arguments are either one word that is a JSON object (it starts with ``{``)
+  or ``key=value`` words, split at the first ``=``. A word without ``=``, an empty key, a key
+  given twice and a JSON word that is not an object are errors (``ArgumentError``), each
+  naming the argument.
+- **Coercion** (``key=value``): a value is read by the JSON types its property schema allows:
+  ``type``, else the types of its ``const`` / ``enum`` values, else those of its ``anyOf`` /
+  ``oneOf`` branches (a local ``$ref`` is followed; ``allOf``: its first branch that names
+  types), looked at ``MAX_SCHEMA_WALK`` levels deep at most.
+
+  - ``string`` only: the value as written (``text=123`` is the string ``"123"``).
+  - Other types: the value read as JSON, when it is JSON of an allowed type (a number,
+    ``true``/``false``, ``null``, an array, an object); otherwise, when ``string`` is
+    allowed, the value as written; otherwise an error naming the argument and the types.
+    A whole number written for ``integer`` (``2.0``) is sent as an integer.
+  - No type known (no property schema, or one that names no type): JSON when the value
+    reads as JSON, else the value as written.
+- **Checking** (``schema_problems``): the whole object against the schema, by the dialect
+  its ``$schema`` names, JSON Schema 2020-12 otherwise (MCP 2025-11-25 "Tools": the default
+  dialect of ``inputSchema``). Each problem is one line naming the argument; at most
+  ``MAX_PROBLEMS`` are listed. Only local references resolve (nothing is fetched). A schema
+  the validator cannot use (invalid, nested too deep, an unresolvable ``$ref``) raises
+  ``UnusableSchema``: the caller decides (the command line warns and sends unchecked).
+- **Prompts** (``prompt_arguments``): values are strings, as MCP 2025-11-25 "Prompts" has
+  them; a required argument left out and a name the prompt does not declare are errors.
+- JSON is read by the standard library, without ``NaN`` or ``Infinity``; a value nested
+  too deep for it is an error naming the argument, never a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
+import referencing
+import referencing.exceptions
+import referencing.jsonschema
+
+__all__ = [
+    "JSON_TYPES",
+    "MAX_PROBLEMS",
+    "MAX_SCHEMA_WALK",
+    "ArgumentError",
+    "UnusableSchema",
+    "allowed_types",
+    "argument_names",
+    "coerce_value",
+    "parse_arguments",
+    "parse_json",
+    "prompt_arguments",
+    "schema_problems",
+]
+
+#: The JSON Schema type names.
+JSON_TYPES = ("string", "number", "integer", "boolean", "null", "array", "object")
+#: Schema levels looked through for the types of one property (``anyOf`` in ``anyOf``...).
+MAX_SCHEMA_WALK = 8
+#: Problems listed by ``schema_problems``; further ones are counted in one last line.
+MAX_PROBLEMS = 10
+
+
+class ArgumentError(ValueError):
+    """Arguments that cannot be sent: ``argument`` names the one at fault (None: all of
+    them), ``str()`` is one sentence."""
+
+    def __init__(self, message: str, argument: str | None = None) -> None:
+        super().__init__(message)
+        self.argument = argument
+
+
+class UnusableSchema(ValueError):
+    """The schema cannot check anything (not a valid schema, too deep, an unresolvable
+    ``$ref``); ``str()`` says why."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str) -> Any:
+    """``text`` as JSON (RFC 8259): no ``NaN``/``Infinity``. Raises ``ValueError`` (not
+    JSON, or nested deeper than the parser recurses)."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+def json_types(value: Any) -> set[str]:
+    """The JSON Schema types ``value`` (a parsed JSON value) is an instance of."""
+    if value is None:
+        return {"null"}
+    if isinstance(value, bool):
+        return {"boolean"}
+    if isinstance(value, int):
+        return {"integer", "number"}
+    if isinstance(value, float):
+        return {"number", "integer"} if value.is_integer() else {"number"}
+    if isinstance(value, str):
+        return {"string"}
+    if isinstance(value, list):
+        return {"array"}
+    return {"object"}
+
+
+def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+    ref = schema.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return schema
+    try:
+        resource: referencing.Resource[Any] = referencing.jsonschema.DRAFT202012.create_resource(root)
+        registry: referencing.Registry[Any] = referencing.Registry()
+        contents: Any = registry.with_resource("", resource).resolver().lookup(ref).contents
+        return contents
+    except (referencing.exceptions.Unresolvable, referencing.exceptions.Unretrievable, TypeError):
+        return schema
+
+
+def _items(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty list."""
+    return cast("list[object]", value) if isinstance(value, list) else []
+
+
+def allowed_types(schema: Any, root: Mapping[str, Any] | None = None, _depth: int = 0) -> set[str] | None:
+    """The JSON types a property schema allows (module rules), or None when it names none.
+    ``root``: the whole schema, for local ``$ref``. Never raises."""
+    if not isinstance(schema, Mapping) or _depth > MAX_SCHEMA_WALK:
+        return None
+    schema = cast("Mapping[str, Any]", schema)
+    if root is not None and "$ref" in schema:
+        resolved = _resolve(schema, root)
+        if resolved is not schema:
+            return allowed_types(resolved, root, _depth + 1)
+    declared = schema.get("type")
+    if isinstance(declared, str) and declared in JSON_TYPES:
+        return {declared}
+    if isinstance(declared, list):
+        names = {t for t in _items(declared) if isinstance(t, str) and t in JSON_TYPES}
+        if names:
+            return names
+    if "const" in schema:
+        return json_types(schema["const"])
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum:
+        found: set[str] = set()
+        for item in _items(enum):
+            found |= json_types(item)
+        return found
+    for key in ("anyOf", "oneOf"):
+        branches = schema.get(key)
+        if isinstance(branches, list) and branches:
+            union: set[str] = set()
+            for branch in _items(branches):
+                types = allowed_types(branch, root, _depth + 1)
+                if types is None:
+                    return None  # a branch that allows anything: anything goes
+                union |= types
+            return union
+    branches = schema.get("allOf")
+    if isinstance(branches, list):
+        for branch in _items(branches):
+            types = allowed_types(branch, root, _depth + 1)
+            if types is not None:
+                return types
+    return None
+
+
+def coerce_value(name: str, text: str, types: set[str] | None) -> Any:
+    """The value of ``name=text`` for a property allowing ``types`` (None: unknown; module
+    rules). Raises ``ArgumentError`` naming ``name``."""
+    if types == {"string"}:
+        return text
+    try:
+        value = parse_json(text)
+    except ValueError:
+        value, parsed = None, False
+    else:
+        parsed = True
+    if types is None:
+        return value if parsed else text
+    if parsed and json_types(value) & types:
+        if isinstance(value, float) and "integer" in types and "number" not in types:
+            return int(value)
+        return value
+    if "string" in types:
+        return text
+    shown = text if len(text) <= 40 else text[:40] + "…"
+    raise ArgumentError(f"argument {name!r} must be {_article(types)}, not {shown!r}", name)
+
+
+#: How an error names what a type allows.
+_TYPE_WORDS = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "true or false",
+    "null": "null",
+    "array": "a JSON array",
+    "object": "a JSON object",
+}
+
+
+def _article(types: set[str]) -> str:
+    shown = types - {"integer"} if "number" in types else types  # an integer is a number
+    words = [_TYPE_WORDS[name] for name in sorted(shown, key=JSON_TYPES.index)]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _properties(schema: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    return cast("Mapping[str, Any]", props) if isinstance(props, Mapping) else {}
+
+
+def argument_names(schema: Mapping[str, Any] | None) -> list[str]:
+    """The property names of a tool's ``inputSchema``, in its order (for completion)."""
+    return [str(name) for name in _properties(schema)]
+
+
+def _words(words: Sequence[str]) -> dict[str, str] | dict[str, Any]:
+    """``key=value`` words as a dict of texts, or the one JSON object word as a dict."""
+    if len(words) == 1 and words[0].lstrip().startswith("{"):
+        try:
+            value = parse_json(words[0])
+        except ValueError as exc:
+            raise ArgumentError(f"the arguments are not a JSON object: {exc}") from None
+        if not isinstance(value, dict):
+            raise ArgumentError("the arguments are not a JSON object")
+        return cast("dict[str, Any]", value)
+    texts: dict[str, str] = {}
+    for word in words:
+        key, sep, text = word.partition("=")
+        if not sep:
+            raise ArgumentError(f"{word!r} is not KEY=VALUE (or give one JSON object)", word)
+        if not key:
+            raise ArgumentError(f"{word!r} has no argument name before '='")
+        if key in texts:
+            raise ArgumentError(f"argument {key!r} is given twice", key)
+        texts[key] = text
+    return texts
+
+
+def parse_arguments(words: Sequence[str], schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``arguments`` object of ``tools/call`` from the command line ``words`` (module
+    rules), coerced by ``schema`` (the tool's ``inputSchema``; None: no types known). Not
+    yet checked against the schema (``schema_problems``). Raises ``ArgumentError``."""
+    if len(words) == 1 and words[0].lstrip().startswith("{"):
+        return _words(words)
+    texts = cast("dict[str, str]", _words(words))
+    props = _properties(schema)
+    root = schema if isinstance(schema, Mapping) else None
+    return {key: coerce_value(key, text, allowed_types(props.get(key), root)) for key, text in texts.items()}
+
+
+def _problem(error: jsonschema.exceptions.ValidationError) -> str:
+    path = list(error.absolute_path)
+    if path:
+        where = f"argument {path[0]!r}" + "".join(f"[{step!r}]" for step in path[1:])
+        return f"{where}: {error.message}"
+    required: Any = error.validator_value
+    instance: Any = error.instance
+    if error.validator == "required" and isinstance(required, list) and isinstance(instance, dict):
+        missing = [name for name in _items(required) if name not in instance]
+        if missing:
+            return f"argument {missing[0]!r} is required"
+    return f"arguments: {error.message}"
+
+
+def schema_problems(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """Each way ``arguments`` breaks ``schema`` (module rules), one line each, sorted by
+    argument; empty when they conform. Raises ``UnusableSchema``."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an unknown $schema: the 2020-12 default
+            cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        cls.check_schema(dict(schema))
+        validator = cls(dict(schema))
+        errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: [str(p) for p in e.path])
+    except jsonschema.exceptions.SchemaError as exc:
+        raise UnusableSchema(f"it is not a valid JSON Schema ({exc.message})") from None
+    except RecursionError:
+        raise UnusableSchema("it is nested too deep to check") from None
+    except Exception as exc:  # an unresolvable $ref, or another failure inside the validator
+        raise UnusableSchema(f"the validator could not use it ({type(exc).__name__})") from None
+    problems = [_problem(error) for error in errors[:MAX_PROBLEMS]]
+    if len(errors) > MAX_PROBLEMS:
+        problems.append(f"... and {len(errors) - MAX_PROBLEMS} more")
+    return problems
+
+
+def prompt_arguments(words: Sequence[str], declared: Sequence[Any]) -> dict[str, str]:
+    """The ``arguments`` of ``prompts/get`` from the command line ``words``: strings only;
+    ``declared`` is the prompt's ``arguments`` list (``{name, required?}`` objects, as
+    sent). Raises ``ArgumentError`` for a value that is not a string, a name the prompt does
+    not declare, or a required argument left out."""
+    given = _words(words)
+    for key, value in given.items():
+        if not isinstance(value, str):
+            raise ArgumentError(f"argument {key!r} must be a string (prompt arguments are strings)", key)
+    entries = [cast("dict[str, Any]", d) for d in declared if isinstance(d, dict)]
+    names = [d.get("name") for d in entries if isinstance(d.get("name"), str)]
+    for key in given:
+        if key not in names:
+            known = ", ".join(cast("list[str]", names)) or "none"
+            raise ArgumentError(f"the prompt has no argument {key!r} (it has: {known})", key)
+    for entry in entries:
+        if entry.get("required") is True and entry.get("name") not in given:
+            raise ArgumentError(f"argument {entry.get('name')!r} is required", str(entry.get("name")))
+    return cast("dict[str, str]", given)

@@ -1,0 +1,132 @@
+"""The ``mcpl-host shell`` command: select the servers (``cli_target``), host them in a
+``Host`` with the shell's handlers, and run the interactive or piped loop
+(``shell.terminal``).
+
+Rules of this module:
+
+- The servers: a command after ``--`` (default: the bundled demo server), ``--ws URL``,
+  ``--url URL``, ``--config FILE --server NAME``, or ``--config FILE`` alone for every enabled
+  server of the file; the options are ``probe``'s (``cli_target.server_options``), with the
+  same default policy (grant everything advertised; a config entry keeps its own unless
+  ``--grant``/``--deny`` are given). Each server restarts per its restart policy.
+- ``--auto-answer TEXT`` answers every ``inference/request`` with TEXT; without it, each
+  one is held until answered by hand (``shell.held``).
+- Exit status: 0 when the session ended (interactive), or every piped command succeeded;
+  1 when a piped command failed; 2 usage or configuration error; 130 interrupted before
+  the session began.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import anyio
+import click
+
+from mcpl_host.cli_target import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SERVER_FAILED,
+    end_children,
+    own_children,
+    select_servers,
+    server_options,
+)
+from mcpl_host.handlers import HostHandlers
+from mcpl_host.host import Host
+from mcpl_host.logging import configure_logging
+from mcpl_host.shell.held import HeldRequests, ShellHandlers
+from mcpl_host.shell.session import Printer, Session
+from mcpl_host.shell.terminal import PipePrinter, TerminalPrinter, interactive, is_interactive, piped
+
+__all__ = ["shell"]
+
+
+async def _session(
+    servers: dict[str, Any], auto_answer: str | None, history: str | None, log_level: str
+) -> int:
+    held = HeldRequests()
+
+    def handlers(name: str) -> HostHandlers:
+        timeout = servers[name].limits.held_request_timeout_seconds
+        return ShellHandlers(name, held, auto_answer=auto_answer, timeout=timeout)
+
+    terminal = is_interactive()
+    if terminal:
+        from prompt_toolkit.patch_stdout import patch_stdout
+
+        with patch_stdout(raw=True):
+            configure_logging(log_level, stream=sys.stderr)  # above the prompt too
+            async with Host(servers, handlers_factory=handlers) as host:
+                session = Session(host, held, TerminalPrinter(), current=host.servers[0])
+                await interactive(session, history=history)
+        return EXIT_OK
+    configure_logging(log_level)
+    printer: Printer = PipePrinter()
+    async with Host(servers, handlers_factory=handlers) as host:
+        session = Session(host, held, printer, current=host.servers[0])
+        await piped(session)
+    return EXIT_SERVER_FAILED if session.failures else EXIT_OK
+
+
+@click.command(
+    context_settings={"max_content_width": 100},
+    epilog="""\b
+Examples:
+  mcpl-host shell                                   # the bundled demo MCPL server
+  mcpl-host shell --env DEMO_EXTRAS=1               # ... with its ask tool (inference/request)
+  mcpl-host shell -- python -m mcp_server_time
+  mcpl-host shell --config servers.json             # every server of the file
+  printf 'tools\\ncall add a=1 b=2\\n' | mcpl-host shell""",
+)
+@server_options(verb="use", stderr_level=False, many=True)
+@click.option(
+    "--auto-answer",
+    metavar="TEXT",
+    help="Answer every inference/request with TEXT (default: hold each one until you answer it: "
+    "pending, answer ID TEXT).",
+)
+@click.option(
+    "--history",
+    "history",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Keep the command history in FILE (lines redacted); default: for this session only.",
+)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
+@click.pass_context
+def shell(
+    ctx: click.Context,
+    /,
+    auto_answer: str | None,
+    history: str | None,
+    command: tuple[str, ...],
+    **options: Any,
+) -> None:
+    """Talk to MCPL and MCP servers interactively: call tools, read resources, get prompts,
+    change the grant, restart, answer inference requests by hand, and watch what the
+    servers send as it arrives.
+
+    Starts COMMAND (or dials --ws URL or --url URL, or starts --server NAME or every server
+    of --config FILE; with none of these, the bundled demo MCPL server). Type help for the
+    commands; Tab completes commands, server, tool, resource and prompt names and argument
+    names. With stdin not a terminal, reads one command per line and exits at its end.
+
+    \b
+    Exit status:
+      0    the session ended (piped: every command succeeded)
+      1    piped: a command failed
+      2    usage or configuration error
+      130  interrupted before the session began
+    """
+    selection = select_servers(ctx, options, command, many=True)
+    owned = own_children(not options["no_subreaper"])
+    try:
+        status = anyio.run(
+            _session, selection.servers, auto_answer, history, options["log_level"], backend="asyncio"
+        )
+    except KeyboardInterrupt:
+        status = EXIT_INTERRUPTED
+    end_children(owned)
+    ctx.exit(status)

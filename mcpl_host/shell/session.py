@@ -1,0 +1,422 @@
+"""One shell session over a ``Host``: runs parsed commands against the servers, prints what
+the servers send unasked as it arrives, and keeps the completion ``Catalog`` up to date.
+
+Rules of this module:
+
+- Every server goes through the ``Host`` (one server or every server of a config): calls by
+  name, grant changes (``Host.update_policy``, kept across restarts), restarts
+  (``Host.restart``). A command for a server that is not ready waits for it up to its
+  request timeout.
+- Output goes through a ``Printer`` (the terminal one prints above the prompt); every
+  server value is redacted with that server's ``Redactor`` and shown through
+  ``report.safe_text`` (terminal escapes and invisible characters escaped, long values cut).
+- Events: each ``HostEvent`` is one line as ``mcpl-host run`` shows it (the server's name
+  left out when there is only one). A held request is announced when it arrives.
+- ``execute()`` never raises for a failed command: it prints one line saying why and
+  returns False (counted in ``failures``). Only cancellation goes through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, cast
+
+import anyio
+import anyio.abc
+from rich.text import Text
+
+from mcpl_host import report
+from mcpl_host.coerce import ArgumentError, UnusableSchema, parse_arguments, prompt_arguments, schema_problems
+from mcpl_host.host import Host, ServerNotConnected, UnknownServer
+from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError, RemoteError, RequestTimeout
+from mcpl_host.mcp_methods import Tool
+from mcpl_host.shell.commands import Command, CommandError, changed_policy, help_text, still_denied
+from mcpl_host.shell.completion import Catalog, tool_info
+from mcpl_host.shell.held import HeldRequest, HeldRequests, question
+
+__all__ = ["Printer", "Session"]
+
+#: Notifications after which a server's lists are fetched again (MCP 2025-11-25).
+_LIST_CHANGED = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/resources/list_changed",
+        "notifications/prompts/list_changed",
+    }
+)
+
+
+class Printer(Protocol):
+    """Where a session writes: ``line`` one line of text, ``event`` one event line (``head``
+    the time, ``rest`` the event), wrapped as ``report.print_event_line`` does."""
+
+    def line(self, text: Text) -> None: ...
+
+    def event(self, head: Text, rest: Text) -> None: ...
+
+
+class _Failed(Exception):
+    """A command that cannot run as asked; ``str()`` is the line to print."""
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    items = cast("list[object]", value) if isinstance(value, list) else [value]
+    return [cast("dict[str, Any]", item) for item in items if isinstance(item, dict)]
+
+
+class Session:
+    """Runs commands against ``host``'s servers (module rules). ``current``: the server
+    commands go to by default."""
+
+    def __init__(self, host: Host, held: HeldRequests, printer: Printer, *, current: str) -> None:
+        self.host = host
+        self.held = held
+        self.out = printer
+        self.catalog = Catalog(servers=host.servers, current=current)
+        self.failures = 0
+        self._tg: anyio.abc.TaskGroup | None = None
+        held.on_held = self._announce_held
+        held.on_expired = self._announce_expired
+
+    # --- printing ----------------------------------------------------------------------------
+
+    def _shown(self, server: str, value: Any, **kwargs: Any) -> str:
+        return report.safe_text(report.redact_json(value, self.host.redactor(server)), **kwargs)
+
+    def say(self, text: str, style: str | None = None) -> None:
+        self.out.line(Text(text, style=style or ""))
+
+    def _announce_held(self, held: HeldRequest) -> None:
+        self.catalog.held = [h.id for h in self.held.list()]
+        asked = self._shown(held.server, question(held.params), max_chars=report.MAX_EVENT_CHARS)
+        where = f" from {held.server}" if len(self.catalog.servers) > 1 else ""
+        self.say(f"held {held.method} #{held.id}{where}: {asked}  (answer {held.id} TEXT)", "bold yellow")
+
+    def _announce_expired(self, held: HeldRequest) -> None:
+        self.catalog.held = [h.id for h in self.held.list()]
+        self.say(f"held {held.method} #{held.id} expired unanswered (answered -32603)", "yellow")
+
+    def prompt(self) -> str:
+        """The prompt: the current server, and how many requests are held."""
+        held = f" [{len(self.held)} held]" if len(self.held) else ""
+        return f"{self.catalog.current}{held}> "
+
+    # --- events ------------------------------------------------------------------------------
+
+    async def watch_events(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Print every event of every server until the host closes; fetch a server's lists
+        for completion when it is ready and when they change."""
+        subscription = self.host.events()
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            async for event in subscription:
+                shown = report.run_event(event.to_json(), self.host.redactor(event.server))
+                head, rest = report.run_event_text(shown, server=len(self.catalog.servers) > 1)
+                self.out.event(head, rest)
+                data = event.data
+                if event.kind in ("ready", "degraded") or (
+                    event.kind == "notification" and data.get("method") in _LIST_CHANGED
+                ):
+                    tg.start_soon(self.refresh, event.server)
+                elif event.kind == "channels_changed":
+                    self.catalog.channels[event.server] = [
+                        str(d.get("id")) for d in _objects(data.get("channels")) if "id" in d
+                    ]
+            tg.cancel_scope.cancel()
+
+    async def refresh(self, server: str) -> None:
+        """Fetch ``server``'s tools, resources and prompts into the catalog; a list the server
+        refuses or cannot give stays as it was."""
+        try:
+            conn = self.host.connection(server)
+        except MCPLHostError:
+            return
+        info = conn.server_info
+        capabilities = info.capabilities if info is not None else {}
+        mcpl = info.mcpl if info is not None and isinstance(info.mcpl, dict) else {}
+        feature_sets = mcpl.get("featureSets")
+        if isinstance(feature_sets, dict):
+            self.catalog.feature_sets[server] = [str(name) for name in cast("dict[str, Any]", feature_sets)]
+        try:
+            if "tools" in capabilities:
+                self.catalog.tools[server] = {
+                    t.name: tool_info(t.input_schema) for t in await conn.list_tools()
+                }
+            if "resources" in capabilities:
+                self.catalog.resources[server] = [r.uri for r in await conn.list_resources()]
+            if "prompts" in capabilities:
+                self.catalog.prompts[server] = {
+                    p.name: tuple(str(a.get("name")) for a in _objects(p.arguments) if "name" in a)
+                    for p in await conn.list_prompts()
+                }
+        except MCPLHostError:
+            return
+
+    # --- commands ----------------------------------------------------------------------------
+
+    async def execute(self, command: Command) -> bool:
+        """Run ``command``; False (and one line saying why) when it failed (module rules)."""
+        server = command.server or self.catalog.current
+        try:
+            if server not in self.catalog.servers:
+                raise UnknownServer(server)
+            handler: Callable[[Command, str], Any] = getattr(self, f"_do_{command.name}")
+            ok = await handler(command, server)
+        except (_Failed, CommandError, ArgumentError) as exc:
+            self.say(f"error: {exc}", "red")
+            ok = False
+        except RemoteError as exc:
+            self.say(f"server error {exc.code}: {self._shown(server, exc.message)}", "red")
+            ok = False
+        except RequestTimeout as exc:
+            self.say(f"no answer: {exc}", "red")
+            ok = False
+        except (UnknownServer, ServerNotConnected, LocalProtocolError) as exc:
+            self.say(f"error: {report.safe_text(str(exc))}", "red")
+            ok = False
+        except (MCPLHostError, OSError) as exc:
+            self.say(f"failed: {report.safe_text(str(exc) or type(exc).__name__)}", "red")
+            ok = False
+        if ok is False:
+            self.failures += 1
+        return ok is not False
+
+    async def _do_help(self, command: Command, server: str) -> None:
+        for line in help_text(command.words[0] if command.words else None):
+            self.say(line)
+
+    async def _do_quit(self, command: Command, server: str) -> None:
+        """Handled by the loop that reads the lines."""
+
+    _do_exit = _do_quit
+
+    async def _do_use(self, command: Command, server: str) -> None:
+        self.catalog.current = server
+        self.say(f"using {server}", "dim")
+
+    async def _do_servers(self, command: Command, server: str) -> None:
+        for name, snap in self.host.snapshot().items():
+            granted = ", ".join(snap.effective_capabilities) or "nothing"
+            mark = "*" if name == self.catalog.current else " "
+            who = f"{snap.server_name} {snap.server_version}" if snap.server_name else "—"
+            self.say(
+                f"{mark} {name}: {snap.state.replace('_', ' ')}, {self._shown(name, who)}, granted {granted}"
+            )
+
+    async def _do_tools(self, command: Command, server: str) -> None:
+        tools = await self.host.list_tools(server)
+        self.catalog.tools[server] = {t.name: tool_info(t.input_schema) for t in tools}
+        if not tools:
+            self.say("no tools", "dim")
+        for tool in tools:
+            schema = tool.input_schema
+            required = (
+                {str(name) for name in cast("list[object]", schema.get("required") or [])}
+                if isinstance(schema.get("required"), list)
+                else set[str]()
+            )
+            names = [f"{name}*" if name in required else name for name in tool_info(schema).arguments]
+            line = Text()
+            line.append(self._shown(server, tool.name), style="bold")
+            line.append(f"({self._shown(server, ', '.join(names))})")
+            if tool.description:
+                line.append(f"  {self._shown(server, tool.description)}", style="dim")
+            self.out.line(line)
+
+    async def _do_resources(self, command: Command, server: str) -> None:
+        resources = await self.host.list_resources(server)
+        self.catalog.resources[server] = [r.uri for r in resources]
+        if not resources:
+            self.say("no resources", "dim")
+        for resource in resources:
+            line = Text(self._shown(server, resource.uri), style="bold")
+            for extra in (resource.name, resource.mime_type, resource.description):
+                if extra:
+                    line.append(f"  {self._shown(server, extra)}", style="dim")
+            self.out.line(line)
+
+    async def _do_prompts(self, command: Command, server: str) -> None:
+        prompts = await self.host.list_prompts(server)
+        if not prompts:
+            self.say("no prompts", "dim")
+        for item in prompts:
+            args = _objects(item.arguments)
+            names = [f"{a.get('name')}{'*' if a.get('required') else ''}" for a in args]
+            line = Text(self._shown(server, item.name), style="bold")
+            line.append(f"({self._shown(server, ', '.join(names))})")
+            if item.description:
+                line.append(f"  {self._shown(server, item.description)}", style="dim")
+            self.out.line(line)
+
+    async def _tool(self, server: str, name: str) -> Tool:
+        tools = await self.host.list_tools(server)
+        self.catalog.tools[server] = {t.name: tool_info(t.input_schema) for t in tools}
+        found = next((t for t in tools if t.name == name), None)
+        if found is None:
+            names = ", ".join(report.safe_text(t.name, max_chars=80) for t in tools[:30]) or "none"
+            raise _Failed(f"no tool {report.safe_text(name)!r} (there are: {names})")
+        return found
+
+    async def _do_call(self, command: Command, server: str) -> bool:
+        name, words = command.words[0], command.words[1:]
+        tool = await self._tool(server, name)
+        arguments = parse_arguments(words, tool.input_schema)
+        try:
+            problems = schema_problems(arguments, tool.input_schema)
+        except UnusableSchema as exc:
+            self.say(
+                f"warning: the inputSchema of {name!r} cannot be checked: {exc}; sending unchecked", "yellow"
+            )
+            problems = []
+        if problems:
+            raise _Failed("the arguments do not fit the schema; nothing was sent: " + "; ".join(problems))
+        result = await self.host.call_tool(server, name, arguments)
+        content = report.redact_json(result.content, self.host.redactor(server))
+        for block in _objects(content):
+            if isinstance(block.get("text"), str):
+                self.say(
+                    report.safe_text(block["text"], max_chars=100_000, newlines=True),
+                    "red" if result.is_error else None,
+                )
+            else:
+                kind = report.safe_text(block.get("type"), max_chars=40)
+                mime = (
+                    f" {report.safe_text(block.get('mimeType'), max_chars=80)}"
+                    if block.get("mimeType")
+                    else ""
+                )
+                self.say(f"[{kind}{mime}]", "dim")
+        if result.structured_content is not None:
+            self.say(
+                f"structuredContent: {self._shown(server, result.structured_content, max_chars=2000)}", "dim"
+            )
+        if result.is_error:
+            self.say("the tool answered isError", "red")
+            return False
+        return True
+
+    async def _do_read(self, command: Command, server: str) -> None:
+        result = await self.host.read_resource(server, command.words[0])
+        for item in _objects(report.redact_json(result.contents, self.host.redactor(server))):
+            if isinstance(item.get("text"), str):
+                self.say(report.safe_text(item["text"], max_chars=100_000, newlines=True))
+            else:
+                blob = item.get("blob")
+                size = f", {len(blob)} base64 characters" if isinstance(blob, str) else ""
+                self.say(f"[{report.safe_text(item.get('mimeType') or 'blob', max_chars=80)}{size}]", "dim")
+
+    async def _do_prompt(self, command: Command, server: str) -> None:
+        name, words = command.words[0], command.words[1:]
+        prompts = await self.host.list_prompts(server)
+        found = next((p for p in prompts if p.name == name), None)
+        if found is None:
+            names = ", ".join(report.safe_text(p.name, max_chars=80) for p in prompts[:30]) or "none"
+            raise _Failed(f"no prompt {report.safe_text(name)!r} (there are: {names})")
+        result = await self.host.get_prompt(server, name, prompt_arguments(words, found.arguments))
+        for message in _objects(report.redact_json(result.messages, self.host.redactor(server))):
+            texts = [b["text"] for b in _objects(message.get("content")) if isinstance(b.get("text"), str)]
+            role = report.safe_text(message.get("role"), max_chars=20)
+            self.say(f"{role}: {report.safe_text(' '.join(texts), max_chars=100_000, newlines=True)}")
+
+    async def _do_channels(self, command: Command, server: str) -> None:
+        words = command.words
+        if command.sub is None:
+            channels = self.host.hosted(server).channels
+            self.catalog.channels[server] = [str(d.get("id")) for d in channels if "id" in d]
+            if not channels:
+                self.say("no channels registered", "dim")
+            for descriptor in channels:
+                self.say(self._shown(server, descriptor, max_chars=500))
+        elif command.sub == "open":
+            schema = {"properties": {"type": {"type": "string"}, "id": {"type": "string"}}}
+            given = parse_arguments(words, schema)
+            unknown = sorted(set(given) - {"type", "address", "metadata", "id", "history"})
+            if unknown:
+                raise _Failed(
+                    f"channels open takes type=, address=, metadata=, id= and history=, not {unknown[0]}="
+                )
+            metadata = given.get("metadata")
+            if metadata is not None and not isinstance(metadata, dict):
+                raise _Failed("metadata= must be a JSON object")
+            opened = await self.host.channels_open(
+                server,
+                type=given.get("type"),
+                address=given.get("address"),
+                metadata=cast("dict[str, Any] | None", metadata),
+                channel_id=given.get("id"),
+                history=given.get("history"),
+            )
+            self.say(f"opened: {self._shown(server, opened.channel or opened.raw, max_chars=500)}")
+        elif command.sub == "close":
+            closed = await self.host.channels_close(server, words[0])
+            self.say("closed" if closed else "not closed (the server said closed: false)")
+        else:
+            conversation, channel, text = words[0], words[1], " ".join(words[2:])
+            published = await self.host.channels_publish(server, conversation, channel, text)
+            if published.mode == "notification":
+                self.say("published (as a notification: no acknowledgement)")
+            else:
+                message = (
+                    f", message {self._shown(server, published.message_id)}" if published.message_id else ""
+                )
+                self.say(f"published: delivered {published.delivered}{message}")
+
+    async def _do_rollback(self, command: Command, server: str) -> bool:
+        feature_set, checkpoint = command.words
+        result = await self.host.state_rollback(server, feature_set, checkpoint)
+        reason = f": {self._shown(server, result.reason)}" if result.reason else ""
+        self.say(f"{result.outcome.replace('_', ' ')}{reason}", None if result.success else "yellow")
+        return result.success
+
+    async def _policy(self, verb: str, command: Command, server: str) -> None:
+        pattern = command.words[0]
+        hosted = self.host.hosted(server)
+        policy = changed_policy(hosted.policy, verb, pattern)
+        change = await self.host.update_policy(server, policy)
+        if change.deferred:
+            self.say(f"{verb} {pattern}: kept for when {server} is connected again", "dim")
+            return
+        if change.error is not None:
+            raise _Failed(f"the policy request failed: {report.safe_text(change.error)}")
+        in_force = sorted(change.in_force.paths) if change.in_force is not None else []
+        self.say(f"granted now: {', '.join(in_force) or 'nothing'}")
+        blocking = still_denied(policy, pattern) if verb == "grant" else None
+        if blocking is not None:
+            self.say(f"{pattern} is still denied by the pattern {blocking}", "yellow")
+        outcome = change.outcome
+        if outcome is not None and not outcome.accepted:
+            self.say(f"the server refused the policy (fallback {outcome.fallback})", "yellow")
+
+    async def _do_grant(self, command: Command, server: str) -> None:
+        await self._policy("grant", command, server)
+
+    async def _do_deny(self, command: Command, server: str) -> None:
+        await self._policy("deny", command, server)
+
+    async def _do_restart(self, command: Command, server: str) -> None:
+        self.host.restart(server)
+        self.say(f"restarting {server}", "dim")
+
+    async def _do_loglevel(self, command: Command, server: str) -> None:
+        level = command.words[0]
+        await self.host.request(server, "logging/setLevel", {"level": level})
+        self.say(f"{server} sends log messages from {level} up")
+
+    async def _do_pending(self, command: Command, server: str) -> None:
+        held = self.held.list()
+        if not held:
+            self.say("nothing is held", "dim")
+        for request in held:
+            asked = self._shown(request.server, question(request.params), max_chars=report.MAX_EVENT_CHARS)
+            self.say(f"#{request.id} {request.server} {request.method}: {asked}")
+
+    async def _do_answer(self, command: Command, server: str) -> None:
+        held_id, text = command.words[0].lstrip("#"), " ".join(command.words[1:])
+        if not self.held.answer(held_id, text):
+            known = ", ".join(h.id for h in self.held.list()) or "none"
+            raise _Failed(f"no held request #{held_id} (held: {known})")
+        self.catalog.held = [h.id for h in self.held.list()]
+        self.say(f"answered #{held_id}", "dim")

@@ -1,0 +1,182 @@
+"""README.md as a new user meets it: every command example of its ``sh`` blocks, and every
+``python`` block as a program, runs as written in a copy of the repository whose ``.venv``
+was made by the README's first command (once per test session).
+
+- The first ``sh`` block is the set-up: its first command makes the ``.venv`` (it is run
+  here, and is the fixture); its second runs this test suite, which is where we are, so it
+  is not run again.
+- Each example must exit 0 with no traceback. One that needs a program the machine lacks
+  (``npx``, ``jq``) is skipped, naming it.
+- ``text`` blocks are for shapes and placeholders: a ``mcpl-host`` line there must be a
+  synopsis (``[OPTIONS]``) or name a placeholder host (``example.com``), so that nothing
+  runnable escapes these tests.
+- The environment list in the README is the code's (``transports.stdio.ENV_ALLOWLIST``) and
+  ``--help``'s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mcpl_host.cli_target import passed_environment
+from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
+
+from .test_cli import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: Seconds for the set-up command (it installs from the package registry) and for one example.
+SETUP_TIMEOUT = 900
+EXAMPLE_TIMEOUT = 300
+_FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
+BLOCKS = [(language, body) for _indent, language, body in _FENCE.findall(README)]
+
+
+def commands(body: str) -> list[str]:
+    """The command lines of an ``sh`` block (comment and blank lines left out)."""
+    return [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+SH_BLOCKS = [commands(body) for language, body in BLOCKS if language == "sh"]
+SETUP, SUITE = SH_BLOCKS[0][0], SH_BLOCKS[0][1]
+EXAMPLES = [line for block in SH_BLOCKS[1:] for line in block]
+PROGRAMS = [body for language, body in BLOCKS if language == "python"]
+
+
+def test_the_readme_has_what_these_tests_expect() -> None:
+    assert SETUP.startswith("python3 -m venv .venv && .venv/bin/pip install")
+    assert SUITE.endswith(".venv/bin/pytest")
+    assert len(EXAMPLES) >= 15 and len(PROGRAMS) >= 2
+    assert all(language in ("sh", "python", "text") for language, _ in BLOCKS), "a block without a language"
+
+
+@pytest.fixture(scope="session")
+def fresh_checkout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A copy of the repository's files (as git knows them) with a ``.venv`` made by the
+    README's first command, as a new user would run it."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    copy = tmp_path_factory.mktemp("readme") / "mcpl-host"
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    done = subprocess.run(
+        ["sh", "-c", SETUP],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=SETUP_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        env=user_env(),
+    )
+    assert done.returncode == 0, f"the README's set-up failed:\n{done.stdout}\n{done.stderr}"
+    assert "mcpl-demo" in done.stdout and "Listening for 3 s" in done.stdout
+    yield copy
+
+
+def user_env() -> dict[str, str]:
+    """This environment as a new user's shell has it: no virtual environment active (the
+    one running these tests is neither on PATH nor in VIRTUAL_ENV), so that an example that
+    forgets ``.venv/bin/`` fails here as it would there."""
+    ours = {str(Path(sys.executable).parent), str(Path(sys.prefix) / "bin")}
+    env = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    env["PATH"] = os.pathsep.join(d for d in env.get("PATH", "").split(os.pathsep) if d not in ours)
+    return env
+
+
+def _needs(line: str) -> list[str]:
+    return [program for program in ("npx", "jq") if re.search(rf"(^|[|;&]\s*|--\s+){program}\b", line)]
+
+
+@pytest.mark.parametrize("line", EXAMPLES)
+def test_each_command_example_runs_as_written(fresh_checkout: Path, line: str) -> None:
+    missing = [program for program in _needs(line) if shutil.which(program) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}, which this machine lacks")
+    done = subprocess.run(
+        ["sh", "-c", line],
+        cwd=fresh_checkout,
+        capture_output=True,
+        text=True,
+        timeout=EXAMPLE_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+        env=user_env(),
+    )
+    assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert "Traceback" not in done.stdout + done.stderr and done.stdout.strip()
+
+
+@pytest.mark.parametrize("number", range(len(PROGRAMS)))
+def test_each_python_block_is_a_program_that_runs(fresh_checkout: Path, number: int) -> None:
+    program = fresh_checkout / f"readme_example_{number}.py"
+    program.write_text(PROGRAMS[number], encoding="utf-8")
+    done = subprocess.run(
+        [str(fresh_checkout / ".venv" / "bin" / "python"), program.name],
+        cwd=fresh_checkout,
+        capture_output=True,
+        text=True,
+        timeout=EXAMPLE_TIMEOUT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"{PROGRAMS[number]}\n{done.stdout}\n{done.stderr}"
+    assert "Traceback" not in done.stderr and done.stdout.strip()
+
+
+def test_the_host_program_calls_a_tool_and_ends_by_itself(fresh_checkout: Path) -> None:
+    (number,) = [n for n, body in enumerate(PROGRAMS) if "Host(load_config(" in body]
+    program = fresh_checkout / "readme_host.py"
+    program.write_text(PROGRAMS[number], encoding="utf-8")
+    done = subprocess.run(
+        [str(fresh_checkout / ".venv" / "bin" / "python"), program.name],
+        cwd=fresh_checkout,
+        capture_output=True,
+        text=True,
+        timeout=EXAMPLE_TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "demo ready\n1 + 2 = 3\nstopped by None\n" in done.stdout
+
+
+def test_text_blocks_hold_no_runnable_example() -> None:
+    for language, body in BLOCKS:
+        if language != "text":
+            continue
+        for line in body.splitlines():
+            if line.startswith("mcpl-host"):
+                assert "[OPTIONS]" in line or "example.com" in line, f"runnable but not run: {line}"
+
+
+def test_the_environment_list_is_the_same_in_the_readme_help_and_code() -> None:
+    listed = passed_environment()
+    assert set(listed.split(", ")) == set(ENV_ALLOWLIST) | {f"{p}*" for p in ENV_ALLOWLIST_PREFIXES}
+    assert listed in " ".join(README.split())
+    for command in ("probe", "call", "shell"):
+        shown = run_cli(command, "--help").stdout
+        assert listed in " ".join(shown.split()), command
+
+
+def test_an_empty_token_is_named_as_such() -> None:
+    for target in (["--ws", "wss://mcpl.example.com/v1"], ["--url", "https://mcp.example.com/mcp"]):
+        done = run_cli("probe", *target, "--token", "")
+        assert done.returncode == 2
+        assert (
+            "--token is empty" in done.stderr and "--ws:" not in done.stderr and "--url:" not in done.stderr
+        )
+
+
+def test_the_suite_command_is_the_one_ci_runs() -> None:
+    assert SUITE in (ROOT / ".ci" / "run").read_text(encoding="utf-8")

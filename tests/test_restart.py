@@ -1,0 +1,101 @@
+"""A restart asked for (``Host.restart`` / ``Supervisor.restart``): the current connection is
+closed and a new one made at once, not counted as a failure, with the policy set last.
+
+Real processes: the demo server and the scripted fixture server over real pipes, on asyncio
+and trio. Synchronisation by the host's events and ``fail_after`` only.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from mcpl_host import GrantPolicy, Host, HostEvent, Limits, ServerNotConnected, Supervisor
+from mcpl_host.config import ServerConfig
+from mcpl_host.supervisor import RESTART_REASON
+from mcpl_host.supervisor_policy import RestartPolicy
+
+from .conftest import FIXTURES
+from .test_supervisor import EventLog
+from .wire import MCP_HANDSHAKE, Script
+
+pytestmark = pytest.mark.anyio
+
+TIMEOUT = 30
+QUICK = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
+
+
+async def next_kind(events: list[HostEvent], subscription: object, kind: str) -> HostEvent:
+    async for event in subscription:  # type: ignore[attr-defined]
+        events.append(event)
+        if event.kind == kind:
+            return event
+    raise AssertionError(f"the host closed before a {kind!r} event")
+
+
+async def test_a_restart_reconnects_at_once_keeps_the_policy_and_is_no_failure() -> None:
+    config = ServerConfig(
+        name="demo",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(FIXTURES / "demo_server.py"),),
+        env={"DEMO_PUSH_COUNT": "0"},
+        grant_policy=GrantPolicy(grant_all_advertised=True),
+        limits=QUICK,
+        restart_policy=RestartPolicy(base_delay_seconds=30, max_failures=1),
+    )
+    events: list[HostEvent] = []
+    with anyio.fail_after(TIMEOUT):
+        async with Host({"demo": config}) as host:
+            stream = host.events()
+            first = await next_kind(events, stream, "ready")
+            assert first.data["effectiveCapabilities"] == ["pushEvents", "tools"]
+            await host.update_policy("demo", GrantPolicy(grant_all_advertised=True, deny=("pushEvents",)))
+            host.restart("demo")
+            second = await next_kind(events, stream, "ready")
+            supervisor = host.supervisor("demo")
+            failures = supervisor.tracker.failures_in_window(anyio.current_time())
+    kinds = [e.kind for e in events if e.is_lifecycle]
+    # max_failures=1 and a 30 s base delay: a restart counted as a failure would give up, and
+    # one that waited for the backoff would not finish within TIMEOUT.
+    assert kinds == ["connecting", "ready", "disconnected", "connecting", "ready"]
+    disconnected = next(e for e in events if e.kind == "disconnected")
+    assert disconnected.data["reason"] == RESTART_REASON and disconnected.data["phase"] == "running"
+    assert second.data["attempt"] == 2
+    assert second.data["effectiveCapabilities"] == ["tools"]  # the policy set last, on the new transport
+    assert failures == 0
+
+
+async def test_a_restart_during_the_backoff_delay_ends_the_delay(tmp_path: Path) -> None:
+    script = Script(tmp_path, [*MCP_HANDSHAKE, {"exit": 3}])
+    log = EventLog()
+    policy = RestartPolicy(base_delay_seconds=60, max_delay_seconds=60, jitter=0.0, max_failures=5)
+    with anyio.fail_after(TIMEOUT):  # far below the 60 s delay
+        async with Supervisor(script.server(limits=QUICK, name="s"), policy, log) as supervisor:
+            await log.wait_for("reconnecting")
+            assert supervisor.restart() is True
+            await log.wait_for("connecting", 2)
+            await supervisor.aclose()
+            assert supervisor.restart() is False  # closed: nothing to restart
+    assert log.kinds()[:5] == ["connecting", "ready", "disconnected", "reconnecting", "connecting"]
+
+
+async def test_a_server_that_gave_up_cannot_be_restarted(tmp_path: Path) -> None:
+    script = Script(tmp_path, [{"exit": 1}])
+    config = ServerConfig(
+        name="s",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(FIXTURES / "scripted_server.py"), str(script.path), str(script.record_path)),
+        limits=QUICK,
+        restart_policy=RestartPolicy(enabled=False),
+    )
+    events: list[HostEvent] = []
+    with anyio.fail_after(TIMEOUT):
+        async with Host({"s": config}) as host:
+            await next_kind(events, host.events(), "gave_up")
+            with pytest.raises(ServerNotConnected, match="cannot be restarted"):
+                host.restart("s")

@@ -1,0 +1,205 @@
+"""``mcpl-host shell`` end to end: in a real pseudo-terminal (pexpect) against the demo server
+(with its extras: the ``ask`` tool sends ``inference/request``), and with commands piped in.
+
+What must hold on the terminal: Tab completes commands, tool names and argument names; a
+push printed while a line is half typed leaves that line as it was (drawn again below it,
+and completed and run as typed); an inference request is held until answered by hand; ``deny
+pushEvents`` makes the next push refused. No sleeps: each step waits for the shell's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+
+from .test_cli import CLI, TIMEOUT
+from .test_cli_run import demo_entry, write_config
+
+EXTRAS = ["--env", "DEMO_EXTRAS=1"]
+PROMPT = "mcpl-demo>"
+
+
+def terminal_env() -> dict[str, str]:
+    """The environment of a shell in a pseudo-terminal: its own size (no COLUMNS or LINES
+    from the test session), and no cursor position requests (pexpect does not answer them)."""
+    env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
+    env["PROMPT_TOOLKIT_NO_CPR"] = "1"
+    return env
+
+
+#: Terminal control sequences prompt_toolkit writes around a line (styles, cursor moves).
+_ESC = r"(?:\x1b\[[0-9;?]*[A-Za-z])*"
+
+
+def printed_line(text: str) -> str:
+    """A pattern matching ``text`` printed as a whole line above the prompt: after a newline
+    or the erased prompt, between control sequences only, up to the end of the line."""
+    return r"(?:\n|>)" + _ESC + re.escape(text) + _ESC + r"\r"
+
+
+def spawn_shell(*args: str) -> pexpect.spawn:
+    child = pexpect.spawn(
+        CLI[0],
+        [*CLI[1:], "shell", *args],
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(40, 120),
+        env=terminal_env(),
+    )
+    child.expect_exact("ready")
+    child.expect_exact(PROMPT)
+    return child
+
+
+def leave(child: pexpect.spawn) -> None:
+    """``quit``, and the shell closes its server and exits 0. If it does not, SIGTERM (the
+    shell closes its server on it too), so that a failed test leaves no process behind."""
+    try:
+        child.send("quit\r")
+        child.expect_exact("closing 1 server…")
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.kill(signal.SIGTERM)
+            child.expect(pexpect.EOF)
+        child.close()
+    assert child.exitstatus == 0
+
+
+def test_completion_and_a_call() -> None:
+    child = spawn_shell(*EXTRAS)
+    try:
+        # Without completion this line would be "ca ad a 2 b 3": not a command. Each Tab's
+        # completion is drawn before the next keys are sent (completing is asynchronous; a
+        # trailing blank is drawn as a cursor move, so it is not matched).
+        for keys, drawn in (("ca\t", "call"), ("ad\t", "add"), ("a\t", "a="), ("2 b\t", "b=")):
+            child.send(keys)
+            child.expect_exact(drawn)
+        child.send("3\r")
+        child.expect(printed_line("5"))
+        child.expect_exact('structuredContent: {"sum":5}')
+        child.expect_exact(PROMPT)
+        child.send("\x1b[A")  # history: the last line again
+        child.expect_exact("call add a=2 b=3")
+        child.send("\r")
+        child.expect(printed_line("5"))
+    finally:
+        leave(child)
+
+
+def test_a_push_while_a_line_is_half_typed_leaves_the_line_as_it_was() -> None:
+    child = spawn_shell("--env", "DEMO_PUSH_INTERVAL=0.5", "--env", "DEMO_PUSH_COUNT=100")
+    try:
+        child.expect(r"tick-\d+")  # ticks are arriving
+        child.expect_exact(PROMPT)
+        child.send("call ec")
+        child.expect_exact("call ec")  # typed, not sent
+        child.expect(r"demo\.clock tick-\d+: tick \d+  → accepted")  # a push printed meanwhile
+        child.expect_exact(f"{PROMPT} call ec")  # ... above the line, drawn again as it was
+        child.send("ho 'text=half typed'\r")
+        child.expect(printed_line("half typed"))
+    finally:
+        leave(child)
+
+
+def test_an_inference_request_is_held_and_answered_by_hand() -> None:
+    child = spawn_shell(*EXTRAS)
+    try:
+        child.send("call ask 'question=what is six times seven?'\r")
+        child.expect_exact("held inference/request #1: what is six times seven?  (answer 1 TEXT)")
+        child.expect_exact("[1 held]>")  # the prompt says so; the call waits, the prompt does not
+        child.send("pending\r")
+        child.expect_exact("#1 mcpl-demo inference/request: what is six times seven?")
+        child.send("answer 1 forty-two\r")
+        child.expect_exact("answered #1")
+        child.expect(r"inference/request \{.*\}  → answered")
+        child.expect(printed_line("forty-two"))  # the tool's result: what the demo got back
+        child.send("call ask question=again\r")
+        child.expect_exact("held inference/request #2: again")
+        child.sendcontrol("c")  # on an empty line: cancel the running call
+        child.expect_exact("cancelled")
+    finally:
+        leave(child)
+
+
+def test_deny_push_events_then_the_next_push_is_refused() -> None:
+    child = spawn_shell("--env", "DEMO_PUSH_INTERVAL=0.3", "--env", "DEMO_PUSH_COUNT=100")
+    try:
+        child.expect(r"tick-\d+: tick \d+  → accepted")
+        child.send("deny pushEvents\r")
+        child.expect_exact("granted now: tools")
+        child.expect(r"demo\.clock tick-\d+: tick \d+  → refused -32002 [^\r]*\(pushEvents\)")
+        child.send("grant pushEvents\r")
+        child.expect_exact("granted now: pushEvents, tools")
+        child.expect(r"demo\.clock tick-\d+: tick \d+  → accepted")
+    finally:
+        leave(child)
+
+
+def piped_shell(lines: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "shell", *args], input=lines, capture_output=True, text=True, timeout=TIMEOUT
+    )
+
+
+def test_piped_commands_run_in_order_and_the_status_says_how_they_went() -> None:
+    server = ["--", sys.executable, str(Path(__file__).parent.parent / "fixtures" / "demo_server.py")]
+    done = piped_shell("tools\ncall add a=1 b=2\n", *server)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "demo_server> tools" in lines and "add(a*, b*)  Add two numbers." in lines
+    assert lines[lines.index("demo_server> call add a=1 b=2") + 1] == "3"
+    assert lines[-1] == "closing 1 server…"
+    failed = piped_shell("call add a=1\nread demo://readme\n")
+    assert failed.returncode == 1
+    assert (
+        "error: the arguments do not fit the schema; nothing was sent: argument 'b' is required"
+        in failed.stdout
+    )
+    assert "mcpl-demo is the example MCPL server bundled with mcpl-host." in failed.stdout  # it went on
+
+
+def test_piped_auto_answer_and_many_servers(tmp_path: Path) -> None:
+    answered = piped_shell("call ask question=hi\n", *EXTRAS, "--auto-answer", "forty-two")
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    assert "\nforty-two\n" in answered.stdout
+    config = write_config(tmp_path, {"one": demo_entry(tmp_path), "two": demo_entry(tmp_path)})
+    script = "\n".join(
+        [
+            "servers",
+            "@two call add a=2 b=2",
+            "use two",
+            "deny pushEvents",
+            "restart",
+            "call echo text=back",
+            "servers",
+        ]
+    )
+    done = piped_shell(script + "\n", "--config", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "one> @two call add a=2 b=2\n4\n" in out
+    assert "two> deny pushEvents\ngranted now: tools\n" in out
+    assert "two  disconnected restart asked for\n" in out and "two  connecting attempt 2" in out
+    after = out.split("two> call echo text=back\n", 1)[1]  # events of the restart may come first
+    assert after.split("\n").index("back") < after.split("\n").index("two> servers")
+    last = out.rsplit("servers\n", 1)[1]
+    assert "* two: ready, mcpl-demo 0.1.0, granted tools" in last  # the grant outlived the restart
+    assert "  one: ready, mcpl-demo 0.1.0, granted pushEvents, tools" in last
+    assert "closing 2 servers…" in out
+
+
+def test_shell_usage_errors_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "servers.json"
+    config.write_text(json.dumps({"mcpServers": {"a": {"command": "x", "disabled": True}}}))
+    empty = piped_shell("", "--config", str(config))
+    assert empty.returncode == 2 and "has no enabled server" in empty.stderr
+    alone = piped_shell("", "--server", "a")
+    assert alone.returncode == 2 and "--server NAME goes with --config FILE" in alone.stderr
