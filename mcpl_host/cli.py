@@ -430,6 +430,10 @@ main.add_command(cli_call.read)
 main.add_command(cli_call.prompt)
 main.add_command(cli_call.send)
 main.add_command(shell_cli.shell)
+# `mcpl-host check` lives in its own package; it imports nothing from this module.
+from mcpl_host.check.cli import check as _check  # noqa: E402
+
+main.add_command(_check)
 
 if __name__ == "__main__":
     main(prog_name="mcpl-host")

@@ -55,7 +55,9 @@ def test_the_readme_has_what_these_tests_expect() -> None:
     assert SETUP.startswith("python3 -m venv .venv && .venv/bin/pip install")
     assert SUITE.endswith(".venv/bin/pytest")
     assert len(EXAMPLES) >= 15 and len(PROGRAMS) >= 2
-    assert all(language in ("sh", "python", "text") for language, _ in BLOCKS), "a block without a language"
+    assert all(language in ("sh", "python", "text", "yaml") for language, _ in BLOCKS), (
+        "a block without a language"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -130,7 +130,11 @@ def test_an_inference_request_is_held_and_answered_by_hand() -> None:
 
 
 def test_deny_push_events_then_the_next_push_is_refused() -> None:
-    child = spawn_shell("--env", "DEMO_PUSH_INTERVAL=0.3", "--env", "DEMO_PUSH_COUNT=100")
+    # DEMO_PUSH_ALWAYS: the demo goes on pushing after the reduction (a conforming server
+    # stops at once), so the host's refusal shows.
+    child = spawn_shell(
+        "--env", "DEMO_PUSH_INTERVAL=0.3", "--env", "DEMO_PUSH_COUNT=100", "--env", "DEMO_PUSH_ALWAYS=1"
+    )
     try:
         child.expect(r"tick-\d+: tick \d+  → accepted")
         child.send("deny pushEvents\r")
