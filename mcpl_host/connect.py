@@ -14,6 +14,7 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
+from mcpl_host.mcpl.compat import CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.policy_state import RefusalAction
@@ -75,6 +76,7 @@ def stdio_server(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     stderr_log_level: str = "debug",
@@ -119,6 +121,7 @@ def stdio_server(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         redactor=redactor,
         client_info=client_info,
@@ -140,6 +143,7 @@ def connect_stdio(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     stderr_log_level: str = "debug",
@@ -161,6 +165,7 @@ def connect_stdio(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         secrets=secrets,
         stderr_log_level=stderr_log_level,
@@ -182,6 +187,7 @@ def websocket_server(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
@@ -234,6 +240,7 @@ def websocket_server(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         redactor=redactor,
         client_info=client_info,
@@ -254,6 +261,7 @@ def connect_websocket(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
@@ -279,6 +287,7 @@ def connect_websocket(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         secrets=secrets,
         open_timeout_seconds=open_timeout_seconds,
@@ -302,6 +311,7 @@ def http_server(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     ssl_context: ssl.SSLContext | None = None,
@@ -349,6 +359,7 @@ def http_server(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         redactor=redactor,
         client_info=client_info,
@@ -369,6 +380,7 @@ def connect_http(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     ssl_context: ssl.SSLContext | None = None,
@@ -391,6 +403,7 @@ def connect_http(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         secrets=secrets,
         ssl_context=ssl_context,

@@ -13,7 +13,7 @@ Rules of this module:
     has taken it from a subscription (``Delivery.taken``); the emitting request waits, and
     when nobody takes it in time it is withdrawn from every queue (never seen afterwards) and
     refused with a reason. Never "accepted" and then dropped.
-  - **observations** (everything else: ``notification``, ``refused``, ``policy_receipt``,
+  - **observations** (everything else: ``notification``, ``refused``, ``held``, ``policy_receipt``,
     ``manifest_change``, ``channels_changed``, and reports of requests the application's own
     handlers answered): past ``max_queued`` in a subscription the oldest observation is
     dropped and counted (``dropped``); lifecycle events and deliveries are never dropped to
@@ -60,6 +60,7 @@ EventKind = Literal[
     "notification",
     "server_request",
     "refused",
+    "held",
     "manifest_change",
     "policy_receipt",
     "channels_changed",
@@ -91,6 +92,10 @@ class ReadyData(TypedDict, total=False):
     effectiveCapabilities: list[str]
     mode: str | None
     reason: str
+    profile: str | None
+    profileReason: str | None
+    policyForm: str | None
+    grantsNothing: bool
 
 
 class DisconnectedData(TypedDict):

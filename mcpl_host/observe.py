@@ -34,6 +34,7 @@ ObservationKind = Literal[
     "server_request",
     "notification",
     "refused",
+    "held",
     "policy_receipt",
     "manifest_change",
     "channels_changed",
@@ -48,7 +49,11 @@ class Observation:
       result sent) or ``error`` (the error object sent);
     - ``server_request``: ``id``, ``method``, ``params``, then ``answer`` or ``error``;
     - ``notification``: ``method``, ``params``;
-    - ``refused``: ``method``, ``params``, ``error`` (admission or params; sent at once);
+    - ``refused``: ``method``, ``params``, ``error`` (admission or params; sent at once, or,
+      for a notification, not sent: a diagnostic), ``reason`` (the capability gate's:
+      ``not_in_force``, ``denied_by_policy``, ``not_advertised``, ``mcpl_off``; else None);
+    - ``held``: ``method``, ``params``, ``id`` (None for a notification), ``capability``: a
+      request held until the policy is settled (0.4 profile); its answer is reported later;
     - ``policy_receipt``: ``accepted``, ``mode``, ``fallback``, ``reason``,
       ``unavailableFeatures``, ``defects``;
     - ``manifest_change``: the change receipt (``domains``, ``impacts``);
@@ -91,9 +96,12 @@ class Reporter:
         self.handlers.on_notification(self.name, method, params)
         self._observe("notification", method=method, params=params)
 
-    def refused(self, method: str, params: Any, error: dict[str, Any]) -> None:
+    def refused(self, method: str, params: Any, error: dict[str, Any], reason: str | None = None) -> None:
         self.handlers.on_refused(self.name, method, params, error)
-        self._observe("refused", method=method, params=params, error=error)
+        self._observe("refused", method=method, params=params, error=error, reason=reason)
+
+    def held(self, method: str, params: Any, request_id: Any, capability: str | None) -> None:
+        self._observe("held", method=method, params=params, id=request_id, capability=capability)
 
     def policy_receipt(self, outcome: PolicyOutcome) -> None:
         self.handlers.on_policy_receipt(self.name, outcome)
