@@ -46,20 +46,50 @@ __all__ = [
 ]
 
 
+#: Interpreters whose first argument that is not an option is the script that is the server.
+_INTERPRETERS = ("python", "node", "nodejs", "deno", "bun", "ruby", "perl", "php", "tsx", "ts-node")
+#: Subcommands an interpreter or runner takes before the script (``deno run main.ts``).
+_SUBCOMMANDS = frozenset({"run", "exec", "x"})
+#: Runners whose first argument that is not an option is a package.
+_RUNNERS = frozenset({"npx", "uvx", "pipx", "bunx", "pnpx"})
+#: Script names that say nothing about the server: its folder names it instead.
+_GENERIC_SCRIPTS = frozenset({"index", "main", "server", "cli", "app", "run", "start", "__main__", "mod"})
+#: Folders that say nothing about the server either (``dist/index.js``).
+_GENERIC_FOLDERS = frozenset({"dist", "build", "lib", "src", "bin", "out", "build-output", "esm", "cjs", ""})
+
+
+def _script_name(path: str) -> str:
+    """``/x/server-everything/dist/index.js`` -> ``server-everything``; ``tools/weather.py`` ->
+    ``weather``."""
+    parts = path.replace("\\", "/").split("/")
+    stem = os.path.splitext(parts[-1])[0]
+    if stem not in _GENERIC_SCRIPTS:
+        return stem
+    for folder in reversed(parts[:-1]):
+        if folder not in _GENERIC_FOLDERS and folder not in (".", ".."):
+            return folder
+    return stem
+
+
 def default_server_name(command: str, args: Sequence[str] = ()) -> str:
-    """A readable name for logs: ``python -m mcp_server_time`` → ``mcp_server_time``,
-    ``python demo_server.py`` → ``demo_server``, ``npx -y pkg`` → ``pkg``, else the command."""
+    """A readable name for logs, by the script or package that is the server:
+    ``python -m mcp_server_time`` → ``mcp_server_time``, ``python demo_server.py`` →
+    ``demo_server``, ``node /x/server-everything/dist/index.js`` → ``server-everything``,
+    ``npx -y pkg`` → ``pkg``, ``deno run -A main.ts`` → its folder; else the command.
+    (After the handshake, reports name a server by its ``serverInfo.name``.)"""
     base = os.path.basename(command)
-    rest = list(args)
-    if base.startswith("python") and rest:
-        if rest[0] == "-m" and len(rest) > 1:
-            return rest[1]
-        if not rest[0].startswith("-"):
-            return os.path.splitext(os.path.basename(rest[0]))[0]
-    if base in ("npx", "uvx", "pipx", "bunx") and rest:
-        packages = [arg for arg in rest if not arg.startswith("-")]
-        if packages:
-            return packages[0]
+    rest = [arg for arg in args if not arg.startswith("-")]
+    if base.startswith(_INTERPRETERS) and args:
+        if base.startswith("python") and args[0] == "-m" and len(args) > 1:
+            return args[1]
+        if rest and rest[0] in _SUBCOMMANDS and base.startswith(("deno", "bun")):
+            rest = rest[1:]
+        if rest:
+            return _script_name(rest[0])
+    if base in _RUNNERS and rest:
+        return rest[0]
+    if base in ("uv", "poetry", "pipenv") and len(rest) > 1 and rest[0] == "run":
+        return _script_name(rest[1])
     return base
 
 

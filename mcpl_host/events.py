@@ -82,7 +82,10 @@ class ConnectingData(TypedDict):
 
 
 class ReadyData(TypedDict, total=False):
-    """``ready`` / ``degraded`` (``mcpl`` ``"mcp-only"``, with ``reason``)."""
+    """``ready`` / ``degraded`` (``mcpl`` ``"mcp-only"``, with ``reason``). For an MCPL
+    server also ``profile`` (``"strict"`` or ``"0.4"``) with ``profileReason``,
+    ``policyForm`` (``"request"``, or ``"notification"``: in force without a receipt, 0.4
+    profile) and ``grantsNothing`` (a grant is in force and holds no path)."""
 
     attempt: int
     serverName: str
