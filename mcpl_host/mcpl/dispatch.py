@@ -158,13 +158,13 @@ class InboundDispatcher:
     def _decided(self, request: Request, decision: Admission) -> InboundJob | HandlerError:
         method, params = request.method, request.params
         if isinstance(decision, Refused):
-            self._refused(method, params, decision)
+            self._refused(method, params, decision, request.id)
             return decision.error
         assert not isinstance(decision, Held)
         self.note(decision.notes)
         return self._route(request)
 
-    def _refused(self, method: str, params: Any, refused: Refused) -> None:
+    def _refused(self, method: str, params: Any, refused: Refused, request_id: Any) -> None:
         error = refused.error
         if refused.diagnostic is not None:  # MCPL §6.4 rule 2: rejected at use
             self._log.warning(
@@ -186,7 +186,7 @@ class InboundDispatcher:
             self._log.info("refused a server request", **fields)
         elif verdict == "last":
             self._log.info("refused a server request: more of these go unlogged on this connection")
-        self._reporter.refused(method, params, error.to_error(), refused.reason)
+        self._reporter.refused(method, params, error.to_error(), refused.reason, request_id=request_id)
 
     def note(self, notes: tuple[CompatNote, ...]) -> None:
         for note in notes:
@@ -239,11 +239,16 @@ class InboundDispatcher:
                 "ignored featureSets/changed: removed in MCPL 0.5, superseded by mcpl/manifestChanged"
             )
         elif method in ("channels/changed", "channels/incoming"):
-            job = self._channel_notification(method, params, may_hold=True)
+            job, refused = self._channel_notification(method, params, may_hold=True)
+            if refused is not None:  # reported with the notification: no answer is possible
+                self._reporter.notification(method, params, refused.error.to_error(), refused.reason)
+                return None
         self._reporter.notification(method, params)
         return job
 
-    def _channel_notification(self, method: str, params: Any, *, may_hold: bool) -> BackgroundJob | None:
+    def _channel_notification(
+        self, method: str, params: Any, *, may_hold: bool
+    ) -> tuple[BackgroundJob | None, Refused | None]:
         decision = admit(method, params, self._view, may_hold=may_hold)
         if isinstance(decision, Held):
             if self._held < self._limits.max_held_requests:
@@ -251,19 +256,21 @@ class InboundDispatcher:
 
                 async def later() -> None:
                     await self._until_settled()
-                    job = self._channel_notification(method, params, may_hold=False)
-                    if job is not None:
+                    job, refused = self._channel_notification(method, params, may_hold=False)
+                    if refused is not None:
+                        error = refused.error.to_error()
+                        self._reporter.refused(method, params, error, refused.reason, notification=True)
+                    elif job is not None:
                         await job()
 
-                return later
+                return later, None
             decision = admit(method, params, self._view, may_hold=False)
         if isinstance(decision, Refused):
             self._channels.refused_notification(method, decision.error)
-            self._reporter.refused(method, params, decision.error.to_error(), decision.reason)
-            return None
+            return None, decision
         assert not isinstance(decision, Held)
         self.note(decision.notes)
-        return self._channels.on_notification(method, params)
+        return self._channels.on_notification(method, params), None
 
     def on_orphan_response(self, response: Response) -> None:
         self._reporter.orphan_response(response)
