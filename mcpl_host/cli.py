@@ -142,7 +142,7 @@ class ProbeRecorder:
         outcome = {key: data[key] for key in ("answer", "error") if key in data}
         if data.get("reason") is not None:
             outcome["reason"] = data["reason"]
-        method = str(data.get("method"))
+        method = "push/event" if observation.kind == "push_event" else str(data.get("method"))
         held = self._held.pop((method, repr(data.get("id"))), None) if "id" in data else None
         if held is not None:
             outcome["heldSeconds"] = round(time.monotonic() - held, 3)
@@ -231,6 +231,8 @@ async def _probe(
                     phase = "the listing"
                     report.read_connection(doc, conn)
                     await _list_offers(doc, conn)
+                    report.read_connection(doc, conn)  # after the listing: held requests decided
+                    notes_shown = len(_notes(doc))
                     watch.clear()
                     if out is not None:
                         report.render_report(out, shown(doc))
@@ -248,6 +250,8 @@ async def _probe(
                         if listen_scope.cancelled_caught:
                             doc["listenStoppedBy"] = interrupts.reason
                     report.read_connection(doc, conn)  # notes, channels and holds since
+                    if out is not None and listen > 0:
+                        report.render_notes(out, shown(_notes(doc)[notes_shown:]))
                     interrupts.armed = False  # closing is bounded: never interrupted
             if conn.server_info is not None and doc["server"] is None:
                 report.read_connection(doc, conn)  # what the handshake learned, for the report
@@ -288,6 +292,11 @@ async def _probe(
     if doc["error"] is not None and doc["error"]["type"] != "Interrupted":
         doc["error"]["chain"] = report.error_chain(doc, failure)
     return shown(doc), status
+
+
+def _notes(doc: dict[str, Any]) -> list[Any]:
+    compat = doc.get("compat")
+    return list(compat.get("notes") or []) if isinstance(compat, dict) else []
 
 
 def _connect_command(command: list[str], recorder: ProbeRecorder, **kwargs: Any) -> ServerConnection:

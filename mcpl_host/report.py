@@ -68,6 +68,7 @@ __all__ = [
     "render_failure",
     "render_listen_end",
     "render_listen_start",
+    "render_notes",
     "render_report",
     "render_run_end",
     "render_run_event",
@@ -588,6 +589,12 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
             console.print(_table(title, columns, [row(_obj(item)) for item in _list(doc.get(key))]))
 
 
+def render_notes(console: Console, notes: list[Any]) -> None:
+    """Compatibility notes that came after the report (while listening)."""
+    if notes:
+        console.print(_notes(notes))
+
+
 def _notes(notes: list[Any]) -> Text:
     text = Text("Compatibility notes (0.4 profile; MCPL 0.5 refuses these):", style="bold")
     for note in (_obj(n) for n in notes):
@@ -597,7 +604,7 @@ def _notes(notes: list[Any]) -> Text:
 
 def _event_summary(event: dict[str, Any]) -> str:
     params = event.get("params")
-    if event.get("kind") == "push/event" and is_object(params):
+    if event.get("method") == "push/event" and is_object(params):
         payload = _obj(params.get("payload"))
         texts = [
             str(b.get("text"))
@@ -654,7 +661,7 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
         line.append(text, style=style)
     held = event.get("heldSeconds")
     if isinstance(held, (int, float)):
-        line.append(f" (held {held:.1f} s)", style="dim")
+        line.append(f" (held {held:.2f} s)", style="dim")
     console.print(line, soft_wrap=True)
 
 

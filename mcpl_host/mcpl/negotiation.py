@@ -202,7 +202,7 @@ class PolicyExchange:
             # In the read loop: in force before the server's next line is read.
             if not response.has_error:
                 verdicts.append(state.receipt(proposal, response.result))
-            if proposal.initial:
+            if proposal.initial and state.is_settled:
                 self.settled.set()
 
         timeout: Timeout = DEFAULT
