@@ -165,7 +165,7 @@ def _mcpl_state(conn: ServerConnection) -> dict[str, Any]:
     if choice is not None:
         data.update(profile=choice.profile, profileReason=choice.reason)
     if state is MCPLState.READY:
-        data["policyForm"] = policy.settled_by or "request"
+        data["policyForm"] = "notification" if policy.settled_by == "notification" else "request"
         if policy.settled_by == "notification":
             data["reason"] = policy.notification_reason
         grant = conn.grant
