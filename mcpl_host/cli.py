@@ -52,6 +52,7 @@ from mcpl_host.connect import connect_http, connect_stdio, connect_websocket
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host, connect_from_config
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
+from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
     DEFAULT_PROCESS_TREE_SCAN_SECONDS,
@@ -139,7 +140,7 @@ class ProbeRecorder:
 
     def observe(self, server: str, observation: Observation) -> None:
         data = observation.data
-        outcome = {key: data[key] for key in ("answer", "error") if key in data}
+        outcome: dict[str, Any] = {key: data[key] for key in ("answer", "error") if key in data}
         if data.get("reason") is not None:
             outcome["reason"] = data["reason"]
         method = "push/event" if observation.kind == "push_event" else str(data.get("method"))
@@ -296,7 +297,8 @@ async def _probe(
 
 def _notes(doc: dict[str, Any]) -> list[Any]:
     compat = doc.get("compat")
-    return list(compat.get("notes") or []) if isinstance(compat, dict) else []
+    notes = compat.get("notes") if is_object(compat) else None
+    return list(notes) if is_array(notes) else []
 
 
 def _connect_command(command: list[str], recorder: ProbeRecorder, **kwargs: Any) -> ServerConnection:

@@ -41,6 +41,7 @@ from mcpl_host.connection import BackgroundJob, InboundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.envelope import Request, Response
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, ServerValue
 from mcpl_host.mcpl.admission import (
@@ -173,7 +174,7 @@ class InboundDispatcher:
                 capability=refused.diagnostic.capability,
             )
         data = error.data
-        capability = data.get("capability") if isinstance(data, dict) else None
+        capability = data.get("capability") if is_object(data) else None
         if method in INBOUND_GATES or refused.reason is not None:
             self.last_refusal = RefusalRecord(
                 method, int(error.code), refused.reason, capability if isinstance(capability, str) else None
