@@ -604,7 +604,7 @@ def _notes(notes: list[Any]) -> Text:
 
 def _event_summary(event: dict[str, Any]) -> str:
     params = event.get("params")
-    if event.get("method") == "push/event" and is_object(params):
+    if "push/event" in (event.get("kind"), event.get("method")) and is_object(params):
         payload = _obj(params.get("payload"))
         texts = [
             str(b.get("text"))

@@ -29,6 +29,7 @@ def test_the_framework_example_runs_as_written(tmp_path: Path) -> None:
     assert lines[0] == "turn 0: 'hello', system context from ['memory']"
     assert "turn 1: 'tick 1', system context from ['memory']" in lines
     assert "pushEvents in force: False" in lines
-    assert any(line.startswith("clock push refused: Capability denied") for line in lines)
-    assert lines.index("pushEvents in force: False") < lines.index("clock push refused: Capability denied")
+    refused = "clock push refused: Capability denied: the host's policy denies it"  # with its reason
+    assert refused in lines
+    assert lines.index("pushEvents in force: False") < lines.index(refused)
     assert lines[-2:] == ["2 + 3 = 5", "closed: {'clock': 'closed', 'memory': 'closed'}"]
