@@ -317,3 +317,14 @@ def test_run_prints_a_refusal_only_after_the_ready_line_and_warns_about_no_grant
     assert any(line.startswith("warning: bare: its config entry gives no grant") for line in lines)
     ready = next(line for line in lines if "bare  ready" in line)
     assert "granted nothing (warning: no grant in the config)" in ready
+
+
+def test_probe_of_a_config_entry_without_a_grant_warns(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"bare": {"command": sys.executable, "args": [SERVER, "shape4"]}})
+    done = run_cli("probe", "--config", str(config), "--server", "bare")
+    assert done.returncode == 0, done.stderr
+    assert "warning: bare: its config entry gives no grant, so MCPL is granted nothing" in done.stderr
+    overridden = run_cli("probe", "--json", "--config", str(config), "--server", "bare", "--compat", "0.4")
+    state = json.loads(overridden.stdout)["mcplState"]
+    assert state["profile"] == "0.4" and state["grantsNothing"] is True
+    assert state["line"].endswith("; MCPL is granted nothing")

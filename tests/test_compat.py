@@ -488,3 +488,36 @@ async def test_holding_is_bounded_in_count() -> None:
     assert [p["eventId"] for p in handlers.pushes] == ["hb-1"]
     assert [error["code"] for _, error in handlers.refused] == [-32002] * 4
     assert all(error["message"].endswith("not yet in force") for _, error in handlers.refused)
+
+
+@pytest.mark.anyio
+async def test_holding_is_bounded_in_time() -> None:
+    handlers = Recorder(pushes=1)
+    limits = Limits(
+        close_grace_seconds=1, terminate_grace_seconds=1, policy_fallback_seconds=2, held_request_seconds=0.2
+    )
+    env = {"COMPAT_PUSH_COUNT": "1", "COMPAT_POLICY_REQUEST": "ignore"}  # the policy settles after 2 s
+    with anyio.fail_after(TIMEOUT):
+        async with shape("shape1", handlers=handlers, limits=limits, env=env) as conn:
+            await handlers.all_answered.wait()
+            assert conn.held_total == 1
+    assert handlers.pushes == []
+    assert handlers.refused[0][1]["message"] == "Capability denied: the policy is not yet in force"
+
+
+def test_the_config_key_compat() -> None:
+    from pathlib import Path
+
+    from mcpl_host.config import ConfigError, parse_config
+
+    entry = {"command": "x"}
+    config = parse_config(
+        {"mcpServers": {"a": {**entry, "compat": "0.4"}, "b": entry}}, base_dir=Path("/"), source="t"
+    )
+    assert config.servers["a"].compat == "0.4" and config.servers["b"].compat == "auto"
+    assert config.servers["b"].grant_policy.grants_nothing
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {"a": {**entry, "compat": "0.3"}}}, base_dir=Path("/"), source="t")
+    assert (
+        str(info.value) == 't: mcpServers.a.compat: must be "strict", "0.4" or "auto", not the string "0.3"'
+    )
