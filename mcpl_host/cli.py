@@ -38,6 +38,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -64,9 +66,12 @@ from mcpl_host.config import HostConfig
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
-from mcpl_host.limits import DEFAULT_PROCESS_TREE_SCAN_SECONDS
-from mcpl_host.logging import configure_logging
+from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.limits import DEFAULT_PROCESS_TREE_SCAN_SECONDS, DEFAULT_STALL_SECONDS
+from mcpl_host.logging import configure_logging, get_logger
+from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.observe import Observation
+from mcpl_host.probing import InferenceReply, ProbeWatch
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.shell import cli as shell_cli
 from mcpl_host.signals import StopRouter, watch_stdout_reader
@@ -87,30 +92,45 @@ _LISTS = (
 
 class ProbeRecorder:
     """Records what a server sends unasked, as seen by the connection's observer, as event
-    dicts: ``kind`` (``"push/event"``, ``"notification"`` or ``"request"``), ``method``,
-    ``params``, ``answer`` (the result we sent) or ``error`` (the error object we sent),
-    ``time`` (ISO 8601 UTC). The probe's handlers are the defaults (``HostHandlers``): every
-    admitted ``push/event`` is accepted, other requests are ``-32601``. ``on_event`` is called
+    dicts: ``kind`` (``"push/event"``, ``"notification"``, ``"request"`` or ``"held"``: a
+    request held until the policy was settled, 0.4 profile), ``method``, ``params``,
+    ``answer`` (the result we sent) or ``error`` (the error object we sent; for a refused
+    notification, what was refused), ``reason`` (a refusal's), ``heldSeconds`` (for the
+    answer of a request that was held), ``time`` (ISO 8601 UTC). Every server request is
+    recorded with its answer: ``channels/*`` and ``state/*`` included. ``on_event`` is called
     with each new event (from the read loop or a handler task; it must not block)."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
         self.not_kept = 0
         self.on_event: Callable[[dict[str, Any]], None] | None = None
+        self._held: dict[tuple[str, str], float] = {}  # (method, id) -> monotonic time held
 
     def observe(self, server: str, observation: Observation) -> None:
         data = observation.data
-        outcome = {key: data[key] for key in ("answer", "error") if key in data}
-        if observation.kind == "push_event":
+        outcome: dict[str, Any] = {key: data[key] for key in ("answer", "error") if key in data}
+        if data.get("reason") is not None:
+            outcome["reason"] = data["reason"]
+        method = "push/event" if observation.kind == "push_event" else str(data.get("method"))
+        held = self._held.pop((method, repr(data.get("id"))), None) if "id" in data else None
+        if held is not None:
+            outcome["heldSeconds"] = round(time.monotonic() - held, 3)
+        kind = observation.kind
+        if kind == "push_event":
             self._record("push/event", "push/event", data.get("params"), **outcome)
-        elif observation.kind == "server_request":
-            self._record("request", str(data.get("method")), data.get("params"), **outcome)
-        elif observation.kind == "notification":
-            self._record("notification", str(data.get("method")), data.get("params"))
-        elif observation.kind == "refused":
-            method = str(data.get("method"))
-            kind = "push/event" if method == "push/event" else "request"
-            self._record(kind, method, data.get("params"), **outcome)
+        elif kind == "server_request":
+            self._record("request", method, data.get("params"), **outcome)
+        elif kind == "notification":
+            self._record("notification", method, data.get("params"), **outcome)
+        elif kind == "held":
+            if data.get("id") is not None and len(self._held) < MAX_KEPT_EVENTS:
+                self._held[(method, repr(data.get("id")))] = time.monotonic()
+            self._record("held", method, data.get("params"))
+        elif kind == "refused":
+            shown = "push/event" if method == "push/event" else "request"
+            self._record(
+                "notification" if data.get("notification") else shown, method, data.get("params"), **outcome
+            )
 
     def _record(self, kind: str, method: str, params: Any, **outcome: Any) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -145,17 +165,30 @@ async def _probe(
     listen: float,
     out: report.ReportConsole | None,
     connect: Callable[[ProbeRecorder], ServerConnection],
+    *,
+    stall_seconds: float = DEFAULT_STALL_SECONDS,
+    require_mcpl: bool = False,
 ) -> tuple[dict[str, Any], int]:
     """Run one probe of the connection ``connect(recorder)`` builds; ``target`` (``command``,
-    and ``url`` or ``config``) goes into the document. Returns the redacted document and the
-    exit status."""
+    and ``url`` or ``config``) goes into the document. A server silent for ``stall_seconds``
+    while a request waits fails the probe with the explanation (``probing.ProbeWatch``);
+    ``require_mcpl``: fail when MCPL is not ready. Returns the redacted document and the exit
+    status."""
     handlers = ProbeRecorder()
     conn = connect(handlers)
     doc, status, phase = report.new_document(target.get("command", [])), EXIT_OK, "the handshake"
     doc.update(target)
+    progress = report.ProgressLine(sys.stderr) if out is not None else None
+    watch = ProbeWatch(conn, stall_seconds=stall_seconds, progress=progress)
+    failure: BaseException | None = None
 
     def shown(value: Any) -> Any:
         return report.redact_json(value, conn.redactor)
+
+    def live(event: dict[str, Any]) -> None:
+        assert out is not None
+        watch.clear()
+        report.render_event(out, shown(event))
 
     interrupts = StopRouter()
     if out is not None:
@@ -165,15 +198,19 @@ async def _probe(
         await tg.start(interrupts.watch)
         try:
             with interrupts.phase() as probe_scope:
+                tg.start_soon(watch.run, probe_scope)
                 async with conn:
                     phase = "the listing"
                     report.read_connection(doc, conn)
                     await _list_offers(doc, conn)
+                    report.read_connection(doc, conn)  # after the listing: held requests decided
+                    notes_shown = len(_notes(doc))
+                    watch.clear()
                     if out is not None:
                         report.render_report(out, shown(doc))
                         if listen > 0:
                             report.render_listen_start(out, listen, [shown(e) for e in handlers.events])
-                            handlers.on_event = lambda event: report.render_event(out, shown(event))
+                            handlers.on_event = live
                         else:
                             report.render_events(out, [shown(e) for e in handlers.events])
                     if listen > 0:
@@ -184,8 +221,22 @@ async def _probe(
                         doc["listenInterrupted"] = listen_scope.cancelled_caught
                         if listen_scope.cancelled_caught:
                             doc["listenStoppedBy"] = interrupts.reason
+                    report.read_connection(doc, conn)  # notes, channels and holds since
+                    if out is not None and listen > 0:
+                        report.render_notes(out, shown(_notes(doc)[notes_shown:]))
                     interrupts.armed = False  # closing is bounded: never interrupted
-            if probe_scope.cancelled_caught:
+            if conn.server_info is not None and doc["server"] is None:
+                report.read_connection(doc, conn)  # what the handshake learned, for the report
+            explanation = watch.explanation()
+            if explanation is not None:
+                doc["error"] = {
+                    "type": "ServerStalled",
+                    "message": explanation,
+                    "code": None,
+                    "stderr_tail": conn.stderr_tail,
+                }
+                status = EXIT_SERVER_FAILED
+            elif probe_scope.cancelled_caught:
                 doc["error"] = {
                     "type": "Interrupted",
                     "message": f"interrupted by {interrupts.reason} during {phase}",
@@ -193,13 +244,32 @@ async def _probe(
                     "stderr_tail": conn.stderr_tail,
                 }
                 status = EXIT_INTERRUPTED
+            elif require_mcpl and doc["mcplState"]["state"] != "ready":
+                doc["error"] = {
+                    "type": "MCPLNotReady",
+                    "message": f"MCPL did not become ready (--require-mcpl): {doc['mcplState']['line']}",
+                    "code": None,
+                    "stderr_tail": conn.stderr_tail,
+                }
+                status = EXIT_SERVER_FAILED
         except (MCPLHostError, OSError) as exc:
+            failure = exc
             doc["error"], status = report.error_object(exc, conn.stderr_tail), EXIT_SERVER_FAILED
+            if conn.server_info is not None:
+                report.read_connection(doc, conn)
         finally:
             tg.cancel_scope.cancel()
     handlers.on_event = None
     doc.update(ok=status == EXIT_OK, events=handlers.events, eventsNotKept=handlers.not_kept)
+    if doc["error"] is not None and doc["error"]["type"] != "Interrupted":
+        doc["error"]["chain"] = report.error_chain(doc, failure)
     return shown(doc), status
+
+
+def _notes(doc: dict[str, Any]) -> list[Any]:
+    compat = doc.get("compat")
+    notes = compat.get("notes") if is_object(compat) else None
+    return list(notes) if is_array(notes) else []
 
 
 @click.group(name="mcpl-host", context_settings={"help_option_names": ["-h", "--help"]})
@@ -235,10 +305,37 @@ Examples:
     is_flag=True,
     help="Print one JSON document on stdout instead of the report; logs become JSON lines.",
 )
+@click.option(
+    "--require-mcpl",
+    is_flag=True,
+    help="Exit 1 unless MCPL becomes ready (a CI smoke test of an MCPL server).",
+)
+@click.option(
+    "--inference-reply",
+    metavar="TEXT",
+    help="Answer every inference/request with TEXT (streamed in chunks when asked); without it "
+    "inferenceRequest is not advertised.",
+)
+@click.option(
+    "--stall-timeout",
+    type=Seconds(allow_zero=True),
+    default=DEFAULT_STALL_SECONDS,
+    show_default=True,
+    help="After the handshake, fail when the server sends nothing for this long while a request "
+    "waits, naming what is pending (0 or 'inf': never).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
 def probe(
-    ctx: click.Context, /, listen: float, as_json: bool, command: tuple[str, ...], **options: Any
+    ctx: click.Context,
+    /,
+    listen: float,
+    as_json: bool,
+    require_mcpl: bool,
+    inference_reply: str | None,
+    stall_timeout: float,
+    command: tuple[str, ...],
+    **options: Any,
 ) -> None:
     """Start a server, run the handshake, and list what it offers.
 
@@ -252,18 +349,28 @@ def probe(
     \b
     Exit status:
       0    the probe succeeded
-      1    the server failed (refused or broke the handshake, exited, timed out)
+      1    the server failed (refused or broke the handshake, exited, timed out, stopped
+           answering), or MCPL did not become ready with --require-mcpl
       2    usage or configuration error
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP) before the listing was done
     """
     selection = select_servers(ctx, options, command)
+    handlers = InferenceReply(inference_reply) if inference_reply is not None else None
+    no_grant = [
+        name
+        for name, server in selection.servers.items()
+        if options["config_file"] is not None and server.grant_policy.grants_nothing
+    ]
 
     def connect(recorder: ProbeRecorder) -> ServerConnection:
-        return selection.hosted(observer=recorder).open_connection()
+        return selection.hosted(handlers=handlers, observer=recorder).open_connection()
 
     configure_logging(options["log_level"], json_lines=as_json)
+    _warn_no_grant(no_grant, as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
-    run = functools.partial(_probe, selection.target, listen, out, connect)
+    run = functools.partial(
+        _probe, selection.target, listen, out, connect, stall_seconds=stall_timeout, require_mcpl=require_mcpl
+    )
     owned = own_children(not options["no_subreaper"])
     try:
         doc, status = anyio.run(run, backend="asyncio")
@@ -281,6 +388,17 @@ def probe(
     elif out is not None and listen > 0:
         report.render_listen_end(out, doc)
     ctx.exit(status)
+
+
+def _warn_no_grant(names: list[str], as_json: bool) -> None:
+    """A warning per config entry that gives no grant: MCPL is granted nothing."""
+    for name in names:
+        if as_json:
+            get_logger("mcpl_host.cli").warning(
+                "the config entry gives no grant: MCPL is granted nothing", server=name
+            )
+        else:
+            click.echo(report.no_grant_warning(name), err=True)
 
 
 # --- run ------------------------------------------------------------------------------------
@@ -304,17 +422,27 @@ async def _host(
             async with Host(
                 config, handlers_factory=lambda name: HostHandlers(), health_interval_seconds=health
             ) as host:
+                no_grant = [
+                    name
+                    for name, server in config.enabled_servers.items()
+                    if server.grant_policy.grants_nothing
+                ]
                 if out is not None:
-                    report.render_run_start(out, config.source, host.servers)
+                    report.render_run_start(out, config.source, host.servers, no_grant)
                     console, count = out, len(host.servers)
                     stops.on_stop = lambda reason: report.render_stopping(console, count)
+                else:
+                    _warn_no_grant(no_grant, as_json=True)
+                order = report.RunOrder()
                 async for event in host.events():
                     shown = report.run_event(event.to_json(), host.redactor(event.server))
-                    if out is None:
-                        written = report.print_json_line(shown)
-                    else:
-                        report.render_run_event(out, shown)
-                        written = not out.quiet
+                    written = True
+                    for line in order.take(shown):  # a refusal never before its ready line
+                        if out is None:
+                            written = report.print_json_line(line) and written
+                        else:
+                            report.render_run_event(out, line)
+                            written = not out.quiet
                     if not written:  # the reader of stdout went away: stop as on Ctrl-C
                         stops.stop("stdout closed")
                     if event.kind == "gave_up":
@@ -374,6 +502,13 @@ Examples:
     help="Linux: do not make mcpl-host a child subreaper. A server's descendant that leaves its "
     "process group is then still stopped when found by its marks, but not one that loses them all.",
 )
+@click.option(
+    "--compat",
+    type=click.Choice(COMPAT_SETTINGS),
+    default=None,
+    help='Compatibility profile of every server, instead of each entry\'s "compat" (default '
+    "'auto': strict for a server that says MCPL 0.5, else 0.4).",
+)
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -383,6 +518,7 @@ def run(
     secrets: tuple[tuple[str, str], ...],
     health_interval: float | None,
     no_subreaper: bool,
+    compat: CompatSetting | None,
 ) -> None:
     """Host the servers in CONFIG and print what happens until Ctrl-C (or SIGTERM, SIGHUP).
 
@@ -406,6 +542,11 @@ def run(
     if not config.enabled_servers:
         raise click.UsageError(f"{config_file} has no enabled server")
     extra = tuple(value for _, value in secrets if value)
+    if compat is not None:
+        config = dataclasses.replace(
+            config,
+            servers={name: dataclasses.replace(s, compat=compat) for name, s in config.servers.items()},
+        )
     if extra:
         config = dataclasses.replace(
             config,

@@ -45,6 +45,7 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import hosted_from_config
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS
+from mcpl_host.mcpl.compat import COMPAT_SETTINGS
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import ConnectionObserver
 from mcpl_host.secrets import Redactor, redact_command
@@ -250,6 +251,16 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
             "--timeout/--request-timeout override the file.",
         ),
         click.option("--server", "server_name", metavar="NAME", help=server_help),
+        click.option(
+            "--compat",
+            type=click.Choice(COMPAT_SETTINGS),
+            default="auto",
+            show_default=True,
+            help="Compatibility profile (docs/protocol.md, \"Compatibility profiles\"): 'strict' is "
+            "MCPL 0.5 as written; '0.4' hosts servers written for MCPL 0.4 hosts (the policy as a "
+            "notification when the request fails, early requests held); 'auto' is strict for a "
+            "server that says 0.5, else 0.4. With --config, only when given.",
+        ),
         click.option(
             "--env",
             "env",
@@ -492,6 +503,8 @@ def select_servers(
             )
             if explicit & {"grants", "denies"}:
                 server = dataclasses.replace(server, grant_policy=policy)
+            if "compat" in explicit:
+                server = dataclasses.replace(server, compat=options["compat"])
             chosen[name] = server
         first = next(iter(chosen.values()))
         target: dict[str, Any] = {
@@ -502,7 +515,13 @@ def select_servers(
             _named(server, "--config")  # the library accepts each entry
         return Selection(chosen, target, stderr_log_level)
 
-    base = ServerConfig(name="", transport="stdio", grant_policy=policy, secrets=explicit_secrets)
+    base = ServerConfig(
+        name="",
+        transport="stdio",
+        grant_policy=policy,
+        secrets=explicit_secrets,
+        compat=options.get("compat", "auto"),
+    )
     base = dataclasses.replace(base, limits=dataclasses.replace(base.limits, **limits_fields))
     if options["http_url"] is not None:
         url, headers, token = options["http_url"], dict(options["http_headers"]), options["token"]

@@ -24,7 +24,8 @@
   ``closeGrace``, ``terminateGrace``: seconds >= 0}, ``maxLineBytes``, ``restart``
   {``enabled``, ``baseDelay``, ``maxDelay``, ``jitter``, ``healthyAfter``, ``maxFailures``,
   ``failureWindow``} (rules: ``supervisor_policy``), ``secrets`` (extra strings to redact, at
-  least ``MIN_SECRET_CHARS`` long), ``disabled``. Values that may be secret (``env``,
+  least ``MIN_SECRET_CHARS`` long), ``compat`` (``"strict"``, ``"0.4"`` or ``"auto"``, the
+  default: the compatibility profile, ``mcpl_host.mcpl.compat``), ``disabled``. Values that may be secret (``env``,
   ``args``, ``headers``, ``token``, ``url``) never appear in a message nor in a repr; which
   of them are secrets is decided by ``mcpl_host.secrets.server_secrets``.
 - **Transport.** ``transport`` (or ``type``, as some clients write it): ``"stdio"``,
@@ -63,6 +64,7 @@ from urllib.parse import urlsplit
 from mcpl_host.jsonrpc.errors import MCPLHostError
 from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import CONFIG_MAX_DEPTH, Limits
+from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.secrets import (
@@ -114,7 +116,17 @@ _KEYS = {
     "disabled": ("disabled", "boolean", ""),
     "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
     **dict.fromkeys(
-        ("transport", "type", "grant", "deny", "featureSets", "timeouts", "maxLineBytes", "restart"),
+        (
+            "transport",
+            "type",
+            "grant",
+            "deny",
+            "featureSets",
+            "timeouts",
+            "maxLineBytes",
+            "restart",
+            "compat",
+        ),
         ("", "", ""),
     ),
 }
@@ -188,6 +200,8 @@ class ServerConfig:
     restart_policy: RestartPolicy = RestartPolicy()
     secrets: tuple[str, ...] = ()
     disabled: bool = False
+    #: The compatibility setting (config key ``compat``).
+    compat: CompatSetting = "auto"
 
     @property
     def secrets_for_redaction(self) -> tuple[str, ...]:
@@ -219,6 +233,7 @@ class ServerConfig:
         fields.append(f"secrets=<{len(self.secrets)} hidden>")
         fields.append(f"grant_policy={self.grant_policy!r}, feature_set_policy={self.feature_set_policy!r}")
         fields.append(f"limits={self.limits!r}, restart_policy={self.restart_policy!r}")
+        fields.append(f"compat={self.compat!r}")
         fields.append(f"disabled={self.disabled!r}")
         return f"ServerConfig({', '.join(fields)})"
 
@@ -504,6 +519,16 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
         p.patterns(entry.get("deny", _ABSENT), _at(loc, "deny")),
         bool(kw.pop("grant_all_advertised", False)),
     )
+    if "compat" in entry:
+        compat = p.typed(
+            entry["compat"],
+            _at(loc, "compat"),
+            lambda v: v in COMPAT_SETTINGS,
+            '"strict", "0.4" or "auto"',
+            show=True,
+        )
+        if compat is not None:
+            kw["compat"] = compat
     kw["feature_set_policy"] = _feature_sets(entry.get("featureSets", _ABSENT), _at(loc, "featureSets"), p)
     kw["limits"] = _limits(entry, loc, p)
     kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)

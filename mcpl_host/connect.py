@@ -14,6 +14,7 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
+from mcpl_host.mcpl.compat import CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.policy_state import RefusalAction
@@ -45,20 +46,50 @@ __all__ = [
 ]
 
 
+#: Interpreters whose first argument that is not an option is the script that is the server.
+_INTERPRETERS = ("python", "node", "nodejs", "deno", "bun", "ruby", "perl", "php", "tsx", "ts-node")
+#: Subcommands an interpreter or runner takes before the script (``deno run main.ts``).
+_SUBCOMMANDS = frozenset({"run", "exec", "x"})
+#: Runners whose first argument that is not an option is a package.
+_RUNNERS = frozenset({"npx", "uvx", "pipx", "bunx", "pnpx"})
+#: Script names that say nothing about the server: its folder names it instead.
+_GENERIC_SCRIPTS = frozenset({"index", "main", "server", "cli", "app", "run", "start", "__main__", "mod"})
+#: Folders that say nothing about the server either (``dist/index.js``).
+_GENERIC_FOLDERS = frozenset({"dist", "build", "lib", "src", "bin", "out", "build-output", "esm", "cjs", ""})
+
+
+def _script_name(path: str) -> str:
+    """``/x/server-everything/dist/index.js`` -> ``server-everything``; ``tools/weather.py`` ->
+    ``weather``."""
+    parts = path.replace("\\", "/").split("/")
+    stem = os.path.splitext(parts[-1])[0]
+    if stem not in _GENERIC_SCRIPTS:
+        return stem
+    for folder in reversed(parts[:-1]):
+        if folder not in _GENERIC_FOLDERS and folder not in (".", ".."):
+            return folder
+    return stem
+
+
 def default_server_name(command: str, args: Sequence[str] = ()) -> str:
-    """A readable name for logs: ``python -m mcp_server_time`` → ``mcp_server_time``,
-    ``python demo_server.py`` → ``demo_server``, ``npx -y pkg`` → ``pkg``, else the command."""
+    """A readable name for logs, by the script or package that is the server:
+    ``python -m mcp_server_time`` → ``mcp_server_time``, ``python demo_server.py`` →
+    ``demo_server``, ``node /x/server-everything/dist/index.js`` → ``server-everything``,
+    ``npx -y pkg`` → ``pkg``, ``deno run -A main.ts`` → its folder; else the command.
+    (After the handshake, reports name a server by its ``serverInfo.name``.)"""
     base = os.path.basename(command)
-    rest = list(args)
-    if base.startswith("python") and rest:
-        if rest[0] == "-m" and len(rest) > 1:
-            return rest[1]
-        if not rest[0].startswith("-"):
-            return os.path.splitext(os.path.basename(rest[0]))[0]
-    if base in ("npx", "uvx", "pipx", "bunx") and rest:
-        packages = [arg for arg in rest if not arg.startswith("-")]
-        if packages:
-            return packages[0]
+    rest = [arg for arg in args if not arg.startswith("-")]
+    if base.startswith(_INTERPRETERS) and args:
+        if base.startswith("python") and args[0] == "-m" and len(args) > 1:
+            return args[1]
+        if rest and rest[0] in _SUBCOMMANDS and base.startswith(("deno", "bun")):
+            rest = rest[1:]
+        if rest:
+            return _script_name(rest[0])
+    if base in _RUNNERS and rest:
+        return rest[0]
+    if base in ("uv", "poetry", "pipenv") and len(rest) > 1 and rest[0] == "run":
+        return _script_name(rest[1])
     return base
 
 
@@ -75,6 +106,7 @@ def stdio_server(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     stderr_log_level: str = "debug",
@@ -119,6 +151,7 @@ def stdio_server(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         redactor=redactor,
         client_info=client_info,
@@ -140,6 +173,7 @@ def connect_stdio(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     stderr_log_level: str = "debug",
@@ -161,6 +195,7 @@ def connect_stdio(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         secrets=secrets,
         stderr_log_level=stderr_log_level,
@@ -182,6 +217,7 @@ def websocket_server(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
@@ -234,6 +270,7 @@ def websocket_server(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         redactor=redactor,
         client_info=client_info,
@@ -254,6 +291,7 @@ def connect_websocket(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
@@ -279,6 +317,7 @@ def connect_websocket(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         secrets=secrets,
         open_timeout_seconds=open_timeout_seconds,
@@ -302,6 +341,7 @@ def http_server(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     ssl_context: ssl.SSLContext | None = None,
@@ -349,6 +389,7 @@ def http_server(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         redactor=redactor,
         client_info=client_info,
@@ -369,6 +410,7 @@ def connect_http(
     policy: GrantPolicy | None = None,
     feature_set_policy: FeatureSetPolicy | None = None,
     on_refusal: RefusalAction = "follow",
+    compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
     ssl_context: ssl.SSLContext | None = None,
@@ -391,6 +433,7 @@ def connect_http(
         policy=policy,
         feature_set_policy=feature_set_policy,
         on_refusal=on_refusal,
+        compat=compat,
         limits=limits,
         secrets=secrets,
         ssl_context=ssl_context,

@@ -205,6 +205,8 @@ class Connection:
         self._inbound_running = 0  # jobs started: running plus waiting for a turn
         self._inbound_limiter = anyio.CapacityLimiter(self.limits.max_concurrent_inbound)
         self._progress: dict[str, ProgressCallback] = {}
+        self._sent: dict[int, tuple[str, float]] = {}  # id -> (method, sent at): waiting()
+        self._last_received: float | None = None
         self._progress_tokens = itertools.count(1)
         self._dropped = LogBudget(self.limits.dropped_lines_logged)
         self._unmatched = LogBudget(self.limits.unmatched_errors_logged)
@@ -315,6 +317,16 @@ class Connection:
         """Host requests awaiting their answer."""
         return self._session.pending_count
 
+    def waiting(self) -> list[tuple[str, float]]:
+        """``(method, sent_at)`` of each host request still waiting for its answer, oldest
+        first (``sent_at``: ``anyio.current_time()`` seconds)."""
+        return sorted(self._sent.values(), key=lambda item: item[1])
+
+    @property
+    def last_received(self) -> float | None:
+        """When the server last sent a line (``anyio.current_time()``), None before any."""
+        return self._last_received
+
     @property
     def phase(self) -> str:
         """The session's phase name: ``new``, ``initializing``, ``operating`` or ``closed``."""
@@ -361,6 +373,7 @@ class Connection:
             self._progress[token] = progress
         slot = Slot(on_answer, self.redactor)
         pending, data = self._session.start_request(method, params, slot=slot)
+        self._sent[pending.id] = (method, anyio.current_time())
         link.send(data)
         try:
             with anyio.fail_after(math.inf if seconds is None else seconds):
@@ -374,6 +387,7 @@ class Connection:
                 self._abandon(pending, link, "cancelled")
             raise
         finally:
+            self._sent.pop(pending.id, None)
             if token is not None:
                 self._progress.pop(token, None)
         return slot.outcome()
@@ -484,6 +498,7 @@ class Connection:
         try:
             while True:
                 item = await link.transport.receive()
+                self._last_received = anyio.current_time()
                 try:
                     events = (
                         session.receive_too_long(item)

@@ -13,7 +13,7 @@ Rules of this module:
     has taken it from a subscription (``Delivery.taken``); the emitting request waits, and
     when nobody takes it in time it is withdrawn from every queue (never seen afterwards) and
     refused with a reason. Never "accepted" and then dropped.
-  - **observations** (everything else: ``notification``, ``refused``, ``policy_receipt``,
+  - **observations** (everything else: ``notification``, ``refused``, ``held``, ``policy_receipt``,
     ``manifest_change``, ``channels_changed``, and reports of requests the application's own
     handlers answered): past ``max_queued`` in a subscription the oldest observation is
     dropped and counted (``dropped``); lifecycle events and deliveries are never dropped to
@@ -60,6 +60,7 @@ EventKind = Literal[
     "notification",
     "server_request",
     "refused",
+    "held",
     "manifest_change",
     "policy_receipt",
     "channels_changed",
@@ -81,7 +82,10 @@ class ConnectingData(TypedDict):
 
 
 class ReadyData(TypedDict, total=False):
-    """``ready`` / ``degraded`` (``mcpl`` ``"mcp-only"``, with ``reason``)."""
+    """``ready`` / ``degraded`` (``mcpl`` ``"mcp-only"``, with ``reason``). For an MCPL
+    server also ``profile`` (``"strict"`` or ``"0.4"``) with ``profileReason``,
+    ``policyForm`` (``"request"``, or ``"notification"``: in force without a receipt, 0.4
+    profile) and ``grantsNothing`` (a grant is in force and holds no path)."""
 
     attempt: int
     serverName: str
@@ -91,6 +95,10 @@ class ReadyData(TypedDict, total=False):
     effectiveCapabilities: list[str]
     mode: str | None
     reason: str
+    profile: str | None
+    profileReason: str | None
+    policyForm: str | None
+    grantsNothing: bool
 
 
 class DisconnectedData(TypedDict):

@@ -63,6 +63,7 @@ from mcpl_host.mcp_methods import (
     Tool,
 )
 from mcpl_host.mcpl.channel_calls import ChannelOpenResult, PublishResult
+from mcpl_host.mcpl.dispatch import LIBRARY_SERVED
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.injections import DEFAULT_HOOK_TIMEOUT_SECONDS
@@ -148,6 +149,7 @@ def hosted_from_config(
         "observer": observer,
         "policy": config.grant_policy,
         "feature_set_policy": config.feature_set_policy,
+        "compat": config.compat,
         "limits": config.limits,
         "secrets": config.secrets,
         "client_info": client_info,
@@ -303,7 +305,10 @@ class _HostObserver:
         self._delivering = delivering  # push/server_request events are deliveries already
 
     def observe(self, server: str, observation: Observation) -> None:
-        if self._delivering and observation.kind in ("push_event", "server_request"):
+        kind, method = observation.kind, observation.data.get("method")
+        if self._delivering and (
+            kind == "push_event" or (kind == "server_request" and method not in LIBRARY_SERVED)
+        ):
             return
         self._emit(HostEvent(server, observation.kind, dict(observation.data)))
 

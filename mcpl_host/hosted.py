@@ -11,7 +11,10 @@ Rules of this module:
   - the feature-set state store (``state_store``, a ``StateStore``; pluggable, so a
     framework can persist it);
   - ``eventId`` de-duplication (``event_dedupe``; MCPL §9.4);
-  - the ``channels/publish`` mode learned from the server;
+  - the ``channels/publish`` mode learned from the server, and whether it reads only the
+    notification form of ``featureSets/update`` (``policy_as_notification``, 0.4 profile);
+  - the compatibility setting (``compat``) and the notes logged under the 0.4 profile
+    (``compat_notes``: each once per server, docs/protocol.md, "Compatibility profiles");
   - the channels registered on the current transport, as the application last saw them
     (``channels``; they lapse with the transport, and the application is told so).
 
@@ -33,6 +36,7 @@ from mcpl_host.handshake import host_advertisement
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor
 from mcpl_host.mcpl.channel_calls import PublishMode
+from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting, NoteLedger
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.negotiation import PolicyChange
@@ -60,6 +64,9 @@ class HostedServer:
         policy, feature_set_policy: the capability grant policy (default: grant nothing,
             MCPL §5.4) and the feature-set policy.
         on_refusal: what a refused policy does (``RefusalAction``).
+        compat: the compatibility setting (``"strict"``, ``"0.4"``, ``"auto"``: the profile
+            is chosen per connection from the advertisement; ``mcpl.compat``). Raises
+            ``ValueError`` for another value.
         limits: every bound (``Limits``). redactor: hides this server's secrets.
         client_info: the ``clientInfo`` sent in ``initialize``.
         state_store: held state per feature set (default: an in-memory store).
@@ -76,13 +83,17 @@ class HostedServer:
         policy: GrantPolicy | None = None,
         feature_set_policy: FeatureSetPolicy | None = None,
         on_refusal: RefusalAction = "follow",
+        compat: CompatSetting = "auto",
         limits: Limits | None = None,
         redactor: Redactor | None = None,
         client_info: ClientInfo | None = None,
         state_store: StateStore | None = None,
         describe: str = "",
     ) -> None:
+        if compat not in COMPAT_SETTINGS:
+            raise ValueError(f"compat must be one of {', '.join(COMPAT_SETTINGS)}, not {compat!r}")
         self.name = name
+        self.compat: CompatSetting = compat
         self.transport_factory = transport_factory
         self.handlers = handlers if handlers is not None else HostHandlers()
         self.observer = observer
@@ -99,6 +110,8 @@ class HostedServer:
         )
         self.publish_mode: PublishMode = "auto"
         self.publish_as_notification = False  # learned in "auto" from a -32601
+        self.policy_as_notification = False  # learned under the 0.4 profile
+        self.compat_notes = NoteLedger(self.limits.compat_notes_logged)
         #: The channels registered on the current transport (descriptors as sent).
         self.channels: list[dict[str, Any]] = []
         self.connections_opened = 0

@@ -108,6 +108,24 @@ DEFAULT_PROCESS_TREE_SCAN_SECONDS = 1.0
 DEFAULT_MAX_CHECK_MESSAGES = 20_000
 DEFAULT_MAX_CHECK_MESSAGE_BYTES = 1024 * 1024
 DEFAULT_CHECK_VALIDATION_TIMEOUT_SECONDS = 10.0
+#: The 0.4 compatibility profile (docs/protocol.md, "Compatibility profiles"): seconds the
+#: initial ``featureSets/update`` request waits for its answer before the host sends the same
+#: policy as a notification and puts it in force without a receipt.
+DEFAULT_POLICY_FALLBACK_SECONDS = 3.0
+#: 0.4 profile: privileged server requests held while the policy is not settled, at most this
+#: many at once (one more is refused at once: the policy is not yet in force), each for at
+#: most ``held_request_seconds`` (then refused the same way).
+DEFAULT_MAX_HELD_REQUESTS = 16
+DEFAULT_HELD_REQUEST_SECONDS = 30.0
+#: Seconds a server may stay silent while a host request waits for its answer, after the
+#: handshake, before ``mcpl-host probe`` reports it stalled (naming what is pending).
+DEFAULT_STALL_SECONDS = 10.0
+#: Refused server requests logged per connection (with the reason) before one "more go
+#: unlogged" line; each is still answered and reported to the observer.
+DEFAULT_REFUSALS_LOGGED = 20
+#: Compatibility notes (0.4 profile: what a server used or declared that MCPL 0.5 would
+#: refuse) logged per server, each distinct note once.
+DEFAULT_COMPAT_NOTES_LOGGED = 50
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -153,3 +171,9 @@ class Limits:
     max_check_messages: int = DEFAULT_MAX_CHECK_MESSAGES
     max_check_message_bytes: int = DEFAULT_MAX_CHECK_MESSAGE_BYTES
     check_validation_timeout_seconds: float = DEFAULT_CHECK_VALIDATION_TIMEOUT_SECONDS
+    policy_fallback_seconds: float = DEFAULT_POLICY_FALLBACK_SECONDS
+    max_held_requests: int = DEFAULT_MAX_HELD_REQUESTS
+    held_request_seconds: float = DEFAULT_HELD_REQUEST_SECONDS
+    stall_seconds: float = DEFAULT_STALL_SECONDS
+    refusals_logged: int = DEFAULT_REFUSALS_LOGGED
+    compat_notes_logged: int = DEFAULT_COMPAT_NOTES_LOGGED

@@ -17,6 +17,9 @@ Rules of this module (docs/protocol.md L1-L3):
 - Server values travel in log events as ``ServerValue``, whose ``str``/``repr``/
   ``__structlog__`` are already safe: an embedding application's own structlog or stdlib
   logging setup cannot print raw server text.
+- A server's own text meant to be read as text (its stderr lines) is logged and kept with
+  ``quotes=False``: only control and invisible characters are escaped, so ``"`` stays ``"``
+  in the log line, the stderr tail, the report and the JSON document.
 - Diagnostics the host writes about a server's protocol output are bounded by ``LogBudget``.
 """
 
@@ -132,6 +135,7 @@ def log_value(
     redactor: Redactor | None = None,
     *,
     max_units: int = DEFAULT_LOG_VALUE_MAX_UNITS,
+    quotes: bool = True,
 ) -> str:
     """Render a server value for a log line (docs/protocol.md L1, L2).
 
@@ -143,16 +147,18 @@ def log_value(
             None: one that masks only the well-known credential shapes
             (``mcpl_host.secrets``).
         max_units: the cut, in UTF-16 code units of the unescaped text.
+        quotes: escape ``"`` and ``\\`` too (default); False for text shown as text (stderr).
 
     Returns:
-        one line of text with no raw newline, quote, backslash, control or invisible
-        character (``escape_text``); if it was cut, it ends with ``CUT_MARKER``. Never raises.
+        one line of text with no raw newline, control or invisible character (nor quote or
+        backslash, with ``quotes``: ``escape_text``); if it was cut, it ends with
+        ``CUT_MARKER``. Never raises.
     """
     text = _as_text(value)
     window = max_units + LOG_VALUE_REDACTION_MARGIN_CHARS  # a char is 1 or 2 units: still cut
     text = (redactor or _DEFAULT_REDACTOR).redact(text[:window] if len(text) > window else text)
     text, was_cut = _cut_utf16(text, max_units)
-    text = escape_text(text)
+    text = escape_text(text, quotes=quotes)
     return text + CUT_MARKER if was_cut else text
 
 
@@ -160,19 +166,20 @@ class ServerValue:
     """A value a server sent, on its way into a log event.
 
     ``str()``, ``repr()`` and structlog's ``__structlog__`` all give ``log_value(value,
-    redactor)``, computed once.
+    redactor, quotes=quotes)``, computed once.
     """
 
-    __slots__ = ("_redactor", "_text", "_value")
+    __slots__ = ("_quotes", "_redactor", "_text", "_value")
 
-    def __init__(self, value: Any, redactor: Redactor | None = None) -> None:
+    def __init__(self, value: Any, redactor: Redactor | None = None, *, quotes: bool = True) -> None:
         self._value = value
         self._redactor = redactor
+        self._quotes = quotes
         self._text: str | None = None
 
     def __str__(self) -> str:
         if self._text is None:
-            self._text = log_value(self._value, self._redactor)
+            self._text = log_value(self._value, self._redactor, quotes=self._quotes)
         return self._text
 
     __repr__ = __str__

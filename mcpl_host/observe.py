@@ -34,6 +34,7 @@ ObservationKind = Literal[
     "server_request",
     "notification",
     "refused",
+    "held",
     "policy_receipt",
     "manifest_change",
     "channels_changed",
@@ -47,8 +48,14 @@ class Observation:
     - ``push_event``: ``id``, ``featureSet``, ``eventId``, ``params``, then ``answer`` (the
       result sent) or ``error`` (the error object sent);
     - ``server_request``: ``id``, ``method``, ``params``, then ``answer`` or ``error``;
-    - ``notification``: ``method``, ``params``;
-    - ``refused``: ``method``, ``params``, ``error`` (admission or params; sent at once);
+    - ``notification``: ``method``, ``params``; for a ``channels/*`` notification admission
+      refused, ``error`` and ``reason`` too (no answer is possible);
+    - ``refused``: ``id``, ``method``, ``params``, ``error`` (admission or params; sent at
+      once), ``reason`` (the capability gate's: ``not_in_force``, ``denied_by_policy``,
+      ``not_advertised``, ``mcpl_off``; else None); ``notification: true`` for a held
+      notification refused once the policy was settled (nothing was sent);
+    - ``held``: ``method``, ``params``, ``id`` (None for a notification), ``capability``: a
+      request held until the policy is settled (0.4 profile); its answer is reported later;
     - ``policy_receipt``: ``accepted``, ``mode``, ``fallback``, ``reason``,
       ``unavailableFeatures``, ``defects``;
     - ``manifest_change``: the change receipt (``domains``, ``impacts``);
@@ -87,13 +94,34 @@ class Reporter:
         ``error``)."""
         self._observe(kind, **data)
 
-    def notification(self, method: str, params: Any) -> None:
+    def notification(
+        self, method: str, params: Any, error: dict[str, Any] | None = None, reason: str | None = None
+    ) -> None:
         self.handlers.on_notification(self.name, method, params)
-        self._observe("notification", method=method, params=params)
+        if error is None:
+            self._observe("notification", method=method, params=params)
+        else:
+            self._observe("notification", method=method, params=params, error=error, reason=reason)
 
-    def refused(self, method: str, params: Any, error: dict[str, Any]) -> None:
+    def refused(
+        self,
+        method: str,
+        params: Any,
+        error: dict[str, Any],
+        reason: str | None = None,
+        *,
+        request_id: Any = None,
+        notification: bool = False,
+    ) -> None:
         self.handlers.on_refused(self.name, method, params, error)
-        self._observe("refused", method=method, params=params, error=error)
+        data: dict[str, Any] = {"id": request_id, "method": method, "params": params, "error": error}
+        data["reason"] = reason
+        if notification:
+            data["notification"] = True
+        self._observe("refused", **data)
+
+    def held(self, method: str, params: Any, request_id: Any, capability: str | None) -> None:
+        self._observe("held", method=method, params=params, id=request_id, capability=capability)
 
     def policy_receipt(self, outcome: PolicyOutcome) -> None:
         self.handlers.on_policy_receipt(self.name, outcome)

@@ -15,6 +15,18 @@ Rules of this module:
   format characters and line separators are shown as escapes; quotes and backslashes are
   kept; long values are cut. Server text always goes into ``rich.text.Text`` objects, never
   into markup, so ``[bold]`` in a description is literal.
+- What MCPL did is in the document, for both ``featureSets`` shapes: ``mcplState`` (the
+  state in one line: ready with the profile used, MCP-only and why), ``compat`` (setting,
+  profile, why, the notes of the 0.4 profile, requests held), ``grant.featureSets`` (each set
+  enabled or disabled with its reason), ``channels`` (registered now). In MCP-only state no
+  capability is listed as denied that plain MCP still serves (``tools``).
+- On failure, ``error.chain`` lists what went wrong before the last error (refusals, held
+  requests refused, why MCPL is off, lists unavailable, the causes of the exception), and
+  the terminal shows it under the error sentence (``render_failure``).
+- ``ProgressLine``: on a terminal, what the probe waits for and for how long, on one line of
+  stderr that is cleared before anything else is printed.
+- ``RunOrder``: ``run`` prints a server's observations (a refusal, a receipt) only after the
+  lifecycle event that ends its connecting (``ready``, ``degraded``, ``disconnected``).
 """
 
 from __future__ import annotations
@@ -23,7 +35,7 @@ import datetime
 import json
 import os
 import sys
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 
 import orjson
 from rich.console import Console, Group
@@ -33,10 +45,17 @@ from rich.text import Text
 
 from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.logging import Redactor, escape_text
+from mcpl_host.mcpl.policy_state import MCPLState
+
+if TYPE_CHECKING:
+    from mcpl_host.server_connection import ServerConnection
 
 __all__ = [
     "HOST_KEYS",
+    "ProgressLine",
     "ReportConsole",
+    "RunOrder",
+    "error_chain",
     "error_object",
     "failure_sentence",
     "new_document",
@@ -49,6 +68,7 @@ __all__ = [
     "render_failure",
     "render_listen_end",
     "render_listen_start",
+    "render_notes",
     "render_report",
     "render_run_end",
     "render_run_event",
@@ -57,9 +77,13 @@ __all__ = [
     "log_message_summary",
     "render_run_start",
     "render_stopping",
+    "no_grant_warning",
+    "refusal_text",
     "run_event",
     "safe_text",
     "silence",
+    "state_line",
+    "waiting_text",
 ]
 
 #: Characters of one server value shown in a table cell or an event line.
@@ -77,6 +101,8 @@ def new_document(command: list[str]) -> dict[str, Any]:
         "capabilities": {},
         "instructions": None,
         "mcpl": None,
+        "mcplState": {"state": "none", "line": "plain MCP server: no MCPL"},
+        "compat": None,
         "grant": {
             "state": "none",
             "advertisedCapabilities": [],
@@ -84,7 +110,9 @@ def new_document(command: list[str]) -> dict[str, Any]:
             "deniedCapabilities": [],
             "receipt": None,
             "defects": [],
+            "featureSets": [],
         },
+        "channels": [],
         "tools": [],
         "resources": [],
         "resourceTemplates": [],
@@ -99,11 +127,85 @@ def new_document(command: list[str]) -> dict[str, Any]:
     }
 
 
-def read_connection(doc: dict[str, Any], conn: Any) -> None:
-    """Fill ``server`` ... ``mcpl`` and ``grant`` from a ``ServerConnection`` after its
-    handshake (``server_info``, ``mcpl_state``, ``proposed_grant``, ``grant``,
-    ``policy_outcome``)."""
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one."""
+    return value if is_object(value) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` if it is a JSON array, else an empty one."""
+    return value if is_array(value) else []
+
+
+def _feature_sets(conn: ServerConnection) -> list[dict[str, Any]]:
+    """Each declared set (both shapes), enabled or disabled with its reason."""
+    derivation = conn.derivation
+    rows: list[dict[str, Any]] = []
+    for name, declared in conn.feature_sets.sets.items():
+        row: dict[str, Any] = {"name": name, "description": declared.description, "uses": list(declared.uses)}
+        if derivation is None:  # no grant in force: nothing is enabled
+            row.update(
+                enabled=False, reason="not_in_force" if conn.mcpl_state is MCPLState.PENDING else "mcpl_off"
+            )
+        elif name in derivation.enabled:
+            row["enabled"] = True
+        else:
+            why = derivation.disabled[name]
+            row.update(enabled=False, reason=why.reason)
+            if why.missing_capabilities:
+                row["missingCapabilities"] = list(why.missing_capabilities)
+            if why.detail:
+                row["detail"] = why.detail
+        rows.append(row)
+    return rows
+
+
+def _mcpl_state(conn: ServerConnection) -> dict[str, Any]:
+    state = conn.mcpl_state
+    choice = conn.profile_choice
+    policy = conn.policy_state
+    data: dict[str, Any] = {"state": state.value}
+    if choice is not None:
+        data.update(profile=choice.profile, profileReason=choice.reason)
+    if state is MCPLState.READY:
+        data["policyForm"] = "notification" if policy.settled_by == "notification" else "request"
+        if policy.settled_by == "notification":
+            data["reason"] = policy.notification_reason
+        grant = conn.grant
+        data["grantsNothing"] = grant is not None and not grant.paths
+    elif state is MCPLState.MCP_ONLY:
+        data["reason"] = policy.off_reason or "the policy exchange failed"
+    data["line"] = state_line(data)
+    return data
+
+
+def state_line(state: dict[str, Any]) -> str:
+    """The MCPL state of a (redacted) ``mcplState`` in one line."""
+    kind = state.get("state")
+    profile = f"profile {state.get('profile')}, {state.get('profileReason')}" if state.get("profile") else ""
+    if kind == "ready":
+        line = f"MCPL ready ({profile})"
+        if state.get("policyForm") == "notification":
+            line += f"; the policy is in force without a receipt: {state.get('reason')}"
+        if state.get("grantsNothing"):
+            line += "; MCPL is granted nothing"
+        return line
+    if kind == "mcp-only":
+        return (
+            f"MCP-only: {state.get('reason')} ({profile}); tools, resources and prompts work as "
+            "plain MCP, nothing of MCPL"
+        )
+    if kind == "pending":
+        return f"MCPL pending: the policy is not yet in force ({profile})"
+    return "plain MCP server: no MCPL"
+
+
+def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
+    """Fill ``server`` ... ``mcpl``, ``mcplState``, ``compat``, ``grant`` and ``channels``
+    from a ``ServerConnection`` after its handshake. Called again before the connection
+    closes, so notes and channels that came later are in the document."""
     info = conn.server_info
+    assert info is not None
     doc.update(
         server={"name": info.name, "version": info.version},
         protocolVersion=info.protocol_version,
@@ -111,17 +213,36 @@ def read_connection(doc: dict[str, Any], conn: Any) -> None:
         instructions=info.instructions,
         mcpl=info.mcpl,
     )
-    grant, proposed, outcome = conn.grant, conn.proposed_grant, conn.policy_outcome
-    advertised = sorted(proposed.advertised) if proposed else []
+    grant, outcome, state = conn.grant, conn.policy_outcome, conn.mcpl_state
+    advertised = sorted(conn.advertised)
+    if grant is not None:
+        denied = sorted(grant.denied & conn.advertised) if state is MCPLState.READY else []
+    else:
+        # No grant in force: every MCPL capability advertised is off; plain MCP (tools) is not.
+        denied = [path for path in advertised if path != "tools"]
     doc["grant"] = {
-        "state": conn.mcpl_state.value,
+        "state": state.value,
         "advertisedCapabilities": advertised,
         "effectiveCapabilities": sorted(grant.paths) if grant else [],
-        # With no grant in force (plain MCP, refused or failed policy), nothing is granted.
-        "deniedCapabilities": sorted(grant.denied) if grant else advertised,
+        "deniedCapabilities": denied,
         "receipt": outcome.raw if outcome else None,
         "defects": outcome.defects if outcome else [],
+        "featureSets": _feature_sets(conn),
     }
+    choice = conn.profile_choice
+    doc["mcplState"] = _mcpl_state(conn)
+    doc["compat"] = (
+        None
+        if choice is None
+        else {
+            "setting": choice.setting,
+            "profile": choice.profile,
+            "reason": choice.reason,
+            "notes": [note.to_json() for note in conn.compat_notes],
+            "held": conn.held_total,
+        }
+    )
+    doc["channels"] = conn.channel_registry.descriptors()
 
 
 def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
@@ -205,6 +326,10 @@ HOST_KEYS = frozenset(new_document([])) | frozenset({
     "name", "version", "revision", "description", "uses", "inputSchema", "properties",
     "required", "arguments", "uri", "mimeType", "uriTemplate", "payload", "content", "text",
     "capability", "featureSets", "tools", "resources", "prompts", "experimental",
+    # MCPL state, compatibility, feature sets, channels, failures (this module, mcpl.compat)
+    "line", "profile", "profileReason", "policyForm", "grantsNothing", "setting", "notes", "held",
+    "sentence", "enabled", "heldSeconds", "chain", "channels", "results", "direction", "label",
+    "listenStoppedBy",
 })  # fmt: skip
 
 
@@ -263,19 +388,54 @@ def _manifest(mcpl: dict[str, Any]) -> Text:
     text = Text(f"version {safe_text(mcpl.get('version'))}")
     if "revision" in mcpl:
         text.append(f", revision {safe_text(mcpl.get('revision'))}")
-    feature_sets = mcpl.get("featureSets")
-    for name, spec in feature_sets.items() if is_object(feature_sets) else ():
-        spec = spec if is_object(spec) else {}
-        text.append(f"\n{safe_text(name)}", style="bold")
-        if spec.get("description"):
-            text.append(f": {safe_text(spec['description'])}")
-        if is_array(spec.get("uses")):
-            text.append(f" (uses {', '.join(safe_text(u) for u in spec['uses'])})", style="dim")
+    shape = mcpl.get("featureSets")
+    if is_array(shape):
+        text.append(" (featureSets as an array, read by each entry's name)", style="dim")
     return text
 
 
-def _receipt(grant: dict[str, Any]) -> Text:
+_REASONS = {
+    "invalid_uses": "its uses cannot be read",
+    "capability_denied": "a capability it uses is not granted",
+    "not_selected": "not selected by the feature-set policy",
+    "disabled_by_policy": "disabled by the feature-set policy",
+    "not_in_force": "the policy is not yet in force",
+    "mcpl_off": "MCPL is off",
+}
+
+
+def _feature_set_lines(rows: list[Any]) -> Text:
+    """One line per feature set: name, enabled or disabled and why, what it uses."""
+    text = Text()
+    for index, row in enumerate(_obj(r) for r in rows):
+        if index:
+            text.append("\n")
+        text.append(safe_text(row.get("name")), style="bold")
+        if row.get("enabled") is True:
+            text.append("  enabled", style="green")
+        else:
+            reason = str(row.get("reason"))
+            text.append(f"  disabled: {reason}", style="yellow")
+            missing = _list(row.get("missingCapabilities"))
+            explained = _REASONS.get(reason, "")
+            if missing:
+                explained = f"not granted: {', '.join(safe_text(m) for m in missing)}"
+            elif row.get("detail"):
+                explained = safe_text(row.get("detail"))
+            if explained:
+                text.append(f" ({explained})", style="yellow")
+        if row.get("description"):
+            text.append(f"  {safe_text(row.get('description'))}")
+        uses = _list(row.get("uses"))
+        if uses:
+            text.append(f" (uses {', '.join(safe_text(u) for u in uses)})", style="dim")
+    return text
+
+
+def _receipt(grant: dict[str, Any], state: dict[str, Any]) -> Text:
     receipt = grant.get("receipt")
+    if receipt is None and state.get("policyForm") == "notification":
+        return Text("none: the policy was sent as a notification", style="yellow")
     if not is_object(receipt):
         return _none() if receipt is None else Text(safe_text(receipt))
     if receipt.get("accepted") is not True:
@@ -290,9 +450,8 @@ def _receipt(grant: dict[str, Any]) -> Text:
     text.append("accepted", style="green")
     if receipt.get("mode"):
         text.append(f" ({safe_text(receipt['mode'])})")
-    for entry in receipt.get("unavailableFeatures") or ():
-        entry = entry if is_object(entry) else {}
-        missing: Any = entry.get("missingCapabilities") or []
+    for entry in (_obj(e) for e in _list(receipt.get("unavailableFeatures"))):
+        missing = _list(entry.get("missingCapabilities"))
         text.append(f"\n{safe_text(entry.get('featureSet'))} {safe_text(entry.get('effect', '?'))}")
         if missing:
             text.append(f" (missing {', '.join(safe_text(m) for m in missing)})", style="dim")
@@ -309,8 +468,8 @@ def _fields(rows: list[tuple[str, Text]]) -> Table:
 
 
 def _arguments(names: list[Any], required: Any) -> Text:
-    required = set(required) if is_array(required) else set[Any]()
-    return _names([f"{name}*" if name in required else name for name in names])
+    needed: set[Any] = set(_list(required))
+    return _names([f"{name}*" if name in needed else name for name in names])
 
 
 def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Text:
@@ -341,7 +500,7 @@ def _tool_row(tool: dict[str, Any]) -> list[Text]:
 
 
 def _prompt_row(prompt: dict[str, Any]) -> list[Text]:
-    args = [a for a in prompt.get("arguments") or () if is_object(a)]
+    args = [a for a in _list(prompt.get("arguments")) if is_object(a)]
     required = [a.get("name") for a in args if a.get("required")]
     return [
         Text(safe_text(prompt.get("name")), style="bold"),
@@ -368,44 +527,60 @@ _TABLES = (
 
 
 def render_report(console: Console, doc: dict[str, Any]) -> None:
-    """Print the server panel, the grant panel and the tables of a (redacted) probe doc."""
-    server: Any = doc.get("server") or {}
+    """Print the server panel, the grant panel (with the MCPL state line, the profile and the
+    feature sets) and the tables of a (redacted) probe doc."""
+    server = _obj(doc.get("server"))
     title = f"{safe_text(server.get('name') or '(unnamed)')} {safe_text(server.get('version') or '')}"
     rows = [
         ("Protocol", _text(doc.get("protocolVersion"))),
-        ("Capabilities", _capabilities(doc.get("capabilities") or {})),
+        ("Capabilities", _capabilities(_obj(doc.get("capabilities")))),
     ]
-    if doc.get("mcpl") is not None:
-        rows.append(("MCPL", _manifest(doc["mcpl"])))
+    mcpl = doc.get("mcpl")
+    if is_object(mcpl):
+        rows.append(("MCPL", _manifest(mcpl)))
     if doc.get("instructions"):
         rows.append(("Instructions", _text(doc["instructions"], newlines=True)))
     console.print(Panel(_fields(rows), title=Text(title.strip(), style="bold"), title_align="left"))
 
-    grant: Any = doc.get("grant") or {}
-    if doc.get("mcpl") is None:
+    grant = _obj(doc.get("grant"))
+    state = _obj(doc.get("mcplState"))
+    compat = _obj(doc.get("compat"))
+    if not is_object(mcpl):
         body: Any = Text("plain MCP server: no MCPL, nothing to grant", style="dim")
     else:
-        body = _fields(
-            [
-                ("State", Text(safe_text(grant.get("state")))),
-                ("Advertised", _names(grant.get("advertisedCapabilities"))),
-                ("Granted", _names(grant.get("effectiveCapabilities"))),
-                ("Denied", _names(grant.get("deniedCapabilities"))),
-                ("Receipt", _receipt(grant)),
-            ]
-        )
+        ready = state.get("state") == "ready"
+        fields = [
+            ("State", Text(safe_text(state.get("line")), style="green" if ready else "yellow")),
+            ("Advertised", _names(grant.get("advertisedCapabilities"))),
+            ("Granted", _names(grant.get("effectiveCapabilities"))),
+        ]
+        if ready:
+            fields.append(("Denied", _names(grant.get("deniedCapabilities"))))
+        else:
+            off = grant.get("deniedCapabilities")
+            fields.append(("Not in force", _names(off) if off else _none()))
+        fields.append(("Receipt", _receipt(grant, state)))
+        feature_sets = _list(grant.get("featureSets"))
+        if feature_sets:
+            fields.append(("Feature sets", _feature_set_lines(feature_sets)))
+        if compat.get("held"):
+            fields.append(("Held", Text(f"{compat['held']} request(s) held until the policy was settled")))
+        parts: list[Any] = [_fields(fields)]
         if grant.get("defects"):
-            body = Group(
-                body, Text("\n".join(f"defect: {safe_text(d)}" for d in grant["defects"]), style="yellow")
+            parts.append(
+                Text("\n".join(f"defect: {safe_text(d)}" for d in _list(grant["defects"])), style="yellow")
             )
+        notes = _list(compat.get("notes"))
+        if notes:
+            parts.append(_notes(notes))
+        body = Group(*parts) if len(parts) > 1 else parts[0]
     console.print(Panel(body, title=Text("Grant", style="bold"), title_align="left"))
 
-    unavailable_lists: Any = doc.get("unavailable") or {}
     for key, title, columns, row in _TABLES:
-        unavailable = unavailable_lists.get(key)
-        if key in (doc.get("skipped") or ()):
+        unavailable = _obj(doc.get("unavailable")).get(key)
+        if key in _list(doc.get("skipped")):
             console.print(Text(f"{title}: not offered (capability not advertised)", style="dim"))
-        elif unavailable is not None:
+        elif is_object(unavailable):
             console.print(
                 Text(
                     f"{title}: unavailable (server error {unavailable.get('code')}: "
@@ -414,7 +589,20 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
                 )
             )
         else:
-            console.print(_table(title, columns, [row(item) for item in doc.get(key) or ()]))
+            console.print(_table(title, columns, [row(_obj(item)) for item in _list(doc.get(key))]))
+
+
+def render_notes(console: Console, notes: list[Any]) -> None:
+    """Compatibility notes that came after the report (while listening)."""
+    if notes:
+        console.print(_notes(notes))
+
+
+def _notes(notes: list[Any]) -> Text:
+    text = Text("Compatibility notes (0.4 profile; MCPL 0.5 refuses these):", style="bold")
+    for note in (_obj(n) for n in notes):
+        text.append(f"\n  {safe_text(note.get('sentence'), max_chars=1000)}", style="dim")
+    return text
 
 
 def log_message_summary(params: Any) -> str | None:
@@ -435,11 +623,11 @@ def _event_summary(event: dict[str, Any]) -> str:
         summary = log_message_summary(params)
         if summary is not None:
             return summary
-    if event.get("kind") == "push/event" and is_object(params):
-        payload = v if is_object(v := params.get("payload")) else {}
+    if "push/event" in (event.get("kind"), event.get("method")) and is_object(params):
+        payload = _obj(params.get("payload"))
         texts = [
             str(b.get("text"))
-            for b in payload.get("content") or ()
+            for b in _list(payload.get("content"))
             if is_object(b) and isinstance(b.get("text"), str)
         ]
         head = f"{safe_text(params.get('featureSet'))} {safe_text(params.get('eventId'))}"
@@ -461,28 +649,52 @@ def print_event_line(console: Console, head: Text, rest: Text) -> None:
     console.print(grid)
 
 
+def _answered(answer: Any) -> tuple[str, str]:
+    """How an answer reads: accepted or not, items accepted, or answered."""
+    if is_object(answer) and isinstance(answer.get("accepted"), bool):
+        return ("  → accepted", "green") if answer["accepted"] else ("  → not accepted", "yellow")
+    results = _obj(answer).get("results")
+    if is_array(results):
+        accepted = sum(1 for item in results if is_object(item) and item.get("accepted") is True)
+        return f"  → answered: {accepted} of {len(results)} accepted", (
+            "green" if accepted == len(results) else "yellow"
+        )
+    return "  → answered", "green"
+
+
+def refusal_text(error: dict[str, Any]) -> str:
+    """``refused -32002 Capability denied: ... (pushEvents)`` from a (redacted) error object."""
+    text = f"refused {error.get('code')} {safe_text(error.get('message'))}"
+    data = error.get("data")
+    if is_object(data) and "capability" in data:
+        text += f" ({safe_text(data['capability'])})"
+    return text
+
+
 def render_event(console: Console, event: dict[str, Any]) -> None:
     """Print one (redacted) event as one line: time, kind, method, summary, outcome."""
     clock = str(event.get("time", ""))[11:23]  # HH:MM:SS.mmm of the ISO 8601 time
     head = Text(f"{clock}  ", style="dim")
     line = Text()
-    line.append(str(event.get("kind")), style="cyan")
-    if event.get("kind") != "push/event":
+    kind = event.get("kind")
+    line.append(str(kind), style="cyan")
+    if kind != "push/event":
         line.append(f" {safe_text(event.get('method'))}", style="bold")
     summary = _event_summary(event)
     if summary:
         line.append(f" {summary}")
     error = event.get("error")
-    if is_object(error):
-        line.append(f"  → refused {error.get('code')} {safe_text(error.get('message'))}", style="red")
-        data = error.get("data")
-        if is_object(data) and "capability" in data:
-            line.append(f" ({safe_text(data['capability'])})", style="red")
-    elif is_object(event.get("answer")):
-        accepted = event["answer"].get("accepted") is True
-        line.append(
-            "  → accepted" if accepted else "  → not accepted", style="green" if accepted else "yellow"
-        )
+    if kind == "held":
+        line.append("  → held until the policy is settled (0.4 profile)", style="yellow")
+    elif is_object(error):
+        unanswered = " (a notification: not answered)" if kind == "notification" else ""
+        line.append(f"  → {refusal_text(error)}{unanswered}", style="red")
+    elif "answer" in event:
+        text, style = _answered(event.get("answer"))
+        line.append(text, style=style)
+    held = event.get("heldSeconds")
+    if isinstance(held, (int, float)):
+        line.append(f" (held {held:.2f} s)", style="dim")
     print_event_line(console, head, line)
 
 
@@ -519,15 +731,95 @@ def failure_sentence(error: dict[str, Any]) -> str:
     return f"Error: {message}"
 
 
+#: Entries of ``error.chain`` kept (the first ones: what went wrong first explains the rest).
+MAX_CHAIN = 12
+
+
+def error_chain(doc: dict[str, Any], exc: BaseException | None = None) -> list[str]:
+    """What went wrong before the last error, oldest first (module rules): from the
+    (unredacted) probe ``doc`` and the exception's causes. Sentences; server text escaped
+    by the caller (``redact_json``, then ``safe_text`` when shown)."""
+    chain: list[str] = []
+    for event in (_obj(e) for e in _list(doc.get("events"))):
+        error = event.get("error")
+        if is_object(error):
+            method, time = event.get("method"), str(event.get("time", ""))[11:23]
+            held = event.get("heldSeconds")
+            after = f" after holding it {held:.1f} s" if isinstance(held, (int, float)) else ""
+            chain.append(
+                f"{time} the host refused {method}{after}: {error.get('message')} ({error.get('code')})"
+            )
+    state = _obj(doc.get("mcplState"))
+    if state.get("state") == "mcp-only":
+        chain.append(f"MCPL is off: {state.get('reason')}")
+    for key, unavailable in _obj(doc.get("unavailable")).items():
+        entry = _obj(unavailable)
+        chain.append(f"{key} unavailable: server error {entry.get('code')}: {entry.get('message')}")
+    cause: BaseException | None = None
+    if exc is not None:
+        cause = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+    while cause is not None and len(chain) < MAX_CHAIN:
+        chain.append(f"{type(cause).__name__}: {cause}")
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+    return chain[:MAX_CHAIN]
+
+
 def render_failure(console: Console, error: dict[str, Any]) -> None:
-    """The failure sentence and the server's stderr tail (both already redacted)."""
+    """The failure sentence, the chain of what went wrong before it, and the server's stderr
+    tail (all already redacted)."""
     console.print(Text(failure_sentence(error), style="bold red"), soft_wrap=True)
-    tail: Any = error.get("stderr_tail") or []
+    chain = _list(error.get("chain"))
+    if chain:
+        console.print(Text("What happened before:", style="dim"))
+        for number, step in enumerate(chain, 1):
+            console.print(Text(f"  {number}. {safe_text(step, max_chars=1000)}"), soft_wrap=True)
+    tail = _list(error.get("stderr_tail"))
     if tail:
         lines = "line" if len(tail) == 1 else f"{len(tail)} lines"
         console.print(Text(f"Server stderr (last {lines}):", style="dim"))
         for line in tail:
             console.print(Text(f"  {safe_text(line, max_chars=1000)}"), soft_wrap=True)
+
+
+class ProgressLine:
+    """What the probe waits for, on one line of ``stream`` when it is a terminal (module
+    rules); does nothing otherwise. ``show(text)`` replaces the line, ``clear()`` removes it
+    (call it before printing anything else). ``text`` must already be safe (``safe_text``)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        try:
+            self.enabled = stream.isatty()
+        except (AttributeError, ValueError, OSError):
+            self.enabled = False
+        self._shown = False
+
+    def show(self, text: str) -> None:
+        if self.enabled:
+            self._write(f"\r\x1b[2K{text}")
+            self._shown = True
+
+    def clear(self) -> None:
+        if self.enabled and self._shown:
+            self._write("\r\x1b[2K")
+            self._shown = False
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):
+            self.enabled = False
+
+
+def waiting_text(server: str, waiting: list[tuple[str, float]], silent: float | None) -> str:
+    """``waiting for mcpl-demo: tools/list (3 s)``, with how long the server has been silent
+    when that is longer than a second."""
+    shown = ", ".join(f"{safe_text(method)} ({seconds:.0f} s)" for method, seconds in waiting)
+    text = f"waiting for {safe_text(server)}: {shown}"
+    if silent is not None and silent >= 1:
+        text += f"; nothing received for {silent:.0f} s"
+    return text + " (Ctrl-C stops)"
 
 
 # --- mcpl-host run ----------------------------------------------------------------------------
@@ -547,7 +839,7 @@ def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         "time": _iso_time(event.get("time")),
         "server": event.get("server"),
         "kind": event.get("kind"),
-        "data": redact_json(event.get("data") or {}, redactor),
+        "data": redact_json(_obj(event.get("data")), redactor),
     }
 
 
@@ -563,7 +855,11 @@ def print_json_line(value: Any) -> bool:
     return True
 
 
-def render_run_start(console: Console, source: str, servers: list[str]) -> None:
+def render_run_start(
+    console: Console, source: str, servers: list[str], grants_nothing: list[str] | None = None
+) -> None:
+    """The first lines of ``run``: what is hosted, and a warning for each server whose
+    config entry gives no grant (``grants_nothing``): MCPL is granted nothing."""
     console.print(
         Text(
             f"Hosting {len(servers)} server(s) from {safe_text(source)}: "
@@ -572,6 +868,46 @@ def render_run_start(console: Console, source: str, servers: list[str]) -> None:
         ),
         soft_wrap=not console.is_terminal,
     )
+    for name in grants_nothing or ():
+        console.print(Text(no_grant_warning(name), style="yellow"))
+
+
+def no_grant_warning(name: str) -> str:
+    """The warning for a config entry that gives no grant."""
+    return (
+        f"warning: {safe_text(name)}: its config entry gives no grant, so MCPL is granted nothing "
+        '(add "grant": [...] or "grantAllAdvertised": true)'
+    )
+
+
+#: Observations held per server while it connects (``RunOrder``); past it they are printed
+#: at once, in order, rather than kept.
+MAX_ORDERED_EVENTS = 1000
+_ENDS_CONNECTING = frozenset({"ready", "degraded", "disconnected", "gave_up"})
+
+
+class RunOrder:
+    """Orders ``run``'s lines (module rules): ``take(event)`` returns the events to print
+    now. After a server's ``connecting``, its observations wait (at most
+    ``MAX_ORDERED_EVENTS``) until the lifecycle event that ends connecting, which is printed
+    first, then them."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, list[dict[str, Any]]] = {}
+
+    def take(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        server, kind = str(event.get("server")), event.get("kind")
+        if kind == "connecting":
+            earlier = self._waiting.pop(server, [])
+            self._waiting[server] = []
+            return [*earlier, event]
+        if kind in _ENDS_CONNECTING:
+            return [event, *self._waiting.pop(server, [])]
+        waiting = self._waiting.get(server)
+        if waiting is None or len(waiting) >= MAX_ORDERED_EVENTS:
+            return [event]
+        waiting.append(event)
+        return []
 
 
 def render_stopping(console: Console, count: int) -> None:
@@ -592,16 +928,10 @@ def render_run_end(console: Console, interrupted: bool) -> None:
 def _outcome(data: dict[str, Any]) -> tuple[str, str]:
     error = data.get("error")
     if is_object(error):
-        detail = error.get("data")
-        capability = (
-            f" ({safe_text(detail['capability'])})" if is_object(detail) and "capability" in detail else ""
-        )
-        return f"  → refused {error.get('code')} {safe_text(error.get('message'))}{capability}", "red"
-    answer = data.get("answer")
-    if is_object(answer) and "accepted" in answer:
-        accepted = answer.get("accepted") is True
-        return ("  → accepted", "green") if accepted else ("  → not accepted", "yellow")
-    return ("  → answered", "green") if "answer" in data else ("  → waiting for the application", "yellow")
+        return f"  → {refusal_text(error)}", "red"
+    if "answer" in data:
+        return _answered(data.get("answer"))
+    return "  → waiting for the application", "yellow"
 
 
 def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
@@ -612,13 +942,19 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         state = {"ready": "MCPL ready", "none": "plain MCP"}.get(str(d.get("mcpl")), "MCP-only")
         text = f"{safe_text(d.get('serverName'))} {safe_text(d.get('serverVersion'))}, {state}"
         text += f" ({safe_text(d.get('mode'))})" if d.get("mode") else ""
-        granted: Any = d.get("effectiveCapabilities") or []
+        text += f", profile {safe_text(d.get('profile'))}" if d.get("profile") else ""
+        text += ", policy sent as a notification" if d.get("policyForm") == "notification" else ""
+        granted = _list(d.get("effectiveCapabilities"))
         text += f", granted {', '.join(safe_text(c) for c in granted)}" if granted else ""
+        style = "green" if kind == "ready" else "yellow"
+        if d.get("grantsNothing"):
+            text += ", granted nothing (warning: no grant in the config)"
+            style = "yellow"
         text += f": {safe_text(d.get('reason'))}" if d.get("reason") else ""
-        return f"{text} (attempt {d.get('attempt')})", "green" if kind == "ready" else "yellow"
+        return f"{text} (attempt {d.get('attempt')})", style
     if kind == "disconnected":
         text = safe_text(d.get("reason"), max_chars=MAX_EVENT_CHARS)
-        tail: Any = d.get("stderrTail") or []
+        tail = _list(d.get("stderrTail"))
         text += f"; last stderr: {safe_text(tail[-1], max_chars=MAX_EVENT_CHARS)}" if tail else ""
         return text, "red"
     if kind == "reconnecting":
@@ -635,11 +971,11 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
     if kind == "manifest_change":
         impacts = [
             f"{safe_text(i.get('impact'))} {safe_text(i.get('detail'))}"
-            for i in d.get("impacts") or ()
+            for i in _list(d.get("impacts"))
             if is_object(i)
         ]
         return (
-            f"{', '.join(safe_text(x) for x in d.get('domains') or ())}: {'; '.join(impacts) or 'no impact'}",
+            f"{', '.join(safe_text(x) for x in _list(d.get('domains')))}: {'; '.join(impacts) or 'no impact'}",
             "",
         )
     if kind == "push_event" or (kind == "refused" and d.get("method") == "push/event"):
@@ -652,7 +988,12 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
     summary = safe_text(d.get("method"))
     if d.get("params") is not None:
         summary += " " + safe_text(d.get("params"), max_chars=MAX_EVENT_CHARS)
+    if kind == "held":
+        return summary + "  → held until the policy is settled (0.4 profile)", "yellow"
     if kind == "notification":
+        error = d.get("error")
+        if is_object(error):
+            return summary + f"  → {refusal_text(error)} (a notification: not answered)", "red"
         return summary, ""
     return summary + _outcome(d)[0], _outcome(d)[1]  # server_request, refused
 
@@ -660,7 +1001,7 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
 def run_event_text(event: dict[str, Any], *, server: bool = True) -> tuple[Text, Text]:
     """One (redacted) ``run_event`` as (time, the rest: server unless not ``server``, kind,
     summary), for ``print_event_line``."""
-    text, style = _run_summary(str(event.get("kind")), event.get("data") or {})
+    text, style = _run_summary(str(event.get("kind")), _obj(event.get("data")))
     head = Text(f"{str(event.get('time', ''))[11:23]}  ", style="dim")
     line = Text()
     if server:

@@ -43,8 +43,15 @@ from mcpl_host.mcp_methods import (
 from mcpl_host.mcpl.admission import may_send
 from mcpl_host.mcpl.channel_calls import ChannelCalls, ChannelOpenResult, PublishMode, PublishResult
 from mcpl_host.mcpl.channels import ChannelService
+from mcpl_host.mcpl.compat import CompatNote, Profile, ProfileChoice
 from mcpl_host.mcpl.dispatch import InboundDispatcher
-from mcpl_host.mcpl.feature_sets import Derivation, FeatureSetDeclarations, FeatureSetPolicy
+from mcpl_host.mcpl.explain import LIBRARY_SWITCH, RefusalRecord, silence_sentence
+from mcpl_host.mcpl.feature_sets import (
+    Derivation,
+    FeatureSetDeclarations,
+    FeatureSetPolicy,
+    declaration_notes,
+)
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.hooks import HookCalls
 from mcpl_host.mcpl.inference import InferenceService
@@ -83,7 +90,7 @@ class ServerConnection:
         self.hosted = hosted
         name, limits, redactor = hosted.name, hosted.limits, hosted.redactor
         self._log = get_logger("mcpl_host.connection", server=name)
-        self._policy = PolicyState(on_refusal=hosted.on_refusal)
+        self._policy = PolicyState(on_refusal=hosted.on_refusal, compat=hosted.compat)
         self._reporter = Reporter(name, hosted.handlers, hosted.observer)
         self._shell = Connection(
             transport_factory,
@@ -94,7 +101,15 @@ class ServerConnection:
         )
         shell, state, log = self._shell, self._policy, self._log
         self._exchange = PolicyExchange(
-            shell, state, hosted, self._reporter, close=self.aclose, log=log, redactor=redactor
+            shell,
+            state,
+            hosted,
+            self._reporter,
+            close=self.aclose,
+            log=log,
+            redactor=redactor,
+            fallback_seconds=limits.policy_fallback_seconds,
+            silence_hint=self._silence_hint,
         )
         manifest = ManifestWatcher(
             shell, state, self._exchange, hosted, self._reporter, log=log, redactor=redactor
@@ -109,7 +124,7 @@ class ServerConnection:
             diagnostics_logged=limits.channel_diagnostics_logged,
             max_notification_deliveries=limits.max_queued_inbound,
         )
-        shell.inbound = InboundDispatcher(
+        self._dispatcher = InboundDispatcher(
             name,
             state,
             hosted.handlers,
@@ -123,7 +138,11 @@ class ServerConnection:
             manifest=manifest,
             log=log,
             redactor=redactor,
+            limits=limits,
+            wait_settled=self._exchange.settled.wait,
+            notes=hosted.compat_notes,
         )
+        shell.inbound = self._dispatcher
         self.mcp = MCPClient(shell, limits)
         self._hooks = HookCalls(
             shell, state, log=log, redactor=redactor, drops_logged=limits.dropped_injections_logged
@@ -154,6 +173,16 @@ class ServerConnection:
                     self._log.info(
                         "feature set declaration problem", problem=ServerValue(problem, self.redactor)
                     )
+                choice = self._policy.choice
+                assert choice is not None
+                self._log.info(
+                    "MCPL compatibility profile",
+                    profile=choice.profile,
+                    setting=choice.setting,
+                    why=choice.reason,
+                )
+                if self._policy.lenient:
+                    self._dispatcher.note(tuple(declaration_notes(self._policy.feature_sets)))
                 await self._exchange.initial()
         except BaseException:
             await self._shell.__aexit__(None, None, None)
@@ -233,6 +262,55 @@ class ServerConnection:
     @property
     def mcpl_state(self) -> MCPLState:
         return self._policy.state
+
+    @property
+    def profile(self) -> Profile:
+        """The compatibility profile of this connection (``mcpl.compat``)."""
+        return self._policy.profile
+
+    @property
+    def profile_choice(self) -> ProfileChoice | None:
+        """How the profile was chosen (None for a plain MCP server, or before the handshake)."""
+        return self._policy.choice
+
+    @property
+    def compat_notes(self) -> list[CompatNote]:
+        """The compatibility notes of the server so far (0.4 profile; each once)."""
+        return list(self.hosted.compat_notes.notes)
+
+    @property
+    def last_refusal(self) -> RefusalRecord | None:
+        """The last server request refused on this connection (``mcpl.explain``)."""
+        return self._dispatcher.last_refusal
+
+    @property
+    def held_total(self) -> int:
+        """Server requests and notifications held until the policy was settled (0.4)."""
+        return self._dispatcher.held_total
+
+    def waiting(self) -> list[tuple[str, float]]:
+        """``(method, sent_at)`` of each host request waiting for its answer
+        (``Connection.waiting``; ``anyio.current_time()`` seconds)."""
+        return self._shell.waiting()
+
+    @property
+    def last_received(self) -> float | None:
+        """When the server last sent anything (``anyio.current_time()``), or None."""
+        return self._shell.last_received
+
+    def _silence_hint(self) -> str | None:
+        """After a refusal: the sentence explaining an unanswered initial policy request."""
+        refusal = self._dispatcher.last_refusal
+        if refusal is None:
+            return None
+        seconds = self.limits.request_timeout_seconds
+        return silence_sentence(
+            None,
+            refusal,
+            self._policy.profile,
+            switch=LIBRARY_SWITCH,
+            waited_for=f"featureSets/update within {seconds:g} s",
+        )
 
     @property
     def is_mcpl_ready(self) -> bool:

@@ -123,12 +123,19 @@ def connection_data(conn: ServerConnection, attempt: int) -> ReadyData:
         "effectiveCapabilities": sorted(conn.grant.paths) if conn.grant is not None else [],
         "mode": outcome.mode if outcome is not None and outcome.accepted else None,
     }
+    choice = conn.profile_choice
+    if choice is not None:
+        state = conn.policy_state
+        data["profile"] = choice.profile
+        data["profileReason"] = choice.reason
+        data["policyForm"] = "notification" if state.settled_by == "notification" else "request"
+        data["grantsNothing"] = conn.grant is not None and not conn.grant.paths
     if conn.mcpl_state is MCPLState.MCP_ONLY:
         if outcome is not None and not outcome.accepted:
             why = f"the server refused the host's policy (fallback {outcome.fallback or 'none'})"
             data["reason"] = why + (f": {outcome.reason}" if outcome.reason else "")
         else:
-            data["reason"] = "the policy request failed"
+            data["reason"] = conn.policy_state.off_reason or "the policy request failed"
     return data
 
 

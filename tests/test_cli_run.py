@@ -87,7 +87,10 @@ def test_run_prints_a_line_per_event_and_ctrl_c_closes_everything(tmp_path: Path
     finally:
         status, out, err = interrupt(cli)
     assert status == 0, err
-    assert "demo  ready mcpl-demo 0.1.0, MCPL ready, granted pushEvents, tools (attempt 1)" in out
+    assert (
+        "demo  ready mcpl-demo 0.1.0, MCPL ready, profile strict, granted pushEvents, tools (attempt 1)"
+        in out
+    )
     assert "demo  push_event demo.clock tick-1: tick 1  → accepted" in out
     assert "teller  ready scripted 0, plain MCP (attempt 1)" in out
     assert 'teller  notification test/hello {"key":"[redacted]"}' in out
@@ -107,7 +110,8 @@ def test_run_json_prints_one_object_per_event(tmp_path: Path) -> None:
     events = [json.loads(line) for line in out.splitlines()]
     assert all(set(event) == {"time", "server", "kind", "data"} for event in events)
     demo = [event["kind"] for event in events if event["server"] == "demo"]
-    assert demo[:3] == ["connecting", "policy_receipt", "ready"] and demo.count("push_event") == 2
+    # The receipt comes after the ready line (report.RunOrder): nothing before "ready".
+    assert demo[:3] == ["connecting", "ready", "policy_receipt"] and demo.count("push_event") == 2
     hello = next(e for e in events if e["kind"] == "notification" and e["data"]["method"] == "test/hello")
     assert hello["data"]["params"] == {"key": "[redacted]"}
     assert events[0]["time"].endswith("Z")

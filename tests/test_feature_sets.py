@@ -378,7 +378,8 @@ def admit_fs(
 ) -> Refused | None:
     """The one admission pipeline, with this grant, derivation and declarations in force."""
     view = PolicyState(grant=grant, derivation=derivation if grant is not None else None, feature_sets=decl)
-    return admit(method, params, view)
+    decision = admit(method, params, view)
+    return decision if isinstance(decision, Refused) else None
 
 
 def push(feature_set: Any = "clock", **extra: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mcpl_host.jsonrpc.errors import ErrorCode
-from mcpl_host.mcpl.admission import admit, required_capabilities
+from mcpl_host.mcpl.admission import Admitted, admit, required_capabilities
 from mcpl_host.mcpl.grants import VOCABULARY, GrantPolicy, expand_advertisement, matches
 from mcpl_host.mcpl.policy_state import PolicyState
 
@@ -150,4 +150,4 @@ def test_d3_admission_refuses_with_32002_and_the_capability() -> None:
     assert required_capabilities("inference/request", {"stream": False}) == ("inferenceRequest",)
     streaming = admit("inference/request", {"stream": True}, PolicyState(grant=grant))
     assert streaming is not None and streaming.error.data == {"capability": "inferenceRequest.streaming"}
-    assert admit("tools/list", {}, PolicyState()) is None  # not gated here
+    assert isinstance(admit("tools/list", {}, PolicyState()), Admitted)  # not gated here

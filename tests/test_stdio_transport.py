@@ -138,7 +138,7 @@ async def test_crash_gives_exit_status_and_stderr_tail(logs: list[dict[str, Any]
     expected = [
         "starting up",
         "token=",
-        'bad \\"thing\\" \\u001b[31mhappened\\u001b[0m',
+        'bad "thing" \\u001b[31mhappened\\u001b[0m',  # quotes are text: kept
         "fatal: giving up",
     ]
     assert exc.stderr_tail == expected == t.stderr_tail

@@ -3,26 +3,38 @@
 
 Rules:
 
-- **Inbound requests** go through ``admit()``, called from exactly one place (the MCPL
-  inbound dispatcher), in the read loop, before any handler sees them. It returns None
-  (admitted) or a ``Refused`` carrying the error to answer with. The steps, in order (MCPL
-  §6.6):
+- **Inbound requests**, and the notification forms of ``channels/changed`` and
+  ``channels/incoming``, go through ``admit()``, called from exactly one place (the MCPL
+  inbound dispatcher), in the read loop, before any handler sees them. It returns
+  ``Admitted`` (with the compatibility notes of what it let through), ``Refused`` (the
+  error to answer with) or ``Held`` (0.4 profile: the policy is not settled yet; the
+  dispatcher holds the request and calls ``admit()`` again, with ``may_hold=False``, once it
+  is). The steps, in order (MCPL §6.6):
 
   1. the capability gate (``INBOUND_GATES``; ``inference/request`` with ``stream: true``
-     needs ``inferenceRequest.streaming`` too): before the initial policy receipt (no grant
-     in force), on a plain MCP connection, and for a path not granted: ``-32002``
-     ``{capability}`` (docs/protocol.md D3);
+     needs ``inferenceRequest.streaming`` too): with no grant in force or a path not granted,
+     ``-32002`` ``{capability}`` (docs/protocol.md D3), its message naming the reason
+     (``denial_reason``): ``not_in_force`` (the initial receipt is not in yet),
+     ``denied_by_policy`` (advertised, not granted), ``not_advertised`` (a plain MCP server,
+     or a path outside the bound), ``mcpl_off`` (the policy was refused or its request
+     failed). Under the 0.4 profile a request the gate would refuse ``not_in_force`` is
+     ``Held`` instead, and a granted path the server did not advertise itself (its top-level
+     capability is advertised: ``compat.widen``) gives an ``unadvertised_leaf`` note;
   2. the feature set, for ``push/event`` and ``inference/request``: ``featureSet`` missing or
      not a non-empty string ``-32602``; undeclared ``-32003`` ``{featureSet}``; declared but
      not enabled ``-32001`` ``{featureSet}``; enabled but its ``uses`` lacks a capability
      being exercised ``-32002`` ``{capability, featureSet}`` with a ``DeclarationMismatch``
-     for the caller to log (§6.4 rule 2);
+     for the caller to log (§6.4 rule 2); under the 0.4 profile that last case is admitted
+     with a ``uses_lacks`` note;
   3. ``state/*`` are admitted by feature set only (there is no state capability path;
-     docs/protocol.md, "State"): the same ``-32602`` / ``-32003`` / ``-32001``;
+     docs/protocol.md, "State"): the same ``-32602`` / ``-32003`` / ``-32001`` (held under
+     the 0.4 profile while the policy is not settled);
   4. params: an object where the method needs one, and its shape (``-32602`` with
      ``data.problems``, sentences that name keys, never values).
 
-  Ungated methods (``ping``, MCP methods, ``mcpl/manifestChanged``) pass unchanged.
+  Ungated methods (``ping``, MCP methods, ``mcpl/manifestChanged``) pass unchanged. No
+  profile grants anything: every path admitted is in the grant in force, which never holds a
+  path the host's policy denies.
 - **Each channel message** of ``channels/incoming`` is judged by ``admit_channel_message()``
   when its turn comes (MCPL §14.3, §14.5): the grant in force then (a registration keeps no
   authority once its grant is gone), the connection's own registrations, the direction and
@@ -35,10 +47,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import is_mapping, is_object
+from mcpl_host.mcpl.compat import CompatNote, Profile
 from mcpl_host.mcpl.feature_sets import (
     FEATURE_SET_METHODS,
     DeclarationMismatch,
@@ -46,6 +59,7 @@ from mcpl_host.mcpl.feature_sets import (
     FeatureSetDeclarations,
 )
 from mcpl_host.mcpl.grants import Grant
+from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.mcpl.server_shapes import (
     OBJECT_PARAMS_METHODS,
     STATE_METHODS,
@@ -60,13 +74,19 @@ from mcpl_host.mcpl.server_shapes import (
 from mcpl_host.mcpl.tags import validate_push_event
 
 __all__ = [
+    "DENIAL_TEXT",
     "INBOUND_GATES",
     "OUTBOUND_GATES",
+    "Admission",
     "AdmissionView",
+    "Admitted",
+    "DenialReason",
+    "Held",
     "Refused",
     "admit",
     "admit_channel_message",
     "before_inference_eligible",
+    "denial_reason",
     "may_send",
     "required_capabilities",
 ]
@@ -100,7 +120,8 @@ INJECT_LEAVES = tuple(
 
 class AdmissionView(Protocol):
     """What admission reads: the grant in force (None before the initial receipt, and on a
-    plain MCP or MCP-only connection), the derivation in force with it, the declarations."""
+    plain MCP or MCP-only connection), the derivation in force with it, the declarations,
+    the MCPL ``state``, what is ``advertised`` and the connection's ``profile``."""
 
     @property
     def grant(self) -> Grant | None: ...
@@ -111,13 +132,56 @@ class AdmissionView(Protocol):
     @property
     def feature_sets(self) -> FeatureSetDeclarations: ...
 
+    @property
+    def state(self) -> MCPLState: ...
+
+    @property
+    def advertised(self) -> frozenset[str]: ...
+
+    @property
+    def profile(self) -> Profile: ...
+
+
+#: Why a capability gate refused (module rules, step 1).
+DenialReason = Literal["not_in_force", "denied_by_policy", "not_advertised", "mcpl_off"]
+#: The phrase of each reason, as the error message, log lines and reports give it.
+DENIAL_TEXT: dict[DenialReason, str] = {
+    "not_in_force": "the policy is not yet in force",
+    "denied_by_policy": "the host's policy denies it",
+    "not_advertised": "the server did not advertise it",
+    "mcpl_off": "MCPL is off for this connection",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """Admitted; ``notes``: what the 0.4 profile let through that MCPL 0.5 refuses."""
+
+    notes: tuple[CompatNote, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """0.4 profile: the policy is not settled; hold the request, then ``admit()`` it again
+    with ``may_hold=False`` once it is (``capability``: the path it waits for, or None for
+    a ``state/*`` request)."""
+
+    capability: str | None = None
+
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """A refusal: ``error`` to answer with; ``diagnostic`` a declaration mismatch to log."""
+    """A refusal: ``error`` to answer with; ``diagnostic`` a declaration mismatch to log;
+    ``reason`` the gate's reason (step 1), else None."""
 
     error: HandlerError
     diagnostic: DeclarationMismatch | None = None
+    reason: DenialReason | None = None
+
+
+#: What ``admit()`` decides.
+Admission = Admitted | Held | Refused
+_ADMITTED = Admitted()
 
 
 def required_capabilities(method: str, params: Any) -> tuple[str, ...]:
@@ -130,11 +194,22 @@ def required_capabilities(method: str, params: Any) -> tuple[str, ...]:
     return (gate,)
 
 
-def _denied(path: str, feature_set: str | None = None) -> HandlerError:
+def denial_reason(path: str, view: AdmissionView) -> DenialReason:
+    """Why the gate refuses ``path`` on ``view`` (module rules, step 1)."""
+    grant = view.grant
+    if grant is None:
+        if view.state is MCPLState.PENDING:
+            return "not_in_force"
+        return "mcpl_off" if view.state is MCPLState.MCP_ONLY else "not_advertised"
+    return "denied_by_policy" if path in grant.advertised or path in view.advertised else "not_advertised"
+
+
+def _denied(path: str, feature_set: str | None = None, reason: DenialReason | None = None) -> HandlerError:
     data: dict[str, Any] = {"capability": path}
     if feature_set is not None:
         data["featureSet"] = feature_set
-    return HandlerError(ErrorCode.CAPABILITY_DENIED, "Capability denied", data)
+    message = "Capability denied" if reason is None else f"Capability denied: {DENIAL_TEXT[reason]}"
+    return HandlerError(ErrorCode.CAPABILITY_DENIED, message, data)
 
 
 def _invalid(problems: list[str]) -> HandlerError:
@@ -156,15 +231,24 @@ def _feature_set_named(params: Mapping[str, Any], view: AdmissionView) -> Handle
     return str(name)
 
 
-def admit(method: str, params: Any, view: AdmissionView) -> Refused | None:
-    """None when the request may be served, else the ``Refused`` to answer (module rules)."""
+def admit(method: str, params: Any, view: AdmissionView, *, may_hold: bool = True) -> Admission:
+    """Whether the request (or channel notification) may be served (module rules): the
+    ``Admitted``, ``Held`` or ``Refused`` decision. ``may_hold=False``: the second call for a
+    held request, which refuses what it would hold again."""
     grant = view.grant
+    lenient = view.profile == "0.4"
     required = required_capabilities(method, params)
+    if lenient and may_hold and view.state is MCPLState.PENDING and (required or method in STATE_METHODS):
+        return Held(required[0] if required else None)
+    notes: list[CompatNote] = []
     for path in required:  # step 1
         if grant is None or not grant.allows(path):
-            return Refused(_denied(path))
+            reason = denial_reason(path, view)
+            return Refused(_denied(path, reason=reason), reason=reason)
+        if lenient and path not in view.advertised:
+            notes.append(CompatNote("unadvertised_leaf", method=method, capability=path))
     if method not in OBJECT_PARAMS_METHODS:
-        return None
+        return Admitted(tuple(notes)) if notes else _ADMITTED
     if not is_mapping(params):
         return Refused(HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object"))
     if method in FEATURE_SET_METHODS or method in STATE_METHODS:  # steps 2-3
@@ -173,8 +257,11 @@ def admit(method: str, params: Any, view: AdmissionView) -> Refused | None:
             return Refused(named)
         declared = view.feature_sets.sets[named]
         for path in required:
-            if path not in declared.uses:
+            if path in declared.uses:
+                continue
+            if not lenient:
                 return Refused(_denied(path, named), DeclarationMismatch(method, named, path))
+            notes.append(CompatNote("uses_lacks", method=method, feature_set=named, capability=path))
     if method in STATE_METHODS:  # step 4
         problems = state_params_problems(method, params)
     elif method == "push/event":
@@ -183,7 +270,9 @@ def admit(method: str, params: Any, view: AdmissionView) -> Refused | None:
         problems = inference_params_problems(params)
     else:
         problems = channel_params_problems(method, params)
-    return Refused(_invalid(problems)) if problems else None
+    if problems:
+        return Refused(_invalid(problems))
+    return Admitted(tuple(notes)) if notes else _ADMITTED
 
 
 def admit_channel_message(

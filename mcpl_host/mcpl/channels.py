@@ -15,10 +15,12 @@ Rules:
   comes. Accepted messages (tags closed) go to ``HostHandlers.channel_message``: a
   ``HandlerError`` refuses that message with its message as reason, another exception as
   ``internal_error`` (logged).
-- The notification forms (seen in real servers; docs/protocol.md, "Channels"): a
-  ``channels/changed`` notification is filtered item by item with a warning line per refused
-  item; a ``channels/incoming`` notification is processed in a task with a warning line (no
-  reply is possible). Diagnostics are bounded per connection (``Limits.channel_diagnostics_logged``).
+- The notification forms (seen in real servers; docs/protocol.md, "Channels"), admitted by
+  the dispatcher like the requests: a ``channels/changed`` notification is filtered item by
+  item with a warning line per refused item; a ``channels/incoming`` notification is
+  processed in a task with a warning line (no reply is possible); a refused one gets a
+  warning line (``refused_notification``). Diagnostics are bounded per connection
+  (``Limits.channel_diagnostics_logged``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import HandlerError
 from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.logging import LogBudget, Redactor, ServerValue
-from mcpl_host.mcpl.admission import AdmissionView, admit, admit_channel_message
+from mcpl_host.mcpl.admission import AdmissionView, admit_channel_message
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
 from mcpl_host.mcpl.tags import read_tags
 
@@ -126,18 +128,19 @@ class ChannelService:
 
     # --- notification forms, in the read loop ---------------------------------------------------
 
+    def refused_notification(self, method: str, error: HandlerError) -> None:
+        """A ``channels/*`` notification admission refused: no reply is possible, so a
+        diagnostic, never silence."""
+        self.diagnostic(
+            f"{method} notification refused",
+            code=error.code,
+            why=ServerValue(error.message),
+            problem=ServerValue(error.data, self._redactor),
+        )
+
     def on_notification(self, method: str, params: Any) -> BackgroundJob | None:
-        """``channels/changed`` and ``channels/incoming`` sent as notifications (§14.3, §14.5):
-        admitted like requests; returns the work for a ``channels/incoming``."""
-        refused = admit(method, params, self._view)
-        if refused is not None:  # no reply is possible: a diagnostic, never silence
-            error = refused.error
-            self.diagnostic(
-                f"{method} notification refused",
-                code=error.code,
-                problem=ServerValue(error.data, self._redactor),
-            )
-            return None
+        """``channels/changed`` and ``channels/incoming`` sent as notifications (§14.3, §14.5),
+        already admitted; returns the work for a ``channels/incoming``."""
         if method == "channels/changed":
             for item in self._change(params, method):
                 if not item.accepted:  # §14.5: filtered item by item, with a diagnostic each

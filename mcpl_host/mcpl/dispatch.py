@@ -3,28 +3,59 @@
 Rules:
 
 - ``on_request`` runs in the read loop. It calls ``admission.admit`` (the one call site of
-  inbound admission), answers a refusal at once (reported to ``HostHandlers.on_refused`` and
-  the observer; a declaration mismatch is logged), and otherwise returns the job of the
-  service that serves the method: ``push/event`` (``PushService``), ``inference/request`` and
-  ``model/info`` (``InferenceService``), ``channels/*`` (``ChannelService``), ``state/*``
-  (``StateService``), anything else ``HostHandlers.request`` (default ``-32601``).
+  inbound admission) and acts on its decision:
+
+  - ``Refused``: answered at once, reported to ``HostHandlers.on_refused`` and the
+    observer (with the gate's reason), logged with the reason (bounded,
+    ``Limits.refusals_logged``); a declaration mismatch is logged too;
+  - ``Admitted``: its compatibility notes are logged, each once per server (the server's
+    ``NoteLedger``), and the job of the service that serves the method is returned:
+    ``push/event`` (``PushService``), ``inference/request`` and ``model/info``
+    (``InferenceService``), ``channels/*`` (``ChannelService``), ``state/*``
+    (``StateService``), anything else ``HostHandlers.request`` (default ``-32601``). Every
+    answer is reported (``channels/*`` and ``state/*`` here, as ``server_request``);
+  - ``Held`` (0.4 profile, docs/protocol.md, "Compatibility profiles"): the request is held
+    as a job that waits for the policy to be settled (at most
+    ``Limits.held_request_seconds``) and then calls ``admit()`` again with
+    ``may_hold=False``, so it is judged by the same rules against the grant then in force.
+    At most ``Limits.max_held_requests`` are held at once; one more is admitted again at
+    once with ``may_hold=False`` (refused: the policy is not yet in force). A hold is
+    reported (``held``) and logged.
+
 - ``on_notification`` routes ``mcpl/manifestChanged`` (ungated, never answered, MCPL §17.3)
-  and the notification forms of ``channels/changed`` / ``channels/incoming``; a
+  and the notification forms of ``channels/changed`` / ``channels/incoming`` (admitted here
+  too, held the same way; a refusal is a diagnostic and a ``refused`` report); a
   ``featureSets/changed`` notification (removed in MCPL 0.5) is logged and ignored. Every
   notification is then reported.
+- ``last_refusal`` keeps the last refusal, to explain a silence after it (``mcpl.explain``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from mcpl_host.connection import BackgroundJob, InboundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.envelope import Request, Response
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
-from mcpl_host.logging import Redactor, ServerValue
-from mcpl_host.mcpl.admission import AdmissionView, admit
+from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.limits import Limits
+from mcpl_host.logging import LogBudget, Redactor, ServerValue
+from mcpl_host.mcpl.admission import (
+    DENIAL_TEXT,
+    INBOUND_GATES,
+    Admission,
+    AdmissionView,
+    Held,
+    Refused,
+    admit,
+)
 from mcpl_host.mcpl.channels import ChannelService
+from mcpl_host.mcpl.compat import CompatNote, NoteLedger
+from mcpl_host.mcpl.explain import RefusalRecord
 from mcpl_host.mcpl.inference import InferenceService
 from mcpl_host.mcpl.manifest_changes import ManifestWatcher
 from mcpl_host.mcpl.push import PushService
@@ -33,13 +64,22 @@ from mcpl_host.mcpl.state_service import StateService
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter
 
-__all__ = ["InboundDispatcher"]
+__all__ = ["LIBRARY_SERVED", "InboundDispatcher"]
 
 _CHANNEL_METHODS = frozenset({"channels/register", "channels/changed", "channels/list", "channels/incoming"})
+_STATE_METHODS = frozenset({"state/update", "state/get"})
+#: Server requests the library itself serves (no application delivery), each reported as a
+#: ``server_request`` with its answer.
+LIBRARY_SERVED = _CHANNEL_METHODS | _STATE_METHODS | {"inference/request", "model/info"}
+
+
+async def _settled_already() -> None:
+    """The default wait: nothing to wait for (no policy exchange drives this dispatcher)."""
 
 
 class InboundDispatcher:
-    """Admits and routes one connection's server traffic (module rules)."""
+    """Admits and routes one connection's server traffic (module rules). ``wait_settled``
+    returns once the initial policy exchange is over; ``notes`` is the server's ledger."""
 
     def __init__(
         self,
@@ -55,6 +95,9 @@ class InboundDispatcher:
         manifest: ManifestWatcher,
         log: Any,
         redactor: Redactor,
+        limits: Limits | None = None,
+        wait_settled: Callable[[], Awaitable[None]] | None = None,
+        notes: NoteLedger | None = None,
     ) -> None:
         self._name = name
         self._view = view
@@ -67,37 +110,115 @@ class InboundDispatcher:
         self._manifest = manifest
         self._log = log
         self._redactor = redactor
+        self._limits = limits or Limits()
+        self._wait_settled = wait_settled or _settled_already
+        self._notes = notes if notes is not None else NoteLedger(self._limits.compat_notes_logged)
+        self._refusals_logged = LogBudget(self._limits.refusals_logged)
+        self._held = 0
+        #: Requests and notifications held so far on this connection (0.4 profile).
+        self.held_total = 0
+        #: The last refused server request (module rules).
+        self.last_refusal: RefusalRecord | None = None
+
+    # --- requests ------------------------------------------------------------------------------
 
     def on_request(self, request: Request) -> InboundJob | HandlerError:
         method, params = request.method, request.params
-        refused = admit(method, params, self._view)
-        if refused is not None:
-            if refused.diagnostic is not None:  # MCPL §6.4 rule 2: rejected at use
-                self._log.warning(
-                    "declaration mismatch: a feature set used a capability it does not declare",
-                    feature_set=ServerValue(refused.diagnostic.feature_set, self._redactor),
-                    capability=refused.diagnostic.capability,
+        decision = admit(method, params, self._view)
+        if isinstance(decision, Held):
+            if self._held < self._limits.max_held_requests:
+                self._hold(method, params, request.id, decision)
+                return lambda: self._serve_held(request)
+            decision = admit(method, params, self._view, may_hold=False)
+        return self._decided(request, decision)
+
+    def _hold(self, method: str, params: Any, request_id: Any, decision: Held) -> None:
+        self._held += 1
+        self.held_total += 1
+        self._log.info(
+            "holding a server request until the policy is settled (0.4 profile)",
+            method=ServerValue(method, self._redactor),
+            capability=decision.capability,
+        )
+        self._reporter.held(method, params, request_id, decision.capability)
+
+    async def _until_settled(self) -> None:
+        try:
+            with anyio.move_on_after(self._limits.held_request_seconds):
+                await self._wait_settled()
+        finally:
+            self._held -= 1
+
+    async def _serve_held(self, request: Request) -> Any:
+        await self._until_settled()
+        outcome = self._decided(request, admit(request.method, request.params, self._view, may_hold=False))
+        if isinstance(outcome, HandlerError):
+            raise outcome
+        return await outcome()
+
+    def _decided(self, request: Request, decision: Admission) -> InboundJob | HandlerError:
+        method, params = request.method, request.params
+        if isinstance(decision, Refused):
+            self._refused(method, params, decision, request.id)
+            return decision.error
+        assert not isinstance(decision, Held)
+        self.note(decision.notes)
+        return self._route(request)
+
+    def _refused(self, method: str, params: Any, refused: Refused, request_id: Any) -> None:
+        error = refused.error
+        if refused.diagnostic is not None:  # MCPL §6.4 rule 2: rejected at use
+            self._log.warning(
+                "declaration mismatch: a feature set used a capability it does not declare",
+                feature_set=ServerValue(refused.diagnostic.feature_set, self._redactor),
+                capability=refused.diagnostic.capability,
+            )
+        data = error.data
+        capability = data.get("capability") if is_object(data) else None
+        if method in INBOUND_GATES or refused.reason is not None:
+            self.last_refusal = RefusalRecord(
+                method, int(error.code), refused.reason, capability if isinstance(capability, str) else None
+            )
+        verdict = self._refusals_logged.take()
+        if verdict == "log":
+            fields: dict[str, Any] = {"method": ServerValue(method, self._redactor), "code": int(error.code)}
+            if refused.reason is not None:
+                fields.update(capability=capability, reason=refused.reason, why=DENIAL_TEXT[refused.reason])
+            self._log.info("refused a server request", **fields)
+        elif verdict == "last":
+            self._log.info("refused a server request: more of these go unlogged on this connection")
+        self._reporter.refused(method, params, error.to_error(), refused.reason, request_id=request_id)
+
+    def note(self, notes: tuple[CompatNote, ...]) -> None:
+        for note in notes:
+            verdict = self._notes.take(note)
+            if verdict == "log":
+                self._log.info(
+                    "compatibility note (0.4 profile)", note=ServerValue(note.sentence, self._redactor)
                 )
-            self._reporter.refused(method, params, refused.error.to_error())
-            return refused.error
+            elif verdict == "last":
+                self._log.info("compatibility notes: more go unlogged for this server")
+
+    def _route(self, request: Request) -> InboundJob:
+        method, params = request.method, request.params
         context = RequestContext(self._name, request.id, method)
         if method == "push/event":
             return lambda: self._push.serve(context, params)
         if method in ("inference/request", "model/info"):
             return lambda: self._inference.serve(context, params)
         if method in _CHANNEL_METHODS:
-            return lambda: self._channels.serve(context, params)
-        if method in ("state/update", "state/get"):
-            return lambda: self._serve_state(method, params)
-        return lambda: self._other(context, params)
+            return lambda: self._reported(context, params, self._channels.serve(context, params))
+        if method in _STATE_METHODS:
+            return lambda: self._reported(context, params, self._serve_state(method, params))
+        return lambda: self._reported(context, params, self._handlers.request(context, params))
 
     async def _serve_state(self, method: str, params: Any) -> Any:
         return self._state.serve(method, params)
 
-    async def _other(self, context: RequestContext, params: Any) -> Any:
+    async def _reported(self, context: RequestContext, params: Any, work: Coroutine[Any, Any, Any]) -> Any:
         data = {"id": context.id, "method": context.method, "params": params}
         try:
-            answer = await self._handlers.request(context, params)
+            answer = await work
         except HandlerError as exc:
             self._reporter.handled("server_request", {**data, "error": exc.to_error()})
             raise
@@ -108,6 +229,8 @@ class InboundDispatcher:
         self._reporter.handled("server_request", {**data, "answer": answer})
         return answer
 
+    # --- notifications -------------------------------------------------------------------------
+
     def on_notification(self, method: str, params: Any) -> BackgroundJob | None:
         job: BackgroundJob | None = None
         if method == "mcpl/manifestChanged":
@@ -117,9 +240,38 @@ class InboundDispatcher:
                 "ignored featureSets/changed: removed in MCPL 0.5, superseded by mcpl/manifestChanged"
             )
         elif method in ("channels/changed", "channels/incoming"):
-            job = self._channels.on_notification(method, params)
+            job, refused = self._channel_notification(method, params, may_hold=True)
+            if refused is not None:  # reported with the notification: no answer is possible
+                self._reporter.notification(method, params, refused.error.to_error(), refused.reason)
+                return None
         self._reporter.notification(method, params)
         return job
+
+    def _channel_notification(
+        self, method: str, params: Any, *, may_hold: bool
+    ) -> tuple[BackgroundJob | None, Refused | None]:
+        decision = admit(method, params, self._view, may_hold=may_hold)
+        if isinstance(decision, Held):
+            if self._held < self._limits.max_held_requests:
+                self._hold(method, params, None, decision)
+
+                async def later() -> None:
+                    await self._until_settled()
+                    job, refused = self._channel_notification(method, params, may_hold=False)
+                    if refused is not None:
+                        error = refused.error.to_error()
+                        self._reporter.refused(method, params, error, refused.reason, notification=True)
+                    elif job is not None:
+                        await job()
+
+                return later, None
+            decision = admit(method, params, self._view, may_hold=False)
+        if isinstance(decision, Refused):
+            self._channels.refused_notification(method, decision.error)
+            return None, decision
+        assert not isinstance(decision, Held)
+        self.note(decision.notes)
+        return self._channels.on_notification(method, params), None
 
     def on_orphan_response(self, response: Response) -> None:
         self._reporter.orphan_response(response)

@@ -34,6 +34,11 @@ patterns", "Policy requests"):
   entries, an unreadable ``featureSets``) is off on both sides: fail closed.
 - **Admission by feature set** is ``admission.admit``'s (step 2); ``DeclarationMismatch`` is
   the diagnostic it returns when an enabled set exercises a capability its ``uses`` omits.
+- **The 0.4 profile** (``derive(..., lenient=True)``; docs/protocol.md, "Compatibility
+  profiles"): ``uses`` is informational. A set is never disabled for ``invalid_uses``; values
+  outside the vocabulary are ignored; the known values still disable it when not granted
+  (``capability_denied``), and the policy's selections apply as in MCPL 0.5.
+  ``declaration_notes`` names what MCPL 0.5 would have disabled, one ``CompatNote`` per set.
 
 Everything here is pure: no I/O, no clock, no logging; problems come back as sentences.
 """
@@ -44,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.mcpl.compat import CompatNote
 from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy import PolicyOutcome
 from mcpl_host.mcpl.server_shapes import is_name
@@ -56,6 +62,7 @@ __all__ = [
     "FeatureSet",
     "FeatureSetDeclarations",
     "FeatureSetPolicy",
+    "declaration_notes",
     "derive",
     "name_matches",
     "read_feature_sets",
@@ -246,11 +253,15 @@ def _invalid_uses(feature_set: FeatureSet) -> str | None:
     return None
 
 
-def _judge(feature_set: FeatureSet, grant: Grant, policy: FeatureSetPolicy) -> DisabledReason | None:
-    problem = _invalid_uses(feature_set)
-    if problem is not None:
-        return DisabledReason("invalid_uses", detail=problem)
-    missing = tuple(dict.fromkeys(p for p in feature_set.uses if not grant.allows(p)))
+def _judge(
+    feature_set: FeatureSet, grant: Grant, policy: FeatureSetPolicy, lenient: bool
+) -> DisabledReason | None:
+    if not lenient:
+        problem = _invalid_uses(feature_set)
+        if problem is not None:
+            return DisabledReason("invalid_uses", detail=problem)
+    known = (p for p in feature_set.uses if p in VOCABULARY)
+    missing = tuple(dict.fromkeys(p for p in known if not grant.allows(p)))
     if missing:
         return DisabledReason("capability_denied", missing_capabilities=missing)
     if not policy.selects(feature_set.name):
@@ -260,17 +271,36 @@ def _judge(feature_set: FeatureSet, grant: Grant, policy: FeatureSetPolicy) -> D
     return None
 
 
-def derive(declarations: FeatureSetDeclarations, grant: Grant, policy: FeatureSetPolicy) -> Derivation:
-    """Derive each declared set's state (MCPL §5.3, §6.4). Pure."""
+def derive(
+    declarations: FeatureSetDeclarations, grant: Grant, policy: FeatureSetPolicy, *, lenient: bool = False
+) -> Derivation:
+    """Derive each declared set's state (MCPL §5.3, §6.4); ``lenient``: the 0.4 profile's
+    reading, ``uses`` informational (module rules). Pure."""
     enabled: set[str] = set()
     disabled: dict[str, DisabledReason] = {}
     for name, feature_set in declarations.sets.items():
-        verdict = _judge(feature_set, grant, policy)
+        verdict = _judge(feature_set, grant, policy, lenient)
         if verdict is None:
             enabled.add(name)
         else:
             disabled[name] = verdict
     return Derivation(enabled=frozenset(enabled), disabled=disabled)
+
+
+def declaration_notes(declarations: FeatureSetDeclarations) -> list[CompatNote]:
+    """What MCPL 0.5 would disable for ``invalid_uses`` and the 0.4 profile reads leniently:
+    one note per set, ``unknown_uses`` (values outside the vocabulary) or
+    ``unreadable_uses`` (absent, empty, not an array, a non-string entry)."""
+    notes: list[CompatNote] = []
+    for name, feature_set in declarations.sets.items():
+        outside = tuple(dict.fromkeys(p for p in feature_set.uses if p not in VOCABULARY))
+        if feature_set.uses_problem is not None:
+            notes.append(CompatNote("unreadable_uses", feature_set=name, detail=feature_set.uses_problem))
+        elif outside:
+            notes.append(CompatNote("unknown_uses", feature_set=name, values=outside))
+        elif not feature_set.uses:
+            notes.append(CompatNote("unreadable_uses", feature_set=name, detail="uses is empty"))
+    return notes
 
 
 @dataclass(frozen=True, slots=True)

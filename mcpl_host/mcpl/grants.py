@@ -167,6 +167,12 @@ class GrantPolicy:
     deny: tuple[str, ...] = ()
     grant_all_advertised: bool = False
 
+    @property
+    def grants_nothing(self) -> bool:
+        """True when no advertisement can get anything granted: no ``grant`` pattern and not
+        ``grant_all_advertised`` (the default policy, and a config entry without a grant)."""
+        return not self.grant_all_advertised and not self.grant
+
     def allows(self, path: str) -> bool:
         """Whether this policy would grant ``path`` if the server advertised it."""
         if any(matches(pattern, path) for pattern in self.deny):

@@ -15,6 +15,14 @@ Rules:
 - A runtime change (``update()``) stores the new policy on the ``HostedServer`` first, then
   puts the reduction in force and sends the request; the expansion takes effect only when its
   receipt arrives (never, if it does not). Changes are serialized by a lock.
+- **The 0.4 profile** (docs/protocol.md, "Compatibility profiles"): the initial request waits
+  at most ``fallback_seconds``; when it gets an error or no answer in that time, or the
+  server is known to read only notifications (``PolicySource.policy_as_notification``,
+  learned from an earlier such answer and kept across transports), the same policy goes out
+  as a ``featureSets/update`` notification and is put in force without a receipt
+  (``PolicyState.assume``). Every later change to such a server is a notification too.
+- ``settled`` is set once the initial exchange is over, however it ended (in the read loop
+  when a receipt arrives): held requests wait on it (``mcpl.dispatch``).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from mcpl_host.connection import ProgressCallback, Timeout
+from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import (
     ConnectionLost,
@@ -34,9 +42,10 @@ from mcpl_host.jsonrpc.errors import (
     RemoteError,
     RemoteProtocolError,
     RequestTimeout,
+    describe_seconds,
 )
 from mcpl_host.link import AnswerHook
-from mcpl_host.logging import Redactor, ServerValue
+from mcpl_host.logging import Redactor, ServerValue, log_value
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.policy import PolicyOutcome
@@ -73,6 +82,8 @@ class PolicySource(Protocol):
 
     policy: GrantPolicy
     feature_set_policy: FeatureSetPolicy
+    #: The server reads only the notification form of ``featureSets/update`` (0.4 profile).
+    policy_as_notification: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +116,13 @@ class PolicyExchange:
         close: Callable[[], Awaitable[None]],
         log: Any,
         redactor: Redactor,
+        fallback_seconds: float = 3.0,
+        silence_hint: Callable[[], str | None] = lambda: None,
     ) -> None:
+        self._fallback_seconds = fallback_seconds
+        self._silence_hint = silence_hint
+        #: Set once the initial exchange is over (module rules).
+        self.settled = anyio.Event()
         self._requester = requester
         self._state = state
         self._source = source
@@ -128,6 +145,8 @@ class PolicyExchange:
                 exit_status=exc.exit_status,
                 stderr_tail=exc.stderr_tail,
             ) from None
+        finally:
+            self.settled.set()
         if change.closes:
             raise InitializeError(
                 'the server refused the host\'s policy and asked to be closed (fallback "close")'
@@ -145,7 +164,7 @@ class PolicyExchange:
             raise LocalProtocolError(f"{self._requester.name!r} is not MCPL-ready; no policy to update")
         self.store(policy, feature_set_policy)
         source = self._source
-        return await self.exchange_grant(source.policy.compute(self._state.advertised))
+        return await self.exchange_grant(source.policy.compute(self._state.bound))
 
     def store(self, policy: GrantPolicy | None, feature_set_policy: FeatureSetPolicy | None) -> None:
         """Keep the policy for this and every later transport of the server."""
@@ -164,23 +183,58 @@ class PolicyExchange:
         async with self._lock:
             return await self._exchange_locked(proposal)
 
+    def _as_notification(self, proposal: Proposal, why: str) -> PolicyChange:
+        """0.4 profile: send ``proposal`` as a notification and put it in force (module rules)."""
+        self._requester.notify_nowait("featureSets/update", proposal.params)
+        self._state.assume(proposal, why)
+        return PolicyChange(proposal.grant, self._state.grant, None)
+
     async def _exchange_locked(self, proposal: Proposal) -> PolicyChange:
         state = self._state
+        lenient = state.lenient
+        if lenient and self._source.policy_as_notification:
+            return self._as_notification(
+                proposal, "the server is known to read only the notification form of featureSets/update"
+            )
         verdicts: list[ReceiptVerdict] = []
 
         def on_receipt(response: Response) -> None:
             # In the read loop: in force before the server's next line is read.
             if not response.has_error:
                 verdicts.append(state.receipt(proposal, response.result))
+            if proposal.initial and state.is_settled:
+                self.settled.set()
 
+        timeout: Timeout = DEFAULT
+        if lenient and proposal.initial:
+            timeout = self._fallback_seconds
         try:
-            await self._requester.request("featureSets/update", proposal.params, on_answer=on_receipt)
+            await self._requester.request(
+                "featureSets/update", proposal.params, timeout=timeout, on_answer=on_receipt
+            )
         except (RemoteError, RemoteProtocolError, RequestTimeout) as exc:
-            state.request_failed(proposal)
+            if lenient:
+                why = (
+                    f"the server did not answer the featureSets/update request within "
+                    f"{describe_seconds(self._fallback_seconds)}"
+                    if isinstance(exc, RequestTimeout)
+                    else "the server answered the featureSets/update request with an error"
+                )
+                self._source.policy_as_notification = True
+                self._log.info(
+                    "sent the policy as a notification and put it in force without a receipt (0.4 profile)",
+                    why=why,
+                    error=ServerValue(str(exc), self._redactor),
+                )
+                return self._as_notification(proposal, why)
+            hint = self._silence_hint() if isinstance(exc, RequestTimeout) else None
+            why = hint or f"the policy request failed: {log_value(str(exc), self._redactor)}"
+            state.request_failed(proposal, why)
             self._log.warning(
                 "policy request failed; nothing new activated"
                 + ("; the connection is MCP-only" if proposal.initial else ""),
                 error=ServerValue(str(exc), self._redactor),
+                **({"explanation": hint} if hint else {}),
             )
             return PolicyChange(proposal.grant, state.grant, None, str(exc))
         verdict = verdicts[0]

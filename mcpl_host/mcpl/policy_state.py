@@ -17,6 +17,13 @@ Rules (the policy exchange as a state machine; the I/O shell is ``mcpl.negotiati
 - ``apply_manifest()`` puts a fetched manifest in force (§17.5): removals are revoked at once
   (the grant becomes what both the grant in force and the new advertisement allow), additions
   are never granted by themselves; it says whether the server must be told.
+- **Profiles** (``mcpl.compat``; docs/protocol.md, "Compatibility profiles"). ``begin()``
+  chooses the connection's profile from ``compat`` and the advertisement. Under ``0.4`` the
+  grant's ``bound`` is ``compat.widen(advertised)`` (the top-level capabilities), the
+  derivation reads ``uses`` leniently, and ``assume()`` puts a proposal in force without a
+  receipt (the policy went out as a notification). Under ``strict`` the bound is what is
+  advertised. Either way the grant is the bound intersected with the host's policy.
+- ``off_reason``: why MCPL is off (a refusal, a failed request), a sentence; None otherwise.
 - Nothing here does I/O, reads a clock or logs; problems come back as values.
 """
 
@@ -26,6 +33,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
+from mcpl_host.mcpl.compat import CompatSetting, Profile, ProfileChoice, choose_profile, widen
 from mcpl_host.mcpl.feature_sets import (
     Derivation,
     FeatureSetDeclarations,
@@ -56,9 +64,11 @@ class MCPLState(Enum):
 
     #: Plain MCP server (no ``experimental.mcpl``): no MCPL traffic at all.
     NONE = "none"
-    #: ``featureSets/update`` sent, receipt not yet in: privileged methods refused (D3).
+    #: ``featureSets/update`` sent, receipt not yet in: privileged methods refused (D3), or
+    #: held under the 0.4 profile.
     PENDING = "pending"
-    #: Receipt in: the grant is in force.
+    #: Receipt in (or, under the 0.4 profile, the policy sent as a notification): the grant
+    #: is in force.
     READY = "ready"
     #: The policy exchange failed or was refused: tools, resources, prompts only (§6.7).
     MCP_ONLY = "mcp-only"
@@ -110,12 +120,17 @@ class PolicyState:
     ``derivation``, ``feature_sets``) and by outbound calls."""
 
     on_refusal: RefusalAction = "follow"
+    #: The server's compatibility setting; the profile is chosen by ``begin()``.
+    compat: CompatSetting = "strict"
+    choice: ProfileChoice | None = None
     state: MCPLState = MCPLState.NONE
     #: The manifest in force (``experimental.mcpl`` as sent, or as last fetched; §17.1).
     manifest: dict[str, Any] | None = None
     #: The server's outer MCP capabilities have ``tools`` (the ``tools`` path, MCPL §5.1).
     tools: bool = False
     advertised: frozenset[str] = frozenset()
+    #: What a grant may hold: ``advertised`` (strict), or its top-level widening (0.4).
+    bound: frozenset[str] = frozenset()
     feature_sets: FeatureSetDeclarations = field(default_factory=FeatureSetDeclarations)
     #: The grant in force; None until a receipt accepted one, and after a refusal (D3).
     grant: Grant | None = None
@@ -124,6 +139,29 @@ class PolicyState:
     #: The last proposal sent, and the last receipt read.
     proposed: Proposal | None = None
     outcome: PolicyOutcome | None = None
+    #: How the grant in force was settled: by a ``receipt``, or a ``notification`` (0.4).
+    settled_by: Literal["receipt", "notification"] | None = None
+    #: Why the policy went out as a notification (0.4), a sentence.
+    notification_reason: str | None = None
+    #: Why MCPL is off (MCP_ONLY), a sentence; None otherwise.
+    off_reason: str | None = None
+
+    @property
+    def profile(self) -> Profile:
+        """The connection's profile (``strict`` until ``begin()`` chose, unless set to 0.4)."""
+        if self.choice is not None:
+            return self.choice.profile
+        return "0.4" if self.compat == "0.4" else "strict"
+
+    @property
+    def lenient(self) -> bool:
+        """The 0.4 profile's readings apply."""
+        return self.profile == "0.4"
+
+    @property
+    def is_settled(self) -> bool:
+        """The initial exchange is over (or there is none): admission can decide."""
+        return self.state is not MCPLState.PENDING
 
     @property
     def is_ready(self) -> bool:
@@ -141,27 +179,35 @@ class PolicyState:
         the state becomes ``PENDING``. Returns the declaration problems (sentences)."""
         self.manifest = manifest
         self.tools = tools
-        self.advertised = expand_advertisement(manifest, tools=tools)
-        self.feature_sets = read_feature_sets(manifest)
+        self.choice = choose_profile(self.compat, manifest)
+        self._advertise(manifest)
         self.state = MCPLState.PENDING
         return list(self.feature_sets.problems)
 
+    def _advertise(self, manifest: dict[str, Any]) -> None:
+        self.advertised = expand_advertisement(manifest, tools=self.tools)
+        self.bound = widen(self.advertised) if self.lenient else self.advertised
+        self.feature_sets = read_feature_sets(manifest)
+
     def _bounded(self, grant: Grant) -> Grant:
-        return Grant(paths=grant.paths & self.advertised, advertised=self.advertised)
+        return Grant(paths=grant.paths & self.bound, advertised=self.bound)
+
+    def _derive(self, grant: Grant, feature_set_policy: FeatureSetPolicy) -> Derivation:
+        return derive(self.feature_sets, grant, feature_set_policy, lenient=self.lenient)
 
     def propose(
         self, policy: GrantPolicy, feature_set_policy: FeatureSetPolicy, *, initial: bool
     ) -> Proposal:
-        """The proposal for ``policy`` over what is advertised now (module rules)."""
-        return self.propose_grant(policy.compute(self.advertised), feature_set_policy, initial=initial)
+        """The proposal for ``policy`` over the bound now (module rules)."""
+        return self.propose_grant(policy.compute(self.bound), feature_set_policy, initial=initial)
 
     def propose_grant(self, grant: Grant, feature_set_policy: FeatureSetPolicy, *, initial: bool) -> Proposal:
         """The proposal of ``grant`` (bounded by what is advertised now); for a runtime change
         the reduction is put in force at once."""
         proposed = self._bounded(grant)
-        derivation = derive(self.feature_sets, proposed, feature_set_policy)
+        derivation = self._derive(proposed, feature_set_policy)
         if not initial and self.grant is not None:
-            kept = Grant(paths=self.grant.paths & proposed.paths, advertised=self.advertised)
+            kept = Grant(paths=self.grant.paths & proposed.paths, advertised=self.bound)
             self._in_force(kept, feature_set_policy)
         proposal = Proposal(proposed, derivation, feature_set_policy, initial)
         self.proposed = proposal
@@ -169,7 +215,7 @@ class PolicyState:
 
     def _in_force(self, grant: Grant, feature_set_policy: FeatureSetPolicy) -> None:
         self.grant = grant
-        self.derivation = derive(self.feature_sets, grant, feature_set_policy)
+        self.derivation = self._derive(grant, feature_set_policy)
 
     def receipt(self, proposal: Proposal, result: Any) -> ReceiptVerdict:
         """The receipt of ``proposal`` arrived (in the read loop; module rules)."""
@@ -179,6 +225,7 @@ class PolicyState:
             self.grant = None
             self.derivation = None
             self.state = MCPLState.MCP_ONLY
+            self.off_reason = f"the server refused the host's policy (fallback {outcome.fallback or 'none'})"
             closes = self.on_refusal == "close" or (
                 self.on_refusal == "follow" and outcome.fallback == "close"
             )
@@ -186,25 +233,37 @@ class PolicyState:
         in_force = self._bounded(proposal.grant)
         self._in_force(in_force, proposal.feature_set_policy)
         self.state = MCPLState.READY
+        self.settled_by = "receipt"
         retell = in_force if in_force.paths != proposal.grant.paths else None
         return ReceiptVerdict(outcome, retell=retell)
 
-    def request_failed(self, proposal: Proposal) -> None:
-        """The request of ``proposal`` got an error or no answer: nothing new is in force; an
-        initial request leaves the connection MCP-only (§6.7)."""
+    def assume(self, proposal: Proposal, why: str) -> None:
+        """0.4 profile: ``proposal`` went out as a ``featureSets/update`` notification, so no
+        receipt will come; it is in force now, bounded as a receipt would be (``why``: a
+        sentence, kept in ``notification_reason``)."""
+        self._in_force(self._bounded(proposal.grant), proposal.feature_set_policy)
+        self.state = MCPLState.READY
+        self.settled_by = "notification"
+        self.notification_reason = why
+
+    def request_failed(self, proposal: Proposal, why: str = "the policy request failed") -> None:
+        """The request of ``proposal`` got an error or no answer (``why``, a sentence): nothing
+        new is in force; an initial request leaves the connection MCP-only (§6.7)."""
         if proposal.initial:
             self.state = MCPLState.MCP_ONLY
+            self.off_reason = why
 
     def apply_manifest(self, new: dict[str, Any], feature_set_policy: FeatureSetPolicy) -> ManifestStep:
         """Put a fetched manifest in force (module rules; MCPL §17.5)."""
         old = self.manifest or {}
         diff = diff_manifests(old, new, tools=self.tools)
-        old_grant = self.grant or Grant(advertised=self.advertised)
-        enabled_before = derive(read_feature_sets(old), old_grant, feature_set_policy).enabled
+        old_grant = self.grant or Grant(advertised=self.bound)
+        enabled_before = derive(
+            read_feature_sets(old), old_grant, feature_set_policy, lenient=self.lenient
+        ).enabled
         self.manifest = new
-        self.advertised = expand_advertisement(new, tools=self.tools)
-        self.feature_sets = read_feature_sets(new)
-        kept = Grant(paths=old_grant.paths & self.advertised, advertised=self.advertised)
+        self._advertise(new)
+        kept = Grant(paths=old_grant.paths & self.bound, advertised=self.bound)
         tell = self.grant is not None and (
             kept.paths != old_grant.paths
             or bool(diff.feature_sets_removed or diff.feature_sets_changed or diff.feature_sets_added)
@@ -216,7 +275,7 @@ class PolicyState:
     def change_receipt(self, step: ManifestStep, feature_set_policy: FeatureSetPolicy) -> ChangeReceipt:
         """The one receipt of the change ``step`` (§17.6), against the grant in force now."""
         new_grant = self.grant or step.kept
-        enabled_after = derive(self.feature_sets, new_grant, feature_set_policy).enabled
+        enabled_after = self._derive(new_grant, feature_set_policy).enabled
         return change_receipt(
             step.diff,
             old_grant=step.old_grant,

@@ -546,6 +546,6 @@ class StdioTransport:
             log("server stderr line dropped", max_line_bytes=item.max_line_bytes)
             return
         text = self._key_block.line(item.decode("utf-8", errors="replace"))
-        value = ServerValue(text, self._redactor)
-        self._tail.append(str(value))  # log_value(): escaped, redacted, cut
+        value = ServerValue(text, self._redactor, quotes=False)  # text: quotes stay quotes
+        self._tail.append(str(value))  # log_value(): control characters escaped, redacted, cut
         log("server stderr", line=value)
