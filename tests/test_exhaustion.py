@@ -1,0 +1,336 @@
+"""Resource exhaustion from one server: every piece of server-controlled work that is not
+O(message size) has a bound in ``Limits``, and a server that hits one gets a refusal naming
+it (or the call fails naming it), never a frozen event loop or a host that grows without end
+(docs/protocol.md, "State", "Channels", "Manifest changes"). Memory and time figures of the
+same cases against default limits: ``scripts/exhaustion.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcpl_host import GrantPolicy, Limits
+from mcpl_host.mcpl.state import FeatureSetStateStore, StateProblem
+
+from .wire import FAST, Script
+
+pytestmark = pytest.mark.anyio
+
+MANIFEST = {
+    "version": "0.5",
+    "pushEvents": True,
+    "channels": {"register": True, "incoming": True},
+    "featureSets": {
+        "demo": {"description": "d", "uses": ["pushEvents"]},
+        "other": {"description": "o", "uses": ["pushEvents"]},
+        "chat": {"description": "c", "uses": ["channels.register", "channels.incoming"]},
+    },
+}
+ALL = GrantPolicy(grant_all_advertised=True)
+
+
+def handshake(manifest: Any = MANIFEST) -> list[dict[str, Any]]:
+    result = {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": {"name": "s", "version": "0"},
+        "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}},
+    }
+    return [
+        {"expect": {"method": "initialize"}},
+        {"reply": result},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}},
+        {"reply": {"accepted": True}},
+    ]
+
+
+def call(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return {"send": message}
+
+
+def answers(script: Script) -> dict[Any, dict[str, Any]]:
+    """The host's answers to the server's requests, by id."""
+    return {m["id"]: m for m in script.messages() if "method" not in m and "id" in m}
+
+
+def rendered(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def limits(**changes: Any) -> Limits:
+    return dataclasses.replace(FAST, **changes)
+
+
+def update(request_id: Any, checkpoint: str, feature_set: str = "demo", **body: Any) -> list[dict[str, Any]]:
+    """A ``state/update`` and the wait for its answer (requests are served concurrently)."""
+    params = {"featureSet": feature_set, "checkpoint": checkpoint, **body}
+    return [call(request_id, "state/update", params), {"wait_response": request_id}]
+
+
+#: The patch of the report: under 1 KB, each operation copies the whole document into itself.
+DOUBLING = [{"op": "copy", "from": "", "path": f"/d{n}"} for n in range(30)]
+
+
+# --- CPU on the event loop: state/update patches ------------------------------------------------
+
+
+async def test_a_patch_that_doubles_the_document_is_refused_before_it_grows(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
+    # A 1 KiB document, doubled 30 times, would be 1 TiB; the bound is 64 KiB.
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            *update(1, "c1", data={"seed": "x" * 1000}),
+            *update(2, "c2", parent="c1", patch=DOUBLING),
+            call(3, "state/get", {"featureSet": "demo"}),
+            {"wait_response": 3},
+        ],
+    )
+    with anyio.fail_after(30):
+        async with script.connect(
+            policy=ALL, limits=limits(max_state_bytes=64 * 1024, max_patch_seconds=60.0)
+        ) as conn:
+            await script.finished(conn)
+            store = conn.hosted.state_store
+            assert isinstance(store, FeatureSetStateStore)
+            assert store.total_bytes < 64 * 1024
+    got = answers(script)
+    assert got[1]["result"] == {"accepted": True}
+    assert got[2]["result"] == {"accepted": False, "reason": "limit_exceeded", "limit": "maxStateBytes"}
+    assert got[3]["result"] == {"checkpoint": "c1", "data": {"seed": "x" * 1000}}  # unchanged
+    (line,) = [e for e in rendered(rendered_logs) if e["event"] == "state/update refused: over a bound"]
+    assert line["level"] == "warning" and line["limit"] == "max_state_bytes"
+    # 1 KiB doubles to 64 KiB at the 6th copy: the 7th (operation 6) is refused, unapplied.
+    assert "after patch operation 6 " in line["problem"] and "max_state_bytes = 65536" in line["problem"]
+
+
+async def test_the_doubling_patch_is_refused_with_default_limits(tmp_path: Path) -> None:
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            *update(1, "c1", data={"seed": "x" * 1000}),
+            *update(2, "c2", parent="c1", patch=DOUBLING),
+        ],
+    )
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL) as conn:
+            await script.finished(conn)
+    assert answers(script)[2]["result"] == {
+        "accepted": False,
+        "reason": "limit_exceeded",
+        "limit": "maxStateBytes",
+    }
+
+
+async def test_patch_operation_count_and_time_are_bounded(tmp_path: Path, rendered_logs: io.StringIO) -> None:
+    add = [{"op": "add", "path": f"/k{n}", "value": n} for n in range(11)]
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            *update(1, "c1", data={}),
+            *update(2, "c2", parent="c1", patch=add),  # 11 operations, the bound is 10
+            *update(3, "c3", parent="c1", patch=add[:10]),
+        ],
+    )
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL, limits=limits(max_patch_operations=10)) as conn:
+            await script.finished(conn)
+    got = answers(script)
+    assert got[2]["result"] == {"accepted": False, "reason": "limit_exceeded", "limit": "maxPatchOperations"}
+    assert got[3]["result"] == {"accepted": True}
+    # A bound on time: no operation takes less than a nanosecond.
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            *update(1, "c1", data={}),
+            *update(2, "c2", parent="c1", patch=add),
+        ],
+        name="slow",
+    )
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL, limits=limits(max_patch_seconds=1e-9)) as conn:
+            await script.finished(conn)
+    assert answers(script)[2]["result"] == {
+        "accepted": False,
+        "reason": "limit_exceeded",
+        "limit": "maxPatchSeconds",
+    }
+    problems = [
+        e["problem"] for e in rendered(rendered_logs) if e["event"] == "state/update refused: over a bound"
+    ]
+    assert (
+        problems[0]
+        == "the patch has 11 operations, over Limits.max_patch_operations = 10 (maxPatchOperations)"
+    )
+    assert problems[1].startswith("the patch took longer than Limits.max_patch_seconds = 1e-09 s")
+
+
+async def test_state_documents_and_the_total_per_server_are_bounded(tmp_path: Path) -> None:
+    # Documents of about 3 KB: two fit in the 9 KB total, later ones push out the oldest;
+    # one over the 4 KB per-document bound is refused, and so is one that cannot fit beside
+    # the current documents of the other feature sets.
+    def doc(n: int, size: int = 3000) -> dict[str, Any]:
+        return {"n": n, "pad": "x" * size}
+
+    steps = [*handshake()]
+    for n in range(8):
+        steps.extend(update(n, f"c{n}", data=doc(n), parent=f"c{n - 1}" if n else None))
+    steps += [
+        *update(10, "big", data=doc(10, 5000)),
+        *update(11, "o1", feature_set="other", data=doc(11)),
+        *update(12, "k1", feature_set="chat", data=doc(12, 3900)),  # 3 + 3 + 3.9 KB > 9 KB
+        *update(13, "k2", feature_set="chat", data=doc(13, 2800)),  # 3 + 3 + 2.8 KB fit
+        call(14, "state/get", {"featureSet": "demo"}),
+        {"wait_response": 14},
+    ]
+    script = Script(tmp_path, steps)
+    bounds = limits(max_state_bytes=4000, max_total_state_bytes=9000)
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL, limits=bounds) as conn:
+            await script.finished(conn)
+            store = conn.hosted.state_store
+            assert isinstance(store, FeatureSetStateStore)
+            assert store.total_bytes <= 9000
+            assert store.get("demo", "c0") is None  # made room for the later ones
+            assert store.get("demo", "c7") is not None
+    got = answers(script)
+    assert all(got[n]["result"] == {"accepted": True} for n in range(8))
+    assert got[10]["result"] == {"accepted": False, "reason": "limit_exceeded", "limit": "maxStateBytes"}
+    assert got[11]["result"] == {"accepted": True}
+    assert got[12]["result"] == {"accepted": False, "reason": "limit_exceeded", "limit": "maxTotalStateBytes"}
+    assert got[13]["result"] == {"accepted": True}
+    assert got[14]["result"] == {"checkpoint": "c7", "data": doc(7)}
+
+
+async def test_repeated_large_updates_keep_the_store_within_its_bound(tmp_path: Path) -> None:
+    steps = [*handshake()]
+    for n in range(40):
+        steps.extend(update(n, f"c{n}", data={"pad": "y" * 20_000, "n": n}))
+    script = Script(tmp_path, steps)
+    bounds = limits(max_state_bytes=32 * 1024, max_total_state_bytes=100_000)
+    sizes: list[int] = []
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL, limits=bounds) as conn:
+            await script.finished(conn)
+            store = conn.hosted.state_store
+            assert isinstance(store, FeatureSetStateStore)
+            sizes.append(store.total_bytes)
+            current = store.current("demo")
+    assert all(m["result"] == {"accepted": True} for m in answers(script).values())
+    assert sizes[0] <= 100_000
+    assert current is not None and current.checkpoint == "c39"
+
+
+async def test_a_tool_result_patch_over_the_bound_keeps_a_reference(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            {"expect": {"method": "tools/call"}},
+            {"reply": {"content": [], "state": {"checkpoint": "t1", "data": {"seed": "z" * 1000}}}},
+            {"expect": {"method": "tools/call"}},
+            {"reply": {"content": [], "state": {"checkpoint": "t2", "parent": "t1", "patch": DOUBLING}}},
+            {"expect": {"method": "tools/call"}},
+            {"reply": {"content": []}},
+        ],
+    )
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL, limits=limits(max_state_bytes=16 * 1024)) as conn:
+            for _ in range(3):
+                await conn.call_tool_with_state("t", {}, feature_set="demo")
+            held = conn.feature_set_state.current("demo")
+    assert held is not None and held.checkpoint == "t2" and not held.has_data
+    calls = [m for m in script.messages() if m.get("method") == "tools/call"]
+    assert calls[1]["params"]["state"] == {"seed": "z" * 1000}
+    assert calls[2]["params"]["checkpoint"] == "t2" and "state" not in calls[2]["params"]
+    (line,) = [e for e in rendered(rendered_logs) if e["event"] == "tool result state not fully applied"]
+    assert line["level"] == "warning" and line["limit"] == "max_state_bytes"
+
+
+# --- pure parts of the state bounds --------------------------------------------------------------
+
+
+def test_the_patch_deadline_is_checked_after_each_operation() -> None:
+    ticks = iter(range(100))
+    store = FeatureSetStateStore(Limits(max_patch_seconds=2.5), clock=lambda: float(next(ticks)))
+    assert store.apply("f", {"checkpoint": "a", "data": []}) is None
+    patch = [{"op": "add", "path": "/-", "value": n} for n in range(5)]
+    # The clock reads 0 at the start, then 1, 2, 3 after each operation: the third is over.
+    problem = store.apply(
+        "f", {"checkpoint": "b", "parent": "a", "patch": patch}, keep_reference_on_problem=False
+    )
+    assert isinstance(problem, StateProblem) and problem.limit == "max_patch_seconds"
+    assert "by operation 2" in problem.detail
+    current = store.current("f")
+    assert current is not None and current.checkpoint == "a" and current.data == []
+
+
+def test_a_patch_is_measured_as_it_goes_shrinking_included() -> None:
+    store = FeatureSetStateStore(Limits(max_state_bytes=2000))
+    assert store.apply("f", {"checkpoint": "a", "data": {"big": "x" * 1500}}) is None
+    # Replacing the big value by another as big fits; so does removing it and adding another.
+    swap = [
+        {"op": "replace", "path": "/big", "value": "y" * 1500},
+        {"op": "remove", "path": "/big"},
+        {"op": "add", "path": "/new", "value": "z" * 1500},
+        {"op": "test", "path": "/new", "value": "z" * 1500},
+        {"op": "move", "from": "/new", "path": "/moved"},
+    ]
+    assert store.apply("f", {"checkpoint": "b", "parent": "a", "patch": swap}) is None
+    current = store.current("f")
+    assert current is not None and current.data == {"moved": "z" * 1500}
+    grow = [{"op": "copy", "from": "/moved", "path": "/again"}]
+    problem = store.apply("f", {"checkpoint": "c", "parent": "b", "patch": grow})
+    assert isinstance(problem, StateProblem) and problem.reason == "limit_exceeded"
+
+
+def test_only_rfc_6902_operations_and_sane_pointers_are_applied() -> None:
+    store = FeatureSetStateStore()
+    assert store.apply("f", {"checkpoint": "a", "data": {"s": "x"}}) is None
+    for patch in (
+        [{"op": "append", "path": "/s", "value": "y"}],  # the library's own, not RFC 6902
+        [{"op": "add", "path": "/a" * 300, "value": 1}],
+        [{"op": "copy", "from": "/nope", "path": "/b"}],
+        ["not an operation"],
+    ):
+        problem = store.apply(
+            "f", {"checkpoint": "b", "parent": "a", "patch": patch}, keep_reference_on_problem=False
+        )
+        assert isinstance(problem, StateProblem) and problem.reason == "not_applied", patch
+    current = store.current("f")
+    assert current is not None and current.checkpoint == "a"
+
+
+def test_held_data_is_a_fresh_copy_at_each_reading() -> None:
+    store = FeatureSetStateStore()
+    data = {"list": [1, 2]}
+    assert store.apply("f", {"checkpoint": "a", "data": data}) is None
+    data["list"].append(3)
+    first = store.request_params("f")["state"]
+    first["list"].append(4)
+    assert store.request_params("f") == {"state": {"list": [1, 2]}}
+
+
+def test_the_default_limits_hold_for_a_normal_state() -> None:
+    store = FeatureSetStateStore()
+    assert store.apply("f", {"checkpoint": "a", "data": {"items": list(range(1000))}}) is None
+    patch = [{"op": "replace", "path": f"/items/{n}", "value": -n} for n in range(500)]
+    assert store.apply("f", {"checkpoint": "b", "parent": "a", "patch": patch}) is None
+    current = store.current("f")
+    assert current is not None and current.data["items"][499] == -499
