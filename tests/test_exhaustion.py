@@ -18,7 +18,7 @@ import pytest
 from mcpl_host import GrantPolicy, Limits
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateProblem
 
-from .wire import FAST, Script
+from .wire import FAST, FIXTURES, Script
 
 pytestmark = pytest.mark.anyio
 
@@ -334,3 +334,91 @@ def test_the_default_limits_hold_for_a_normal_state() -> None:
     assert store.apply("f", {"checkpoint": "b", "parent": "a", "patch": patch}) is None
     current = store.current("f")
     assert current is not None and current.data["items"][499] == -499
+
+
+# --- memory: lists that page on and on ---------------------------------------------------------
+
+LISTS = [
+    ("tools/list", "tools", "list_tools", lambda n: {"name": f"t{n}", "inputSchema": {}}),
+    ("resources/list", "resources", "list_resources", lambda n: {"uri": f"file:///{n}", "name": f"r{n}"}),
+    (
+        "resources/templates/list",
+        "resourceTemplates",
+        "list_resource_templates",
+        lambda n: {"uriTemplate": f"file:///{n}/{{x}}", "name": f"r{n}"},
+    ),
+    ("prompts/list", "prompts", "list_prompts", lambda n: {"name": f"p{n}"}),
+]
+
+
+def pages(
+    method: str, key: str, entry: Any, count: int, per_page: int = 1, pad: int = 0
+) -> list[dict[str, Any]]:
+    """``count`` pages, each with a fresh cursor (a server that pages forever, as far as the
+    host will follow it)."""
+    steps: list[dict[str, Any]] = []
+    for n in range(count):
+        items = [{**entry(n * per_page + i), "description": "d" * pad} for i in range(per_page)]
+        steps += [{"expect": {"method": method}}, {"reply": {key: items, "nextCursor": f"cursor-{n + 1}"}}]
+    return steps
+
+
+PLAIN = [
+    {"expect": {"method": "initialize"}},
+    {
+        "reply": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}, "resources": {}, "prompts": {}},
+            "serverInfo": {"name": "pager", "version": "0"},
+        }
+    },
+    {"expect": {"method": "notifications/initialized"}},
+]
+
+
+@pytest.mark.parametrize(("method", "key", "call_name", "entry"), LISTS, ids=[m for m, *_ in LISTS])
+async def test_a_list_that_pages_forever_fails_naming_the_bound(
+    tmp_path: Path, method: str, key: str, call_name: str, entry: Any
+) -> None:
+    from mcpl_host.limits import LimitExceeded
+
+    cases = [
+        ("max_list_pages", limits(max_list_pages=10), pages(method, key, entry, 12)),
+        ("max_list_items", limits(max_list_items=7), pages(method, key, entry, 12, per_page=3)),
+        ("max_list_bytes", limits(max_list_bytes=2000), pages(method, key, entry, 12, pad=700)),
+    ]
+    for limit, bounds, steps in cases:
+        script = Script(tmp_path, [*PLAIN, *steps, {"hang": True}], name=limit)
+        with anyio.fail_after(30):
+            async with script.connect(limits=bounds) as conn:
+                with pytest.raises(LimitExceeded) as caught:
+                    await getattr(conn, call_name)()
+                assert conn.is_open  # the connection goes on
+        assert caught.value.limit == limit
+        assert f"over Limits.{limit} = " in str(caught.value) and str(caught.value).startswith(method)
+        asked = [m for m in script.messages() if m.get("method") == method]
+        expected = {"max_list_pages": 10, "max_list_items": 3, "max_list_bytes": 3}[limit]
+        assert len(asked) == expected, limit  # stopped at the bound, not one page later
+
+
+def test_the_probe_reports_a_list_over_its_bound_as_a_failure(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    steps = [*PLAIN, *pages("tools/list", "tools", LISTS[0][3], 101), {"hang": True}]
+    script = tmp_path / "pager.json"
+    script.write_text(json.dumps(steps))
+    command = [sys.executable, str(FIXTURES / "scripted_server.py"), str(script), str(tmp_path / "rec.jsonl")]
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpl_host.cli", "probe", "--json", "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    doc = json.loads(done.stdout)
+    assert done.returncode == 1 and doc["ok"] is False, done.stderr
+    assert doc["error"]["type"] == "LimitExceeded"
+    assert doc["error"]["message"] == (
+        "tools/list has a next page after page 100: over Limits.max_list_pages = 100"
+        " (maxListPages in a config file)"
+    )
