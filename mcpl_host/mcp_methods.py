@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
+from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
 from mcpl_host.jsonrpc.values import is_array, is_object
-from mcpl_host.json_size import json_size
 from mcpl_host.limits import LimitExceeded, Limits
 
 __all__ = [
@@ -174,7 +174,9 @@ class MCPClient:
             entries = [item for item in page if is_object(item)]
             if len(items) + len(entries) > limits.max_list_items:
                 raise LimitExceeded(
-                    "max_list_items", limits.max_list_items, f"{method} page {page_number} has too many entries"
+                    "max_list_items",
+                    limits.max_list_items,
+                    f"{method} page {page_number} has too many entries",
                 )
             size += json_size(entries, limit=limits.max_list_bytes - size)
             if size > limits.max_list_bytes:
@@ -187,7 +189,9 @@ class MCPClient:
                 return items
             cursor = next_cursor
         raise LimitExceeded(
-            "max_list_pages", limits.max_list_pages, f"{method} has a next page after page {limits.max_list_pages}"
+            "max_list_pages",
+            limits.max_list_pages,
+            f"{method} has a next page after page {limits.max_list_pages}",
         )
 
     async def list_tools(self) -> list[Tool]:
