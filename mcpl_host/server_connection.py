@@ -108,6 +108,9 @@ class ServerConnection:
             redactor=redactor,
             diagnostics_logged=limits.channel_diagnostics_logged,
             max_notification_deliveries=limits.max_queued_inbound,
+            max_channels=limits.max_channels,
+            max_descriptor_bytes=limits.max_channel_descriptor_bytes,
+            max_tags=limits.max_tags,
         )
         shell.inbound = InboundDispatcher(
             name,
@@ -115,7 +118,12 @@ class ServerConnection:
             hosted.handlers,
             self._reporter,
             push=PushService(
-                hosted.handlers, self._reporter, hosted.event_dedupe, log=log, redactor=redactor
+                hosted.handlers,
+                self._reporter,
+                hosted.event_dedupe,
+                log=log,
+                redactor=redactor,
+                max_tags=limits.max_tags,
             ),
             inference=InferenceService(hosted.handlers, self._reporter, shell.notify_nowait, log=log),
             channels=self._channels,

@@ -15,10 +15,10 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, Limits
+from mcpl_host import GrantPolicy, Limits, RequestContext
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateProblem
 
-from .wire import FAST, FIXTURES, Script
+from .wire import FAST, FIXTURES, Script, TestHandlers
 
 pytestmark = pytest.mark.anyio
 
@@ -422,3 +422,126 @@ def test_the_probe_reports_a_list_over_its_bound_as_a_failure(tmp_path: Path) ->
         "tools/list has a next page after page 100: over Limits.max_list_pages = 100"
         " (maxListPages in a config file)"
     )
+
+
+# --- memory: channels, eventIds, tags ------------------------------------------------------------
+
+
+def channel(channel_id: str, **extra: Any) -> dict[str, Any]:
+    return {"id": channel_id, "type": "chat", "direction": "inbound", **extra}
+
+
+class Recorder(TestHandlers):
+    def __init__(self) -> None:
+        super().__init__()
+        self.pushes: list[dict[str, Any]] = []
+
+    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        self.pushes.append(params)
+        return {"accepted": True, "inferenceId": f"inference-{len(self.pushes)}"}
+
+
+async def test_channels_per_server_and_descriptor_size_are_bounded(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
+    def register(request_id: int, *channels: dict[str, Any]) -> list[dict[str, Any]]:
+        return [
+            call(request_id, "channels/register", {"channels": list(channels)}),
+            {"wait_response": request_id},
+        ]
+
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            *register(1, *(channel(f"c{n}") for n in range(3))),
+            *register(2, *(channel(f"d{n}") for n in range(4))),
+            *register(3, channel("c0", label="replaced")),  # an id already registered: replaced
+            *register(4, channel("c1", label="x" * 20_000)),  # over 16 KiB (the default)
+            call(5, "channels/list"),
+            {"wait_response": 5},
+        ],
+    )
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL, limits=limits(max_channels=5)) as conn:
+            await script.finished(conn)
+            assert len(conn.hosted.channels) == 5
+    got = answers(script)
+    over = {"accepted": False, "reason": "limit_exceeded", "limit": "maxChannels"}
+    assert got[2]["result"]["results"] == [
+        {"id": "d0", "accepted": True},
+        {"id": "d1", "accepted": True},
+        {"id": "d2", **over},
+        {"id": "d3", **over},
+    ]
+    assert got[3]["result"]["results"] == [{"id": "c0", "accepted": True}]
+    assert got[4]["result"]["results"] == [
+        {"id": "c1", "accepted": False, "reason": "limit_exceeded", "limit": "maxChannelDescriptorBytes"}
+    ]
+    listed = got[5]["result"]["channels"]
+    assert [c["id"] for c in listed] == ["c0", "c1", "c2", "d0", "d1"] and listed[0]["label"] == "replaced"
+    lines = [
+        e for e in rendered(rendered_logs) if e["event"] == "channels/register: items refused over a bound"
+    ]
+    assert [(e["refused"], e["limits"], e["registered"]) for e in lines] == [
+        (2, ["max_channels"], 5),
+        (1, ["max_channel_descriptor_bytes"], 5),
+    ]
+
+
+async def test_many_register_calls_stop_at_the_default_bound(tmp_path: Path) -> None:
+    steps = [*handshake()]
+    for n in range(20):
+        batch = [channel(f"ch-{n}-{i}") for i in range(60)]
+        steps += [call(n, "channels/register", {"channels": batch}), {"wait_response": n}]
+    script = Script(tmp_path, steps)
+    with anyio.fail_after(60):
+        async with script.connect(policy=ALL) as conn:
+            await script.finished(conn)
+            registered = len(conn.hosted.channels)
+    items = [item for m in answers(script).values() for item in m["result"]["results"]]
+    assert registered == 1024 == sum(item["accepted"] for item in items)
+    assert sum(item.get("limit") == "maxChannels" for item in items) == 20 * 60 - 1024
+
+
+def push(request_id: Any, event_id: str, **extra: Any) -> dict[str, Any]:
+    params = {
+        "featureSet": "demo",
+        "eventId": event_id,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "payload": {"content": [{"type": "text", "text": "hi"}]},
+        **extra,
+    }
+    return call(request_id, "push/event", params)
+
+
+async def test_remembered_event_ids_stay_within_their_bound(tmp_path: Path) -> None:
+    steps = [*handshake()]
+    for n in range(10):
+        steps += [push(n, f"e{n}"), {"wait_response": n}]
+    steps += [push(10, "e9"), {"wait_response": 10}, push(11, "e0"), {"wait_response": 11}]
+    script = Script(tmp_path, steps)
+    handlers = Recorder()
+    with anyio.fail_after(30):
+        async with script.connect(
+            policy=ALL, handlers=handlers, limits=limits(max_remembered_event_ids=4)
+        ) as conn:
+            await script.finished(conn)
+            remembered = len(conn.hosted.event_dedupe)
+    got = answers(script)
+    assert remembered == 4
+    assert got[10]["result"] == got[9]["result"]  # e9 is remembered: the original answer
+    # e0 was forgotten to keep the bound: handled again, as a new event.
+    assert [p["eventId"] for p in handlers.pushes] == [*(f"e{n}" for n in range(10)), "e0"]
+
+
+async def test_the_tags_of_one_event_are_bounded(tmp_path: Path) -> None:
+    tags = ["chat:dm", *(f"t:{n}" for n in range(5000))]
+    script = Script(tmp_path, [*handshake(), push(1, "e1", tags=tags), {"wait_response": 1}])
+    handlers = Recorder()
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL, handlers=handlers, limits=limits(max_tags=10)) as conn:
+            await script.finished(conn)
+    (event,) = handlers.pushes
+    # The first ten, then what the core closure implies (MCPL §16.3).
+    assert event["tags"] == [*tags[:10], "chat:addressed", "chat:private"]
