@@ -49,6 +49,7 @@ from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.hooks import HookCalls
 from mcpl_host.mcpl.inference import InferenceService
 from mcpl_host.mcpl.injections import DEFAULT_HOOK_TIMEOUT_SECONDS, BeforeInferenceResult
+from mcpl_host.mcpl.manifest import manifest_limit_problem
 from mcpl_host.mcpl.manifest_changes import ManifestWatcher
 from mcpl_host.mcpl.negotiation import PolicyChange, PolicyExchange
 from mcpl_host.mcpl.policy import PolicyOutcome
@@ -97,7 +98,7 @@ class ServerConnection:
             shell, state, hosted, self._reporter, close=self.aclose, log=log, redactor=redactor
         )
         manifest = ManifestWatcher(
-            shell, state, self._exchange, hosted, self._reporter, log=log, redactor=redactor
+            shell, state, self._exchange, hosted, self._reporter, log=log, redactor=redactor, limits=limits
         )
         self._channels = ChannelService(
             name,
@@ -152,7 +153,12 @@ class ServerConnection:
         try:
             hosted = self.hosted
             info = await self._shell.handshake(hosted.client_info, hosted.advertisement())
-            if info.mcpl is not None:
+            over = manifest_limit_problem(info.mcpl, self.limits) if info.mcpl is not None else None
+            if over is not None:  # the work on it must stay bounded: MCPL is not served
+                self._log.warning(
+                    "MCPL manifest over a bound; served as a plain MCP server", problem=over[0], limit=over[1]
+                )
+            elif info.mcpl is not None:
                 if info.mcpl_version not in SERVED_MCPL_VERSIONS:
                     self._log.warning(
                         "MCPL version not known; serving best-effort",

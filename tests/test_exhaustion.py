@@ -545,3 +545,116 @@ async def test_the_tags_of_one_event_are_bounded(tmp_path: Path) -> None:
     (event,) = handlers.pushes
     # The first ten, then what the core closure implies (MCPL §16.3).
     assert event["tags"] == [*tags[:10], "chat:addressed", "chat:private"]
+
+
+# --- CPU on the event loop: hostile manifests -----------------------------------------------------
+
+
+def nested(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def over_bound_manifests() -> dict[str, Any]:
+    base = {"version": "0.5", "pushEvents": True}
+    one = {"description": "d", "uses": ["pushEvents"]}
+    return {
+        "max_manifest_depth": {**base, "vendorX": nested(40)},
+        "max_manifest_bytes": {**base, "vendorX": "x" * (1024 * 1024)},
+        "max_feature_sets": {**base, "featureSets": {f"s{n}": one for n in range(300)}},
+        "max_manifest_set_entries": {**base, "featureSets": {"s": {**one, "uses": ["pushEvents"] * 2000}}},
+        "max_ontology_tags": {
+            **base,
+            "featureSets": {"s": {**one, "tagOntology": {"tags": {f"t:{n}": {} for n in range(2000)}}}},
+        },
+    }
+
+
+@pytest.mark.parametrize("limit", list(over_bound_manifests()))
+async def test_a_manifest_over_a_bound_is_served_as_plain_mcp(
+    tmp_path: Path, rendered_logs: io.StringIO, limit: str
+) -> None:
+    manifest = over_bound_manifests()[limit]
+    result = {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": {"name": "s", "version": "0"},
+        "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}},
+    }
+    script = Script(
+        tmp_path,
+        [
+            {"expect": {"method": "initialize"}},
+            {"reply": result},
+            {"expect": {"method": "notifications/initialized"}},
+            {"expect": {"method": "ping"}},  # no featureSets/update: MCPL is not served
+            {"reply": {}},
+        ],
+    )
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL) as conn:
+            await conn.ping()
+            assert conn.mcpl_state.value == "none" and conn.grant is None
+    (line,) = [
+        e
+        for e in rendered(rendered_logs)
+        if e["event"] == "MCPL manifest over a bound; served as a plain MCP server"
+    ]
+    assert line["level"] == "warning" and line["limit"] == limit
+    assert f"over Limits.{limit} = " in line["problem"]
+
+
+async def test_a_fetched_manifest_over_a_bound_keeps_the_manifest_in_force(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
+    from mcpl_host.mcpl.manifest import manifest_digest
+
+    hostile = over_bound_manifests()["max_feature_sets"]
+    notice = {
+        "jsonrpc": "2.0",
+        "method": "mcpl/manifestChanged",
+        "params": {"revision": manifest_digest(hostile)},
+    }
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            {"send": notice},
+            {"expect": {"method": "mcpl/manifest"}},
+            {"reply": hostile},
+            push(1, "after"),  # pushes are still served under the manifest in force
+            {"wait_response": 1},
+        ],
+    )
+    handlers = Recorder()
+    with anyio.fail_after(30):
+        async with script.connect(policy=ALL, handlers=handlers) as conn:
+            await script.finished(conn)
+            assert conn.manifest == MANIFEST
+            assert conn.grant is not None and "pushEvents" in conn.grant.paths
+    assert answers(script)[1]["result"]["accepted"] is True
+    (line,) = [
+        e
+        for e in rendered(rendered_logs)
+        if e["event"] == "fetched manifest over a bound; the manifest in force is kept"
+    ]
+    assert line["limit"] == "max_feature_sets"
+    assert not [m for m in script.messages() if m.get("method") == "featureSets/update"][1:]
+
+
+def test_manifest_bounds_are_checked_in_order_and_within_bounds_pass() -> None:
+    from mcpl_host.mcpl.manifest import manifest_limit_problem
+
+    for limit, manifest in over_bound_manifests().items():
+        found = manifest_limit_problem(manifest, Limits())
+        assert found is not None and found[1] == limit, limit
+    assert manifest_limit_problem(MANIFEST, Limits()) is None
+    # The array form of featureSets is counted too; a deep manifest is refused before any walk
+    # could recurse (a value nested 5,000 levels, as the iterative parser may give).
+    assert manifest_limit_problem({"featureSets": [{"name": f"s{n}"} for n in range(300)]}, Limits()) == (
+        "the manifest declares too many feature sets, over Limits.max_feature_sets = 256",
+        "max_feature_sets",
+    )
+    found = manifest_limit_problem({"vendorX": nested(5000)}, Limits())
+    assert found is not None and found[1] == "max_manifest_depth"
