@@ -53,6 +53,7 @@ from mcpl_host.host import Host, connect_from_config
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
+    DEFAULT_HEALTH_TIMEOUT_SECONDS,
     DEFAULT_PROCESS_TREE_SCAN_SECONDS,
     DEFAULT_REQUEST_TIMEOUT_SECONDS,
     Limits,
@@ -63,14 +64,14 @@ from mcpl_host.observe import Observation
 from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter, watch_stdout_reader
-from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from mcpl_host.transports import process_tree
 from mcpl_host.transports.http_params import shown_http_url
 from mcpl_host.transports.websocket import shown_url
 
 __all__ = ["ProbeRecorder", "main"]
 
-#: Events kept for the report; later ones are only counted (``eventsNotKept``).
+#: Host-wide (the probe report, not a server bound): events kept for the report; later ones
+#: are only counted (``eventsNotKept``).
 MAX_KEPT_EVENTS = 1000
 #: Exit statuses (see the module docstring).
 EXIT_OK, EXIT_SERVER_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -737,7 +738,7 @@ Examples:
     default=None,
     metavar="SECONDS",
     help=f"Ping every server this often; one that does not answer within "
-    f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s is restarted per its restart policy (default: "
+    f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s (its healthTimeoutSeconds limit) is restarted per its restart policy (default: "
     f"no pings).",
 )
 @click.option(

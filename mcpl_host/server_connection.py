@@ -48,7 +48,7 @@ from mcpl_host.mcpl.feature_sets import Derivation, FeatureSetDeclarations, Feat
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.hooks import HookCalls
 from mcpl_host.mcpl.inference import InferenceService
-from mcpl_host.mcpl.injections import DEFAULT_HOOK_TIMEOUT_SECONDS, BeforeInferenceResult
+from mcpl_host.mcpl.injections import BeforeInferenceResult
 from mcpl_host.mcpl.manifest import manifest_limit_problem
 from mcpl_host.mcpl.manifest_changes import ManifestWatcher
 from mcpl_host.mcpl.negotiation import PolicyChange, PolicyExchange
@@ -135,7 +135,12 @@ class ServerConnection:
         )
         self.mcp = MCPClient(shell, limits)
         self._hooks = HookCalls(
-            shell, state, log=log, redactor=redactor, drops_logged=limits.dropped_injections_logged
+            shell,
+            state,
+            log=log,
+            redactor=redactor,
+            drops_logged=limits.dropped_injections_logged,
+            default_timeout=limits.hook_timeout_seconds,
         )
         self._channel_calls = ChannelCalls(shell, state, hosted, log=log)
         self._state_calls = StateCalls(shell, state, hosted.state_store, log=log, redactor=redactor)
@@ -412,7 +417,7 @@ class ServerConnection:
         user_message: str | None,
         model: Mapping[str, Any],
         channels: Mapping[str, Any] | None = None,
-        timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
+        timeout: Timeout = DEFAULT,
     ) -> BeforeInferenceResult | None:
         """``context/beforeInference`` (``HookCalls.before_inference``); None when not
         eligible (nothing was sent)."""
