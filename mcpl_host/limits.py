@@ -111,7 +111,9 @@ DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES = 16 * 1024
 #: array (``uses``, ``coreTags``, ``implies``) and tags declared by one ``tagOntology``
 #: (``tags`` and ``keyed`` members). A manifest beyond any of them is not used: at the
 #: handshake the server is served as plain MCP, when fetched the manifest in force is kept.
-DEFAULT_MAX_MANIFEST_BYTES = 1024 * 1024
+#: Digest, diff and derivation of a 256 KiB manifest take about 0.1 s of the event loop
+#: (``scripts/exhaustion.py``); real manifests are a few KB.
+DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024
 DEFAULT_MAX_MANIFEST_DEPTH = 32
 DEFAULT_MAX_FEATURE_SETS = 256
 DEFAULT_MAX_MANIFEST_SET_ENTRIES = 1024
