@@ -22,6 +22,7 @@ import json
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -159,12 +160,24 @@ def run_case(case: str, src: Path | None, cap_mib: int | None, timeout: float) -
     env = dict(os.environ)
     env["PYTHONPATH"] = str(src if src is not None else ROOT)
     command = ["/usr/bin/time", "-v", sys.executable, str(Path(__file__).resolve()), "--case", case]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=timeout, preexec_fn=_cap(cap_mib)
-        )
-    except subprocess.TimeoutExpired:
-        return {"case": case, "outcome": f"did not finish within {timeout:g} s", "bound": CASES[case][2]}
+    # Its own session, so that a case that runs out of time is ended whole (the timer, the
+    # host and the hostile server), not only the timer.
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_cap(cap_mib),
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return {"case": case, "outcome": f"did not finish within {timeout:g} s", "bound": CASES[case][2]}
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     result: dict[str, Any] = json.loads(lines[-1]) if lines else {"case": case, "outcome": "no result"}
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
