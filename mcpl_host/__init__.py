@@ -61,7 +61,7 @@ from mcpl_host.jsonrpc.errors import (
     RequestTimeout,
     UnreadableAnswer,
 )
-from mcpl_host.limits import Limits
+from mcpl_host.limits import LimitExceeded, Limits
 from mcpl_host.logging import Redactor, log_value
 from mcpl_host.mcp_methods import (
     CallToolResult,
@@ -144,6 +144,7 @@ __all__ = [
     "InitializeError",
     "Injection",
     "Invalid",
+    "LimitExceeded",
     "Limits",
     "LocalProtocolError",
     "MCPClient",

@@ -67,7 +67,11 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import is_array, is_object
-from mcpl_host.limits import DEFAULT_PROCESS_TREE_SCAN_SECONDS, DEFAULT_STALL_SECONDS
+from mcpl_host.limits import (
+    DEFAULT_HEALTH_TIMEOUT_SECONDS,
+    DEFAULT_PROCESS_TREE_SCAN_SECONDS,
+    DEFAULT_STALL_SECONDS,
+)
 from mcpl_host.logging import configure_logging, get_logger
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.observe import Observation
@@ -75,11 +79,11 @@ from mcpl_host.probing import InferenceReply, ProbeWatch
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.shell import cli as shell_cli
 from mcpl_host.signals import StopRouter, watch_stdout_reader
-from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 
 __all__ = ["ProbeRecorder", "main"]
 
-#: Events kept for the report; later ones are only counted (``eventsNotKept``).
+#: Host-wide (the probe report, not a server bound): events kept for the report; later ones
+#: are only counted (``eventsNotKept``).
 MAX_KEPT_EVENTS = 1000
 # (document key, capability that must be advertised, ServerConnection method)
 _LISTS = (
@@ -492,7 +496,7 @@ Examples:
     default=None,
     metavar="SECONDS",
     help=f"Ping every server this often; one that does not answer within "
-    f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s is restarted per its restart policy (default: "
+    f"{DEFAULT_HEALTH_TIMEOUT_SECONDS:g} s (its healthTimeoutSeconds limit) is restarted per its restart policy (default: "
     f"no pings).",
 )
 @click.option(

@@ -21,7 +21,10 @@
   ``deny`` (capability patterns, each matching some vocabulary path: a typo must not grant
   nothing or deny nothing unnoticed; ``grants.pattern_problem`` names the closest path), ``grantAllAdvertised``, ``featureSets`` {``enabled``:
   names or null, ``disabled``}, ``timeouts`` {``handshake``, ``request``: seconds > 0;
-  ``closeGrace``, ``terminateGrace``: seconds >= 0}, ``maxLineBytes``, ``restart``
+  ``closeGrace``, ``terminateGrace``: seconds >= 0}, ``maxLineBytes``, ``limits`` (any
+  ``Limits`` field by its camelCase name, ``limits.CONFIG_KEYS``: ``{"maxStateBytes":
+  1048576, "hookTimeoutSeconds": 2}``; each value checked by ``limits.limit_problem``; a
+  field also set by ``timeouts`` or ``maxLineBytes`` is a problem), ``restart``
   {``enabled``, ``baseDelay``, ``maxDelay``, ``jitter``, ``healthyAfter``, ``maxFailures``,
   ``failureWindow``} (rules: ``supervisor_policy``), ``secrets`` (extra strings to redact, at
   least ``MIN_SECRET_CHARS`` long), ``compat`` (``"strict"``, ``"0.4"`` or ``"auto"``, the
@@ -47,7 +50,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 import json
@@ -63,7 +65,7 @@ from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
 from mcpl_host.jsonrpc.values import is_array, is_object
-from mcpl_host.limits import CONFIG_MAX_DEPTH, Limits
+from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_problem, limits_with
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
@@ -124,6 +126,7 @@ _KEYS = {
             "featureSets",
             "timeouts",
             "maxLineBytes",
+            "limits",
             "restart",
             "compat",
         ),
@@ -180,8 +183,9 @@ class ServerConfig:
     """One server entry. Paths are already resolved. Only the keys of ``transport`` are kept:
     stdio uses ``command``, ``args``, ``env``, ``cwd``, ``inherit_env``; WebSocket uses
     ``url``, ``token``, ``token_in``, ``headers``; the HTTP transports (``"http"``,
-    ``"streamable-http"``, ``"sse"``) ``url``, ``token``, ``headers``. ``limits`` holds the timeouts (seconds)
-    and ``max_line_bytes``; ``disabled`` servers are checked but not started."""
+    ``"streamable-http"``, ``"sse"``) ``url``, ``token``, ``headers``. ``limits`` holds every bound:
+    the defaults, changed by the entry's ``timeouts`` (seconds), ``maxLineBytes`` and
+    ``limits``; ``disabled`` servers are checked but not started."""
 
     name: str
     transport: Transport
@@ -584,28 +588,44 @@ def _feature_sets(value: Any, loc: str, p: _Problems) -> FeatureSetPolicy:
 
 
 def _limits(entry: dict[str, Any], loc: str, p: _Problems) -> Limits:
+    """The entry's ``Limits``: the defaults, changed by ``timeouts``, ``maxLineBytes`` and
+    ``limits`` (each field given once; values per ``limits.limit_problem``)."""
     changes: dict[str, Any] = {}
+    given_at: dict[str, str] = {}  # field -> where the entry sets it
     block = p.obj(entry.get("timeouts", _ABSENT), _at(loc, "timeouts"), known=_TIMEOUTS) or {}
     for key in (key for key in block if key in _TIMEOUTS):
         attr, zero_ok = _TIMEOUTS[key]
+        given_at[attr] = _at(_at(loc, "timeouts"), key)
         changes[attr] = p.typed(
             block[key],
-            _at(_at(loc, "timeouts"), key),
+            given_at[attr],
             functools.partial(_seconds_ok, zero_ok=zero_ok),
             "a number of seconds, 0 or more" if zero_ok else "a positive number of seconds",
             show=True,
         )
     if "maxLineBytes" in entry:
+        given_at["max_line_bytes"] = _at(loc, "maxLineBytes")
         changes["max_line_bytes"] = p.typed(
             entry["maxLineBytes"],
-            _at(loc, "maxLineBytes"),
+            given_at["max_line_bytes"],
             lambda v: _is_number(v) and v > 0 and v == int(v),
             "a positive whole number of bytes",
             show=True,
         )
-    return dataclasses.replace(
-        Limits(), **{k: int(v) if k == "max_line_bytes" else v for k, v in changes.items() if v is not None}
-    )
+    where = _at(loc, "limits")
+    block = p.obj(entry.get("limits", _ABSENT), where, "an object of Limits fields", known=CONFIG_KEYS) or {}
+    for key in (key for key in block if key in CONFIG_KEYS):
+        attr, value = CONFIG_KEYS[key], block[key]
+        if attr in given_at:
+            p.add(_at(where, key), f"is also given as {given_at[attr]}; give it once")
+            continue
+        problem = limit_problem(attr, value)
+        if problem is not None:
+            p.add(_at(where, key), f"{problem}, not {_kind(value, show=True)}")
+            continue
+        changes[attr] = value
+    valid = {attr: value for attr, value in changes.items() if limit_problem(attr, value) is None}
+    return limits_with(Limits(), valid)
 
 
 def _restart(value: Any, loc: str, p: _Problems) -> RestartPolicy:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Literal, cast
 
-from mcpl_host.connection import ClientInfo
+from mcpl_host.connection import DEFAULT, ClientInfo, Timeout
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
@@ -27,9 +27,6 @@ from mcpl_host.transports.http_params import HTTPParameters, HTTPTransportKind, 
 from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 from mcpl_host.transports.websocket import (
-    DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
-    DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
-    DEFAULT_OPEN_TIMEOUT_SECONDS,
     WebSocketParameters,
     WebSocketTransport,
     shown_url,
@@ -220,9 +217,9 @@ def websocket_server(
     compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
-    open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
-    keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
-    keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
+    open_timeout_seconds: float | None = None,
+    keepalive_interval_seconds: Timeout = DEFAULT,
+    keepalive_timeout_seconds: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
@@ -236,6 +233,8 @@ def websocket_server(
     (``token_in="header"``). The token, every ``headers`` value, any ``token`` in ``url`` and
     ``secrets`` are redacted from every log line and error about this server, and the URL
     shown never carries them. ``limits.max_line_bytes`` bounds one incoming message.
+    ``open_timeout_seconds``, ``keepalive_interval_seconds`` (None: no pings) and
+    ``keepalive_timeout_seconds`` default to ``limits.websocket_*``.
     ``ssl_context`` verifies a ``wss://`` server (default: the system's CAs). ``policy``
     defaults to granting nothing (MCPL §5.4). The transport's errors surface on entry as
     ``InitializeError``.
@@ -244,14 +243,25 @@ def websocket_server(
         ValueError: an unusable URL, token, header or timeout (no secret in the message).
     """
     limits = limits or Limits()
+    interval = keepalive_interval_seconds
     parameters = WebSocketParameters(
         url=url,
         token=token,
         token_in=token_in,
         headers=dict(headers or {}),
-        open_timeout_seconds=open_timeout_seconds,
-        keepalive_interval_seconds=keepalive_interval_seconds,
-        keepalive_timeout_seconds=keepalive_timeout_seconds,
+        open_timeout_seconds=(
+            limits.websocket_open_timeout_seconds if open_timeout_seconds is None else open_timeout_seconds
+        ),
+        keepalive_interval_seconds=(
+            limits.websocket_keepalive_interval_seconds
+            if interval is DEFAULT
+            else cast("float | None", interval)
+        ),
+        keepalive_timeout_seconds=(
+            limits.websocket_keepalive_timeout_seconds
+            if keepalive_timeout_seconds is None
+            else keepalive_timeout_seconds
+        ),
         ssl_context=ssl_context,
     )
     redactor = Redactor([*parameters.secrets(), *secrets])
@@ -294,9 +304,9 @@ def connect_websocket(
     compat: CompatSetting = "auto",
     limits: Limits | None = None,
     secrets: Iterable[str] = (),
-    open_timeout_seconds: float = DEFAULT_OPEN_TIMEOUT_SECONDS,
-    keepalive_interval_seconds: float | None = DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
-    keepalive_timeout_seconds: float = DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
+    open_timeout_seconds: float | None = None,
+    keepalive_interval_seconds: Timeout = DEFAULT,
+    keepalive_timeout_seconds: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,

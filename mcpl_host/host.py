@@ -66,7 +66,6 @@ from mcpl_host.mcpl.channel_calls import ChannelOpenResult, PublishResult
 from mcpl_host.mcpl.dispatch import LIBRARY_SERVED
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
-from mcpl_host.mcpl.injections import DEFAULT_HOOK_TIMEOUT_SECONDS
 from mcpl_host.mcpl.negotiation import PolicyChange
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.state_calls import RollbackResult
@@ -78,7 +77,7 @@ from mcpl_host.mcpl.turns import (
 )
 from mcpl_host.observe import Observation
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS, Supervisor, SupervisorState
+from mcpl_host.supervisor import Supervisor, SupervisorState
 from mcpl_host.transports.http_params import HTTPTransportKind
 
 __all__ = [
@@ -94,11 +93,12 @@ __all__ = [
     "hosted_from_config",
 ]
 
-#: Observations and deliveries buffered per subscription (``events.Subscription``).
+#: Host-wide, not per server (the application's subscriptions; ``Host`` parameters):
+#: observations and deliveries buffered per subscription (``events.Subscription``).
 MAX_QUEUED_EVENTS = 1024
-#: Lifecycle events buffered per subscription before supervisors wait.
+#: Host-wide: lifecycle events buffered per subscription before supervisors wait.
 MAX_QUEUED_LIFECYCLE_EVENTS = 4096
-#: Log lines about dropped observations before one "more go unlogged" line.
+#: Host-wide: log lines about dropped observations before one "more go unlogged" line.
 DROPPED_EVENTS_LOGGED = 3
 _NOT_ANSWERED = "Internal error: not answered by the host application"
 #: What a push nobody can take gets: wait for a consumer, or refuse at once when full.
@@ -345,7 +345,8 @@ class Host:
             used as given. None: the host's deliveries (module rules).
         client_info: the ``clientInfo`` sent in ``initialize``.
         state_store_factory: ``name -> StateStore`` (held feature-set state; default in memory).
-        health_interval_seconds / health_timeout_seconds: the supervisors' health pings.
+        health_interval_seconds / health_timeout_seconds: the supervisors' health pings
+            (timeout None: each server's ``Limits.health_timeout_seconds``).
         max_queued_events / max_queued_lifecycle_events: each subscription's bounds.
         push_delivery: ``"wait"`` or ``"refuse"`` (module rules).
         subscribe_all: make the default subscription (``events()``).
@@ -360,7 +361,7 @@ class Host:
         client_info: ClientInfo | None = None,
         state_store_factory: Callable[[str], StateStore] | None = None,
         health_interval_seconds: float | None = None,
-        health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS,
+        health_timeout_seconds: float | None = None,
         max_queued_events: int = MAX_QUEUED_EVENTS,
         max_queued_lifecycle_events: int = MAX_QUEUED_LIFECYCLE_EVENTS,
         push_delivery: PushDelivery = "wait",
@@ -791,7 +792,7 @@ class Host:
         model: Mapping[str, Any],
         channels: Mapping[str, Any] | None = None,
         servers: Sequence[str] | None = None,
-        timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
+        timeout: Timeout = DEFAULT,
     ) -> FanoutResult:
         """``context/beforeInference`` to every connected server that is granted it (of
         ``servers``, default all), concurrently, each failing open (``before_inference_fanout``).

@@ -103,7 +103,9 @@ class HostedServer:
         self.limits = limits or Limits()
         self.redactor = redactor or Redactor()
         self.client_info = client_info or ClientInfo()
-        self.state_store: StateStore = state_store if state_store is not None else FeatureSetStateStore()
+        self.state_store: StateStore = (
+            state_store if state_store is not None else FeatureSetStateStore(self.limits)
+        )
         self.describe = describe
         self.event_dedupe = EventDeduplicator(
             max_entries=self.limits.max_remembered_event_ids, ttl_seconds=self.limits.event_id_ttl_seconds

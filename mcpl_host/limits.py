@@ -1,12 +1,26 @@
-"""Every bound the host applies, with its default, in one place.
+"""Every bound the host applies to a server, with its default, in one place.
 
 A ``Limits`` value is passed to a connection (and its transport); each server may override
-any field. Units are in the field names: ``_bytes``, ``_seconds``, counts otherwise.
+any field, in code (``dataclasses.replace(Limits(), ...)``) or in the config file (its
+``limits`` object, keyed by ``config_key(field)``: ``maxStateBytes`` for
+``max_state_bytes``; checked by ``limit_problem``). Units are in the field names: ``_bytes``,
+``_seconds``, counts otherwise. A bound hit by a call raises ``LimitExceeded``, which names
+the field.
+
+Host-wide bounds, the same for every server, are not fields: ``CONFIG_MAX_DEPTH`` (the config
+file), ``DEFAULT_LOG_VALUE_MAX_UNITS`` and ``LOG_VALUE_REDACTION_MARGIN_CHARS`` (the host's
+own log format), and the explicit parameters of the CLI (``cli.MAX_KEPT_EVENTS``), the
+probe report (``report.MAX_REPORT_DEPTH``...) and ``Host`` (``max_queued_events``...).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass
+from typing import Any
+
+from mcpl_host.jsonrpc.errors import RemoteProtocolError
 
 #: Longest line (stdio) or message (WebSocket, HTTP body, SSE event data) accepted from a server, in bytes: 33 MiB, so
 #: that a 32 MiB tool result (base64 images or files) fits with its JSON-RPC envelope and the
@@ -43,11 +57,12 @@ DEFAULT_UNMATCHED_ERRORS_LOGGED = 10
 DEFAULT_INVALID_REQUESTS_LOGGED = 10
 #: Server stderr lines kept to explain a failure (docs/protocol.md H5).
 DEFAULT_STDERR_TAIL_LINES = 50
-#: Characters (UTF-16 code units) of one server value in a log line (docs/protocol.md L1).
+#: Host-wide (the host's log format, not per server): characters (UTF-16 code units) of one
+#: server value in a log line (docs/protocol.md L1).
 DEFAULT_LOG_VALUE_MAX_UNITS = 256
-#: Characters past that cut that are redacted with the shown part, so a secret straddling
-#: the cut is still found; the rest of a longer value is neither redacted nor shown (it
-#: bounds the redaction work per log value).
+#: Host-wide: characters past that cut that are redacted with the shown part, so a secret
+#: straddling the cut is still found; the rest of a longer value is neither redacted nor
+#: shown (it bounds the redaction work per log value).
 LOG_VALUE_REDACTION_MARGIN_CHARS = 8192
 #: Seconds to wait for the initialize answer.
 DEFAULT_HANDSHAKE_TIMEOUT_SECONDS = 30.0
@@ -56,8 +71,12 @@ DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
 #: Seconds to wait for exit after closing the child's stdin, then after SIGTERM.
 DEFAULT_CLOSE_GRACE_SECONDS = 2.0
 DEFAULT_TERMINATE_GRACE_SECONDS = 2.0
-#: Pages followed for one paginated list call (tools/list and friends) before stopping.
+#: One paginated list call (``tools/list``, ``resources/list``, ``resources/templates/list``,
+#: ``prompts/list``) across all its pages: pages followed, entries, and JSON bytes of the
+#: entries. Past any of them the call raises ``LimitExceeded`` (no partial list).
 DEFAULT_MAX_LIST_PAGES = 100
+DEFAULT_MAX_LIST_ITEMS = 50_000
+DEFAULT_MAX_LIST_BYTES = 32 * 1024 * 1024
 #: Warning lines per connection about refused channel items and notification-form channel
 #: messages, before one "more go unlogged" line.
 DEFAULT_CHANNEL_DIAGNOSTICS_LOGGED = 50
@@ -66,6 +85,48 @@ DEFAULT_DROPPED_INJECTIONS_LOGGED = 10
 #: push/event ids remembered per server for de-duplication (MCPL §9.4), and for how long.
 DEFAULT_MAX_REMEMBERED_EVENT_IDS = 1024
 DEFAULT_EVENT_ID_TTL_SECONDS = 600.0
+#: Tags read from one push/event or channel message (MCPL §16.3); the rest are dropped, with
+#: one problem line.
+DEFAULT_MAX_TAGS = 256
+#: Host-held state (MCPL §8; docs/protocol.md, "State"). JSON bytes of one feature set's
+#: state document (a checkpoint's data): a larger ``data``, or a patch whose result would
+#: be larger, is refused.
+DEFAULT_MAX_STATE_BYTES = 1024 * 1024
+#: JSON bytes of every checkpoint held for one server, all feature sets together (checkpoint
+#: ids included); older checkpoints that are not current are dropped to make room.
+DEFAULT_MAX_TOTAL_STATE_BYTES = 16 * 1024 * 1024
+#: Checkpoints held per feature set (the current one and the most recent before it).
+DEFAULT_MAX_STATE_CHECKPOINTS = 64
+#: Operations of one RFC 6902 patch, and seconds of the event loop its application may take
+#: (checked after each operation; one operation costs at most about a copy of a document of
+#: ``max_state_bytes``).
+DEFAULT_MAX_PATCH_OPERATIONS = 1000
+DEFAULT_MAX_PATCH_SECONDS = 0.1
+#: Channels one server has registered at once (MCPL §14.2; per transport), and JSON bytes of
+#: one channel descriptor; an item beyond either is refused with ``limit_exceeded``.
+DEFAULT_MAX_CHANNELS = 1024
+DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES = 16 * 1024
+#: A server's MCPL manifest (``experimental.mcpl``, MCPL §17.1), as advertised or fetched:
+#: JSON bytes, nesting of arrays and objects, feature sets declared, entries of one set
+#: array (``uses``, ``coreTags``, ``implies``) and tags declared by one ``tagOntology``
+#: (``tags`` and ``keyed`` members). A manifest beyond any of them is not used: at the
+#: handshake the server is served as plain MCP, when fetched the manifest in force is kept.
+#: Digest, diff and derivation of a 256 KiB manifest take about 0.1 s of the event loop
+#: (``scripts/exhaustion.py``); real manifests are a few KB.
+DEFAULT_MAX_MANIFEST_BYTES = 256 * 1024
+DEFAULT_MAX_MANIFEST_DEPTH = 32
+DEFAULT_MAX_FEATURE_SETS = 256
+DEFAULT_MAX_MANIFEST_SET_ENTRIES = 1024
+DEFAULT_MAX_ONTOLOGY_TAGS = 1024
+#: ``mcpl/manifest`` fetches per connection: at most this many within any window (MCPL §17.8).
+DEFAULT_MAX_MANIFEST_FETCHES = 5
+DEFAULT_MANIFEST_FETCH_WINDOW_SECONDS = 60.0
+#: Lines about dropped manifest-change notifications logged per connection (docs/protocol.md L3).
+DEFAULT_MANIFEST_DEFECTS_LOGGED = 3
+#: Seconds a ``context/beforeInference`` hook may take (MCPL §10.6), unless the call says otherwise.
+DEFAULT_HOOK_TIMEOUT_SECONDS = 5.0
+#: Seconds a supervised server has to answer a health ``ping``.
+DEFAULT_HEALTH_TIMEOUT_SECONDS = 10.0
 #: Seconds a push/event waits for the host application to take it from a subscription
 #: (``Host`` without application handlers) before it is refused with a reason.
 DEFAULT_DELIVERY_TIMEOUT_SECONDS = 10.0
@@ -126,6 +187,19 @@ DEFAULT_REFUSALS_LOGGED = 20
 #: Compatibility notes (0.4 profile: what a server used or declared that MCPL 0.5 would
 #: refuse) logged per server, each distinct note once.
 DEFAULT_COMPAT_NOTES_LOGGED = 50
+#: Bytes asked for in one read from a server's stdout, stderr or socket.
+DEFAULT_READ_CHUNK_BYTES = 64 * 1024
+#: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
+#: line reach a log line anyway, docs/protocol.md L1).
+DEFAULT_STDERR_MAX_LINE_BYTES = 64 * 1024
+#: Seconds to wait, after a stdio server's stdout ends, for its exit status and last stderr;
+#: and after it exits, for the rest of its stdout (never more than ``close_grace_seconds``).
+DEFAULT_EOF_EXIT_WAIT_SECONDS = 0.5
+#: WebSocket: seconds from dialling to the end of the upgrade handshake; seconds between
+#: keepalive pings (None: no pings); seconds a ping may wait for its pong.
+DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS = 15.0
+DEFAULT_WEBSOCKET_KEEPALIVE_INTERVAL_SECONDS: float | None = 20.0
+DEFAULT_WEBSOCKET_KEEPALIVE_TIMEOUT_SECONDS = 20.0
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -133,7 +207,8 @@ CONFIG_MAX_DEPTH = 100
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Per-connection bounds. Every field has a module-level ``DEFAULT_*`` constant."""
+    """Per-server bounds. Every field has a module-level ``DEFAULT_*`` constant, documented
+    there with its unit; ``limit_problem`` says which values a field takes."""
 
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     line_head_bytes: int = DEFAULT_LINE_HEAD_BYTES
@@ -177,3 +252,104 @@ class Limits:
     stall_seconds: float = DEFAULT_STALL_SECONDS
     refusals_logged: int = DEFAULT_REFUSALS_LOGGED
     compat_notes_logged: int = DEFAULT_COMPAT_NOTES_LOGGED
+    max_list_items: int = DEFAULT_MAX_LIST_ITEMS
+    max_list_bytes: int = DEFAULT_MAX_LIST_BYTES
+    max_tags: int = DEFAULT_MAX_TAGS
+    max_state_bytes: int = DEFAULT_MAX_STATE_BYTES
+    max_total_state_bytes: int = DEFAULT_MAX_TOTAL_STATE_BYTES
+    max_state_checkpoints: int = DEFAULT_MAX_STATE_CHECKPOINTS
+    max_patch_operations: int = DEFAULT_MAX_PATCH_OPERATIONS
+    max_patch_seconds: float = DEFAULT_MAX_PATCH_SECONDS
+    max_channels: int = DEFAULT_MAX_CHANNELS
+    max_channel_descriptor_bytes: int = DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES
+    max_manifest_bytes: int = DEFAULT_MAX_MANIFEST_BYTES
+    max_manifest_depth: int = DEFAULT_MAX_MANIFEST_DEPTH
+    max_feature_sets: int = DEFAULT_MAX_FEATURE_SETS
+    max_manifest_set_entries: int = DEFAULT_MAX_MANIFEST_SET_ENTRIES
+    max_ontology_tags: int = DEFAULT_MAX_ONTOLOGY_TAGS
+    max_manifest_fetches: int = DEFAULT_MAX_MANIFEST_FETCHES
+    manifest_fetch_window_seconds: float = DEFAULT_MANIFEST_FETCH_WINDOW_SECONDS
+    manifest_defects_logged: int = DEFAULT_MANIFEST_DEFECTS_LOGGED
+    hook_timeout_seconds: float = DEFAULT_HOOK_TIMEOUT_SECONDS
+    health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS
+    read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
+    stderr_max_line_bytes: int = DEFAULT_STDERR_MAX_LINE_BYTES
+    eof_exit_wait_seconds: float = DEFAULT_EOF_EXIT_WAIT_SECONDS
+    websocket_open_timeout_seconds: float = DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS
+    websocket_keepalive_interval_seconds: float | None = DEFAULT_WEBSOCKET_KEEPALIVE_INTERVAL_SECONDS
+    websocket_keepalive_timeout_seconds: float = DEFAULT_WEBSOCKET_KEEPALIVE_TIMEOUT_SECONDS
+
+
+#: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may
+#: be skipped. Every other count or size is at least 1, every other duration above 0.
+_ZERO_OK = frozenset({"close_grace_seconds", "terminate_grace_seconds", "eof_exit_wait_seconds"})
+#: Fields that may be None (JSON null): the feature they time is off.
+_NONE_OK = frozenset({"websocket_keepalive_interval_seconds"})
+_FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Limits)}
+
+
+def config_key(field_name: str) -> str:
+    """The config file's key of a ``Limits`` field: its name in camelCase
+    (``max_state_bytes`` -> ``maxStateBytes``)."""
+    head, *rest = field_name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+#: Config key -> ``Limits`` field, for every field.
+CONFIG_KEYS: dict[str, str] = {config_key(name): name for name in _FIELDS}
+
+
+def limit_problem(field_name: str, value: Any) -> str | None:
+    """Why ``value`` cannot be ``Limits.<field_name>``, or None. Counts and sizes (``int``
+    fields) are whole numbers, at least 1 (0 allowed for ``*_logged`` budgets); durations
+    (``float`` fields, seconds) are finite numbers above 0 (0 allowed where a wait may be
+    skipped: ``close_grace_seconds``, ``terminate_grace_seconds``, ``eof_exit_wait_seconds``);
+    ``websocket_keepalive_interval_seconds`` may also be None (no pings). Booleans are no
+    numbers. The sentence starts with "must be" and never shows the value.
+
+    Raises:
+        KeyError: ``field_name`` is no field of ``Limits``.
+    """
+    kind = str(_FIELDS[field_name].type)
+    if value is None and field_name in _NONE_OK:
+        return None
+    zero_ok = field_name in _ZERO_OK or field_name.endswith("_logged")
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        number = value
+    if kind.startswith("int"):
+        if number is None or number != int(number) or not (number >= 1 or (zero_ok and number == 0)):
+            return f"must be a whole number, {'0' if zero_ok else '1'} or more"
+        return None
+    if number is None or not (number > 0 or (zero_ok and number == 0)):
+        least = "0 or more" if zero_ok else "above 0"
+        return f"must be a number of seconds, {least}" + (", or null" if field_name in _NONE_OK else "")
+    return None
+
+
+def limits_with(base: Limits, changes: dict[str, Any]) -> Limits:
+    """``base`` with ``changes`` (field -> value) applied; ``int`` fields get ints.
+
+    Raises:
+        ValueError: a value ``limit_problem`` refuses (the message names the field).
+        KeyError: no such field.
+    """
+    applied: dict[str, Any] = {}
+    for name, value in changes.items():
+        problem = limit_problem(name, value)
+        if problem is not None:
+            raise ValueError(f"Limits.{name} {problem}")
+        applied[name] = int(value) if str(_FIELDS[name].type).startswith("int") else value
+    return dataclasses.replace(base, **applied)
+
+
+class LimitExceeded(RemoteProtocolError):
+    """A server made the host exceed one of its ``Limits`` (a list that pages on and on, for
+    one). ``limit``: the ``Limits`` field; ``bound``: its value; the message names both and
+    what was being done, never a server value."""
+
+    def __init__(self, limit: str, bound: float, what: str) -> None:
+        shown = f"{bound:g}" if isinstance(bound, float) else str(bound)
+        super().__init__(f"{what}: over Limits.{limit} = {shown} ({config_key(limit)} in a config file)")
+        self.limit = limit
+        self.bound = bound

@@ -1,7 +1,8 @@
 """Plain MCP methods with typed results (MCP 2025-11-25 "Server features").
 
 ``MCPClient`` holds a requester (a connection) and its ``Limits``. List calls follow
-``nextCursor`` pages up to ``limits.max_list_pages``. Results are small frozen dataclasses
+``nextCursor`` pages within ``limits.max_list_pages``, ``max_list_items`` and
+``max_list_bytes``, and raise ``LimitExceeded`` past any of them. Results are small frozen dataclasses
 that keep the raw object (``raw``) for fields not modelled here. A result of the wrong shape
 raises ``RemoteProtocolError`` with one clear sentence.
 """
@@ -12,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
+from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
 from mcpl_host.jsonrpc.values import is_array, is_object
-from mcpl_host.limits import Limits
-from mcpl_host.logging import get_logger
+from mcpl_host.limits import LimitExceeded, Limits
 
 __all__ = [
     "CallToolResult",
@@ -152,23 +153,46 @@ class MCPClient:
         self._limits = limits
 
     async def _list_all(self, method: str, key: str) -> list[dict[str, Any]]:
+        """Every entry of a paginated list (MCP 2025-11-25 "Pagination"): pages are followed
+        by ``nextCursor`` until one has none (or repeats the cursor just sent), within
+        ``limits.max_list_pages`` pages, ``max_list_items`` entries and ``max_list_bytes``
+        JSON bytes of entries in all (``json_size``, measured page by page).
+
+        Raises:
+            LimitExceeded: a bound was reached before the last page (the message names it;
+                no partial list is returned). RemoteProtocolError: a page of the wrong shape.
+        """
+        limits = self._limits
         items: list[dict[str, Any]] = []
-        cursor: str | None = None
-        for _page in range(self._limits.max_list_pages):
+        size, cursor = 0, None
+        for page_number in range(1, limits.max_list_pages + 1):
             params = {"cursor": cursor} if cursor is not None else None
             result = _object(await self._requester.request(method, params), method)
             page = result.get(key, [])
             if not is_array(page):
                 raise RemoteProtocolError(f"the server's {method} result has no {key} array")
-            items.extend(item for item in page if is_object(item))
+            entries = [item for item in page if is_object(item)]
+            if len(items) + len(entries) > limits.max_list_items:
+                raise LimitExceeded(
+                    "max_list_items",
+                    limits.max_list_items,
+                    f"{method} page {page_number} has too many entries",
+                )
+            size += json_size(entries, limit=limits.max_list_bytes - size)
+            if size > limits.max_list_bytes:
+                raise LimitExceeded(
+                    "max_list_bytes", limits.max_list_bytes, f"{method} page {page_number} has too many bytes"
+                )
+            items.extend(entries)
             next_cursor = result.get("nextCursor")
             if not isinstance(next_cursor, str) or not next_cursor or next_cursor == cursor:
                 return items
             cursor = next_cursor
-        get_logger("mcpl_host.mcp").warning(
-            "stopped following pages", method=method, pages=self._limits.max_list_pages
+        raise LimitExceeded(
+            "max_list_pages",
+            limits.max_list_pages,
+            f"{method} has a next page after page {limits.max_list_pages}",
         )
-        return items
 
     async def list_tools(self) -> list[Tool]:
         """``tools/list``, every page."""

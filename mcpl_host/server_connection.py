@@ -55,7 +55,8 @@ from mcpl_host.mcpl.feature_sets import (
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.hooks import HookCalls
 from mcpl_host.mcpl.inference import InferenceService
-from mcpl_host.mcpl.injections import DEFAULT_HOOK_TIMEOUT_SECONDS, BeforeInferenceResult
+from mcpl_host.mcpl.injections import BeforeInferenceResult
+from mcpl_host.mcpl.manifest import manifest_limit_problem
 from mcpl_host.mcpl.manifest_changes import ManifestWatcher
 from mcpl_host.mcpl.negotiation import PolicyChange, PolicyExchange
 from mcpl_host.mcpl.policy import PolicyOutcome
@@ -112,7 +113,7 @@ class ServerConnection:
             silence_hint=self._silence_hint,
         )
         manifest = ManifestWatcher(
-            shell, state, self._exchange, hosted, self._reporter, log=log, redactor=redactor
+            shell, state, self._exchange, hosted, self._reporter, log=log, redactor=redactor, limits=limits
         )
         self._channels = ChannelService(
             name,
@@ -123,6 +124,9 @@ class ServerConnection:
             redactor=redactor,
             diagnostics_logged=limits.channel_diagnostics_logged,
             max_notification_deliveries=limits.max_queued_inbound,
+            max_channels=limits.max_channels,
+            max_descriptor_bytes=limits.max_channel_descriptor_bytes,
+            max_tags=limits.max_tags,
         )
         self._dispatcher = InboundDispatcher(
             name,
@@ -130,7 +134,12 @@ class ServerConnection:
             hosted.handlers,
             self._reporter,
             push=PushService(
-                hosted.handlers, self._reporter, hosted.event_dedupe, log=log, redactor=redactor
+                hosted.handlers,
+                self._reporter,
+                hosted.event_dedupe,
+                log=log,
+                redactor=redactor,
+                max_tags=limits.max_tags,
             ),
             inference=InferenceService(hosted.handlers, self._reporter, shell.notify_nowait, log=log),
             channels=self._channels,
@@ -145,7 +154,12 @@ class ServerConnection:
         shell.inbound = self._dispatcher
         self.mcp = MCPClient(shell, limits)
         self._hooks = HookCalls(
-            shell, state, log=log, redactor=redactor, drops_logged=limits.dropped_injections_logged
+            shell,
+            state,
+            log=log,
+            redactor=redactor,
+            drops_logged=limits.dropped_injections_logged,
+            default_timeout=limits.hook_timeout_seconds,
         )
         self._channel_calls = ChannelCalls(shell, state, hosted, log=log)
         self._state_calls = StateCalls(shell, state, hosted.state_store, log=log, redactor=redactor)
@@ -163,7 +177,12 @@ class ServerConnection:
         try:
             hosted = self.hosted
             info = await self._shell.handshake(hosted.client_info, hosted.advertisement())
-            if info.mcpl is not None:
+            over = manifest_limit_problem(info.mcpl, self.limits) if info.mcpl is not None else None
+            if over is not None:  # the work on it must stay bounded: MCPL is not served
+                self._log.warning(
+                    "MCPL manifest over a bound; served as a plain MCP server", problem=over[0], limit=over[1]
+                )
+            elif info.mcpl is not None:
                 if info.mcpl_version not in SERVED_MCPL_VERSIONS:
                     self._log.warning(
                         "MCPL version not known; serving best-effort",
@@ -475,7 +494,7 @@ class ServerConnection:
         user_message: str | None,
         model: Mapping[str, Any],
         channels: Mapping[str, Any] | None = None,
-        timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
+        timeout: Timeout = DEFAULT,
     ) -> BeforeInferenceResult | None:
         """``context/beforeInference`` (``HookCalls.before_inference``); None when not
         eligible (nothing was sent)."""

@@ -62,6 +62,7 @@ from mcpl_host.jsonrpc.errors import (
     RequestTimeout,
     describe_seconds,
 )
+from mcpl_host.limits import DEFAULT_HEALTH_TIMEOUT_SECONDS as LIMITS_HEALTH_TIMEOUT_SECONDS
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.server_connection import ServerConnection
@@ -78,8 +79,8 @@ __all__ = [
     "SupervisorState",
 ]
 
-#: Seconds a health ``ping`` waits for its answer.
-DEFAULT_HEALTH_TIMEOUT_SECONDS = 10.0
+#: Seconds a health ``ping`` waits for its answer: the default of ``Limits.health_timeout_seconds``.
+DEFAULT_HEALTH_TIMEOUT_SECONDS = LIMITS_HEALTH_TIMEOUT_SECONDS
 
 #: The ``reason`` of the ``disconnected`` event of a restart asked for (``Supervisor.restart``).
 RESTART_REASON = "restart asked for"
@@ -145,7 +146,8 @@ class Supervisor:
     ``emit`` is awaited with every ``HostEvent`` (module rules).
 
     ``health_interval_seconds``: seconds between health pings (None: no pings);
-    ``health_timeout_seconds``: how long each waits. ``clock`` (monotonic seconds, default
+    ``health_timeout_seconds``: how long each waits (None: the server's
+    ``Limits.health_timeout_seconds``). ``clock`` (monotonic seconds, default
     ``anyio.current_time``) and ``rng`` (jitter, a float in [0, 1)) are injectable.
 
     Run it with ``await tg.start(supervisor.run)`` (or ``start_soon``), or as an async
@@ -160,12 +162,14 @@ class Supervisor:
         emit: EventSink,
         *,
         health_interval_seconds: float | None = None,
-        health_timeout_seconds: float = DEFAULT_HEALTH_TIMEOUT_SECONDS,
+        health_timeout_seconds: float | None = None,
         clock: Callable[[], float] = anyio.current_time,
         rng: Callable[[], float] = random.random,
     ) -> None:
         if health_interval_seconds is not None and not health_interval_seconds > 0:
             raise ValueError("health_interval_seconds must be a positive number of seconds or None")
+        if health_timeout_seconds is None:
+            health_timeout_seconds = hosted.limits.health_timeout_seconds
         if not health_timeout_seconds > 0:
             raise ValueError("health_timeout_seconds must be a positive number of seconds")
         self.hosted = hosted

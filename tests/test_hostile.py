@@ -101,25 +101,35 @@ async def test_deeply_nested_values_in_log_lines_do_not_break_the_connection(
     assert isinstance(unmatched["error"], str) and len(unmatched["error"]) <= 300
 
 
-async def test_deeply_nested_advertisement_still_handshakes(tmp_path: Path) -> None:
-    nested = '{"pushEvents":true,"vendor":' + '{"a":' * 900 + "1" + "}" * 900 + "}"
+@pytest.mark.parametrize(("levels", "mcpl"), [(20, True), (900, False)])
+async def test_deeply_nested_advertisement_still_handshakes(tmp_path: Path, levels: int, mcpl: bool) -> None:
+    # Within Limits.max_manifest_depth (32) it is served as MCPL; deeper, as plain MCP (the
+    # work on a manifest stays bounded), and the handshake succeeds either way.
+    nested = '{"pushEvents":true,"vendor":' + '{"a":' * levels + "1" + "}" * levels + "}"
     result = (
         '{"protocolVersion":"2025-06-18","serverInfo":{"name":"deep","version":"0"},'
         '"capabilities":{"experimental":{"mcpl":' + nested[:-1] + ',"version":"0.5"}}}}'
     )
+    policy_exchange: list[dict[str, Any]] = [
+        {"expect": {"method": "featureSets/update"}},
+        {"reply": {"accepted": True}},
+    ]
     script = Script(
         tmp_path,
         [
             {"expect": {"method": "initialize"}},
             {"raw": '{"jsonrpc":"2.0","id":1,"result":' + result + "}"},
             {"expect": {"method": "notifications/initialized"}},
-            {"expect": {"method": "featureSets/update"}},
-            {"reply": {"accepted": True}},
+            *(policy_exchange if mcpl else []),
         ],
     )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
-            assert conn.grant is not None and conn.grant.paths == {"pushEvents"}
+            if mcpl:
+                assert conn.grant is not None and conn.grant.paths == {"pushEvents"}
+            else:
+                assert conn.grant is None and conn.mcpl_state.value == "none"
+            await script.finished(conn)
 
 
 async def test_server_not_reading_its_input_loses_the_link_with_memory_bounded(tmp_path: Path) -> None:

@@ -526,14 +526,15 @@ async def test_d6_integer_id_beyond_64_bits_is_echoed_exactly(tmp_path: Path) ->
     assert any(f'"id":{big}' in line for line in script.lines())
 
 
-async def test_pagination_follows_next_cursor_up_to_the_bound(tmp_path: Path) -> None:
+async def test_pagination_follows_next_cursor_to_the_last_page_within_the_bound(tmp_path: Path) -> None:
     from .wire import FAST
 
     pages = []
     for n in range(3):
+        cursor = {"nextCursor": f"c{n + 1}"} if n < 2 else {}  # the last page has none
         pages += [
             {"expect": {"method": "tools/list"}},
-            {"reply": {"tools": [{"name": f"t{n}", "inputSchema": {}}], "nextCursor": f"c{n + 1}"}},
+            {"reply": {"tools": [{"name": f"t{n}", "inputSchema": {}}], **cursor}},
         ]
     script = Script(tmp_path, [*MCP_HANDSHAKE, *pages])
     limits = FAST.__class__(max_list_pages=3, close_grace_seconds=2, terminate_grace_seconds=1)

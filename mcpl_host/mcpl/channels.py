@@ -7,7 +7,8 @@ Rules:
   the ``HostedServer`` keeps the current list for the application, which is told each change
   (``on_channels_changed``), the lapse at a transport's end included.
 - ``channels/register`` and ``channels/changed`` answer ``{results: [{id, accepted,
-  reason?}]}``, item by item; the channel-id patterns are read from
+  reason?, limit?}]}``, item by item, within ``Limits.max_channels`` and
+  ``max_channel_descriptor_bytes`` (``ChannelRegistry``); the channel-id patterns are read from
   ``HostHandlers.channel_policy`` at each one (§14.5). ``channels/list`` answers
   ``{channels: [descriptors]}``.
 - ``channels/incoming`` answers per-message results ``{messageId, accepted, conversationId?,
@@ -34,6 +35,7 @@ from mcpl_host.connection import BackgroundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import HandlerError
 from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_TAGS
 from mcpl_host.logging import LogBudget, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, admit_channel_message
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
@@ -62,9 +64,13 @@ class ChannelService:
         redactor: Redactor,
         diagnostics_logged: int,
         max_notification_deliveries: int,
+        max_channels: int = DEFAULT_MAX_CHANNELS,
+        max_descriptor_bytes: int = DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES,
+        max_tags: int = DEFAULT_MAX_TAGS,
     ) -> None:
         self.name = name
-        self.registry = ChannelRegistry()
+        self.registry = ChannelRegistry(max_channels=max_channels, max_descriptor_bytes=max_descriptor_bytes)
+        self._max_tags = max_tags
         self._handlers = handlers
         self._view = view
         self._on_changed = on_changed
@@ -96,6 +102,14 @@ class ChannelService:
         results = self.registry.change(**lists, patterns=self._patterns())
         if any(item.accepted for item in results):
             self._on_changed(self.registry.descriptors())
+        over = [item for item in results if item.reason == "limit_exceeded"]
+        if over:
+            self.diagnostic(
+                f"{method}: items refused over a bound",
+                refused=len(over),
+                limits=sorted({item.limit for item in over if item.limit is not None}),
+                registered=len(self.registry),
+            )
         return results
 
     async def _incoming(self, context: RequestContext, messages: list[Any]) -> list[dict[str, Any]]:
@@ -108,7 +122,7 @@ class ChannelService:
         if reason is None:
             delivered = dict(message)
             if "tags" in message:
-                delivered["tags"] = read_tags(message["tags"]).tags  # §16.3, after admission
+                delivered["tags"] = read_tags(message["tags"], max_tags=self._max_tags).tags  # §16.3
             try:
                 conversation = await self._handlers.channel_message(context, delivered)
             except HandlerError as exc:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import MCPLHostError, RequestTimeout
 from mcpl_host.logging import Redactor, ServerValue
@@ -46,7 +47,9 @@ class HookCalls:
         log: Any,
         redactor: Redactor,
         drops_logged: int,
+        default_timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
     ) -> None:
+        self._default_timeout = default_timeout
         self._requester = requester
         self._view = view
         self._log = log
@@ -68,7 +71,7 @@ class HookCalls:
         user_message: str | None,
         model: Mapping[str, Any],
         channels: Mapping[str, Any] | None = None,
-        timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
+        timeout: Timeout = DEFAULT,
     ) -> BeforeInferenceResult | None:
         """Send ``context/beforeInference`` and read its injections (module rules).
 
@@ -77,7 +80,8 @@ class HookCalls:
             user_message: the user's text; sent only if ``observe`` is granted, else null.
             model: ModelInfo ``{id, vendor, contextWindow, capabilities}``, always sent.
             channels: optional §14.4 channel context, sent as given.
-            timeout: seconds (default 5, §10.6); None waits for ever.
+            timeout: seconds (default ``Limits.hook_timeout_seconds``, 5 as §10.6
+                recommends); None waits for ever.
 
         Returns:
             None (nothing sent) when not eligible; else a ``BeforeInferenceResult``:
@@ -115,7 +119,10 @@ class HookCalls:
         self.in_flight += 1
         try:
             await self._requester.request(
-                "context/beforeInference", params, timeout=timeout, on_answer=on_answer
+                "context/beforeInference",
+                params,
+                timeout=self._default_timeout if timeout is DEFAULT else timeout,
+                on_answer=on_answer,
             )
         except RequestTimeout as exc:
             return self._failed(inference_id, "timeout", str(exc))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.limits import DEFAULT_HOOK_TIMEOUT_SECONDS as LIMITS_HOOK_TIMEOUT_SECONDS
 from mcpl_host.mcpl.grants import Grant
 
 __all__ = [
@@ -32,8 +33,9 @@ __all__ = [
     "read_injections",
 ]
 
-#: MCPL §10.6: the recommended beforeInference timeout, in seconds.
-DEFAULT_HOOK_TIMEOUT_SECONDS = 5.0
+#: MCPL §10.6: the recommended beforeInference timeout, in seconds (the default of
+#: ``Limits.hook_timeout_seconds``).
+DEFAULT_HOOK_TIMEOUT_SECONDS = LIMITS_HOOK_TIMEOUT_SECONDS
 Position = Literal["system", "beforeUser", "afterUser"]
 #: MCPL §10.4: where an injection goes.
 POSITIONS: tuple[Position, ...] = ("system", "beforeUser", "afterUser")

@@ -25,7 +25,13 @@ Rules (MCPL §17.1-§17.8; docs/protocol.md, "Manifest digest" and "Manifest cha
   6. The digest never gates acceptance: a mismatch with the server's ``revision`` is a
      conformance defect to log, and the manifest is still used (§17.2).
 - A host bounds manifest fetches per connection; notifications over the bound are dropped,
-  never fetched (§17.8): ``ManifestFetchLimiter``.
+  never fetched (§17.8): ``ManifestFetchLimiter`` (``Limits.max_manifest_fetches`` within
+  ``manifest_fetch_window_seconds``).
+- The work on one manifest is bounded before anything reads it (``manifest_limit_problem``):
+  its JSON bytes, its nesting, the feature sets it declares, the entries of each set array
+  and the tags of each ontology (``Limits.max_manifest_*``, ``max_feature_sets``,
+  ``max_ontology_tags``). Digest, diff and derivation then walk at most that much; a
+  manifest beyond a bound is not used (docs/protocol.md, "Manifest changes").
 
 Everything here is pure: no I/O, no clock (``now`` is passed in), no logging.
 """
@@ -42,8 +48,10 @@ from typing import Any
 
 import rfc8785
 
+from mcpl_host.json_size import json_depth_beyond, json_size
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
+from mcpl_host.jsonrpc.values import is_array, is_list_or_tuple, is_mapping
+from mcpl_host.limits import DEFAULT_MANIFEST_FETCH_WINDOW_SECONDS, DEFAULT_MAX_MANIFEST_FETCHES, Limits
 
 __all__ = [
     "DEFAULT_MANIFEST_FETCHES",
@@ -57,6 +65,7 @@ __all__ = [
     "ManifestFetchLimiter",
     "canonical_manifest_bytes",
     "manifest_digest",
+    "manifest_limit_problem",
     "set_sort_key",
     "sorted_set",
     "validate_manifest",
@@ -84,9 +93,9 @@ _MATCHERS = ("tagsAny", "tagsAll", "tagsNone")
 # RFC 8785 serializes numbers as IEEE doubles; rfc8785 refuses ints beyond +-(2^53 - 1).
 _MAX_EXACT_INT = 2**53 - 1
 
-#: §17.8: default bound on ``mcpl/manifest`` fetches per connection: this many per window.
-DEFAULT_MANIFEST_FETCHES = 5
-DEFAULT_MANIFEST_FETCH_WINDOW_SECONDS = 60.0
+#: §17.8: default bound on ``mcpl/manifest`` fetches per connection: this many per window
+#: (``Limits.max_manifest_fetches``, ``manifest_fetch_window_seconds``).
+DEFAULT_MANIFEST_FETCHES = DEFAULT_MAX_MANIFEST_FETCHES
 
 
 class DigestError(MCPLHostError):
@@ -371,6 +380,46 @@ def validate_manifest(value: Any) -> list[str]:
     return problems
 
 
+def manifest_limit_problem(manifest: Any, limits: Limits) -> tuple[str, str] | None:
+    """``(sentence, Limits field)`` for the first bound ``manifest`` (an ``experimental.mcpl``
+    value) is over, or None (module rules). Checked in this order, each before the next
+    walks further: ``max_manifest_bytes`` (``json_size``), ``max_manifest_depth``,
+    ``max_feature_sets`` (members of ``featureSets``, object or array form), then per
+    declaration ``max_manifest_set_entries`` (``uses``, ``coreTags``, ``tags.*.implies``,
+    ``keyed.*.values``) and ``max_ontology_tags`` (``tags``, ``keyed``). The sentence names
+    keys and bounds, never a server value. Never raises on a JSON value."""
+
+    def over(limit: str, what: str) -> tuple[str, str]:
+        return f"the manifest {what}, over Limits.{limit} = {getattr(limits, limit)}", limit
+
+    if json_size(manifest, limit=limits.max_manifest_bytes) > limits.max_manifest_bytes:
+        return over("max_manifest_bytes", "has too many JSON bytes")
+    if json_depth_beyond(manifest, limits.max_manifest_depth):
+        return over("max_manifest_depth", "is nested too deeply")
+    declared = manifest.get("featureSets") if is_mapping(manifest) else None
+    if not (is_mapping(declared) or is_array(declared)):
+        return None
+    if len(declared) > limits.max_feature_sets:
+        return over("max_feature_sets", "declares too many feature sets")
+    decls: list[Any] = list(declared.values()) if is_mapping(declared) else declared
+    for decl in decls:
+        if not is_mapping(decl):
+            continue
+        found: Any = decl.get("tagOntology")
+        ontology: Mapping[str, Any] = found if is_mapping(found) else {}
+        sets: list[Any] = [decl.get("uses"), ontology.get("coreTags")]
+        for group in (ontology.get("tags"), ontology.get("keyed")):
+            if is_mapping(group):
+                if len(group) > limits.max_ontology_tags:
+                    return over("max_ontology_tags", "declares too many tags in one ontology")
+                for member in group.values():
+                    if is_mapping(member):
+                        sets += [member.get("implies"), member.get("values")]
+        if any(is_array(entries) and len(entries) > limits.max_manifest_set_entries for entries in sets):
+            return over("max_manifest_set_entries", "has a set array with too many entries")
+    return None
+
+
 class ManifestFetchLimiter:
     """Per-connection bound on ``mcpl/manifest`` fetches (MCPL §17.8).
 
@@ -386,7 +435,7 @@ class ManifestFetchLimiter:
 
     def __init__(
         self,
-        max_fetches: int = DEFAULT_MANIFEST_FETCHES,
+        max_fetches: int = DEFAULT_MAX_MANIFEST_FETCHES,
         per_seconds: float = DEFAULT_MANIFEST_FETCH_WINDOW_SECONDS,
     ) -> None:
         if max_fetches < 1:

@@ -5,13 +5,16 @@ Rules:
 
 - ``mcpl/manifestChanged`` is accepted whatever the grant or policy state and never answered
   (it is a notification). It is a hint: nothing changes before ``mcpl/manifest`` is fetched.
-- Fetches are bounded per connection (``ManifestFetchLimiter``); notifications over the bound
-  are dropped and logged as a server defect (budgeted). Notifications arriving while a fetch
+- Fetches are bounded per connection (``ManifestFetchLimiter``, ``Limits.max_manifest_fetches``
+  per ``manifest_fetch_window_seconds``); notifications over the bound are dropped and
+  logged as a server defect (``Limits.manifest_defects_logged`` lines). Notifications arriving while a fetch
   runs are merged into one more fetch afterwards.
 - A notification naming the revision of the manifest last validated is skipped (§17.1: the
   cheap path; docs/protocol.md, "Manifest changes").
-- A fetch that errors, or returns something that is not an object, keeps the manifest in
-  force (one failure never drops MCPL); an error to the fetch is warned about (§17.10).
+- A fetch that errors, or returns something that is not an object, or a manifest over one of
+  the bounds of ``manifest_limit_problem`` (warned about, naming the bound), keeps the
+  manifest in force (one failure never drops MCPL); an error to the fetch is warned about
+  (§17.10).
 - The revision is recomputed (``manifest_digest``) and compared for equality only; a mismatch
   is logged as a defect and the manifest is still used (§17.2).
 - Removals are revoked at once, then a ``featureSets/update`` request tells the server;
@@ -28,12 +31,14 @@ import anyio
 from mcpl_host.connection import BackgroundJob
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, ServerValue
 from mcpl_host.mcpl.manifest import (
     REVISION_PATTERN,
     DigestError,
     ManifestFetchLimiter,
     manifest_digest,
+    manifest_limit_problem,
     validate_manifest,
 )
 from mcpl_host.mcpl.negotiation import PolicyExchange, PolicySource, Requester
@@ -43,9 +48,6 @@ if TYPE_CHECKING:
     from mcpl_host.observe import Reporter
 
 __all__ = ["ManifestWatcher"]
-
-#: Defect lines about dropped notifications logged per connection (docs/protocol.md L3).
-DROPPED_NOTIFICATIONS_LOGGED = 3
 
 
 class ManifestWatcher:
@@ -61,7 +63,9 @@ class ManifestWatcher:
         *,
         log: Any,
         redactor: Redactor,
+        limits: Limits | None = None,
     ) -> None:
+        self._limits = limits = limits or Limits()
         self._requester = requester
         self._state = state
         self._exchange = exchange
@@ -69,10 +73,12 @@ class ManifestWatcher:
         self._reporter = reporter
         self._log = log
         self._redactor = redactor
-        self._fetch_limiter = ManifestFetchLimiter()
+        self._fetch_limiter = ManifestFetchLimiter(
+            limits.max_manifest_fetches, limits.manifest_fetch_window_seconds
+        )
         self._fetching = False
         self._fetch_again = False
-        self._dropped_notifications = LogBudget(DROPPED_NOTIFICATIONS_LOGGED)
+        self._dropped_notifications = LogBudget(limits.manifest_defects_logged)
 
     def on_changed(self, params: Any) -> BackgroundJob | None:
         """From the read loop: a ``mcpl/manifestChanged`` notification; returns the fetch to
@@ -135,6 +141,12 @@ class ManifestWatcher:
             return
         if not is_object(fetched):  # §17.5: learned nothing
             self._log.warning("mcpl/manifest returned no object; the manifest in force is kept")
+            return
+        over = manifest_limit_problem(fetched, self._limits)
+        if over is not None:
+            self._log.warning(
+                "fetched manifest over a bound; the manifest in force is kept", problem=over[0], limit=over[1]
+            )
             return
         for problem in validate_manifest(fetched):
             self._log.info("fetched manifest problem", problem=ServerValue(problem, self._redactor))

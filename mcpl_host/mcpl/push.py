@@ -27,6 +27,7 @@ import orjson
 
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.limits import DEFAULT_MAX_TAGS
 from mcpl_host.logging import Redactor, ServerValue
 from mcpl_host.mcpl.server_shapes import GENERIC_REFUSAL, push_result_problems
 from mcpl_host.mcpl.tags import EventDeduplicator, read_tags
@@ -87,7 +88,9 @@ class PushService:
         *,
         log: Any,
         redactor: Redactor,
+        max_tags: int = DEFAULT_MAX_TAGS,
     ) -> None:
+        self._max_tags = max_tags
         self._handlers = handlers
         self._reporter = reporter
         self._dedupe = dedupe
@@ -145,10 +148,10 @@ class PushService:
     async def _handle(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         event = dict(params)
         if "tags" in params:
-            closure = read_tags(params["tags"])  # §16.3; never authority (admission is done)
+            closure = read_tags(params["tags"], max_tags=self._max_tags)  # §16.3; never authority
             event["tags"] = closure.tags
-            for problem in closure.problems:
-                self._log.debug("push/event tag problem", problem=problem)
+            if closure.problems:  # one line, at most Limits.max_tags + 1 problems
+                self._log.debug("push/event tag problems", problems=closure.problems)
         raw = await self._handlers.push_event(context, event)
         checked = checked_result("push/event", raw, push_result_problems(raw), self._log)
         if checked["accepted"] is False and "reason" not in checked:

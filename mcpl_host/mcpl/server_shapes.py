@@ -17,9 +17,11 @@ sentences (empty or None when fine) that name keys, never values.
 - ``ChannelRegistry.change`` judges each item on its own (§14.5) with a reason from a closed
   set: ``invalid_descriptor``, ``duplicate_id`` (twice in one message), ``unknown_channel``
   (removing or updating an id never registered), ``capability_denied`` (the spec's literal:
-  the host's channel-id globs, matched by ``fnmatch.fnmatchcase``, refuse the id).
-  It applies removed, then added, then updated; registering an id already registered
-  replaces its descriptor (docs/protocol.md, "Channels").
+  the host's channel-id globs, matched by ``fnmatch.fnmatchcase``, refuse the id),
+  ``limit_exceeded`` (a new id beyond ``max_channels`` registered at once, or a descriptor
+  of more than ``max_descriptor_bytes`` JSON bytes; the item's ``limit`` names the bound's
+  config key). It applies removed, then added, then updated; registering an id already
+  registered replaces its descriptor (docs/protocol.md, "Channels").
 - ``state/update`` params (the MCPL libraries' shape; no spec basis; docs/protocol.md,
   "State"): ``checkpoint`` a non-empty
   string, ``parent`` a string or null; ``data`` (alias ``state``) and ``patch`` exclusive,
@@ -34,7 +36,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, TypeGuard
 
+from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, config_key
 
 __all__ = [
     "DIRECTIONS",
@@ -200,29 +204,43 @@ def channel_allowed(channel_id: str, patterns: tuple[str, ...] | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ItemResult:
-    """One item of an itemized channel answer; ``detail`` is for logs, never sent."""
+    """One item of an itemized channel answer; ``detail`` is for logs, never sent;
+    ``limit``: the ``Limits`` field behind a ``limit_exceeded`` refusal (sent as its config
+    key)."""
 
     id: str | None
     accepted: bool
     reason: str | None = None
     detail: str | None = None
+    limit: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         item: dict[str, Any] = {"id": self.id, "accepted": self.accepted}
         if self.reason is not None:
             item["reason"] = self.reason
+        if self.limit is not None:
+            item["limit"] = config_key(self.limit)
         return item
 
 
 class ChannelRegistry:
     """The channels one connection registered (MCPL §14.2-§14.5):
     id -> descriptor as sent (a copy). ``change()`` applies a register/changed message item by
-    item and returns one ``ItemResult`` per item. Pure: no I/O, no grant (admission's job)."""
+    item and returns one ``ItemResult`` per item, within ``max_channels`` channels and
+    ``max_descriptor_bytes`` bytes per descriptor (``Limits.max_channels``,
+    ``max_channel_descriptor_bytes``). Pure: no I/O, no grant (admission's job)."""
 
-    __slots__ = ("_channels",)
+    __slots__ = ("_channels", "max_channels", "max_descriptor_bytes")
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        max_channels: int = DEFAULT_MAX_CHANNELS,
+        max_descriptor_bytes: int = DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES,
+    ) -> None:
         self._channels: dict[str, dict[str, Any]] = {}
+        self.max_channels = max_channels
+        self.max_descriptor_bytes = max_descriptor_bytes
 
     def get(self, channel_id: Any) -> dict[str, Any] | None:
         return self._channels.get(channel_id) if isinstance(channel_id, str) else None
@@ -278,6 +296,15 @@ class ChannelRegistry:
             return ItemResult(channel_id, False, "unknown_channel", "updated but never registered")
         if not channel_allowed(channel_id, patterns):
             return ItemResult(channel_id, False, "capability_denied", "the host's channel patterns refuse it")
+        if json_size(descriptor, limit=self.max_descriptor_bytes) > self.max_descriptor_bytes:
+            limit, bound = "max_channel_descriptor_bytes", self.max_descriptor_bytes
+            return ItemResult(
+                channel_id, False, "limit_exceeded", f"the descriptor is over Limits.{limit} = {bound}", limit
+            )
+        if channel_id not in self._channels and len(self._channels) >= self.max_channels:
+            limit = "max_channels"
+            detail = f"{self.max_channels} channels are registered: Limits.{limit}"
+            return ItemResult(channel_id, False, "limit_exceeded", detail, limit)
         self._channels[channel_id] = dict(descriptor)
         return ItemResult(channel_id, True)
 

@@ -5,7 +5,9 @@ Rules:
 
 - The state store is the ``HostedServer``'s (``StateStore``), so held state outlives
   transports. ``data`` replaces; ``patch`` is RFC 6902 applied to the *parent* checkpoint's
-  data; neither, or a patch that cannot be applied, keeps only the opaque reference.
+  data; neither, or a patch that cannot be applied or is over a bound of the store
+  (``Limits.max_state_bytes``, ``max_patch_operations``, ``max_patch_seconds``...; see
+  ``mcpl.state``), keeps only the opaque reference, with a warning line.
   ``tools/call`` then carries ``state`` (held data) or ``checkpoint`` (reference);
   ``feature_set`` is the host's key and never sent.
 - ``state/rollback`` goes out only for a declared, enabled feature set with ``rollback: true``
@@ -25,7 +27,7 @@ from mcpl_host.logging import Redactor, ServerValue
 from mcpl_host.mcp_methods import CallToolResult, call_tool_result
 from mcpl_host.mcpl.admission import AdmissionView
 from mcpl_host.mcpl.negotiation import Requester
-from mcpl_host.mcpl.state import StateStore
+from mcpl_host.mcpl.state import StateProblem, StateStore
 
 __all__ = ["CHECKPOINT_NOT_FOUND", "RollbackResult", "StateCalls"]
 
@@ -83,7 +85,12 @@ class StateCalls:
             raise RemoteProtocolError("the server's tools/call result is not a JSON object")
         problem = self.store.apply(feature_set, result["state"]) if "state" in result else None
         if problem is not None:
-            self._log.warning("tool result state not fully applied", feature_set=feature_set, problem=problem)
+            self._log.warning(
+                "tool result state not fully applied",
+                feature_set=feature_set,
+                problem=str(problem),
+                limit=problem.limit if isinstance(problem, StateProblem) else None,
+            )
         return call_tool_result(result)
 
     async def rollback(

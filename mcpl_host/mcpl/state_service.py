@@ -2,8 +2,10 @@
 
 There is no spec basis for either method beyond the MCPL libraries; the project reads them
 so: ``state/update {featureSet, checkpoint, parent?, data | state | patch}`` ->
-``{accepted: true}``, or ``{accepted: false, reason: "not_applied"}`` and a log line when the
-store could not apply it (a patch whose parent's data is not held, for one). ``state`` is an
+``{accepted: true}``, or ``{accepted: false, reason}`` and a log line when the store did not
+apply it: ``reason`` ``"limit_exceeded"`` with ``limit`` (the bound's config key, such as
+``maxStateBytes``) when one of the store's ``Limits`` refused it (``mcpl.state``), else
+``"not_applied"`` (a patch whose parent's data is not held, for one). ``state`` is an
 alias of ``data``. ``state/get {featureSet}`` -> ``{checkpoint, data}`` (nulls when nothing
 is held; plus ``state`` when the server named it so). The store is the ``HostedServer``'s, so
 host-held state outlives transports (MCPL §8).
@@ -14,8 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mcpl_host.limits import config_key
 from mcpl_host.logging import Redactor, ServerValue
-from mcpl_host.mcpl.state import StateStore
+from mcpl_host.mcpl.state import StateProblem, StateStore
 
 __all__ = ["StateService"]
 
@@ -43,9 +46,18 @@ class StateService:
         elif "data" in params:
             self._state_alias.discard(name)
         problem = store.apply(name, update, keep_reference_on_problem=False)
-        if problem is not None:
-            self._log.info(
-                "state/update not applied", feature_set=ServerValue(name, self._redactor), problem=problem
+        if problem is None:
+            return {"accepted": True}
+        limit = problem.limit if isinstance(problem, StateProblem) else None
+        if limit is not None:
+            self._log.warning(
+                "state/update refused: over a bound",
+                feature_set=ServerValue(name, self._redactor),
+                problem=str(problem),
+                limit=limit,
             )
-            return {"accepted": False, "reason": "not_applied"}
-        return {"accepted": True}
+            return {"accepted": False, "reason": "limit_exceeded", "limit": config_key(limit)}
+        self._log.info(
+            "state/update not applied", feature_set=ServerValue(name, self._redactor), problem=str(problem)
+        )
+        return {"accepted": False, "reason": "not_applied"}

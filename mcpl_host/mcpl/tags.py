@@ -38,6 +38,7 @@ from datetime import datetime
 from typing import Any
 
 from mcpl_host.jsonrpc.values import is_array, is_list_or_tuple, is_mapping
+from mcpl_host.limits import DEFAULT_EVENT_ID_TTL_SECONDS, DEFAULT_MAX_REMEMBERED_EVENT_IDS, DEFAULT_MAX_TAGS
 
 __all__ = [
     "CORE_IMPLICATIONS",
@@ -59,10 +60,10 @@ CORE_IMPLICATIONS: Mapping[str, tuple[str, ...]] = {
 _ADDRESSED = "chat:addressed"
 _AMBIENT = "chat:ambient"
 
-#: How many ``eventId``s one connection remembers (oldest inserted evicted first).
-DEFAULT_DEDUPE_MAX_ENTRIES = 1024
-#: How long, in seconds, a remembered ``eventId`` answers duplicates.
-DEFAULT_DEDUPE_TTL_SECONDS = 600.0
+#: How many ``eventId``s one server remembers, and for how long (seconds): the defaults of
+#: ``Limits.max_remembered_event_ids`` and ``event_id_ttl_seconds``.
+DEFAULT_DEDUPE_MAX_ENTRIES = DEFAULT_MAX_REMEMBERED_EVENT_IDS
+DEFAULT_DEDUPE_TTL_SECONDS = DEFAULT_EVENT_ID_TTL_SECONDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +75,11 @@ class TagClosure:
     problems: list[str] = field(default_factory=list[str])
 
 
-def read_tags(value: Any) -> TagClosure:
+def read_tags(value: Any, *, max_tags: int = DEFAULT_MAX_TAGS) -> TagClosure:
     """Read a ``tags`` value (any JSON; None means no tags) and apply the core closure (§16.3).
 
+    Only the first ``max_tags`` entries are read (``Limits.max_tags``); the rest are dropped
+    with one problem, so the work and the problems are bounded whatever the list.
     Never raises. A value that is not an array yields no tags and one problem.
     """
     if value is None:
@@ -85,13 +88,16 @@ def read_tags(value: Any) -> TagClosure:
         return TagClosure(problems=["tags is not an array; ignored"])
     problems: list[str] = []
     seen: dict[str, None] = {}  # insertion-ordered set
-    for index, tag in enumerate(value):
+    entries: list[Any] | tuple[Any, ...] = value  # pyright: ignore[reportUnknownVariableType]
+    for index, tag in enumerate(entries[:max_tags]):
         if not isinstance(tag, str) or tag == "":
             problems.append(f"tags[{index}] is not a non-empty string; dropped")
             continue
         if ":" not in tag:
             problems.append(f"tags[{index}] has no namespace (producer violation, MCPL §16); kept")
         seen.setdefault(tag, None)
+    if len(entries) > max_tags:
+        problems.append(f"{len(entries) - max_tags} tags beyond Limits.max_tags = {max_tags} dropped")
     ordered = list(seen)
     # Transitive closure: walk the growing list; every implied tag is itself walked later.
     index = 0

@@ -33,11 +33,11 @@ from typing import Any, Literal, Protocol
 
 import anyio
 
+from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError
 from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.logging import ServerValue, get_logger
 from mcpl_host.mcpl.injections import (
-    DEFAULT_HOOK_TIMEOUT_SECONDS,
     POSITIONS,
     BeforeInferenceResult,
     Injection,
@@ -76,7 +76,7 @@ class MCPLPeer(Protocol):
         user_message: str | None,
         model: Mapping[str, Any],
         channels: Mapping[str, Any] | None = None,
-        timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
+        timeout: Timeout = DEFAULT,
     ) -> BeforeInferenceResult | None: ...
 
     def may_send(self, method: str) -> bool: ...
@@ -113,10 +113,11 @@ async def before_inference_fanout(
     user_message: str | None,
     model: Mapping[str, Any],
     channels: Mapping[str, Any] | None = None,
-    timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
+    timeout: Timeout = DEFAULT,
 ) -> FanoutResult:
     """``context/beforeInference`` to every eligible peer at once (MCPL §10.1, §10.6, §10.8),
-    each with its own ``timeout`` (seconds). Arguments as ``ServerConnection.before_inference``;
+    each with its own ``timeout`` (seconds; by default each server's
+    ``Limits.hook_timeout_seconds``). Arguments as ``ServerConnection.before_inference``;
     a peer listed twice is called once. Never raises for a server's failure: each fails open.
 
     Cancellation: every pending hook request is abandoned (each server gets

@@ -24,7 +24,7 @@ docs/protocol.md H5, L1-L3, T3 and "stdio"):
   included); members reparented to the host (when it is a child subreaper) are reaped.
   Elsewhere, or with ``keep_tree=False``, the process group only.
 - The server process itself is watched, not only its stdout: when it exits, ``receive()``
-  raises ``ConnectionLost`` with its exit status within ``EOF_EXIT_WAIT_SECONDS``, even
+  raises ``ConnectionLost`` with its exit status within ``limits.eof_exit_wait_seconds``, even
   while a descendant still holds stdout open (the lines it wrote before exiting come first).
 - anyio and OS errors become ``ConnectionLost`` (the server went away) or
   ``ConnectionClosed`` (we closed it), here and nowhere else.
@@ -49,7 +49,12 @@ import anyio.abc
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
-from mcpl_host.limits import Limits
+from mcpl_host.limits import (
+    DEFAULT_EOF_EXIT_WAIT_SECONDS,
+    DEFAULT_READ_CHUNK_BYTES,
+    DEFAULT_STDERR_MAX_LINE_BYTES,
+    Limits,
+)
 from mcpl_host.logging import ServerValue, get_logger
 from mcpl_host.secrets import KeyBlockMasker, Redactor, redact_command, server_secrets, shown_env
 from mcpl_host.transports import process_tree
@@ -76,14 +81,11 @@ ENV_ALLOWLIST = frozenset({
 })  # fmt: skip
 #: Prefixes of further allowed variables (locale categories).
 ENV_ALLOWLIST_PREFIXES = ("LC_",)
-#: Bytes asked for in one read from the child's stdout or stderr.
-READ_CHUNK_BYTES = 64 * 1024
-#: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
-#: line reach a log line anyway, docs/protocol.md L1).
-STDERR_MAX_LINE_BYTES = 64 * 1024
-#: Seconds to wait, after the server's stdout ends, for its exit status and last stderr;
-#: and after the server exits, for the rest of its stdout.
-EOF_EXIT_WAIT_SECONDS = 0.5
+#: The defaults of ``Limits.read_chunk_bytes`` (one read from stdout or stderr),
+#: ``stderr_max_line_bytes`` and ``eof_exit_wait_seconds``.
+READ_CHUNK_BYTES = DEFAULT_READ_CHUNK_BYTES
+STDERR_MAX_LINE_BYTES = DEFAULT_STDERR_MAX_LINE_BYTES
+EOF_EXIT_WAIT_SECONDS = DEFAULT_EOF_EXIT_WAIT_SECONDS
 #: Seconds between checks that a process group is empty while waiting for it to exit.
 GROUP_POLL_SECONDS = 0.02
 #: Seconds between checks that a process tree is empty (each one scans ``/proc``).
@@ -348,7 +350,7 @@ class StdioTransport:
 
     async def _watch_process(self, process: anyio.abc.Process) -> None:
         """Note the tree every ``process_tree_scan_seconds`` until the server exits; then
-        give the read in progress ``EOF_EXIT_WAIT_SECONDS`` for the rest of stdout."""
+        give the read in progress ``limits.eof_exit_wait_seconds`` for the rest of stdout."""
         interval = self._limits.process_tree_scan_seconds
         with self._watch_scope:
             while True:
@@ -366,7 +368,7 @@ class StdioTransport:
 
     def _exit_deadline(self) -> float:
         assert self._exited_at is not None
-        return self._exited_at + min(EOF_EXIT_WAIT_SECONDS, self._limits.close_grace_seconds)
+        return self._exited_at + min(self._limits.eof_exit_wait_seconds, self._limits.close_grace_seconds)
 
     async def aclose(self) -> None:
         """Stop the server and release its pipes (MCP lifecycle (stdio shutdown)).
@@ -436,7 +438,7 @@ class StdioTransport:
 
         At the end of stdout, an unterminated last line is returned first; then every call
         raises ``ConnectionLost`` with ``exit_status`` and ``stderr_tail`` (docs/protocol.md H5).
-        To fill them it waits, at most ``EOF_EXIT_WAIT_SECONDS`` (and never more than
+        To fill them it waits, at most ``limits.eof_exit_wait_seconds`` (and never more than
         ``close_grace_seconds``), for the process to exit and for stderr to end. When the
         process exits while its stdout stays open (a descendant holds it), the lines read
         within that same wait are returned, then ``ConnectionLost`` is raised as well.
@@ -464,7 +466,7 @@ class StdioTransport:
             deadline = math.inf if self._exited_at is None else self._exit_deadline()
             with anyio.CancelScope(deadline=deadline) as self._read_scope:
                 try:
-                    data = await self._process.stdout.receive(READ_CHUNK_BYTES)
+                    data = await self._process.stdout.receive(self._limits.read_chunk_bytes)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                     self._stdout_ended = True
                     self._items.extend(self._reader.finish())
@@ -484,7 +486,7 @@ class StdioTransport:
         # A server that exits closes stdout a moment before its exit status is known: wait
         # that moment, briefly, so the failure names the status and holds the last stderr
         # lines (H5) while pending requests still fail at once (T3).
-        with anyio.move_on_after(min(EOF_EXIT_WAIT_SECONDS, self._limits.close_grace_seconds)):
+        with anyio.move_on_after(min(self._limits.eof_exit_wait_seconds, self._limits.close_grace_seconds)):
             await process.wait()
             await self._pump_done.wait()
         self._lost = (_exit_message(process.returncode), process.returncode)
@@ -526,11 +528,11 @@ class StdioTransport:
                 task_status.started()
                 assert self._process is not None and self._process.stderr is not None
                 stderr = self._process.stderr
-                reader = LineReader(min(STDERR_MAX_LINE_BYTES, self._limits.max_line_bytes))
+                reader = LineReader(min(self._limits.stderr_max_line_bytes, self._limits.max_line_bytes))
                 log = getattr(self._logger, self._stderr_log_level)
                 while True:
                     try:
-                        data = await stderr.receive(READ_CHUNK_BYTES)
+                        data = await stderr.receive(self._limits.read_chunk_bytes)
                     except _STDERR_ENDED:
                         break
                     for item in reader.feed(data):

@@ -287,7 +287,7 @@ class WebSocketTransport:
             with self._map_errors(
                 f"the server at {self._shown} closed the connection during the WebSocket handshake"
             ):
-                data = await stream.receive(READ_CHUNK_BYTES)
+                data = await stream.receive(self._limits.read_chunk_bytes)
             try:
                 self._ws.receive_data(data)
                 for event in self._ws.events():
@@ -416,7 +416,7 @@ class WebSocketTransport:
                 raise ConnectionClosed("the WebSocket transport is not open")
             dropped = f"the connection to {self._shown} dropped without a WebSocket close (code 1006)"
             with self._map_errors(dropped):
-                data = await stream.receive(READ_CHUNK_BYTES)
+                data = await stream.receive(self._limits.read_chunk_bytes)
             self._ws.receive_data(data)
             self._take_events()
             if self._control:

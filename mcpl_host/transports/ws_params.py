@@ -21,6 +21,12 @@ from types import MappingProxyType
 from typing import Literal
 from urllib.parse import SplitResult, unquote_plus, urlsplit
 
+from mcpl_host.limits import (
+    DEFAULT_READ_CHUNK_BYTES,
+    DEFAULT_WEBSOCKET_KEEPALIVE_INTERVAL_SECONDS,
+    DEFAULT_WEBSOCKET_KEEPALIVE_TIMEOUT_SECONDS,
+    DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS,
+)
 from mcpl_host.secrets import REDACTED, Redactor, redact_url, server_secrets, url_secrets
 
 __all__ = [
@@ -35,14 +41,13 @@ __all__ = [
     "shown_url",
 ]
 
-#: Seconds from dialling to the end of the upgrade handshake (the reference host's 15 s).
-DEFAULT_OPEN_TIMEOUT_SECONDS = 15.0
-#: Seconds between keepalive pings (None in ``WebSocketParameters`` disables them).
-DEFAULT_KEEPALIVE_INTERVAL_SECONDS = 20.0
-#: Seconds a keepalive ping may wait for its pong before the transport is lost.
-DEFAULT_KEEPALIVE_TIMEOUT_SECONDS = 20.0
-#: Bytes asked for in one read from the socket.
-READ_CHUNK_BYTES = 64 * 1024
+#: The defaults of ``Limits.websocket_open_timeout_seconds`` (dialling and the upgrade
+#: handshake), ``websocket_keepalive_interval_seconds`` (None disables pings) and
+#: ``websocket_keepalive_timeout_seconds``, and of ``read_chunk_bytes`` (one read).
+DEFAULT_OPEN_TIMEOUT_SECONDS = DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS
+DEFAULT_KEEPALIVE_INTERVAL_SECONDS = DEFAULT_WEBSOCKET_KEEPALIVE_INTERVAL_SECONDS
+DEFAULT_KEEPALIVE_TIMEOUT_SECONDS = DEFAULT_WEBSOCKET_KEEPALIVE_TIMEOUT_SECONDS
+READ_CHUNK_BYTES = DEFAULT_READ_CHUNK_BYTES
 #: The query parameter that carries a token (``token_in="query"``).
 TOKEN_QUERY_PARAMETER = "token"
 
