@@ -376,5 +376,5 @@ def test_any_stream_in_any_chunks_gives_the_reference_lines(
     out: list[object] = []
     for chunk in chunks:
         out.extend(reader.feed(chunk))
-        assert reader.buffered_bytes <= bound + head
+        assert reader.buffered_bytes <= bound + head + 1  # + a \r that may begin a CRLF
     assert out == _reference_lines(stream, bound, head)
