@@ -34,6 +34,7 @@ Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import time
 from collections import deque
@@ -171,6 +172,11 @@ class _NoInbound:
 
     def on_orphan_response(self, response: Response) -> None:
         return None
+
+
+def _as_json_text(value: Any) -> Any:
+    """An id as it reads in JSON where a string and a number differ (``"1"`` and ``1``)."""
+    return json.dumps(value) if isinstance(value, str) else value
 
 
 class _Inbound:
@@ -583,7 +589,7 @@ class Connection:
         if look_alike is not None and look_alike.resembles.method == "initialize":
             parts.append(
                 "an answer arrived with the id "
-                f"{log_value(look_alike.response.id, self.redactor)}, which only looks like the "
+                f"{log_value(_as_json_text(look_alike.response.id), self.redactor)}, which only looks like the "
                 f"id {look_alike.resembles.id} of initialize (JSON-RPC 2.0 §5: the same value and type)"
             )
         return "".join(f"; {part}" for part in parts)
@@ -736,7 +742,7 @@ class Connection:
                 "an answer's id only looks like the id of a pending request and is not taken as"
                 " its answer (JSON-RPC 2.0 §5: the same value and type); the request will time"
                 " out unless a real answer comes. Said once per connection",
-                id=ServerValue(event.response.id, self.redactor),
+                id=ServerValue(_as_json_text(event.response.id), self.redactor),
                 resembles=event.resembles.id,
                 method=event.resembles.method,
             )
@@ -846,6 +852,7 @@ class Connection:
         if link.closed:  # T1: its transport has gone; never answered on another one
             self._not_answering(request)
             return
+        assert answer is not None  # set unless the job was cancelled (which raised)
         try:
             link.send(answer)
         except MessageTooLarge as exc:

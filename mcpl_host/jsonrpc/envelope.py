@@ -186,7 +186,7 @@ def classify(value: Any) -> Envelope:
 
     # E5: invalid request; A2-A3 build its answer.
     if not (method_ok and id_ok):
-        faults = []
+        faults: list[str] = []
         if not method_ok:
             faults.append(f"the method must be a string, not {json_kind(method)}")
         if not id_ok:

@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import orjson
 
@@ -255,13 +255,13 @@ def _walk_finds_large_float(value: Any, budget: int) -> bool | None:
     False when it holds none, None when ``budget`` ran out first."""
     if type(value) is float:
         return abs(value) >= _TWO_TO_63
-    stack = [value]
+    stack: list[Any] = [value]
     while stack:
-        node = stack.pop()
+        node: Any = stack.pop()
         if type(node) is dict:
-            items: Any = node.values()
+            items = cast("Collection[Any]", node.values())
         elif type(node) is list:
-            items = node
+            items = cast("Collection[Any]", node)
         else:
             continue
         budget -= len(items) + 32
