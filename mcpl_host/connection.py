@@ -227,6 +227,7 @@ class Connection:
         self.redactor = redactor or Redactor()
         self.inbound: InboundPort = inbound or _NoInbound()
         self.server_info: ServerInfo | None = None
+        self._request_timeout = self.limits.request_timeout_seconds
         self._on_lost_hook = on_lost
         self._transport_factory = transport_factory
         self._session = Session(
@@ -414,8 +415,6 @@ class Connection:
         link = self._link
         if link is None or link.closed or self._closed:
             link = self._require_link()
-        seconds = self.limits.request_timeout_seconds if timeout is DEFAULT else timeout
-        assert not isinstance(seconds, _Default)
         token = None
         if progress is not None:
             token = f"progress-{next(self._progress_tokens)}"
@@ -435,9 +434,11 @@ class Connection:
             if token is not None:
                 del self._progress[token]
             raise
+        seconds = self._request_timeout if timeout is DEFAULT else timeout
         if seconds is not None:
-            deadline = time.monotonic() + seconds
-            slot.deadline, slot.seconds = deadline, seconds
+            assert not isinstance(seconds, _Default)
+            slot.deadline = deadline = time.monotonic() + seconds
+            slot.seconds = seconds
             if deadline < self._timer_at:
                 self._timer_at = deadline
                 if self._timer_scope is not None:

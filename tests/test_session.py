@@ -296,3 +296,22 @@ def test_an_unreadable_answer_to_initialize_settles_it() -> None:
     pending, _ = session.start_request("initialize", {})
     (event,) = session.receive_too_long(LineTooLong(10, 50, b'{"jsonrpc":"2.0","id":1,"result":{"pro'))
     assert isinstance(event, UnreadableResponse) and event.pending is pending
+
+
+@pytest.mark.parametrize("phase", ["initializing", "operating"])
+def test_initialize_cannot_be_sent_twice(phase: str) -> None:
+    session = operating_session() if phase == "operating" else Session()
+    if phase == "initializing":
+        session.start_request("initialize", {})
+    with pytest.raises(LocalProtocolError, match="initialize was already sent"):
+        session.start_request("initialize", {})
+
+
+def test_only_initialize_and_ping_go_before_the_handshake() -> None:
+    session = Session()
+    with pytest.raises(LocalProtocolError, match="before the handshake"):
+        session.start_request("tools/list", None)
+    session.start_request("ping", None)
+    session.start_request("initialize", {})
+    with pytest.raises(LocalProtocolError, match="before the handshake"):
+        session.start_request("tools/list", None)

@@ -326,7 +326,6 @@ class JSONTooDeep(ValueError):
 
 def loads_line(
     line: bytes,
-    *,
     max_depth: int = DEFAULT_MAX_JSON_DEPTH,
     max_deep_bytes: int = DEFAULT_MAX_DEEP_JSON_BYTES,
 ) -> Any:
@@ -349,7 +348,11 @@ def loads_line(
     except orjson.JSONDecodeError:
         pass
     else:
-        if not _orjson_may_have_changed(value, line):
+        # The common short line: one search at C speed (_orjson_may_have_changed, inlined).
+        if len(line) <= _SEARCHED_LINE_BYTES:
+            if line.translate(_DIGITS_AS_ZERO).find(_NINETEEN_DIGITS) < 0 or not _LONG_DIGIT_RUN.search(line):
+                return value
+        elif not _orjson_may_have_changed(value, line):
             return value
     # orjson refuses some valid JSON (lone surrogate escapes, nesting deeper than 1024) and
     # turns integers beyond 64 bits into floats: the standard library keeps those (D6).
