@@ -66,7 +66,7 @@ from mcpl_host.signals import StopRouter, watch_stdout_reader
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from mcpl_host.transports import process_tree
 from mcpl_host.transports.http_params import shown_http_url
-from mcpl_host.transports.websocket import shown_url
+from mcpl_host.transports.ws_params import shown_url
 
 __all__ = ["ProbeRecorder", "main"]
 

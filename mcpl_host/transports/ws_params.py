@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import SplitResult, unquote_plus, urlsplit
 
 from mcpl_host.secrets import REDACTED, Redactor, redact_url, server_secrets, url_secrets
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL_SECONDS",
