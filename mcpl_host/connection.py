@@ -46,6 +46,7 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from mcpl_host.handshake import ServerInfo, initialize_params, read_initialize_result
 from mcpl_host.jsonrpc.envelope import Request, Response, is_number
@@ -254,6 +255,7 @@ class Connection:
         self._queued = 0
         self._jobs: dict[Any, _Inbound] = {}
         self._workers = 0  # worker tasks alive
+        self._starting = 0  # of them, started and not yet running
         self._running = 0  # jobs running
         self._working: set[anyio.CancelScope] = set()  # the scopes of the workers
         self._awaiting_answers = 0  # requests to this server from its own inbound jobs
@@ -788,20 +790,31 @@ class Connection:
     def _enqueue(self, item: _Inbound) -> None:
         self._queue.append(item)
         self._queued += 1
-        if (
-            self._workers < self.limits.max_concurrent_inbound
-            and self._workers - self._running < self._queued
-        ):
+        self._add_worker()
+
+    def _add_worker(self) -> None:
+        """Start one more worker while jobs wait, none is starting, and fewer than
+        ``max_concurrent_inbound`` run. A worker about to run a job calls this too, so the
+        workers grow one at a time, only while the running ones yield (a job that waits):
+        jobs that never wait are run back to back by one worker, with no task started each."""
+        if self._starting == 0 and self._queued > 0 and self._workers < self.limits.max_concurrent_inbound:
             assert self._tg is not None
+            self._starting += 1
             self._workers += 1
             self._tg.start_soon(self._worker)
 
     async def _worker(self) -> None:
         """Runs waiting jobs one after another until none is left. One cancel scope serves
         many jobs: it is replaced only after a job it cancelled (``notifications/cancelled``)."""
+        # Yield once first: the tasks woken by the lines read before this job (the waiter of
+        # an answer, such as the policy exchange) run before it, as they would in wire order.
         _JOB_OF.set(self)
         queue = self._queue
         try:
+            try:
+                await anyio.lowlevel.checkpoint()
+            finally:
+                self._starting -= 1
             while queue:
                 with anyio.CancelScope() as scope:
                     self._working.add(scope)
@@ -814,6 +827,7 @@ class Connection:
                             if self._resume is not None and self._queued < self.limits.max_queued_inbound:
                                 self._resume.set()
                             item.scope = scope
+                            self._add_worker()  # it starts if this job waits
                             await self._run(item)
                     finally:
                         self._working.discard(scope)
