@@ -553,7 +553,11 @@ class StdioTransport:
                 assert self._process is not None and self._process.stderr is not None
                 stderr = self._process.stderr
                 reader = LineReader(min(STDERR_MAX_LINE_BYTES, self._limits.max_line_bytes))
-                log = getattr(self._logger, self._stderr_log_level)
+                logger, level = self._logger, self._stderr_log_level
+
+                def log(event: str, **fields: Any) -> None:  # the logger is looked at when used
+                    getattr(logger, level)(event, **fields)
+
                 while True:
                     try:
                         data = await stderr.receive(READ_CHUNK_BYTES)
