@@ -165,7 +165,7 @@ def classify(value: Any) -> Envelope:
         ``Unrelated``.
     """
     # E1: only an object can be a message; a batch (array) is unrelated too (D1).
-    if type(value) is not dict and not is_object(value):
+    if not is_object(value):
         return Unrelated(kind=json_kind(value))
 
     if "method" not in value:
