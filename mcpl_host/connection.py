@@ -229,6 +229,8 @@ class Connection:
         self.inbound: InboundPort = inbound or _NoInbound()
         self.server_info: ServerInfo | None = None
         self._request_timeout = self.limits.request_timeout_seconds
+        # Jobs waiting at which reading pauses: at least one, so a bound of 0 still reads.
+        self._pause_at = max(1, self.limits.max_queued_inbound)
         self._on_lost_hook = on_lost
         self._transport_factory = transport_factory
         self._session = Session(
@@ -626,7 +628,7 @@ class Connection:
 
     async def _read_loop(self, link: Link) -> None:
         session, on_event, receive = self._session, self._on_event, link.transport.receive
-        max_queued = self.limits.max_queued_inbound
+        max_queued = self._pause_at
         try:
             while True:
                 if self._queued >= max_queued and not self._awaiting_answers:
@@ -648,7 +650,7 @@ class Connection:
     async def _paused(self, link: Link) -> None:
         """Back-pressure: read nothing until a waiting job starts, or an inbound job of
         this connection awaits an answer from this server, or the link closes."""
-        max_queued = self.limits.max_queued_inbound
+        max_queued = self._pause_at
         while self._queued >= max_queued and not self._awaiting_answers and not link.closed:
             self._resume = resume = self._new_event()
             await resume.wait()
@@ -766,7 +768,7 @@ class Connection:
             link.send(self._session.answer(request.id, error=decision.to_error()))
             return
         limits = self.limits
-        if self._queued >= limits.max_queued_inbound + limits.max_inbound_backlog:
+        if self._queued >= self._pause_at + limits.max_inbound_backlog:
             # The last resort (module rules): read on for an awaited answer, with the backlog full.
             self._log_budgeted(
                 self._busy,
@@ -824,7 +826,7 @@ class Connection:
                             if item.cancelled:
                                 continue
                             self._queued -= 1
-                            if self._resume is not None and self._queued < self.limits.max_queued_inbound:
+                            if self._resume is not None and self._queued < self._pause_at:
                                 self._resume.set()
                             item.scope = scope
                             self._add_worker()  # it starts if this job waits

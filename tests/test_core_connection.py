@@ -171,6 +171,26 @@ async def test_a_request_flood_is_slowed_by_back_pressure_not_refused(tmp_path: 
     assert all(got[n] == {"jsonrpc": "2.0", "id": n, "result": {"n": n}} for n in range(FLOOD))
 
 
+class Quick(TestHandlers):
+    async def request(self, context: RequestContext, params: Any) -> Any:
+        await anyio.lowlevel.checkpoint()
+        return {"n": params["n"]}
+
+
+async def test_a_queue_bound_of_zero_still_reads_and_serves(tmp_path: Path) -> None:
+    # Reading pauses at one waiting job at least: a bound of 0 must not stop the reader.
+    flood = [{"send": {"jsonrpc": "2.0", "id": n, "method": "work", "params": {"n": n}}} for n in range(8)]
+    script = Script(tmp_path, [*MCP_HANDSHAKE, *flood, {"wait_responses": list(range(8))}])
+    limits = Limits(
+        max_concurrent_inbound=1, max_queued_inbound=0, close_grace_seconds=2.0, terminate_grace_seconds=1.0
+    )
+    with anyio.fail_after(20):
+        async with script.connect(handlers=Quick(), limits=limits) as conn:
+            await script.finished(conn)
+    assert sorted(answers(script)) == list(range(8))
+    assert all("result" in m for m in answers(script).values())
+
+
 class CallingBack(TestHandlers):
     """Each server request asks the same server for ``tools/list`` before answering;
     ``all_done`` is set once ``expected`` have answered."""
