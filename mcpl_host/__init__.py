@@ -3,7 +3,9 @@
 The public API, re-exported. See README.md for an embedding example.
 """
 
-from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mcpl_host.connect import (
     connect_http,
     connect_stdio,
@@ -13,30 +15,8 @@ from mcpl_host.connect import (
     websocket_server,
 )
 from mcpl_host.connection import DEFAULT, ClientInfo, Connection, InboundPort, ProgressCallback, Timeout
-from mcpl_host.events import (
-    EVENT_KINDS,
-    LIFECYCLE_KINDS,
-    ConnectingData,
-    DisconnectedData,
-    EventKind,
-    GaveUpData,
-    HostEvent,
-    ReadyData,
-    ReconnectingData,
-    Subscription,
-)
 from mcpl_host.handlers import HostHandlers, InferenceStream, Notifier, RequestContext
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS, ServerInfo
-from mcpl_host.host import (
-    Host,
-    PushDelivery,
-    ServerNotConnected,
-    ServerRequestResponder,
-    ServerSnapshot,
-    UnknownServer,
-    connect_from_config,
-    hosted_from_config,
-)
 from mcpl_host.hosted import HostedServer, TransportFactory
 from mcpl_host.jsonrpc.envelope import (
     Invalid,
@@ -54,6 +34,7 @@ from mcpl_host.jsonrpc.errors import (
     InitializeError,
     LocalProtocolError,
     MCPLHostError,
+    MessageTooLarge,
     MethodNotFound,
     ProtocolError,
     RemoteError,
@@ -83,19 +64,114 @@ from mcpl_host.mcpl.policy import PolicyOutcome
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateEntry, StateStore
 from mcpl_host.mcpl.state_calls import RollbackResult
-from mcpl_host.mcpl.turns import (
-    FanoutResult,
-    InferenceLifecycle,
-    MCPLPeer,
-    OutgoingStream,
-    before_inference_fanout,
-    inference_lifecycle,
-)
 from mcpl_host.observe import ConnectionObserver, Observation, ObservationKind
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.signals import SHUTDOWN_SIGNALS, StopRouter, close_on_signals
-from mcpl_host.supervisor import EventSink, Supervisor, SupervisorState
-from mcpl_host.supervisor_policy import RestartPolicy
+
+if TYPE_CHECKING:
+    from mcpl_host.config import (
+        ConfigError,
+        HostConfig,
+        ServerConfig,
+        load_config,
+    )
+    from mcpl_host.events import (
+        EVENT_KINDS,
+        LIFECYCLE_KINDS,
+        ConnectingData,
+        DisconnectedData,
+        EventKind,
+        GaveUpData,
+        HostEvent,
+        ReadyData,
+        ReconnectingData,
+        Subscription,
+    )
+    from mcpl_host.host import (
+        Host,
+        PushDelivery,
+        ServerNotConnected,
+        ServerRequestResponder,
+        ServerSnapshot,
+        UnknownServer,
+        connect_from_config,
+        hosted_from_config,
+    )
+    from mcpl_host.mcpl.turns import (
+        FanoutResult,
+        InferenceLifecycle,
+        MCPLPeer,
+        OutgoingStream,
+        before_inference_fanout,
+        inference_lifecycle,
+    )
+    from mcpl_host.signals import (
+        SHUTDOWN_SIGNALS,
+        StopRouter,
+        close_on_signals,
+    )
+    from mcpl_host.supervisor import (
+        EventSink,
+        Supervisor,
+        SupervisorState,
+    )
+    from mcpl_host.supervisor_policy import (
+        RestartPolicy,
+    )
+
+# The host layer (Host, its config file, supervision, events, signals, turns across
+# servers) is imported on first use: an application that only connects to servers does not
+# load it. Everything else is imported with the package.
+_LAZY: dict[str, str] = {
+    "ConfigError": "mcpl_host.config",
+    "HostConfig": "mcpl_host.config",
+    "ServerConfig": "mcpl_host.config",
+    "load_config": "mcpl_host.config",
+    "EVENT_KINDS": "mcpl_host.events",
+    "LIFECYCLE_KINDS": "mcpl_host.events",
+    "ConnectingData": "mcpl_host.events",
+    "DisconnectedData": "mcpl_host.events",
+    "EventKind": "mcpl_host.events",
+    "GaveUpData": "mcpl_host.events",
+    "HostEvent": "mcpl_host.events",
+    "ReadyData": "mcpl_host.events",
+    "ReconnectingData": "mcpl_host.events",
+    "Subscription": "mcpl_host.events",
+    "Host": "mcpl_host.host",
+    "PushDelivery": "mcpl_host.host",
+    "ServerNotConnected": "mcpl_host.host",
+    "ServerRequestResponder": "mcpl_host.host",
+    "ServerSnapshot": "mcpl_host.host",
+    "UnknownServer": "mcpl_host.host",
+    "connect_from_config": "mcpl_host.host",
+    "hosted_from_config": "mcpl_host.host",
+    "FanoutResult": "mcpl_host.mcpl.turns",
+    "InferenceLifecycle": "mcpl_host.mcpl.turns",
+    "MCPLPeer": "mcpl_host.mcpl.turns",
+    "OutgoingStream": "mcpl_host.mcpl.turns",
+    "before_inference_fanout": "mcpl_host.mcpl.turns",
+    "inference_lifecycle": "mcpl_host.mcpl.turns",
+    "SHUTDOWN_SIGNALS": "mcpl_host.signals",
+    "StopRouter": "mcpl_host.signals",
+    "close_on_signals": "mcpl_host.signals",
+    "EventSink": "mcpl_host.supervisor",
+    "Supervisor": "mcpl_host.supervisor",
+    "SupervisorState": "mcpl_host.supervisor",
+    "RestartPolicy": "mcpl_host.supervisor_policy",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __version__ = "0.1.0"
 
@@ -151,6 +227,7 @@ __all__ = [
     "MCPLHostError",
     "MCPLPeer",
     "MCPLState",
+    "MessageTooLarge",
     "MethodNotFound",
     "NotGranted",
     "Notification",

@@ -5,9 +5,8 @@
 from __future__ import annotations
 
 import os
-import ssl
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from mcpl_host.connection import DEFAULT, ClientInfo, Timeout
 from mcpl_host.handlers import HostHandlers
@@ -22,15 +21,22 @@ from mcpl_host.mcpl.state import StateStore
 from mcpl_host.observe import ConnectionObserver
 from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.transports.http import StreamableHTTPTransport
 from mcpl_host.transports.http_params import HTTPParameters, HTTPTransportKind, shown_http_url
-from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
-from mcpl_host.transports.websocket import (
+from mcpl_host.transports.ws_params import (
     WebSocketParameters,
-    WebSocketTransport,
     shown_url,
 )
+
+if TYPE_CHECKING:
+    import ssl
+
+    from mcpl_host.transports.http import StreamableHTTPTransport
+    from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
+    from mcpl_host.transports.websocket import WebSocketTransport
+
+# The WebSocket and HTTP transports (wsproto, h11, httpx) are imported by the first server
+# that uses them, not with the package: a stdio-only application never loads them.
 
 __all__ = [
     "connect_http",
@@ -269,6 +275,8 @@ def websocket_server(
     server_name = name or shown
     logger = get_logger("mcpl_host.websocket", server=server_name)
 
+    from mcpl_host.transports.websocket import WebSocketTransport
+
     def factory() -> WebSocketTransport:
         return WebSocketTransport(parameters, limits=limits, redactor=redactor, logger=logger)
 
@@ -383,6 +391,9 @@ def http_server(
     shown = shown_http_url(url, redactor)
     server_name = name or shown
     logger = get_logger("mcpl_host.http", server=server_name)
+
+    from mcpl_host.transports.http import StreamableHTTPTransport
+    from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
 
     def factory() -> StreamableHTTPTransport | SSETransport | AutoHTTPTransport:
         if transport == "streamable-http":

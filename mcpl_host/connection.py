@@ -7,13 +7,22 @@ Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0
   synchronously, so ``ping`` answers and the ``notifications/initialized`` that follows the
   ``initialize`` answer go out in read order. The writer joins everything queued into one
   write.
-- A pending request is a small ``Slot`` (an ``anyio.Event`` plus the outcome); the caller
-  waits on it under its own timeout. Nothing is spawned per host request.
+- A pending request is a small ``Slot`` (an ``anyio.Event`` of the backend's own type plus
+  the outcome) with a deadline; nothing is spawned and no cancel scope is entered per host
+  request. One timer task per connection sleeps until the earliest deadline, then fails
+  every request past its own (``RequestTimeout``, and ``notifications/cancelled`` is sent).
 - It knows nothing of MCPL. What a server asks is handed to the ``InboundPort`` it was given:
   ``on_request()`` decides in the read loop (admitted: a job to run; refused: the error to
-  answer), and the connection runs the job in a task of its own task group, at most
-  ``limits.max_concurrent_inbound`` at once with up to ``limits.max_queued_inbound`` waiting
-  (one more is answered ``-32603`` at once, so the read loop never waits).
+  answer), once. Admitted jobs wait in one queue and are run by at most
+  ``limits.max_concurrent_inbound`` worker tasks, each running job after job (no task, no
+  limiter and no cancel scope per request).
+- Back-pressure: while ``limits.max_queued_inbound`` jobs wait, the read loop stops reading,
+  so the pipe or socket fills and the server waits. It goes on reading while an inbound job
+  of this connection awaits an answer from this server (that answer must be read: a handler
+  calling back into its server cannot deadlock the connection); the requests it reads
+  meanwhile wait too, up to ``limits.max_inbound_backlog`` more, and only beyond that is one
+  answered ``-32603`` "host busy" at once (the last resort). While reading is paused, the
+  end of the transport is seen when reading resumes or when a write fails.
 - A server's ``notifications/cancelled`` cancels the job it names, even one that has not
   started yet, and no answer is sent (MCP 2025-11-25, "Cancellation"). ``ping`` is answered
   in every phase, inline.
@@ -25,14 +34,19 @@ Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import time
+from collections import deque
 from collections.abc import Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from mcpl_host.handshake import ServerInfo, initialize_params, read_initialize_result
 from mcpl_host.jsonrpc.envelope import Request, Response, is_number
@@ -43,6 +57,7 @@ from mcpl_host.jsonrpc.errors import (
     HandlerError,
     InitializeError,
     LocalProtocolError,
+    MessageTooLarge,
     RemoteError,
     RemoteProtocolError,
     RequestTimeout,
@@ -53,9 +68,11 @@ from mcpl_host.jsonrpc.framing import LineTooLong
 from mcpl_host.jsonrpc.session import (
     DroppedLine,
     InvalidRequestReceived,
+    LookAlikeResponse,
     NotificationReceived,
     OrphanResponse,
     PendingRequest,
+    Phase,
     RequestReceived,
     ResponseSettled,
     Session,
@@ -158,6 +175,32 @@ class _NoInbound:
         return None
 
 
+def _as_json_text(value: Any) -> Any:
+    """An id as it reads in JSON where a string and a number differ (``"1"`` and ``1``)."""
+    return json.dumps(value) if isinstance(value, str) else value
+
+
+class _Inbound:
+    """One admitted server request (or counted background job) waiting for a worker, or
+    running. ``request`` is None for a background job; ``scope`` is the cancel scope of the
+    worker running it (None while it waits); ``cancelled``: the server cancelled it before
+    it started."""
+
+    __slots__ = ("cancelled", "job", "request", "scope")
+
+    def __init__(self, request: Request | None, job: InboundJob | BackgroundJob) -> None:
+        self.request = request
+        self.job = job
+        self.scope: anyio.CancelScope | None = None
+        self.cancelled = False
+
+
+#: The connection whose inbound job runs in this context (set in each worker task, and so
+#: inherited by the tasks a handler starts): its requests to the same server are answers
+#: the read loop must go on reading for (module rules, back-pressure).
+_JOB_OF: ContextVar[Connection | None] = ContextVar("mcpl_host_job_of", default=None)
+
+
 class Connection:
     """One transport to one server: link, reader and writer, pending requests, handshake.
 
@@ -185,6 +228,9 @@ class Connection:
         self.redactor = redactor or Redactor()
         self.inbound: InboundPort = inbound or _NoInbound()
         self.server_info: ServerInfo | None = None
+        self._request_timeout = self.limits.request_timeout_seconds
+        # Jobs waiting at which reading pauses: at least one, so a bound of 0 still reads.
+        self._pause_at = max(1, self.limits.max_queued_inbound)
         self._on_lost_hook = on_lost
         self._transport_factory = transport_factory
         self._session = Session(
@@ -195,23 +241,39 @@ class Connection:
         )
         self._log = get_logger("mcpl_host.connection", server=name)
         self._stack: AsyncExitStack | None = None
-        self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, inbound jobs
+        self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, timer, workers, jobs
         self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
         self._ended = anyio.Event()  # the transport has ended, for any reason
         self._link: Link | None = None
         self._lost: ConnectionLost | None = None
         self._closed = False
-        self._inbound_jobs: dict[Any, anyio.CancelScope] = {}
-        self._inbound_running = 0  # jobs started: running plus waiting for a turn
-        self._inbound_limiter = anyio.CapacityLimiter(self.limits.max_concurrent_inbound)
+        # The running backend's own Event class (found when the connection opens).
+        self._new_event: Callable[[], anyio.Event] = anyio.Event
+        # Timeouts: the earliest deadline the timer task sleeps towards, and its scope.
+        self._timer_at = math.inf
+        self._timer_scope: anyio.CancelScope | None = None
+        # Inbound: admitted jobs waiting (``_queued`` of them not cancelled), by request id.
+        self._queue: deque[_Inbound] = deque()
+        self._queued = 0
+        self._jobs: dict[Any, _Inbound] = {}
+        self._workers = 0  # worker tasks alive
+        self._starting = 0  # of them, started and not yet running
+        self._running = 0  # jobs running
+        self._working: set[anyio.CancelScope] = set()  # the scopes of the workers
+        self._awaiting_answers = 0  # requests to this server from its own inbound jobs
+        self._resume: anyio.Event | None = None  # set to wake a paused read loop
         self._progress: dict[str, ProgressCallback] = {}
-        self._sent: dict[int, tuple[str, float]] = {}  # id -> (method, sent at): waiting()
-        self._last_received: float | None = None
+        self._last_received: float | None = None  # time.monotonic() of the last line read
         self._progress_tokens = itertools.count(1)
         self._dropped = LogBudget(self.limits.dropped_lines_logged)
         self._unmatched = LogBudget(self.limits.unmatched_errors_logged)
         self._invalid = LogBudget(self.limits.invalid_requests_logged)
         self._not_answered = LogBudget(self.limits.invalid_requests_logged)
+        self._busy = LogBudget(self.limits.invalid_requests_logged)
+        self._look_alike: LookAlikeResponse | None = None  # the first one (warned once)
+        # Lines dropped before the handshake completed: how many, and the first one.
+        self._early_noise = 0
+        self._early_noise_sample: DroppedLine | None = None
 
     def __repr__(self) -> str:
         return f"<Connection {self.name!r} {self._session.phase.name} pending={self._session.pending_count}>"
@@ -221,6 +283,7 @@ class Connection:
     async def __aenter__(self) -> Connection:
         if self._stack is not None or self._closed:
             raise LocalProtocolError("a Connection can be opened only once")
+        self._new_event = type(anyio.Event())  # skips the backend look-up of anyio.Event()
         self._stack = AsyncExitStack()
         try:
             outer = await self._stack.enter_async_context(anyio.create_task_group())
@@ -320,12 +383,21 @@ class Connection:
     def waiting(self) -> list[tuple[str, float]]:
         """``(method, sent_at)`` of each host request still waiting for its answer, oldest
         first (``sent_at``: ``anyio.current_time()`` seconds)."""
-        return sorted(self._sent.values(), key=lambda item: item[1])
+        shift = anyio.current_time() - time.monotonic()  # the hot path reads time.monotonic()
+        sent = [(pending.method, pending.slot.sent + shift) for pending in self._session.pending()]
+        return sorted(sent, key=lambda item: item[1])
 
     @property
     def last_received(self) -> float | None:
-        """When the server last sent a line (``anyio.current_time()``), None before any."""
-        return self._last_received
+        """When the server last sent a line (``anyio.current_time()`` seconds), None before any."""
+        if self._last_received is None:
+            return None
+        return self._last_received + anyio.current_time() - time.monotonic()
+
+    @property
+    def inbound_waiting(self) -> int:
+        """Admitted server requests waiting for a worker (not yet running)."""
+        return self._queued
 
     @property
     def phase(self) -> str:
@@ -357,13 +429,16 @@ class Connection:
             RemoteError: the server answered with an error object.
             RequestTimeout: no answer in time; ``notifications/cancelled`` was sent.
             ConnectionLost / ConnectionClosed: the transport went away / we closed.
+            MessageTooLarge: the request is over ``limits.max_outbox_bytes``; not sent, and
+                the connection stays up.
             LocalProtocolError: called before the handshake, or too many requests in flight.
 
         Cancellation: the pending entry is dropped, ``notifications/cancelled`` is sent (never
         for ``initialize``) and a late answer is treated as an orphan.
         """
-        link = self._require_link()
-        seconds = self.limits.request_timeout_seconds if isinstance(timeout, _Default) else timeout
+        link = self._link
+        if link is None or link.closed or self._closed:
+            link = self._require_link()
         token = None
         if progress is not None:
             token = f"progress-{next(self._progress_tokens)}"
@@ -371,34 +446,53 @@ class Connection:
             meta = params.get("_meta")
             params["_meta"] = {**(meta if is_object(meta) else {}), "progressToken": token}
             self._progress[token] = progress
-        slot = Slot(on_answer, self.redactor)
-        pending, data = self._session.start_request(method, params, slot=slot)
-        self._sent[pending.id] = (method, anyio.current_time())
-        link.send(data)
+        slot = Slot(on_answer, self.redactor, self._new_event())
         try:
-            with anyio.fail_after(math.inf if seconds is None else seconds):
-                await slot.event.wait()
-        except TimeoutError:
-            if not slot.event.is_set():
-                self._abandon(pending, link, "timeout")
-                raise RequestTimeout(method, seconds or 0.0) from None
+            pending, data = self._session.start_request(method, params, slot=slot)
+            try:
+                link.send(data, method)
+            except MessageTooLarge:
+                self._session.forget(pending.id)
+                raise
         except BaseException:
-            if not slot.event.is_set():
+            if token is not None:
+                del self._progress[token]
+            raise
+        slot.sent = now = time.monotonic()
+        seconds = self._request_timeout if timeout is DEFAULT else timeout
+        if seconds is not None:
+            assert not isinstance(seconds, _Default)
+            slot.deadline = deadline = now + seconds
+            slot.seconds = seconds
+            if deadline < self._timer_at:
+                self._timer_at = deadline
+                if self._timer_scope is not None:
+                    self._timer_scope.cancel()  # it sleeps towards a later deadline
+        in_job = _JOB_OF.get() is self
+        if in_job:
+            self._awaiting_answers += 1
+            self._wake_reader()  # this answer must be read, back-pressure or not
+        try:
+            await slot.event.wait()
+        except BaseException:
+            if not slot.done:
                 self._abandon(pending, link, "cancelled")
             raise
         finally:
-            self._sent.pop(pending.id, None)
+            if in_job:
+                self._awaiting_answers -= 1
             if token is not None:
                 self._progress.pop(token, None)
         return slot.outcome()
 
     def notify_nowait(self, method: str, params: Any = None) -> None:
         """Queue a notification (no answer, no waiting). Raises ``ConnectionLost`` /
-        ``ConnectionClosed`` when the transport is gone."""
-        self._require_link().send(self._session.notification(method, params))
+        ``ConnectionClosed`` when the transport is gone, ``MessageTooLarge`` when it is over
+        ``limits.max_outbox_bytes`` (not sent; the connection stays up)."""
+        self._require_link().send(self._session.notification(method, params), method)
 
     async def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification (no answer). Raises ``ConnectionLost``/``ConnectionClosed``."""
+        """Send a notification (no answer). Raises as ``notify_nowait``."""
         self.notify_nowait(method, params)
 
     def _abandon(self, pending: PendingRequest, link: Link, reason: str) -> None:
@@ -426,6 +520,37 @@ class Connection:
             raise ConnectionLost(f"connection to {self.name!r} is not open")
         return link
 
+    # --- timeouts ----------------------------------------------------------------------------
+
+    async def _timer_loop(self, link: Link) -> None:
+        """The one timer of the connection: sleeps until the earliest deadline, then fails
+        each request past its own. Settled requests are never looked at again, so it wakes
+        about once per timeout period when nothing times out."""
+        while not link.closed:
+            now = time.monotonic()
+            if now >= self._timer_at:
+                self._timer_at = self._expire(now, link)
+                continue
+            with anyio.CancelScope() as scope:
+                self._timer_scope = scope
+                if self._timer_at == math.inf:
+                    await anyio.sleep_forever()
+                else:
+                    await anyio.sleep(self._timer_at - now)
+            self._timer_scope = None
+
+    def _expire(self, now: float, link: Link) -> float:
+        """Fail every pending request whose deadline has passed; the next deadline."""
+        following = math.inf
+        for pending in self._session.pending_requests():
+            slot: Slot = pending.slot
+            if slot.deadline <= now:
+                self._abandon(pending, link, "timeout")
+                slot.fail(RequestTimeout(pending.method, slot.seconds))
+            elif slot.deadline < following:
+                following = slot.deadline
+        return following
+
     # --- the handshake -----------------------------------------------------------------------
 
     async def handshake(self, client: ClientInfo, mcpl_advertisement: dict[str, Any] | None) -> ServerInfo:
@@ -436,7 +561,9 @@ class Connection:
         Raises:
             InitializeError: refused (with ``code``, ``data``), a protocol version we do not
                 implement, the server went away (``exit_status``, ``stderr_tail``), or no
-                answer within ``limits.handshake_timeout_seconds``.
+                answer within ``limits.handshake_timeout_seconds`` (saying what arrived
+                instead: lines that were not JSON-RPC, with a sample; an answer whose id
+                only looks like ours).
         """
         timeout = self.limits.handshake_timeout_seconds
         try:
@@ -459,7 +586,8 @@ class Connection:
             ) from None
         except RequestTimeout:
             raise InitializeError(
-                f"the server did not answer initialize within {describe_seconds(timeout)}",
+                f"the server did not answer initialize within {describe_seconds(timeout)}"
+                + self._what_came_instead(),
                 stderr_tail=self.stderr_tail,
             ) from None
         except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
@@ -471,6 +599,26 @@ class Connection:
         info = self.server_info
         assert info is not None  # set by _on_initialize_answer before the waiter woke
         return info
+
+    def _what_came_instead(self) -> str:
+        """For a handshake timeout: what the server wrote that was not the answer."""
+        parts: list[str] = []
+        sample = self._early_noise_sample
+        if sample is not None:
+            count = self._early_noise
+            lines = "line" if count == 1 else "lines"
+            parts.append(
+                f"{count} {lines} on its output could not be read as JSON-RPC; the first "
+                f"({sample.kind}): {log_value(sample.line, self.redactor)}"
+            )
+        look_alike = self._look_alike
+        if look_alike is not None and look_alike.resembles.method == "initialize":
+            parts.append(
+                "an answer arrived with the id "
+                f"{log_value(_as_json_text(look_alike.response.id), self.redactor)}, which only looks like the "
+                f"id {look_alike.resembles.id} of initialize (JSON-RPC 2.0 §5: the same value and type)"
+            )
+        return "".join(f"; {part}" for part in parts)
 
     def _on_initialize_answer(self, response: Response) -> None:
         """Runs in the read loop, before the next line is read: H6's ordering lives here.
@@ -488,29 +636,52 @@ class Connection:
 
     def _start_link(self, transport: Transport) -> None:
         assert self._tg is not None
-        link = Link(transport, max_outbox_bytes=self.limits.max_outbox_bytes, on_lost=self._lost_link)
+        link = Link(
+            transport,
+            max_outbox_bytes=self.limits.max_outbox_bytes,
+            on_lost=self._lost_link,
+            new_event=self._new_event,
+        )
         self._link = link
         self._tg.start_soon(self._read_loop, link)
         self._tg.start_soon(link.write_loop)
+        self._tg.start_soon(self._timer_loop, link)
 
     async def _read_loop(self, link: Link) -> None:
-        session = self._session
+        session, on_event, receive = self._session, self._on_event, link.transport.receive
+        max_queued = self._pause_at
         try:
             while True:
-                item = await link.transport.receive()
-                self._last_received = anyio.current_time()
+                if self._queued >= max_queued and not self._awaiting_answers:
+                    await self._paused(link)
+                item = await receive()
+                self._last_received = time.monotonic()
                 try:
-                    events = (
-                        session.receive_too_long(item)
-                        if isinstance(item, LineTooLong)
-                        else session.receive_line(item)
-                    )
-                    for event in events:
-                        self._on_event(event, link)
+                    if type(item) is bytes:
+                        event = session.receive(item)
+                    else:
+                        assert isinstance(item, LineTooLong)
+                        event = session.receive_oversize(item)
+                    if event is not None:
+                        on_event(event, link)
                 except Exception:  # a bug here, or in a port's hook: never the connection
                     self._log.exception("failed to act on a line from the server")
         except (ConnectionLost, ConnectionClosed) as exc:
             self._lost_link(exc)
+
+    async def _paused(self, link: Link) -> None:
+        """Back-pressure: read nothing until a waiting job starts, or an inbound job of
+        this connection awaits an answer from this server, or the link closes."""
+        max_queued = self._pause_at
+        while self._queued >= max_queued and not self._awaiting_answers and not link.closed:
+            self._resume = resume = self._new_event()
+            await resume.wait()
+        self._resume = None
+
+    def _wake_reader(self) -> None:
+        resume = self._resume
+        if resume is not None:
+            resume.set()
 
     def _lost_link(self, exc: BaseException) -> None:
         link = self._link
@@ -529,23 +700,31 @@ class Connection:
         failure: BaseException = exc if isinstance(exc, (ConnectionLost, ConnectionClosed)) else lost
         for pending in self._session.close():  # T3: fail at once
             pending.slot.fail(failure)
-        for scope in list(self._inbound_jobs.values()):
+        for waiting in self._queue:  # never started: never answered (T1)
+            waiting.cancelled = True
+        self._queue.clear()
+        self._queued = 0
+        self._jobs.clear()
+        for scope in self._working:
             scope.cancel()
+        self._wake_reader()
+        if self._timer_scope is not None:
+            self._timer_scope.cancel()
         if not self._closed and self._on_lost_hook is not None:
             self._on_lost_hook(lost)
 
     # --- what the server sends -----------------------------------------------------------------
 
     def _on_event(self, event: SessionEvent, link: Link) -> None:
-        if isinstance(event, ResponseSettled):
+        if type(event) is ResponseSettled:
             event.pending.slot.settle(event.response)  # runs its on_answer first (wire order)
-        elif isinstance(event, UnreadableResponse):  # over a bound: fail it at once, saying why
-            self._log.warning("an answer could not be read", method=event.pending.method, reason=event.reason)
-            event.pending.slot.fail(UnreadableAnswer(event.pending.method, event.reason))
         elif isinstance(event, RequestReceived):
             self._on_request(event.request, link)
         elif isinstance(event, NotificationReceived):
             self._on_notification(event.notification.method, event.notification.params)
+        elif isinstance(event, UnreadableResponse):  # over a bound: fail it at once, saying why
+            self._log.warning("an answer could not be read", method=event.pending.method, reason=event.reason)
+            event.pending.slot.fail(UnreadableAnswer(event.pending.method, event.reason))
         elif isinstance(event, InvalidRequestReceived):
             if event.answer is not None:
                 link.send(event.answer)  # A1: once, on the same transport
@@ -556,19 +735,48 @@ class Connection:
                 problem=event.invalid.message,
             )
         elif isinstance(event, OrphanResponse):
-            self._log.debug(
-                "late answer to a forgotten request", id=ServerValue(event.response.id, self.redactor)
-            )
-            self.inbound.on_orphan_response(event.response)
+            self._on_orphan(event)
         elif isinstance(event, UnmatchedError):
-            self._log_budgeted(
-                self._unmatched,
-                "error response naming no request of ours",
-                error=ServerValue(event.response.error, self.redactor),
+            self._on_unmatched(event)
+        elif isinstance(event, LookAlikeResponse):
+            self._on_look_alike(event)
+        elif isinstance(event, DroppedLine):
+            if self._session.phase is not Phase.OPERATING:
+                self._early_noise += 1
+                if self._early_noise_sample is None:
+                    self._early_noise_sample = event
+            self._log_dropped(event.kind, event.line)
+
+    def _on_orphan(self, event: OrphanResponse) -> None:
+        self._log.debug(
+            "late answer to a forgotten request", id=ServerValue(event.response.id, self.redactor)
+        )
+        self.inbound.on_orphan_response(event.response)
+
+    def _on_unmatched(self, event: UnmatchedError) -> None:
+        self._log_budgeted(
+            self._unmatched,
+            "error response naming no request of ours",
+            error=ServerValue(event.response.error, self.redactor),
+        )
+
+    def _on_look_alike(self, event: LookAlikeResponse) -> None:
+        """D2: never matched; said once per connection, at warning level, so that the
+        operator can see why a call times out. Then handled as what it otherwise is."""
+        if self._look_alike is None:
+            self._look_alike = event
+            self._log.warning(
+                "an answer's id only looks like the id of a pending request and is not taken as"
+                " its answer (JSON-RPC 2.0 §5: the same value and type); the request will time"
+                " out unless a real answer comes. Said once per connection",
+                id=ServerValue(_as_json_text(event.response.id), self.redactor),
+                resembles=event.resembles.id,
+                method=event.resembles.method,
             )
-        else:
-            dropped: DroppedLine = event  # the last kind: a new one fails the type check here
-            self._log_dropped(dropped.kind, dropped.line)
+        if isinstance(event.then, OrphanResponse):
+            self._on_orphan(event.then)
+        elif isinstance(event.then, UnmatchedError):
+            self._on_unmatched(event.then)
 
     def _on_request(self, request: Request, link: Link) -> None:
         if link.closed:  # T2: read after its transport closed
@@ -577,72 +785,138 @@ class Connection:
         if request.method == "ping":  # answered in every phase
             link.send(self._session.answer(request.id, result={}))
             return
-        decision = self.inbound.on_request(request)
+        decision = self.inbound.on_request(request)  # admission, once
         if isinstance(decision, HandlerError):
             link.send(self._session.answer(request.id, error=decision.to_error()))
             return
         limits = self.limits
-        if self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound:
+        if self._queued >= self._pause_at + limits.max_inbound_backlog:
+            # The last resort (module rules): read on for an awaited answer, with the backlog full.
+            self._log_budgeted(
+                self._busy,
+                "answered a server request 'host busy': the inbound queue and its backlog are full"
+                " while a handler awaits an answer from this server (Limits.max_queued_inbound,"
+                " Limits.max_inbound_backlog)",
+                method=ServerValue(request.method, self.redactor),
+            )
             link.send(
                 self._session.answer(
                     request.id, error={**_INTERNAL_ERROR, "message": "Internal error: host busy"}
                 )
             )
             return
-        scope = anyio.CancelScope()
+        item = _Inbound(request, decision)
         if request.id is not None:
-            # Registered before the task starts: a cancellation read in the same chunk finds it.
-            self._inbound_jobs[request.id] = scope
-        self._inbound_running += 1
-        assert self._tg is not None
-        self._tg.start_soon(self._serve, request, decision, scope, link)
+            # Registered before it starts: a cancellation read in the same chunk finds it.
+            self._jobs[request.id] = item
+        self._enqueue(item)
 
-    async def _serve(self, request: Request, job: InboundJob, scope: anyio.CancelScope, link: Link) -> None:
+    def _enqueue(self, item: _Inbound) -> None:
+        self._queue.append(item)
+        self._queued += 1
+        self._add_worker()
+
+    def _add_worker(self) -> None:
+        """Start one more worker while jobs wait, none is starting, and fewer than
+        ``max_concurrent_inbound`` run. A worker about to run a job calls this too, so the
+        workers grow one at a time, only while the running ones yield (a job that waits):
+        jobs that never wait are run back to back by one worker, with no task started each."""
+        if self._starting == 0 and self._queued > 0 and self._workers < self.limits.max_concurrent_inbound:
+            assert self._tg is not None
+            self._starting += 1
+            self._workers += 1
+            self._tg.start_soon(self._worker)
+
+    async def _worker(self) -> None:
+        """Runs waiting jobs one after another until none is left. One cancel scope serves
+        many jobs: it is replaced only after a job it cancelled (``notifications/cancelled``)."""
+        # Yield once first: the tasks woken by the lines read before this job (the waiter of
+        # an answer, such as the policy exchange) run before it, as they would in wire order.
+        _JOB_OF.set(self)
+        queue = self._queue
+        try:
+            try:
+                await anyio.lowlevel.checkpoint()
+            finally:
+                self._starting -= 1
+            while queue:
+                with anyio.CancelScope() as scope:
+                    self._working.add(scope)
+                    try:
+                        while queue and not scope.cancel_called:
+                            item = queue.popleft()
+                            if item.cancelled:
+                                continue
+                            self._queued -= 1
+                            if self._resume is not None and self._queued < self._pause_at:
+                                self._resume.set()
+                            item.scope = scope
+                            self._add_worker()  # it starts if this job waits
+                            await self._run(item)
+                    finally:
+                        self._working.discard(scope)
+        finally:
+            self._workers -= 1
+
+    async def _run(self, item: _Inbound) -> None:
+        request = item.request
+        self._running += 1
+        if request is None:  # a counted background job
+            try:
+                await item.job()
+            except Exception:
+                self._log.exception("background job failed")
+            finally:
+                self._running -= 1
+            return
         answer: bytes | None = None
         try:
-            with scope:
-                try:
-                    async with self._inbound_limiter:  # at most max_concurrent_inbound run
-                        result = await job()
-                    answer = self._session.answer(request.id, result=result)
-                except HandlerError as exc:
-                    answer = self._session.answer(request.id, error=exc.to_error())
-                except Exception:  # R3: -32603 with no exception text on the wire
-                    self._log.exception("handler failed", method=ServerValue(request.method))
-                    answer = self._session.answer(request.id, error=_INTERNAL_ERROR)
-        finally:
-            self._inbound_running -= 1
-            if self._inbound_jobs.get(request.id) is scope:
-                del self._inbound_jobs[request.id]
+            try:
+                result = await item.job()
+                answer = self._session.answer(request.id, result=result)
+            except HandlerError as exc:
+                answer = self._session.answer(request.id, error=exc.to_error())
+            except Exception:  # R3: -32603 with no exception text on the wire
+                self._log.exception("handler failed", method=ServerValue(request.method))
+                answer = self._session.answer(request.id, error=_INTERNAL_ERROR)
+        finally:  # a cancellation (the server's, or the connection's) sends no answer
+            self._running -= 1
+            item.scope = None
+            if self._jobs.get(request.id) is item:
+                del self._jobs[request.id]
+            link = self._link
+            assert link is not None
+            if answer is None and link.closed:  # cancelled as its transport ended (T1)
+                self._not_answering(request)
         if link.closed:  # T1: its transport has gone; never answered on another one
             self._not_answering(request)
             return
-        if answer is None:
-            return  # cancelled by the server (notifications/cancelled)
-        link.send(answer)
+        assert answer is not None  # set unless the job was cancelled (which raised)
+        try:
+            link.send(answer)
+        except MessageTooLarge as exc:
+            self._log.error(
+                "an answer is too large to send; answering -32603 instead",
+                method=ServerValue(request.method, self.redactor),
+                size=exc.size,
+                limit=exc.limit,
+            )
+            link.send(self._session.answer(request.id, error=_INTERNAL_ERROR))
 
     def start_job(self, job: BackgroundJob, *, counted: bool = True) -> bool:
         """Run ``job`` in this connection's task group (it ends with the connection). With
-        ``counted``, it takes an inbound turn like a server request and is refused (False)
-        when ``max_concurrent_inbound + max_queued_inbound`` are taken."""
+        ``counted``, it waits its turn like a server request (at most
+        ``max_concurrent_inbound`` run) and is refused (False) while ``max_queued_inbound``
+        wait."""
         if self._tg is None or not self.is_open:
             return False
         if counted:
-            limits = self.limits
-            if self._inbound_running >= limits.max_concurrent_inbound + limits.max_queued_inbound:
+            if self._queued >= self.limits.max_queued_inbound:
                 return False
-            self._inbound_running += 1
-            self._tg.start_soon(self._run_counted, job)
+            self._enqueue(_Inbound(None, job))
         else:
             self._tg.start_soon(job)
         return True
-
-    async def _run_counted(self, job: BackgroundJob) -> None:
-        try:
-            async with self._inbound_limiter:
-                await job()
-        finally:
-            self._inbound_running -= 1
 
     def _not_answering(self, request: Request) -> None:
         self._log_budgeted(
@@ -661,9 +935,14 @@ class Connection:
         elif method == "notifications/cancelled" and is_object(params):
             request_id = params.get("requestId")
             if isinstance(request_id, str) or is_number(request_id):
-                scope = self._inbound_jobs.get(request_id)
-                if scope is not None:
-                    scope.cancel()  # MCP: stop work and do not reply
+                item = self._jobs.pop(request_id, None)
+                if item is not None:  # MCP: stop work and do not reply
+                    if item.scope is not None:
+                        item.scope.cancel()
+                    elif not item.cancelled:
+                        item.cancelled = True
+                        self._queued -= 1
+                        self._wake_reader()
         elif method == "notifications/message" and is_object(params):
             level = params.get("level")
             log_method = _MCP_LOG_LEVELS.get(level if isinstance(level, str) else "", "info")

@@ -42,8 +42,13 @@ DEFAULT_MAX_PENDING_REQUESTS = 4096
 #: Inbound server requests handled at once; further ones wait their turn (the read loop
 #: goes on reading).
 DEFAULT_MAX_CONCURRENT_INBOUND = 64
-#: Inbound server requests waiting for a turn; one more is answered -32603 at once.
+#: Inbound server requests waiting for a turn; while this many wait, the host stops reading
+#: from the server (back-pressure: the pipe or socket fills and the server waits).
 DEFAULT_MAX_QUEUED_INBOUND = 1024
+#: Server requests that may wait beyond ``max_queued_inbound`` while the host must go on
+#: reading (an inbound handler awaits an answer from the same server); one more is answered
+#: -32603 "host busy" at once (the last resort).
+DEFAULT_MAX_INBOUND_BACKLOG = 1024
 #: Bytes queued for a server that is not reading its input before the link is declared
 #: lost (memory stays bounded).
 DEFAULT_MAX_OUTBOX_BYTES = 64 * 1024 * 1024
@@ -217,6 +222,7 @@ class Limits:
     max_pending_requests: int = DEFAULT_MAX_PENDING_REQUESTS
     max_concurrent_inbound: int = DEFAULT_MAX_CONCURRENT_INBOUND
     max_queued_inbound: int = DEFAULT_MAX_QUEUED_INBOUND
+    max_inbound_backlog: int = DEFAULT_MAX_INBOUND_BACKLOG
     max_outbox_bytes: int = DEFAULT_MAX_OUTBOX_BYTES
     dropped_lines_logged: int = DEFAULT_DROPPED_LINES_LOGGED
     unmatched_errors_logged: int = DEFAULT_UNMATCHED_ERRORS_LOGGED

@@ -7,6 +7,7 @@ hot path"). A ``Slot`` is a pending request's waiter: an ``anyio.Event`` plus th
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
     ConnectionLost,
     MCPLHostError,
+    MessageTooLarge,
     RemoteError,
     RemoteProtocolError,
 )
@@ -56,19 +58,43 @@ class Slot:
     line is read and before the waiter wakes: what must take effect in wire order (sending
     ``notifications/initialized``, putting a grant in force on its receipt) happens there. If
     it raises an ``MCPLHostError``, the request fails with it.
+
+    ``event`` is the waiter's ``anyio.Event`` (the connection makes it with the event type of
+    its backend, found once). ``deadline`` (``time.monotonic()`` seconds; ``math.inf``: none)
+    and ``seconds`` (the timeout it came from) are the shell's, read by its timer; ``sent``
+    (``time.monotonic()`` seconds) is when the request went out.
     """
 
-    __slots__ = ("_error", "_on_answer", "_redactor", "_response", "event")
+    __slots__ = (
+        "_error",
+        "_on_answer",
+        "_redactor",
+        "_response",
+        "deadline",
+        "done",
+        "event",
+        "seconds",
+        "sent",
+    )
 
-    def __init__(self, on_answer: AnswerHook | None = None, redactor: Redactor | None = None) -> None:
-        self.event = anyio.Event()
+    def __init__(
+        self,
+        on_answer: AnswerHook | None = None,
+        redactor: Redactor | None = None,
+        event: anyio.Event | None = None,
+    ) -> None:
+        self.event = anyio.Event() if event is None else event
+        self.done = False
         self._on_answer = on_answer
         self._redactor = redactor
         self._response: Response | None = None
         self._error: BaseException | None = None
+        self.deadline = math.inf
+        self.seconds = 0.0
+        self.sent = 0.0
 
     def settle(self, response: Response) -> None:
-        if self.event.is_set():
+        if self.done:
             return
         if self._on_answer is not None:
             try:
@@ -77,26 +103,33 @@ class Slot:
                 self.fail(exc)
                 return
         self._response = response
+        self.done = True
         self.event.set()
 
     def fail(self, error: BaseException) -> None:
-        if not self.event.is_set():
+        if not self.done:
             self._error = error
+            self.done = True
             self.event.set()
 
     def outcome(self) -> Any:
         """The result; raises the failure or the server's error."""
         if self._error is not None:
             raise self._error
-        assert self._response is not None
-        return response_outcome(self._response, self._redactor)
+        response = self._response
+        assert response is not None
+        if not response.has_error:
+            return response.result
+        return response_outcome(response, self._redactor)
 
 
 class Link:
     """One transport of a connection and its outbox, written by one writer task.
 
-    The outbox is bounded: past ``max_outbox_bytes`` queued (a server that stopped reading its
-    input), the link is declared lost through ``on_lost`` instead of growing memory.
+    The outbox is bounded: one message larger than ``max_outbox_bytes`` is refused to its
+    sender (``MessageTooLarge``) and the link stays up; past ``max_outbox_bytes`` queued in
+    all (a server that stopped reading its input), the link is declared lost through
+    ``on_lost`` instead of growing memory.
 
     The writer runs shielded from outer cancellation, so what is queued when the connection
     closes still goes out (a ``notifications/cancelled``, an answer), and the transport is
@@ -107,6 +140,7 @@ class Link:
     __slots__ = (
         "_finishing",
         "_max_outbox",
+        "_new_event",
         "_on_lost",
         "_outbox",
         "_ready",
@@ -123,8 +157,10 @@ class Link:
         *,
         max_outbox_bytes: int,
         on_lost: Callable[[BaseException], None],
+        new_event: Callable[[], anyio.Event] = anyio.Event,
     ) -> None:
         self.transport = transport
+        self._new_event = new_event
         self.closed = False
         self._max_outbox = max_outbox_bytes
         self._on_lost = on_lost
@@ -132,17 +168,25 @@ class Link:
         # few KiB of spare capacity each, so a list would hold many times the counted bytes).
         self._outbox = bytearray()
         self._writing = 0  # bytes handed to the transport and not yet written
-        self._ready = anyio.Event()
+        self._ready = new_event()
         self._finishing = False
         self._writer_scope = anyio.CancelScope(shield=True)
         #: Set when the writer task has returned (or never started).
-        self.stopped = anyio.Event()
+        self.stopped = new_event()
 
-    def send(self, data: bytes) -> None:
-        """Queue whole lines for the writer; a closed link drops them (docs/protocol.md T1)."""
+    def send(self, data: bytes, method: str | None = None) -> None:
+        """Queue whole lines for the writer; a closed link drops them (docs/protocol.md T1).
+
+        Raises:
+            MessageTooLarge: ``data`` alone is over ``max_outbox_bytes`` (``method`` names it
+                in the error); nothing was queued.
+        """
         if self.closed or self._finishing:
             return
-        if self._writing + len(self._outbox) + len(data) > self._max_outbox:
+        size = len(data)
+        if size > self._max_outbox:
+            raise MessageTooLarge(size, self._max_outbox, method)
+        if self._writing + len(self._outbox) + size > self._max_outbox:
             self._on_lost(
                 ConnectionLost(
                     f"the server is not reading its input: more than {self._max_outbox} bytes"
@@ -181,7 +225,7 @@ class Link:
             with self._writer_scope:
                 while not self.closed:
                     await self._ready.wait()
-                    self._ready = anyio.Event()
+                    self._ready = self._new_event()
                     if self._outbox:
                         data = bytes(self._outbox)
                         self._outbox = bytearray()

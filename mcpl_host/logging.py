@@ -31,13 +31,19 @@ import logging
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import orjson
-import structlog
 
 from mcpl_host.limits import DEFAULT_LOG_VALUE_MAX_UNITS, LOG_VALUE_REDACTION_MARGIN_CHARS
 from mcpl_host.secrets import MIN_SECRET_CHARS, REDACTED, Redactor
+
+if TYPE_CHECKING:
+    import structlog.dev
+
+# structlog is imported when the first logger is made, not with this module: importing it
+# loads its console renderer, and with it rich and pygments (some 75 ms), which an
+# application that never logs through the library need not pay for.
 
 __all__ = [
     "CUT_MARKER",
@@ -234,6 +240,8 @@ def _render_server_values(
 def _console_renderer(colors: bool) -> structlog.dev.ConsoleRenderer:
     """structlog's console renderer, with ``_SafeText`` values shown as escaped once, so a
     character shows in a log line exactly as in the report (``\\u202e``)."""
+    import structlog
+
     renderer = structlog.dev.ConsoleRenderer(colors=colors)
     columns: list[structlog.dev.Column] = []
     for column in renderer.columns:
@@ -252,25 +260,56 @@ def _console_renderer(colors: bool) -> structlog.dev.ConsoleRenderer:
     return renderer
 
 
+class _Deferred:
+    """A logger made on its first use: what ``get_logger`` returns while structlog has not
+    been imported yet (a module that makes its logger at import then costs nothing)."""
+
+    __slots__ = ("_initial", "_logger", "_name")
+
+    def __init__(self, name: str, initial: dict[str, Any]) -> None:
+        self._name = name
+        self._initial = initial
+        self._logger: Any = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        logger = self._logger
+        if logger is None:
+            logger = self._logger = _make_logger(self._name, self._initial)
+        return getattr(logger, attribute)
+
+
 def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
     """The library's structlog logger, optionally bound to ``initial`` values.
 
     When the application has not configured structlog, the library does not fall back on
     structlog's default (every level, to standard output): it writes warnings and errors to
-    standard error, with server values rendered safely.
+    standard error, with server values rendered safely. Until structlog is imported (by the
+    application, or by a first log line), the logger is made on its first use.
     """
+    if "structlog" not in sys.modules:
+        return _Deferred(name, initial)
+    return _make_logger(name, initial)
+
+
+def _make_logger(name: str, initial: dict[str, Any]) -> Any:
+    import structlog
+
     if structlog.is_configured():
         return structlog.get_logger(name, **initial)
+    global _fallback
+    if _fallback is None:  # made once: a renderer per connection would cost memory and time
+        _fallback = (
+            [
+                structlog.processors.add_log_level,
+                _render_server_values,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                _console_renderer(colors=False),
+            ],
+            structlog.make_filtering_bound_logger(logging.WARNING),
+        )
+    processors, wrapper_class = _fallback
     return structlog.wrap_logger(
-        structlog.PrintLogger(sys.stderr),
-        processors=[
-            structlog.processors.add_log_level,
-            _render_server_values,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            _console_renderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        **initial,
+        structlog.PrintLogger(sys.stderr), processors=processors, wrapper_class=wrapper_class, **initial
     )
 
 
@@ -283,6 +322,10 @@ _LEVELS: dict[str, int] = {
 
 def _json_line(value: Any, **_: Any) -> str:
     return orjson.dumps(value, default=str).decode()
+
+
+#: The processors and wrapper class of the library's loggers while structlog is not configured.
+_fallback: tuple[list[Any], Any] | None = None
 
 
 def configure_logging(
@@ -301,6 +344,8 @@ def configure_logging(
     Raises:
         ValueError: an unknown level name.
     """
+    import structlog
+
     number = _LEVELS.get(level.upper())
     if number is None:
         raise ValueError(f"unknown log level {level!r}")

@@ -274,6 +274,11 @@ class ServerConnection:
         return self._shell.pending_count
 
     @property
+    def inbound_waiting(self) -> int:
+        """Admitted server requests waiting for their turn (``Connection.inbound_waiting``)."""
+        return self._shell.inbound_waiting
+
+    @property
     def stderr_tail(self) -> list[str]:
         """The server's last stderr lines, escaped and redacted."""
         return self._shell.stderr_tail

@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 #: Figures compared, by measure: (metric, "lower" or "higher" is better).
 FIGURES = {
-    "seq": [("median_us", "lower"), ("p99_us", "lower")],
-    "inflight-100": [("req_per_s", "higher"), ("cpu_us_per_req", "lower")],
+    "seq": [("median_us", "lower"), ("p99_us", "lower"), ("cpu_us", "lower")],
+    "inflight-100": [("req_per_s", "higher"), ("cpu_us", "lower")],
     "inflight-1000": [("req_per_s", "higher")],
-    "flood": [("accepted_per_s", "higher")],
+    "flood": [("accepted_per_s", "higher"), ("refused", "lower")],
 }
 
 
@@ -70,9 +70,8 @@ def main() -> int:
         if better is None or key not in sides["base"]:
             continue
         base, this = statistics.median(sides["base"][key]), statistics.median(sides["this"][key])
-        print(
-            f"| {backend} {measure} {metric} ({better} is better) | {base:,.1f} | {this:,.1f} | {this / base:.2f} |"
-        )
+        ratio = f"{this / base:.2f}" if base else "n/a"
+        print(f"| {backend} {measure} {metric} ({better} is better) | {base:,.1f} | {this:,.1f} | {ratio} |")
     return 0
 
 

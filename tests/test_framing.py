@@ -311,3 +311,70 @@ def test_the_iterative_parser_uses_no_recursion() -> None:
     assert levels == depth
     with pytest.raises(ValueError):
         loads_iterative("")
+
+
+# --- the fast path: orjson first, the exact-integer check after it ---------------------------
+
+
+@pytest.mark.parametrize("big", [2**64, -(2**63) - 1, 10**30])
+def test_an_integer_beyond_64_bits_deep_in_a_long_line_is_kept_exact(big: int) -> None:
+    # Over the searched length: the parsed value is walked, and the float orjson made of
+    # the integer sends the line to the standard library.
+    text = "x" * 10_000
+    line = (
+        b'{"id":1,"result":{"content":[{"text":"'
+        + text.encode()
+        + b'"}],"n":[1,{"v":'
+        + str(big).encode()
+        + b"}]}}"
+    )
+    value = loads_line(line)
+    assert value["result"]["n"][1]["v"] == big and type(value["result"]["n"][1]["v"]) is int
+
+
+def test_an_integer_beyond_64_bits_among_many_numbers_is_kept_exact() -> None:
+    # So many values that the walk's work bound runs out: the line is searched instead.
+    numbers = list(range(50_000))
+    numbers[-1] = 2**70
+    value = loads_line(orjson.dumps(numbers[:-1])[:-1] + b"," + str(2**70).encode() + b"]")
+    assert value[-1] == 2**70 and type(value[-1]) is int and value[:-1] == numbers[:-1]
+
+
+def test_a_large_float_as_written_stays_a_float_in_a_long_line() -> None:
+    line = b'{"pad":"' + b"y" * 8000 + b'","f":1.5e300,"g":-9.3e18}'
+    assert loads_line(line) == {"pad": "y" * 8000, "f": 1.5e300, "g": -9.3e18}
+
+
+def _reference_lines(stream: bytes, max_line_bytes: int, head: int) -> list[object]:
+    """What LineReader must give for the whole stream: split at newlines, one trailing \\r
+    stripped, lines over the bound as markers."""
+    *lines, last = stream.split(b"\n")
+    out: list[object] = []
+    for line in lines:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        out.append(
+            LineTooLong(max_line_bytes, len(line), line[: min(head, max_line_bytes)])
+            if len(line) > max_line_bytes
+            else line
+        )
+    return out
+
+
+@given(
+    st.binary(max_size=200).map(lambda b: b.translate(bytes.maketrans(bytes(range(256)), b"ab\r\n" * 64))),
+    st.lists(st.integers(min_value=0, max_value=200), max_size=12),
+    st.integers(min_value=1, max_value=12),
+    st.integers(min_value=0, max_value=6),
+)
+def test_any_stream_in_any_chunks_gives_the_reference_lines(
+    stream: bytes, cuts: list[int], bound: int, head: int
+) -> None:
+    points = sorted({min(cut, len(stream)) for cut in cuts})
+    chunks = [stream[a:b] for a, b in zip([0, *points], [*points, len(stream)])]
+    reader = LineReader(max_line_bytes=bound, head_bytes=head)
+    out: list[object] = []
+    for chunk in chunks:
+        out.extend(reader.feed(chunk))
+        assert reader.buffered_bytes <= bound + head + 1  # + a \r that may begin a CRLF
+    assert out == _reference_lines(stream, bound, head)

@@ -13,6 +13,7 @@ from mcpl_host.jsonrpc.framing import LineReader, LineTooLong
 from mcpl_host.jsonrpc.session import (
     DroppedLine,
     InvalidRequestReceived,
+    LookAlikeResponse,
     NotificationReceived,
     OrphanResponse,
     Phase,
@@ -129,11 +130,32 @@ def test_d2_string_id_never_settles_an_integer_request() -> None:
     session = operating_session()
     pending, _ = session.start_request("tools/list", None)
     (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": str(pending.id), "result": {}}))
-    assert isinstance(event, OrphanResponse)
+    assert isinstance(event, LookAlikeResponse) and isinstance(event.then, OrphanResponse)
     (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": float(pending.id), "result": {}}))
-    assert isinstance(event, OrphanResponse)
+    assert isinstance(event, LookAlikeResponse) and isinstance(event.then, OrphanResponse)
     (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": pending.id, "result": {}}))
     assert isinstance(event, ResponseSettled)
+
+
+@pytest.mark.parametrize("look_alike", ["1", " 1", 1.0, True])
+def test_d2_an_id_that_only_looks_like_a_pending_one_settles_nothing_and_names_it(look_alike: object) -> None:
+    session = Session()
+    pending, _ = session.start_request("initialize", {})
+    assert pending.id == 1
+    (event,) = session.receive_line(line({"jsonrpc": "2.0", "id": look_alike, "result": {}}))
+    # H4: while initializing it is otherwise ignored; it still names what it resembles.
+    assert isinstance(event, LookAlikeResponse) and event.resembles is pending and event.then is None
+    assert session.pending_count == 1
+
+
+@pytest.mark.parametrize("other", ["3", 3.0, False, "2.0", "0x2", "\u0662", 2.5, None, [2]])
+def test_d2_an_id_resembling_no_pending_request_is_not_a_look_alike(other: object) -> None:
+    session = operating_session()
+    pending, _ = session.start_request("tools/list", None)
+    assert pending.id == 2
+    events = session.receive_line(line({"jsonrpc": "2.0", "id": other, "result": {}}))
+    assert not any(isinstance(event, LookAlikeResponse) for event in events)
+    assert session.pending_count == 1
 
 
 def test_server_request_with_our_id_settles_nothing() -> None:
@@ -274,3 +296,22 @@ def test_an_unreadable_answer_to_initialize_settles_it() -> None:
     pending, _ = session.start_request("initialize", {})
     (event,) = session.receive_too_long(LineTooLong(10, 50, b'{"jsonrpc":"2.0","id":1,"result":{"pro'))
     assert isinstance(event, UnreadableResponse) and event.pending is pending
+
+
+@pytest.mark.parametrize("phase", ["initializing", "operating"])
+def test_initialize_cannot_be_sent_twice(phase: str) -> None:
+    session = operating_session() if phase == "operating" else Session()
+    if phase == "initializing":
+        session.start_request("initialize", {})
+    with pytest.raises(LocalProtocolError, match="initialize was already sent"):
+        session.start_request("initialize", {})
+
+
+def test_only_initialize_and_ping_go_before_the_handshake() -> None:
+    session = Session()
+    with pytest.raises(LocalProtocolError, match="before the handshake"):
+        session.start_request("tools/list", None)
+    session.start_request("ping", None)
+    session.start_request("initialize", {})
+    with pytest.raises(LocalProtocolError, match="before the handshake"):
+        session.start_request("tools/list", None)

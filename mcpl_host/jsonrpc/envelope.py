@@ -24,7 +24,7 @@ Python trap: ``bool`` is a subclass of ``int``, so ``True`` is not a number id h
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from mcpl_host.jsonrpc.errors import ErrorCode
 from mcpl_host.jsonrpc.values import is_array, is_object
@@ -86,9 +86,11 @@ def json_kind(value: object) -> str:
     return "an object"
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """A request (E6). ``id`` is a string, a number or None (``"id": null``, R1)."""
+class Request(NamedTuple):
+    """A request (E6). ``id`` is a string, a number or None (``"id": null``, R1).
+
+    Immutable (a named tuple: every line read makes one, and a tuple costs a third of a
+    frozen dataclass to build)."""
 
     id: str | int | float | None
     method: str
@@ -103,9 +105,8 @@ class Notification:
     params: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
-    """A response (E2, E3).
+class Response(NamedTuple):
+    """A response (E2, E3); immutable, a named tuple like ``Request``.
 
     ``id`` is the id's value as sent (any JSON value) or ``NO_ID`` when there was no ``id``
     member. ``error`` is the raw ``error`` member (or None); ``result`` the raw ``result``.
@@ -170,6 +171,8 @@ def classify(value: Any) -> Envelope:
     if "method" not in value:
         # E2: an id and no method is a response, whatever the id's value.
         if "id" in value:
+            if "error" not in value:  # the common answer, built at once (_response otherwise)
+                return Response(value["id"], value.get("result"), None, False, False)
             return _response(value, value["id"])
         # E3: an error naming no request, only with "jsonrpc": "2.0".
         if "error" in value and value.get("jsonrpc") == "2.0":
@@ -200,7 +203,7 @@ def classify(value: Any) -> Envelope:
 
     # E6 (and E8: jsonrpc is not checked, params left to the handler).
     if has_id:
-        return Request(id=id_value, method=method, params=value.get("params"))
+        return Request(id_value, method, value.get("params"))
     return Notification(method=method, params=value.get("params"))
 
 
@@ -208,9 +211,9 @@ def _response(value: dict[str, Any], id_value: Any) -> Response:
     # "error": null beside a result is read as no error (sloppy servers send both members).
     has_error = "error" in value and not (value["error"] is None and "result" in value)
     return Response(
-        id=id_value,
-        result=value.get("result"),
-        error=value.get("error"),
-        has_error=has_error,
-        is_jsonrpc_error=has_error and value.get("jsonrpc") == "2.0",
+        id_value,
+        value.get("result"),
+        value.get("error"),
+        has_error,
+        has_error and value.get("jsonrpc") == "2.0",
     )

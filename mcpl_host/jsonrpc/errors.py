@@ -57,6 +57,24 @@ class LocalProtocolError(ProtocolError):
     """Our caller misused the API (a request before the handshake, a second answer)."""
 
 
+class MessageTooLarge(LocalProtocolError):
+    """A message the host was asked to send is larger than ``Limits.max_outbox_bytes``: it
+    is refused at once and not sent; the connection stays up.
+
+    ``size``: the message's bytes (its newline included); ``limit``: the bound; ``method``:
+    the request or notification, or None for an answer.
+    """
+
+    def __init__(self, size: int, limit: int, method: str | None = None) -> None:
+        what = f"{method!r}" if method is not None else "an answer"
+        super().__init__(
+            f"{what} is {size} bytes, over Limits.max_outbox_bytes = {limit} bytes; it was not sent"
+        )
+        self.size = size
+        self.limit = limit
+        self.method = method
+
+
 class RemoteProtocolError(ProtocolError):
     """The server broke the protocol (for example an unsupported protocol version)."""
 

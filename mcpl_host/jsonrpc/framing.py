@@ -4,8 +4,9 @@ Rules of this module:
 
 - ``LineReader`` turns a byte stream into lines. It never decodes (orjson takes bytes, so a
   UTF-8 character split across reads is harmless), strips one trailing ``\\r`` (CRLF), and
-  scans each byte once: the search for ``\\n`` resumes where the last one stopped, so a line
-  fed one byte at a time costs linear time.
+  scans each byte once: each chunk is searched for ``\\n`` as it arrives, so a line fed one
+  byte at a time costs linear time. It copies each byte once: a line within one chunk is a
+  slice of it, the pieces of a longer one are joined once, at its newline.
 - A line longer than ``max_line_bytes`` is dropped: the reader keeps its first
   ``head_bytes`` bytes and counts the rest without buffering them, and reports one
   ``LineTooLong`` (bound, size, head) when the line ends; then it goes on. Memory never
@@ -15,8 +16,11 @@ Rules of this module:
   once (JSON-RPC 2.0 §5: the id identifies the answer).
 - ``loads_line`` parses with orjson and falls back to the standard library for valid JSON
   orjson refuses (lone surrogates) or would change: orjson reads an integer beyond 64 bits
-  as a float, so a line holding a run of 20 or more digits is parsed by the standard
-  library, which keeps it exact. JSON nested deeper than both handle (orjson: 1024 levels,
+  as a float, so a line holding a run of 20 or more digits (19 after a minus sign) is parsed
+  again by the standard library, which keeps it exact. The check costs little: a short line
+  is searched at C speed; of a long one, the parsed value is walked first (a float of
+  magnitude 2**63 or more is what such an integer becomes), within a work bound past which
+  the line is searched instead. JSON nested deeper than both handle (orjson: 1024 levels,
   the standard library: about 1,000) goes to ``loads_iterative``, which uses no recursion,
   up to ``Limits.max_json_depth`` levels in lines of up to ``Limits.max_deep_json_bytes``
   (it costs up to some 600 ns per byte, hundreds of times orjson's); beyond either bound it
@@ -29,9 +33,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 import orjson
 
@@ -83,9 +87,21 @@ class LineReader:
     ``\r``) and ``LineTooLong`` markers, in stream order. ``finish()`` returns the last
     unterminated line at end of stream, if any. Neither raises. Of a line over the bound,
     only its first ``head_bytes`` bytes (and a count) are kept.
+
+    Each byte is copied once: a line inside one chunk is a slice of it; the pieces of a line
+    that spans chunks are kept as they came and joined once, when its newline arrives.
     """
 
-    __slots__ = ("_buffer", "_cr", "_discarding", "_head", "_head_max", "_max", "_scanned", "_size")
+    __slots__ = (
+        "_cr",
+        "_discarding",
+        "_head",
+        "_head_max",
+        "_max",
+        "_partial",
+        "_parts",
+        "_size",
+    )
 
     def __init__(
         self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, head_bytes: int = DEFAULT_LINE_HEAD_BYTES
@@ -96,8 +112,10 @@ class LineReader:
             raise ValueError("head_bytes must not be negative")
         self._max = max_line_bytes
         self._head_max = min(head_bytes, max_line_bytes)
-        self._buffer = bytearray()
-        self._scanned = 0  # bytes of _buffer already searched for b"\n"
+        # The unfinished line: the pieces read so far (each searched for b"\n" once) and
+        # their total length.
+        self._parts: list[bytes] = []
+        self._partial = 0
         # Inside an over-long line: drop until the next newline, keeping its head and size.
         self._discarding = False
         self._head = b""
@@ -108,14 +126,17 @@ class LineReader:
     def buffered_bytes(self) -> int:
         """Bytes held for an unfinished line (never more than ``max_line_bytes``, plus the
         head of a line being dropped)."""
-        return len(self._buffer) + len(self._head)
+        return self._partial + len(self._head)
 
-    def _drop(self, part: bytes | bytearray) -> None:
-        if len(self._head) < self._head_max:
-            self._head += bytes(part[: self._head_max - len(self._head)])
-        if part:
-            self._size += len(part)
-            self._cr = part[-1] == 0x0D
+    def _drop(self, data: bytes, start: int, end: int) -> None:
+        """Count ``data[start:end]`` as part of the line being dropped, keeping its head."""
+        if end <= start:
+            return
+        room = self._head_max - len(self._head)
+        if room > 0:
+            self._head += data[start : min(end, start + room)]
+        self._size += end - start
+        self._cr = data[end - 1] == 0x0D
 
     def _dropped(self) -> LineTooLong:
         size = self._size - 1 if self._cr else self._size
@@ -123,40 +144,73 @@ class LineReader:
         self._discarding, self._head, self._size, self._cr = False, b"", 0, False
         return marker
 
+    def _hold(self, data: bytes, start: int) -> None:
+        """Keep ``data[start:]``, the start of a line whose newline has not arrived, or start
+        dropping that line once it is over the bound."""
+        size = self._partial + len(data) - start
+        # A trailing \r may be half of a CRLF whose \n has not arrived: it does not count.
+        if size - (data[-1] == 0x0D) <= self._max:
+            self._parts.append(data[start:] if start else data)
+            self._partial = size
+            return
+        # No newline within the bound: keep the head, drop the rest of this line.
+        self._discarding = True
+        for part in self._parts:
+            self._drop(part, 0, len(part))
+        self._parts, self._partial = [], 0
+        self._drop(data, start, len(data))
+
+    def _complete(self, data: bytes, newline: int) -> ReadItem:
+        """The line held in ``_parts``, ended by ``data[:newline]`` (its newline at
+        ``newline``)."""
+        parts, size = self._parts, self._partial
+        if newline:
+            end = newline - 1 if data[newline - 1] == 0x0D else newline
+            parts.append(data[:end])
+            size += end
+        elif parts[-1].endswith(b"\r"):  # the \r of a CRLF split between reads
+            parts[-1] = parts[-1][:-1]
+            size -= 1
+        self._parts, self._partial = [], 0
+        if size > self._max:
+            head = b""
+            for part in parts:
+                if len(head) >= self._head_max:
+                    break
+                head += part[: self._head_max - len(head)]
+            return LineTooLong(self._max, size, head)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
     def feed(self, data: bytes) -> list[ReadItem]:
         """Add bytes read from the stream; return what they complete."""
+        if type(data) is not bytes:
+            data = bytes(data)
         out: list[ReadItem] = []
-        if self._discarding:
+        start = 0
+        if self._discarding or self._parts:
             newline = data.find(b"\n")
             if newline < 0:
-                self._drop(data)
+                if self._discarding:
+                    self._drop(data, 0, len(data))
+                elif data:
+                    self._hold(data, 0)
                 return out
-            self._drop(data[:newline])
-            out.append(self._dropped())
-            data = data[newline + 1 :]
-        buffer = self._buffer
-        buffer += data
-        start = 0
-        while True:
-            newline = buffer.find(b"\n", max(start, self._scanned))
-            if newline < 0:
-                break
-            end = newline - 1 if newline > start and buffer[newline - 1] == 0x0D else newline
-            if end - start > self._max:
-                out.append(LineTooLong(self._max, end - start, bytes(buffer[start : start + self._head_max])))
+            if self._discarding:
+                self._drop(data, 0, newline)
+                out.append(self._dropped())
             else:
-                out.append(bytes(buffer[start:end]))
+                out.append(self._complete(data, newline))
             start = newline + 1
-        if start:
-            del buffer[:start]
-        self._scanned = len(buffer)
-        # A trailing \r may be half of a CRLF whose \n has not arrived: it does not count.
-        if len(buffer) - buffer.endswith(b"\r") > self._max:
-            # No newline within the bound: keep the head, drop the rest of this line.
-            self._discarding = True
-            self._drop(buffer)
-            buffer.clear()
-            self._scanned = 0
+        find, limit = data.find, self._max
+        while (newline := find(b"\n", start)) >= 0:
+            end = newline - 1 if newline > start and data[newline - 1] == 0x0D else newline
+            if end - start > limit:
+                out.append(LineTooLong(limit, end - start, data[start : start + self._head_max]))
+            else:
+                out.append(data[start:end])
+            start = newline + 1
+        if start < len(data):
+            self._hold(data, start)
         return out
 
     def finish(self) -> list[ReadItem]:
@@ -164,9 +218,8 @@ class LineReader:
         that was too long), if any, and reset."""
         if self._discarding:
             return [self._dropped()]
-        rest = bytes(self._buffer)
-        self._buffer.clear()
-        self._scanned = 0
+        rest = b"".join(self._parts)
+        self._parts, self._partial = [], 0
         if rest.endswith(b"\r"):
             rest = rest[:-1]
         return [rest] if rest.strip() else []
@@ -180,6 +233,58 @@ def _reject_constant(name: str) -> Any:
 # or 19 after a minus sign. A match may also be digits inside a string: then the standard
 # library parses the line, equally correctly.
 _LONG_DIGIT_RUN = re.compile(rb"-\d{19}|\d{20}")
+# The same search at C speed, as a first filter: every digit becomes "0", then a run of 19.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN_DIGITS = b"0" * 19
+# orjson reads such an integer as a float of at least this magnitude.
+_TWO_TO_63 = float(2**63)
+# Lines up to this length are searched for a long digit run; longer ones have their parsed
+# value walked first (a large result is mostly strings: a few containers to look at).
+_SEARCHED_LINE_BYTES = 4096
+# Work allowed for that walk, per byte of the line (units: values looked at, 32 per
+# container); past it the line is searched instead, so no line costs more than both.
+_WALK_BYTES_PER_UNIT = 32
+
+
+def _has_long_digit_run(line: bytes) -> bool:
+    return line.translate(_DIGITS_AS_ZERO).find(_NINETEEN_DIGITS) >= 0 and bool(_LONG_DIGIT_RUN.search(line))
+
+
+def _walk_finds_large_float(value: Any, budget: int) -> bool | None:
+    """True when ``value`` (as orjson returns it) holds a float of magnitude 2**63 or more,
+    False when it holds none, None when ``budget`` ran out first."""
+    if type(value) is float:
+        return abs(value) >= _TWO_TO_63
+    stack: list[Any] = [value]
+    while stack:
+        node: Any = stack.pop()
+        if type(node) is dict:
+            items = cast("Collection[Any]", node.values())
+        elif type(node) is list:
+            items = cast("Collection[Any]", node)
+        else:
+            continue
+        budget -= len(items) + 32
+        if budget < 0:
+            return None
+        kinds = set(map(type, items))
+        if float in kinds and any(type(item) is float and abs(item) >= _TWO_TO_63 for item in items):
+            return True
+        if dict in kinds or list in kinds:
+            stack.extend([item for item in items if type(item) is dict or type(item) is list])
+    return False
+
+
+def _orjson_may_have_changed(value: Any, line: bytes) -> bool:
+    """Whether ``value``, orjson's reading of ``line``, may hold an integer it turned into a
+    float (one beyond 64 bits): then the line is parsed again by the standard library."""
+    if len(line) <= _SEARCHED_LINE_BYTES:
+        return _has_long_digit_run(line)
+    # A large float may also be one as written (1e19): the search tells.
+    found = _walk_finds_large_float(value, len(line) // _WALK_BYTES_PER_UNIT)
+    return found is not False and _has_long_digit_run(line)
+
+
 #: Nesting orjson parses (it refuses deeper documents).
 ORJSON_MAX_DEPTH = 1024
 
@@ -221,7 +326,6 @@ class JSONTooDeep(ValueError):
 
 def loads_line(
     line: bytes,
-    *,
     max_depth: int = DEFAULT_MAX_JSON_DEPTH,
     max_deep_bytes: int = DEFAULT_MAX_DEEP_JSON_BYTES,
 ) -> Any:
@@ -239,11 +343,17 @@ def loads_line(
         ValueError: the line is not JSON (``NaN``/``Infinity`` included, which the standard
             library would otherwise accept).
     """
-    if _LONG_DIGIT_RUN.search(line) is None:
-        try:
-            return orjson.loads(line)
-        except orjson.JSONDecodeError:
-            pass
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        # The common short line: one search at C speed (_orjson_may_have_changed, inlined).
+        if len(line) <= _SEARCHED_LINE_BYTES:
+            if line.translate(_DIGITS_AS_ZERO).find(_NINETEEN_DIGITS) < 0 or not _LONG_DIGIT_RUN.search(line):
+                return value
+        elif not _orjson_may_have_changed(value, line):
+            return value
     # orjson refuses some valid JSON (lone surrogate escapes, nesting deeper than 1024) and
     # turns integers beyond 64 bits into floats: the standard library keeps those (D6).
     try:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
 from mcpl_host.jsonrpc.envelope import (
     NO_ID,
@@ -50,6 +50,7 @@ from mcpl_host.limits import (
 __all__ = [
     "DroppedLine",
     "InvalidRequestReceived",
+    "LookAlikeResponse",
     "NotificationReceived",
     "OrphanResponse",
     "PendingRequest",
@@ -76,6 +77,9 @@ class Phase(Enum):
     CLOSED = "closed"
 
 
+_OPERATING = Phase.OPERATING
+
+
 @dataclass(eq=False, slots=True)
 class PendingRequest:
     """One host request awaiting its answer. ``slot`` is the shell's opaque waiter."""
@@ -88,9 +92,10 @@ class PendingRequest:
 # --- events returned by receive_line -------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class RequestReceived:
-    """A server request to dispatch (or, while initializing, a ``ping`` to answer; H3)."""
+class RequestReceived(NamedTuple):
+    """A server request to dispatch (or, while initializing, a ``ping`` to answer; H3).
+    (This and ``ResponseSettled``, made for nearly every line, are named tuples: immutable,
+    and a third of the cost of a frozen dataclass.)"""
 
     request: Request
 
@@ -102,8 +107,7 @@ class NotificationReceived:
     notification: Notification
 
 
-@dataclass(frozen=True, slots=True)
-class ResponseSettled:
+class ResponseSettled(NamedTuple):
     """The answer to one of our pending requests; the pending entry is removed."""
 
     pending: PendingRequest
@@ -155,6 +159,18 @@ class UnreadableResponse:
     head: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class LookAlikeResponse:
+    """A response whose id is not ours but looks like the id of a pending request of ours
+    (``"1"``, ``1.0`` or ``true`` for request 1): it settles nothing (D2), and the shell says
+    so once per connection, naming ``resembles``. ``then`` is what the response is
+    otherwise (an ``OrphanResponse``, an ``UnmatchedError``, or None when it is ignored)."""
+
+    response: Response
+    resembles: PendingRequest
+    then: OrphanResponse | UnmatchedError | None
+
+
 SessionEvent: TypeAlias = (
     RequestReceived
     | NotificationReceived
@@ -164,6 +180,7 @@ SessionEvent: TypeAlias = (
     | InvalidRequestReceived
     | DroppedLine
     | UnreadableResponse
+    | LookAlikeResponse
 )
 
 
@@ -192,21 +209,15 @@ class Session:
                 (only ``initialize`` first, and ``ping``), or ``max_pending`` requests are
                 already in flight.
         """
-        if self.phase is Phase.CLOSED:
-            raise LocalProtocolError(f"cannot send {method!r}: the connection is closed")
-        if method == "initialize":
-            if self.phase is not Phase.NEW:
-                raise LocalProtocolError("initialize was already sent on this session")
-            self.phase = Phase.INITIALIZING
-        elif self.phase is not Phase.OPERATING and method != "ping":
-            raise LocalProtocolError(f"cannot send {method!r} before the handshake completes")
+        if self.phase is not Phase.OPERATING or method == "initialize":
+            self._check_phase(method)
         if len(self._pending) >= self.max_pending:
             raise LocalProtocolError(
                 f"too many requests in flight ({self.max_pending}); raise max_pending_requests"
             )
         request_id = self._next_id
-        self._next_id += 1
-        pending = PendingRequest(id=request_id, method=method, slot=slot)
+        self._next_id = request_id + 1
+        pending = PendingRequest(request_id, method, slot)
         self._pending[request_id] = pending
         if method == "initialize":
             self._initialize_id = request_id
@@ -214,6 +225,16 @@ class Session:
         if params is not None:
             message["params"] = params
         return pending, dumps_message(message)
+
+    def _check_phase(self, method: str) -> None:
+        if self.phase is Phase.CLOSED:
+            raise LocalProtocolError(f"cannot send {method!r}: the connection is closed")
+        if method == "initialize":
+            if self.phase is not Phase.NEW:
+                raise LocalProtocolError("initialize was already sent on this session")
+            self.phase = Phase.INITIALIZING
+        elif method != "ping":
+            raise LocalProtocolError(f"cannot send {method!r} before the handshake completes")
 
     def forget(self, request_id: int) -> PendingRequest | None:
         """Stop waiting for ``request_id`` (timeout or cancellation): a later answer is an
@@ -232,9 +253,21 @@ class Session:
         self._pending.clear()
         return pending
 
+    def pending(self) -> list[PendingRequest]:
+        """Every pending request, in the order they were sent."""
+        return list(self._pending.values())
+
     @property
     def pending_count(self) -> int:
         return len(self._pending)
+
+    def pending_requests(self) -> list[PendingRequest]:
+        """Every request awaiting its answer (a copy: the shell may forget some meanwhile)."""
+        return list(self._pending.values())
+
+    def is_pending(self, pending: PendingRequest) -> bool:
+        """Whether ``pending`` still awaits its answer."""
+        return self._pending.get(pending.id) is pending
 
     @staticmethod
     def notification(method: str, params: Any = None) -> bytes:
@@ -254,70 +287,116 @@ class Session:
     # --- incoming --------------------------------------------------------------------------
 
     def receive_line(self, line: bytes) -> list[SessionEvent]:
-        """Parse, classify and route one line read from the transport."""
-        if not line.strip():
-            return []
+        """Parse, classify and route one line read from the transport (``receive``, as a
+        list of at most one event)."""
+        event = self.receive(line)
+        return [] if event is None else [event]
+
+    def receive(self, line: bytes) -> SessionEvent | None:
+        """Parse, classify and route one line read from the transport: its event, or None
+        when it asks for nothing (a blank line, a message ignored in this phase).
+
+        The common line costs one orjson parse and one ``classify``; the slower checks run
+        only when the parse fails (``framing.loads_line``)."""
         try:
-            value = loads_line(line, max_depth=self.max_json_depth, max_deep_bytes=self.max_deep_json_bytes)
+            value = loads_line(line, self.max_json_depth, self.max_deep_json_bytes)
         except JSONTooDeep as exc:
             return self._unreadable(line[: self.line_head_bytes], str(exc))
         except ValueError:
-            return [DroppedLine(kind="not JSON", line=line)]
-        return self._route(classify(value), line)
+            if not line.strip():
+                return None
+            return DroppedLine(kind="not JSON", line=line)
+        message = classify(value)
+        if type(message) is Response:
+            # D2: only an int equal to one of ours settles (bool and float never do).
+            if type(message.id) is int:
+                pending = self._pending.pop(message.id, None)
+                if pending is not None:
+                    return ResponseSettled(pending, message)
+            return self._route_response(message, self.phase is not _OPERATING)
+        return self._route(message, line)
 
     def receive_too_long(self, item: LineTooLong) -> list[SessionEvent]:
         """Route a line the transport dropped for its length (``LineTooLong``, with its
         first bytes): ``UnreadableResponse`` if it answers a pending request of ours, else
         ``DroppedLine``."""
+        return [self.receive_oversize(item)]
+
+    def receive_oversize(self, item: LineTooLong) -> SessionEvent:
+        """``receive_too_long``, as the one event."""
         reason = f"a line of {item.size} bytes is over Limits.max_line_bytes = {item.max_line_bytes} bytes"
         return self._unreadable(item.head, reason)
 
-    def _unreadable(self, head: bytes, reason: str) -> list[SessionEvent]:
+    def _unreadable(self, head: bytes, reason: str) -> SessionEvent:
         peek = peek_envelope(head)
         # D2: only an int equal to one of ours names a request of ours.
         if peek.is_response and type(peek.id) is int:
             pending = self._pending.pop(peek.id, None)
             if pending is not None:
-                return [UnreadableResponse(pending, reason, head)]
-        return [DroppedLine(kind=reason, line=head)]
+                return UnreadableResponse(pending, reason, head)
+        return DroppedLine(kind=reason, line=head)
 
-    def _route(self, message: Any, line: bytes) -> list[SessionEvent]:
+    def _route(self, message: Any, line: bytes) -> SessionEvent | None:
         initializing = self.phase in (Phase.NEW, Phase.INITIALIZING)
         if isinstance(message, Response):
             return self._route_response(message, initializing)
         if isinstance(message, Request):
             # H3: while initializing only ping is answered; other requests are ignored.
             if initializing and message.method != "ping":
-                return []
-            return [RequestReceived(message)]
+                return None
+            return RequestReceived(message)
         if isinstance(message, Notification):
             # H3/H4: notifications before the answer are ignored and disturb nothing.
-            return [] if initializing else [NotificationReceived(message)]
+            return None if initializing else NotificationReceived(message)
         if isinstance(message, Invalid):
             # A1: answered once with -32600, never dispatched; H3: not echoed while initializing.
             answer = None if initializing else self.answer(message.answer_id, error=message.error)
-            return [InvalidRequestReceived(message, answer)]
+            return InvalidRequestReceived(message, answer)
         assert isinstance(message, Unrelated)
         # R6: ignored, counted as a dropped line.
-        return [DroppedLine(kind=f"not a JSON-RPC message ({message.kind})", line=line)]
+        return DroppedLine(kind=f"not a JSON-RPC message ({message.kind})", line=line)
 
-    def _route_response(self, response: Response, initializing: bool) -> list[SessionEvent]:
+    def _route_response(self, response: Response, initializing: bool) -> SessionEvent | None:
         response_id = response.id
         # D2: only an int equal to one of ours settles (bool and float never do).
         if type(response_id) is int:
             pending = self._pending.pop(response_id, None)
             if pending is not None:
-                return [ResponseSettled(pending, response)]
+                return ResponseSettled(pending, response)
+        event = self._unmatched(response, initializing)
+        if isinstance(event, ResponseSettled):
+            return event
+        resembles = self._resembled(response_id)
+        return event if resembles is None else LookAlikeResponse(response, resembles, event)
+
+    def _unmatched(
+        self, response: Response, initializing: bool
+    ) -> ResponseSettled | OrphanResponse | UnmatchedError | None:
+        response_id = response.id
         if response.has_usable_id:
             # R5: a string or number id naming nothing of ours: an orphan (late answer).
             # H4: while initializing, other unmatched responses are ignored.
-            return [] if initializing else [OrphanResponse(response)]
+            return None if initializing else OrphanResponse(response)
         # The id is null, absent, or not a string or number: it cannot be ours.
         if initializing and response.is_jsonrpc_error and (response_id is None or response_id is NO_ID):
             # H2: an id-less (or id-null) JSON-RPC 2.0 error is initialize's answer.
             if self._initialize_id is not None:
                 pending = self._pending.pop(self._initialize_id, None)
                 if pending is not None:
-                    return [ResponseSettled(pending, response)]
+                    return ResponseSettled(pending, response)
         # R5/H4: logged only when it is a JSON-RPC 2.0 error; otherwise silent.
-        return [UnmatchedError(response)] if response.is_jsonrpc_error else []
+        return UnmatchedError(response) if response.is_jsonrpc_error else None
+
+    def _resembled(self, response_id: Any) -> PendingRequest | None:
+        """The pending request whose id ``response_id`` only looks like (D2: never matched):
+        the string of its digits, an integral float, or ``true`` for 1."""
+        if isinstance(response_id, bool):
+            number: int | None = int(response_id)
+        elif isinstance(response_id, float):
+            number = int(response_id) if response_id.is_integer() else None
+        elif isinstance(response_id, str) and 0 < len(response_id.strip()) <= 20:
+            text = response_id.strip()
+            number = int(text) if text.lstrip("-").isdigit() and text.isascii() else None
+        else:
+            number = None
+        return None if number is None else self._pending.get(number)

@@ -18,15 +18,17 @@ Rules:
 from __future__ import annotations
 
 import re
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit, urlunsplit
 
 from mcpl_host.logging import REDACTED, Redactor, log_value
 from mcpl_host.transports.ws_params import is_loopback_host
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "ACCEPT_POST",

@@ -33,7 +33,6 @@ docs/protocol.md H5, L1-L3, T3 and "stdio"):
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import signal
 from collections import deque
@@ -246,7 +245,8 @@ class StdioTransport:
         self._tree: ProcessTree | None = None
         self._watch_scope = anyio.CancelScope()
         self._exited_at: float | None = None  # when the watcher saw the process exit
-        self._read_scope: anyio.CancelScope | None = None  # the read in progress
+        self._reading = False  # a read without a deadline is in progress
+        self._cut_off = False  # the watcher closed stdout under it (the server had exited)
         self._closing = False
         self._closed = anyio.Event()
 
@@ -363,8 +363,15 @@ class StdioTransport:
                 if process.returncode is not None:
                     break
             self._exited_at = anyio.current_time()
-            if self._read_scope is not None:
-                self._read_scope.deadline = min(self._read_scope.deadline, self._exit_deadline())
+            if self._stdout_ended:
+                return
+            # A read that started before the exit runs with no cancel scope (none is entered
+            # per read): at the deadline, if it still waits, stdout is closed under it.
+            await anyio.sleep_until(self._exit_deadline())
+            stdout = process.stdout
+            if self._reading and not self._stdout_ended and stdout is not None:
+                self._cut_off = True
+                await stdout.aclose()
 
     def _exit_deadline(self) -> float:
         assert self._exited_at is not None
@@ -463,20 +470,39 @@ class StdioTransport:
             if self._stdout_ended:
                 await self._settle_after_eof(self._process)
                 continue
-            deadline = math.inf if self._exited_at is None else self._exit_deadline()
-            with anyio.CancelScope(deadline=deadline) as self._read_scope:
+            stdout = self._process.stdout
+            if self._exited_at is None:  # the common case: no cancel scope per read
+                self._reading = True
                 try:
-                    data = await self._process.stdout.receive(self._limits.read_chunk_bytes)
+                    data = await stdout.receive(self._limits.read_chunk_bytes)
                 except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
                     self._stdout_ended = True
                     self._items.extend(self._reader.finish())
                     continue
                 except anyio.ClosedResourceError:
-                    raise ConnectionClosed("the stdio transport was closed") from None
+                    if not self._cut_off:
+                        raise ConnectionClosed("the stdio transport was closed") from None
+                    data = None  # the process exited and its stdout stayed open: below
                 finally:
-                    self._read_scope = None
-                self._items.extend(self._reader.feed(data))
-                continue
+                    self._reading = False
+                if data is not None:
+                    self._items.extend(self._reader.feed(data))
+                    continue
+            else:
+                with anyio.CancelScope(deadline=self._exit_deadline()):
+                    try:
+                        data = await stdout.receive(READ_CHUNK_BYTES)
+                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                        self._stdout_ended = True
+                        self._items.extend(self._reader.finish())
+                        continue
+                    except anyio.ClosedResourceError:
+                        if not self._cut_off:
+                            raise ConnectionClosed("the stdio transport was closed") from None
+                        data = None
+                    if data is not None:
+                        self._items.extend(self._reader.feed(data))
+                        continue
             # The process exited and its stdout stayed open past the wait (a descendant holds
             # it): it is lost all the same (T3). What is buffered of a last line is dropped.
             status = self._process.returncode
@@ -529,7 +555,11 @@ class StdioTransport:
                 assert self._process is not None and self._process.stderr is not None
                 stderr = self._process.stderr
                 reader = LineReader(min(self._limits.stderr_max_line_bytes, self._limits.max_line_bytes))
-                log = getattr(self._logger, self._stderr_log_level)
+                logger, level = self._logger, self._stderr_log_level
+
+                def log(event: str, **fields: Any) -> None:  # the logger is looked at when used
+                    getattr(logger, level)(event, **fields)
+
                 while True:
                     try:
                         data = await stderr.receive(self._limits.read_chunk_bytes)

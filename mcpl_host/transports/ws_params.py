@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import SplitResult, unquote_plus, urlsplit
 
 from mcpl_host.limits import (
@@ -28,6 +27,9 @@ from mcpl_host.limits import (
     DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS,
 )
 from mcpl_host.secrets import REDACTED, Redactor, redact_url, server_secrets, url_secrets
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL_SECONDS",
