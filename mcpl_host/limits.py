@@ -97,6 +97,16 @@ DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS = 5
 #: Seconds between two looks at a stdio server's descendants (Linux), so that one that
 #: leaves the process group is still known when the server is closed.
 DEFAULT_PROCESS_TREE_SCAN_SECONDS = 1.0
+#: MCP 2026-07-28 (``mcpl_host.stateless``). Seconds the ``server/discover`` probe waits,
+#: within the handshake deadline, before a silent server is taken for a handshake-era one.
+DEFAULT_DISCOVER_TIMEOUT_SECONDS = 5.0
+#: Retries of one request answered ``input_required`` (multi round-trip requests) before
+#: the call fails; input requests served per round.
+DEFAULT_MAX_INPUT_ROUNDS = 10
+DEFAULT_MAX_INPUT_REQUESTS = 16
+#: Bytes of a tool's ``outputSchema`` (as JSON) that ``structuredContent`` is checked
+#: against; a larger schema is refused rather than validated (a schema is CPU work).
+DEFAULT_MAX_OUTPUT_SCHEMA_BYTES = 256 * 1024
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -138,3 +148,7 @@ class Limits:
     sse_max_reconnect_delay_seconds: float = DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS
     sse_max_reconnect_attempts: int = DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS
     process_tree_scan_seconds: float = DEFAULT_PROCESS_TREE_SCAN_SECONDS
+    discover_timeout_seconds: float = DEFAULT_DISCOVER_TIMEOUT_SECONDS
+    max_input_rounds: int = DEFAULT_MAX_INPUT_ROUNDS
+    max_input_requests: int = DEFAULT_MAX_INPUT_REQUESTS
+    max_output_schema_bytes: int = DEFAULT_MAX_OUTPUT_SCHEMA_BYTES

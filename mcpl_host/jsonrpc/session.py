@@ -66,7 +66,7 @@ __all__ = [
 class Phase(Enum):
     """Where the connection is in its life (MCP 2025-11-25, "Lifecycle"; docs/protocol.md H1-H6)."""
 
-    #: Nothing sent yet; only ``initialize`` may be started.
+    #: Nothing sent yet; only ``initialize`` (and the ``server/discover`` probe) may be started.
     NEW = "new"
     #: ``initialize`` is in flight: ping answered, other traffic ignored (H2-H4).
     INITIALIZING = "initializing"
@@ -198,6 +198,8 @@ class Session:
             if self.phase is not Phase.NEW:
                 raise LocalProtocolError("initialize was already sent on this session")
             self.phase = Phase.INITIALIZING
+        elif method == "server/discover":
+            pass  # the era probe (MCP 2026-07-28 "Versioning and Compatibility"): any phase
         elif self.phase is not Phase.OPERATING and method != "ping":
             raise LocalProtocolError(f"cannot send {method!r} before the handshake completes")
         if len(self._pending) >= self.max_pending:
@@ -223,6 +225,12 @@ class Session:
     def initialize_completed(self) -> None:
         """Enter ``OPERATING``: the shell has queued ``notifications/initialized`` (H6)."""
         if self.phase is Phase.INITIALIZING:
+            self.phase = Phase.OPERATING
+
+    def discover_completed(self) -> None:
+        """Enter ``OPERATING`` without ``initialize``: a ``server/discover`` result settled
+        the stateless era (MCP 2026-07-28: there is no handshake)."""
+        if self.phase in (Phase.NEW, Phase.INITIALIZING):
             self.phase = Phase.OPERATING
 
     def close(self) -> list[PendingRequest]:

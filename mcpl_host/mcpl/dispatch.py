@@ -7,17 +7,22 @@ Rules:
   the observer; a declaration mismatch is logged), and otherwise returns the job of the
   service that serves the method: ``push/event`` (``PushService``), ``inference/request`` and
   ``model/info`` (``InferenceService``), ``channels/*`` (``ChannelService``), ``state/*``
-  (``StateService``), anything else ``HostHandlers.request`` (default ``-32601``).
+  (``StateService``), ``roots/list``, ``sampling/createMessage`` and ``elicitation/create``
+  the ``ClientFeatureService`` when the application serves that feature (MCP 2025-11-25
+  "Client Features"), anything else ``HostHandlers.request`` (default ``-32601``).
 - ``on_notification`` routes ``mcpl/manifestChanged`` (ungated, never answered, MCPL §17.3)
   and the notification forms of ``channels/changed`` / ``channels/incoming``; a
   ``featureSets/changed`` notification (removed in MCPL 0.5) is logged and ignored. Every
-  notification is then reported.
+  notification is then reported, and handed to ``on_mcp_notification`` (the list caches of
+  ``MCPClient``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService
 from mcpl_host.connection import BackgroundJob, InboundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.envelope import Request, Response
@@ -55,6 +60,8 @@ class InboundDispatcher:
         manifest: ManifestWatcher,
         log: Any,
         redactor: Redactor,
+        client_features: ClientFeatureService | None = None,
+        on_mcp_notification: Callable[[str, Any], None] | None = None,
     ) -> None:
         self._name = name
         self._view = view
@@ -67,6 +74,8 @@ class InboundDispatcher:
         self._manifest = manifest
         self._log = log
         self._redactor = redactor
+        self._client_features = client_features
+        self._on_mcp_notification = on_mcp_notification
 
     def on_request(self, request: Request) -> InboundJob | HandlerError:
         method, params = request.method, request.params
@@ -89,6 +98,9 @@ class InboundDispatcher:
             return lambda: self._channels.serve(context, params)
         if method in ("state/update", "state/get"):
             return lambda: self._serve_state(method, params)
+        features = self._client_features
+        if method in CLIENT_FEATURE_METHODS and features is not None and features.serves(method):
+            return lambda: features.serve(context, params)
         return lambda: self._other(context, params)
 
     async def _serve_state(self, method: str, params: Any) -> Any:
@@ -119,6 +131,8 @@ class InboundDispatcher:
         elif method in ("channels/changed", "channels/incoming"):
             job = self._channels.on_notification(method, params)
         self._reporter.notification(method, params)
+        if self._on_mcp_notification is not None:
+            self._on_mcp_notification(method, params)
         return job
 
     def on_orphan_response(self, response: Response) -> None:
