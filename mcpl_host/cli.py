@@ -60,9 +60,11 @@ from mcpl_host.limits import (
 from mcpl_host.logging import configure_logging
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import Observation
+from mcpl_host.probe_features import probe_handlers
 from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter, watch_stdout_reader
+from mcpl_host.stateless import ProtocolChoice
 from mcpl_host.supervisor import DEFAULT_HEALTH_TIMEOUT_SECONDS
 from mcpl_host.transports import process_tree
 from mcpl_host.transports.http_params import shown_http_url
@@ -249,11 +251,19 @@ def _connect_http(url: str, recorder: ProbeRecorder, **kwargs: Any) -> ServerCon
         raise click.UsageError(f"--url: {exc}") from None
 
 
-def _connect_config(server: ServerConfig, recorder: ProbeRecorder) -> ServerConnection:
+def _connect_config(
+    server: ServerConfig,
+    recorder: ProbeRecorder,
+    *,
+    handlers: HostHandlers | None = None,
+    protocol: ProtocolChoice = "auto",
+) -> ServerConnection:
     try:
-        return connect_from_config(server, observer=recorder)
+        conn = connect_from_config(server, observer=recorder, handlers=handlers)
     except ValueError as exc:
         raise click.UsageError(f"--config: {exc}") from None
+    conn.hosted.protocol = protocol
+    return conn
 
 
 def _load_config(ctx: click.Context, path: str) -> HostConfig:
@@ -465,6 +475,39 @@ Examples:
     help="Never grant capabilities matching PATTERN (repeatable; wins over --grant).",
 )
 @click.option(
+    "--protocol",
+    type=click.Choice(["auto", "handshake", "stateless"]),
+    default="auto",
+    show_default=True,
+    help="The MCP era: 'auto' asks server/discover (MCP 2026-07-28) over stdio and Streamable "
+    "HTTP and falls back to initialize; 'handshake' only initialize; 'stateless' only "
+    "server/discover.",
+)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    metavar="PATH",
+    help="Serve roots/list with this directory (or file:// URI; repeatable): the host then advertises roots.",
+)
+@click.option(
+    "--sampling-reply",
+    metavar="TEXT",
+    help="Serve sampling/createMessage with this canned answer: the host then advertises sampling.",
+)
+@click.option(
+    "--elicit-reply",
+    metavar="JSON|ACTION",
+    help="Serve elicitation/create (form and URL modes): a JSON object accepts a form with it "
+    "(and accepts a URL); accept, decline or cancel answers every elicitation so.",
+)
+@click.option(
+    "--ask",
+    is_flag=True,
+    help="Serve sampling and elicitation by asking on this terminal (what no canned reply "
+    "answers); needs a terminal on stdin.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -512,6 +555,11 @@ def probe(
     listen: float,
     grants: tuple[str, ...],
     denies: tuple[str, ...],
+    protocol: ProtocolChoice,
+    roots: tuple[str, ...],
+    sampling_reply: str | None,
+    elicit_reply: str | None,
+    ask: bool,
     as_json: bool,
     log_level: str,
     stderr_level: str,
@@ -563,6 +611,13 @@ def probe(
         raise click.UsageError("--header and --transport apply only with --url")
     if (ws_url or http_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
         raise click.UsageError("--env, --cwd and --inherit-env apply only to a command")
+    if ask and not sys.stdin.isatty():
+        raise click.UsageError("--ask needs a terminal on stdin")
+    try:
+        features = probe_handlers(roots, sampling_reply, elicit_reply, ask)
+    except ValueError as exc:  # never repeats the reply
+        raise click.UsageError(str(exc)) from None
+    served: dict[str, Any] = {"handlers": features, "protocol": protocol}
     policy = (
         GrantPolicy(grant=grants, deny=denies)
         if grants
@@ -590,7 +645,7 @@ def probe(
             "command": redact_command([server.command, *server.args]) if server.command else [],
             "config": {"file": config_file, "server": server_name},
         }
-        connect = functools.partial(_connect_config, server)
+        connect = functools.partial(_connect_config, server, **served)
     elif http_url is not None:
         headers = dict(http_headers)
         shown_secrets = [secret for secret in (token, *headers.values()) if secret]
@@ -603,6 +658,7 @@ def probe(
             transport=http_transport,
             policy=policy,
             limits=limits,
+            **served,
         )
     elif ws_url is not None:
         redactor = Redactor(server_secrets(url=ws_url, token=token, explicit=explicit_secrets))
@@ -616,6 +672,7 @@ def probe(
             limits=limits,
             secrets=explicit_secrets,
             open_timeout_seconds=timeout,
+            **served,
         )
     else:
         name = None
@@ -633,6 +690,7 @@ def probe(
             policy=policy,
             limits=limits,
             stderr_log_level=stderr_level,
+            **served,
         )
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)

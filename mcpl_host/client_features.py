@@ -45,6 +45,7 @@ __all__ = [
     "CLIENT_FEATURE_METHODS",
     "ClientFeatureService",
     "ClientFeatures",
+    "ElicitationAction",
     "ElicitationHandler",
     "ElicitationMode",
     "ElicitationRequest",

@@ -55,11 +55,14 @@ from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError
 from mcpl_host.logging import LogBudget, Redactor, get_logger
 from mcpl_host.mcp_methods import (
     CallToolResult,
+    CompleteResult,
     GetPromptResult,
     Prompt,
+    PromptReference,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    ResourceTemplateReference,
     Tool,
 )
 from mcpl_host.mcpl.channel_calls import ChannelOpenResult, PublishResult
@@ -293,7 +296,8 @@ class _HostObserver:
 class ServerSnapshot:
     """Where one server stands (``Host.snapshot()``): ``state`` (the supervisor's),
     ``attempts``, ``connections_opened``; for a connected server ``server_name``,
-    ``server_version``, ``protocol_version``, ``mcpl`` (``MCPLState`` value), the grant in
+    ``server_version``, ``protocol_version``, ``era`` (``"handshake"`` or ``"stateless"``),
+    ``mcpl`` (``MCPLState`` value), the grant in
     force (``effective_capabilities``) and ``enabled_feature_sets``; ``channels`` registered
     now; ``last_disconnect`` (the reason of the last ``disconnected``, or None)."""
 
@@ -305,6 +309,7 @@ class ServerSnapshot:
     server_version: str | None = None
     protocol_version: str | None = None
     mcpl: str | None = None
+    era: str | None = None
     effective_capabilities: tuple[str, ...] = ()
     enabled_feature_sets: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
@@ -580,6 +585,7 @@ class Host:
                 server_name=info.name if info else None,
                 server_version=info.version if info else None,
                 protocol_version=info.protocol_version if info else None,
+                era=info.era if info else None,
                 mcpl=conn.mcpl_state.value if conn is not None else None,
                 effective_capabilities=tuple(sorted(grant.paths)) if grant is not None else (),
                 enabled_feature_sets=tuple(sorted(derivation.enabled)) if derivation is not None else (),
@@ -656,6 +662,40 @@ class Host:
     ) -> GetPromptResult:
         """``prompts/get`` on ``server``."""
         return await (await self._conn(server, timeout)).get_prompt(name, arguments, timeout=timeout)
+
+    async def complete(
+        self,
+        server: str,
+        ref: PromptReference | ResourceTemplateReference,
+        argument: str,
+        value: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> CompleteResult:
+        """``completion/complete`` on ``server``."""
+        conn = await self._conn(server, timeout)
+        return await conn.complete(ref, argument, value, context=context, timeout=timeout)
+
+    async def set_log_level(self, server: str, level: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``logging/setLevel`` on ``server`` (the ``_meta`` log level on a stateless
+        connection). It is not replayed after a restart: set it again on ``ready``."""
+        await (await self._conn(server, timeout)).set_log_level(level, timeout=timeout)
+
+    async def subscribe_resource(self, server: str, uri: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``resources/subscribe`` on ``server`` (not replayed after a restart)."""
+        await (await self._conn(server, timeout)).subscribe_resource(uri, timeout=timeout)
+
+    async def unsubscribe_resource(self, server: str, uri: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``resources/unsubscribe`` on ``server``."""
+        await (await self._conn(server, timeout)).unsubscribe_resource(uri, timeout=timeout)
+
+    def roots_changed(self, *servers: str) -> list[str]:
+        """Send ``notifications/roots/list_changed`` to each connected server of ``servers``
+        (default: all) whose handlers serve roots, in the handshake era
+        (``ServerConnection.roots_changed``); a ``Roots`` given to the handlers does this by
+        itself on ``set()``. Returns the names notified. Raises ``UnknownServer``."""
+        return [conn.name for conn in self._ready_connections(list(servers) or None) if conn.roots_changed()]
 
     async def update_policy(
         self,
