@@ -34,7 +34,8 @@ Rules of this module:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -255,6 +256,7 @@ class MCPClient:
         self.cached_prompts: list[Prompt] | None = None
         self._tools_by_name: dict[str, Tool] = {}
         self._refreshing: set[str] = set()
+        self._in_flight: dict[str, int] = {}
         self._stale: set[str] = set()
         #: Called (it must not block) with a list's name after a background refresh.
         self.on_list_refreshed: Callable[[str], None] | None = None
@@ -287,21 +289,19 @@ class MCPClient:
     async def list_tools(self) -> list[Tool]:
         """``tools/list``, every page; kept as ``cached_tools`` (the output schemas
         ``call_tool`` checks against)."""
-        tools = [
-            t for item in await self._list_all("tools/list", "tools") if (t := read_tool(item)) is not None
-        ]
-        self.cached_tools = tools
-        self._tools_by_name = {tool.name: tool for tool in tools}
+        with self._listing("tools"):
+            items = await self._list_all("tools/list", "tools")
+            tools = [t for item in items if (t := read_tool(item)) is not None]
+            self.cached_tools = tools
+            self._tools_by_name = {tool.name: tool for tool in tools}
         return tools
 
     async def list_resources(self) -> list[Resource]:
         """``resources/list``, every page; kept as ``cached_resources``."""
-        resources = [
-            r
-            for item in await self._list_all("resources/list", "resources")
-            if (r := read_resource(item)) is not None
-        ]
-        self.cached_resources = resources
+        with self._listing("resources"):
+            items = await self._list_all("resources/list", "resources")
+            resources = [r for item in items if (r := read_resource(item)) is not None]
+            self.cached_resources = resources
         return resources
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
@@ -314,23 +314,38 @@ class MCPClient:
 
     async def list_prompts(self) -> list[Prompt]:
         """``prompts/list``, every page; kept as ``cached_prompts``."""
-        prompts = [
-            p
-            for item in await self._list_all("prompts/list", "prompts")
-            if (p := read_prompt(item)) is not None
-        ]
-        self.cached_prompts = prompts
+        with self._listing("prompts"):
+            items = await self._list_all("prompts/list", "prompts")
+            prompts = [p for item in items if (p := read_prompt(item)) is not None]
+            self.cached_prompts = prompts
         return prompts
+
+    @contextlib.contextmanager
+    def _listing(self, name: str) -> Iterator[None]:
+        """Around one listing of ``name``: a change announced while it is in flight (its
+        answer may predate the change) starts a refresh once it has ended."""
+        self._in_flight[name] = self._in_flight.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            self._in_flight[name] -= 1
+            if name in self._stale and name not in self._refreshing and not self._in_flight[name]:
+                self._start_refresh(name)
 
     def on_notification(self, method: str, params: Any) -> None:
         """A server notification (from the read loop; does not block): a
-        ``notifications/*/list_changed`` of a list listed before starts its refresh."""
+        ``notifications/*/list_changed`` of a list listed before (or being listed) starts
+        its refresh."""
         name = LIST_CHANGED.get(method)
-        if name is None or getattr(self, f"cached_{name}") is None or self._spawn is None:
+        if name is None or self._spawn is None:
             return
-        if name in self._refreshing:
-            self._stale.add(name)  # refreshed again once the refresh in progress ends
-            return
+        if self._in_flight.get(name) or name in self._refreshing:
+            self._stale.add(name)  # refreshed once the listing in progress ends
+        elif getattr(self, f"cached_{name}") is not None:
+            self._start_refresh(name)
+
+    def _start_refresh(self, name: str) -> None:
+        assert self._spawn is not None
         self._refreshing.add(name)
         if not self._spawn(lambda: self._refresh(name)):
             self._refreshing.discard(name)
