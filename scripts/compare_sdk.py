@@ -121,7 +121,9 @@ async def run_sdk(target: Target, mode: str) -> Row:
     row = Row(target.server, target.transport, f"SDK Client ({mode})")
 
     async def sampling(context: Any, params: Any) -> Any:
-        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="forty-two"), model="compare")
+        return CreateMessageResult(
+            role="assistant", content=TextContent(type="text", text="forty-two"), model="compare"
+        )
 
     async def roots(context: Any) -> Any:
         return ListRootsResult(roots=[Root(uri=ROOT.as_uri(), name=ROOT.name)])  # type: ignore[arg-type]
@@ -156,7 +158,9 @@ async def run_sdk(target: Target, mode: str) -> Row:
                 result = await client.call_tool(*target.call)
                 row.call = "error result" if result.is_error else "ok"
                 caps = session.server_capabilities
-                row.resources = len((await client.list_resources()).resources) if caps and caps.resources else "-"
+                row.resources = (
+                    len((await client.list_resources()).resources) if caps and caps.resources else "-"
+                )
                 row.prompts = len((await client.list_prompts()).prompts) if caps and caps.prompts else "-"
     except Exception as exc:
         row.error = f"{type(exc).__name__}: {exc}"[:160]
@@ -173,7 +177,9 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _http_server(command: list[str], env: dict[str, str] | None = None, port_line: bool = False) -> Iterator[int]:
+def _http_server(
+    command: list[str], env: dict[str, str] | None = None, port_line: bool = False
+) -> Iterator[int]:
     port = 0 if port_line else _free_port()
     process = subprocess.Popen(
         command,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -303,3 +304,20 @@ def test_probe_reports_the_era_of_a_stateless_http_server(tmp_path: Path) -> Non
     finally:
         server.terminate()
         server.wait(TIMEOUT)
+
+
+def test_the_readme_client_features_example_runs_as_written(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    section = (root / "README.md").read_text().split("## Roots, sampling and elicitation", 1)[1]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found, "no python block under 'Roots, sampling and elicitation'"
+    program = tmp_path / "client_features.py"
+    program.write_text(found.group(1))
+    done = subprocess.run(
+        [sys.executable, str(program)], cwd=root, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines() == [
+        "stateless 2026-07-28",
+        f"roots={root.as_uri()} | sampled=you asked: About tea? | form=accept:Ada",
+    ]
