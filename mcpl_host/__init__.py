@@ -3,6 +3,18 @@
 The public API, re-exported. See README.md for an embedding example.
 """
 
+from mcpl_host.client_features import (
+    ClientFeatures,
+    ElicitationHandler,
+    ElicitationRequest,
+    ElicitationResult,
+    Root,
+    Roots,
+    RootsProvider,
+    SamplingHandler,
+    SamplingRequest,
+    SamplingResult,
+)
 from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
 from mcpl_host.connect import (
     connect_http,
@@ -65,12 +77,17 @@ from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor, log_value
 from mcpl_host.mcp_methods import (
     CallToolResult,
+    CompleteResult,
     GetPromptResult,
+    InputRefused,
     MCPClient,
+    OutputSchemaError,
     Prompt,
+    PromptReference,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    ResourceTemplateReference,
     Tool,
 )
 from mcpl_host.mcpl.channel_calls import ChannelOpenResult, NotGranted, PublishMode, PublishResult
@@ -94,6 +111,7 @@ from mcpl_host.mcpl.turns import (
 from mcpl_host.observe import ConnectionObserver, Observation, ObservationKind
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import SHUTDOWN_SIGNALS, StopRouter, close_on_signals
+from mcpl_host.stateless import STATELESS_PROTOCOL_VERSIONS, Era, ProtocolChoice
 from mcpl_host.supervisor import EventSink, Supervisor, SupervisorState
 from mcpl_host.supervisor_policy import RestartPolicy
 
@@ -104,12 +122,15 @@ __all__ = [
     "EVENT_KINDS",
     "LIFECYCLE_KINDS",
     "SHUTDOWN_SIGNALS",
+    "STATELESS_PROTOCOL_VERSIONS",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "BeforeInferenceResult",
     "CallToolResult",
     "ChangeReceipt",
     "ChannelOpenResult",
+    "ClientFeatures",
     "ClientInfo",
+    "CompleteResult",
     "ConfigError",
     "ConnectingData",
     "Connection",
@@ -120,6 +141,10 @@ __all__ = [
     "DisabledReason",
     "DisconnectedData",
     "DroppedInjection",
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitationResult",
+    "Era",
     "ErrorCode",
     "EventKind",
     "EventSink",
@@ -143,6 +168,7 @@ __all__ = [
     "InferenceStream",
     "InitializeError",
     "Injection",
+    "InputRefused",
     "Invalid",
     "Limits",
     "LocalProtocolError",
@@ -157,12 +183,15 @@ __all__ = [
     "Observation",
     "ObservationKind",
     "OutgoingStream",
+    "OutputSchemaError",
     "PolicyChange",
     "PolicyOutcome",
     "PolicyState",
     "Position",
     "ProgressCallback",
     "Prompt",
+    "PromptReference",
+    "ProtocolChoice",
     "ProtocolError",
     "PublishMode",
     "PublishResult",
@@ -179,9 +208,16 @@ __all__ = [
     "RequestTimeout",
     "Resource",
     "ResourceTemplate",
+    "ResourceTemplateReference",
     "Response",
     "RestartPolicy",
     "RollbackResult",
+    "Root",
+    "Roots",
+    "RootsProvider",
+    "SamplingHandler",
+    "SamplingRequest",
+    "SamplingResult",
     "ServerConfig",
     "ServerConnection",
     "ServerInfo",

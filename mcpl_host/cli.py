@@ -124,7 +124,9 @@ class ProbeRecorder:
     dicts: ``kind`` (``"push/event"``, ``"notification"`` or ``"request"``), ``method``,
     ``params``, ``answer`` (the result we sent) or ``error`` (the error object we sent),
     ``time`` (ISO 8601 UTC). The probe's handlers are the defaults (``HostHandlers``): every
-    admitted ``push/event`` is accepted, other requests are ``-32601``. ``on_event`` is called
+    admitted ``push/event`` is accepted, other requests are ``-32601``; with ``--root``,
+    ``--sampling-reply``, ``--elicit-reply`` or ``--ask`` those client features are served
+    (``probe_features.probe_handlers``). ``on_event`` is called
     with each new event (from the read loop or a handler task; it must not block)."""
 
     def __init__(self) -> None:

@@ -35,7 +35,7 @@ Rules of this module:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -321,7 +321,7 @@ class MCPClient:
         return prompts
 
     @contextlib.contextmanager
-    def _listing(self, name: str) -> Iterator[None]:
+    def _listing(self, name: str) -> Generator[None]:
         """Around one listing of ``name``: a change announced while it is in flight (its
         answer may predate the change) starts a refresh once it has ended."""
         self._in_flight[name] = self._in_flight.get(name, 0) + 1

@@ -44,6 +44,7 @@ __all__ = ["CannedElicitation", "CannedSampling", "TerminalElicitation", "Termin
 PROBE_MODEL = "mcpl-host-probe"
 _BOTH_MODES: tuple[ElicitationMode, ...] = ("form", "url")
 T = TypeVar("T")
+_ACTIONS: dict[str, ElicitationAction] = {"accept": "accept", "decline": "decline", "cancel": "cancel"}
 
 
 class CannedSampling:
@@ -175,8 +176,9 @@ def probe_handlers(
         return None
     elicitation: CannedElicitation | TerminalElicitation | None = TerminalElicitation() if ask else None
     if elicit_reply is not None:
-        if elicit_reply in ("accept", "decline", "cancel"):
-            elicitation = CannedElicitation(cast("ElicitationAction", elicit_reply))
+        action = _ACTIONS.get(elicit_reply)
+        if action is not None:
+            elicitation = CannedElicitation(action)
         else:
             try:
                 content = json.loads(elicit_reply)

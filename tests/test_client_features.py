@@ -442,3 +442,18 @@ async def test_a_server_log_message_without_a_logger_shows_no_null(tmp_path: Pat
         assert f'server log message             data="{data}" server=scripted_server' in line
         assert "[null]" not in line and "[None]" not in line
     assert "server log message             [db] data=named" in plain[2]
+
+
+def test_probe_options_for_client_features_are_checked_before_anything_starts() -> None:
+    from click.testing import CliRunner
+
+    from mcpl_host.cli import main
+
+    runner = CliRunner()
+    bad = runner.invoke(main, ["probe", "--elicit-reply", "s3cr3t-not-json", "--", "true"])
+    assert bad.exit_code == 2 and "--elicit-reply must be a JSON object, accept, decline or cancel" in bad.output
+    assert "s3cr3t-not-json" not in bad.output.split("Error:", 1)[1]  # the reply is never repeated
+    ask = runner.invoke(main, ["probe", "--ask", "--", "true"], input="")
+    assert ask.exit_code == 2 and "--ask needs a terminal on stdin" in ask.output
+    root = runner.invoke(main, ["probe", "--root", "https://example.com/x", "--", "true"])
+    assert root.exit_code == 2 and "file:// URI" in root.output
