@@ -451,7 +451,9 @@ def test_probe_options_for_client_features_are_checked_before_anything_starts() 
 
     runner = CliRunner()
     bad = runner.invoke(main, ["probe", "--elicit-reply", "s3cr3t-not-json", "--", "true"])
-    assert bad.exit_code == 2 and "--elicit-reply must be a JSON object, accept, decline or cancel" in bad.output
+    assert (
+        bad.exit_code == 2 and "--elicit-reply must be a JSON object, accept, decline or cancel" in bad.output
+    )
     assert "s3cr3t-not-json" not in bad.output.split("Error:", 1)[1]  # the reply is never repeated
     ask = runner.invoke(main, ["probe", "--ask", "--", "true"], input="")
     assert ask.exit_code == 2 and "--ask needs a terminal on stdin" in ask.output

@@ -407,7 +407,9 @@ async def test_a_server_request_on_a_post_stream_is_answered_by_post_in_the_sess
         rows = server.requests()
     answer = next(row for row in rows if row["method"] == "POST" and '"s-1"' in row["body"])
     assert json.loads(answer["body"])["error"]["code"] == -32601
-    assert answer["headers"]["mcp-session-id"] == headers_of(rows, "POST")[2]["mcp-session-id"]  # after the probe and initialize
+    assert (
+        answer["headers"]["mcp-session-id"] == headers_of(rows, "POST")[2]["mcp-session-id"]
+    )  # after the probe and initialize
 
 
 async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(tmp_path: Path) -> None:
@@ -437,7 +439,9 @@ async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(
                 await conn.ping()
         rows = server.requests()
     cancel = next(row for row in rows if "notifications/cancelled" in row["body"])
-    assert cancel["headers"]["mcp-session-id"] == headers_of(rows, "POST")[2]["mcp-session-id"]  # after the probe and initialize
+    assert (
+        cancel["headers"]["mcp-session-id"] == headers_of(rows, "POST")[2]["mcp-session-id"]
+    )  # after the probe and initialize
 
 
 async def test_a_get_stream_refused_with_405_leaves_the_session_working(tmp_path: Path) -> None:
@@ -481,7 +485,9 @@ async def test_401_with_www_authenticate_says_the_server_wants_oauth(tmp_path: P
     async with bridge(tmp_path, "--status", "401", "--www-authenticate", challenge) as server:
         message = await _entry_error(server.url(), transport=transport)
     # The first POST is the era probe (MCP 2026-07-28): the refusal comes to it.
-    assert "answered the POST of server/discover with HTTP 401 (unauthorized): the server wants OAuth" in message
+    assert (
+        "answered the POST of server/discover with HTTP 401 (unauthorized): the server wants OAuth" in message
+    )
     assert "WWW-Authenticate: Bearer resource_metadata=" in message and "does not implement" in message
 
 
@@ -546,7 +552,9 @@ async def test_a_server_that_never_answers_times_out_clearly() -> None:
             limits=Limits(handshake_timeout_seconds=0.5, close_grace_seconds=0.5),
         )
         tg.cancel_scope.cancel()
-    assert message == "the server did not answer initialize within 0.5 seconds (nor server/discover before it)"
+    assert (
+        message == "the server did not answer initialize within 0.5 seconds (nor server/discover before it)"
+    )
     assert held  # the POST reached it
 
 
