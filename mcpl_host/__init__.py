@@ -6,6 +6,18 @@ The public API, re-exported. See README.md for an embedding example.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from mcpl_host.client_features import (
+    ClientFeatures,
+    ElicitationHandler,
+    ElicitationRequest,
+    ElicitationResult,
+    Root,
+    Roots,
+    RootsProvider,
+    SamplingHandler,
+    SamplingRequest,
+    SamplingResult,
+)
 from mcpl_host.connect import (
     connect_http,
     connect_stdio,
@@ -46,12 +58,17 @@ from mcpl_host.limits import LimitExceeded, Limits
 from mcpl_host.logging import Redactor, log_value
 from mcpl_host.mcp_methods import (
     CallToolResult,
+    CompleteResult,
     GetPromptResult,
+    InputRefused,
     MCPClient,
+    OutputSchemaError,
     Prompt,
+    PromptReference,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    ResourceTemplateReference,
     Tool,
 )
 from mcpl_host.mcpl.channel_calls import ChannelOpenResult, NotGranted, PublishMode, PublishResult
@@ -66,6 +83,11 @@ from mcpl_host.mcpl.state import FeatureSetStateStore, StateEntry, StateStore
 from mcpl_host.mcpl.state_calls import RollbackResult
 from mcpl_host.observe import ConnectionObserver, Observation, ObservationKind
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.stateless import (
+    STATELESS_PROTOCOL_VERSIONS,
+    Era,
+    ProtocolChoice,
+)
 
 if TYPE_CHECKING:
     from mcpl_host.config import (
@@ -180,12 +202,15 @@ __all__ = [
     "EVENT_KINDS",
     "LIFECYCLE_KINDS",
     "SHUTDOWN_SIGNALS",
+    "STATELESS_PROTOCOL_VERSIONS",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "BeforeInferenceResult",
     "CallToolResult",
     "ChangeReceipt",
     "ChannelOpenResult",
+    "ClientFeatures",
     "ClientInfo",
+    "CompleteResult",
     "ConfigError",
     "ConnectingData",
     "Connection",
@@ -196,6 +221,10 @@ __all__ = [
     "DisabledReason",
     "DisconnectedData",
     "DroppedInjection",
+    "ElicitationHandler",
+    "ElicitationRequest",
+    "ElicitationResult",
+    "Era",
     "ErrorCode",
     "EventKind",
     "EventSink",
@@ -219,6 +248,7 @@ __all__ = [
     "InferenceStream",
     "InitializeError",
     "Injection",
+    "InputRefused",
     "Invalid",
     "LimitExceeded",
     "Limits",
@@ -235,12 +265,15 @@ __all__ = [
     "Observation",
     "ObservationKind",
     "OutgoingStream",
+    "OutputSchemaError",
     "PolicyChange",
     "PolicyOutcome",
     "PolicyState",
     "Position",
     "ProgressCallback",
     "Prompt",
+    "PromptReference",
+    "ProtocolChoice",
     "ProtocolError",
     "PublishMode",
     "PublishResult",
@@ -257,9 +290,16 @@ __all__ = [
     "RequestTimeout",
     "Resource",
     "ResourceTemplate",
+    "ResourceTemplateReference",
     "Response",
     "RestartPolicy",
     "RollbackResult",
+    "Root",
+    "Roots",
+    "RootsProvider",
+    "SamplingHandler",
+    "SamplingRequest",
+    "SamplingResult",
     "ServerConfig",
     "ServerConnection",
     "ServerInfo",

@@ -75,7 +75,8 @@ from mcpl_host.limits import (
 from mcpl_host.logging import configure_logging, get_logger
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.observe import Observation
-from mcpl_host.probing import InferenceReply, ProbeWatch
+from mcpl_host.probe_features import probe_handlers
+from mcpl_host.probing import ProbeWatch
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.shell import cli as shell_cli
 from mcpl_host.signals import StopRouter, watch_stdout_reader
@@ -101,7 +102,11 @@ class ProbeRecorder:
     ``answer`` (the result we sent) or ``error`` (the error object we sent; for a refused
     notification, what was refused), ``reason`` (a refusal's), ``heldSeconds`` (for the
     answer of a request that was held), ``time`` (ISO 8601 UTC). Every server request is
-    recorded with its answer: ``channels/*`` and ``state/*`` included. ``on_event`` is called
+    recorded with its answer: ``channels/*`` and ``state/*`` included. The probe's handlers
+    are the defaults (``HostHandlers``): every admitted ``push/event`` is accepted, other
+    requests are ``-32601``; with ``--inference-reply``, ``--root``, ``--sampling-reply``,
+    ``--elicit-reply`` or ``--ask`` those features are served (``probe_features.probe_handlers``).
+    ``on_event`` is called
     with each new event (from the read loop or a handler task; it must not block)."""
 
     def __init__(self) -> None:
@@ -304,6 +309,30 @@ Examples:
     "listing ('inf': until Ctrl-C).",
 )
 @click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    metavar="PATH",
+    help="Serve roots/list with this directory (or file:// URI; repeatable): the host then advertises roots.",
+)
+@click.option(
+    "--sampling-reply",
+    metavar="TEXT",
+    help="Serve sampling/createMessage with this canned answer: the host then advertises sampling.",
+)
+@click.option(
+    "--elicit-reply",
+    metavar="JSON|ACTION",
+    help="Serve elicitation/create (form and URL modes): a JSON object accepts a form with it "
+    "(and accepts a URL); accept, decline or cancel answers every elicitation so.",
+)
+@click.option(
+    "--ask",
+    is_flag=True,
+    help="Serve sampling and elicitation by asking on this terminal (what no canned reply "
+    "answers); needs a terminal on stdin.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -334,6 +363,10 @@ def probe(
     ctx: click.Context,
     /,
     listen: float,
+    roots: tuple[str, ...],
+    sampling_reply: str | None,
+    elicit_reply: str | None,
+    ask: bool,
     as_json: bool,
     require_mcpl: bool,
     inference_reply: str | None,
@@ -359,7 +392,12 @@ def probe(
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP) before the listing was done
     """
     selection = select_servers(ctx, options, command)
-    handlers = InferenceReply(inference_reply) if inference_reply is not None else None
+    if ask and not sys.stdin.isatty():
+        raise click.UsageError("--ask needs a terminal on stdin")
+    try:
+        handlers = probe_handlers(roots, sampling_reply, elicit_reply, ask, inference_reply=inference_reply)
+    except ValueError as exc:  # never repeats the reply
+        raise click.UsageError(str(exc)) from None
     no_grant = [
         name
         for name, server in selection.servers.items()

@@ -183,7 +183,7 @@ async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) ->
 
 async def _read(conn: ServerConnection, uri: str) -> Outcome:
     result = await conn.read_resource(uri)
-    return Outcome(result.raw, _texts(result.contents))
+    return Outcome(result.raw, [c.text for c in result.contents if c.text is not None])
 
 
 async def _prompt(conn: ServerConnection, name: str, words: Sequence[str]) -> Outcome:
@@ -196,13 +196,11 @@ async def _prompt(conn: ServerConnection, name: str, words: Sequence[str]) -> Ou
             f"the server has no prompt {report.safe_text(name)!r} (it has: {_names([p.name for p in prompts])})"
         )
     try:
-        arguments = prompt_arguments(words, found.arguments)
+        arguments = prompt_arguments(words, _objects(found.raw.get("arguments")))
     except ArgumentError as exc:
         raise UsageProblem(str(exc)) from None
     result = await conn.get_prompt(name, arguments)
-    return Outcome(
-        result.raw, [text for message in _objects(result.messages) for text in _texts(message.get("content"))]
-    )
+    return Outcome(result.raw, [text for message in result.messages for text in _texts(message.content)])
 
 
 async def _send(conn: ServerConnection, method: str, params: Any) -> Outcome:

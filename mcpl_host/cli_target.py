@@ -49,6 +49,7 @@ from mcpl_host.mcpl.compat import COMPAT_SETTINGS
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import ConnectionObserver
 from mcpl_host.secrets import Redactor, redact_command
+from mcpl_host.stateless import PROTOCOL_CHOICES
 from mcpl_host.transports import process_tree
 from mcpl_host.transports.http_params import shown_http_url
 from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
@@ -260,6 +261,15 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
             "MCPL 0.5 as written; '0.4' hosts servers written for MCPL 0.4 hosts (the policy as a "
             "notification when the request fails, early requests held); 'auto' is strict for a "
             "server that says 0.5, else 0.4. With --config, only when given.",
+        ),
+        click.option(
+            "--protocol",
+            type=click.Choice(PROTOCOL_CHOICES),
+            default="auto",
+            show_default=True,
+            help="The MCP era: 'auto' asks server/discover (MCP 2026-07-28) over stdio and "
+            "Streamable HTTP and falls back to initialize; 'handshake' only initialize; "
+            "'stateless' only server/discover. With --config, only when given.",
         ),
         click.option(
             "--env",
@@ -505,6 +515,8 @@ def select_servers(
                 server = dataclasses.replace(server, grant_policy=policy)
             if "compat" in explicit:
                 server = dataclasses.replace(server, compat=options["compat"])
+            if "protocol" in explicit:
+                server = dataclasses.replace(server, protocol=options["protocol"])
             chosen[name] = server
         first = next(iter(chosen.values()))
         target: dict[str, Any] = {
@@ -521,6 +533,7 @@ def select_servers(
         grant_policy=policy,
         secrets=explicit_secrets,
         compat=options.get("compat", "auto"),
+        protocol=options.get("protocol", "auto"),
     )
     base = dataclasses.replace(base, limits=dataclasses.replace(base.limits, **limits_fields))
     if options["http_url"] is not None:

@@ -28,7 +28,9 @@
   {``enabled``, ``baseDelay``, ``maxDelay``, ``jitter``, ``healthyAfter``, ``maxFailures``,
   ``failureWindow``} (rules: ``supervisor_policy``), ``secrets`` (extra strings to redact, at
   least ``MIN_SECRET_CHARS`` long), ``compat`` (``"strict"``, ``"0.4"`` or ``"auto"``, the
-  default: the compatibility profile, ``mcpl_host.mcpl.compat``), ``disabled``. Values that may be secret (``env``,
+  default: the compatibility profile, ``mcpl_host.mcpl.compat``), ``protocol``
+  (``"auto"``, the default, ``"handshake"`` or ``"stateless"``: the MCP era to speak,
+  ``mcpl_host.stateless``), ``disabled``. Values that may be secret (``env``,
   ``args``, ``headers``, ``token``, ``url``) never appear in a message nor in a repr; which
   of them are secrets is decided by ``mcpl_host.secrets.server_secrets``.
 - **Transport.** ``transport`` (or ``type``, as some clients write it): ``"stdio"``,
@@ -78,6 +80,7 @@ from mcpl_host.secrets import (
     server_secrets,
     shown_env,
 )
+from mcpl_host.stateless import PROTOCOL_CHOICES, ProtocolChoice
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
 
 __all__ = [
@@ -129,6 +132,7 @@ _KEYS = {
             "limits",
             "restart",
             "compat",
+            "protocol",
         ),
         ("", "", ""),
     ),
@@ -206,6 +210,8 @@ class ServerConfig:
     disabled: bool = False
     #: The compatibility setting (config key ``compat``).
     compat: CompatSetting = "auto"
+    #: The MCP era to speak (config key ``protocol``; ``mcpl_host.stateless``).
+    protocol: ProtocolChoice = "auto"
 
     @property
     def secrets_for_redaction(self) -> tuple[str, ...]:
@@ -237,7 +243,7 @@ class ServerConfig:
         fields.append(f"secrets=<{len(self.secrets)} hidden>")
         fields.append(f"grant_policy={self.grant_policy!r}, feature_set_policy={self.feature_set_policy!r}")
         fields.append(f"limits={self.limits!r}, restart_policy={self.restart_policy!r}")
-        fields.append(f"compat={self.compat!r}")
+        fields.append(f"compat={self.compat!r}, protocol={self.protocol!r}")
         fields.append(f"disabled={self.disabled!r}")
         return f"ServerConfig({', '.join(fields)})"
 
@@ -533,6 +539,16 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
         )
         if compat is not None:
             kw["compat"] = compat
+    if "protocol" in entry:
+        protocol = p.typed(
+            entry["protocol"],
+            _at(loc, "protocol"),
+            lambda v: v in PROTOCOL_CHOICES,
+            '"auto", "handshake" or "stateless"',
+            show=True,
+        )
+        if protocol is not None:
+            kw["protocol"] = protocol
     kw["feature_set_policy"] = _feature_sets(entry.get("featureSets", _ABSENT), _at(loc, "featureSets"), p)
     kw["limits"] = _limits(entry, loc, p)
     kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)

@@ -21,6 +21,7 @@ from mcpl_host.mcpl.state import StateStore
 from mcpl_host.observe import ConnectionObserver
 from mcpl_host.secrets import Redactor, redact_command, server_secrets
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.stateless import ProtocolChoice
 from mcpl_host.transports.http_params import HTTPParameters, HTTPTransportKind, shown_http_url
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 from mcpl_host.transports.ws_params import (
@@ -116,6 +117,7 @@ def stdio_server(
     keep_tree: bool = True,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
+    protocol: ProtocolChoice = "auto",
 ) -> HostedServer:
     """A ``HostedServer`` whose every transport spawns ``command args`` and speaks MCP/MCPL
     over its stdio (MCP 2025-11-25 "Transports", stdio).
@@ -126,7 +128,9 @@ def stdio_server(
     redacted from every log line and error about this server (docs/protocol.md L2).
     ``policy`` defaults to granting nothing (MCPL §5.4). ``keep_tree`` (Linux): on close,
     stop every descendant of the server, not only its process group
-    (``transports.process_tree``). See ``HostedServer`` for the rest.
+    (``transports.process_tree``). ``protocol``: the era to speak (``"auto"``: probe with
+    ``server/discover``, fall back to ``initialize``; see ``HostedServer``). See
+    ``HostedServer`` for the rest.
     """
     limits = limits or Limits()
     redactor = Redactor(server_secrets(env=env, args=[command, *args], explicit=secrets))
@@ -159,6 +163,7 @@ def stdio_server(
         redactor=redactor,
         client_info=client_info,
         state_store=state_store,
+        protocol=protocol,
         describe=" ".join(redact_command([command, *args], redactor)),
     )
 
@@ -183,6 +188,7 @@ def connect_stdio(
     keep_tree: bool = True,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
+    protocol: ProtocolChoice = "auto",
 ) -> ServerConnection:
     """One ``ServerConnection`` of a new ``stdio_server(...)`` (same arguments): entering it
     spawns the server and runs the handshake. See ``ServerConnection`` for errors."""
@@ -205,6 +211,7 @@ def connect_stdio(
         keep_tree=keep_tree,
         client_info=client_info,
         state_store=state_store,
+        protocol=protocol,
     ).open_connection()
 
 
@@ -229,6 +236,7 @@ def websocket_server(
     ssl_context: ssl.SSLContext | None = None,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
+    protocol: ProtocolChoice = "auto",
 ) -> HostedServer:
     """A ``HostedServer`` whose every transport dials ``url`` (``ws://`` or ``wss://``) and
     speaks MCP/MCPL over a WebSocket, one JSON-RPC message per text frame (RFC 6455;
@@ -293,6 +301,7 @@ def websocket_server(
         redactor=redactor,
         client_info=client_info,
         state_store=state_store,
+        protocol=protocol,
         describe=shown,
     )
 
@@ -318,6 +327,7 @@ def connect_websocket(
     ssl_context: ssl.SSLContext | None = None,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
+    protocol: ProtocolChoice = "auto",
 ) -> ServerConnection:
     """One ``ServerConnection`` of a new ``websocket_server(...)`` (same arguments).
 
@@ -344,6 +354,7 @@ def connect_websocket(
         ssl_context=ssl_context,
         client_info=client_info,
         state_store=state_store,
+        protocol=protocol,
     ).open_connection()
 
 
@@ -365,6 +376,7 @@ def http_server(
     ssl_context: ssl.SSLContext | None = None,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
+    protocol: ProtocolChoice = "auto",
 ) -> HostedServer:
     """A ``HostedServer`` for the MCP server at ``url`` (``http://`` or ``https://``).
 
@@ -415,6 +427,7 @@ def http_server(
         redactor=redactor,
         client_info=client_info,
         state_store=state_store,
+        protocol=protocol,
         describe=shown,
     )
 
@@ -437,6 +450,7 @@ def connect_http(
     ssl_context: ssl.SSLContext | None = None,
     client_info: ClientInfo | None = None,
     state_store: StateStore | None = None,
+    protocol: ProtocolChoice = "auto",
 ) -> ServerConnection:
     """One ``ServerConnection`` of a new ``http_server(...)`` (same arguments).
 
@@ -460,4 +474,5 @@ def connect_http(
         ssl_context=ssl_context,
         client_info=client_info,
         state_store=state_store,
+        protocol=protocol,
     ).open_connection()

@@ -84,6 +84,18 @@ from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger, log_value
+from mcpl_host.stateless import (
+    LATEST_STATELESS_VERSION,
+    FallBack,
+    ProtocolChoice,
+    Retry,
+    after_discover_error,
+    after_discover_result,
+    after_initialize_refusal,
+    discover_params,
+    may_carry_stateless,
+    stateless_capabilities,
+)
 from mcpl_host.transports.base import Transport
 
 __all__ = [
@@ -553,45 +565,157 @@ class Connection:
 
     # --- the handshake -----------------------------------------------------------------------
 
-    async def handshake(self, client: ClientInfo, mcpl_advertisement: dict[str, Any] | None) -> ServerInfo:
-        """``initialize``, then ``notifications/initialized`` strictly next (MCP 2025-11-25,
-        "Lifecycle"; docs/protocol.md H1-H6). ``mcpl_advertisement``: the host's
-        ``experimental.mcpl`` (MCPL §5.2), or None to offer no MCPL.
+    async def handshake(
+        self,
+        client: ClientInfo,
+        mcpl_advertisement: dict[str, Any] | None,
+        features: dict[str, Any] | None = None,
+        *,
+        protocol: ProtocolChoice = "handshake",
+    ) -> ServerInfo:
+        """Settle the protocol era, then run its opening (``mcpl_host.stateless`` decides,
+        this does the I/O). ``mcpl_advertisement``: the host's ``experimental.mcpl`` (MCPL
+        §5.2), or None to offer no MCPL; ``features``: the client feature capabilities
+        served (``ClientFeatures.capabilities()``).
+
+        - ``protocol="handshake"``: ``initialize``, then ``notifications/initialized``
+          strictly next (MCP 2025-11-25, "Lifecycle"; docs/protocol.md H1-H6).
+        - ``"auto"``: where the transport may carry MCP 2026-07-28, first a
+          ``server/discover`` probe (waiting at most ``limits.discover_timeout_seconds``,
+          never cancelled), falling back to ``initialize`` for a handshake-era server; an
+          ``initialize`` refused with ``-32022`` naming a stateless version is probed again
+          at it, once.
+        - ``"stateless"``: only ``server/discover``.
+
+        One deadline, ``limits.handshake_timeout_seconds``, covers everything.
 
         Raises:
-            InitializeError: refused (with ``code``, ``data``), a protocol version we do not
-                implement, the server went away (``exit_status``, ``stderr_tail``), or no
-                answer within ``limits.handshake_timeout_seconds`` (saying what arrived
-                instead: lines that were not JSON-RPC, with a sample; an answer whose id
-                only looks like ours).
+            InitializeError: refused (with ``code``, ``data``: a ``-32022`` keeps the
+                server's ``supported`` list), no protocol version in common, the server went
+                away (``exit_status``, ``stderr_tail``), or no answer before the deadline
+                (saying what arrived instead: lines that were not JSON-RPC, with a sample; an
+                answer whose id only looks like ours).
         """
         timeout = self.limits.handshake_timeout_seconds
+        deadline = anyio.current_time() + timeout
+        features = features or {}
+        identity = {"name": client.name, "version": client.version}
+        probe_timed_out = False
+
+        def remaining() -> float:
+            return max(0.0, deadline - anyio.current_time())
+
+        def failure(message: str, **extra: Any) -> InitializeError:
+            extra.setdefault("stderr_tail", self.stderr_tail)
+            return InitializeError(message, **extra)
+
+        async def discover(version: str, *, window: float) -> Any:
+            """The discover result, or None when no answer came within ``window``; never
+            cancelled (a late answer is an orphan). Raises what the answer raises."""
+            link = self._require_link()
+            slot = Slot(None, self.redactor)
+            params = discover_params(version, identity, stateless_capabilities(features))
+            pending, data = self._session.start_request("server/discover", params, slot=slot)
+            link.send(data)
+            with anyio.move_on_after(window):
+                await slot.event.wait()
+            if not slot.event.is_set():
+                self._session.forget(pending.id)
+                return None
+            return slot.outcome()
+
+        async def probe(version: str, *, retried: bool) -> ServerInfo | FallBack:
+            nonlocal probe_timed_out
+            window = (
+                remaining()
+                if protocol == "stateless"
+                else min(self.limits.discover_timeout_seconds, remaining())
+            )
+            try:
+                result = await discover(version, window=window)
+            except RemoteError as exc:
+                refusal = after_discover_error(
+                    exc.code, exc.message, exc.data, retried=retried, redactor=self.redactor
+                )
+                if isinstance(refusal, InitializeError):
+                    raise failure(refusal.message, code=refusal.code, data=refusal.data) from None
+                if isinstance(refusal, Retry):
+                    return await probe(refusal.version, retried=True)
+                if protocol == "stateless":
+                    raise failure(
+                        f"the server refused server/discover: {log_value(exc.message, self.redactor)}",
+                        code=exc.code,
+                        data=exc.data,
+                    ) from None
+                return refusal
+            except (RemoteProtocolError, UnreadableAnswer) as exc:
+                if protocol == "stateless":
+                    raise failure(f"the server's answer to server/discover is malformed: {exc}") from None
+                return FallBack(str(exc))
+            except ConnectionLost as exc:
+                raise failure(
+                    f"the server went away before answering server/discover ({exc})",
+                    exit_status=exc.exit_status,
+                    stderr_tail=exc.stderr_tail or self.stderr_tail,
+                ) from None
+            if result is None:
+                probe_timed_out = True
+                if protocol == "stateless":
+                    raise failure(
+                        f"the server did not answer server/discover within {describe_seconds(timeout)}"
+                    )
+                return FallBack("no answer to server/discover within its window")
+            verdict = after_discover_result(
+                result, offers_mcpl=mcpl_advertisement is not None, redactor=self.redactor
+            )
+            if isinstance(verdict, FallBack) and protocol == "stateless":
+                raise failure(f"the server cannot be spoken to statelessly: {verdict.reason}")
+            return verdict
+
+        def adopt(info: ServerInfo) -> ServerInfo:
+            self.server_info = info
+            self._session.discover_completed()
+            self._require_link().transport.negotiated(info.protocol_version)
+            return info
+
+        probing = protocol != "handshake" and may_carry_stateless(self._require_link().transport)
+        if protocol == "stateless" and not probing:
+            raise failure("this transport does not carry the stateless MCP revision (2026-07-28)")
+        if probing:
+            verdict = await probe(LATEST_STATELESS_VERSION, retried=False)
+            if isinstance(verdict, ServerInfo):
+                return adopt(verdict)
+            self._log.debug("speaking the handshake era", reason=verdict.reason)
         try:
             await self.request(
                 "initialize",
-                initialize_params(client.name, client.version, mcpl_advertisement),
-                timeout=timeout,
+                initialize_params(client.name, client.version, mcpl_advertisement, features),
+                timeout=remaining(),
                 on_answer=self._on_initialize_answer,
             )
         except RemoteError as exc:  # H2 included: an id-less error answers initialize
-            raise InitializeError(
-                f"the server refused initialize: {log_value(exc.message, self.redactor)}",
+            retry = after_initialize_refusal(exc.code, exc.data, probed=probing and not probe_timed_out)
+            if retry is not None and protocol != "handshake":
+                verdict = await probe(retry.version, retried=True)
+                if isinstance(verdict, ServerInfo):
+                    return adopt(verdict)
+            supported = exc.data.get("supported") if is_object(exc.data) else None
+            named = f" (it supports: {log_value(supported, self.redactor)})" if supported is not None else ""
+            raise failure(
+                f"the server refused initialize: {log_value(exc.message, self.redactor)}{named}",
                 code=exc.code,
                 data=exc.data,
-                stderr_tail=self.stderr_tail,
             ) from None
         except (RemoteProtocolError, UnreadableAnswer) as exc:
-            raise InitializeError(
-                f"the server's answer to initialize is malformed: {exc}", stderr_tail=self.stderr_tail
-            ) from None
+            raise failure(f"the server's answer to initialize is malformed: {exc}") from None
         except RequestTimeout:
-            raise InitializeError(
-                f"the server did not answer initialize within {describe_seconds(timeout)}"
-                + self._what_came_instead(),
-                stderr_tail=self.stderr_tail,
+            nor = " (nor server/discover before it)" if probe_timed_out else ""
+            raise failure(
+                f"the server did not answer initialize within {describe_seconds(timeout)}{nor}"
+                + self._what_came_instead()
             ) from None
         except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
-            raise InitializeError(
+            raise failure(
                 f"the server went away before answering initialize ({exc})",
                 exit_status=exc.exit_status,
                 stderr_tail=exc.stderr_tail or self.stderr_tail,

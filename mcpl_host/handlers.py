@@ -12,6 +12,12 @@ request is ever left unanswered (MCPL §6.6; docs/protocol.md R2).
 - Admission (the capability grant, the feature set) and params validation have already run
   when a request handler is called; what a handler returns is checked for shape, and a wrong
   shape is answered ``-32603`` and logged (``mcpl.server_methods``).
+- Client features (MCP 2025-11-25 "Client Features"): ``HostHandlers(roots=..., sampling=...,
+  elicitation=...)`` or the class attributes of those names (``client_features``); each one
+  given is advertised and served, by a server request or, in MCP 2026-07-28, by an input
+  request (``mcpl_host.client_features``). Without them ``roots/list``,
+  ``sampling/createMessage`` and ``elicitation/create`` go to ``request`` (default
+  ``-32601``) and are not advertised.
 - Configuration without subclassing: ``HostHandlers(model_info={...}, channel_patterns=(...))``.
   A subclass with its own ``__init__`` need not call ``super().__init__()``: the class
   defaults (no model information, every channel id allowed) then apply.
@@ -23,6 +29,16 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import TypeIs
+
+from mcpl_host.client_features import (
+    ClientFeatures,
+    ElicitationHandler,
+    Roots,
+    RootsProvider,
+    RootsSource,
+    SamplingHandler,
+)
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import ConnectionLost, ErrorCode, HandlerError, MCPLHostError, MethodNotFound
 from mcpl_host.mcpl.policy import PolicyOutcome
@@ -32,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HostHandlers",
+    "client_features",
     "InferenceStream",
     "Notifier",
     "RequestContext",
@@ -93,13 +110,31 @@ class HostHandlers:
     configured_model_info: Mapping[str, Any] | None = None
     #: Channel-id globs allowed (MCPL §14.5); None: every channel id.
     channel_patterns: tuple[str, ...] | None = None
+    #: Answers ``roots/list`` (``Roots`` or the application's ``RootsProvider``); None: not served.
+    roots: RootsProvider | None = None
+    #: Answers ``sampling/createMessage``; None: not served.
+    sampling: SamplingHandler | None = None
+    #: Answers ``elicitation/create`` in the modes it names; None: not served.
+    elicitation: ElicitationHandler | None = None
 
     def __init__(
         self,
         *,
         model_info: Mapping[str, Any] | None = None,
         channel_patterns: Iterable[str] | None = None,
+        roots: RootsProvider | RootsSource | None = None,
+        sampling: SamplingHandler | None = None,
+        elicitation: ElicitationHandler | None = None,
     ) -> None:
+        """``roots``: a ``RootsProvider`` (such as ``Roots``), or a list of roots (``Root``,
+        ``file://`` URIs or paths) or a callable giving one, made into ``Roots``. Raises
+        ``ValueError`` for a root that is neither a ``file://`` URI nor a path."""
+        if roots is not None:
+            self.roots = roots if _is_provider(roots) else Roots(roots)
+        if sampling is not None:
+            self.sampling = sampling
+        if elicitation is not None:
+            self.elicitation = elicitation
         if model_info is not None:
             self.configured_model_info = dict(model_info)
         if channel_patterns is not None:
@@ -153,8 +188,9 @@ class HostHandlers:
         return None
 
     async def request(self, context: RequestContext, params: Any) -> Any:
-        """Any other server request (``roots/list``, ``sampling/createMessage``, ...).
-        Default: ``-32601 Method not found`` (we advertise neither roots nor sampling)."""
+        """Any other server request, and ``roots/list``, ``sampling/createMessage`` or
+        ``elicitation/create`` when its handler is not given (then not advertised either).
+        Default: ``-32601 Method not found``."""
         raise MethodNotFound(context.method)
 
     def on_notification(self, server: str, method: str, params: Any) -> None:
@@ -190,6 +226,16 @@ class HostHandlers:
     def on_orphan_response(self, server: str, response: Response) -> None:
         """A response naming no pending request: a late answer after a timeout or a
         cancellation (docs/protocol.md R5). Must not block."""
+
+
+def _is_provider(value: object) -> TypeIs[RootsProvider]:
+    return callable(getattr(value, "list_roots", None)) and callable(getattr(value, "watch", None))
+
+
+def client_features(handlers: HostHandlers) -> ClientFeatures:
+    """The client features ``handlers`` serve now (read at each handshake): what the host
+    advertises and answers (``mcpl_host.client_features``)."""
+    return ClientFeatures(roots=handlers.roots, sampling=handlers.sampling, elicitation=handlers.elicitation)
 
 
 def serves_inference(handlers: HostHandlers) -> bool:

@@ -7,7 +7,7 @@ Pure functions and values; the connection does the I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from mcpl_host.jsonrpc.errors import InitializeError
 from mcpl_host.jsonrpc.values import is_object
@@ -20,6 +20,7 @@ __all__ = [
     "SERVED_MCPL_VERSIONS",
     "SUPPORTED_PROTOCOL_VERSIONS",
     "ServerInfo",
+    "client_capabilities",
     "host_advertisement",
     "initialize_params",
     "read_initialize_result",
@@ -64,14 +65,29 @@ def host_advertisement(*, inference_request: bool, model_info: bool) -> dict[str
     return advertisement
 
 
-def initialize_params(
-    client_name: str, client_version: str, mcpl_advertisement: dict[str, Any] | None = None
+def client_capabilities(
+    features: dict[str, Any] | None = None, mcpl_advertisement: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Params of our ``initialize`` request (MCP 2025-11-25 "Lifecycle"; MCPL §5.2).
-    ``mcpl_advertisement``: the host's ``experimental.mcpl``; None offers no MCPL."""
-    capabilities: dict[str, Any] = {}
+    """The host's ``ClientCapabilities`` (MCP 2025-11-25 "Lifecycle", capability
+    negotiation; MCPL §5.2): ``features`` (``ClientFeatures.capabilities()``: ``roots``,
+    ``sampling``, ``elicitation``, each only when served) and, unless None, the MCPL
+    advertisement as ``experimental.mcpl``."""
+    capabilities: dict[str, Any] = {key: dict(value) for key, value in (features or {}).items()}
     if mcpl_advertisement is not None:
         capabilities["experimental"] = {"mcpl": dict(mcpl_advertisement)}
+    return capabilities
+
+
+def initialize_params(
+    client_name: str,
+    client_version: str,
+    mcpl_advertisement: dict[str, Any] | None = None,
+    features: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Params of our ``initialize`` request (MCP 2025-11-25 "Lifecycle"; MCPL §5.2).
+    ``mcpl_advertisement``: the host's ``experimental.mcpl``; None offers no MCPL.
+    ``features``: the client feature capabilities served (``client_capabilities``)."""
+    capabilities = client_capabilities(features, mcpl_advertisement)
     return {
         "protocolVersion": LATEST_PROTOCOL_VERSION,
         "capabilities": capabilities,
@@ -87,6 +103,11 @@ class ServerInfo:
     ``protocol_version``, the raw ``capabilities`` object, ``instructions`` (or None), and
     ``mcpl``: the ``experimental.mcpl`` object kept verbatim as the manifest in force
     (MCPL §17.1), or None for a plain MCP server.
+
+    ``era``: ``"handshake"`` (an ``initialize`` result) or ``"stateless"`` (a
+    ``server/discover`` result, MCP 2026-07-28; ``mcpl`` is then always None, MCPL stays on
+    the handshake era); ``supported_versions``: what a discover result listed (empty for
+    the handshake era).
     """
 
     name: str
@@ -95,6 +116,12 @@ class ServerInfo:
     capabilities: dict[str, Any] = field(default_factory=dict[str, Any])
     instructions: str | None = None
     mcpl: dict[str, Any] | None = None
+    era: Literal["handshake", "stateless"] = "handshake"
+    supported_versions: tuple[str, ...] = ()
+
+    @property
+    def is_stateless(self) -> bool:
+        return self.era == "stateless"
 
     @property
     def is_mcpl(self) -> bool:

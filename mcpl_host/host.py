@@ -55,11 +55,14 @@ from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError
 from mcpl_host.logging import LogBudget, Redactor, get_logger
 from mcpl_host.mcp_methods import (
     CallToolResult,
+    CompleteResult,
     GetPromptResult,
     Prompt,
+    PromptReference,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    ResourceTemplateReference,
     Tool,
 )
 from mcpl_host.mcpl.channel_calls import ChannelOpenResult, PublishResult
@@ -150,6 +153,7 @@ def hosted_from_config(
         "policy": config.grant_policy,
         "feature_set_policy": config.feature_set_policy,
         "compat": config.compat,
+        "protocol": config.protocol,
         "limits": config.limits,
         "secrets": config.secrets,
         "client_info": client_info,
@@ -317,7 +321,8 @@ class _HostObserver:
 class ServerSnapshot:
     """Where one server stands (``Host.snapshot()``): ``state`` (the supervisor's),
     ``attempts``, ``connections_opened``; for a connected server ``server_name``,
-    ``server_version``, ``protocol_version``, ``mcpl`` (``MCPLState`` value), the grant in
+    ``server_version``, ``protocol_version``, ``era`` (``"handshake"`` or ``"stateless"``),
+    ``mcpl`` (``MCPLState`` value), the grant in
     force (``effective_capabilities``) and ``enabled_feature_sets``; ``channels`` registered
     now; ``last_disconnect`` (the reason of the last ``disconnected``, or None)."""
 
@@ -329,6 +334,7 @@ class ServerSnapshot:
     server_version: str | None = None
     protocol_version: str | None = None
     mcpl: str | None = None
+    era: str | None = None
     effective_capabilities: tuple[str, ...] = ()
     enabled_feature_sets: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
@@ -608,6 +614,7 @@ class Host:
                 server_name=info.name if info else None,
                 server_version=info.version if info else None,
                 protocol_version=info.protocol_version if info else None,
+                era=info.era if info else None,
                 mcpl=conn.mcpl_state.value if conn is not None else None,
                 effective_capabilities=tuple(sorted(grant.paths)) if grant is not None else (),
                 enabled_feature_sets=tuple(sorted(derivation.enabled)) if derivation is not None else (),
@@ -695,6 +702,40 @@ class Host:
         supervisor = self.supervisor(server)
         if self._closing or not supervisor.restart():
             raise ServerNotConnected(server, supervisor.state, "it cannot be restarted")
+
+    async def complete(
+        self,
+        server: str,
+        ref: PromptReference | ResourceTemplateReference,
+        argument: str,
+        value: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> CompleteResult:
+        """``completion/complete`` on ``server``."""
+        conn = await self._conn(server, timeout)
+        return await conn.complete(ref, argument, value, context=context, timeout=timeout)
+
+    async def set_log_level(self, server: str, level: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``logging/setLevel`` on ``server`` (the ``_meta`` log level on a stateless
+        connection). It is not replayed after a restart: set it again on ``ready``."""
+        await (await self._conn(server, timeout)).set_log_level(level, timeout=timeout)
+
+    async def subscribe_resource(self, server: str, uri: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``resources/subscribe`` on ``server`` (not replayed after a restart)."""
+        await (await self._conn(server, timeout)).subscribe_resource(uri, timeout=timeout)
+
+    async def unsubscribe_resource(self, server: str, uri: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``resources/unsubscribe`` on ``server``."""
+        await (await self._conn(server, timeout)).unsubscribe_resource(uri, timeout=timeout)
+
+    def roots_changed(self, *servers: str) -> list[str]:
+        """Send ``notifications/roots/list_changed`` to each connected server of ``servers``
+        (default: all) whose handlers serve roots, in the handshake era
+        (``ServerConnection.roots_changed``); a ``Roots`` given to the handlers does this by
+        itself on ``set()``. Returns the names notified. Raises ``UnknownServer``."""
+        return [conn.name for conn in self._ready_connections(list(servers) or None) if conn.roots_changed()]
 
     async def update_policy(
         self,

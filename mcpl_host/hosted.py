@@ -30,8 +30,9 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+from mcpl_host.client_features import ClientFeatures
 from mcpl_host.connection import ClientInfo
-from mcpl_host.handlers import HostHandlers, serves_inference, serves_model_info
+from mcpl_host.handlers import HostHandlers, client_features, serves_inference, serves_model_info
 from mcpl_host.handshake import host_advertisement
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor
@@ -45,6 +46,7 @@ from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.stateless import ProtocolChoice
 from mcpl_host.transports.base import Transport
 
 __all__ = ["HostedServer", "TransportFactory"]
@@ -71,6 +73,10 @@ class HostedServer:
         client_info: the ``clientInfo`` sent in ``initialize``.
         state_store: held state per feature set (default: an in-memory store).
         describe: a short description of where the server is (no secrets), for reports.
+        protocol: the protocol era to speak (``stateless.ProtocolChoice``): ``"auto"``
+            probes with ``server/discover`` where the transport may carry MCP 2026-07-28 and
+            falls back to ``initialize``; ``"handshake"`` sends only ``initialize``;
+            ``"stateless"`` only ``server/discover``. Settable until a connection opens.
     """
 
     def __init__(
@@ -89,6 +95,7 @@ class HostedServer:
         client_info: ClientInfo | None = None,
         state_store: StateStore | None = None,
         describe: str = "",
+        protocol: ProtocolChoice = "auto",
     ) -> None:
         if compat not in COMPAT_SETTINGS:
             raise ValueError(f"compat must be one of {', '.join(COMPAT_SETTINGS)}, not {compat!r}")
@@ -107,6 +114,7 @@ class HostedServer:
             state_store if state_store is not None else FeatureSetStateStore(self.limits)
         )
         self.describe = describe
+        self.protocol: ProtocolChoice = protocol
         self.event_dedupe = EventDeduplicator(
             max_entries=self.limits.max_remembered_event_ids, ttl_seconds=self.limits.event_id_ttl_seconds
         )
@@ -130,6 +138,16 @@ class HostedServer:
         return host_advertisement(
             inference_request=serves_inference(self.handlers), model_info=serves_model_info(self.handlers)
         )
+
+    def client_features(self) -> ClientFeatures:
+        """The client features the handlers serve now (``handlers.client_features``)."""
+        return client_features(self.handlers)
+
+    def capabilities(self) -> dict[str, Any]:
+        """The MCP client capabilities the host advertises to this server, MCPL aside
+        (MCP 2025-11-25 "Lifecycle"): ``roots``, ``sampling``, ``elicitation``, each exactly
+        when the handlers serve it (``ClientFeatures.capabilities``)."""
+        return self.client_features().capabilities()
 
     def open_connection(self) -> ServerConnection:
         """A new, unopened ``ServerConnection`` over a new transport."""

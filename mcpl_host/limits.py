@@ -205,6 +205,16 @@ DEFAULT_EOF_EXIT_WAIT_SECONDS = 0.5
 DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS = 15.0
 DEFAULT_WEBSOCKET_KEEPALIVE_INTERVAL_SECONDS: float | None = 20.0
 DEFAULT_WEBSOCKET_KEEPALIVE_TIMEOUT_SECONDS = 20.0
+#: MCP 2026-07-28 (``mcpl_host.stateless``). Seconds the ``server/discover`` probe waits,
+#: within the handshake deadline, before a silent server is taken for a handshake-era one.
+DEFAULT_DISCOVER_TIMEOUT_SECONDS = 5.0
+#: Retries of one request answered ``input_required`` (multi round-trip requests) before
+#: the call fails; input requests served per round.
+DEFAULT_MAX_INPUT_ROUNDS = 10
+DEFAULT_MAX_INPUT_REQUESTS = 16
+#: Bytes of a tool's ``outputSchema`` (as JSON) that ``structuredContent`` is checked
+#: against; a larger schema is refused rather than validated (a schema is CPU work).
+DEFAULT_MAX_OUTPUT_SCHEMA_BYTES = 256 * 1024
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -284,6 +294,10 @@ class Limits:
     websocket_open_timeout_seconds: float = DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS
     websocket_keepalive_interval_seconds: float | None = DEFAULT_WEBSOCKET_KEEPALIVE_INTERVAL_SECONDS
     websocket_keepalive_timeout_seconds: float = DEFAULT_WEBSOCKET_KEEPALIVE_TIMEOUT_SECONDS
+    discover_timeout_seconds: float = DEFAULT_DISCOVER_TIMEOUT_SECONDS
+    max_input_rounds: int = DEFAULT_MAX_INPUT_ROUNDS
+    max_input_requests: int = DEFAULT_MAX_INPUT_REQUESTS
+    max_output_schema_bytes: int = DEFAULT_MAX_OUTPUT_SCHEMA_BYTES
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

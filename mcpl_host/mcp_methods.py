@@ -1,115 +1,124 @@
-"""Plain MCP methods with typed results (MCP 2025-11-25 "Server features").
+"""Plain MCP methods a client sends, with typed results (MCP 2025-11-25 "Server Features" and
+"Utilities"; MCP 2026-07-28 where a connection is in the stateless era).
 
-``MCPClient`` holds a requester (a connection) and its ``Limits``. List calls follow
-``nextCursor`` pages within ``limits.max_list_pages``, ``max_list_items`` and
-``max_list_bytes``, and raise ``LimitExceeded`` past any of them. Results are small frozen dataclasses
-that keep the raw object (``raw``) for fields not modelled here. A result of the wrong shape
-raises ``RemoteProtocolError`` with one clear sentence.
+Rules of this module:
+
+- ``MCPClient`` holds a requester (``EraRequester`` over a connection) and its ``Limits``.
+  Every MCP method a client sends has one typed call here: listing (every page, within
+  ``limits.max_list_pages``, ``max_list_items`` and ``max_list_bytes``; ``LimitExceeded``
+  past any of them), ``tools/call``, ``resources/read``, ``resources/subscribe`` /
+  ``unsubscribe``, ``prompts/get``, ``completion/complete``, ``logging/setLevel``, ``ping``.
+  Results are the frozen records of ``mcp_records`` (every field of the schema revision;
+  the object as sent in ``raw``). A result of the wrong shape raises
+  ``RemoteProtocolError`` with one clear sentence.
+- ``EraRequester`` adds, on a stateless connection, the per-request ``_meta`` (protocol
+  version, client capabilities and identity, log level) to every request
+  (``stateless.request_meta``). What the stateless revision removed is never sent: ``ping``
+  becomes ``server/discover`` (the one request every such server answers),
+  ``logging/setLevel`` becomes the ``_meta`` log level of later requests, and
+  ``resources/subscribe`` / ``unsubscribe`` raise ``LocalProtocolError`` (replaced there by
+  ``subscriptions/listen``, which is not built).
+- Multi round-trip requests (MCP 2026-07-28 "Multi Round-Trip Requests"): a ``tools/call``,
+  ``prompts/get`` or ``resources/read`` answered ``resultType: "input_required"`` has its
+  input requests answered by the same ``ClientFeatureService`` that serves server requests
+  in the handshake era, concurrently, then is retried with ``inputResponses`` and the exact
+  ``requestState``, at most ``limits.max_input_rounds`` times.
+- List caches: each successful listing is kept (``cached_tools`` ...). On
+  ``notifications/tools/list_changed`` (or resources, prompts) a list that was listed
+  before is listed again in the background (one refresh at a time per list; a change
+  during a refresh starts another after it).
+- ``call_tool`` checks ``structuredContent`` against the tool's ``outputSchema`` when the
+  tool is in the tools cache (``output_schema.check_structured_content``; ``jsonschema``):
+  a mismatch raises ``OutputSchemaError`` naming the failing path. A tool error result
+  (``isError``) is not checked.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+import contextlib
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
+import anyio
+
+from mcpl_host.connection import DEFAULT, BackgroundJob, ClientInfo, ProgressCallback, Timeout
+from mcpl_host.handlers import RequestContext
 from mcpl_host.json_size import json_size
-from mcpl_host.jsonrpc.errors import RemoteProtocolError
+from mcpl_host.jsonrpc.errors import HandlerError, LocalProtocolError, MCPLHostError, RemoteProtocolError
 from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import LimitExceeded, Limits
+from mcpl_host.link import AnswerHook
+from mcpl_host.logging import Redactor, get_logger, log_value
+from mcpl_host.mcp_records import (
+    Annotations,
+    CallToolResult,
+    CompleteResult,
+    GetPromptResult,
+    Icon,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    ReadResourceResult,
+    Resource,
+    ResourceContents,
+    ResourceTemplate,
+    Tool,
+    ToolAnnotations,
+    call_tool_result,
+    complete_result,
+    get_prompt_result,
+    read_prompt,
+    read_resource,
+    read_resource_result,
+    read_resource_template,
+    read_tool,
+)
+from mcpl_host.output_schema import OutputSchemaError, check_structured_content
+from mcpl_host.stateless import (
+    LOG_LEVELS,
+    input_required,
+    request_meta,
+    result_type,
+    retry_params,
+    stamped,
+    stateless_capabilities,
+)
+
+if TYPE_CHECKING:
+    from mcpl_host.client_features import ClientFeatureService
+    from mcpl_host.connection import Connection
 
 __all__ = [
+    "Annotations",
     "CallToolResult",
+    "CompleteResult",
+    "EraRequester",
     "GetPromptResult",
+    "Icon",
+    "InputRefused",
     "MCPClient",
+    "OutputSchemaError",
     "Prompt",
+    "PromptArgument",
+    "PromptMessage",
+    "PromptReference",
     "ReadResourceResult",
     "Resource",
+    "ResourceContents",
     "ResourceTemplate",
+    "ResourceTemplateReference",
     "Tool",
+    "ToolAnnotations",
     "call_tool_result",
 ]
 
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-@dataclass(frozen=True, slots=True)
-class Tool:
-    """An entry of ``tools/list``: ``name``, ``description``, ``input_schema`` (JSON Schema)."""
-
-    name: str
-    description: str | None = None
-    input_schema: dict[str, Any] = field(default_factory=dict[str, Any])
-    title: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict[str, Any])
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """An entry of ``resources/list``."""
-
-    uri: str
-    name: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict[str, Any])
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceTemplate:
-    """An entry of ``resources/templates/list``."""
-
-    uri_template: str
-    name: str | None = None
-    description: str | None = None
-    mime_type: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict[str, Any])
-
-
-@dataclass(frozen=True, slots=True)
-class Prompt:
-    """An entry of ``prompts/list``; ``arguments`` as sent (list of objects)."""
-
-    name: str
-    description: str | None = None
-    arguments: list[Any] = field(default_factory=list[Any])
-    raw: dict[str, Any] = field(default_factory=dict[str, Any])
-
-
-@dataclass(frozen=True, slots=True)
-class CallToolResult:
-    """``tools/call``: ``content`` blocks, ``is_error``, ``structured_content`` (or None)."""
-
-    content: list[Any]
-    is_error: bool = False
-    structured_content: Any = None
-    raw: dict[str, Any] = field(default_factory=dict[str, Any])
-
-    @property
-    def text(self) -> str:
-        """The text blocks joined by newlines (a convenience for display)."""
-        return "\n".join(
-            block["text"] for block in self.content if is_object(block) and isinstance(block.get("text"), str)
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResourceResult:
-    """``resources/read``: ``contents`` (objects with ``uri`` and ``text`` or ``blob``)."""
-
-    contents: list[Any]
-    raw: dict[str, Any] = field(default_factory=dict[str, Any])
-
-
-@dataclass(frozen=True, slots=True)
-class GetPromptResult:
-    """``prompts/get``: ``messages`` (``{role, content}`` objects) and ``description``."""
-
-    messages: list[Any]
-    description: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict[str, Any])
+#: The notifications that say a list changed, and the list each one names.
+LIST_CHANGED: dict[str, str] = {
+    "notifications/tools/list_changed": "tools",
+    "notifications/resources/list_changed": "resources",
+    "notifications/prompts/list_changed": "prompts",
+}
 
 
 def _object(result: Any, method: str) -> dict[str, Any]:
@@ -118,15 +127,39 @@ def _object(result: Any, method: str) -> dict[str, Any]:
     return result
 
 
-def call_tool_result(result: dict[str, Any]) -> CallToolResult:
-    """Read a ``tools/call`` result object (MCP 2025-11-25 "Tools")."""
-    content = result.get("content", [])
-    return CallToolResult(
-        content=content if is_array(content) else [],
-        is_error=result.get("isError") is True,
-        structured_content=result.get("structuredContent"),
-        raw=result,
-    )
+class InputRefused(MCPLHostError):
+    """An input request of a multi round-trip request was refused by its handler (the
+    original request is not retried). ``method``: the input request's method, ``key``: its
+    key, ``error``: the JSON-RPC error object the handler raised."""
+
+    def __init__(self, request: str, key: str, method: str, error: dict[str, Any]) -> None:
+        super().__init__(
+            f"the input request {log_value(key, max_units=40)} ({method}) of {request} was refused:"
+            f" {log_value(error.get('message'), max_units=120)}"
+        )
+        self.key = key
+        self.method = method
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True)
+class PromptReference:
+    """``ref/prompt`` of ``completion/complete``: the prompt's ``name``."""
+
+    name: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "ref/prompt", "name": self.name}
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceTemplateReference:
+    """``ref/resource`` of ``completion/complete``: a resource template's ``uri``."""
+
+    uri: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "ref/resource", "uri": self.uri}
 
 
 class _Requester(Protocol):
@@ -140,17 +173,99 @@ class _Requester(Protocol):
     ) -> Any: ...
 
 
-class MCPClient:
-    """``list_tools()``, ``call_tool()``, ``list_resources()``, ``read_resource()``,
-    ``list_resource_templates()``, ``list_prompts()``, ``get_prompt()`` over ``requester``.
+class EraRequester:
+    """Sends requests through ``shell`` (a ``Connection``), adding the stateless revision's
+    per-request ``_meta`` once the handshake settled that era (module rules).
+    ``capabilities()``: the handshake-era client capabilities (stripped for the stateless
+    era by ``stateless_capabilities``). ``log_level``: the ``_meta`` log level of every
+    later stateless request (None: the server emits no log messages for them)."""
 
-    Each raises what ``request()`` raises, plus ``RemoteProtocolError`` for a result of the
-    wrong shape. Cancellation: as ``request()``.
+    def __init__(
+        self, shell: Connection, client: ClientInfo, capabilities: Callable[[], dict[str, Any]]
+    ) -> None:
+        self._shell = shell
+        self._client = {"name": client.name, "version": client.version}
+        self._capabilities = capabilities
+        self.log_level: str | None = None
+
+    @property
+    def stateless(self) -> bool:
+        """True once the handshake settled the stateless era."""
+        info = self._shell.server_info
+        return info is not None and info.is_stateless
+
+    def stamp(self, params: Any) -> Any:
+        """``params`` with the stateless ``_meta`` on a stateless connection, else as given."""
+        info = self._shell.server_info
+        if info is None or not info.is_stateless:
+            return params
+        caps = stateless_capabilities(self._capabilities())
+        return stamped(params, request_meta(info.protocol_version, self._client, caps, self.log_level))
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        progress: ProgressCallback | None = None,
+        on_answer: AnswerHook | None = None,
+    ) -> Any:
+        """``Connection.request`` with ``params`` stamped (``stamp``). Raises as it does."""
+        return await self._shell.request(
+            method, self.stamp(params), timeout=timeout, progress=progress, on_answer=on_answer
+        )
+
+
+class MCPClient:
+    """Every MCP method a client sends (module rules), over ``requester``.
+
+    Args:
+        requester: an ``EraRequester`` (or anything with its ``request``).
+        limits: the connection's bounds.
+        features: answers the input requests of multi round-trip requests; None refuses
+            them (``RemoteProtocolError``: the host advertised nothing).
+        server: the server's name (in ``RequestContext`` and logs).
+        spawn: runs a background job (the refresh of a list cache); None: no refreshes.
+        stateless: tells whether the connection is in the stateless era.
+        redactor: hides the server's secrets in error messages.
+
+    Each call raises what ``request()`` raises, plus ``RemoteProtocolError`` for a result of
+    the wrong shape. Cancellation: as ``request()``.
     """
 
-    def __init__(self, requester: _Requester, limits: Limits) -> None:
+    def __init__(
+        self,
+        requester: _Requester,
+        limits: Limits,
+        *,
+        features: ClientFeatureService | None = None,
+        server: str = "server",
+        spawn: Callable[[BackgroundJob], bool] | None = None,
+        stateless: Callable[[], bool] | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
         self._requester = requester
         self._limits = limits
+        self._features = features
+        self._server = server
+        self._spawn = spawn
+        self._stateless = stateless or (lambda: False)
+        self._redactor = redactor
+        self._log = get_logger("mcpl_host.mcp", server=server)
+        self.cached_tools: list[Tool] | None = None
+        self.cached_resources: list[Resource] | None = None
+        self.cached_prompts: list[Prompt] | None = None
+        self._tools_by_name: dict[str, Tool] = {}
+        self._refreshing: set[str] = set()
+        self._in_flight: dict[str, int] = {}
+        self._stale: set[str] = set()
+        #: Called (it must not block) with a list's name after a background refresh.
+        self.on_list_refreshed: Callable[[str], None] | None = None
+
+    @property
+    def stateless(self) -> bool:
+        return self._stateless()
 
     async def _list_all(self, method: str, key: str) -> list[dict[str, Any]]:
         """Every entry of a paginated list (MCP 2025-11-25 "Pagination"): pages are followed
@@ -194,19 +309,145 @@ class MCPClient:
             f"{method} has a next page after page {limits.max_list_pages}",
         )
 
+    # --- listing ---------------------------------------------------------------------------
+
     async def list_tools(self) -> list[Tool]:
-        """``tools/list``, every page."""
+        """``tools/list``, every page; kept as ``cached_tools`` (the output schemas
+        ``call_tool`` checks against)."""
+        with self._listing("tools"):
+            items = await self._list_all("tools/list", "tools")
+            tools = [t for item in items if (t := read_tool(item)) is not None]
+            self.cached_tools = tools
+            self._tools_by_name = {tool.name: tool for tool in tools}
+        return tools
+
+    async def list_resources(self) -> list[Resource]:
+        """``resources/list``, every page; kept as ``cached_resources``."""
+        with self._listing("resources"):
+            items = await self._list_all("resources/list", "resources")
+            resources = [r for item in items if (r := read_resource(item)) is not None]
+            self.cached_resources = resources
+        return resources
+
+    async def list_resource_templates(self) -> list[ResourceTemplate]:
+        """``resources/templates/list``, every page."""
         return [
-            Tool(
-                name=item["name"],
-                description=_text(item.get("description")),
-                input_schema=v if is_object(v := item.get("inputSchema")) else {},
-                title=_text(item.get("title")),
-                raw=item,
-            )
-            for item in await self._list_all("tools/list", "tools")
-            if isinstance(item.get("name"), str)
+            t
+            for item in await self._list_all("resources/templates/list", "resourceTemplates")
+            if (t := read_resource_template(item)) is not None
         ]
+
+    async def list_prompts(self) -> list[Prompt]:
+        """``prompts/list``, every page; kept as ``cached_prompts``."""
+        with self._listing("prompts"):
+            items = await self._list_all("prompts/list", "prompts")
+            prompts = [p for item in items if (p := read_prompt(item)) is not None]
+            self.cached_prompts = prompts
+        return prompts
+
+    @contextlib.contextmanager
+    def _listing(self, name: str) -> Generator[None]:
+        """Around one listing of ``name``: a change announced while it is in flight (its
+        answer may predate the change) starts a refresh once it has ended."""
+        self._in_flight[name] = self._in_flight.get(name, 0) + 1
+        try:
+            yield
+        finally:
+            self._in_flight[name] -= 1
+            if name in self._stale and name not in self._refreshing and not self._in_flight[name]:
+                self._start_refresh(name)
+
+    def on_notification(self, method: str, params: Any) -> None:
+        """A server notification (from the read loop; does not block): a
+        ``notifications/*/list_changed`` of a list listed before (or being listed) starts
+        its refresh."""
+        name = LIST_CHANGED.get(method)
+        if name is None or self._spawn is None:
+            return
+        if self._in_flight.get(name) or name in self._refreshing:
+            self._stale.add(name)  # refreshed once the listing in progress ends
+        elif getattr(self, f"cached_{name}") is not None:
+            self._start_refresh(name)
+
+    def _start_refresh(self, name: str) -> None:
+        assert self._spawn is not None
+        self._refreshing.add(name)
+        if not self._spawn(lambda: self._refresh(name)):
+            self._refreshing.discard(name)
+
+    async def _refresh(self, name: str) -> None:
+        try:
+            while True:
+                self._stale.discard(name)
+                try:
+                    await getattr(self, f"list_{name}")()
+                except MCPLHostError as exc:
+                    self._log.warning(
+                        "could not refresh a list the server said changed", list=name, error=str(exc)
+                    )
+                    return
+                if self.on_list_refreshed is not None:
+                    self.on_list_refreshed(name)
+                if name not in self._stale:
+                    return
+        finally:
+            self._refreshing.discard(name)
+
+    # --- calls that may need input (MRTR) ------------------------------------------------------
+
+    async def _call(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        timeout: Timeout,
+        progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """One request, and on a stateless connection its retries while the server answers
+        ``input_required`` (module rules). Raises ``RemoteProtocolError`` past
+        ``limits.max_input_rounds`` rounds or for a malformed ``InputRequiredResult``,
+        ``InputRefused`` when a handler refuses an input request."""
+        rounds = self._limits.max_input_rounds
+        for round_number in range(rounds + 1):
+            result = _object(
+                await self._requester.request(method, params, timeout=timeout, progress=progress), method
+            )
+            if not self.stateless or result_type(result, method) == "complete":
+                return result
+            if round_number == rounds:
+                break
+            wanted = input_required(result, method, max_requests=self._limits.max_input_requests)
+            responses = await self._answer_inputs(method, wanted.requests)
+            params = retry_params(params, responses, wanted.request_state)
+        raise RemoteProtocolError(
+            f"the server still asked for input after {rounds} retries of {method} (Limits.max_input_rounds)"
+        )
+
+    async def _answer_inputs(self, method: str, requests: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
+        responses: dict[str, Any] = {}
+        for key, (wanted, _params) in requests.items():
+            if self._features is None or not self._features.serves(wanted):
+                raise RemoteProtocolError(
+                    f"the server asked {wanted} ({log_value(key, self._redactor, max_units=40)}) for {method},"
+                    " a capability this host did not declare"
+                )
+        failures: list[InputRefused] = []
+
+        async def answer(key: str, wanted: str, params: Any, scope: anyio.CancelScope) -> None:
+            assert self._features is not None
+            context = RequestContext(self._server, key, wanted)
+            try:
+                responses[key] = await self._features.serve(context, params, input_request=True)
+            except HandlerError as exc:
+                failures.append(InputRefused(method, key, wanted, exc.to_error()))
+                scope.cancel()  # the original request is not retried: stop the others
+
+        async with anyio.create_task_group() as tg:
+            for key, (wanted, params) in requests.items():
+                tg.start_soon(answer, key, wanted, params, tg.cancel_scope)
+        if failures:
+            raise failures[0]
+        return responses
 
     async def call_tool(
         self,
@@ -216,59 +457,27 @@ class MCPClient:
         timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
     ) -> CallToolResult:
-        """``tools/call``. A tool failure is a result with ``is_error`` True, not an exception."""
+        """``tools/call`` (MCP 2025-11-25 "Tools"). A tool failure is a result with
+        ``is_error`` True, not an exception. Raises ``OutputSchemaError`` when the tool is
+        in the tools cache with an ``outputSchema`` that a successful result does not
+        satisfy (module rules), and what ``_call`` raises."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
-        result = await self._requester.request("tools/call", params, timeout=timeout, progress=progress)
-        return call_tool_result(_object(result, "tools/call"))
-
-    async def list_resources(self) -> list[Resource]:
-        """``resources/list``, every page."""
-        return [
-            Resource(
-                uri=item["uri"],
-                name=_text(item.get("name")),
-                description=_text(item.get("description")),
-                mime_type=_text(item.get("mimeType")),
-                raw=item,
+        result = call_tool_result(await self._call("tools/call", params, timeout=timeout, progress=progress))
+        tool = self._tools_by_name.get(name)
+        if tool is not None and tool.output_schema is not None and not result.is_error:
+            check_structured_content(
+                name,
+                tool.output_schema,
+                result.structured_content,
+                max_schema_bytes=self._limits.max_output_schema_bytes,
+                redactor=self._redactor,
             )
-            for item in await self._list_all("resources/list", "resources")
-            if isinstance(item.get("uri"), str)
-        ]
-
-    async def list_resource_templates(self) -> list[ResourceTemplate]:
-        """``resources/templates/list``, every page."""
-        return [
-            ResourceTemplate(
-                uri_template=item["uriTemplate"],
-                name=_text(item.get("name")),
-                description=_text(item.get("description")),
-                mime_type=_text(item.get("mimeType")),
-                raw=item,
-            )
-            for item in await self._list_all("resources/templates/list", "resourceTemplates")
-            if isinstance(item.get("uriTemplate"), str)
-        ]
+        return result
 
     async def read_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> ReadResourceResult:
-        """``resources/read``. Note: MCP's ``-32002`` here means "Resource not found"."""
-        result = _object(
-            await self._requester.request("resources/read", {"uri": uri}, timeout=timeout), "resources/read"
-        )
-        contents = result.get("contents", [])
-        return ReadResourceResult(contents=contents if is_array(contents) else [], raw=result)
-
-    async def list_prompts(self) -> list[Prompt]:
-        """``prompts/list``, every page."""
-        return [
-            Prompt(
-                name=item["name"],
-                description=_text(item.get("description")),
-                arguments=v if is_array(v := item.get("arguments")) else [],
-                raw=item,
-            )
-            for item in await self._list_all("prompts/list", "prompts")
-            if isinstance(item.get("name"), str)
-        ]
+        """``resources/read``. Note: MCP's ``-32002`` here means "Resource not found" (MCP
+        2026-07-28 uses ``-32602``)."""
+        return read_resource_result(await self._call("resources/read", {"uri": uri}, timeout=timeout))
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
@@ -277,10 +486,67 @@ class MCPClient:
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = arguments
-        result = _object(await self._requester.request("prompts/get", params, timeout=timeout), "prompts/get")
-        messages = result.get("messages", [])
-        return GetPromptResult(
-            messages=messages if is_array(messages) else [],
-            description=_text(result.get("description")),
-            raw=result,
+        return get_prompt_result(await self._call("prompts/get", params, timeout=timeout))
+
+    # --- utilities -------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        ref: PromptReference | ResourceTemplateReference,
+        argument: str,
+        value: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> CompleteResult:
+        """``completion/complete`` (MCP 2025-11-25 "Utilities: Completion"): values for
+        ``argument`` of a prompt or resource template, given its partial ``value`` and the
+        ``context`` arguments already chosen."""
+        params: dict[str, Any] = {"ref": ref.to_json(), "argument": {"name": argument, "value": value}}
+        if context is not None:
+            params["context"] = {"arguments": dict(context)}
+        result = _object(
+            await self._requester.request("completion/complete", params, timeout=timeout),
+            "completion/complete",
         )
+        return complete_result(result)
+
+    async def set_log_level(self, level: str, *, timeout: Timeout = DEFAULT) -> None:
+        """The least severity of the server's log messages (MCP 2025-11-25 "Utilities:
+        Logging", ``logging/setLevel``); on a stateless connection no request is sent: the
+        level goes in the ``_meta`` of every later request (MCP 2026-07-28 changelog, major
+        change 5). Raises ``ValueError`` for a level not in ``stateless.LOG_LEVELS``."""
+        if level not in LOG_LEVELS:
+            raise ValueError(f"unknown log level {level!r}; one of {', '.join(LOG_LEVELS)}")
+        if self.stateless:
+            if isinstance(self._requester, EraRequester):
+                self._requester.log_level = level
+            return
+        await self._requester.request("logging/setLevel", {"level": level}, timeout=timeout)
+
+    def _handshake_only(self, method: str) -> None:
+        if self.stateless:
+            raise LocalProtocolError(
+                f"{method} was removed in MCP 2026-07-28 (replaced by subscriptions/listen, which this"
+                " host does not build); this connection is in the stateless era"
+            )
+
+    async def subscribe_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``resources/subscribe`` (MCP 2025-11-25 "Resources", subscriptions): the server
+        then sends ``notifications/resources/updated`` (to ``HostHandlers.on_notification``).
+        Raises ``LocalProtocolError`` on a stateless connection (module rules)."""
+        self._handshake_only("resources/subscribe")
+        await self._requester.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+
+    async def unsubscribe_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``resources/unsubscribe``. Raises as ``subscribe_resource``."""
+        self._handshake_only("resources/unsubscribe")
+        await self._requester.request("resources/unsubscribe", {"uri": uri}, timeout=timeout)
+
+    async def ping(self, *, timeout: Timeout = DEFAULT) -> None:
+        """MCP ``ping``; on a stateless connection ``server/discover`` instead (module
+        rules). Returns when the server answers."""
+        if self.stateless:
+            await self._requester.request("server/discover", {}, timeout=timeout)
+        else:
+            await self._requester.request("ping", timeout=timeout)

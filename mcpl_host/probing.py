@@ -20,7 +20,7 @@ Rules of this module:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -28,6 +28,9 @@ from mcpl_host import report
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
 from mcpl_host.mcpl.explain import CLI_SWITCH, Stall, silence_sentence, stall_verdict
 from mcpl_host.server_connection import ServerConnection
+
+if TYPE_CHECKING:
+    from mcpl_host.client_features import ElicitationHandler, RootsProvider, SamplingHandler
 
 __all__ = ["CHUNK_CHARS", "InferenceReply", "ProbeWatch"]
 
@@ -37,7 +40,7 @@ PROBE_TICK_SECONDS = 0.25
 PROGRESS_AFTER_SECONDS = 1.0
 #: Characters of the reply text per ``inference/chunk``.
 CHUNK_CHARS = 16
-#: The model the probe's inference replies name.
+#: The model the probe's inference, sampling and terminal replies name.
 PROBE_MODEL = "mcpl-host-probe"
 
 
@@ -109,8 +112,16 @@ class ProbeWatch:
 class InferenceReply(HostHandlers):
     """Answers ``inference/request`` with ``text`` (module rules)."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        text: str,
+        *,
+        roots: RootsProvider | None = None,
+        sampling: SamplingHandler | None = None,
+        elicitation: ElicitationHandler | None = None,
+    ) -> None:
+        """``roots``, ``sampling``, ``elicitation``: client features served too (``HostHandlers``)."""
+        super().__init__(roots=roots, sampling=sampling, elicitation=elicitation)
         self.text = text
 
     async def inference_request(

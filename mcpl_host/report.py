@@ -98,6 +98,8 @@ def new_document(command: list[str]) -> dict[str, Any]:
         "command": command,
         "server": None,
         "protocolVersion": None,
+        "era": None,
+        "supportedVersions": [],
         "capabilities": {},
         "instructions": None,
         "mcpl": None,
@@ -209,6 +211,8 @@ def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
     doc.update(
         server={"name": info.name, "version": info.version},
         protocolVersion=info.protocol_version,
+        era=info.era,
+        supportedVersions=list(info.supported_versions),
         capabilities=info.capabilities,
         instructions=info.instructions,
         mcpl=info.mcpl,
@@ -246,14 +250,16 @@ def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
 
 
 def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
-    """``{type, message, code, stderr_tail}`` for a failure: ``code`` when the server sent
-    one (``InitializeError``/``RemoteError``), else None; the exception's own stderr tail if
-    it carries one, else ``stderr_tail``."""
+    """``{type, message, code, data, stderr_tail}`` for a failure: ``code`` and ``data`` when
+    the server sent them (``InitializeError``/``RemoteError``; a refused protocol version
+    keeps the server's ``supported`` list there), else None; the exception's own stderr
+    tail if it carries one, else ``stderr_tail``."""
     code = getattr(exc, "code", None)
     return {
         "type": type(exc).__name__,
         "message": str(exc) or type(exc).__name__,
         "code": code if isinstance(code, int) else None,
+        "data": getattr(exc, "data", None),
         "stderr_tail": list(getattr(exc, "stderr_tail", None) or stderr_tail),
     }
 
@@ -316,7 +322,7 @@ HOST_KEYS = frozenset(new_document([])) | frozenset({
     # grant, error, config target, unavailable lists, events
     "state", "advertisedCapabilities", "effectiveCapabilities", "deniedCapabilities", "receipt",
     "defects", "type", "message", "code", "stderr_tail", "data", "file", "server", "url",
-    "kind", "method", "params", "answer", "time",
+    "kind", "method", "params", "answer", "time", "era", "supportedVersions", "inputRequest",
     # run event data (mcpl_host.supervisor, mcpl_host.host)
     "attempt", "serverName", "serverVersion", "mcpl", "mode", "reason", "phase", "exitStatus",
     "closeCode", "stderrTail", "uptimeSeconds", "delaySeconds", "failures", "windowSeconds",
@@ -526,13 +532,25 @@ _TABLES = (
 )
 
 
+_ERAS = {"handshake": "handshake era: initialize", "stateless": "stateless: server/discover"}
+
+
+def _protocol(doc: dict[str, Any]) -> Text:
+    """The protocol version and, when known, the era it was reached by."""
+    text = _text(doc.get("protocolVersion"))
+    era = _ERAS.get(str(doc.get("era")))
+    if era is not None:
+        text.append(f" ({era})", style="dim")
+    return text
+
+
 def render_report(console: Console, doc: dict[str, Any]) -> None:
     """Print the server panel, the grant panel (with the MCPL state line, the profile and the
     feature sets) and the tables of a (redacted) probe doc."""
     server = _obj(doc.get("server"))
     title = f"{safe_text(server.get('name') or '(unnamed)')} {safe_text(server.get('version') or '')}"
     rows = [
-        ("Protocol", _text(doc.get("protocolVersion"))),
+        ("Protocol", _protocol(doc)),
         ("Capabilities", _capabilities(_obj(doc.get("capabilities")))),
     ]
     mcpl = doc.get("mcpl")

@@ -13,8 +13,15 @@ Rules of this module:
   learned, the channel list shown to the application. Each transport still starts with an
   empty grant and runs the whole policy exchange again (MCPL §5.3), with the policy the
   application set last.
-- Entering opens the transport, runs ``initialize`` and ``notifications/initialized``, and,
-  for an MCPL server, the initial ``featureSets/update`` exchange; exiting closes everything.
+- Entering opens the transport, settles the protocol era (``Connection.handshake`` with the
+  ``HostedServer``'s ``protocol``: ``server/discover`` for MCP 2026-07-28, or ``initialize``
+  and ``notifications/initialized``), and, for an MCPL server (handshake era only), the
+  initial ``featureSets/update`` exchange; exiting closes everything.
+- What the application serves of the client features (roots, sampling, elicitation) is
+  read once per transport (``HostedServer.client_features``): advertised in the handshake,
+  served by the ``ClientFeatureService`` for server requests and for the input requests of
+  multi round-trip requests alike. In the handshake era a change of the roots is sent as
+  ``notifications/roots/list_changed``.
 """
 
 from __future__ import annotations
@@ -23,21 +30,26 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
+from mcpl_host.client_features import ClientFeatureService
 from mcpl_host.connection import DEFAULT, Connection, ProgressCallback, Timeout
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.handshake import SERVED_MCPL_VERSIONS, ServerInfo
-from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, MCPLHostError
 from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook
 from mcpl_host.logging import Redactor, ServerValue, get_logger
 from mcpl_host.mcp_methods import (
     CallToolResult,
+    CompleteResult,
+    EraRequester,
     GetPromptResult,
     MCPClient,
     Prompt,
+    PromptReference,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    ResourceTemplateReference,
     Tool,
 )
 from mcpl_host.mcpl.admission import may_send
@@ -67,6 +79,7 @@ from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.state_calls import RollbackResult, StateCalls
 from mcpl_host.mcpl.state_service import StateService
 from mcpl_host.observe import Reporter
+from mcpl_host.stateless import Era
 from mcpl_host.transports.base import Transport
 
 if TYPE_CHECKING:
@@ -128,6 +141,18 @@ class ServerConnection:
             max_descriptor_bytes=limits.max_channel_descriptor_bytes,
             max_tags=limits.max_tags,
         )
+        self._features = ClientFeatureService(hosted.client_features(), self._reporter, log=log)
+        self._requester = EraRequester(shell, hosted.client_info, self._features.features.capabilities)
+        self.mcp = MCPClient(
+            self._requester,
+            limits,
+            features=self._features,
+            server=name,
+            spawn=lambda job: shell.start_job(job, counted=False),
+            stateless=lambda: self._requester.stateless,
+            redactor=redactor,
+        )
+        self._unwatch_roots: Callable[[], None] | None = None
         self._dispatcher = InboundDispatcher(
             name,
             state,
@@ -150,9 +175,10 @@ class ServerConnection:
             limits=limits,
             wait_settled=self._exchange.settled.wait,
             notes=hosted.compat_notes,
+            client_features=self._features,
+            on_mcp_notification=self.mcp.on_notification,
         )
         shell.inbound = self._dispatcher
-        self.mcp = MCPClient(shell, limits)
         self._hooks = HookCalls(
             shell,
             state,
@@ -176,7 +202,12 @@ class ServerConnection:
         await self._shell.__aenter__()
         try:
             hosted = self.hosted
-            info = await self._shell.handshake(hosted.client_info, hosted.advertisement())
+            info = await self._shell.handshake(
+                hosted.client_info,
+                hosted.advertisement(),
+                self._features.features.capabilities(),
+                protocol=hosted.protocol,
+            )
             over = manifest_limit_problem(info.mcpl, self.limits) if info.mcpl is not None else None
             if over is not None:  # the work on it must stay bounded: MCPL is not served
                 self._log.warning(
@@ -206,10 +237,16 @@ class ServerConnection:
         except BaseException:
             await self._shell.__aexit__(None, None, None)
             raise
+        roots = self._features.features.roots
+        if roots is not None and not info.is_stateless:
+            self._unwatch_roots = roots.watch(self._on_roots_changed)
         hosted.attach(self)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._unwatch_roots is not None:
+            self._unwatch_roots()
+            self._unwatch_roots = None
         try:
             await self._shell.__aexit__(*exc_info)
         finally:
@@ -257,6 +294,13 @@ class ServerConnection:
     def server_info(self) -> ServerInfo | None:
         """What the server said in its ``initialize`` result (None before it)."""
         return self._shell.server_info
+
+    @property
+    def era(self) -> Era | None:
+        """``"handshake"`` or ``"stateless"`` (MCP 2026-07-28) once the handshake settled it;
+        None before."""
+        info = self._shell.server_info
+        return info.era if info is not None else None
 
     @property
     def is_open(self) -> bool:
@@ -427,8 +471,10 @@ class ServerConnection:
 
         Raises: ``RemoteError``, ``RequestTimeout`` (``notifications/cancelled`` was sent),
         ``ConnectionLost`` / ``ConnectionClosed``, ``LocalProtocolError``.
-        Cancellation: ``notifications/cancelled`` is sent; a late answer is an orphan."""
-        return await self._shell.request(
+        Cancellation: ``notifications/cancelled`` is sent; a late answer is an orphan.
+        On a stateless connection ``params`` (an object or None) get the per-request
+        ``_meta`` (``EraRequester``)."""
+        return await self._requester.request(
             method, params, timeout=timeout, progress=progress, on_answer=on_answer
         )
 
@@ -441,8 +487,9 @@ class ServerConnection:
         self._shell.notify_nowait(method, params)
 
     async def ping(self, *, timeout: Timeout = DEFAULT) -> None:
-        """MCP ``ping``; returns when the server answers. Raises as ``request()``."""
-        await self._shell.request("ping", timeout=timeout)
+        """MCP ``ping`` (on a stateless connection ``server/discover``: MCP 2026-07-28 has no
+        ping); returns when the server answers. Raises as ``request()``."""
+        await self.mcp.ping(timeout=timeout)
 
     # --- MCP ---------------------------------------------------------------------------------
 
@@ -477,6 +524,61 @@ class ServerConnection:
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
     ) -> GetPromptResult:
         return await self.mcp.get_prompt(name, arguments, timeout=timeout)
+
+    async def complete(
+        self,
+        ref: PromptReference | ResourceTemplateReference,
+        argument: str,
+        value: str,
+        *,
+        context: Mapping[str, str] | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> CompleteResult:
+        """``completion/complete`` (``MCPClient.complete``)."""
+        return await self.mcp.complete(ref, argument, value, context=context, timeout=timeout)
+
+    async def set_log_level(self, level: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``logging/setLevel``, or the ``_meta`` log level on a stateless connection
+        (``MCPClient.set_log_level``)."""
+        await self.mcp.set_log_level(level, timeout=timeout)
+
+    async def subscribe_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``resources/subscribe`` (``MCPClient.subscribe_resource``)."""
+        await self.mcp.subscribe_resource(uri, timeout=timeout)
+
+    async def unsubscribe_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``resources/unsubscribe`` (``MCPClient.unsubscribe_resource``)."""
+        await self.mcp.unsubscribe_resource(uri, timeout=timeout)
+
+    def roots_changed(self) -> bool:
+        """Send ``notifications/roots/list_changed`` (MCP 2025-11-25 "Roots"): the server may
+        then ask ``roots/list`` again. Called by itself when a watched ``Roots`` changes.
+        Returns False, sending nothing, when the host does not serve roots, on a stateless
+        connection (the notification is removed in 2026-07-28), or when the transport has
+        gone."""
+        if self._features.features.roots is None or self.era != "handshake":
+            return False
+        try:
+            self._shell.notify_nowait("notifications/roots/list_changed")
+        except MCPLHostError:
+            return False
+        return True
+
+    def _on_roots_changed(self) -> None:
+        self.roots_changed()
+
+    @property
+    def cached_tools(self) -> list[Tool] | None:
+        """The last ``tools/list`` (refreshed on ``list_changed``); None before one."""
+        return self.mcp.cached_tools
+
+    @property
+    def cached_resources(self) -> list[Resource] | None:
+        return self.mcp.cached_resources
+
+    @property
+    def cached_prompts(self) -> list[Prompt] | None:
+        return self.mcp.cached_prompts
 
     # --- MCPL, host -> server ------------------------------------------------------------------
 

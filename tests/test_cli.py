@@ -436,7 +436,7 @@ def test_deeply_nested_tool_schema_is_cut_in_the_report(tmp_path: Path) -> None:
         *initialize_reply({"tools": {}}),
         {"expect": {"method": "notifications/initialized"}},
         {"expect": {"method": "tools/list"}},
-        {"raw": '{"jsonrpc":"2.0","id":2,"result":{"tools":[{"name":"deep","inputSchema":' + schema + "}]}}"},
+        {"raw": '{"jsonrpc":"2.0","id":3,"result":{"tools":[{"name":"deep","inputSchema":' + schema + "}]}}"},
     ]
     doc, _ = probe_json(*scripted(tmp_path, steps))
     assert doc["ok"] is True and doc["tools"][0]["name"] == "deep"

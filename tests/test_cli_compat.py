@@ -265,7 +265,7 @@ def test_inference_reply_answers_streamed_and_is_advertised_only_then(tmp_path: 
         if "line" in row
     ]
     sent = [json.loads(line) for line in lines]
-    initialize = sent[0]
+    initialize = next(m for m in sent if m.get("method") == "initialize")  # after the era probe
     assert "inferenceRequest" in initialize["params"]["capabilities"]["experimental"]["mcpl"]
     chunks = [m["params"]["delta"] for m in sent if m.get("method") == "inference/chunk"]
     assert "".join(chunks) == text and len(chunks) > 1

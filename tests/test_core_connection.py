@@ -28,6 +28,9 @@ from .wire import MCP_HANDSHAKE, Script, TestHandlers
 
 pytestmark = pytest.mark.anyio
 SECRET = "S3CRET-VALUE-123"
+#: These tests number the host's requests from 1 (initialize): no ``server/discover`` era
+#: probe before it (docs/protocol.md S1).
+NO_PROBE = "handshake"
 
 
 def rendered(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -52,7 +55,7 @@ async def test_a_request_times_out_at_its_deadline_and_not_before(tmp_path: Path
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect() as conn:
+        async with script.connect(protocol=NO_PROBE) as conn:
             started = time.monotonic()
             with pytest.raises(RequestTimeout) as caught:
                 await conn.request("tools/list", timeout=0.5)
@@ -83,7 +86,7 @@ async def test_a_shorter_deadline_started_later_is_kept_while_a_longer_one_waits
     )
     limits = Limits(handshake_timeout_seconds=60, close_grace_seconds=2.0, terminate_grace_seconds=1.0)
     with anyio.fail_after(20):
-        async with script.connect(limits=limits) as conn, anyio.create_task_group() as tg:
+        async with script.connect(limits=limits, protocol=NO_PROBE) as conn, anyio.create_task_group() as tg:
             outcome: list[Any] = []
 
             async def long_one() -> None:
@@ -321,7 +324,7 @@ async def test_an_answer_with_a_look_alike_id_is_never_matched_and_is_named_once
     reply = {"reply": {"tools": []}, "id": look_alike}
     script = Script(tmp_path, [*MCP_HANDSHAKE, {"expect": {"method": "tools/list"}}, reply, reply])
     with anyio.fail_after(20):
-        async with script.connect() as conn:
+        async with script.connect(protocol=NO_PROBE) as conn:
             with pytest.raises(RequestTimeout):
                 await conn.request("tools/list", timeout=1.0)
             await script.finished(conn)
@@ -347,7 +350,7 @@ async def test_a_look_alike_answer_to_initialize_is_named_in_the_handshake_timeo
     )
     limits = Limits(handshake_timeout_seconds=0.5, close_grace_seconds=0.3, terminate_grace_seconds=0.3)
     with anyio.fail_after(20), pytest.raises(InitializeError) as caught:
-        async with script.connect(limits=limits):
+        async with script.connect(limits=limits, protocol=NO_PROBE):
             pass
     message = str(caught.value)
     assert message.startswith("the server did not answer initialize within 0.5 seconds; ")

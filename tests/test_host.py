@@ -273,7 +273,7 @@ async def test_calls_by_server_name_and_clear_errors(tmp_path: Path) -> None:
             assert {tool.name for tool in tools} >= {"echo", "add"}
             assert (await host.call_tool("demo", "add", {"a": 2, "b": 3})).text == "5"
             readme = await host.read_resource("demo", "demo://readme")
-            assert "mcpl-demo" in readme.contents[0]["text"]
+            assert "mcpl-demo" in readme.contents[0].text
             assert await host.request("demo", "ping") == {}
             assert host.redactor("demo").redact("x 0.5 y") == "x 0.5 y"
     with pytest.raises(ServerNotConnected, match="closed"):

@@ -37,7 +37,9 @@ INJECT_SYSTEM = "contextHooks.beforeInference.inject.system"
 INJECT_BEFORE = "contextHooks.beforeInference.inject.beforeUser"
 INJECT_AFTER = "contextHooks.beforeInference.inject.afterUser"
 INJECT_ALL = (INJECT_SYSTEM, INJECT_BEFORE, INJECT_AFTER)
-FIRST_CALL_ID = 3
+#: The id of the first host call after the handshake: 1 is the era probe (server/discover),
+#: 2 initialize, 3 the initial featureSets/update.
+FIRST_CALL_ID = 4
 
 MANIFEST = {
     "version": "0.5",

@@ -118,7 +118,7 @@ async def test_deeply_nested_advertisement_still_handshakes(tmp_path: Path, leve
         tmp_path,
         [
             {"expect": {"method": "initialize"}},
-            {"raw": '{"jsonrpc":"2.0","id":1,"result":' + result + "}"},
+            {"raw": '{"jsonrpc":"2.0","id":2,"result":' + result + "}"},  # id 1: the era probe
             {"expect": {"method": "notifications/initialized"}},
             *(policy_exchange if mcpl else []),
         ],
@@ -290,7 +290,7 @@ async def test_error_null_beside_a_result_is_a_result(tmp_path: Path) -> None:
             {
                 "send": {
                     "jsonrpc": "2.0",
-                    "id": 1,
+                    "id": 2,  # 1 is the era probe
                     "error": None,
                     "result": {"protocolVersion": "2025-06-18", "capabilities": {}},
                 }

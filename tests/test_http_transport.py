@@ -278,6 +278,14 @@ async def test_session_id_protocol_version_token_get_stream_and_delete(
                 assert (await conn.call_tool("add", {"a": 2, "b": 3})).text == "5"
                 await conn.ping()
         rows = server.requests()
+    # The era probe (MCP 2026-07-28) comes first, with the stateless request headers and no
+    # session; the bridge (a handshake-era server) refuses it and initialize follows.
+    probes = [row for row in rows if row["method"] == "POST" and '"server/discover"' in row["body"]]
+    assert len(probes) == 1
+    assert probes[0]["headers"]["mcp-protocol-version"] == "2026-07-28"
+    assert probes[0]["headers"]["mcp-method"] == "server/discover"
+    assert "mcp-session-id" not in probes[0]["headers"]
+    rows = [row for row in rows if row not in probes]
     posts = headers_of(rows, "POST")
     first, later = posts[0], posts[1:]
     assert first["accept"] == "application/json, text/event-stream"
@@ -388,7 +396,7 @@ async def test_a_server_request_on_a_post_stream_is_answered_by_post_in_the_sess
             {"expect": {"method": "tools/call"}},
             {"send": {"jsonrpc": "2.0", "id": "s-1", "method": "roots/list"}},
             {"wait_response": "s-1", "expect_error_code": -32601},
-            {"reply": {"content": [{"type": "text", "text": "done"}]}, "id": 2},
+            {"reply": {"content": [{"type": "text", "text": "done"}]}, "id": 3},
         ],
     )
     async with bridge(tmp_path, "--no-get", command=scripted(script)) as server:
@@ -399,7 +407,9 @@ async def test_a_server_request_on_a_post_stream_is_answered_by_post_in_the_sess
         rows = server.requests()
     answer = next(row for row in rows if row["method"] == "POST" and '"s-1"' in row["body"])
     assert json.loads(answer["body"])["error"]["code"] == -32601
-    assert answer["headers"]["mcp-session-id"] == headers_of(rows, "POST")[1]["mcp-session-id"]
+    assert (
+        answer["headers"]["mcp-session-id"] == headers_of(rows, "POST")[2]["mcp-session-id"]
+    )  # after the probe and initialize
 
 
 async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(tmp_path: Path) -> None:
@@ -413,7 +423,7 @@ async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(
             {
                 "expect": {
                     "method": "notifications/cancelled",
-                    "params": {"requestId": 2, "reason": "timeout"},
+                    "params": {"requestId": 3, "reason": "timeout"},
                 }
             },
             {"expect": {"method": "ping"}},
@@ -429,7 +439,9 @@ async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(
                 await conn.ping()
         rows = server.requests()
     cancel = next(row for row in rows if "notifications/cancelled" in row["body"])
-    assert cancel["headers"]["mcp-session-id"] == headers_of(rows, "POST")[1]["mcp-session-id"]
+    assert (
+        cancel["headers"]["mcp-session-id"] == headers_of(rows, "POST")[2]["mcp-session-id"]
+    )  # after the probe and initialize
 
 
 async def test_a_get_stream_refused_with_405_leaves_the_session_working(tmp_path: Path) -> None:
@@ -472,7 +484,10 @@ async def test_401_with_www_authenticate_says_the_server_wants_oauth(tmp_path: P
     challenge = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"'
     async with bridge(tmp_path, "--status", "401", "--www-authenticate", challenge) as server:
         message = await _entry_error(server.url(), transport=transport)
-    assert "answered the POST of initialize with HTTP 401 (unauthorized): the server wants OAuth" in message
+    # The first POST is the era probe (MCP 2026-07-28): the refusal comes to it.
+    assert (
+        "answered the POST of server/discover with HTTP 401 (unauthorized): the server wants OAuth" in message
+    )
     assert "WWW-Authenticate: Bearer resource_metadata=" in message and "does not implement" in message
 
 
@@ -537,7 +552,9 @@ async def test_a_server_that_never_answers_times_out_clearly() -> None:
             limits=Limits(handshake_timeout_seconds=0.5, close_grace_seconds=0.5),
         )
         tg.cancel_scope.cancel()
-    assert message == "the server did not answer initialize within 0.5 seconds"
+    assert (
+        message == "the server did not answer initialize within 0.5 seconds (nor server/discover before it)"
+    )
     assert held  # the POST reached it
 
 
@@ -546,7 +563,7 @@ async def test_a_closed_port_is_unreachable() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     message = await _entry_error(f"http://127.0.0.1:{port}/mcp", transport="streamable-http")
-    assert f"could not reach http://127.0.0.1:{port}/mcp for the POST of initialize (" in message
+    assert f"could not reach http://127.0.0.1:{port}/mcp for the POST of server/discover (" in message
 
 
 # -- bounds ------------------------------------------------------------------------------------------
@@ -623,12 +640,13 @@ async def test_auto_falls_back_to_http_sse_when_the_post_is_refused(tmp_path: Pa
             async with conn:
                 assert (await conn.call_tool("add", {"a": 1, "b": 2})).text == "3"
         rows = server.requests()
-    assert [(row["method"], row["path"]) for row in rows][:3] == [
-        ("POST", "/sse"),  # Streamable HTTP first: 405
+    assert [(row["method"], row["path"]) for row in rows][:4] == [
+        ("POST", "/sse"),  # the era probe over Streamable HTTP: 405, taken for a handshake-era server
+        ("POST", "/sse"),  # initialize over Streamable HTTP: 405, so HTTP+SSE
         ("GET", "/sse"),
-        ("POST", rows[2]["path"]),
+        ("POST", rows[3]["path"]),
     ]
-    assert rows[2]["path"].startswith("/messages?session=")
+    assert rows[3]["path"].startswith("/messages?session=")
 
 
 async def test_an_endpoint_on_another_origin_is_refused(tmp_path: Path) -> None:

@@ -212,7 +212,7 @@ async def test_change_while_the_initial_receipt_is_pending_never_widens(tmp_path
             {"send": changed(shrunk)},
             {"expect": {"method": "mcpl/manifest"}},
             {"reply": shrunk},
-            {"reply": {"accepted": True}, "id": 2},  # now the initial receipt
+            {"reply": {"accepted": True}, "id": 3},  # now the initial receipt (1: the probe)
             {"expect": {"method": "featureSets/update"}},  # the host tells what is in force
             {"reply": {"accepted": True}},
             {"send": push_event(70)},

@@ -179,7 +179,7 @@ async def test_r5_timeout_sends_cancelled_and_the_late_answer_is_an_orphan(tmp_p
             *MCP_HANDSHAKE,
             {"expect": {"method": "tools/call"}},
             {"wait_for": {"method": "notifications/cancelled"}},
-            {"reply": {"content": []}, "id": 2},
+            {"reply": {"content": []}, "id": 3},
         ],
     )
     handlers = Recording()
@@ -188,13 +188,13 @@ async def test_r5_timeout_sends_cancelled_and_the_late_answer_is_an_orphan(tmp_p
             with pytest.raises(RequestTimeout):
                 await conn.call_tool("slow", timeout=0.3)
             await handlers.orphan_seen.wait()
-    assert handlers.orphans[0].id == 2
+    assert handlers.orphans[0].id == 3
     cancelled = [m for m in script.messages() if m.get("method") == "notifications/cancelled"]
     assert cancelled == [
         {
             "jsonrpc": "2.0",
             "method": "notifications/cancelled",
-            "params": {"requestId": 2, "reason": "timeout"},
+            "params": {"requestId": 3, "reason": "timeout"},
         }
     ]
 
@@ -219,7 +219,7 @@ async def test_r5_caller_cancellation_sends_cancelled(tmp_path: Path) -> None:
     assert {
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",
-        "params": {"requestId": 2, "reason": "cancelled"},
+        "params": {"requestId": 3, "reason": "cancelled"},
     } in script.messages()
 
 
@@ -289,15 +289,16 @@ async def test_a1_a4_invalid_request_answered_once_and_logged_with_method(tmp_pa
 
 
 async def test_server_ids_colliding_with_ours_settle_nothing(tmp_path: Path) -> None:
-    # Our tools/list is id 2; the server makes its own request with id 2 in between.
+    # Our tools/list is id 3 (after the era probe and initialize); the server makes its own
+    # request with id 3 in between.
     script = Script(
         tmp_path,
         [
             *MCP_HANDSHAKE,
-            {"expect": {"method": "tools/list", "id": 2}},
-            {"send": {"jsonrpc": "2.0", "id": 2, "method": "ping"}},
-            {"wait_response": 2, "expect_result": {}},
-            {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 2},
+            {"expect": {"method": "tools/list", "id": 3}},
+            {"send": {"jsonrpc": "2.0", "id": 3, "method": "ping"}},
+            {"wait_response": 3, "expect_result": {}},
+            {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 3},
         ],
     )
     with anyio.fail_after(20):

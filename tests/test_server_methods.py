@@ -482,15 +482,15 @@ async def test_channels_register_itemized_results(tmp_path: Path) -> None:
 
 
 async def test_channels_register_blocks_until_answered_while_ids_collide(tmp_path: Path) -> None:
-    # Right after the receipt the server registers with id 3, which is also the id of our
-    # tools/list, and reads nothing but its answer before it answers us.
+    # Right after the receipt the server registers with id 4, which is also the id of our
+    # tools/list (after the era probe, initialize and featureSets/update), and reads nothing but its answer before it answers us.
     script = Script(
         tmp_path,
         [
             *handshake(),
-            call(3, "channels/register", {"channels": [channel("c")]}),
-            {"wait_response": 3, "expect_result": {"results": [{"id": "c", "accepted": True}]}},
-            {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 3},
+            call(4, "channels/register", {"channels": [channel("c")]}),
+            {"wait_response": 4, "expect_result": {"results": [{"id": "c", "accepted": True}]}},
+            {"reply": {"tools": [{"name": "t", "inputSchema": {}}]}, "id": 4},
         ],
     )
     with anyio.fail_after(20):
@@ -500,7 +500,7 @@ async def test_channels_register_blocks_until_answered_while_ids_collide(tmp_pat
             assert [d["id"] for d in conn.channel_registry.descriptors()] == ["c"]
     assert [t.name for t in tools] == ["t"]
     ours = [m for m in script.messages() if m.get("method") == "tools/list"]
-    assert ours[0]["id"] == 3
+    assert ours[0]["id"] == 4
 
 
 async def test_channels_changed_notification_filtered_with_diagnostic(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +170,8 @@ async def test_crash_at_once_is_a_crash_loop_that_stops_with_the_policys_delays(
     ]
     for event in log.of("disconnected"):
         assert event.data["phase"] == "start" and event.data["uptimeSeconds"] is None
-        assert "initialize" in event.data["reason"]
+        # It exits before answering the era probe or initialize, as the race goes.
+        assert re.search(r"went away before answering (server/discover|initialize)", event.data["reason"])
     assert "fatal: no config" in log.of("disconnected")[-1].data["stderrTail"]
     reconnects = log.of("reconnecting")
     assert [e.data["attempt"] for e in reconnects] == [1, 2, 3, 4]
@@ -183,8 +185,9 @@ async def test_crash_at_once_is_a_crash_loop_that_stops_with_the_policys_delays(
         timeline.append((event.data["attempt"], round(delay, 3), round(waited, 3)))
     gave_up = log.of("gave_up")[0].data
     assert gave_up["failures"] == 5 and gave_up["windowSeconds"] == 60
-    assert gave_up["reason"].startswith(
-        "crashed 5 times in 60 seconds; last: the server went away before answering initialize"
+    assert re.match(
+        r"crashed 5 times in 60 seconds; last: the server went away before answering (server/discover|initialize)",
+        gave_up["reason"],
     )
     print("\ncrash-loop restart timeline (attempt, delay s, observed wait s):", timeline)
 

@@ -135,18 +135,28 @@ class Script:
             return []
         return [json.loads(row) for row in self.record_path.read_text().splitlines() if row]
 
-    def lines(self) -> list[str]:
-        """Raw lines the host wrote, in order."""
-        return [row["line"] for row in self.rows() if "line" in row]
+    def lines(self, *, probe: bool = False) -> list[str]:
+        """Raw lines the host wrote, in order; without the ``server/discover`` era probe
+        (which the fixture answers by itself, as a handshake-era server) unless ``probe``."""
+        lines = [row["line"] for row in self.rows() if "line" in row]
+        return lines if probe else [line for line in lines if not _is_probe(line)]
 
     def events(self) -> list[dict[str, Any]]:
         """What happened to the server process (``started``, ``stdin closed``, ``SIGTERM``),
         each with its ``time`` (``time.monotonic()`` in the server: the machine's clock)."""
         return [row for row in self.rows() if "event" in row]
 
-    def messages(self) -> list[Any]:
-        """The host's lines, parsed."""
-        return [json.loads(text) for text in self.lines()]
+    def messages(self, *, probe: bool = False) -> list[Any]:
+        """The host's lines, parsed (``probe``: as ``lines``)."""
+        return [json.loads(text) for text in self.lines(probe=probe)]
+
+
+def _is_probe(line: str) -> bool:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and message.get("method") == "server/discover" and "id" in message
 
 
 class ExitWatch:

@@ -67,7 +67,7 @@ __all__ = [
 class Phase(Enum):
     """Where the connection is in its life (MCP 2025-11-25, "Lifecycle"; docs/protocol.md H1-H6)."""
 
-    #: Nothing sent yet; only ``initialize`` may be started.
+    #: Nothing sent yet; only ``initialize`` (and the ``server/discover`` probe) may be started.
     NEW = "new"
     #: ``initialize`` is in flight: ping answered, other traffic ignored (H2-H4).
     INITIALIZING = "initializing"
@@ -233,7 +233,8 @@ class Session:
             if self.phase is not Phase.NEW:
                 raise LocalProtocolError("initialize was already sent on this session")
             self.phase = Phase.INITIALIZING
-        elif method != "ping":
+        elif method not in ("ping", "server/discover"):  # the era probe (MCP 2026-07-28,
+            # "Versioning and Compatibility") goes out in any phase
             raise LocalProtocolError(f"cannot send {method!r} before the handshake completes")
 
     def forget(self, request_id: int) -> PendingRequest | None:
@@ -244,6 +245,12 @@ class Session:
     def initialize_completed(self) -> None:
         """Enter ``OPERATING``: the shell has queued ``notifications/initialized`` (H6)."""
         if self.phase is Phase.INITIALIZING:
+            self.phase = Phase.OPERATING
+
+    def discover_completed(self) -> None:
+        """Enter ``OPERATING`` without ``initialize``: a ``server/discover`` result settled
+        the stateless era (MCP 2026-07-28: there is no handshake)."""
+        if self.phase in (Phase.NEW, Phase.INITIALIZING):
             self.phase = Phase.OPERATING
 
     def close(self) -> list[PendingRequest]:

@@ -12,8 +12,12 @@ Rules:
     ``NoteLedger``), and the job of the service that serves the method is returned:
     ``push/event`` (``PushService``), ``inference/request`` and ``model/info``
     (``InferenceService``), ``channels/*`` (``ChannelService``), ``state/*``
-    (``StateService``), anything else ``HostHandlers.request`` (default ``-32601``). Every
-    answer is reported (``channels/*`` and ``state/*`` here, as ``server_request``);
+    (``StateService``), ``roots/list``, ``sampling/createMessage`` and
+    ``elicitation/create`` the ``ClientFeatureService`` when the application serves that
+    feature (MCP 2025-11-25 "Client Features"), anything else ``HostHandlers.request``
+    (default ``-32601``). Every answer is reported (``channels/*``, ``state/*`` and
+    ``HostHandlers.request`` here, the client features by their service, as
+    ``server_request``);
   - ``Held`` (0.4 profile, docs/protocol.md, "Compatibility profiles"): the request is held
     as a job that waits for the policy to be settled (at most
     ``Limits.held_request_seconds``) and then calls ``admit()`` again with
@@ -26,7 +30,8 @@ Rules:
   and the notification forms of ``channels/changed`` / ``channels/incoming`` (admitted here
   too, held the same way; a refusal is a diagnostic and a ``refused`` report); a
   ``featureSets/changed`` notification (removed in MCPL 0.5) is logged and ignored. Every
-  notification is then reported.
+  notification is then reported, and handed to ``on_mcp_notification`` (the list caches of
+  ``MCPClient``).
 - ``last_refusal`` keeps the last refusal, to explain a silence after it (``mcpl.explain``).
 """
 
@@ -37,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService
 from mcpl_host.connection import BackgroundJob, InboundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.envelope import Request, Response
@@ -98,6 +104,8 @@ class InboundDispatcher:
         limits: Limits | None = None,
         wait_settled: Callable[[], Awaitable[None]] | None = None,
         notes: NoteLedger | None = None,
+        client_features: ClientFeatureService | None = None,
+        on_mcp_notification: Callable[[str, Any], None] | None = None,
     ) -> None:
         self._name = name
         self._view = view
@@ -119,6 +127,8 @@ class InboundDispatcher:
         self.held_total = 0
         #: The last refused server request (module rules).
         self.last_refusal: RefusalRecord | None = None
+        self._client_features = client_features
+        self._on_mcp_notification = on_mcp_notification
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -210,6 +220,9 @@ class InboundDispatcher:
             return lambda: self._reported(context, params, self._channels.serve(context, params))
         if method in _STATE_METHODS:
             return lambda: self._reported(context, params, self._serve_state(method, params))
+        features = self._client_features
+        if method in CLIENT_FEATURE_METHODS and features is not None and features.serves(method):
+            return lambda: features.serve(context, params)
         return lambda: self._reported(context, params, self._handlers.request(context, params))
 
     async def _serve_state(self, method: str, params: Any) -> Any:
@@ -245,6 +258,8 @@ class InboundDispatcher:
                 self._reporter.notification(method, params, refused.error.to_error(), refused.reason)
                 return None
         self._reporter.notification(method, params)
+        if self._on_mcp_notification is not None:
+            self._on_mcp_notification(method, params)
         return job
 
     def _channel_notification(

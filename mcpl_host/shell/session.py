@@ -149,8 +149,7 @@ class Session:
                 self.catalog.resources[server] = [r.uri for r in await conn.list_resources()]
             if "prompts" in capabilities:
                 self.catalog.prompts[server] = {
-                    p.name: tuple(str(a.get("name")) for a in _objects(p.arguments) if "name" in a)
-                    for p in await conn.list_prompts()
+                    p.name: tuple(a.name for a in p.arguments) for p in await conn.list_prompts()
                 }
         except MCPLHostError:
             return
@@ -243,8 +242,7 @@ class Session:
         if not prompts:
             self.say("no prompts", "dim")
         for item in prompts:
-            args = _objects(item.arguments)
-            names = [f"{a.get('name')}{'*' if a.get('required') else ''}" for a in args]
+            names = [f"{a.name}{'*' if a.required else ''}" for a in item.arguments]
             line = Text(self._shown(server, item.name), style="bold")
             line.append(f"({self._shown(server, ', '.join(names))})")
             if item.description:
@@ -300,7 +298,7 @@ class Session:
 
     async def _do_read(self, command: Command, server: str) -> None:
         result = await self.host.read_resource(server, command.words[0])
-        for item in _objects(report.redact_json(result.contents, self.host.redactor(server))):
+        for item in _objects(report.redact_json(result.raw.get("contents"), self.host.redactor(server))):
             if isinstance(item.get("text"), str):
                 self.say(report.safe_text(item["text"], max_chars=100_000, newlines=True))
             else:
@@ -315,8 +313,10 @@ class Session:
         if found is None:
             names = ", ".join(report.safe_text(p.name, max_chars=80) for p in prompts[:30]) or "none"
             raise _Failed(f"no prompt {report.safe_text(name)!r} (there are: {names})")
-        result = await self.host.get_prompt(server, name, prompt_arguments(words, found.arguments))
-        for message in _objects(report.redact_json(result.messages, self.host.redactor(server))):
+        result = await self.host.get_prompt(
+            server, name, prompt_arguments(words, _objects(found.raw.get("arguments")))
+        )
+        for message in _objects(report.redact_json(result.raw.get("messages"), self.host.redactor(server))):
             texts = [b["text"] for b in _objects(message.get("content")) if isinstance(b.get("text"), str)]
             role = report.safe_text(message.get("role"), max_chars=20)
             self.say(f"{role}: {report.safe_text(' '.join(texts), max_chars=100_000, newlines=True)}")

@@ -26,6 +26,14 @@ Rules of this module:
   ``MCP-Protocol-Version`` from the handshake on: given by ``negotiated()`` (the connection
   calls it) or else read from the initialize result that passes through.
 - ``aclose()`` sends DELETE with the session id (bounded by ``limits.close_grace_seconds``).
+- Stateless requests (MCP 2026-07-28 "Streamable HTTP"; their ``_meta`` names the protocol
+  version: ``stateless.is_stateless_request``) are posted like any request, with the
+  request metadata headers of their body (``stateless.http_request_headers``) and no
+  session. A refusal (400, 404, 405) without the server's JSON-RPC answer to it is passed
+  on as an error answer (``stateless.http_refusal_answer``): a handshake-era server refusing
+  the era probe does not lose the transport. Such a request is cancelled by closing its
+  stream; its ``notifications/cancelled`` is not posted (the revision defines no
+  client-to-server notification over HTTP).
 - Errors (``refusal_message``): a redirect is never followed; 401/403, 404 for a request
   carrying the session id (the session ended), a wrong content type, a body or event over
   its bound, or an unreachable server lose the transport (``ConnectionLost``) with one clear
@@ -48,6 +56,7 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx
+import orjson
 
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
@@ -55,6 +64,7 @@ from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.stateless import http_refusal_answer, http_request_headers, is_stateless_request
 from mcpl_host.transports.http_common import (
     BodyTooLarge,
     Inbox,
@@ -139,6 +149,7 @@ class StreamableHTTPTransport:
         self._told_version = False  # negotiated() was called: the initialize answer is not read
         self._initialize_key: bytes | None = None
         self._streams: dict[bytes, anyio.CancelScope] = {}
+        self._stateless: set[bytes] = set()  # keys of stateless requests in flight
         self._send_scopes: set[anyio.CancelScope] = set()
         self._get_started = False
         self._refusals = LogBudget(self._limits.invalid_requests_logged)
@@ -340,8 +351,20 @@ class StreamableHTTPTransport:
         kind, request_id, method, message = peek(line)
         if kind == "request" and method == "initialize":
             await self._post_initialize(line, id_key(request_id))
+        elif kind == "request" and is_stateless_request(message):
+            assert message is not None
+            self._spawn(
+                self._post_request,
+                line,
+                id_key(request_id),
+                f"the POST of {method}",
+                http_request_headers(message),
+                request_id,
+            )
         elif kind == "request":
             self._spawn(self._post_request, line, id_key(request_id), f"the POST of {method}")
+        elif method == "notifications/cancelled" and self._cancels_stateless(message):
+            return  # its stream was closed: that is the cancellation (module rules)
         else:
             what = f"the POST of {method}" if method else "the POST of a response"
             await self._post_message(line, what)
@@ -380,24 +403,60 @@ class StreamableHTTPTransport:
         else:
             await response.aclose()
 
-    async def _post_request(self, line: bytes, key: bytes, what: str) -> None:
+    def _cancels_stateless(self, message: dict[str, Any] | None) -> bool:
+        """A ``notifications/cancelled`` of a stateless request: close its stream (True)."""
+        params: Any = message.get("params") if message is not None else None
+        if not is_object(params) or "requestId" not in params:
+            return False
+        key = id_key(params["requestId"])
+        if key not in self._stateless:
+            return False
+        scope = self._streams.get(key)
+        if scope is not None:
+            scope.cancel()
+        return True
+
+    async def _post_request(
+        self,
+        line: bytes,
+        key: bytes,
+        what: str,
+        stateless_headers: dict[str, str] | None = None,
+        request_id: Any = None,
+    ) -> None:
         with anyio.CancelScope() as scope:
             self._streams[key] = scope
+            if stateless_headers is not None:
+                self._stateless.add(key)
             try:
                 had_session = self._session_id is not None
                 headers = self._headers(ACCEPT_POST, json_body=True)
+                if stateless_headers is not None:
+                    headers.pop("Mcp-Session-Id", None)
+                    headers.update(stateless_headers)
                 response = await self._open_or_lose("POST", what, headers, line)
                 try:
-                    if await self._check_answer(response, what, key, had_session=had_session):
+                    answer_refusal = request_id if stateless_headers is not None else None
+                    if await self._check_answer(
+                        response, what, key, had_session=had_session, answer_refusal=answer_refusal
+                    ):
                         await self._read_answer(response, key)
                 finally:
                     with anyio.CancelScope(shield=True):
                         await response.aclose()
             finally:
                 self._streams.pop(key, None)
+                self._stateless.discard(key)
 
     async def _check_answer(
-        self, response: httpx.Response, what: str, key: bytes, *, had_session: bool, fall_back: bool = False
+        self,
+        response: httpx.Response,
+        what: str,
+        key: bytes,
+        *,
+        had_session: bool,
+        fall_back: bool = False,
+        answer_refusal: Any = None,
     ) -> bool:
         """Check the head of a request's answer: True to read it, False when there is
         nothing to read (202: the answer comes on another stream). Raises ``ConnectionLost``
@@ -417,6 +476,9 @@ class StreamableHTTPTransport:
             message = self._refusal(response, what, body, had_session=had_session)
             if fall_back and status in FALLBACK_STATUSES:
                 raise FallBack(message)
+            if answer_refusal is not None and status in FALLBACK_STATUSES:  # a stateless request
+                await self._inbox.put(orjson.dumps(http_refusal_answer(answer_refusal, status, message)))
+                return False
             raise self._lose(message)
         kind = media_type(response.headers.get("content-type"))
         if kind not in ("application/json", "text/event-stream"):

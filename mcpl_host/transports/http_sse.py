@@ -33,6 +33,7 @@ from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.stateless import is_stateless_request
 from mcpl_host.transports.http import FallBack, StreamableHTTPTransport
 from mcpl_host.transports.http_common import (
     BodyTooLarge,
@@ -315,9 +316,27 @@ class SSETransport:
             self._logger.warning(f"the server refused a message{suffix}", reason=message)
 
 
+def _only_stateless(data: bytes) -> bool:
+    """Every message in ``data`` is a stateless request or a notification (no ``initialize``:
+    nothing that makes the transport choice)."""
+    found = False
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        kind, _, _, message = peek(line)
+        if kind == "request" and not is_stateless_request(message):
+            return False
+        if kind not in ("request", "notification"):
+            return False
+        found = found or kind == "request"
+    return found
+
+
 class AutoHTTPTransport:
     """Streamable HTTP, or HTTP+SSE when the server refuses the ``initialize`` POST as the
-    module rules say (``Transport``). Use it as ``async with`` (enter and leave in the same
+    module rules say (``Transport``). Stateless requests (MCP 2026-07-28: the era probe,
+    and every request of a stateless connection) go over Streamable HTTP without making
+    the choice, and their answers are read from it until a choice is made. Use it as ``async with`` (enter and leave in the same
     task); one task may ``receive()`` and one may ``send()`` at a time. ``chosen`` is
     ``"streamable-http"`` or ``"sse"`` once the first line has been sent (None before).
 
@@ -346,6 +365,7 @@ class AutoHTTPTransport:
         self._release = anyio.Event()  # lets the task holding the HTTP+SSE transport leave it
         self._lost: str | None = None
         self._closing = False
+        self._falling_back = False
         self.chosen: str | None = None
 
     @property
@@ -413,9 +433,13 @@ class AutoHTTPTransport:
             return
         if self._closing:
             raise ConnectionClosed("the HTTP transport was closed")
+        if _only_stateless(data):
+            await self._streamable.send(data)
+            return
         try:
             await self._streamable.send(data)
         except FallBack as refusal:
+            self._falling_back = True
             await self._streamable.aclose()
             self._logger.info("trying the older HTTP+SSE transport", url=self.describe(), reason=str(refusal))
             sse = SSETransport(
@@ -442,7 +466,15 @@ class AutoHTTPTransport:
         self._chosen_or_closed.set()
 
     async def receive(self) -> ReadItem:
-        """The next line of the transport in use (waits until the first ``send()`` chose)."""
+        """The next line of the transport in use; before a choice, of Streamable HTTP (the
+        answers of stateless requests), until a fallback to HTTP+SSE closes it."""
+        while self._inner is None and not self._closing and self._lost is None:
+            try:
+                return await self._streamable.receive()
+            except (ConnectionClosed, ConnectionLost):
+                if not self._falling_back:
+                    raise
+                await self._chosen_or_closed.wait()
         if self._inner is None:
             await self._chosen_or_closed.wait()
         if self._lost is not None:

@@ -539,7 +539,13 @@ class StdioTransport:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             if self._closing:
                 raise ConnectionClosed("the stdio transport was closed") from None
-            status = self._process.returncode
+            # A closed stdin is most often a server exiting: wait a moment, as after EOF, so
+            # the failure names its status and holds its last stderr lines (H5).
+            process = self._process
+            with anyio.move_on_after(min(EOF_EXIT_WAIT_SECONDS, self._limits.close_grace_seconds)):
+                await process.wait()
+                await self._pump_done.wait()
+            status = process.returncode
             reason = "its stdin is closed" if status is None else _exit_message(status)
             message = f"could not write to the server ({reason})"
             raise ConnectionLost(message, exit_status=status, stderr_tail=self._tail) from None

@@ -1,0 +1,202 @@
+"""Client features for testing a server by hand (``mcpl-host probe --root/--sampling-reply/
+--elicit-reply/--ask``): canned answers, or a prompt on the terminal.
+
+Rules of this module:
+
+- ``CannedSampling`` answers every ``sampling/createMessage`` with one text; ``CannedElicitation``
+  answers every ``elicitation/create`` with one action (and, for an accepted form, one
+  content object), in both modes (MCP 2025-11-25 "Elicitation").
+- ``TerminalSampling`` and ``TerminalElicitation`` ask the person at the terminal (stderr
+  and stdin, through click), one question at a time (a lock), from a worker thread so the
+  event loop goes on. Every text the server sent is shown escaped (``report.safe_text``);
+  the URL of a URL-mode elicitation is shown, never opened.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import anyio
+import anyio.to_thread
+import click
+
+from mcpl_host.client_features import (
+    ElicitationAction,
+    ElicitationMode,
+    ElicitationRequest,
+    ElicitationResult,
+    Roots,
+    SamplingRequest,
+    SamplingResult,
+)
+from mcpl_host.handlers import HostHandlers
+from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.probing import PROBE_MODEL, InferenceReply
+from mcpl_host.report import safe_text
+
+if TYPE_CHECKING:
+    from mcpl_host.handlers import RequestContext
+
+__all__ = ["CannedElicitation", "CannedSampling", "TerminalElicitation", "TerminalSampling", "probe_handlers"]
+
+_BOTH_MODES: tuple[ElicitationMode, ...] = ("form", "url")
+T = TypeVar("T")
+_ACTIONS: dict[str, ElicitationAction] = {"accept": "accept", "decline": "decline", "cancel": "cancel"}
+
+
+class CannedSampling:
+    """Answers every sampling request with ``text`` (no tool use)."""
+
+    supports_tools = False
+
+    def __init__(self, text: str, model: str = PROBE_MODEL) -> None:
+        self.text = text
+        self.model = model
+
+    async def create_message(self, context: RequestContext, request: SamplingRequest) -> SamplingResult:
+        return SamplingResult.text(self.text, self.model)
+
+
+class CannedElicitation:
+    """Answers every elicitation with ``action``; an accepted form gets ``content``."""
+
+    modes: Collection[ElicitationMode] = _BOTH_MODES
+
+    def __init__(self, action: ElicitationAction, content: dict[str, Any] | None = None) -> None:
+        self.action: ElicitationAction = action
+        self.content = content
+
+    async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
+        if self.action != "accept" or request.mode == "url":
+            return ElicitationResult(self.action)
+        return ElicitationResult("accept", dict(self.content or {}))
+
+
+class _Terminal:
+    """One question at a time, asked from a worker thread."""
+
+    def __init__(self) -> None:
+        self._lock: anyio.Lock | None = None  # made in the event loop, at the first question
+
+    async def ask(self, question: Callable[[], T]) -> T:
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            return await anyio.to_thread.run_sync(question)
+
+
+#: Shared by the terminal handlers of one process (one terminal).
+_TERMINAL = _Terminal()
+
+
+class TerminalSampling:
+    """Shows each sampling request on stderr and reads the answer's text from the terminal."""
+
+    supports_tools = False
+
+    async def create_message(self, context: RequestContext, request: SamplingRequest) -> SamplingResult:
+        def question() -> str:
+            click.echo(f"\n{safe_text(context.server)} asks for a model answer (sampling):", err=True)
+            if request.system_prompt:
+                click.echo(f"  system: {safe_text(request.system_prompt, max_chars=2000)}", err=True)
+            for message in request.messages:
+                click.echo(f"  {message.role}: {safe_text(message.text, max_chars=2000)}", err=True)
+            return str(click.prompt("answer", err=True))
+
+        return SamplingResult.text(await _TERMINAL.ask(question), PROBE_MODEL)
+
+
+def _convert(kind: Any, text: str) -> Any:
+    if kind == "integer":
+        return int(text)
+    if kind == "number":
+        return float(text)
+    if kind == "boolean":
+        return text.strip().lower() in ("y", "yes", "true", "1")
+    return text
+
+
+class TerminalElicitation:
+    """Asks the person at the terminal: each property of a form (typed as its schema says),
+    or consent for a URL (shown, not opened)."""
+
+    modes: Collection[ElicitationMode] = _BOTH_MODES
+
+    async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
+        def question() -> ElicitationResult:
+            click.echo(
+                f"\n{safe_text(context.server)} asks: {safe_text(request.message, max_chars=2000)}", err=True
+            )
+            if request.mode == "url":
+                click.echo(f"  URL (not opened): {safe_text(request.url, max_chars=2000)}", err=True)
+                answer = click.prompt(
+                    "accept, decline or cancel",
+                    type=click.Choice(["accept", "decline", "cancel"]),
+                    default="decline",
+                    err=True,
+                )
+                return ElicitationResult(cast("ElicitationAction", answer))
+            if not click.confirm("answer this form?", default=True, err=True):
+                return ElicitationResult("decline")
+            schema = request.requested_schema or {}
+            properties = schema.get("properties")
+            content: dict[str, Any] = {}
+            for name, spec in properties.items() if is_object(properties) else ():
+                spec = spec if is_object(spec) else {}
+                label = safe_text(spec.get("title") or name)
+                choices = spec.get("enum")
+                shown = f" ({', '.join(safe_text(c) for c in choices)})" if is_array(choices) else ""
+                text = click.prompt(f"  {label}{shown}", default="", show_default=False, err=True)
+                if text != "":
+                    try:
+                        content[name] = _convert(spec.get("type"), text)
+                    except ValueError:
+                        content[name] = text
+            return ElicitationResult("accept", content)
+
+        return await _TERMINAL.ask(question)
+
+
+def probe_handlers(
+    roots: Collection[str],
+    sampling_reply: str | None,
+    elicit_reply: str | None,
+    ask: bool,
+    *,
+    inference_reply: str | None = None,
+) -> HostHandlers | None:
+    """The probe's handlers for ``--root``, ``--sampling-reply``, ``--elicit-reply``,
+    ``--ask`` and ``--inference-reply`` (None when none is given: the defaults, which serve
+    no client feature and do not advertise ``inferenceRequest``; with ``inference_reply``,
+    ``probing.InferenceReply``).
+    ``elicit_reply``: a JSON object (accept a form with it; accept a URL), or ``accept``,
+    ``decline``, ``cancel``. ``ask``: the terminal answers what no canned reply does.
+
+    Raises:
+        ValueError: a root that is neither a path nor a ``file://`` URI, or an
+            ``elicit_reply`` that is none of the above (the message never repeats it).
+    """
+    if not roots and sampling_reply is None and elicit_reply is None and not ask:
+        return None if inference_reply is None else InferenceReply(inference_reply)
+    elicitation: CannedElicitation | TerminalElicitation | None = TerminalElicitation() if ask else None
+    if elicit_reply is not None:
+        action = _ACTIONS.get(elicit_reply)
+        if action is not None:
+            elicitation = CannedElicitation(action)
+        else:
+            try:
+                content = json.loads(elicit_reply)
+            except ValueError:
+                content = None
+            if not is_object(content):
+                raise ValueError("--elicit-reply must be a JSON object, accept, decline or cancel")
+            elicitation = CannedElicitation("accept", content)
+    sampling: CannedSampling | TerminalSampling | None = TerminalSampling() if ask else None
+    if sampling_reply is not None:
+        sampling = CannedSampling(sampling_reply)
+    served = Roots(list(roots)) if roots else None
+    if inference_reply is not None:
+        return InferenceReply(inference_reply, roots=served, sampling=sampling, elicitation=elicitation)
+    return HostHandlers(roots=served, sampling=sampling, elicitation=elicitation)
