@@ -76,6 +76,7 @@ PLAIN_JSONRPC = (
     "big-message-crash",
 )
 PLAIN_LIFECYCLE = (
+    "bad-discover",
     "bad-server-info",
     "bad-capabilities",
     "request-before-initialized",
@@ -118,11 +119,12 @@ EXPECTED: dict[str, tuple[list[str], set[str], set[str]]] = {
             "jsonrpc.server-ids",
             "stdout.only-json",
         },
-        {"jsonrpc.crlf"},
+        # silent to every unknown method, server/discover included: a host waits its window
+        {"jsonrpc.crlf", "init.discover"},
     ),
     "plain-lifecycle": (
         [*FAST, "--shutdown-timeout", "1", *fixture("plain_mcp.py", *PLAIN_LIFECYCLE)],
-        {"init.server-info", "init.capabilities", "init.before-initialized", "shutdown.stdin-close", "shutdown.sigterm"},
+        {"init.discover", "init.server-info", "init.capabilities", "init.before-initialized", "shutdown.stdin-close", "shutdown.sigterm"},
         set(),
     ),
     "plain-tools": (
@@ -174,6 +176,12 @@ EXPECTED: dict[str, tuple[list[str], set[str], set[str]]] = {
         set(),
     ),
     "demo-http": ([*FAST, "--url", "{http}"], set(), set()),
+    # The MCP Python SDK 2.x serves both eras on stdio: its DiscoverResult passes init.discover.
+    "sdk-both-eras": (
+        ["--", PY, str(FIXTURES / "sdk_features_server.py"), "stdio"],
+        set(),
+        {"tools.call.unknown-tool", "prompts.get.unknown-prompt"},
+    ),
     "shape3-ws": (
         [*FAST, "--ws", "{ws}"],
         {"mcpl.pre-policy.quiet", "mcpl.policy.request-form", "mcpl.uses.vocabulary", "tools.list.schema", "tools.call.unknown-tool"},
@@ -541,3 +549,14 @@ def test_sigterm_mid_check_closes_the_server_and_exits_130() -> None:
     assert check.returncode == 130
     assert "interrupted by SIGTERM; every server was closed" in stderr
     assert stdout == ""
+
+
+def test_init_discover_tells_the_eras_apart(runs: dict[str, Run]) -> None:
+    both = runs["sdk-both-eras"].check("init.discover")
+    assert both["status"] == "passed" and both["reason"].startswith("a DiscoverResult: the server speaks")
+    demo = runs["demo"].check("init.discover")
+    assert demo["status"] == "passed" and demo["reason"].startswith("answered error -32601: a handshake-era")
+    silent = runs["plain-jsonrpc"].check("init.discover")
+    assert silent["status"] == "warned" and "Limits.discover_timeout_seconds" in silent["reason"]
+    ws = runs["shape3-ws"].check("init.discover")
+    assert ws["status"] == "skipped"

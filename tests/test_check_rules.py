@@ -337,3 +337,48 @@ def test_evaluate_skips_what_the_transport_has_not_and_survives_a_broken_rule(
     monkeypatch.setitem(rules.RULES, "jsonrpc.ping", broken)
     (result,) = rules.evaluate(run, [CHECKS_BY_ID["jsonrpc.ping"]])
     assert result.status == "failed" and "the check itself failed" in result.reason
+
+
+def _discover(outcome: RequestOutcome | None) -> RunEvidence:
+    raw = RawEvidence(Transcript())
+    if outcome is not None:
+        raw.probes["discover"] = outcome
+    return RunEvidence(transport="stdio", raw=raw)
+
+
+def test_init_discover_judges_the_answer_to_the_era_probe() -> None:
+    good = {
+        "resultType": "complete",
+        "supportedVersions": ["2026-07-28"],
+        "capabilities": {"tools": {}},
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}},
+    }
+    verdict = rules.init_discover(_discover(RequestOutcome("discover", result=good)))
+    assert verdict.status == "passed" and verdict.reason.endswith("(2026-07-28)")
+    legacy = rules.init_discover(
+        _discover(RequestOutcome("discover", error={"code": -32601, "message": "x"}))
+    )
+    assert legacy.status == "passed" and "handshake-era" in legacy.reason
+    modern = rules.init_discover(
+        _discover(RequestOutcome("discover", error={"code": -32022, "message": "x"}))
+    )
+    assert modern.status == "passed" and "stateless revision" in modern.reason
+    silent = rules.init_discover(_discover(RequestOutcome("discover", failure="no answer within 5 s")))
+    assert silent.status == "warned" and "falls back to initialize" in silent.reason
+    bare = {key: value for key, value in good.items() if key not in ("_meta", "resultType")}
+    incomplete = rules.init_discover(_discover(RequestOutcome("discover", result=bare)))
+    assert (
+        incomplete.status == "warned"
+        and "serverInfo" in incomplete.reason
+        and "resultType" in incomplete.reason
+    )
+    broken = rules.init_discover(
+        _discover(RequestOutcome("discover", result={"supportedVersions": "2026-07-28"}))
+    )
+    assert broken.status == "failed"
+    assert "supportedVersions is not a non-empty array" in broken.reason and "capabilities" in broken.reason
+    wrong_type = rules.init_discover(
+        _discover(RequestOutcome("discover", result={**good, "resultType": "x"}))
+    )
+    assert wrong_type.status == "failed" and "resultType" in wrong_type.reason
+    assert rules.init_discover(_discover(None)).status == "skipped"  # WebSocket, HTTP+SSE

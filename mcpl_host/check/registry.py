@@ -119,6 +119,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     _spec("init.server-info", "lifecycle", "serverInfo names the server and its version", f"{MCP} Lifecycle, Initialization (InitializeResult.serverInfo)", ["main"]),
     _spec("init.capabilities", "lifecycle", "capabilities are well-formed", f"{MCP} Lifecycle, Capability Negotiation (ServerCapabilities)", ["main"]),
     _spec("init.initialized", "lifecycle", "notifications/initialized is taken silently and the server goes on answering", f"{MCP} Lifecycle, Initialization; {JSONRPC} §4.1", ["main"]),
+    _spec("init.discover", "lifecycle", "server/discover is answered: a DiscoverResult, or an error from a handshake-era server", "MCP 2026-07-28 Versioning and Compatibility, server/discover; JSON-RPC 2.0 §4.1", ["raw"], transports=["stdio", "http"]),
     _spec("init.before-initialized", "lifecycle", "nothing but ping and logging before notifications/initialized", f"{MCP} Lifecycle, Initialization", ["main", "raw"]),
     # --- JSON-RPC hygiene ----------------------------------------------------------------------
     _spec("jsonrpc.ping", "jsonrpc", "ping is answered with an empty result", f"{MCP} Utilities, Ping", ["raw"]),

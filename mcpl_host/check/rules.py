@@ -59,6 +59,12 @@ from mcpl_host.mcpl.server_shapes import (
 )
 from mcpl_host.mcpl.tags import validate_push_event
 from mcpl_host.report import redact_json
+from mcpl_host.stateless import (
+    HEADER_MISMATCH,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    SERVER_INFO_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
 
 __all__ = ["EVIDENCE_UNITS", "RULES", "Verdict", "evaluate"]
 
@@ -188,6 +194,66 @@ def init_answers(ev: RunEvidence) -> Verdict:
         return _failed(main.init_error or "initialize was not answered with a result object")
     seconds = f" in {_seconds(main.init_seconds)}" if main.init_seconds is not None else ""
     return _passed(f"answered{seconds}")
+
+
+#: Error codes of the stateless revision (MCP 2026-07-28 "Overview", error codes): a server
+#: that answers the probe with one of them speaks that revision.
+_STATELESS_CODES = {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
+
+
+def discover_result_problems(result: Any) -> tuple[list[str], list[str]]:
+    """What is wrong with a ``server/discover`` result (MCP 2026-07-28 "server/discover":
+    ``supportedVersions``, ``capabilities``, ``_meta`` ``io.modelcontextprotocol/serverInfo``,
+    and ``resultType`` on every result, "Overview"): (failures, warnings), each a phrase.
+    Pure."""
+    failures: list[str] = []
+    warnings: list[str] = []
+    if not isinstance(result, dict):
+        return ["the result is not an object"], warnings
+    versions = result.get("supportedVersions")
+    if not isinstance(versions, list) or not versions or not all(isinstance(v, str) for v in versions):
+        failures.append("supportedVersions is not a non-empty array of strings")
+    if not isinstance(result.get("capabilities"), dict):
+        failures.append("capabilities is not an object")
+    meta = result.get("_meta")
+    info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
+    if (
+        not isinstance(info, dict)
+        or not isinstance(info.get("name"), str)
+        or not isinstance(info.get("version"), str)
+    ):
+        warnings.append(f"_meta.{SERVER_INFO_KEY} does not give a name and a version")
+    if result.get("resultType", "complete") != "complete":
+        failures.append('resultType is not "complete"')
+    elif "resultType" not in result:
+        warnings.append("resultType is missing (every 2026-07-28 result carries it)")
+    return failures, warnings
+
+
+def init_discover(ev: RunEvidence) -> Verdict:
+    raw = ev.raw
+    outcome = raw.probes.get("discover") if raw is not None else None
+    if outcome is None:
+        return _skipped("the probe is sent where MCP 2026-07-28 may be spoken (stdio, Streamable HTTP)")
+    if not outcome.answered:
+        return _warned(
+            f"server/discover was not answered ({_no_answer(outcome)}): a 2026-07-28 host waits "
+            "its probe window (Limits.discover_timeout_seconds) before it falls back to initialize"
+        )
+    if outcome.error is not None:
+        code = outcome.error_code
+        if code in _STATELESS_CODES:
+            return _passed(f"refused with {code}: a server of the stateless revision")
+        return _passed(
+            f"answered error {code}: a handshake-era server (a 2026-07-28 host then sends initialize)"
+        )
+    failures, warnings = discover_result_problems(outcome.result)
+    if failures:
+        return _failed("the DiscoverResult is malformed: " + "; ".join(failures + warnings), [outcome.result])
+    if warnings:
+        return _warned("the DiscoverResult is incomplete: " + "; ".join(warnings), [outcome.result])
+    versions = ", ".join(outcome.result["supportedVersions"])
+    return _passed(f"a DiscoverResult: the server speaks the stateless revision ({versions})")
 
 
 def init_protocol_version(ev: RunEvidence) -> Verdict:
@@ -1230,6 +1296,7 @@ RULES: dict[str, Callable[[RunEvidence], Verdict]] = {
     "init.server-info": init_server_info,
     "init.capabilities": init_capabilities,
     "init.initialized": init_initialized,
+    "init.discover": init_discover,
     "init.before-initialized": init_before_initialized,
     "jsonrpc.ping": jsonrpc_ping,
     "jsonrpc.unknown-method": jsonrpc_unknown_method,

@@ -20,8 +20,11 @@ Rules of this module:
   ping after every channels/register answered itemized; ``reduction`` (revoke
   ``pushEvents``, MCPL §6.7, then listen ``reduction_listen_seconds``); ``lists``; ``calls``;
   ``close`` (stdin closed; the time to the end of stdout is measured, bounded by
-  ``Limits.close_grace_seconds``). Then the raw session: its probes one at a time, each
-  waiting ``probe_timeout_seconds`` for its answer; ``sigterm`` last.
+  ``Limits.close_grace_seconds``). Then the raw session: ``server/discover`` first where the
+  transport may carry MCP 2026-07-28 (stdio, Streamable HTTP), waiting
+  ``Limits.discover_timeout_seconds`` as a host does; then ``initialize`` and its probes one
+  at a time, each waiting ``probe_timeout_seconds`` for its answer; ``sigterm`` last. The
+  main session speaks the handshake era only (``protocol="handshake"``).
 - **A server that stops answering** is noticed once: after a request times out, one ping
   (``probe_timeout_seconds``) decides; if it goes unanswered too, every later request of the
   session fails at once with one sentence naming what went unanswered (``MainEvidence.dead``),
@@ -81,6 +84,7 @@ from mcpl_host.jsonrpc.framing import ReadItem, dumps_message
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.stateless import LATEST_STATELESS_VERSION, discover_params, may_carry_stateless
 from mcpl_host.transports.base import Transport
 
 __all__ = [
@@ -323,6 +327,9 @@ class _Main:
         # Judged as a strict MCPL 0.5 host sees it; each deviation's report says what the 0.4
         # profile would do with it.
         self.hosted.compat = "strict"
+        # The handshake era, whatever the server also speaks: the checks judge initialize and
+        # what follows it; the raw session probes server/discover (init.discover).
+        self.hosted.protocol = "handshake"
         self.hosted.transport_factory = _recording(
             self.hosted.transport_factory, self.transcript, self.clock, self.opened
         )
@@ -820,6 +827,20 @@ class _Raw:
     async def _session(self) -> None:
         raw = self.evidence
         limits = self.options.limits
+        if self.recorder is not None and may_carry_stateless(self.recorder.inner):
+            # First, as a host of MCP 2026-07-28 does where the transport may carry it (MCP
+            # 2026-07-28 "Versioning and Compatibility"; docs/protocol.md S1).
+            meta = discover_params(
+                LATEST_STATELESS_VERSION, {"name": CLIENT.name, "version": CLIENT.version}, {}
+            )
+            raw.probes["discover"] = await self.probe(
+                "discover",
+                dumps_message(
+                    {"jsonrpc": "2.0", "id": f"{_ID}discover", "method": "server/discover", "params": meta}
+                ),
+                ids=[f"{_ID}discover"],
+                timeout=limits.discover_timeout_seconds,
+            )
         params = initialize_params(CLIENT.name, CLIENT.version, None)
         init = await self.probe(
             "initialize",
