@@ -208,24 +208,21 @@ def discover_result_problems(result: Any) -> tuple[list[str], list[str]]:
     Pure."""
     failures: list[str] = []
     warnings: list[str] = []
-    if not isinstance(result, dict):
+    found = as_object(result)
+    if found is None:
         return ["the result is not an object"], warnings
-    versions = result.get("supportedVersions")
-    if not isinstance(versions, list) or not versions or not all(isinstance(v, str) for v in versions):
+    versions = as_list(found.get("supportedVersions"))
+    if not versions or not all(isinstance(v, str) for v in versions):
         failures.append("supportedVersions is not a non-empty array of strings")
-    if not isinstance(result.get("capabilities"), dict):
+    if as_object(found.get("capabilities")) is None:
         failures.append("capabilities is not an object")
-    meta = result.get("_meta")
-    info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
-    if (
-        not isinstance(info, dict)
-        or not isinstance(info.get("name"), str)
-        or not isinstance(info.get("version"), str)
-    ):
+    meta = as_object(found.get("_meta"))
+    info = as_object(meta.get(SERVER_INFO_KEY)) if meta is not None else None
+    if info is None or not isinstance(info.get("name"), str) or not isinstance(info.get("version"), str):
         warnings.append(f"_meta.{SERVER_INFO_KEY} does not give a name and a version")
-    if result.get("resultType", "complete") != "complete":
+    if found.get("resultType", "complete") != "complete":
         failures.append('resultType is not "complete"')
-    elif "resultType" not in result:
+    elif "resultType" not in found:
         warnings.append("resultType is missing (every 2026-07-28 result carries it)")
     return failures, warnings
 
