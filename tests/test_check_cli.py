@@ -177,9 +177,11 @@ EXPECTED: dict[str, tuple[list[str], set[str], set[str]]] = {
     ),
     "demo-http": ([*FAST, "--url", "{http}"], set(), set()),
     # The MCP Python SDK 2.x serves both eras on stdio: its DiscoverResult passes init.discover.
+    # It leaves a request with a non-string method or "id": null unanswered (JSON-RPC 2.0 §5
+    # asks for an error answer), as mcp-server-time, built on it, does.
     "sdk-both-eras": (
         ["--", PY, str(FIXTURES / "sdk_features_server.py"), "stdio"],
-        set(),
+        {"jsonrpc.invalid-request", "jsonrpc.id-null"},
         {"tools.call.unknown-tool", "prompts.get.unknown-prompt"},
     ),
     "shape3-ws": (
@@ -554,6 +556,9 @@ def test_sigterm_mid_check_closes_the_server_and_exits_130() -> None:
 def test_init_discover_tells_the_eras_apart(runs: dict[str, Run]) -> None:
     both = runs["sdk-both-eras"].check("init.discover")
     assert both["status"] == "passed" and both["reason"].startswith("a DiscoverResult: the server speaks")
+    # The probe has a session of its own: a server of both eras that kept to the stateless
+    # one there still gets its raw handshake-era session.
+    assert runs["sdk-both-eras"].check("jsonrpc.ping")["status"] == "passed"
     demo = runs["demo"].check("init.discover")
     assert demo["status"] == "passed" and demo["reason"].startswith("answered error -32601: a handshake-era")
     silent = runs["plain-jsonrpc"].check("init.discover")

@@ -20,11 +20,13 @@ Rules of this module:
   ping after every channels/register answered itemized; ``reduction`` (revoke
   ``pushEvents``, MCPL §6.7, then listen ``reduction_listen_seconds``); ``lists``; ``calls``;
   ``close`` (stdin closed; the time to the end of stdout is measured, bounded by
-  ``Limits.close_grace_seconds``). Then the raw session: ``server/discover`` first where the
-  transport may carry MCP 2026-07-28 (stdio, Streamable HTTP), waiting
-  ``Limits.discover_timeout_seconds`` as a host does; then ``initialize`` and its probes one
-  at a time, each waiting ``probe_timeout_seconds`` for its answer; ``sigterm`` last. The
-  main session speaks the handshake era only (``protocol="handshake"``).
+  ``Limits.close_grace_seconds``). Then, where the transport may carry MCP 2026-07-28
+  (stdio, Streamable HTTP), a session of its own sends ``server/discover`` as its first and
+  only message, waiting ``Limits.discover_timeout_seconds`` as a host does (a server of both
+  eras may keep to the stateless one on that connection and refuse ``initialize``). Then the
+  raw session: ``initialize`` and its probes one at a time, each waiting
+  ``probe_timeout_seconds`` for its answer; ``sigterm`` last. The main session speaks the
+  handshake era only (``protocol="handshake"``).
 - **A server that stops answering** is noticed once: after a request times out, one ping
   (``probe_timeout_seconds``) decides; if it goes unanswered too, every later request of the
   session fails at once with one sentence naming what went unanswered (``MainEvidence.dead``),
@@ -690,10 +692,14 @@ class _Main:
 class _Raw:
     """The raw JSON-RPC session's driver (module rules)."""
 
-    def __init__(self, target: Target, options: CheckOptions, steps: frozenset[Step]) -> None:
+    def __init__(
+        self, target: Target, options: CheckOptions, steps: frozenset[Step], *, discover_only: bool = False
+    ) -> None:
         self.target = target
         self.options = options
         self.steps = steps
+        #: A session of its own for the ``server/discover`` probe alone (module rules).
+        self.discover_only = discover_only
         self.waiter = _Waiter()
         self.transcript = _new_transcript(options.limits, self.waiter)
         self.evidence = RawEvidence(self.transcript)
@@ -816,31 +822,36 @@ class _Raw:
                 self.recorder = RecordingTransport(inner, self.transcript, self.clock)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._read)
-                    await self._session()
-                    if "sigterm" in self.steps:
-                        await self._sigterm()
+                    if self.discover_only:
+                        await self._discover()
+                    else:
+                        await self._session()
+                        if "sigterm" in self.steps:
+                            await self._sigterm()
                     tg.cancel_scope.cancel()
         except (MCPLHostError, OSError) as exc:
             self.evidence.init_error = self.evidence.init_error or str(exc)
         return self.evidence
 
+    async def _discover(self) -> None:
+        """``server/discover`` as the first message, as a host of MCP 2026-07-28 sends it where
+        the transport may carry the revision (MCP 2026-07-28 "Versioning and Compatibility";
+        docs/protocol.md S1), waiting ``Limits.discover_timeout_seconds``. Nothing else is
+        sent: a server of both eras may keep to the stateless one on this connection."""
+        if self.recorder is None or not may_carry_stateless(self.recorder.inner):
+            return
+        meta = discover_params(LATEST_STATELESS_VERSION, {"name": CLIENT.name, "version": CLIENT.version}, {})
+        message = {"jsonrpc": "2.0", "id": f"{_ID}discover", "method": "server/discover", "params": meta}
+        self.evidence.probes["discover"] = await self.probe(
+            "discover",
+            dumps_message(message),
+            ids=[f"{_ID}discover"],
+            timeout=self.options.limits.discover_timeout_seconds,
+        )
+
     async def _session(self) -> None:
         raw = self.evidence
         limits = self.options.limits
-        if self.recorder is not None and may_carry_stateless(self.recorder.inner):
-            # First, as a host of MCP 2026-07-28 does where the transport may carry it (MCP
-            # 2026-07-28 "Versioning and Compatibility"; docs/protocol.md S1).
-            meta = discover_params(
-                LATEST_STATELESS_VERSION, {"name": CLIENT.name, "version": CLIENT.version}, {}
-            )
-            raw.probes["discover"] = await self.probe(
-                "discover",
-                dumps_message(
-                    {"jsonrpc": "2.0", "id": f"{_ID}discover", "method": "server/discover", "params": meta}
-                ),
-                ids=[f"{_ID}discover"],
-                timeout=limits.discover_timeout_seconds,
-            )
         params = initialize_params(CLIENT.name, CLIENT.version, None)
         init = await self.probe(
             "initialize",
@@ -937,6 +948,9 @@ async def run_checks(target: Target, options: CheckOptions, steps: frozenset[Ste
         evidence.step_seconds["main"] = round(anyio.current_time() - started, 3)
     if steps & {"raw", "sigterm"}:
         started = anyio.current_time()
+        discovered = await _Raw(target, options, steps, discover_only=True).run() if "raw" in steps else None
         evidence.raw = await _Raw(target, options, steps).run()
+        if discovered is not None and "discover" in discovered.probes:
+            evidence.raw.probes["discover"] = discovered.probes["discover"]
         evidence.step_seconds["raw"] = round(anyio.current_time() - started, 3)
     return evidence
