@@ -39,6 +39,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 
 import orjson
 from rich.console import Console, Group
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -616,11 +617,14 @@ def render_notes(console: Console, notes: list[Any]) -> None:
         console.print(_notes(notes))
 
 
-def _notes(notes: list[Any]) -> Text:
-    text = Text("Compatibility notes (0.4 profile; MCPL 0.5 refuses these):", style="bold")
+def _notes(notes: list[Any]) -> Group:
+    """The heading, then each note indented by two columns, its wrapped lines too."""
+    lines: list[Any] = [Text("Compatibility notes (0.4 profile; MCPL 0.5 refuses these):", style="bold")]
     for note in (_obj(n) for n in notes):
-        text.append(f"\n  {safe_text(note.get('sentence'), max_chars=1000)}", style="dim")
-    return text
+        lines.append(
+            Padding(Text(safe_text(note.get("sentence"), max_chars=1000), style="dim"), (0, 0, 0, 2))
+        )
+    return Group(*lines)
 
 
 def log_message_summary(params: Any) -> str | None:

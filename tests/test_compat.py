@@ -9,6 +9,7 @@ call it expects, never for time to pass.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from typing import Any
@@ -18,7 +19,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpl_host import GrantPolicy, HostHandlers, Limits, RequestContext, connect_stdio, connect_websocket
+from mcpl_host import (
+    GrantPolicy,
+    HostHandlers,
+    Limits,
+    RequestContext,
+    connect_stdio,
+    connect_websocket,
+    report,
+)
 from mcpl_host.connect import default_server_name, stdio_server
 from mcpl_host.mcpl.admission import Admitted, Held, Refused, admit
 from mcpl_host.mcpl.compat import CompatNote, NoteLedger, choose_profile, widen
@@ -522,3 +531,13 @@ def test_the_config_key_compat() -> None:
     assert (
         str(info.value) == 't: mcpServers.a.compat: must be "strict", "0.4" or "auto", not the string "0.3"'
     )
+
+
+def test_a_long_compatibility_note_wraps_indented_under_its_heading() -> None:
+    out = io.StringIO()
+    console = report.ReportConsole(file=out, width=60, color_system=None, highlight=False)
+    sentence = "channels/incoming uses channels.incoming, which the server did not advertise; " * 2
+    report.render_notes(console, [{"sentence": sentence.strip()}])
+    heading, *lines = out.getvalue().splitlines()
+    assert heading.startswith("Compatibility notes") and len(lines) >= 3
+    assert all(line.startswith("  ") and line[2] != " " for line in lines), lines
