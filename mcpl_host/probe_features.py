@@ -39,7 +39,14 @@ from mcpl_host.report import safe_text
 if TYPE_CHECKING:
     from mcpl_host.handlers import RequestContext
 
-__all__ = ["CannedElicitation", "CannedSampling", "TerminalElicitation", "TerminalSampling", "probe_handlers"]
+__all__ = [
+    "CannedElicitation",
+    "CannedSampling",
+    "TerminalElicitation",
+    "TerminalSampling",
+    "elicitation_reply",
+    "probe_handlers",
+]
 
 _BOTH_MODES: tuple[ElicitationMode, ...] = ("form", "url")
 T = TypeVar("T")
@@ -159,6 +166,29 @@ class TerminalElicitation:
         return await _TERMINAL.ask(question)
 
 
+def elicitation_reply(text: str, mode: ElicitationMode = "form") -> ElicitationResult:
+    """The answer to an elicitation that ``text`` gives (MCP 2025-11-25 "Elicitation"):
+    ``accept``, ``decline`` or ``cancel``, or a JSON object, which accepts a form with that
+    content. A URL-mode elicitation carries no content: a JSON object accepts it.
+
+    Raises:
+        ValueError: ``text`` is none of these (the message never repeats it).
+    """
+    word = text.strip()
+    action = _ACTIONS.get(word)
+    if action is not None:
+        return ElicitationResult(action)
+    try:
+        content = json.loads(word)
+    except ValueError:
+        content = None
+    if not is_object(content):
+        raise ValueError(
+            "an elicitation answer is a JSON object (accept a form with it), accept, decline or cancel"
+        )
+    return ElicitationResult("accept") if mode == "url" else ElicitationResult("accept", dict(content))
+
+
 def probe_handlers(
     roots: Collection[str],
     sampling_reply: str | None,
@@ -182,17 +212,11 @@ def probe_handlers(
         return None if inference_reply is None else InferenceReply(inference_reply)
     elicitation: CannedElicitation | TerminalElicitation | None = TerminalElicitation() if ask else None
     if elicit_reply is not None:
-        action = _ACTIONS.get(elicit_reply)
-        if action is not None:
-            elicitation = CannedElicitation(action)
-        else:
-            try:
-                content = json.loads(elicit_reply)
-            except ValueError:
-                content = None
-            if not is_object(content):
-                raise ValueError("--elicit-reply must be a JSON object, accept, decline or cancel")
-            elicitation = CannedElicitation("accept", content)
+        try:
+            reply = elicitation_reply(elicit_reply)
+        except ValueError:
+            raise ValueError("--elicit-reply must be a JSON object, accept, decline or cancel") from None
+        elicitation = CannedElicitation(reply.action, reply.content)
     sampling: CannedSampling | TerminalSampling | None = TerminalSampling() if ask else None
     if sampling_reply is not None:
         sampling = CannedSampling(sampling_reply)

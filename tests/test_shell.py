@@ -129,6 +129,33 @@ def test_an_inference_request_is_held_and_answered_by_hand() -> None:
         leave(child)
 
 
+def test_sampling_and_elicitation_are_held_and_answered_by_hand() -> None:
+    child = spawn_shell(*EXTRAS)
+    try:
+        child.send("call sample 'question=what is six times seven?'\r")
+        child.expect_exact("held sampling/createMessage #1: what is six times seven?  (answer 1 TEXT)")
+        child.send("answer 1 forty-two\r")
+        child.expect_exact("answered #1")
+        child.expect(printed_line("forty-two"))  # what the demo's sampling request got back
+        child.send("call form 'message=Who are you?'\r")
+        child.expect_exact(
+            "held elicitation/create #2: Who are you? (fields: name*)  (answer 2 JSON|accept|decline|cancel)"
+        )
+        child.send("answer 2 maybe\r")  # neither an action nor a JSON object: still held
+        child.expect_exact("#2 is still held")
+        child.send("pending\r")
+        child.expect_exact("#2 mcpl-demo elicitation/create: Who are you? (fields: name*)")
+        child.send('answer 2 \'{"name": "Ada"}\'\r')  # one word, as the shell splits lines
+        child.expect_exact("answered #2")
+        child.expect(printed_line("accept: Ada"))
+        child.send("call form\r")
+        child.expect_exact("held elicitation/create #3")
+        child.send("answer 3 decline\r")
+        child.expect(printed_line("decline"))
+    finally:
+        leave(child)
+
+
 def test_deny_push_events_then_the_next_push_is_refused() -> None:
     # DEMO_PUSH_ALWAYS: the demo goes on pushing after the reduction (a conforming server
     # stops at once), so the host's refusal shows.

@@ -6,8 +6,10 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from mcpl_host.client_features import ElicitationResult
 from mcpl_host.jsonrpc.errors import HandlerError
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.probe_features import elicitation_reply
 from mcpl_host.shell.commands import (
     COMMANDS,
     Command,
@@ -18,7 +20,7 @@ from mcpl_host.shell.commands import (
     still_denied,
 )
 from mcpl_host.shell.completion import Catalog, ToolInfo, complete, tool_info
-from mcpl_host.shell.held import HeldRequest, HeldRequests, inference_answer, question
+from mcpl_host.shell.held import HeldRequest, HeldRequests, answer_hint, asked, inference_answer, question
 
 
 @pytest.mark.parametrize(
@@ -217,3 +219,32 @@ async def test_held_requests_are_answered_by_id_or_expire() -> None:
     with pytest.raises(HandlerError, match="not answered by hand within 0 seconds"):
         await held.hold("demo", "inference/request", {}, timeout=0)
     assert seen == ["held 1", "held 2", "expired 2"]
+
+
+def test_what_a_held_request_asks_and_how_to_answer_it() -> None:
+    form = {
+        "mode": "form",
+        "message": "Who?",
+        "requestedSchema": {"type": "object", "properties": {"name": {}, "age": {}}, "required": ["name"]},
+    }
+    url = {"mode": "url", "message": "Sign in", "url": "https://example.com/x", "elicitationId": "e1"}
+    sampling = {"messages": [{"role": "user", "content": {"type": "text", "text": "six times seven?"}}]}
+    assert asked("elicitation/create", form) == "Who? (fields: name*, age)"
+    assert asked("elicitation/create", url) == "Sign in (URL, not opened: https://example.com/x)"
+    assert asked("sampling/createMessage", sampling) == "six times seven?"
+    assert asked("elicitation/create", {"message": 7}) == " (fields: none)"
+    assert (
+        answer_hint(HeldRequest("3", "s", "elicitation/create", form))
+        == "answer 3 JSON|accept|decline|cancel"
+    )
+    assert answer_hint(HeldRequest("4", "s", "elicitation/create", url)) == "answer 4 accept|decline|cancel"
+    assert answer_hint(HeldRequest("5", "s", "sampling/createMessage", sampling)) == "answer 5 TEXT"
+
+
+def test_an_elicitation_answer_is_an_action_or_a_form() -> None:
+    assert elicitation_reply(" decline ") == ElicitationResult("decline")
+    assert elicitation_reply('{"name": "Ada"}') == ElicitationResult("accept", {"name": "Ada"})
+    assert elicitation_reply('{"name": "Ada"}', "url") == ElicitationResult("accept")  # no content
+    for bad in ("maybe", "[1]", '"accept"', "{name: Ada}"):
+        with pytest.raises(ValueError, match="JSON object"):
+            elicitation_reply(bad)

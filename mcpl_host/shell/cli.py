@@ -9,8 +9,11 @@ Rules of this module:
   server of the file; the options are ``probe``'s (``cli_target.server_options``), with the
   same default policy (grant everything advertised; a config entry keeps its own unless
   ``--grant``/``--deny`` are given). Each server restarts per its restart policy.
-- ``--auto-answer TEXT`` answers every ``inference/request`` with TEXT; without it, each
-  one is held until answered by hand (``shell.held``).
+- The shell serves ``inference/request``, ``sampling/createMessage`` and
+  ``elicitation/create`` (both modes): each one is held until answered by hand
+  (``shell.held``); ``--auto-answer TEXT`` answers inference and sampling with TEXT at once.
+  ``--root PATH`` serves ``roots/list`` (``client_features.Roots``); without it the host
+  does not advertise roots.
 - Exit status: 0 when the session ended (interactive), or every piped command succeeded;
   1 when a piped command failed; 2 usage or configuration error; 130 interrupted before
   the session began.
@@ -33,6 +36,7 @@ from mcpl_host.cli_target import (
     select_servers,
     server_options,
 )
+from mcpl_host.client_features import Roots
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.logging import configure_logging
@@ -44,13 +48,17 @@ __all__ = ["shell"]
 
 
 async def _session(
-    servers: dict[str, Any], auto_answer: str | None, history: str | None, log_level: str
+    servers: dict[str, Any],
+    auto_answer: str | None,
+    roots: Roots | None,
+    history: str | None,
+    log_level: str,
 ) -> int:
     held = HeldRequests()
 
     def handlers(name: str) -> HostHandlers:
         timeout = servers[name].limits.held_request_timeout_seconds
-        return ShellHandlers(name, held, auto_answer=auto_answer, timeout=timeout)
+        return ShellHandlers(name, held, auto_answer=auto_answer, timeout=timeout, roots=roots)
 
     terminal = is_interactive()
     if terminal:
@@ -75,7 +83,7 @@ async def _session(
     epilog="""\b
 Examples:
   mcpl-host shell                                   # the bundled demo MCPL server
-  mcpl-host shell --env DEMO_EXTRAS=1               # ... with its ask tool (inference/request)
+  mcpl-host shell --env DEMO_EXTRAS=1               # ... with ask, sample and form (held for you)
   mcpl-host shell -- python -m mcp_server_time
   mcpl-host shell --config servers.json             # every server of the file
   printf 'tools\\ncall add a=1 b=2\\n' | mcpl-host shell""",
@@ -84,8 +92,15 @@ Examples:
 @click.option(
     "--auto-answer",
     metavar="TEXT",
-    help="Answer every inference/request with TEXT (default: hold each one until you answer it: "
-    "pending, answer ID TEXT).",
+    help="Answer every inference/request and sampling/createMessage with TEXT (default: hold "
+    "each one until you answer it: pending, answer ID TEXT; elicitations are always held).",
+)
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    metavar="PATH",
+    help="Serve roots/list with this directory (or file:// URI; repeatable): the host then advertises roots.",
 )
 @click.option(
     "--history",
@@ -100,13 +115,14 @@ def shell(
     ctx: click.Context,
     /,
     auto_answer: str | None,
+    roots: tuple[str, ...],
     history: str | None,
     command: tuple[str, ...],
     **options: Any,
 ) -> None:
     """Talk to MCPL and MCP servers interactively: call tools, read resources, get prompts,
-    change the grant, restart, answer inference requests by hand, and watch what the
-    servers send as it arrives.
+    change the grant, restart, answer inference, sampling and elicitation requests by hand,
+    and watch what the servers send as it arrives.
 
     Starts COMMAND (or dials --ws URL or --url URL, or starts --server NAME or every server
     of --config FILE; with none of these, the bundled demo MCPL server). Type help for the
@@ -121,10 +137,14 @@ def shell(
       130  interrupted before the session began
     """
     selection = select_servers(ctx, options, command, many=True)
+    try:
+        served = Roots(list(roots)) if roots else None
+    except ValueError as exc:
+        raise click.UsageError(f"--root: {exc}") from None
     owned = own_children(not options["no_subreaper"])
     try:
         status = anyio.run(
-            _session, selection.servers, auto_answer, history, options["log_level"], backend="asyncio"
+            _session, selection.servers, auto_answer, served, history, options["log_level"], backend="asyncio"
         )
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED

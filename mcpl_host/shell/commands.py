@@ -95,8 +95,16 @@ COMMANDS: dict[str, CommandSpec] = {
     ),
     "restart": CommandSpec("[SERVER]", "close the server and start it again at once", 0, 1, ("server",)),
     "loglevel": CommandSpec("LEVEL", "ask the server to send log messages from LEVEL up", 1, 1, ("level",)),
-    "pending": CommandSpec("", "list the held requests (inference requests waiting for you)"),
-    "answer": CommandSpec("ID TEXT...", "answer a held request with TEXT", 2, None, ("held", "text...")),
+    "pending": CommandSpec(
+        "", "list the held requests (inference, sampling and elicitation requests waiting for you)"
+    ),
+    "answer": CommandSpec(
+        "ID TEXT...",
+        "answer a held request: TEXT, or for an elicitation accept, decline, cancel or a quoted JSON form",
+        2,
+        None,
+        ("held", "text..."),
+    ),
     "use": CommandSpec("SERVER", "send the following commands to SERVER", 1, 1, ("server",)),
     "servers": CommandSpec("", "list the servers and where each stands"),
     "help": CommandSpec("[COMMAND]", "show the commands, or one command", 0, 1, ("command",)),

@@ -1,6 +1,8 @@
 """Server requests that wait for a person: the shell's ``HostHandlers`` hold each
-``inference/request`` until it is answered by hand (``answer ID TEXT``), or answer it at once
-with ``--auto-answer TEXT``.
+``inference/request`` (MCPL §11), ``sampling/createMessage`` and ``elicitation/create`` (MCP
+2025-11-25 "Sampling", "Elicitation"; in the stateless era the input requests of a multi
+round-trip request) until it is answered by hand (``answer ID TEXT``); ``--auto-answer TEXT``
+answers inference and sampling at once.
 
 Rules of this module:
 
@@ -14,6 +16,10 @@ Rules of this module:
   ``model`` ``ANSWER_MODEL``, ``finishReason`` ``"end_turn"``, ``usage`` zeros (no model
   counted anything). A streamed request (``stream: true``) gets the text as one
   ``inference/chunk`` first (§11.4).
+- A sampling answer is the text as one text block, ``model`` ``ANSWER_MODEL``; an
+  elicitation answer is ``accept``, ``decline``, ``cancel`` or a JSON object (a form accepted
+  with it; ``probe_features.elicitation_reply``). A URL is shown, never opened. Both modes
+  of elicitation are served; sampling without tool use.
 - Handlers are per server; the held list is the shell's, across servers. The other server
   requests keep the library's defaults (push events accepted, others ``-32601``).
 """
@@ -27,11 +33,30 @@ from typing import Any, cast
 
 import anyio
 
+from mcpl_host.client_features import (
+    ElicitationMode,
+    ElicitationRequest,
+    ElicitationResult,
+    RootsProvider,
+    SamplingRequest,
+    SamplingResult,
+)
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.limits import DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS
+from mcpl_host.probe_features import elicitation_reply
 
-__all__ = ["ANSWER_MODEL", "HeldRequest", "HeldRequests", "ShellHandlers", "inference_answer", "question"]
+__all__ = [
+    "ANSWER_MODEL",
+    "HeldRequest",
+    "HeldRequests",
+    "ShellHandlers",
+    "answer_hint",
+    "asked",
+    "elicitation_mode",
+    "inference_answer",
+    "question",
+]
 
 #: The ``model`` of an answer typed by a person.
 ANSWER_MODEL = "mcpl-host-shell (answered by hand)"
@@ -55,6 +80,41 @@ def question(params: Any) -> str:
     if isinstance(content, str):
         return content
     return " ".join(text for block in _objects(content) if isinstance(text := block.get("text"), str))
+
+
+def asked(method: str, params: Any) -> str:
+    """What a held request asks, for showing: the last message (``question``), or for an
+    elicitation its message and the fields of its form (``*`` required) or its URL."""
+    if method != "elicitation/create":
+        return question(params)
+    found = _objects(params)
+    request = found[0] if found else {}
+    message = request.get("message")
+    text = message if isinstance(message, str) else ""
+    if request.get("mode") == "url":
+        return f"{text} (URL, not opened: {request.get('url')})"
+    schema = _objects(request.get("requestedSchema"))
+    properties = _objects(schema[0].get("properties")) if schema else []
+    names = list(properties[0]) if properties else []
+    required = schema[0].get("required") if schema else None
+    marked = [f"{n}*" if isinstance(required, list) and n in required else n for n in names]
+    return f"{text} (fields: {', '.join(marked) or 'none'})"
+
+
+def elicitation_mode(request: HeldRequest) -> ElicitationMode:
+    """The mode of a held ``elicitation/create``: ``"url"`` when its params say so, else
+    ``"form"`` (MCP 2025-11-25 "Elicitation": form is the default)."""
+    found = _objects(request.params)
+    return "url" if found and found[0].get("mode") == "url" else "form"
+
+
+def answer_hint(request: HeldRequest) -> str:
+    """How to answer ``request`` in the shell."""
+    if request.method != "elicitation/create":
+        return f"answer {request.id} TEXT"
+    if elicitation_mode(request) == "url":
+        return f"answer {request.id} accept|decline|cancel"
+    return f"answer {request.id} JSON|accept|decline|cancel"
 
 
 def _objects(value: Any) -> list[dict[str, Any]]:
@@ -129,8 +189,10 @@ class HeldRequests:
 
 
 class ShellHandlers(HostHandlers):
-    """One server's handlers in the shell: ``inference/request`` is answered with
-    ``auto_answer`` when given, else held in ``held`` for up to ``timeout`` seconds."""
+    """One server's handlers in the shell: ``inference/request`` and
+    ``sampling/createMessage`` are answered with ``auto_answer`` when given, else held in
+    ``held`` for up to ``timeout`` seconds, as every ``elicitation/create`` is; ``roots``
+    (a ``RootsProvider``) serves ``roots/list`` when given."""
 
     def __init__(
         self,
@@ -139,20 +201,53 @@ class ShellHandlers(HostHandlers):
         *,
         auto_answer: str | None = None,
         timeout: float = DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS,
+        roots: RootsProvider | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(roots=roots, sampling=_HeldSampling(self), elicitation=_HeldElicitation(self))
         self.server = server
         self.held = held
         self.auto_answer = auto_answer
         self.timeout = timeout
 
+    async def answer(self, context: RequestContext, params: Any, *, automatic: bool = True) -> str:
+        """The text that answers one request: ``auto_answer`` (when ``automatic``), else what
+        a person typed (``HeldRequests.hold``)."""
+        if automatic and self.auto_answer is not None:
+            return self.auto_answer
+        return await self.held.hold(self.server, context.method, params, self.timeout)
+
     async def inference_request(
         self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
     ) -> dict[str, Any]:
-        if self.auto_answer is not None:
-            text = self.auto_answer
-        else:
-            text = await self.held.hold(self.server, context.method, params, self.timeout)
+        text = await self.answer(context, params)
         if stream is not None:
             stream.send(text)
         return inference_answer(text)
+
+
+class _HeldSampling:
+    """``sampling/createMessage`` answered as the shell answers (a ``SamplingHandler``)."""
+
+    supports_tools = False
+
+    def __init__(self, handlers: ShellHandlers) -> None:
+        self._handlers = handlers
+
+    async def create_message(self, context: RequestContext, request: SamplingRequest) -> SamplingResult:
+        return SamplingResult.text(await self._handlers.answer(context, request.raw), ANSWER_MODEL)
+
+
+class _HeldElicitation:
+    """``elicitation/create``, both modes, held for a person (an ``ElicitationHandler``)."""
+
+    modes: tuple[ElicitationMode, ...] = ("form", "url")
+
+    def __init__(self, handlers: ShellHandlers) -> None:
+        self._handlers = handlers
+
+    async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
+        text = await self._handlers.answer(context, request.raw, automatic=False)
+        try:
+            return elicitation_reply(text, request.mode)
+        except ValueError as exc:  # the shell checks an answer before it is taken
+            raise HandlerError(ErrorCode.INTERNAL_ERROR, f"Internal error: {exc}") from None

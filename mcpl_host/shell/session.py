@@ -30,9 +30,10 @@ from mcpl_host.coerce import ArgumentError, UnusableSchema, parse_arguments, pro
 from mcpl_host.host import Host, ServerNotConnected, UnknownServer
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError, RemoteError, RequestTimeout
 from mcpl_host.mcp_methods import Tool
+from mcpl_host.probe_features import elicitation_reply
 from mcpl_host.shell.commands import Command, CommandError, changed_policy, help_text, still_denied
 from mcpl_host.shell.completion import Catalog, tool_info
-from mcpl_host.shell.held import HeldRequest, HeldRequests, question
+from mcpl_host.shell.held import HeldRequest, HeldRequests, answer_hint, asked, elicitation_mode
 
 __all__ = ["Printer", "Session"]
 
@@ -88,9 +89,9 @@ class Session:
 
     def _announce_held(self, held: HeldRequest) -> None:
         self.catalog.held = [h.id for h in self.held.list()]
-        asked = self._shown(held.server, question(held.params), max_chars=report.MAX_EVENT_CHARS)
+        shown = self._shown(held.server, asked(held.method, held.params), max_chars=report.MAX_EVENT_CHARS)
         where = f" from {held.server}" if len(self.catalog.servers) > 1 else ""
-        self.say(f"held {held.method} #{held.id}{where}: {asked}  (answer {held.id} TEXT)", "bold yellow")
+        self.say(f"held {held.method} #{held.id}{where}: {shown}  ({answer_hint(held)})", "bold yellow")
 
     def _announce_expired(self, held: HeldRequest) -> None:
         self.catalog.held = [h.id for h in self.held.list()]
@@ -410,11 +411,19 @@ class Session:
         if not held:
             self.say("nothing is held", "dim")
         for request in held:
-            asked = self._shown(request.server, question(request.params), max_chars=report.MAX_EVENT_CHARS)
-            self.say(f"#{request.id} {request.server} {request.method}: {asked}")
+            shown = self._shown(
+                request.server, asked(request.method, request.params), max_chars=report.MAX_EVENT_CHARS
+            )
+            self.say(f"#{request.id} {request.server} {request.method}: {shown}  ({answer_hint(request)})")
 
     async def _do_answer(self, command: Command, server: str) -> None:
         held_id, text = command.words[0].lstrip("#"), " ".join(command.words[1:])
+        waiting = next((h for h in self.held.list() if h.id == held_id), None)
+        if waiting is not None and waiting.method == "elicitation/create":
+            try:
+                elicitation_reply(text, elicitation_mode(waiting))
+            except ValueError as exc:  # still held: the person may answer again
+                raise _Failed(f"{exc} (quote a JSON object as one word); #{held_id} is still held") from None
         if not self.held.answer(held_id, text):
             known = ", ".join(h.id for h in self.held.list()) or "none"
             raise _Failed(f"no held request #{held_id} (held: {known})")
