@@ -59,6 +59,7 @@ from mcpl_host.cli_target import (
     load_config_or_exit,
     own_children,
     reap_strays,
+    root_option,
     select_servers,
     server_options,
 )
@@ -308,13 +309,7 @@ Examples:
     help="Seconds to listen for push events, notifications and server requests after "
     "listing ('inf': until Ctrl-C).",
 )
-@click.option(
-    "--root",
-    "roots",
-    multiple=True,
-    metavar="PATH",
-    help="Serve roots/list with this directory (or file:// URI; repeatable): the host then advertises roots.",
-)
+@root_option
 @click.option(
     "--sampling-reply",
     metavar="TEXT",

@@ -71,6 +71,7 @@ __all__ = [
     "own_children",
     "passed_environment",
     "reap_strays",
+    "root_option",
     "select_servers",
     "server_options",
 ]
@@ -365,6 +366,16 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
         return function
 
     return decorate
+
+
+#: ``--root PATH`` (repeatable) of the commands that serve ``roots/list`` (probe, shell).
+root_option = click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    metavar="PATH",
+    help="Serve roots/list with this directory (or file:// URI; repeatable): the host then advertises roots.",
+)
 
 
 # --- the selection ------------------------------------------------------------------------------

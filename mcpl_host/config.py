@@ -529,26 +529,13 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
         p.patterns(entry.get("deny", _ABSENT), _at(loc, "deny")),
         bool(kw.pop("grant_all_advertised", False)),
     )
-    if "compat" in entry:
-        compat = p.typed(
-            entry["compat"],
-            _at(loc, "compat"),
-            lambda v: v in COMPAT_SETTINGS,
-            '"strict", "0.4" or "auto"',
-            show=True,
-        )
-        if compat is not None:
-            kw["compat"] = compat
-    if "protocol" in entry:
-        protocol = p.typed(
-            entry["protocol"],
-            _at(loc, "protocol"),
-            lambda v: v in PROTOCOL_CHOICES,
-            '"auto", "handshake" or "stateless"',
-            show=True,
-        )
-        if protocol is not None:
-            kw["protocol"] = protocol
+    choices: tuple[str, ...]
+    for key, choices in (("compat", COMPAT_SETTINGS), ("protocol", PROTOCOL_CHOICES)):
+        if key in entry:
+            wanted = " or ".join(", ".join(f'"{c}"' for c in choices).rsplit(", ", 1))
+            value = p.typed(entry[key], _at(loc, key), choices.__contains__, wanted, show=True)
+            if value is not None:
+                kw[key] = value
     kw["feature_set_policy"] = _feature_sets(entry.get("featureSets", _ABSENT), _at(loc, "featureSets"), p)
     kw["limits"] = _limits(entry, loc, p)
     kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)

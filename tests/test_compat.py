@@ -533,6 +533,26 @@ def test_the_config_key_compat() -> None:
     )
 
 
+def test_the_config_key_protocol_chooses_the_era_and_is_checked() -> None:
+    from pathlib import Path
+
+    from mcpl_host.config import ConfigError, parse_config
+    from mcpl_host.host import hosted_from_config
+
+    entry = {"command": "x"}
+    config = parse_config(
+        {"mcpServers": {"a": {**entry, "protocol": "handshake"}, "b": entry}}, base_dir=Path("/"), source="t"
+    )
+    assert config.servers["a"].protocol == "handshake" and config.servers["b"].protocol == "auto"
+    assert hosted_from_config(config.servers["a"]).protocol == "handshake"
+    for bad, shown in (("v2", 'the string "v2"'), ([1], "an array")):
+        with pytest.raises(ConfigError) as info:
+            parse_config({"mcpServers": {"a": {**entry, "protocol": bad}}}, base_dir=Path("/"), source="t")
+        assert str(info.value).startswith(
+            't: mcpServers.a.protocol: must be "auto", "handshake" or "stateless", not '
+        ), str(info.value)
+
+
 def test_a_long_compatibility_note_wraps_indented_under_its_heading() -> None:
     out = io.StringIO()
     console = report.ReportConsole(file=out, width=60, color_system=None, highlight=False)

@@ -33,6 +33,7 @@ from mcpl_host.cli_target import (
     EXIT_SERVER_FAILED,
     end_children,
     own_children,
+    root_option,
     select_servers,
     server_options,
 )
@@ -95,13 +96,7 @@ Examples:
     help="Answer every inference/request and sampling/createMessage with TEXT (default: hold "
     "each one until you answer it: pending, answer ID TEXT; elicitations are always held).",
 )
-@click.option(
-    "--root",
-    "roots",
-    multiple=True,
-    metavar="PATH",
-    help="Serve roots/list with this directory (or file:// URI; repeatable): the host then advertises roots.",
-)
+@root_option
 @click.option(
     "--history",
     "history",
