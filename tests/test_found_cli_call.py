@@ -21,7 +21,11 @@ import pytest
 from .test_cli import CLI, TIMEOUT, run_cli, scripted
 
 HANG_SECONDS = 20
-MCP_RESULT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "x", "version": "0"}}
+MCP_RESULT = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {"tools": {}},
+    "serverInfo": {"name": "x", "version": "0"},
+}
 
 
 def tool_server(tmp_path: Path, tool: dict[str, Any], result: dict[str, Any] | None = None) -> list[str]:
@@ -119,7 +123,10 @@ def test_an_output_schema_whose_dialect_is_not_a_string_is_a_clear_error(tmp_pat
     }
     result = {"content": [], "structuredContent": {}}
     done = subprocess.run(
-        [*CLI, "call", "t", *tool_server(tmp_path, tool, result)], capture_output=True, text=True, timeout=TIMEOUT
+        [*CLI, "call", "t", *tool_server(tmp_path, tool, result)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
     )
     assert "Traceback" not in done.stderr
     assert "outputSchema" in done.stderr
