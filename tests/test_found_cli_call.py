@@ -121,7 +121,7 @@ def test_an_output_schema_whose_dialect_is_not_a_string_is_a_clear_error(tmp_pat
         "inputSchema": {"type": "object"},
         "outputSchema": {"$schema": 5, "type": "object"},
     }
-    result = {"content": [], "structuredContent": {}}
+    result: dict[str, Any] = {"content": [], "structuredContent": {}}
     done = subprocess.run(
         [*CLI, "call", "t", *tool_server(tmp_path, tool, result)],
         capture_output=True,

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from mcpl_host import HandlerError, HostHandlers, MCPLHostError, RequestContext
-from mcpl_host.client_features import ElicitationRequest, ElicitationResult
+from mcpl_host.client_features import ElicitationMode, ElicitationRequest, ElicitationResult
 
 from .wire import Script
 
@@ -48,7 +48,7 @@ def asks(input_requests: dict[str, Any]) -> list[dict[str, Any]]:
 class Refusing:
     """An elicitation handler that refuses every request."""
 
-    modes = ("form",)
+    modes: tuple[ElicitationMode, ...] = ("form",)
 
     async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
         raise HandlerError(-32000, "declined by policy")
