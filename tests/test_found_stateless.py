@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import HandlerError, HostHandlers, MCPLHostError, RequestContext
+from mcpl_host import HandlerError, HostHandlers, MCPLHostError, RemoteProtocolError, RequestContext
 from mcpl_host.client_features import ElicitationMode, ElicitationRequest, ElicitationResult
 
 from .wire import Script
@@ -82,3 +82,26 @@ async def test_a_secret_in_the_key_of_a_refused_input_request_is_redacted(tmp_pa
     error = await call_error(tmp_path, asks({SECRET: ELICIT}))
     assert "was refused" in str(error)
     assert SECRET not in str(error)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="mcp_methods._list_all never reads resultType: an input_required tools/list reads as an empty list",
+)
+async def test_a_list_answered_input_required_is_not_an_empty_list(tmp_path: Path) -> None:
+    steps: list[dict[str, Any]] = [
+        {"options": {"discover": "steps"}},
+        {"expect": {"method": "server/discover"}},
+        {"reply": DISCOVER_RESULT},
+        {"expect": {"method": "tools/list"}},
+        {"reply": {"resultType": "input_required", "inputRequests": {"r": {"method": "roots/list"}}}},
+    ]
+    script = Script(tmp_path, steps)
+    with anyio.fail_after(20):
+        async with script.connect(handlers=HostHandlers(roots=[str(tmp_path)])) as conn:
+            assert conn.era == "stateless"
+            # The server did not list its tools (MCP 2026-07-28 "Multi Round-Trip Requests"
+            # are not for list methods): a clear error, as call_tool gives for an unexpected
+            # resultType, not "no tools".
+            with pytest.raises(RemoteProtocolError):
+                await conn.list_tools()
