@@ -45,6 +45,8 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
+from mcpl_host.output_schema import METASCHEMAS
+
 __all__ = [
     "JSON_TYPES",
     "MAX_PROBLEMS",
@@ -282,7 +284,7 @@ def schema_problems(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> 
             warnings.simplefilter("ignore")  # an unknown $schema: the 2020-12 default
             cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(dict(schema))
-        validator = cls(dict(schema))
+        validator = cls(dict(schema), registry=METASCHEMAS)  # nothing fetched (output_schema rules)
         errors = sorted(validator.iter_errors(dict(arguments)), key=lambda e: [str(p) for p in e.path])
     except jsonschema.exceptions.SchemaError as exc:
         raise UnusableSchema(f"it is not a valid JSON Schema ({exc.message})") from None
