@@ -76,7 +76,7 @@ from mcpl_host.limits import (
 from mcpl_host.logging import configure_logging, get_logger
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.observe import Observation
-from mcpl_host.probe_features import probe_handlers
+from mcpl_host.probe_features import exit_now_if_abandoned, probe_handlers
 from mcpl_host.probing import ProbeWatch
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.shell import cli as shell_cli
@@ -413,6 +413,7 @@ def probe(
         doc, status = anyio.run(run, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C outside the probe's own handling
         end_children(owned)
+        exit_now_if_abandoned(EXIT_INTERRUPTED)
         ctx.exit(EXIT_INTERRUPTED)
     end_children(owned)
     if as_json:
@@ -424,6 +425,7 @@ def probe(
             report.render_failure(report.ReportConsole(stderr=True, highlight=False), doc["error"])
     elif out is not None and listen > 0:
         report.render_listen_end(out, doc)
+    exit_now_if_abandoned(status)  # a question left on the terminal (--ask) must not hold the exit
     ctx.exit(status)
 
 

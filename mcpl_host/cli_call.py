@@ -58,10 +58,10 @@ from mcpl_host.cli_target import (
 from mcpl_host.coerce import (
     ArgumentError,
     UnusableSchema,
+    checked_schema_problems,
     parse_arguments,
     parse_json,
     prompt_arguments,
-    schema_problems,
 )
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
@@ -162,7 +162,9 @@ async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) ->
     except ArgumentError as exc:
         raise UsageProblem(str(exc)) from None
     try:
-        problems = schema_problems(arguments, found.input_schema)
+        problems = await checked_schema_problems(
+            arguments, found.input_schema, seconds=conn.limits.max_schema_check_seconds
+        )
     except UnusableSchema as exc:
         click.echo(
             f"warning: the inputSchema of {report.safe_text(tool)!r} cannot be checked: {exc}; "

@@ -34,6 +34,7 @@ Rules of this module:
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -45,7 +46,7 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
-from mcpl_host.output_schema import METASCHEMAS
+from mcpl_host.output_schema import METASCHEMAS, SchemaCheckTimeout, unbounded_cost, validate_bounded
 
 __all__ = [
     "JSON_TYPES",
@@ -53,6 +54,7 @@ __all__ = [
     "MAX_SCHEMA_WALK",
     "ArgumentError",
     "UnusableSchema",
+    "checked_schema_problems",
     "allowed_types",
     "argument_names",
     "coerce_value",
@@ -88,11 +90,20 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused when a double cannot hold it
+    (``1e999`` reads as infinity, which the wire would carry as ``null``: RFC 8259 §6)."""
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"the number {text[:40]} is too large for JSON to carry")
+    return number
+
+
 def parse_json(text: str) -> Any:
-    """``text`` as JSON (RFC 8259): no ``NaN``/``Infinity``. Raises ``ValueError`` (not
-    JSON, or nested deeper than the parser recurses)."""
+    """``text`` as JSON (RFC 8259): no ``NaN``/``Infinity``, no number too large for a
+    double. Raises ``ValueError`` (not JSON, or nested deeper than the parser recurses)."""
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError("nested too deep") from None
 
@@ -296,6 +307,21 @@ def schema_problems(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> 
     if len(errors) > MAX_PROBLEMS:
         problems.append(f"... and {len(errors) - MAX_PROBLEMS} more")
     return problems
+
+
+async def checked_schema_problems(
+    arguments: Mapping[str, Any], schema: Mapping[str, Any], *, seconds: float
+) -> list[str]:
+    """``schema_problems``, run in a worker process stopped after ``seconds`` when the
+    schema's cost is not bounded by its size (``output_schema.unbounded_cost``: a server's
+    ``pattern`` or ``uniqueItems``). Raises ``UnusableSchema``, also when the check did not
+    end in time (naming ``Limits.max_schema_check_seconds``)."""
+    try:
+        return await validate_bounded(
+            schema_problems, dict(arguments), dict(schema), isolate=unbounded_cost(schema), seconds=seconds
+        )
+    except SchemaCheckTimeout as exc:
+        raise UnusableSchema(str(exc)) from None
 
 
 def prompt_arguments(words: Sequence[str], declared: Sequence[Any]) -> dict[str, str]:

@@ -215,6 +215,10 @@ DEFAULT_MAX_INPUT_REQUESTS = 16
 #: Bytes of a tool's ``outputSchema`` (as JSON) that ``structuredContent`` is checked
 #: against; a larger schema is refused rather than validated (a schema is CPU work).
 DEFAULT_MAX_OUTPUT_SCHEMA_BYTES = 256 * 1024
+#: Seconds one JSON Schema check whose cost the server controls (a ``pattern``,
+#: ``uniqueItems``) may take; it runs in a worker process that is stopped then
+#: (``output_schema.validate_bounded``).
+DEFAULT_MAX_SCHEMA_CHECK_SECONDS = 2.0
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -298,6 +302,7 @@ class Limits:
     max_input_rounds: int = DEFAULT_MAX_INPUT_ROUNDS
     max_input_requests: int = DEFAULT_MAX_INPUT_REQUESTS
     max_output_schema_bytes: int = DEFAULT_MAX_OUTPUT_SCHEMA_BYTES
+    max_schema_check_seconds: float = DEFAULT_MAX_SCHEMA_CHECK_SECONDS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

@@ -132,10 +132,12 @@ class InputRefused(MCPLHostError):
     original request is not retried). ``method``: the input request's method, ``key``: its
     key, ``error``: the JSON-RPC error object the handler raised."""
 
-    def __init__(self, request: str, key: str, method: str, error: dict[str, Any]) -> None:
+    def __init__(
+        self, request: str, key: str, method: str, error: dict[str, Any], redactor: Redactor | None = None
+    ) -> None:
         super().__init__(
-            f"the input request {log_value(key, max_units=40)} ({method}) of {request} was refused:"
-            f" {log_value(error.get('message'), max_units=120)}"
+            f"the input request {log_value(key, redactor, max_units=40)} ({method}) of {request} was refused:"
+            f" {log_value(error.get('message'), redactor, max_units=120)}"
         )
         self.key = key
         self.method = method
@@ -275,7 +277,8 @@ class MCPClient:
 
         Raises:
             LimitExceeded: a bound was reached before the last page (the message names it;
-                no partial list is returned). RemoteProtocolError: a page of the wrong shape.
+                no partial list is returned). RemoteProtocolError: a page of the wrong shape,
+                or whose ``resultType`` is not ``complete`` (``stateless.result_type``).
         """
         limits = self._limits
         items: list[dict[str, Any]] = []
@@ -283,6 +286,7 @@ class MCPClient:
         for page_number in range(1, limits.max_list_pages + 1):
             params = {"cursor": cursor} if cursor is not None else None
             result = _object(await self._requester.request(method, params), method)
+            result_type(result, method)  # a list is complete: anything else is an error (MCP 2026-07-28)
             page = result.get(key, [])
             if not is_array(page):
                 raise RemoteProtocolError(f"the server's {method} result has no {key} array")
@@ -416,7 +420,9 @@ class MCPClient:
                 return result
             if round_number == rounds:
                 break
-            wanted = input_required(result, method, max_requests=self._limits.max_input_requests)
+            wanted = input_required(
+                result, method, max_requests=self._limits.max_input_requests, redactor=self._redactor
+            )
             responses = await self._answer_inputs(method, wanted.requests)
             params = retry_params(params, responses, wanted.request_state)
         raise RemoteProtocolError(
@@ -439,7 +445,7 @@ class MCPClient:
             try:
                 responses[key] = await self._features.serve(context, params, input_request=True)
             except HandlerError as exc:
-                failures.append(InputRefused(method, key, wanted, exc.to_error()))
+                failures.append(InputRefused(method, key, wanted, exc.to_error(), self._redactor))
                 scope.cancel()  # the original request is not retried: stop the others
 
         async with anyio.create_task_group() as tg:
@@ -465,11 +471,12 @@ class MCPClient:
         result = call_tool_result(await self._call("tools/call", params, timeout=timeout, progress=progress))
         tool = self._tools_by_name.get(name)
         if tool is not None and tool.output_schema is not None and not result.is_error:
-            check_structured_content(
+            await check_structured_content(
                 name,
                 tool.output_schema,
                 result.structured_content,
                 max_schema_bytes=self._limits.max_output_schema_bytes,
+                max_seconds=self._limits.max_schema_check_seconds,
                 redactor=self._redactor,
             )
         return result

@@ -13,30 +13,47 @@ Rules of this module:
   pass.
 - A schema over ``Limits.max_output_schema_bytes`` (as compact JSON) is refused rather than
   validated: validation is CPU work a server controls (same section, composition-keyword
-  resource use). Regular expressions (``pattern``) are still run by the library; that
-  cost is not bounded here.
+  resource use). A schema whose cost is not bounded by the sizes of schema and instance (a
+  regular expression: ``pattern``, ``patternProperties``; ``uniqueItems``, quadratic over
+  objects in the library) is validated in a worker process that is stopped after
+  ``Limits.max_schema_check_seconds`` (``validate_bounded``); a check that did not end in
+  time is an error naming that bound. The same rule serves the input schemas the command
+  line checks (``coerce``).
 - Every failure is an ``OutputSchemaError`` naming the tool and the failing path of the
   instance (a JSON path such as ``$.result``), with values escaped and cut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_process
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
-import orjson
 import referencing.exceptions
 from jsonschema.exceptions import ValidationError
 from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
 from referencing import Registry
 
+from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
+from mcpl_host.jsonrpc.values import is_array, is_mapping
 from mcpl_host.logging import Redactor, log_value
 
-__all__ = ["OutputSchemaError", "check_structured_content"]
+__all__ = [
+    "OutputSchemaError",
+    "SchemaCheckTimeout",
+    "check_structured_content",
+    "unbounded_cost",
+    "validate_bounded",
+]
+
+T = TypeVar("T")
+#: Keywords whose work is not bounded by the sizes of schema and instance (module rules).
+UNBOUNDED_KEYWORDS = frozenset({"pattern", "patternProperties", "uniqueItems"})
 
 _MESSAGE_UNITS = 240
 #: The dialects' own metaschemas, local: the only resources a ``$ref`` may name outside the
@@ -61,6 +78,65 @@ class OutputSchemaError(RemoteProtocolError):
         self.reason = reason
 
 
+class SchemaCheckTimeout(Exception):
+    """A validation in a worker process did not end within its bound (``seconds``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"checking it took longer than Limits.max_schema_check_seconds = {seconds:g} s")
+        self.seconds = seconds
+
+
+def unbounded_cost(schema: Any) -> bool:
+    """Whether ``schema`` (a parsed JSON value) holds a keyword of ``UNBOUNDED_KEYWORDS``
+    anywhere: an iterative walk, linear in its size. Pure."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if is_mapping(node):
+            if not UNBOUNDED_KEYWORDS.isdisjoint(node):
+                return True
+            stack.extend(node.values())
+        elif is_array(node):
+            stack.extend(node)
+    return False
+
+
+async def validate_bounded(function: Callable[..., T], *args: Any, isolate: bool, seconds: float) -> T:
+    """``function(*args)`` here, or with ``isolate`` in a worker process
+    (``anyio.to_process``) that is stopped after ``seconds``; ``function`` and ``args``
+    must then be picklable. What ``function`` raises is raised.
+
+    Raises:
+        SchemaCheckTimeout: the worker did not finish within ``seconds``.
+    """
+    if not isolate:
+        return function(*args)
+    with anyio.move_on_after(seconds):
+        return await anyio.to_process.run_sync(function, *args, cancellable=True)
+    raise SchemaCheckTimeout(seconds)
+
+
+def _judge(schema: dict[str, Any], cls_name: str, instance: Any) -> tuple[str, str | None, str] | None:
+    """Validate ``instance`` against ``schema`` with the validator class named ``cls_name``:
+    None when it conforms, else (kind, path, message): ``"fail"`` with the failing path, or
+    ``"invalid"`` / ``"unusable"`` / ``"deep"`` for a schema at fault. Top-level and
+    picklable (it runs in a worker process)."""
+    cls: Any = getattr(jsonschema, cls_name)
+    try:
+        cls.check_schema(schema)
+        validator: Any = cls(schema, registry=METASCHEMAS)
+        error = _most_relevant(validator.iter_errors(instance))
+    except jsonschema.exceptions.SchemaError as exc:
+        return ("invalid", None, exc.message)
+    except (referencing.exceptions.Unresolvable, jsonschema.exceptions.UnknownType) as exc:
+        return ("unusable", None, str(exc))
+    except RecursionError:
+        return ("deep", None, "")
+    if error is None:
+        return None
+    return ("fail", error.json_path, error.message)
+
+
 def _most_relevant(errors: Iterable[ValidationError]) -> ValidationError | None:
     """The error ``jsonschema`` ranks most relevant (its stubs leave the result untyped)."""
     best: Any = jsonschema.exceptions.best_match  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
@@ -68,37 +144,39 @@ def _most_relevant(errors: Iterable[ValidationError]) -> ValidationError | None:
     return found
 
 
-def check_structured_content(
+async def check_structured_content(
     tool: str,
     schema: dict[str, Any],
     structured_content: Any,
     *,
     max_schema_bytes: int,
+    max_seconds: float,
     redactor: Redactor | None = None,
 ) -> None:
-    """Check ``structured_content`` (None: the result carried none) against ``schema``.
+    """Check ``structured_content`` (None: the result carried none) against ``schema``;
+    ``max_seconds`` bounds a check of unbounded cost (module rules).
 
     Raises:
         OutputSchemaError: no ``structuredContent`` although the tool declares an output
             schema; the content fails the schema (the most relevant error, by its path); the
             schema is over ``max_schema_bytes``, invalid in its dialect, names an unknown
-            dialect, or has a ``$ref`` that cannot be resolved locally.
+            dialect, has a ``$ref`` that cannot be resolved locally, or its check did not
+            end within ``max_seconds``.
     """
     if structured_content is None:
         raise OutputSchemaError(
             tool, None, "the tool declares an outputSchema but returned no structuredContent"
         )
-    try:
-        size = len(orjson.dumps(schema))
-    except (orjson.JSONEncodeError, TypeError):
-        raise OutputSchemaError(tool, None, "its outputSchema is not JSON") from None
+    size = json_size(schema, limit=max_schema_bytes)
     if size > max_schema_bytes:
         raise OutputSchemaError(
             tool,
             None,
-            f"its outputSchema is {size} bytes, over Limits.max_output_schema_bytes = {max_schema_bytes}",
+            f"its outputSchema is over Limits.max_output_schema_bytes = {max_schema_bytes} bytes",
         )
     dialect = schema.get("$schema")
+    if "$schema" in schema and not isinstance(dialect, str):
+        raise OutputSchemaError(tool, None, "its outputSchema's $schema is not a string (a dialect's URI)")
     cls: Any = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     if isinstance(dialect, str) and cls is jsonschema.Draft202012Validator and "2020-12" not in dialect:
         # validator_for falls back to the default for a dialect it does not know.
@@ -108,24 +186,24 @@ def check_structured_content(
             f"its outputSchema names a dialect this host does not support: {log_value(dialect, redactor, max_units=80)}",
         )
     try:
-        cls.check_schema(schema)
-        validator: Any = cls(schema, registry=METASCHEMAS)
-        error = _most_relevant(validator.iter_errors(structured_content))
-    except jsonschema.exceptions.SchemaError as exc:
-        raise OutputSchemaError(
-            tool,
-            None,
-            f"its outputSchema is invalid: {log_value(exc.message, redactor, max_units=_MESSAGE_UNITS)}",
-        ) from None
-    except (referencing.exceptions.Unresolvable, jsonschema.exceptions.UnknownType) as exc:
-        raise OutputSchemaError(
-            tool,
-            None,
-            f"its outputSchema cannot be used: {log_value(str(exc), redactor, max_units=_MESSAGE_UNITS)}",
-        ) from None
-    except RecursionError:
-        raise OutputSchemaError(tool, None, "its outputSchema nests too deeply to be checked") from None
-    if error is not None:
-        raise OutputSchemaError(
-            tool, error.json_path, log_value(error.message, redactor, max_units=_MESSAGE_UNITS)
+        verdict = await validate_bounded(
+            _judge,
+            schema,
+            cls.__name__,
+            structured_content,
+            isolate=unbounded_cost(schema),
+            seconds=max_seconds,
         )
+    except SchemaCheckTimeout as exc:
+        raise OutputSchemaError(tool, None, f"{exc} (a pattern or uniqueItems the server chose)") from None
+    if verdict is None:
+        return
+    kind, path, message = verdict
+    shown = log_value(message, redactor, max_units=_MESSAGE_UNITS)
+    if kind == "fail":
+        raise OutputSchemaError(tool, path, shown)
+    if kind == "invalid":
+        raise OutputSchemaError(tool, None, f"its outputSchema is invalid: {shown}")
+    if kind == "unusable":
+        raise OutputSchemaError(tool, None, f"its outputSchema cannot be used: {shown}")
+    raise OutputSchemaError(tool, None, "its outputSchema nests too deeply to be checked")

@@ -14,12 +14,17 @@ Rules of this module:
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+import threading
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
-import anyio.to_thread
+import anyio.from_thread
+import anyio.lowlevel
 import click
 
 from mcpl_host.client_features import (
@@ -45,6 +50,7 @@ __all__ = [
     "TerminalElicitation",
     "TerminalSampling",
     "elicitation_reply",
+    "exit_now_if_abandoned",
     "probe_handlers",
 ]
 
@@ -82,20 +88,56 @@ class CannedElicitation:
 
 
 class _Terminal:
-    """One question at a time, asked from a worker thread."""
+    """One question at a time, asked from a daemon thread: a cancelled wait (Ctrl-C) leaves
+    the thread blocked on the terminal, and the process can still exit (a worker thread of
+    ``anyio.to_thread`` would be joined at exit, waiting for an answer nobody types)."""
 
     def __init__(self) -> None:
         self._lock: anyio.Lock | None = None  # made in the event loop, at the first question
+        #: A question was left unanswered (its wait cancelled): its thread still reads stdin.
+        self.abandoned = False
 
     async def ask(self, question: Callable[[], T]) -> T:
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:
-            return await anyio.to_thread.run_sync(question)
+            done = anyio.Event()
+            token = anyio.lowlevel.current_token()
+            box: list[Any] = []
+
+            def run() -> None:
+                try:
+                    box.append((True, question()))
+                except BaseException as exc:  # handed to the waiting task
+                    box.append((False, exc))
+                with contextlib.suppress(RuntimeError):  # the event loop is gone: nobody waits
+                    anyio.from_thread.run_sync(done.set, token=token)
+
+            threading.Thread(target=run, name="mcpl-host terminal question", daemon=True).start()
+            try:
+                await done.wait()
+            except BaseException:
+                self.abandoned = not done.is_set()
+                raise
+            ok, value = box[0]
+            if not ok:
+                raise value
+            return cast("T", value)
 
 
 #: Shared by the terminal handlers of one process (one terminal).
 _TERMINAL = _Terminal()
+
+
+def exit_now_if_abandoned(status: int) -> None:
+    """End the process with ``status`` at once (streams flushed) when a terminal question
+    was left unanswered: its thread holds stdin's lock, and the interpreter's shutdown
+    would wait on it or abort. Otherwise return."""
+    if _TERMINAL.abandoned:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)
 
 
 class TerminalSampling:

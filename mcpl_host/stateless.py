@@ -263,7 +263,9 @@ def http_request_headers(message: Mapping[str, Any]) -> dict[str, str]:
 def http_refusal_answer(request_id: Any, status: int, sentence: str) -> dict[str, Any]:
     """The JSON-RPC error answer a Streamable HTTP transport passes on for a stateless
     request refused with an HTTP status and no JSON-RPC answer of its own (a handshake-era
-    server refusing the probe: MCP 2026-07-28 "Streamable HTTP", backward compatibility).
+    server refusing the probe: MCP 2026-07-28 "Streamable HTTP", backward compatibility),
+    and for any request whose JSON answer body held no answer to it (empty, or another
+    message).
     Code ``-32600``, which is no stateless evidence; ``data.httpStatus`` says it was made
     here, not sent by the server."""
     return {
@@ -405,8 +407,11 @@ class InputRequired:
     request_state: str | None = None
 
 
-def input_required(result: dict[str, Any], method: str, *, max_requests: int) -> InputRequired:
-    """Read an ``InputRequiredResult`` of ``method``.
+def input_required(
+    result: dict[str, Any], method: str, *, max_requests: int, redactor: Redactor | None = None
+) -> InputRequired:
+    """Read an ``InputRequiredResult`` of ``method``; ``redactor`` hides the server's secrets
+    in what an error names.
 
     Raises:
         RemoteProtocolError: neither ``inputRequests`` nor ``requestState`` (the revision
@@ -437,7 +442,7 @@ def input_required(result: dict[str, Any], method: str, *, max_requests: int) ->
             wanted = request.get("method") if is_object(request) else None
             if wanted not in INPUT_REQUEST_METHODS:
                 raise RemoteProtocolError(
-                    f"the server's input request {log_value(key, max_units=40)} for {method} is not one of"
+                    f"the server's input request {log_value(key, redactor, max_units=40)} for {method} is not one of"
                     f" {', '.join(sorted(INPUT_REQUEST_METHODS))}"
                 )
             requests[key] = (cast("str", wanted), cast("dict[str, Any]", request).get("params"))

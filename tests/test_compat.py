@@ -551,6 +551,7 @@ def test_the_config_key_protocol_chooses_the_era_and_is_checked() -> None:
         assert str(info.value).startswith(
             't: mcpServers.a.protocol: must be "auto", "handshake" or "stateless", not '
         ), str(info.value)
+        assert str(info.value).endswith(shown)
 
 
 def test_a_long_compatibility_note_wraps_indented_under_its_heading() -> None:

@@ -93,10 +93,6 @@ def test_a_remote_ref_in_an_input_schema_is_never_fetched(
     assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="coerce.schema_problems runs a server's inputSchema `pattern` unbounded: ReDoS hangs `call`, deaf to SIGTERM",
-)
 def test_a_catastrophic_pattern_in_an_input_schema_does_not_hang_call(tmp_path: Path) -> None:
     tool = {
         "name": "t",
@@ -108,13 +104,12 @@ def test_a_catastrophic_pattern_in_an_input_schema_does_not_hang_call(tmp_path: 
     except subprocess.TimeoutExpired:
         pytest.fail(f"mcpl-host call was still checking the arguments after {HANG_SECONDS} s")
     assert "Traceback" not in done.stderr
-    assert done.returncode in (1, 2), done.stderr
+    # The check runs in a worker stopped after Limits.max_schema_check_seconds: the schema
+    # cannot be checked, said so, and the arguments go unchecked (as for an unresolvable $ref).
+    assert "cannot be checked: checking it took longer than Limits.max_schema_check_seconds" in done.stderr
+    assert done.returncode == 0, done.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="output_schema.check_structured_content: a non-string `$schema` reaches jsonschema.validator_for (AttributeError)",
-)
 def test_an_output_schema_whose_dialect_is_not_a_string_is_a_clear_error(tmp_path: Path) -> None:
     tool = {
         "name": "t",

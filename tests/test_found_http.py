@@ -77,10 +77,6 @@ def empty_answers_url() -> Iterator[str]:
         thread.join(5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="transports/http._read_answer ignores an empty application/json answer to a request: the call waits out its timeout",
-)
 async def test_an_empty_json_answer_to_a_request_is_said_not_timed_out(empty_answers_url: str) -> None:
     with anyio.fail_after(30):
         async with connect_http(empty_answers_url) as conn:

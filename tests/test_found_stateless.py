@@ -64,30 +64,18 @@ async def call_error(tmp_path: Path, steps: list[dict[str, Any]]) -> MCPLHostErr
     return caught.value
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="stateless.input_required names a bad input request's key with log_value() and no redactor",
-)
 async def test_a_secret_in_the_key_of_a_malformed_input_request_is_redacted(tmp_path: Path) -> None:
     error = await call_error(tmp_path, asks({SECRET: {"method": "evil/method"}}))
     assert "is not one of" in str(error)
     assert SECRET not in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mcp_methods.InputRefused names the input request's key with log_value() and no redactor",
-)
 async def test_a_secret_in_the_key_of_a_refused_input_request_is_redacted(tmp_path: Path) -> None:
     error = await call_error(tmp_path, asks({SECRET: ELICIT}))
     assert "was refused" in str(error)
     assert SECRET not in str(error)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mcp_methods._list_all never reads resultType: an input_required tools/list reads as an empty list",
-)
 async def test_a_list_answered_input_required_is_not_an_empty_list(tmp_path: Path) -> None:
     steps: list[dict[str, Any]] = [
         {"options": {"discover": "steps"}},

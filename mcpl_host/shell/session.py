@@ -26,7 +26,13 @@ import anyio.abc
 from rich.text import Text
 
 from mcpl_host import report
-from mcpl_host.coerce import ArgumentError, UnusableSchema, parse_arguments, prompt_arguments, schema_problems
+from mcpl_host.coerce import (
+    ArgumentError,
+    UnusableSchema,
+    checked_schema_problems,
+    parse_arguments,
+    prompt_arguments,
+)
 from mcpl_host.host import Host, ServerNotConnected, UnknownServer
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError, RemoteError, RequestTimeout
 from mcpl_host.mcp_methods import Tool
@@ -264,7 +270,8 @@ class Session:
         tool = await self._tool(server, name)
         arguments = parse_arguments(words, tool.input_schema)
         try:
-            problems = schema_problems(arguments, tool.input_schema)
+            seconds = self.host.hosted(server).limits.max_schema_check_seconds
+            problems = await checked_schema_problems(arguments, tool.input_schema, seconds=seconds)
         except UnusableSchema as exc:
             self.say(
                 f"warning: the inputSchema of {name!r} cannot be checked: {exc}; sending unchecked", "yellow"

@@ -350,7 +350,7 @@ class StreamableHTTPTransport:
     async def _send_line(self, line: bytes) -> None:
         kind, request_id, method, message = peek(line)
         if kind == "request" and method == "initialize":
-            await self._post_initialize(line, id_key(request_id))
+            await self._post_initialize(line, id_key(request_id), request_id)
         elif kind == "request" and is_stateless_request(message):
             assert message is not None
             self._spawn(
@@ -362,7 +362,9 @@ class StreamableHTTPTransport:
                 request_id,
             )
         elif kind == "request":
-            self._spawn(self._post_request, line, id_key(request_id), f"the POST of {method}")
+            self._spawn(
+                self._post_request, line, id_key(request_id), f"the POST of {method}", None, request_id
+            )
         elif method == "notifications/cancelled" and self._cancels_stateless(message):
             return  # its stream was closed: that is the cancellation (module rules)
         else:
@@ -378,7 +380,7 @@ class StreamableHTTPTransport:
                     if scope is not None:
                         scope.cancel()  # the answer is no longer wanted: stop reading it
 
-    async def _post_initialize(self, line: bytes, key: bytes) -> None:
+    async def _post_initialize(self, line: bytes, key: bytes, request_id: Any) -> None:
         self._initialize_key = key
         self._session_id = None
         headers = self._headers(ACCEPT_POST, json_body=True)
@@ -399,7 +401,7 @@ class StreamableHTTPTransport:
                 await response.aclose()
             raise
         if readable:
-            self._spawn(self._read_answer, response, key)
+            self._spawn(self._read_answer, response, key, request_id, "the POST of initialize")
         else:
             await response.aclose()
 
@@ -440,7 +442,7 @@ class StreamableHTTPTransport:
                     if await self._check_answer(
                         response, what, key, had_session=had_session, answer_refusal=answer_refusal
                     ):
-                        await self._read_answer(response, key)
+                        await self._read_answer(response, key, request_id, what)
                 finally:
                     with anyio.CancelScope(shield=True):
                         await response.aclose()
@@ -525,8 +527,11 @@ class StreamableHTTPTransport:
         taken) or ``ConnectionClosed``."""
         return await self._inbox.get()
 
-    async def _read_answer(self, response: httpx.Response, key: bytes) -> None:
-        """Read the answer of a request POST (head already checked) to its end."""
+    async def _read_answer(self, response: httpx.Response, key: bytes, request_id: Any, what: str) -> None:
+        """Read the answer of a request POST (head already checked) to its end. A JSON body
+        must be the request's answer (MCP 2025-11-25 "Streamable HTTP", sending messages):
+        an empty one, or one that answers something else, is passed on as an error answer
+        made here (``stateless.http_refusal_answer``), so the caller learns at once."""
         try:
             if media_type(response.headers.get("content-type")) == "application/json":
                 what = f"the answer to a request from {self._shown}"
@@ -540,8 +545,11 @@ class StreamableHTTPTransport:
                     ) from None
                 except Unreachable as exc:
                     raise self._lose(str(exc)) from None
-                if body:
-                    await self._deliver(body, key)
+                if not (body and await self._deliver(body, key)):
+                    said = "an empty body" if not body else "a body that is not its answer"
+                    sentence = f"the server at {self._shown} answered {what} with {said} (no JSON-RPC answer)"
+                    refusal = http_refusal_answer(request_id, response.status_code, sentence)
+                    await self._inbox.put(orjson.dumps(refusal))
                 return
             await self._run_stream(response, _Stream(key=key))
         finally:
