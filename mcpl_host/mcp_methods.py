@@ -461,9 +461,11 @@ class MCPClient:
         ``notifications/*/list_changed`` of a list listed before (or being listed) starts
         its refresh."""
         name = LIST_CHANGED.get(method)
-        if name is None or self._spawn is None:
+        if name is None:
             return
         self.cache_freshness.pop(name, None)  # stale at once (module rules)
+        if self._spawn is None:
+            return
         if self._in_flight.get(name) or name in self._refreshing:
             self._stale.add(name)  # refreshed once the listing in progress ends
         elif getattr(self, f"cached_{name}") is not None:
