@@ -5,22 +5,24 @@ headers mirrored from ``x-mcp-header`` tool parameters (docs/protocol.md S10) an
 Server: ``fixtures/sdk_features_server.py`` on the MCP Python SDK 2.x in its stateless mode
 (``--header-tools``: a tool that reports the ``Mcp-Param-*`` headers it received, the SDK
 answering ``-32020`` to a call whose headers do not match its body, and tools with hostile
-schemas; ``--cache-ttl-ms``: hints on every list and a count of ``tools/list`` POSTs).
+schemas; ``--cache-ttl-ms``: hints on every list and a count of ``tools/list`` POSTs);
+over stdio the annotations are ignored, as the revision allows.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import sys
 from typing import Any
 
 import anyio
 import pytest
 
-from mcpl_host import Limits, connect_http
+from mcpl_host import Limits, connect_http, connect_stdio
 from mcpl_host.limits import LimitExceeded
 
-from .test_client_features_real import FAST, TIMEOUT, sdk_over_http
+from .test_client_features_real import FAST, SDK_FEATURES, TIMEOUT, sdk_over_http
 
 pytestmark = pytest.mark.anyio
 
@@ -36,12 +38,14 @@ async def count(conn: Any) -> int:
     return int((await conn.call_tool("list_count", {})).text)
 
 
+@pytest.mark.parametrize("transport", ["auto", "streamable-http"])
 async def test_marked_parameters_reach_the_sdk_server_as_mcp_param_headers(
-    rendered_logs: io.StringIO,
+    rendered_logs: io.StringIO, transport: Any
 ) -> None:
     async with sdk_over_http("--stateless", "--header-tools") as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST) as conn:
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with connect_http(url, transport=transport, limits=FAST) as conn:
                 assert conn.era == "stateless"
                 # Hostile schemas: left out of tools/list, each with one warning naming it.
                 assert {tool.name for tool in await conn.list_tools()} == VALID
@@ -153,3 +157,14 @@ async def test_a_handshake_era_connection_lists_each_time_as_before() -> None:
                 await conn.list_tools()
                 await conn.list_tools()
                 assert conn.mcp.cache_freshness == {} and await count(conn) == 2
+
+
+async def test_over_stdio_the_annotations_are_ignored() -> None:
+    # The revision lets transports other than Streamable HTTP ignore x-mcp-header.
+    with anyio.fail_after(TIMEOUT):
+        async with connect_stdio(
+            sys.executable, [str(SDK_FEATURES), "stdio", "--header-tools"], limits=FAST
+        ) as conn:
+            assert conn.era == "stateless" and not conn.mcp.mirrors_param_headers
+            assert {tool.name for tool in await conn.list_tools()} == VALID | HOSTILE
+            assert json.loads((await conn.call_tool("route", {"region": "us"})).text) == {}
