@@ -562,7 +562,10 @@ class MCPClient:
         """``tools/call`` (MCP 2025-11-25 "Tools"). A tool failure is a result with
         ``is_error`` True, not an exception. Raises ``OutputSchemaError`` when the tool is
         in the tools cache with an ``outputSchema`` that a successful result does not
-        satisfy (module rules), and what ``_call`` raises."""
+        satisfy (module rules), ``LimitExceeded`` (``max_param_header_bytes``) before
+        sending when its ``Mcp-Param-*`` headers would be too long, and what ``_call``
+        raises (a ``RemoteError`` ``-32020`` only when the call sent again after listing the
+        tools is refused too)."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         declared = self._param_headers.get(name)
         if declared and self.stateless and self.mirrors_param_headers:
