@@ -219,6 +219,15 @@ DEFAULT_MAX_OUTPUT_SCHEMA_BYTES = 256 * 1024
 #: ``uniqueItems``) may take; it runs in a worker process that is stopped then
 #: (``output_schema.validate_bounded``).
 DEFAULT_MAX_SCHEMA_CHECK_SECONDS = 2.0
+#: MCP 2026-07-28 (``mcpl_host.param_headers``): tool parameters a tool may mark
+#: ``x-mcp-header`` (a tool declaring more is left out of ``tools/list``), and bytes of the
+#: ``Mcp-Param-*`` headers of one ``tools/call`` (names and values; a call over it fails
+#: before it is sent).
+DEFAULT_MAX_PARAM_HEADERS = 32
+DEFAULT_MAX_PARAM_HEADER_BYTES = 8 * 1024
+#: MCP 2026-07-28 (``mcpl_host.caching``): the longest a list is served from its cache on
+#: the strength of the server's ``ttlMs``, in seconds (a longer ``ttlMs`` is cut to it).
+DEFAULT_MAX_CACHE_TTL_SECONDS = 24 * 60 * 60.0
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -303,6 +312,9 @@ class Limits:
     max_input_requests: int = DEFAULT_MAX_INPUT_REQUESTS
     max_output_schema_bytes: int = DEFAULT_MAX_OUTPUT_SCHEMA_BYTES
     max_schema_check_seconds: float = DEFAULT_MAX_SCHEMA_CHECK_SECONDS
+    max_param_headers: int = DEFAULT_MAX_PARAM_HEADERS
+    max_param_header_bytes: int = DEFAULT_MAX_PARAM_HEADER_BYTES
+    max_cache_ttl_seconds: float = DEFAULT_MAX_CACHE_TTL_SECONDS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

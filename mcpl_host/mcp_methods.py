@@ -26,7 +26,18 @@ Rules of this module:
 - List caches: each successful listing is kept (``cached_tools`` ...). On
   ``notifications/tools/list_changed`` (or resources, prompts) a list that was listed
   before is listed again in the background (one refresh at a time per list; a change
-  during a refresh starts another after it).
+  during a refresh starts another after it). In the stateless era a list is served from
+  its cache without a request while its ``ttlMs`` / ``cacheScope`` hints say it is fresh
+  (``caching``; ``clock``, monotonic seconds), and listed again once stale, when said
+  changed, or when asked with ``refresh=True``; ``cache_freshness`` holds each list's.
+- ``Mcp-Param-*`` headers (MCP 2026-07-28 "Streamable HTTP", custom headers from tool
+  parameters): once ``mirrors_param_headers`` is set (the connection's transport is
+  Streamable HTTP and mirrors them), a stateless ``tools/list`` leaves out every tool whose
+  ``x-mcp-header`` annotations break the revision's rules (a warning names the tool and
+  why), and ``param_headers(message)`` gives the transport the headers of a ``tools/call``
+  (``param_headers``) from the tool as listed. A call whose headers are over
+  ``limits.max_param_header_bytes`` raises ``LimitExceeded`` before it is sent; a call
+  refused with ``-32020`` (HeaderMismatch) lists the tools once and is sent again, once.
 - ``call_tool`` checks ``structuredContent`` against the tool's ``outputSchema`` when the
   tool is in the tools cache (``output_schema.check_structured_content``; ``jsonschema``):
   a mismatch raises ``OutputSchemaError`` naming the failing path. A tool error result
@@ -36,16 +47,24 @@ Rules of this module:
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from mcpl_host.caching import CacheHint, Freshness, cache_hint, is_fresh, list_freshness
 from mcpl_host.connection import DEFAULT, BackgroundJob, ClientInfo, ProgressCallback, Timeout
 from mcpl_host.handlers import RequestContext
 from mcpl_host.json_size import json_size
-from mcpl_host.jsonrpc.errors import HandlerError, LocalProtocolError, MCPLHostError, RemoteProtocolError
+from mcpl_host.jsonrpc.errors import (
+    HandlerError,
+    LocalProtocolError,
+    MCPLHostError,
+    RemoteError,
+    RemoteProtocolError,
+)
 from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import LimitExceeded, Limits
 from mcpl_host.link import AnswerHook
@@ -75,7 +94,9 @@ from mcpl_host.mcp_records import (
     read_tool,
 )
 from mcpl_host.output_schema import OutputSchemaError, check_structured_content
+from mcpl_host.param_headers import ParamHeader, Rejected, declared_headers, param_headers
 from mcpl_host.stateless import (
+    HEADER_MISMATCH,
     LOG_LEVELS,
     input_required,
     request_meta,
@@ -264,16 +285,26 @@ class MCPClient:
         self._stale: set[str] = set()
         #: Called (it must not block) with a list's name after a background refresh.
         self.on_list_refreshed: Callable[[str], None] | None = None
+        #: Monotonic seconds, for the freshness of cached lists (tests may replace it).
+        self.clock: Callable[[], float] = time.monotonic
+        #: List name -> how long its cache is fresh (stateless era only; module rules).
+        self.cache_freshness: dict[str, Freshness] = {}
+        #: Set when the transport mirrors ``x-mcp-header`` parameters (module rules).
+        self.mirrors_param_headers = False
+        self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}
 
     @property
     def stateless(self) -> bool:
         return self._stateless()
 
-    async def _list_all(self, method: str, key: str) -> list[dict[str, Any]]:
+    async def _list_all(
+        self, method: str, key: str, hints: list[tuple[float, CacheHint]] | None = None
+    ) -> list[dict[str, Any]]:
         """Every entry of a paginated list (MCP 2025-11-25 "Pagination"): pages are followed
         by ``nextCursor`` until one has none (or repeats the cursor just sent), within
         ``limits.max_list_pages`` pages, ``max_list_items`` entries and ``max_list_bytes``
-        JSON bytes of entries in all (``json_size``, measured page by page).
+        JSON bytes of entries in all (``json_size``, measured page by page). ``hints``, when
+        given, gets each page's ``(received_at, CacheHint)``.
 
         Raises:
             LimitExceeded: a bound was reached before the last page (the message names it;
@@ -287,6 +318,8 @@ class MCPClient:
             params = {"cursor": cursor} if cursor is not None else None
             result = _object(await self._requester.request(method, params), method)
             result_type(result, method)  # a list is complete: anything else is an error (MCP 2026-07-28)
+            if hints is not None:
+                hints.append((self.clock(), cache_hint(result, max_ttl_seconds=limits.max_cache_ttl_seconds)))
             page = result.get(key, [])
             if not is_array(page):
                 raise RemoteProtocolError(f"the server's {method} result has no {key} array")
@@ -315,23 +348,34 @@ class MCPClient:
 
     # --- listing ---------------------------------------------------------------------------
 
-    async def list_tools(self) -> list[Tool]:
+    async def list_tools(self, *, refresh: bool = False) -> list[Tool]:
         """``tools/list``, every page; kept as ``cached_tools`` (the output schemas
-        ``call_tool`` checks against)."""
+        ``call_tool`` checks against). In the stateless era served from the cache while
+        fresh, unless ``refresh`` (module rules); tools with invalid ``x-mcp-header``
+        annotations are left out where the transport mirrors them."""
+        if not refresh and self.cached_tools is not None and self._fresh("tools"):
+            return list(self.cached_tools)
         with self._listing("tools"):
-            items = await self._list_all("tools/list", "tools")
-            tools = [t for item in items if (t := read_tool(item)) is not None]
+            hints: list[tuple[float, CacheHint]] = []
+            items = await self._list_all("tools/list", "tools", hints)
+            tools = self._screened([t for item in items if (t := read_tool(item)) is not None])
             self.cached_tools = tools
             self._tools_by_name = {tool.name: tool for tool in tools}
-        return tools
+            self._note_freshness("tools", hints)
+        return list(tools)
 
-    async def list_resources(self) -> list[Resource]:
-        """``resources/list``, every page; kept as ``cached_resources``."""
+    async def list_resources(self, *, refresh: bool = False) -> list[Resource]:
+        """``resources/list``, every page; kept as ``cached_resources`` (served from it as
+        ``list_tools`` says)."""
+        if not refresh and self.cached_resources is not None and self._fresh("resources"):
+            return list(self.cached_resources)
         with self._listing("resources"):
-            items = await self._list_all("resources/list", "resources")
+            hints: list[tuple[float, CacheHint]] = []
+            items = await self._list_all("resources/list", "resources", hints)
             resources = [r for item in items if (r := read_resource(item)) is not None]
             self.cached_resources = resources
-        return resources
+            self._note_freshness("resources", hints)
+        return list(resources)
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
         """``resources/templates/list``, every page."""
@@ -341,13 +385,68 @@ class MCPClient:
             if (t := read_resource_template(item)) is not None
         ]
 
-    async def list_prompts(self) -> list[Prompt]:
-        """``prompts/list``, every page; kept as ``cached_prompts``."""
+    async def list_prompts(self, *, refresh: bool = False) -> list[Prompt]:
+        """``prompts/list``, every page; kept as ``cached_prompts`` (served from it as
+        ``list_tools`` says)."""
+        if not refresh and self.cached_prompts is not None and self._fresh("prompts"):
+            return list(self.cached_prompts)
         with self._listing("prompts"):
-            items = await self._list_all("prompts/list", "prompts")
+            hints: list[tuple[float, CacheHint]] = []
+            items = await self._list_all("prompts/list", "prompts", hints)
             prompts = [p for item in items if (p := read_prompt(item)) is not None]
             self.cached_prompts = prompts
-        return prompts
+            self._note_freshness("prompts", hints)
+        return list(prompts)
+
+    def _fresh(self, name: str) -> bool:
+        return self.stateless and is_fresh(self.cache_freshness.get(name), self.clock())
+
+    def _note_freshness(self, name: str, hints: list[tuple[float, CacheHint]]) -> None:
+        """After a listing: its freshness, in the stateless era, unless the list was said
+        changed while it was in flight (its answer may predate the change)."""
+        if self.stateless and name not in self._stale:
+            self.cache_freshness[name] = list_freshness(hints)
+        else:
+            self.cache_freshness.pop(name, None)
+
+    def _screened(self, tools: list[Tool]) -> list[Tool]:
+        """``tools`` without those whose ``x-mcp-header`` annotations are rejected, where the
+        transport mirrors them in the stateless era (module rules); their headers kept."""
+        self._param_headers = {}
+        if not (self.stateless and self.mirrors_param_headers):
+            return tools
+        kept: list[Tool] = []
+        for tool in tools:
+            declared = declared_headers(tool.input_schema, max_headers=self._limits.max_param_headers)
+            if isinstance(declared, Rejected):
+                self._log.warning(
+                    "tool left out of tools/list: its x-mcp-header annotations break MCP 2026-07-28",
+                    tool=log_value(tool.name, self._redactor, max_units=80),
+                    reason=declared.reason,
+                )
+                continue
+            if declared:
+                self._param_headers[tool.name] = declared
+            kept.append(tool)
+        return kept
+
+    def param_headers(self, message: Mapping[str, Any]) -> dict[str, str]:
+        """The ``Mcp-Param-*`` headers of one outgoing JSON-RPC message (the transport asks;
+        module rules): those of a ``tools/call`` of a listed tool that declares some, else
+        none. Never raises (a call over the bound was refused before it was sent)."""
+        params = message.get("params")
+        if message.get("method") != "tools/call" or not is_object(params):
+            return {}
+        name, arguments = params.get("name"), params.get("arguments")
+        declared = self._param_headers.get(name) if isinstance(name, str) else None
+        if not declared or not isinstance(name, str) or not is_object(arguments):
+            return {}
+        try:
+            return param_headers(
+                declared, arguments, tool=name, max_bytes=self._limits.max_param_header_bytes
+            )
+        except LimitExceeded:
+            return {}
 
     @contextlib.contextmanager
     def _listing(self, name: str) -> Generator[None]:
@@ -366,7 +465,10 @@ class MCPClient:
         ``notifications/*/list_changed`` of a list listed before (or being listed) starts
         its refresh."""
         name = LIST_CHANGED.get(method)
-        if name is None or self._spawn is None:
+        if name is None:
+            return
+        self.cache_freshness.pop(name, None)  # stale at once (module rules)
+        if self._spawn is None:
             return
         if self._in_flight.get(name) or name in self._refreshing:
             self._stale.add(name)  # refreshed once the listing in progress ends
@@ -384,7 +486,7 @@ class MCPClient:
             while True:
                 self._stale.discard(name)
                 try:
-                    await getattr(self, f"list_{name}")()
+                    await getattr(self, f"list_{name}")(refresh=True)
                 except MCPLHostError as exc:
                     self._log.warning(
                         "could not refresh a list the server said changed", list=name, error=str(exc)
@@ -466,9 +568,27 @@ class MCPClient:
         """``tools/call`` (MCP 2025-11-25 "Tools"). A tool failure is a result with
         ``is_error`` True, not an exception. Raises ``OutputSchemaError`` when the tool is
         in the tools cache with an ``outputSchema`` that a successful result does not
-        satisfy (module rules), and what ``_call`` raises."""
+        satisfy (module rules), ``LimitExceeded`` (``max_param_header_bytes``) before
+        sending when its ``Mcp-Param-*`` headers would be too long, and what ``_call``
+        raises (a ``RemoteError`` ``-32020`` only when the call sent again after listing the
+        tools is refused too)."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
-        result = call_tool_result(await self._call("tools/call", params, timeout=timeout, progress=progress))
+        declared = self._param_headers.get(name)
+        if declared and self.stateless and self.mirrors_param_headers:
+            # Over the bound: refused here, with the reason (the transport would send none).
+            param_headers(
+                declared, params["arguments"], tool=name, max_bytes=self._limits.max_param_header_bytes
+            )
+        try:
+            answer = await self._call("tools/call", params, timeout=timeout, progress=progress)
+        except RemoteError as exc:
+            if exc.code != HEADER_MISMATCH or not (self.stateless and self.mirrors_param_headers):
+                raise
+            # The tool's inputSchema may have changed: list the tools and send it again, once
+            # (MCP 2026-07-28 "Streamable HTTP", client behavior).
+            await self.list_tools(refresh=True)
+            answer = await self._call("tools/call", params, timeout=timeout, progress=progress)
+        result = call_tool_result(answer)
         tool = self._tools_by_name.get(name)
         if tool is not None and tool.output_schema is not None and not result.is_error:
             await check_structured_content(

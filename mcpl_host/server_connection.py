@@ -200,6 +200,10 @@ class ServerConnection:
 
     async def __aenter__(self) -> ServerConnection:
         await self._shell.__aenter__()
+        mirror = getattr(self._shell.transport, "mirror_params", None)
+        if callable(mirror):  # Streamable HTTP: tool parameters marked x-mcp-header (S10)
+            mirror(self.mcp.param_headers)
+            self.mcp.mirrors_param_headers = True
         try:
             hosted = self.hosted
             info = await self._shell.handshake(
@@ -493,9 +497,10 @@ class ServerConnection:
 
     # --- MCP ---------------------------------------------------------------------------------
 
-    async def list_tools(self) -> list[Tool]:
-        """``tools/list``, every page (``MCPClient``)."""
-        return await self.mcp.list_tools()
+    async def list_tools(self, *, refresh: bool = False) -> list[Tool]:
+        """``tools/list``, every page (``MCPClient``; in the stateless era served from the
+        cache while fresh, unless ``refresh``)."""
+        return await self.mcp.list_tools(refresh=refresh)
 
     async def call_tool(
         self,
@@ -508,8 +513,8 @@ class ServerConnection:
         """``tools/call`` (a tool failure is a result with ``is_error``)."""
         return await self.mcp.call_tool(name, arguments, timeout=timeout, progress=progress)
 
-    async def list_resources(self) -> list[Resource]:
-        return await self.mcp.list_resources()
+    async def list_resources(self, *, refresh: bool = False) -> list[Resource]:
+        return await self.mcp.list_resources(refresh=refresh)
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
         return await self.mcp.list_resource_templates()
@@ -517,8 +522,8 @@ class ServerConnection:
     async def read_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> ReadResourceResult:
         return await self.mcp.read_resource(uri, timeout=timeout)
 
-    async def list_prompts(self) -> list[Prompt]:
-        return await self.mcp.list_prompts()
+    async def list_prompts(self, *, refresh: bool = False) -> list[Prompt]:
+        return await self.mcp.list_prompts(refresh=refresh)
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT

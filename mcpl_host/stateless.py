@@ -242,7 +242,8 @@ def http_request_headers(message: Mapping[str, Any]) -> dict[str, str]:
     2026-07-28 "Streamable HTTP", request metadata): ``MCP-Protocol-Version`` (its
     ``_meta`` version), ``Mcp-Method``, and ``Mcp-Name`` for ``tools/call``, ``prompts/get``
     (``params.name``) and ``resources/read`` (``params.uri``). Tool parameters marked
-    ``x-mcp-header`` are not mirrored (not built)."""
+    ``x-mcp-header`` are mirrored by the transport (``param_headers``; docs/protocol.md
+    S10)."""
     params = message.get("params")
     params = params if is_object(params) else {}
     meta = params.get("_meta")

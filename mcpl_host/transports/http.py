@@ -28,8 +28,9 @@ Rules of this module:
 - ``aclose()`` sends DELETE with the session id (bounded by ``limits.close_grace_seconds``).
 - Stateless requests (MCP 2026-07-28 "Streamable HTTP"; their ``_meta`` names the protocol
   version: ``stateless.is_stateless_request``) are posted like any request, with the
-  request metadata headers of their body (``stateless.http_request_headers``) and no
-  session. A refusal (400, 404, 405) without the server's JSON-RPC answer to it is passed
+  request metadata headers of their body (``stateless.http_request_headers``), for a
+  ``tools/call`` the ``Mcp-Param-*`` headers of its tool's ``x-mcp-header`` parameters (from
+  the source given to ``mirror_params``: ``MCPClient.param_headers``), and no session. A refusal (400, 404, 405) without the server's JSON-RPC answer to it is passed
   on as an error answer (``stateless.http_refusal_answer``): a handshake-era server refusing
   the era probe does not lose the transport. Such a request is cancelled by closing its
   stream; its ``notifications/cancelled`` is not posted (the revision defines no
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -156,6 +157,12 @@ class StreamableHTTPTransport:
         self._entered = False
         self._closing = False
         self._closed = anyio.Event()
+        self._param_source: Callable[[Mapping[str, Any]], dict[str, str]] | None = None
+
+    def mirror_params(self, source: Callable[[Mapping[str, Any]], dict[str, str]]) -> None:
+        """From now on each stateless ``tools/call`` also carries ``source(message)`` (its
+        ``Mcp-Param-*`` headers: header tokens and encoded values; module rules)."""
+        self._param_source = source
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -353,13 +360,11 @@ class StreamableHTTPTransport:
             await self._post_initialize(line, id_key(request_id), request_id)
         elif kind == "request" and is_stateless_request(message):
             assert message is not None
+            headers = http_request_headers(message)
+            if method == "tools/call" and self._param_source is not None:
+                headers.update(self._param_source(message))
             self._spawn(
-                self._post_request,
-                line,
-                id_key(request_id),
-                f"the POST of {method}",
-                http_request_headers(message),
-                request_id,
+                self._post_request, line, id_key(request_id), f"the POST of {method}", headers, request_id
             )
         elif kind == "request":
             self._spawn(

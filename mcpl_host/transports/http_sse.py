@@ -21,6 +21,7 @@ Rules of this module:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -379,6 +380,11 @@ class AutoHTTPTransport:
 
     def __repr__(self) -> str:
         return f"<AutoHTTPTransport {self.describe()} chosen={self.chosen}>"
+
+    def mirror_params(self, source: Callable[[Mapping[str, Any]], dict[str, str]]) -> None:
+        """Passed on to Streamable HTTP (``StreamableHTTPTransport.mirror_params``): only
+        stateless requests carry them, and those never go over HTTP+SSE."""
+        self._streamable.mirror_params(source)
 
     def negotiated(self, protocol_version: str) -> None:
         """Passed on to the transport in use (see ``StreamableHTTPTransport.negotiated``)."""
