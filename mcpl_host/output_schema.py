@@ -17,31 +17,26 @@ Rules of this module:
   cost is not bounded here.
 - Every failure is an ``OutputSchemaError`` naming the tool and the failing path of the
   instance (a JSON path such as ``$.result``), with values escaped and cut.
+- ``jsonschema`` (about 4 MiB of memory once imported) is loaded by the first check, not
+  by ``import mcpl_host``: a host whose servers declare no output schema never loads it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
 import orjson
-import referencing.exceptions
-from jsonschema.exceptions import ValidationError
-from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
-from referencing import Registry
 
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
 from mcpl_host.logging import Redactor, log_value
 
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+
 __all__ = ["OutputSchemaError", "check_structured_content"]
 
 _MESSAGE_UNITS = 240
-#: The dialects' own metaschemas, local: the only resources a ``$ref`` may name outside the
-#: schema (no retrieval function: anything else is unresolvable, never fetched).
-METASCHEMAS: Registry[Any] = REGISTRY
 
 
 class OutputSchemaError(RemoteProtocolError):
@@ -63,6 +58,8 @@ class OutputSchemaError(RemoteProtocolError):
 
 def _most_relevant(errors: Iterable[ValidationError]) -> ValidationError | None:
     """The error ``jsonschema`` ranks most relevant (its stubs leave the result untyped)."""
+    import jsonschema.exceptions
+
     best: Any = jsonschema.exceptions.best_match  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     found: ValidationError | None = best(errors)
     return found
@@ -98,6 +95,16 @@ def check_structured_content(
             None,
             f"its outputSchema is {size} bytes, over Limits.max_output_schema_bytes = {max_schema_bytes}",
         )
+    # Loaded here, on the first check (module rules).
+    import jsonschema
+    import jsonschema.exceptions
+    import jsonschema.validators
+    import referencing.exceptions
+
+    # The dialects' own metaschemas, local: the only resources a ``$ref`` may name outside
+    # the schema (no retrieval function: anything else is unresolvable, never fetched).
+    from jsonschema_specifications import REGISTRY as METASCHEMAS  # type: ignore[import-untyped]
+
     dialect = schema.get("$schema")
     cls: Any = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     if isinstance(dialect, str) and cls is jsonschema.Draft202012Validator and "2020-12" not in dialect:
