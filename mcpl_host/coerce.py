@@ -46,7 +46,8 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
-from mcpl_host.output_schema import METASCHEMAS, SchemaCheckTimeout, unbounded_cost, validate_bounded
+from mcpl_host.output_schema import SchemaCheckTimeout, unbounded_cost, validate_bounded
+from mcpl_host.schema_check import METASCHEMAS
 
 __all__ = [
     "JSON_TYPES",

@@ -111,9 +111,10 @@ __all__ = [
 
 #: Called (from the read loop; must not block) with each ``notifications/progress`` params.
 ProgressCallback = Callable[[dict[str, Any]], None]
-#: An admitted server request: awaited in its own task; returns the ``result`` or raises
-#: ``HandlerError`` to answer with that error.
-InboundJob = Callable[[], Coroutine[Any, Any, Any]]
+#: An admitted server request's job, called with the request when its turn comes (one job
+#: may serve many requests: nothing need be made per request): returns the ``result`` or
+#: raises ``HandlerError`` to answer with that error.
+InboundJob = Callable[[Request], Coroutine[Any, Any, Any]]
 #: Work a notification starts (a manifest fetch, a notification-form channel message).
 BackgroundJob = Callable[[], Coroutine[Any, Any, None]]
 
@@ -193,16 +194,19 @@ def _as_json_text(value: Any) -> Any:
 
 
 class _Inbound:
-    """One admitted server request (or counted background job) waiting for a worker, or
-    running. ``request`` is None for a background job; ``scope`` is the cancel scope of the
-    worker running it (None while it waits); ``cancelled``: the server cancelled it before
-    it started."""
+    """One admitted server request (``request`` and its ``job``), or a counted
+    ``background`` job, waiting for a worker, or running. ``scope`` is the cancel scope of
+    the worker running it (None while it waits); ``cancelled``: the server cancelled it
+    before it started."""
 
-    __slots__ = ("cancelled", "job", "request", "scope")
+    __slots__ = ("background", "cancelled", "job", "request", "scope")
 
-    def __init__(self, request: Request | None, job: InboundJob | BackgroundJob) -> None:
+    def __init__(
+        self, request: Request | None, job: InboundJob | None, background: BackgroundJob | None = None
+    ) -> None:
         self.request = request
         self.job = job
+        self.background = background
         self.scope: anyio.CancelScope | None = None
         self.cancelled = False
 
@@ -953,11 +957,13 @@ class Connection:
 
     async def _worker(self) -> None:
         """Runs waiting jobs one after another until none is left. One cancel scope serves
-        many jobs: it is replaced only after a job it cancelled (``notifications/cancelled``)."""
+        many jobs: it is replaced only after a job it cancelled (``notifications/cancelled``).
+        A request's job is awaited here, not in a coroutine of its own (``_answered`` then
+        sends its answer)."""
         # Yield once first: the tasks woken by the lines read before this job (the waiter of
         # an answer, such as the policy exchange) run before it, as they would in wire order.
         _JOB_OF.set(self)
-        queue = self._queue
+        queue, session = self._queue, self._session
         try:
             try:
                 await anyio.lowlevel.checkpoint()
@@ -976,46 +982,53 @@ class Connection:
                                 self._resume.set()
                             item.scope = scope
                             self._add_worker()  # it starts if this job waits
-                            await self._run(item)
+                            request, job = item.request, item.job
+                            if request is None or job is None:
+                                await self._run_background(item)
+                                continue
+                            self._running += 1
+                            answer: bytes | None = None
+                            try:
+                                try:
+                                    result = await job(request)
+                                    answer = session.answer(request.id, result=result)
+                                except HandlerError as exc:
+                                    answer = session.answer(request.id, error=exc.to_error())
+                                except Exception:  # R3: -32603 with no exception text on the wire
+                                    self._log.exception("handler failed", method=ServerValue(request.method))
+                                    answer = session.answer(request.id, error=_INTERNAL_ERROR)
+                            finally:  # a cancellation (the server's, or the connection's) sends no answer
+                                self._answered(item, request, answer)
                     finally:
                         self._working.discard(scope)
         finally:
             self._workers -= 1
 
-    async def _run(self, item: _Inbound) -> None:
-        request = item.request
+    async def _run_background(self, item: _Inbound) -> None:
         self._running += 1
-        if request is None:  # a counted background job
-            try:
-                await item.job()
-            except Exception:
-                self._log.exception("background job failed")
-            finally:
-                self._running -= 1
-            return
-        answer: bytes | None = None
         try:
-            try:
-                result = await item.job()
-                answer = self._session.answer(request.id, result=result)
-            except HandlerError as exc:
-                answer = self._session.answer(request.id, error=exc.to_error())
-            except Exception:  # R3: -32603 with no exception text on the wire
-                self._log.exception("handler failed", method=ServerValue(request.method))
-                answer = self._session.answer(request.id, error=_INTERNAL_ERROR)
-        finally:  # a cancellation (the server's, or the connection's) sends no answer
+            assert item.background is not None
+            await item.background()
+        except Exception:
+            self._log.exception("background job failed")
+        finally:
             self._running -= 1
             item.scope = None
-            if self._jobs.get(request.id) is item:
-                del self._jobs[request.id]
-            link = self._link
-            assert link is not None
-            if answer is None and link.closed:  # cancelled as its transport ended (T1)
-                self._not_answering(request)
+
+    def _answered(self, item: _Inbound, request: Request, answer: bytes | None) -> None:
+        """A request's job is over: send its ``answer`` (None: cancelled, nothing is sent)
+        on its own transport, unless that has closed (T1)."""
+        self._running -= 1
+        item.scope = None
+        if self._jobs.get(request.id) is item:
+            del self._jobs[request.id]
+        link = self._link
+        assert link is not None
         if link.closed:  # T1: its transport has gone; never answered on another one
             self._not_answering(request)
             return
-        assert answer is not None  # set unless the job was cancelled (which raised)
+        if answer is None:
+            return
         try:
             link.send(answer)
         except MessageTooLarge as exc:
@@ -1037,7 +1050,7 @@ class Connection:
         if counted:
             if self._queued >= self.limits.max_queued_inbound:
                 return False
-            self._enqueue(_Inbound(None, job))
+            self._enqueue(_Inbound(None, None, job))
         else:
             self._tg.start_soon(job)
         return True

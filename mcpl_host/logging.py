@@ -260,9 +260,19 @@ def _console_renderer(colors: bool) -> structlog.dev.ConsoleRenderer:
     return renderer
 
 
+def _dropped(*_args: Any, **_fields: Any) -> None:
+    """A debug or info line nobody can see (see ``_Deferred``)."""
+
+
+#: The levels the fallback drops (it writes warnings and errors only).
+_BELOW_WARNING = frozenset({"debug", "info"})
+
+
 class _Deferred:
     """A logger made on its first use: what ``get_logger`` returns while structlog has not
-    been imported yet (a module that makes its logger at import then costs nothing)."""
+    been imported yet (a module that makes its logger at import then costs nothing). A
+    debug or info line while structlog is still not imported is dropped without loading it:
+    nobody can have configured structlog yet, and the fallback drops those levels."""
 
     __slots__ = ("_initial", "_logger", "_name")
 
@@ -274,6 +284,8 @@ class _Deferred:
     def __getattr__(self, attribute: str) -> Any:
         logger = self._logger
         if logger is None:
+            if attribute in _BELOW_WARNING and "structlog" not in sys.modules:
+                return _dropped
             logger = self._logger = _make_logger(self._name, self._initial)
         return getattr(logger, attribute)
 

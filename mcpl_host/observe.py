@@ -89,9 +89,14 @@ class Reporter:
         if self.observer is not None:
             self.observer.observe(self.name, Observation(kind, data))
 
+    @property
+    def observing(self) -> bool:
+        """Whether an observer sees ``handled`` (callers build its data only then)."""
+        return self.observer is not None
+
     def handled(self, kind: Literal["push_event", "server_request"], data: dict[str, Any]) -> None:
         """A server request was answered by the handlers (``data`` has ``answer`` or
-        ``error``)."""
+        ``error``); only the observer sees it (see ``observing``)."""
         self._observe(kind, **data)
 
     def notification(

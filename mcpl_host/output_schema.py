@@ -21,22 +21,18 @@ Rules of this module:
   line checks (``coerce``).
 - Every failure is an ``OutputSchemaError`` naming the tool and the failing path of the
   instance (a JSON path such as ``$.result``), with values escaped and cut.
+- ``jsonschema`` (about 4 MiB of memory once imported) lives in ``schema_check``, loaded by
+  the first check, not by ``import mcpl_host``: a host whose servers declare no output
+  schema never loads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
 import anyio.to_process
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
-import referencing.exceptions
-from jsonschema.exceptions import ValidationError
-from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped]
-from referencing import Registry
 
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
@@ -56,9 +52,6 @@ T = TypeVar("T")
 UNBOUNDED_KEYWORDS = frozenset({"pattern", "patternProperties", "uniqueItems"})
 
 _MESSAGE_UNITS = 240
-#: The dialects' own metaschemas, local: the only resources a ``$ref`` may name outside the
-#: schema (no retrieval function: anything else is unresolvable, never fetched).
-METASCHEMAS: Registry[Any] = REGISTRY
 
 
 class OutputSchemaError(RemoteProtocolError):
@@ -116,34 +109,6 @@ async def validate_bounded(function: Callable[..., T], *args: Any, isolate: bool
     raise SchemaCheckTimeout(seconds)
 
 
-def _judge(schema: dict[str, Any], cls_name: str, instance: Any) -> tuple[str, str | None, str] | None:
-    """Validate ``instance`` against ``schema`` with the validator class named ``cls_name``:
-    None when it conforms, else (kind, path, message): ``"fail"`` with the failing path, or
-    ``"invalid"`` / ``"unusable"`` / ``"deep"`` for a schema at fault. Top-level and
-    picklable (it runs in a worker process)."""
-    cls: Any = getattr(jsonschema, cls_name)
-    try:
-        cls.check_schema(schema)
-        validator: Any = cls(schema, registry=METASCHEMAS)
-        error = _most_relevant(validator.iter_errors(instance))
-    except jsonschema.exceptions.SchemaError as exc:
-        return ("invalid", None, exc.message)
-    except (referencing.exceptions.Unresolvable, jsonschema.exceptions.UnknownType) as exc:
-        return ("unusable", None, str(exc))
-    except RecursionError:
-        return ("deep", None, "")
-    if error is None:
-        return None
-    return ("fail", error.json_path, error.message)
-
-
-def _most_relevant(errors: Iterable[ValidationError]) -> ValidationError | None:
-    """The error ``jsonschema`` ranks most relevant (its stubs leave the result untyped)."""
-    best: Any = jsonschema.exceptions.best_match  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    found: ValidationError | None = best(errors)
-    return found
-
-
 async def check_structured_content(
     tool: str,
     schema: dict[str, Any],
@@ -177,9 +142,11 @@ async def check_structured_content(
     dialect = schema.get("$schema")
     if "$schema" in schema and not isinstance(dialect, str):
         raise OutputSchemaError(tool, None, "its outputSchema's $schema is not a string (a dialect's URI)")
-    cls: Any = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    if isinstance(dialect, str) and cls is jsonschema.Draft202012Validator and "2020-12" not in dialect:
-        # validator_for falls back to the default for a dialect it does not know.
+    from mcpl_host import schema_check  # jsonschema, loaded by the first check (module rules)
+
+    cls_name = schema_check.validator_name(schema)
+    if cls_name is None:
+        assert isinstance(dialect, str)
         raise OutputSchemaError(
             tool,
             None,
@@ -187,9 +154,9 @@ async def check_structured_content(
         )
     try:
         verdict = await validate_bounded(
-            _judge,
+            schema_check.judge,
             schema,
-            cls.__name__,
+            cls_name,
             structured_content,
             isolate=unbounded_cost(schema),
             seconds=max_seconds,

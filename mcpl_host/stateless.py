@@ -34,6 +34,7 @@ Rules of this module:
 from __future__ import annotations
 
 import base64
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -198,11 +199,16 @@ def may_carry_stateless(transport: object) -> bool:
     """Whether a transport may carry MCP 2026-07-28 (module rules): stdio and Streamable
     HTTP (also the automatic HTTP choice, before it falls back); never the deprecated
     HTTP+SSE transport (2024-11-05 only) nor WebSocket (no MCP revision defines it)."""
-    from mcpl_host.transports.http import StreamableHTTPTransport
-    from mcpl_host.transports.http_sse import AutoHTTPTransport
     from mcpl_host.transports.stdio import StdioTransport
 
-    return isinstance(transport, (StdioTransport, StreamableHTTPTransport, AutoHTTPTransport))
+    if isinstance(transport, StdioTransport):
+        return True
+    # An HTTP transport exists only once its module is loaded: a stdio connection does not
+    # load the HTTP stack (httpx, ssl) to be told apart from one.
+    http, sse = sys.modules.get("mcpl_host.transports.http"), sys.modules.get("mcpl_host.transports.http_sse")
+    return (http is not None and isinstance(transport, http.StreamableHTTPTransport)) or (
+        sse is not None and isinstance(transport, sse.AutoHTTPTransport)
+    )
 
 
 def is_stateless_request(message: Any) -> bool:

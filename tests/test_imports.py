@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-HEAVY = ["structlog", "rich", "pygments", "httpx", "wsproto", "h11", "ssl"]
+HEAVY = ["structlog", "rich", "pygments", "httpx", "wsproto", "h11", "ssl", "jsonschema"]
 LATER = [
     "mcpl_host.host",
     "mcpl_host.config",
@@ -52,6 +53,34 @@ def test_a_websocket_server_loads_its_stack_when_built() -> None:
         "print(json.dumps([before, 'wsproto' in sys.modules]))"
     )
     assert result["out"] == [False, True]
+
+
+def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines_not_shown() -> None:
+    # The handshake logs at debug level and tells stdio from HTTP transports: neither may
+    # load structlog (its fallback shows warnings only) or httpx (memory per process).
+    server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
+    result = run(
+        "import json, sys, anyio, mcpl_host\n"
+        "async def main():\n"
+        f"    async with mcpl_host.connect_stdio(sys.executable, [{str(server)!r}]) as conn:\n"
+        "        await conn.ping()\n"
+        "anyio.run(main)\n"
+        "print(json.dumps([m for m in ('httpx', 'mcpl_host.transports.http', 'structlog') if m in sys.modules]))"
+    )
+    assert result["out"] == []
+
+
+def test_a_debug_or_info_line_before_structlog_is_loaded_is_dropped_without_loading_it() -> None:
+    result = run(
+        "import json, sys\n"
+        "from mcpl_host.logging import get_logger\n"
+        "log = get_logger('mcpl_host.test')\n"
+        "log.debug('not shown', n=1)\n"
+        "log.info('not shown either')\n"
+        "print(json.dumps('structlog' in sys.modules))"
+    )
+    assert result["out"] is False
+    assert "not shown" not in str(result["stderr"])
 
 
 def test_a_logger_made_before_structlog_is_loaded_still_writes_its_warnings() -> None:

@@ -427,6 +427,28 @@ async def test_a_cancellation_read_in_the_same_chunk_as_its_request_stops_it(tmp
     assert "3" not in answers(script)
 
 
+async def test_a_cancellation_after_the_answer_changes_nothing(tmp_path: Path) -> None:
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"send": {"jsonrpc": "2.0", "id": 3, "method": "anything"}},
+            {"wait_response": 3},  # answered (-32601): the request is over
+            {"send": CANCEL_3},  # too late: it names no waiting or running job
+            {"send": {"jsonrpc": "2.0", "id": "sync", "method": "ping"}},
+            {"wait_response": "sync"},
+            mark("synced"),
+        ],
+    )
+    handlers = TestHandlers()
+    with anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            await handlers.mark("synced").wait()
+            assert conn.inbound_waiting == 0
+            await script.finished(conn)
+    assert answers(script)["3"]["error"]["code"] == -32601
+
+
 async def test_t3_transport_loss_fails_pending_requests_at_once(tmp_path: Path) -> None:
     script = Script(
         tmp_path,

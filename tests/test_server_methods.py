@@ -11,6 +11,7 @@ is answered" is ``test_channels_register_blocks_until_answered_while_ids_collide
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,13 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from mcpl_host import GrantPolicy, HandlerError, HostHandlers, RequestContext
+from mcpl_host import GrantPolicy, HandlerError, HostHandlers, RequestContext, stdio_server
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.mcpl.state import FeatureSetStateStore
 
-from .wire import MCP_HANDSHAKE, Script, TestHandlers, mark
+from .conftest import FIXTURES
+from .wire import FAST, MCP_HANDSHAKE, Script, TestHandlers, mark
 
 pytestmark = pytest.mark.anyio
 
@@ -137,6 +139,8 @@ class Recorder(TestHandlers):
             return {"accepted": False}
         if event_id == "malformed":
             return {"accepted": "yes"}
+        if event_id == "huge":  # a member orjson cannot write (beyond 64 bits)
+            return {"accepted": True, "count": 2**70}
         return {"accepted": True, "inferenceId": f"inf-{len(self.pushes)}"}
 
     async def inference_request(self, context: RequestContext, params: dict[str, Any], stream: Any) -> Any:
@@ -289,6 +293,84 @@ async def test_an_error_is_not_remembered_the_retry_is_handled_anew(tmp_path: Pa
     handlers = await run(script)
     assert result(script, 2)["accepted"] is True
     assert len(handlers.pushes) == 2
+
+
+async def test_a_duplicate_of_a_result_orjson_cannot_write_gets_it_unchanged(tmp_path: Path) -> None:
+    script = Script(
+        tmp_path, [*handshake(), push(1, "huge"), {"wait_response": 1}, push(2, "huge"), {"wait_response": 2}]
+    )
+    handlers = await run(script)
+    assert result(script, 1) == result(script, 2) == {"accepted": True, "count": 2**70}
+    assert isinstance(handlers, Recorder) and len(handlers.pushes) == 1
+
+
+async def test_a_retry_after_a_reconnect_is_a_duplicate_and_a_reused_id_with_other_params_is_new(
+    tmp_path: Path,
+) -> None:
+    other = {"content": [{"type": "text", "text": "a restarted server's own e2"}]}
+    first = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(1, "e1"),
+            {"wait_response": 1},
+            push(2, "e2"),
+            {"wait_response": 2},
+            mark("first"),
+        ],
+        name="first",
+    )
+    second = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(3, "e1"),  # the same params: a retry of the first transport's e1
+            {"wait_response": 3},
+            push(4, "e2", payload=other),  # the same id, other params: a new event
+            {"wait_response": 4},
+            mark("second"),
+        ],
+        name="second",
+    )
+    args = [str(FIXTURES / "attempts.py"), str(tmp_path / "starts")]
+    for script in (first, second):
+        args += [str(script.path), str(script.record_path)]
+    handlers = Recorder()
+    hosted = stdio_server(
+        sys.executable, args, handlers=handlers, policy=ALL, feature_set_policy=OFF, limits=FAST
+    )
+    with capture_logs() as logs, anyio.fail_after(30):
+        async with hosted.open_connection():
+            await handlers.mark("first").wait()
+        async with hosted.open_connection():
+            await handlers.mark("second").wait()
+    assert result(first, 1) == result(second, 3) == {"accepted": True, "inferenceId": "inf-1"}
+    assert result(second, 4) == {"accepted": True, "inferenceId": "inf-3"}
+    assert [p["eventId"] for p in handlers.pushes] == ["e1", "e2", "e2"]
+    reused = [e for e in logs if e["event"].startswith("push/event reuses an eventId")]
+    assert [e["log_level"] for e in reused] == ["info"]
+
+
+async def test_a_push_admitted_with_a_compatibility_note_logs_the_note_once(tmp_path: Path) -> None:
+    lacking = {**MANIFEST, "featureSets": {"demo": {"description": "d", "uses": ["modelInfo"]}}}
+    script = Script(
+        tmp_path,
+        [
+            *handshake(lacking),
+            push(1, "e1"),  # after the receipt: admitted at once (0.4: uses_lacks is a note)
+            {"wait_response": 1},
+            push(2, "e2"),
+            {"wait_response": 2},
+        ],
+    )
+    with capture_logs() as logs:
+        async with script.connect(handlers=Recorder(), policy=ALL, compat="0.4") as conn:
+            with anyio.fail_after(20):
+                await script.finished(conn)
+            held = conn.held_total
+    assert held == 0 and result(script, 1)["accepted"] is True and result(script, 2)["accepted"] is True
+    notes = [e for e in logs if e["event"] == "compatibility note (0.4 profile)"]
+    assert len(notes) == 1 and "which the set's uses does not list" in str(notes[0]["note"])
 
 
 async def test_push_result_shape_reason_filled_and_malformed_is_32603(tmp_path: Path) -> None:

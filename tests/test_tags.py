@@ -3,6 +3,7 @@ docs/protocol.md, "Push idempotency")."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -176,6 +177,25 @@ def test_push_params_not_an_object(params: Any) -> None:
     assert validate_push_event(params) == ["params is missing or not an object"]
 
 
+def test_any_mapping_is_read_as_an_object_not_only_a_dict() -> None:
+    # Parsed values are exact dicts; an application's own mapping is an object too.
+    params = valid_push(payload=MappingProxyType({"content": [MappingProxyType({"type": "text"})]}))
+    assert validate_push_event(MappingProxyType(params)) == []
+    assert validate_push_event(MappingProxyType(valid_push(payload={"content": [3]}))) == [
+        "payload.content[0] is not an object with a string type"
+    ]
+
+
+def test_every_block_and_every_field_at_fault_is_named() -> None:
+    params = valid_push(eventId=7, payload={"content": [{"type": "text"}, "x", {"type": 1}]}, tags=["a:b", 2])
+    assert validate_push_event(params) == [
+        "eventId is missing or not a non-empty string",
+        "payload.content[1] is not an object with a string type",
+        "payload.content[2] is not an object with a string type",
+        "tags is not an array of strings",
+    ]
+
+
 def test_every_missing_field_is_reported() -> None:
     assert len(validate_push_event({})) == 4
 
@@ -233,6 +253,43 @@ def test_dedupe_remember_again_replaces_and_restarts_age() -> None:
     dedupe.remember("e3", {"accepted": True}, now=3.0)  # evicts e2, now the oldest inserted
     assert dedupe.check("e2", now=3.0) is None
     assert dedupe.check("e1", now=11.0) == {"accepted": False, "reason": "muted"}
+
+
+def test_claim_stores_the_marker_of_a_new_id_and_gives_a_duplicate_what_is_remembered() -> None:
+    dedupe = EventDeduplicator(max_entries=2, ttl_seconds=10)
+    marker = object()
+    assert dedupe.claim("e1", marker, now=0.0) is None  # new: the marker is stored
+    assert dedupe.check("e1", now=1.0) is marker
+    assert dedupe.claim("e1", object(), now=1.0) is marker  # a duplicate: left as it is
+    dedupe.claim("e2", "m2", now=2.0)
+    dedupe.claim("e3", "m3", now=3.0)  # the bound: e1, the oldest inserted, goes
+    assert (dedupe.check("e1", now=3.0), len(dedupe)) == (None, 2)
+    assert dedupe.claim("e2", "again", now=12.0) is None  # e2's age is up: new again
+    with pytest.raises(ValueError):
+        dedupe.claim("e9", None, now=12.0)
+
+
+def test_replace_settles_only_its_own_marker_and_keeps_its_age_and_place() -> None:
+    dedupe = EventDeduplicator(max_entries=2, ttl_seconds=10)
+    marker = object()
+    dedupe.claim("e1", marker, now=0.0)
+    dedupe.claim("e2", "m2", now=5.0)
+    assert dedupe.replace("e1", object(), "not mine") is False  # another marker: untouched
+    assert dedupe.replace("e1", marker, {"accepted": True}) is True
+    assert dedupe.check("e1", now=9.9) == {"accepted": True}
+    assert dedupe.check("e1", now=10.0) is None  # its age counts from the claim, not the reply
+    assert dedupe.replace("e1", marker, "late") is False  # expired: nothing comes back
+    dedupe.claim("e3", "m3", now=10.0)
+    assert dedupe.replace("e2", "m2", "done") is True
+    dedupe.claim("e4", "m4", now=11.0)  # e2 kept its place: the oldest inserted, it goes
+    assert [dedupe.check(key, now=11.0) for key in ("e2", "e3", "e4")] == [None, "m3", "m4"]
+
+
+def test_replace_with_none_forgets_the_id() -> None:
+    dedupe = EventDeduplicator(max_entries=4, ttl_seconds=10)
+    dedupe.claim("e1", "marker", now=0.0)
+    assert dedupe.replace("e1", "marker", None) is True
+    assert (dedupe.check("e1", now=1.0), len(dedupe)) == (None, 0)
 
 
 def test_dedupe_arguments_checked() -> None:

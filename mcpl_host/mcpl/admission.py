@@ -56,6 +56,7 @@ from mcpl_host.mcpl.feature_sets import (
     FEATURE_SET_METHODS,
     DeclarationMismatch,
     Derivation,
+    FeatureSet,
     FeatureSetDeclarations,
 )
 from mcpl_host.mcpl.grants import Grant
@@ -216,19 +217,20 @@ def _invalid(problems: list[str]) -> HandlerError:
     return HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params", {"problems": problems})
 
 
-def _feature_set_named(params: Mapping[str, Any], view: AdmissionView) -> HandlerError | str:
-    """Steps 2-3 up to "enabled": the enabled feature set's name, or the refusal."""
+def _feature_set_named(params: Mapping[str, Any], view: AdmissionView) -> HandlerError | FeatureSet:
+    """Steps 2-3 up to "enabled": the enabled feature set's declaration, or the refusal."""
     name = params.get("featureSet")
     if not is_name(name):
         return HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: featureSet must be a non-empty string")
-    if name not in view.feature_sets.sets:
+    declared = view.feature_sets.sets.get(name)
+    if declared is None:
         return HandlerError(ErrorCode.UNKNOWN_FEATURE_SET, "Unknown feature set", {"featureSet": name})
     derivation = view.derivation
     if derivation is None or name not in derivation.enabled:  # disabled, or nothing in force
         return HandlerError(
             ErrorCode.FEATURE_SET_NOT_ENABLED, "Feature set not enabled", {"featureSet": name}
         )
-    return str(name)
+    return declared
 
 
 def admit(method: str, params: Any, view: AdmissionView, *, may_hold: bool = True) -> Admission:
@@ -240,29 +242,31 @@ def admit(method: str, params: Any, view: AdmissionView, *, may_hold: bool = Tru
     required = required_capabilities(method, params)
     if lenient and may_hold and view.state is MCPLState.PENDING and (required or method in STATE_METHODS):
         return Held(required[0] if required else None)
-    notes: list[CompatNote] = []
+    notes: list[CompatNote] | None = None  # made for the first note only
     for path in required:  # step 1
         if grant is None or not grant.allows(path):
             reason = denial_reason(path, view)
             return Refused(_denied(path, reason=reason), reason=reason)
         if lenient and path not in view.advertised:
+            notes = notes or []
             notes.append(CompatNote("unadvertised_leaf", method=method, capability=path))
     if method not in OBJECT_PARAMS_METHODS:
         return Admitted(tuple(notes)) if notes else _ADMITTED
     if not is_mapping(params):
         return Refused(HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params: expected an object"))
-    if method in FEATURE_SET_METHODS or method in STATE_METHODS:  # steps 2-3
-        named = _feature_set_named(params, view)
-        if isinstance(named, HandlerError):
-            return Refused(named)
-        declared = view.feature_sets.sets[named]
+    state_method = method in STATE_METHODS
+    if state_method or method in FEATURE_SET_METHODS:  # steps 2-3
+        declared = _feature_set_named(params, view)
+        if isinstance(declared, HandlerError):
+            return Refused(declared)
         for path in required:
             if path in declared.uses:
                 continue
             if not lenient:
-                return Refused(_denied(path, named), DeclarationMismatch(method, named, path))
-            notes.append(CompatNote("uses_lacks", method=method, feature_set=named, capability=path))
-    if method in STATE_METHODS:  # step 4
+                return Refused(_denied(path, declared.name), DeclarationMismatch(method, declared.name, path))
+            notes = notes or []
+            notes.append(CompatNote("uses_lacks", method=method, feature_set=declared.name, capability=path))
+    if state_method:  # step 4
         problems = state_params_problems(method, params)
     elif method == "push/event":
         problems = validate_push_event(params)

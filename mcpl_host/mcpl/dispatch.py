@@ -55,6 +55,7 @@ from mcpl_host.mcpl.admission import (
     INBOUND_GATES,
     Admission,
     AdmissionView,
+    Admitted,
     Held,
     Refused,
     admit,
@@ -77,6 +78,17 @@ _STATE_METHODS = frozenset({"state/update", "state/get"})
 #: Server requests the library itself serves (no application delivery), each reported as a
 #: ``server_request`` with its answer.
 LIBRARY_SERVED = _CHANNEL_METHODS | _STATE_METHODS | {"inference/request", "model/info"}
+
+
+def _service_job(serve: Callable[[RequestContext, Any], Coroutine[Any, Any, Any]], name: str) -> InboundJob:
+    """The one job of every request a service serves: ``serve(context, params)``, the
+    ``RequestContext`` made when the request's turn comes (a waiting request holds no
+    closure and no context)."""
+
+    def job(request: Request) -> Coroutine[Any, Any, Any]:
+        return serve(RequestContext(name, request.id, request.method), request.params)
+
+    return job
 
 
 async def _settled_already() -> None:
@@ -111,8 +123,8 @@ class InboundDispatcher:
         self._view = view
         self._handlers = handlers
         self._reporter = reporter
-        self._push = push
-        self._inference = inference
+        self._push_job = _service_job(push.serve, name)
+        self._inference_job = _service_job(inference.serve, name)
         self._channels = channels
         self._state = state
         self._manifest = manifest
@@ -135,10 +147,14 @@ class InboundDispatcher:
     def on_request(self, request: Request) -> InboundJob | HandlerError:
         method, params = request.method, request.params
         decision = admit(method, params, self._view)
+        if type(decision) is Admitted:  # the usual case, told first
+            if decision.notes:
+                self.note(decision.notes)
+            return self._route(request)
         if isinstance(decision, Held):
             if self._held < self._limits.max_held_requests:
                 self._hold(method, params, request.id, decision)
-                return lambda: self._serve_held(request)
+                return self._serve_held
             decision = admit(method, params, self._view, may_hold=False)
         return self._decided(request, decision)
 
@@ -164,7 +180,7 @@ class InboundDispatcher:
         outcome = self._decided(request, admit(request.method, request.params, self._view, may_hold=False))
         if isinstance(outcome, HandlerError):
             raise outcome
-        return await outcome()
+        return await outcome(request)
 
     def _decided(self, request: Request, decision: Admission) -> InboundJob | HandlerError:
         method, params = request.method, request.params
@@ -211,19 +227,19 @@ class InboundDispatcher:
 
     def _route(self, request: Request) -> InboundJob:
         method, params = request.method, request.params
-        context = RequestContext(self._name, request.id, method)
         if method == "push/event":
-            return lambda: self._push.serve(context, params)
+            return self._push_job
         if method in ("inference/request", "model/info"):
-            return lambda: self._inference.serve(context, params)
+            return self._inference_job
+        context = RequestContext(self._name, request.id, method)
         if method in _CHANNEL_METHODS:
-            return lambda: self._reported(context, params, self._channels.serve(context, params))
+            return lambda _: self._reported(context, params, self._channels.serve(context, params))
         if method in _STATE_METHODS:
-            return lambda: self._reported(context, params, self._serve_state(method, params))
+            return lambda _: self._reported(context, params, self._serve_state(method, params))
         features = self._client_features
         if method in CLIENT_FEATURE_METHODS and features is not None and features.serves(method):
-            return lambda: features.serve(context, params)
-        return lambda: self._reported(context, params, self._handlers.request(context, params))
+            return lambda _: features.serve(context, params)
+        return lambda _: self._reported(context, params, self._handlers.request(context, params))
 
     async def _serve_state(self, method: str, params: Any) -> Any:
         return self._state.serve(method, params)

@@ -11,15 +11,21 @@ Rules:
   same params (a retry after a reconnect: servers keep an event's id stable across retries);
   with other params it is a restarted server counting from 1 again, so a new event (logged at
   info). A duplicate arriving while the first is still being handled waits for it and gets
-  the same result. Only results are remembered: after an error or a cancellation a
-  duplicate is handled anew.
+  the same result (the marker of an event in flight gets an ``anyio.Event`` only then).
+  Only results are remembered: after an error or a cancellation the id is forgotten and a
+  duplicate is handled anew. The clock (``time.monotonic()``) is read once per event, on
+  arrival: an id is remembered for ``Limits.event_id_ttl_seconds`` from then (its result
+  takes the in-flight marker's place and age). A result is kept as its JSON text and the
+  transport that answered as a number, so the window (up to
+  ``Limits.max_remembered_event_ids`` entries) holds nothing the garbage collector walks.
 - A handler result of the wrong shape is the application's bug: ``-32603`` on the wire, the
   problems in a log line. ``accepted: false`` without a reason gets ``GENERIC_REFUSAL``.
 """
 
 from __future__ import annotations
 
-import hashlib
+import itertools
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -38,13 +44,14 @@ if TYPE_CHECKING:
 __all__ = ["PushService", "checked_result", "event_fingerprint"]
 
 
-def event_fingerprint(params: dict[str, Any]) -> bytes:
-    """A digest of a push's params (keys sorted), to tell a retry from a reused id."""
+def event_fingerprint(params: dict[str, Any]) -> int:
+    """A digest of a push's params (keys sorted), to tell a retry from a reused id: Python's
+    keyed 64-bit hash of their JSON text (it never leaves the process)."""
     try:
         data = orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError):  # beyond orjson (deep nesting): by identity
         data = repr(sorted(params)).encode()
-    return hashlib.blake2b(data, digest_size=16).digest()
+    return hash(data)
 
 
 def checked_result(method: str, result: Any, problems: list[str], log: Any) -> dict[str, Any]:
@@ -56,24 +63,46 @@ def checked_result(method: str, result: Any, problems: list[str], log: Any) -> d
     return dict(result)
 
 
+def _kept(result: dict[str, Any]) -> bytes | dict[str, Any]:
+    """A result as the window keeps it: its JSON text (what the wire got), else a copy."""
+    try:
+        return orjson.dumps(result)
+    except TypeError:  # beyond orjson (integers over 64 bits): the answer falls back too
+        return dict(result)
+
+
+def _recalled(kept: bytes | dict[str, Any]) -> dict[str, Any]:
+    """A new dict of a result ``_kept`` earlier."""
+    if isinstance(kept, bytes):
+        value: dict[str, Any] = orjson.loads(kept)
+        return value
+    return dict(kept)
+
+
+#: Numbers the push services (one per transport), for ``_InFlight.service`` and the results.
+_SERIALS = itertools.count(1)
+
+
 class _InFlight:
-    """A push still being handled: duplicates wait on ``done``."""
+    """A push still being handled. ``done`` is made only when a duplicate arrives meanwhile
+    (it waits on it); the push that made the marker sets it when it is over."""
 
     __slots__ = ("done", "fingerprint", "service")
 
-    def __init__(self, fingerprint: bytes, service: object) -> None:
-        self.done = anyio.Event()
+    def __init__(self, fingerprint: int, service: int) -> None:
+        self.done: anyio.Event | None = None
         self.fingerprint = fingerprint
         self.service = service
 
+    async def wait(self) -> None:
+        done = self.done
+        if done is None:
+            self.done = done = anyio.Event()
+        await done.wait()
 
-class _Retry:
-    """Remembered after an error or a cancellation: the next duplicate is handled anew."""
-
-    __slots__ = ()
-
-
-_RETRY = _Retry()
+    def finish(self) -> None:
+        if self.done is not None:
+            self.done.set()
 
 
 class PushService:
@@ -96,48 +125,63 @@ class PushService:
         self._dedupe = dedupe
         self._log = log
         self._redactor = redactor
+        # Who handled a remembered push, as a number: an entry of numbers and bytes is no
+        # work for the garbage collector (a flood keeps up to 1024 of them).
+        self._serial = next(_SERIALS)
 
     async def serve(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        """The result of an admitted ``push/event``; raises ``HandlerError``."""
+        """The result of an admitted ``push/event``; raises ``HandlerError``.
+
+        The clock (``time.monotonic()``, seconds) is read once, on arrival: an id is
+        remembered for ``Limits.event_id_ttl_seconds`` from the arrival of its event."""
         event_id, dedupe = params["eventId"], self._dedupe
         fingerprint = event_fingerprint(params)
+        marker = _InFlight(fingerprint, self._serial)
+        now = time.monotonic()
         while True:
-            seen = dedupe.check(event_id, anyio.current_time())
-            if seen is None or seen is _RETRY:
+            seen = dedupe.claim(event_id, marker, now)  # None: the marker is stored, ours
+            if seen is None:
                 break
             if isinstance(seen, _InFlight):
-                if seen.service is not self and seen.fingerprint != fingerprint:
+                if seen.service != self._serial and seen.fingerprint != fingerprint:
                     self._reused(event_id)
+                    dedupe.remember(event_id, marker, now)
                     break
-                await seen.done.wait()  # then look again: its result, or handle it anew
+                await seen.wait()  # then look again: its result, or handle it anew
+                now = time.monotonic()
                 continue
             remembered_fingerprint, service, original = seen
-            if service is not self and remembered_fingerprint != fingerprint:
+            if service != self._serial and remembered_fingerprint != fingerprint:
                 self._reused(event_id)
+                dedupe.remember(event_id, marker, now)
                 break
-            return dict(original)  # §9.4: a duplicate gets the original result
-        marker = _InFlight(fingerprint, self)
-        dedupe.remember(event_id, marker, anyio.current_time())
-        handled: dict[str, Any] | None = None  # set once the handler has answered
-        data = {
-            "id": context.id,
-            "featureSet": params.get("featureSet"),
-            "eventId": event_id,
-            "params": params,
-        }
+            return _recalled(original)  # §9.4: a duplicate gets the original result
+        answered: dict[str, Any] | None = None  # set once the handler has answered
         try:
-            result = await self._handle(context, params)
-            handled = result
+            raw = await self._handlers.push_event(context, self._event(params))
+            answered = result = self._checked(raw)
         except HandlerError as exc:
-            self._reporter.handled("push_event", {**data, "error": exc.to_error()})
+            if self._reporter.observing:
+                self._reporter.handled("push_event", {**self._data(context, params), "error": exc.to_error()})
             raise
         finally:
-            if dedupe.check(event_id, anyio.current_time()) is marker:
-                remembered = _RETRY if handled is None else (fingerprint, self, dict(handled))
-                dedupe.remember(event_id, remembered, anyio.current_time())
-            marker.done.set()
-        self._reporter.handled("push_event", {**data, "answer": result})
+            # Only a result is remembered (in the marker's place, keeping its age): after an
+            # error or a cancellation the id is forgotten, and a duplicate is handled anew.
+            kept = None if answered is None else (fingerprint, self._serial, _kept(answered))
+            dedupe.replace(event_id, marker, kept)
+            marker.finish()
+        if self._reporter.observing:
+            self._reporter.handled("push_event", {**self._data(context, params), "answer": result})
         return result
+
+    @staticmethod
+    def _data(context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": context.id,
+            "featureSet": params.get("featureSet"),
+            "eventId": params["eventId"],
+            "params": params,
+        }
 
     def _reused(self, event_id: str) -> None:
         self._log.info(
@@ -145,14 +189,18 @@ class PushService:
             event_id=ServerValue(event_id, self._redactor),
         )
 
-    async def _handle(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    def _event(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The handler's copy of ``params``, its ``tags`` (only if sent) closed (§16.3)."""
         event = dict(params)
         if "tags" in params:
-            closure = read_tags(params["tags"], max_tags=self._max_tags)  # §16.3; never authority
+            closure = read_tags(params["tags"], max_tags=self._max_tags)  # never authority
             event["tags"] = closure.tags
             if closure.problems:  # one line, at most Limits.max_tags + 1 problems
                 self._log.debug("push/event tag problems", problems=closure.problems)
-        raw = await self._handlers.push_event(context, event)
+        return event
+
+    def _checked(self, raw: Any) -> dict[str, Any]:
+        """The handler's result as answered (module rules); raises ``HandlerError``."""
         checked = checked_result("push/event", raw, push_result_problems(raw), self._log)
         if checked["accepted"] is False and "reason" not in checked:
             self._log.info(

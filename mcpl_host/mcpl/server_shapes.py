@@ -130,11 +130,9 @@ def push_result_problems(result: Any) -> list[str]:
     if not is_mapping(result):
         return ["the result is not an object"]
     problems = [] if isinstance(result.get("accepted"), bool) else ["accepted is not a boolean"]
-    problems += [
-        f"{key} is not a string"
-        for key in ("inferenceId", "reason")
-        if key in result and not isinstance(result[key], str)
-    ]
+    for key in ("inferenceId", "reason"):
+        if key in result and not isinstance(result[key], str):
+            problems.append(f"{key} is not a string")
     return problems
 
 

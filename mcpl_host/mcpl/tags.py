@@ -134,11 +134,25 @@ def _content_problems(payload: Any) -> list[str]:
     content = payload.get("content")
     if not is_array(content):
         return ["payload.content is missing or not an array"]
+    for block in content:  # the usual case, every block good, allocates nothing
+        if not (is_mapping(block) and isinstance(block.get("type"), str)):
+            break
+    else:
+        return []
     return [
         f"payload.content[{index}] is not an object with a string type"
         for index, block in enumerate(content)
         if not (is_mapping(block) and isinstance(block.get("type"), str))
     ]
+
+
+def _tags_ok(tags: Any) -> bool:
+    if not is_array(tags):
+        return False
+    for tag in tags:
+        if not isinstance(tag, str):
+            return False
+    return True
 
 
 def validate_push_event(params: Any) -> list[str]:
@@ -149,20 +163,23 @@ def validate_push_event(params: Any) -> list[str]:
     if not is_mapping(params):
         return ["params is missing or not an object"]
     problems: list[str] = []
-    feature_set = params.get("featureSet")
+    get = params.get
+    feature_set = get("featureSet")
     if not (isinstance(feature_set, str) and feature_set):
         problems.append("featureSet is missing or not a non-empty string")
-    event_id = params.get("eventId")
+    event_id = get("eventId")
     if not (isinstance(event_id, str) and event_id):
         problems.append("eventId is missing or not a non-empty string")
-    timestamp = _timestamp_problem(params.get("timestamp"))
+    timestamp = _timestamp_problem(get("timestamp"))
     if timestamp is not None:
         problems.append(timestamp)
-    problems.extend(_content_problems(params.get("payload")))
-    tags = params.get("tags")
-    if tags is not None and not (is_array(tags) and all(isinstance(t, str) for t in tags)):
+    content = _content_problems(get("payload"))
+    if content:
+        problems += content
+    tags = get("tags")
+    if tags is not None and not _tags_ok(tags):
         problems.append("tags is not an array of strings")
-    origin = params.get("origin")
+    origin = get("origin")
     if origin is not None and not is_mapping(origin):
         problems.append("origin is not an object")
     return problems
@@ -207,6 +224,22 @@ class EventDeduplicator:
         entry = self._entries.get(event_id)
         return None if entry is None else entry[1]
 
+    def claim(self, event_id: str, marker: Any, now: float) -> Any | None:
+        """``check`` and, for a new ``event_id``, ``remember(event_id, marker, now)`` in one
+        step: what is remembered for a duplicate, or None once ``marker`` is stored."""
+        entries = self._entries
+        if entries:
+            self._expire(now)
+            entry = entries.get(event_id)
+            if entry is not None:
+                return entry[1]
+        if marker is None:
+            raise ValueError("a remembered result must not be None (check() uses None for 'new')")
+        entries[event_id] = (now, marker)
+        if len(entries) > self.max_entries:
+            entries.popitem(last=False)
+        return None
+
     def remember(self, event_id: str, result: Any, now: float) -> None:
         """Store the answer given for ``event_id`` at ``now``."""
         if result is None:
@@ -216,6 +249,19 @@ class EventDeduplicator:
         self._entries[event_id] = (now, result)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
+
+    def replace(self, event_id: str, old: Any, new: Any | None) -> bool:
+        """If ``event_id`` still holds ``old`` (the same object), hold ``new`` instead, keeping
+        the entry's age and place; ``new`` None forgets the id. False when it holds something
+        else (or nothing: evicted or expired), which is left as it is."""
+        entry = self._entries.get(event_id)
+        if entry is None or entry[1] is not old:
+            return False
+        if new is None:
+            del self._entries[event_id]
+        else:
+            self._entries[event_id] = (entry[0], new)
+        return True
 
     def __len__(self) -> int:
         return len(self._entries)
