@@ -228,6 +228,28 @@ def test_piped_auto_answer_and_many_servers(tmp_path: Path) -> None:
     assert "closing 2 servers…" in out
 
 
+def test_piped_client_features_serve_a_stateless_server(tmp_path: Path) -> None:
+    # The MCP Python SDK 2.x fixture speaks MCP 2026-07-28 over stdio: its ask_client tool
+    # answers input_required with roots, sampling and elicitation input requests, which the
+    # shell serves from --root, --auto-answer and --elicit-reply (a pipe cannot answer by hand).
+    server = [
+        "--",
+        sys.executable,
+        str(Path(__file__).parent.parent / "fixtures" / "sdk_features_server.py"),
+        "stdio",
+    ]
+    args = ["--root", str(tmp_path), "--auto-answer", "hi", "--elicit-reply", '{"name": "Ada"}', *server]
+    done = piped_shell("call ask_client topic=tea\n", *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"roots={tmp_path.as_uri()} | sampled=hi | form=accept:Ada" in done.stdout
+    bad = piped_shell("", "--elicit-reply", "maybe")
+    assert (
+        bad.returncode == 2
+        and "--elicit-reply must be a JSON object" in bad.stderr
+        and "maybe" not in bad.stderr
+    )
+
+
 def test_shell_usage_errors_exit_2(tmp_path: Path) -> None:
     config = tmp_path / "servers.json"
     config.write_text(json.dumps({"mcpServers": {"a": {"command": "x", "disabled": True}}}))

@@ -11,7 +11,8 @@ Rules of this module:
   ``--grant``/``--deny`` are given). Each server restarts per its restart policy.
 - The shell serves ``inference/request``, ``sampling/createMessage`` and
   ``elicitation/create`` (both modes): each one is held until answered by hand
-  (``shell.held``); ``--auto-answer TEXT`` answers inference and sampling with TEXT at once.
+  (``shell.held``); ``--auto-answer TEXT`` answers inference and sampling with TEXT at once,
+  ``--elicit-reply JSON|ACTION`` every elicitation.
   ``--root PATH`` serves ``roots/list`` (``client_features.Roots``); without it the host
   does not advertise roots.
 - Exit status: 0 when the session ended (interactive), or every piped command succeeded;
@@ -41,6 +42,7 @@ from mcpl_host.client_features import Roots
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.logging import configure_logging
+from mcpl_host.probe_features import elicitation_reply
 from mcpl_host.shell.held import HeldRequests, ShellHandlers
 from mcpl_host.shell.session import Printer, Session
 from mcpl_host.shell.terminal import PipePrinter, TerminalPrinter, interactive, is_interactive, piped
@@ -51,6 +53,7 @@ __all__ = ["shell"]
 async def _session(
     servers: dict[str, Any],
     auto_answer: str | None,
+    auto_elicit: str | None,
     roots: Roots | None,
     history: str | None,
     log_level: str,
@@ -59,7 +62,9 @@ async def _session(
 
     def handlers(name: str) -> HostHandlers:
         timeout = servers[name].limits.held_request_timeout_seconds
-        return ShellHandlers(name, held, auto_answer=auto_answer, timeout=timeout, roots=roots)
+        return ShellHandlers(
+            name, held, auto_answer=auto_answer, auto_elicit=auto_elicit, timeout=timeout, roots=roots
+        )
 
     terminal = is_interactive()
     if terminal:
@@ -96,6 +101,12 @@ Examples:
     help="Answer every inference/request and sampling/createMessage with TEXT (default: hold "
     "each one until you answer it: pending, answer ID TEXT; elicitations are always held).",
 )
+@click.option(
+    "--elicit-reply",
+    metavar="JSON|ACTION",
+    help="Answer every elicitation/create at once: a JSON object accepts a form with it (and "
+    "accepts a URL); accept, decline or cancel answers so (default: hold each one).",
+)
 @root_option
 @click.option(
     "--history",
@@ -110,6 +121,7 @@ def shell(
     ctx: click.Context,
     /,
     auto_answer: str | None,
+    elicit_reply: str | None,
     roots: tuple[str, ...],
     history: str | None,
     command: tuple[str, ...],
@@ -136,10 +148,24 @@ def shell(
         served = Roots(list(roots)) if roots else None
     except ValueError as exc:
         raise click.UsageError(f"--root: {exc}") from None
+    if elicit_reply is not None:
+        try:
+            elicitation_reply(elicit_reply)
+        except ValueError:  # never repeats the reply
+            raise click.UsageError(
+                "--elicit-reply must be a JSON object, accept, decline or cancel"
+            ) from None
     owned = own_children(not options["no_subreaper"])
     try:
         status = anyio.run(
-            _session, selection.servers, auto_answer, served, history, options["log_level"], backend="asyncio"
+            _session,
+            selection.servers,
+            auto_answer,
+            elicit_reply,
+            served,
+            history,
+            options["log_level"],
+            backend="asyncio",
         )
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED

@@ -191,8 +191,9 @@ class HeldRequests:
 class ShellHandlers(HostHandlers):
     """One server's handlers in the shell: ``inference/request`` and
     ``sampling/createMessage`` are answered with ``auto_answer`` when given, else held in
-    ``held`` for up to ``timeout`` seconds, as every ``elicitation/create`` is; ``roots``
-    (a ``RootsProvider``) serves ``roots/list`` when given."""
+    ``held`` for up to ``timeout`` seconds, as every ``elicitation/create`` is unless
+    ``auto_elicit`` answers it; ``roots`` (a ``RootsProvider``) serves ``roots/list`` when
+    given."""
 
     def __init__(
         self,
@@ -202,11 +203,14 @@ class ShellHandlers(HostHandlers):
         auto_answer: str | None = None,
         timeout: float = DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS,
         roots: RootsProvider | None = None,
+        auto_elicit: str | None = None,
     ) -> None:
         super().__init__(roots=roots, sampling=_HeldSampling(self), elicitation=_HeldElicitation(self))
         self.server = server
         self.held = held
         self.auto_answer = auto_answer
+        #: Answers every elicitation at once (``probe_features.elicitation_reply``); None: held.
+        self.auto_elicit = auto_elicit
         self.timeout = timeout
 
     async def answer(self, context: RequestContext, params: Any, *, automatic: bool = True) -> str:
@@ -246,7 +250,12 @@ class _HeldElicitation:
         self._handlers = handlers
 
     async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
-        text = await self._handlers.answer(context, request.raw, automatic=False)
+        automatic = self._handlers.auto_elicit
+        text = (
+            automatic
+            if automatic is not None
+            else await self._handlers.answer(context, request.raw, automatic=False)
+        )
         try:
             return elicitation_reply(text, request.mode)
         except ValueError as exc:  # the shell checks an answer before it is taken
