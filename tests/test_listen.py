@@ -14,9 +14,11 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from subprocess import DEVNULL, PIPE
 from typing import Any
 
 import anyio
+import anyio.abc
 import pytest
 
 from mcpl_host import HostHandlers, Limits, ServerConnection, SubscriptionRefused, connect_http, connect_stdio
@@ -217,6 +219,57 @@ async def test_the_listen_never_times_out_and_ends_cleanly_with_the_connection(
     noisy = [entry for entry in logs if entry["log_level"] in ("warning", "error", "critical")]
     assert noisy == []
     assert not any("listen" in entry["event"] for entry in logs)
+
+
+@contextlib.asynccontextmanager
+async def killable_http_server(*options: str) -> AsyncIterator[tuple[anyio.abc.Process, int]]:
+    """The SDK fixture over Streamable HTTP, stateless: its process (to SIGKILL) and port."""
+    process = await anyio.open_process(
+        [sys.executable, str(SDK_FEATURES), "streamable-http", "--stateless", *options],
+        stdout=PIPE,
+        stderr=DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        assert process.stdout is not None
+        buffer = b""
+        with anyio.fail_after(TIMEOUT):
+            while b"\n" not in buffer:
+                buffer += await process.stdout.receive()
+        yield process, int(buffer.split()[1])
+    finally:
+        with anyio.CancelScope(shield=True):
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+            await process.aclose()
+
+
+async def test_a_listen_stream_lost_over_http_is_listened_to_again() -> None:
+    # A server killed with the listen open: its stream breaks without an answer, the
+    # request fails at once (a host-made error) and, after
+    # Limits.listen_restart_delay_seconds, the listen goes to the server now on the port.
+    handlers = Recorder()
+    limits = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, listen_restart_delay_seconds=0.5)
+    with anyio.fail_after(TIMEOUT):
+        async with killable_http_server() as (first, port):
+            async with connect_http(f"http://127.0.0.1:{port}/mcp", handlers=handlers, limits=limits) as conn:
+                await conn.list_tools()
+                await conn.subscribe_resource(NOTE)
+                _, ack = await handlers.until(lambda m, p: m == "notifications/subscriptions/acknowledged")
+                async with killable_http_server("--port", str(port)):
+                    first.kill()
+                    await first.wait()
+                    again, _ = await handlers.until(
+                        lambda m, p: (
+                            m == "notifications/subscriptions/acknowledged"
+                            and subscription_id(p) != subscription_id(ack)
+                        )
+                    )
+                    assert again
+                    await conn.call_tool("touch", {"uri": NOTE})
+                    _, params = await handlers.until(_updated(NOTE))
+                    assert subscription_id(params) != subscription_id(ack)
 
 
 async def test_a_server_without_resources_subscribe_is_refused() -> None:
