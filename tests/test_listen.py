@@ -178,11 +178,14 @@ async def test_a_stateless_connection_refreshes_its_tools_and_gets_the_updates_i
         async with sdk_server(transport, handlers, FAST) as conn:
             assert conn.era == "stateless"
             assert {tool.name for tool in await conn.list_tools()} == {"add", "ask_client", "grow", "touch"}
-            await conn.subscribe_resource(NOTE)  # returns once the server acknowledged it
-            assert conn.mcp.resource_subscriptions == {NOTE}
+            # Listing the tools (tools.listChanged) is enough to listen.
+            _, first = await handlers.until(lambda m, p: m == "notifications/subscriptions/acknowledged")
+            assert first["notifications"] == {"toolsListChanged": True}
             assert (await conn.call_tool("grow", {"name": "extra"})).text == "added extra"
             await _cache_refreshed(conn, "extra")  # in the background, as on list_changed in 2025-11-25
             assert "extra" in {tool.name for tool in conn.mcp.cached_tools or []}
+            await conn.subscribe_resource(NOTE)  # returns once the server acknowledged it
+            assert conn.mcp.resource_subscriptions == {NOTE}
             await conn.call_tool("touch", {"uri": NOTE})
             _, params = await handlers.until(_updated(NOTE))
             ack = [p for m, p in handlers.seen if m == "notifications/subscriptions/acknowledged"]
