@@ -22,7 +22,9 @@ Rules of this module:
   ``notifications/cancelled``, or an error it sent ends the listening until the filter next
   changes; a stream the transport lost (an error answer made by the host, ``fromHost``) is
   listened to again, after ``Limits.listen_restart_delay_seconds``, at most
-  ``Limits.max_listen_restarts`` times in a row without an acknowledgment between them.
+  ``Limits.max_listen_restarts`` times in a row without an acknowledgment between them;
+  once such a listen is acknowledged, the lists listed are listed again (there is no
+  replay: a change made meanwhile was not announced).
 """
 
 from __future__ import annotations

@@ -251,7 +251,8 @@ async def killable_http_server(*options: str) -> AsyncIterator[tuple[anyio.abc.P
 async def test_a_listen_stream_lost_over_http_is_listened_to_again() -> None:
     # A server killed with the listen open: its stream breaks without an answer, the
     # request fails at once (a host-made error) and, after
-    # Limits.listen_restart_delay_seconds, the listen goes to the server now on the port.
+    # Limits.listen_restart_delay_seconds, the listen goes to the server now on the port;
+    # once it is acknowledged, the tools are listed again.
     handlers = Recorder()
     limits = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, listen_restart_delay_seconds=0.5)
     with anyio.fail_after(TIMEOUT):
@@ -260,6 +261,8 @@ async def test_a_listen_stream_lost_over_http_is_listened_to_again() -> None:
                 await conn.list_tools()
                 await conn.subscribe_resource(NOTE)
                 _, ack = await handlers.until(lambda m, p: m == "notifications/subscriptions/acknowledged")
+                relisted = anyio.Event()
+                conn.mcp.on_list_refreshed = lambda name: relisted.set() if name == "tools" else None
                 async with killable_http_server("--port", str(port)):
                     first.kill()
                     await first.wait()
@@ -269,6 +272,7 @@ async def test_a_listen_stream_lost_over_http_is_listened_to_again() -> None:
                             and subscription_id(p) != subscription_id(ack)
                         )
                     )
+                    await relisted.wait()  # no replay: what changed meanwhile is listed again
                     await conn.call_tool("touch", {"uri": NOTE})
                     _, params = await handlers.until(_updated(NOTE))
                     assert subscription_id(params) != subscription_id(ack)
