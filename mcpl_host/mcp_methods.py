@@ -192,10 +192,11 @@ class _Attempt:
     """One ``subscriptions/listen`` sent: its ``filter``, its id once sent, the filter the
     server ``honored`` (its acknowledgment), and how it ended (``ending``, ``error``)."""
 
-    __slots__ = ("ending", "error", "filter", "honored", "id")
+    __slots__ = ("ending", "error", "filter", "honored", "id", "refetch")
 
-    def __init__(self, wanted: dict[str, Any]) -> None:
+    def __init__(self, wanted: dict[str, Any], *, refetch: bool = False) -> None:
         self.filter = wanted
+        self.refetch = refetch  # it follows a lost stream: list again once acknowledged
         self.id: int | None = None
         self.honored: dict[str, Any] | None = None
         self.ending: Ending | None = None
@@ -223,10 +224,12 @@ class _Listening:
         spawn: Callable[[BackgroundJob], bool] | None,
         capabilities: Callable[[], Mapping[str, Any]],
         listed: Callable[[], set[str]],
+        refetch: Callable[[], None],
         log: Any,
         redactor: Redactor | None,
     ) -> None:
         self._requester = requester
+        self._refetch = refetch
         self._limits = limits
         self._spawn = spawn
         self._capabilities = capabilities
@@ -266,6 +269,7 @@ class _Listening:
 
     async def _run(self) -> None:
         restarts = 0
+        lost = False  # the last stream was lost: what changed meanwhile was not announced
         try:
             while True:
                 wanted = self.wanted()
@@ -275,8 +279,9 @@ class _Listening:
                     self._wake = None
                     continue
                 self._stopped = None
-                attempt = _Attempt(wanted)
+                attempt = _Attempt(wanted, refetch=lost)
                 ending = await self._listen(attempt)
+                lost = ending == "lost" or (lost and attempt.honored is None)
                 if ending is None:  # cancelled: the filter changed
                     continue
                 if attempt.honored is not None:
@@ -353,6 +358,8 @@ class _Listening:
         if subscription_id(params) != attempt.id or attempt.honored is not None:
             return
         attempt.honored = honored = acknowledged_filter(params)
+        if attempt.refetch:
+            self._refetch()
         left_out = [
             key for key in FILTER_KEYS.values() if key in attempt.filter and honored.get(key) is not True
         ]
@@ -546,12 +553,20 @@ class MCPClient:
             spawn=spawn,
             capabilities=self._server_capabilities,
             listed=self._listed,
+            refetch=self._refetch_listed,
             log=self._log,
             redactor=redactor,
         )
 
     def _listed(self) -> set[str]:
         return {name for name in FILTER_KEYS if getattr(self, f"cached_{name}") is not None}
+
+    def _refetch_listed(self) -> None:
+        """List again, in the background, every list listed (a lost listen stream may have
+        missed its changes: MCP 2026-07-28 "Subscriptions" has no replay)."""
+        for method, name in LIST_CHANGED.items():
+            if getattr(self, f"cached_{name}") is not None:
+                self.on_notification(method, None)
 
     def _listen_changed(self) -> None:
         if self.stateless:
