@@ -51,6 +51,7 @@ from mcpl_host.jsonrpc.errors import (
     ProtocolError,
     RemoteError,
     RemoteProtocolError,
+    RequestEnded,
     RequestTimeout,
     UnreadableAnswer,
 )
@@ -69,6 +70,7 @@ from mcpl_host.mcp_methods import (
     Resource,
     ResourceTemplate,
     ResourceTemplateReference,
+    SubscriptionRefused,
     Tool,
 )
 from mcpl_host.mcpl.channel_calls import ChannelOpenResult, NotGranted, PublishMode, PublishResult
@@ -287,10 +289,12 @@ __all__ = [
     "RemoteProtocolError",
     "Request",
     "RequestContext",
+    "RequestEnded",
     "RequestTimeout",
     "Resource",
     "ResourceTemplate",
     "ResourceTemplateReference",
+    "SubscriptionRefused",
     "Response",
     "RestartPolicy",
     "RollbackResult",

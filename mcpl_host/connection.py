@@ -60,6 +60,7 @@ from mcpl_host.jsonrpc.errors import (
     MessageTooLarge,
     RemoteError,
     RemoteProtocolError,
+    RequestEnded,
     RequestTimeout,
     UnreadableAnswer,
     describe_seconds,
@@ -398,9 +399,14 @@ class Connection:
 
     def waiting(self) -> list[tuple[str, float]]:
         """``(method, sent_at)`` of each host request still waiting for its answer, oldest
-        first (``sent_at``: ``anyio.current_time()`` seconds)."""
+        first (``sent_at``: ``anyio.current_time()`` seconds); long-lived requests (a
+        ``subscriptions/listen``, whose answer may never come) are not waiting."""
         shift = anyio.current_time() - time.monotonic()  # the hot path reads time.monotonic()
-        sent = [(pending.method, pending.slot.sent + shift) for pending in self._session.pending()]
+        sent = [
+            (pending.method, pending.slot.sent + shift)
+            for pending in self._session.pending()
+            if not pending.slot.long_lived
+        ]
         return sorted(sent, key=lambda item: item[1])
 
     @property
@@ -430,6 +436,8 @@ class Connection:
         timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
         on_answer: AnswerHook | None = None,
+        long_lived: bool = False,
+        on_sent: Callable[[int], None] | None = None,
     ) -> Any:
         """Send a request and return its ``result`` (JSON-RPC 2.0 §4).
 
@@ -440,10 +448,16 @@ class Connection:
             progress: called (from the read loop; must not block) with the params of each
                 ``notifications/progress`` for this request; adds ``_meta.progressToken``.
             on_answer: runs in the read loop when the answer arrives, before the next line.
+            long_lived: a request whose answer may never come (``subscriptions/listen``, MCP
+                2026-07-28): ``timeout`` is ignored (it never times out), ``waiting()``
+                leaves it out, and the server may end it with ``notifications/cancelled``
+                (then ``RequestEnded``).
+            on_sent: called with the request's id once it is queued to be sent.
 
         Raises:
             RemoteError: the server answered with an error object.
             RequestTimeout: no answer in time; ``notifications/cancelled`` was sent.
+            RequestEnded: the server ended a long-lived request.
             ConnectionLost / ConnectionClosed: the transport went away / we closed.
             MessageTooLarge: the request is over ``limits.max_outbox_bytes``; not sent, and
                 the connection stays up.
@@ -463,6 +477,7 @@ class Connection:
             params["_meta"] = {**(meta if is_object(meta) else {}), "progressToken": token}
             self._progress[token] = progress
         slot = Slot(on_answer, self.redactor, self._new_event())
+        slot.long_lived = long_lived
         try:
             pending, data = self._session.start_request(method, params, slot=slot)
             try:
@@ -475,7 +490,9 @@ class Connection:
                 del self._progress[token]
             raise
         slot.sent = now = time.monotonic()
-        seconds = self._request_timeout if timeout is DEFAULT else timeout
+        if on_sent is not None:
+            on_sent(pending.id)
+        seconds = None if long_lived else self._request_timeout if timeout is DEFAULT else timeout
         if seconds is not None:
             assert not isinstance(seconds, _Default)
             slot.deadline = deadline = now + seconds
@@ -1071,7 +1088,8 @@ class Connection:
                 callback(params)
         elif method == "notifications/cancelled" and is_object(params):
             request_id = params.get("requestId")
-            if isinstance(request_id, str) or is_number(request_id):
+            ended = type(request_id) is int and self._end_long_lived(request_id)
+            if not ended and (isinstance(request_id, str) or is_number(request_id)):
                 item = self._jobs.pop(request_id, None)
                 if item is not None:  # MCP: stop work and do not reply
                     if item.scope is not None:
@@ -1091,6 +1109,18 @@ class Connection:
         job = self.inbound.on_notification(method, params)
         if job is not None:
             self.start_job(job, counted=False)
+
+    def _end_long_lived(self, request_id: int) -> bool:
+        """A server's ``notifications/cancelled`` naming a long-lived request of ours ends it
+        (``RequestEnded``; no cancellation is sent back): MCP 2026-07-28 "Cancellation",
+        a server ends a ``subscriptions/listen`` stream so over stdio, and cancels nothing
+        else. False when ``request_id`` names no such request."""
+        for pending in self._session.pending():
+            if pending.id == request_id and pending.slot.long_lived:
+                self._session.forget(request_id)
+                pending.slot.fail(RequestEnded(pending.method))
+                return True
+        return False
 
     def log_budgeted(self, budget: LogBudget, message: str, **fields: Any) -> None:
         """A warning line under ``budget``, then one "more go unlogged" line, then silence."""

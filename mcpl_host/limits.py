@@ -212,6 +212,12 @@ DEFAULT_DISCOVER_TIMEOUT_SECONDS = 5.0
 #: the call fails; input requests served per round.
 DEFAULT_MAX_INPUT_ROUNDS = 10
 DEFAULT_MAX_INPUT_REQUESTS = 16
+#: ``subscriptions/listen`` (``mcpl_host.listen``): resources subscribed to at once on one
+#: connection (the URIs ride in every listen's filter); listens of a lost stream made again
+#: in a row without an acknowledgment between them; seconds before each.
+DEFAULT_MAX_RESOURCE_SUBSCRIPTIONS = 1024
+DEFAULT_MAX_LISTEN_RESTARTS = 5
+DEFAULT_LISTEN_RESTART_DELAY_SECONDS = 1.0
 #: Bytes of a tool's ``outputSchema`` (as JSON) that ``structuredContent`` is checked
 #: against; a larger schema is refused rather than validated (a schema is CPU work).
 DEFAULT_MAX_OUTPUT_SCHEMA_BYTES = 256 * 1024
@@ -310,6 +316,9 @@ class Limits:
     discover_timeout_seconds: float = DEFAULT_DISCOVER_TIMEOUT_SECONDS
     max_input_rounds: int = DEFAULT_MAX_INPUT_ROUNDS
     max_input_requests: int = DEFAULT_MAX_INPUT_REQUESTS
+    max_resource_subscriptions: int = DEFAULT_MAX_RESOURCE_SUBSCRIPTIONS
+    max_listen_restarts: int = DEFAULT_MAX_LISTEN_RESTARTS
+    listen_restart_delay_seconds: float = DEFAULT_LISTEN_RESTART_DELAY_SECONDS
     max_output_schema_bytes: int = DEFAULT_MAX_OUTPUT_SCHEMA_BYTES
     max_schema_check_seconds: float = DEFAULT_MAX_SCHEMA_CHECK_SECONDS
     max_param_headers: int = DEFAULT_MAX_PARAM_HEADERS

@@ -62,7 +62,9 @@ class Slot:
     ``event`` is the waiter's ``anyio.Event`` (the connection makes it with the event type of
     its backend, found once). ``deadline`` (``time.monotonic()`` seconds; ``math.inf``: none)
     and ``seconds`` (the timeout it came from) are the shell's, read by its timer; ``sent``
-    (``time.monotonic()`` seconds) is when the request went out.
+    (``time.monotonic()`` seconds) is when the request went out. ``long_lived``: a request
+    whose answer may never come (``subscriptions/listen``): no deadline, not ``waiting``,
+    and the server may end it with ``notifications/cancelled``.
     """
 
     __slots__ = (
@@ -73,6 +75,7 @@ class Slot:
         "deadline",
         "done",
         "event",
+        "long_lived",
         "seconds",
         "sent",
     )
@@ -92,6 +95,7 @@ class Slot:
         self.deadline = math.inf
         self.seconds = 0.0
         self.sent = 0.0
+        self.long_lived = False
 
     def settle(self, response: Response) -> None:
         if self.done:

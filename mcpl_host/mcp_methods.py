@@ -16,8 +16,16 @@ Rules of this module:
   (``stateless.request_meta``). What the stateless revision removed is never sent: ``ping``
   becomes ``server/discover`` (the one request every such server answers),
   ``logging/setLevel`` becomes the ``_meta`` log level of later requests, and
-  ``resources/subscribe`` / ``unsubscribe`` raise ``LocalProtocolError`` (replaced there by
-  ``subscriptions/listen``, which is not built).
+  ``resources/subscribe`` / ``unsubscribe`` become the filter of ``subscriptions/listen``.
+- ``subscriptions/listen`` (MCP 2026-07-28 "Subscriptions"; rules in ``mcpl_host.listen``,
+  docs/protocol.md S9): on a stateless connection one listen runs (in a task of the
+  connection) while there is something to listen for: the change of each list the
+  application listed whose capability says ``listChanged``, and the resources it subscribed
+  to. A change of the filter cancels the listen (``notifications/cancelled`` over stdio; the
+  HTTP transport closes the stream instead) and sends a new one. The listen never times
+  out and is not a ``waiting`` request; it ends with the connection. Its notifications reach
+  the application and the list caches like those of the handshake era (they come through
+  ``on_notification``); its acknowledgment settles ``subscribe_resource()``.
 - Multi round-trip requests (MCP 2026-07-28 "Multi Round-Trip Requests"): a ``tools/call``,
   ``prompts/get`` or ``resources/read`` answered ``resultType: "input_required"`` has its
   input requests answered by the same ``ClientFeatureService`` that serves server requests
@@ -47,10 +55,11 @@ Rules of this module:
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 
@@ -59,15 +68,31 @@ from mcpl_host.connection import DEFAULT, BackgroundJob, ClientInfo, ProgressCal
 from mcpl_host.handlers import RequestContext
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import (
+    ConnectionClosed,
+    ConnectionLost,
     HandlerError,
-    LocalProtocolError,
     MCPLHostError,
     RemoteError,
     RemoteProtocolError,
+    RequestEnded,
+    RequestTimeout,
 )
 from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import LimitExceeded, Limits
 from mcpl_host.link import AnswerHook
+from mcpl_host.listen import (
+    ACKNOWLEDGED,
+    FILTER_KEYS,
+    LISTEN,
+    Ending,
+    acknowledged_filter,
+    after_end,
+    ending_of_error,
+    honors_uri,
+    may_subscribe,
+    subscription_id,
+    wanted_filter,
+)
 from mcpl_host.logging import Redactor, get_logger, log_value
 from mcpl_host.mcp_records import (
     Annotations,
@@ -129,6 +154,7 @@ __all__ = [
     "ResourceContents",
     "ResourceTemplate",
     "ResourceTemplateReference",
+    "SubscriptionRefused",
     "Tool",
     "ToolAnnotations",
     "call_tool_result",
@@ -165,6 +191,245 @@ class InputRefused(MCPLHostError):
         self.error = error
 
 
+def _no_capabilities() -> Mapping[str, Any]:
+    return {}
+
+
+class SubscriptionRefused(MCPLHostError):
+    """A stateless server did not take a resource subscription (``subscribe_resource()``):
+    it does not advertise ``resources.subscribe``, its acknowledgment of the listen left
+    the URI out, or the listen ended before it was acknowledged. ``uri``: the resource."""
+
+    def __init__(self, uri: str, reason: str, redactor: Redactor | None = None) -> None:
+        super().__init__(f"the server did not take the subscription to {log_value(uri, redactor)}: {reason}")
+        self.uri = uri
+
+
+class _Attempt:
+    """One ``subscriptions/listen`` sent: its ``filter``, its id once sent, the filter the
+    server ``honored`` (its acknowledgment), and how it ended (``ending``, ``error``)."""
+
+    __slots__ = ("ending", "error", "filter", "honored", "id", "refetch")
+
+    def __init__(self, wanted: dict[str, Any], *, refetch: bool = False) -> None:
+        self.filter = wanted
+        self.refetch = refetch  # it follows a lost stream: list again once acknowledged
+        self.id: int | None = None
+        self.honored: dict[str, Any] | None = None
+        self.ending: Ending | None = None
+        self.error: MCPLHostError | None = None
+
+    def set_id(self, request_id: int) -> None:
+        self.id = request_id
+
+    def uris(self) -> list[str]:
+        uris = self.filter.get("resourceSubscriptions")
+        return [uri for uri in uris if isinstance(uri, str)] if is_array(uris) else []
+
+
+class _Listening:
+    """The one ``subscriptions/listen`` of a stateless connection (module rules; the
+    decisions are ``mcpl_host.listen``'s). ``refresh()`` after the filter's inputs change
+    (a list listed, a resource subscribed to); ``on_notification`` with each notification;
+    ``until_honored`` waits for the acknowledgment of a resource subscription."""
+
+    def __init__(
+        self,
+        requester: _Requester,
+        limits: Limits,
+        *,
+        spawn: Callable[[BackgroundJob], bool] | None,
+        capabilities: Callable[[], Mapping[str, Any]],
+        listed: Callable[[], set[str]],
+        refetch: Callable[[], None],
+        log: Any,
+        redactor: Redactor | None,
+    ) -> None:
+        self._requester = requester
+        self._refetch = refetch
+        self._limits = limits
+        self._spawn = spawn
+        self._capabilities = capabilities
+        self._listed = listed
+        self._log = log
+        self._redactor = redactor
+        self.uris: set[str] = set()
+        self._running = False
+        self._attempt: _Attempt | None = None
+        self._scope: anyio.CancelScope | None = None  # around the listen in flight
+        self._wake: anyio.Event | None = None  # set to wake the idle loop
+        self._changed: anyio.Event | None = None  # set when an attempt starts, is acked or ends
+        self._stopped: dict[str, Any] | None = None  # the filter whose listening stopped
+
+    def wanted(self) -> dict[str, Any] | None:
+        return wanted_filter(self._capabilities(), self._listed(), self.uris)
+
+    def refresh(self) -> None:
+        """The filter's inputs changed: start the loop, wake it, or cancel the listen in
+        flight when it listens with another filter. Does not block."""
+        if self._spawn is None:
+            return
+        if not self._running:
+            if self.wanted() is not None and self._spawn(self._run):
+                self._running = True
+            return
+        attempt = self._attempt
+        if self._scope is not None and attempt is not None and attempt.filter != self.wanted():
+            self._scope.cancel()
+        elif self._wake is not None:
+            self._wake.set()
+
+    def _note_change(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    async def _run(self) -> None:
+        restarts = 0
+        lost = False  # the last stream was lost: what changed meanwhile was not announced
+        try:
+            while True:
+                wanted = self.wanted()
+                if wanted is None or wanted == self._stopped:
+                    self._wake = wake = anyio.Event()
+                    await wake.wait()
+                    self._wake = None
+                    continue
+                self._stopped = None
+                attempt = _Attempt(wanted, refetch=lost)
+                ending = await self._listen(attempt)
+                lost = ending == "lost" or (lost and attempt.honored is None)
+                if ending is None:  # cancelled: the filter changed
+                    continue
+                if attempt.honored is not None:
+                    restarts = 0
+                verdict = after_end(ending, restarts=restarts, max_restarts=self._limits.max_listen_restarts)
+                error = str(attempt.error) if attempt.error is not None else None
+                if verdict == "listen":
+                    restarts += 1
+                    self._log.info("listening again: the listen stream was lost", error=error)
+                    await anyio.sleep(self._limits.listen_restart_delay_seconds)
+                    continue
+                self._stopped = wanted
+                if ending in ("graceful", "cancelled"):
+                    self._log.info(
+                        "the server ended the listen stream; listening again when the filter changes",
+                        ending=ending,
+                    )
+                else:
+                    self._log.warning(
+                        "no list changes or resource updates arrive until the filter changes: the"
+                        " listen stream ended"
+                        + (
+                            f" {restarts} times in a row (Limits.max_listen_restarts)"
+                            if ending == "lost"
+                            else ""
+                        ),
+                        error=error,
+                    )
+        except (ConnectionClosed, ConnectionLost):
+            pass  # the connection ended: so does the listen
+        finally:
+            self._running = False
+            self._attempt = None
+            self._note_change()
+
+    async def _listen(self, attempt: _Attempt) -> Ending | None:
+        """Send one listen and wait for its end: how it ended, or None when it was cancelled
+        because the filter changed. Raises ``ConnectionClosed`` / ``ConnectionLost``."""
+        self._attempt = attempt
+        self._note_change()
+        ending: Ending = "graceful"
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                await self._requester.request(
+                    LISTEN,
+                    {"notifications": attempt.filter},
+                    timeout=None,
+                    long_lived=True,
+                    on_sent=attempt.set_id,
+                )
+            except RequestEnded:
+                ending = "cancelled"
+            except RemoteError as exc:
+                ending, attempt.error = ending_of_error(exc.data), exc
+            except (ConnectionClosed, ConnectionLost):
+                raise
+            except MCPLHostError as exc:  # a malformed answer, too many requests in flight
+                ending, attempt.error = "refused", exc
+            finally:
+                self._scope = None
+        if scope.cancelled_caught:
+            return None
+        attempt.ending = ending
+        self._note_change()
+        return ending
+
+    def on_notification(self, method: str, params: Any) -> None:
+        """The acknowledgment of the listen in flight records the filter honored (what it
+        leaves out is logged once). Does not block."""
+        attempt = self._attempt
+        if method != ACKNOWLEDGED or attempt is None or attempt.id is None:
+            return
+        if subscription_id(params) != attempt.id or attempt.honored is not None:
+            return
+        attempt.honored = honored = acknowledged_filter(params)
+        if attempt.refetch:
+            self._refetch()
+        left_out = [
+            key for key in FILTER_KEYS.values() if key in attempt.filter and honored.get(key) is not True
+        ]
+        left_out += [uri for uri in attempt.uris() if not honors_uri(honored, uri)]
+        if left_out:
+            self._log.info(
+                "the server does not honor all of the listen filter",
+                left_out=log_value(", ".join(left_out), self._redactor),
+            )
+        self._note_change()
+
+    async def until_honored(self, uri: str, seconds: float | None) -> None:
+        """Wait until a listen whose filter holds ``uri`` is acknowledged (at most
+        ``seconds``; None: no bound). A refusal takes ``uri`` out of the filter again.
+
+        Raises:
+            SubscriptionRefused: the acknowledgment left ``uri`` out, or the listen ended
+                before it was acknowledged (a host-made error: the stream was lost).
+            RemoteError: the server answered the listen with an error.
+            RequestTimeout: no acknowledgment within ``seconds``.
+        """
+        refusal: MCPLHostError | None = None
+        with anyio.move_on_after(math.inf if seconds is None else seconds):
+            while True:
+                attempt = self._attempt
+                if attempt is not None and uri in attempt.uris():
+                    if attempt.honored is not None:
+                        if honors_uri(attempt.honored, uri):
+                            return
+                        refusal = SubscriptionRefused(
+                            uri, "the server's acknowledgment leaves it out", self._redactor
+                        )
+                        break
+                    if attempt.ending is not None:
+                        error = attempt.error
+                        if isinstance(error, RemoteError) and ending_of_error(error.data) == "refused":
+                            refusal = error
+                        else:
+                            reason = str(error) if error is not None else f"it ended ({attempt.ending})"
+                            refusal = SubscriptionRefused(
+                                uri, f"the listen ended before the server acknowledged it: {reason}"
+                            )
+                        break
+                elif not self._running:
+                    refusal = ConnectionClosed("the listen of this connection has ended")
+                    break
+                self._changed = changed = self._changed or anyio.Event()
+                await changed.wait()
+        self.uris.discard(uri)
+        self.refresh()
+        raise refusal if refusal is not None else RequestTimeout(LISTEN, seconds or 0.0)
+
+
 @dataclass(frozen=True, slots=True)
 class PromptReference:
     """``ref/prompt`` of ``completion/complete``: the prompt's ``name``."""
@@ -193,6 +458,8 @@ class _Requester(Protocol):
         *,
         timeout: Timeout = ...,
         progress: ProgressCallback | None = None,
+        long_lived: bool = False,
+        on_sent: Callable[[int], None] | None = None,
     ) -> Any: ...
 
 
@@ -233,10 +500,18 @@ class EraRequester:
         timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
         on_answer: AnswerHook | None = None,
+        long_lived: bool = False,
+        on_sent: Callable[[int], None] | None = None,
     ) -> Any:
         """``Connection.request`` with ``params`` stamped (``stamp``). Raises as it does."""
         return await self._shell.request(
-            method, self.stamp(params), timeout=timeout, progress=progress, on_answer=on_answer
+            method,
+            self.stamp(params),
+            timeout=timeout,
+            progress=progress,
+            on_answer=on_answer,
+            long_lived=long_lived,
+            on_sent=on_sent,
         )
 
 
@@ -251,6 +526,8 @@ class MCPClient:
         server: the server's name (in ``RequestContext`` and logs).
         spawn: runs a background job (the refresh of a list cache); None: no refreshes.
         stateless: tells whether the connection is in the stateless era.
+        server_capabilities: the server's capabilities (what ``subscriptions/listen`` may
+            ask for); None: none.
         redactor: hides the server's secrets in error messages.
 
     Each call raises what ``request()`` raises, plus ``RemoteProtocolError`` for a result of
@@ -266,6 +543,7 @@ class MCPClient:
         server: str = "server",
         spawn: Callable[[BackgroundJob], bool] | None = None,
         stateless: Callable[[], bool] | None = None,
+        server_capabilities: Callable[[], Mapping[str, Any]] | None = None,
         redactor: Redactor | None = None,
     ) -> None:
         self._requester = requester
@@ -292,6 +570,31 @@ class MCPClient:
         #: Set when the transport mirrors ``x-mcp-header`` parameters (module rules).
         self.mirrors_param_headers = False
         self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}
+        self._server_capabilities: Callable[[], Mapping[str, Any]] = server_capabilities or _no_capabilities
+        self._listening = _Listening(
+            requester,
+            limits,
+            spawn=spawn,
+            capabilities=self._server_capabilities,
+            listed=self._listed,
+            refetch=self._refetch_listed,
+            log=self._log,
+            redactor=redactor,
+        )
+
+    def _listed(self) -> set[str]:
+        return {name for name in FILTER_KEYS if getattr(self, f"cached_{name}") is not None}
+
+    def _refetch_listed(self) -> None:
+        """List again, in the background, every list listed (a lost listen stream may have
+        missed its changes: MCP 2026-07-28 "Subscriptions" has no replay)."""
+        for method, name in LIST_CHANGED.items():
+            if getattr(self, f"cached_{name}") is not None:
+                self.on_notification(method, None)
+
+    def _listen_changed(self) -> None:
+        if self.stateless:
+            self._listening.refresh()
 
     @property
     def stateless(self) -> bool:
@@ -362,6 +665,7 @@ class MCPClient:
             self.cached_tools = tools
             self._tools_by_name = {tool.name: tool for tool in tools}
             self._note_freshness("tools", hints)
+        self._listen_changed()
         return list(tools)
 
     async def list_resources(self, *, refresh: bool = False) -> list[Resource]:
@@ -375,6 +679,7 @@ class MCPClient:
             resources = [r for item in items if (r := read_resource(item)) is not None]
             self.cached_resources = resources
             self._note_freshness("resources", hints)
+        self._listen_changed()
         return list(resources)
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
@@ -396,6 +701,7 @@ class MCPClient:
             prompts = [p for item in items if (p := read_prompt(item)) is not None]
             self.cached_prompts = prompts
             self._note_freshness("prompts", hints)
+        self._listen_changed()
         return list(prompts)
 
     def _fresh(self, name: str) -> bool:
@@ -463,7 +769,8 @@ class MCPClient:
     def on_notification(self, method: str, params: Any) -> None:
         """A server notification (from the read loop; does not block): a
         ``notifications/*/list_changed`` of a list listed before (or being listed) starts
-        its refresh."""
+        its refresh; the acknowledgment of a ``subscriptions/listen`` is recorded."""
+        self._listening.on_notification(method, params)
         name = LIST_CHANGED.get(method)
         if name is None:
             return
@@ -651,24 +958,51 @@ class MCPClient:
             return
         await self._requester.request("logging/setLevel", {"level": level}, timeout=timeout)
 
-    def _handshake_only(self, method: str) -> None:
-        if self.stateless:
-            raise LocalProtocolError(
-                f"{method} was removed in MCP 2026-07-28 (replaced by subscriptions/listen, which this"
-                " host does not build); this connection is in the stateless era"
-            )
+    @property
+    def resource_subscriptions(self) -> frozenset[str]:
+        """The URIs subscribed to on a stateless connection (the listen's
+        ``resourceSubscriptions``); empty in the handshake era (the server keeps them)."""
+        return frozenset(self._listening.uris)
 
     async def subscribe_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> None:
         """``resources/subscribe`` (MCP 2025-11-25 "Resources", subscriptions): the server
         then sends ``notifications/resources/updated`` (to ``HostHandlers.on_notification``).
-        Raises ``LocalProtocolError`` on a stateless connection (module rules)."""
-        self._handshake_only("resources/subscribe")
-        await self._requester.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+        On a stateless connection the URI joins the filter of ``subscriptions/listen``
+        (module rules) and this returns once the server acknowledged a listen with it
+        (within ``timeout``).
+
+        Raises (stateless era): ``SubscriptionRefused`` (the server does not advertise
+        ``resources.subscribe``, or did not take the URI), ``LimitExceeded``
+        (``Limits.max_resource_subscriptions``), ``RemoteError`` (the server refused the
+        listen), ``RequestTimeout``; in the handshake era what ``request()`` raises."""
+        if not self.stateless:
+            await self._requester.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+            return
+        if not may_subscribe(self._server_capabilities()):
+            raise SubscriptionRefused(uri, "it does not advertise resources.subscribe", self._redactor)
+        uris = self._listening.uris
+        if uri not in uris and len(uris) >= self._limits.max_resource_subscriptions:
+            raise LimitExceeded(
+                "max_resource_subscriptions",
+                self._limits.max_resource_subscriptions,
+                "subscribing to one more resource",
+            )
+        uris.add(uri)
+        self._listening.refresh()
+        seconds = (
+            self._limits.request_timeout_seconds if timeout is DEFAULT else cast("float | None", timeout)
+        )
+        await self._listening.until_honored(uri, seconds)
 
     async def unsubscribe_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> None:
-        """``resources/unsubscribe``. Raises as ``subscribe_resource``."""
-        self._handshake_only("resources/unsubscribe")
-        await self._requester.request("resources/unsubscribe", {"uri": uri}, timeout=timeout)
+        """``resources/unsubscribe``; on a stateless connection the URI leaves the listen's
+        filter (the listen is sent again without it, or ends; this does not wait). Raises
+        (handshake era) what ``request()`` raises."""
+        if not self.stateless:
+            await self._requester.request("resources/unsubscribe", {"uri": uri}, timeout=timeout)
+            return
+        self._listening.uris.discard(uri)
+        self._listening.refresh()
 
     async def ping(self, *, timeout: Timeout = DEFAULT) -> None:
         """MCP ``ping``; on a stateless connection ``server/discover`` instead (module

@@ -150,6 +150,7 @@ class ServerConnection:
             server=name,
             spawn=lambda job: shell.start_job(job, counted=False),
             stateless=lambda: self._requester.stateless,
+            server_capabilities=lambda: shell.server_info.capabilities if shell.server_info else {},
             redactor=redactor,
         )
         self._unwatch_roots: Callable[[], None] | None = None

@@ -74,6 +74,7 @@ __all__ = [
     "is_stateless_request",
     "may_carry_stateless",
     "stateless_capabilities",
+    "stream_lost_answer",
     "request_meta",
     "result_type",
     "retry_params",
@@ -279,6 +280,23 @@ def http_refusal_answer(request_id: Any, status: int, sentence: str) -> dict[str
         "jsonrpc": "2.0",
         "id": request_id,
         "error": {"code": -32600, "message": sentence, "data": {"httpStatus": status, "fromHost": True}},
+    }
+
+
+def stream_lost_answer(request_id: Any, what: str) -> dict[str, Any]:
+    """The JSON-RPC error answer a Streamable HTTP transport passes on for a stateless
+    request whose response stream ended without its answer (MCP 2026-07-28 "Streamable
+    HTTP": a stream is not resumed across requests; "Subscriptions": a transport close ends
+    a listen). ``what``: the request, for the message (``the POST of tools/call``). Code
+    ``-32603``; ``data.fromHost`` says it was made here, not sent by the server."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {
+            "code": -32603,
+            "message": f"the stream of {what} ended before its answer",
+            "data": {"fromHost": True},
+        },
     }
 
 

@@ -247,7 +247,12 @@ async def test_sdk_server_over_streamable_http_speaks_the_stateless_revision(
         with anyio.fail_after(TIMEOUT):
             async with connect_http(f"http://127.0.0.1:{port}/mcp", handlers=handlers, limits=FAST) as conn:
                 assert conn.era == "stateless"
-                assert {tool.name for tool in await conn.list_tools()} == {"add", "ask_client"}
+                assert {tool.name for tool in await conn.list_tools()} == {
+                    "add",
+                    "ask_client",
+                    "grow",
+                    "touch",
+                }
                 assert (await conn.call_tool("add", {"a": 1, "b": 2})).text == "3"
                 _asked((await conn.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
                 await conn.ping()
@@ -291,7 +296,7 @@ def test_probe_reports_the_era_of_a_stateless_http_server(tmp_path: Path) -> Non
         doc = json.loads(done.stdout)
         assert doc["era"] == "stateless" and doc["protocolVersion"] == "2026-07-28"
         assert doc["supportedVersions"] == ["2026-07-28"] and doc["server"]["name"] == "sdk-features-fixture"
-        assert {tool["name"] for tool in doc["tools"]} == {"add", "ask_client"}
+        assert {tool["name"] for tool in doc["tools"]} == {"add", "ask_client", "grow", "touch"}
         text = subprocess.run([*cli, "--url", url], capture_output=True, text=True, timeout=TIMEOUT)
         assert text.returncode == 0 and "2026-07-28 (stateless: server/discover)" in text.stdout
         legacy = subprocess.run(

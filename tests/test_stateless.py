@@ -25,7 +25,6 @@ from mcpl_host import (
     HostHandlers,
     InitializeError,
     Limits,
-    LocalProtocolError,
     RemoteProtocolError,
     RequestContext,
 )
@@ -37,6 +36,7 @@ from mcpl_host.client_features import (
     SamplingResult,
 )
 from mcpl_host.handshake import ServerInfo
+from mcpl_host.mcp_methods import SubscriptionRefused
 from mcpl_host.stateless import (
     CLIENT_CAPABILITIES_KEY,
     CLIENT_INFO_KEY,
@@ -227,10 +227,14 @@ def requests(script: Script) -> list[dict[str, Any]]:
 
 
 async def test_a_stateless_connection_stamps_every_request_and_sends_nothing_removed(tmp_path: Path) -> None:
+    # No listChanged and no resources.subscribe: nothing to listen for (tests/test_listen.py).
+    quiet = {**DISCOVER_RESULT, "capabilities": {"tools": {}}}
     script = Script(
         tmp_path,
         [
-            *STATELESS_OPENING,
+            STEPS,
+            {"expect": {"method": "server/discover"}},
+            {"reply": quiet},
             {"expect": {"method": "tools/list"}},
             {"reply": {"resultType": "complete", "tools": [{"name": "t", "inputSchema": {}}]}},
             {"expect": {"method": "server/discover"}},  # ping(): MCP 2026-07-28 has no ping
@@ -248,7 +252,7 @@ async def test_a_stateless_connection_stamps_every_request_and_sends_nothing_rem
             await conn.ping()
             await conn.set_log_level("warning")  # no request: the _meta of later ones
             await conn.call_tool("t")
-            with pytest.raises(LocalProtocolError, match="removed in MCP 2026-07-28"):
+            with pytest.raises(SubscriptionRefused, match="does not advertise resources.subscribe"):
                 await conn.subscribe_resource("file:///a")
             assert conn.roots_changed() is False  # notifications/roots/list_changed is removed
     sent = requests(script)
@@ -260,6 +264,7 @@ async def test_a_stateless_connection_stamps_every_request_and_sends_nothing_rem
         "ping",
         "logging/setLevel",
         "resources/subscribe",
+        "subscriptions/listen",
     }
     for message in sent:
         meta = message["params"]["_meta"]

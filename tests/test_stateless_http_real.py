@@ -26,7 +26,9 @@ from .test_client_features_real import FAST, SDK_FEATURES, TIMEOUT, sdk_over_htt
 
 pytestmark = pytest.mark.anyio
 
-VALID = {"route", "add", "ask_client"}
+#: The fixture's usual tools (``grow`` and ``touch`` serve the listen tests) and ``route``.
+BASE = {"add", "ask_client", "grow", "touch"}
+VALID = {"route", *BASE}
 HOSTILE = {"bad_token", "too_many", "number_typed"}
 
 
@@ -123,7 +125,7 @@ async def test_a_fresh_list_is_served_without_a_request_and_listed_again_once_st
                 now = [0.0]
                 conn.mcp.clock = lambda: now[0]
                 first = await conn.list_tools()
-                assert {tool.name for tool in first} == {"add", "ask_client", "list_count"}
+                assert {tool.name for tool in first} == {*BASE, "list_count"}
                 assert conn.mcp.cache_freshness["tools"].until == 600.0
                 assert conn.mcp.cache_freshness["tools"].scope == scope
                 assert await conn.list_tools() == first

@@ -120,6 +120,16 @@ class ConnectionLost(MCPLHostError):
         self.stderr_tail = list(stderr_tail)
 
 
+class RequestEnded(MCPLHostError):
+    """The server ended a long-lived request of ours with ``notifications/cancelled`` (MCP
+    2026-07-28 "Cancellation": a server ends a ``subscriptions/listen`` stream over stdio
+    so). ``method``: the request's method."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"the server ended {method!r} (notifications/cancelled)")
+        self.method = method
+
+
 def describe_seconds(seconds: float) -> str:
     """``"1 second"``, ``"2.5 seconds"``: a duration for an error message."""
     return f"{seconds:g} second" + ("" if seconds == 1 else "s")

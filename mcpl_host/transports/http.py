@@ -34,7 +34,10 @@ Rules of this module:
   on as an error answer (``stateless.http_refusal_answer``): a handshake-era server refusing
   the era probe does not lose the transport. Such a request is cancelled by closing its
   stream; its ``notifications/cancelled`` is not posted (the revision defines no
-  client-to-server notification over HTTP).
+  client-to-server notification over HTTP). Its stream ending without its answer (and
+  not resumed) is passed on as an error answer made here
+  (``stateless.stream_lost_answer``): the request fails then, a long-lived one
+  (``subscriptions/listen``) included, instead of waiting for ever.
 - Errors (``refusal_message``): a redirect is never followed; 401/403, 404 for a request
   carrying the session id (the session ended), a wrong content type, a body or event over
   its bound, or an unreachable server lose the transport (``ConnectionLost``) with one clear
@@ -65,7 +68,12 @@ from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
-from mcpl_host.stateless import http_refusal_answer, http_request_headers, is_stateless_request
+from mcpl_host.stateless import (
+    http_refusal_answer,
+    http_request_headers,
+    is_stateless_request,
+    stream_lost_answer,
+)
 from mcpl_host.transports.http_common import (
     BodyTooLarge,
     Inbox,
@@ -447,7 +455,10 @@ class StreamableHTTPTransport:
                     if await self._check_answer(
                         response, what, key, had_session=had_session, answer_refusal=answer_refusal
                     ):
-                        await self._read_answer(response, key, request_id, what)
+                        answered = await self._read_answer(response, key, request_id, what)
+                        if not answered and stateless_headers is not None and not self._closing:
+                            # Nothing can resume it: the request fails now, not at its timeout.
+                            await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
                 finally:
                     with anyio.CancelScope(shield=True):
                         await response.aclose()
@@ -532,11 +543,12 @@ class StreamableHTTPTransport:
         taken) or ``ConnectionClosed``."""
         return await self._inbox.get()
 
-    async def _read_answer(self, response: httpx.Response, key: bytes, request_id: Any, what: str) -> None:
-        """Read the answer of a request POST (head already checked) to its end. A JSON body
-        must be the request's answer (MCP 2025-11-25 "Streamable HTTP", sending messages):
-        an empty one, or one that answers something else, is passed on as an error answer
-        made here (``stateless.http_refusal_answer``), so the caller learns at once."""
+    async def _read_answer(self, response: httpx.Response, key: bytes, request_id: Any, what: str) -> bool:
+        """Read the answer of a request POST (head already checked) to its end; True when
+        the answer to ``key`` came (or was made here). A JSON body must be the request's
+        answer (MCP 2025-11-25 "Streamable HTTP", sending messages): an empty one, or one
+        that answers something else, is passed on as an error answer made here
+        (``stateless.http_refusal_answer``), so the caller learns at once."""
         try:
             if media_type(response.headers.get("content-type")) == "application/json":
                 what = f"the answer to a request from {self._shown}"
@@ -555,8 +567,10 @@ class StreamableHTTPTransport:
                     sentence = f"the server at {self._shown} answered {what} with {said} (no JSON-RPC answer)"
                     refusal = http_refusal_answer(request_id, response.status_code, sentence)
                     await self._inbox.put(orjson.dumps(refusal))
-                return
-            await self._run_stream(response, _Stream(key=key))
+                return True
+            stream = _Stream(key=key)
+            await self._run_stream(response, stream)
+            return stream.answered
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -588,11 +602,12 @@ class StreamableHTTPTransport:
                     return
                 failures = 0
             if stream.key is not None and not stream.last_id:
-                self._logger.warning(
-                    "the server closed the stream of a request's answer before answering, "
-                    "without event ids to resume it; the request will time out",
-                    url=self._shown,
-                )
+                if stream.key not in self._stateless:  # a stateless request fails at once instead
+                    self._logger.warning(
+                        "the server closed the stream of a request's answer before answering, "
+                        "without event ids to resume it; the request will time out",
+                        url=self._shown,
+                    )
                 return
             if response is not None or failures:
                 delay = limits.sse_reconnect_delay_seconds * 2 ** max(failures - 1, 0)
