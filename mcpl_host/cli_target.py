@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -70,6 +70,8 @@ __all__ = [
     "load_config_or_exit",
     "own_children",
     "passed_environment",
+    "check_target",
+    "config_server",
     "reap_strays",
     "root_option",
     "select_servers",
@@ -421,6 +423,18 @@ def load_config_or_exit(ctx: click.Context, path: str) -> HostConfig:
         ctx.exit(EXIT_USAGE)
 
 
+def config_server(
+    ctx: click.Context, path: str, name: str, servers: Mapping[str, ServerConfig] | None = None
+) -> ServerConfig:
+    """The server ``name`` of the config at ``path`` (``servers``: the file's, when already
+    loaded). Exits 2 on config problems; ``click.UsageError`` for a name the file lacks."""
+    found = load_config_or_exit(ctx, path).servers if servers is None else servers
+    if name not in found:
+        known = ", ".join(found) or "none"
+        raise click.UsageError(f"--server: no server named {name!r} in {path} (it has: {known})")
+    return found[name]
+
+
 def _explicit(ctx: click.Context) -> set[str]:
     return {
         name
@@ -429,7 +443,12 @@ def _explicit(ctx: click.Context) -> set[str]:
     }
 
 
-def _check_target(ctx: click.Context, options: dict[str, Any], command: tuple[str, ...], many: bool) -> None:
+def check_target(
+    ctx: click.Context, options: Mapping[str, Any], command: tuple[str, ...], many: bool
+) -> None:
+    """Refuse (``click.UsageError``, exit 2) a target given twice, ``--config`` without
+    ``--server`` (unless ``many``), and an option of another target (``--token`` without
+    ``--ws``/``--url``...). ``options``: the target options by their parameter names."""
     explicit = _explicit(ctx)
     ws_url, http_url, config_file = options["ws_url"], options["http_url"], options["config_file"]
     targets = [
@@ -481,7 +500,7 @@ def select_servers(
     """The servers ``options`` (the ``server_options`` values) and ``command`` (the words
     after ``--``) select (module rules). Raises ``click.UsageError`` (exit 2) and exits 2
     on config problems, before anything is started."""
-    _check_target(ctx, options, command, many)
+    check_target(ctx, options, command, many)
     explicit = _explicit(ctx)
     grants, denies = options["grants"], options["denies"]
     policy = (
@@ -498,12 +517,7 @@ def select_servers(
     if config_file is not None:
         servers = load_config_or_exit(ctx, config_file).servers
         if server_name is not None:
-            if server_name not in servers:
-                known = ", ".join(servers) or "none"
-                raise click.UsageError(
-                    f"--server: no server named {server_name!r} in {config_file} (it has: {known})"
-                )
-            chosen = {server_name: servers[server_name]}
+            chosen = {server_name: config_server(ctx, config_file, server_name, servers)}
         else:
             chosen = {name: server for name, server in servers.items() if not server.disabled}
             if not chosen:

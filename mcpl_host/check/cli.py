@@ -36,13 +36,19 @@ import anyio
 import click
 import orjson
 
-import mcpl_host
 from mcpl_host.check import registry
 from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.report import build_document, junit_xml, render_summary
 from mcpl_host.check.rules import evaluate
 from mcpl_host.check.runner import GRANT_ALL, CheckOptions, Target, run_checks
-from mcpl_host.config import ConfigError, load_config
+from mcpl_host.cli_target import (
+    EXIT_INTERRUPTED,
+    LEVELS,
+    EnvPair,
+    check_target,
+    config_server,
+    demo_server_path,
+)
 from mcpl_host.connect import http_server, stdio_server, websocket_server
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import hosted_from_config
@@ -58,23 +64,10 @@ from mcpl_host.transports.websocket import shown_url
 
 __all__ = ["check"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-_LEVELS = ["debug", "info", "warning", "error"]
+#: A check failed (or an expected failure passed).
+EXIT_FAILED = 1
 _POSITIVE = click.FloatRange(min=0, min_open=True)
 _NON_NEGATIVE = click.FloatRange(min=0)
-
-
-def _pair(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """``KEY=VALUE`` options; an error never repeats the value (it may be a secret)."""
-    pairs: list[tuple[str, str]] = []
-    for item in value:
-        key, sep, val = item.partition("=")
-        if not sep or not key or "\0" in item:
-            raise click.BadParameter(
-                "expected KEY=VALUE with a non-empty KEY (the value is not shown)", ctx, param
-            )
-        pairs.append((key, val))
-    return tuple(pairs)
 
 
 def _calls(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -91,16 +84,6 @@ def _calls(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -
             raise click.BadParameter(f"the arguments of {name!r} must be a JSON object", ctx, param)
         calls[name] = parsed
     return calls
-
-
-def _demo_server() -> Path:
-    package = Path(mcpl_host.__file__).parent
-    for path in (package / "_fixtures" / "demo_server.py", package.parent / "fixtures" / "demo_server.py"):
-        if path.is_file():
-            return path
-    raise click.UsageError(
-        "the bundled demo server is missing from this installation; give a server command after '--'"
-    )
 
 
 def _list_checks() -> None:
@@ -147,7 +130,7 @@ Examples:
     "--header",
     "http_headers",
     multiple=True,
-    callback=_pair,
+    type=EnvPair(),
     metavar="NAME=VALUE",
     help="With --url: a header on every request (repeatable; a secret).",
 )
@@ -176,7 +159,7 @@ Examples:
     "--env",
     "env",
     multiple=True,
-    callback=_pair,
+    type=EnvPair(),
     metavar="KEY=VALUE",
     help="A variable of the server's environment (repeatable).",
 )
@@ -184,7 +167,7 @@ Examples:
     "--secret",
     "secrets",
     multiple=True,
-    callback=_pair,
+    type=EnvPair(),
     metavar="KEY=VALUE",
     help="A secret to redact from all output (repeatable); with a command also set in its environment.",
 )
@@ -283,7 +266,7 @@ Examples:
 )
 @click.option(
     "--log-level",
-    type=click.Choice(_LEVELS),
+    type=click.Choice(LEVELS),
     default="error",
     show_default=True,
     help="Least level of log lines on stderr.",
@@ -343,35 +326,7 @@ def check(
     if list_only:
         _list_checks()
         return
-    explicit = {
-        name
-        for name in ctx.params
-        if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
-    }
-    targets = [
-        what
-        for what, given in (
-            ("a command", command),
-            ("--ws", ws_url),
-            ("--url", http_url),
-            ("--config", config_file),
-        )
-        if given
-    ]
-    if len(targets) > 1:
-        raise click.UsageError(
-            f"give a command, --ws URL, --url URL or --config FILE, not {' and '.join(targets)}"
-        )
-    if (config_file is None) != (server_name is None):
-        raise click.UsageError("--config FILE and --server NAME go together")
-    if ws_url is None and http_url is None and "token" in explicit:
-        raise click.UsageError("--token applies only with --ws or --url")
-    if ws_url is None and "token_in" in explicit:
-        raise click.UsageError("--token-in applies only with --ws")
-    if http_url is None and explicit & {"http_headers", "http_transport"}:
-        raise click.UsageError("--header and --transport apply only with --url")
-    if (ws_url or http_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
-        raise click.UsageError("--env, --cwd and --inherit-env apply only to a command")
+    check_target(ctx, ctx.params, command, many=False)
     specs, unmatched = registry.select(only, skip)
     if unmatched:
         raise click.UsageError(
@@ -485,7 +440,7 @@ def _target(
     hosted: Callable[..., HostedServer]
     if config_file is not None:
         assert server_name is not None
-        server = _config_server(ctx, config_file, server_name)
+        server = config_server(ctx, config_file, server_name)
         server = dataclasses.replace(
             server,
             grant_policy=GRANT_ALL,
@@ -541,7 +496,7 @@ def _target(
     name = None
     argv = list(command)
     if not argv:
-        argv, name = [sys.executable, str(_demo_server())], "mcpl-demo"
+        argv, name = [sys.executable, str(demo_server_path())], "mcpl-demo"
     redactor = Redactor(server_secrets(env=env, args=argv, explicit=explicit_secrets))
 
     hosted = functools.partial(
@@ -550,20 +505,3 @@ def _target(
     )  # fmt: skip
     shown = " ".join(redact_command(argv, redactor))
     return Target(hosted, "stdio", safe_text(shown, max_chars=300)), redactor
-
-
-def _config_server(ctx: click.Context, path: str, name: str) -> Any:
-    try:
-        config = load_config(path)
-    except ConfigError as exc:
-        count = len(exc.problems)
-        click.echo(
-            f"Error: {path} has {count} problem{'s' if count != 1 else ''}; nothing was started:", err=True
-        )
-        for problem in exc.problems:
-            click.echo(f"  {safe_text(str(problem), max_chars=1000)}", err=True)
-        ctx.exit(EXIT_USAGE)
-    if name not in config.servers:
-        known = ", ".join(config.servers) or "none"
-        raise click.UsageError(f"--server: no server named {name!r} in {path} (it has: {known})")
-    return config.servers[name]

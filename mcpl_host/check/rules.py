@@ -1128,6 +1128,19 @@ def _judge_messages(
     return _passed(f"{_plural(len(messages), 'message')}, valid")
 
 
+def _judge_params(main: MainEvidence, method: str, judge: Callable[[dict[str, Any]], list[str]]) -> Verdict:
+    """``_judge_messages`` for the server's ``method`` messages whose ``params`` must be an
+    object: one without (a readable message) is that problem, else ``judge(params)``."""
+
+    def judged(message: WireMessage) -> list[str]:
+        params = as_object(message.params)
+        if params is None:
+            return ["params is missing or not an object"] if message.message is not None else []
+        return judge(params)
+
+    return _judge_messages(main, frozenset({method}), judged, f"no {method} was seen")
+
+
 def push_params(ev: RunEvidence) -> Verdict:
     main = _mcpl(ev)
     if isinstance(main, Verdict):
@@ -1163,14 +1176,11 @@ def inference_params(ev: RunEvidence) -> Verdict:
     if isinstance(main, Verdict):
         return main
 
-    def judge(message: WireMessage) -> list[str]:
-        params = as_object(message.params)
-        if params is None:
-            return ["params is missing or not an object"] if message.message is not None else []
+    def judge(params: dict[str, Any]) -> list[str]:
         problem = _feature_set_problem(main, params, ready=False)
         return [*([problem] if problem else []), *inference_params_problems(params)]
 
-    return _judge_messages(main, frozenset({"inference/request"}), judge, "no inference/request was seen")
+    return _judge_params(main, "inference/request", judge)
 
 
 def channels_register_shape(ev: RunEvidence) -> Verdict:
@@ -1178,18 +1188,15 @@ def channels_register_shape(ev: RunEvidence) -> Verdict:
     if isinstance(main, Verdict):
         return main
 
-    def judge(message: WireMessage) -> list[str]:
-        params = as_object(message.params)
-        if params is None:
-            return ["params is missing or not an object"] if message.message is not None else []
+    def judge(params: dict[str, Any]) -> list[str]:
         found = channel_params_problems("channels/register", params)
-        for index, descriptor in enumerate(as_list(params.get("channels")) or []):
-            problem = descriptor_problem(descriptor)
+        for index, item in enumerate(as_list(params.get("channels")) or []):
+            problem = descriptor_problem(item)
             if problem is not None:
                 found.append(f"channels[{index}]: {problem}")
         return found
 
-    return _judge_messages(main, frozenset({"channels/register"}), judge, "no channels/register was seen")
+    return _judge_params(main, "channels/register", judge)
 
 
 def channels_register_itemized(ev: RunEvidence) -> Verdict:
@@ -1224,10 +1231,7 @@ def channels_incoming_params(ev: RunEvidence) -> Verdict:
     if isinstance(main, Verdict):
         return main
 
-    def judge(message: WireMessage) -> list[str]:
-        params = as_object(message.params)
-        if params is None:
-            return ["params is missing or not an object"] if message.message is not None else []
+    def judge(params: dict[str, Any]) -> list[str]:
         found = channel_params_problems("channels/incoming", params)
         for index, item in enumerate(as_list(params.get("messages")) or []):
             problem = incoming_message_problem(item)
@@ -1235,7 +1239,7 @@ def channels_incoming_params(ev: RunEvidence) -> Verdict:
                 found.append(f"messages[{index}]: {problem}")
         return found
 
-    return _judge_messages(main, frozenset({"channels/incoming"}), judge, "no channels/incoming was seen")
+    return _judge_params(main, "channels/incoming", judge)
 
 
 def state_update_params(ev: RunEvidence) -> Verdict:
@@ -1243,14 +1247,11 @@ def state_update_params(ev: RunEvidence) -> Verdict:
     if isinstance(main, Verdict):
         return main
 
-    def judge(message: WireMessage) -> list[str]:
-        params = as_object(message.params)
-        if params is None:
-            return ["params is missing or not an object"] if message.message is not None else []
+    def judge(params: dict[str, Any]) -> list[str]:
         problem = _feature_set_problem(main, params, ready=False)
         return [*([problem] if problem else []), *state_params_problems("state/update", params)]
 
-    return _judge_messages(main, frozenset({"state/update"}), judge, "no state/update was seen")
+    return _judge_params(main, "state/update", judge)
 
 
 # --- shutdown ----------------------------------------------------------------------------------
