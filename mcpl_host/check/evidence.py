@@ -36,6 +36,7 @@ from mcpl_host.jsonrpc.envelope import (
 )
 from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem, loads_line, peek_envelope
 from mcpl_host.limits import Limits
+from mcpl_host.mcpl.server_shapes import SERVER_METHODS
 
 __all__ = [
     "HEAD_CHARS",
@@ -67,19 +68,7 @@ HEAD_CHARS = 600
 MAX_TRACKED_METHODS = 256
 #: Server -> host methods that need a granted capability or an enabled feature set
 #: ("privileged", MCPL §5.3; docs/protocol.md D3): what must wait for the policy.
-PRIVILEGED_METHODS = frozenset(
-    {
-        "push/event",
-        "inference/request",
-        "model/info",
-        "channels/register",
-        "channels/changed",
-        "channels/list",
-        "channels/incoming",
-        "state/update",
-        "state/get",
-    }
-)
+PRIVILEGED_METHODS = SERVER_METHODS
 
 
 def as_object(value: Any) -> dict[str, Any] | None:

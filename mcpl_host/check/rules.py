@@ -360,34 +360,31 @@ def jsonrpc_ping(ev: RunEvidence) -> Verdict:
     return _passed(f"answered in {_seconds(outcome.seconds)}")
 
 
-def jsonrpc_unknown_method(ev: RunEvidence) -> Verdict:
-    outcome = _probe(ev, "unknown-method")
+def _error_probe(ev: RunEvidence, name: str, what: str, code: int, code_name: str) -> Verdict:
+    """A probe that must be answered with the error ``code``: unanswered or answered with a
+    result fails, another error code warns (JSON-RPC 2.0 §5.1)."""
+    outcome = _probe(ev, name)
     if isinstance(outcome, Verdict):
         return outcome
     if not outcome.answered:
-        return _failed(f"a request for an unknown method was not answered: {_no_answer(outcome)}")
+        return _failed(f"{what} was not answered: {_no_answer(outcome)}")
     if outcome.error is None:
-        return _failed("a request for an unknown method was answered with a result", [outcome.result])
-    if outcome.error_code != _METHOD_NOT_FOUND:
-        return _warned(
-            f"answered with code {outcome.error_code}, not -32601 (Method not found)", [outcome.error]
-        )
-    return _passed("answered -32601")
+        return _failed(f"{what} was answered with a result", [outcome.result])
+    if outcome.error_code != code:
+        return _warned(f"answered with code {outcome.error_code}, not {code} ({code_name})", [outcome.error])
+    return _passed(f"answered {code}")
+
+
+def jsonrpc_unknown_method(ev: RunEvidence) -> Verdict:
+    return _error_probe(
+        ev, "unknown-method", "a request for an unknown method", _METHOD_NOT_FOUND, "Method not found"
+    )
 
 
 def jsonrpc_invalid_request(ev: RunEvidence) -> Verdict:
-    outcome = _probe(ev, "invalid-request")
-    if isinstance(outcome, Verdict):
-        return outcome
-    if not outcome.answered:
-        return _failed(f'an invalid request ("method": 7) was not answered: {_no_answer(outcome)}')
-    if outcome.error is None:
-        return _failed("an invalid request was answered with a result", [outcome.result])
-    if outcome.error_code != _INVALID_REQUEST:
-        return _warned(
-            f"answered with code {outcome.error_code}, not -32600 (Invalid Request)", [outcome.error]
-        )
-    return _passed("answered -32600")
+    return _error_probe(
+        ev, "invalid-request", 'an invalid request ("method": 7)', _INVALID_REQUEST, "Invalid Request"
+    )
 
 
 def jsonrpc_id_null(ev: RunEvidence) -> Verdict:
