@@ -225,12 +225,15 @@ class Session:
                 else set[str]()
             )
             names = [f"{name}*" if name in required else name for name in tool_info(schema).arguments]
-            line = Text()
-            line.append(self._shown(server, tool.name), style="bold")
-            line.append(f"({self._shown(server, ', '.join(names))})")
-            if tool.description:
-                line.append(f"  {self._shown(server, tool.description)}", style="dim")
-            self.out.line(line)
+            self.out.line(self._signature(server, tool.name, names, tool.description))
+
+    def _signature(self, server: str, name: str, arguments: list[str], description: str | None) -> Text:
+        """``name(arguments)  description`` (``*`` marks a required argument), escaped."""
+        line = Text(self._shown(server, name), style="bold")
+        line.append(f"({self._shown(server, ', '.join(arguments))})")
+        if description:
+            line.append(f"  {self._shown(server, description)}", style="dim")
+        return line
 
     async def _do_resources(self, command: Command, server: str) -> None:
         resources = await self.host.list_resources(server)
@@ -250,11 +253,7 @@ class Session:
             self.say("no prompts", "dim")
         for item in prompts:
             names = [f"{a.name}{'*' if a.required else ''}" for a in item.arguments]
-            line = Text(self._shown(server, item.name), style="bold")
-            line.append(f"({self._shown(server, ', '.join(names))})")
-            if item.description:
-                line.append(f"  {self._shown(server, item.description)}", style="dim")
-            self.out.line(line)
+            self.out.line(self._signature(server, item.name, names, item.description))
 
     async def _tool(self, server: str, name: str) -> Tool:
         tools = await self.host.list_tools(server)
