@@ -100,7 +100,7 @@ async def close_on_signals(
             async with Host(load_config("servers.json")) as host:
                 async for event in host.events():
                     ...
-        print("stopped by", stop.reason)
+        exit_code = 0 if stop.reason is None else 130  # stopped by a signal
     """
     router = StopRouter(signals or SHUTDOWN_SIGNALS)
     async with anyio.create_task_group() as tg:
