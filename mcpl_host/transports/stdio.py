@@ -415,10 +415,14 @@ class StdioTransport:
                     self._closed.set()
 
     async def _stop_process(self, process: anyio.abc.Process) -> None:
+        limits, tree = self._limits, self._tree
+        if tree is not None:
+            # The last look below the leader while it surely runs: once stdin ends it may
+            # exit at once, and its children are reparented before a later look sees them.
+            tree.record()
         if process.stdin is not None:
             with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 await process.stdin.aclose()
-        limits, tree = self._limits, self._tree
         if tree is None:
             if not await _wait_group(process, limits.close_grace_seconds):
                 _signal_group(process.pid, signal.SIGTERM)
@@ -426,7 +430,6 @@ class StdioTransport:
                     _signal_group(process.pid, signal.SIGKILL)
             await process.wait()  # reap: no zombie remains
             return
-        tree.record()  # the last look below the leader before it may go
         if not await _wait_tree(process, tree, limits.close_grace_seconds):
             _signal_tree(process, tree, signal.SIGTERM)
             if not await _wait_tree(process, tree, limits.terminate_grace_seconds):
