@@ -143,11 +143,13 @@ class Link:
 
     __slots__ = (
         "_finishing",
+        "_held",
         "_max_outbox",
         "_new_event",
         "_on_lost",
         "_outbox",
         "_ready",
+        "_send_now",
         "_writer_scope",
         "_writing",
         "closed",
@@ -164,6 +166,7 @@ class Link:
         new_event: Callable[[], anyio.Event] = anyio.Event,
     ) -> None:
         self.transport = transport
+        self._send_now: Callable[[bytes], int] | None = getattr(transport, "send_now", None)
         self._new_event = new_event
         self.closed = False
         self._max_outbox = max_outbox_bytes
@@ -172,6 +175,7 @@ class Link:
         # few KiB of spare capacity each, so a list would hold many times the counted bytes).
         self._outbox = bytearray()
         self._writing = 0  # bytes handed to the transport and not yet written
+        self._held = False  # a message went out in its sender's task since the writer's turn
         self._ready = new_event()
         self._finishing = False
         self._writer_scope = anyio.CancelScope(shield=True)
@@ -180,6 +184,8 @@ class Link:
 
     def send(self, data: bytes, method: str | None = None) -> None:
         """Queue whole lines for the writer; a closed link drops them (docs/protocol.md T1).
+        When nothing is queued or being written and the transport offers ``send_now()``
+        (``SendsNow``), what it takes at once is written here, in the caller's task.
 
         Raises:
             MessageTooLarge: ``data`` alone is over ``max_outbox_bytes`` (``method`` names it
@@ -198,6 +204,16 @@ class Link:
                 )
             )
             return
+        if self._send_now is not None and not self._held and not self._writing and not self._outbox:
+            # The writer is idle and was since its last turn: what the transport takes at
+            # once goes out now, in this task. Whatever follows before the writer's next
+            # turn is queued and goes out in one write (one write per turn, as before).
+            self._held = True
+            self._ready.set()
+            written = self._send_now(data)
+            if written == size:
+                return
+            data = data[written:]
         self._outbox += data
         self._ready.set()
 
@@ -230,6 +246,7 @@ class Link:
                 while not self.closed:
                     await self._ready.wait()
                     self._ready = self._new_event()
+                    self._held = False
                     if self._outbox:
                         data = bytes(self._outbox)
                         self._outbox = bytearray()

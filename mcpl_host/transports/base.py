@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from mcpl_host.jsonrpc.framing import ReadItem
 
-__all__ = ["Transport"]
+__all__ = ["SendsNow", "Transport"]
 
 
 @runtime_checkable
@@ -48,4 +48,15 @@ class Transport(Protocol):
         """The handshake agreed on ``protocol_version`` (called once, in the read loop, before
         ``notifications/initialized`` is queued). HTTP sends it as ``MCP-Protocol-Version``;
         other transports ignore it."""
+        ...
+
+
+@runtime_checkable
+class SendsNow(Protocol):
+    """A transport that can take bytes at once, with no task switch (the stdio pipe)."""
+
+    def send_now(self, data: bytes) -> int:
+        """Write what the link takes now of ``data``, without waiting; return how many bytes
+        (0 to ``len(data)``). Only when no ``send()`` is in progress (the caller keeps the
+        order). Never raises: an error is left for the next ``send()`` to report."""
         ...

@@ -7,6 +7,9 @@ docs/protocol.md H5, L1-L3, T3 and "stdio"):
   whole group: a ``sh -c`` or ``npx`` wrapper never leaves its real server orphaned.
 - The child gets a minimal environment (``ENV_ALLOWLIST``) plus its configured ``env``,
   unless ``inherit_env`` is set. The host's own secrets do not leak into every server.
+- stdin is the host's own non-blocking pipe (``_PipeWriter``: ``os.write``, and
+  ``anyio.wait_writable`` only while the pipe is full), so ``send_now()`` writes an idle
+  link's message at once, with no task switch (``transports/base.py`` ``SendsNow``).
 - Every pipe has a reader. stdout feeds a ``LineReader``; stderr feeds a pump task that logs
   each line (escaped, redacted, cut, through ``log_value``; the lines of a private key block
   hidden by ``KeyBlockMasker``) and keeps the last ``limits.stderr_tail_lines`` lines to
@@ -32,7 +35,6 @@ docs/protocol.md H5, L1-L3, T3 and "stdio"):
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 from collections import deque
@@ -195,6 +197,51 @@ def _signal_tree(process: anyio.abc.Process, tree: ProcessTree, signum: int) -> 
     return members
 
 
+class _PipeWriter:
+    """The host's end of a server's stdin: a non-blocking pipe written with ``os.write``,
+    waiting (``anyio.wait_writable``) only while the pipe is full. One ``send()`` at a time;
+    ``write_now()`` only while none is in progress (the ``Link`` keeps that order)."""
+
+    __slots__ = ("_closed", "_fd")
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._closed = False
+
+    def write_now(self, data: bytes) -> int:
+        """Bytes of ``data`` written at once (0: the pipe is full, closed or broken)."""
+        if self._closed:
+            return 0
+        try:
+            return os.write(self._fd, data)
+        except OSError:  # EAGAIN, or EPIPE: the next send() meets it and reports it
+            return 0
+
+    async def send(self, data: bytes) -> None:
+        """Write all of ``data``. Raises ``anyio.ClosedResourceError`` (closed by ``close()``,
+        before or during the call) or ``OSError`` (``EPIPE``: the server's end is closed)."""
+        view = memoryview(data)
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                written = os.write(self._fd, view)
+            except BlockingIOError:
+                written = 0
+            view = view[written:]
+            if not view:
+                return
+            await anyio.wait_writable(self._fd)  # ClosedResourceError if closed meanwhile
+
+    def close(self) -> None:
+        """Close the pipe (the server reads EOF); a ``send()`` waiting on it raises
+        ``ClosedResourceError``. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            anyio.notify_closing(self._fd)
+            os.close(self._fd)
+
+
 class StdioTransport:
     """A server child process, its stdin and stdout as a line transport (``Transport``).
 
@@ -232,6 +279,7 @@ class StdioTransport:
         self._logger = logger if logger is not None else get_logger("mcpl_host.stdio")
         self._stderr_log_level = stderr_log_level
         self._process: anyio.abc.Process | None = None
+        self._stdin: _PipeWriter | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._pump_scope = anyio.CancelScope()
         self._pump_done = anyio.Event()
@@ -328,13 +376,17 @@ class StdioTransport:
         params = self._params
         token = process_tree.new_token()
         keep_tree = params.keep_tree and process_tree.supported()
+        child_end, our_end = os.pipe()  # stdin: ours to write without a stream (module rules)
         try:
             process = await anyio.open_process(
-                [params.command, *params.args], stdin=PIPE, stdout=PIPE, stderr=PIPE, cwd=params.cwd,
-                env=process_tree.marked_environment(child_environment(params), token),
+                [params.command, *params.args], stdin=child_end, stdout=PIPE, stderr=PIPE,
+                cwd=params.cwd, env=process_tree.marked_environment(child_environment(params), token),
                 start_new_session=True,
             )  # fmt: skip
-        except (OSError, ValueError) as exc:
+        except BaseException as exc:
+            os.close(our_end)
+            if not isinstance(exc, (OSError, ValueError)):
+                raise
             reason = getattr(exc, "strerror", None) or str(exc)
             filename = getattr(exc, "filename", None)
             if params.cwd is not None and filename is not None:
@@ -343,6 +395,10 @@ class StdioTransport:
                     reason = f"cannot use working directory {cwd!r}: {reason}"
             message = f"could not start server command {params.command!r} ({reason})"
             raise ConnectionLost(message) from None
+        finally:
+            os.close(child_end)
+        os.set_blocking(our_end, False)
+        self._stdin = _PipeWriter(our_end)
         process_tree.register_leader(process.pid)  # its exit status is ours to take
         if keep_tree:
             self._tree = ProcessTree(process.pid, token)
@@ -420,9 +476,8 @@ class StdioTransport:
             # The last look below the leader while it surely runs: once stdin ends it may
             # exit at once, and its children are reparented before a later look sees them.
             tree.record()
-        if process.stdin is not None:
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                await process.stdin.aclose()
+        if self._stdin is not None:
+            self._stdin.close()
         if tree is None:
             if not await _wait_group(process, limits.close_grace_seconds):
                 _signal_group(process.pid, signal.SIGTERM)
@@ -520,6 +575,14 @@ class StdioTransport:
             await self._pump_done.wait()
         self._lost = (_exit_message(process.returncode), process.returncode)
 
+    def send_now(self, data: bytes) -> int:
+        """Write to stdin what the pipe takes now of ``data`` (``SendsNow``): the byte count,
+        0 when it is full, closed or broken (``send()`` then reports why). Never raises."""
+        stdin = self._stdin
+        if stdin is None or self._closing:
+            return 0
+        return stdin.write_now(data)
+
     async def send(self, data: bytes) -> None:
         """Write ``data`` (one or more whole lines, each ending in ``\\n``) to stdin.
 
@@ -535,10 +598,10 @@ class StdioTransport:
         """
         if self._closing:
             raise ConnectionClosed("the stdio transport was closed")
-        if self._process is None or self._process.stdin is None:
+        if self._process is None or self._stdin is None:
             raise ConnectionClosed("the stdio transport is not open")
         try:
-            await self._process.stdin.send(data)
+            await self._stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             if self._closing:
                 raise ConnectionClosed("the stdio transport was closed") from None
