@@ -9,8 +9,9 @@ Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0
   write.
 - A pending request is a small ``Slot`` (an ``anyio.Event`` of the backend's own type plus
   the outcome) with a deadline; nothing is spawned and no cancel scope is entered per host
-  request. One timer task per connection sleeps until the earliest deadline, then fails
-  every request past its own (``RequestTimeout``, and ``notifications/cancelled`` is sent).
+  request. One timer per connection (the task that holds its task group) sleeps until the
+  earliest deadline, then fails every request past its own (``RequestTimeout``, and
+  ``notifications/cancelled`` is sent).
 - It knows nothing of MCPL. What a server asks is handed to the ``InboundPort`` it was given:
   ``on_request()`` decides in the read loop (admitted: a job to run; refused: the error to
   answer), once. Admitted jobs wait in one queue and are run by at most
@@ -361,7 +362,7 @@ class Connection:
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 task_status.started()
-                await anyio.sleep_forever()
+                await self._timer_loop()  # the task that holds the group is the timer
 
     @property
     def is_open(self) -> bool:
@@ -555,14 +556,16 @@ class Connection:
 
     # --- timeouts ----------------------------------------------------------------------------
 
-    async def _timer_loop(self, link: Link) -> None:
+    async def _timer_loop(self) -> None:
         """The one timer of the connection: sleeps until the earliest deadline, then fails
         each request past its own. Settled requests are never looked at again, so it wakes
-        about once per timeout period when nothing times out."""
-        while not link.closed:
+        about once per timeout period when nothing times out. Runs until the connection's
+        tasks are cancelled (``aclose()``); with no open link it has nothing to fail."""
+        while True:
             now = time.monotonic()
             if now >= self._timer_at:
-                self._timer_at = self._expire(now, link)
+                link = self._link
+                self._timer_at = self._expire(now, link) if link is not None and not link.closed else math.inf
                 continue
             with anyio.CancelScope() as scope:
                 self._timer_scope = scope
@@ -790,7 +793,6 @@ class Connection:
         self._link = link
         self._tg.start_soon(self._read_loop, link)
         self._tg.start_soon(link.write_loop)
-        self._tg.start_soon(self._timer_loop, link)
 
     async def _read_loop(self, link: Link) -> None:
         session, on_event, receive = self._session, self._on_event, link.transport.receive

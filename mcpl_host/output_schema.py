@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
-import anyio.to_process
 
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
@@ -105,7 +104,9 @@ async def validate_bounded(function: Callable[..., T], *args: Any, isolate: bool
     if not isolate:
         return function(*args)
     with anyio.move_on_after(seconds):
-        return await anyio.to_process.run_sync(function, *args, cancellable=True)
+        from anyio import to_process  # with the first bounded check (import time and memory)
+
+        return await to_process.run_sync(function, *args, cancellable=True)
     raise SchemaCheckTimeout(seconds)
 
 

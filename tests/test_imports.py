@@ -55,6 +55,22 @@ def test_a_websocket_server_loads_its_stack_when_built() -> None:
     assert result["out"] == [False, True]
 
 
+def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() -> None:
+    # JSON Patch (the first state patch), process workers (the first bounded schema check),
+    # difflib (a refused grant pattern's hint) and ctypes (the subreaper) load when used.
+    server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
+    later = ["jsonpatch", "anyio.to_process", "difflib", "ctypes", "secrets"]
+    result = run(
+        "import json, sys, anyio, mcpl_host\n"
+        "async def main():\n"
+        f"    async with mcpl_host.connect_stdio(sys.executable, [{str(server)!r}]) as conn:\n"
+        "        await conn.ping()\n"
+        "anyio.run(main)\n"
+        f"print(json.dumps([m for m in {later!r} if m in sys.modules]))"
+    )
+    assert result["out"] == []
+
+
 def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines_not_shown() -> None:
     # The handshake logs at debug level and tells stdio from HTTP transports: neither may
     # load structlog (its fallback shows warnings only) or httpx (memory per process).

@@ -24,7 +24,6 @@ command line and the config file refuse such a pattern.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,6 +92,8 @@ _HINTS_BY_LOWER = {hint.lower(): hint for hint in PATTERN_HINTS}
 
 def closest_pattern(pattern: str) -> str:
     """The entry of ``PATTERN_HINTS`` closest to ``pattern`` (difflib's ratio, ignoring case)."""
+    import difflib  # for a refused pattern only (import time and memory)
+
     (best,) = difflib.get_close_matches(pattern.lower(), list(_HINTS_BY_LOWER), n=1, cutoff=0.0) or [
         "pushevents"
     ]

@@ -41,7 +41,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-import jsonpatch
 import jsonpointer
 import orjson
 
@@ -319,6 +318,8 @@ class FeatureSetStateStore:
                 f" {limits.max_patch_operations} ({config_key(limit)})",
                 limit,
             )
+        import jsonpatch  # on the first patch: no stdio connection needs it before (memory)
+
         deadline = self._clock() + limits.max_patch_seconds
         doc = orjson.loads(base)  # a copy: the parent's data is kept as it was
         size = len(base)

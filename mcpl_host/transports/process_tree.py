@@ -41,10 +41,8 @@ the stdio transport signals the process group only.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
-import secrets
 import signal
 import sys
 import time
@@ -90,6 +88,8 @@ def supported() -> bool:
 
 
 def _prctl(option: int, arg: int) -> int:
+    import ctypes  # only where the subreaper is asked for (import time and memory)
+
     libc = ctypes.CDLL(None, use_errno=True)
     result = int(libc.prctl(option, arg, 0, 0, 0))
     if result < 0:
@@ -122,6 +122,8 @@ def is_child_subreaper() -> bool:
     """Whether this process is a child subreaper now (False where that cannot be asked)."""
     if not sys.platform.startswith("linux"):
         return False
+    import ctypes
+
     flag = ctypes.c_int(0)
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -191,7 +193,7 @@ def end_descendants() -> int:
 
 def new_token() -> str:
     """A fresh token naming one server's tree: ``<host pid>.<16 hex digits>``."""
-    return f"{os.getpid()}.{secrets.token_hex(8)}"
+    return f"{os.getpid()}.{os.urandom(8).hex()}"  # what secrets.token_hex(8) returns
 
 
 def lineage(inherited: str | None, token: str) -> str:
