@@ -596,11 +596,16 @@ class Connection:
         features: dict[str, Any] | None = None,
         *,
         protocol: ProtocolChoice = "handshake",
+        on_opened: Callable[[ServerInfo], None] | None = None,
     ) -> ServerInfo:
         """Settle the protocol era, then run its opening (``mcpl_host.stateless`` decides,
         this does the I/O). ``mcpl_advertisement``: the host's ``experimental.mcpl`` (MCPL
         §5.2), or None to offer no MCPL; ``features``: the client feature capabilities
-        served (``ClientFeatures.capabilities()``).
+        served (``ClientFeatures.capabilities()``). ``on_opened`` is called with the
+        server's info as soon as it is known and before the server may send anything
+        else: in the handshake era in the read loop, before ``notifications/initialized``
+        goes out, so what the server sends after it meets the caller's state already set
+        (the MCPL policy pending: MCPL §6.7); it must not raise.
 
         - ``protocol="handshake"``: ``initialize``, then ``notifications/initialized``
           strictly next (MCP 2025-11-25, "Lifecycle"; docs/protocol.md H1-H6).
@@ -700,7 +705,12 @@ class Connection:
             self.server_info = info
             self._session.discover_completed()
             self._require_link().transport.negotiated(info.protocol_version)
+            if on_opened is not None:
+                on_opened(info)
             return info
+
+        def initialize_answered(response: Response) -> None:
+            self._on_initialize_answer(response, on_opened)
 
         probing = protocol != "handshake" and may_carry_stateless(self._require_link().transport)
         if protocol == "stateless" and not probing:
@@ -715,7 +725,7 @@ class Connection:
                 "initialize",
                 initialize_params(client.name, client.version, mcpl_advertisement, features),
                 timeout=remaining(),
-                on_answer=self._on_initialize_answer,
+                on_answer=initialize_answered,
             )
         except RemoteError as exc:  # H2 included: an id-less error answers initialize
             retry = after_initialize_refusal(exc.code, exc.data, probed=probing and not probe_timed_out)
@@ -768,7 +778,9 @@ class Connection:
             )
         return "".join(f"; {part}" for part in parts)
 
-    def _on_initialize_answer(self, response: Response) -> None:
+    def _on_initialize_answer(
+        self, response: Response, on_opened: Callable[[ServerInfo], None] | None
+    ) -> None:
         """Runs in the read loop, before the next line is read: H6's ordering lives here.
         Raises ``InitializeError`` for a result we cannot use (D4)."""
         if response.has_error:
@@ -777,6 +789,8 @@ class Connection:
         self._session.initialize_completed()
         assert self._link is not None
         self._link.transport.negotiated(self.server_info.protocol_version)
+        if on_opened is not None:
+            on_opened(self.server_info)
         # Strictly the first message after the answer: real servers expect it (H6).
         self._link.send(self._session.notification("notifications/initialized"))
 

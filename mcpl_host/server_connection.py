@@ -207,37 +207,15 @@ class ServerConnection:
             self.mcp.mirrors_param_headers = True
         try:
             hosted = self.hosted
+            begun: list[bool] = []
             info = await self._shell.handshake(
                 hosted.client_info,
                 hosted.advertisement(),
                 self._features.features.capabilities(),
                 protocol=hosted.protocol,
+                on_opened=lambda info: begun.append(self._begin_mcpl(info)),
             )
-            over = manifest_limit_problem(info.mcpl, self.limits) if info.mcpl is not None else None
-            if over is not None:  # the work on it must stay bounded: MCPL is not served
-                self._log.warning(
-                    "MCPL manifest over a bound; served as a plain MCP server", problem=over[0], limit=over[1]
-                )
-            elif info.mcpl is not None:
-                if info.mcpl_version not in SERVED_MCPL_VERSIONS:
-                    self._log.warning(
-                        "MCPL version not known; serving best-effort",
-                        version=ServerValue(info.mcpl.get("version"), self.redactor),
-                    )
-                for problem in self._policy.begin(info.mcpl, tools="tools" in info.capabilities):
-                    self._log.info(
-                        "feature set declaration problem", problem=ServerValue(problem, self.redactor)
-                    )
-                choice = self._policy.choice
-                assert choice is not None
-                self._log.info(
-                    "MCPL compatibility profile",
-                    profile=choice.profile,
-                    setting=choice.setting,
-                    why=choice.reason,
-                )
-                if self._policy.lenient:
-                    self._dispatcher.note(tuple(declaration_notes(self._policy.feature_sets)))
+            if begun == [True]:
                 await self._exchange.initial()
         except BaseException:
             await self._shell.__aexit__(None, None, None)
@@ -247,6 +225,37 @@ class ServerConnection:
             self._unwatch_roots = roots.watch(self._on_roots_changed)
         hosted.attach(self)
         return self
+
+    def _begin_mcpl(self, info: ServerInfo) -> bool:
+        """The server's manifest is known: check its bounds and begin the policy (pending
+        until the receipt, MCPL §6.7). Called by the handshake before the server may send
+        anything else (``Connection.handshake``'s ``on_opened``), so a privileged request
+        sent right after ``notifications/initialized`` is refused "not yet in force" (held
+        under the 0.4 profile), never judged as from a plain MCP server. True when the
+        policy exchange is to follow. Never raises."""
+        if info.mcpl is None:
+            return False
+        over = manifest_limit_problem(info.mcpl, self.limits)
+        if over is not None:  # the work on it must stay bounded: MCPL is not served
+            self._log.warning(
+                "MCPL manifest over a bound; served as a plain MCP server", problem=over[0], limit=over[1]
+            )
+            return False
+        if info.mcpl_version not in SERVED_MCPL_VERSIONS:
+            self._log.warning(
+                "MCPL version not known; serving best-effort",
+                version=ServerValue(info.mcpl.get("version"), self.redactor),
+            )
+        for problem in self._policy.begin(info.mcpl, tools="tools" in info.capabilities):
+            self._log.info("feature set declaration problem", problem=ServerValue(problem, self.redactor))
+        choice = self._policy.choice
+        assert choice is not None
+        self._log.info(
+            "MCPL compatibility profile", profile=choice.profile, setting=choice.setting, why=choice.reason
+        )
+        if self._policy.lenient:
+            self._dispatcher.note(tuple(declaration_notes(self._policy.feature_sets)))
+        return True
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._unwatch_roots is not None:

@@ -425,6 +425,32 @@ async def test_shape3_with_the_04_profile_registers_answers_and_delivers() -> No
 
 
 @pytest.mark.anyio
+async def test_a_request_in_the_same_read_as_the_initialize_result_meets_the_pending_policy() -> None:
+    # The server's channels/register arrives with its initialize result, so the read loop
+    # judges it before the handshake's caller runs again: the policy must already be pending
+    # (strict: refused "not yet in force", never as from a plain MCP server).
+    handlers = Recorder()
+    limits = Limits(close_grace_seconds=1, terminate_grace_seconds=1, request_timeout_seconds=2)
+    with anyio.fail_after(TIMEOUT):
+        async with shape("shape3", handlers=handlers, limits=limits, env={"COMPAT_EAGER": "1"}) as conn:
+            await handlers.first_refusal.wait()
+            assert conn.profile == "strict"
+    assert handlers.refused[0][0] == "channels/register"
+    assert handlers.refused[0][1]["message"] == "Capability denied: the policy is not yet in force"
+
+
+@pytest.mark.anyio
+async def test_a_request_in_the_same_read_as_the_initialize_result_is_held_under_04() -> None:
+    handlers = Recorder()
+    with anyio.fail_after(TIMEOUT):
+        async with shape("shape3", handlers=handlers, compat="0.4", env={"COMPAT_EAGER": "1"}) as conn:
+            await handlers.registered.wait()
+            assert conn.held_total >= 1  # it came before the policy
+            assert conn.channel_registry.get("chat:general") is not None
+    assert handlers.refused == []
+
+
+@pytest.mark.anyio
 async def test_shape3_over_a_websocket_with_the_04_profile() -> None:
     from .test_websocket import bridge
 
