@@ -6,7 +6,8 @@ Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0
   writer task (``Link``). The reader feeds each line to the session and acts on its events
   synchronously, so ``ping`` answers and the ``notifications/initialized`` that follows the
   ``initialize`` answer go out in read order. The writer joins everything queued into one
-  write.
+  write; on an idle stdio link a message is written at once, in its sender's task
+  (``Link.send``).
 - A pending request is a small ``Slot`` (an ``anyio.Event`` of the backend's own type plus
   the outcome) with a deadline; nothing is spawned and no cancel scope is entered per host
   request. One timer per connection (the task that holds its task group) sleeps until the

@@ -1,8 +1,10 @@
 """Small I/O records of a connection: the ``Link`` to one transport and the pending ``Slot``.
 
-A ``Link`` is one transport with its outbox: ``send()`` queues whole lines without waiting,
-and one writer task joins everything queued into a single write (docs/architecture.md, "the
-hot path"). A ``Slot`` is a pending request's waiter: an ``anyio.Event`` plus the outcome.
+A ``Link`` is one transport with its outbox: ``send()`` never waits. On an idle link whose
+transport offers ``send_now()`` (the stdio pipe) it writes what the transport takes at once,
+in the caller's task; everything else is queued, and one writer task joins everything queued
+into a single write (docs/architecture.md, "Outgoing traffic"). A ``Slot`` is a pending
+request's waiter: an ``anyio.Event`` plus the outcome.
 """
 
 from __future__ import annotations
@@ -128,7 +130,8 @@ class Slot:
 
 
 class Link:
-    """One transport of a connection and its outbox, written by one writer task.
+    """One transport of a connection and its outbox, written by one writer task (and, on an
+    idle link, by ``send()`` itself through the transport's ``send_now()``: see ``send()``).
 
     The outbox is bounded: one message larger than ``max_outbox_bytes`` is refused to its
     sender (``MessageTooLarge``) and the link stays up; past ``max_outbox_bytes`` queued in

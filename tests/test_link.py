@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import AsyncIterator
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcpl_host.jsonrpc.errors import ConnectionLost
+from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.limits import Limits
 from mcpl_host.link import Link
-from mcpl_host.transports.stdio import _PipeWriter
+from mcpl_host.transports.stdio import StdioParameters, StdioTransport, _PipeWriter
+
+from .conftest import FIXTURES
 
 pytestmark = pytest.mark.anyio
 TIMEOUT = 10
@@ -182,3 +188,48 @@ async def test_a_broken_pipe_takes_nothing_at_once_and_send_raises() -> None:
             await writer.send(b"one\n")
     finally:
         writer.close()
+
+
+# -- a link over a real server's stdin --------------------------------------------------------
+
+
+async def test_over_a_real_pipe_every_line_reaches_the_server_once_whole_and_in_send_order() -> None:
+    # A server that echoes each line back. Each round starts on an idle link with a lead
+    # line of a size around the pipe's capacity (64 KiB on Linux), written at once, whole or
+    # in part, then several tasks send more before the writer's turn (queued behind the
+    # rest). The echo must be exactly the lines in send() order, each once and whole.
+    sizes = [0, 1, 4095, 4096, 65535, 65536, 65537, 200_000]
+    limits = Limits(max_line_bytes=1 << 20)
+    params = StdioParameters(sys.executable, (str(FIXTURES / "proc_echo.py"),))
+    sent: list[bytes] = []
+    lost: list[BaseException] = []
+    got: list[ReadItem] = []
+
+    def send(line: bytes) -> None:
+        link.send(line + b"\n")
+        sent.append(line)  # send() is synchronous: this is the order on the wire
+
+    async def sender(number: int, size: int) -> None:
+        send(f"task {number}:".encode() + b"y" * size)
+        await anyio.lowlevel.checkpoint()
+        send(f"task {number} again".encode())
+
+    with anyio.fail_after(TIMEOUT * 3):
+        async with StdioTransport(params, limits=limits) as transport:
+            link = Link(transport, max_outbox_bytes=64 << 20, on_lost=lost.append)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(link.write_loop)
+                try:
+                    for round_number, lead in enumerate(sizes):
+                        send(f"round {round_number}:".encode() + b"x" * lead)
+                        async with anyio.create_task_group() as senders:
+                            for number in range(6):
+                                senders.start_soon(
+                                    sender, number, sizes[(round_number + number) % len(sizes)]
+                                )
+                        while len(got) < len(sent):  # the link is idle again after this
+                            got.append(await transport.receive())
+                finally:
+                    link.close()  # the writer is shielded: nothing else stops it
+    assert lost == []
+    assert got == sent

@@ -408,16 +408,74 @@ async def test_close_from_another_task_gives_connection_closed() -> None:
                     await t.receive()
                 outcomes.append("receive closed")
 
+            async def blocked_writer(*, task_status: Any) -> None:
+                task_status.started()
+                with pytest.raises(ConnectionClosed):  # more than the pipe holds: it waits
+                    await t.send(b"x" * (1 << 20) + b"\n")
+                outcomes.append("send closed")
+
             async with anyio.create_task_group() as tg:
                 await tg.start(blocked_reader)
+                await tg.start(blocked_writer)
+                await anyio.wait_all_tasks_blocked()
                 await t.aclose()
-            assert outcomes == ["receive closed"]
+            assert sorted(outcomes) == ["receive closed", "send closed"]
             with pytest.raises(ConnectionClosed):
                 await t.send(b"{}\n")
             with pytest.raises(ConnectionClosed):
                 await t.receive()
             await t.aclose()  # idempotent
     assert is_gone(t.pid)
+
+
+def open_descriptors() -> set[int]:
+    return {int(name) for name in os.listdir("/proc/self/fd")}
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+async def test_no_descriptor_outlives_its_transport_and_a_late_write_reaches_no_other_file(
+    tmp_path: Any,
+) -> None:
+    # The transport owns its server's stdin pipe (os.pipe, os.close): every way a transport
+    # ends gives back every descriptor, and once closed it never writes to the number its
+    # stdin had, whatever file holds that number now.
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(fixture("proc_echo.py"), limits=SHORT) as t:  # the backend's own
+            await t.send(b"warm\n")
+            assert await t.receive() == b"warm"
+        before = open_descriptors()
+        for _ in range(3):
+            async with StdioTransport(fixture("proc_echo.py"), limits=SHORT) as t:
+                t.send_now(b"one\n")
+                assert await t.receive() == b"one"
+            async with StdioTransport(fixture("proc_exit.py", "3"), limits=SHORT) as t:
+                with pytest.raises(ConnectionLost):
+                    await t.receive()
+                with pytest.raises(ConnectionLost):
+                    await t.send(b"x" * 200_000 + b"\n")  # EPIPE
+            async with StdioTransport(fixture("proc_ignore_term.py"), limits=SHORT) as t:
+                assert await t.receive() == b"ready"
+                assert t.send_now(b"x" * (1 << 20)) < 1 << 20  # the pipe is full: closed full
+            with pytest.raises(ConnectionLost):
+                async with StdioTransport(StdioParameters("mcpl-host-no-such-command"), limits=SHORT):
+                    pass
+        assert open_descriptors() == before
+        async with StdioTransport(fixture("proc_echo.py"), limits=SHORT) as t:
+            assert t._stdin is not None
+            stdin_fd = t._stdin._fd  # white-box: the number to watch
+        other = tmp_path / "other"
+        held = [os.open(other, os.O_WRONLY | os.O_CREAT)]
+        try:
+            while held[-1] != stdin_fd and len(held) < 64:  # the lowest free number comes first
+                held.append(os.open(other, os.O_WRONLY))
+            assert held[-1] == stdin_fd  # another file holds the number now
+            assert t.send_now(b"late\n") == 0
+            with pytest.raises(ConnectionClosed):
+                await t.send(b"late\n")
+        finally:
+            for fd in held:
+                os.close(fd)
+    assert other.read_bytes() == b""
 
 
 async def test_a_body_error_propagates_unwrapped_and_the_child_is_reaped() -> None:

@@ -248,7 +248,8 @@ class StdioTransport:
     Use it as ``async with StdioTransport(params) as transport:``; entering spawns the
     process and starts the stderr pump in a task group the transport owns, leaving calls
     ``aclose()``. Enter and leave it in the same task. One task may ``receive()`` and one
-    task may ``send()`` at a time; ``aclose()`` may be called from any task.
+    task may ``send()`` at a time; ``send_now()`` only while no ``send()`` is in progress;
+    ``aclose()`` may be called from any task.
 
     Args:
         params: how to start the server.
