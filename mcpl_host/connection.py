@@ -59,6 +59,7 @@ from mcpl_host.jsonrpc.errors import (
     HandlerError,
     InitializeError,
     LocalProtocolError,
+    MCPLHostError,
     MessageTooLarge,
     RemoteError,
     RemoteProtocolError,
@@ -606,7 +607,8 @@ class Connection:
         server's info as soon as it is known and before the server may send anything
         else: in the handshake era in the read loop, before ``notifications/initialized``
         goes out, so what the server sends after it meets the caller's state already set
-        (the MCPL policy pending: MCPL §6.7); it must not raise.
+        (the MCPL policy pending: MCPL §6.7). If it raises, the handshake fails at once
+        (``InitializeError``) and ``notifications/initialized`` is not sent.
 
         - ``protocol="handshake"``: ``initialize``, then ``notifications/initialized``
           strictly next (MCP 2025-11-25, "Lifecycle"; docs/protocol.md H1-H6).
@@ -711,7 +713,12 @@ class Connection:
             return info
 
         def initialize_answered(response: Response) -> None:
-            self._on_initialize_answer(response, on_opened)
+            try:
+                self._on_initialize_answer(response, on_opened)
+            except MCPLHostError:
+                raise
+            except Exception as exc:  # a bug in on_opened: the handshake fails now, saying so
+                raise failure(f"the host could not take up the server's initialize result ({exc!r})") from exc
 
         probing = protocol != "handshake" and may_carry_stateless(self._require_link().transport)
         if protocol == "stateless" and not probing:

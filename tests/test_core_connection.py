@@ -396,3 +396,28 @@ async def test_a_handshake_timeout_without_noise_says_only_that(tmp_path: Path) 
         async with script.connect(limits=limits):
             pass
     assert str(caught.value) == "the server did not answer initialize within 0.3 seconds"
+
+
+@pytest.mark.anyio
+async def test_a_failure_in_the_handshakes_opening_hook_fails_the_handshake_at_once() -> None:
+    # on_opened runs in the read loop; if it raises, the handshake must fail now, naming it,
+    # not wait for the handshake timeout (60 s here) with the waiter never woken.
+    import sys
+
+    from mcpl_host.connection import ClientInfo, Connection
+    from mcpl_host.transports.stdio import StdioParameters, StdioTransport
+
+    from .conftest import FIXTURES
+
+    limits = Limits(handshake_timeout_seconds=60, close_grace_seconds=0.3, terminate_grace_seconds=0.3)
+    params = StdioParameters(sys.executable, (str(FIXTURES / "mcpl_server.py"),))
+
+    def boom(info: Any) -> None:
+        raise RuntimeError("opening hook failed")
+
+    with anyio.fail_after(10):
+        async with Connection(lambda: StdioTransport(params, limits=limits), limits=limits) as conn:
+            with pytest.raises(InitializeError) as caught:
+                await conn.handshake(ClientInfo(), None, protocol=NO_PROBE, on_opened=boom)
+    assert "could not take up the server's initialize result" in str(caught.value)
+    assert "opening hook failed" in str(caught.value)
