@@ -207,15 +207,14 @@ class ServerConnection:
             self.mcp.mirrors_param_headers = True
         try:
             hosted = self.hosted
-            begun: list[bool] = []
             info = await self._shell.handshake(
                 hosted.client_info,
                 hosted.advertisement(),
                 self._features.features.capabilities(),
                 protocol=hosted.protocol,
-                on_opened=lambda info: begun.append(self._begin_mcpl(info)),
+                on_opened=self._begin_mcpl,
             )
-            if begun == [True]:
+            if self._policy.state is MCPLState.PENDING:
                 await self._exchange.initial()
         except BaseException:
             await self._shell.__aexit__(None, None, None)
@@ -226,21 +225,21 @@ class ServerConnection:
         hosted.attach(self)
         return self
 
-    def _begin_mcpl(self, info: ServerInfo) -> bool:
+    def _begin_mcpl(self, info: ServerInfo) -> None:
         """The server's manifest is known: check its bounds and begin the policy (pending
         until the receipt, MCPL §6.7). Called by the handshake before the server may send
         anything else (``Connection.handshake``'s ``on_opened``), so a privileged request
         sent right after ``notifications/initialized`` is refused "not yet in force" (held
-        under the 0.4 profile), never judged as from a plain MCP server. True when the
-        policy exchange is to follow. Never raises."""
+        under the 0.4 profile), never judged as from a plain MCP server. The policy
+        exchange follows when the policy is then pending."""
         if info.mcpl is None:
-            return False
+            return
         over = manifest_limit_problem(info.mcpl, self.limits)
         if over is not None:  # the work on it must stay bounded: MCPL is not served
             self._log.warning(
                 "MCPL manifest over a bound; served as a plain MCP server", problem=over[0], limit=over[1]
             )
-            return False
+            return
         if info.mcpl_version not in SERVED_MCPL_VERSIONS:
             self._log.warning(
                 "MCPL version not known; serving best-effort",
@@ -255,7 +254,6 @@ class ServerConnection:
         )
         if self._policy.lenient:
             self._dispatcher.note(tuple(declaration_notes(self._policy.feature_sets)))
-        return True
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._unwatch_roots is not None:
