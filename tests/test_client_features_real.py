@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from mcpl_host.client_features import (
 )
 
 from .conftest import FIXTURES
+from .wire import port_line, stop_server_process
 
 pytestmark = pytest.mark.anyio
 
@@ -97,18 +97,6 @@ def everything() -> str:
     return executable
 
 
-async def _stop(process: anyio.abc.Process) -> None:
-    with anyio.CancelScope(shield=True):
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-        with anyio.move_on_after(TIMEOUT):
-            await process.wait()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-        await process.aclose()
-
-
 @contextlib.asynccontextmanager
 async def everything_over_http(mode: str) -> AsyncIterator[int]:
     with socket.socket() as sock:
@@ -129,7 +117,7 @@ async def everything_over_http(mode: str) -> AsyncIterator[int]:
                 seen += await process.stderr.receive()
         yield port
     finally:
-        await _stop(process)
+        await stop_server_process(process, TIMEOUT)
 
 
 @contextlib.asynccontextmanager
@@ -141,16 +129,9 @@ async def sdk_over_http(*options: str) -> AsyncIterator[int]:
         start_new_session=True,
     )
     try:
-        assert process.stdout is not None
-        buffer = b""
-        with anyio.fail_after(TIMEOUT):
-            while b"\n" not in buffer:
-                buffer += await process.stdout.receive()
-        word, port = buffer.split(b"\n", 1)[0].split()
-        assert word == b"PORT"
-        yield int(port)
+        yield await port_line(process, TIMEOUT)
     finally:
-        await _stop(process)
+        await stop_server_process(process, TIMEOUT)
 
 
 # -- server-everything: 17 tools, and its roots, sampling and elicitation tools ----------------

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -57,7 +56,8 @@ from mcpl_host.transports.http_params import (
 from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
 
 from .conftest import FIXTURES
-from .wire import SCRIPTED, Script
+from .test_client_features_real import everything_over_http
+from .wire import SCRIPTED, Script, port_line, stop_server_process
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
 
@@ -101,31 +101,6 @@ class Server:
         return [json.loads(row) for row in self.log.read_text().splitlines() if row]
 
 
-async def _stop(process: anyio.abc.Process) -> None:
-    with anyio.CancelScope(shield=True):
-        if process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                process.terminate()
-        with anyio.move_on_after(TIMEOUT):
-            await process.wait()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-        await process.aclose()
-
-
-async def _port_line(process: anyio.abc.Process) -> int:
-    assert process.stdout is not None
-    buffer = b""
-    with anyio.fail_after(TIMEOUT):
-        while b"\n" not in buffer:
-            chunk = await process.stdout.receive()
-            buffer += chunk
-    word, port = buffer.split(b"\n", 1)[0].split()
-    assert word == b"PORT"
-    return int(port)
-
-
 @contextlib.asynccontextmanager
 async def bridge(
     tmp_path: Path, *options: str, command: list[str] | None = None, env: dict[str, str] | None = None
@@ -142,9 +117,9 @@ async def bridge(
         start_new_session=True,
     )
     try:
-        yield Server(process, await _port_line(process), log)
+        yield Server(process, await port_line(process, TIMEOUT), log)
     finally:
-        await _stop(process)
+        await stop_server_process(process, TIMEOUT)
 
 
 def scripted(script: Script) -> list[str]:
@@ -720,9 +695,9 @@ async def sdk_server(*args: str) -> AsyncIterator[int]:
         [sys.executable, str(SDK_SERVER), *args], stdout=PIPE, stderr=PIPE, start_new_session=True
     )
     try:
-        yield await _port_line(process)
+        yield await port_line(process, TIMEOUT)
     finally:
-        await _stop(process)
+        await stop_server_process(process, TIMEOUT)
 
 
 @pytest.mark.parametrize(
@@ -750,25 +725,7 @@ async def test_the_mcp_python_sdk_server(args: list[str], path: str, transport: 
 
 @pytest.mark.parametrize(("mode", "path"), [("streamableHttp", "/mcp"), ("sse", "/sse")])
 async def test_server_everything_over_http(mode: str, path: str) -> None:
-    executable = os.environ.get("MCPL_TEST_SERVER_EVERYTHING")
-    if not executable or not os.path.exists(executable):
-        pytest.skip("set MCPL_TEST_SERVER_EVERYTHING to the mcp-server-everything executable (.ci/run does)")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = await anyio.open_process(
-        [executable, mode],
-        stdout=PIPE,
-        stderr=PIPE,
-        env={**os.environ, "PORT": str(port)},
-        start_new_session=True,
-    )
-    try:
-        assert process.stderr is not None
-        seen = b""
-        with anyio.fail_after(TIMEOUT):
-            while b"port" not in seen.lower():  # "... listening on port N" / "running on port N"
-                seen += await process.stderr.receive()
+    async with everything_over_http(mode) as port:
         progress: list[Any] = []
         conn = connect_http(f"http://127.0.0.1:{port}{path}", limits=FAST)  # auto: the fallback for sse
         with anyio.fail_after(60):
@@ -785,5 +742,3 @@ async def test_server_everything_over_http(mode: str, path: str) -> None:
                 assert not result.is_error and len(progress) == 3  # notifications on the POST's stream
                 assert await conn.list_resources() and await conn.list_prompts()
                 await conn.ping()
-    finally:
-        await _stop(process)

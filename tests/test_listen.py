@@ -34,15 +34,11 @@ from mcpl_host.listen import (
 )
 from mcpl_host.stateless import stream_lost_answer
 
-from .conftest import FIXTURES
-from .test_client_features_real import sdk_over_http
-from .wire import Script, TestHandlers, mark
+from .test_client_features_real import FAST, SDK_FEATURES, TIMEOUT, sdk_over_http
+from .wire import Script, TestHandlers, mark, port_line
 
 pytestmark = pytest.mark.anyio
 
-TIMEOUT = 60
-SDK_FEATURES = FIXTURES / "sdk_features_server.py"
-FAST = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=30.0)
 NOTE = "fixture://note"
 ALL_CHANGES = {
     "tools": {"listChanged": True},
@@ -234,12 +230,7 @@ async def killable_http_server(*options: str) -> AsyncIterator[tuple[anyio.abc.P
         start_new_session=True,
     )
     try:
-        assert process.stdout is not None
-        buffer = b""
-        with anyio.fail_after(TIMEOUT):
-            while b"\n" not in buffer:
-                buffer += await process.stdout.receive()
-        yield process, int(buffer.split()[1])
+        yield process, await port_line(process, TIMEOUT)
     finally:
         with anyio.CancelScope(shield=True):
             with contextlib.suppress(ProcessLookupError):

@@ -52,7 +52,7 @@ from mcpl_host.transports.websocket import (
 )
 
 from .conftest import FIXTURES
-from .wire import MCP_HANDSHAKE, SCRIPTED, Script, TestHandlers, mark
+from .wire import MCP_HANDSHAKE, SCRIPTED, Script, TestHandlers, mark, port_line
 
 # Every test here captures its log events (tests/conftest.py ``logs``).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
@@ -105,14 +105,7 @@ async def bridge(
         start_new_session=True,
     )
     try:
-        assert process.stdout is not None
-        buffer = b""
-        with anyio.fail_after(TIMEOUT):
-            while b"\n" not in buffer:
-                buffer += await process.stdout.receive()
-        word, port = buffer.split(b"\n", 1)[0].split()
-        assert word == b"PORT"
-        yield Bridge(process, int(port))
+        yield Bridge(process, await port_line(process, TIMEOUT))
     finally:
         with anyio.CancelScope(shield=True):
             handle = Bridge(process, 0)

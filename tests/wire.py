@@ -6,9 +6,11 @@ tests assert on that record after the connection has closed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
+import signal
 import sys
 import threading
 import time
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 
 from mcpl_host import HostedServer, HostHandlers, ServerConnection, connect_stdio, stdio_server
 from mcpl_host.limits import Limits
@@ -178,3 +181,30 @@ class ExitWatch:
         os.close(self.fd)
         assert self.at is not None
         return self.at
+
+
+async def port_line(process: anyio.abc.Process, seconds: float = 60) -> int:
+    """The port of a fixture server that prints ``PORT <n>`` as its first stdout line."""
+    assert process.stdout is not None
+    buffer = b""
+    with anyio.fail_after(seconds):
+        while b"\n" not in buffer:
+            buffer += await process.stdout.receive()
+    word, port = buffer.split(b"\n", 1)[0].split()
+    assert word == b"PORT"
+    return int(port)
+
+
+async def stop_server_process(process: anyio.abc.Process, seconds: float = 60) -> None:
+    """Stop a server process a test started in its own session: SIGTERM, up to ``seconds``,
+    then SIGKILL to its whole group; always reaped. Shielded from cancellation."""
+    with anyio.CancelScope(shield=True):
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+        with anyio.move_on_after(seconds):
+            await process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+        await process.aclose()
