@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import importlib
 import sys
 import time
 from collections.abc import Callable
@@ -47,7 +48,7 @@ import anyio
 import click
 
 import mcpl_host
-from mcpl_host import cli_call, report
+from mcpl_host import report
 from mcpl_host.cli_target import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -79,7 +80,6 @@ from mcpl_host.observe import Observation
 from mcpl_host.probe_features import exit_now_if_abandoned, probe_handlers
 from mcpl_host.probing import ProbeWatch
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.shell import cli as shell_cli
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 
 __all__ = ["ProbeRecorder", "main"]
@@ -282,7 +282,47 @@ def _notes(doc: dict[str, Any]) -> list[Any]:
     return list(notes) if is_array(notes) else []
 
 
-@click.group(name="mcpl-host", context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyCommands(click.Group):
+    """The command group, with the commands of other modules imported when one is run
+    (``call``, ``shell``, ``check``...): ``mcpl-host probe`` does not load the shell's line
+    editor nor the checker. This is click's documented extension point for lazy loading
+    ("Advanced patterns: lazily loading subcommands")."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self._lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = self._lazy.get(cmd_name)
+        if where is None:
+            return super().get_command(ctx, cmd_name)
+        module_name, _, attribute = where.partition(":")
+        command = getattr(importlib.import_module(module_name), attribute)
+        assert isinstance(command, click.Command)
+        return command
+
+
+#: The commands written in other modules: name -> ``module:attribute``.
+_LAZY_COMMANDS = {
+    "call": "mcpl_host.cli_call:call",
+    "read": "mcpl_host.cli_call:read",
+    "prompt": "mcpl_host.cli_call:prompt",
+    "send": "mcpl_host.cli_call:send",
+    "shell": "mcpl_host.shell.cli:shell",
+    # `mcpl-host check` lives in its own package; it imports nothing from this module.
+    "check": "mcpl_host.check.cli:check",
+}
+
+
+@click.group(
+    name="mcpl-host",
+    cls=_LazyCommands,
+    lazy=_LAZY_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(mcpl_host.__version__, prog_name="mcpl-host")
 def main() -> None:
     """Host MCPL (MCP Live) and plain MCP servers over stdio, WebSocket and HTTP."""
@@ -604,16 +644,6 @@ def run(
     end_children(owned)
     ctx.exit(status)
 
-
-main.add_command(cli_call.call)
-main.add_command(cli_call.read)
-main.add_command(cli_call.prompt)
-main.add_command(cli_call.send)
-main.add_command(shell_cli.shell)
-# `mcpl-host check` lives in its own package; it imports nothing from this module.
-from mcpl_host.check.cli import check as _check  # noqa: E402
-
-main.add_command(_check)
 
 if __name__ == "__main__":
     main(prog_name="mcpl-host")
