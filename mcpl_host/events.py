@@ -2,33 +2,47 @@
 
 Rules of this module:
 
-- Three classes of event, each with its own rule, so that nothing that matters is lost:
+- Three classes of event, each with its own rule, so that nothing that matters is lost and
+  no subscription holds back another. Emitting never waits for a consumer: a subscription
+  that is not read (the default one nobody asked for, or one the application stopped
+  reading) stays bounded, loses only what its own bounds say, counts it (``dropped``), and
+  never delays what the other subscriptions receive.
 
   - **lifecycle** (``connecting``, ``ready``, ``degraded``, ``disconnected``,
-    ``reconnecting``, ``gave_up``): never dropped. Past ``max_queued_lifecycle`` waiting in a
-    subscription, the supervisor that emits one waits for the consumer (back-pressure: it
-    does not go on to its next attempt).
+    ``reconnecting``, ``gave_up``): never dropped to make room for anything else. Only a
+    subscription holding ``max_queued_lifecycle`` unread lifecycle events (a consumer that
+    stopped reading long ago) loses its oldest lifecycle event, counted.
   - **deliveries**: a ``push_event`` or ``server_request`` that the application itself must
     answer (the ``Host`` without application handlers). It is answered only once a consumer
-    has taken it from a subscription (``Delivery.taken``); the emitting request waits, and
-    when nobody takes it in time it is withdrawn from every queue (never seen afterwards) and
-    refused with a reason. Never "accepted" and then dropped.
+    has taken it from a subscription (``Delivery.taken``); when nobody takes it in time it is
+    withdrawn from every queue (never seen afterwards) and refused with a reason. Never
+    "accepted" and then dropped. It is queued to each subscription that has room for it
+    (``max_queued`` deliveries not yet taken); one without room misses it, counted. Once
+    another consumer took it, a delivery still queued is an observation there (it may be
+    dropped like one); a withdrawn one is removed. Only when no subscription has room does
+    the emitter wait (``Host``: up to the delivery timeout, or refuse at once).
   - **observations** (everything else: ``notification``, ``refused``, ``held``, ``policy_receipt``,
-    ``manifest_change``, ``channels_changed``, and reports of requests the application's own
-    handlers answered): past ``max_queued`` in a subscription the oldest observation is
-    dropped and counted (``dropped``); lifecycle events and deliveries are never dropped to
-    make room. Emitting one never blocks (they come from read loops).
+    ``manifest_change``, ``channels_changed``, ``stalled``, and reports of requests the
+    application's own handlers answered): past ``max_queued`` in a subscription the oldest
+    observation is dropped and counted (``dropped``); lifecycle events and deliveries are
+    never dropped to make room. Emitting one never blocks (they come from read loops).
 
 - A subscription receives, in order, the events emitted after it was made whose server and
   kind it asked for (``servers``/``kinds`` None: all).
+- **Connecting comes first** (``ConnectingOrder``, pure): from a server's ``connecting``
+  until the lifecycle event that ends it (``ready``, ``degraded``, ``disconnected``,
+  ``gave_up``), that server's observations wait (at most ``max_held``; past it the oldest is
+  dropped, counted) and are emitted right after that event, in order. So ``ready`` reaches
+  every subscriber before any event of the traffic that follows the handshake, however the
+  read loop and the supervisor are scheduled.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict, get_args
 
 import anyio
@@ -37,7 +51,9 @@ __all__ = [
     "DELIVERY_KINDS",
     "EVENT_KINDS",
     "LIFECYCLE_KINDS",
+    "ENDS_CONNECTING",
     "ConnectingData",
+    "ConnectingOrder",
     "Delivery",
     "DisconnectedData",
     "EventBus",
@@ -234,33 +250,77 @@ class Subscription:
             self._observations += 1
         self._arrived.set()
 
+    def _drop_oldest(self, lifecycle: bool) -> None:
+        """Drop the oldest queued observation (or lifecycle event), counted."""
+        for index, queued in enumerate(self._queue):
+            if lifecycle == queued.is_lifecycle and queued.delivery is None:
+                del self._queue[index]
+                if lifecycle:
+                    self._lifecycle -= 1
+                else:
+                    self._observations -= 1
+                self.dropped += 1
+                return
+
     def put_observation(self, event: HostEvent) -> bool:
         """Queue an observation; returns False when the oldest one was dropped for it."""
-        kept = True
-        if self._observations >= self.max_queued:
-            for index, queued in enumerate(self._queue):
-                if not queued.is_lifecycle and queued.delivery is None:
-                    del self._queue[index]
-                    self._observations -= 1
-                    self.dropped += 1
-                    kept = False
-                    break
+        kept = self._observations < self.max_queued
+        if not kept:
+            self._drop_oldest(lifecycle=False)
         self._append(event)
         return kept
 
-    def has_room_for(self, event: HostEvent) -> bool:
-        if event.is_lifecycle:
-            return self._lifecycle < self.max_queued_lifecycle
+    def put_lifecycle(self, event: HostEvent) -> bool:
+        """Queue a lifecycle event; returns False when this subscription's oldest lifecycle
+        event was dropped for it (``max_queued_lifecycle`` unread: module rules)."""
+        kept = self._lifecycle < self.max_queued_lifecycle
+        if not kept:
+            self._drop_oldest(lifecycle=True)
+        self._append(event)
+        return kept
+
+    def _compact(self) -> None:
+        """Deliveries no longer waiting for this consumer stop counting as deliveries: a
+        withdrawn one is removed, one another consumer took becomes an observation (then the
+        observation bound applies, oldest first)."""
+        kept: deque[HostEvent] = deque()
+        for queued in self._queue:
+            delivery = queued.delivery
+            if delivery is not None and delivery.withdrawn:
+                self._deliveries -= 1
+                continue
+            if delivery is not None and delivery.taken.is_set():
+                self._deliveries -= 1
+                self._observations += 1
+                queued = replace(queued, delivery=None)
+            kept.append(queued)
+        self._queue = kept
+        while self._observations > self.max_queued:
+            self._drop_oldest(lifecycle=False)
+
+    def has_room_for_delivery(self) -> bool:
+        """Fewer than ``max_queued`` deliveries wait here for this consumer (module rules)."""
+        if self._closed:
+            return False
+        if self._deliveries >= self.max_queued:
+            self._compact()
         return self._deliveries < self.max_queued
 
-    async def put_waiting(self, event: HostEvent) -> None:
-        """Queue a lifecycle event or a delivery, waiting for room (module rules)."""
-        while not self._closed and not self.has_room_for(event):
-            if self._room.is_set():
-                self._room = anyio.Event()
-            await self._room.wait()
-        if not self._closed:
-            self._append(event)
+    def put_delivery(self, event: HostEvent) -> bool:
+        """Queue a delivery if there is room for it; returns False, counting it in
+        ``dropped``, when this subscription misses it (module rules)."""
+        if not self.has_room_for_delivery():
+            if not self._closed:
+                self.dropped += 1
+            return False
+        self._append(event)
+        return True
+
+    async def wait_room(self) -> None:
+        """Wait until a consumer took something from this subscription (or it closed)."""
+        if self._room.is_set():
+            self._room = anyio.Event()
+        await self._room.wait()
 
     def end(self) -> None:
         """The host has closed: iteration ends once the queue is empty."""
@@ -348,14 +408,66 @@ class EventBus:
         self.dropped += dropped
         return dropped
 
-    async def emit_waiting(self, event: HostEvent) -> int:
-        """Emit a lifecycle event or a delivery, waiting for room in each subscription.
-        Returns how many subscriptions it was queued to."""
-        targets = self.matching(event)
+    def emit_lifecycle(self, event: HostEvent) -> int:
+        """Emit a lifecycle event; never blocks. Returns how many subscriptions dropped one
+        (their oldest lifecycle event: module rules)."""
+        dropped = 0
+        for subscription in self.matching(event):
+            if not subscription.put_lifecycle(event):
+                dropped += 1
+        self.dropped += dropped
+        return dropped
+
+    def offer(self, event: HostEvent, targets: Sequence[Subscription]) -> tuple[int, int]:
+        """Queue a delivery to each of ``targets`` that has room; never blocks. Returns
+        ``(queued, missed)``: how many took it into their queue, how many had no room."""
+        queued = missed = 0
         for subscription in targets:
-            await subscription.put_waiting(event)
-        return len(targets)
+            if subscription.put_delivery(event):
+                queued += 1
+            elif not subscription.closed:
+                missed += 1
+        self.dropped += missed
+        return queued, missed
 
     def end(self) -> None:
         for subscription in self.subscriptions:
             subscription.end()
+
+
+#: The lifecycle events that end a server's connecting (``ConnectingOrder``).
+ENDS_CONNECTING: frozenset[str] = frozenset({"ready", "degraded", "disconnected", "gave_up"})
+
+
+class ConnectingOrder:
+    """Orders each server's events (module rules, "Connecting comes first"); pure.
+    ``lifecycle(event)`` returns the observations to emit right after ``event``;
+    ``observation(event)`` returns True when ``event`` may be emitted now, False when it was
+    held (or, past ``max_held``, the oldest held one was dropped for it: ``dropped``)."""
+
+    def __init__(self, max_held: int) -> None:
+        self.max_held = max_held
+        self.dropped = 0
+        self._held: dict[str, deque[HostEvent]] = {}
+
+    def connecting(self, server: str) -> bool:
+        """True from ``server``'s ``connecting`` until the event that ends it."""
+        return server in self._held
+
+    def lifecycle(self, event: HostEvent) -> list[HostEvent]:
+        if event.kind == "connecting":
+            self._held.setdefault(event.server, deque())
+            return []
+        if event.kind in ENDS_CONNECTING:
+            return list(self._held.pop(event.server, ()))
+        return []
+
+    def observation(self, event: HostEvent) -> bool:
+        held = self._held.get(event.server)
+        if held is None:
+            return True
+        if len(held) >= self.max_held:
+            held.popleft()
+            self.dropped += 1
+        held.append(event)
+        return False

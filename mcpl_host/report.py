@@ -25,8 +25,6 @@ Rules of this module:
   the terminal shows it under the error sentence (``render_failure``).
 - ``ProgressLine``: on a terminal, what the probe waits for and for how long, on one line of
   stderr that is cleared before anything else is printed.
-- ``RunOrder``: ``run`` prints a server's observations (a refusal, a receipt) only after the
-  lifecycle event that ends its connecting (``ready``, ``degraded``, ``disconnected``).
 """
 
 from __future__ import annotations
@@ -55,7 +53,6 @@ __all__ = [
     "HOST_KEYS",
     "ProgressLine",
     "ReportConsole",
-    "RunOrder",
     "error_chain",
     "error_object",
     "failure_sentence",
@@ -900,36 +897,6 @@ def no_grant_warning(name: str) -> str:
         f"warning: {safe_text(name)}: its config entry gives no grant, so MCPL is granted nothing "
         '(add "grant": [...] or "grantAllAdvertised": true)'
     )
-
-
-#: Observations held per server while it connects (``RunOrder``); past it they are printed
-#: at once, in order, rather than kept.
-MAX_ORDERED_EVENTS = 1000
-_ENDS_CONNECTING = frozenset({"ready", "degraded", "disconnected", "gave_up"})
-
-
-class RunOrder:
-    """Orders ``run``'s lines (module rules): ``take(event)`` returns the events to print
-    now. After a server's ``connecting``, its observations wait (at most
-    ``MAX_ORDERED_EVENTS``) until the lifecycle event that ends connecting, which is printed
-    first, then them."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[str, list[dict[str, Any]]] = {}
-
-    def take(self, event: dict[str, Any]) -> list[dict[str, Any]]:
-        server, kind = str(event.get("server")), event.get("kind")
-        if kind == "connecting":
-            earlier = self._waiting.pop(server, [])
-            self._waiting[server] = []
-            return [*earlier, event]
-        if kind in _ENDS_CONNECTING:
-            return [event, *self._waiting.pop(server, [])]
-        waiting = self._waiting.get(server)
-        if waiting is None or len(waiting) >= MAX_ORDERED_EVENTS:
-            return [event]
-        waiting.append(event)
-        return []
 
 
 def render_stopping(console: Console, count: int) -> None:
