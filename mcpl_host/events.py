@@ -32,7 +32,8 @@ Rules of this module:
 - **Connecting comes first** (``ConnectingOrder``, pure): from a server's ``connecting``
   until the lifecycle event that ends it (``ready``, ``degraded``, ``disconnected``,
   ``gave_up``), that server's observations wait (at most ``max_held``; past it the oldest is
-  dropped, counted) and are emitted right after that event, in order. So ``ready`` reaches
+  dropped, counted) and are emitted right after that event, in order; a ``stalled``
+  observation (news about the connecting itself) is never held. So ``ready`` reaches
   every subscriber before any event of the traffic that follows the handshake, however the
   read loop and the supervisor are scheduled.
 """
@@ -62,6 +63,7 @@ __all__ = [
     "HostEvent",
     "ReadyData",
     "ReconnectingData",
+    "StalledData",
     "Subscription",
 ]
 
@@ -80,6 +82,7 @@ EventKind = Literal[
     "manifest_change",
     "policy_receipt",
     "channels_changed",
+    "stalled",
 ]
 #: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
@@ -145,6 +148,20 @@ class GaveUpData(TypedDict):
     reason: str
     failures: int
     windowSeconds: float
+
+
+class StalledData(TypedDict):
+    """``stalled``: the server sent nothing for ``silentSeconds`` while host requests waited
+    (``waiting``: ``{"method", "seconds"}``, oldest first); ``explanation``: one sentence
+    (``mcpl.explain.silence_sentence``, naming ``compat="0.4"`` after a strict refusal);
+    ``refused``: the refusal before the silence (``"channels/register (-32002: ...)"``) or
+    None; ``profile`` (``"strict"``, ``"0.4"``, or None for plain MCP)."""
+
+    explanation: str
+    silentSeconds: float
+    waiting: list[dict[str, Any]]
+    refused: str | None
+    profile: str | None
 
 
 class Delivery:
@@ -437,6 +454,8 @@ class EventBus:
 
 #: The lifecycle events that end a server's connecting (``ConnectingOrder``).
 ENDS_CONNECTING: frozenset[str] = frozenset({"ready", "degraded", "disconnected", "gave_up"})
+#: Observations about the connecting itself: never held by ``ConnectingOrder``.
+PASS_CONNECTING: frozenset[str] = frozenset({"stalled"})
 
 
 class ConnectingOrder:
@@ -464,7 +483,7 @@ class ConnectingOrder:
 
     def observation(self, event: HostEvent) -> bool:
         held = self._held.get(event.server)
-        if held is None:
+        if held is None or event.kind in PASS_CONNECTING:
             return True
         if len(held) >= self.max_held:
             held.popleft()

@@ -333,7 +333,9 @@ class ServerSnapshot:
     ``server_version``, ``protocol_version``, ``era`` (``"handshake"`` or ``"stateless"``),
     ``mcpl`` (``MCPLState`` value), the grant in
     force (``effective_capabilities``) and ``enabled_feature_sets``; ``channels`` registered
-    now; ``last_disconnect`` (the reason of the last ``disconnected``, or None)."""
+    now; ``last_disconnect`` (the reason of the last ``disconnected``, or None);
+    ``stall_explanation``: the sentence of the last stall of the server since its last
+    ``connecting`` (the ``stalled`` event's ``explanation``, set at the same moment), or None."""
 
     name: str
     state: SupervisorState
@@ -348,6 +350,7 @@ class ServerSnapshot:
     enabled_feature_sets: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
     last_disconnect: str | None = None
+    stall_explanation: str | None = None
 
 
 class Host:
@@ -400,6 +403,7 @@ class Host:
         self._hosted: dict[str, HostedServer] = {}
         self._supervisors: dict[str, Supervisor] = {}
         self._last_disconnect: dict[str, str] = {}
+        self._stalls: dict[str, str] = {}  # the last stall's explanation, per server, this attempt
         for name, config in self._configs.items():
             app_handlers = handlers_factory(name) if handlers_factory is not None else None
             handlers = app_handlers or _DeliveringHandlers(
@@ -528,6 +532,8 @@ class Host:
         """The supervisors' sink; never waits for a consumer (``mcpl_host.events`` rules)."""
         if event.kind == "disconnected":
             self._last_disconnect[event.server] = str(event.data.get("reason"))
+        elif event.kind == "connecting":
+            self._stalls.pop(event.server, None)
         if self._bus.emit_lifecycle(event):
             self._said_dropped(event, "dropped its oldest lifecycle event, unread")
         released = self._order.lifecycle(event)
@@ -541,6 +547,8 @@ class Host:
             self._emit_observation(held)
 
     def _observe(self, event: HostEvent) -> None:
+        if event.kind == "stalled":
+            self._stalls[event.server] = str(event.data.get("explanation"))
         if self._order.observation(event):
             self._emit_observation(event)
 
@@ -658,6 +666,7 @@ class Host:
                 enabled_feature_sets=tuple(sorted(derivation.enabled)) if derivation is not None else (),
                 channels=tuple(str(d.get("id")) for d in hosted.channels),
                 last_disconnect=self._last_disconnect.get(name),
+                stall_explanation=self._stalls.get(name),
             )
         return out
 

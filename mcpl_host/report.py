@@ -87,6 +87,9 @@ __all__ = [
 #: Characters of one server value shown in a table cell or an event line.
 MAX_CELL_CHARS = 300
 MAX_EVENT_CHARS = 160
+#: Characters of a sentence the host wrote about a server (a ``stalled`` explanation) shown
+#: whole in one ``run`` line; it holds no server text but method names.
+MAX_SENTENCE_CHARS = 1000
 
 
 def new_document(command: list[str]) -> dict[str, Any]:
@@ -952,6 +955,8 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         return f"restart {d.get('attempt')} in {delay} s", "yellow"
     if kind == "gave_up":
         return safe_text(d.get("reason"), max_chars=MAX_EVENT_CHARS), "bold red"
+    if kind == "stalled":
+        return safe_text(d.get("explanation"), max_chars=MAX_SENTENCE_CHARS), "yellow"
     if kind == "policy_receipt":
         if d.get("accepted") is True:
             return "accepted" + (f" ({safe_text(d.get('mode'))})" if d.get("mode") else ""), ""
