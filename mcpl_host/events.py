@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict, get_args
 
@@ -402,38 +402,42 @@ class Subscription:
 
 
 class EventBus:
-    """Every subscription of one ``Host``; emits each event to those that want it."""
+    """Every subscription of one ``Host``; emits each event to those that want it.
+    ``dropped``: the events every subscription, open or closed, lost to its bounds."""
 
     def __init__(self) -> None:
         self.subscriptions: list[Subscription] = []
-        self.dropped = 0
+        self._dropped_closed = 0
+
+    @property
+    def dropped(self) -> int:
+        return self._dropped_closed + sum(s.dropped for s in self.subscriptions)
 
     def add(self, subscription: Subscription) -> Subscription:
         self.subscriptions.append(subscription)
         return subscription
 
     def matching(self, event: HostEvent) -> list[Subscription]:
+        self._dropped_closed += sum(s.dropped for s in self.subscriptions if s.closed)
         self.subscriptions = [s for s in self.subscriptions if not s.closed]
         return [s for s in self.subscriptions if s.wants(event)]
 
-    def observe(self, event: HostEvent) -> int:
-        """Emit an observation; never blocks. Returns how many subscriptions dropped one."""
-        dropped = 0
+    def _put(self, event: HostEvent, put: Callable[[Subscription], object]) -> int:
+        lost = 0
         for subscription in self.matching(event):
-            if not subscription.put_observation(event):
-                dropped += 1
-        self.dropped += dropped
-        return dropped
+            before = subscription.dropped
+            put(subscription)
+            lost += subscription.dropped - before
+        return lost
+
+    def observe(self, event: HostEvent) -> int:
+        """Emit an observation; never blocks. Returns how many events were dropped for it."""
+        return self._put(event, lambda s: s.put_observation(event))
 
     def emit_lifecycle(self, event: HostEvent) -> int:
-        """Emit a lifecycle event; never blocks. Returns how many subscriptions dropped one
-        (their oldest lifecycle event: module rules)."""
-        dropped = 0
-        for subscription in self.matching(event):
-            if not subscription.put_lifecycle(event):
-                dropped += 1
-        self.dropped += dropped
-        return dropped
+        """Emit a lifecycle event; never blocks. Returns how many were dropped for it (the
+        oldest lifecycle events of subscriptions unread for long: module rules)."""
+        return self._put(event, lambda s: s.put_lifecycle(event))
 
     def offer(self, event: HostEvent, targets: Sequence[Subscription]) -> tuple[int, int]:
         """Queue a delivery to each of ``targets`` that has room; never blocks. Returns
@@ -444,7 +448,6 @@ class EventBus:
                 queued += 1
             elif not subscription.closed:
                 missed += 1
-        self.dropped += missed
         return queued, missed
 
     def end(self) -> None:

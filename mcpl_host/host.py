@@ -564,6 +564,7 @@ class Host:
         with anyio.move_on_after(timeout):
             if event.kind == "push_event" or self._supervisors[event.server].current is not None:
                 await self._connected[event.server].wait()  # after the ready event (module rules)
+            dropped = self._bus.dropped
             while True:
                 targets = self._bus.matching(event)
                 if not targets:
@@ -577,6 +578,8 @@ class Host:
                         tg.start_soon(_cancel_after, target.wait_room, tg.cancel_scope)
             if self._bus.offer(event, targets)[1]:
                 self._said_dropped(event, "a delivery was not queued to it (another subscription has it)")
+            elif self._bus.dropped > dropped:  # room was made: a taken delivery, now an observation
+                self._said_dropped(event, "dropped the oldest observation")
             await delivery.taken.wait()
             return None
         delivery.withdrawn = True

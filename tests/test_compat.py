@@ -619,10 +619,7 @@ class StallSeen:
             self.seen.set()
 
 
-@pytest.mark.anyio
-async def test_shape3_in_strict_through_connect_stdio_explains_the_stall_while_the_policy_waits() -> None:
-    observer = StallSeen()
-    conn = shape("shape3", limits=STALL_LIMITS, observer=observer)
+async def _explains_the_stall_while_the_policy_waits(conn: Any, observer: StallSeen) -> None:
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as tg:
 
@@ -641,6 +638,24 @@ async def test_shape3_in_strict_through_connect_stdio_explains_the_stall_while_t
     assert data["profile"] == "strict"
     assert [w["method"] for w in data["waiting"]] == ["featureSets/update"]
     assert data["silentSeconds"] >= STALL
+
+
+@pytest.mark.anyio
+async def test_shape3_in_strict_through_connect_stdio_explains_the_stall_while_the_policy_waits() -> None:
+    observer = StallSeen()
+    await _explains_the_stall_while_the_policy_waits(
+        shape("shape3", limits=STALL_LIMITS, observer=observer), observer
+    )
+
+
+@pytest.mark.anyio
+async def test_shape3_in_strict_through_connect_websocket_explains_the_stall_too() -> None:
+    from .test_websocket import bridge
+
+    observer = StallSeen()
+    async with bridge(command=[sys.executable, SERVER, "shape3"]) as server:
+        conn = connect_websocket(server.url(), policy=ALL, limits=STALL_LIMITS, observer=observer)
+        await _explains_the_stall_while_the_policy_waits(conn, observer)
 
 
 @pytest.mark.anyio

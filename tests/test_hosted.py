@@ -9,6 +9,8 @@ trio; ``fixtures/attempts.py`` runs a different script on each start of a server
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +20,7 @@ import anyio
 import pytest
 
 from mcpl_host import GrantPolicy, Host, HostHandlers, Limits, ServerConfig, Subscription
-from mcpl_host.host import MAX_QUEUED_EVENTS
+from mcpl_host.host import DROPPED_EVENTS_LOGGED, MAX_QUEUED_EVENTS
 from mcpl_host.supervisor_policy import RestartPolicy
 
 from .conftest import FIXTURES
@@ -200,6 +202,39 @@ async def test_an_unread_default_subscription_never_holds_back_the_one_the_appli
     assert refused == []
     assert sorted(taken) == sorted(f"e{n}" for n in range(pushes))  # concurrent: any order
     assert len(host.events()) <= 2 * MAX_QUEUED_EVENTS  # the unread one stays bounded
+
+
+async def test_a_subscription_the_application_stopped_reading_is_bounded_and_says_what_it_lost(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
+    steps: list[dict[str, Any]] = [*MCPL_HANDSHAKE]
+    steps += [{"send": push_event(n, f"e{n}")} for n in range(40)]
+    steps.append({"wait_responses": list(range(40)), "timeout": 30})
+    script = Script(tmp_path, steps)
+    host = Host({"s": script_config(script, grant_policy=GRANT_ALL)}, max_queued_events=8)
+    stopped = host.subscribe(kinds=["push_event"])  # read by nobody from the start
+    read = host.subscribe(kinds=["push_event"])
+    notes = host.subscribe(kinds=["notification"])
+    taken: list[str] = []
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            async with anyio.create_task_group() as tg:
+
+                async def take() -> None:
+                    async for event in read:
+                        taken.append(event.data["eventId"])
+
+                tg.start_soon(take)
+                await until(notes)
+                tg.cancel_scope.cancel()
+    assert [answer(script, n)["result"] for n in range(40)] == [{"accepted": True}] * 40
+    assert sorted(taken) == sorted(f"e{n}" for n in range(40))
+    assert len(stopped) <= 2 * 8 and stopped.dropped >= 40 - 2 * 8
+    assert host.dropped_events == stopped.dropped + host.events().dropped + notes.dropped
+    lines = [json.loads(line) for line in rendered_logs.getvalue().splitlines()]
+    full = [line["event"] for line in lines if line["event"].startswith("event subscription full: ")]
+    assert len(full) == DROPPED_EVENTS_LOGGED + 1 and full[-1].endswith("; more go unlogged")
+    assert all(line["dropped"] > 0 for line in lines if line["event"] in full)
 
 
 async def test_a_ready_event_is_never_lost_under_a_flood_of_other_events(tmp_path: Path) -> None:
