@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from typing import Any
 
@@ -24,6 +25,7 @@ from mcpl_host import (
     HostHandlers,
     Limits,
     RequestContext,
+    connect_http,
     connect_stdio,
     connect_websocket,
     report,
@@ -40,6 +42,7 @@ from mcpl_host.mcpl.policy_state import MCPLState, PolicyState
 from mcpl_host.observe import Observation
 
 from .conftest import FIXTURES
+from .wire import port_line, stop_server_process
 
 SERVER = str(FIXTURES / "compat_server.py")
 TIMEOUT = 30
@@ -687,3 +690,24 @@ def test_the_probe_and_the_library_say_the_same_sentence_but_for_the_switch() ->
     library = silence_sentence(stall, refused, "strict", switch=LIBRARY_SWITCH)
     assert library == LIBRARY_STALL_SENTENCE
     assert silence_sentence(stall, refused, "strict") == library.replace(LIBRARY_SWITCH, CLI_SWITCH)
+
+
+@pytest.mark.anyio
+async def test_shape3_in_strict_through_connect_http_explains_the_stall_too() -> None:
+    process = await anyio.open_process(
+        [sys.executable, str(FIXTURES / "http_bridge.py"), "--", sys.executable, SERVER, "shape3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        start_new_session=True,
+    )
+    try:
+        port = await port_line(process, TIMEOUT)
+        observer = StallSeen()
+        conn = connect_http(
+            f"http://127.0.0.1:{port}/mcp", policy=ALL, limits=STALL_LIMITS, observer=observer
+        )
+        await _explains_the_stall_while_the_policy_waits(conn, observer)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop_server_process(process, TIMEOUT)
