@@ -252,7 +252,7 @@ async def test_a_ready_event_is_never_lost_under_a_flood_of_other_events(tmp_pat
     assert host.dropped_events > 0  # observations were dropped, oldest first; lifecycle never
 
 
-@pytest.mark.parametrize("era", ["mcp", "mcpl"])
+@pytest.mark.parametrize("era", ["mcp", "mcpl", "mcpl-push"])
 async def test_ready_comes_before_a_notification_written_with_the_last_answer_of_the_handshake(
     tmp_path: Path, era: str
 ) -> None:
@@ -265,8 +265,14 @@ async def test_ready_comes_before_a_notification_written_with_the_last_answer_of
             {"reply": MCP_HANDSHAKE[1]["reply"], "then": [note]},
             {"expect": {"method": "notifications/initialized"}},
         ]
-    else:
+    elif era == "mcpl":
         steps = [*MCPL_HANDSHAKE[:-1], {"reply": {"accepted": True}, "then": [note]}]
+    else:  # a push (a delivery) in the same write as the receipt, then the notification
+        steps = [
+            *MCPL_HANDSHAKE[:-1],
+            {"reply": {"accepted": True}, "then": [push_event(1, "early"), note]},
+            {"wait_response": 1},
+        ]
     script = Script(tmp_path, steps)
     host = Host({"s": script_config(script, grant_policy=GRANT_ALL)})
     kinds: list[str] = []
@@ -278,6 +284,8 @@ async def test_ready_comes_before_a_notification_written_with_the_last_answer_of
                     break
     assert kinds[:2] == ["connecting", "ready"], kinds
     assert "test/early" in kinds
+    if era == "mcpl-push":
+        assert "push_event" in kinds and answer(script, 1)["result"] == {"accepted": True}
 
 
 # -- the application's handlers are used as they are ------------------------------------------
