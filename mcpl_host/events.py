@@ -166,13 +166,15 @@ class StalledData(TypedDict):
 
 class Delivery:
     """The hand-over of one event the application must answer: ``taken`` is set when a
-    consumer receives it; ``withdrawn`` when it was given up on (it is then skipped)."""
+    consumer receives it; ``withdrawn`` when it was given up on (it is then skipped);
+    ``holders``: the subscriptions whose queue holds it now."""
 
-    __slots__ = ("taken", "withdrawn")
+    __slots__ = ("holders", "taken", "withdrawn")
 
     def __init__(self) -> None:
         self.taken = anyio.Event()
         self.withdrawn = False
+        self.holders = 0
 
 
 @dataclass(frozen=True, slots=True, eq=True, repr=False)
@@ -263,6 +265,7 @@ class Subscription:
             self._lifecycle += 1
         elif event.delivery is not None:
             self._deliveries += 1
+            event.delivery.holders += 1
         else:
             self._observations += 1
         self._arrived.set()
@@ -305,9 +308,11 @@ class Subscription:
             delivery = queued.delivery
             if delivery is not None and delivery.withdrawn:
                 self._deliveries -= 1
+                delivery.holders -= 1
                 continue
             if delivery is not None and delivery.taken.is_set():
                 self._deliveries -= 1
+                delivery.holders -= 1
                 self._observations += 1
                 queued = replace(queued, delivery=None)
             kept.append(queued)
@@ -355,6 +360,7 @@ class Subscription:
                 self._lifecycle -= 1
             elif event.delivery is not None:
                 self._deliveries -= 1
+                event.delivery.holders -= 1
             else:
                 self._observations -= 1
             self._room.set()
@@ -387,15 +393,19 @@ class Subscription:
             raise StopAsyncIteration from None
 
     async def aclose(self) -> None:
-        """Stop receiving: queued events are discarded (deliveries among them are withdrawn,
-        so their requests are refused), later ones are not queued."""
+        """Stop receiving: queued events are discarded (a delivery among them that no other
+        subscription holds is withdrawn, so its request is refused), later ones are not
+        queued."""
         self.close()
 
     def close(self) -> None:
         self._closed = True
         for event in self._queue:
-            if event.delivery is not None:
-                event.delivery.withdrawn = True
+            delivery = event.delivery
+            if delivery is not None:
+                delivery.holders -= 1
+                if delivery.holders == 0 and not delivery.taken.is_set():
+                    delivery.withdrawn = True  # no other subscription holds it
         self._queue.clear()
         self._arrived.set()
         self._room.set()

@@ -91,3 +91,16 @@ async def test_wait_room_wakes_when_the_consumer_takes_one() -> None:
             await anyio.wait_all_tasks_blocked()
             sub.receive_nowait()
     assert sub.has_room_for_delivery()
+
+
+def test_closing_one_subscription_withdraws_only_the_deliveries_nobody_else_holds() -> None:
+    bus = EventBus()
+    closing = bus.add(Subscription())
+    other = bus.add(Subscription(servers=["s"], kinds=["push_event"]))
+    shared, alone = delivery(0), HostEvent("t", "push_event", {}, delivery=Delivery())
+    bus.offer(shared, bus.matching(shared))
+    bus.offer(alone, bus.matching(alone))
+    closing.close()
+    assert shared.delivery is not None and not shared.delivery.withdrawn
+    assert alone.delivery is not None and alone.delivery.withdrawn
+    assert other.receive_nowait() is shared and shared.delivery.taken.is_set()
