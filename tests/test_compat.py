@@ -662,7 +662,9 @@ async def test_shape3_in_strict_through_connect_websocket_explains_the_stall_too
 
 
 @pytest.mark.anyio
-async def test_shape3_in_strict_under_a_host_gives_the_stall_as_an_event_and_in_the_snapshot() -> None:
+async def test_shape3_in_strict_under_a_host_gives_the_stall_as_an_event_and_in_the_snapshot(
+    rendered_logs: io.StringIO,
+) -> None:
     config = ServerConfig(
         name="s",
         transport="stdio",
@@ -682,6 +684,9 @@ async def test_shape3_in_strict_under_a_host_gives_the_stall_as_an_event_and_in_
             shown = report.run_event(event.to_json(), host.redactor("s"))
     assert event.data["explanation"] == LIBRARY_STALL_SENTENCE
     assert report.run_event_text(shown)[1].plain == f"s  stalled {LIBRARY_STALL_SENTENCE}"
+    lines = [json.loads(line) for line in rendered_logs.getvalue().splitlines()]
+    (said,) = [line for line in lines if line["event"] == "the server stopped answering"]
+    assert said["explanation"] == LIBRARY_STALL_SENTENCE and said["level"] == "info" and said["server"] == "s"
 
 
 def test_the_probe_and_the_library_say_the_same_sentence_but_for_the_switch() -> None:
