@@ -549,8 +549,11 @@ class Host:
     def _observe(self, event: HostEvent) -> None:
         if event.kind == "stalled":
             self._stalls[event.server] = str(event.data.get("explanation"))
+        dropped = self._order.dropped
         if self._order.observation(event):
             self._emit_observation(event)
+        elif self._order.dropped > dropped:
+            self._said_dropped(event, "dropped the oldest observation held until ready")
 
     def _emit_observation(self, event: HostEvent) -> None:
         if self._bus.observe(event):

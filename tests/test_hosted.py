@@ -288,6 +288,33 @@ async def test_ready_comes_before_a_notification_written_with_the_last_answer_of
         assert "push_event" in kinds and answer(script, 1)["result"] == {"accepted": True}
 
 
+async def test_observations_held_until_ready_are_bounded_counted_and_follow_it(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
+    flood = [{"send": {"jsonrpc": "2.0", "method": "test/noise", "params": {"n": n}}} for n in range(50)]
+    steps = [*MCPL_HANDSHAKE[:-1], *flood, MCPL_HANDSHAKE[-1]]  # all while connecting
+    script = Script(tmp_path, steps)
+    host = Host({"s": script_config(script, grant_policy=GRANT_ALL)}, max_queued_events=8)
+    seen: list[tuple[str, Any]] = []
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            async for event in host.events():
+                params = event.data.get("params")
+                seen.append((event.kind, params.get("n") if isinstance(params, dict) else None))
+                if event.data.get("method") == DONE_METHOD:
+                    break
+    assert seen[:2] == [("connecting", None), ("ready", None)]
+    noise = [n for kind, n in seen if kind == "notification" and n is not None]
+    # The newest of those held (at most 8, the receipt among them), in order, after ready.
+    assert noise == sorted(noise) and noise[-1] == 49 and noise[0] >= 50 - 8
+    assert host.dropped_events >= 42
+    lines = [json.loads(line) for line in rendered_logs.getvalue().splitlines()]
+    assert any(
+        line["event"] == "event subscription full: dropped the oldest observation held until ready"
+        for line in lines
+    )
+
+
 # -- the application's handlers are used as they are ------------------------------------------
 
 
