@@ -108,6 +108,7 @@ if TYPE_CHECKING:
         HostEvent,
         ReadyData,
         ReconnectingData,
+        StalledData,
         Subscription,
     )
     from mcpl_host.host import (
@@ -159,6 +160,7 @@ _LAZY: dict[str, str] = {
     "HostEvent": "mcpl_host.events",
     "ReadyData": "mcpl_host.events",
     "ReconnectingData": "mcpl_host.events",
+    "StalledData": "mcpl_host.events",
     "Subscription": "mcpl_host.events",
     "Host": "mcpl_host.host",
     "PushDelivery": "mcpl_host.host",
@@ -313,6 +315,7 @@ __all__ = [
     "StateEntry",
     "StateStore",
     "StopRouter",
+    "StalledData",
     "Subscription",
     "Supervisor",
     "SupervisorState",

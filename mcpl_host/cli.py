@@ -512,16 +512,13 @@ async def _host(
                     stops.on_stop = lambda reason: report.render_stopping(console, count)
                 else:
                     _warn_no_grant(no_grant, as_json=True)
-                order = report.RunOrder()
-                async for event in host.events():
+                async for event in host.events():  # a refusal never before its ready line
                     shown = report.run_event(event.to_json(), host.redactor(event.server))
-                    written = True
-                    for line in order.take(shown):  # a refusal never before its ready line
-                        if out is None:
-                            written = report.print_json_line(line) and written
-                        else:
-                            report.render_run_event(out, line)
-                            written = not out.quiet
+                    if out is None:
+                        written = report.print_json_line(shown)
+                    else:
+                        report.render_run_event(out, shown)
+                        written = not out.quiet
                     if not written:  # the reader of stdout went away: stop as on Ctrl-C
                         stops.stop("stdout closed")
                     if event.kind == "gave_up":

@@ -2,33 +2,48 @@
 
 Rules of this module:
 
-- Three classes of event, each with its own rule, so that nothing that matters is lost:
+- Three classes of event, each with its own rule, so that nothing that matters is lost and
+  no subscription holds back another. Emitting never waits for a consumer: a subscription
+  that is not read (the default one nobody asked for, or one the application stopped
+  reading) stays bounded, loses only what its own bounds say, counts it (``dropped``), and
+  never delays what the other subscriptions receive.
 
   - **lifecycle** (``connecting``, ``ready``, ``degraded``, ``disconnected``,
-    ``reconnecting``, ``gave_up``): never dropped. Past ``max_queued_lifecycle`` waiting in a
-    subscription, the supervisor that emits one waits for the consumer (back-pressure: it
-    does not go on to its next attempt).
+    ``reconnecting``, ``gave_up``): never dropped to make room for anything else. Only a
+    subscription holding ``max_queued_lifecycle`` unread lifecycle events (a consumer that
+    stopped reading long ago) loses its oldest lifecycle event, counted.
   - **deliveries**: a ``push_event`` or ``server_request`` that the application itself must
     answer (the ``Host`` without application handlers). It is answered only once a consumer
-    has taken it from a subscription (``Delivery.taken``); the emitting request waits, and
-    when nobody takes it in time it is withdrawn from every queue (never seen afterwards) and
-    refused with a reason. Never "accepted" and then dropped.
+    has taken it from a subscription (``Delivery.taken``); when nobody takes it in time it is
+    withdrawn from every queue (never seen afterwards) and refused with a reason. Never
+    "accepted" and then dropped. It is queued to each subscription that has room for it
+    (``max_queued`` deliveries not yet taken); one without room misses it, counted. Once
+    another consumer took it, a delivery still queued is an observation there (it may be
+    dropped like one); a withdrawn one is removed. Only when no subscription has room does
+    the emitter wait (``Host``: up to the delivery timeout, or refuse at once).
   - **observations** (everything else: ``notification``, ``refused``, ``held``, ``policy_receipt``,
-    ``manifest_change``, ``channels_changed``, and reports of requests the application's own
-    handlers answered): past ``max_queued`` in a subscription the oldest observation is
-    dropped and counted (``dropped``); lifecycle events and deliveries are never dropped to
-    make room. Emitting one never blocks (they come from read loops).
+    ``manifest_change``, ``channels_changed``, ``stalled``, and reports of requests the
+    application's own handlers answered): past ``max_queued`` in a subscription the oldest
+    observation is dropped and counted (``dropped``); lifecycle events and deliveries are
+    never dropped to make room. Emitting one never blocks (they come from read loops).
 
 - A subscription receives, in order, the events emitted after it was made whose server and
   kind it asked for (``servers``/``kinds`` None: all).
+- **Connecting comes first** (``ConnectingOrder``, pure): from a server's ``connecting``
+  until the lifecycle event that ends it (``ready``, ``degraded``, ``disconnected``,
+  ``gave_up``), that server's observations wait (at most ``max_held``; past it the oldest is
+  dropped, counted) and are emitted right after that event, in order; a ``stalled``
+  observation (news about the connecting itself) is never held. So ``ready`` reaches
+  every subscriber before any event of the traffic that follows the handshake, however the
+  read loop and the supervisor are scheduled.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict, get_args
 
 import anyio
@@ -37,7 +52,9 @@ __all__ = [
     "DELIVERY_KINDS",
     "EVENT_KINDS",
     "LIFECYCLE_KINDS",
+    "ENDS_CONNECTING",
     "ConnectingData",
+    "ConnectingOrder",
     "Delivery",
     "DisconnectedData",
     "EventBus",
@@ -46,6 +63,7 @@ __all__ = [
     "HostEvent",
     "ReadyData",
     "ReconnectingData",
+    "StalledData",
     "Subscription",
 ]
 
@@ -64,6 +82,7 @@ EventKind = Literal[
     "manifest_change",
     "policy_receipt",
     "channels_changed",
+    "stalled",
 ]
 #: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
@@ -131,15 +150,31 @@ class GaveUpData(TypedDict):
     windowSeconds: float
 
 
+class StalledData(TypedDict):
+    """``stalled``: the server sent nothing for ``silentSeconds`` while host requests waited
+    (``waiting``: ``{"method", "seconds"}``, oldest first); ``explanation``: one sentence
+    (``mcpl.explain.silence_sentence``, naming ``compat="0.4"`` after a strict refusal);
+    ``refused``: the refusal before the silence (``"channels/register (-32002: ...)"``) or
+    None; ``profile`` (``"strict"``, ``"0.4"``, or None for plain MCP)."""
+
+    explanation: str
+    silentSeconds: float
+    waiting: list[dict[str, Any]]
+    refused: str | None
+    profile: str | None
+
+
 class Delivery:
     """The hand-over of one event the application must answer: ``taken`` is set when a
-    consumer receives it; ``withdrawn`` when it was given up on (it is then skipped)."""
+    consumer receives it; ``withdrawn`` when it was given up on (it is then skipped);
+    ``holders``: the subscriptions whose queue holds it now."""
 
-    __slots__ = ("taken", "withdrawn")
+    __slots__ = ("holders", "taken", "withdrawn")
 
     def __init__(self) -> None:
         self.taken = anyio.Event()
         self.withdrawn = False
+        self.holders = 0
 
 
 @dataclass(frozen=True, slots=True, eq=True, repr=False)
@@ -230,37 +265,84 @@ class Subscription:
             self._lifecycle += 1
         elif event.delivery is not None:
             self._deliveries += 1
+            event.delivery.holders += 1
         else:
             self._observations += 1
         self._arrived.set()
 
+    def _drop_oldest(self, lifecycle: bool) -> None:
+        """Drop the oldest queued observation (or lifecycle event), counted."""
+        for index, queued in enumerate(self._queue):
+            if lifecycle == queued.is_lifecycle and queued.delivery is None:
+                del self._queue[index]
+                if lifecycle:
+                    self._lifecycle -= 1
+                else:
+                    self._observations -= 1
+                self.dropped += 1
+                return
+
     def put_observation(self, event: HostEvent) -> bool:
         """Queue an observation; returns False when the oldest one was dropped for it."""
-        kept = True
-        if self._observations >= self.max_queued:
-            for index, queued in enumerate(self._queue):
-                if not queued.is_lifecycle and queued.delivery is None:
-                    del self._queue[index]
-                    self._observations -= 1
-                    self.dropped += 1
-                    kept = False
-                    break
+        kept = self._observations < self.max_queued
+        if not kept:
+            self._drop_oldest(lifecycle=False)
         self._append(event)
         return kept
 
-    def has_room_for(self, event: HostEvent) -> bool:
-        if event.is_lifecycle:
-            return self._lifecycle < self.max_queued_lifecycle
+    def put_lifecycle(self, event: HostEvent) -> bool:
+        """Queue a lifecycle event; returns False when this subscription's oldest lifecycle
+        event was dropped for it (``max_queued_lifecycle`` unread: module rules)."""
+        kept = self._lifecycle < self.max_queued_lifecycle
+        if not kept:
+            self._drop_oldest(lifecycle=True)
+        self._append(event)
+        return kept
+
+    def _compact(self) -> None:
+        """Deliveries no longer waiting for this consumer stop counting as deliveries: a
+        withdrawn one is removed, one another consumer took becomes an observation (then the
+        observation bound applies, oldest first)."""
+        kept: deque[HostEvent] = deque()
+        for queued in self._queue:
+            delivery = queued.delivery
+            if delivery is not None and delivery.withdrawn:
+                self._deliveries -= 1
+                delivery.holders -= 1
+                continue
+            if delivery is not None and delivery.taken.is_set():
+                self._deliveries -= 1
+                delivery.holders -= 1
+                self._observations += 1
+                queued = replace(queued, delivery=None)
+            kept.append(queued)
+        self._queue = kept
+        while self._observations > self.max_queued:
+            self._drop_oldest(lifecycle=False)
+
+    def has_room_for_delivery(self) -> bool:
+        """Fewer than ``max_queued`` deliveries wait here for this consumer (module rules)."""
+        if self._closed:
+            return False
+        if self._deliveries >= self.max_queued:
+            self._compact()
         return self._deliveries < self.max_queued
 
-    async def put_waiting(self, event: HostEvent) -> None:
-        """Queue a lifecycle event or a delivery, waiting for room (module rules)."""
-        while not self._closed and not self.has_room_for(event):
-            if self._room.is_set():
-                self._room = anyio.Event()
-            await self._room.wait()
-        if not self._closed:
-            self._append(event)
+    def put_delivery(self, event: HostEvent) -> bool:
+        """Queue a delivery if there is room for it; returns False, counting it in
+        ``dropped``, when this subscription misses it (module rules)."""
+        if not self.has_room_for_delivery():
+            if not self._closed:
+                self.dropped += 1
+            return False
+        self._append(event)
+        return True
+
+    async def wait_room(self) -> None:
+        """Wait until a consumer took something from this subscription (or it closed)."""
+        if self._room.is_set():
+            self._room = anyio.Event()
+        await self._room.wait()
 
     def end(self) -> None:
         """The host has closed: iteration ends once the queue is empty."""
@@ -278,6 +360,7 @@ class Subscription:
                 self._lifecycle -= 1
             elif event.delivery is not None:
                 self._deliveries -= 1
+                event.delivery.holders -= 1
             else:
                 self._observations -= 1
             self._room.set()
@@ -310,52 +393,113 @@ class Subscription:
             raise StopAsyncIteration from None
 
     async def aclose(self) -> None:
-        """Stop receiving: queued events are discarded (deliveries among them are withdrawn,
-        so their requests are refused), later ones are not queued."""
+        """Stop receiving: queued events are discarded (a delivery among them that no other
+        subscription holds is withdrawn, so its request is refused), later ones are not
+        queued."""
         self.close()
 
     def close(self) -> None:
         self._closed = True
         for event in self._queue:
-            if event.delivery is not None:
-                event.delivery.withdrawn = True
+            delivery = event.delivery
+            if delivery is not None:
+                delivery.holders -= 1
+                if delivery.holders == 0 and not delivery.taken.is_set():
+                    delivery.withdrawn = True  # no other subscription holds it
         self._queue.clear()
         self._arrived.set()
         self._room.set()
 
 
 class EventBus:
-    """Every subscription of one ``Host``; emits each event to those that want it."""
+    """Every subscription of one ``Host``; emits each event to those that want it.
+    ``dropped``: the events every subscription, open or closed, lost to its bounds."""
 
     def __init__(self) -> None:
         self.subscriptions: list[Subscription] = []
-        self.dropped = 0
+        self._dropped_closed = 0
+
+    @property
+    def dropped(self) -> int:
+        return self._dropped_closed + sum(s.dropped for s in self.subscriptions)
 
     def add(self, subscription: Subscription) -> Subscription:
         self.subscriptions.append(subscription)
         return subscription
 
     def matching(self, event: HostEvent) -> list[Subscription]:
+        self._dropped_closed += sum(s.dropped for s in self.subscriptions if s.closed)
         self.subscriptions = [s for s in self.subscriptions if not s.closed]
         return [s for s in self.subscriptions if s.wants(event)]
 
-    def observe(self, event: HostEvent) -> int:
-        """Emit an observation; never blocks. Returns how many subscriptions dropped one."""
-        dropped = 0
+    def _put(self, event: HostEvent, put: Callable[[Subscription], object]) -> int:
+        lost = 0
         for subscription in self.matching(event):
-            if not subscription.put_observation(event):
-                dropped += 1
-        self.dropped += dropped
-        return dropped
+            before = subscription.dropped
+            put(subscription)
+            lost += subscription.dropped - before
+        return lost
 
-    async def emit_waiting(self, event: HostEvent) -> int:
-        """Emit a lifecycle event or a delivery, waiting for room in each subscription.
-        Returns how many subscriptions it was queued to."""
-        targets = self.matching(event)
+    def observe(self, event: HostEvent) -> int:
+        """Emit an observation; never blocks. Returns how many events were dropped for it."""
+        return self._put(event, lambda s: s.put_observation(event))
+
+    def emit_lifecycle(self, event: HostEvent) -> int:
+        """Emit a lifecycle event; never blocks. Returns how many were dropped for it (the
+        oldest lifecycle events of subscriptions unread for long: module rules)."""
+        return self._put(event, lambda s: s.put_lifecycle(event))
+
+    def offer(self, event: HostEvent, targets: Sequence[Subscription]) -> tuple[int, int]:
+        """Queue a delivery to each of ``targets`` that has room; never blocks. Returns
+        ``(queued, missed)``: how many took it into their queue, how many had no room."""
+        queued = missed = 0
         for subscription in targets:
-            await subscription.put_waiting(event)
-        return len(targets)
+            if subscription.put_delivery(event):
+                queued += 1
+            elif not subscription.closed:
+                missed += 1
+        return queued, missed
 
     def end(self) -> None:
         for subscription in self.subscriptions:
             subscription.end()
+
+
+#: The lifecycle events that end a server's connecting (``ConnectingOrder``).
+ENDS_CONNECTING: frozenset[str] = frozenset({"ready", "degraded", "disconnected", "gave_up"})
+#: Observations about the connecting itself: never held by ``ConnectingOrder``.
+PASS_CONNECTING: frozenset[str] = frozenset({"stalled"})
+
+
+class ConnectingOrder:
+    """Orders each server's events (module rules, "Connecting comes first"); pure.
+    ``lifecycle(event)`` returns the observations to emit right after ``event``;
+    ``observation(event)`` returns True when ``event`` may be emitted now, False when it was
+    held (or, past ``max_held``, the oldest held one was dropped for it: ``dropped``)."""
+
+    def __init__(self, max_held: int) -> None:
+        self.max_held = max_held
+        self.dropped = 0
+        self._held: dict[str, deque[HostEvent]] = {}
+
+    def connecting(self, server: str) -> bool:
+        """True from ``server``'s ``connecting`` until the event that ends it."""
+        return server in self._held
+
+    def lifecycle(self, event: HostEvent) -> list[HostEvent]:
+        if event.kind == "connecting":
+            self._held.setdefault(event.server, deque())
+            return []
+        if event.kind in ENDS_CONNECTING:
+            return list(self._held.pop(event.server, ()))
+        return []
+
+    def observation(self, event: HostEvent) -> bool:
+        held = self._held.get(event.server)
+        if held is None or event.kind in PASS_CONNECTING:
+            return True
+        if len(held) >= self.max_held:
+            held.popleft()
+            self.dropped += 1
+        held.append(event)
+        return False

@@ -18,16 +18,20 @@ Rules of this module (docs/protocol.md T1-T3):
   ``ConnectionLost`` and is never re-sent on the new transport.
 - **Events** (``mcpl_host.events``): ``events()`` is the default subscription (every server,
   every kind, made with the host; ``Host(subscribe_all=False)`` makes none); ``subscribe()``
-  makes more, by server and kind. Lifecycle events are never dropped; observations may be
-  (oldest first, counted in ``dropped_events``).
+  makes more, by server and kind. Emitting never waits for a consumer, so a subscription
+  nobody reads (the default one included) never holds back one that is read: it stays
+  bounded and what it loses is counted (``dropped_events``) and logged. Lifecycle events are
+  never dropped to make room; observations may be (oldest first). A server's ``ready`` (or
+  ``degraded``) reaches every subscriber before anything the server sent while connecting
+  or after (``events.ConnectingOrder``; a push delivery waits for it too).
 - **What servers ask.** The application's ``HostHandlers`` (``handlers_factory(name)``)
   answer everything, used as given; the host only observes (each answer is reported as a
   ``push_event`` / ``server_request`` event with its ``answer`` or ``error``). Without them:
   a ``push/event`` that passed admission is a *delivery* (``push_event`` event): answered
   ``accepted: true`` once the application has taken it from a subscription, or, per
   ``push_delivery``, refused ``accepted: false`` with a reason when nobody takes it within
-  ``Limits.delivery_timeout_seconds`` (``"wait"``, the default) or when every subscription
-  is full (``"refuse"``). Other server requests (``roots/list``, ``sampling/createMessage``...)
+  ``Limits.delivery_timeout_seconds`` (``"wait"``, the default: it waits for room only when
+  no subscription has any) or at once when no subscription has room (``"refuse"``). Other server requests (``roots/list``, ``sampling/createMessage``...)
   are deliveries with a ``responder`` (``ServerRequestResponder``); unanswered after the
   server's ``Limits.request_timeout_seconds`` they are answered ``-32603``. ``inference/request``
   needs application handlers (it is not advertised otherwise).
@@ -48,7 +52,7 @@ from mcpl_host._tasks import leave_task_group
 from mcpl_host.config import HostConfig, ServerConfig
 from mcpl_host.connect import http_server, stdio_server, websocket_server
 from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
-from mcpl_host.events import Delivery, EventBus, EventKind, HostEvent, Subscription
+from mcpl_host.events import ConnectingOrder, Delivery, EventBus, EventKind, HostEvent, Subscription
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.hosted import HostedServer
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError, MCPLHostError
@@ -264,6 +268,11 @@ class ServerRequestResponder:
 _Deliver = Callable[[HostEvent, float], Awaitable[str | None]]
 
 
+async def _cancel_after(waiting: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
+    await waiting()
+    scope.cancel()
+
+
 class _DeliveringHandlers(HostHandlers):
     """The host's own handlers for a server the application gave none: push events and
     server requests become deliveries (module rules). Not the application's handlers: those
@@ -324,7 +333,9 @@ class ServerSnapshot:
     ``server_version``, ``protocol_version``, ``era`` (``"handshake"`` or ``"stateless"``),
     ``mcpl`` (``MCPLState`` value), the grant in
     force (``effective_capabilities``) and ``enabled_feature_sets``; ``channels`` registered
-    now; ``last_disconnect`` (the reason of the last ``disconnected``, or None)."""
+    now; ``last_disconnect`` (the reason of the last ``disconnected``, or None);
+    ``stall_explanation``: the sentence of the last stall of the server since its last
+    ``connecting`` (the ``stalled`` event's ``explanation``, set at the same moment), or None."""
 
     name: str
     state: SupervisorState
@@ -339,6 +350,7 @@ class ServerSnapshot:
     enabled_feature_sets: tuple[str, ...] = ()
     channels: tuple[str, ...] = ()
     last_disconnect: str | None = None
+    stall_explanation: str | None = None
 
 
 class Host:
@@ -383,12 +395,15 @@ class Host:
         self._max_queued_lifecycle = max_queued_lifecycle_events
         self._push_delivery: PushDelivery = push_delivery
         self._bus = EventBus()
+        self._order = ConnectingOrder(max_queued_events)
+        self._connected: dict[str, anyio.Event] = {}  # set while the server is not connecting
         self._default = self.subscribe() if subscribe_all else None
         self._dropped_budget = LogBudget(DROPPED_EVENTS_LOGGED)
         self._log = get_logger("mcpl_host.host")
         self._hosted: dict[str, HostedServer] = {}
         self._supervisors: dict[str, Supervisor] = {}
         self._last_disconnect: dict[str, str] = {}
+        self._stalls: dict[str, str] = {}  # the last stall's explanation, per server, this attempt
         for name, config in self._configs.items():
             app_handlers = handlers_factory(name) if handlers_factory is not None else None
             handlers = app_handlers or _DeliveringHandlers(
@@ -406,6 +421,7 @@ class Host:
                 state_store=state_store_factory(name) if state_store_factory is not None else None,
             )
             self._hosted[name] = hosted
+            self._connected[name] = anyio.Event()
             self._supervisors[name] = Supervisor(
                 hosted,
                 config.restart_policy,
@@ -458,8 +474,6 @@ class Host:
         self._closing = True
         try:
             with anyio.CancelScope(shield=True):
-                for subscription in self._bus.subscriptions:  # a full queue must not block closing
-                    subscription.max_queued_lifecycle = max(subscription.max_queued_lifecycle, 1 << 30)
                 async with anyio.create_task_group() as tg:
                     for supervisor in self._supervisors.values():
                         tg.start_soon(supervisor.aclose)
@@ -499,38 +513,76 @@ class Host:
 
     @property
     def dropped_events(self) -> int:
-        """Observations dropped from full subscriptions (never lifecycle events or deliveries)."""
-        return self._bus.dropped
+        """Events the subscriptions lost to their bounds (``mcpl_host.events`` rules: the
+        oldest observations of a full subscription, deliveries a full subscription missed
+        while others took them, the oldest lifecycle events of one unread for long)."""
+        return self._bus.dropped + self._order.dropped
+
+    def _said_dropped(self, event: HostEvent, what: str) -> None:
+        verdict = self._dropped_budget.take()
+        if verdict != "quiet":
+            self._log.warning(
+                f"event subscription full: {what}" + ("; more go unlogged" if verdict == "last" else ""),
+                server=event.server,
+                kind=event.kind,
+                dropped=self.dropped_events,
+            )
 
     async def _emit_lifecycle(self, event: HostEvent) -> None:
+        """The supervisors' sink; never waits for a consumer (``mcpl_host.events`` rules)."""
         if event.kind == "disconnected":
             self._last_disconnect[event.server] = str(event.data.get("reason"))
-        await self._bus.emit_waiting(event)
+        elif event.kind == "connecting":
+            self._stalls.pop(event.server, None)
+        if self._bus.emit_lifecycle(event):
+            self._said_dropped(event, "dropped its oldest lifecycle event, unread")
+        released = self._order.lifecycle(event)
+        connected = self._connected.setdefault(event.server, anyio.Event())
+        if self._order.connecting(event.server):
+            if connected.is_set():
+                self._connected[event.server] = anyio.Event()
+        else:
+            connected.set()
+        for held in released:  # what the server sent while connecting: after its ready
+            self._emit_observation(held)
 
     def _observe(self, event: HostEvent) -> None:
+        if event.kind == "stalled":
+            self._stalls[event.server] = str(event.data.get("explanation"))
+        dropped = self._order.dropped
+        if self._order.observation(event):
+            self._emit_observation(event)
+        elif self._order.dropped > dropped:
+            self._said_dropped(event, "dropped the oldest observation held until ready")
+
+    def _emit_observation(self, event: HostEvent) -> None:
         if self._bus.observe(event):
-            verdict = self._dropped_budget.take()
-            if verdict != "quiet":
-                self._log.warning(
-                    "event subscription full: dropped the oldest observation"
-                    + ("; more go unlogged" if verdict == "last" else ""),
-                    server=event.server,
-                    dropped=self.dropped_events,
-                )
+            self._said_dropped(event, "dropped the oldest observation")
 
     async def _deliver(self, event: HostEvent, timeout: float) -> str | None:
         """Hand ``event`` to the application (module rules): None once taken, else why not."""
         delivery = Delivery()
         event = HostEvent(event.server, event.kind, event.data, event.time, event.responder, delivery)
-        targets = self._bus.matching(event)
-        if not targets:
-            return "no subscriber takes these events"
-        if self._push_delivery == "refuse" and event.kind == "push_event":
-            if not all(t.has_room_for(event) for t in targets):
-                return "the host application's event queue is full"
+        refuse_when_full = self._push_delivery == "refuse" and event.kind == "push_event"
         with anyio.move_on_after(timeout):
-            for target in targets:
-                await target.put_waiting(event)
+            if event.kind == "push_event" or self._supervisors[event.server].current is not None:
+                await self._connected[event.server].wait()  # after the ready event (module rules)
+            dropped = self._bus.dropped
+            while True:
+                targets = self._bus.matching(event)
+                if not targets:
+                    return "no subscriber takes these events"
+                if any(target.has_room_for_delivery() for target in targets):
+                    break
+                if refuse_when_full:
+                    return "the host application's event queue is full"
+                async with anyio.create_task_group() as tg:  # until one of them has room
+                    for target in targets:
+                        tg.start_soon(_cancel_after, target.wait_room, tg.cancel_scope)
+            if self._bus.offer(event, targets)[1]:
+                self._said_dropped(event, "a delivery was not queued to it (another subscription has it)")
+            elif self._bus.dropped > dropped:  # room was made: a taken delivery, now an observation
+                self._said_dropped(event, "dropped the oldest observation")
             await delivery.taken.wait()
             return None
         delivery.withdrawn = True
@@ -620,6 +672,7 @@ class Host:
                 enabled_feature_sets=tuple(sorted(derivation.enabled)) if derivation is not None else (),
                 channels=tuple(str(d.get("id")) for d in hosted.channels),
                 last_disconnect=self._last_disconnect.get(name),
+                stall_explanation=self._stalls.get(name),
             )
         return out
 

@@ -184,7 +184,8 @@ DEFAULT_POLICY_FALLBACK_SECONDS = 3.0
 DEFAULT_MAX_HELD_REQUESTS = 16
 DEFAULT_HELD_REQUEST_SECONDS = 30.0
 #: Seconds a server may stay silent while a host request waits for its answer, after the
-#: handshake, before ``mcpl-host probe`` reports it stalled (naming what is pending).
+#: handshake, before it is reported stalled, naming what is pending: ``mcpl-host probe``
+#: fails, the library tells the application (``stall_watch``: a ``stalled`` event).
 DEFAULT_STALL_SECONDS = 10.0
 #: Refused server requests logged per connection (with the reason) before one "more go
 #: unlogged" line; each is still answered and reported to the observer.

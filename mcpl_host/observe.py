@@ -38,6 +38,7 @@ ObservationKind = Literal[
     "policy_receipt",
     "manifest_change",
     "channels_changed",
+    "stalled",
 ]
 
 
@@ -59,7 +60,9 @@ class Observation:
     - ``policy_receipt``: ``accepted``, ``mode``, ``fallback``, ``reason``,
       ``unavailableFeatures``, ``defects``;
     - ``manifest_change``: the change receipt (``domains``, ``impacts``);
-    - ``channels_changed``: ``channels`` (every descriptor registered now).
+    - ``channels_changed``: ``channels`` (every descriptor registered now);
+    - ``stalled``: ``explanation``, ``silentSeconds``, ``waiting``, ``refused``, ``profile``
+      (``events.StalledData``; ``stall_watch``).
     """
 
     kind: ObservationKind
@@ -147,6 +150,10 @@ class Reporter:
     def channels_changed(self, channels: list[dict[str, Any]]) -> None:
         self.handlers.on_channels_changed(self.name, channels)
         self._observe("channels_changed", channels=channels)
+
+    def stalled(self, data: dict[str, Any]) -> None:
+        """The server stopped answering (``stall_watch``); only the observer sees it."""
+        self._observe("stalled", **data)
 
     def connection_lost(self, error: ConnectionLost) -> None:
         self.handlers.on_connection_lost(self.name, error)

@@ -25,8 +25,6 @@ Rules of this module:
   the terminal shows it under the error sentence (``render_failure``).
 - ``ProgressLine``: on a terminal, what the probe waits for and for how long, on one line of
   stderr that is cleared before anything else is printed.
-- ``RunOrder``: ``run`` prints a server's observations (a refusal, a receipt) only after the
-  lifecycle event that ends its connecting (``ready``, ``degraded``, ``disconnected``).
 """
 
 from __future__ import annotations
@@ -55,7 +53,6 @@ __all__ = [
     "HOST_KEYS",
     "ProgressLine",
     "ReportConsole",
-    "RunOrder",
     "error_chain",
     "error_object",
     "failure_sentence",
@@ -90,6 +87,9 @@ __all__ = [
 #: Characters of one server value shown in a table cell or an event line.
 MAX_CELL_CHARS = 300
 MAX_EVENT_CHARS = 160
+#: Characters of a sentence the host wrote about a server (a ``stalled`` explanation) shown
+#: whole in one ``run`` line; it holds no server text but method names.
+MAX_SENTENCE_CHARS = 1000
 
 
 def new_document(command: list[str]) -> dict[str, Any]:
@@ -902,36 +902,6 @@ def no_grant_warning(name: str) -> str:
     )
 
 
-#: Observations held per server while it connects (``RunOrder``); past it they are printed
-#: at once, in order, rather than kept.
-MAX_ORDERED_EVENTS = 1000
-_ENDS_CONNECTING = frozenset({"ready", "degraded", "disconnected", "gave_up"})
-
-
-class RunOrder:
-    """Orders ``run``'s lines (module rules): ``take(event)`` returns the events to print
-    now. After a server's ``connecting``, its observations wait (at most
-    ``MAX_ORDERED_EVENTS``) until the lifecycle event that ends connecting, which is printed
-    first, then them."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[str, list[dict[str, Any]]] = {}
-
-    def take(self, event: dict[str, Any]) -> list[dict[str, Any]]:
-        server, kind = str(event.get("server")), event.get("kind")
-        if kind == "connecting":
-            earlier = self._waiting.pop(server, [])
-            self._waiting[server] = []
-            return [*earlier, event]
-        if kind in _ENDS_CONNECTING:
-            return [event, *self._waiting.pop(server, [])]
-        waiting = self._waiting.get(server)
-        if waiting is None or len(waiting) >= MAX_ORDERED_EVENTS:
-            return [event]
-        waiting.append(event)
-        return []
-
-
 def render_stopping(console: Console, count: int) -> None:
     """``stopping: closing N server(s)…``: said as soon as a stop (Ctrl-C, a signal) arrives,
     while the servers close (each bounded by its grace periods)."""
@@ -985,6 +955,8 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
         return f"restart {d.get('attempt')} in {delay} s", "yellow"
     if kind == "gave_up":
         return safe_text(d.get("reason"), max_chars=MAX_EVENT_CHARS), "bold red"
+    if kind == "stalled":
+        return safe_text(d.get("explanation"), max_chars=MAX_SENTENCE_CHARS), "yellow"
     if kind == "policy_receipt":
         if d.get("accepted") is True:
             return "accepted" + (f" ({safe_text(d.get('mode'))})" if d.get("mode") else ""), ""

@@ -79,6 +79,7 @@ from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.state_calls import RollbackResult, StateCalls
 from mcpl_host.mcpl.state_service import StateService
 from mcpl_host.observe import Reporter
+from mcpl_host.stall_watch import StallWatch
 from mcpl_host.stateless import Era
 from mcpl_host.transports.base import Transport
 
@@ -114,6 +115,13 @@ class ServerConnection:
             on_lost=self._reporter.connection_lost,
         )
         shell, state, log = self._shell, self._policy, self._log
+        self._stalls = StallWatch(
+            self,
+            self._reporter,
+            bound=limits.stall_seconds,
+            profile=lambda: state.profile if state.choice is not None else None,
+            log=log,
+        )
         self._exchange = PolicyExchange(
             shell,
             state,
@@ -214,6 +222,7 @@ class ServerConnection:
                 protocol=hosted.protocol,
                 on_opened=self._begin_mcpl,
             )
+            self._shell.start_job(self._stalls.run, counted=False)  # the handshake's answer is in
             if self._policy.state is MCPLState.PENDING:
                 await self._exchange.initial()
         except BaseException:
@@ -377,6 +386,11 @@ class ServerConnection:
     def last_received(self) -> float | None:
         """When the server last sent anything (``anyio.current_time()``), or None."""
         return self._shell.last_received
+
+    @property
+    def stall_explanation(self) -> str | None:
+        """The sentence of the last stall found on this connection (``stall_watch``), or None."""
+        return self._stalls.explanation
 
     def _silence_hint(self) -> str | None:
         """After a refusal: the sentence explaining an unanswered initial policy request."""

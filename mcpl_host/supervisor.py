@@ -32,8 +32,9 @@ Rules of this module (docs/protocol.md T1-T3):
 - **Ownership.** ``run()`` owns the connection it opened; ``aclose()`` cancels ``run()`` and
   waits, shielded, until the connection is closed and its process reaped (bounded by the
   connection's grace periods).
-- **Emitting waits.** ``emit`` is awaited for every event: the ``Host`` never drops a
-  lifecycle event, so a consumer that does not read holds the supervisor back instead.
+- **Emitting is awaited.** ``emit`` is awaited for every event, in order; the ``Host``'s
+  sink never waits for a consumer (``mcpl_host.events`` rules), so no subscription holds a
+  supervisor back.
 
 Event data (``HostEvent.data``; JSON values only, server text as the connection reports it,
 already escaped and redacted where it comes from an exception or stderr): see the TypedDicts

@@ -110,7 +110,7 @@ def test_run_json_prints_one_object_per_event(tmp_path: Path) -> None:
     events = [json.loads(line) for line in out.splitlines()]
     assert all(set(event) == {"time", "server", "kind", "data"} for event in events)
     demo = [event["kind"] for event in events if event["server"] == "demo"]
-    # The receipt comes after the ready line (report.RunOrder): nothing before "ready".
+    # The receipt comes after the ready line (events.ConnectingOrder): nothing before "ready".
     assert demo[:3] == ["connecting", "ready", "policy_receipt"] and demo.count("push_event") == 2
     hello = next(e for e in events if e["kind"] == "notification" and e["data"]["method"] == "test/hello")
     assert hello["data"]["params"] == {"key": "[redacted]"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 import sys
 from typing import Any
 
@@ -24,19 +25,24 @@ from mcpl_host import (
     HostHandlers,
     Limits,
     RequestContext,
+    connect_http,
     connect_stdio,
     connect_websocket,
     report,
 )
+from mcpl_host.config import ServerConfig
 from mcpl_host.connect import default_server_name, stdio_server
+from mcpl_host.host import Host
 from mcpl_host.mcpl.admission import Admitted, Held, Refused, admit
 from mcpl_host.mcpl.compat import CompatNote, NoteLedger, choose_profile, widen
-from mcpl_host.mcpl.explain import RefusalRecord, silence_sentence, stall_verdict
+from mcpl_host.mcpl.explain import CLI_SWITCH, LIBRARY_SWITCH, RefusalRecord, silence_sentence, stall_verdict
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy, declaration_notes, derive, read_feature_sets
 from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState
+from mcpl_host.observe import Observation
 
 from .conftest import FIXTURES
+from .wire import port_line, stop_server_process
 
 SERVER = str(FIXTURES / "compat_server.py")
 TIMEOUT = 30
@@ -588,3 +594,125 @@ def test_a_long_compatibility_note_wraps_indented_under_its_heading() -> None:
     heading, *lines = out.getvalue().splitlines()
     assert heading.startswith("Compatibility notes") and len(lines) >= 3
     assert all(line.startswith("  ") and line[2] != " " for line in lines), lines
+
+
+# --- shape 3 in strict: the library explains the stall when the probe does --------------------
+
+#: What the library says of shape 3 in strict after a stall of STALL seconds.
+STALL = 2.0
+LIBRARY_STALL_SENTENCE = (
+    "The host refused channels/register (-32002: the policy is not yet in force), and then the "
+    "server stopped answering: nothing received for 2 s while the host waits for featureSets/update "
+    "(2 s); servers written for MCPL 0.4 behave this way (they send privileged requests before the "
+    'policy and stop at a refusal): use compat="0.4" (or "compat": "0.4" in a config file)'
+)
+STALL_LIMITS = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0, stall_seconds=STALL)
+
+
+class StallSeen:
+    """An observer that keeps the ``stalled`` observation."""
+
+    def __init__(self) -> None:
+        self.seen = anyio.Event()
+        self.data: dict[str, Any] = {}
+
+    def observe(self, server: str, observation: Observation) -> None:
+        if observation.kind == "stalled" and not self.seen.is_set():
+            self.data = observation.data
+            self.seen.set()
+
+
+async def _explains_the_stall_while_the_policy_waits(conn: Any, observer: StallSeen) -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+
+            async def enter() -> None:
+                async with conn:
+                    pass
+
+            tg.start_soon(enter)
+            await observer.seen.wait()  # the policy request still waits (60 s timeout)
+            assert conn.server_info is not None and conn.mcpl_state is MCPLState.PENDING
+            assert conn.stall_explanation == LIBRARY_STALL_SENTENCE
+            tg.cancel_scope.cancel()
+    data = observer.data
+    assert data["explanation"] == LIBRARY_STALL_SENTENCE
+    assert data["refused"] == "channels/register (-32002: the policy is not yet in force)"
+    assert data["profile"] == "strict"
+    assert [w["method"] for w in data["waiting"]] == ["featureSets/update"]
+    assert data["silentSeconds"] >= STALL
+
+
+@pytest.mark.anyio
+async def test_shape3_in_strict_through_connect_stdio_explains_the_stall_while_the_policy_waits() -> None:
+    observer = StallSeen()
+    await _explains_the_stall_while_the_policy_waits(
+        shape("shape3", limits=STALL_LIMITS, observer=observer), observer
+    )
+
+
+@pytest.mark.anyio
+async def test_shape3_in_strict_through_connect_websocket_explains_the_stall_too() -> None:
+    from .test_websocket import bridge
+
+    observer = StallSeen()
+    async with bridge(command=[sys.executable, SERVER, "shape3"]) as server:
+        conn = connect_websocket(server.url(), policy=ALL, limits=STALL_LIMITS, observer=observer)
+        await _explains_the_stall_while_the_policy_waits(conn, observer)
+
+
+@pytest.mark.anyio
+async def test_shape3_in_strict_under_a_host_gives_the_stall_as_an_event_and_in_the_snapshot(
+    rendered_logs: io.StringIO,
+) -> None:
+    config = ServerConfig(
+        name="s",
+        transport="stdio",
+        command=sys.executable,
+        args=(SERVER, "shape3"),
+        grant_policy=ALL,
+        limits=STALL_LIMITS,
+    )
+    host = Host({"s": config})
+    stalls = host.subscribe(kinds=["stalled"])
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            event = await stalls.receive()
+            snapshot = host.snapshot()["s"]
+            assert snapshot.state == "connecting"  # at the stall, not at the request's timeout
+            assert snapshot.stall_explanation == LIBRARY_STALL_SENTENCE
+            shown = report.run_event(event.to_json(), host.redactor("s"))
+    assert event.data["explanation"] == LIBRARY_STALL_SENTENCE
+    assert report.run_event_text(shown)[1].plain == f"s  stalled {LIBRARY_STALL_SENTENCE}"
+    lines = [json.loads(line) for line in rendered_logs.getvalue().splitlines()]
+    (said,) = [line for line in lines if line["event"] == "the server stopped answering"]
+    assert said["explanation"] == LIBRARY_STALL_SENTENCE and said["level"] == "info" and said["server"] == "s"
+
+
+def test_the_probe_and_the_library_say_the_same_sentence_but_for_the_switch() -> None:
+    stall = stall_verdict(2.0, [("featureSets/update", 0.0)], None, STALL)
+    refused = RefusalRecord("channels/register", -32002, "not_in_force", "channels.register")
+    library = silence_sentence(stall, refused, "strict", switch=LIBRARY_SWITCH)
+    assert library == LIBRARY_STALL_SENTENCE
+    assert silence_sentence(stall, refused, "strict") == library.replace(LIBRARY_SWITCH, CLI_SWITCH)
+
+
+@pytest.mark.anyio
+async def test_shape3_in_strict_through_connect_http_explains_the_stall_too() -> None:
+    process = await anyio.open_process(
+        [sys.executable, str(FIXTURES / "http_bridge.py"), "--", sys.executable, SERVER, "shape3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        start_new_session=True,
+    )
+    try:
+        port = await port_line(process, TIMEOUT)
+        observer = StallSeen()
+        conn = connect_http(
+            f"http://127.0.0.1:{port}/mcp", policy=ALL, limits=STALL_LIMITS, observer=observer
+        )
+        await _explains_the_stall_while_the_policy_waits(conn, observer)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop_server_process(process, TIMEOUT)

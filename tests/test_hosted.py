@@ -9,6 +9,8 @@ trio; ``fixtures/attempts.py`` runs a different script on each start of a server
 
 from __future__ import annotations
 
+import io
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +20,7 @@ import anyio
 import pytest
 
 from mcpl_host import GrantPolicy, Host, HostHandlers, Limits, ServerConfig, Subscription
+from mcpl_host.host import DROPPED_EVENTS_LOGGED, MAX_QUEUED_EVENTS
 from mcpl_host.supervisor_policy import RestartPolicy
 
 from .conftest import FIXTURES
@@ -166,6 +169,74 @@ async def test_forty_pushes_to_a_slow_application_are_each_taken_or_refused_with
     assert len(accepted) == 40  # the application read them all in the end
 
 
+async def test_an_unread_default_subscription_never_holds_back_the_one_the_application_reads(
+    tmp_path: Path,
+) -> None:
+    # The README's framework example: the application reads only its own subscription to
+    # one server's pushes; the default subscription (made with the host) is never read.
+    # More pushes than a subscription holds (MAX_QUEUED_EVENTS, 1,024) must each be taken by
+    # the subscription that is read and answered accepted.
+    pushes = MAX_QUEUED_EVENTS + 76
+    steps: list[dict[str, Any]] = [*MCPL_HANDSHAKE]
+    steps += [{"send": push_event(n, f"e{n}")} for n in range(pushes)]
+    steps.append({"wait_responses": list(range(pushes)), "timeout": 60})
+    script = Script(tmp_path, steps)
+    limits = Limits(close_grace_seconds=0.5, terminate_grace_seconds=1.0, delivery_timeout_seconds=1.0)
+    host = Host({"s": script_config(script, grant_policy=GRANT_ALL, limits=limits)})
+    triggers = host.subscribe(servers=["s"], kinds=["push_event"])
+    notes = host.subscribe(servers=["s"], kinds=["notification"])
+    taken: list[str] = []
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            async with anyio.create_task_group() as tg:
+
+                async def read() -> None:
+                    async for event in triggers:
+                        taken.append(event.data["eventId"])
+
+                tg.start_soon(read)
+                await until(notes)  # every push was answered
+                tg.cancel_scope.cancel()
+    results = [answer(script, n)["result"] for n in range(pushes)]
+    refused = [result for result in results if result["accepted"] is not True]
+    assert refused == []
+    assert sorted(taken) == sorted(f"e{n}" for n in range(pushes))  # concurrent: any order
+    assert len(host.events()) <= 2 * MAX_QUEUED_EVENTS  # the unread one stays bounded
+
+
+async def test_a_subscription_the_application_stopped_reading_is_bounded_and_says_what_it_lost(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
+    steps: list[dict[str, Any]] = [*MCPL_HANDSHAKE]
+    steps += [{"send": push_event(n, f"e{n}")} for n in range(40)]
+    steps.append({"wait_responses": list(range(40)), "timeout": 30})
+    script = Script(tmp_path, steps)
+    host = Host({"s": script_config(script, grant_policy=GRANT_ALL)}, max_queued_events=8)
+    stopped = host.subscribe(kinds=["push_event"])  # read by nobody from the start
+    read = host.subscribe(kinds=["push_event"])
+    notes = host.subscribe(kinds=["notification"])
+    taken: list[str] = []
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            async with anyio.create_task_group() as tg:
+
+                async def take() -> None:
+                    async for event in read:
+                        taken.append(event.data["eventId"])
+
+                tg.start_soon(take)
+                await until(notes)
+                tg.cancel_scope.cancel()
+    assert [answer(script, n)["result"] for n in range(40)] == [{"accepted": True}] * 40
+    assert sorted(taken) == sorted(f"e{n}" for n in range(40))
+    assert len(stopped) <= 2 * 8 and stopped.dropped >= 40 - 2 * 8
+    assert host.dropped_events == stopped.dropped + host.events().dropped + notes.dropped
+    lines = [json.loads(line) for line in rendered_logs.getvalue().splitlines()]
+    full = [line["event"] for line in lines if line["event"].startswith("event subscription full: ")]
+    assert len(full) == DROPPED_EVENTS_LOGGED + 1 and full[-1].endswith("; more go unlogged")
+    assert all(line["dropped"] > 0 for line in lines if line["event"] in full)
+
+
 async def test_a_ready_event_is_never_lost_under_a_flood_of_other_events(tmp_path: Path) -> None:
     flood = [{"send": {"jsonrpc": "2.0", "method": "test/noise", "params": {"n": n}}} for n in range(200)]
     script = Script(tmp_path, [*MCP_HANDSHAKE, *flood])
@@ -179,6 +250,69 @@ async def test_a_ready_event_is_never_lost_under_a_flood_of_other_events(tmp_pat
                 kinds.append(host.events().receive_nowait().kind)
     assert kinds[:2] == ["connecting", "ready"]
     assert host.dropped_events > 0  # observations were dropped, oldest first; lifecycle never
+
+
+@pytest.mark.parametrize("era", ["mcp", "mcpl", "mcpl-push"])
+async def test_ready_comes_before_a_notification_written_with_the_last_answer_of_the_handshake(
+    tmp_path: Path, era: str
+) -> None:
+    # The notification arrives in the same chunk as the answer that ends the handshake, so
+    # the read loop reports it before the supervisor has had a turn to emit ready.
+    note = {"jsonrpc": "2.0", "method": "test/early", "params": {}}
+    if era == "mcp":
+        steps: list[dict[str, Any]] = [
+            {"expect": {"method": "initialize"}},
+            {"reply": MCP_HANDSHAKE[1]["reply"], "then": [note]},
+            {"expect": {"method": "notifications/initialized"}},
+        ]
+    elif era == "mcpl":
+        steps = [*MCPL_HANDSHAKE[:-1], {"reply": {"accepted": True}, "then": [note]}]
+    else:  # a push (a delivery) in the same write as the receipt, then the notification
+        steps = [
+            *MCPL_HANDSHAKE[:-1],
+            {"reply": {"accepted": True}, "then": [push_event(1, "early"), note]},
+            {"wait_response": 1},
+        ]
+    script = Script(tmp_path, steps)
+    host = Host({"s": script_config(script, grant_policy=GRANT_ALL)})
+    kinds: list[str] = []
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            async for event in host.events():
+                kinds.append(event.kind if event.kind != "notification" else event.data["method"])
+                if kinds[-1] == DONE_METHOD:
+                    break
+    assert kinds[:2] == ["connecting", "ready"], kinds
+    assert "test/early" in kinds
+    if era == "mcpl-push":
+        assert "push_event" in kinds and answer(script, 1)["result"] == {"accepted": True}
+
+
+async def test_observations_held_until_ready_are_bounded_counted_and_follow_it(
+    tmp_path: Path, rendered_logs: io.StringIO
+) -> None:
+    flood = [{"send": {"jsonrpc": "2.0", "method": "test/noise", "params": {"n": n}}} for n in range(50)]
+    steps = [*MCPL_HANDSHAKE[:-1], *flood, MCPL_HANDSHAKE[-1]]  # all while connecting
+    script = Script(tmp_path, steps)
+    host = Host({"s": script_config(script, grant_policy=GRANT_ALL)}, max_queued_events=8)
+    seen: list[tuple[str, Any]] = []
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            async for event in host.events():
+                params = event.data.get("params")
+                seen.append((event.kind, params.get("n") if isinstance(params, dict) else None))
+                if event.data.get("method") == DONE_METHOD:
+                    break
+    assert seen[:2] == [("connecting", None), ("ready", None)]
+    noise = [n for kind, n in seen if kind == "notification" and n is not None]
+    # The newest of those held (at most 8, the receipt among them), in order, after ready.
+    assert noise == sorted(noise) and noise[-1] == 49 and noise[0] >= 50 - 8
+    assert host.dropped_events >= 42
+    lines = [json.loads(line) for line in rendered_logs.getvalue().splitlines()]
+    assert any(
+        line["event"] == "event subscription full: dropped the oldest observation held until ready"
+        for line in lines
+    )
 
 
 # -- the application's handlers are used as they are ------------------------------------------

@@ -14,6 +14,8 @@ Rules:
   answering, that servers written for MCPL 0.4 behave this way, and the option that switches
   the profile (``switch``: ``--compat 0.4`` on the command line, ``compat="0.4"`` in the
   library).
+- ``stall_due``: the moment a stall would begin if nothing changes, so a watch can sleep
+  until then instead of polling.
 - Pure: no I/O, no clock (times are passed in), no logging. Sentences carry no server text
   but method names, which the caller escapes like any server value.
 """
@@ -33,6 +35,7 @@ __all__ = [
     "Stall",
     "Waiting",
     "silence_sentence",
+    "stall_due",
     "stall_verdict",
 ]
 
@@ -93,6 +96,17 @@ def stall_verdict(
     if silent < bound:
         return None
     return Stall(silent, tuple(Waiting(method, now - sent) for method, sent in ordered))
+
+
+def stall_due(
+    waiting: Sequence[tuple[str, float]], last_received: float | None, bound: float
+) -> float | None:
+    """When (the clock of ``waiting``) ``stall_verdict`` first finds a stall if the server
+    sends nothing more and no request is answered; None while nothing waits."""
+    if not waiting:
+        return None
+    oldest = min(sent for _, sent in waiting)
+    return (oldest if last_received is None else max(last_received, oldest)) + bound
 
 
 def silence_sentence(

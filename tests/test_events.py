@@ -1,0 +1,106 @@
+"""``mcpl_host.events`` by plain calls: the bounds of a subscription nobody reads, deliveries
+that no full subscription holds back, and the order that puts ``ready`` first."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcpl_host.events import ConnectingOrder, Delivery, EventBus, HostEvent, Subscription
+
+
+def delivery(n: int) -> HostEvent:
+    return HostEvent("s", "push_event", {"n": n}, delivery=Delivery())
+
+
+def note(n: int) -> HostEvent:
+    return HostEvent("s", "notification", {"n": n})
+
+
+def test_a_full_subscription_misses_a_delivery_and_counts_it_while_the_read_one_takes_it() -> None:
+    bus = EventBus()
+    stopped = bus.add(Subscription(max_queued=1))  # the application stopped reading it
+    read = bus.add(Subscription(max_queued=4))
+    events = [delivery(n) for n in range(3)]
+    offered = [bus.offer(event, bus.matching(event)) for event in events]
+    assert offered == [(2, 0), (1, 1), (1, 1)]  # never waits for the full one
+    assert stopped.dropped == 2 and bus.dropped == 2
+    assert [read.receive_nowait() for _ in range(3)] == events
+    # Taken by the read one, the delivery queued in the stopped one is an observation there.
+    assert stopped.has_room_for_delivery()
+    only = stopped.receive_nowait()
+    assert only.data["n"] == 0 and only.delivery is None
+
+
+def test_a_delivery_nobody_took_keeps_its_place_until_it_is_withdrawn() -> None:
+    sub = Subscription(max_queued=1)
+    first = delivery(0)
+    assert sub.put_delivery(first)
+    assert not sub.has_room_for_delivery()  # still waiting for this consumer
+    assert first.delivery is not None
+    first.delivery.withdrawn = True  # its request was refused: it is never shown
+    assert sub.has_room_for_delivery() and len(sub) == 0
+    assert sub.dropped == 0
+
+
+def test_taken_deliveries_turned_observations_are_bounded_oldest_first() -> None:
+    sub = Subscription(max_queued=2)
+    for n in range(3):
+        sub.put_observation(note(n))  # 0 dropped for 2
+    taken = delivery(3)
+    assert sub.put_delivery(taken)
+    assert taken.delivery is not None
+    taken.delivery.taken.set()
+    sub.put_delivery(delivery(4))
+    assert sub.put_delivery(delivery(5))  # compaction: 3 is an observation now, 1 dropped
+    assert [sub.receive_nowait().data["n"] for _ in range(len(sub))] == [2, 3, 4, 5]
+    assert sub.dropped == 2
+
+
+def test_an_unread_subscription_drops_its_oldest_lifecycle_event_and_never_blocks() -> None:
+    bus = EventBus()
+    sub = bus.add(Subscription(max_queued_lifecycle=2))
+    for attempt in range(1, 4):
+        bus.emit_lifecycle(HostEvent("s", "connecting", {"attempt": attempt}))
+    assert bus.dropped == 1 and sub.dropped == 1
+    assert [sub.receive_nowait().data["attempt"] for _ in range(2)] == [2, 3]
+
+
+def test_connecting_order_holds_observations_until_the_event_that_ends_connecting() -> None:
+    order = ConnectingOrder(max_held=2)
+    assert order.observation(note(0))  # not connecting: at once
+    assert order.lifecycle(HostEvent("s", "connecting", {"attempt": 1})) == []
+    assert order.connecting("s") and not order.connecting("other")
+    assert not order.observation(note(1))
+    assert order.observation(HostEvent("other", "notification", {}))
+    assert not order.observation(note(2))
+    assert not order.observation(note(3))  # past max_held: the oldest held is dropped
+    assert order.dropped == 1
+    released = order.lifecycle(HostEvent("s", "ready", {"attempt": 1}))
+    assert [e.data["n"] for e in released] == [2, 3]
+    assert not order.connecting("s") and order.observation(note(4))
+
+
+@pytest.mark.anyio
+async def test_wait_room_wakes_when_the_consumer_takes_one() -> None:
+    sub = Subscription(max_queued=1)
+    assert sub.put_delivery(delivery(0))
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sub.wait_room)
+            await anyio.wait_all_tasks_blocked()
+            sub.receive_nowait()
+    assert sub.has_room_for_delivery()
+
+
+def test_closing_one_subscription_withdraws_only_the_deliveries_nobody_else_holds() -> None:
+    bus = EventBus()
+    closing = bus.add(Subscription())
+    other = bus.add(Subscription(servers=["s"], kinds=["push_event"]))
+    shared, alone = delivery(0), HostEvent("t", "push_event", {}, delivery=Delivery())
+    bus.offer(shared, bus.matching(shared))
+    bus.offer(alone, bus.matching(alone))
+    closing.close()
+    assert shared.delivery is not None and not shared.delivery.withdrawn
+    assert alone.delivery is not None and alone.delivery.withdrawn
+    assert other.receive_nowait() is shared and shared.delivery.taken.is_set()
