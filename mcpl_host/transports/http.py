@@ -75,9 +75,9 @@ from mcpl_host.stateless import (
     stream_lost_answer,
 )
 from mcpl_host.transports.http_common import (
-    BodyTooLarge,
     Inbox,
     Unreachable,
+    UnreadableBody,
     build_client,
     error_excerpt,
     id_key,
@@ -270,7 +270,10 @@ class StreamableHTTPTransport:
 
     async def _delete_session(self, client: httpx.AsyncClient) -> None:
         with contextlib.suppress(httpx.HTTPError, httpx.StreamError, OSError):
-            response = await client.delete(self._params.url, headers=self._headers(ACCEPT_POST))
+            # Streamed, and the body never read: whatever the server answers costs nothing.
+            request = client.build_request("DELETE", self._params.url, headers=self._headers(ACCEPT_POST))
+            response = await client.send(request, stream=True)
+            await response.aclose()
             self._logger.debug("session ended with DELETE", url=self._shown, status=response.status_code)
 
     # --- helpers ----------------------------------------------------------------------
@@ -555,10 +558,9 @@ class StreamableHTTPTransport:
                 try:
                     with unreachable(what, self._shown, self._redactor):
                         body = trim(await read_body(response, self._limits.max_line_bytes))
-                except BodyTooLarge:
+                except UnreadableBody as exc:
                     raise self._lose(
-                        f"the server at {self._shown} sent an answer over {self._limits.max_line_bytes}"
-                        " bytes (limits.max_line_bytes); the transport was closed"
+                        f"the server at {self._shown} sent {exc}; the transport was closed"
                     ) from None
                 except Unreachable as exc:
                     raise self._lose(str(exc)) from None
@@ -691,7 +693,7 @@ class StreamableHTTPTransport:
                     data = trim(event.data.encode("utf-8"))
                     if data and await self._deliver(data, stream.key):
                         stream.answered = True
-        except BodyTooLarge as exc:
+        except UnreadableBody as exc:
             raise self._lose(f"the server at {self._shown} sent {exc}; the transport was closed") from None
         finally:
             with anyio.CancelScope(shield=True):

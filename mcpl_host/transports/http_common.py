@@ -11,6 +11,13 @@ Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with
 - The ``Inbox`` holds at most one received line that ``receive()`` has not taken; a reader
   with another waits (the HTTP stream is not read meanwhile), so memory stays bounded by
   the open streams. Lines already received are returned before a loss is reported.
+- Bodies are read raw and decoded here (``content_coding.BodyDecoder``), never by httpx:
+  every decoding layer counts against the bound of what is read (a JSON body:
+  ``limits.max_line_bytes``; an event stream: ``limits.max_sse_event_bytes`` per event; an
+  error body: ``limits.max_line_bytes``, of which ``limits.max_http_error_body_bytes`` are
+  kept), as it decodes, so stacked codings cannot inflate past it. A coding that cannot be
+  decoded, or a bound passed, is ``UnreadableBody`` (``BadContentEncoding``,
+  ``BodyTooLarge``).
 - httpx errors become one sentence naming the URL as shown (``unreachable``), here only.
 """
 
@@ -32,14 +39,24 @@ from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor, log_value
+from mcpl_host.transports.content_coding import (
+    ACCEPT_ENCODING,
+    BadCoding,
+    BodyDecoder,
+    LayerTooLarge,
+    codings_of,
+)
 from mcpl_host.transports.http_params import HTTPParameters
 
 __all__ = [
     "USER_AGENT",
+    "BadContentEncoding",
     "BodyTooLarge",
     "Inbox",
     "Unreachable",
+    "UnreadableBody",
     "build_client",
+    "decoded_body",
     "error_excerpt",
     "peek",
     "read_body",
@@ -52,8 +69,17 @@ _TERMINATOR = re.compile(rb"\r\n|\r|\n")
 _BLANKS = b" \t\r\n"
 
 
-class BodyTooLarge(Exception):
-    """A body or an event went past its bound; ``str()`` says which bound."""
+class UnreadableBody(Exception):
+    """A body or an event the host does not read on; ``str()`` says why."""
+
+
+class BodyTooLarge(UnreadableBody):
+    """A body or an event went past its bound (decoded, or in one decoding layer);
+    ``str()`` says which bound."""
+
+
+class BadContentEncoding(UnreadableBody):
+    """A body in a ``Content-Encoding`` the host does not decode, or not valid in it."""
 
 
 class Unreachable(Exception):
@@ -63,11 +89,12 @@ class Unreachable(Exception):
 
 def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
     """The httpx client of one transport: the configured headers and token on every request,
-    redirects never followed, connect and write timeouts from ``limits`` (reads wait: an
+    redirects never followed, ``Accept-Encoding`` only what ``content_coding`` decodes (not
+    the optional decoders httpx could load), connect and write timeouts from ``limits`` (reads wait: an
     event stream may be idle for long, and a request's answer is bounded by its own
     timeout), at most ``limits.max_http_connections`` connections."""
     return httpx.AsyncClient(
-        headers={"User-Agent": USER_AGENT, **params.request_headers()},
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING, **params.request_headers()},
         timeout=httpx.Timeout(
             connect=limits.http_connect_timeout_seconds,
             read=None,
@@ -107,30 +134,69 @@ def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None
         raise Unreachable(f"could not reach {shown_url} for {what} ({reason})") from None
 
 
-async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
-    """The whole (decoded) body, read as it arrives.
+def body_decoder(response: httpx.Response, max_layer_bytes: int) -> BodyDecoder:
+    """The decoder of ``response``'s ``Content-Encoding`` (module rules).
 
     Raises:
-        BodyTooLarge: more than ``max_bytes``; reading stops there.
-        httpx errors: as ``aiter_bytes`` raises them (for ``unreachable``).
+        BadContentEncoding: a coding the host does not decode.
+    """
+    try:
+        return BodyDecoder(codings_of(response.headers.get_list("content-encoding")), max_layer_bytes)
+    except BadCoding as exc:
+        raise BadContentEncoding(str(exc)) from None
+
+
+async def decoded_body(response: httpx.Response, decoder: BodyDecoder, bound: str) -> AsyncIterator[bytes]:
+    """The body of ``response`` (a streamed answer), read raw and decoded by ``decoder``,
+    as it arrives; ``bound`` names the bound of its layers for the error (``"limits.max_line_bytes"``).
+
+    Raises:
+        BadContentEncoding: data not valid in its coding.
+        BodyTooLarge: a decoding layer over its bound.
+        httpx errors: as ``aiter_raw`` raises them (for ``unreachable``).
+    """
+    try:
+        async for raw in response.aiter_raw():
+            for piece in decoder.feed(raw):
+                yield piece
+        for piece in decoder.finish():
+            yield piece
+    except LayerTooLarge as exc:
+        raise BodyTooLarge(f"{exc} ({bound})") from None
+    except BadCoding as exc:
+        raise BadContentEncoding(str(exc)) from None
+
+
+async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
+    """The whole decoded body, read and decoded as it arrives; every decoding layer is
+    bounded by ``max_bytes`` too (``limits.max_line_bytes``, as the errors say).
+
+    Raises:
+        BodyTooLarge: more than ``max_bytes`` (decoded, or in a layer); reading stops there.
+        BadContentEncoding: a coding the host does not decode, or data not valid in it.
+        httpx errors: as ``aiter_raw`` raises them (for ``unreachable``).
     """
     parts: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in decoded_body(response, body_decoder(response, max_bytes), "limits.max_line_bytes"):
         size += len(chunk)
         if size > max_bytes:
-            raise BodyTooLarge(f"a body over {max_bytes} bytes")
+            raise BodyTooLarge(f"a body over {max_bytes} bytes (limits.max_line_bytes)")
         parts.append(chunk)
     return b"".join(parts)
 
 
 async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
     """The start of an error answer's body as text (at most
-    ``limits.max_http_error_body_bytes`` read; the rest is not). Never raises (empty text
-    when the body cannot be read)."""
+    ``limits.max_http_error_body_bytes`` read and decoded, each decoding layer bounded by
+    ``limits.max_line_bytes``; the rest is not read). Never raises (empty text when the
+    body cannot be read)."""
     data = b""
-    with contextlib.suppress(httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError):
-        async for chunk in response.aiter_bytes():
+    with contextlib.suppress(
+        httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError, UnreadableBody
+    ):
+        decoder = body_decoder(response, limits.max_line_bytes)
+        async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
             data += chunk
             if len(data) >= limits.max_http_error_body_bytes:
                 data = data[: limits.max_http_error_body_bytes]
@@ -142,11 +208,12 @@ class _EventBytes:
     """Counts the bytes of the current Server-Sent Event (every line since the last blank
     line; CR, LF and CRLF end a line, a CRLF split across chunks included)."""
 
-    __slots__ = ("_cr", "_limit", "_line_empty", "_size")
+    __slots__ = ("_cr", "_limit", "_line_empty", "_size", "ended")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._size = 0
+        self.ended = False  # an event ended in the last chunk fed
         self._line_empty = True  # nothing yet on the current line
         self._cr = False  # the last chunk ended in CR (an LF may complete it)
 
@@ -154,12 +221,14 @@ class _EventBytes:
         """Raises ``BodyTooLarge`` when the current event goes past the bound."""
         start = 1 if self._cr and chunk[:1] == b"\n" else 0
         self._cr = False
+        self.ended = False
         for match in _TERMINATOR.finditer(chunk, start):
             content = match.start() - start
             if content:
                 self._line_empty = False
             if self._line_empty:  # a blank line ends the event
                 self._size = 0
+                self.ended = True
             else:
                 self._size += content + len(match.group())
                 if self._size > self._limit:
@@ -177,16 +246,21 @@ class _EventBytes:
 
 
 class _CountedStream(httpx.AsyncByteStream):
-    """httpx's extension point for a response body: the decoded bytes of ``response``,
-    each chunk counted by ``_EventBytes`` before it is passed on."""
+    """httpx's extension point for a response body: the bytes of ``response``, decoded
+    (``decoded_body``: each layer bounded per event, its count restarted when an event
+    ends), each chunk counted by ``_EventBytes`` before it is passed on."""
 
-    def __init__(self, response: httpx.Response, counter: _EventBytes) -> None:
+    def __init__(self, response: httpx.Response, counter: _EventBytes, max_layer_bytes: int) -> None:
         self._response = response
         self._counter = counter
+        self._max_layer_bytes = max_layer_bytes
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._response.aiter_bytes():
+        decoder = body_decoder(self._response, self._max_layer_bytes)
+        async for chunk in decoded_body(self._response, decoder, "limits.max_sse_event_bytes"):
             self._counter.feed(chunk)
+            if self._counter.ended:
+                decoder.restart_count()
             yield chunk
 
     async def aclose(self) -> None:
@@ -198,14 +272,15 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
     by httpx-sse, each bounded as the module rules say.
 
     Raises:
-        BodyTooLarge: an event over ``limits.max_sse_event_bytes``, or an event's data over
-            ``limits.max_line_bytes``.
+        BodyTooLarge: an event over ``limits.max_sse_event_bytes`` (decoded, or in one
+            decoding layer), or an event's data over ``limits.max_line_bytes``.
+        BadContentEncoding: a coding the host does not decode, or data not valid in it.
         httpx errors: as reading the body raises them (for ``unreachable``).
     """
     counted = httpx.Response(
         response.status_code,
         headers={"content-type": "text/event-stream; charset=utf-8"},
-        stream=_CountedStream(response, _EventBytes(limits.max_sse_event_bytes)),
+        stream=_CountedStream(response, _EventBytes(limits.max_sse_event_bytes), limits.max_sse_event_bytes),
     )
     async for event in EventSource(counted).aiter_sse():
         data = event.data
