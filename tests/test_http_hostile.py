@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gzip
 import os
 import sys
@@ -28,6 +29,7 @@ import pytest
 
 from mcpl_host import ConnectionLost, Limits, connect_http
 from mcpl_host.transports.content_coding import STEP_BYTES, BadCoding, BodyDecoder, LayerTooLarge, codings_of
+from mcpl_host.transports.http_common import reconnect_delay
 
 from .conftest import FIXTURES
 from .wire import port_line, stop_server_process
@@ -136,3 +138,83 @@ async def test_a_coding_the_host_does_not_ask_for_is_refused_clearly(tmp_path: P
                 with pytest.raises(ConnectionLost) as info:
                     await conn.list_tools()
     assert "sent a body in Content-Encoding 'br', which the host does not decode" in str(info.value)
+
+
+# -- numbers a server chooses: the SSE retry field ----------------------------------------
+
+
+async def _get_times(process_stdout: anyio.abc.ByteReceiveStream, count: int) -> list[float]:
+    """The arrival times of the first ``count`` GETs, as the server tells them."""
+    buffer = b""
+    times: list[float] = []
+    while len(times) < count:
+        while b"\n" not in buffer:
+            buffer += await process_stdout.receive()
+        line, buffer = buffer.split(b"\n", 1)
+        word, _, seconds = line.split()
+        assert word == b"GET"
+        times.append(float(seconds))
+    return times
+
+
+@contextlib.asynccontextmanager
+async def retry_server(retry: str) -> AsyncIterator[tuple[int, anyio.abc.ByteReceiveStream]]:
+    process = await anyio.open_process(
+        [sys.executable, str(HOSTILE), "get-retry", "--retry", retry],
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=None,
+        start_new_session=True,
+    )
+    try:
+        port = await port_line(process, TIMEOUT)
+        assert process.stdout is not None
+        yield port, process.stdout
+    finally:
+        await stop_server_process(process, TIMEOUT)
+
+
+RETRY_LIMITS = dataclasses.replace(
+    FAST,
+    sse_reconnect_delay_seconds=0.05,
+    sse_min_reconnect_delay_seconds=0.01,
+    sse_max_reconnect_delay_seconds=0.4,
+)
+
+
+async def test_a_get_stream_that_delivers_nothing_is_reopened_with_a_growing_delay() -> None:
+    """``retry: 0`` and a GET stream that ends at once: each reopening waits longer
+    (0.05, 0.1, 0.2, 0.4, 0.4 s: the server's 0 never shortens the back-off); before, every
+    reopening came after 0.01 s, for ever."""
+    async with retry_server("0") as (port, stdout):
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=RETRY_LIMITS, transport="streamable-http")
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                times = await _get_times(stdout, 6)
+                await conn.ping()
+    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    for gap, least in zip(gaps, [0.05, 0.1, 0.2, 0.4, 0.4]):
+        assert gap >= least, gaps
+
+
+async def test_a_retry_field_too_large_for_a_float_is_cut_to_the_maximum() -> None:
+    """``retry: 1`` and 400 zeros (an OverflowError traceback before): the reopening waits
+    ``sse_max_reconnect_delay_seconds`` and the connection goes on."""
+    async with retry_server("1" + "0" * 400) as (port, stdout):
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=RETRY_LIMITS, transport="streamable-http")
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                times = await _get_times(stdout, 3)
+                await conn.ping()
+    assert times[1] - times[0] >= 0.4 and times[2] - times[1] >= 0.4
+
+
+def test_reconnect_delays_are_clamped_and_back_off_when_streams_deliver_nothing() -> None:
+    delay = functools.partial(reconnect_delay, RETRY_LIMITS)
+    assert delay(failures=0, empty=0, retry_ms=None) == 0.05
+    assert delay(failures=0, empty=0, retry_ms=200) == 0.2
+    assert delay(failures=0, empty=0, retry_ms=0) == 0.01  # the minimum
+    assert delay(failures=0, empty=0, retry_ms=-5) == 0.01
+    assert delay(failures=0, empty=0, retry_ms=10**400) == 0.4  # the maximum, no overflow
+    assert [delay(failures=0, empty=n, retry_ms=0) for n in range(1, 6)] == [0.05, 0.1, 0.2, 0.4, 0.4]
+    assert [delay(failures=n, empty=0, retry_ms=0) for n in (1, 2, 3, 100)] == [0.05, 0.1, 0.2, 0.4]

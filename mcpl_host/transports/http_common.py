@@ -24,12 +24,14 @@ Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import orjson
 from httpx_sse import EventSource, ServerSentEvent
@@ -60,6 +62,7 @@ __all__ = [
     "error_excerpt",
     "peek",
     "read_body",
+    "reconnect_delay",
     "sse_events",
     "unreachable",
 ]
@@ -148,7 +151,7 @@ def body_decoder(response: httpx.Response, max_layer_bytes: int) -> BodyDecoder:
 
 async def decoded_body(response: httpx.Response, decoder: BodyDecoder, bound: str) -> AsyncIterator[bytes]:
     """The body of ``response`` (a streamed answer), read raw and decoded by ``decoder``,
-    as it arrives; ``bound`` names the bound of its layers for the error (``"limits.max_line_bytes"``).
+    as it arrives, with a checkpoint between the pieces one chunk inflates to; ``bound`` names the bound of its layers for the error (``"limits.max_line_bytes"``).
 
     Raises:
         BadContentEncoding: data not valid in its coding.
@@ -157,9 +160,14 @@ async def decoded_body(response: httpx.Response, decoder: BodyDecoder, bound: st
     """
     try:
         async for raw in response.aiter_raw():
+            first = True
             for piece in decoder.feed(raw):
+                if not first:  # one chunk may inflate to many pieces: others run between them
+                    await anyio.lowlevel.checkpoint()
+                first = False
                 yield piece
         for piece in decoder.finish():
+            await anyio.lowlevel.checkpoint()
             yield piece
     except LayerTooLarge as exc:
         raise BodyTooLarge(f"{exc} ({bound})") from None
@@ -287,6 +295,34 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
         if len(data) > limits.max_line_bytes // 4 and len(data.encode("utf-8")) > limits.max_line_bytes:
             raise BodyTooLarge(f"a message over {limits.max_line_bytes} bytes (limits.max_line_bytes)")
         yield event
+
+
+def reconnect_delay(limits: Limits, *, failures: int, empty: int, retry_ms: int | None) -> float:
+    """Seconds to wait before reopening an event stream (MCP 2025-11-25 "Streamable HTTP",
+    resumability; the ``retry`` field: WHATWG HTML §9.2.6, milliseconds). Pure.
+
+    ``failures``: attempts to reopen it that failed in a row (0 after one that opened);
+    ``empty``: streams in a row that ended having delivered no message; ``retry_ms``: the
+    server's last ``retry`` field, any integer (None: none given).
+
+    After a failure the delay doubles from ``limits.sse_reconnect_delay_seconds``; else it
+    is the server's ``retry`` (or that first delay). Streams that deliver nothing double it
+    too, whatever the ``retry``: a server that ends each stream at once cannot make the host
+    reconnect at its pace. The result is kept within ``limits.sse_min_reconnect_delay_seconds``
+    and ``sse_max_reconnect_delay_seconds``; the ``retry`` is compared as an integer, so no
+    value of it overflows.
+    """
+    low, high = limits.sse_min_reconnect_delay_seconds, limits.sse_max_reconnect_delay_seconds
+    base = limits.sse_reconnect_delay_seconds
+    if failures:
+        delay = base * 2.0 ** min(failures - 1, 64)
+    elif retry_ms is not None:
+        delay = min(max(retry_ms, 0), math.ceil(high * 1000)) / 1000
+    else:
+        delay = base
+    if empty:
+        delay = max(delay, base * 2.0 ** min(empty - 1, 64))
+    return min(max(delay, low), high)
 
 
 def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
