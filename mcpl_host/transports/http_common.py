@@ -33,12 +33,11 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import httpx
-import orjson
 from httpx_sse import EventSource, ServerSentEvent
 
+from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
-from mcpl_host.jsonrpc.framing import ReadItem
-from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.jsonrpc.framing import ReadItem, dumps_message, loads_line, peek_envelope
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor, log_value
 from mcpl_host.transports.content_coding import (
@@ -326,30 +325,36 @@ def reconnect_delay(limits: Limits, *, failures: int, empty: int, retry_ms: int 
 
 
 def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
-    """``(kind, id, method, message)`` of one JSON-RPC message: kind ``"request"``,
-    ``"notification"``, ``"response"`` or ``"other"`` (not a JSON object, or neither); the
-    ``id`` (None when absent); the ``method`` (None when absent or not a string); the parsed
-    object (None for "other"). Never raises. Only the transports' routing uses it; the
-    connection's envelope classifier decides what a message is."""
+    """``(kind, id, method, message)`` of one JSON-RPC message, parsed by
+    ``framing.loads_line`` and classified by ``envelope.classify`` (the one parser and the
+    one rule): kind ``"request"``, ``"notification"``, ``"response"`` or ``"other"`` (not a
+    JSON object, not JSON-RPC, or an invalid request); the ``id`` (None when absent); the
+    ``method`` (None unless a request or notification); the parsed object (None for
+    "other"). A line that cannot be parsed but whose start shows an answer with an id
+    (``framing.peek_envelope``) is ``("response", id, None, None)``: it is the answer its
+    request gets (the session fails that request, saying why). Never raises. Only the
+    transports' routing uses it."""
     try:
-        decoded: Any = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        decoded: Any = loads_line(line)
+    except ValueError:
+        head = peek_envelope(line)
+        if head.is_response and head.id is not None:
+            return "response", head.id, None, None
         return "other", None, None, None
-    if not is_object(decoded):
-        return "other", None, None, None
-    message = decoded
-    found: Any = message.get("method")
-    method = found if isinstance(found, str) else None
-    if method is not None:
-        return ("request" if "id" in message else "notification"), message.get("id"), method, message
-    if "id" in message and ("result" in message or "error" in message):
-        return "response", message["id"], None, message
+    envelope = classify(decoded)
+    if isinstance(envelope, Request):
+        return "request", envelope.id, envelope.method, decoded
+    if isinstance(envelope, Notification):
+        return "notification", None, envelope.method, decoded
+    if isinstance(envelope, Response) and envelope.id is not NO_ID:
+        return "response", envelope.id, None, decoded
     return "other", None, None, None
 
 
 def id_key(request_id: Any) -> bytes:
-    """A dictionary key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
-    return orjson.dumps(request_id)
+    """A dictionary key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart (an integer
+    beyond 64 bits included)."""
+    return dumps_message(request_id)
 
 
 def trim(data: bytes) -> bytes:
