@@ -130,6 +130,26 @@ async def test_stacked_codings_are_bounded_as_they_decode(codings: str, sse: boo
     assert peak < 16 * MIB, f"peak traced memory {peak / MIB:.1f} MiB"
 
 
+async def test_an_error_body_is_decoded_within_its_bound_too() -> None:
+    """A 500 whose body is ``gzip, gzip`` of 64 MiB: the refusal quotes its start, and no
+    more of it is decoded (before, the first read inflated all of it)."""
+    args = ["bomb", "--codings", "gzip,gzip", "--bytes", str(64 * MIB), "--status", "500"]
+    async with hostile(*args) as port:
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                tracemalloc.start()
+                try:
+                    with pytest.raises(ConnectionLost) as info:
+                        await conn.list_tools()
+                    _, peak = tracemalloc.get_traced_memory()
+                finally:
+                    tracemalloc.stop()
+    assert "answered the POST of tools/list with HTTP 500" in str(info.value)
+    assert 'it said: {\\"jsonrpc\\":\\"2.0\\",\\"id\\":0,' in str(info.value)
+    assert peak < 16 * MIB, f"peak traced memory {peak / MIB:.1f} MiB"
+
+
 async def test_a_coding_the_host_does_not_ask_for_is_refused_clearly(tmp_path: Path) -> None:
     async with hostile("bomb", "--codings", "br", "--bytes", "1000") as port:
         conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
