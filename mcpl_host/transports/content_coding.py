@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator, Sequence
+from typing import Protocol
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -71,6 +72,18 @@ def codings_of(values: Sequence[str]) -> list[str]:
     return codings
 
 
+class _Inflater(Protocol):
+    """What the layers use of a ``zlib`` decompression object."""
+
+    @property
+    def eof(self) -> bool: ...
+    @property
+    def unused_data(self) -> bytes: ...
+    @property
+    def unconsumed_tail(self) -> bytes: ...
+    def decompress(self, data: bytes, max_length: int = 0, /) -> bytes: ...
+
+
 class _Layer:
     """Undoes one coding, ``STEP_BYTES`` of output at a time."""
 
@@ -81,13 +94,13 @@ class _Layer:
             shown = coding[:40].encode("ascii", "backslashreplace").decode("ascii")
             raise BadCoding(f"a body in Content-Encoding {shown!r}, which the host does not decode")
         self._coding = coding
-        self._inflater = self._new()
+        self._inflater: _Inflater = self._new()
         self._first = True  # nothing inflated yet (deflate: zlib or raw is still open)
         self._between = False  # gzip: a member ended; another may start
         self._held = b""  # gzip, between members: the first byte of what follows
         self._done = False  # the coding ended: the rest is ignored
 
-    def _new(self) -> zlib._Decompress:
+    def _new(self) -> _Inflater:
         return zlib.decompressobj(zlib.MAX_WBITS | 16 if self._coding == "gzip" else zlib.MAX_WBITS)
 
     def _next_member(self, data: bytes) -> bytes | None:
