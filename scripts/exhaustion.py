@@ -46,6 +46,7 @@ CASES: dict[str, tuple[str, int | None, str]] = {
     "manifest": ("manifest", 5, "max_manifest_bytes = 256 KiB (5 fetches near the bounds)"),
     "manifest-huge": ("manifest-huge", None, "max_manifest_bytes = 256 KiB (30 MB advertised)"),
     "tags": ("tags", 100, "max_tags = 256 (100 pushes of 100,000 tags)"),
+    "http-idle": ("", None, "(baseline: Streamable HTTP handshake and tools/list)"),
     "http-gzip-gzip": ("gzip,gzip", None, "max_line_bytes = 33 MiB per decoding layer (4 GiB decoded)"),
     "http-gzip-gzip-sse": (
         "gzip,gzip",
@@ -56,13 +57,14 @@ CASES: dict[str, tuple[str, int | None, str]] = {
 
 
 async def _http_side(case: str) -> str:
-    """An ``http-`` case: ``tools/list`` answered by a body of 4 GiB decoded."""
+    """An ``http-`` case: ``tools/list`` answered by a body of 4 GiB decoded (or, for the
+    baseline, by no tools)."""
     import anyio
 
     from mcpl_host import Limits, MCPLHostError, connect_http
 
     codings = CASES[case][0]
-    args = ["bomb", "--codings", codings, "--bytes", str(4 * 1024**3)]
+    args = ["bomb", "--codings", codings, "--bytes", str(4 * 1024**3)] if codings else ["idle"]
     if case.endswith("-sse"):
         args.append("--sse")
     process = await anyio.open_process([sys.executable, str(HOSTILE_HTTP), *args], stderr=None)
