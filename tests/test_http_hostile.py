@@ -85,6 +85,8 @@ def test_raw_deflate_and_gzip_members_split_anywhere_decode() -> None:
     squeezer = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
     raw = squeezer.compress(b"raw deflate") + squeezer.flush()
     assert _decode(raw, ["deflate"], 1000) == b"raw deflate"
+    assert _decode(raw, ["deflate"], 1000, chunk=1) == b"raw deflate"  # told apart from zlib
+    assert _decode(zlib.compress(b"zlib"), ["deflate"], 1000, chunk=1) == b"zlib"
     members = gzip.compress(b"abc") + gzip.compress(b"def")
     for cut in range(len(members) + 1):
         assert _decode(members, ["gzip"], 1000, chunk=max(cut, 1)) == b"abcdef"

@@ -97,7 +97,8 @@ class _Layer:
         self._inflater: _Inflater = self._new()
         self._first = True  # nothing inflated yet (deflate: zlib or raw is still open)
         self._between = False  # gzip: a member ended; another may start
-        self._held = b""  # gzip, between members: the first byte of what follows
+        self._held = b""  # gzip, between members: the first byte of what follows (deflate:
+        # the first byte of the body, until the second tells zlib from raw deflate)
         self._done = False  # the coding ended: the rest is ignored
 
     def _new(self) -> _Inflater:
@@ -125,6 +126,13 @@ class _Layer:
             BadCoding: the data is not valid in this coding.
         """
         pending = data
+        if self._first and self._coding == "deflate":
+            # zlib or raw deflate is told by the first two bytes (RFC 1950 §2.2): wait for them.
+            pending = self._held + pending
+            if len(pending) < 2:
+                self._held = pending
+                return
+            self._held = b""
         while not self._done:
             if self._between:
                 if not pending:
@@ -157,7 +165,7 @@ class _Layer:
 
     def finish(self) -> Iterator[bytes]:
         """What is left at the end of the body (a stream cut short gives what it has)."""
-        if self._done or self._between:
+        if self._done or self._between or (self._first and self._held):
             return
         while True:
             out = self._inflater.decompress(b"", STEP_BYTES)
