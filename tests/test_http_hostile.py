@@ -98,6 +98,8 @@ def test_each_layer_is_bounded_and_unknown_codings_are_refused() -> None:
         _decode(bomb, ["gzip", "gzip"], MIB)
     with pytest.raises(BadCoding, match="Content-Encoding 'br', which the host does not decode"):
         BodyDecoder(["br"], MIB)
+    with pytest.raises(BadCoding, match="Content-Encoding that is no short token, which"):
+        BodyDecoder(["\x1b[31mred"], MIB)
     with pytest.raises(BadCoding, match="not valid gzip"):
         _decode(b"not gzip at all", ["gzip"], MIB)
     assert codings_of(["gzip, X-GZIP", "identity", " deflate"]) == ["gzip", "gzip", "deflate"]

@@ -24,6 +24,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Protocol
@@ -42,11 +43,13 @@ ACCEPT_ENCODING = "gzip, deflate"
 #: Bytes one layer inflates at a time (each piece goes through the next layers first).
 STEP_BYTES = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,40}")
 
 
 class BadCoding(ValueError):
     """A coding the host does not decode, or data that is not valid in its coding;
-    ``str()`` says which (the coding's name is cut to 40 characters)."""
+    ``str()`` says which (the coding is named only when it is a token of at most 40
+    characters)."""
 
 
 class LayerTooLarge(ValueError):
@@ -91,8 +94,9 @@ class _Layer:
 
     def __init__(self, coding: str) -> None:
         if coding not in ("gzip", "deflate"):
-            shown = coding[:40].encode("ascii", "backslashreplace").decode("ascii")
-            raise BadCoding(f"a body in Content-Encoding {shown!r}, which the host does not decode")
+            # Named only when it is a short token (RFC 9110 §5.6.2): nothing to escape.
+            shown = repr(coding) if _TOKEN.fullmatch(coding) else "that is no short token"
+            raise BadCoding(f"a body in Content-Encoding {shown}, which the host does not decode")
         self._coding = coding
         self._inflater: _Inflater = self._new()
         self._first = True  # nothing inflated yet (deflate: zlib or raw is still open)
