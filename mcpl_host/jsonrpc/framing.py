@@ -25,7 +25,10 @@ Rules of this module:
   up to ``Limits.max_json_depth`` levels in lines of up to ``Limits.max_deep_json_bytes``
   (it costs up to some 600 ns per byte, hundreds of times orjson's); beyond either bound it
   raises ``JSONTooDeep``, which names the depth or size and the bound. No valid line within the bounds is lost to a parser limit
-  (docs/protocol.md D6). ``dumps_message`` does the same on the way out, so an answer echoes
+  (docs/protocol.md D6) but one: an integer of more digits than the interpreter converts
+  (4,300 by default). A line that cannot be read raises ``NotReadableJSON``, which says why
+  (not UTF-8, not JSON at a character, that integer), so the request its id names can be
+  failed with the reason. ``dumps_message`` does the same on the way out, so an answer echoes
   such an id with the same value.
 """
 

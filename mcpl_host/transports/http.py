@@ -682,7 +682,8 @@ class StreamableHTTPTransport:
         """Pass on every message event of ``response`` until it ends or breaks (then
         closed); record the last event id, the server's ``retry`` (milliseconds, as sent),
         and whether the answer to ``stream.key`` came. Returns the messages passed on.
-        Raises ``ConnectionLost`` for an event over its bound."""
+        Raises ``ConnectionLost`` for an event over its bound (decoded, or in a decoding
+        layer) or a body in a coding the host does not decode."""
         delivered = 0
         try:
             with (
