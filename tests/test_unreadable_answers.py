@@ -156,3 +156,23 @@ def test_http_routing_takes_an_unparsable_answer_for_the_answer_its_id_names(nam
     line = answer.replace("$ID", "7").encode("utf-8", "surrogateescape")
     assert peek(line) == ("response", 7, None, None)
     assert id_key(10**30) != id_key(str(10**30))  # ids beyond 64 bits are keys too
+
+
+async def test_http_json_body_that_is_not_utf8() -> None:
+    """The bridge cannot carry bytes that are not UTF-8; the hostile HTTP server answers
+    ``tools/list`` with them as a JSON body."""
+    answer, reason = ANSWERS["not-utf8"]
+    process = await anyio.open_process(
+        [sys.executable, str(FIXTURES / "hostile_http_server.py"), "answer", "--answer", answer],
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=None,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUTF8": "1"},
+    )
+    try:
+        port = await port_line(process, TIMEOUT)
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport="streamable-http")
+        await fails_at_once(conn, reason)
+    finally:
+        await stop_server_process(process, TIMEOUT)
