@@ -193,7 +193,8 @@ DEFAULT_REFUSALS_LOGGED = 20
 #: Compatibility notes (0.4 profile: what a server used or declared that MCPL 0.5 would
 #: refuse) logged per server, each distinct note once.
 DEFAULT_COMPAT_NOTES_LOGGED = 50
-#: Bytes asked for in one read from a server's stdout, stderr or socket.
+#: Bytes asked for in one read from a server's stdout, stderr or socket; also the most one
+#: decoding layer of an HTTP body inflates at a time (``transports/content_coding``).
 DEFAULT_READ_CHUNK_BYTES = 64 * 1024
 #: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
 #: line reach a log line anyway, docs/protocol.md L1).

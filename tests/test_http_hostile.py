@@ -28,7 +28,8 @@ import anyio.abc
 import pytest
 
 from mcpl_host import ConnectionLost, Limits, connect_http
-from mcpl_host.transports.content_coding import STEP_BYTES, BadCoding, BodyDecoder, LayerTooLarge, codings_of
+from mcpl_host.limits import DEFAULT_READ_CHUNK_BYTES
+from mcpl_host.transports.content_coding import BadCoding, BodyDecoder, LayerTooLarge, codings_of
 from mcpl_host.transports.http_common import reconnect_delay
 
 from .conftest import FIXTURES
@@ -69,7 +70,7 @@ def _decode(body: bytes, codings: list[str], max_layer_bytes: int, chunk: int = 
     for start in range(0, len(body), chunk):
         out.extend(decoder.feed(body[start : start + chunk]))
     out.extend(decoder.finish())
-    assert all(len(piece) <= STEP_BYTES for piece in out)
+    assert all(len(piece) <= DEFAULT_READ_CHUNK_BYTES for piece in out)
     return b"".join(out)
 
 

@@ -11,7 +11,8 @@ Rules of this module:
   every header of that name); they are undone in reverse. ``identity`` is no coding;
   ``x-gzip`` is gzip (RFC 9110 §8.4.1.3). Any other coding is refused (``BadCoding``): the
   host never passes on bytes it cannot read as if they were the body.
-- Each layer inflates at most ``STEP_BYTES`` at a time, and the next layer takes each piece
+- Each layer inflates at most ``step_bytes`` at a time (``Limits.read_chunk_bytes``, 64 KiB
+  by default), and the next layer takes each piece
   before the first goes on, so memory stays a few steps per layer whatever the ratio and
   the number of layers. Every layer's output is counted: past ``max_layer_bytes`` since the
   last ``restart_count()`` (a JSON body: never; an event stream: at the end of each event)
@@ -29,9 +30,10 @@ import zlib
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
+from mcpl_host.limits import DEFAULT_READ_CHUNK_BYTES
+
 __all__ = [
     "ACCEPT_ENCODING",
-    "STEP_BYTES",
     "BadCoding",
     "BodyDecoder",
     "LayerTooLarge",
@@ -40,8 +42,6 @@ __all__ = [
 
 #: The ``Accept-Encoding`` of every request: the codings ``BodyDecoder`` undoes.
 ACCEPT_ENCODING = "gzip, deflate"
-#: Bytes one layer inflates at a time (each piece goes through the next layers first).
-STEP_BYTES = 64 * 1024
 _GZIP_MAGIC = b"\x1f\x8b"
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,40}")
 
@@ -88,16 +88,17 @@ class _Inflater(Protocol):
 
 
 class _Layer:
-    """Undoes one coding, ``STEP_BYTES`` of output at a time."""
+    """Undoes one coding, ``step`` bytes of output at a time."""
 
-    __slots__ = ("_between", "_coding", "_done", "_first", "_held", "_inflater")
+    __slots__ = ("_between", "_coding", "_done", "_first", "_held", "_inflater", "_step")
 
-    def __init__(self, coding: str) -> None:
+    def __init__(self, coding: str, step: int) -> None:
         if coding not in ("gzip", "deflate"):
             # Named only when it is a short token (RFC 9110 §5.6.2): nothing to escape.
             shown = repr(coding) if _TOKEN.fullmatch(coding) else "that is no short token"
             raise BadCoding(f"a body in Content-Encoding {shown}, which the host does not decode")
         self._coding = coding
+        self._step = step
         self._inflater: _Inflater = self._new()
         self._first = True  # nothing inflated yet (deflate: zlib or raw is still open)
         self._between = False  # gzip: a member ended; another may start
@@ -124,7 +125,7 @@ class _Layer:
         return head
 
     def decode(self, data: bytes) -> Iterator[bytes]:
-        """The output of ``data``, in pieces of at most ``STEP_BYTES``.
+        """The output of ``data``, in pieces of at most ``step`` bytes.
 
         Raises:
             BadCoding: the data is not valid in this coding.
@@ -146,7 +147,7 @@ class _Layer:
                     return
                 pending = found
             try:
-                out = self._inflater.decompress(pending, STEP_BYTES)
+                out = self._inflater.decompress(pending, self._step)
             except zlib.error as exc:
                 if self._first and self._coding == "deflate":
                     self._first = False
@@ -164,7 +165,7 @@ class _Layer:
                 pending = self._inflater.unused_data
                 continue
             pending = self._inflater.unconsumed_tail
-            if not pending and len(out) < STEP_BYTES:
+            if not pending and len(out) < self._step:
                 return  # everything given is inflated (a full step may leave output inside)
 
     def finish(self) -> Iterator[bytes]:
@@ -172,7 +173,7 @@ class _Layer:
         if self._done or self._between or (self._first and self._held):
             return
         while True:
-            out = self._inflater.decompress(b"", STEP_BYTES)
+            out = self._inflater.decompress(b"", self._step)
             if not out:
                 return
             yield out
@@ -180,6 +181,9 @@ class _Layer:
 
 class BodyDecoder:
     """Undoes the codings of one body (see the module rules).
+
+    ``codings``: in the order applied (``codings_of``); ``max_layer_bytes``: the bound of
+    each layer's output; ``step_bytes``: the most one layer inflates at a time.
 
     ``feed(raw)`` and ``finish()`` return iterators of decoded pieces, lazily: a layer goes
     on only when the consumer takes the next piece, so a consumer that stops at its own
@@ -191,9 +195,11 @@ class BodyDecoder:
 
     __slots__ = ("_codings", "_counts", "_layers", "_max")
 
-    def __init__(self, codings: Sequence[str], max_layer_bytes: int) -> None:
+    def __init__(
+        self, codings: Sequence[str], max_layer_bytes: int, step_bytes: int = DEFAULT_READ_CHUNK_BYTES
+    ) -> None:
         self._codings = list(reversed(codings))  # the order they are undone
-        self._layers = [_Layer(coding) for coding in self._codings]
+        self._layers = [_Layer(coding, step_bytes) for coding in self._codings]
         self._counts = [0] * len(self._layers)
         self._max = max_layer_bytes
 

@@ -559,7 +559,8 @@ class StreamableHTTPTransport:
                 what = f"the answer to a request from {self._shown}"
                 try:
                     with unreachable(what, self._shown, self._redactor):
-                        body = trim(await read_body(response, self._limits.max_line_bytes))
+                        limits = self._limits
+                        body = trim(await read_body(response, limits.max_line_bytes, limits.read_chunk_bytes))
                 except UnreadableBody as exc:
                     raise self._lose(
                         f"the server at {self._shown} sent {exc}; the transport was closed"

@@ -38,7 +38,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem, dumps_message, loads_line, peek_envelope
-from mcpl_host.limits import Limits
+from mcpl_host.limits import DEFAULT_READ_CHUNK_BYTES, Limits
 from mcpl_host.logging import Redactor, log_value
 from mcpl_host.transports.content_coding import (
     ACCEPT_ENCODING,
@@ -136,14 +136,16 @@ def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None
         raise Unreachable(f"could not reach {shown_url} for {what} ({reason})") from None
 
 
-def body_decoder(response: httpx.Response, max_layer_bytes: int) -> BodyDecoder:
-    """The decoder of ``response``'s ``Content-Encoding`` (module rules).
+def body_decoder(response: httpx.Response, max_layer_bytes: int, step_bytes: int) -> BodyDecoder:
+    """The decoder of ``response``'s ``Content-Encoding`` (module rules), each layer
+    bounded by ``max_layer_bytes`` and inflating ``step_bytes`` at a time.
 
     Raises:
         BadContentEncoding: a coding the host does not decode.
     """
     try:
-        return BodyDecoder(codings_of(response.headers.get_list("content-encoding")), max_layer_bytes)
+        codings = codings_of(response.headers.get_list("content-encoding"))
+        return BodyDecoder(codings, max_layer_bytes, step_bytes)
     except BadCoding as exc:
         raise BadContentEncoding(str(exc)) from None
 
@@ -174,7 +176,9 @@ async def decoded_body(response: httpx.Response, decoder: BodyDecoder, bound: st
         raise BadContentEncoding(str(exc)) from None
 
 
-async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
+async def read_body(
+    response: httpx.Response, max_bytes: int, step_bytes: int = DEFAULT_READ_CHUNK_BYTES
+) -> bytes:
     """The whole decoded body, read and decoded as it arrives; every decoding layer is
     bounded by ``max_bytes`` too (``limits.max_line_bytes``, as the errors say).
 
@@ -185,7 +189,8 @@ async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
     """
     parts: list[bytes] = []
     size = 0
-    async for chunk in decoded_body(response, body_decoder(response, max_bytes), "limits.max_line_bytes"):
+    decoder = body_decoder(response, max_bytes, step_bytes)
+    async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
         size += len(chunk)
         if size > max_bytes:
             raise BodyTooLarge(f"a body over {max_bytes} bytes (limits.max_line_bytes)")
@@ -202,7 +207,7 @@ async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
     with contextlib.suppress(
         httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError, UnreadableBody
     ):
-        decoder = body_decoder(response, limits.max_line_bytes)
+        decoder = body_decoder(response, limits.max_line_bytes, limits.read_chunk_bytes)
         async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
             data += chunk
             if len(data) >= limits.max_http_error_body_bytes:
@@ -257,13 +262,16 @@ class _CountedStream(httpx.AsyncByteStream):
     (``decoded_body``: each layer bounded per event, its count restarted when an event
     ends), each chunk counted by ``_EventBytes`` before it is passed on."""
 
-    def __init__(self, response: httpx.Response, counter: _EventBytes, max_layer_bytes: int) -> None:
+    def __init__(
+        self, response: httpx.Response, counter: _EventBytes, max_layer_bytes: int, step_bytes: int
+    ) -> None:
         self._response = response
         self._counter = counter
         self._max_layer_bytes = max_layer_bytes
+        self._step_bytes = step_bytes
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        decoder = body_decoder(self._response, self._max_layer_bytes)
+        decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes)
         async for chunk in decoded_body(self._response, decoder, "limits.max_sse_event_bytes"):
             self._counter.feed(chunk)
             if self._counter.ended:
@@ -287,7 +295,12 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
     counted = httpx.Response(
         response.status_code,
         headers={"content-type": "text/event-stream; charset=utf-8"},
-        stream=_CountedStream(response, _EventBytes(limits.max_sse_event_bytes), limits.max_sse_event_bytes),
+        stream=_CountedStream(
+            response,
+            _EventBytes(limits.max_sse_event_bytes),
+            limits.max_sse_event_bytes,
+            limits.read_chunk_bytes,
+        ),
     )
     async for event in EventSource(counted).aiter_sse():
         data = event.data
