@@ -1,6 +1,7 @@
-"""Hostile HTTP servers on loopback (``fixtures/hostile_http_server.py``, and
-``fixtures/http_bridge.py`` in front of a scripted server): stacked content codings, numbers
-a server chooses in an event stream. Every async test runs on asyncio and trio.
+"""Hostile HTTP servers on loopback (``fixtures/hostile_http_server.py``): stacked content
+codings (of an answer, an event stream, an error body), numbers a server chooses in an
+event stream. Every async test runs on asyncio and trio; memory is measured by tracemalloc
+in the host (the test process), whose peak covers every bytes object the decoders make.
 
 Rules under test: RFC 9110 §8.4 (Content-Encoding, codings in the order applied) with every
 decoding layer bounded as it decodes (``transports/content_coding``); the SSE ``retry``
