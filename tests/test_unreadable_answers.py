@@ -3,7 +3,8 @@ transport, saying why (JSON-RPC 2.0 §5: the id identifies the answer; docs/prot
 
 The server is ``fixtures/scripted_server.py`` over stdio, behind ``fixtures/ws_bridge.py``
 (WebSocket), and behind ``fixtures/http_bridge.py`` (Streamable HTTP with event-stream and
-JSON answers, and HTTP+SSE). It answers ``tools/list`` with a line whose id can be read and
+JSON answers, and HTTP+SSE; the bridge carries text, so bytes that are not UTF-8 come from
+``fixtures/hostile_http_server.py`` as a JSON body). It answers ``tools/list`` with a line whose id can be read and
 whose JSON cannot: a ``ttlMs`` of 5001 digits (valid JSON, past the interpreter's
 4,300-digit conversion limit), bad JSON after the id, bytes that are not UTF-8. Before, such
 a line was dropped as "not JSON" and the request waited for its timeout. Every test runs on
