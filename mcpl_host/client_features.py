@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
 from mcpl_host.mcp_records import Tool, read_tool
 
 if TYPE_CHECKING:
@@ -303,7 +303,8 @@ def read_sampling_request(params: Any, *, tools_allowed: bool) -> SamplingReques
             else:
                 messages.append(SamplingMessage(cast("str", role), blocks))
     max_tokens = params.get("maxTokens")
-    if not isinstance(max_tokens, (int, float)) or isinstance(max_tokens, bool) or max_tokens < 1:
+    tokens = finite_number(max_tokens)  # past a double (1e400 is an infinity): refused
+    if tokens is None or tokens < 1:
         problems.append("maxTokens must be a positive number")
     tools: list[Tool] = []
     tool_choice = params.get("toolChoice")
@@ -332,11 +333,9 @@ def read_sampling_request(params: Any, *, tools_allowed: bool) -> SamplingReques
     metadata = params.get("metadata")
     return SamplingRequest(
         messages=tuple(messages),
-        max_tokens=int(cast("float", max_tokens)),
+        max_tokens=max_tokens if isinstance(max_tokens, int) else int(cast("float", tokens)),
         system_prompt=system if isinstance(system, str) else None,
-        temperature=float(temperature)
-        if isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
-        else None,
+        temperature=finite_number(temperature),
         stop_sequences=tuple(s for s in stops if isinstance(s, str)) if is_array(stops) else (),
         model_preferences=preferences if is_object(preferences) else None,
         include_context=include if isinstance(include, str) else None,

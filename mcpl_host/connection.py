@@ -891,7 +891,7 @@ class Connection:
             self._on_request(event.request, link)
         elif isinstance(event, NotificationReceived):
             self._on_notification(event.notification.method, event.notification.params)
-        elif isinstance(event, UnreadableResponse):  # over a bound: fail it at once, saying why
+        elif isinstance(event, UnreadableResponse):  # unreadable: fail it at once, saying why
             self._log.warning("an answer could not be read", method=event.pending.method, reason=event.reason)
             event.pending.slot.fail(UnreadableAnswer(event.pending.method, event.reason))
         elif isinstance(event, InvalidRequestReceived):

@@ -156,9 +156,10 @@ DEFAULT_MAX_HTTP_ERROR_BODY_BYTES = 4096
 #: one more waits for a free connection.
 DEFAULT_MAX_HTTP_CONNECTIONS = 64
 #: Reconnecting an event stream that ended or broke: the first delay when the server gave
-#: no ``retry`` field, doubled after each failed attempt up to the maximum; a server's
-#: ``retry`` is kept within [minimum, maximum]; after this many failed attempts in a row
-#: the stream is given up.
+#: no ``retry`` field, doubled after each failed attempt, and after each stream in a row
+#: that delivered no message, up to the maximum; a server's ``retry`` (milliseconds, any
+#: integer) is kept within [minimum, maximum]; after this many failed attempts in a row
+#: the stream is given up (``http_common.reconnect_delay``).
 DEFAULT_SSE_RECONNECT_DELAY_SECONDS = 1.0
 DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS = 0.1
 DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS = 30.0
@@ -193,7 +194,8 @@ DEFAULT_REFUSALS_LOGGED = 20
 #: Compatibility notes (0.4 profile: what a server used or declared that MCPL 0.5 would
 #: refuse) logged per server, each distinct note once.
 DEFAULT_COMPAT_NOTES_LOGGED = 50
-#: Bytes asked for in one read from a server's stdout, stderr or socket.
+#: Bytes asked for in one read from a server's stdout, stderr or socket; also the most one
+#: decoding layer of an HTTP body inflates at a time (``transports/content_coding``).
 DEFAULT_READ_CHUNK_BYTES = 64 * 1024
 #: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
 #: line reach a log line anyway, docs/protocol.md L1).

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
 
 __all__ = [
     "Annotations",
@@ -53,8 +53,11 @@ def _flag(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+def _priority(value: Any) -> float | None:
+    """An annotation's ``priority``: a number from 0 to 1 (MCP 2025-11-25 "Annotations"),
+    else None (past a double, or outside the range)."""
+    number = finite_number(value)
+    return number if number is not None and 0 <= number <= 1 else None
 
 
 def _integer(value: Any) -> int | None:
@@ -113,7 +116,7 @@ def _annotations(value: Any) -> Annotations | None:
         return None
     return Annotations(
         audience=_strings(value.get("audience")),
-        priority=_number(value.get("priority")),
+        priority=_priority(value.get("priority")),
         last_modified=_text(value.get("lastModified")),
     )
 

@@ -2,8 +2,10 @@
 """Memory and time of the host against hostile servers, with the default ``Limits``.
 
 Each case runs in its own host process, timed by ``/usr/bin/time -v`` (peak resident set
-size, wall time), against ``fixtures/hostile_server.py``; the host process also measures the
-longest stall of its event loop (a task that sleeps 5 ms and notes how late it wakes).
+size, wall time), against ``fixtures/hostile_server.py`` (stdio) or, for the ``http-`` cases,
+``fixtures/hostile_http_server.py`` (Streamable HTTP on loopback); the host process also
+measures the longest stall of its event loop (a task that sleeps 5 ms and notes how late it
+wakes).
 
     .venv/bin/python scripts/exhaustion.py                  # every case, a table
     .venv/bin/python scripts/exhaustion.py --json           # the same as JSON lines
@@ -31,6 +33,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTILE = ROOT / "fixtures" / "hostile_server.py"
+HOSTILE_HTTP = ROOT / "fixtures" / "hostile_http_server.py"
 
 #: case -> (server mode, count, the bound that applies, in words)
 CASES: dict[str, tuple[str, int | None, str]] = {
@@ -43,7 +46,45 @@ CASES: dict[str, tuple[str, int | None, str]] = {
     "manifest": ("manifest", 5, "max_manifest_bytes = 256 KiB (5 fetches near the bounds)"),
     "manifest-huge": ("manifest-huge", None, "max_manifest_bytes = 256 KiB (30 MB advertised)"),
     "tags": ("tags", 100, "max_tags = 256 (100 pushes of 100,000 tags)"),
+    "http-idle": ("", None, "(baseline: Streamable HTTP handshake and tools/list)"),
+    "http-gzip-gzip": ("gzip,gzip", None, "max_line_bytes = 33 MiB per decoding layer (4 GiB decoded)"),
+    "http-gzip-gzip-sse": (
+        "gzip,gzip",
+        None,
+        "max_sse_event_bytes = 34 MiB per decoding layer (4 GiB decoded, one event)",
+    ),
 }
+
+
+async def _http_side(case: str) -> str:
+    """An ``http-`` case: ``tools/list`` answered by a body of 4 GiB decoded (or, for the
+    baseline, by no tools)."""
+    import anyio
+
+    from mcpl_host import Limits, MCPLHostError, connect_http
+
+    codings = CASES[case][0]
+    args = ["bomb", "--codings", codings, "--bytes", str(4 * 1024**3)] if codings else ["idle"]
+    if case.endswith("-sse"):
+        args.append("--sse")
+    process = await anyio.open_process([sys.executable, str(HOSTILE_HTTP), *args], stderr=None)
+    try:
+        assert process.stdout is not None
+        buffer = b""
+        while b"\n" not in buffer:
+            buffer += await process.stdout.receive()
+        port = int(buffer.split(b"\n", 1)[0].split()[1])
+        limits = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0)
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        async with conn:
+            try:
+                tools = await conn.list_tools()
+                return f"ok: {len(tools)} tools"
+            except MCPLHostError as exc:
+                return f"{type(exc).__name__}: {exc}"
+    finally:
+        process.terminate()
+        await process.wait()
 
 
 async def _host_side(case: str) -> dict[str, Any]:
@@ -91,6 +132,15 @@ async def _host_side(case: str) -> dict[str, Any]:
     outcome = ""
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_loop)
+        if case.startswith("http-"):
+            outcome = await _http_side(case)
+            tg.cancel_scope.cancel()
+            return {
+                "case": case,
+                "outcome": outcome,
+                "host_seconds": round(time.perf_counter() - started, 2),
+                "max_loop_stall_ms": round(stall * 1000, 1),
+            }
         conn = connect_stdio(
             sys.executable,
             args,
@@ -213,9 +263,9 @@ def main() -> None:
             print(json.dumps(result), flush=True)
         else:
             print(
-                f"{case:15} rss {result.get('peak_rss_mib', '-'):>7} MiB  wall {result.get('wall_seconds', '-'):>6} s"
+                f"{case:18} rss {result.get('peak_rss_mib', '-'):>7} MiB  wall {result.get('wall_seconds', '-'):>6} s"
                 f"  stall {result.get('max_loop_stall_ms', '-'):>7} ms  {result['bound']}\n"
-                f"{'':15} {result['outcome']}",
+                f"{'':18} {result['outcome']}",
                 flush=True,
             )
 

@@ -659,3 +659,90 @@ async def test_connection_refused() -> None:
             pass
     assert str(info.value).startswith(f"could not connect to ws://127.0.0.1:{port}/ (")
     assert SECRET not in str(info.value)
+
+
+# -- permessage-deflate (RFC 7692): never offered, so a compressed frame cannot inflate ------
+
+
+@contextlib.asynccontextmanager
+async def raw_ws_server(extensions: str | None, first_frame: bytes) -> AsyncIterator[int]:
+    """A loopback WebSocket server written by hand: it answers the upgrade with 101 (with
+    ``Sec-WebSocket-Extensions: extensions`` when given, offered or not), sends
+    ``first_frame`` as it is, then holds the connection."""
+    import base64
+    import hashlib
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += await stream.receive()
+            key = next(
+                line.split(b":", 1)[1].strip()
+                for line in request.split(b"\r\n")
+                if line.lower().startswith(b"sec-websocket-key:")
+            )
+            accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+            head = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            head += b"Sec-WebSocket-Accept: " + accept + b"\r\n"
+            if extensions is not None:
+                head += b"Sec-WebSocket-Extensions: " + extensions.encode() + b"\r\n"
+            await stream.send(head + b"\r\n" + first_frame)
+            with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                while await stream.receive():
+                    pass
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, handle)
+        yield listener.extra(anyio.abc.SocketAttribute.local_port)
+        tg.cancel_scope.cancel()
+
+
+def _deflate_frame(size: int) -> bytes:
+    """A text frame with RSV1 set (compressed, RFC 7692 §6) whose payload inflates to
+    ``size`` bytes."""
+    import zlib
+
+    squeezer = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    payload = squeezer.compress(b"a" * size) + squeezer.flush(zlib.Z_SYNC_FLUSH)
+    assert len(payload) < 2**16
+    return bytes([0xC1, 126]) + len(payload).to_bytes(2, "big") + payload
+
+
+async def test_the_handshake_offers_no_permessage_deflate(tmp_path: Path) -> None:
+    headers_log = tmp_path / "headers.jsonl"
+    script = Script(tmp_path, [*MCP_HANDSHAKE])
+    command = [sys.executable, str(SCRIPTED), str(script.path), str(script.record_path)]
+    async with bridge("--log-headers", str(headers_log), command=command) as server:
+        with anyio.fail_after(TIMEOUT):
+            async with connect_websocket(server.url(), limits=FAST):
+                pass
+    names = [
+        name.lower()
+        for row in map(json.loads, headers_log.read_text().splitlines())
+        for name, _ in row["headers"]
+    ]
+    assert "sec-websocket-key" in names and "sec-websocket-extensions" not in names
+
+
+async def test_a_compressed_frame_or_an_extension_not_offered_loses_the_transport() -> None:
+    """A 64 MiB deflate bomb in a frame with RSV1 set is refused unread (no extension was
+    negotiated: RFC 6455 §5.2), and so is a 101 that accepts an extension not offered; the
+    host's traced memory stays small."""
+    import tracemalloc
+
+    bomb = _deflate_frame(64 * 1024 * 1024)
+    for extensions, frame in (("permessage-deflate", b""), (None, bomb)):
+        async with raw_ws_server(extensions, frame) as port:
+            params = WebSocketParameters(f"ws://127.0.0.1:{port}/mcp", open_timeout_seconds=AT_ONCE)
+            tracemalloc.start()
+            try:
+                with anyio.fail_after(TIMEOUT), pytest.raises(ConnectionLost):
+                    async with WebSocketTransport(params, limits=FAST) as transport:
+                        while True:
+                            await transport.receive()
+                _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+        assert peak < 8 * 1024 * 1024

@@ -150,9 +150,11 @@ class RequestTimeout(MCPLHostError, TimeoutError):
 
 class UnreadableAnswer(MCPLHostError):
     """The server answered a request with a line the host cannot read: longer than
-    ``Limits.max_line_bytes``, or JSON nested beyond ``Limits.max_json_depth`` (or deeper
-    than 1024 levels in a line over ``Limits.max_deep_json_bytes``). The request fails at
-    once (its id was read from the start of the line), instead of waiting its timeout.
+    ``Limits.max_line_bytes``, JSON nested beyond ``Limits.max_json_depth`` (or deeper
+    than 1024 levels in a line over ``Limits.max_deep_json_bytes``), or a line that cannot
+    be parsed (not UTF-8, not JSON after the id, an integer of more digits than the
+    interpreter converts). The request fails at once (its id was read from the line),
+    instead of waiting its timeout.
 
     ``method``: the request's method; ``reason``: what was over which bound (sizes in
     bytes), never the line's content.

@@ -25,7 +25,10 @@ Rules of this module:
   up to ``Limits.max_json_depth`` levels in lines of up to ``Limits.max_deep_json_bytes``
   (it costs up to some 600 ns per byte, hundreds of times orjson's); beyond either bound it
   raises ``JSONTooDeep``, which names the depth or size and the bound. No valid line within the bounds is lost to a parser limit
-  (docs/protocol.md D6). ``dumps_message`` does the same on the way out, so an answer echoes
+  (docs/protocol.md D6) but one: an integer of more digits than the interpreter converts
+  (4,300 by default). A line that cannot be read raises ``NotReadableJSON``, which says why
+  (not UTF-8, not JSON at a character, that integer), so the request its id names can be
+  failed with the reason. ``dumps_message`` does the same on the way out, so an answer echoes
   such an id with the same value.
 """
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, TypeAlias, cast
@@ -53,6 +57,7 @@ __all__ = [
     "JSONTooDeep",
     "LineReader",
     "LineTooLong",
+    "NotReadableJSON",
     "ReadItem",
     "dumps_message",
     "loads_iterative",
@@ -225,8 +230,44 @@ class LineReader:
         return [rest] if rest.strip() else []
 
 
+class NotReadableJSON(ValueError):
+    """A line ``loads_line`` cannot read: not UTF-8, not JSON, or holding an integer with
+    more digits than the interpreter converts (``sys.get_int_max_str_digits()``: 4300 by
+    default; valid JSON, past what the host reads). ``str()`` says which, with a position
+    or a count, never the line's content."""
+
+
+class _ConstantRefused(ValueError):
+    pass
+
+
+class _TooManyDigits(ValueError):
+    pass
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _ConstantRefused(f"{name} is not JSON")
+
+
+def _int_digits_limit() -> int:
+    """The interpreter's bound on the digits of an integer it converts (0: none)."""
+    limit: Callable[[], int] | None = getattr(sys, "get_int_max_str_digits", None)
+    return limit() if limit is not None else 0
+
+
+def _not_readable(exc: ValueError) -> NotReadableJSON:
+    """The reason, as ``NotReadableJSON``, for what the standard library (or
+    ``loads_iterative``) raised while parsing a line."""
+    if isinstance(exc, json.JSONDecodeError):
+        return NotReadableJSON(f"not JSON ({exc.msg} at character {exc.pos})")
+    if isinstance(exc, _ConstantRefused):
+        return NotReadableJSON(f"not JSON ({exc})")
+    if isinstance(exc, _TooManyDigits) or "integer string conversion" in str(exc):
+        return NotReadableJSON(
+            f"an integer of more than {_int_digits_limit()} digits, the most the host converts"
+            " (valid JSON, not readable here)"
+        )
+    return NotReadableJSON(f"not JSON ({exc})")
 
 
 # Integers orjson cannot hold exactly (outside [-2**63, 2**64 - 1]) have at least 20 digits,
@@ -340,8 +381,10 @@ def loads_line(
     Raises:
         JSONTooDeep: the line nests deeper than ``max_depth``, or deeper than orjson and the
             standard library take in a line over ``max_deep_bytes`` (a ``ValueError``).
-        ValueError: the line is not JSON (``NaN``/``Infinity`` included, which the standard
-            library would otherwise accept).
+        NotReadableJSON: the line is not UTF-8, not JSON (``NaN``/``Infinity``
+            included, which the standard library would otherwise accept), or holds an
+            integer of more digits than the interpreter converts; ``str()`` says which (a
+            ``ValueError``).
     """
     try:
         value = orjson.loads(line)
@@ -361,13 +404,13 @@ def loads_line(
         # UTF-16 or UTF-32 from bytes.
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError("not JSON") from exc
+        raise NotReadableJSON(f"not valid UTF-8 (at byte {exc.start}; RFC 8259 §8.1)") from None
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except RecursionError:
         pass  # nested deeper than the interpreter's recursion limit: parse without recursing
     except ValueError as exc:
-        raise ValueError("not JSON") from exc
+        raise _not_readable(exc) from None
     if len(line) > max_deep_bytes:
         raise JSONTooDeep(max_depth=max_depth, size=len(line), max_size=max_deep_bytes)
     try:
@@ -377,7 +420,7 @@ def loads_line(
             depth=exc.depth, offset=exc.offset, max_depth=max_depth, size=len(line), max_size=max_deep_bytes
         ) from None
     except ValueError as exc:
-        raise ValueError("not JSON") from exc
+        raise _not_readable(exc) from None
 
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -453,7 +496,13 @@ def loads_iterative(text: str, *, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> An
             value, pos = scan(text, pos + 1, True)
         elif (number := _NUMBER.match(text, pos)) is not None:
             whole, fraction, exponent = number.groups()
-            value = float(number.group()) if fraction or exponent else int(whole)
+            if fraction or exponent:
+                value = float(number.group())
+            else:
+                try:
+                    value = int(whole)
+                except ValueError:  # more digits than the interpreter converts
+                    raise _TooManyDigits(f"an integer of {len(whole)} characters") from None
             pos = number.end()
         else:
             for word, literal in _LITERALS.items():

@@ -16,7 +16,9 @@ Rules of this module (docs/protocol.md, "Routing", "Handshake", "Transports"; JS
   when the transport closes, ``close()`` hands back every pending request to be failed at once;
   no answer can cross to another transport (docs/protocol.md T1-T3).
 - A line that cannot be read (over ``max_line_bytes``: ``receive_too_long``; JSON nested
-  beyond the parser bounds: ``receive_line``) is not simply dropped when its first bytes
+  beyond the parser bounds, or a line that cannot be parsed at all (not UTF-8, not JSON
+  after its id, an integer of more digits than the interpreter converts: the reason of
+  ``framing.NotReadableJSON``): ``receive_line``) is not simply dropped when its bytes
   show the answer to one of our requests (``framing.peek_envelope``: an integer ``id`` of
   ours, ``result`` or ``error``, neither ``method`` nor ``params``): that request is settled
   with ``UnreadableResponse``, to be failed at once with the reason. Otherwise it is a
@@ -150,7 +152,8 @@ class DroppedLine:
 @dataclass(frozen=True, slots=True)
 class UnreadableResponse:
     """The answer to one of our pending requests that cannot be read: a line over
-    ``max_line_bytes``, or JSON beyond the parser bounds (``framing.JSONTooDeep``). The
+    ``max_line_bytes``, JSON beyond the parser bounds (``framing.JSONTooDeep``), or a line
+    that cannot be parsed (``framing.NotReadableJSON``). The
     pending entry is removed; fail it at once (``UnreadableAnswer(pending.method, reason)``).
     ``reason`` names the size or depth and the bound; ``head``: the line's first bytes."""
 
@@ -309,10 +312,10 @@ class Session:
             value = loads_line(line, self.max_json_depth, self.max_deep_json_bytes)
         except JSONTooDeep as exc:
             return self._unreadable(line[: self.line_head_bytes], str(exc))
-        except ValueError:
+        except ValueError as exc:
             if not line.strip():
                 return None
-            return DroppedLine(kind="not JSON", line=line)
+            return self._unparsable(line, str(exc))
         message = classify(value)
         if type(message) is Response:
             # D2: only an int equal to one of ours settles (bool and float never do).
@@ -342,6 +345,18 @@ class Session:
             if pending is not None:
                 return UnreadableResponse(pending, reason, head)
         return DroppedLine(kind=reason, line=head)
+
+    def _unparsable(self, line: bytes, reason: str) -> SessionEvent:
+        """A line that cannot be parsed (``framing.NotReadableJSON``: ``reason``): the
+        pending request its id still names (read by ``peek_envelope`` from the whole line,
+        which the transport has bounded) fails at once; any other is dropped, "not JSON"."""
+        peek = peek_envelope(line)
+        # D2: only an int equal to one of ours names a request of ours.
+        if peek.is_response and type(peek.id) is int:
+            pending = self._pending.pop(peek.id, None)
+            if pending is not None:
+                return UnreadableResponse(pending, reason, line[: self.line_head_bytes])
+        return DroppedLine(kind="not JSON", line=line)
 
     def _route(self, message: Any, line: bytes) -> SessionEvent | None:
         initializing = self.phase in (Phase.NEW, Phase.INITIALIZING)

@@ -8,12 +8,13 @@ members are strings, RFC 8259 §4).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from typing_extensions import TypeIs
 
-__all__ = ["is_array", "is_list_or_tuple", "is_mapping", "is_object"]
+__all__ = ["finite_number", "is_array", "is_list_or_tuple", "is_mapping", "is_object"]
 
 
 def is_object(value: object) -> TypeIs[dict[str, Any]]:
@@ -35,3 +36,16 @@ def is_array(value: object) -> TypeIs[list[Any]]:
 def is_list_or_tuple(value: object) -> TypeIs[list[Any] | tuple[Any, ...]]:
     """A JSON array as parsed, or a tuple given by the application (never a string)."""
     return isinstance(value, (list, tuple))
+
+
+def finite_number(value: object) -> float | None:
+    """A JSON number as a finite float, or None: not a number (a ``bool`` is none), or past
+    a double (``1e400`` is parsed as an infinity; an integer of 400 digits is exact but
+    converts to no float). The one reading of a server's number as a quantity."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None

@@ -19,7 +19,8 @@ Rules of this module:
 - Resumption: an event stream that ends or breaks is reconnected by a GET with
   ``Last-Event-ID`` when the server gave event ids (the stream of a POST until its response
   has arrived; the GET stream always, without the header when there were no ids), after the
-  server's ``retry`` or a doubling delay (``limits.sse_*``); after
+  server's ``retry`` or a doubling delay, doubled too while reopened streams deliver nothing
+  (``http_common.reconnect_delay``, within ``limits.sse_*``); after
   ``limits.sse_max_reconnect_attempts`` failures in a row the stream is given up with a
   warning (the connection stays; a request whose answer is lost times out).
 - Headers: ``Mcp-Session-Id`` from the initialize answer on every later request;
@@ -75,14 +76,15 @@ from mcpl_host.stateless import (
     stream_lost_answer,
 )
 from mcpl_host.transports.http_common import (
-    BodyTooLarge,
     Inbox,
     Unreachable,
+    UnreadableBody,
     build_client,
     error_excerpt,
     id_key,
     peek,
     read_body,
+    reconnect_delay,
     sse_events,
     trim,
     unreachable,
@@ -116,7 +118,7 @@ class _Stream:
 
     key: bytes | None
     last_id: str = ""
-    retry: float | None = None
+    retry_ms: int | None = None  # the server's last ``retry`` field, as it sent it
     answered: bool = False
 
 
@@ -270,7 +272,10 @@ class StreamableHTTPTransport:
 
     async def _delete_session(self, client: httpx.AsyncClient) -> None:
         with contextlib.suppress(httpx.HTTPError, httpx.StreamError, OSError):
-            response = await client.delete(self._params.url, headers=self._headers(ACCEPT_POST))
+            # Streamed, and the body never read: whatever the server answers costs nothing.
+            request = client.build_request("DELETE", self._params.url, headers=self._headers(ACCEPT_POST))
+            response = await client.send(request, stream=True)
+            await response.aclose()
             self._logger.debug("session ended with DELETE", url=self._shown, status=response.status_code)
 
     # --- helpers ----------------------------------------------------------------------
@@ -554,11 +559,11 @@ class StreamableHTTPTransport:
                 what = f"the answer to a request from {self._shown}"
                 try:
                     with unreachable(what, self._shown, self._redactor):
-                        body = trim(await read_body(response, self._limits.max_line_bytes))
-                except BodyTooLarge:
+                        limits = self._limits
+                        body = trim(await read_body(response, limits.max_line_bytes, limits.read_chunk_bytes))
+                except UnreadableBody as exc:
                     raise self._lose(
-                        f"the server at {self._shown} sent an answer over {self._limits.max_line_bytes}"
-                        " bytes (limits.max_line_bytes); the transport was closed"
+                        f"the server at {self._shown} sent {exc}; the transport was closed"
                     ) from None
                 except Unreachable as exc:
                     raise self._lose(str(exc)) from None
@@ -593,14 +598,19 @@ class StreamableHTTPTransport:
         Raises ``ConnectionLost`` when the GET stream cannot be reopened (the session's
         server messages would be lost) or the session is over."""
         failures = 0
+        empty = 0  # streams in a row that ended without delivering a message
         last_failure = ""
         limits = self._limits
         while True:
             if response is not None:
-                await self._read_events(response, stream)
+                opened_at = anyio.current_time()
+                delivered = await self._read_events(response, stream)
                 if stream.answered:
                     return
                 failures = 0
+                # One that stayed open long was closed for idleness, not in a loop.
+                lasted = anyio.current_time() - opened_at
+                empty = 0 if delivered or lasted >= limits.sse_max_reconnect_delay_seconds else empty + 1
             if stream.key is not None and not stream.last_id:
                 if stream.key not in self._stateless:  # a stateless request fails at once instead
                     self._logger.warning(
@@ -610,11 +620,9 @@ class StreamableHTTPTransport:
                     )
                 return
             if response is not None or failures:
-                delay = limits.sse_reconnect_delay_seconds * 2 ** max(failures - 1, 0)
-                if stream.retry is not None and not failures:
-                    delay = stream.retry
-                delay = max(delay, limits.sse_min_reconnect_delay_seconds)
-                await anyio.sleep(min(delay, limits.sse_max_reconnect_delay_seconds))
+                await anyio.sleep(
+                    reconnect_delay(limits, failures=failures, empty=empty, retry_ms=stream.retry_ms)
+                )
             opened = await self._open_get(stream)
             if isinstance(opened, str):
                 failures, last_failure, response = failures + 1, opened, None
@@ -671,11 +679,13 @@ class StreamableHTTPTransport:
             return None
         return message
 
-    async def _read_events(self, response: httpx.Response, stream: _Stream) -> None:
+    async def _read_events(self, response: httpx.Response, stream: _Stream) -> int:
         """Pass on every message event of ``response`` until it ends or breaks (then
-        closed); record the last event id, the server's ``retry`` (seconds), and whether the
-        answer to ``stream.key`` came. Raises ``ConnectionLost`` for an event over its
-        bound."""
+        closed); record the last event id, the server's ``retry`` (milliseconds, as sent),
+        and whether the answer to ``stream.key`` came. Returns the messages passed on.
+        Raises ``ConnectionLost`` for an event over its bound (decoded, or in a decoding
+        layer) or a body in a coding the host does not decode."""
+        delivered = 0
         try:
             with (
                 contextlib.suppress(Unreachable),
@@ -685,14 +695,17 @@ class StreamableHTTPTransport:
                     if event.id:
                         stream.last_id = event.id
                     if event.retry is not None:
-                        stream.retry = event.retry / 1000
+                        stream.retry_ms = event.retry
                     if event.event != "message":
                         continue
                     data = trim(event.data.encode("utf-8"))
-                    if data and await self._deliver(data, stream.key):
-                        stream.answered = True
-        except BodyTooLarge as exc:
+                    if data:
+                        delivered += 1
+                        if await self._deliver(data, stream.key):
+                            stream.answered = True
+        except UnreadableBody as exc:
             raise self._lose(f"the server at {self._shown} sent {exc}; the transport was closed") from None
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
+        return delivered

@@ -11,38 +11,57 @@ Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with
 - The ``Inbox`` holds at most one received line that ``receive()`` has not taken; a reader
   with another waits (the HTTP stream is not read meanwhile), so memory stays bounded by
   the open streams. Lines already received are returned before a loss is reported.
+- Bodies are read raw and decoded here (``content_coding.BodyDecoder``), never by httpx:
+  every decoding layer counts against the bound of what is read (a JSON body:
+  ``limits.max_line_bytes``; an event stream: ``limits.max_sse_event_bytes`` per event; an
+  error body: ``limits.max_line_bytes``, of which ``limits.max_http_error_body_bytes`` are
+  kept), as it decodes, so stacked codings cannot inflate past it. A coding that cannot be
+  decoded, or a bound passed, is ``UnreadableBody`` (``BadContentEncoding``,
+  ``BodyTooLarge``).
 - httpx errors become one sentence naming the URL as shown (``unreachable``), here only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
-import orjson
 from httpx_sse import EventSource, ServerSentEvent
 
+from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
-from mcpl_host.jsonrpc.framing import ReadItem
-from mcpl_host.jsonrpc.values import is_object
-from mcpl_host.limits import Limits
+from mcpl_host.jsonrpc.framing import ReadItem, dumps_message, loads_line, peek_envelope
+from mcpl_host.limits import DEFAULT_READ_CHUNK_BYTES, Limits
 from mcpl_host.logging import Redactor, log_value
+from mcpl_host.transports.content_coding import (
+    ACCEPT_ENCODING,
+    BadCoding,
+    BodyDecoder,
+    LayerTooLarge,
+    codings_of,
+)
 from mcpl_host.transports.http_params import HTTPParameters
 
 __all__ = [
     "USER_AGENT",
+    "BadContentEncoding",
     "BodyTooLarge",
     "Inbox",
     "Unreachable",
+    "UnreadableBody",
     "build_client",
+    "decoded_body",
     "error_excerpt",
     "peek",
     "read_body",
+    "reconnect_delay",
     "sse_events",
     "unreachable",
 ]
@@ -52,8 +71,17 @@ _TERMINATOR = re.compile(rb"\r\n|\r|\n")
 _BLANKS = b" \t\r\n"
 
 
-class BodyTooLarge(Exception):
-    """A body or an event went past its bound; ``str()`` says which bound."""
+class UnreadableBody(Exception):
+    """A body or an event the host does not read on; ``str()`` says why."""
+
+
+class BodyTooLarge(UnreadableBody):
+    """A body or an event went past its bound (decoded, or in one decoding layer);
+    ``str()`` says which bound."""
+
+
+class BadContentEncoding(UnreadableBody):
+    """A body in a ``Content-Encoding`` the host does not decode, or not valid in it."""
 
 
 class Unreachable(Exception):
@@ -63,11 +91,12 @@ class Unreachable(Exception):
 
 def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
     """The httpx client of one transport: the configured headers and token on every request,
-    redirects never followed, connect and write timeouts from ``limits`` (reads wait: an
+    redirects never followed, ``Accept-Encoding`` only what ``content_coding`` decodes (not
+    the optional decoders httpx could load), connect and write timeouts from ``limits`` (reads wait: an
     event stream may be idle for long, and a request's answer is bounded by its own
     timeout), at most ``limits.max_http_connections`` connections."""
     return httpx.AsyncClient(
-        headers={"User-Agent": USER_AGENT, **params.request_headers()},
+        headers={"User-Agent": USER_AGENT, "Accept-Encoding": ACCEPT_ENCODING, **params.request_headers()},
         timeout=httpx.Timeout(
             connect=limits.http_connect_timeout_seconds,
             read=None,
@@ -107,30 +136,79 @@ def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None
         raise Unreachable(f"could not reach {shown_url} for {what} ({reason})") from None
 
 
-async def read_body(response: httpx.Response, max_bytes: int) -> bytes:
-    """The whole (decoded) body, read as it arrives.
+def body_decoder(response: httpx.Response, max_layer_bytes: int, step_bytes: int) -> BodyDecoder:
+    """The decoder of ``response``'s ``Content-Encoding`` (module rules), each layer
+    bounded by ``max_layer_bytes`` and inflating ``step_bytes`` at a time.
 
     Raises:
-        BodyTooLarge: more than ``max_bytes``; reading stops there.
-        httpx errors: as ``aiter_bytes`` raises them (for ``unreachable``).
+        BadContentEncoding: a coding the host does not decode.
+    """
+    try:
+        codings = codings_of(response.headers.get_list("content-encoding"))
+        return BodyDecoder(codings, max_layer_bytes, step_bytes)
+    except BadCoding as exc:
+        raise BadContentEncoding(str(exc)) from None
+
+
+async def decoded_body(response: httpx.Response, decoder: BodyDecoder, bound: str) -> AsyncIterator[bytes]:
+    """The body of ``response`` (a streamed answer), read raw and decoded by ``decoder``,
+    as it arrives, with a checkpoint between the pieces one chunk inflates to; ``bound`` names the bound of its layers for the error (``"limits.max_line_bytes"``).
+
+    Raises:
+        BadContentEncoding: data not valid in its coding.
+        BodyTooLarge: a decoding layer over its bound.
+        httpx errors: as ``aiter_raw`` raises them (for ``unreachable``).
+    """
+    try:
+        async for raw in response.aiter_raw():
+            first = True
+            for piece in decoder.feed(raw):
+                if not first:  # one chunk may inflate to many pieces: others run between them
+                    await anyio.lowlevel.checkpoint()
+                first = False
+                yield piece
+        for piece in decoder.finish():
+            await anyio.lowlevel.checkpoint()
+            yield piece
+    except LayerTooLarge as exc:
+        raise BodyTooLarge(f"{exc} ({bound})") from None
+    except BadCoding as exc:
+        raise BadContentEncoding(str(exc)) from None
+
+
+async def read_body(
+    response: httpx.Response, max_bytes: int, step_bytes: int = DEFAULT_READ_CHUNK_BYTES
+) -> bytes:
+    """The whole decoded body, read and decoded as it arrives; every decoding layer is
+    bounded by ``max_bytes`` too (``limits.max_line_bytes``, as the errors say).
+
+    Raises:
+        BodyTooLarge: more than ``max_bytes`` (decoded, or in a layer); reading stops there.
+        BadContentEncoding: a coding the host does not decode, or data not valid in it.
+        httpx errors: as ``aiter_raw`` raises them (for ``unreachable``).
     """
     parts: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
+    decoder = body_decoder(response, max_bytes, step_bytes)
+    async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
         size += len(chunk)
         if size > max_bytes:
-            raise BodyTooLarge(f"a body over {max_bytes} bytes")
+            raise BodyTooLarge(f"a body over {max_bytes} bytes (limits.max_line_bytes)")
         parts.append(chunk)
     return b"".join(parts)
 
 
 async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
     """The start of an error answer's body as text (at most
-    ``limits.max_http_error_body_bytes`` read; the rest is not). Never raises (empty text
-    when the body cannot be read)."""
+    ``limits.max_http_error_body_bytes`` read and decoded, each decoding layer bounded by
+    ``limits.max_line_bytes``; the rest is not read). Never raises (empty text when the
+    body cannot be read)."""
     data = b""
-    with contextlib.suppress(httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError):
-        async for chunk in response.aiter_bytes():
+    with contextlib.suppress(
+        httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError, UnreadableBody
+    ):
+        decoder = body_decoder(response, limits.max_line_bytes, limits.read_chunk_bytes)
+        async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
             data += chunk
             if len(data) >= limits.max_http_error_body_bytes:
                 data = data[: limits.max_http_error_body_bytes]
@@ -142,11 +220,12 @@ class _EventBytes:
     """Counts the bytes of the current Server-Sent Event (every line since the last blank
     line; CR, LF and CRLF end a line, a CRLF split across chunks included)."""
 
-    __slots__ = ("_cr", "_limit", "_line_empty", "_size")
+    __slots__ = ("_cr", "_limit", "_line_empty", "_size", "ended")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._size = 0
+        self.ended = False  # an event ended in the last chunk fed
         self._line_empty = True  # nothing yet on the current line
         self._cr = False  # the last chunk ended in CR (an LF may complete it)
 
@@ -154,12 +233,14 @@ class _EventBytes:
         """Raises ``BodyTooLarge`` when the current event goes past the bound."""
         start = 1 if self._cr and chunk[:1] == b"\n" else 0
         self._cr = False
+        self.ended = False
         for match in _TERMINATOR.finditer(chunk, start):
             content = match.start() - start
             if content:
                 self._line_empty = False
             if self._line_empty:  # a blank line ends the event
                 self._size = 0
+                self.ended = True
             else:
                 self._size += content + len(match.group())
                 if self._size > self._limit:
@@ -177,16 +258,24 @@ class _EventBytes:
 
 
 class _CountedStream(httpx.AsyncByteStream):
-    """httpx's extension point for a response body: the decoded bytes of ``response``,
-    each chunk counted by ``_EventBytes`` before it is passed on."""
+    """httpx's extension point for a response body: the bytes of ``response``, decoded
+    (``decoded_body``: each layer bounded per event, its count restarted when an event
+    ends), each chunk counted by ``_EventBytes`` before it is passed on."""
 
-    def __init__(self, response: httpx.Response, counter: _EventBytes) -> None:
+    def __init__(
+        self, response: httpx.Response, counter: _EventBytes, max_layer_bytes: int, step_bytes: int
+    ) -> None:
         self._response = response
         self._counter = counter
+        self._max_layer_bytes = max_layer_bytes
+        self._step_bytes = step_bytes
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for chunk in self._response.aiter_bytes():
+        decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes)
+        async for chunk in decoded_body(self._response, decoder, "limits.max_sse_event_bytes"):
             self._counter.feed(chunk)
+            if self._counter.ended:
+                decoder.restart_count()
             yield chunk
 
     async def aclose(self) -> None:
@@ -198,14 +287,20 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
     by httpx-sse, each bounded as the module rules say.
 
     Raises:
-        BodyTooLarge: an event over ``limits.max_sse_event_bytes``, or an event's data over
-            ``limits.max_line_bytes``.
+        BodyTooLarge: an event over ``limits.max_sse_event_bytes`` (decoded, or in one
+            decoding layer), or an event's data over ``limits.max_line_bytes``.
+        BadContentEncoding: a coding the host does not decode, or data not valid in it.
         httpx errors: as reading the body raises them (for ``unreachable``).
     """
     counted = httpx.Response(
         response.status_code,
         headers={"content-type": "text/event-stream; charset=utf-8"},
-        stream=_CountedStream(response, _EventBytes(limits.max_sse_event_bytes)),
+        stream=_CountedStream(
+            response,
+            _EventBytes(limits.max_sse_event_bytes),
+            limits.max_sse_event_bytes,
+            limits.read_chunk_bytes,
+        ),
     )
     async for event in EventSource(counted).aiter_sse():
         data = event.data
@@ -214,31 +309,65 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
         yield event
 
 
+def reconnect_delay(limits: Limits, *, failures: int, empty: int, retry_ms: int | None) -> float:
+    """Seconds to wait before reopening an event stream (MCP 2025-11-25 "Streamable HTTP",
+    resumability; the ``retry`` field: WHATWG HTML §9.2.6, milliseconds). Pure.
+
+    ``failures``: attempts to reopen it that failed in a row (0 after one that opened);
+    ``empty``: streams in a row that ended having delivered no message; ``retry_ms``: the
+    server's last ``retry`` field, any integer (None: none given).
+
+    After a failure the delay doubles from ``limits.sse_reconnect_delay_seconds``; else it
+    is the server's ``retry`` (or that first delay). Streams that deliver nothing double it
+    too, whatever the ``retry``: a server that ends each stream at once cannot make the host
+    reconnect at its pace. The result is kept within ``limits.sse_min_reconnect_delay_seconds``
+    and ``sse_max_reconnect_delay_seconds``; the ``retry`` is compared as an integer, so no
+    value of it overflows.
+    """
+    low, high = limits.sse_min_reconnect_delay_seconds, limits.sse_max_reconnect_delay_seconds
+    base = limits.sse_reconnect_delay_seconds
+    if failures:
+        delay = base * 2.0 ** min(failures - 1, 64)
+    elif retry_ms is not None:
+        delay = min(max(retry_ms, 0), math.ceil(high * 1000)) / 1000
+    else:
+        delay = base
+    if empty:
+        delay = max(delay, base * 2.0 ** min(empty - 1, 64))
+    return min(max(delay, low), high)
+
+
 def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
-    """``(kind, id, method, message)`` of one JSON-RPC message: kind ``"request"``,
-    ``"notification"``, ``"response"`` or ``"other"`` (not a JSON object, or neither); the
-    ``id`` (None when absent); the ``method`` (None when absent or not a string); the parsed
-    object (None for "other"). Never raises. Only the transports' routing uses it; the
-    connection's envelope classifier decides what a message is."""
+    """``(kind, id, method, message)`` of one JSON-RPC message, parsed by
+    ``framing.loads_line`` and classified by ``envelope.classify`` (the one parser and the
+    one rule): kind ``"request"``, ``"notification"``, ``"response"`` or ``"other"`` (not a
+    JSON object, not JSON-RPC, or an invalid request); the ``id`` (None when absent); the
+    ``method`` (None unless a request or notification); the parsed object (None for
+    "other"). A line that cannot be parsed but whose start shows an answer with an id
+    (``framing.peek_envelope``) is ``("response", id, None, None)``: it is the answer its
+    request gets (the session fails that request, saying why). Never raises. Only the
+    transports' routing uses it."""
     try:
-        decoded: Any = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        decoded: Any = loads_line(line)
+    except ValueError:
+        head = peek_envelope(line)
+        if head.is_response and head.id is not None:
+            return "response", head.id, None, None
         return "other", None, None, None
-    if not is_object(decoded):
-        return "other", None, None, None
-    message = decoded
-    found: Any = message.get("method")
-    method = found if isinstance(found, str) else None
-    if method is not None:
-        return ("request" if "id" in message else "notification"), message.get("id"), method, message
-    if "id" in message and ("result" in message or "error" in message):
-        return "response", message["id"], None, message
+    envelope = classify(decoded)
+    if isinstance(envelope, Request):
+        return "request", envelope.id, envelope.method, decoded
+    if isinstance(envelope, Notification):
+        return "notification", None, envelope.method, decoded
+    if isinstance(envelope, Response) and envelope.id is not NO_ID:
+        return "response", envelope.id, None, decoded
     return "other", None, None, None
 
 
 def id_key(request_id: Any) -> bytes:
-    """A dictionary key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart."""
-    return orjson.dumps(request_id)
+    """A dictionary key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart (an integer
+    beyond 64 bits included)."""
+    return dumps_message(request_id)
 
 
 def trim(data: bytes) -> bytes:

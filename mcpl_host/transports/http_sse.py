@@ -37,9 +37,9 @@ from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
 from mcpl_host.stateless import is_stateless_request
 from mcpl_host.transports.http import FallBack, StreamableHTTPTransport
 from mcpl_host.transports.http_common import (
-    BodyTooLarge,
     Inbox,
     Unreachable,
+    UnreadableBody,
     build_client,
     error_excerpt,
     peek,
@@ -234,7 +234,7 @@ class SSETransport:
                                 await self._on_event(event.event, event.data)
                     except Unreachable as exc:
                         ended = str(exc)
-                    except BodyTooLarge as exc:
+                    except UnreadableBody as exc:
                         ended = f"the server at {self._shown} sent {exc}; the transport was closed"
                     self._inbox.lose(ended)
         finally:
