@@ -59,6 +59,7 @@ __all__ = [
     "STATELESS_PROTOCOL_VERSIONS",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "Era",
+    "EraProbe",
     "FallBack",
     "InputRequired",
     "ProtocolChoice",
@@ -73,6 +74,7 @@ __all__ = [
     "input_required",
     "is_stateless_request",
     "may_carry_stateless",
+    "probe_skipped",
     "stateless_capabilities",
     "stream_lost_answer",
     "request_meta",
@@ -139,6 +141,54 @@ class Retry:
     server named)."""
 
     version: str
+
+
+@dataclass(frozen=True, slots=True)
+class EraProbe:
+    """What settled the era of one connection (docs/protocol.md S8, S3a), for the probe's era
+    line and its JSON (``eraProbe``).
+
+    ``sent``: the probe sent (``"server/discover"``), or None when none was; ``outcome``:
+    what happened to it, or why none was sent (one phrase, no server text: it may be
+    shown unescaped); ``fallback``: what followed (``"initialize"``, or
+    ``"initialize on a restarted server"`` when the probe cost the server its transport),
+    None when the probe's answer settled the stateless era or no probe was sent."""
+
+    sent: str | None
+    outcome: str
+    fallback: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"sent", "outcome", "fallback"}``, as the probe's ``--json`` carries it."""
+        return {"sent": self.sent, "outcome": self.outcome, "fallback": self.fallback}
+
+    def phrase(self) -> str:
+        """One phrase for the era line: ``server/discover: refused (-32601); then initialize``."""
+        if self.sent is None:
+            return self.outcome
+        then = f"; then {self.fallback}" if self.fallback is not None else ""
+        return f"{self.sent}: {self.outcome}{then}"
+
+
+def probe_skipped(setting: ProtocolChoice, *, learned: Era | None, says_mcpl: bool) -> str | None:
+    """Why a new connection of a server with ``protocol="auto"`` sends ``initialize`` first,
+    without the ``server/discover`` probe (docs/protocol.md S3a, S3b), or None: probe.
+
+    ``setting``: the configured ``protocol`` (``"handshake"`` and ``"stateless"`` force an
+    era and are not changed here: None); ``learned``: the era an earlier connection of the
+    server spoke (``HostedServer.learned_era``): a handshake-era server is not probed
+    again; ``says_mcpl``: the entry says the server speaks MCPL (a ``compat`` of
+    ``"strict"`` or ``"0.4"``, or a grant of MCPL paths), and MCPL runs on the handshake
+    era (S7), so the probe could only cost the server. Either way the connection stays
+    ``auto``: a stateless server refuses ``initialize`` with ``-32022`` naming a stateless
+    version and is probed at it (``after_initialize_refusal``)."""
+    if setting != "auto":
+        return None
+    if learned == "handshake":
+        return "not sent: the server spoke the handshake era on an earlier connection"
+    if says_mcpl:
+        return "not sent: the entry says MCPL, which runs on the handshake era"
+    return None
 
 
 def request_meta(
