@@ -102,6 +102,7 @@ from mcpl_host.stateless import (
     after_initialize_refusal,
     discover_params,
     may_carry_stateless,
+    restarts_for_initialize,
     stateless_capabilities,
 )
 from mcpl_host.transports.base import Transport
@@ -679,9 +680,10 @@ class Connection:
           never cancelled), falling back to ``initialize`` for a handshake-era server; an
           ``initialize`` refused with ``-32022`` naming a stateless version is probed again
           at it, once.
-          When the probe costs the server its transport (it exits, or closes its output,
-          before ``initialize`` is answered; docs/protocol.md S3a), a new transport is
-          opened from the factory, once, and ``initialize`` goes there; ``on_lost`` is not
+          When the probe costs a stdio server its transport (it exits, or closes its
+          output, before ``initialize`` is answered; docs/protocol.md S3a), a new transport
+          is opened from the factory (``stateless.restarts_for_initialize``), once, and
+          ``initialize`` goes there; ``on_lost`` is not
           called for the transport lost so. ``skip_probe``: why ``"auto"`` sends no probe
           this time (``stateless.probe_skipped``): ``initialize`` first, and a ``-32022``
           refusal of it naming a stateless version is probed at that version.
@@ -760,7 +762,7 @@ class Connection:
                 self.era_probe = EraProbe("server/discover", "its answer could not be read", "initialize")
                 return FallBack(str(exc))
             except ConnectionLost as exc:
-                if protocol == "stateless":
+                if protocol == "stateless" or not restartable:
                     raise failure(
                         f"the server went away before answering server/discover ({exc})",
                         exit_status=exc.exit_status,
@@ -825,6 +827,7 @@ class Connection:
                 raise failure(f"the host could not take up the server's initialize result ({exc!r})") from exc
 
         carries = may_carry_stateless(self._require_link().transport)
+        restartable = protocol == "auto" and restarts_for_initialize(self._require_link().transport)
         probing = protocol != "handshake" and carries
         if protocol == "stateless" and not probing:
             raise failure("this transport does not carry the stateless MCP revision (2026-07-28)")
@@ -836,13 +839,13 @@ class Connection:
             self.era_probe = EraProbe(None, skip_probe)
             probing = False
         if probing:
-            self._holding_loss = protocol == "auto"
+            self._holding_loss = restartable
             try:
                 verdict = await probe(LATEST_STATELESS_VERSION, retried=False)
             finally:
                 self._holding_loss = False
             lost = self._lost
-            if protocol == "auto" and lost is not None:
+            if restartable and lost is not None:
                 # S3a: lost at the probe (before its answer, or right after it): never a
                 # reason to lose the server; start it again and speak initialize.
                 probe_record = self.era_probe
@@ -889,7 +892,7 @@ class Connection:
                     + self._what_came_instead()
                 ) from None
             except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
-                if protocol == "auto" and probe_timed_out and not restarted:
+                if restartable and probe_timed_out and not restarted:
                     # S3a: the server read the probe after its window, and it cost it its
                     # transport before initialize was answered.
                     before = self.era_probe.outcome if self.era_probe is not None else "no answer"

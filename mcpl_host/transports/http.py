@@ -39,7 +39,7 @@ Rules of this module:
   (``stateless.stream_lost_answer``): the request fails then, a long-lived one
   (``subscriptions/listen``) included, instead of waiting for ever. The era probe
   (``server/discover``) never loses the transport: any answer to it that is not a JSON-RPC
-  answer (any error status, a content type that is neither JSON nor an event stream, a
+  answer (any error status but 401, 403 and a redirect, a content type that is neither JSON nor an event stream, a
   connection closed before or while answering) is passed on as an error answer made here
   (docs/protocol.md S3a), and the connection falls back to ``initialize``.
 - Errors (``refusal_message``): a redirect is never followed; 401/403, 404 for a request
@@ -459,7 +459,9 @@ class StreamableHTTPTransport:
                 if probe:
                     try:
                         response = await self._open("POST", what, headers, line)
-                    except Unreachable:  # S3a: no answer is a refusal of the probe
+                    except Unreachable as exc:  # S3a: a connection closed unanswered refuses it
+                        if exc.connecting:  # no server there: initialize would not reach it either
+                            raise self._lose(str(exc)) from None
                         await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
                         return
                 else:
@@ -502,7 +504,8 @@ class StreamableHTTPTransport:
         a refusal whose body is the JSON-RPC answer to the request is passed on as a line
         instead (then False), and so is the error answer made here for a stateless request
         (``answer_refusal``: its id) refused with a status in ``FALLBACK_STATUSES`` or, for
-        the era probe (``probe``), with any status or content type (module rules)."""
+        the era probe (``probe``), with any status but 401, 403 and a redirect, or any
+        content type (module rules)."""
         status = response.status_code
         if status == 202:
             self._logger.debug("request accepted without an answer on its POST", url=self._shown)
@@ -516,7 +519,10 @@ class StreamableHTTPTransport:
             message = self._refusal(response, what, body, had_session=had_session)
             if fall_back and status in FALLBACK_STATUSES:
                 raise FallBack(message)
-            if answer_refusal is not None and (probe or status in FALLBACK_STATUSES):  # a stateless request
+            # The probe: any status but a credential refusal or a redirect (they would hold
+            # for initialize too, and the sentence says what to do).
+            probe_refused = probe and status not in (401, 403) and not 300 <= status < 400
+            if answer_refusal is not None and (probe_refused or status in FALLBACK_STATUSES):
                 await self._inbox.put(orjson.dumps(http_refusal_answer(answer_refusal, status, message)))
                 return False
             raise self._lose(message)
