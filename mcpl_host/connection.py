@@ -282,6 +282,10 @@ class Connection:
         self._log = get_logger("mcpl_host.connection", server=name)
         self._stack: AsyncExitStack | None = None
         self._transport_stack: AsyncExitStack | None = None  # the current transport's context
+        # The one handshake deadline (anyio.current_time()), from the moment of entering:
+        # opening the transport, the probe, initialize, notifications/initialized and the
+        # MCPL policy exchange that follows all sit under it (docs/protocol.md H7).
+        self._deadline: float | None = None
         # While the era probe may restart the server, a lost transport is not reported
         # (``on_lost``) at once: it is held here, and dropped when the server is restarted.
         self._holding_loss = False
@@ -337,6 +341,7 @@ class Connection:
         if self._stack is not None or self._closed:
             raise LocalProtocolError("a Connection can be opened only once")
         self._new_event = type(anyio.Event())  # skips the backend look-up of anyio.Event()
+        self._deadline = anyio.current_time() + self.limits.handshake_timeout_seconds
         self._stack = AsyncExitStack()
         try:
             outer = await self._stack.enter_async_context(anyio.create_task_group())
@@ -433,6 +438,14 @@ class Connection:
         """True from the opening of the transport until it ends or we close."""
         link = self._link
         return not self._closed and link is not None and not link.closed
+
+    def handshake_remaining(self) -> float:
+        """Seconds left of the one handshake deadline (``limits.handshake_timeout_seconds``
+        from entering; docs/protocol.md H7), never below 0; the whole timeout before
+        entering."""
+        if self._deadline is None:
+            return self.limits.handshake_timeout_seconds
+        return max(0.0, self._deadline - anyio.current_time())
 
     @property
     def is_closed_by_host(self) -> bool:
@@ -701,7 +714,7 @@ class Connection:
                 answer whose id only looks like ours).
         """
         timeout = self.limits.handshake_timeout_seconds
-        deadline = anyio.current_time() + timeout
+        deadline = self._deadline if self._deadline is not None else anyio.current_time() + timeout
         features = features or {}
         identity = {"name": client.name, "version": client.version}
         probe_timed_out = False
@@ -909,6 +922,17 @@ class Connection:
                     stderr_tail=exc.stderr_tail or self.stderr_tail,
                 ) from None
             break
+        # H7: notifications/initialized is a step of the handshake too. Over HTTP its POST
+        # is written when the server accepts it; what follows is queued behind it.
+        link = self._link
+        if link is not None:
+            with anyio.move_on_after(remaining()):
+                await link.wait_written()
+            if not link.closed and link.queued_bytes:
+                raise failure(
+                    f"the server did not take notifications/initialized within {describe_seconds(timeout)}"
+                    " (the handshake deadline)"
+                )
         info = self.server_info
         assert info is not None  # set by _on_initialize_answer before the waiter woke
         return info

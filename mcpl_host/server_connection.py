@@ -216,7 +216,9 @@ class ServerConnection:
                 skip_probe=hosted.skip_probe(),
             )
             if self._policy.state is MCPLState.PENDING:
-                await self._exchange.initial()
+                # H7: the policy exchange is the last step under the handshake deadline.
+                within = min(self.limits.request_timeout_seconds, self._shell.handshake_remaining())
+                await self._exchange.initial(within=within)
         except BaseException:
             await self._shell.__aexit__(None, None, None)
             raise
