@@ -374,7 +374,10 @@ class Connection:
         limits), then open a new one from the factory, with a new session (its ids start
         again), as if the connection had just been entered. Raises ``InitializeError``
         when the new transport cannot open."""
-        stack = self._transport_stack
+        stack, link = self._transport_stack, self._link
+        terminate_now = getattr(link.transport, "terminate_now", None) if link is not None else None
+        if callable(terminate_now):  # stdio: a server that closed its output gets no grace
+            terminate_now()
         if stack is not None:
             # Not under a scope of its own: the transport's task group must be the current
             # scope when it exits (its close is shielded and bounded by the grace limits).

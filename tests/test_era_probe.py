@@ -137,7 +137,9 @@ async def test_a_silent_server_costs_only_the_probe_window_and_initialize_keeps_
 @pytest.mark.parametrize("mode", DYING)
 def test_probe_hosts_a_server_the_probe_cost_and_says_so(mode: str, tmp_path: Path) -> None:
     log = tmp_path / "methods.jsonl"
-    done = probe_cli("--", *command(mode, log))
+    # --timeout 3: the restart (and the stop of a server that closed its stdout but runs on)
+    # fits in the deadline with initialize.
+    done = probe_cli("--timeout", "3", "--", *command(mode, log))
     assert done.returncode == 0, done.stderr
     era = next(line for line in done.stdout.splitlines() if "handshake era" in line)
     assert "server/discover:" in era and "restarted" in era
