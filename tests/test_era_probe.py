@@ -272,3 +272,40 @@ async def test_probe_and_host_over_http_fall_back_and_come_back_after_a_session_
                 probe = host.connection("h").era_probe
     assert result.content[0]["text"] == "one" and again.content[0]["text"] == "two"
     assert probe is not None and probe.sent is None and "earlier connection" in probe.outcome
+
+
+# --- mcpl-host run, with a kill ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", DYING)
+def test_run_brings_up_a_server_the_probe_cost_and_a_restart_does_not_probe_again(
+    mode: str, tmp_path: Path
+) -> None:
+    from .test_cli import Running
+
+    log = tmp_path / "methods.jsonl"
+    argv = command(mode, log)
+    config = tmp_path / "servers.json"
+    entry = {"command": argv[0], "args": argv[1:], "timeouts": {"closeGrace": 1, "terminateGrace": 1}}
+    config.write_text(json.dumps({"mcpServers": {"s": entry}}), encoding="utf-8")
+    cli = Running("run", str(config))
+    try:
+        cli.wait_for("stdout", "ready unknown-first 1.0.0")
+        current = methods_by_process(log)
+        assert len(current) == 2 and current[1][0] == "initialize", current
+        pid = next(
+            row["pid"]
+            for row in map(json.loads, log.read_text(encoding="utf-8").splitlines())
+            if row["method"] == "initialize"
+        )
+        os.kill(pid, signal.SIGKILL)
+        cli.wait_for("stdout", "(attempt 2)")
+    finally:
+        cli.process.send_signal(signal.SIGINT)
+        status, out, err = cli.finish()
+    assert status == 0, err
+    assert "gave up" not in out + err
+    starts = methods_by_process(log)
+    assert len(starts) == 3, starts
+    assert starts[0] == ["server/discover"]
+    assert starts[2][0] == "initialize" and "server/discover" not in starts[2]
