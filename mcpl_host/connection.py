@@ -980,10 +980,13 @@ class Connection:
 
     def _start_link(self, transport: Transport) -> None:
         assert self._tg is not None
+        def on_lost(exc: BaseException) -> None:
+            self._lost_link(exc, link)
+
         link = Link(
             transport,
             max_outbox_bytes=self.limits.max_outbox_bytes,
-            on_lost=lambda exc: self._lost_link(exc, link),
+            on_lost=on_lost,
             new_event=self._new_event,
         )
         self._link = link

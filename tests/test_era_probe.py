@@ -249,6 +249,22 @@ async def test_connect_http_falls_back_when_the_discover_post_gets_no_json_rpc_a
 
 
 @pytest.mark.anyio
+async def test_a_discover_post_never_answered_costs_only_the_probe_window(tmp_path: Path) -> None:
+    limits = Limits(handshake_timeout_seconds=3.0, request_timeout_seconds=3.0)
+    with anyio.fail_after(TIMEOUT):
+        async with bridge("hold", tmp_path / "methods.jsonl") as url:
+            async with connect_http(url, limits=limits) as conn:
+                result = await conn.call_tool("echo", {"text": "in time"})
+                probe = conn.era_probe
+    assert result.content[0]["text"] == "in time"
+    assert (
+        probe is not None
+        and probe.outcome == "no answer within 1.5 seconds"
+        and probe.fallback == "initialize"
+    )
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("answer", sorted(ANSWERS))
 async def test_probe_and_host_over_http_fall_back_and_come_back_after_a_session_loss(
     answer: str, tmp_path: Path
