@@ -980,6 +980,7 @@ class Connection:
 
     def _start_link(self, transport: Transport) -> None:
         assert self._tg is not None
+
         def on_lost(exc: BaseException) -> None:
             self._lost_link(exc, link)
 

@@ -545,13 +545,14 @@ def _protocol(doc: dict[str, Any]) -> Text:
     before answering; then initialize on a restarted server``)."""
     text = _text(doc.get("protocolVersion"))
     era = _ERAS.get(str(doc.get("era")))
-    if era is not None:
+    if era is not None and doc.get("era") == "handshake":  # the stateless era says it all
         probe = _obj(doc.get("eraProbe"))
         sent, outcome, fallback = probe.get("sent"), probe.get("outcome"), probe.get("fallback")
         if isinstance(outcome, str):
             said = f"{sent}: {outcome}" if isinstance(sent, str) else outcome
             then = f"; then {fallback}" if isinstance(fallback, str) else ""
             era = f"{era}; {said}{then}"
+    if era is not None:
         text.append(f" ({safe_text(era)})", style="dim")
     return text
 

@@ -163,13 +163,6 @@ class EraProbe:
         """``{"sent", "outcome", "fallback"}``, as the probe's ``--json`` carries it."""
         return {"sent": self.sent, "outcome": self.outcome, "fallback": self.fallback}
 
-    def phrase(self) -> str:
-        """One phrase for the era line: ``server/discover: refused (-32601); then initialize``."""
-        if self.sent is None:
-            return self.outcome
-        then = f"; then {self.fallback}" if self.fallback is not None else ""
-        return f"{self.sent}: {self.outcome}{then}"
-
 
 def probe_skipped(setting: ProtocolChoice, *, learned: Era | None, says_mcpl: bool) -> str | None:
     """Why a new connection of a server with ``protocol="auto"`` sends ``initialize`` first,

@@ -325,3 +325,31 @@ def test_run_brings_up_a_server_the_probe_cost_and_a_restart_does_not_probe_agai
     assert len(starts) == 3, starts
     assert starts[0] == ["server/discover"]
     assert starts[2][0] == "initialize" and "server/discover" not in starts[2]
+
+
+@pytest.mark.anyio
+async def test_the_transport_the_probe_cost_is_not_reported_lost(tmp_path: Path) -> None:
+    from mcpl_host import HostHandlers
+    from mcpl_host.jsonrpc.errors import ConnectionLost
+
+    class Recording(HostHandlers):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lost: list[str] = []
+
+        def on_connection_lost(self, server: str, error: ConnectionLost) -> None:
+            self.lost.append(str(error))
+
+    handlers = Recording()
+    log = tmp_path / "methods.jsonl"
+    with anyio.fail_after(TIMEOUT):
+        async with connect_stdio(sys.executable, command("exit0", log)[1:], handlers=handlers) as conn:
+            await conn.list_tools()
+            lost_while_open = list(handlers.lost)
+            transport = conn.transport
+            pid = getattr(transport, "pid", None)
+            assert isinstance(pid, int)
+            os.kill(pid, signal.SIGKILL)  # a loss after the handshake is reported, as ever
+            await conn.wait_closed()
+    assert lost_while_open == []
+    assert len(handlers.lost) == 1, handlers.lost
