@@ -908,13 +908,13 @@ class Connection:
                     + self._what_came_instead()
                 ) from None
             except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
-                if restartable and probe_timed_out and not restarted:
-                    # S3a: the server read the probe after its window, and it cost it its
-                    # transport before initialize was answered.
+                if restartable and probing and not restarted:
+                    # S3a: the probe cost the server its transport after all: it read the
+                    # probe after its window, or answered it and then went away.
                     before = self.era_probe.outcome if self.era_probe is not None else "no answer"
                     self.era_probe = EraProbe(
                         "server/discover",
-                        f"{before}, then {_lost_phrase(exc)} before answering initialize",
+                        f"{before}, then {_lost_phrase(exc)}",
                         "initialize on a restarted server",
                     )
                     await restart(exc)

@@ -112,6 +112,20 @@ async def test_connect_stdio_restarts_a_server_the_probe_cost_and_speaks_initial
 
 
 @pytest.mark.anyio
+async def test_a_server_that_refuses_the_probe_and_then_exits_is_restarted_too(tmp_path: Path) -> None:
+    log = tmp_path / "methods.jsonl"
+    with anyio.fail_after(TIMEOUT):
+        async with connect_stdio(sys.executable, command("refuse-exit", log)[1:]) as conn:
+            result = await conn.call_tool("echo", {"text": "again"})
+            probe = conn.era_probe
+    assert result.content[0]["text"] == "again"
+    assert probe is not None
+    assert probe.outcome == "refused with error -32601, then the server exited with status 0"
+    assert probe.fallback == RESTARTED
+    assert [start[0] for start in methods_by_process(log)] == ["server/discover", "initialize"]
+
+
+@pytest.mark.anyio
 async def test_a_silent_server_costs_only_the_probe_window_and_initialize_keeps_the_rest(
     tmp_path: Path,
 ) -> None:
