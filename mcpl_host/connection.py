@@ -814,6 +814,7 @@ class Connection:
             """S3a: once, within the deadline, a new transport for ``initialize``."""
             nonlocal restarted
             restarted = True
+            self._holding_loss = False  # the restarted server's loss is its own
             self._log.info(
                 "the era probe cost the server its transport; starting it again for initialize",
                 reason=ServerValue(str(lost), self.redactor),
@@ -854,77 +855,81 @@ class Connection:
         elif skip_probe is not None and protocol == "auto":
             self.era_probe = EraProbe(None, skip_probe)
             probing = False
-        if probing:
-            self._holding_loss = restartable
-            try:
+        # Until initialize is answered, a loss that a restart answers is not reported.
+        self._holding_loss = probing and restartable
+        try:
+            if probing:
                 verdict = await probe(LATEST_STATELESS_VERSION, retried=False)
-            finally:
-                self._holding_loss = False
-            lost = self._lost
-            if restartable and lost is not None:
-                # S3a: lost at the probe (before its answer, or right after it): never a
-                # reason to lose the server; start it again and speak initialize.
-                probe_record = self.era_probe
-                if probe_record is not None and probe_record.fallback is not None:  # answered, then lost
-                    outcome = f"{probe_record.outcome}, then {_lost_phrase(lost)}"
-                else:
-                    outcome = probe_record.outcome if probe_record is not None else _lost_phrase(lost)
-                self.era_probe = EraProbe("server/discover", outcome, "initialize on a restarted server")
-                await restart(lost)
-            else:
-                release_loss()
-            if isinstance(verdict, ServerInfo):
-                return adopt(verdict)
-            self._log.debug("speaking the handshake era", reason=verdict.reason)
-        while True:
-            try:
-                await self.request(
-                    "initialize",
-                    initialize_params(client.name, client.version, mcpl_advertisement, features),
-                    timeout=remaining(),
-                    on_answer=initialize_answered,
-                )
-            except RemoteError as exc:  # H2 included: an id-less error answers initialize
-                retry = after_initialize_refusal(exc.code, exc.data, probed=probing and not probe_timed_out)
-                if retry is not None and protocol != "handshake":
-                    verdict = await probe(retry.version, retried=True)
-                    if isinstance(verdict, ServerInfo):
-                        return adopt(verdict)
-                supported = exc.data.get("supported") if is_object(exc.data) else None
-                named = (
-                    f" (it supports: {log_value(supported, self.redactor)})" if supported is not None else ""
-                )
-                raise failure(
-                    f"the server refused initialize: {log_value(exc.message, self.redactor)}{named}",
-                    code=exc.code,
-                    data=exc.data,
-                ) from None
-            except (RemoteProtocolError, UnreadableAnswer) as exc:
-                raise failure(f"the server's answer to initialize is malformed: {exc}") from None
-            except RequestTimeout:
-                nor = " (nor server/discover before it)" if probe_timed_out else ""
-                raise failure(
-                    f"the server did not answer initialize within {describe_seconds(timeout)}{nor}"
-                    + self._what_came_instead()
-                ) from None
-            except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
-                if restartable and probing and not restarted:
-                    # S3a: the probe cost the server its transport after all: it read the
-                    # probe after its window, or answered it and then went away.
-                    before = self.era_probe.outcome if self.era_probe is not None else "no answer"
-                    self.era_probe = EraProbe(
-                        "server/discover",
-                        f"{before}, then {_lost_phrase(exc)}",
-                        "initialize on a restarted server",
+                lost = self._lost
+                if restartable and lost is not None:
+                    # S3a: lost at the probe (before its answer, or right after it): never a
+                    # reason to lose the server; start it again and speak initialize.
+                    probe_record = self.era_probe
+                    if probe_record is not None and probe_record.fallback is not None:  # answered, then lost
+                        outcome = f"{probe_record.outcome}, then {_lost_phrase(lost)}"
+                    else:
+                        outcome = probe_record.outcome if probe_record is not None else _lost_phrase(lost)
+                    self.era_probe = EraProbe("server/discover", outcome, "initialize on a restarted server")
+                    await restart(lost)
+                if isinstance(verdict, ServerInfo):
+                    return adopt(verdict)
+                self._log.debug("speaking the handshake era", reason=verdict.reason)
+            while True:
+                try:
+                    await self.request(
+                        "initialize",
+                        initialize_params(client.name, client.version, mcpl_advertisement, features),
+                        timeout=remaining(),
+                        on_answer=initialize_answered,
                     )
-                    await restart(exc)
-                    continue
-                raise failure(
-                    f"the server went away before answering initialize ({exc})",
-                    exit_status=exc.exit_status,
-                    stderr_tail=exc.stderr_tail or self.stderr_tail,
-                ) from None
-            break
+                except RemoteError as exc:  # H2 included: an id-less error answers initialize
+                    retry = after_initialize_refusal(
+                        exc.code, exc.data, probed=probing and not probe_timed_out
+                    )
+                    if retry is not None and protocol != "handshake":
+                        verdict = await probe(retry.version, retried=True)
+                        if isinstance(verdict, ServerInfo):
+                            return adopt(verdict)
+                    supported = exc.data.get("supported") if is_object(exc.data) else None
+                    named = (
+                        f" (it supports: {log_value(supported, self.redactor)})"
+                        if supported is not None
+                        else ""
+                    )
+                    raise failure(
+                        f"the server refused initialize: {log_value(exc.message, self.redactor)}{named}",
+                        code=exc.code,
+                        data=exc.data,
+                    ) from None
+                except (RemoteProtocolError, UnreadableAnswer) as exc:
+                    raise failure(f"the server's answer to initialize is malformed: {exc}") from None
+                except RequestTimeout:
+                    nor = " (nor server/discover before it)" if probe_timed_out else ""
+                    raise failure(
+                        f"the server did not answer initialize within {describe_seconds(timeout)}{nor}"
+                        + self._what_came_instead()
+                    ) from None
+                except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
+                    if restartable and probing and not restarted:
+                        # S3a: the probe cost the server its transport after all: it read the
+                        # probe after its window, or answered it and then went away.
+                        before = self.era_probe.outcome if self.era_probe is not None else "no answer"
+                        self.era_probe = EraProbe(
+                            "server/discover",
+                            f"{before}, then {_lost_phrase(exc)}",
+                            "initialize on a restarted server",
+                        )
+                        await restart(exc)
+                        continue
+                    raise failure(
+                        f"the server went away before answering initialize ({exc})",
+                        exit_status=exc.exit_status,
+                        stderr_tail=exc.stderr_tail or self.stderr_tail,
+                    ) from None
+                break
+        finally:
+            self._holding_loss = False
+            release_loss()
         # H7: notifications/initialized is a step of the handshake too. Over HTTP its POST
         # is written when the server accepts it; what follows is queued behind it.
         link = self._link

@@ -342,7 +342,8 @@ def test_run_brings_up_a_server_the_probe_cost_and_a_restart_does_not_probe_agai
 
 
 @pytest.mark.anyio
-async def test_the_transport_the_probe_cost_is_not_reported_lost(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["exit0", "refuse-exit"])
+async def test_the_transport_the_probe_cost_is_not_reported_lost(mode: str, tmp_path: Path) -> None:
     from mcpl_host import HostHandlers
     from mcpl_host.jsonrpc.errors import ConnectionLost
 
@@ -357,7 +358,7 @@ async def test_the_transport_the_probe_cost_is_not_reported_lost(tmp_path: Path)
     handlers = Recording()
     log = tmp_path / "methods.jsonl"
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(sys.executable, command("exit0", log)[1:], handlers=handlers) as conn:
+        async with connect_stdio(sys.executable, command(mode, log)[1:], handlers=handlers) as conn:
             await conn.list_tools()
             lost_while_open = list(handlers.lost)
             transport = conn.transport
