@@ -306,8 +306,9 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
             type=Seconds(allow_zero=False),
             default=DEFAULT_HANDSHAKE_TIMEOUT_SECONDS,
             show_default=True,
-            help="Seconds to wait for the server's answer to initialize (with --ws: also for the "
-            "WebSocket opening handshake).",
+            help="Seconds the whole handshake may take: opening the transport (the WebSocket "
+            "opening handshake, the HTTP+SSE endpoint), the era probe, initialize, "
+            "notifications/initialized and the initial MCPL policy exchange.",
         ),
         click.option(
             "--request-timeout",

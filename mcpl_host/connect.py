@@ -263,8 +263,11 @@ def websocket_server(
         token=token,
         token_in=token_in,
         headers=dict(headers or {}),
+        # The opening is a step of the handshake: under its deadline too (docs/protocol.md H7).
         open_timeout_seconds=(
-            limits.websocket_open_timeout_seconds if open_timeout_seconds is None else open_timeout_seconds
+            min(limits.websocket_open_timeout_seconds, limits.handshake_timeout_seconds)
+            if open_timeout_seconds is None
+            else open_timeout_seconds
         ),
         keepalive_interval_seconds=(
             limits.websocket_keepalive_interval_seconds

@@ -2,8 +2,11 @@
 
 Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0 §4-§5):
 
-- A ``Connection`` lives exactly as long as one transport. It owns one reader task and one
-  writer task (``Link``). The reader feeds each line to the session and acts on its events
+- A ``Connection`` lives exactly as long as one transport, with one exception: when the
+  ``server/discover`` era probe costs the server its transport (it exits, or closes its
+  output, before answering), the handshake opens one new transport from the factory, once,
+  and goes on with ``initialize`` (docs/protocol.md S3a). It owns one reader task and one
+  writer task (``Link``) per transport. The reader feeds each line to the session and acts on its events
   synchronously, so ``ping`` answers and the ``notifications/initialized`` that follows the
   ``initialize`` answer go out in read order. The writer joins everything queued into one
   write; on an idle stdio link a message is written at once, in its sender's task
@@ -90,6 +93,7 @@ from mcpl_host.link import AnswerHook, Link, Slot
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger, log_value
 from mcpl_host.stateless import (
     LATEST_STATELESS_VERSION,
+    EraProbe,
     FallBack,
     ProtocolChoice,
     Retry,
@@ -98,6 +102,7 @@ from mcpl_host.stateless import (
     after_initialize_refusal,
     discover_params,
     may_carry_stateless,
+    restarts_for_initialize,
     stateless_capabilities,
 )
 from mcpl_host.transports.base import Transport
@@ -221,6 +226,24 @@ class _Inbound:
 _JOB_OF: ContextVar[Connection | None] = ContextVar("mcpl_host_job_of", default=None)
 
 
+def _lost_phrase(lost: ConnectionLost) -> str:
+    """How a transport ended, for the era line (no server text)."""
+    if lost.exit_status is not None:
+        return f"the server exited with status {lost.exit_status}"
+    return "the server closed its output"
+
+
+def _discover_refusal(exc: RemoteError) -> str:
+    """What a refusal of ``server/discover`` was, for the era line (no server text)."""
+    data = exc.data
+    if is_object(data) and data.get("fromHost") is True:
+        status = data.get("httpStatus")
+        if isinstance(status, int) and not isinstance(status, bool):
+            return f"HTTP {status} without a JSON-RPC answer"
+        return "its HTTP answer ended without a JSON-RPC answer"
+    return f"refused with error {exc.code}"
+
+
 class Connection:
     """One transport to one server: link, reader and writer, pending requests, handshake.
 
@@ -253,14 +276,20 @@ class Connection:
         self._pause_at = max(1, self.limits.max_queued_inbound)
         self._on_lost_hook = on_lost
         self._transport_factory = transport_factory
-        self._session = Session(
-            max_pending=self.limits.max_pending_requests,
-            max_json_depth=self.limits.max_json_depth,
-            max_deep_json_bytes=self.limits.max_deep_json_bytes,
-            line_head_bytes=self.limits.line_head_bytes,
-        )
+        self._session = self._new_session()
+        #: What settled the era (``stateless.EraProbe``), once the handshake has run.
+        self.era_probe: EraProbe | None = None
         self._log = get_logger("mcpl_host.connection", server=name)
         self._stack: AsyncExitStack | None = None
+        self._transport_stack: AsyncExitStack | None = None  # the current transport's context
+        # The one handshake deadline (anyio.current_time()), from the moment of entering:
+        # opening the transport, the probe, initialize, notifications/initialized and the
+        # MCPL policy exchange that follows all sit under it (docs/protocol.md H7).
+        self._deadline: float | None = None
+        # While the era probe may restart the server, a lost transport is not reported
+        # (``on_lost``) at once: it is held here, and dropped when the server is restarted.
+        self._holding_loss = False
+        self._held_loss: ConnectionLost | None = None
         self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, timer, workers, jobs
         self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
         self._ended = anyio.Event()  # the transport has ended, for any reason
@@ -295,6 +324,14 @@ class Connection:
         self._early_noise = 0
         self._early_noise_sample: DroppedLine | None = None
 
+    def _new_session(self) -> Session:
+        return Session(
+            max_pending=self.limits.max_pending_requests,
+            max_json_depth=self.limits.max_json_depth,
+            max_deep_json_bytes=self.limits.max_deep_json_bytes,
+            line_head_bytes=self.limits.line_head_bytes,
+        )
+
     def __repr__(self) -> str:
         return f"<Connection {self.name!r} {self._session.phase.name} pending={self._session.pending_count}>"
 
@@ -304,22 +341,55 @@ class Connection:
         if self._stack is not None or self._closed:
             raise LocalProtocolError("a Connection can be opened only once")
         self._new_event = type(anyio.Event())  # skips the backend look-up of anyio.Event()
+        self._deadline = anyio.current_time() + self.limits.handshake_timeout_seconds
         self._stack = AsyncExitStack()
         try:
             outer = await self._stack.enter_async_context(anyio.create_task_group())
             await outer.start(self._run_tasks)
-            try:
-                transport = await self._stack.enter_async_context(self._transport_factory())
-            except ConnectionLost as exc:
-                raise InitializeError(
-                    str(exc), exit_status=exc.exit_status, stderr_tail=exc.stderr_tail
-                ) from None
-            self._start_link(transport)
+            self._start_link(await self._open_transport())
         except BaseException:
             await self.aclose()
             await self._stack.aclose()
             raise
         return self
+
+    async def _open_transport(self) -> Transport:
+        """Enter a new transport from the factory, in a context of its own (closed with the
+        connection, or by ``_reopen``). Raises ``InitializeError`` when it cannot open."""
+        assert self._stack is not None
+        stack = AsyncExitStack()
+        try:
+            transport = await stack.enter_async_context(self._transport_factory())
+        except ConnectionLost as exc:
+            raise InitializeError(
+                str(exc), exit_status=exc.exit_status, stderr_tail=exc.stderr_tail
+            ) from None
+        self._transport_stack = stack
+        self._stack.push_async_callback(stack.aclose)  # a second aclose() does nothing
+        return transport
+
+    async def _reopen(self) -> None:
+        """The era probe cost the server its transport (docs/protocol.md S3a): close the
+        lost one (for stdio: SIGTERM if it still runs, and reap, bounded by the grace
+        limits), then open a new one from the factory, with a new session (its ids start
+        again), as if the connection had just been entered. Raises ``InitializeError``
+        when the new transport cannot open."""
+        stack, link = self._transport_stack, self._link
+        terminate_now = getattr(link.transport, "terminate_now", None) if link is not None else None
+        if callable(terminate_now):  # stdio: a server that closed its output gets no grace
+            terminate_now()
+        if stack is not None:
+            # Not under a scope of its own: the transport's task group must be the current
+            # scope when it exits (its close is shielded and bounded by the grace limits).
+            await stack.aclose()
+        self._session = self._new_session()
+        self._lost = None
+        self._held_loss = None
+        self._ended = self._new_event()
+        self._early_noise = 0
+        self._early_noise_sample = None
+        self._look_alike = None
+        self._start_link(await self._open_transport())
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
@@ -371,6 +441,14 @@ class Connection:
         """True from the opening of the transport until it ends or we close."""
         link = self._link
         return not self._closed and link is not None and not link.closed
+
+    def handshake_remaining(self) -> float:
+        """Seconds left of the one handshake deadline (``limits.handshake_timeout_seconds``
+        from entering; docs/protocol.md H7), never below 0; the whole timeout before
+        entering."""
+        if self._deadline is None:
+            return self.limits.handshake_timeout_seconds
+        return max(0.0, self._deadline - anyio.current_time())
 
     @property
     def is_closed_by_host(self) -> bool:
@@ -599,6 +677,7 @@ class Connection:
         *,
         protocol: ProtocolChoice = "handshake",
         on_opened: Callable[[ServerInfo], None] | None = None,
+        skip_probe: str | None = None,
     ) -> ServerInfo:
         """Settle the protocol era, then run its opening (``mcpl_host.stateless`` decides,
         this does the I/O). ``mcpl_advertisement``: the host's ``experimental.mcpl`` (MCPL
@@ -617,9 +696,18 @@ class Connection:
           never cancelled), falling back to ``initialize`` for a handshake-era server; an
           ``initialize`` refused with ``-32022`` naming a stateless version is probed again
           at it, once.
+          When the probe costs a stdio server its transport (it exits, or closes its
+          output, before ``initialize`` is answered; docs/protocol.md S3a), a new transport
+          is opened from the factory (``stateless.restarts_for_initialize``), once, and
+          ``initialize`` goes there; ``on_lost`` is not
+          called for the transport lost so. ``skip_probe``: why ``"auto"`` sends no probe
+          this time (``stateless.probe_skipped``): ``initialize`` first, and a ``-32022``
+          refusal of it naming a stateless version is probed at that version.
         - ``"stateless"``: only ``server/discover``.
 
-        One deadline, ``limits.handshake_timeout_seconds``, covers everything.
+        One deadline, ``limits.handshake_timeout_seconds``, covers everything; the probe
+        waits at most ``limits.discover_timeout_seconds`` and half the deadline (S3).
+        ``era_probe`` says afterwards what settled the era (``stateless.EraProbe``).
 
         Raises:
             InitializeError: refused (with ``code``, ``data``: a ``-32022`` keeps the
@@ -629,10 +717,11 @@ class Connection:
                 answer whose id only looks like ours).
         """
         timeout = self.limits.handshake_timeout_seconds
-        deadline = anyio.current_time() + timeout
+        deadline = self._deadline if self._deadline is not None else anyio.current_time() + timeout
         features = features or {}
         identity = {"name": client.name, "version": client.version}
         probe_timed_out = False
+        restarted = False
 
         def remaining() -> float:
             return max(0.0, deadline - anyio.current_time())
@@ -658,10 +747,12 @@ class Connection:
 
         async def probe(version: str, *, retried: bool) -> ServerInfo | FallBack:
             nonlocal probe_timed_out
+            # S3: a silent server costs at most the probe window, and initialize keeps at
+            # least half of the deadline.
             window = (
                 remaining()
                 if protocol == "stateless"
-                else min(self.limits.discover_timeout_seconds, remaining())
+                else min(self.limits.discover_timeout_seconds, timeout / 2, remaining())
             )
             try:
                 result = await discover(version, window=window)
@@ -679,30 +770,62 @@ class Connection:
                         code=exc.code,
                         data=exc.data,
                     ) from None
+                self.era_probe = EraProbe("server/discover", _discover_refusal(exc), "initialize")
                 return refusal
             except (RemoteProtocolError, UnreadableAnswer) as exc:
                 if protocol == "stateless":
                     raise failure(f"the server's answer to server/discover is malformed: {exc}") from None
+                self.era_probe = EraProbe("server/discover", "its answer could not be read", "initialize")
                 return FallBack(str(exc))
             except ConnectionLost as exc:
-                raise failure(
-                    f"the server went away before answering server/discover ({exc})",
-                    exit_status=exc.exit_status,
-                    stderr_tail=exc.stderr_tail or self.stderr_tail,
-                ) from None
+                if protocol == "stateless" or not restartable:
+                    raise failure(
+                        f"the server went away before answering server/discover ({exc})",
+                        exit_status=exc.exit_status,
+                        stderr_tail=exc.stderr_tail or self.stderr_tail,
+                    ) from None
+                # S3a: the probe cost the server its transport; the caller starts it again.
+                self.era_probe = EraProbe("server/discover", f"{_lost_phrase(exc)} before answering")
+                return FallBack(f"the server went away before answering server/discover ({exc})")
             if result is None:
                 probe_timed_out = True
                 if protocol == "stateless":
                     raise failure(
                         f"the server did not answer server/discover within {describe_seconds(timeout)}"
                     )
+                self.era_probe = EraProbe(
+                    "server/discover", f"no answer within {describe_seconds(window)}", "initialize"
+                )
                 return FallBack("no answer to server/discover within its window")
             verdict = after_discover_result(
                 result, offers_mcpl=mcpl_advertisement is not None, redactor=self.redactor
             )
-            if isinstance(verdict, FallBack) and protocol == "stateless":
-                raise failure(f"the server cannot be spoken to statelessly: {verdict.reason}")
+            if isinstance(verdict, FallBack):
+                if protocol == "stateless":
+                    raise failure(f"the server cannot be spoken to statelessly: {verdict.reason}")
+                self.era_probe = EraProbe("server/discover", verdict.reason, "initialize")
+            else:
+                self.era_probe = EraProbe(
+                    "server/discover", f"answered: stateless {verdict.protocol_version}"
+                )
             return verdict
+
+        async def restart(lost: ConnectionLost) -> None:
+            """S3a: once, within the deadline, a new transport for ``initialize``."""
+            nonlocal restarted
+            restarted = True
+            self._holding_loss = False  # the restarted server's loss is its own
+            self._log.info(
+                "the era probe cost the server its transport; starting it again for initialize",
+                reason=ServerValue(str(lost), self.redactor),
+            )
+            await self._reopen()
+
+        def release_loss() -> None:
+            """A loss held during the probe that no restart answered: report it now."""
+            held, self._held_loss = self._held_loss, None
+            if held is not None and not self._closed and self._on_lost_hook is not None:
+                self._on_lost_hook(held)
 
         def adopt(info: ServerInfo) -> ServerInfo:
             self.server_info = info
@@ -720,48 +843,104 @@ class Connection:
             except Exception as exc:  # a bug in on_opened: the handshake fails now, saying so
                 raise failure(f"the host could not take up the server's initialize result ({exc!r})") from exc
 
-        probing = protocol != "handshake" and may_carry_stateless(self._require_link().transport)
+        carries = may_carry_stateless(self._require_link().transport)
+        restartable = protocol == "auto" and restarts_for_initialize(self._require_link().transport)
+        probing = protocol != "handshake" and carries
         if protocol == "stateless" and not probing:
             raise failure("this transport does not carry the stateless MCP revision (2026-07-28)")
-        if probing:
-            verdict = await probe(LATEST_STATELESS_VERSION, retried=False)
-            if isinstance(verdict, ServerInfo):
-                return adopt(verdict)
-            self._log.debug("speaking the handshake era", reason=verdict.reason)
+        if protocol == "handshake":
+            self.era_probe = EraProbe(None, "not sent: the protocol is set to handshake")
+        elif not carries:
+            self.era_probe = EraProbe(None, "not sent: this transport does not carry MCP 2026-07-28")
+        elif skip_probe is not None and protocol == "auto":
+            self.era_probe = EraProbe(None, skip_probe)
+            probing = False
+        # Until initialize is answered, a loss that a restart answers is not reported.
+        self._holding_loss = probing and restartable
         try:
-            await self.request(
-                "initialize",
-                initialize_params(client.name, client.version, mcpl_advertisement, features),
-                timeout=remaining(),
-                on_answer=initialize_answered,
-            )
-        except RemoteError as exc:  # H2 included: an id-less error answers initialize
-            retry = after_initialize_refusal(exc.code, exc.data, probed=probing and not probe_timed_out)
-            if retry is not None and protocol != "handshake":
-                verdict = await probe(retry.version, retried=True)
+            if probing:
+                verdict = await probe(LATEST_STATELESS_VERSION, retried=False)
+                lost = self._lost
+                if restartable and lost is not None:
+                    # S3a: lost at the probe (before its answer, or right after it): never a
+                    # reason to lose the server; start it again and speak initialize.
+                    probe_record = self.era_probe
+                    if probe_record is not None and probe_record.fallback is not None:  # answered, then lost
+                        outcome = f"{probe_record.outcome}, then {_lost_phrase(lost)}"
+                    else:
+                        outcome = probe_record.outcome if probe_record is not None else _lost_phrase(lost)
+                    self.era_probe = EraProbe("server/discover", outcome, "initialize on a restarted server")
+                    await restart(lost)
                 if isinstance(verdict, ServerInfo):
                     return adopt(verdict)
-            supported = exc.data.get("supported") if is_object(exc.data) else None
-            named = f" (it supports: {log_value(supported, self.redactor)})" if supported is not None else ""
-            raise failure(
-                f"the server refused initialize: {log_value(exc.message, self.redactor)}{named}",
-                code=exc.code,
-                data=exc.data,
-            ) from None
-        except (RemoteProtocolError, UnreadableAnswer) as exc:
-            raise failure(f"the server's answer to initialize is malformed: {exc}") from None
-        except RequestTimeout:
-            nor = " (nor server/discover before it)" if probe_timed_out else ""
-            raise failure(
-                f"the server did not answer initialize within {describe_seconds(timeout)}{nor}"
-                + self._what_came_instead()
-            ) from None
-        except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
-            raise failure(
-                f"the server went away before answering initialize ({exc})",
-                exit_status=exc.exit_status,
-                stderr_tail=exc.stderr_tail or self.stderr_tail,
-            ) from None
+                self._log.debug("speaking the handshake era", reason=verdict.reason)
+            while True:
+                try:
+                    await self.request(
+                        "initialize",
+                        initialize_params(client.name, client.version, mcpl_advertisement, features),
+                        timeout=remaining(),
+                        on_answer=initialize_answered,
+                    )
+                except RemoteError as exc:  # H2 included: an id-less error answers initialize
+                    retry = after_initialize_refusal(
+                        exc.code, exc.data, probed=probing and not probe_timed_out
+                    )
+                    if retry is not None and protocol != "handshake":
+                        verdict = await probe(retry.version, retried=True)
+                        if isinstance(verdict, ServerInfo):
+                            return adopt(verdict)
+                    supported = exc.data.get("supported") if is_object(exc.data) else None
+                    named = (
+                        f" (it supports: {log_value(supported, self.redactor)})"
+                        if supported is not None
+                        else ""
+                    )
+                    raise failure(
+                        f"the server refused initialize: {log_value(exc.message, self.redactor)}{named}",
+                        code=exc.code,
+                        data=exc.data,
+                    ) from None
+                except (RemoteProtocolError, UnreadableAnswer) as exc:
+                    raise failure(f"the server's answer to initialize is malformed: {exc}") from None
+                except RequestTimeout:
+                    nor = " (nor server/discover before it)" if probe_timed_out else ""
+                    raise failure(
+                        f"the server did not answer initialize within {describe_seconds(timeout)}{nor}"
+                        + self._what_came_instead()
+                    ) from None
+                except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
+                    if restartable and probing and not restarted:
+                        # S3a: the probe cost the server its transport after all: it read the
+                        # probe after its window, or answered it and then went away.
+                        before = self.era_probe.outcome if self.era_probe is not None else "no answer"
+                        self.era_probe = EraProbe(
+                            "server/discover",
+                            f"{before}, then {_lost_phrase(exc)}",
+                            "initialize on a restarted server",
+                        )
+                        await restart(exc)
+                        continue
+                    raise failure(
+                        f"the server went away before answering initialize ({exc})",
+                        exit_status=exc.exit_status,
+                        stderr_tail=exc.stderr_tail or self.stderr_tail,
+                    ) from None
+                break
+        finally:
+            self._holding_loss = False
+            release_loss()
+        # H7: notifications/initialized is a step of the handshake too. Over HTTP its POST
+        # is written when the server accepts it; what follows is queued behind it.
+        link = self._link
+        if link is not None:
+            with anyio.move_on_after(remaining()):
+                await link.wait_written()
+            if not link.closed and link.queued_bytes:
+                raise failure(
+                    f"the server did not take notifications/initialized within {describe_seconds(timeout)}"
+                    " (the handshake deadline)"
+                )
         info = self.server_info
         assert info is not None  # set by _on_initialize_answer before the waiter woke
         return info
@@ -806,10 +985,14 @@ class Connection:
 
     def _start_link(self, transport: Transport) -> None:
         assert self._tg is not None
+
+        def on_lost(exc: BaseException) -> None:
+            self._lost_link(exc, link)
+
         link = Link(
             transport,
             max_outbox_bytes=self.limits.max_outbox_bytes,
-            on_lost=self._lost_link,
+            on_lost=on_lost,
             new_event=self._new_event,
         )
         self._link = link
@@ -836,7 +1019,7 @@ class Connection:
                 except Exception:  # a bug here, or in a port's hook: never the connection
                     self._log.exception("failed to act on a line from the server")
         except (ConnectionLost, ConnectionClosed) as exc:
-            self._lost_link(exc)
+            self._lost_link(exc, link)
 
     async def _paused(self, link: Link) -> None:
         """Back-pressure: read nothing until a waiting job starts, or an inbound job of
@@ -852,9 +1035,10 @@ class Connection:
         if resume is not None:
             resume.set()
 
-    def _lost_link(self, exc: BaseException) -> None:
-        link = self._link
-        if link is None or link.closed:
+    def _lost_link(self, exc: BaseException, link: Link) -> None:
+        """``link``'s transport ended (a link that is no longer the current one, after
+        ``_reopen``, is ignored)."""
+        if link is not self._link or link.closed:
             return
         link.close()
         lost = (
@@ -879,7 +1063,9 @@ class Connection:
         self._wake_reader()
         if self._timer_scope is not None:
             self._timer_scope.cancel()
-        if not self._closed and self._on_lost_hook is not None:
+        if self._holding_loss:
+            self._held_loss = lost
+        elif not self._closed and self._on_lost_hook is not None:
             self._on_lost_hook(lost)
 
     # --- what the server sends -----------------------------------------------------------------

@@ -16,7 +16,11 @@ Rules of this module:
   - the compatibility setting (``compat``) and the notes logged under the 0.4 profile
     (``compat_notes``: each once per server, docs/protocol.md, "Compatibility profiles");
   - the channels registered on the current transport, as the application last saw them
-    (``channels``; they lapse with the transport, and the application is told so).
+    (``channels``; they lapse with the transport, and the application is told so);
+  - the protocol era the server spoke (``learned_era``): with ``protocol="auto"`` a server
+    that spoke the handshake era is not probed with ``server/discover`` again, so a restart
+    never repeats a probe that may cost it (docs/protocol.md S3a); nor is a server whose
+    entry says MCPL (``says_mcpl``; S3b).
 
 - Each transport still starts with an empty grant and runs the handshake and the whole policy
   exchange again (MCPL §5.3), now with the policy the application set last.
@@ -46,7 +50,7 @@ from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.stateless import ProtocolChoice
+from mcpl_host.stateless import Era, ProtocolChoice, probe_skipped
 from mcpl_host.transports.base import Transport
 
 __all__ = ["HostedServer", "TransportFactory"]
@@ -125,6 +129,8 @@ class HostedServer:
         #: The channels registered on the current transport (descriptors as sent).
         self.channels: list[dict[str, Any]] = []
         self.connections_opened = 0
+        #: The era the last connection that finished its handshake spoke (None before).
+        self.learned_era: Era | None = None
         self._current: ServerConnection | None = None
         self._reporter = Reporter(name, self.handlers, observer)
 
@@ -149,6 +155,19 @@ class HostedServer:
         when the handlers serve it (``ClientFeatures.capabilities``)."""
         return self.client_features().capabilities()
 
+    @property
+    def says_mcpl(self) -> bool:
+        """Whether the entry says the server speaks MCPL (docs/protocol.md S3b): a
+        ``compat`` of ``"strict"`` or ``"0.4"`` (``"auto"``, the default, says nothing), or
+        a grant pattern naming MCPL paths (``grant_all_advertised``, the probe's default,
+        says nothing: it grants whatever comes)."""
+        return self.compat != "auto" or bool(self.policy.grant)
+
+    def skip_probe(self) -> str | None:
+        """Why the next connection sends ``initialize`` without the ``server/discover``
+        probe, or None (``stateless.probe_skipped``)."""
+        return probe_skipped(self.protocol, learned=self.learned_era, says_mcpl=self.says_mcpl)
+
     def open_connection(self) -> ServerConnection:
         """A new, unopened ``ServerConnection`` over a new transport."""
         return ServerConnection(self, self.transport_factory)
@@ -163,6 +182,8 @@ class HostedServer:
         """``conn`` finished its handshake: it is the current connection."""
         self._current = conn
         self.connections_opened += 1
+        if conn.era is not None:
+            self.learned_era = conn.era
 
     def detach(self, conn: ServerConnection) -> None:
         """``conn`` ended: its channel registrations lapse (the application is told)."""

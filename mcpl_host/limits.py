@@ -209,8 +209,11 @@ DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS = 15.0
 DEFAULT_WEBSOCKET_KEEPALIVE_INTERVAL_SECONDS: float | None = 20.0
 DEFAULT_WEBSOCKET_KEEPALIVE_TIMEOUT_SECONDS = 20.0
 #: MCP 2026-07-28 (``mcpl_host.stateless``). Seconds the ``server/discover`` probe waits,
-#: within the handshake deadline, before a silent server is taken for a handshake-era one.
-DEFAULT_DISCOVER_TIMEOUT_SECONDS = 5.0
+#: within the handshake deadline (and never more than half of it, so that ``initialize``
+#: keeps the rest), before a silent server is taken for a handshake-era one
+#: (docs/protocol.md S3). Short: a stateless server answers it at once, and one that was
+#: slow to start is probed again when it refuses ``initialize`` with ``-32022``.
+DEFAULT_DISCOVER_TIMEOUT_SECONDS = 2.0
 #: Retries of one request answered ``input_required`` (multi round-trip requests) before
 #: the call fails; input requests served per round.
 DEFAULT_MAX_INPUT_ROUNDS = 10

@@ -145,6 +145,7 @@ class Link:
     """
 
     __slots__ = (
+        "_drained",
         "_finishing",
         "_held",
         "_max_outbox",
@@ -182,6 +183,7 @@ class Link:
         self._ready = new_event()
         self._finishing = False
         self._writer_scope = anyio.CancelScope(shield=True)
+        self._drained: anyio.Event | None = None  # set when the outbox has been written
         #: Set when the writer task has returned (or never started).
         self.stopped = new_event()
 
@@ -225,12 +227,27 @@ class Link:
         """Bytes waiting for the writer, plus those it is writing now."""
         return self._writing + len(self._outbox)
 
+    async def wait_written(self) -> None:
+        """Wait until everything queued so far has been handed to the transport and written
+        (for an HTTP transport: the server accepted it), or the link closed. The caller
+        bounds the wait (a handshake step: docs/protocol.md H7)."""
+        while (self._writing or self._outbox) and not self.closed:
+            self._drained = drained = self._new_event()
+            await drained.wait()
+
+    def _tell_drained(self) -> None:
+        drained = self._drained
+        if drained is not None and (self.closed or not (self._writing or self._outbox)):
+            self._drained = None
+            drained.set()
+
     def close(self) -> None:
         """The transport is gone: drop what is queued and stop the writer."""
         self.closed = True
         self._outbox = bytearray()
         self._ready.set()
         self._writer_scope.cancel()
+        self._tell_drained()
 
     def finish(self) -> None:
         """Write what is queued, then stop; later ``send()`` calls are dropped."""
@@ -260,6 +277,7 @@ class Link:
                             self._on_lost(exc)
                             return
                         self._writing = 0
+                        self._tell_drained()
                     if self._finishing and not self._outbox:
                         return
         finally:

@@ -100,6 +100,7 @@ def new_document(command: list[str]) -> dict[str, Any]:
         "server": None,
         "protocolVersion": None,
         "era": None,
+        "eraProbe": None,
         "supportedVersions": [],
         "capabilities": {},
         "instructions": None,
@@ -213,6 +214,7 @@ def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
         server={"name": info.name, "version": info.version},
         protocolVersion=info.protocol_version,
         era=info.era,
+        eraProbe=conn.era_probe.as_json() if conn.era_probe is not None else None,
         supportedVersions=list(info.supported_versions),
         capabilities=info.capabilities,
         instructions=info.instructions,
@@ -324,6 +326,7 @@ HOST_KEYS = frozenset(new_document([])) | frozenset({
     "state", "advertisedCapabilities", "effectiveCapabilities", "deniedCapabilities", "receipt",
     "defects", "type", "message", "code", "stderr_tail", "data", "file", "server", "url",
     "kind", "method", "params", "answer", "time", "era", "supportedVersions", "inputRequest",
+    "sent", "outcome",  # eraProbe (with "fallback" below)
     # run event data (mcpl_host.supervisor, mcpl_host.host)
     "attempt", "serverName", "serverVersion", "mcpl", "mode", "reason", "phase", "exitStatus",
     "closeCode", "stderrTail", "uptimeSeconds", "delaySeconds", "failures", "windowSeconds",
@@ -537,11 +540,20 @@ _ERAS = {"handshake": "handshake era: initialize", "stateless": "stateless: serv
 
 
 def _protocol(doc: dict[str, Any]) -> Text:
-    """The protocol version and, when known, the era it was reached by."""
+    """The protocol version and, when known, the era it was reached by and what the era
+    probe did (docs/protocol.md S8: ``server/discover: the server exited with status 0
+    before answering; then initialize on a restarted server``)."""
     text = _text(doc.get("protocolVersion"))
     era = _ERAS.get(str(doc.get("era")))
+    if era is not None and doc.get("era") == "handshake":  # the stateless era says it all
+        probe = _obj(doc.get("eraProbe"))
+        sent, outcome, fallback = probe.get("sent"), probe.get("outcome"), probe.get("fallback")
+        if isinstance(outcome, str):
+            said = f"{sent}: {outcome}" if isinstance(sent, str) else outcome
+            then = f"; then {fallback}" if isinstance(fallback, str) else ""
+            era = f"{era}; {said}{then}"
     if era is not None:
-        text.append(f" ({era})", style="dim")
+        text.append(f" ({safe_text(era)})", style="dim")
     return text
 
 

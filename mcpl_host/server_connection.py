@@ -80,7 +80,7 @@ from mcpl_host.mcpl.state_calls import RollbackResult, StateCalls
 from mcpl_host.mcpl.state_service import StateService
 from mcpl_host.observe import Reporter
 from mcpl_host.stall_watch import StallWatch
-from mcpl_host.stateless import Era
+from mcpl_host.stateless import Era, EraProbe
 from mcpl_host.transports.base import Transport
 
 if TYPE_CHECKING:
@@ -221,10 +221,13 @@ class ServerConnection:
                 self._features.features.capabilities(),
                 protocol=hosted.protocol,
                 on_opened=self._begin_mcpl,
+                skip_probe=hosted.skip_probe(),
             )
             self._shell.start_job(self._stalls.run, counted=False)  # the handshake's answer is in
             if self._policy.state is MCPLState.PENDING:
-                await self._exchange.initial()
+                # H7: the policy exchange is the last step under the handshake deadline.
+                within = min(self.limits.request_timeout_seconds, self._shell.handshake_remaining())
+                await self._exchange.initial(within=within)
         except BaseException:
             await self._shell.__aexit__(None, None, None)
             raise
@@ -322,6 +325,12 @@ class ServerConnection:
         None before."""
         info = self._shell.server_info
         return info.era if info is not None else None
+
+    @property
+    def era_probe(self) -> EraProbe | None:
+        """What settled the era (``stateless.EraProbe``: the probe sent, what happened, the
+        fallback), once the handshake has run; None before."""
+        return self._shell.era_probe
 
     @property
     def is_open(self) -> bool:

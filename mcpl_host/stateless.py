@@ -59,6 +59,7 @@ __all__ = [
     "STATELESS_PROTOCOL_VERSIONS",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "Era",
+    "EraProbe",
     "FallBack",
     "InputRequired",
     "ProtocolChoice",
@@ -73,9 +74,11 @@ __all__ = [
     "input_required",
     "is_stateless_request",
     "may_carry_stateless",
+    "probe_skipped",
     "stateless_capabilities",
     "stream_lost_answer",
     "request_meta",
+    "restarts_for_initialize",
     "result_type",
     "retry_params",
     "stamped",
@@ -139,6 +142,47 @@ class Retry:
     server named)."""
 
     version: str
+
+
+@dataclass(frozen=True, slots=True)
+class EraProbe:
+    """What settled the era of one connection (docs/protocol.md S8, S3a), for the probe's era
+    line and its JSON (``eraProbe``).
+
+    ``sent``: the probe sent (``"server/discover"``), or None when none was; ``outcome``:
+    what happened to it, or why none was sent (one phrase, no server text: it may be
+    shown unescaped); ``fallback``: what followed (``"initialize"``, or
+    ``"initialize on a restarted server"`` when the probe cost the server its transport),
+    None when the probe's answer settled the stateless era or no probe was sent."""
+
+    sent: str | None
+    outcome: str
+    fallback: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"sent", "outcome", "fallback"}``, as the probe's ``--json`` carries it."""
+        return {"sent": self.sent, "outcome": self.outcome, "fallback": self.fallback}
+
+
+def probe_skipped(setting: ProtocolChoice, *, learned: Era | None, says_mcpl: bool) -> str | None:
+    """Why a new connection of a server with ``protocol="auto"`` sends ``initialize`` first,
+    without the ``server/discover`` probe (docs/protocol.md S3a, S3b), or None: probe.
+
+    ``setting``: the configured ``protocol`` (``"handshake"`` and ``"stateless"`` force an
+    era and are not changed here: None); ``learned``: the era an earlier connection of the
+    server spoke (``HostedServer.learned_era``): a handshake-era server is not probed
+    again; ``says_mcpl``: the entry says the server speaks MCPL (a ``compat`` of
+    ``"strict"`` or ``"0.4"``, or a grant of MCPL paths), and MCPL runs on the handshake
+    era (S7), so the probe could only cost the server. Either way the connection stays
+    ``auto``: a stateless server refuses ``initialize`` with ``-32022`` naming a stateless
+    version and is probed at it (``after_initialize_refusal``)."""
+    if setting != "auto":
+        return None
+    if learned == "handshake":
+        return "not sent: the server spoke the handshake era on an earlier connection"
+    if says_mcpl:
+        return "not sent: the entry says MCPL, which runs on the handshake era"
+    return None
 
 
 def request_meta(
@@ -210,6 +254,17 @@ def may_carry_stateless(transport: object) -> bool:
     return (http is not None and isinstance(transport, http.StreamableHTTPTransport)) or (
         sse is not None and isinstance(transport, sse.AutoHTTPTransport)
     )
+
+
+def restarts_for_initialize(transport: object) -> bool:
+    """Whether a transport lost at the era probe is opened again for ``initialize``
+    (docs/protocol.md S3a): stdio only, where a new transport starts the server again. The
+    HTTP transports read an answer to the probe that is no JSON-RPC answer as a refusal
+    themselves, and what still loses them there (a credential refusal, a redirect, no
+    server at the address) would hold for ``initialize`` too."""
+    from mcpl_host.transports.stdio import StdioTransport
+
+    return isinstance(transport, StdioTransport)
 
 
 def is_stateless_request(message: Any) -> bool:

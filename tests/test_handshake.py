@@ -33,12 +33,12 @@ async def test_h1_h6_initialize_first_then_initialized_strictly_next(tmp_path: P
         async with script.connect(policy=GrantPolicy(grant=("pushEvents",))) as conn:
             assert conn.mcpl_state is MCPLState.READY
             assert conn.grant is not None and conn.grant.allows("pushEvents")
-    # The era probe (MCP 2026-07-28) comes first, id 1; refused, so initialize follows.
-    probe = script.messages(probe=True)[0]
-    assert probe["id"] == 1 and probe["method"] == "server/discover"
+    # A grant of MCPL paths says MCPL, which runs on the handshake era: no era probe
+    # (docs/protocol.md S3b), initialize is first and takes id 1.
+    assert script.messages(probe=True)[0]["method"] == "initialize"
     messages = script.messages()
     initialize = messages[0]
-    assert initialize["id"] == 2 and initialize["method"] == "initialize"
+    assert initialize["id"] == 1 and initialize["method"] == "initialize"
     assert initialize["params"]["protocolVersion"] == LATEST_PROTOCOL_VERSION
     assert initialize["params"]["clientInfo"]["name"] == "mcpl-host"
     assert initialize["params"]["capabilities"]["experimental"]["mcpl"]["version"] == "0.5"

@@ -37,9 +37,9 @@ INJECT_SYSTEM = "contextHooks.beforeInference.inject.system"
 INJECT_BEFORE = "contextHooks.beforeInference.inject.beforeUser"
 INJECT_AFTER = "contextHooks.beforeInference.inject.afterUser"
 INJECT_ALL = (INJECT_SYSTEM, INJECT_BEFORE, INJECT_AFTER)
-#: The id of the first host call after the handshake: 1 is the era probe (server/discover),
-#: 2 initialize, 3 the initial featureSets/update.
-FIRST_CALL_ID = 4
+#: The id of the first host call after the handshake: 1 is initialize (a grant of MCPL
+#: paths says MCPL: no era probe, docs/protocol.md S3b), 2 the initial featureSets/update.
+FIRST_CALL_ID = 3
 
 MANIFEST = {
     "version": "0.5",

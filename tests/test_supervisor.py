@@ -375,7 +375,10 @@ async def test_a_hung_handshake_times_out_and_aclose_leaves_no_process(tmp_path:
     script = Script(tmp_path, [{"expect": {"method": "initialize"}}, {"hang": True}])
     limits = Limits(close_grace_seconds=0.2, terminate_grace_seconds=1.0, handshake_timeout_seconds=0.5)
     log = EventLog()
-    sup = supervisor(script.server(limits=limits, name="s"), RestartPolicy(base_delay_seconds=0.05), log)
+    # No era probe: its window is half of this short deadline (a slow start would add
+    # "(nor server/discover before it)" to the reason).
+    server = script.server(limits=limits, name="s", protocol="handshake")
+    sup = supervisor(server, RestartPolicy(base_delay_seconds=0.05), log)
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as tg:
             await tg.start(sup.run)

@@ -132,13 +132,15 @@ class PolicyExchange:
         self._redactor = redactor
         self._lock = anyio.Lock()
 
-    async def initial(self) -> None:
-        """The initial exchange (MCPL §5.3). Raises ``InitializeError`` when the server went
-        away during it, or refused it asking to be closed (and the host follows)."""
+    async def initial(self, *, within: float | None = None) -> None:
+        """The initial exchange (MCPL §5.3). ``within``: seconds it may wait for the receipt
+        at most (the rest of the handshake deadline, docs/protocol.md H7; None: the request
+        timeout). Raises ``InitializeError`` when the server went away during it, or
+        refused it asking to be closed (and the host follows)."""
         source = self._source
         proposal = self._state.propose(source.policy, source.feature_set_policy, initial=True)
         try:
-            change = await self._exchange(proposal)
+            change = await self._exchange(proposal, within)
         except ConnectionLost as exc:
             raise InitializeError(
                 f"the server went away during the initial policy exchange ({exc})",
@@ -179,9 +181,9 @@ class PolicyExchange:
             proposal = self._state.propose_grant(grant, self._source.feature_set_policy, initial=False)
             return await self._exchange_locked(proposal)
 
-    async def _exchange(self, proposal: Proposal) -> PolicyChange:
+    async def _exchange(self, proposal: Proposal, within: float | None = None) -> PolicyChange:
         async with self._lock:
-            return await self._exchange_locked(proposal)
+            return await self._exchange_locked(proposal, within)
 
     def _as_notification(self, proposal: Proposal, why: str) -> PolicyChange:
         """0.4 profile: send ``proposal`` as a notification and put it in force (module rules)."""
@@ -189,7 +191,7 @@ class PolicyExchange:
         self._state.assume(proposal, why)
         return PolicyChange(proposal.grant, self._state.grant, None)
 
-    async def _exchange_locked(self, proposal: Proposal) -> PolicyChange:
+    async def _exchange_locked(self, proposal: Proposal, within: float | None = None) -> PolicyChange:
         state = self._state
         lenient = state.lenient
         if lenient and self._source.policy_as_notification:
@@ -208,6 +210,8 @@ class PolicyExchange:
         timeout: Timeout = DEFAULT
         if lenient and proposal.initial:
             timeout = self._fallback_seconds
+        if within is not None:
+            timeout = min(timeout, within) if isinstance(timeout, (int, float)) else within
         try:
             await self._requester.request(
                 "featureSets/update", proposal.params, timeout=timeout, on_answer=on_receipt
@@ -216,7 +220,7 @@ class PolicyExchange:
             if lenient:
                 why = (
                     f"the server did not answer the featureSets/update request within "
-                    f"{describe_seconds(self._fallback_seconds)}"
+                    f"{describe_seconds(exc.timeout)}"
                     if isinstance(exc, RequestTimeout)
                     else "the server answered the featureSets/update request with an error"
                 )

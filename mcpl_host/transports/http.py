@@ -38,7 +38,11 @@ Rules of this module:
   client-to-server notification over HTTP). Its stream ending without its answer (and
   not resumed) is passed on as an error answer made here
   (``stateless.stream_lost_answer``): the request fails then, a long-lived one
-  (``subscriptions/listen``) included, instead of waiting for ever.
+  (``subscriptions/listen``) included, instead of waiting for ever. The era probe
+  (``server/discover``) never loses the transport: any answer to it that is not a JSON-RPC
+  answer (any error status but 401, 403 and a redirect, a content type that is neither JSON nor an event stream, a
+  connection closed before or while answering) is passed on as an error answer made here
+  (docs/protocol.md S3a), and the connection falls back to ``initialize``.
 - Errors (``refusal_message``): a redirect is never followed; 401/403, 404 for a request
   carrying the session id (the session ended), a wrong content type, a body or event over
   its bound, or an unreachable server lose the transport (``ConnectionLost``) with one clear
@@ -454,13 +458,30 @@ class StreamableHTTPTransport:
                 if stateless_headers is not None:
                     headers.pop("Mcp-Session-Id", None)
                     headers.update(stateless_headers)
-                response = await self._open_or_lose("POST", what, headers, line)
+                probe = (
+                    stateless_headers is not None and stateless_headers.get("Mcp-Method") == "server/discover"
+                )
+                if probe:
+                    try:
+                        response = await self._open("POST", what, headers, line)
+                    except Unreachable as exc:  # S3a: a connection closed unanswered refuses it
+                        if exc.connecting:  # no server there: initialize would not reach it either
+                            raise self._lose(str(exc)) from None
+                        await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
+                        return
+                else:
+                    response = await self._open_or_lose("POST", what, headers, line)
                 try:
                     answer_refusal = request_id if stateless_headers is not None else None
                     if await self._check_answer(
-                        response, what, key, had_session=had_session, answer_refusal=answer_refusal
+                        response,
+                        what,
+                        key,
+                        had_session=had_session,
+                        answer_refusal=answer_refusal,
+                        probe=probe,
                     ):
-                        answered = await self._read_answer(response, key, request_id, what)
+                        answered = await self._read_answer(response, key, request_id, what, probe=probe)
                         if not answered and stateless_headers is not None and not self._closing:
                             # Nothing can resume it: the request fails now, not at its timeout.
                             await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
@@ -480,12 +501,16 @@ class StreamableHTTPTransport:
         had_session: bool,
         fall_back: bool = False,
         answer_refusal: Any = None,
+        probe: bool = False,
     ) -> bool:
         """Check the head of a request's answer: True to read it, False when there is
         nothing to read (202: the answer comes on another stream). Raises ``ConnectionLost``
         for a refusal, or ``FallBack`` (``fall_back`` and a status in ``FALLBACK_STATUSES``);
         a refusal whose body is the JSON-RPC answer to the request is passed on as a line
-        instead (then False)."""
+        instead (then False), and so is the error answer made here for a stateless request
+        (``answer_refusal``: its id) refused with a status in ``FALLBACK_STATUSES`` or, for
+        the era probe (``probe``), with any status but 401, 403 and a redirect, or any
+        content type (module rules)."""
         status = response.status_code
         if status == 202:
             self._logger.debug("request accepted without an answer on its POST", url=self._shown)
@@ -499,17 +524,24 @@ class StreamableHTTPTransport:
             message = self._refusal(response, what, body, had_session=had_session)
             if fall_back and status in FALLBACK_STATUSES:
                 raise FallBack(message)
-            if answer_refusal is not None and status in FALLBACK_STATUSES:  # a stateless request
+            # The probe: any status but a credential refusal or a redirect (they would hold
+            # for initialize too, and the sentence says what to do).
+            probe_refused = probe and status not in (401, 403) and not 300 <= status < 400
+            if answer_refusal is not None and (probe_refused or status in FALLBACK_STATUSES):
                 await self._inbox.put(orjson.dumps(http_refusal_answer(answer_refusal, status, message)))
                 return False
             raise self._lose(message)
         kind = media_type(response.headers.get("content-type"))
         if kind not in ("application/json", "text/event-stream"):
             shown = log_value(kind or "none", self._redactor, max_units=80)
-            raise self._lose(
+            message = (
                 f"the server at {self._shown} answered {what} with Content-Type {shown}; "
                 "expected application/json or text/event-stream"
             )
+            if probe:
+                await self._inbox.put(orjson.dumps(http_refusal_answer(answer_refusal, status, message)))
+                return False
+            raise self._lose(message)
         return True
 
     async def _post_message(self, line: bytes, what: str) -> None:
@@ -548,12 +580,15 @@ class StreamableHTTPTransport:
         taken) or ``ConnectionClosed``."""
         return await self._inbox.get()
 
-    async def _read_answer(self, response: httpx.Response, key: bytes, request_id: Any, what: str) -> bool:
+    async def _read_answer(
+        self, response: httpx.Response, key: bytes, request_id: Any, what: str, *, probe: bool = False
+    ) -> bool:
         """Read the answer of a request POST (head already checked) to its end; True when
         the answer to ``key`` came (or was made here). A JSON body must be the request's
         answer (MCP 2025-11-25 "Streamable HTTP", sending messages): an empty one, or one
         that answers something else, is passed on as an error answer made here
-        (``stateless.http_refusal_answer``), so the caller learns at once."""
+        (``stateless.http_refusal_answer``), so the caller learns at once. For the era
+        probe (``probe``) a body cut off is such an answer too (module rules)."""
         try:
             if media_type(response.headers.get("content-type")) == "application/json":
                 what = f"the answer to a request from {self._shown}"
@@ -566,6 +601,9 @@ class StreamableHTTPTransport:
                         f"the server at {self._shown} sent {exc}; the transport was closed"
                     ) from None
                 except Unreachable as exc:
+                    if probe:
+                        await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
+                        return True
                     raise self._lose(str(exc)) from None
                 if not (body and await self._deliver(body, key)):
                     said = "an empty body" if not body else "a body that is not its answer"

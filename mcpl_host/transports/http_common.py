@@ -86,7 +86,12 @@ class BadContentEncoding(UnreadableBody):
 
 class Unreachable(Exception):
     """An HTTP exchange failed below HTTP (connect, TLS, reset, protocol); ``str()`` is the
-    sentence for ``ConnectionLost``."""
+    sentence for ``ConnectionLost``. ``connecting``: it failed before a connection was
+    made (refused, timed out, TLS): nothing of the server answered at all."""
+
+    def __init__(self, message: str, *, connecting: bool = False) -> None:
+        super().__init__(message)
+        self.connecting = connecting
 
 
 def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
@@ -127,13 +132,17 @@ def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None
     ``Unreachable`` with a sentence naming ``shown_url`` and the reason (redacted)."""
     try:
         yield
-    except httpx.TimeoutException:
+    except httpx.TimeoutException as exc:
         raise Unreachable(
-            f"could not reach {shown_url} for {what}: timed out connecting or writing"
+            f"could not reach {shown_url} for {what}: timed out connecting or writing",
+            connecting=isinstance(exc, httpx.ConnectTimeout),
         ) from None
     except (httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError) as exc:
         reason = log_value(redactor.redact(_reason(exc)), redactor, max_units=200)
-        raise Unreachable(f"could not reach {shown_url} for {what} ({reason})") from None
+        raise Unreachable(
+            f"could not reach {shown_url} for {what} ({reason})",
+            connecting=isinstance(exc, httpx.ConnectError),
+        ) from None
 
 
 def body_decoder(response: httpx.Response, max_layer_bytes: int, step_bytes: int) -> BodyDecoder:

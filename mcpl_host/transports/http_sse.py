@@ -6,7 +6,9 @@ Rules of this module:
 - ``SSETransport``: entering GETs the URL (``Accept: text/event-stream``); the server's
   first ``endpoint`` event names the URL to POST to (resolved against the stream's URL; it
   must be on the same origin, or our credentials would go elsewhere), within
-  ``limits.http_reply_timeout_seconds``. Each line given to ``send()`` is then one POST to
+  ``limits.http_reply_timeout_seconds`` and the handshake deadline
+  (``limits.handshake_timeout_seconds``: the wait is a step of the handshake,
+  docs/protocol.md H7). Each line given to ``send()`` is then one POST to
   it, awaited until accepted (any 2xx), in order. Every ``message`` event of the stream is a
   line for ``receive()``. The stream ending, breaking, or an event over its bound loses the
   transport (2024-11-05 has no resumption).
@@ -121,7 +123,8 @@ class SSETransport:
         Raises:
             ConnectionLost: unreachable, refused (a redirect included: not followed), not an
                 event stream, no usable ``endpoint`` event within
-                ``limits.http_reply_timeout_seconds``, or the stream ended first.
+                ``limits.http_reply_timeout_seconds`` (and ``handshake_timeout_seconds``),
+                or the stream ended first.
             RuntimeError: the transport was already entered or closed.
         """
         if self._entered or self._closing:
@@ -136,7 +139,8 @@ class SSETransport:
         try:
             await task_group.__aenter__()
             self._task_group = task_group
-            timeout = self._limits.http_reply_timeout_seconds
+            # The endpoint wait is a step of the handshake: under its deadline too (H7).
+            timeout = min(self._limits.http_reply_timeout_seconds, self._limits.handshake_timeout_seconds)
             with anyio.move_on_after(timeout):
                 response = await self._open_stream()
                 await task_group.start(self._read_stream, response)

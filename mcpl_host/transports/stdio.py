@@ -434,6 +434,15 @@ class StdioTransport:
         assert self._exited_at is not None
         return self._exited_at + min(self._limits.eof_exit_wait_seconds, self._limits.close_grace_seconds)
 
+    def terminate_now(self) -> None:
+        """Send SIGTERM to the server's process group now, without the stdin grace: the
+        server already ended its output, and the host starts it again for ``initialize``
+        within the handshake deadline (the era probe's restart, docs/protocol.md S3a).
+        ``aclose()`` still stops and reaps it (SIGKILL after ``terminate_grace_seconds``)."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            _signal_group(process.pid, signal.SIGTERM)
+
     async def aclose(self) -> None:
         """Stop the server and release its pipes (MCP lifecycle (stdio shutdown)).
 
