@@ -46,7 +46,7 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
-from mcpl_host.output_schema import SchemaCheckTimeout, unbounded_cost, validate_bounded
+from mcpl_host.output_schema import SchemaCheckTimeout, inline_check, validate_bounded
 from mcpl_host.schema_check import METASCHEMAS
 
 __all__ = [
@@ -311,15 +311,17 @@ def schema_problems(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> 
 
 
 async def checked_schema_problems(
-    arguments: Mapping[str, Any], schema: Mapping[str, Any], *, seconds: float
+    arguments: Mapping[str, Any], schema: Mapping[str, Any], *, seconds: float, inline_work: int
 ) -> list[str]:
-    """``schema_problems``, run in a worker process stopped after ``seconds`` when the
-    schema's cost is not bounded by its size (``output_schema.unbounded_cost``: a server's
-    ``pattern`` or ``uniqueItems``). Raises ``UnusableSchema``, also when the check did not
-    end in time (naming ``Limits.max_schema_check_seconds``)."""
+    """``schema_problems``, run in a worker process stopped after ``seconds`` unless
+    ``output_schema.inline_check`` with ``inline_work`` lets it run here (its cost is known
+    small: no ``pattern``, ``uniqueItems``, reference cycle or doubling ``allOf``). Raises
+    ``UnusableSchema``, also when the check did not end in time (naming
+    ``Limits.max_schema_check_seconds``)."""
+    isolate = not inline_check(schema, dict(arguments), budget=inline_work)
     try:
         return await validate_bounded(
-            schema_problems, dict(arguments), dict(schema), isolate=unbounded_cost(schema), seconds=seconds
+            schema_problems, dict(arguments), dict(schema), isolate=isolate, seconds=seconds
         )
     except SchemaCheckTimeout as exc:
         raise UnusableSchema(str(exc)) from None

@@ -904,6 +904,7 @@ class MCPClient:
                 result.structured_content,
                 max_schema_bytes=self._limits.max_output_schema_bytes,
                 max_seconds=self._limits.max_schema_check_seconds,
+                max_inline_work=self._limits.max_inline_schema_work,
                 redactor=self._redactor,
             )
         return result

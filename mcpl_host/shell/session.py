@@ -269,8 +269,13 @@ class Session:
         tool = await self._tool(server, name)
         arguments = parse_arguments(words, tool.input_schema)
         try:
-            seconds = self.host.hosted(server).limits.max_schema_check_seconds
-            problems = await checked_schema_problems(arguments, tool.input_schema, seconds=seconds)
+            limits = self.host.hosted(server).limits
+            problems = await checked_schema_problems(
+                arguments,
+                tool.input_schema,
+                seconds=limits.max_schema_check_seconds,
+                inline_work=limits.max_inline_schema_work,
+            )
         except UnusableSchema as exc:
             self.say(
                 f"warning: the inputSchema of {name!r} cannot be checked: {exc}; sending unchecked", "yellow"
