@@ -31,7 +31,7 @@ import logging
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, cast
 
 import orjson
 
@@ -55,7 +55,9 @@ __all__ = [
     "configure_logging",
     "escape_text",
     "get_logger",
+    "json_safe",
     "log_value",
+    "xml_text",
 ]
 
 #: Appended to a value cut at the bound.
@@ -107,6 +109,37 @@ def escape_text(text: str, *, quotes: bool = True, newlines: bool = False) -> st
         text that is safe to print on a terminal and encodable as UTF-8. Never raises.
     """
     return _ESCAPE[quotes, newlines].sub(_escape_char, text)
+
+
+#: Characters outside XML 1.0's ``Char`` production (XML 1.0 §2.2): most C0 controls,
+#: surrogates, U+FFFE and U+FFFF. No XML document can hold them, escaped or not.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+#: A surrogate in a ``str`` is a lone one (a pair is one code point): strict JSON cannot
+#: carry it (RFC 8259 §8.2; strict parsers refuse ``"\ud800"``), nor can UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 cannot hold shown as the escaper's
+    ``\\uXXXX`` escape; everything else as it is (the XML writer escapes ``<``, ``&``...).
+    Never raises."""
+    return _NOT_XML.sub(_escape_char, text)
+
+
+def json_safe(value: Any) -> Any:
+    """A copy of a JSON value whose strings and keys hold no lone surrogate (each shown as
+    the escaper's ``\\uXXXX`` escape), so that it encodes as strict JSON and UTF-8. Other
+    values are kept as they are. Never raises (but ``RecursionError`` past Python's
+    recursion limit: callers bound the depth first)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape_char, value)
+    if isinstance(value, list):
+        return [json_safe(item) for item in cast("list[Any]", value)]
+    if isinstance(value, tuple):
+        return [json_safe(item) for item in cast("tuple[Any, ...]", value)]
+    if isinstance(value, dict):
+        return {json_safe(key): json_safe(item) for key, item in cast("dict[Any, Any]", value).items()}
+    return value
 
 
 def _as_text(value: Any) -> str:
