@@ -31,10 +31,11 @@ import logging
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Literal, TextIO, cast
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import orjson
 
+from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
 from mcpl_host.limits import DEFAULT_LOG_VALUE_MAX_UNITS, LOG_VALUE_REDACTION_MARGIN_CHARS
 from mcpl_host.secrets import MIN_SECRET_CHARS, REDACTED, Redactor
 
@@ -133,12 +134,10 @@ def json_safe(value: Any) -> Any:
     recursion limit: callers bound the depth first)."""
     if isinstance(value, str):
         return _SURROGATE.sub(_escape_char, value)
-    if isinstance(value, list):
-        return [json_safe(item) for item in cast("list[Any]", value)]
-    if isinstance(value, tuple):
-        return [json_safe(item) for item in cast("tuple[Any, ...]", value)]
-    if isinstance(value, dict):
-        return {json_safe(key): json_safe(item) for key, item in cast("dict[Any, Any]", value).items()}
+    if is_list_or_tuple(value):
+        return [json_safe(item) for item in value]
+    if is_mapping(value):
+        return {json_safe(key): json_safe(item) for key, item in value.items()}
     return value
 
 

@@ -37,6 +37,7 @@ from rich.text import Text
 import mcpl_host
 from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.registry import CATEGORIES, STATUSES, CheckResult, summary
+from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.logging import Redactor, xml_text
 from mcpl_host.mcpl.feature_sets import read_feature_sets
 from mcpl_host.report import redact_json, safe_text
@@ -244,10 +245,10 @@ def _xml_safe(value: Any) -> Any:
     (``logging.xml_text``)."""
     if isinstance(value, str):
         return xml_text(value)
-    if isinstance(value, list):
-        return [_xml_safe(item) for item in cast("list[Any]", value)]
-    if isinstance(value, dict):
-        return {key: _xml_safe(item) for key, item in cast("dict[str, Any]", value).items()}
+    if is_array(value):
+        return [_xml_safe(item) for item in value]
+    if is_object(value):
+        return {key: _xml_safe(item) for key, item in value.items()}
     return value
 
 
