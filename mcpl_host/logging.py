@@ -365,7 +365,12 @@ _LEVELS: dict[str, int] = {
 
 
 def _json_line(value: Any, **_: Any) -> str:
-    return orjson.dumps(value, default=str).decode()
+    """One log line as strict JSON: a lone surrogate in a field is shown as its escape
+    (``json_safe``) rather than failing the line."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(json_safe(value), default=str)
 
 
 #: The processors and wrapper class of the library's loggers while structlog is not configured.

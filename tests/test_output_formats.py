@@ -10,6 +10,7 @@ holds no control character raw. The CLI runs as a child process over real pipes.
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
@@ -17,6 +18,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import orjson
+
+from mcpl_host.logging import get_logger
 
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT
@@ -76,3 +79,25 @@ def test_call_json_holds_whatever_the_server_sends() -> None:
     assert isinstance(doc, dict)
     failed = run("call", "nosuch", *SERVER)  # the server's error message, in the error document
     assert RAW_CONTROL.search(failed.stderr.decode("utf-8")) is None
+
+
+def test_a_json_log_line_holding_a_lone_surrogate_is_strict_json(rendered_logs: io.StringIO) -> None:
+    # A field that is not a ServerValue (an exception's message naming what a server sent)
+    # still reaches the JSON line renderer: it must neither raise nor write "\ud800".
+    get_logger("test").warning("refused", error="Unknown tool: \ud800\ufffe\x1b[31m")
+    (line,) = rendered_logs.getvalue().splitlines()
+    parsed = strict_json(line.encode("utf-8"))
+    assert isinstance(parsed, dict) and parsed["event"] == "refused"
+    assert parsed["error"] == "Unknown tool: \\ud800\ufffe\x1b[31m"
+
+
+def test_shell_output_holds_no_raw_control_characters() -> None:
+    commands = "servers\ntools\ncall echo text=hi\ncall nosuch\nresources\nprompts\nprompt hello who=x\n"
+    done = subprocess.run(
+        [*CLI, "shell", *SERVER], input=commands.encode(), capture_output=True, timeout=TIMEOUT
+    )
+    out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")
+    assert "Traceback" not in err
+    assert "hi\ufffe]]>\\u0000\\u0001" in out, out  # the echo, its controls escaped
+    assert RAW_CONTROL.search(out) is None, [m.group() for m in RAW_CONTROL.finditer(out)][:5]
+    assert RAW_CONTROL.search(err) is None, [m.group() for m in RAW_CONTROL.finditer(err)][:5]
