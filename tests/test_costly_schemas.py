@@ -12,8 +12,10 @@ ended when the ping's answer arrives).
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from mcpl_host import Limits
 from mcpl_host.host import Host
 from mcpl_host.output_schema import inline_check
 
+from .conftest import FIXTURES
 from .test_cli import CLI, Running, scripted
 from .test_cli_run import scripted_entry, write_config
 from .test_found_cli_call import tool_server
@@ -205,3 +208,18 @@ async def test_a_host_answers_another_servers_ping_while_an_output_schema_is_che
                 await host.ping("other")
                 assert not call_ended.is_set()  # the check still runs, and the loop ticks
                 tg.cancel_scope.cancel()
+
+
+def test_check_validates_huge_tool_schemas_within_its_validation_bound() -> None:
+    # About 12 MB of inputSchema: minutes against the metaschema, had check's rule run it in
+    # the event loop; the worker stops at Limits.check_validation_timeout_seconds (10 s).
+    server = [sys.executable, str(FIXTURES / "check" / "plain_mcp.py"), "--fault", "huge-tool-schema"]
+    args = [*CLI, "check", "--json", "--only", "tools", "--", *server]
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=HANG_SECONDS * 2)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"mcpl-host check was still validating the tool schemas after {HANG_SECONDS * 2} s")
+    doc = json.loads(done.stdout)
+    (verdict,) = [c for c in doc["checks"] if c["id"] == "tools.list.schema"]
+    assert verdict["status"] == "failed", verdict
+    assert "did not finish within 10 s" in verdict["reason"]
