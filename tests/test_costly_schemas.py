@@ -23,6 +23,7 @@ import anyio
 import pytest
 
 from mcpl_host import Limits
+from mcpl_host.coerce import allowed_types
 from mcpl_host.host import Host
 from mcpl_host.output_schema import inline_check
 
@@ -223,3 +224,31 @@ def test_check_validates_huge_tool_schemas_within_its_validation_bound() -> None
     (verdict,) = [c for c in doc["checks"] if c["id"] == "tools.list.schema"]
     assert verdict["status"] == "failed", verdict
     assert "did not finish within 10 s" in verdict["reason"]
+
+
+def branching_input_schema(levels: int, width: int) -> dict[str, Any]:
+    """Argument ``a`` of a schema whose $defs are each an anyOf of ``width`` references to the
+    next: ``width ** levels`` schemas to look at for its types, had the walk no bound."""
+    defs: dict[str, Any] = {
+        f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"} for _ in range(width)]} for i in range(levels)
+    }
+    defs[f"d{levels}"] = {"type": "integer"}
+    return {"$defs": defs, "properties": {"a": {"$ref": "#/$defs/d0"}}}
+
+
+def test_the_types_of_an_argument_are_read_from_a_bounded_number_of_schemas() -> None:
+    small = branching_input_schema(2, 3)
+    assert allowed_types(small["properties"]["a"], small) == {"integer"}
+    wide = branching_input_schema(3, 200)  # 8 million schemas
+    assert allowed_types(wide["properties"]["a"], wide) is None  # no type known: read as JSON
+
+
+def test_call_coerces_by_a_branching_input_schema_within_a_bounded_walk(tmp_path: Path) -> None:
+    tool = {"name": "t", "inputSchema": branching_input_schema(3, 200)}
+    args = [*CLI, "call", "t", "a=1", *tool_server(tmp_path, tool)]
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=HANG_SECONDS)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"mcpl-host call was still reading the inputSchema after {HANG_SECONDS} s")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr
