@@ -12,6 +12,7 @@ ended when the ping's answer arrives).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -28,6 +29,7 @@ from mcpl_host.host import Host
 from mcpl_host.output_schema import inline_check
 
 from .conftest import FIXTURES
+from .test_check_cli import _bridge  # pyright: ignore[reportPrivateUsage]
 from .test_cli import CLI, Running, scripted
 from .test_cli_run import scripted_entry, write_config
 from .test_found_cli_call import tool_server
@@ -71,12 +73,22 @@ def test_the_doubling_schema_is_sent_to_the_worker_and_a_plain_one_is_not() -> N
     assert not inline_check({"type": "string", "pattern": "^(a+)+$"}, "a", budget=1000)
 
 
-def test_call_with_a_doubling_output_schema_ends_within_the_bound(tmp_path: Path) -> None:
-    args = [*CLI, "call", "t", *tool_server(tmp_path, doubling_tool(output=True), STRUCTURED_RESULT)]
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=HANG_SECONDS)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"mcpl-host call was still checking the structuredContent after {HANG_SECONDS} s")
+@pytest.mark.parametrize("transport", ["stdio", "websocket", "http"])
+def test_call_with_a_doubling_output_schema_ends_within_the_bound(tmp_path: Path, transport: str) -> None:
+    server = tool_server(tmp_path, doubling_tool(output=True), STRUCTURED_RESULT)
+    with contextlib.ExitStack() as stack:
+        if transport == "stdio":
+            target = server
+        elif transport == "websocket":
+            target = ["--ws", stack.enter_context(_bridge("ws_bridge.py", server[1:], "ws"))]
+        else:
+            target = ["--url", stack.enter_context(_bridge("http_bridge.py", server[1:], "http")) + "mcp"]
+        try:
+            done = subprocess.run(
+                [*CLI, "call", "t", *target], capture_output=True, text=True, timeout=HANG_SECONDS
+            )
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"mcpl-host call was still checking the structuredContent after {HANG_SECONDS} s")
     assert "Traceback" not in done.stderr
     assert done.returncode == 1, done.stderr
     assert "does not match its outputSchema" in done.stderr
