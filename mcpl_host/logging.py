@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import re
 import sys
 from collections.abc import MutableMapping
@@ -129,11 +130,14 @@ def xml_text(text: str) -> str:
 
 def json_safe(value: Any) -> Any:
     """A copy of a JSON value whose strings and keys hold no lone surrogate (each shown as
-    the escaper's ``\\uXXXX`` escape), so that it encodes as strict JSON and UTF-8. Other
+    the escaper's ``\\uXXXX`` escape) and whose numbers are finite (an infinity, as a
+    server's ``1e400`` reads, is null), so that it encodes as strict JSON and UTF-8. Other
     values are kept as they are. Never raises (but ``RecursionError`` past Python's
     recursion limit: callers bound the depth first)."""
     if isinstance(value, str):
         return _SURROGATE.sub(_escape_char, value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # 1e400 reads as infinity; JSON has no such number (written as orjson does)
     if is_list_or_tuple(value):
         return [json_safe(item) for item in value]
     if is_mapping(value):
@@ -370,7 +374,7 @@ def _json_line(value: Any, **_: Any) -> str:
     try:
         return orjson.dumps(value, default=str).decode()
     except orjson.JSONEncodeError:
-        return json.dumps(json_safe(value), default=str)
+        return json.dumps(json_safe(value), default=str, allow_nan=False)
 
 
 #: The processors and wrapper class of the library's loggers while structlog is not configured.

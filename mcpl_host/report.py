@@ -267,8 +267,8 @@ def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
 
 def _dumps(value: Any, *, indent: bool = False) -> bytes:
     """``value`` as strict JSON (RFC 8259) in UTF-8, whatever a server put in it: a lone
-    surrogate is shown as its escape (``logging.json_safe``), an integer beyond 64 bits is
-    written by the standard library."""
+    surrogate is shown as its escape and an infinity is null (``logging.json_safe``), an
+    integer beyond 64 bits is written by the standard library."""
     option = orjson.OPT_INDENT_2 if indent else None
     try:
         return orjson.dumps(value, default=repr, option=option)
@@ -278,7 +278,7 @@ def _dumps(value: Any, *, indent: bool = False) -> bytes:
     try:
         return orjson.dumps(safe, default=repr, option=option)
     except orjson.JSONEncodeError:
-        return json.dumps(safe, default=repr, indent=2 if indent else None).encode()
+        return json.dumps(safe, default=repr, indent=2 if indent else None, allow_nan=False).encode()
 
 
 def print_json(doc: dict[str, Any]) -> None:

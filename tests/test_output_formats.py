@@ -18,7 +18,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import orjson
+import pytest
 
+from mcpl_host import report
+from mcpl_host.jsonrpc.framing import loads_line
 from mcpl_host.logging import get_logger
 
 from .conftest import FIXTURES
@@ -101,3 +104,18 @@ def test_shell_output_holds_no_raw_control_characters() -> None:
     assert "hi\ufffe]]>\\u0000\\u0001" in out, out  # the echo, its controls escaped
     assert RAW_CONTROL.search(out) is None, [m.group() for m in RAW_CONTROL.finditer(out)][:5]
     assert RAW_CONTROL.search(err) is None, [m.group() for m in RAW_CONTROL.finditer(err)][:5]
+
+
+def test_json_documents_hold_an_infinity_beside_a_big_integer(capsys: pytest.CaptureFixture[bytes]) -> None:
+    # A server's 1e400 reads as infinity (the standard library's parser, used for a line
+    # with an integer beyond 64 bits); the document must still be strict JSON.
+    value = loads_line(b'{"a": 1e400, "b": -1e400, "n": 18446744073709551616, "s": "\\ud800"}')
+    report.print_json({"result": value})
+    report.print_json_line({"result": value})
+    out = capsys.readouterr().out
+    document, line, end = out.rsplit("\n", 2)
+    assert end == ""
+    for text in (document, line):
+        parsed = strict_json(text.encode())
+        assert isinstance(parsed, dict)
+        assert parsed["result"]["a"] is None and parsed["result"]["s"] == "\\ud800"
