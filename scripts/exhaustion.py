@@ -43,6 +43,7 @@ CASES: dict[str, tuple[str, int | None, str]] = {
     "manifest": ("manifest", 5, "max_manifest_bytes = 256 KiB (5 fetches near the bounds)"),
     "manifest-huge": ("manifest-huge", None, "max_manifest_bytes = 256 KiB (30 MB advertised)"),
     "tags": ("tags", 100, "max_tags = 256 (100 pushes of 100,000 tags)"),
+    "schema-doubling": ("schema-doubling", 30, "max_schema_check_seconds = 2 (2^30 checks, in the worker)"),
 }
 
 
@@ -99,7 +100,14 @@ async def _host_side(case: str) -> dict[str, Any]:
             limits=limits,
         )
         async with conn:
-            if mode == "pager":
+            if mode == "schema-doubling":
+                await conn.list_tools()
+                try:
+                    await conn.call_tool("t", {})
+                    outcome = "checked"
+                except MCPLHostError as exc:
+                    outcome = f"{type(exc).__name__}: {str(exc)[-80:]}"
+            elif mode == "pager":
                 try:
                     tools = await conn.list_tools()
                     outcome = f"ok: {len(tools)} tools"
