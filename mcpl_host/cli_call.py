@@ -163,7 +163,10 @@ async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) ->
         raise UsageProblem(str(exc)) from None
     try:
         problems = await checked_schema_problems(
-            arguments, found.input_schema, seconds=conn.limits.max_schema_check_seconds
+            arguments,
+            found.input_schema,
+            seconds=conn.limits.max_schema_check_seconds,
+            inline_work=conn.limits.max_inline_schema_work,
         )
     except UnusableSchema as exc:
         click.echo(

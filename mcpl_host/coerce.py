@@ -10,7 +10,8 @@ Rules of this module:
 - **Coercion** (``key=value``): a value is read by the JSON types its property schema allows:
   ``type``, else the types of its ``const`` / ``enum`` values, else those of its ``anyOf`` /
   ``oneOf`` branches (a local ``$ref`` is followed; ``allOf``: its first branch that names
-  types), looked at ``MAX_SCHEMA_WALK`` levels deep at most.
+  types), looked at ``MAX_SCHEMA_WALK`` levels deep and ``MAX_SCHEMA_VISITS`` schemas at
+  most (past either, no type is known).
 
   - ``string`` only: the value as written (``text=123`` is the string ``"123"``).
   - Other types: the value read as JSON, when it is JSON of an allowed type (a number,
@@ -46,12 +47,13 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
-from mcpl_host.output_schema import SchemaCheckTimeout, unbounded_cost, validate_bounded
+from mcpl_host.output_schema import SchemaCheckTimeout, inline_check, validate_bounded
 from mcpl_host.schema_check import METASCHEMAS
 
 __all__ = [
     "JSON_TYPES",
     "MAX_PROBLEMS",
+    "MAX_SCHEMA_VISITS",
     "MAX_SCHEMA_WALK",
     "ArgumentError",
     "UnusableSchema",
@@ -69,6 +71,8 @@ __all__ = [
 JSON_TYPES = ("string", "number", "integer", "boolean", "null", "array", "object")
 #: Schema levels looked through for the types of one property (``anyOf`` in ``anyOf``...).
 MAX_SCHEMA_WALK = 8
+#: Schemas looked at for the types of one property, in all (``allowed_types``).
+MAX_SCHEMA_VISITS = 256
 #: Problems listed by ``schema_problems``; further ones are counted in one last line.
 MAX_PROBLEMS = 10
 
@@ -144,16 +148,34 @@ def _items(value: Any) -> list[Any]:
     return cast("list[object]", value) if isinstance(value, list) else []
 
 
-def allowed_types(schema: Any, root: Mapping[str, Any] | None = None, _depth: int = 0) -> set[str] | None:
+def allowed_types(schema: Any, root: Mapping[str, Any] | None = None) -> set[str] | None:
     """The JSON types a property schema allows (module rules), or None when it names none.
-    ``root``: the whole schema, for local ``$ref``. Never raises."""
-    if not isinstance(schema, Mapping) or _depth > MAX_SCHEMA_WALK:
+    ``root``: the whole schema, for local ``$ref``. At most ``MAX_SCHEMA_VISITS`` schemas
+    are looked at (an ``anyOf`` of references to ``anyOf``... of references multiplies
+    them): past that, None. Never raises."""
+    try:
+        return _walk_types(schema, root, 0, [MAX_SCHEMA_VISITS])
+    except _Exhausted:
         return None
+
+
+class _Exhausted(Exception):
+    """``MAX_SCHEMA_VISITS`` schemas were looked at."""
+
+
+def _walk_types(
+    schema: Any, root: Mapping[str, Any] | None, depth: int, budget: list[int]
+) -> set[str] | None:
+    if not isinstance(schema, Mapping) or depth > MAX_SCHEMA_WALK:
+        return None
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _Exhausted
     schema = cast("Mapping[str, Any]", schema)
     if root is not None and "$ref" in schema:
         resolved = _resolve(schema, root)
         if resolved is not schema:
-            return allowed_types(resolved, root, _depth + 1)
+            return _walk_types(resolved, root, depth + 1, budget)
     declared = schema.get("type")
     if isinstance(declared, str) and declared in JSON_TYPES:
         return {declared}
@@ -174,7 +196,7 @@ def allowed_types(schema: Any, root: Mapping[str, Any] | None = None, _depth: in
         if isinstance(branches, list) and branches:
             union: set[str] = set()
             for branch in _items(branches):
-                types = allowed_types(branch, root, _depth + 1)
+                types = _walk_types(branch, root, depth + 1, budget)
                 if types is None:
                     return None  # a branch that allows anything: anything goes
                 union |= types
@@ -182,7 +204,7 @@ def allowed_types(schema: Any, root: Mapping[str, Any] | None = None, _depth: in
     branches = schema.get("allOf")
     if isinstance(branches, list):
         for branch in _items(branches):
-            types = allowed_types(branch, root, _depth + 1)
+            types = _walk_types(branch, root, depth + 1, budget)
             if types is not None:
                 return types
     return None
@@ -311,15 +333,17 @@ def schema_problems(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> 
 
 
 async def checked_schema_problems(
-    arguments: Mapping[str, Any], schema: Mapping[str, Any], *, seconds: float
+    arguments: Mapping[str, Any], schema: Mapping[str, Any], *, seconds: float, inline_work: int
 ) -> list[str]:
-    """``schema_problems``, run in a worker process stopped after ``seconds`` when the
-    schema's cost is not bounded by its size (``output_schema.unbounded_cost``: a server's
-    ``pattern`` or ``uniqueItems``). Raises ``UnusableSchema``, also when the check did not
-    end in time (naming ``Limits.max_schema_check_seconds``)."""
+    """``schema_problems``, run in a worker process stopped after ``seconds`` unless
+    ``output_schema.inline_check`` with ``inline_work`` lets it run here (its cost is known
+    small: no ``pattern``, ``uniqueItems``, reference cycle or doubling ``allOf``). Raises
+    ``UnusableSchema``, also when the check did not end in time (naming
+    ``Limits.max_schema_check_seconds``)."""
+    isolate = not inline_check(schema, dict(arguments), budget=inline_work)
     try:
         return await validate_bounded(
-            schema_problems, dict(arguments), dict(schema), isolate=unbounded_cost(schema), seconds=seconds
+            schema_problems, dict(arguments), dict(schema), isolate=isolate, seconds=seconds
         )
     except SchemaCheckTimeout as exc:
         raise UnusableSchema(str(exc)) from None

@@ -231,6 +231,12 @@ DEFAULT_MAX_OUTPUT_SCHEMA_BYTES = 256 * 1024
 #: ``uniqueItems``) may take; it runs in a worker process that is stopped then
 #: (``output_schema.validate_bounded``).
 DEFAULT_MAX_SCHEMA_CHECK_SECONDS = 2.0
+#: The most work a schema check may cost to run in the event loop: the schema's objects with
+#: every ``$ref`` expanded times the JSON values of the instance checked against it. A check
+#: over it (or of a schema whose cost cannot be read from it: a ``pattern``, a cycle of
+#: references) runs in the worker process (``output_schema.inline_check``). At most about
+#: 20 ms in the loop at this bound (docs/protocol.md, K1).
+DEFAULT_MAX_INLINE_SCHEMA_WORK = 2_000
 #: MCP 2026-07-28 (``mcpl_host.param_headers``): tool parameters a tool may mark
 #: ``x-mcp-header`` (a tool declaring more is left out of ``tools/list``), and bytes of the
 #: ``Mcp-Param-*`` headers of one ``tools/call`` (names and values; a call over it fails
@@ -327,6 +333,7 @@ class Limits:
     listen_restart_delay_seconds: float = DEFAULT_LISTEN_RESTART_DELAY_SECONDS
     max_output_schema_bytes: int = DEFAULT_MAX_OUTPUT_SCHEMA_BYTES
     max_schema_check_seconds: float = DEFAULT_MAX_SCHEMA_CHECK_SECONDS
+    max_inline_schema_work: int = DEFAULT_MAX_INLINE_SCHEMA_WORK
     max_param_headers: int = DEFAULT_MAX_PARAM_HEADERS
     max_param_header_bytes: int = DEFAULT_MAX_PARAM_HEADER_BYTES
     max_cache_ttl_seconds: float = DEFAULT_MAX_CACHE_TTL_SECONDS

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import re
 import sys
 from collections.abc import MutableMapping
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 import orjson
 
+from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
 from mcpl_host.limits import DEFAULT_LOG_VALUE_MAX_UNITS, LOG_VALUE_REDACTION_MARGIN_CHARS
 from mcpl_host.secrets import MIN_SECRET_CHARS, REDACTED, Redactor
 
@@ -55,7 +57,9 @@ __all__ = [
     "configure_logging",
     "escape_text",
     "get_logger",
+    "json_safe",
     "log_value",
+    "xml_text",
 ]
 
 #: Appended to a value cut at the bound.
@@ -107,6 +111,38 @@ def escape_text(text: str, *, quotes: bool = True, newlines: bool = False) -> st
         text that is safe to print on a terminal and encodable as UTF-8. Never raises.
     """
     return _ESCAPE[quotes, newlines].sub(_escape_char, text)
+
+
+#: Characters outside XML 1.0's ``Char`` production (XML 1.0 §2.2): most C0 controls,
+#: surrogates, U+FFFE and U+FFFF. No XML document can hold them, escaped or not.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+#: A surrogate in a ``str`` is a lone one (a pair is one code point): strict JSON cannot
+#: carry it (RFC 8259 §8.2; strict parsers refuse ``"\ud800"``), nor can UTF-8.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with every character XML 1.0 cannot hold shown as the escaper's
+    ``\\uXXXX`` escape; everything else as it is (the XML writer escapes ``<``, ``&``...).
+    Never raises."""
+    return _NOT_XML.sub(_escape_char, text)
+
+
+def json_safe(value: Any) -> Any:
+    """A copy of a JSON value whose strings and keys hold no lone surrogate (each shown as
+    the escaper's ``\\uXXXX`` escape) and whose numbers are finite (an infinity, as a
+    server's ``1e400`` reads, is null), so that it encodes as strict JSON and UTF-8. Other
+    values are kept as they are. Never raises (but ``RecursionError`` past Python's
+    recursion limit: callers bound the depth first)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape_char, value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # 1e400 reads as infinity; JSON has no such number (written as orjson does)
+    if is_list_or_tuple(value):
+        return [json_safe(item) for item in value]
+    if is_mapping(value):
+        return {json_safe(key): json_safe(item) for key, item in value.items()}
+    return value
 
 
 def _as_text(value: Any) -> str:
@@ -333,7 +369,12 @@ _LEVELS: dict[str, int] = {
 
 
 def _json_line(value: Any, **_: Any) -> str:
-    return orjson.dumps(value, default=str).decode()
+    """One log line as strict JSON: a lone surrogate in a field is shown as its escape
+    (``json_safe``) rather than failing the line."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(json_safe(value), default=str, allow_nan=False)
 
 
 #: The processors and wrapper class of the library's loggers while structlog is not configured.

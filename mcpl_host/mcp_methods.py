@@ -33,8 +33,9 @@ Rules of this module:
   ``requestState``, at most ``limits.max_input_rounds`` times.
 - List caches: each successful listing is kept (``cached_tools`` ...). On
   ``notifications/tools/list_changed`` (or resources, prompts) a list that was listed
-  before is listed again in the background (one refresh at a time per list; a change
-  during a refresh starts another after it). In the stateless era a list is served from
+  before is listed again in the background, coalesced (``mcpl_host.coalesce``: one refresh
+  in flight and one pending per list, however many changes are announced meanwhile; the
+  last starts after the last change); ``lists_settled()`` waits for them. In the stateless era a list is served from
   its cache without a request while its ``ttlMs`` / ``cacheScope`` hints say it is fresh
   (``caching``; ``clock``, monotonic seconds), and listed again once stale, when said
   changed, or when asked with ``refresh=True``; ``cache_freshness`` holds each list's.
@@ -64,6 +65,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import anyio
 
 from mcpl_host.caching import CacheHint, Freshness, cache_hint, is_fresh, list_freshness
+from mcpl_host.coalesce import Coalesce
 from mcpl_host.connection import DEFAULT, BackgroundJob, ClientInfo, ProgressCallback, Timeout
 from mcpl_host.handlers import RequestContext
 from mcpl_host.json_size import json_size
@@ -558,9 +560,13 @@ class MCPClient:
         self.cached_resources: list[Resource] | None = None
         self.cached_prompts: list[Prompt] | None = None
         self._tools_by_name: dict[str, Tool] = {}
-        self._refreshing: set[str] = set()
+        #: Per list: its refreshes, one in flight and one pending (``mcpl_host.coalesce``).
+        self._refreshes: dict[str, Coalesce] = {name: Coalesce() for name in LIST_CHANGED.values()}
         self._in_flight: dict[str, int] = {}
-        self._stale: set[str] = set()
+        #: Lists said changed while only a listing the application asked for was in flight:
+        #: their refresh follows its end.
+        self._held: set[str] = set()
+        self._settled: anyio.Event | None = None
         #: Called (it must not block) with a list's name after a background refresh.
         self.on_list_refreshed: Callable[[str], None] | None = None
         #: Monotonic seconds, for the freshness of cached lists (tests may replace it).
@@ -710,7 +716,7 @@ class MCPClient:
     def _note_freshness(self, name: str, hints: list[tuple[float, CacheHint]]) -> None:
         """After a listing: its freshness, in the stateless era, unless the list was said
         changed while it was in flight (its answer may predate the change)."""
-        if self.stateless and name not in self._stale:
+        if self.stateless and not self._refreshes[name].pending:
             self.cache_freshness[name] = list_freshness(hints)
         else:
             self.cache_freshness.pop(name, None)
@@ -763,13 +769,18 @@ class MCPClient:
             yield
         finally:
             self._in_flight[name] -= 1
-            if name in self._stale and name not in self._refreshing and not self._in_flight[name]:
-                self._start_refresh(name)
+            if name in self._held and not self._in_flight[name]:
+                self._held.discard(name)
+                if self._refreshes[name].done():
+                    self._start_refresh(name)
+                else:
+                    self._note_idle()
 
     def on_notification(self, method: str, params: Any) -> None:
         """A server notification (from the read loop; does not block): a
         ``notifications/*/list_changed`` of a list listed before (or being listed) starts
-        its refresh; the acknowledgment of a ``subscriptions/listen`` is recorded."""
+        its refresh, coalesced (``mcpl_host.coalesce``: one in flight, one pending); the
+        acknowledgment of a ``subscriptions/listen`` is recorded."""
         self._listening.on_notification(method, params)
         name = LIST_CHANGED.get(method)
         if name is None:
@@ -777,34 +788,52 @@ class MCPClient:
         self.cache_freshness.pop(name, None)  # stale at once (module rules)
         if self._spawn is None:
             return
-        if self._in_flight.get(name) or name in self._refreshing:
-            self._stale.add(name)  # refreshed once the listing in progress ends
-        elif getattr(self, f"cached_{name}") is not None:
+        state = self._refreshes[name]
+        if state.running:
+            state.ask()  # pending: refreshed once the listing in progress ends
+        elif self._in_flight.get(name):
+            state.hold()
+            self._held.add(name)
+        elif getattr(self, f"cached_{name}") is not None and state.ask():
             self._start_refresh(name)
+
+    async def lists_settled(self) -> None:
+        """Return once no refresh of a list is in flight or pending (after a burst of
+        ``list_changed``, the caches then hold the lists read after the last one)."""
+        while not all(state.idle for state in self._refreshes.values()):
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
+
+    def _note_idle(self) -> None:
+        if self._settled is not None and all(state.idle for state in self._refreshes.values()):
+            self._settled.set()
+            self._settled = None
 
     def _start_refresh(self, name: str) -> None:
         assert self._spawn is not None
-        self._refreshing.add(name)
         if not self._spawn(lambda: self._refresh(name)):
-            self._refreshing.discard(name)
+            self._refreshes[name] = Coalesce()
+            self._note_idle()
 
     async def _refresh(self, name: str) -> None:
+        state = self._refreshes[name]
         try:
             while True:
-                self._stale.discard(name)
                 try:
                     await getattr(self, f"list_{name}")(refresh=True)
                 except MCPLHostError as exc:
                     self._log.warning(
                         "could not refresh a list the server said changed", list=name, error=str(exc)
                     )
-                    return
+                    break
                 if self.on_list_refreshed is not None:
                     self.on_list_refreshed(name)
-                if name not in self._stale:
+                if not state.done():
                     return
         finally:
-            self._refreshing.discard(name)
+            state.running = state.pending = False
+            self._note_idle()
 
     # --- calls that may need input (MRTR) ------------------------------------------------------
 
@@ -904,6 +933,7 @@ class MCPClient:
                 result.structured_content,
                 max_schema_bytes=self._limits.max_output_schema_bytes,
                 max_seconds=self._limits.max_schema_check_seconds,
+                max_inline_work=self._limits.max_inline_schema_work,
                 redactor=self._redactor,
             )
         return result

@@ -43,7 +43,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mcpl_host.jsonrpc.values import is_array, is_object
-from mcpl_host.logging import Redactor, escape_text
+from mcpl_host.logging import Redactor, escape_text, json_safe
 from mcpl_host.mcpl.policy_state import MCPLState
 
 if TYPE_CHECKING:
@@ -268,10 +268,19 @@ def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
 
 
 def _dumps(value: Any, *, indent: bool = False) -> bytes:
+    """``value`` as strict JSON (RFC 8259) in UTF-8, whatever a server put in it: a lone
+    surrogate is shown as its escape and an infinity is null (``logging.json_safe``), an
+    integer beyond 64 bits is written by the standard library."""
+    option = orjson.OPT_INDENT_2 if indent else None
     try:
-        return orjson.dumps(value, default=repr, option=orjson.OPT_INDENT_2 if indent else None)
+        return orjson.dumps(value, default=repr, option=option)
     except orjson.JSONEncodeError:  # an integer beyond 64 bits, or a lone surrogate
-        return json.dumps(value, default=repr, indent=2 if indent else None).encode()
+        pass
+    safe = json_safe(value)
+    try:
+        return orjson.dumps(safe, default=repr, option=option)
+    except orjson.JSONEncodeError:
+        return json.dumps(safe, default=repr, indent=2 if indent else None, allow_nan=False).encode()
 
 
 def print_json(doc: dict[str, Any]) -> None:

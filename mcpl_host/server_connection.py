@@ -556,6 +556,11 @@ class ServerConnection:
     async def list_prompts(self, *, refresh: bool = False) -> list[Prompt]:
         return await self.mcp.list_prompts(refresh=refresh)
 
+    async def lists_settled(self) -> None:
+        """Return once no background refresh of a list (after ``notifications/*/list_changed``)
+        is in flight or pending: ``cached_tools`` and the others then hold the newest lists."""
+        await self.mcp.lists_settled()
+
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
     ) -> GetPromptResult:

@@ -53,6 +53,7 @@ CASES: dict[str, tuple[str, int | None, str]] = {
         None,
         "max_sse_event_bytes = 34 MiB per decoding layer (4 GiB decoded, one event)",
     ),
+    "schema-doubling": ("schema-doubling", 30, "max_schema_check_seconds = 2 (2^30 checks, in the worker)"),
 }
 
 
@@ -149,7 +150,14 @@ async def _host_side(case: str) -> dict[str, Any]:
             limits=limits,
         )
         async with conn:
-            if mode == "pager":
+            if mode == "schema-doubling":
+                await conn.list_tools()
+                try:
+                    await conn.call_tool("t", {})
+                    outcome = "checked"
+                except MCPLHostError as exc:
+                    outcome = f"{type(exc).__name__}: {str(exc)[-80:]}"
+            elif mode == "pager":
                 try:
                     tools = await conn.list_tools()
                     outcome = f"ok: {len(tools)} tools"

@@ -130,6 +130,27 @@ async def test_fetches_are_rate_limited_and_excess_notifications_dropped(tmp_pat
     assert any("over the fetch limit" in e["event"] for e in logs)
 
 
+async def test_changes_during_a_fetch_are_merged_into_one_more_fetch(tmp_path: Path) -> None:
+    # One fetch in flight, one pending (mcpl_host.coalesce): 50 changes announced while the
+    # first fetch waits for its answer cost one fetch more, not 50 (nor the limiter's 5).
+    burst = [{"send": changed({"version": "0.5", "n": 200 + n})} for n in range(50)]
+    steps = [
+        *handshake(OLD),
+        {"send": changed({"version": "0.5", "n": 1})},
+        {"expect": {"method": "mcpl/manifest"}},
+        *burst,
+        {"reply": OLD},
+        {"expect": {"method": "mcpl/manifest"}},
+        {"reply": OLD},
+    ]
+    script = Script(tmp_path, steps)
+    with anyio.fail_after(20):
+        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+            await script.finished(conn)
+    fetched = [m for m in script.messages() if m.get("method") == "mcpl/manifest"]
+    assert len(fetched) == 2
+
+
 async def test_unparseable_fetch_keeps_the_manifest_and_mcpl(tmp_path: Path) -> None:
     script = Script(
         tmp_path,

@@ -385,6 +385,10 @@ class MainEvidence:
     #: Liveness pings after the server's channels/register answers: request seq -> outcome.
     after_register: dict[int, RequestOutcome] = field(default_factory=dict[int, RequestOutcome])
     lists: dict[str, ListEvidence] = field(default_factory=dict[str, ListEvidence])
+    #: Each listed tool's ``inputSchema`` / ``outputSchema`` against its metaschema, checked
+    #: in a worker process (its cost grows with the server's schemas): (index of the tool in
+    #: ``tools/list``'s items, key) -> problems; None when not checked.
+    tool_schema_problems: dict[tuple[int, str], list[str]] | None = None
     calls: CallEvidence | None = None
     shutdown: ShutdownEvidence | None = None
 

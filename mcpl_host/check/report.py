@@ -17,7 +17,8 @@ Rules of this module:
   ``mcpl-host.check.<category>``, ``name`` the check id). A failure is ``<failure message
   type>`` with the evidence as text; a skipped check and an expected failure are
   ``<skipped message>``; a stale expected failure is a ``<failure>``; warnings go to the
-  suite's ``<system-out>``. The attributes the common JUnit schemas require are all present
+  suite's ``<system-out>``. Every text is made of XML 1.0 characters (``logging.xml_text``
+  escapes the others). The attributes the common JUnit schemas require are all present
   (``testsuite``: name, tests, failures, errors, skipped, time, timestamp, hostname, id,
   package; ``testcase``: name, classname, time).
 """
@@ -27,7 +28,7 @@ from __future__ import annotations
 import socket
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -36,7 +37,8 @@ from rich.text import Text
 import mcpl_host
 from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.registry import CATEGORIES, STATUSES, CheckResult, summary
-from mcpl_host.logging import Redactor
+from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.logging import Redactor, xml_text
 from mcpl_host.mcpl.feature_sets import read_feature_sets
 from mcpl_host.report import redact_json, safe_text
 
@@ -238,8 +240,23 @@ def _failure_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _xml_safe(value: Any) -> Any:
+    """A copy of the document whose every string holds only XML 1.0 characters
+    (``logging.xml_text``)."""
+    if isinstance(value, str):
+        return xml_text(value)
+    if is_array(value):
+        return [_xml_safe(item) for item in value]
+    if is_object(value):
+        return {key: _xml_safe(item) for key, item in value.items()}
+    return value
+
+
 def junit_xml(doc: dict[str, Any]) -> bytes:
-    """JUnit XML of a (redacted) document (module rules), UTF-8 with its declaration."""
+    """JUnit XML of a (redacted) document (module rules), UTF-8 with its declaration; a
+    character XML 1.0 cannot hold (XML 1.0 §2.2: NUL, most controls, U+FFFE, a lone
+    surrogate) is shown as its escape, so the file parses whatever the server sent."""
+    doc = cast("dict[str, Any]", _xml_safe(doc))
     checks = doc["checks"]
     stamp = doc["startedAt"].removesuffix("Z")
     host = socket.gethostname() or "localhost"

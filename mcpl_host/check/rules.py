@@ -613,7 +613,8 @@ def tools_list_schema(ev: RunEvidence) -> Verdict:
     problems: list[str] = []
     evidence: list[Any] = []
     names: dict[str, int] = {}
-    for item in listing.items:
+    checked = main.tool_schema_problems or {}
+    for index, item in enumerate(listing.items):
         tool = as_object(item)
         if tool is None:
             continue
@@ -623,7 +624,7 @@ def tools_list_schema(ev: RunEvidence) -> Verdict:
         for key in ("inputSchema", "outputSchema"):
             if key not in tool:
                 continue
-            found = schemas.schema_problems(tool[key])
+            found = checked.get((index, key), [])
             if found:
                 problems.append(f"{key} of {name!r} is not a valid JSON Schema: {found[0]}")
                 evidence.append(tool[key])

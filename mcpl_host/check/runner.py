@@ -302,6 +302,13 @@ def example_arguments(input_schema: Any) -> dict[str, Any] | None:
     return arguments
 
 
+def _validate_schemas(items: list[tuple[tuple[int, str], Any]]) -> dict[tuple[int, str], list[str]]:
+    """In a worker process: ``schemas.schema_problems`` for each (where, schema)."""
+    from mcpl_host.check.schemas import schema_problems
+
+    return {where: schema_problems(schema) for where, schema in items}
+
+
 def _validate_outputs(items: list[tuple[str, Any, Any]]) -> dict[str, list[str]]:
     """In a worker process: ``schemas.output_problems`` for each (name, schema, instance)."""
     from mcpl_host.check.schemas import output_problems
@@ -589,6 +596,33 @@ class _Main:
         ):
             if capability in capabilities:
                 main.lists[method] = await self._list(method, key)
+        await self._tool_schemas()
+
+    async def _tool_schemas(self) -> None:
+        """The listed tools' schemas against their metaschemas, in a worker process under
+        ``Limits.check_validation_timeout_seconds`` (a server's schemas of many megabytes
+        take minutes); a check that did not end is a problem of each schema."""
+        listing = self.evidence.lists.get("tools/list")
+        items: list[tuple[tuple[int, str], Any]] = [
+            ((index, key), tool[key])
+            for index, item in enumerate(listing.items if listing else [])
+            if (tool := as_object(item)) is not None
+            for key in ("inputSchema", "outputSchema")
+            if key in tool
+        ]
+        if not items:
+            return
+        seconds = self.limits.check_validation_timeout_seconds
+        try:
+            with anyio.fail_after(seconds):
+                self.evidence.tool_schema_problems = await anyio.to_process.run_sync(
+                    _validate_schemas, items, cancellable=True
+                )
+        except TimeoutError:
+            self.evidence.tool_schema_problems = {
+                where: [f"$: its check against the metaschema did not finish within {seconds:g} s"]
+                for where, _ in items
+            }
 
     async def _calls(self) -> None:
         main = self.evidence

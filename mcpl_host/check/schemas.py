@@ -6,7 +6,9 @@
 - ``schema_problems(schema)`` checks that a tool's ``inputSchema`` / ``outputSchema`` is a
   valid JSON Schema against its own meta-schema (the dialect its ``$schema`` names, 2020-12
   by default: MCP 2025-11-25 "Basic", JSON Schema Usage). Meta-schemas ship with
-  ``jsonschema``; nothing is fetched, and a ``$ref`` is never resolved over the network.
+  ``jsonschema``; nothing is fetched, and a ``$ref`` is never resolved over the network. Its
+  cost grows with the server's schemas (about 10 s a megabyte), so the runner calls it in a
+  worker process under ``Limits.check_validation_timeout_seconds`` too.
 - ``output_problems(schema, instance)`` validates a structured tool result against the
   tool's ``outputSchema``. A server's schema may hold a regular expression that takes for
   ever on its own output, so the runner calls it in a worker process under

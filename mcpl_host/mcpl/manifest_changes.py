@@ -8,7 +8,8 @@ Rules:
 - Fetches are bounded per connection (``ManifestFetchLimiter``, ``Limits.max_manifest_fetches``
   per ``manifest_fetch_window_seconds``); notifications over the bound are dropped and
   logged as a server defect (``Limits.manifest_defects_logged`` lines). Notifications arriving while a fetch
-  runs are merged into one more fetch afterwards.
+  runs are merged into one more fetch afterwards (``mcpl_host.coalesce``: one in flight, one
+  pending).
 - A notification naming the revision of the manifest last validated is skipped (§17.1: the
   cheap path; docs/protocol.md, "Manifest changes").
 - A fetch that errors, or returns something that is not an object, or a manifest over one of
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcpl_host.coalesce import Coalesce
 from mcpl_host.connection import BackgroundJob
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import is_object
@@ -76,8 +78,7 @@ class ManifestWatcher:
         self._fetch_limiter = ManifestFetchLimiter(
             limits.max_manifest_fetches, limits.manifest_fetch_window_seconds
         )
-        self._fetching = False
-        self._fetch_again = False
+        self._fetches = Coalesce()  # one fetch in flight, one pending (mcpl_host.coalesce)
         self._dropped_notifications = LogBudget(limits.manifest_defects_logged)
 
     def on_changed(self, params: Any) -> BackgroundJob | None:
@@ -91,16 +92,16 @@ class ManifestWatcher:
                 "mcpl/manifestChanged without a valid revision",
                 revision=ServerValue(revision, self._redactor),
             )
-        elif revision == self._state.revision and not self._fetching:
+        elif revision == self._state.revision and not self._fetches.running:
             self._log.debug("manifest change names the revision in force; not fetched")
             return None
-        if self._fetching:
-            self._fetch_again = True  # merged into one more fetch after this one
+        if self._fetches.running:
+            self._fetches.ask()  # merged into one more fetch after this one
             return None
         if not self._fetch_limiter.allow(anyio.current_time()):
             self._log_dropped_notification()
             return None
-        self._fetching = True
+        self._fetches.ask()
         return self._refresh
 
     def _log_dropped_notification(self) -> None:
@@ -114,15 +115,14 @@ class ManifestWatcher:
     async def _refresh(self) -> None:
         try:
             while True:
-                self._fetch_again = False
                 await self._fetch_and_apply()
-                if not self._fetch_again:
+                if not self._fetches.done():
                     return
                 if not self._fetch_limiter.allow(anyio.current_time()):
                     self._log_dropped_notification()
                     return
         finally:
-            self._fetching = False
+            self._fetches = Coalesce()
 
     async def _fetch_and_apply(self) -> None:
         try:

@@ -26,6 +26,7 @@ import anyio.abc
 from rich.text import Text
 
 from mcpl_host import report
+from mcpl_host.coalesce import Coalesce
 from mcpl_host.coerce import (
     ArgumentError,
     UnusableSchema,
@@ -82,6 +83,8 @@ class Session:
         self.catalog = Catalog(servers=host.servers, current=current)
         self.failures = 0
         self._tg: anyio.abc.TaskGroup | None = None
+        #: Per server: the following of its lists after ``list_changed`` (one in flight, one pending).
+        self._followed: dict[str, Coalesce] = {}
         held.on_held = self._announce_held
         held.on_expired = self._announce_expired
 
@@ -124,15 +127,40 @@ class Session:
                 head, rest = report.run_event_text(shown, server=len(self.catalog.servers) > 1)
                 self.out.event(head, rest)
                 data = event.data
-                if event.kind in ("ready", "degraded") or (
-                    event.kind == "notification" and data.get("method") in _LIST_CHANGED
-                ):
+                if event.kind in ("ready", "degraded"):
                     tg.start_soon(self.refresh, event.server)
+                elif event.kind == "notification" and data.get("method") in _LIST_CHANGED:
+                    state = self._followed.setdefault(event.server, Coalesce())
+                    if state.ask():  # one in flight, one pending (mcpl_host.coalesce)
+                        tg.start_soon(self._follow_lists, event.server, state)
                 elif event.kind == "channels_changed":
                     self.catalog.channels[event.server] = [
                         str(d.get("id")) for d in _objects(data.get("channels")) if "id" in d
                     ]
             tg.cancel_scope.cancel()
+
+    async def _follow_lists(self, server: str, state: Coalesce) -> None:
+        """After ``list_changed``: the catalog from the connection's caches once their
+        refreshes (the library's, coalesced) have settled; no request of its own."""
+        while True:
+            try:
+                conn = self.host.connection(server)
+                await conn.lists_settled()
+            except MCPLHostError:
+                pass
+            else:
+                if conn.cached_tools is not None:
+                    self.catalog.tools[server] = {
+                        t.name: tool_info(t.input_schema) for t in conn.cached_tools
+                    }
+                if conn.cached_resources is not None:
+                    self.catalog.resources[server] = [r.uri for r in conn.cached_resources]
+                if conn.cached_prompts is not None:
+                    self.catalog.prompts[server] = {
+                        p.name: tuple(a.name for a in p.arguments) for p in conn.cached_prompts
+                    }
+            if not state.done():
+                return
 
     async def refresh(self, server: str) -> None:
         """Fetch ``server``'s tools, resources and prompts into the catalog; a list the server
@@ -269,8 +297,13 @@ class Session:
         tool = await self._tool(server, name)
         arguments = parse_arguments(words, tool.input_schema)
         try:
-            seconds = self.host.hosted(server).limits.max_schema_check_seconds
-            problems = await checked_schema_problems(arguments, tool.input_schema, seconds=seconds)
+            limits = self.host.hosted(server).limits
+            problems = await checked_schema_problems(
+                arguments,
+                tool.input_schema,
+                seconds=limits.max_schema_check_seconds,
+                inline_work=limits.max_inline_schema_work,
+            )
         except UnusableSchema as exc:
             self.say(
                 f"warning: the inputSchema of {name!r} cannot be checked: {exc}; sending unchecked", "yellow"
