@@ -192,6 +192,13 @@ DEFAULT_REFUSALS_LOGGED = 20
 #: Compatibility notes (0.4 profile: what a server used or declared that MCPL 0.5 would
 #: refuse) logged per server, each distinct note once.
 DEFAULT_COMPAT_NOTES_LOGGED = 50
+#: What a host keeps of the events a server sent (``mcpl_host.record.EventRecord``: the
+#: probe's report, its ``--json`` document): an event over ``max_recorded_event_bytes`` of
+#: compact JSON is kept without its ``params``, ``answer`` and ``error`` (their size noted),
+#: and once the kept events reach ``max_recorded_bytes`` later ones are only counted, with
+#: their bytes. Per server; the probe also keeps at most ``cli.MAX_KEPT_EVENTS`` events.
+DEFAULT_MAX_RECORDED_EVENT_BYTES = 64 * 1024
+DEFAULT_MAX_RECORDED_BYTES = 8 * 1024 * 1024
 #: Bytes asked for in one read from a server's stdout, stderr or socket.
 DEFAULT_READ_CHUNK_BYTES = 64 * 1024
 #: Longest stderr line kept, in bytes; longer ones are dropped (only 256 characters of a
@@ -324,6 +331,8 @@ class Limits:
     max_param_headers: int = DEFAULT_MAX_PARAM_HEADERS
     max_param_header_bytes: int = DEFAULT_MAX_PARAM_HEADER_BYTES
     max_cache_ttl_seconds: float = DEFAULT_MAX_CACHE_TTL_SECONDS
+    max_recorded_event_bytes: int = DEFAULT_MAX_RECORDED_EVENT_BYTES
+    max_recorded_bytes: int = DEFAULT_MAX_RECORDED_BYTES
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

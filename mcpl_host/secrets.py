@@ -338,7 +338,7 @@ def _basic_credentials(token68: str) -> list[str]:
     return [decoded, decoded.partition(":")[2]]
 
 
-def header_secrets(name: str, value: str) -> list[str]:
+def header_secrets(name: str, value: object) -> list[str]:
     """The secrets of one configured header (every header value is a secret, whatever its
     name), in every form a server could repeat it: the value; for a credential header
     (``is_credential_header``) or a value that starts with a known auth-scheme (``Bearer``,
