@@ -448,6 +448,8 @@ def probe(
             click.echo(report.failure_sentence(doc["error"]), err=True)
         else:
             report.render_failure(report.ReportConsole(stderr=True, highlight=False), doc["error"])
+            if out is not None:
+                report.render_omitted(out, doc["eventsOmitted"])
     elif out is not None and listen > 0:
         report.render_listen_end(out, doc)
     exit_now_if_abandoned(status)  # a question left on the terminal (--ask) must not hold the exit

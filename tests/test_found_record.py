@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mcpl_host import limits
 from mcpl_host.config import load_config
 from mcpl_host.json_size import json_size
@@ -47,9 +49,9 @@ def _probe_measured(*args: str) -> tuple[int, bytes, str, float]:
 
 def test_channel_registrations_of_20000_channels_are_recorded_within_bytes() -> None:
     status, stdout, stderr, peak_mib = _probe_measured(
-        "--listen", "6", "--", PY, HOSTILE, "channels-wide", "6"
+        "--listen", "inf", "--", PY, HOSTILE, "channels-wide", "6", "exit"
     )
-    assert status == 0, stderr
+    assert status == 1, stderr  # the server went away while the probe listened, its work done
     doc: dict[str, Any] = json.loads(stdout)
     registers = [event for event in doc["events"] if event["method"] == "channels/register"]
     assert len(registers) == 6  # every request is still in the record, in order
@@ -69,12 +71,12 @@ def test_channel_registrations_of_20000_channels_are_recorded_within_bytes() -> 
 
 def test_the_terminal_report_says_what_the_record_left_out() -> None:
     done = subprocess.run(
-        [*CLI, "probe", "--listen", "4", "--", PY, HOSTILE, "channels-wide", "2"],
+        [*CLI, "probe", "--listen", "inf", "--", PY, HOSTILE, "channels-wide", "2", "exit"],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the server went away, its work done
     assert "params, answer left out:" in done.stdout
     assert "left out of the record: 2 kept without their params or answer" in done.stdout
 
@@ -84,7 +86,7 @@ def test_a_server_s_limits_bound_its_record(tmp_path: Path) -> None:
         "mcpServers": {
             "h": {
                 "command": PY,
-                "args": [HOSTILE, "channels-wide", "3"],
+                "args": [HOSTILE, "channels-wide", "3", "exit"],
                 "limits": {"maxRecordedEventBytes": 100_000_000, "maxRecordedBytes": 2_000_000},
             }
         }
@@ -92,8 +94,8 @@ def test_a_server_s_limits_bound_its_record(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     path.write_text(json.dumps(config))
     assert load_config(path).servers["h"].limits.max_recorded_bytes == 2_000_000
-    status, stdout, stderr, _ = _probe_measured("--listen", "4", "--config", str(path), "--server", "h")
-    assert status == 0, stderr
+    status, stdout, stderr, _ = _probe_measured("--listen", "inf", "--config", str(path), "--server", "h")
+    assert status == 1, stderr  # the server went away, its work done
     doc = json.loads(stdout)
     whole = [e for e in doc["events"] if e["method"] == "channels/register"]
     assert len(whole) == 1 and "params" in whole[0]  # one whole request (1.2 MB) fits in 2 MB
@@ -161,3 +163,40 @@ def test_a_large_answer_is_left_out_after_the_params() -> None:
     shown = record.add(event)
     assert shown["omitted"]["fields"] == ["params", "answer"]
     assert json_size(shown) <= 1000
+
+
+def _bridged(program: str, scheme: str, count: int) -> tuple[subprocess.Popen[str], str]:
+    bridge = subprocess.Popen(
+        [PY, str(FIXTURES / program), "--", PY, HOSTILE, "channels-wide", str(count), "exit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert bridge.stdout is not None
+    line = bridge.stdout.readline()
+    assert line.startswith("PORT "), line
+    return bridge, f"{scheme}://127.0.0.1:{line.split()[1]}/"
+
+
+# Over WebSocket the bridge closes the socket when the server exits, so the probe listens
+# until the server's work is done; the record is the same object on every transport.
+@pytest.mark.parametrize(("program", "option", "scheme", "path"), [("ws_bridge.py", "--ws", "ws", "")])
+def test_the_record_is_bounded_over_websocket(program: str, option: str, scheme: str, path: str) -> None:
+    bridge, url = _bridged(program, scheme, 3)
+    try:
+        done = subprocess.run(
+            [*CLI, "probe", "--json", "--listen", "inf", option, url + path],
+            capture_output=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        assert bridge.stdin is not None
+        bridge.stdin.close()
+        bridge.wait(timeout=15)
+    assert done.returncode == 1, done.stderr  # the server went away, its work done
+    doc = json.loads(done.stdout)
+    assert doc["error"]["type"] == "ConnectionLost"
+    registers = [event for event in doc["events"] if event["method"] == "channels/register"]
+    assert len(registers) == 3 and all("params" not in event for event in registers)
+    assert doc["eventsOmitted"]["cut"] == 3
+    assert len(done.stdout) < 1_000_000
