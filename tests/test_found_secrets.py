@@ -314,3 +314,22 @@ def test_short_values_are_hidden_only_by_their_position() -> None:
     redactor = Redactor(secrets.header_secrets("Authorization", f"Bearer {short}"))
     assert redactor.redact(f"tab1e {short}") == f"tab1e {short}"
     assert redactor.redact(f"Bearer {short}") == REDACTED
+
+
+QUERY_KEY = "qk-1d8e3a6f90b2"
+
+
+@pytest.mark.parametrize("command", ["probe --json", "call", "send error"])
+@pytest.mark.parametrize("shape", ["http ?api_key=", "ws ?api_key=", "ws --token-in query"])
+def test_a_credential_in_the_url_query_echoed_back_is_hidden(
+    shape: str, command: str, http_echo: str, ws_echo: str, tmp_path: Path
+) -> None:
+    if shape.startswith("http"):
+        target = ["--url", f"{http_echo}?api_key={QUERY_KEY}"]
+    elif "--token-in" in shape:
+        target = ["--ws", ws_echo, "--token", QUERY_KEY, "--token-in", "query"]
+    else:
+        target = ["--ws", f"{ws_echo}?api_key={QUERY_KEY}"]
+    _, output = _outputs([*COMMANDS[command], *target], tmp_path)
+    assert REDACTED in output
+    assert _leaks(output, [QUERY_KEY]) == []
