@@ -182,6 +182,10 @@ DEFAULT_POLICY_FALLBACK_SECONDS = 3.0
 #: many at once (one more is refused at once: the policy is not yet in force), each for at
 #: most ``held_request_seconds`` (then refused the same way).
 DEFAULT_MAX_HELD_REQUESTS = 16
+#: ... and the params of the requests held at once, at most this many bytes of compact JSON
+#: (a request that would pass it is refused the same way): 16 held lines of up to
+#: ``max_line_bytes`` each would otherwise be half a gigabyte.
+DEFAULT_MAX_HELD_BYTES = 16 * 1024 * 1024
 DEFAULT_HELD_REQUEST_SECONDS = 30.0
 #: Seconds a server may stay silent while a host request waits for its answer, after the
 #: handshake, before ``mcpl-host probe`` reports it stalled (naming what is pending).
@@ -290,6 +294,7 @@ class Limits:
     check_validation_timeout_seconds: float = DEFAULT_CHECK_VALIDATION_TIMEOUT_SECONDS
     policy_fallback_seconds: float = DEFAULT_POLICY_FALLBACK_SECONDS
     max_held_requests: int = DEFAULT_MAX_HELD_REQUESTS
+    max_held_bytes: int = DEFAULT_MAX_HELD_BYTES
     held_request_seconds: float = DEFAULT_HELD_REQUEST_SECONDS
     stall_seconds: float = DEFAULT_STALL_SECONDS
     refusals_logged: int = DEFAULT_REFUSALS_LOGGED
