@@ -73,12 +73,14 @@ from mcpl_host.limits import (
     DEFAULT_HEALTH_TIMEOUT_SECONDS,
     DEFAULT_PROCESS_TREE_SCAN_SECONDS,
     DEFAULT_STALL_SECONDS,
+    Limits,
 )
 from mcpl_host.logging import configure_logging, get_logger
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.observe import Observation
 from mcpl_host.probe_features import exit_now_if_abandoned, probe_handlers
 from mcpl_host.probing import ProbeWatch
+from mcpl_host.record import EventRecord
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 
@@ -87,6 +89,8 @@ __all__ = ["ProbeRecorder", "main"]
 #: Host-wide (the probe report, not a server bound): events kept for the report; later ones
 #: are only counted (``eventsNotKept``).
 MAX_KEPT_EVENTS = 1000
+# The longest request id (its repr) whose hold time the probe measures; ids are a server's.
+_MAX_HELD_ID_CHARS = 256
 # (document key, capability that must be advertised, ServerConnection method)
 _LISTS = (
     ("tools", "tools", "list_tools"),
@@ -110,11 +114,16 @@ class ProbeRecorder:
     ``on_event`` is called
     with each new event (from the read loop or a handler task; it must not block)."""
 
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.not_kept = 0
+    def __init__(self, limits: Limits | None = None) -> None:
+        limits = limits or Limits()
+        self.record = EventRecord(MAX_KEPT_EVENTS, limits.max_recorded_event_bytes, limits.max_recorded_bytes)
         self.on_event: Callable[[dict[str, Any]], None] | None = None
         self._held: dict[tuple[str, str], float] = {}  # (method, id) -> monotonic time held
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The events kept (``record``: bounded in count and bytes)."""
+        return self.record.events
 
     def observe(self, server: str, observation: Observation) -> None:
         data = observation.data
@@ -133,8 +142,13 @@ class ProbeRecorder:
         elif kind == "notification":
             self._record("notification", method, data.get("params"), **outcome)
         elif kind == "held":
-            if data.get("id") is not None and len(self._held) < MAX_KEPT_EVENTS:
-                self._held[(method, repr(data.get("id")))] = time.monotonic()
+            key = (method, repr(data.get("id")))
+            if (
+                data.get("id") is not None
+                and len(self._held) < MAX_KEPT_EVENTS
+                and len(key[1]) <= _MAX_HELD_ID_CHARS
+            ):
+                self._held[key] = time.monotonic()
             self._record("held", method, data.get("params"))
         elif kind == "refused":
             shown = "push/event" if method == "push/event" else "request"
@@ -151,12 +165,9 @@ class ProbeRecorder:
             **outcome,
             "time": now.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         }
-        if len(self.events) < MAX_KEPT_EVENTS:
-            self.events.append(event)
-        else:
-            self.not_kept += 1
+        shown = self.record.add(event)
         if self.on_event is not None:
-            self.on_event(event)
+            self.on_event(shown)
 
 
 async def _list_offers(doc: dict[str, Any], conn: Any) -> None:
@@ -178,13 +189,14 @@ async def _probe(
     *,
     stall_seconds: float = DEFAULT_STALL_SECONDS,
     require_mcpl: bool = False,
+    limits: Limits | None = None,
 ) -> tuple[dict[str, Any], int]:
     """Run one probe of the connection ``connect(recorder)`` builds; ``target`` (``command``,
     and ``url`` or ``config``) goes into the document. A server silent for ``stall_seconds``
     while a request waits fails the probe with the explanation (``probing.ProbeWatch``);
-    ``require_mcpl``: fail when MCPL is not ready. Returns the redacted document and the exit
-    status."""
-    handlers = ProbeRecorder()
+    ``require_mcpl``: fail when MCPL is not ready; ``limits``: the server's (what the record
+    of events keeps). Returns the redacted document and the exit status."""
+    handlers = ProbeRecorder(limits)
     conn = connect(handlers)
     doc, status, phase = report.new_document(target.get("command", [])), EXIT_OK, "the handshake"
     doc.update(target)
@@ -223,6 +235,7 @@ async def _probe(
                             handlers.on_event = live
                         else:
                             report.render_events(out, [shown(e) for e in handlers.events])
+                            report.render_omitted(out, handlers.record.omitted())
                     if listen > 0:
                         started = anyio.current_time()
                         with interrupts.phase() as listen_scope, anyio.move_on_after(listen):
@@ -270,7 +283,12 @@ async def _probe(
         finally:
             tg.cancel_scope.cancel()
     handlers.on_event = None
-    doc.update(ok=status == EXIT_OK, events=handlers.events, eventsNotKept=handlers.not_kept)
+    doc.update(
+        ok=status == EXIT_OK,
+        events=handlers.events,
+        eventsNotKept=handlers.record.not_kept,
+        eventsOmitted=handlers.record.omitted(),
+    )
     if doc["error"] is not None and doc["error"]["type"] != "Interrupted":
         doc["error"]["chain"] = report.error_chain(doc, failure)
     return shown(doc), status
@@ -446,7 +464,14 @@ def probe(
     _warn_no_grant(no_grant, as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
     run = functools.partial(
-        _probe, selection.target, listen, out, connect, stall_seconds=stall_timeout, require_mcpl=require_mcpl
+        _probe,
+        selection.target,
+        listen,
+        out,
+        connect,
+        stall_seconds=stall_timeout,
+        require_mcpl=require_mcpl,
+        limits=next(iter(selection.servers.values())).limits,
     )
     owned = own_children(not options["no_subreaper"])
     try:
@@ -463,6 +488,8 @@ def probe(
             click.echo(report.failure_sentence(doc["error"]), err=True)
         else:
             report.render_failure(report.ReportConsole(stderr=True, highlight=False), doc["error"])
+            if out is not None:
+                report.render_omitted(out, doc["eventsOmitted"])
     elif out is not None and listen > 0:
         report.render_listen_end(out, doc)
     exit_now_if_abandoned(status)  # a question left on the terminal (--ask) must not hold the exit

@@ -575,8 +575,7 @@ def select_servers(
             ),
             "--url",
         )
-        shown = [secret for secret in (token, *headers.values(), *explicit_secrets) if secret]
-        target = {"command": [], "url": shown_http_url(url, Redactor(shown))}
+        target = {"command": [], "url": shown_http_url(url, Redactor(server.secrets_for_redaction))}
     elif options["ws_url"] is not None:
         url, token = options["ws_url"], options["token"]
         server = _named(

@@ -183,6 +183,10 @@ DEFAULT_POLICY_FALLBACK_SECONDS = 3.0
 #: many at once (one more is refused at once: the policy is not yet in force), each for at
 #: most ``held_request_seconds`` (then refused the same way).
 DEFAULT_MAX_HELD_REQUESTS = 16
+#: ... and the params of the requests held at once, at most this many bytes of compact JSON
+#: (a request that would pass it is refused the same way): 16 held lines of up to
+#: ``max_line_bytes`` each would otherwise be half a gigabyte.
+DEFAULT_MAX_HELD_BYTES = 16 * 1024 * 1024
 DEFAULT_HELD_REQUEST_SECONDS = 30.0
 #: Seconds a server may stay silent while a host request waits for its answer, after the
 #: handshake, before it is reported stalled, naming what is pending: ``mcpl-host probe``
@@ -194,6 +198,13 @@ DEFAULT_REFUSALS_LOGGED = 20
 #: Compatibility notes (0.4 profile: what a server used or declared that MCPL 0.5 would
 #: refuse) logged per server, each distinct note once.
 DEFAULT_COMPAT_NOTES_LOGGED = 50
+#: What a host keeps of the events a server sent (``mcpl_host.record.EventRecord``: the
+#: probe's report, its ``--json`` document): an event over ``max_recorded_event_bytes`` of
+#: compact JSON is kept without its ``params``, ``answer`` and ``error`` (their size noted),
+#: and once the kept events reach ``max_recorded_bytes`` later ones are only counted, with
+#: their bytes. Per server; the probe also keeps at most ``cli.MAX_KEPT_EVENTS`` events.
+DEFAULT_MAX_RECORDED_EVENT_BYTES = 64 * 1024
+DEFAULT_MAX_RECORDED_BYTES = 8 * 1024 * 1024
 #: Bytes asked for in one read from a server's stdout, stderr or socket; also the most one
 #: decoding layer of an HTTP body inflates at a time (``transports/content_coding``).
 DEFAULT_READ_CHUNK_BYTES = 64 * 1024
@@ -295,6 +306,7 @@ class Limits:
     check_validation_timeout_seconds: float = DEFAULT_CHECK_VALIDATION_TIMEOUT_SECONDS
     policy_fallback_seconds: float = DEFAULT_POLICY_FALLBACK_SECONDS
     max_held_requests: int = DEFAULT_MAX_HELD_REQUESTS
+    max_held_bytes: int = DEFAULT_MAX_HELD_BYTES
     held_request_seconds: float = DEFAULT_HELD_REQUEST_SECONDS
     stall_seconds: float = DEFAULT_STALL_SECONDS
     refusals_logged: int = DEFAULT_REFUSALS_LOGGED
@@ -337,6 +349,8 @@ class Limits:
     max_param_headers: int = DEFAULT_MAX_PARAM_HEADERS
     max_param_header_bytes: int = DEFAULT_MAX_PARAM_HEADER_BYTES
     max_cache_ttl_seconds: float = DEFAULT_MAX_CACHE_TTL_SECONDS
+    max_recorded_event_bytes: int = DEFAULT_MAX_RECORDED_EVENT_BYTES
+    max_recorded_bytes: int = DEFAULT_MAX_RECORDED_BYTES
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

@@ -61,7 +61,9 @@ __all__ = [
     "print_json_line",
     "read_connection",
     "redact_json",
+    "omitted_sentence",
     "render_event",
+    "render_omitted",
     "render_events",
     "render_failure",
     "render_listen_end",
@@ -127,6 +129,7 @@ def new_document(command: list[str]) -> dict[str, Any]:
         "listenInterrupted": False,
         "events": [],
         "eventsNotKept": 0,
+        "eventsOmitted": {"notKept": 0, "notKeptBytes": 0, "cut": 0, "cutBytes": 0},
         "error": None,
     }
 
@@ -738,7 +741,36 @@ def render_event(console: Console, event: dict[str, Any]) -> None:
     held = event.get("heldSeconds")
     if isinstance(held, (int, float)):
         line.append(f" (held {held:.2f} s)", style="dim")
+    omitted = _obj(event.get("omitted"))
+    if omitted:
+        fields = ", ".join(str(name) for name in omitted.get("fields") or ())
+        line.append(
+            f" ({fields} left out: {omitted.get('bytes')} bytes, over maxRecordedEventBytes)", style="dim"
+        )
     print_event_line(console, head, line)
+
+
+def render_omitted(console: Console, omitted: dict[str, int]) -> None:
+    """One line saying what the record of events left out (``EventRecord.omitted()``), if
+    anything."""
+    left_out = omitted_sentence({"eventsOmitted": omitted})
+    if left_out is not None:
+        console.print(Text(f"left out of the record: {left_out}", style="yellow"))
+
+
+def omitted_sentence(doc: dict[str, Any]) -> str | None:
+    """What the record of events left out (``eventsOmitted`` of a probe doc), or None."""
+    omitted = _obj(doc.get("eventsOmitted"))
+    parts: list[str] = []
+    if omitted.get("notKept"):
+        parts.append(f"{omitted['notKept']} event(s) not kept ({omitted.get('notKeptBytes')} bytes)")
+    if omitted.get("cut"):
+        parts.append(
+            f"{omitted['cut']} kept without their params or answer ({omitted.get('cutBytes')} bytes)"
+        )
+    if not parts:
+        return None
+    return "; ".join(parts) + " (maxRecordedBytes, maxRecordedEventBytes)"
 
 
 def render_listen_start(console: Console, seconds: float, earlier: list[dict[str, Any]]) -> None:
@@ -755,6 +787,7 @@ def render_listen_end(console: Console, doc: dict[str, Any]) -> None:
     by = "Ctrl-C" if doc.get("listenStoppedBy") in (None, "SIGINT") else doc.get("listenStoppedBy")
     how = f"stopped by {by} after" if doc.get("listenInterrupted") else "listened for"
     console.print(Text(f"{how} {doc.get('listenedSeconds', 0):g} s; {count} event(s) in all", style="dim"))
+    render_omitted(console, _obj(doc.get("eventsOmitted")))
 
 
 def render_events(console: Console, events: list[dict[str, Any]]) -> None:

@@ -6,7 +6,9 @@ document, a ``run`` line, ``describe()`` or a repr.
 **What is a secret** (``server_secrets()``, per server, from its configuration):
 
 1. *Explicit secrets*: the config's ``secrets``, each ``--secret KEY=VALUE`` of the command
-   line, a WebSocket ``token`` and every header value.
+   line, a WebSocket ``token`` and every header value, in each form a server could repeat
+   it (``header_secrets``: without its scheme word, a Basic credential decoded, its
+   password alone, each cookie value; docs/protocol.md L2a).
 2. *Environment values whose name says so* (``is_secret_name``). The name is cut into
    segments (at ``_``, ``-``, ``.``, digits and camelCase humps, any case). It is a secret
    name when a segment is one of ``SECRET_NAME_WORDS`` (``GITHUB_TOKEN``, ``apiKey``,
@@ -27,8 +29,9 @@ document, a ``run`` line, ``describe()`` or a repr.
    ``key``, ``secret``, ``password``, ``sig``, ``signature``, ``auth``...).
 
 A secret of ``MIN_SECRET_CHARS`` or more characters is then replaced wherever it appears
-(``Redactor``); shorter ones would match ordinary text, and are hidden only where their
-position says what they are (``redact_command``, ``redact_url``).
+(``Redactor``), also written in pieces (JSON escapes, one line break between characters);
+shorter ones would match ordinary text, and are hidden only where their position says what
+they are (``redact_command``, ``redact_url``).
 
 **Shapes hidden without configuration** (``mask_credentials``, applied by every
 ``Redactor.redact`` after the exact values, so log lines, stderr tails, errors and reports all
@@ -43,7 +46,9 @@ GitLab, npm and Hugging Face tokens, and ``name=value`` / ``"name": "value"`` /
 ``?access_token=...``, ``{"api_key": "..."}``, ``X-Api-Key: ...``, ``--token ...``).
 
 **Speed.** Compiled regular expressions, each run only on text holding one of its trigger
-strings. Measured with ``scripts/bench_redaction.py`` on ten typical MCP server stderr lines (60-120
+strings. A secret in pieces costs a text with an escape or a line break one substitution
+that joins them and one search; the pattern of pieces (compiled once per set of secrets)
+runs only on a text where the joined search found a secret. Measured with ``scripts/bench_redaction.py`` on ten typical MCP server stderr lines (60-120
 characters, three with a secret), on a shared 2-core machine: about 6 µs per line for
 ``Redactor.redact`` (five configured secrets plus every shape), 8-12 µs for the whole
 ``log_value``; 2-14 ms for a hostile 64 KB line built to make an expression backtrack (each
@@ -61,6 +66,8 @@ Nothing here raises on any text (a ``str``, lone surrogates included).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import json
 import re
@@ -77,6 +84,8 @@ __all__ = [
     "Redactor",
     "argument_secrets",
     "env_secrets",
+    "header_secrets",
+    "is_credential_header",
     "is_secret_name",
     "mask_credentials",
     "redact_command",
@@ -301,6 +310,59 @@ def argument_secrets(args: Sequence[str]) -> list[str]:
     return [value for value in dict.fromkeys(found) if value]
 
 
+# An auth-scheme (RFC 9110 §11.1: a token) and the credentials after it (§11.4).
+_SCHEMED = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+)[ \t]+(\S.*?)[ \t]*", re.S)
+# Header names that carry a credential although no segment says so.
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+
+
+def is_credential_header(name: str) -> bool:
+    """Whether a header name says that its value is a credential (``Authorization``,
+    ``Proxy-Authorization``, ``Cookie``, and every secret name: ``X-Api-Key``,
+    ``X-Auth-Token``)."""
+    return name.lower() in _CREDENTIAL_HEADERS or is_secret_name(name)
+
+
+def _basic_credentials(token68: str) -> list[str]:
+    """``user-id:password`` and the password of a Basic token68 (RFC 7617 §2), when it is
+    base64 of UTF-8 (or ISO-8859-1) text; nothing otherwise. A user-id alone is not a
+    secret."""
+    try:
+        raw = base64.b64decode(token68 + "=" * (-len(token68) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return []
+    try:
+        decoded = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        decoded = raw.decode("latin-1")
+    if not decoded.isprintable() or ":" not in decoded:
+        return []
+    return [decoded, decoded.partition(":")[2]]
+
+
+def header_secrets(name: str, value: object) -> list[str]:
+    """The secrets of one configured header (every header value is a secret, whatever its
+    name), in every form a server could repeat it: the value; for a credential header
+    (``is_credential_header``) or a value that starts with a known auth-scheme (``Bearer``,
+    ``Basic``, ``Token``...), the credentials without the scheme word (RFC 9110 §11.4:
+    ``Bearer T`` -> ``T``); for ``Basic``, the decoded ``user-id:password`` and the password
+    alone (RFC 7617 §2); for ``Cookie``, each cookie's value (RFC 6265 §4.2.1); and each of
+    these percent-encoded. Which of them are hidden wherever they appear is the
+    ``MIN_SECRET_CHARS`` rule of ``Redactor``."""
+    if not isinstance(value, str):
+        return []
+    found = [value]
+    schemed = _SCHEMED.fullmatch(value)
+    if schemed is not None and (is_credential_header(name) or re.fullmatch(_AUTH_SCHEME, schemed[1] + " ")):
+        found.append(schemed[2])
+        if schemed[1].lower() == "basic":
+            found += _basic_credentials(schemed[2])
+    if name.lower() in ("cookie", "set-cookie"):
+        found += [part.partition("=")[2].strip().strip('"') for part in value.split(";")]
+    found += [quote(form, safe="") for form in found]
+    return [form for form in dict.fromkeys(found) if form]
+
+
 def server_secrets(
     *,
     env: Mapping[str, str] | None = None,
@@ -311,12 +373,13 @@ def server_secrets(
     explicit: Iterable[str] = (),
 ) -> tuple[str, ...]:
     """Every secret of one server's configuration, once each, in this order: environment
-    (``env_secrets``), arguments (``argument_secrets``), URL (``url_secrets``), header
-    values, the token (as given and percent-encoded), then ``explicit``. Empty values and
+    (``env_secrets``), arguments (``argument_secrets``), URL (``url_secrets``), headers
+    (``header_secrets``: each value with and without its scheme word, a Basic credential
+    decoded), the token (as given and percent-encoded), then ``explicit``. Empty values and
     values that are not strings are left out."""
     found: list[object] = [*env_secrets(env or {}), *argument_secrets(args)]
     found += url_secrets(url) if url else []
-    found += list((headers or {}).values())
+    found += [form for name, value in (headers or {}).items() for form in header_secrets(name, value)]
     if isinstance(token, str) and token:
         found += [token, quote(token, safe="")]
     found += list(explicit)
@@ -373,18 +436,24 @@ class Redactor:
     Built once per connection, normally from ``server_secrets()``.
     """
 
-    __slots__ = ("_exact",)
+    __slots__ = ("_exact", "_loose")
 
     def __init__(self, secrets: Iterable[object] = ()) -> None:
         forms: set[str] = set()
+        kept: set[str] = set()
         for secret in secrets:
             if not isinstance(secret, str) or len(secret) < MIN_SECRET_CHARS:
                 continue
+            kept.add(secret)
             forms.add(secret)
             forms.add(json.dumps(secret)[1:-1])
             forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
         ordered = sorted(forms, key=len, reverse=True)  # longest first: no partial leaks
         self._exact = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        # Compiled on first use: most texts hold no escape nor line break.
+        self._loose: re.Pattern[str] | tuple[str, ...] | None = (
+            tuple(sorted(kept, key=len, reverse=True)) if kept else None
+        )
 
     def __repr__(self) -> str:
         return f"<Redactor secrets={'yes' if self._exact is not None else 'none'}>"
@@ -394,7 +463,75 @@ class Redactor:
         ``REDACTED``. Never raises."""
         if self._exact is not None:
             text = self._exact.sub(REDACTED, text)
+            if (
+                self._loose is not None
+                and any(mark in text for mark in _LOOSE_TRIGGERS)
+                and self._exact.search(_PIECES.sub(_joined, text)) is not None
+            ):
+                # A secret is there in pieces (rare): find where, and hide each.
+                if isinstance(self._loose, tuple):
+                    self._loose = _loose_regex(self._loose)
+                text = self._loose.sub(REDACTED, text)
         return mask_credentials(text)
+
+
+# What joins the pieces of a secret: a \\u escape (a surrogate pair first), a short JSON
+# escape, a line break (raw or escaped). ``_joined`` gives what each stands for; a secret
+# found in the joined text is then looked for in pieces (``_loose_regex``), so text without
+# one costs a C-speed substitution and one search.
+_PIECES = re.compile(
+    r"\\u([dD][89abAB][0-9a-fA-F]{2})\\u([dD][c-fC-F][0-9a-fA-F]{2})|\\u([0-9a-fA-F]{4})"
+    r"|\\r\\n|\\[rn]|\r\n|[\r\n]|\\([\\/\"bft])"
+)
+_SHORT_ESCAPES = {"\\": "\\", "/": "/", '"': '"', "b": "\b", "f": "\f", "t": "\t"}
+
+
+def _joined(match: re.Match[str]) -> str:
+    high, low, unit, short = match.groups()
+    if high is not None:
+        return chr(0x10000 + ((int(high, 16) - 0xD800) << 10) + int(low, 16) - 0xDC00)
+    if unit is not None:
+        return chr(int(unit, 16))
+    return _SHORT_ESCAPES[short] if short is not None else ""
+
+
+# Text that may hold a secret written in pieces: an escape, or a line break.
+_LOOSE_TRIGGERS = ("\\", "\n", "\r")
+# What may cut a secret in two: a line break, raw or escaped as in JSON.
+_LINE_BREAK = r"(?:\r\n|[\r\n]|\\r\\n|\\[rn])?"
+
+
+# A hex digit of a \\u escape, in either case.
+_HEX_DIGIT = {
+    digit: f"[{digit}{digit.upper()}]" if digit.isalpha() else digit for digit in "0123456789abcdef"
+}
+
+
+def _escapes(char: str) -> list[str]:
+    """Every way JSON (RFC 8259 §7) can write ``char``: as it is, its short escape, its
+    ``\\uXXXX`` escape (a surrogate pair past U+FFFF; hex digits in either case)."""
+    ways = [re.escape(char), re.escape(json.dumps(char)[1:-1])]
+    if char == "/":
+        ways.append(re.escape("\\/"))
+    units = char.encode("utf-16-be")
+    hexes = [units[i : i + 2].hex() for i in range(0, len(units), 2)]
+    ways.append("".join(r"\\u" + "".join(_HEX_DIGIT[digit] for digit in unit) for unit in hexes))
+    return list(dict.fromkeys(ways))
+
+
+@functools.lru_cache(maxsize=64)
+def _loose_regex(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """One pattern for every secret (longest first) written in pieces; remembered, since
+    the connections of one server share their secrets and compiling costs about 3 ms a
+    secret."""
+    return re.compile("|".join(map(_loose_pattern, secrets)))
+
+
+def _loose_pattern(secret: str) -> str:
+    """A pattern for ``secret`` written in pieces: each character as JSON may write it
+    (``_escapes``), with at most one line break between two characters. Linear: each
+    character is a fixed alternation, each break optional and fixed."""
+    return _LINE_BREAK.join(f"(?:{'|'.join(_escapes(char))})" for char in secret)
 
 
 class KeyBlockMasker:

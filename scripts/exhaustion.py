@@ -54,7 +54,16 @@ CASES: dict[str, tuple[str, int | None, str]] = {
         "max_sse_event_bytes = 34 MiB per decoding layer (4 GiB decoded, one event)",
     ),
     "schema-doubling": ("schema-doubling", 30, "max_schema_check_seconds = 2 (2^30 checks, in the worker)"),
+    "channels-wide": ("channels-wide", 30, "max_channels = 1024 (30 requests of 20,000 channels)"),
+    "probe-channels-wide": (
+        "channels-wide",
+        30,
+        "mcpl-host probe --json --listen 20: max_recorded_event_bytes = 64 KiB, max_recorded_bytes = 8 MiB",
+    ),
 }
+#: Cases that run ``mcpl-host probe --json`` (the CLI keeps a record of events) instead of the
+#: library; their outcome gives the size of the ``--json`` document.
+PROBE_CASES = frozenset({"probe-channels-wide"})
 
 
 async def _http_side(case: str) -> str:
@@ -178,7 +187,7 @@ async def _host_side(case: str) -> dict[str, Any]:
                             handlers.changed = anyio.Event()
                             await handlers.changed.wait()
                     outcome = f"{handlers.manifest_changes} manifest changes applied"
-                elif mode == "channels":
+                elif mode in ("channels", "channels-wide"):
                     outcome = f"{len(conn.hosted.channels)} channels registered"
                 elif mode.startswith("state"):
                     store: Any = conn.hosted.state_store
@@ -218,6 +227,11 @@ def run_case(case: str, src: Path | None, cap_mib: int | None, timeout: float) -
     env = dict(os.environ)
     env["PYTHONPATH"] = str(src if src is not None else ROOT)
     command = ["/usr/bin/time", "-v", sys.executable, str(Path(__file__).resolve()), "--case", case]
+    if case in PROBE_CASES:
+        mode, count, _ = CASES[case]
+        server = [sys.executable, str(HOSTILE), mode, *([str(count)] if count is not None else [])]
+        probe = ["-m", "mcpl_host.cli", "probe", "--json", "--listen", "20", "--", *server]
+        command = ["/usr/bin/time", "-v", sys.executable, *probe]
     # Its own session, so that a case that runs out of time is ended whole (the timer, the
     # host and the hostile server), not only the timer.
     with subprocess.Popen(
@@ -228,6 +242,7 @@ def run_case(case: str, src: Path | None, cap_mib: int | None, timeout: float) -
         env=env,
         preexec_fn=_cap(cap_mib),
         start_new_session=True,
+        cwd=env["PYTHONPATH"],  # ``-m`` puts the working directory first on the path
     ) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -236,8 +251,11 @@ def run_case(case: str, src: Path | None, cap_mib: int | None, timeout: float) -
             process.communicate()
             return {"case": case, "outcome": f"did not finish within {timeout:g} s", "bound": CASES[case][2]}
     done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    result: dict[str, Any] = json.loads(lines[-1]) if lines else {"case": case, "outcome": "no result"}
+    if case in PROBE_CASES:
+        result: dict[str, Any] = {"case": case, "outcome": _probe_outcome(done.stdout)}
+    else:
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        result = json.loads(lines[-1]) if lines else {"case": case, "outcome": "no result"}
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", done.stderr)
     if rss:
@@ -249,6 +267,19 @@ def run_case(case: str, src: Path | None, cap_mib: int | None, timeout: float) -
         result["outcome"] = f"exit {done.returncode}: " + result.get("outcome", "")
     result["bound"] = CASES[case][2]
     return result
+
+
+def _probe_outcome(stdout: str) -> str:
+    """The size of a probe's ``--json`` document and what its record of events left out."""
+    try:
+        doc = json.loads(stdout)
+    except ValueError:
+        return f"no JSON document ({len(stdout.encode())} bytes of stdout)"
+    omitted = doc.get("eventsOmitted") or {"notKept": doc.get("eventsNotKept")}
+    return (
+        f"--json {len(stdout.encode()):,} bytes, {len(doc.get('events') or ())} events kept, "
+        f"{len(doc.get('channels') or ())} channels; left out: {json.dumps(omitted)}"
+    )
 
 
 def main() -> None:

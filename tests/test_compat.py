@@ -533,6 +533,23 @@ async def test_holding_is_bounded_in_count() -> None:
 
 
 @pytest.mark.anyio
+async def test_holding_is_bounded_in_bytes() -> None:
+    handlers = Recorder(pushes=5)
+    # One push's params are about 140 bytes: the second would pass the bound.
+    limits = Limits(
+        close_grace_seconds=1, terminate_grace_seconds=1, policy_fallback_seconds=1, max_held_bytes=200
+    )
+    env = {"COMPAT_PUSH_INTERVAL": "0", "COMPAT_POLICY_REQUEST": "ignore"}  # all five come early
+    with anyio.fail_after(TIMEOUT):
+        async with shape("shape1", handlers=handlers, limits=limits, env=env) as conn:
+            await handlers.all_answered.wait()
+    assert conn.held_total == 1
+    assert [p["eventId"] for p in handlers.pushes] == ["hb-1"]
+    assert [error["code"] for _, error in handlers.refused] == [-32002] * 4
+    assert all(error["message"].endswith("not yet in force") for _, error in handlers.refused)
+
+
+@pytest.mark.anyio
 async def test_holding_is_bounded_in_time() -> None:
     handlers = Recorder(pushes=1)
     limits = Limits(

@@ -208,7 +208,13 @@ def test_http_entries_in_the_shape_mcp_clients_write(kind: str, expected: str) -
     assert server == ServerConfig(
         name="s", transport=expected, url="https://h.example/mcp?k=v", headers=headers
     )  # type: ignore[arg-type]
-    assert server.secrets_for_redaction == ("Bearer key-12345", "org-12345")
+    # The credential also without its scheme word (docs/protocol.md L2a).
+    assert server.secrets_for_redaction == (
+        "Bearer key-12345",
+        "key-12345",
+        "Bearer%20key-12345",
+        "org-12345",
+    )
 
 
 def test_an_http_url_without_a_transport_is_streamable_http_with_fallback() -> None:

@@ -469,7 +469,7 @@ def _target(
         return Target(hosted, transport, f"{config_file} server {server_name}"), redactor
     if http_url is not None:
         redactor = Redactor(
-            [secret for secret in (token, *http_headers.values(), *explicit_secrets) if secret]
+            server_secrets(url=http_url, token=token, headers=http_headers, explicit=explicit_secrets)
         )
 
         hosted = functools.partial(

@@ -22,8 +22,9 @@ Rules:
     as a job that waits for the policy to be settled (at most
     ``Limits.held_request_seconds``) and then calls ``admit()`` again with
     ``may_hold=False``, so it is judged by the same rules against the grant then in force.
-    At most ``Limits.max_held_requests`` are held at once; one more is admitted again at
-    once with ``may_hold=False`` (refused: the policy is not yet in force). A hold is
+    At most ``Limits.max_held_requests`` are held at once, their params at most
+    ``Limits.max_held_bytes`` of compact JSON; one more is admitted again at once with
+    ``may_hold=False`` (refused: the policy is not yet in force). A hold is
     reported (``held``) and logged.
 
 - ``on_notification`` routes ``mcpl/manifestChanged`` (ungated, never answered, MCPL §17.3)
@@ -37,6 +38,7 @@ Rules:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +47,7 @@ import anyio
 from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService
 from mcpl_host.connection import BackgroundJob, InboundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import Request, Response
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import is_object
@@ -135,6 +138,7 @@ class InboundDispatcher:
         self._notes = notes if notes is not None else NoteLedger(self._limits.compat_notes_logged)
         self._refusals_logged = LogBudget(self._limits.refusals_logged)
         self._held = 0
+        self._held_bytes = 0
         #: Requests and notifications held so far on this connection (0.4 profile).
         self.held_total = 0
         #: The last refused server request (module rules).
@@ -152,11 +156,24 @@ class InboundDispatcher:
                 self.note(decision.notes)
             return self._route(request)
         if isinstance(decision, Held):
-            if self._held < self._limits.max_held_requests:
+            size = self._room_to_hold(params)
+            if size is not None:
                 self._hold(method, params, request.id, decision)
-                return self._serve_held
+                return functools.partial(self._serve_held, size=size)
             decision = admit(method, params, self._view, may_hold=False)
         return self._decided(request, decision)
+
+    def _room_to_hold(self, params: Any) -> int | None:
+        """The bytes ``params`` take if one more request may be held now (under both
+        ``max_held_requests`` and ``max_held_bytes``), else None."""
+        if self._held >= self._limits.max_held_requests:
+            return None
+        room = self._limits.max_held_bytes - self._held_bytes
+        size = json_size(params, limit=room)
+        if size > room:
+            return None
+        self._held_bytes += size
+        return size
 
     def _hold(self, method: str, params: Any, request_id: Any, decision: Held) -> None:
         self._held += 1
@@ -168,15 +185,16 @@ class InboundDispatcher:
         )
         self._reporter.held(method, params, request_id, decision.capability)
 
-    async def _until_settled(self) -> None:
+    async def _until_settled(self, size: int) -> None:
         try:
             with anyio.move_on_after(self._limits.held_request_seconds):
                 await self._wait_settled()
         finally:
             self._held -= 1
+            self._held_bytes -= size
 
-    async def _serve_held(self, request: Request) -> Any:
-        await self._until_settled()
+    async def _serve_held(self, request: Request, *, size: int) -> Any:
+        await self._until_settled(size)
         outcome = self._decided(request, admit(request.method, request.params, self._view, may_hold=False))
         if isinstance(outcome, HandlerError):
             raise outcome
@@ -283,11 +301,12 @@ class InboundDispatcher:
     ) -> tuple[BackgroundJob | None, Refused | None]:
         decision = admit(method, params, self._view, may_hold=may_hold)
         if isinstance(decision, Held):
-            if self._held < self._limits.max_held_requests:
+            size = self._room_to_hold(params)
+            if size is not None:
                 self._hold(method, params, None, decision)
 
                 async def later() -> None:
-                    await self._until_settled()
+                    await self._until_settled(size)
                     job, refused = self._channel_notification(method, params, may_hold=False)
                     if refused is not None:
                         error = refused.error.to_error()

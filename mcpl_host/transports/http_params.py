@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit, urlunsplit
 
 from mcpl_host.logging import REDACTED, Redactor, log_value
+from mcpl_host.secrets import server_secrets
 from mcpl_host.transports.ws_params import is_loopback_host
 
 if TYPE_CHECKING:
@@ -130,12 +131,11 @@ class HTTPParameters:
                 raise ValueError(f"header {name!r} has a value that is not a string or holds NUL, CR or LF")
 
     def secrets(self) -> list[str]:
-        """Every value to redact: the token, each header value, each query value of the URL
-        (as written and decoded)."""
-        found = [*self.headers.values(), *_query_values(_split_url(self.url))]
-        if self.token is not None:
-            found.append(self.token)
-        return found
+        """Every value to redact: ``server_secrets`` of the URL, the headers (each value with
+        and without its scheme word) and the token, and each query value of the URL (as
+        written and decoded)."""
+        found = list(server_secrets(url=self.url, token=self.token, headers=self.headers))
+        return [*found, *_query_values(_split_url(self.url))]
 
     def request_headers(self) -> dict[str, str]:
         """The configured headers plus ``Authorization`` for the token."""
