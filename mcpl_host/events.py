@@ -48,6 +48,8 @@ from typing import Any, Literal, TypedDict, get_args
 
 import anyio
 
+from mcpl_host.json_size import json_size
+
 __all__ = [
     "DELIVERY_KINDS",
     "EVENT_KINDS",
@@ -192,10 +194,18 @@ class HostEvent:
     time: float = field(default_factory=time.time)
     responder: Any = field(default=None, compare=False)
     delivery: Delivery | None = field(default=None, compare=False)
+    _bytes: int = field(default=-1, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in EVENT_KINDS:
             raise ValueError(f"unknown event kind {self.kind!r}")
+
+    def json_bytes(self) -> int:
+        """Bytes of ``data`` as compact JSON (``json_size``), measured once: the measure of
+        the subscriptions' byte bounds (module rules)."""
+        if self._bytes < 0:
+            object.__setattr__(self, "_bytes", json_size(self.data))
+        return self._bytes
 
     def __repr__(self) -> str:  # the data are the server's words: only their keys are shown
         return f"<HostEvent {self.server!r} {self.kind} keys={sorted(self.data)}>"
@@ -221,6 +231,7 @@ class Subscription:
         kinds: Collection[str] | None = None,
         max_queued: int = 1024,
         max_queued_lifecycle: int = 4096,
+        max_queued_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         unknown = sorted(set(kinds or ()) - set(EVENT_KINDS))
         if unknown:
@@ -229,7 +240,10 @@ class Subscription:
         self.kinds = frozenset(kinds) if kinds is not None else None
         self.max_queued = max_queued
         self.max_queued_lifecycle = max_queued_lifecycle
+        self.max_queued_bytes = max_queued_bytes
         self.dropped = 0
+        self.dropped_bytes = 0
+        self._bytes = 0  # of the observations and deliveries queued (json_bytes)
         self._queue: deque[HostEvent] = deque()
         self._observations = 0
         self._lifecycle = 0
@@ -241,6 +255,11 @@ class Subscription:
 
     def __repr__(self) -> str:
         return f"<Subscription queued={len(self._queue)} dropped={self.dropped}>"
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes (``HostEvent.json_bytes``) of the observations and deliveries queued."""
+        return self._bytes
 
     def wants(self, event: HostEvent) -> bool:
         if self._closed:
@@ -266,12 +285,15 @@ class Subscription:
         elif event.delivery is not None:
             self._deliveries += 1
             event.delivery.holders += 1
+            self._bytes += event.json_bytes()
         else:
             self._observations += 1
+            self._bytes += event.json_bytes()
         self._arrived.set()
 
-    def _drop_oldest(self, lifecycle: bool) -> None:
-        """Drop the oldest queued observation (or lifecycle event), counted."""
+    def _drop_oldest(self, lifecycle: bool) -> bool:
+        """Drop the oldest queued observation (or lifecycle event), counted; False when
+        there is none."""
         for index, queued in enumerate(self._queue):
             if lifecycle == queued.is_lifecycle and queued.delivery is None:
                 del self._queue[index]
@@ -279,16 +301,27 @@ class Subscription:
                     self._lifecycle -= 1
                 else:
                     self._observations -= 1
+                    self._bytes -= queued.json_bytes()
+                    self.dropped_bytes += queued.json_bytes()
                 self.dropped += 1
-                return
+                return True
+        return False
+
+    def _within_bytes(self) -> None:
+        """Drop the oldest observations while the queue holds more than ``max_queued_bytes``
+        (deliveries are never dropped for room: module rules)."""
+        while self._bytes > self.max_queued_bytes and self._drop_oldest(lifecycle=False):
+            pass
 
     def put_observation(self, event: HostEvent) -> bool:
-        """Queue an observation; returns False when the oldest one was dropped for it."""
-        kept = self._observations < self.max_queued
-        if not kept:
+        """Queue an observation; returns False when an older one (or, when it alone passes
+        ``max_queued_bytes``, this one) was dropped for it."""
+        before = self.dropped
+        if self._observations >= self.max_queued:
             self._drop_oldest(lifecycle=False)
         self._append(event)
-        return kept
+        self._within_bytes()
+        return self.dropped == before
 
     def put_lifecycle(self, event: HostEvent) -> bool:
         """Queue a lifecycle event; returns False when this subscription's oldest lifecycle
@@ -309,6 +342,7 @@ class Subscription:
             if delivery is not None and delivery.withdrawn:
                 self._deliveries -= 1
                 delivery.holders -= 1
+                self._bytes -= queued.json_bytes()
                 continue
             if delivery is not None and delivery.taken.is_set():
                 self._deliveries -= 1
@@ -319,21 +353,30 @@ class Subscription:
         self._queue = kept
         while self._observations > self.max_queued:
             self._drop_oldest(lifecycle=False)
+        self._within_bytes()
 
-    def has_room_for_delivery(self) -> bool:
-        """Fewer than ``max_queued`` deliveries wait here for this consumer (module rules)."""
+    def has_room_for_delivery(self, size: int = 0) -> bool:
+        """Fewer than ``max_queued`` deliveries wait here for this consumer, and one of
+        ``size`` bytes fits in ``max_queued_bytes`` once older observations are dropped for it
+        (module rules)."""
         if self._closed:
             return False
-        if self._deliveries >= self.max_queued:
+        if self._deliveries >= self.max_queued or self._bytes + size > self.max_queued_bytes:
             self._compact()
-        return self._deliveries < self.max_queued
+        if self._deliveries >= self.max_queued:
+            return False
+        while self._bytes + size > self.max_queued_bytes:
+            if not self._drop_oldest(lifecycle=False):
+                return False
+        return True
 
     def put_delivery(self, event: HostEvent) -> bool:
         """Queue a delivery if there is room for it; returns False, counting it in
         ``dropped``, when this subscription misses it (module rules)."""
-        if not self.has_room_for_delivery():
+        if not self.has_room_for_delivery(event.json_bytes()):
             if not self._closed:
                 self.dropped += 1
+                self.dropped_bytes += event.json_bytes()
             return False
         self._append(event)
         return True
@@ -361,8 +404,10 @@ class Subscription:
             elif event.delivery is not None:
                 self._deliveries -= 1
                 event.delivery.holders -= 1
+                self._bytes -= event.json_bytes()
             else:
                 self._observations -= 1
+                self._bytes -= event.json_bytes()
             self._room.set()
             if event.delivery is not None:
                 if event.delivery.withdrawn:
@@ -407,6 +452,7 @@ class Subscription:
                 if delivery.holders == 0 and not delivery.taken.is_set():
                     delivery.withdrawn = True  # no other subscription holds it
         self._queue.clear()
+        self._bytes = 0
         self._arrived.set()
         self._room.set()
 
@@ -477,10 +523,12 @@ class ConnectingOrder:
     ``observation(event)`` returns True when ``event`` may be emitted now, False when it was
     held (or, past ``max_held``, the oldest held one was dropped for it: ``dropped``)."""
 
-    def __init__(self, max_held: int) -> None:
+    def __init__(self, max_held: int, max_held_bytes: int = 64 * 1024 * 1024) -> None:
         self.max_held = max_held
+        self.max_held_bytes = max_held_bytes
         self.dropped = 0
         self._held: dict[str, deque[HostEvent]] = {}
+        self._held_bytes: dict[str, int] = {}
 
     def connecting(self, server: str) -> bool:
         """True from ``server``'s ``connecting`` until the event that ends it."""
@@ -489,8 +537,10 @@ class ConnectingOrder:
     def lifecycle(self, event: HostEvent) -> list[HostEvent]:
         if event.kind == "connecting":
             self._held.setdefault(event.server, deque())
+            self._held_bytes.setdefault(event.server, 0)
             return []
         if event.kind in ENDS_CONNECTING:
+            self._held_bytes.pop(event.server, None)
             return list(self._held.pop(event.server, ()))
         return []
 
@@ -499,7 +549,11 @@ class ConnectingOrder:
         if held is None or event.kind in PASS_CONNECTING:
             return True
         if len(held) >= self.max_held:
-            held.popleft()
+            self._held_bytes[event.server] -= held.popleft().json_bytes()
             self.dropped += 1
         held.append(event)
+        self._held_bytes[event.server] += event.json_bytes()
+        while self._held_bytes[event.server] > self.max_held_bytes and held:
+            self._held_bytes[event.server] -= held.popleft().json_bytes()
+            self.dropped += 1
         return False

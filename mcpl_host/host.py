@@ -89,6 +89,7 @@ from mcpl_host.transports.http_params import HTTPTransportKind
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
+    "MAX_QUEUED_EVENT_BYTES",
     "MAX_QUEUED_LIFECYCLE_EVENTS",
     "Host",
     "PushDelivery",
@@ -105,6 +106,11 @@ __all__ = [
 MAX_QUEUED_EVENTS = 1024
 #: Host-wide: lifecycle events buffered per subscription before supervisors wait.
 MAX_QUEUED_LIFECYCLE_EVENTS = 4096
+#: Host-wide: bytes (the events' data as compact JSON) of the observations and deliveries
+#: buffered per subscription, and of a connecting server's held observations: past it the
+#: oldest observations are dropped, counted, and a delivery that does not fit is not queued
+#: there (``events.Subscription``). One server line may be up to ``Limits.max_line_bytes``.
+MAX_QUEUED_EVENT_BYTES = 64 * 1024 * 1024
 #: Host-wide: log lines about dropped observations before one "more go unlogged" line.
 DROPPED_EVENTS_LOGGED = 3
 _NOT_ANSWERED = "Internal error: not answered by the host application"
@@ -365,7 +371,8 @@ class Host:
         state_store_factory: ``name -> StateStore`` (held feature-set state; default in memory).
         health_interval_seconds / health_timeout_seconds: the supervisors' health pings
             (timeout None: each server's ``Limits.health_timeout_seconds``).
-        max_queued_events / max_queued_lifecycle_events: each subscription's bounds.
+        max_queued_events / max_queued_lifecycle_events / max_queued_event_bytes: each
+            subscription's bounds (counts; bytes of the events' data as compact JSON).
         push_delivery: ``"wait"`` or ``"refuse"`` (module rules).
         subscribe_all: make the default subscription (``events()``).
         clock, rng: go to every supervisor.
@@ -382,6 +389,7 @@ class Host:
         health_timeout_seconds: float | None = None,
         max_queued_events: int = MAX_QUEUED_EVENTS,
         max_queued_lifecycle_events: int = MAX_QUEUED_LIFECYCLE_EVENTS,
+        max_queued_event_bytes: int = MAX_QUEUED_EVENT_BYTES,
         push_delivery: PushDelivery = "wait",
         subscribe_all: bool = True,
         clock: Callable[[], float] = anyio.current_time,
@@ -393,9 +401,10 @@ class Host:
         self._configs = {name: config for name, config in servers.items() if not config.disabled}
         self._max_queued = max_queued_events
         self._max_queued_lifecycle = max_queued_lifecycle_events
+        self._max_queued_bytes = max_queued_event_bytes
         self._push_delivery: PushDelivery = push_delivery
         self._bus = EventBus()
-        self._order = ConnectingOrder(max_queued_events)
+        self._order = ConnectingOrder(max_queued_events, max_queued_event_bytes)
         self._connected: dict[str, anyio.Event] = {}  # set while the server is not connecting
         self._default = self.subscribe() if subscribe_all else None
         self._dropped_budget = LogBudget(DROPPED_EVENTS_LOGGED)
@@ -508,6 +517,7 @@ class Host:
                 kinds=list(kinds) if kinds is not None else None,
                 max_queued=self._max_queued,
                 max_queued_lifecycle=self._max_queued_lifecycle,
+                max_queued_bytes=self._max_queued_bytes,
             )
         )
 
@@ -572,7 +582,7 @@ class Host:
                 targets = self._bus.matching(event)
                 if not targets:
                     return "no subscriber takes these events"
-                if any(target.has_room_for_delivery() for target in targets):
+                if any(target.has_room_for_delivery(event.json_bytes()) for target in targets):
                     break
                 if refuse_when_full:
                     return "the host application's event queue is full"

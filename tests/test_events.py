@@ -104,3 +104,49 @@ def test_closing_one_subscription_withdraws_only_the_deliveries_nobody_else_hold
     assert shared.delivery is not None and not shared.delivery.withdrawn
     assert alone.delivery is not None and alone.delivery.withdrawn
     assert other.receive_nowait() is shared and shared.delivery.taken.is_set()
+
+
+def big(kind: str, n: int, size: int, *, delivered: bool = False) -> HostEvent:
+    data = {"n": n, "text": "x" * size}
+    return HostEvent("s", kind, data, delivery=Delivery() if delivered else None)  # type: ignore[arg-type]
+
+
+def test_a_subscription_holds_at_most_its_bytes_dropping_the_oldest_observations() -> None:
+    sub = Subscription(max_queued=1024, max_queued_bytes=10_000)
+    events = [big("notification", n, 1_000) for n in range(30)]
+    for event in events:
+        sub.put_observation(event)
+    assert sub.queued_bytes <= 10_000
+    kept = [sub.receive_nowait().data["n"] for _ in range(len(sub))]
+    assert kept == list(range(30 - len(kept), 30))  # the newest, in order
+    assert sub.dropped == 30 - len(kept) and sub.dropped_bytes == sum(
+        e.json_bytes() for e in events[: sub.dropped]
+    )
+    assert sub.queued_bytes == 0  # taking them gives their bytes back
+
+
+def test_lifecycle_events_and_deliveries_are_never_dropped_for_bytes() -> None:
+    sub = Subscription(max_queued=1024, max_queued_bytes=5_000)
+    sub.put_lifecycle(HostEvent("s", "ready", {}))
+    sub.put_observation(big("notification", 0, 1_000))
+    first = big("push_event", 1, 3_000, delivered=True)
+    assert sub.put_delivery(first)
+    # Room for a second delivery is made by dropping the observation, never the delivery.
+    second = big("push_event", 2, 1_500, delivered=True)
+    assert sub.put_delivery(second)
+    assert sub.dropped == 1
+    # A third does not fit beside two deliveries still waiting for this consumer: missed.
+    assert not sub.put_delivery(big("push_event", 3, 1_500, delivered=True))
+    assert sub.dropped == 2
+    assert [sub.receive_nowait().kind for _ in range(len(sub))] == ["ready", "push_event", "push_event"]
+
+
+def test_connecting_order_holds_at_most_its_bytes_per_server() -> None:
+    order = ConnectingOrder(max_held=100, max_held_bytes=5_000)
+    order.lifecycle(HostEvent("s", "connecting", {}))
+    for n in range(20):
+        assert not order.observation(big("notification", n, 1_000))
+    released = order.lifecycle(HostEvent("s", "ready", {}))
+    assert [event.data["n"] for event in released] == list(range(20 - len(released), 20))
+    assert sum(event.json_bytes() for event in released) <= 5_000
+    assert order.dropped == 20 - len(released) > 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -235,6 +236,45 @@ async def test_a_subscription_the_application_stopped_reading_is_bounded_and_say
     full = [line["event"] for line in lines if line["event"].startswith("event subscription full: ")]
     assert len(full) == DROPPED_EVENTS_LOGGED + 1 and full[-1].endswith("; more go unlogged")
     assert all(line["dropped"] > 0 for line in lines if line["event"] in full)
+
+
+async def test_an_unread_subscription_is_bounded_in_bytes_not_only_in_events(tmp_path: Path) -> None:
+    # 100 notifications of 64 KiB each are far fewer than a subscription's count bound
+    # (1,024) but 6.4 MiB: the default subscription nobody reads keeps at most its bytes,
+    # the newest, and says what it dropped; the memory the host holds is measured.
+    size, count, bound = 64 * 1024, 100, 1024 * 1024
+    flood = [
+        {"send": {"jsonrpc": "2.0", "method": "test/noise", "params": {"n": n, "text": "x" * size}}}
+        for n in range(count)
+    ]
+    script = Script(tmp_path, [*MCP_HANDSHAKE, *flood, mark("done")])
+    host = Host({"s": script_config(script)}, max_queued_event_bytes=bound)
+    notes = host.subscribe(kinds=["notification"])
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                await until(notes, "test/mark")  # read: nothing is kept here
+                held = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+            unread = host.events()
+            assert unread.queued_bytes <= bound
+            queued = _drain(unread)
+    kept = [
+        e.data["params"]["n"] for e in queued if e.kind == "notification" and e.data["method"] == "test/noise"
+    ]
+    assert kept == list(range(count - len(kept), count))  # the newest, in order
+    assert unread.dropped >= count - len(kept) and unread.dropped_bytes > (count - 16) * size
+    assert held < 3 * bound  # about the bound: 6.4 MiB before
+
+
+def _drain(subscription: Subscription) -> list[Any]:
+    events = []
+    while len(subscription):
+        events.append(subscription.receive_nowait())
+    return events
 
 
 async def test_a_ready_event_is_never_lost_under_a_flood_of_other_events(tmp_path: Path) -> None:
