@@ -638,7 +638,10 @@ def peek_envelope(head: bytes) -> HeadPeek:
         if key == "id":
             token = head[pos:after]
             if _B_INTEGER.fullmatch(token):
-                found = int(token)
+                try:
+                    found = int(token)
+                except ValueError:  # more digits than the interpreter converts: never ours
+                    found = None
             elif token.startswith(b'"'):
                 try:
                     found = json.loads(token.decode("utf-8"))
