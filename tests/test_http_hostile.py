@@ -166,6 +166,26 @@ async def test_a_coding_the_host_does_not_ask_for_is_refused_clearly(tmp_path: P
     assert "sent a body in Content-Encoding 'br', which the host does not decode" in str(info.value)
 
 
+async def test_a_body_in_more_codings_than_the_bound_is_refused_clearly() -> None:
+    """1,000 layers of gzip (22 KB on the wire): undone layer by layer, they raised
+    RecursionError (and each layer holds a zlib state: a header of 100 KiB names 20,000).
+    Past ``limits.max_content_codings`` the body is refused, naming the bound."""
+    codings = ",".join(["gzip"] * 1000)
+    async with hostile("bomb", "--codings", codings, "--bytes", "1000") as port:
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                with pytest.raises(ConnectionLost) as info:
+                    await conn.list_tools()
+    assert "a body in 1000 content codings, over limits.max_content_codings = 4" in str(info.value)
+
+
+def test_the_number_of_codings_is_bounded_before_any_layer_is_made() -> None:
+    assert len(BodyDecoder(["gzip"] * 4, MIB, max_codings=4)._layers) == 4
+    with pytest.raises(BadCoding, match="a body in 5 content codings, over limits.max_content_codings = 4"):
+        BodyDecoder(["gzip"] * 5, MIB, max_codings=4)
+
+
 # -- numbers a server chooses: the SSE retry field ----------------------------------------
 
 

@@ -16,8 +16,8 @@ Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with
   ``limits.max_line_bytes``; an event stream: ``limits.max_sse_event_bytes`` per event; an
   error body: ``limits.max_line_bytes``, of which ``limits.max_http_error_body_bytes`` are
   kept), as it decodes, so stacked codings cannot inflate past it. A coding that cannot be
-  decoded, or a bound passed, is ``UnreadableBody`` (``BadContentEncoding``,
-  ``BodyTooLarge``).
+  decoded, more codings than ``limits.max_content_codings``, or a bound passed, is
+  ``UnreadableBody`` (``BadContentEncoding``, ``BodyTooLarge``).
 - httpx errors become one sentence naming the URL as shown (``unreachable``), here only.
 """
 
@@ -38,7 +38,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem, dumps_message, loads_line, peek_envelope
-from mcpl_host.limits import DEFAULT_READ_CHUNK_BYTES, Limits
+from mcpl_host.limits import DEFAULT_MAX_CONTENT_CODINGS, DEFAULT_READ_CHUNK_BYTES, Limits
 from mcpl_host.logging import Redactor, log_value
 from mcpl_host.transports.content_coding import (
     ACCEPT_ENCODING,
@@ -136,16 +136,19 @@ def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None
         raise Unreachable(f"could not reach {shown_url} for {what} ({reason})") from None
 
 
-def body_decoder(response: httpx.Response, max_layer_bytes: int, step_bytes: int) -> BodyDecoder:
+def body_decoder(
+    response: httpx.Response, max_layer_bytes: int, step_bytes: int, max_codings: int
+) -> BodyDecoder:
     """The decoder of ``response``'s ``Content-Encoding`` (module rules), each layer
-    bounded by ``max_layer_bytes`` and inflating ``step_bytes`` at a time.
+    bounded by ``max_layer_bytes`` and inflating ``step_bytes`` at a time, at most
+    ``max_codings`` layers (``limits.max_content_codings``).
 
     Raises:
-        BadContentEncoding: a coding the host does not decode.
+        BadContentEncoding: a coding the host does not decode, or more than ``max_codings``.
     """
     try:
         codings = codings_of(response.headers.get_list("content-encoding"))
-        return BodyDecoder(codings, max_layer_bytes, step_bytes)
+        return BodyDecoder(codings, max_layer_bytes, step_bytes, max_codings)
     except BadCoding as exc:
         raise BadContentEncoding(str(exc)) from None
 
@@ -177,19 +180,24 @@ async def decoded_body(response: httpx.Response, decoder: BodyDecoder, bound: st
 
 
 async def read_body(
-    response: httpx.Response, max_bytes: int, step_bytes: int = DEFAULT_READ_CHUNK_BYTES
+    response: httpx.Response,
+    max_bytes: int,
+    step_bytes: int = DEFAULT_READ_CHUNK_BYTES,
+    max_codings: int = DEFAULT_MAX_CONTENT_CODINGS,
 ) -> bytes:
     """The whole decoded body, read and decoded as it arrives; every decoding layer is
-    bounded by ``max_bytes`` too (``limits.max_line_bytes``, as the errors say).
+    bounded by ``max_bytes`` too (``limits.max_line_bytes``, as the errors say), and there
+    are at most ``max_codings`` layers (``limits.max_content_codings``).
 
     Raises:
         BodyTooLarge: more than ``max_bytes`` (decoded, or in a layer); reading stops there.
-        BadContentEncoding: a coding the host does not decode, or data not valid in it.
+        BadContentEncoding: a coding the host does not decode, too many codings, or data
+            not valid in its coding.
         httpx errors: as ``aiter_raw`` raises them (for ``unreachable``).
     """
     parts: list[bytes] = []
     size = 0
-    decoder = body_decoder(response, max_bytes, step_bytes)
+    decoder = body_decoder(response, max_bytes, step_bytes, max_codings)
     async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
         size += len(chunk)
         if size > max_bytes:
@@ -207,7 +215,9 @@ async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
     with contextlib.suppress(
         httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError, UnreadableBody
     ):
-        decoder = body_decoder(response, limits.max_line_bytes, limits.read_chunk_bytes)
+        decoder = body_decoder(
+            response, limits.max_line_bytes, limits.read_chunk_bytes, limits.max_content_codings
+        )
         async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
             data += chunk
             if len(data) >= limits.max_http_error_body_bytes:
@@ -263,15 +273,21 @@ class _CountedStream(httpx.AsyncByteStream):
     ends), each chunk counted by ``_EventBytes`` before it is passed on."""
 
     def __init__(
-        self, response: httpx.Response, counter: _EventBytes, max_layer_bytes: int, step_bytes: int
+        self,
+        response: httpx.Response,
+        counter: _EventBytes,
+        max_layer_bytes: int,
+        step_bytes: int,
+        max_codings: int,
     ) -> None:
         self._response = response
         self._counter = counter
         self._max_layer_bytes = max_layer_bytes
         self._step_bytes = step_bytes
+        self._max_codings = max_codings
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes)
+        decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes, self._max_codings)
         async for chunk in decoded_body(self._response, decoder, "limits.max_sse_event_bytes"):
             self._counter.feed(chunk)
             if self._counter.ended:
@@ -300,6 +316,7 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
             _EventBytes(limits.max_sse_event_bytes),
             limits.max_sse_event_bytes,
             limits.read_chunk_bytes,
+            limits.max_content_codings,
         ),
     )
     async for event in EventSource(counted).aiter_sse():
