@@ -195,15 +195,14 @@ async def read_body(
             not valid in its coding.
         httpx errors: as ``aiter_raw`` raises them (for ``unreachable``).
     """
-    parts: list[bytes] = []
-    size = 0
+    # One buffer, not a list of the pieces: a body in chunks of 2 bytes is a piece each.
+    body = bytearray()
     decoder = body_decoder(response, max_bytes, step_bytes, max_codings)
     async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
-        size += len(chunk)
-        if size > max_bytes:
+        if len(body) + len(chunk) > max_bytes:
             raise BodyTooLarge(f"a body over {max_bytes} bytes (limits.max_line_bytes)")
-        parts.append(chunk)
-    return b"".join(parts)
+        body += chunk
+    return bytes(body)
 
 
 async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
@@ -270,7 +269,10 @@ class _EventBytes:
 class _CountedStream(httpx.AsyncByteStream):
     """httpx's extension point for a response body: the bytes of ``response``, decoded
     (``decoded_body``: each layer bounded per event, its count restarted when an event
-    ends), each chunk counted by ``_EventBytes`` before it is passed on."""
+    ends), each chunk counted by ``_EventBytes`` before it is passed on. Pieces that end no
+    line are joined until one does (or ``step_bytes`` are held): the line decoder after it
+    keeps a line's pieces as a list, and a stream in chunks of 2 bytes is a piece each.
+    Nothing is held back that could complete an event (an event ends at a line end)."""
 
     def __init__(
         self,
@@ -288,11 +290,21 @@ class _CountedStream(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes, self._max_codings)
+        held = bytearray()
         async for chunk in decoded_body(self._response, decoder, "limits.max_sse_event_bytes"):
             self._counter.feed(chunk)
             if self._counter.ended:
                 decoder.restart_count()
-            yield chunk
+            if b"\n" in chunk or b"\r" in chunk or len(held) + len(chunk) >= self._step_bytes:
+                if held:
+                    held += chunk
+                    chunk = bytes(held)
+                    held.clear()
+                yield chunk
+            else:
+                held += chunk
+        if held:
+            yield bytes(held)
 
     async def aclose(self) -> None:
         await self._response.aclose()
