@@ -23,16 +23,18 @@ Rules of this module:
     the emitter wait (``Host``: up to the delivery timeout, or refuse at once).
   - **observations** (everything else: ``notification``, ``refused``, ``held``, ``policy_receipt``,
     ``manifest_change``, ``channels_changed``, ``stalled``, and reports of requests the
-    application's own handlers answered): past ``max_queued`` in a subscription the oldest
-    observation is dropped and counted (``dropped``); lifecycle events and deliveries are
-    never dropped to make room. Emitting one never blocks (they come from read loops).
+    application's own handlers answered): past ``max_queued`` in a subscription, or past
+    ``max_queued_bytes`` of them (each counted as its ``data`` in JSON, ``event_bytes``: a
+    server chooses how large its params are), the oldest observation is dropped and counted
+    (``dropped``), never the newest for itself; lifecycle events and deliveries are never
+    dropped to make room. Emitting one never blocks (they come from read loops).
 
 - A subscription receives, in order, the events emitted after it was made whose server and
   kind it asked for (``servers``/``kinds`` None: all).
 - **Connecting comes first** (``ConnectingOrder``, pure): from a server's ``connecting``
   until the lifecycle event that ends it (``ready``, ``degraded``, ``disconnected``,
-  ``gave_up``), that server's observations wait (at most ``max_held``; past it the oldest is
-  dropped, counted) and are emitted right after that event, in order; a ``stalled``
+  ``gave_up``), that server's observations wait (at most ``max_held``, and ``max_held_bytes``
+  of them; past either the oldest is dropped, counted) and are emitted right after that event, in order; a ``stalled``
   observation (news about the connecting itself) is never held. So ``ready`` reaches
   every subscriber before any event of the traffic that follows the handshake, however the
   read loop and the supervisor are scheduled.
@@ -40,6 +42,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
@@ -47,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypedDict, get_args
 
 import anyio
+import orjson
 
 __all__ = [
     "DELIVERY_KINDS",
@@ -65,6 +69,7 @@ __all__ = [
     "ReconnectingData",
     "StalledData",
     "Subscription",
+    "event_bytes",
 ]
 
 EventKind = Literal[
@@ -209,6 +214,19 @@ class HostEvent:
         return {"server": self.server, "kind": self.kind, "time": self.time, "data": self.data}
 
 
+#: Bytes of observations one subscription holds unread (``event_bytes``), by default.
+DEFAULT_MAX_QUEUED_BYTES = 64 * 1024 * 1024
+
+
+def event_bytes(event: HostEvent) -> int:
+    """The size of ``event``'s ``data`` as compact JSON, in bytes (what a subscription
+    counts against ``max_queued_bytes``)."""
+    try:
+        return len(orjson.dumps(event.data, default=repr))
+    except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits, a lone surrogate
+        return len(json.dumps(event.data, default=repr))
+
+
 class Subscription:
     """One consumer's queue of ``HostEvent``s (module rules). Iterate it (``async for``) or
     ``await receive()``; it ends (``StopAsyncIteration`` / ``anyio.EndOfStream``) once the
@@ -221,6 +239,7 @@ class Subscription:
         kinds: Collection[str] | None = None,
         max_queued: int = 1024,
         max_queued_lifecycle: int = 4096,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
     ) -> None:
         unknown = sorted(set(kinds or ()) - set(EVENT_KINDS))
         if unknown:
@@ -229,7 +248,10 @@ class Subscription:
         self.kinds = frozenset(kinds) if kinds is not None else None
         self.max_queued = max_queued
         self.max_queued_lifecycle = max_queued_lifecycle
+        self.max_queued_bytes = max_queued_bytes
         self.dropped = 0
+        self._sizes: dict[int, int] = {}  # id of each queued observation -> event_bytes
+        self._bytes = 0  # their sum
         self._queue: deque[HostEvent] = deque()
         self._observations = 0
         self._lifecycle = 0
@@ -270,6 +292,10 @@ class Subscription:
             self._observations += 1
         self._arrived.set()
 
+    def _forget(self, event: HostEvent) -> None:
+        """An observation leaves the queue: its bytes no longer count."""
+        self._bytes -= self._sizes.pop(id(event), 0)
+
     def _drop_oldest(self, lifecycle: bool) -> None:
         """Drop the oldest queued observation (or lifecycle event), counted."""
         for index, queued in enumerate(self._queue):
@@ -279,16 +305,23 @@ class Subscription:
                     self._lifecycle -= 1
                 else:
                     self._observations -= 1
+                    self._forget(queued)
                 self.dropped += 1
                 return
 
-    def put_observation(self, event: HostEvent) -> bool:
-        """Queue an observation; returns False when the oldest one was dropped for it."""
-        kept = self._observations < self.max_queued
-        if not kept:
+    def put_observation(self, event: HostEvent, size: int | None = None) -> bool:
+        """Queue an observation (``size``: its ``event_bytes``, computed when None);
+        returns False when older ones were dropped for it (module rules)."""
+        dropped = self.dropped
+        if self._observations >= self.max_queued:
             self._drop_oldest(lifecycle=False)
         self._append(event)
-        return kept
+        size = event_bytes(event) if size is None else size
+        self._sizes[id(event)] = size
+        self._bytes += size
+        while self._bytes > self.max_queued_bytes and self._observations > 1:
+            self._drop_oldest(lifecycle=False)
+        return self.dropped == dropped
 
     def put_lifecycle(self, event: HostEvent) -> bool:
         """Queue a lifecycle event; returns False when this subscription's oldest lifecycle
@@ -315,9 +348,14 @@ class Subscription:
                 delivery.holders -= 1
                 self._observations += 1
                 queued = replace(queued, delivery=None)
+                size = event_bytes(queued)
+                self._sizes[id(queued)] = size
+                self._bytes += size
             kept.append(queued)
         self._queue = kept
-        while self._observations > self.max_queued:
+        while self._observations > self.max_queued or (
+            self._bytes > self.max_queued_bytes and self._observations > 1
+        ):
             self._drop_oldest(lifecycle=False)
 
     def has_room_for_delivery(self) -> bool:
@@ -363,6 +401,7 @@ class Subscription:
                 event.delivery.holders -= 1
             else:
                 self._observations -= 1
+                self._forget(event)
             self._room.set()
             if event.delivery is not None:
                 if event.delivery.withdrawn:
@@ -407,6 +446,8 @@ class Subscription:
                 if delivery.holders == 0 and not delivery.taken.is_set():
                     delivery.withdrawn = True  # no other subscription holds it
         self._queue.clear()
+        self._sizes.clear()
+        self._bytes = 0
         self._arrived.set()
         self._room.set()
 
@@ -442,7 +483,8 @@ class EventBus:
 
     def observe(self, event: HostEvent) -> int:
         """Emit an observation; never blocks. Returns how many events were dropped for it."""
-        return self._put(event, lambda s: s.put_observation(event))
+        size = event_bytes(event) if self.subscriptions else 0  # once, for every subscription
+        return self._put(event, lambda s: s.put_observation(event, size))
 
     def emit_lifecycle(self, event: HostEvent) -> int:
         """Emit a lifecycle event; never blocks. Returns how many were dropped for it (the
@@ -477,10 +519,12 @@ class ConnectingOrder:
     ``observation(event)`` returns True when ``event`` may be emitted now, False when it was
     held (or, past ``max_held``, the oldest held one was dropped for it: ``dropped``)."""
 
-    def __init__(self, max_held: int) -> None:
+    def __init__(self, max_held: int, max_held_bytes: int = DEFAULT_MAX_QUEUED_BYTES) -> None:
         self.max_held = max_held
+        self.max_held_bytes = max_held_bytes
         self.dropped = 0
-        self._held: dict[str, deque[HostEvent]] = {}
+        self._held: dict[str, deque[tuple[HostEvent, int]]] = {}  # with their event_bytes
+        self._bytes: dict[str, int] = {}
 
     def connecting(self, server: str) -> bool:
         """True from ``server``'s ``connecting`` until the event that ends it."""
@@ -489,9 +533,11 @@ class ConnectingOrder:
     def lifecycle(self, event: HostEvent) -> list[HostEvent]:
         if event.kind == "connecting":
             self._held.setdefault(event.server, deque())
+            self._bytes.setdefault(event.server, 0)
             return []
         if event.kind in ENDS_CONNECTING:
-            return list(self._held.pop(event.server, ()))
+            self._bytes.pop(event.server, None)
+            return [held for held, _ in self._held.pop(event.server, ())]
         return []
 
     def observation(self, event: HostEvent) -> bool:
@@ -499,7 +545,12 @@ class ConnectingOrder:
         if held is None or event.kind in PASS_CONNECTING:
             return True
         if len(held) >= self.max_held:
-            held.popleft()
+            self._bytes[event.server] -= held.popleft()[1]
             self.dropped += 1
-        held.append(event)
+        size = event_bytes(event)
+        held.append((event, size))
+        self._bytes[event.server] += size
+        while self._bytes[event.server] > self.max_held_bytes and len(held) > 1:
+            self._bytes[event.server] -= held.popleft()[1]
+            self.dropped += 1
         return False

@@ -89,6 +89,7 @@ from mcpl_host.transports.http_params import HTTPTransportKind
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
+    "MAX_QUEUED_EVENT_BYTES",
     "MAX_QUEUED_LIFECYCLE_EVENTS",
     "Host",
     "PushDelivery",
@@ -105,6 +106,10 @@ __all__ = [
 MAX_QUEUED_EVENTS = 1024
 #: Host-wide: lifecycle events buffered per subscription before supervisors wait.
 MAX_QUEUED_LIFECYCLE_EVENTS = 4096
+#: Host-wide: bytes of observations buffered per subscription (their data as JSON,
+#: ``events.event_bytes``), and per connecting server until its ready; the oldest past it
+#: are dropped, counted. A server chooses how large its notifications are.
+MAX_QUEUED_EVENT_BYTES = 64 * 1024 * 1024
 #: Host-wide: log lines about dropped observations before one "more go unlogged" line.
 DROPPED_EVENTS_LOGGED = 3
 _NOT_ANSWERED = "Internal error: not answered by the host application"
@@ -365,7 +370,8 @@ class Host:
         state_store_factory: ``name -> StateStore`` (held feature-set state; default in memory).
         health_interval_seconds / health_timeout_seconds: the supervisors' health pings
             (timeout None: each server's ``Limits.health_timeout_seconds``).
-        max_queued_events / max_queued_lifecycle_events: each subscription's bounds.
+        max_queued_events / max_queued_lifecycle_events / max_queued_event_bytes: each
+            subscription's bounds (and those of what a connecting server sent, until ready).
         push_delivery: ``"wait"`` or ``"refuse"`` (module rules).
         subscribe_all: make the default subscription (``events()``).
         clock, rng: go to every supervisor.
@@ -382,6 +388,7 @@ class Host:
         health_timeout_seconds: float | None = None,
         max_queued_events: int = MAX_QUEUED_EVENTS,
         max_queued_lifecycle_events: int = MAX_QUEUED_LIFECYCLE_EVENTS,
+        max_queued_event_bytes: int = MAX_QUEUED_EVENT_BYTES,
         push_delivery: PushDelivery = "wait",
         subscribe_all: bool = True,
         clock: Callable[[], float] = anyio.current_time,
@@ -393,9 +400,10 @@ class Host:
         self._configs = {name: config for name, config in servers.items() if not config.disabled}
         self._max_queued = max_queued_events
         self._max_queued_lifecycle = max_queued_lifecycle_events
+        self._max_queued_bytes = max_queued_event_bytes
         self._push_delivery: PushDelivery = push_delivery
         self._bus = EventBus()
-        self._order = ConnectingOrder(max_queued_events)
+        self._order = ConnectingOrder(max_queued_events, max_queued_event_bytes)
         self._connected: dict[str, anyio.Event] = {}  # set while the server is not connecting
         self._default = self.subscribe() if subscribe_all else None
         self._dropped_budget = LogBudget(DROPPED_EVENTS_LOGGED)
@@ -508,6 +516,7 @@ class Host:
                 kinds=list(kinds) if kinds is not None else None,
                 max_queued=self._max_queued,
                 max_queued_lifecycle=self._max_queued_lifecycle,
+                max_queued_bytes=self._max_queued_bytes,
             )
         )
 

@@ -104,3 +104,32 @@ def test_closing_one_subscription_withdraws_only_the_deliveries_nobody_else_hold
     assert shared.delivery is not None and not shared.delivery.withdrawn
     assert alone.delivery is not None and alone.delivery.withdrawn
     assert other.receive_nowait() is shared and shared.delivery.taken.is_set()
+
+
+def big(n: int, size: int) -> HostEvent:
+    return HostEvent("s", "notification", {"n": n, "pad": "a" * size})
+
+
+def test_a_subscription_holds_at_most_max_queued_bytes_of_observations_oldest_dropped() -> None:
+    """Bounded by count only, an unread subscription held 1,024 notifications of whatever
+    size the server chose (33 MiB each at the default max_line_bytes)."""
+    bus = EventBus()
+    sub = bus.add(Subscription(max_queued=1024, max_queued_bytes=1000))
+    for n in range(10):
+        bus.observe(big(n, 290))  # some 310 bytes each as JSON
+    assert [sub.receive_nowait().data["n"] for _ in range(len(sub))] == [7, 8, 9]
+    assert sub.dropped == 7 and bus.dropped == 7
+    bus.observe(big(10, 5000))  # alone over the bound: the newest is kept
+    assert [sub.receive_nowait().data["n"] for _ in range(len(sub))] == [10]
+    # Received ones no longer count: three fit again.
+    for n in range(11, 14):
+        bus.observe(big(n, 290))
+    assert len(sub) == 3 and sub.dropped == 7
+
+
+def test_connecting_order_holds_at_most_max_held_bytes() -> None:
+    order = ConnectingOrder(max_held=1024, max_held_bytes=1000)
+    order.lifecycle(HostEvent("s", "connecting", {"attempt": 1}))
+    assert not any(order.observation(big(n, 290)) for n in range(10))
+    released = order.lifecycle(HostEvent("s", "ready", {}))
+    assert [e.data["n"] for e in released] == [7, 8, 9] and order.dropped == 7
