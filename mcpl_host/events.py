@@ -224,7 +224,11 @@ def event_bytes(event: HostEvent) -> int:
     try:
         return len(orjson.dumps(event.data, default=repr))
     except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits, a lone surrogate
+        pass
+    try:
         return len(json.dumps(event.data, default=repr))
+    except (TypeError, ValueError):  # keys that are no strings (never from a server)
+        return len(repr(event.data))
 
 
 class Subscription:

@@ -133,3 +133,10 @@ def test_connecting_order_holds_at_most_max_held_bytes() -> None:
     assert not any(order.observation(big(n, 290)) for n in range(10))
     released = order.lifecycle(HostEvent("s", "ready", {}))
     assert [e.data["n"] for e in released] == [7, 8, 9] and order.dropped == 7
+
+
+def test_the_size_of_any_event_data_is_counted_without_raising() -> None:
+    from mcpl_host.events import event_bytes
+
+    assert event_bytes(HostEvent("s", "notification", {"id": 10**30, "text": "\udcff"})) > 0
+    assert event_bytes(HostEvent("s", "notification", {(1, 2): 1})) > 0  # an application's data
