@@ -136,6 +136,24 @@ async def test_stacked_codings_are_bounded_as_they_decode(codings: str, sse: boo
     assert peak < 16 * MIB, f"peak traced memory {peak / MIB:.1f} MiB"
 
 
+async def test_comments_between_messages_count_against_the_event_bound_of_each_layer() -> None:
+    """An event stream of ``gzip, gzip``: one message, then 64 MiB of comments (``:`` and a
+    blank line, over and over; a few hundred bytes on the wire). Each layer's count began
+    again at every blank line, so no bound was ever reached and a stream of a few KB could
+    keep the host decoding for as long as the server liked. The layers are now counted
+    from one message to the next: past ``max_sse_event_bytes`` without one, the stream is
+    refused."""
+    limits = dataclasses.replace(FAST, max_line_bytes=MIB, max_sse_event_bytes=MIB + 1024)
+    args = ["bomb", "--codings", "gzip,gzip", "--bytes", str(64 * MIB), "--sse", "--pad", ":\\n\\n"]
+    async with hostile(*args) as port:
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                with pytest.raises(ConnectionLost) as info:
+                    await conn.list_tools()
+    assert "gives over 1049600 bytes (limits.max_sse_event_bytes)" in str(info.value)
+
+
 async def test_an_error_body_is_decoded_within_its_bound_too() -> None:
     """A 500 whose body is ``gzip, gzip`` of 64 MiB: the refusal quotes its start, and no
     more of it is decoded (before, the first read inflated all of it)."""

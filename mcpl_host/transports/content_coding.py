@@ -16,7 +16,8 @@ Rules of this module:
   by default), and the next layer takes each piece
   before the first goes on, so memory stays a few steps per layer whatever the ratio and
   the number of layers. Every layer's output is counted: past ``max_layer_bytes`` since the
-  last ``restart_count()`` (a JSON body: never; an event stream: at the end of each event)
+  last ``restart_count()`` (a JSON body: never; an event stream: at each message, never at
+  an event without data)
   the body is refused (``LayerTooLarge``). The final output is bounded by the caller too.
 - gzip: members one after another are one body (RFC 1952 §2.2); bytes after the last
   member that do not start another are ignored. deflate: the zlib format, or raw deflate
@@ -219,7 +220,7 @@ class BodyDecoder:
         return not self._layers
 
     def restart_count(self) -> None:
-        """Start counting every layer's output from 0 (an event stream, at an event's end)."""
+        """Start counting every layer's output from 0 (an event stream, at each message)."""
         for index in range(len(self._counts)):
             self._counts[index] = 0
 

@@ -13,7 +13,9 @@ Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with
   the open streams. Lines already received are returned before a loss is reported.
 - Bodies are read raw and decoded here (``content_coding.BodyDecoder``), never by httpx:
   every decoding layer counts against the bound of what is read (a JSON body:
-  ``limits.max_line_bytes``; an event stream: ``limits.max_sse_event_bytes`` per event; an
+  ``limits.max_line_bytes``; an event stream: ``limits.max_sse_event_bytes`` per event, and
+  per decoding layer from one message to the next (comments and events without data,
+  which cost a compressed stream nothing, never restart the count); an
   error body: ``limits.max_line_bytes``, of which ``limits.max_http_error_body_bytes`` are
   kept), as it decodes, so stacked codings cannot inflate past it. A coding that cannot be
   decoded, more codings than ``limits.max_content_codings``, or a bound passed, is
@@ -229,12 +231,11 @@ class _EventBytes:
     """Counts the bytes of the current Server-Sent Event (every line since the last blank
     line; CR, LF and CRLF end a line, a CRLF split across chunks included)."""
 
-    __slots__ = ("_cr", "_limit", "_line_empty", "_size", "ended")
+    __slots__ = ("_cr", "_limit", "_line_empty", "_size")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._size = 0
-        self.ended = False  # an event ended in the last chunk fed
         self._line_empty = True  # nothing yet on the current line
         self._cr = False  # the last chunk ended in CR (an LF may complete it)
 
@@ -242,14 +243,12 @@ class _EventBytes:
         """Raises ``BodyTooLarge`` when the current event goes past the bound."""
         start = 1 if self._cr and chunk[:1] == b"\n" else 0
         self._cr = False
-        self.ended = False
         for match in _TERMINATOR.finditer(chunk, start):
             content = match.start() - start
             if content:
                 self._line_empty = False
             if self._line_empty:  # a blank line ends the event
                 self._size = 0
-                self.ended = True
             else:
                 self._size += content + len(match.group())
                 if self._size > self._limit:
@@ -268,8 +267,10 @@ class _EventBytes:
 
 class _CountedStream(httpx.AsyncByteStream):
     """httpx's extension point for a response body: the bytes of ``response``, decoded
-    (``decoded_body``: each layer bounded per event, its count restarted when an event
-    ends), each chunk counted by ``_EventBytes`` before it is passed on. Pieces that end no
+    (``decoded_body``: each layer bounded from one message to the next, its count restarted
+    by ``message_delivered()``, never by an event without data: comments and empty events
+    cost a server a few bytes of wire each, compressed), each chunk counted by
+    ``_EventBytes`` before it is passed on. Pieces that end no
     line are joined until one does (or ``step_bytes`` are held): the line decoder after it
     keeps a line's pieces as a list, and a stream in chunks of 2 bytes is a piece each.
     Nothing is held back that could complete an event (an event ends at a line end)."""
@@ -287,14 +288,19 @@ class _CountedStream(httpx.AsyncByteStream):
         self._max_layer_bytes = max_layer_bytes
         self._step_bytes = step_bytes
         self._max_codings = max_codings
+        self._decoder: BodyDecoder | None = None
+
+    def message_delivered(self) -> None:
+        """An event with data was parsed: each decoding layer's count starts again."""
+        if self._decoder is not None:
+            self._decoder.restart_count()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes, self._max_codings)
+        self._decoder = decoder
         held = bytearray()
         async for chunk in decoded_body(self._response, decoder, "limits.max_sse_event_bytes"):
             self._counter.feed(chunk)
-            if self._counter.ended:
-                decoder.restart_count()
             if b"\n" in chunk or b"\r" in chunk or len(held) + len(chunk) >= self._step_bytes:
                 if held:
                     held += chunk
@@ -320,21 +326,22 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
         BadContentEncoding: a coding the host does not decode, or data not valid in it.
         httpx errors: as reading the body raises them (for ``unreachable``).
     """
+    stream = _CountedStream(
+        response,
+        _EventBytes(limits.max_sse_event_bytes),
+        limits.max_sse_event_bytes,
+        limits.read_chunk_bytes,
+        limits.max_content_codings,
+    )
     counted = httpx.Response(
-        response.status_code,
-        headers={"content-type": "text/event-stream; charset=utf-8"},
-        stream=_CountedStream(
-            response,
-            _EventBytes(limits.max_sse_event_bytes),
-            limits.max_sse_event_bytes,
-            limits.read_chunk_bytes,
-            limits.max_content_codings,
-        ),
+        response.status_code, headers={"content-type": "text/event-stream; charset=utf-8"}, stream=stream
     )
     async for event in EventSource(counted).aiter_sse():
         data = event.data
         if len(data) > limits.max_line_bytes // 4 and len(data.encode("utf-8")) > limits.max_line_bytes:
             raise BodyTooLarge(f"a message over {limits.max_line_bytes} bytes (limits.max_line_bytes)")
+        if data:
+            stream.message_delivered()
         yield event
 
 
