@@ -314,13 +314,15 @@ class Subscription:
             pass
 
     def put_observation(self, event: HostEvent) -> bool:
-        """Queue an observation; returns False when an older one (or, when it alone passes
-        ``max_queued_bytes``, this one) was dropped for it."""
+        """Queue an observation; returns False when older ones were dropped for it (the
+        newest is kept, even alone over ``max_queued_bytes``)."""
         before = self.dropped
         if self._observations >= self.max_queued:
             self._drop_oldest(lifecycle=False)
+        size = event.json_bytes()
+        while self._bytes + size > self.max_queued_bytes and self._drop_oldest(lifecycle=False):
+            pass  # the newest is never dropped for itself: one alone over the bound is kept
         self._append(event)
-        self._within_bytes()
         return self.dropped == before
 
     def put_lifecycle(self, event: HostEvent) -> bool:
@@ -551,9 +553,9 @@ class ConnectingOrder:
         if len(held) >= self.max_held:
             self._held_bytes[event.server] -= held.popleft().json_bytes()
             self.dropped += 1
-        held.append(event)
-        self._held_bytes[event.server] += event.json_bytes()
-        while self._held_bytes[event.server] > self.max_held_bytes and held:
+        while held and self._held_bytes[event.server] + event.json_bytes() > self.max_held_bytes:
             self._held_bytes[event.server] -= held.popleft().json_bytes()
             self.dropped += 1
+        held.append(event)  # the newest is kept, even alone over the bound
+        self._held_bytes[event.server] += event.json_bytes()
         return False

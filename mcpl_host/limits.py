@@ -152,6 +152,10 @@ DEFAULT_HTTP_REPLY_TIMEOUT_SECONDS = 30.0
 DEFAULT_MAX_SSE_EVENT_BYTES = DEFAULT_MAX_LINE_BYTES + 1024 * 1024
 #: Bytes of an HTTP error body read to explain a refusal (the rest is not read).
 DEFAULT_MAX_HTTP_ERROR_BODY_BYTES = 4096
+#: Content codings of one HTTP body (``Content-Encoding``, RFC 9110 §8.4: every layer
+#: listed is undone, each with its own inflater); a body in more is refused. Servers send
+#: one; a list of thousands costs a zlib state each.
+DEFAULT_MAX_CONTENT_CODINGS = 4
 #: HTTP requests to one server open at once (POSTs waiting for answers, event streams);
 #: one more waits for a free connection.
 DEFAULT_MAX_HTTP_CONNECTIONS = 64
@@ -295,6 +299,7 @@ class Limits:
     http_reply_timeout_seconds: float = DEFAULT_HTTP_REPLY_TIMEOUT_SECONDS
     max_sse_event_bytes: int = DEFAULT_MAX_SSE_EVENT_BYTES
     max_http_error_body_bytes: int = DEFAULT_MAX_HTTP_ERROR_BODY_BYTES
+    max_content_codings: int = DEFAULT_MAX_CONTENT_CODINGS
     max_http_connections: int = DEFAULT_MAX_HTTP_CONNECTIONS
     sse_reconnect_delay_seconds: float = DEFAULT_SSE_RECONNECT_DELAY_SECONDS
     sse_min_reconnect_delay_seconds: float = DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS

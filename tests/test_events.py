@@ -150,3 +150,37 @@ def test_connecting_order_holds_at_most_its_bytes_per_server() -> None:
     assert [event.data["n"] for event in released] == list(range(20 - len(released), 20))
     assert sum(event.json_bytes() for event in released) <= 5_000
     assert order.dropped == 20 - len(released) > 0
+
+
+def note_of(n: int, size: int) -> HostEvent:
+    return HostEvent("s", "notification", {"n": n, "pad": "a" * size})
+
+
+def test_a_subscription_holds_at_most_max_queued_bytes_of_observations_oldest_dropped() -> None:
+    """Bounded by count only, an unread subscription held 1,024 notifications of whatever
+    size the server chose (33 MiB each at the default max_line_bytes)."""
+    bus = EventBus()
+    sub = bus.add(Subscription(max_queued=1024, max_queued_bytes=1000))
+    for n in range(10):
+        bus.observe(note_of(n, 290))  # some 310 bytes each as JSON
+    assert [sub.receive_nowait().data["n"] for _ in range(len(sub))] == [7, 8, 9]
+    assert sub.dropped == 7 and bus.dropped == 7
+    bus.observe(note_of(10, 5000))  # alone over the bound: the newest is kept
+    assert [sub.receive_nowait().data["n"] for _ in range(len(sub))] == [10]
+    # Received ones no longer count: three fit again.
+    for n in range(11, 14):
+        bus.observe(note_of(n, 290))
+    assert len(sub) == 3 and sub.dropped == 7
+
+
+def test_connecting_order_holds_at_most_max_held_bytes() -> None:
+    order = ConnectingOrder(max_held=1024, max_held_bytes=1000)
+    order.lifecycle(HostEvent("s", "connecting", {"attempt": 1}))
+    assert not any(order.observation(note_of(n, 290)) for n in range(10))
+    released = order.lifecycle(HostEvent("s", "ready", {}))
+    assert [e.data["n"] for e in released] == [7, 8, 9] and order.dropped == 7
+
+
+def test_the_size_of_any_event_data_is_counted_without_raising() -> None:
+    assert HostEvent("s", "notification", {"id": 10**30, "text": "\udcff"}).json_bytes() > 0
+    assert HostEvent("s", "notification", {(1, 2): 1}).json_bytes() > 0  # an application's data

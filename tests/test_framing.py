@@ -378,3 +378,30 @@ def test_any_stream_in_any_chunks_gives_the_reference_lines(
         out.extend(reader.feed(chunk))
         assert reader.buffered_bytes <= bound + head + 1  # + a \r that may begin a CRLF
     assert out == _reference_lines(stream, bound, head)
+
+
+def test_a_line_read_two_bytes_at_a_time_costs_memory_of_its_size() -> None:
+    """1 MiB fed in reads of 2 bytes (a server that writes and flushes two bytes at a time):
+    kept as one bytes object per read, the line peaked at 63 MiB traced; small reads
+    are now gathered into one buffer (``framing.gather``), so the peak is a few times the
+    line."""
+    import tracemalloc
+
+    reader = LineReader(max_line_bytes=2 * 1024 * 1024)
+    data = b"ab" * (512 * 1024)
+    tracemalloc.start()
+    try:
+        for at in range(0, len(data), 2):
+            assert reader.feed(data[at : at + 2]) == []
+        (line,) = reader.feed(b"\r\n")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert line == data
+    assert peak < 4 * 1024 * 1024, f"peak traced memory {peak / 2**20:.1f} MiB"
+    # A CRLF split after gathered pieces, and an over-long line's head, as before.
+    reader = LineReader(max_line_bytes=8, head_bytes=4)
+    assert reader.feed(b"ab") == [] and reader.feed(b"c\r") == [] and reader.feed(b"\n") == [b"abc"]
+    assert reader.feed(b"12") == [] and reader.feed(b"3456789") == []
+    (marker,) = reader.feed(b"\n")
+    assert marker == LineTooLong(8, 9, b"1234")

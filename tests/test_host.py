@@ -290,3 +290,29 @@ async def test_a_full_subscription_drops_the_oldest_observation_never_a_lifecycl
         kinds = [(e.kind, e.data.get("n")) async for e in host.events()]
     assert kinds == [("connecting", None), ("ready", None), ("notification", 4), ("notification", 5)]
     assert host.dropped_events == 4
+
+
+async def test_the_default_subscription_nobody_reads_holds_a_bounded_number_of_bytes(tmp_path: Path) -> None:
+    """24 notifications of 1 MiB each while only a subscription to them is read: the
+    default one, unread, kept them all (24 MiB traced, 1,024 of any size by default);
+    it now keeps at most ``max_queued_event_bytes`` (4 MiB here), the oldest dropped."""
+    import tracemalloc
+
+    pad = "a" * (1024 * 1024)
+    note = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": pad}}
+    script = Script(tmp_path, [*MCP_HANDSHAKE, *([{"send": note}] * 24), {"hang": True}])
+    host = Host({"s": stdio_config("s", script)}, max_queued_event_bytes=4 * 1024 * 1024)
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            read = host.subscribe(kinds=["notification"])
+            tracemalloc.start()
+            try:
+                for _ in range(24):
+                    event = await read.receive()
+                    assert event.data["params"]["data"] == pad
+                del event
+                held, _ = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+            assert held < 12 * 1024 * 1024, f"{held / 2**20:.1f} MiB held"
+            assert host.dropped_events >= 20

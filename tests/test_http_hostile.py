@@ -136,6 +136,24 @@ async def test_stacked_codings_are_bounded_as_they_decode(codings: str, sse: boo
     assert peak < 16 * MIB, f"peak traced memory {peak / MIB:.1f} MiB"
 
 
+async def test_comments_between_messages_count_against_the_event_bound_of_each_layer() -> None:
+    """An event stream of ``gzip, gzip``: one message, then 64 MiB of comments (``:`` and a
+    blank line, over and over; a few hundred bytes on the wire). Each layer's count began
+    again at every blank line, so no bound was ever reached and a stream of a few KB could
+    keep the host decoding for as long as the server liked. The layers are now counted
+    from one message to the next: past ``max_sse_event_bytes`` without one, the stream is
+    refused."""
+    limits = dataclasses.replace(FAST, max_line_bytes=MIB, max_sse_event_bytes=MIB + 1024)
+    args = ["bomb", "--codings", "gzip,gzip", "--bytes", str(64 * MIB), "--sse", "--pad", ":\\n\\n"]
+    async with hostile(*args) as port:
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                with pytest.raises(ConnectionLost) as info:
+                    await conn.list_tools()
+    assert "gives over 1049600 bytes (limits.max_sse_event_bytes)" in str(info.value)
+
+
 async def test_an_error_body_is_decoded_within_its_bound_too() -> None:
     """A 500 whose body is ``gzip, gzip`` of 64 MiB: the refusal quotes its start, and no
     more of it is decoded (before, the first read inflated all of it)."""
@@ -164,6 +182,53 @@ async def test_a_coding_the_host_does_not_ask_for_is_refused_clearly(tmp_path: P
                 with pytest.raises(ConnectionLost) as info:
                     await conn.list_tools()
     assert "sent a body in Content-Encoding 'br', which the host does not decode" in str(info.value)
+
+
+async def test_a_body_in_more_codings_than_the_bound_is_refused_clearly() -> None:
+    """1,000 layers of gzip (22 KB on the wire): undone layer by layer, they raised
+    RecursionError (and each layer holds a zlib state: a header of 100 KiB names 20,000).
+    Past ``limits.max_content_codings`` the body is refused, naming the bound."""
+    codings = ",".join(["gzip"] * 1000)
+    async with hostile("bomb", "--codings", codings, "--bytes", "1000") as port:
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                with pytest.raises(ConnectionLost) as info:
+                    await conn.list_tools()
+    assert "a body in 1000 content codings, over limits.max_content_codings = 4" in str(info.value)
+
+
+def test_the_number_of_codings_is_bounded_before_any_layer_is_made() -> None:
+    assert len(BodyDecoder(["gzip"] * 4, MIB, max_codings=4)._layers) == 4
+    with pytest.raises(BadCoding, match="a body in 5 content codings, over limits.max_content_codings = 4"):
+        BodyDecoder(["gzip"] * 5, MIB, max_codings=4)
+
+
+async def _peak_of_an_answer(chunk: int, sse: bool) -> int:
+    """Peak traced memory while ``tools/list`` is answered by 64 KiB sent in chunks of
+    ``chunk`` bytes."""
+    args = ["trickle", "--bytes", str(64 * 1024), "--chunk", str(chunk), *(["--sse"] if sse else [])]
+    async with hostile(*args) as port:
+        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        with anyio.fail_after(2 * TIMEOUT):  # 32,768 chunks, each read and decoded
+            async with conn:
+                tracemalloc.start()
+                try:
+                    assert await conn.list_tools() == []
+                    return tracemalloc.get_traced_memory()[1]
+                finally:
+                    tracemalloc.stop()
+
+
+@pytest.mark.parametrize("sse", [False, True])
+async def test_a_body_in_chunks_of_two_bytes_costs_what_it_costs_whole(sse: bool) -> None:
+    """Each chunk is one piece as read; kept as a list of pieces (a JSON body) or of text
+    pieces (an event stream's line), 64 KiB in chunks of 2 bytes peaked at 4.0 MiB (JSON)
+    and 2.0 MiB (event stream) traced, against 0.9 and 1.1 MiB sent whole: some 50 bytes a
+    byte, 1.6 GiB at the default ``max_line_bytes``. Pieces are now joined as they arrive."""
+    whole = await _peak_of_an_answer(1024 * 1024, sse)
+    trickled = await _peak_of_an_answer(2, sse)
+    assert trickled < whole * 1.3, f"{trickled / MIB:.1f} MiB in chunks, {whole / MIB:.1f} MiB whole"
 
 
 # -- numbers a server chooses: the SSE retry field ----------------------------------------

@@ -175,3 +175,57 @@ async def test_http_json_body_that_is_not_utf8() -> None:
         await fails_at_once(conn, reason)
     finally:
         await stop_server_process(process, TIMEOUT)
+
+
+# -- an id the host cannot convert ------------------------------------------------------------
+
+#: An answer whose id is an integer of 5001 digits (valid JSON, past the interpreter's
+#: conversion limit) and whose JSON cannot be parsed: no request of ours has that id.
+HUGE_ID = '{"jsonrpc":"2.0","id":1' + "0" * 5000 + ',"result":{"tools":[}}'
+
+
+def test_an_unparsable_line_with_an_id_past_the_conversion_limit_is_dropped() -> None:
+    """Reading the id of such a line raised the interpreter's ValueError out of the session
+    and of the HTTP routing (both said they never raise)."""
+    session = Session()
+    session.start_request("initialize", {})
+    line = HUGE_ID.encode()
+    assert isinstance(session.receive(line), DroppedLine)
+    assert peek(line) == ("other", None, None, None)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "websocket", "streamable-http"])
+async def test_an_id_past_the_conversion_limit_costs_no_connection(
+    tmp_path: Path, transport: str, logs: list[dict[str, object]]
+) -> None:
+    """The line is dropped; the request it does not name is answered, the connection stays.
+    Before, stdio and WebSocket logged the ValueError as a bug ("failed to act on a line"),
+    and Streamable HTTP lost its event stream to it."""
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "tools/list"}},
+            {"raw": HUGE_ID},
+            {"reply": {"tools": []}},
+            {"expect": {"method": "ping"}},
+            {"reply": {}},
+        ],
+    )
+
+    async def check(conn: ServerConnection) -> None:
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                assert await conn.list_tools() == []
+                await conn.ping()
+        assert not [e for e in logs if e.get("exc_info") or "failed to act" in str(e.get("event"))]
+
+    if transport == "stdio":
+        await check(script.connect(limits=LIMITS))
+        return
+    bridge = "ws_bridge.py" if transport == "websocket" else "http_bridge.py"
+    async with bridge_port(FIXTURES / bridge, command=scripted(script)) as port:
+        if transport == "websocket":
+            await check(connect_websocket(f"ws://127.0.0.1:{port}/mcp", limits=LIMITS))
+        else:
+            await check(connect_http(f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport=transport))

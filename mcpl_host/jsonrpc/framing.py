@@ -58,8 +58,11 @@ __all__ = [
     "LineReader",
     "LineTooLong",
     "NotReadableJSON",
+    "SMALL_PIECE_BYTES",
     "ReadItem",
     "dumps_message",
+    "gather",
+    "joined",
     "loads_iterative",
     "loads_line",
     "peek_envelope",
@@ -85,6 +88,32 @@ class LineTooLong:
 ReadItem: TypeAlias = "bytes | LineTooLong"
 
 
+#: Pieces shorter than this, of a line or message still arriving, are gathered into one
+#: buffer rather than kept one object each (``gather``), in bytes.
+SMALL_PIECE_BYTES = 4096
+
+
+def gather(parts: list[bytes | bytearray], piece: bytes) -> None:
+    """Append ``piece``, the next bytes of a line or message still arriving, to ``parts``:
+    as it came, or, when shorter than ``SMALL_PIECE_BYTES``, into the buffer at the end of
+    ``parts`` (one made for it if there is none). A server that sends its bytes two at a
+    time (a read, a WebSocket fragment each) so costs the bytes it sent, not an object of
+    some 40 bytes for each piece; large pieces are still copied once, when joined."""
+    if len(piece) >= SMALL_PIECE_BYTES:
+        parts.append(piece)
+    elif parts and type(parts[-1]) is bytearray:
+        parts[-1] += piece
+    else:
+        parts.append(bytearray(piece))
+
+
+def joined(parts: list[bytes | bytearray]) -> bytes:
+    """The bytes of ``parts`` (``gather``), as one ``bytes``."""
+    if len(parts) == 1 and type(parts[0]) is bytes:
+        return parts[0]
+    return b"".join(parts)
+
+
 class LineReader:
     """Split a byte stream into lines of at most ``max_line_bytes`` bytes.
 
@@ -94,7 +123,8 @@ class LineReader:
     only its first ``head_bytes`` bytes (and a count) are kept.
 
     Each byte is copied once: a line inside one chunk is a slice of it; the pieces of a line
-    that spans chunks are kept as they came and joined once, when its newline arrives.
+    that spans chunks are kept as they came (small ones gathered in a buffer: ``gather``)
+    and joined once, when its newline arrives.
     """
 
     __slots__ = (
@@ -119,7 +149,7 @@ class LineReader:
         self._head_max = min(head_bytes, max_line_bytes)
         # The unfinished line: the pieces read so far (each searched for b"\n" once) and
         # their total length.
-        self._parts: list[bytes] = []
+        self._parts: list[bytes | bytearray] = []
         self._partial = 0
         # Inside an over-long line: drop until the next newline, keeping its head and size.
         self._discarding = False
@@ -133,13 +163,13 @@ class LineReader:
         head of a line being dropped)."""
         return self._partial + len(self._head)
 
-    def _drop(self, data: bytes, start: int, end: int) -> None:
+    def _drop(self, data: bytes | bytearray, start: int, end: int) -> None:
         """Count ``data[start:end]`` as part of the line being dropped, keeping its head."""
         if end <= start:
             return
         room = self._head_max - len(self._head)
         if room > 0:
-            self._head += data[start : min(end, start + room)]
+            self._head += bytes(data[start : min(end, start + room)])
         self._size += end - start
         self._cr = data[end - 1] == 0x0D
 
@@ -155,7 +185,7 @@ class LineReader:
         size = self._partial + len(data) - start
         # A trailing \r may be half of a CRLF whose \n has not arrived: it does not count.
         if size - (data[-1] == 0x0D) <= self._max:
-            self._parts.append(data[start:] if start else data)
+            gather(self._parts, data[start:] if start else data)
             self._partial = size
             return
         # No newline within the bound: keep the head, drop the rest of this line.
@@ -171,7 +201,7 @@ class LineReader:
         parts, size = self._parts, self._partial
         if newline:
             end = newline - 1 if data[newline - 1] == 0x0D else newline
-            parts.append(data[:end])
+            gather(parts, data[:end])
             size += end
         elif parts[-1].endswith(b"\r"):  # the \r of a CRLF split between reads
             parts[-1] = parts[-1][:-1]
@@ -182,9 +212,9 @@ class LineReader:
             for part in parts:
                 if len(head) >= self._head_max:
                     break
-                head += part[: self._head_max - len(head)]
+                head += bytes(part[: self._head_max - len(head)])
             return LineTooLong(self._max, size, head)
-        return parts[0] if len(parts) == 1 else b"".join(parts)
+        return joined(parts)
 
     def feed(self, data: bytes) -> list[ReadItem]:
         """Add bytes read from the stream; return what they complete."""
@@ -223,7 +253,7 @@ class LineReader:
         that was too long), if any, and reset."""
         if self._discarding:
             return [self._dropped()]
-        rest = b"".join(self._parts)
+        rest = joined(self._parts)
         self._parts, self._partial = [], 0
         if rest.endswith(b"\r"):
             rest = rest[:-1]
@@ -638,7 +668,10 @@ def peek_envelope(head: bytes) -> HeadPeek:
         if key == "id":
             token = head[pos:after]
             if _B_INTEGER.fullmatch(token):
-                found = int(token)
+                try:
+                    found = int(token)
+                except ValueError:  # more digits than the interpreter converts: never ours
+                    found = None
             elif token.startswith(b'"'):
                 try:
                     found = json.loads(token.decode("utf-8"))

@@ -7,15 +7,17 @@ Rules of this module:
 - The host asks only for what it decodes here: ``Accept-Encoding: gzip, deflate``
   (``ACCEPT_ENCODING``), whatever optional decoders httpx could load (its own decoders
   inflate one network chunk in one call, with no bound on what it becomes).
-- ``Content-Encoding`` lists the codings in the order they were applied (any number, from
-  every header of that name); they are undone in reverse. ``identity`` is no coding;
+- ``Content-Encoding`` lists the codings in the order they were applied (from every header
+  of that name; more than ``max_codings``, ``Limits.max_content_codings``, are refused
+  before any layer is made); they are undone in reverse. ``identity`` is no coding;
   ``x-gzip`` is gzip (RFC 9110 §8.4.1.3). Any other coding is refused (``BadCoding``): the
   host never passes on bytes it cannot read as if they were the body.
 - Each layer inflates at most ``step_bytes`` at a time (``Limits.read_chunk_bytes``, 64 KiB
   by default), and the next layer takes each piece
   before the first goes on, so memory stays a few steps per layer whatever the ratio and
   the number of layers. Every layer's output is counted: past ``max_layer_bytes`` since the
-  last ``restart_count()`` (a JSON body: never; an event stream: at the end of each event)
+  last ``restart_count()`` (a JSON body: never; an event stream: at each message, never at
+  an event without data)
   the body is refused (``LayerTooLarge``). The final output is bounded by the caller too.
 - gzip: members one after another are one body (RFC 1952 §2.2); bytes after the last
   member that do not start another are ignored. deflate: the zlib format, or raw deflate
@@ -30,7 +32,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from mcpl_host.limits import DEFAULT_READ_CHUNK_BYTES
+from mcpl_host.limits import DEFAULT_MAX_CONTENT_CODINGS, DEFAULT_READ_CHUNK_BYTES
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -183,21 +185,30 @@ class BodyDecoder:
     """Undoes the codings of one body (see the module rules).
 
     ``codings``: in the order applied (``codings_of``); ``max_layer_bytes``: the bound of
-    each layer's output; ``step_bytes``: the most one layer inflates at a time.
+    each layer's output; ``step_bytes``: the most one layer inflates at a time;
+    ``max_codings``: the most codings undone (``Limits.max_content_codings``).
 
     ``feed(raw)`` and ``finish()`` return iterators of decoded pieces, lazily: a layer goes
     on only when the consumer takes the next piece, so a consumer that stops at its own
     bound stops the decoding there.
 
     Raises (when built):
-        BadCoding: a coding the host does not decode.
+        BadCoding: a coding the host does not decode, or more than ``max_codings``.
     """
 
     __slots__ = ("_codings", "_counts", "_layers", "_max")
 
     def __init__(
-        self, codings: Sequence[str], max_layer_bytes: int, step_bytes: int = DEFAULT_READ_CHUNK_BYTES
+        self,
+        codings: Sequence[str],
+        max_layer_bytes: int,
+        step_bytes: int = DEFAULT_READ_CHUNK_BYTES,
+        max_codings: int = DEFAULT_MAX_CONTENT_CODINGS,
     ) -> None:
+        if len(codings) > max_codings:
+            raise BadCoding(
+                f"a body in {len(codings)} content codings, over limits.max_content_codings = {max_codings}"
+            )
         self._codings = list(reversed(codings))  # the order they are undone
         self._layers = [_Layer(coding, step_bytes) for coding in self._codings]
         self._counts = [0] * len(self._layers)
@@ -209,7 +220,7 @@ class BodyDecoder:
         return not self._layers
 
     def restart_count(self) -> None:
-        """Start counting every layer's output from 0 (an event stream, at an event's end)."""
+        """Start counting every layer's output from 0 (an event stream, at each message)."""
         for index in range(len(self._counts)):
             self._counts[index] = 0
 

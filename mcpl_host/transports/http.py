@@ -595,7 +595,14 @@ class StreamableHTTPTransport:
                 try:
                     with unreachable(what, self._shown, self._redactor):
                         limits = self._limits
-                        body = trim(await read_body(response, limits.max_line_bytes, limits.read_chunk_bytes))
+                        body = trim(
+                            await read_body(
+                                response,
+                                limits.max_line_bytes,
+                                limits.read_chunk_bytes,
+                                limits.max_content_codings,
+                            )
+                        )
                 except UnreadableBody as exc:
                     raise self._lose(
                         f"the server at {self._shown} sent {exc}; the transport was closed"

@@ -13,11 +13,13 @@ Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with
   the open streams. Lines already received are returned before a loss is reported.
 - Bodies are read raw and decoded here (``content_coding.BodyDecoder``), never by httpx:
   every decoding layer counts against the bound of what is read (a JSON body:
-  ``limits.max_line_bytes``; an event stream: ``limits.max_sse_event_bytes`` per event; an
+  ``limits.max_line_bytes``; an event stream: ``limits.max_sse_event_bytes`` per event, and
+  per decoding layer from one message to the next (comments and events without data,
+  which cost a compressed stream nothing, never restart the count); an
   error body: ``limits.max_line_bytes``, of which ``limits.max_http_error_body_bytes`` are
   kept), as it decodes, so stacked codings cannot inflate past it. A coding that cannot be
-  decoded, or a bound passed, is ``UnreadableBody`` (``BadContentEncoding``,
-  ``BodyTooLarge``).
+  decoded, more codings than ``limits.max_content_codings``, or a bound passed, is
+  ``UnreadableBody`` (``BadContentEncoding``, ``BodyTooLarge``).
 - httpx errors become one sentence naming the URL as shown (``unreachable``), here only.
 """
 
@@ -38,7 +40,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem, dumps_message, loads_line, peek_envelope
-from mcpl_host.limits import DEFAULT_READ_CHUNK_BYTES, Limits
+from mcpl_host.limits import DEFAULT_MAX_CONTENT_CODINGS, DEFAULT_READ_CHUNK_BYTES, Limits
 from mcpl_host.logging import Redactor, log_value
 from mcpl_host.transports.content_coding import (
     ACCEPT_ENCODING,
@@ -145,16 +147,19 @@ def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None
         ) from None
 
 
-def body_decoder(response: httpx.Response, max_layer_bytes: int, step_bytes: int) -> BodyDecoder:
+def body_decoder(
+    response: httpx.Response, max_layer_bytes: int, step_bytes: int, max_codings: int
+) -> BodyDecoder:
     """The decoder of ``response``'s ``Content-Encoding`` (module rules), each layer
-    bounded by ``max_layer_bytes`` and inflating ``step_bytes`` at a time.
+    bounded by ``max_layer_bytes`` and inflating ``step_bytes`` at a time, at most
+    ``max_codings`` layers (``limits.max_content_codings``).
 
     Raises:
-        BadContentEncoding: a coding the host does not decode.
+        BadContentEncoding: a coding the host does not decode, or more than ``max_codings``.
     """
     try:
         codings = codings_of(response.headers.get_list("content-encoding"))
-        return BodyDecoder(codings, max_layer_bytes, step_bytes)
+        return BodyDecoder(codings, max_layer_bytes, step_bytes, max_codings)
     except BadCoding as exc:
         raise BadContentEncoding(str(exc)) from None
 
@@ -186,25 +191,29 @@ async def decoded_body(response: httpx.Response, decoder: BodyDecoder, bound: st
 
 
 async def read_body(
-    response: httpx.Response, max_bytes: int, step_bytes: int = DEFAULT_READ_CHUNK_BYTES
+    response: httpx.Response,
+    max_bytes: int,
+    step_bytes: int = DEFAULT_READ_CHUNK_BYTES,
+    max_codings: int = DEFAULT_MAX_CONTENT_CODINGS,
 ) -> bytes:
     """The whole decoded body, read and decoded as it arrives; every decoding layer is
-    bounded by ``max_bytes`` too (``limits.max_line_bytes``, as the errors say).
+    bounded by ``max_bytes`` too (``limits.max_line_bytes``, as the errors say), and there
+    are at most ``max_codings`` layers (``limits.max_content_codings``).
 
     Raises:
         BodyTooLarge: more than ``max_bytes`` (decoded, or in a layer); reading stops there.
-        BadContentEncoding: a coding the host does not decode, or data not valid in it.
+        BadContentEncoding: a coding the host does not decode, too many codings, or data
+            not valid in its coding.
         httpx errors: as ``aiter_raw`` raises them (for ``unreachable``).
     """
-    parts: list[bytes] = []
-    size = 0
-    decoder = body_decoder(response, max_bytes, step_bytes)
+    # One buffer, not a list of the pieces: a body in chunks of 2 bytes is a piece each.
+    body = bytearray()
+    decoder = body_decoder(response, max_bytes, step_bytes, max_codings)
     async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
-        size += len(chunk)
-        if size > max_bytes:
+        if len(body) + len(chunk) > max_bytes:
             raise BodyTooLarge(f"a body over {max_bytes} bytes (limits.max_line_bytes)")
-        parts.append(chunk)
-    return b"".join(parts)
+        body += chunk
+    return bytes(body)
 
 
 async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
@@ -216,7 +225,9 @@ async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
     with contextlib.suppress(
         httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError, UnreadableBody
     ):
-        decoder = body_decoder(response, limits.max_line_bytes, limits.read_chunk_bytes)
+        decoder = body_decoder(
+            response, limits.max_line_bytes, limits.read_chunk_bytes, limits.max_content_codings
+        )
         async for chunk in decoded_body(response, decoder, "limits.max_line_bytes"):
             data += chunk
             if len(data) >= limits.max_http_error_body_bytes:
@@ -229,12 +240,11 @@ class _EventBytes:
     """Counts the bytes of the current Server-Sent Event (every line since the last blank
     line; CR, LF and CRLF end a line, a CRLF split across chunks included)."""
 
-    __slots__ = ("_cr", "_limit", "_line_empty", "_size", "ended")
+    __slots__ = ("_cr", "_limit", "_line_empty", "_size")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._size = 0
-        self.ended = False  # an event ended in the last chunk fed
         self._line_empty = True  # nothing yet on the current line
         self._cr = False  # the last chunk ended in CR (an LF may complete it)
 
@@ -242,14 +252,12 @@ class _EventBytes:
         """Raises ``BodyTooLarge`` when the current event goes past the bound."""
         start = 1 if self._cr and chunk[:1] == b"\n" else 0
         self._cr = False
-        self.ended = False
         for match in _TERMINATOR.finditer(chunk, start):
             content = match.start() - start
             if content:
                 self._line_empty = False
             if self._line_empty:  # a blank line ends the event
                 self._size = 0
-                self.ended = True
             else:
                 self._size += content + len(match.group())
                 if self._size > self._limit:
@@ -268,24 +276,50 @@ class _EventBytes:
 
 class _CountedStream(httpx.AsyncByteStream):
     """httpx's extension point for a response body: the bytes of ``response``, decoded
-    (``decoded_body``: each layer bounded per event, its count restarted when an event
-    ends), each chunk counted by ``_EventBytes`` before it is passed on."""
+    (``decoded_body``: each layer bounded from one message to the next, its count restarted
+    by ``message_delivered()``, never by an event without data: comments and empty events
+    cost a server a few bytes of wire each, compressed), each chunk counted by
+    ``_EventBytes`` before it is passed on. Pieces that end no
+    line are joined until one does (or ``step_bytes`` are held): the line decoder after it
+    keeps a line's pieces as a list, and a stream in chunks of 2 bytes is a piece each.
+    Nothing is held back that could complete an event (an event ends at a line end)."""
 
     def __init__(
-        self, response: httpx.Response, counter: _EventBytes, max_layer_bytes: int, step_bytes: int
+        self,
+        response: httpx.Response,
+        counter: _EventBytes,
+        max_layer_bytes: int,
+        step_bytes: int,
+        max_codings: int,
     ) -> None:
         self._response = response
         self._counter = counter
         self._max_layer_bytes = max_layer_bytes
         self._step_bytes = step_bytes
+        self._max_codings = max_codings
+        self._decoder: BodyDecoder | None = None
+
+    def message_delivered(self) -> None:
+        """An event with data was parsed: each decoding layer's count starts again."""
+        if self._decoder is not None:
+            self._decoder.restart_count()
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes)
+        decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes, self._max_codings)
+        self._decoder = decoder
+        held = bytearray()
         async for chunk in decoded_body(self._response, decoder, "limits.max_sse_event_bytes"):
             self._counter.feed(chunk)
-            if self._counter.ended:
-                decoder.restart_count()
-            yield chunk
+            if b"\n" in chunk or b"\r" in chunk or len(held) + len(chunk) >= self._step_bytes:
+                if held:
+                    held += chunk
+                    chunk = bytes(held)
+                    held.clear()
+                yield chunk
+            else:
+                held += chunk
+        if held:
+            yield bytes(held)
 
     async def aclose(self) -> None:
         await self._response.aclose()
@@ -301,20 +335,22 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
         BadContentEncoding: a coding the host does not decode, or data not valid in it.
         httpx errors: as reading the body raises them (for ``unreachable``).
     """
+    stream = _CountedStream(
+        response,
+        _EventBytes(limits.max_sse_event_bytes),
+        limits.max_sse_event_bytes,
+        limits.read_chunk_bytes,
+        limits.max_content_codings,
+    )
     counted = httpx.Response(
-        response.status_code,
-        headers={"content-type": "text/event-stream; charset=utf-8"},
-        stream=_CountedStream(
-            response,
-            _EventBytes(limits.max_sse_event_bytes),
-            limits.max_sse_event_bytes,
-            limits.read_chunk_bytes,
-        ),
+        response.status_code, headers={"content-type": "text/event-stream; charset=utf-8"}, stream=stream
     )
     async for event in EventSource(counted).aiter_sse():
         data = event.data
         if len(data) > limits.max_line_bytes // 4 and len(data.encode("utf-8")) > limits.max_line_bytes:
             raise BodyTooLarge(f"a message over {limits.max_line_bytes} bytes (limits.max_line_bytes)")
+        if data:
+            stream.message_delivered()
         yield event
 
 

@@ -61,7 +61,7 @@ from wsproto.utilities import RemoteProtocolError as WsRemoteError
 
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
-from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.jsonrpc.framing import ReadItem, gather, joined
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
 
@@ -145,7 +145,7 @@ class WebSocketTransport:
         self._task_group: anyio.abc.TaskGroup | None = None
         self._write_lock = anyio.Lock()
         self._items: deque[bytes] = deque()
-        self._parts: list[bytes] = []  # the text message being received
+        self._parts: list[bytes | bytearray] = []  # the text message being received (``gather``)
         self._size = 0  # its bytes so far
         self._in_binary = False  # inside a binary message (dropped as it arrives)
         self._binary_budget = LogBudget(self._limits.dropped_lines_logged)
@@ -462,11 +462,11 @@ class WebSocketTransport:
                 )
             return
         if not event.message_finished:
-            self._parts.append(chunk)
+            gather(self._parts, chunk)
             return
         if self._parts:
-            self._parts.append(chunk)
-            chunk = b"".join(self._parts)
+            gather(self._parts, chunk)
+            chunk = joined(self._parts)
             self._parts.clear()
         self._size = 0
         self._items.extend(_pieces(chunk))
