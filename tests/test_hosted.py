@@ -151,7 +151,10 @@ async def test_forty_pushes_to_a_slow_application_are_each_taken_or_refused_with
     steps.append(mark("sent"))
     steps.append({"wait_responses": list(range(40)), "timeout": 30})  # concurrent: any order
     script = Script(tmp_path, steps)
-    host = Host({"s": script_config(script, grant_policy=GRANT_ALL)}, max_queued_events=8)
+    # Every push waits for room as long as the test may take: how slowly a loaded machine
+    # schedules the application must not decide whether a push is taken.
+    limits = Limits(close_grace_seconds=0.5, terminate_grace_seconds=1.0, delivery_timeout_seconds=TIMEOUT)
+    host = Host({"s": script_config(script, grant_policy=GRANT_ALL, limits=limits)}, max_queued_events=8)
     taken: list[str] = []
     notes = host.subscribe(kinds=["notification"])
     with anyio.fail_after(TIMEOUT):
