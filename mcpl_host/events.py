@@ -383,11 +383,18 @@ class Subscription:
         self._append(event)
         return True
 
+    def room_signal(self) -> anyio.Event:
+        """An event set the next time a consumer takes something from this subscription (or
+        it closes or ends: then it is set already). Take it *before* checking for room, with
+        no checkpoint between: a take after the check then sets it, however the waiter is
+        scheduled."""
+        if self._room.is_set() and not (self._ended or self._closed):
+            self._room = anyio.Event()
+        return self._room
+
     async def wait_room(self) -> None:
         """Wait until a consumer took something from this subscription (or it closed)."""
-        if self._room.is_set():
-            self._room = anyio.Event()
-        await self._room.wait()
+        await self.room_signal().wait()
 
     def end(self) -> None:
         """The host has closed: iteration ends once the queue is empty."""

@@ -582,13 +582,16 @@ class Host:
                 targets = self._bus.matching(event)
                 if not targets:
                     return "no subscriber takes these events"
+                # The signals are taken before the check: a take after it wakes the wait,
+                # whenever the waiting tasks first run.
+                signals = [target.room_signal() for target in targets]
                 if any(target.has_room_for_delivery(event.json_bytes()) for target in targets):
                     break
                 if refuse_when_full:
                     return "the host application's event queue is full"
                 async with anyio.create_task_group() as tg:  # until one of them has room
-                    for target in targets:
-                        tg.start_soon(_cancel_after, target.wait_room, tg.cancel_scope)
+                    for signal in signals:
+                        tg.start_soon(_cancel_after, signal.wait, tg.cancel_scope)
             if self._bus.offer(event, targets)[1]:
                 self._said_dropped(event, "a delivery was not queued to it (another subscription has it)")
             elif self._bus.dropped > dropped:  # room was made: a taken delivery, now an observation

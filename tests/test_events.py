@@ -184,3 +184,26 @@ def test_connecting_order_holds_at_most_max_held_bytes() -> None:
 def test_the_size_of_any_event_data_is_counted_without_raising() -> None:
     assert HostEvent("s", "notification", {"id": 10**30, "text": "\udcff"}).json_bytes() > 0
     assert HostEvent("s", "notification", {(1, 2): 1}).json_bytes() > 0  # an application's data
+
+
+@pytest.mark.anyio
+async def test_a_take_between_the_room_check_and_the_wait_is_not_missed() -> None:
+    # The Host checks for room, then starts its waiters as new tasks: the consumer may take
+    # an event before a waiter runs. The signal is taken with the check, so that take wakes
+    # it (a waiter that made its own event then slept until the delivery timeout).
+    sub = Subscription(max_queued=1)
+    assert sub.put_delivery(delivery(0))
+    signal = sub.room_signal()
+    assert not sub.has_room_for_delivery()
+    sub.receive_nowait()  # the consumer runs before the waiter task does
+    with anyio.fail_after(5):
+        await signal.wait()
+    assert sub.has_room_for_delivery()
+
+
+@pytest.mark.anyio
+async def test_an_ended_subscription_signals_room_at_once() -> None:
+    sub = Subscription(max_queued=1)
+    sub.end()
+    with anyio.fail_after(5):
+        await sub.room_signal().wait()
