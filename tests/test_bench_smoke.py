@@ -23,11 +23,9 @@ from bench.measure import Settings, measure_big_line, measure_flood, measure_in_
 from bench.run import main  # noqa: E402
 from bench.server import build_echo_server  # noqa: E402
 
-pytestmark = [
-    pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build the echo server"),
-    # one worker runs this module: the echo server is built once
-    pytest.mark.xdist_group("bench_smoke"),
-]
+pytestmark = pytest.mark.skipif(
+    shutil.which("cc") is None, reason="no C compiler (cc) to build the echo server"
+)
 
 TINY = Settings(reps=1, warmup_pings=5, sequential_pings=20, requests=64, flood_events=50, big_mib=(1,))
 

@@ -31,9 +31,6 @@ from mcpl_host.check.schemas import report_schema
 
 from .conftest import FIXTURES
 
-#: One worker runs this module: its module fixtures are made once, not once per worker.
-pytestmark = pytest.mark.xdist_group("check_cli")
-
 CLI = [sys.executable, "-m", "mcpl_host.cli", "check"]
 CHECK_FIXTURES = FIXTURES / "check"
 PY = sys.executable

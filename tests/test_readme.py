@@ -31,9 +31,6 @@ from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
 
 from .test_cli import run_cli
 
-#: One worker runs this module: its module fixtures are made once, not once per worker.
-pytestmark = pytest.mark.xdist_group("readme")
-
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 #: Seconds for the set-up command (it installs from the package registry) and for one example.
