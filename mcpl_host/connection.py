@@ -102,10 +102,9 @@ from mcpl_host.stateless import (
     after_initialize_refusal,
     discover_params,
     may_carry_stateless,
-    restarts_for_initialize,
     stateless_capabilities,
 )
-from mcpl_host.transports.base import Transport
+from mcpl_host.transports.base import StartsServer, Transport
 
 __all__ = [
     "DEFAULT",
@@ -375,9 +374,8 @@ class Connection:
         again), as if the connection had just been entered. Raises ``InitializeError``
         when the new transport cannot open."""
         stack, link = self._transport_stack, self._link
-        terminate_now = getattr(link.transport, "terminate_now", None) if link is not None else None
-        if callable(terminate_now):  # stdio: a server that closed its output gets no grace
-            terminate_now()
+        if link is not None and isinstance(link.transport, StartsServer):
+            link.transport.terminate_now()  # a server that closed its output gets no grace
         if stack is not None:
             # Not under a scope of its own: the transport's task group must be the current
             # scope when it exits (its close is shielded and bounded by the grace limits).
@@ -698,7 +696,7 @@ class Connection:
           at it, once.
           When the probe costs a stdio server its transport (it exits, or closes its
           output, before ``initialize`` is answered; docs/protocol.md S3a), a new transport
-          is opened from the factory (``stateless.restarts_for_initialize``), once, and
+          is opened from the factory (a ``transports.base.StartsServer``), once, and
           ``initialize`` goes there; ``on_lost`` is not
           called for the transport lost so. ``skip_probe``: why ``"auto"`` sends no probe
           this time (``stateless.probe_skipped``): ``initialize`` first, and a ``-32022``
@@ -844,7 +842,10 @@ class Connection:
                 raise failure(f"the host could not take up the server's initialize result ({exc!r})") from exc
 
         carries = may_carry_stateless(self._require_link().transport)
-        restartable = protocol == "auto" and restarts_for_initialize(self._require_link().transport)
+        # S3a: stdio only; the HTTP transports read an answer to the probe that is no
+        # JSON-RPC answer as a refusal themselves, and what still loses them there would
+        # hold for initialize too.
+        restartable = protocol == "auto" and isinstance(self._require_link().transport, StartsServer)
         probing = protocol != "handshake" and carries
         if protocol == "stateless" and not probing:
             raise failure("this transport does not carry the stateless MCP revision (2026-07-28)")

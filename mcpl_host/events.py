@@ -350,7 +350,9 @@ class Subscription:
                 self._deliveries -= 1
                 delivery.holders -= 1
                 self._observations += 1
+                measured = queued.json_bytes()
                 queued = replace(queued, delivery=None)
+                object.__setattr__(queued, "_bytes", measured)  # the same data: not measured again
             kept.append(queued)
         self._queue = kept
         while self._observations > self.max_queued:

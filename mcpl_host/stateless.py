@@ -78,7 +78,6 @@ __all__ = [
     "stateless_capabilities",
     "stream_lost_answer",
     "request_meta",
-    "restarts_for_initialize",
     "result_type",
     "retry_params",
     "stamped",
@@ -254,17 +253,6 @@ def may_carry_stateless(transport: object) -> bool:
     return (http is not None and isinstance(transport, http.StreamableHTTPTransport)) or (
         sse is not None and isinstance(transport, sse.AutoHTTPTransport)
     )
-
-
-def restarts_for_initialize(transport: object) -> bool:
-    """Whether a transport lost at the era probe is opened again for ``initialize``
-    (docs/protocol.md S3a): stdio only, where a new transport starts the server again. The
-    HTTP transports read an answer to the probe that is no JSON-RPC answer as a refusal
-    themselves, and what still loses them there (a credential refusal, a redirect, no
-    server at the address) would hold for ``initialize`` too."""
-    from mcpl_host.transports.stdio import StdioTransport
-
-    return isinstance(transport, StdioTransport)
 
 
 def is_stateless_request(message: Any) -> bool:

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from mcpl_host.jsonrpc.framing import ReadItem
 
-__all__ = ["SendsNow", "Transport"]
+__all__ = ["SendsNow", "StartsServer", "Transport"]
 
 
 @runtime_checkable
@@ -59,4 +59,16 @@ class SendsNow(Protocol):
         """Write what the link takes now of ``data``, without waiting; return how many bytes
         (0 to ``len(data)``). Only when no ``send()`` is in progress (the caller keeps the
         order). Never raises: an error is left for the next ``send()`` to report."""
+        ...
+
+
+@runtime_checkable
+class StartsServer(Protocol):
+    """A transport whose opening starts its server (stdio): a new transport from the same
+    factory starts the server again, which is how the era probe's restart works
+    (docs/protocol.md S3a). Over HTTP and WebSocket the server is not the host's to start."""
+
+    def terminate_now(self) -> None:
+        """Stop the server now, without the grace of a close: it already ended its output
+        (``aclose()`` still stops and reaps it)."""
         ...
