@@ -73,18 +73,18 @@ from mcpl_host.mcp_methods import (
     SubscriptionRefused,
     Tool,
 )
-from mcpl_host.mcpl.channel_calls import ChannelOpenResult, NotGranted, PublishMode, PublishResult
 from mcpl_host.mcpl.feature_sets import Derivation, DisabledReason, FeatureSetDeclarations, FeatureSetPolicy
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.injections import BeforeInferenceResult, DroppedInjection, Injection, Position
 from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
-from mcpl_host.mcpl.negotiation import PolicyChange
 from mcpl_host.mcpl.policy import PolicyOutcome
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateEntry, StateStore
-from mcpl_host.mcpl.state_calls import RollbackResult
 from mcpl_host.observe import ConnectionObserver, Observation, ObservationKind
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.services.channel_calls import ChannelOpenResult, NotGranted, PublishMode, PublishResult
+from mcpl_host.services.negotiation import PolicyChange
+from mcpl_host.services.state_calls import RollbackResult
 from mcpl_host.stateless import (
     STATELESS_PROTOCOL_VERSIONS,
     Era,
@@ -121,7 +121,7 @@ if TYPE_CHECKING:
         connect_from_config,
         hosted_from_config,
     )
-    from mcpl_host.mcpl.turns import (
+    from mcpl_host.services.turns import (
         FanoutResult,
         InferenceLifecycle,
         MCPLPeer,
@@ -170,12 +170,12 @@ _LAZY: dict[str, str] = {
     "UnknownServer": "mcpl_host.host",
     "connect_from_config": "mcpl_host.host",
     "hosted_from_config": "mcpl_host.host",
-    "FanoutResult": "mcpl_host.mcpl.turns",
-    "InferenceLifecycle": "mcpl_host.mcpl.turns",
-    "MCPLPeer": "mcpl_host.mcpl.turns",
-    "OutgoingStream": "mcpl_host.mcpl.turns",
-    "before_inference_fanout": "mcpl_host.mcpl.turns",
-    "inference_lifecycle": "mcpl_host.mcpl.turns",
+    "FanoutResult": "mcpl_host.services.turns",
+    "InferenceLifecycle": "mcpl_host.services.turns",
+    "MCPLPeer": "mcpl_host.services.turns",
+    "OutgoingStream": "mcpl_host.services.turns",
+    "before_inference_fanout": "mcpl_host.services.turns",
+    "inference_lifecycle": "mcpl_host.services.turns",
     "SHUTDOWN_SIGNALS": "mcpl_host.signals",
     "StopRouter": "mcpl_host.signals",
     "close_on_signals": "mcpl_host.signals",

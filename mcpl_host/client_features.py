@@ -19,7 +19,7 @@ Rules of this module:
   wrong shape is the application's bug (``-32603``, logged).
 - ``ClientFeatureService`` is the one place both paths go through: a server request
   (``roots/list``, ``sampling/createMessage``, ``elicitation/create``, routed by
-  ``mcpl.dispatch``) and an input request inside an ``InputRequiredResult`` (2026-07-28,
+  ``services.dispatch``) and an input request inside an ``InputRequiredResult`` (2026-07-28,
   answered by ``mcp_methods.MCPClient``). Each answer is reported as a ``server_request``
   observation.
 """

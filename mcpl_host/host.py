@@ -69,21 +69,21 @@ from mcpl_host.mcp_methods import (
     ResourceTemplateReference,
     Tool,
 )
-from mcpl_host.mcpl.channel_calls import ChannelOpenResult, PublishResult
-from mcpl_host.mcpl.dispatch import LIBRARY_SERVED
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
-from mcpl_host.mcpl.negotiation import PolicyChange
 from mcpl_host.mcpl.state import StateStore
-from mcpl_host.mcpl.state_calls import RollbackResult
-from mcpl_host.mcpl.turns import (
+from mcpl_host.observe import Observation
+from mcpl_host.server_connection import ServerConnection
+from mcpl_host.services.channel_calls import ChannelOpenResult, PublishResult
+from mcpl_host.services.dispatch import LIBRARY_SERVED
+from mcpl_host.services.negotiation import PolicyChange
+from mcpl_host.services.state_calls import RollbackResult
+from mcpl_host.services.turns import (
     FanoutResult,
     InferenceLifecycle,
     before_inference_fanout,
     inference_lifecycle,
 )
-from mcpl_host.observe import Observation
-from mcpl_host.server_connection import ServerConnection
 from mcpl_host.supervisor import Supervisor, SupervisorState
 from mcpl_host.transports.http_params import HTTPTransportKind
 

@@ -40,16 +40,16 @@ from mcpl_host.handlers import HostHandlers, client_features, serves_inference, 
 from mcpl_host.handshake import host_advertisement
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor
-from mcpl_host.mcpl.channel_calls import PublishMode
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting, NoteLedger
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
-from mcpl_host.mcpl.negotiation import PolicyChange
 from mcpl_host.mcpl.policy_state import RefusalAction
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.services.channel_calls import PublishMode
+from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, probe_skipped
 from mcpl_host.transports.base import Transport
 

@@ -53,10 +53,7 @@ from mcpl_host.mcp_methods import (
     Tool,
 )
 from mcpl_host.mcpl.admission import may_send
-from mcpl_host.mcpl.channel_calls import ChannelCalls, ChannelOpenResult, PublishMode, PublishResult
-from mcpl_host.mcpl.channels import ChannelService
 from mcpl_host.mcpl.compat import CompatNote, Profile, ProfileChoice
-from mcpl_host.mcpl.dispatch import InboundDispatcher
 from mcpl_host.mcpl.explain import LIBRARY_SWITCH, RefusalRecord, silence_sentence
 from mcpl_host.mcpl.feature_sets import (
     Derivation,
@@ -65,20 +62,23 @@ from mcpl_host.mcpl.feature_sets import (
     declaration_notes,
 )
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
-from mcpl_host.mcpl.hooks import HookCalls
-from mcpl_host.mcpl.inference import InferenceService
 from mcpl_host.mcpl.injections import BeforeInferenceResult
 from mcpl_host.mcpl.manifest import manifest_limit_problem
-from mcpl_host.mcpl.manifest_changes import ManifestWatcher
-from mcpl_host.mcpl.negotiation import PolicyChange, PolicyExchange
 from mcpl_host.mcpl.policy import PolicyOutcome
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState
-from mcpl_host.mcpl.push import PushService
 from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.mcpl.state import StateStore
-from mcpl_host.mcpl.state_calls import RollbackResult, StateCalls
-from mcpl_host.mcpl.state_service import StateService
 from mcpl_host.observe import Reporter
+from mcpl_host.services.channel_calls import ChannelCalls, ChannelOpenResult, PublishMode, PublishResult
+from mcpl_host.services.channels import ChannelService
+from mcpl_host.services.dispatch import InboundDispatcher
+from mcpl_host.services.hooks import HookCalls
+from mcpl_host.services.inference import InferenceService
+from mcpl_host.services.manifest_changes import ManifestWatcher
+from mcpl_host.services.negotiation import PolicyChange, PolicyExchange
+from mcpl_host.services.push import PushService
+from mcpl_host.services.state_calls import RollbackResult, StateCalls
+from mcpl_host.services.state_service import StateService
 from mcpl_host.stall_watch import StallWatch
 from mcpl_host.stateless import Era, EraProbe
 from mcpl_host.transports.base import Transport

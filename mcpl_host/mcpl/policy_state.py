@@ -1,7 +1,7 @@
 """The MCPL state of one connection, as a pure object: advertisement, grant, receipts,
 manifest (MCPL §5.3-§5.4, §6.4, §6.7, §17).
 
-Rules (the policy exchange as a state machine; the I/O shell is ``mcpl.negotiation``):
+Rules (the policy exchange as a state machine; the I/O shell is ``services.negotiation``):
 
 - ``MCPLState``: ``NONE`` (plain MCP server) -> ``begin()`` -> ``PENDING`` (the initial
   ``featureSets/update`` request is out; privileged methods refused, docs/protocol.md D3) ->

@@ -24,7 +24,7 @@ Rules (MCPL §9.2-§9.4, §16; docs/protocol.md, "Push idempotency"):
   rule is one problem sentence; the caller answers ``-32602`` when there are any (§9.2).
 - **Deduplication** (§9.4 SHOULD; docs/protocol.md, "Push idempotency"): an
   ``EventDeduplicator`` is one server's window, kept by its ``HostedServer`` across
-  transports (``mcpl.push`` decides what counts as a duplicate). A duplicate within the
+  transports (``services.push`` decides what counts as a duplicate). A duplicate within the
   window gets the original result back. The window is bounded both by size (oldest inserted evicted) and
   by age; ``now`` is passed in (seconds on a monotonic clock).
 """

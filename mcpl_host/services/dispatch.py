@@ -63,13 +63,13 @@ from mcpl_host.mcpl.admission import (
     Refused,
     admit,
 )
-from mcpl_host.mcpl.channels import ChannelService
 from mcpl_host.mcpl.compat import CompatNote, NoteLedger
 from mcpl_host.mcpl.explain import RefusalRecord
-from mcpl_host.mcpl.inference import InferenceService
-from mcpl_host.mcpl.manifest_changes import ManifestWatcher
-from mcpl_host.mcpl.push import PushService
-from mcpl_host.mcpl.state_service import StateService
+from mcpl_host.services.channels import ChannelService
+from mcpl_host.services.inference import InferenceService
+from mcpl_host.services.manifest_changes import ManifestWatcher
+from mcpl_host.services.push import PushService
+from mcpl_host.services.state_service import StateService
 
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter

@@ -43,8 +43,8 @@ from mcpl_host.mcpl.manifest import (
     manifest_limit_problem,
     validate_manifest,
 )
-from mcpl_host.mcpl.negotiation import PolicyExchange, PolicySource, Requester
 from mcpl_host.mcpl.policy_state import PolicyState
+from mcpl_host.services.negotiation import PolicyExchange, PolicySource, Requester
 
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter

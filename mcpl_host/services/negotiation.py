@@ -22,7 +22,7 @@ Rules:
   as a ``featureSets/update`` notification and is put in force without a receipt
   (``PolicyState.assume``). Every later change to such a server is a notification too.
 - ``settled`` is set once the initial exchange is over, however it ended (in the read loop
-  when a receipt arrives): held requests wait on it (``mcpl.dispatch``).
+  when a receipt arrives): held requests wait on it (``services.dispatch``).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import ErrorCode, LocalProtocolError, RemoteError
 from mcpl_host.jsonrpc.values import is_list_or_tuple, is_object
 from mcpl_host.mcpl.admission import OUTBOUND_GATES, AdmissionView, may_send
-from mcpl_host.mcpl.negotiation import Requester
+from mcpl_host.services.negotiation import Requester
 
 __all__ = [
     "ChannelCalls",

@@ -31,7 +31,7 @@ from mcpl_host.mcpl.injections import (
     HookReading,
     read_injections,
 )
-from mcpl_host.mcpl.negotiation import Requester
+from mcpl_host.services.negotiation import Requester
 
 __all__ = ["HookCalls"]
 

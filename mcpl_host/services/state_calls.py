@@ -26,8 +26,8 @@ from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import Redactor, ServerValue
 from mcpl_host.mcp_methods import CallToolResult, call_tool_result
 from mcpl_host.mcpl.admission import AdmissionView
-from mcpl_host.mcpl.negotiation import Requester
 from mcpl_host.mcpl.state import StateProblem, StateStore
+from mcpl_host.services.negotiation import Requester
 
 __all__ = ["CHECKPOINT_NOT_FOUND", "RollbackResult", "StateCalls"]
 

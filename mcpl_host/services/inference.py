@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from mcpl_host.handlers import HostHandlers, InferenceStream, Notifier, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
-from mcpl_host.mcpl.push import checked_result
 from mcpl_host.mcpl.server_shapes import inference_result_problems, model_info_problems
+from mcpl_host.services.push import checked_result
 
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter
