@@ -65,6 +65,15 @@ from mcpl_host.cli_target import (
     server_options,
 )
 from mcpl_host.config import HostConfig
+from mcpl_host.events import (
+    HeldMessage,
+    HostEvent,
+    PushEvent,
+    Refusal,
+    ServerNotification,
+    ServerRequest,
+    event_json,
+)
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
@@ -77,7 +86,6 @@ from mcpl_host.limits import (
 )
 from mcpl_host.logging import configure_logging, get_logger
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
-from mcpl_host.observe import Observation
 from mcpl_host.probe_features import exit_now_if_abandoned, probe_handlers
 from mcpl_host.probing import ProbeWatch
 from mcpl_host.record import EventRecord
@@ -125,36 +133,41 @@ class ProbeRecorder:
         """The events kept (``record``: bounded in count and bytes)."""
         return self.record.events
 
-    def observe(self, server: str, observation: Observation) -> None:
-        data = observation.data
-        outcome: dict[str, Any] = {key: data[key] for key in ("answer", "error") if key in data}
-        if data.get("reason") is not None:
-            outcome["reason"] = data["reason"]
-        method = "push/event" if observation.kind == "push_event" else str(data.get("method"))
-        held = self._held.pop((method, repr(data.get("id"))), None) if "id" in data else None
-        if held is not None:
-            outcome["heldSeconds"] = round(time.monotonic() - held, 3)
-        kind = observation.kind
-        if kind == "push_event":
-            self._record("push/event", "push/event", data.get("params"), **outcome)
-        elif kind == "server_request":
-            self._record("request", method, data.get("params"), **outcome)
-        elif kind == "notification":
-            self._record("notification", method, data.get("params"), **outcome)
-        elif kind == "held":
-            key = (method, repr(data.get("id")))
+    def observe(self, event: HostEvent) -> None:
+        if isinstance(event, HeldMessage):
+            key = (event.method, repr(event.id))
+            self._held.pop(key, None)
             if (
-                data.get("id") is not None
+                event.id is not None
                 and len(self._held) < MAX_KEPT_EVENTS
                 and len(key[1]) <= _MAX_HELD_ID_CHARS
             ):
                 self._held[key] = time.monotonic()
-            self._record("held", method, data.get("params"))
-        elif kind == "refused":
+            self._record("held", event.method, event.params)
+            return
+        if not isinstance(event, (PushEvent, ServerRequest, ServerNotification, Refusal)):
+            return
+        method = "push/event" if isinstance(event, PushEvent) else event.method
+        outcome: dict[str, Any] = {}
+        if isinstance(event, (PushEvent, ServerRequest)) and event.answer is not None:
+            outcome["answer"] = event.answer
+        if event.error is not None:
+            outcome["error"] = event.error
+        if isinstance(event, (ServerNotification, Refusal)) and event.reason is not None:
+            outcome["reason"] = event.reason
+        if not isinstance(event, ServerNotification):
+            held = self._held.pop((method, repr(event.id)), None)
+            if held is not None:
+                outcome["heldSeconds"] = round(time.monotonic() - held, 3)
+        if isinstance(event, PushEvent):
+            self._record("push/event", method, event.params, **outcome)
+        elif isinstance(event, ServerRequest):
+            self._record("request", method, event.params, **outcome)
+        elif isinstance(event, ServerNotification):
+            self._record("notification", method, event.params, **outcome)
+        else:
             shown = "push/event" if method == "push/event" else "request"
-            self._record(
-                "notification" if data.get("notification") else shown, method, data.get("params"), **outcome
-            )
+            self._record("notification" if event.notification else shown, method, event.params, **outcome)
 
     def _record(self, kind: str, method: str, params: Any, **outcome: Any) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -196,8 +209,8 @@ async def _probe(
     while a request waits fails the probe with the explanation (``probing.ProbeWatch``);
     ``require_mcpl``: fail when MCPL is not ready; ``limits``: the server's (what the record
     of events keeps). Returns the redacted document and the exit status."""
-    handlers = ProbeRecorder(limits)
-    conn = connect(handlers)
+    recorder = ProbeRecorder(limits)
+    conn = connect(recorder)
     doc, status, phase = report.new_document(target.get("command", [])), EXIT_OK, "the handshake"
     doc.update(target)
     progress = report.ProgressLine(sys.stderr) if out is not None else None
@@ -231,11 +244,11 @@ async def _probe(
                     if out is not None:
                         report.render_report(out, shown(doc))
                         if listen > 0:
-                            report.render_listen_start(out, listen, [shown(e) for e in handlers.events])
-                            handlers.on_event = live
+                            report.render_listen_start(out, listen, [shown(e) for e in recorder.events])
+                            recorder.on_event = live
                         else:
-                            report.render_events(out, [shown(e) for e in handlers.events])
-                            report.render_omitted(out, handlers.record.omitted())
+                            report.render_events(out, [shown(e) for e in recorder.events])
+                            report.render_omitted(out, recorder.record.omitted())
                     if listen > 0:
                         started = anyio.current_time()
                         with interrupts.phase() as listen_scope, anyio.move_on_after(listen):
@@ -282,12 +295,12 @@ async def _probe(
                 report.read_connection(doc, conn)
         finally:
             tg.cancel_scope.cancel()
-    handlers.on_event = None
+    recorder.on_event = None
     doc.update(
         ok=status == EXIT_OK,
-        events=handlers.events,
-        eventsNotKept=handlers.record.not_kept,
-        eventsOmitted=handlers.record.omitted(),
+        events=recorder.events,
+        eventsNotKept=recorder.record.not_kept,
+        eventsOmitted=recorder.record.omitted(),
     )
     if doc["error"] is not None and doc["error"]["type"] != "Interrupted":
         doc["error"]["chain"] = report.error_chain(doc, failure)
@@ -540,7 +553,7 @@ async def _host(
                 else:
                     _warn_no_grant(no_grant, as_json=True)
                 async for event in host.events():  # a refusal never before its ready line
-                    shown = report.run_event(event.to_json(), host.redactor(event.server))
+                    shown = report.run_event(event_json(event), host.redactor(event.server))
                     if out is None:
                         written = report.print_json_line(shown)
                     else:

@@ -530,25 +530,21 @@ class ClientFeatureService:
             HandlerError: ``-32601`` (not served), ``-32602`` (malformed params), what the
                 handler raised, or ``-32603`` for a result of the wrong shape (logged).
         """
-        data: dict[str, Any] = {"id": context.id, "method": context.method, "params": params}
-        if input_request:
-            data["inputRequest"] = True
+        reporter = self._reporter
         try:
             result = await self._answer(context, params)
         except HandlerError as exc:
-            self._report({**data, "error": exc.to_error()})
+            if reporter is not None:
+                reporter.handled_request(context, params, error=exc.to_error(), input_request=input_request)
             raise
         except Exception:
-            self._report(
-                {**data, "error": {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}}
-            )
+            if reporter is not None:
+                error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
+                reporter.handled_request(context, params, error=error, input_request=input_request)
             raise
-        self._report({**data, "answer": result})
+        if reporter is not None:
+            reporter.handled_request(context, params, answer=result, input_request=input_request)
         return result
-
-    def _report(self, data: dict[str, Any]) -> None:
-        if self._reporter is not None:
-            self._reporter.handled("server_request", data)
 
     async def _answer(self, context: RequestContext, params: Any) -> dict[str, Any]:
         features, method = self.features, context.method

@@ -2,6 +2,16 @@
 
 Rules of this module:
 
+- **One frozen value per kind** (``Connecting``, ``Ready``, ``Degraded``, ``Disconnected``,
+  ``Reconnecting``, ``GaveUp``, ``PushEvent``, ``ServerNotification``, ``ServerRequest``,
+  ``Refusal``, ``HeldMessage``, ``ManifestChange``, ``PolicyReceipt``, ``ChannelsChanged``,
+  ``Stalled``); ``HostEvent`` is their union. Each has ``server`` and ``time`` and typed
+  fields of its own; ``kind`` is a class constant (one of ``EVENT_KINDS``), so
+  ``event.kind == "ready"``, ``isinstance(event, Ready)`` and ``match`` all select it.
+  ``to_json()`` gives its data as JSON values (camelCase keys, in a fixed order), the
+  ``data`` of ``mcpl-host run``'s lines (``event_json``). The same values reach a
+  connection's observer (``observe.ConnectionObserver``) and the ``Host``'s subscriptions.
+
 - Three classes of event, each with its own rule, so that nothing that matters is lost and
   no subscription holds back another. Emitting never waits for a consumer: a subscription
   that is not read (the default one nobody asked for, or one the application stopped
@@ -44,29 +54,47 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, TypedDict, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args
 
 import anyio
 
 from mcpl_host.json_size import json_size
+from mcpl_host.jsonrpc.envelope import RequestId
+from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
+
+if TYPE_CHECKING:
+    from mcpl_host.host import ServerRequestResponder
 
 __all__ = [
     "DELIVERY_KINDS",
     "EVENT_KINDS",
     "LIFECYCLE_KINDS",
     "ENDS_CONNECTING",
-    "ConnectingData",
+    "ChannelsChanged",
+    "Connecting",
     "ConnectingOrder",
+    "Degraded",
     "Delivery",
-    "DisconnectedData",
+    "DeliveryEvent",
+    "Disconnected",
     "EventBus",
     "EventKind",
-    "GaveUpData",
+    "GaveUp",
+    "HeldMessage",
     "HostEvent",
-    "ReadyData",
-    "ReconnectingData",
-    "StalledData",
+    "LifecycleEvent",
+    "ManifestChange",
+    "ServerNotification",
+    "PolicyReceipt",
+    "PushEvent",
+    "Ready",
+    "Reconnecting",
+    "Refusal",
+    "ServerRequest",
+    "Stalled",
     "Subscription",
+    "event_json",
+    "json_bytes",
 ]
 
 EventKind = Literal[
@@ -96,76 +124,6 @@ LIFECYCLE_KINDS: frozenset[str] = frozenset(
 DELIVERY_KINDS: frozenset[str] = frozenset({"push_event", "server_request"})
 
 
-class ConnectingData(TypedDict):
-    """``connecting``: ``attempt`` (connection attempts since the supervisor started, from 1)."""
-
-    attempt: int
-
-
-class ReadyData(TypedDict, total=False):
-    """``ready`` / ``degraded`` (``mcpl`` ``"mcp-only"``, with ``reason``). For an MCPL
-    server also ``profile`` (``"strict"`` or ``"0.4"``) with ``profileReason``,
-    ``policyForm`` (``"request"``, or ``"notification"``: in force without a receipt, 0.4
-    profile) and ``grantsNothing`` (a grant is in force and holds no path)."""
-
-    attempt: int
-    serverName: str
-    serverVersion: str
-    protocolVersion: str
-    mcpl: str
-    effectiveCapabilities: list[str]
-    mode: str | None
-    reason: str
-    profile: str | None
-    profileReason: str | None
-    policyForm: str | None
-    grantsNothing: bool
-
-
-class DisconnectedData(TypedDict):
-    """``disconnected``: ``phase`` ``"start"`` or ``"running"``; ``exitStatus`` (negative for a
-    signal), ``closeCode`` (WebSocket), ``stderrTail`` (redacted), ``uptimeSeconds`` (None for
-    a start failure)."""
-
-    attempt: int
-    phase: Literal["start", "running"]
-    reason: str
-    exitStatus: int | None
-    closeCode: int | None
-    stderrTail: list[str]
-    uptimeSeconds: float | None
-
-
-class ReconnectingData(TypedDict):
-    """``reconnecting``: ``attempt`` (the restart's number since the backoff was last reset),
-    ``delaySeconds``."""
-
-    attempt: int
-    delaySeconds: float
-
-
-class GaveUpData(TypedDict):
-    """``gave_up``: ``reason`` (one sentence), ``failures``, ``windowSeconds``."""
-
-    reason: str
-    failures: int
-    windowSeconds: float
-
-
-class StalledData(TypedDict):
-    """``stalled``: the server sent nothing for ``silentSeconds`` while host requests waited
-    (``waiting``: ``{"method", "seconds"}``, oldest first); ``explanation``: one sentence
-    (``mcpl.explain.silence_sentence``, naming ``compat="0.4"`` after a strict refusal);
-    ``refused``: the refusal before the silence (``"channels/register (-32002: ...)"``) or
-    None; ``profile`` (``"strict"``, ``"0.4"``, or None for plain MCP)."""
-
-    explanation: str
-    silentSeconds: float
-    waiting: list[dict[str, Any]]
-    refused: str | None
-    profile: str | None
-
-
 class Delivery:
     """The hand-over of one event the application must answer: ``taken`` is set when a
     consumer receives it; ``withdrawn`` when it was given up on (it is then skipped);
@@ -179,44 +137,458 @@ class Delivery:
         self.holders = 0
 
 
-@dataclass(frozen=True, slots=True, eq=True, repr=False)
-class HostEvent:
-    """Something that happened to one server: ``server`` (its name), ``kind`` (one of
-    ``EVENT_KINDS``), ``data`` (a dict of JSON values; the ``*Data`` TypedDicts give the
-    lifecycle shapes, ``observe.Observation`` the others), ``time`` (seconds since the epoch,
-    wall clock). ``responder`` is set only on a ``server_request`` event that waits for the
-    application's answer (``ServerRequestResponder``); ``delivery`` on an event the
-    application must take (module rules)."""
+# --- the events ------------------------------------------------------------------------------
+#
+# One frozen value per kind (module rules). Each has ``server`` (the server's name, as in the
+# config) and ``time`` (seconds since the epoch, wall clock, when it happened), ``kind`` (a
+# class constant, one of ``EVENT_KINDS``) and ``to_json()``: its data as JSON values, the
+# ``data`` of ``mcpl-host run``'s lines, with the keys in the order shown. Values that are a
+# server's words (params, answers, errors, ids) are left out of ``repr``.
 
+
+def _now() -> float:
+    return time.time()
+
+
+def _hidden() -> Any:
+    return field(repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Connecting:
+    """``connecting``: ``attempt`` (connection attempts since the supervisor started, from 1).
+    JSON: ``{"attempt"}``."""
+
+    kind: ClassVar[Literal["connecting"]] = "connecting"
     server: str
-    kind: EventKind
-    data: dict[str, Any] = field(default_factory=dict[str, Any])
-    time: float = field(default_factory=time.time)
-    responder: Any = field(default=None, compare=False)
-    delivery: Delivery | None = field(default=None, compare=False)
-    _bytes: int = field(default=-1, init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.kind not in EVENT_KINDS:
-            raise ValueError(f"unknown event kind {self.kind!r}")
-
-    def json_bytes(self) -> int:
-        """Bytes of ``data`` as compact JSON (``json_size``), measured once: the measure of
-        the subscriptions' byte bounds (module rules)."""
-        if self._bytes < 0:
-            object.__setattr__(self, "_bytes", json_size(self.data))
-        return self._bytes
-
-    def __repr__(self) -> str:  # the data are the server's words: only their keys are shown
-        return f"<HostEvent {self.server!r} {self.kind} keys={sorted(self.data)}>"
-
-    @property
-    def is_lifecycle(self) -> bool:
-        return self.kind in LIFECYCLE_KINDS
+    attempt: int
+    time: float = field(default_factory=_now)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"server", "kind", "time", "data"}``: what ``mcpl-host run --json`` prints."""
-        return {"server": self.server, "kind": self.kind, "time": self.time, "data": self.data}
+        return {"attempt": self.attempt}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ready:
+    """``ready``: the handshake (and, for an MCPL server, the policy exchange) finished.
+    ``attempt``; ``server_name``, ``server_version`` (the server's ``serverInfo``, ``""``
+    when absent), ``protocol_version`` (MCP revision agreed); ``mcpl`` (``MCPLState`` value);
+    ``effective_capabilities`` (the grant in force, sorted); ``mode`` (the receipt's, when
+    accepted). For an MCPL server (a compatibility profile was chosen) also ``profile``
+    (``"strict"`` or ``"0.4"``) with ``profile_reason``, ``policy_form`` (``"request"``, or
+    ``"notification"``: in force without a receipt, 0.4 profile) and ``grants_nothing`` (a
+    grant is in force and holds no path); all four None otherwise. JSON: ``{"attempt",
+    "serverName", "serverVersion", "protocolVersion", "mcpl", "effectiveCapabilities",
+    "mode"}``, then ``"profile", "profileReason", "policyForm", "grantsNothing"`` when a
+    profile was chosen."""
+
+    kind: ClassVar[Literal["ready"]] = "ready"
+    server: str
+    attempt: int
+    server_name: str
+    server_version: str
+    protocol_version: str
+    mcpl: str
+    effective_capabilities: list[str]
+    mode: str | None = None
+    profile: str | None = None
+    profile_reason: str | None = None
+    policy_form: str | None = None
+    grants_nothing: bool | None = None
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return _connected_json(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Degraded:
+    """``degraded``: connected as plain MCP (``mcpl`` ``"mcp-only"``): the fields of
+    ``Ready`` and ``reason`` (one sentence: why MCPL is off). JSON: ``Ready``'s, then
+    ``"reason"``."""
+
+    kind: ClassVar[Literal["degraded"]] = "degraded"
+    server: str
+    attempt: int
+    server_name: str
+    server_version: str
+    protocol_version: str
+    mcpl: str
+    effective_capabilities: list[str]
+    mode: str | None = None
+    profile: str | None = None
+    profile_reason: str | None = None
+    policy_form: str | None = None
+    grants_nothing: bool | None = None
+    reason: str
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        data = _connected_json(self)
+        data["reason"] = self.reason
+        return data
+
+
+def _connected_json(event: Ready | Degraded) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "attempt": event.attempt,
+        "serverName": event.server_name,
+        "serverVersion": event.server_version,
+        "protocolVersion": event.protocol_version,
+        "mcpl": event.mcpl,
+        "effectiveCapabilities": event.effective_capabilities,
+        "mode": event.mode,
+    }
+    if event.profile is not None:
+        data["profile"] = event.profile
+        data["profileReason"] = event.profile_reason
+        data["policyForm"] = event.policy_form
+        data["grantsNothing"] = event.grants_nothing
+    return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class Disconnected:
+    """``disconnected``: ``phase`` ``"start"`` (the connection never became ready) or
+    ``"running"``; ``uptime_seconds`` (None for a start failure); ``reason`` (one sentence,
+    escaped and redacted); ``exit_status`` (negative for a signal), ``close_code``
+    (WebSocket), ``stderr_tail`` (the server's last stderr lines, redacted). JSON:
+    ``{"attempt", "phase", "uptimeSeconds", "reason", "exitStatus", "closeCode",
+    "stderrTail"}``."""
+
+    kind: ClassVar[Literal["disconnected"]] = "disconnected"
+    server: str
+    attempt: int
+    phase: Literal["start", "running"]
+    uptime_seconds: float | None
+    reason: str
+    exit_status: int | None = None
+    close_code: int | None = None
+    stderr_tail: list[str] = field(default_factory=list[str], repr=False)
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt,
+            "phase": self.phase,
+            "uptimeSeconds": self.uptime_seconds,
+            "reason": self.reason,
+            "exitStatus": self.exit_status,
+            "closeCode": self.close_code,
+            "stderrTail": self.stderr_tail,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reconnecting:
+    """``reconnecting``: ``attempt`` (the restart's number since the backoff was last reset),
+    ``delay_seconds`` (the wait before it). JSON: ``{"attempt", "delaySeconds"}``."""
+
+    kind: ClassVar[Literal["reconnecting"]] = "reconnecting"
+    server: str
+    attempt: int
+    delay_seconds: float
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "delaySeconds": self.delay_seconds}
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaveUp:
+    """``gave_up``: ``reason`` (one sentence), ``failures`` within ``window_seconds``.
+    JSON: ``{"reason", "failures", "windowSeconds"}``."""
+
+    kind: ClassVar[Literal["gave_up"]] = "gave_up"
+    server: str
+    reason: str
+    failures: int
+    window_seconds: float
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reason": self.reason, "failures": self.failures, "windowSeconds": self.window_seconds}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PushEvent:
+    """``push_event``: a ``push/event`` request (MCPL §9.2) that passed admission: ``id``
+    (its JSON-RPC id), ``feature_set``, ``event_id``, ``params`` (as sent). Reported after
+    the application's handlers answered it: ``answer`` (the result sent) or ``error`` (the
+    JSON-RPC error object sent, JSON-RPC 2.0 §5.1); a delivery (``delivery`` set) has
+    neither yet. JSON: ``{"id", "featureSet", "eventId", "params"}``, then ``"answer"`` or
+    ``"error"`` when set."""
+
+    kind: ClassVar[Literal["push_event"]] = "push_event"
+    server: str
+    id: RequestId = _hidden()
+    feature_set: str
+    event_id: str = _hidden()
+    params: dict[str, Any] = _hidden()
+    answer: dict[str, Any] | None = field(default=None, repr=False)
+    error: dict[str, Any] | None = field(default=None, repr=False)
+    time: float = field(default_factory=_now)
+    delivery: Delivery | None = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "featureSet": self.feature_set,
+            "eventId": self.event_id,
+            "params": self.params,
+        }
+        return _outcome_json(data, self.answer, self.error)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerRequest:
+    """``server_request``: a request from the server other than ``push/event`` (``roots/list``,
+    ``sampling/createMessage``, ``channels/*``, ``state/*``, ...): ``id``, ``method``,
+    ``params``; ``input_request`` True for an input request of an ``InputRequiredResult``
+    (MCP 2026-07-28; its ``id`` is its key). Reported with ``answer`` (the result sent) or
+    ``error`` (the error object sent), or, waiting for the application's answer, with
+    ``responder`` (``host.ServerRequestResponder``) and ``delivery``. JSON: ``{"id",
+    "method", "params"}``, ``"inputRequest": true`` for an input request, then ``"answer"``
+    or ``"error"`` when set (a null result is not shown)."""
+
+    kind: ClassVar[Literal["server_request"]] = "server_request"
+    server: str
+    id: RequestId = _hidden()
+    method: str
+    params: Any = _hidden()
+    input_request: bool = False
+    answer: Any = field(default=None, repr=False)
+    error: dict[str, Any] | None = field(default=None, repr=False)
+    time: float = field(default_factory=_now)
+    responder: ServerRequestResponder | None = field(default=None, compare=False, repr=False)
+    delivery: Delivery | None = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"id": self.id, "method": self.method, "params": self.params}
+        if self.input_request:
+            data["inputRequest"] = True
+        return _outcome_json(data, self.answer, self.error)
+
+
+def _outcome_json(data: dict[str, Any], answer: Any, error: dict[str, Any] | None) -> dict[str, Any]:
+    if answer is not None:
+        data["answer"] = answer
+    if error is not None:
+        data["error"] = error
+    return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerNotification:
+    """``notification``: ``method``, ``params`` (as sent). A ``channels/*`` notification
+    admission refused (MCPL §8) also has ``error`` (the error object no answer can carry)
+    and ``reason`` (the capability gate's, or None). JSON: ``{"method", "params"}``, then
+    ``"error", "reason"`` when refused."""
+
+    kind: ClassVar[Literal["notification"]] = "notification"
+    server: str
+    method: str
+    params: Any = _hidden()
+    error: dict[str, Any] | None = field(default=None, repr=False)
+    reason: str | None = None
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"method": self.method, "params": self.params}
+        if self.error is not None:
+            data["error"] = self.error
+            data["reason"] = self.reason
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refusal:
+    """``refused``: a request admission or its params refused, answered at once: ``id``,
+    ``method``, ``params``, ``error`` (the error object sent), ``reason`` (the capability
+    gate's: ``not_in_force``, ``denied_by_policy``, ``not_advertised``, ``mcpl_off``; else
+    None); ``notification`` True for a held notification refused once the policy was
+    settled (nothing was sent). JSON: ``{"id", "method", "params", "error", "reason"}``,
+    then ``"notification": true`` for a notification."""
+
+    kind: ClassVar[Literal["refused"]] = "refused"
+    server: str
+    id: RequestId = _hidden()
+    method: str
+    params: Any = _hidden()
+    error: dict[str, Any] = _hidden()
+    reason: str | None = None
+    notification: bool = False
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": self.id,
+            "method": self.method,
+            "params": self.params,
+            "error": self.error,
+            "reason": self.reason,
+        }
+        if self.notification:
+            data["notification"] = True
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeldMessage:
+    """``held``: a request or notification held until the policy is settled (0.4 profile,
+    docs/protocol.md "Compatibility profiles"): ``method``, ``params``, ``id`` (None for a
+    notification), ``capability`` (the one it waits for); its answer is reported later.
+    JSON: ``{"method", "params", "id", "capability"}``."""
+
+    kind: ClassVar[Literal["held"]] = "held"
+    server: str
+    method: str
+    params: Any = _hidden()
+    id: RequestId = _hidden()
+    capability: str | None = None
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": self.method, "params": self.params, "id": self.id, "capability": self.capability}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyReceipt:
+    """``policy_receipt``: the server's answer to the host's policy (MCPL §5.3,
+    ``mcpl.policy.PolicyOutcome``): ``accepted``, ``mode``, ``fallback``, ``reason``,
+    ``unavailable_features`` (as sent), ``defects`` (sentences). JSON: ``{"accepted",
+    "mode", "fallback", "reason", "unavailableFeatures", "defects"}``."""
+
+    kind: ClassVar[Literal["policy_receipt"]] = "policy_receipt"
+    server: str
+    accepted: bool
+    mode: str | None = None
+    fallback: str | None = None
+    reason: str | None = None
+    unavailable_features: list[Any] = field(default_factory=list[Any], repr=False)
+    defects: list[str] = field(default_factory=list[str])
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accepted": self.accepted,
+            "mode": self.mode,
+            "fallback": self.fallback,
+            "reason": self.reason,
+            "unavailableFeatures": self.unavailable_features,
+            "defects": self.defects,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestChange:
+    """``manifest_change``: the change receipt of one ``mcpl/manifestChanged`` (MCPL §17.6,
+    ``mcpl.manifest_diff.ChangeReceipt``): ``domains``, ``impacts``. JSON: its
+    ``to_json()``, ``{"domains", "impacts"}``."""
+
+    kind: ClassVar[Literal["manifest_change"]] = "manifest_change"
+    server: str
+    domains: tuple[str, ...]
+    impacts: tuple[Impact, ...]
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return ChangeReceipt(self.domains, self.impacts).to_json()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChannelsChanged:
+    """``channels_changed``: ``channels``, every channel descriptor registered now (MCPL
+    §8, as sent). JSON: ``{"channels"}``."""
+
+    kind: ClassVar[Literal["channels_changed"]] = "channels_changed"
+    server: str
+    channels: list[dict[str, Any]] = _hidden()
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"channels": self.channels}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stalled:
+    """``stalled``: the server sent nothing for ``silent_seconds`` while host requests waited
+    (``waiting``: ``{"method", "seconds"}`` each, oldest first); ``explanation``: one
+    sentence (``mcpl.explain.silence_sentence``, naming ``compat="0.4"`` after a strict
+    refusal); ``refused``: the refusal before the silence (``"channels/register (-32002:
+    ...)"``) or None; ``profile`` (``"strict"``, ``"0.4"``, or None for plain MCP). JSON:
+    ``{"explanation", "silentSeconds", "waiting", "refused", "profile"}``."""
+
+    kind: ClassVar[Literal["stalled"]] = "stalled"
+    server: str
+    explanation: str
+    silent_seconds: float
+    waiting: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    refused: str | None = None
+    profile: str | None = None
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "explanation": self.explanation,
+            "silentSeconds": self.silent_seconds,
+            "waiting": self.waiting,
+            "refused": self.refused,
+            "profile": self.profile,
+        }
+
+
+#: Something that happened to one server: one of the event values above (module rules).
+HostEvent: TypeAlias = (
+    Connecting
+    | Ready
+    | Degraded
+    | Disconnected
+    | Reconnecting
+    | GaveUp
+    | PushEvent
+    | ServerNotification
+    | ServerRequest
+    | Refusal
+    | HeldMessage
+    | ManifestChange
+    | PolicyReceipt
+    | ChannelsChanged
+    | Stalled
+)
+#: The events a supervisor emits (``LIFECYCLE_KINDS``).
+LifecycleEvent: TypeAlias = Connecting | Ready | Degraded | Disconnected | Reconnecting | GaveUp
+#: The events the application may have to answer (``DELIVERY_KINDS``).
+DeliveryEvent: TypeAlias = PushEvent | ServerRequest
+
+
+def is_lifecycle(event: HostEvent) -> bool:
+    """Whether ``event`` is a lifecycle event (``LIFECYCLE_KINDS``)."""
+    return event.kind in LIFECYCLE_KINDS
+
+
+def delivery_of(event: HostEvent) -> Delivery | None:
+    """The ``Delivery`` of an event the application must take, else None."""
+    return event.delivery if isinstance(event, (PushEvent, ServerRequest)) else None
+
+
+def event_json(event: HostEvent) -> dict[str, Any]:
+    """``{"server", "kind", "time", "data"}`` (``data``: ``event.to_json()``): what
+    ``mcpl-host run --json`` prints, before redaction and with ``time`` in seconds."""
+    return {"server": event.server, "kind": event.kind, "time": event.time, "data": event.to_json()}
+
+
+_BYTES = "_json_bytes"  # the attribute json_bytes keeps its measure in
+
+
+def json_bytes(event: HostEvent) -> int:
+    """Bytes of ``event.to_json()`` as compact JSON (``json_size``), measured once and kept
+    on the event: the measure of the subscriptions' byte bounds (module rules)."""
+    size: int = getattr(event, _BYTES, -1)
+    if size < 0:
+        size = json_size(event.to_json())
+        object.__setattr__(event, _BYTES, size)
+    return size
 
 
 class Subscription:
@@ -258,7 +630,7 @@ class Subscription:
 
     @property
     def queued_bytes(self) -> int:
-        """Bytes (``HostEvent.json_bytes``) of the observations and deliveries queued."""
+        """Bytes (``json_bytes``) of the observations and deliveries queued."""
         return self._bytes
 
     def wants(self, event: HostEvent) -> bool:
@@ -280,29 +652,30 @@ class Subscription:
 
     def _append(self, event: HostEvent) -> None:
         self._queue.append(event)
-        if event.is_lifecycle:
+        delivery = delivery_of(event)
+        if is_lifecycle(event):
             self._lifecycle += 1
-        elif event.delivery is not None:
+        elif delivery is not None:
             self._deliveries += 1
-            event.delivery.holders += 1
-            self._bytes += event.json_bytes()
+            delivery.holders += 1
+            self._bytes += json_bytes(event)
         else:
             self._observations += 1
-            self._bytes += event.json_bytes()
+            self._bytes += json_bytes(event)
         self._arrived.set()
 
     def _drop_oldest(self, lifecycle: bool) -> bool:
         """Drop the oldest queued observation (or lifecycle event), counted; False when
         there is none."""
         for index, queued in enumerate(self._queue):
-            if lifecycle == queued.is_lifecycle and queued.delivery is None:
+            if lifecycle == is_lifecycle(queued) and delivery_of(queued) is None:
                 del self._queue[index]
                 if lifecycle:
                     self._lifecycle -= 1
                 else:
                     self._observations -= 1
-                    self._bytes -= queued.json_bytes()
-                    self.dropped_bytes += queued.json_bytes()
+                    self._bytes -= json_bytes(queued)
+                    self.dropped_bytes += json_bytes(queued)
                 self.dropped += 1
                 return True
         return False
@@ -319,7 +692,7 @@ class Subscription:
         before = self.dropped
         if self._observations >= self.max_queued:
             self._drop_oldest(lifecycle=False)
-        size = event.json_bytes()
+        size = json_bytes(event)
         while self._bytes + size > self.max_queued_bytes and self._drop_oldest(lifecycle=False):
             pass  # the newest is never dropped for itself: one alone over the bound is kept
         self._append(event)
@@ -340,19 +713,20 @@ class Subscription:
         observation bound applies, oldest first)."""
         kept: deque[HostEvent] = deque()
         for queued in self._queue:
-            delivery = queued.delivery
+            delivery = delivery_of(queued)
             if delivery is not None and delivery.withdrawn:
                 self._deliveries -= 1
                 delivery.holders -= 1
-                self._bytes -= queued.json_bytes()
+                self._bytes -= json_bytes(queued)
                 continue
             if delivery is not None and delivery.taken.is_set():
                 self._deliveries -= 1
                 delivery.holders -= 1
                 self._observations += 1
-                measured = queued.json_bytes()
+                measured = json_bytes(queued)
+                assert isinstance(queued, (PushEvent, ServerRequest))  # it has a delivery
                 queued = replace(queued, delivery=None)
-                object.__setattr__(queued, "_bytes", measured)  # the same data: not measured again
+                object.__setattr__(queued, _BYTES, measured)  # the same data: not measured again
             kept.append(queued)
         self._queue = kept
         while self._observations > self.max_queued:
@@ -377,10 +751,10 @@ class Subscription:
     def put_delivery(self, event: HostEvent) -> bool:
         """Queue a delivery if there is room for it; returns False, counting it in
         ``dropped``, when this subscription misses it (module rules)."""
-        if not self.has_room_for_delivery(event.json_bytes()):
+        if not self.has_room_for_delivery(json_bytes(event)):
             if not self._closed:
                 self.dropped += 1
-                self.dropped_bytes += event.json_bytes()
+                self.dropped_bytes += json_bytes(event)
             return False
         self._append(event)
         return True
@@ -410,20 +784,21 @@ class Subscription:
         """The next event. Raises ``anyio.WouldBlock`` (none queued) or ``anyio.EndOfStream``."""
         while self._queue:
             event = self._queue.popleft()
-            if event.is_lifecycle:
+            delivery = delivery_of(event)
+            if is_lifecycle(event):
                 self._lifecycle -= 1
-            elif event.delivery is not None:
+            elif delivery is not None:
                 self._deliveries -= 1
-                event.delivery.holders -= 1
-                self._bytes -= event.json_bytes()
+                delivery.holders -= 1
+                self._bytes -= json_bytes(event)
             else:
                 self._observations -= 1
-                self._bytes -= event.json_bytes()
+                self._bytes -= json_bytes(event)
             self._room.set()
-            if event.delivery is not None:
-                if event.delivery.withdrawn:
+            if delivery is not None:
+                if delivery.withdrawn:
                     continue
-                event.delivery.taken.set()
+                delivery.taken.set()
             return event
         if self._ended or self._closed:
             raise anyio.EndOfStream
@@ -457,7 +832,7 @@ class Subscription:
     def close(self) -> None:
         self._closed = True
         for event in self._queue:
-            delivery = event.delivery
+            delivery = delivery_of(event)
             if delivery is not None:
                 delivery.holders -= 1
                 if delivery.holders == 0 and not delivery.taken.is_set():
@@ -560,11 +935,11 @@ class ConnectingOrder:
         if held is None or event.kind in PASS_CONNECTING:
             return True
         if len(held) >= self.max_held:
-            self._held_bytes[event.server] -= held.popleft().json_bytes()
+            self._held_bytes[event.server] -= json_bytes(held.popleft())
             self.dropped += 1
-        while held and self._held_bytes[event.server] + event.json_bytes() > self.max_held_bytes:
-            self._held_bytes[event.server] -= held.popleft().json_bytes()
+        while held and self._held_bytes[event.server] + json_bytes(event) > self.max_held_bytes:
+            self._held_bytes[event.server] -= json_bytes(held.popleft())
             self.dropped += 1
         held.append(event)  # the newest is kept, even alone over the bound
-        self._held_bytes[event.server] += event.json_bytes()
+        self._held_bytes[event.server] += json_bytes(event)
         return False

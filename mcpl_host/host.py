@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import anyio
@@ -52,7 +52,21 @@ from mcpl_host._tasks import leave_task_group
 from mcpl_host.config import HostConfig, ServerConfig
 from mcpl_host.connect import http_server, stdio_server, websocket_server
 from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
-from mcpl_host.events import ConnectingOrder, Delivery, EventBus, EventKind, HostEvent, Subscription
+from mcpl_host.events import (
+    ConnectingOrder,
+    Delivery,
+    DeliveryEvent,
+    Disconnected,
+    EventBus,
+    EventKind,
+    HostEvent,
+    LifecycleEvent,
+    PushEvent,
+    ServerRequest,
+    Stalled,
+    Subscription,
+    json_bytes,
+)
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.hosted import HostedServer
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError, MCPLHostError
@@ -72,7 +86,6 @@ from mcpl_host.mcp_methods import (
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.state import StateStore
-from mcpl_host.observe import Observation
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import ChannelOpenResult, PublishResult
 from mcpl_host.services.dispatch import LIBRARY_SERVED
@@ -271,7 +284,7 @@ class ServerRequestResponder:
 
 
 #: Hands an event to the application: None once taken, else why not (``Host._deliver``).
-_Deliver = Callable[[HostEvent, float], Awaitable[str | None]]
+_Deliver = Callable[[DeliveryEvent, float], Awaitable[str | None]]
 
 
 async def _cancel_after(waiting: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
@@ -294,13 +307,14 @@ class _DeliveringHandlers(HostHandlers):
         self._delivery_timeout = delivery_timeout
 
     async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        data = {
-            "id": context.id,
-            "featureSet": params.get("featureSet"),
-            "eventId": params.get("eventId"),
-            "params": params,
-        }
-        taken = await self._deliver(HostEvent(self._server, "push_event", data), self._delivery_timeout)
+        event = PushEvent(
+            server=self._server,
+            id=context.id,
+            feature_set=params["featureSet"],  # admitted: strings (MCPL §9.2)
+            event_id=params["eventId"],
+            params=params,
+        )
+        taken = await self._deliver(event, self._delivery_timeout)
         if taken is None:
             return {"accepted": True}
         return {"accepted": False, "reason": taken}
@@ -308,8 +322,9 @@ class _DeliveringHandlers(HostHandlers):
     async def request(self, context: RequestContext, params: Any) -> Any:
         answer = _Answer()
         responder = ServerRequestResponder(self._server, context.method, context.id, params, answer)
-        data = {"id": context.id, "method": context.method, "params": params}
-        event = HostEvent(self._server, "server_request", data, responder=responder)
+        event = ServerRequest(
+            server=self._server, id=context.id, method=context.method, params=params, responder=responder
+        )
         refused = await self._deliver(event, self._request_timeout)
         if refused is not None:
             raise HandlerError(ErrorCode.INTERNAL_ERROR, f"Internal error: {refused}")
@@ -317,19 +332,19 @@ class _DeliveringHandlers(HostHandlers):
 
 
 class _HostObserver:
-    """Turns one server's observations into ``HostEvent``s on the host's bus."""
+    """Passes one server's events to the host's bus (``observe.ConnectionObserver``)."""
 
     def __init__(self, emit: Callable[[HostEvent], None], delivering: bool) -> None:
         self._emit = emit
         self._delivering = delivering  # push/server_request events are deliveries already
 
-    def observe(self, server: str, observation: Observation) -> None:
-        kind, method = observation.kind, observation.data.get("method")
+    def observe(self, event: HostEvent) -> None:
         if self._delivering and (
-            kind == "push_event" or (kind == "server_request" and method not in LIBRARY_SERVED)
+            isinstance(event, PushEvent)
+            or (isinstance(event, ServerRequest) and event.method not in LIBRARY_SERVED)
         ):
             return
-        self._emit(HostEvent(server, observation.kind, dict(observation.data)))
+        self._emit(event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,10 +553,10 @@ class Host:
                 dropped=self.dropped_events,
             )
 
-    async def _emit_lifecycle(self, event: HostEvent) -> None:
+    async def _emit_lifecycle(self, event: LifecycleEvent) -> None:
         """The supervisors' sink; never waits for a consumer (``mcpl_host.events`` rules)."""
-        if event.kind == "disconnected":
-            self._last_disconnect[event.server] = str(event.data.get("reason"))
+        if isinstance(event, Disconnected):
+            self._last_disconnect[event.server] = event.reason
         elif event.kind == "connecting":
             self._stalls.pop(event.server, None)
         if self._bus.emit_lifecycle(event):
@@ -557,8 +572,8 @@ class Host:
             self._emit_observation(held)
 
     def _observe(self, event: HostEvent) -> None:
-        if event.kind == "stalled":
-            self._stalls[event.server] = str(event.data.get("explanation"))
+        if isinstance(event, Stalled):
+            self._stalls[event.server] = event.explanation
         dropped = self._order.dropped
         if self._order.observation(event):
             self._emit_observation(event)
@@ -569,10 +584,10 @@ class Host:
         if self._bus.observe(event):
             self._said_dropped(event, "dropped the oldest observation")
 
-    async def _deliver(self, event: HostEvent, timeout: float) -> str | None:
+    async def _deliver(self, event: DeliveryEvent, timeout: float) -> str | None:
         """Hand ``event`` to the application (module rules): None once taken, else why not."""
         delivery = Delivery()
-        event = HostEvent(event.server, event.kind, event.data, event.time, event.responder, delivery)
+        event = replace(event, delivery=delivery)
         refuse_when_full = self._push_delivery == "refuse" and event.kind == "push_event"
         with anyio.move_on_after(timeout):
             if event.kind == "push_event" or self._supervisors[event.server].current is not None:
@@ -585,7 +600,7 @@ class Host:
                 # The signals are taken before the check: a take after it wakes the wait,
                 # whenever the waiting tasks first run.
                 signals = [target.room_signal() for target in targets]
-                if any(target.has_room_for_delivery(event.json_bytes()) for target in targets):
+                if any(target.has_room_for_delivery(json_bytes(event)) for target in targets):
                     break
                 if refuse_when_full:
                     return "the host application's event queue is full"

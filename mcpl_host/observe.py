@@ -1,78 +1,53 @@
-"""Watching a server from outside: ``Observation``, ``ConnectionObserver`` and ``Reporter``.
+"""Watching a server from outside: ``ConnectionObserver`` and ``Reporter``.
 
 Rules of this module:
 
 - An application's ``HostHandlers`` answer what a server asks and are used exactly as given;
   nothing wraps or subclasses them. Whoever else wants to see what happens (the ``Host``,
-  ``mcpl-host probe``) passes a ``ConnectionObserver``: it gets one ``Observation`` per thing
-  that happened, after the handlers have had their say.
+  ``mcpl-host probe``) passes a ``ConnectionObserver``: it gets one event
+  (``mcpl_host.events``: ``PushEvent``, ``ServerRequest``, ``ServerNotification``, ``Refusal``,
+  ``HeldMessage``, ``PolicyReceipt``, ``ManifestChange``, ``ChannelsChanged``, ``Stalled``) per
+  thing that happened, after the handlers have had their say: the same values the ``Host``'s
+  subscriptions carry.
 - ``Reporter`` is the one place a connection reports through: each method calls the
   application's hook (``HostHandlers.on_*``) and then the observer, in that order. Both are
   called from the read loop or a request's task and must not block.
-- Observation data are JSON values as sent by the server (the observer shows them through
-  the server's redactor).
+- Event values are JSON values as sent by the server (the observer shows them through the
+  server's redactor).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mcpl_host.jsonrpc.envelope import Response
+from mcpl_host.events import (
+    ChannelsChanged,
+    HeldMessage,
+    HostEvent,
+    ManifestChange,
+    PolicyReceipt,
+    PushEvent,
+    Refusal,
+    ServerNotification,
+    ServerRequest,
+    Stalled,
+)
+from mcpl_host.jsonrpc.envelope import RequestId, Response
 from mcpl_host.jsonrpc.errors import ConnectionLost
 from mcpl_host.mcpl.policy import PolicyOutcome
 
 if TYPE_CHECKING:
-    from mcpl_host.handlers import HostHandlers
+    from mcpl_host.handlers import HostHandlers, RequestContext
+    from mcpl_host.mcpl.explain import Stall
     from mcpl_host.mcpl.manifest_diff import ChangeReceipt
 
-__all__ = ["ConnectionObserver", "Observation", "ObservationKind", "Reporter"]
-
-#: What an ``Observation`` reports.
-ObservationKind = Literal[
-    "push_event",
-    "server_request",
-    "notification",
-    "refused",
-    "held",
-    "policy_receipt",
-    "manifest_change",
-    "channels_changed",
-    "stalled",
-]
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """One thing a server did and how it was answered. ``kind``, ``data`` (JSON values):
-
-    - ``push_event``: ``id``, ``featureSet``, ``eventId``, ``params``, then ``answer`` (the
-      result sent) or ``error`` (the error object sent);
-    - ``server_request``: ``id``, ``method``, ``params``, then ``answer`` or ``error``;
-    - ``notification``: ``method``, ``params``; for a ``channels/*`` notification admission
-      refused, ``error`` and ``reason`` too (no answer is possible);
-    - ``refused``: ``id``, ``method``, ``params``, ``error`` (admission or params; sent at
-      once), ``reason`` (the capability gate's: ``not_in_force``, ``denied_by_policy``,
-      ``not_advertised``, ``mcpl_off``; else None); ``notification: true`` for a held
-      notification refused once the policy was settled (nothing was sent);
-    - ``held``: ``method``, ``params``, ``id`` (None for a notification), ``capability``: a
-      request held until the policy is settled (0.4 profile); its answer is reported later;
-    - ``policy_receipt``: ``accepted``, ``mode``, ``fallback``, ``reason``,
-      ``unavailableFeatures``, ``defects``;
-    - ``manifest_change``: the change receipt (``domains``, ``impacts``);
-    - ``channels_changed``: ``channels`` (every descriptor registered now);
-    - ``stalled``: ``explanation``, ``silentSeconds``, ``waiting``, ``refused``, ``profile``
-      (``events.StalledData``; ``stall_watch``).
-    """
-
-    kind: ObservationKind
-    data: dict[str, Any] = field(default_factory=dict[str, Any])
+__all__ = ["ConnectionObserver", "Reporter"]
 
 
 class ConnectionObserver(Protocol):
-    """Sees every ``Observation`` of a server's connections (``Host``, the probe)."""
+    """Sees every event of a server's connections (``Host``, the probe; module rules)."""
 
-    def observe(self, server: str, observation: Observation) -> None:
+    def observe(self, event: HostEvent) -> None:
         """Called from the read loop or a request's task; must not block."""
         ...
 
@@ -88,28 +63,64 @@ class Reporter:
         self.handlers = handlers
         self.observer = observer
 
-    def _observe(self, kind: ObservationKind, **data: Any) -> None:
+    def _observe(self, event: HostEvent) -> None:
         if self.observer is not None:
-            self.observer.observe(self.name, Observation(kind, data))
+            self.observer.observe(event)
 
-    @property
-    def observing(self) -> bool:
-        """Whether an observer sees ``handled`` (callers build its data only then)."""
-        return self.observer is not None
+    def handled_push(
+        self,
+        context: RequestContext,
+        params: dict[str, Any],
+        *,
+        answer: dict[str, Any] | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> None:
+        """A ``push/event`` was answered by the handlers with ``answer`` (the result) or
+        ``error`` (the error object); only the observer sees it (built only for one)."""
+        if self.observer is not None:
+            self.observer.observe(
+                PushEvent(
+                    server=self.name,
+                    id=context.id,
+                    feature_set=params["featureSet"],  # admitted: a string (MCPL §9.2)
+                    event_id=params["eventId"],
+                    params=params,
+                    answer=answer,
+                    error=error,
+                )
+            )
 
-    def handled(self, kind: Literal["push_event", "server_request"], data: dict[str, Any]) -> None:
-        """A server request was answered by the handlers (``data`` has ``answer`` or
-        ``error``); only the observer sees it (see ``observing``)."""
-        self._observe(kind, **data)
+    def handled_request(
+        self,
+        context: RequestContext,
+        params: Any,
+        *,
+        answer: Any = None,
+        error: dict[str, Any] | None = None,
+        input_request: bool = False,
+    ) -> None:
+        """A server request was answered by the handlers or the library with ``answer`` or
+        ``error``; only the observer sees it (built only for one)."""
+        if self.observer is not None:
+            self.observer.observe(
+                ServerRequest(
+                    server=self.name,
+                    id=context.id,
+                    method=context.method,
+                    params=params,
+                    input_request=input_request,
+                    answer=answer,
+                    error=error,
+                )
+            )
 
     def notification(
         self, method: str, params: Any, error: dict[str, Any] | None = None, reason: str | None = None
     ) -> None:
         self.handlers.on_notification(self.name, method, params)
-        if error is None:
-            self._observe("notification", method=method, params=params)
-        else:
-            self._observe("notification", method=method, params=params, error=error, reason=reason)
+        self._observe(
+            ServerNotification(server=self.name, method=method, params=params, error=error, reason=reason)
+        )
 
     def refused(
         self,
@@ -118,42 +129,62 @@ class Reporter:
         error: dict[str, Any],
         reason: str | None = None,
         *,
-        request_id: Any = None,
+        request_id: RequestId = None,
         notification: bool = False,
     ) -> None:
         self.handlers.on_refused(self.name, method, params, error)
-        data: dict[str, Any] = {"id": request_id, "method": method, "params": params, "error": error}
-        data["reason"] = reason
-        if notification:
-            data["notification"] = True
-        self._observe("refused", **data)
+        self._observe(
+            Refusal(
+                server=self.name,
+                id=request_id,
+                method=method,
+                params=params,
+                error=error,
+                reason=reason,
+                notification=notification,
+            )
+        )
 
-    def held(self, method: str, params: Any, request_id: Any, capability: str | None) -> None:
-        self._observe("held", method=method, params=params, id=request_id, capability=capability)
+    def held(self, method: str, params: Any, request_id: RequestId, capability: str | None) -> None:
+        self._observe(
+            HeldMessage(server=self.name, method=method, params=params, id=request_id, capability=capability)
+        )
 
     def policy_receipt(self, outcome: PolicyOutcome) -> None:
         self.handlers.on_policy_receipt(self.name, outcome)
         self._observe(
-            "policy_receipt",
-            accepted=outcome.accepted,
-            mode=outcome.mode,
-            fallback=outcome.fallback,
-            reason=outcome.reason,
-            unavailableFeatures=outcome.unavailable_features,
-            defects=outcome.defects,
+            PolicyReceipt(
+                server=self.name,
+                accepted=outcome.accepted,
+                mode=outcome.mode,
+                fallback=outcome.fallback,
+                reason=outcome.reason,
+                unavailable_features=outcome.unavailable_features,
+                defects=outcome.defects,
+            )
         )
 
     def manifest_change(self, receipt: ChangeReceipt) -> None:
         self.handlers.on_manifest_change(self.name, receipt)
-        self._observe("manifest_change", **receipt.to_json())
+        self._observe(ManifestChange(server=self.name, domains=receipt.domains, impacts=receipt.impacts))
 
     def channels_changed(self, channels: list[dict[str, Any]]) -> None:
         self.handlers.on_channels_changed(self.name, channels)
-        self._observe("channels_changed", channels=channels)
+        self._observe(ChannelsChanged(server=self.name, channels=channels))
 
-    def stalled(self, data: dict[str, Any]) -> None:
-        """The server stopped answering (``stall_watch``); only the observer sees it."""
-        self._observe("stalled", **data)
+    def stalled(self, stall: Stall, explanation: str, refused: str | None, profile: str | None) -> None:
+        """The server stopped answering (``stall_watch``; ``Stalled``); only the observer
+        sees it. Seconds are rounded to milliseconds."""
+        self._observe(
+            Stalled(
+                server=self.name,
+                explanation=explanation,
+                silent_seconds=round(stall.silent_seconds, 3),
+                waiting=[{"method": w.method, "seconds": round(w.seconds, 3)} for w in stall.waiting],
+                refused=refused,
+                profile=profile,
+            )
+        )
 
     def connection_lost(self, error: ConnectionLost) -> None:
         self.handlers.on_connection_lost(self.name, error)

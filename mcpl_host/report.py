@@ -909,7 +909,7 @@ def _iso_time(seconds: Any) -> str:
 
 
 def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
-    """A ``HostEvent.to_json()`` as ``mcpl-host run`` shows it: ``time`` as ISO 8601 UTC,
+    """An ``events.event_json(event)`` as ``mcpl-host run`` shows it: ``time`` as ISO 8601 UTC,
     ``server``, ``kind``, and ``data`` with the server's secrets redacted."""
     return {
         "time": _iso_time(event.get("time")),

@@ -103,12 +103,4 @@ class StallWatch:
         profile = self._profile()
         self.explanation = sentence = silence_sentence(stall, refusal, profile, switch=LIBRARY_SWITCH)
         self._log.info("the server stopped answering", explanation=sentence)
-        self._reporter.stalled(
-            {
-                "explanation": sentence,
-                "silentSeconds": round(stall.silent_seconds, 3),
-                "waiting": [{"method": w.method, "seconds": round(w.seconds, 3)} for w in stall.waiting],
-                "refused": refusal.phrase if refusal is not None else None,
-                "profile": profile,
-            }
-        )
+        self._reporter.stalled(stall, sentence, refusal.phrase if refusal is not None else None, profile)

@@ -36,10 +36,9 @@ Rules of this module (docs/protocol.md T1-T3):
   sink never waits for a consumer (``mcpl_host.events`` rules), so no subscription holds a
   supervisor back.
 
-Event data (``HostEvent.data``; JSON values only, server text as the connection reports it,
-already escaped and redacted where it comes from an exception or stderr): see the TypedDicts
-of ``mcpl_host.events`` (``ConnectingData``, ``ReadyData`` for ``ready`` and ``degraded``,
-``DisconnectedData``, ``ReconnectingData``, ``GaveUpData``).
+Events (``mcpl_host.events``: ``Connecting``, ``Ready``, ``Degraded``, ``Disconnected``,
+``Reconnecting``, ``GaveUp``): server text as the connection reports it, already escaped and
+redacted where it comes from an exception or stderr.
 """
 
 from __future__ import annotations
@@ -53,7 +52,18 @@ import anyio
 import anyio.abc
 
 from mcpl_host._tasks import leave_task_group
-from mcpl_host.events import EVENT_KINDS, EventKind, HostEvent, ReadyData
+from mcpl_host.events import (
+    EVENT_KINDS,
+    Connecting,
+    Degraded,
+    Disconnected,
+    EventKind,
+    GaveUp,
+    HostEvent,
+    LifecycleEvent,
+    Ready,
+    Reconnecting,
+)
 from mcpl_host.hosted import HostedServer
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
@@ -94,51 +104,71 @@ _CLOSE_CODE = re.compile(r"\(code (\d{4})\b")
 
 
 #: Receives every event of a supervisor; awaited (module rules).
-EventSink = Callable[[HostEvent], Awaitable[None]]
+EventSink = Callable[[LifecycleEvent], Awaitable[None]]
 
 
-def failure_data(exc: BaseException) -> dict[str, Any]:
-    """``reason``, ``exitStatus``, ``closeCode`` and ``stderrTail`` of a connection's end."""
+def disconnected_event(
+    server: str,
+    exc: BaseException,
+    *,
+    attempt: int,
+    phase: Literal["start", "running"],
+    uptime_seconds: float | None,
+    stderr_tail: list[str] | None = None,
+) -> Disconnected:
+    """The ``disconnected`` event of a connection ended by ``exc``: its message as
+    ``reason``, its ``exit_status`` and ``close_code`` (WebSocket; else read from the
+    message), its ``stderr_tail`` (else ``stderr_tail``)."""
     message = str(exc) or type(exc).__name__
     close_code = getattr(exc, "close_code", None)
     if close_code is None:
         found = _CLOSE_CODE.search(message)
         close_code = int(found.group(1)) if found else None
-    return {
-        "reason": message,
-        "exitStatus": getattr(exc, "exit_status", None),
-        "closeCode": close_code,
-        "stderrTail": list(getattr(exc, "stderr_tail", None) or ()),
-    }
+    return Disconnected(
+        server=server,
+        attempt=attempt,
+        phase=phase,
+        uptime_seconds=uptime_seconds,
+        reason=message,
+        exit_status=getattr(exc, "exit_status", None),
+        close_code=close_code,
+        stderr_tail=list(getattr(exc, "stderr_tail", None) or ()) or list(stderr_tail or ()),
+    )
 
 
-def connection_data(conn: ServerConnection, attempt: int) -> ReadyData:
-    """The ``ready`` / ``degraded`` data of a connection that has finished its handshake."""
+def connected_event(server: str, conn: ServerConnection, attempt: int) -> Ready | Degraded:
+    """The ``ready`` event (``degraded`` for a connection in ``MCPLState.MCP_ONLY``) of a
+    connection that has finished its handshake."""
     info = conn.server_info
     outcome = conn.policy_outcome
-    data: ReadyData = {
-        "attempt": attempt,
-        "serverName": info.name if info else "",
-        "serverVersion": info.version if info else "",
-        "protocolVersion": info.protocol_version if info else "",
-        "mcpl": conn.mcpl_state.value,
-        "effectiveCapabilities": sorted(conn.grant.paths) if conn.grant is not None else [],
-        "mode": outcome.mode if outcome is not None and outcome.accepted else None,
-    }
     choice = conn.profile_choice
+    profile: dict[str, Any] = {}
     if choice is not None:
-        state = conn.policy_state
-        data["profile"] = choice.profile
-        data["profileReason"] = choice.reason
-        data["policyForm"] = "notification" if state.settled_by == "notification" else "request"
-        data["grantsNothing"] = conn.grant is not None and not conn.grant.paths
-    if conn.mcpl_state is MCPLState.MCP_ONLY:
-        if outcome is not None and not outcome.accepted:
-            why = f"the server refused the host's policy (fallback {outcome.fallback or 'none'})"
-            data["reason"] = why + (f": {outcome.reason}" if outcome.reason else "")
-        else:
-            data["reason"] = conn.policy_state.off_reason or "the policy request failed"
-    return data
+        profile = {
+            "profile": choice.profile,
+            "profile_reason": choice.reason,
+            "policy_form": "notification" if conn.policy_state.settled_by == "notification" else "request",
+            "grants_nothing": conn.grant is not None and not conn.grant.paths,
+        }
+    common: dict[str, Any] = {
+        "server": server,
+        "attempt": attempt,
+        "server_name": info.name if info else "",
+        "server_version": info.version if info else "",
+        "protocol_version": info.protocol_version if info else "",
+        "mcpl": conn.mcpl_state.value,
+        "effective_capabilities": sorted(conn.grant.paths) if conn.grant is not None else [],
+        "mode": outcome.mode if outcome is not None and outcome.accepted else None,
+        **profile,
+    }
+    if conn.mcpl_state is not MCPLState.MCP_ONLY:
+        return Ready(**common)
+    if outcome is not None and not outcome.accepted:
+        why = f"the server refused the host's policy (fallback {outcome.fallback or 'none'})"
+        reason = why + (f": {outcome.reason}" if outcome.reason else "")
+    else:
+        reason = conn.policy_state.off_reason or "the policy request failed"
+    return Degraded(**common, reason=reason)
 
 
 class Supervisor:
@@ -292,15 +322,12 @@ class Supervisor:
         await self._changed.wait()
         return self._state
 
-    async def _emit(self, kind: EventKind, **data: Any) -> None:
-        await self._emit_event(HostEvent(self.name, kind, data))
-
     async def _loop(self) -> None:
         while not self._closing:
             self.attempts += 1
             attempt = self.attempts
             self._set_state("connecting")
-            await self._emit("connecting", attempt=attempt)
+            await self._emit_event(Connecting(server=self.name, attempt=attempt))
             reason = await self._attempt(attempt)
             if self._restart_asked:  # asked for, not a failure: connect again at once
                 self._restart_asked = False
@@ -310,15 +337,19 @@ class Supervisor:
             if isinstance(decision, GiveUp):
                 self._set_state("gave_up")
                 self._log.warning("gave up restarting the server", reason=decision.reason)
-                await self._emit(
-                    "gave_up",
-                    reason=decision.reason,
-                    failures=decision.failures,
-                    windowSeconds=decision.window_seconds,
+                await self._emit_event(
+                    GaveUp(
+                        server=self.name,
+                        reason=decision.reason,
+                        failures=decision.failures,
+                        window_seconds=decision.window_seconds,
+                    )
                 )
                 return
             self._set_state("reconnecting")
-            await self._emit("reconnecting", attempt=decision.attempt, delaySeconds=decision.delay_seconds)
+            await self._emit_event(
+                Reconnecting(server=self.name, attempt=decision.attempt, delay_seconds=decision.delay_seconds)
+            )
             with anyio.move_on_after(decision.delay_seconds):  # the policy's output, the only wait
                 await self._wake.wait()  # ... unless restart() ends it
             self._restart_asked = False
@@ -342,9 +373,7 @@ class Supervisor:
                     self._set_state("degraded" if degraded else "ready")
                     self._current = conn
                     try:
-                        await self._emit(
-                            "degraded" if degraded else "ready", **connection_data(conn, attempt)
-                        )
+                        await self._emit_event(connected_event(self.name, conn, attempt))
                         ended = await self._watch(conn)
                     finally:
                         self._current = None
@@ -355,16 +384,24 @@ class Supervisor:
                 ended = exc
         self._attempt_scope = None
         tail = conn.stderr_tail if conn is not None and ended is not RESTART_REASON else []
-        if isinstance(ended, str):  # a failed health check: the connection was closed by us
-            data = {"reason": ended, "exitStatus": None, "closeCode": None, "stderrTail": tail}
-        else:
-            data = failure_data(ended)
-            data["stderrTail"] = data["stderrTail"] or tail
-        phase = "start" if started is None else "running"
+        phase: Literal["start", "running"] = "start" if started is None else "running"
         uptime = None if started is None else round(self._clock() - started, 3)
-        self._log.info("server disconnected", phase=phase, reason=data["reason"])
-        await self._emit("disconnected", attempt=attempt, phase=phase, uptimeSeconds=uptime, **data)
-        return str(data["reason"])
+        if isinstance(ended, str):  # a failed health check: the connection was closed by us
+            event = Disconnected(
+                server=self.name,
+                attempt=attempt,
+                phase=phase,
+                uptime_seconds=uptime,
+                reason=ended,
+                stderr_tail=list(tail),
+            )
+        else:
+            event = disconnected_event(
+                self.name, ended, attempt=attempt, phase=phase, uptime_seconds=uptime, stderr_tail=list(tail)
+            )
+        self._log.info("server disconnected", phase=phase, reason=event.reason)
+        await self._emit_event(event)
+        return event.reason
 
     async def _watch(self, conn: ServerConnection) -> BaseException | str:
         """Wait until the connection ends (its reason) or a health ping fails (a phrase)."""

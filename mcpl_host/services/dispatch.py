@@ -263,17 +263,16 @@ class InboundDispatcher:
         return self._state.serve(method, params)
 
     async def _reported(self, context: RequestContext, params: Any, work: Coroutine[Any, Any, Any]) -> Any:
-        data = {"id": context.id, "method": context.method, "params": params}
         try:
             answer = await work
         except HandlerError as exc:
-            self._reporter.handled("server_request", {**data, "error": exc.to_error()})
+            self._reporter.handled_request(context, params, error=exc.to_error())
             raise
         except Exception:
             error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
-            self._reporter.handled("server_request", {**data, "error": error})
+            self._reporter.handled_request(context, params, error=error)
             raise
-        self._reporter.handled("server_request", {**data, "answer": answer})
+        self._reporter.handled_request(context, params, answer=answer)
         return answer
 
     # --- notifications -------------------------------------------------------------------------

@@ -37,7 +37,6 @@ class InferenceService:
 
     async def serve(self, context: RequestContext, params: Any) -> dict[str, Any]:
         """The result of an admitted request; raises ``HandlerError``."""
-        data = {"id": context.id, "method": context.method, "params": params}
         try:
             if context.method == "inference/request":
                 stream = None
@@ -49,11 +48,11 @@ class InferenceService:
                 raw = await self._handlers.model_info(context)
                 result = checked_result(context.method, raw, model_info_problems(raw), self._log)
         except HandlerError as exc:
-            self._reporter.handled("server_request", {**data, "error": exc.to_error()})
+            self._reporter.handled_request(context, params, error=exc.to_error())
             raise
         except Exception:
             error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
-            self._reporter.handled("server_request", {**data, "error": error})
+            self._reporter.handled_request(context, params, error=error)
             raise
-        self._reporter.handled("server_request", {**data, "answer": result})
+        self._reporter.handled_request(context, params, answer=result)
         return result

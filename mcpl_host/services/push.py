@@ -161,8 +161,7 @@ class PushService:
             raw = await self._handlers.push_event(context, self._event(params))
             answered = result = self._checked(raw)
         except HandlerError as exc:
-            if self._reporter.observing:
-                self._reporter.handled("push_event", {**self._data(context, params), "error": exc.to_error()})
+            self._reporter.handled_push(context, params, error=exc.to_error())
             raise
         finally:
             # Only a result is remembered (in the marker's place, keeping its age): after an
@@ -170,18 +169,8 @@ class PushService:
             kept = None if answered is None else (fingerprint, self._serial, _kept(answered))
             dedupe.replace(event_id, marker, kept)
             marker.finish()
-        if self._reporter.observing:
-            self._reporter.handled("push_event", {**self._data(context, params), "answer": result})
+        self._reporter.handled_push(context, params, answer=result)
         return result
-
-    @staticmethod
-    def _data(context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "id": context.id,
-            "featureSet": params.get("featureSet"),
-            "eventId": params["eventId"],
-            "params": params,
-        }
 
     def _reused(self, event_id: str) -> None:
         self._log.info(

@@ -34,6 +34,7 @@ from mcpl_host.coerce import (
     parse_arguments,
     prompt_arguments,
 )
+from mcpl_host.events import ChannelsChanged, Degraded, Ready, ServerNotification, event_json
 from mcpl_host.host import Host, ServerNotConnected, UnknownServer
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError, RemoteError, RequestTimeout
 from mcpl_host.mcp_methods import Tool
@@ -123,19 +124,18 @@ class Session:
             self._tg = tg
             task_status.started()
             async for event in subscription:
-                shown = report.run_event(event.to_json(), self.host.redactor(event.server))
+                shown = report.run_event(event_json(event), self.host.redactor(event.server))
                 head, rest = report.run_event_text(shown, server=len(self.catalog.servers) > 1)
                 self.out.event(head, rest)
-                data = event.data
-                if event.kind in ("ready", "degraded"):
+                if isinstance(event, (Ready, Degraded)):
                     tg.start_soon(self.refresh, event.server)
-                elif event.kind == "notification" and data.get("method") in _LIST_CHANGED:
+                elif isinstance(event, ServerNotification) and event.method in _LIST_CHANGED:
                     state = self._followed.setdefault(event.server, Coalesce())
                     if state.ask():  # one in flight, one pending (mcpl_host.coalesce)
                         tg.start_soon(self._follow_lists, event.server, state)
-                elif event.kind == "channels_changed":
+                elif isinstance(event, ChannelsChanged):
                     self.catalog.channels[event.server] = [
-                        str(d.get("id")) for d in _objects(data.get("channels")) if "id" in d
+                        str(d.get("id")) for d in _objects(event.channels) if "id" in d
                     ]
             tg.cancel_scope.cancel()
 
