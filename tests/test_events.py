@@ -6,15 +6,60 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from mcpl_host.events import ConnectingOrder, Delivery, EventBus, HostEvent, Subscription
+from typing import Any
+
+from mcpl_host.events import (
+    Connecting,
+    ConnectingOrder,
+    Delivery,
+    EventBus,
+    HostEvent,
+    PushEvent,
+    Ready,
+    ServerNotification,
+    Subscription,
+    json_bytes,
+)
 
 
-def delivery(n: int) -> HostEvent:
-    return HostEvent("s", "push_event", {"n": n}, delivery=Delivery())
+def push(params: dict[str, Any], server: str = "s", *, delivered: bool = True) -> PushEvent:
+    return PushEvent(
+        server=server,
+        id=1,
+        feature_set="f",
+        event_id="e",
+        params=params,
+        delivery=Delivery() if delivered else None,
+    )
 
 
-def note(n: int) -> HostEvent:
-    return HostEvent("s", "notification", {"n": n})
+def delivery(n: int) -> PushEvent:
+    return push({"n": n})
+
+
+def note(n: int, server: str = "s") -> ServerNotification:
+    return ServerNotification(server=server, method="test/n", params={"n": n})
+
+
+def connecting(attempt: int = 1) -> Connecting:
+    return Connecting(server="s", attempt=attempt)
+
+
+def ready() -> Ready:
+    return Ready(
+        server="s",
+        attempt=1,
+        server_name="",
+        server_version="",
+        protocol_version="",
+        mcpl="active",
+        effective_capabilities=[],
+    )
+
+
+def n_of(event: HostEvent) -> Any:
+    assert isinstance(event, (PushEvent, ServerNotification))
+    return event.params["n"]
 
 
 def test_a_full_subscription_misses_a_delivery_and_counts_it_while_the_read_one_takes_it() -> None:
@@ -29,7 +74,7 @@ def test_a_full_subscription_misses_a_delivery_and_counts_it_while_the_read_one_
     # Taken by the read one, the delivery queued in the stopped one is an observation there.
     assert stopped.has_room_for_delivery()
     only = stopped.receive_nowait()
-    assert only.data["n"] == 0 and only.delivery is None
+    assert isinstance(only, PushEvent) and only.params["n"] == 0 and only.delivery is None
 
 
 def test_a_delivery_nobody_took_keeps_its_place_until_it_is_withdrawn() -> None:
@@ -53,7 +98,7 @@ def test_taken_deliveries_turned_observations_are_bounded_oldest_first() -> None
     taken.delivery.taken.set()
     sub.put_delivery(delivery(4))
     assert sub.put_delivery(delivery(5))  # compaction: 3 is an observation now, 1 dropped
-    assert [sub.receive_nowait().data["n"] for _ in range(len(sub))] == [2, 3, 4, 5]
+    assert [n_of(sub.receive_nowait()) for _ in range(len(sub))] == [2, 3, 4, 5]
     assert sub.dropped == 2
 
 
@@ -61,23 +106,24 @@ def test_an_unread_subscription_drops_its_oldest_lifecycle_event_and_never_block
     bus = EventBus()
     sub = bus.add(Subscription(max_queued_lifecycle=2))
     for attempt in range(1, 4):
-        bus.emit_lifecycle(HostEvent("s", "connecting", {"attempt": attempt}))
+        bus.emit_lifecycle(connecting(attempt))
     assert bus.dropped == 1 and sub.dropped == 1
-    assert [sub.receive_nowait().data["attempt"] for _ in range(2)] == [2, 3]
+    attempts = [sub.receive_nowait() for _ in range(2)]
+    assert [e.attempt for e in attempts if isinstance(e, Connecting)] == [2, 3]
 
 
 def test_connecting_order_holds_observations_until_the_event_that_ends_connecting() -> None:
     order = ConnectingOrder(max_held=2)
     assert order.observation(note(0))  # not connecting: at once
-    assert order.lifecycle(HostEvent("s", "connecting", {"attempt": 1})) == []
+    assert order.lifecycle(connecting()) == []
     assert order.connecting("s") and not order.connecting("other")
     assert not order.observation(note(1))
-    assert order.observation(HostEvent("other", "notification", {}))
+    assert order.observation(ServerNotification(server="other", method="test/n", params={}))
     assert not order.observation(note(2))
     assert not order.observation(note(3))  # past max_held: the oldest held is dropped
     assert order.dropped == 1
-    released = order.lifecycle(HostEvent("s", "ready", {"attempt": 1}))
-    assert [e.data["n"] for e in released] == [2, 3]
+    released = order.lifecycle(ready())
+    assert [n_of(e) for e in released] == [2, 3]
     assert not order.connecting("s") and order.observation(note(4))
 
 
@@ -97,7 +143,7 @@ def test_closing_one_subscription_withdraws_only_the_deliveries_nobody_else_hold
     bus = EventBus()
     closing = bus.add(Subscription())
     other = bus.add(Subscription(servers=["s"], kinds=["push_event"]))
-    shared, alone = delivery(0), HostEvent("t", "push_event", {}, delivery=Delivery())
+    shared, alone = delivery(0), push({}, "t")
     bus.offer(shared, bus.matching(shared))
     bus.offer(alone, bus.matching(alone))
     closing.close()
@@ -108,7 +154,9 @@ def test_closing_one_subscription_withdraws_only_the_deliveries_nobody_else_hold
 
 def big(kind: str, n: int, size: int, *, delivered: bool = False) -> HostEvent:
     data = {"n": n, "text": "x" * size}
-    return HostEvent("s", kind, data, delivery=Delivery() if delivered else None)  # type: ignore[arg-type]
+    if kind == "push_event":
+        return push(data, delivered=delivered)
+    return ServerNotification(server="s", method="test/n", params=data)
 
 
 def test_a_subscription_holds_at_most_its_bytes_dropping_the_oldest_observations() -> None:
@@ -117,17 +165,17 @@ def test_a_subscription_holds_at_most_its_bytes_dropping_the_oldest_observations
     for event in events:
         sub.put_observation(event)
     assert sub.queued_bytes <= 10_000
-    kept = [sub.receive_nowait().data["n"] for _ in range(len(sub))]
+    kept = [n_of(sub.receive_nowait()) for _ in range(len(sub))]
     assert kept == list(range(30 - len(kept), 30))  # the newest, in order
     assert sub.dropped == 30 - len(kept) and sub.dropped_bytes == sum(
-        e.json_bytes() for e in events[: sub.dropped]
+        json_bytes(e) for e in events[: sub.dropped]
     )
     assert sub.queued_bytes == 0  # taking them gives their bytes back
 
 
 def test_lifecycle_events_and_deliveries_are_never_dropped_for_bytes() -> None:
     sub = Subscription(max_queued=1024, max_queued_bytes=5_000)
-    sub.put_lifecycle(HostEvent("s", "ready", {}))
+    sub.put_lifecycle(ready())
     sub.put_observation(big("notification", 0, 1_000))
     first = big("push_event", 1, 3_000, delivered=True)
     assert sub.put_delivery(first)
@@ -143,17 +191,17 @@ def test_lifecycle_events_and_deliveries_are_never_dropped_for_bytes() -> None:
 
 def test_connecting_order_holds_at_most_its_bytes_per_server() -> None:
     order = ConnectingOrder(max_held=100, max_held_bytes=5_000)
-    order.lifecycle(HostEvent("s", "connecting", {}))
+    order.lifecycle(connecting())
     for n in range(20):
         assert not order.observation(big("notification", n, 1_000))
-    released = order.lifecycle(HostEvent("s", "ready", {}))
-    assert [event.data["n"] for event in released] == list(range(20 - len(released), 20))
-    assert sum(event.json_bytes() for event in released) <= 5_000
+    released = order.lifecycle(ready())
+    assert [n_of(event) for event in released] == list(range(20 - len(released), 20))
+    assert sum(json_bytes(event) for event in released) <= 5_000
     assert order.dropped == 20 - len(released) > 0
 
 
 def note_of(n: int, size: int) -> HostEvent:
-    return HostEvent("s", "notification", {"n": n, "pad": "a" * size})
+    return ServerNotification(server="s", method="n", params={"n": n, "pad": "a" * size})
 
 
 def test_a_subscription_holds_at_most_max_queued_bytes_of_observations_oldest_dropped() -> None:
@@ -163,10 +211,10 @@ def test_a_subscription_holds_at_most_max_queued_bytes_of_observations_oldest_dr
     sub = bus.add(Subscription(max_queued=1024, max_queued_bytes=1000))
     for n in range(10):
         bus.observe(note_of(n, 290))  # some 310 bytes each as JSON
-    assert [sub.receive_nowait().data["n"] for _ in range(len(sub))] == [7, 8, 9]
+    assert [n_of(sub.receive_nowait()) for _ in range(len(sub))] == [7, 8, 9]
     assert sub.dropped == 7 and bus.dropped == 7
     bus.observe(note_of(10, 5000))  # alone over the bound: the newest is kept
-    assert [sub.receive_nowait().data["n"] for _ in range(len(sub))] == [10]
+    assert [n_of(sub.receive_nowait()) for _ in range(len(sub))] == [10]
     # Received ones no longer count: three fit again.
     for n in range(11, 14):
         bus.observe(note_of(n, 290))
@@ -175,15 +223,17 @@ def test_a_subscription_holds_at_most_max_queued_bytes_of_observations_oldest_dr
 
 def test_connecting_order_holds_at_most_max_held_bytes() -> None:
     order = ConnectingOrder(max_held=1024, max_held_bytes=1000)
-    order.lifecycle(HostEvent("s", "connecting", {"attempt": 1}))
+    order.lifecycle(connecting())
     assert not any(order.observation(note_of(n, 290)) for n in range(10))
-    released = order.lifecycle(HostEvent("s", "ready", {}))
-    assert [e.data["n"] for e in released] == [7, 8, 9] and order.dropped == 7
+    released = order.lifecycle(ready())
+    assert [n_of(e) for e in released] == [7, 8, 9] and order.dropped == 7
 
 
 def test_the_size_of_any_event_data_is_counted_without_raising() -> None:
-    assert HostEvent("s", "notification", {"id": 10**30, "text": "\udcff"}).json_bytes() > 0
-    assert HostEvent("s", "notification", {(1, 2): 1}).json_bytes() > 0  # an application's data
+    assert json_bytes(ServerNotification(server="s", method="m", params={"id": 10**30, "text": "\udcff"})) > 0
+    assert (
+        json_bytes(ServerNotification(server="s", method="m", params={(1, 2): 1})) > 0
+    )  # an application's data
 
 
 @pytest.mark.anyio

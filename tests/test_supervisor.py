@@ -13,7 +13,7 @@ import os
 import random
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -30,6 +30,16 @@ from mcpl_host import (
     TransportFactory,
     websocket_server,
 )
+from mcpl_host.events import (
+    Connecting,
+    Degraded,
+    Disconnected,
+    GaveUp,
+    Ready,
+    Reconnecting,
+    Subscription,
+    event_json,
+)
 from mcpl_host.supervisor_policy import RestartPolicy
 
 from .wire import MCP_HANDSHAKE, MCPL_HANDSHAKE, Script, TestHandlers, mark, push_event
@@ -41,6 +51,9 @@ TIMEOUT = 30
 #: Short graces: a scripted server that hangs is stopped by SIGTERM after close_grace.
 QUICK = Limits(close_grace_seconds=0.3, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
 GRANT_ALL = GrantPolicy(grant_all_advertised=True)
+
+
+E = TypeVar("E", bound=HostEvent)
 
 
 class EventLog:
@@ -55,13 +68,13 @@ class EventLog:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def of(self, kind: str, server: str | None = None) -> list[HostEvent]:
-        return [e for e in self.events if e.kind == kind and (server is None or e.server == server)]
+    def of(self, kind: type[E], server: str | None = None) -> list[E]:
+        return [e for e in self.events if isinstance(e, kind) and (server is None or e.server == server)]
 
     def kinds(self, *only: str) -> list[str]:
         return [e.kind for e in self.events if not only or e.kind in only]
 
-    async def wait_for(self, kind: str, count: int = 1, server: str | None = None) -> list[HostEvent]:
+    async def wait_for(self, kind: type[E], count: int = 1, server: str | None = None) -> list[E]:
         while len(self.of(kind, server)) < count:
             await self._changed.wait()
         return self.of(kind, server)
@@ -120,7 +133,7 @@ async def test_crash_after_n_seconds_restarts_with_backoff_then_stops(
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
         async with supervisor(script.server(limits=QUICK, name="s"), policy, log) as sup:
-            await log.wait_for("gave_up")
+            await log.wait_for(GaveUp)
             assert sup.state == "gave_up" and sup.current is None
     assert log.kinds() == ["connecting", "ready", "disconnected", "reconnecting"] * 2 + [
         "connecting",
@@ -128,19 +141,18 @@ async def test_crash_after_n_seconds_restarts_with_backoff_then_stops(
         "disconnected",
         "gave_up",
     ]
-    assert [e.data["attempt"] for e in log.of("connecting")] == [1, 2, 3]
+    assert [e.attempt for e in log.of(Connecting)] == [1, 2, 3]
     # Above healthy_after, each crash restarts the backoff at attempt 1 (the window still counts).
-    assert [e.data["delaySeconds"] for e in log.of("reconnecting")] == pytest.approx(expected_delays)
-    for event in log.of("disconnected"):
-        assert event.data["phase"] == "running"
-        assert event.data["exitStatus"] == 1
-        assert event.data["uptimeSeconds"] >= 0.25
-        assert "about to crash" in event.data["stderrTail"]
-    for event in log.of("ready"):
-        assert event.data["mcpl"] == "none" and event.data["serverName"] == "scripted"
+    assert [e.delay_seconds for e in log.of(Reconnecting)] == pytest.approx(expected_delays)
+    for event in log.of(Disconnected):
+        assert event.phase == "running"
+        assert event.exit_status == 1
+        assert event.uptime_seconds >= 0.25
+        assert "about to crash" in event.stderr_tail
+    for event in log.of(Ready):
+        assert event.mcpl == "none" and event.server_name == "scripted"
     assert (
-        log.of("gave_up")[0].data["reason"]
-        == "crashed 3 times in 60 seconds; last: server process exited with status 1"
+        log.of(GaveUp)[0].reason == "crashed 3 times in 60 seconds; last: server process exited with status 1"
     )
 
 
@@ -162,32 +174,32 @@ async def test_crash_at_once_is_a_crash_loop_that_stops_with_the_policys_delays(
         async with supervisor(
             script.server(limits=QUICK, name="s"), policy, log, rng=random.Random(4).random
         ):
-            await log.wait_for("gave_up")
+            await log.wait_for(GaveUp)
     assert log.kinds() == ["connecting", "disconnected", "reconnecting"] * 4 + [
         "connecting",
         "disconnected",
         "gave_up",
     ]
-    for event in log.of("disconnected"):
-        assert event.data["phase"] == "start" and event.data["uptimeSeconds"] is None
+    for event in log.of(Disconnected):
+        assert event.phase == "start" and event.uptime_seconds is None
         # It exits before answering the era probe or initialize, as the race goes.
-        assert re.search(r"went away before answering (server/discover|initialize)", event.data["reason"])
-    assert "fatal: no config" in log.of("disconnected")[-1].data["stderrTail"]
-    reconnects = log.of("reconnecting")
-    assert [e.data["attempt"] for e in reconnects] == [1, 2, 3, 4]
+        assert re.search(r"went away before answering (server/discover|initialize)", event.reason)
+    assert "fatal: no config" in log.of(Disconnected)[-1].stderr_tail
+    reconnects = log.of(Reconnecting)
+    assert [e.attempt for e in reconnects] == [1, 2, 3, 4]
     timeline = []
     for event, nominal in zip(reconnects, [0.1, 0.2, 0.4, 0.8]):
-        delay = event.data["delaySeconds"]
+        delay = event.delay_seconds
         assert nominal * 0.8 <= delay <= nominal * 1.2  # jitter is ±20 % of the nominal delay
         following = next(e for e in log.events if e.kind == "connecting" and e.time >= event.time)
         waited = following.time - event.time
         assert waited >= delay - 0.01  # the supervisor slept the delay: no busy loop
-        timeline.append((event.data["attempt"], round(delay, 3), round(waited, 3)))
-    gave_up = log.of("gave_up")[0].data
-    assert gave_up["failures"] == 5 and gave_up["windowSeconds"] == 60
+        timeline.append((event.attempt, round(delay, 3), round(waited, 3)))
+    gave_up = log.of(GaveUp)[0]
+    assert gave_up.failures == 5 and gave_up.window_seconds == 60
     assert re.match(
         r"crashed 5 times in 60 seconds; last: the server went away before answering (server/discover|initialize)",
-        gave_up["reason"],
+        gave_up.reason,
     )
     print("\ncrash-loop restart timeline (attempt, delay s, observed wait s):", timeline)
 
@@ -198,7 +210,7 @@ async def test_a_server_that_cannot_be_started_gives_up_with_the_reason(tmp_path
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
         async with supervisor(missing, RestartPolicy(base_delay_seconds=0.01, max_failures=2), log):
-            await log.wait_for("gave_up")
+            await log.wait_for(GaveUp)
     assert log.kinds() == [
         "connecting",
         "disconnected",
@@ -207,7 +219,7 @@ async def test_a_server_that_cannot_be_started_gives_up_with_the_reason(tmp_path
         "disconnected",
         "gave_up",
     ]
-    assert "cannot use working directory" in log.of("gave_up")[0].data["reason"]
+    assert "cannot use working directory" in log.of(GaveUp)[0].reason
 
 
 async def test_restarts_disabled_gives_up_at_the_first_failure(tmp_path: Path) -> None:
@@ -215,12 +227,9 @@ async def test_restarts_disabled_gives_up_at_the_first_failure(tmp_path: Path) -
     log = EventLog()
     with anyio.fail_after(TIMEOUT):
         async with supervisor(script.server(limits=QUICK, name="s"), RestartPolicy(enabled=False), log):
-            await log.wait_for("gave_up")
+            await log.wait_for(GaveUp)
     assert log.kinds() == ["connecting", "ready", "disconnected", "gave_up"]
-    assert (
-        log.of("gave_up")[0].data["reason"]
-        == "restarts are disabled; last: server process exited with status 3"
-    )
+    assert log.of(GaveUp)[0].reason == "restarts are disabled; last: server process exited with status 3"
 
 
 # -- hang: a server that stops reading is restarted after a failed health ping ----------------
@@ -238,15 +247,15 @@ async def test_hung_server_is_restarted_after_its_health_ping_times_out(tmp_path
             health_interval_seconds=0.1,
             health_timeout_seconds=0.3,
         ) as sup:
-            await log.wait_for("ready", 2)
+            await log.wait_for(Ready, 2)
             pids = processes_with(str(tmp_path))
             assert len(pids) == 1  # the first process is already gone: stopped and reaped
             assert sup.current is not None and sup.state == "ready"
     assert gone(pids) and not processes_with(str(tmp_path))
     assert log.kinds()[:5] == ["connecting", "ready", "disconnected", "reconnecting", "connecting"]
-    lost = log.of("disconnected")[0].data
-    assert lost["phase"] == "running" and lost["reason"] == "did not answer ping within 0.3 seconds"
-    assert log.of("reconnecting")[0].data == {"attempt": 1, "delaySeconds": 0.05}
+    lost = log.of(Disconnected)[0]
+    assert lost.phase == "running" and lost.reason == "did not answer ping within 0.3 seconds"
+    assert log.of(Reconnecting)[0].to_json() == {"attempt": 1, "delaySeconds": 0.05}
     assert sup.state == "closed"
 
 
@@ -309,7 +318,7 @@ async def test_a_request_read_before_a_restart_is_never_answered_on_the_new_tran
     policy = RestartPolicy(base_delay_seconds=0.05, jitter=0.0)
     with anyio.fail_after(TIMEOUT):
         async with supervisor(hosted, policy, log) as sup:
-            await log.wait_for("ready")
+            await log.wait_for(Ready)
             await handlers.slow_started.wait()
             old = sup.current
             assert old is not None
@@ -325,8 +334,8 @@ async def test_a_request_read_before_a_restart_is_never_answered_on_the_new_tran
     assert "test/never-answered" not in methods  # nothing is re-sent on the new transport
     assert answers_to(second, 8) == [{"jsonrpc": "2.0", "id": 8, "result": {"accepted": True}}]
     assert answers_to(second, 80)[0]["error"]["code"] == -32002
-    assert log.of("disconnected")[0].data["exitStatus"] == 1
-    assert log.of("ready")[1].data["effectiveCapabilities"] == ["pushEvents", "tools"]
+    assert log.of(Disconnected)[0].exit_status == 1
+    assert log.of(Ready)[1].effective_capabilities == ["pushEvents", "tools"]
 
 
 async def test_reconnect_over_websocket_reruns_the_policy_exchange(tmp_path: Path) -> None:
@@ -349,9 +358,9 @@ async def test_reconnect_over_websocket_reruns_the_policy_exchange(tmp_path: Pat
         hosted = websocket_server(server.url(), handlers=handlers, policy=GRANT_ALL, limits=QUICK, name="s")
         with anyio.fail_after(TIMEOUT):
             async with supervisor(hosted, policy, log):
-                await log.wait_for("reconnecting", 2)
-    lost = log.of("disconnected")[0].data
-    assert lost["closeCode"] == 1000 and lost["phase"] == "running"
+                await log.wait_for(Reconnecting, 2)
+    lost = log.of(Disconnected)[0]
+    assert lost.close_code == 1000 and lost.phase == "running"
     # The record holds every child's lines, in order: split it at each initialize.
     runs: list[list[Any]] = []
     for message in script.messages():
@@ -382,7 +391,7 @@ async def test_a_hung_handshake_times_out_and_aclose_leaves_no_process(tmp_path:
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as tg:
             await tg.start(sup.run)
-            await log.wait_for("connecting", 2)
+            await log.wait_for(Connecting, 2)
             await sup.aclose()  # during the second handshake, wherever it is
     assert not processes_with(str(tmp_path))
     assert log.kinds() == [
@@ -391,11 +400,8 @@ async def test_a_hung_handshake_times_out_and_aclose_leaves_no_process(tmp_path:
         "reconnecting",
         "connecting",
     ]  # closing emits nothing
-    lost = log.of("disconnected")[0].data
-    assert (
-        lost["phase"] == "start"
-        and lost["reason"] == "the server did not answer initialize within 0.5 seconds"
-    )
+    lost = log.of(Disconnected)[0]
+    assert lost.phase == "start" and lost.reason == "the server did not answer initialize within 0.5 seconds"
     assert sup.state == "closed"
     with pytest.raises(Exception, match="only once"):
         await sup.run()
@@ -403,10 +409,10 @@ async def test_a_hung_handshake_times_out_and_aclose_leaves_no_process(tmp_path:
 
 def test_event_kinds_and_json() -> None:
     assert EVENT_KINDS[:6] == ("connecting", "ready", "degraded", "disconnected", "reconnecting", "gave_up")
-    event = HostEvent("s", "ready", {"attempt": 1}, time=5.0)
-    assert event.to_json() == {"server": "s", "kind": "ready", "time": 5.0, "data": {"attempt": 1}}
-    with pytest.raises(ValueError, match="unknown event kind"):
-        HostEvent("s", "exploded")  # type: ignore[arg-type]
+    event = Connecting(server="s", attempt=1, time=5.0)
+    assert event_json(event) == {"server": "s", "kind": "connecting", "time": 5.0, "data": {"attempt": 1}}
+    with pytest.raises(ValueError, match="unknown event kinds"):
+        Subscription(kinds=["exploded"])
 
 
 def test_health_settings_are_checked() -> None:
@@ -427,12 +433,12 @@ async def test_a_refused_policy_is_degraded_and_a_refusal_asking_to_close_is_a_f
     policy = RestartPolicy(base_delay_seconds=0.05, jitter=0.0, max_failures=2)
     with anyio.fail_after(TIMEOUT):
         async with supervisor(scripts[0].server(limits=QUICK, name="s"), policy, log) as sup:
-            await log.wait_for("degraded")
+            await log.wait_for(Degraded)
             assert sup.state == "degraded" and sup.current is not None
         async with Supervisor(scripts[1].server(limits=QUICK, name="c"), policy, log):
-            await log.wait_for("gave_up", server="c")
-    degraded = log.of("degraded")[0].data
-    assert degraded["mcpl"] == "mcp-only" and degraded["effectiveCapabilities"] == []
-    assert degraded["reason"] == "the server refused the host's policy (fallback mcp-only): too little"
-    assert [e.data["phase"] for e in log.of("disconnected", "c")] == ["start", "start"]
-    assert "asked to be closed" in log.of("gave_up", "c")[0].data["reason"]
+            await log.wait_for(GaveUp, server="c")
+    degraded = log.of(Degraded)[0]
+    assert degraded.mcpl == "mcp-only" and degraded.effective_capabilities == []
+    assert degraded.reason == "the server refused the host's policy (fallback mcp-only): too little"
+    assert [e.phase for e in log.of(Disconnected, "c")] == ["start", "start"]
+    assert "asked to be closed" in log.of(GaveUp, "c")[0].reason
