@@ -66,7 +66,7 @@ class HostedServer:
         name: the server's name in logs, events and errors.
         transport_factory: opens one transport (``StdioTransport``, ``WebSocketTransport``).
         handlers: the application's ``HostHandlers``, used as given (default: ``HostHandlers()``).
-        observer: sees every ``Observation`` (the ``Host``, the probe), or None.
+        observer: sees every event (``mcpl_host.events``; the ``Host``, the probe), or None.
         policy, feature_set_policy: the capability grant policy (default: grant nothing,
             MCPL §5.4) and the feature-set policy.
         on_refusal: what a refused policy does (``RefusalAction``).

@@ -32,6 +32,7 @@ from mcpl_host import (
 )
 from mcpl_host.config import ServerConfig
 from mcpl_host.connect import default_server_name, stdio_server
+from mcpl_host.events import HostEvent, Stalled, event_json
 from mcpl_host.host import Host
 from mcpl_host.mcpl.admission import Admitted, Held, Refused, admit
 from mcpl_host.mcpl.compat import CompatNote, NoteLedger, choose_profile, widen
@@ -39,7 +40,6 @@ from mcpl_host.mcpl.explain import CLI_SWITCH, LIBRARY_SWITCH, RefusalRecord, si
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy, declaration_notes, derive, read_feature_sets
 from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState
-from mcpl_host.observe import Observation
 
 from .conftest import FIXTURES
 from .wire import port_line, stop_server_process
@@ -627,15 +627,15 @@ STALL_LIMITS = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0, stal
 
 
 class StallSeen:
-    """An observer that keeps the ``stalled`` observation."""
+    """An observer that keeps the ``stalled`` event."""
 
     def __init__(self) -> None:
         self.seen = anyio.Event()
-        self.data: dict[str, Any] = {}
+        self.stalled: Stalled | None = None
 
-    def observe(self, server: str, observation: Observation) -> None:
-        if observation.kind == "stalled" and not self.seen.is_set():
-            self.data = observation.data
+    def observe(self, event: HostEvent) -> None:
+        if isinstance(event, Stalled) and not self.seen.is_set():
+            self.stalled = event
             self.seen.set()
 
 
@@ -652,12 +652,13 @@ async def _explains_the_stall_while_the_policy_waits(conn: Any, observer: StallS
             assert conn.server_info is not None and conn.mcpl_state is MCPLState.PENDING
             assert conn.stall_explanation == LIBRARY_STALL_SENTENCE
             tg.cancel_scope.cancel()
-    data = observer.data
-    assert data["explanation"] == LIBRARY_STALL_SENTENCE
-    assert data["refused"] == "channels/register (-32002: the policy is not yet in force)"
-    assert data["profile"] == "strict"
-    assert [w["method"] for w in data["waiting"]] == ["featureSets/update"]
-    assert data["silentSeconds"] >= STALL
+    stalled = observer.stalled
+    assert stalled is not None
+    assert stalled.explanation == LIBRARY_STALL_SENTENCE
+    assert stalled.refused == "channels/register (-32002: the policy is not yet in force)"
+    assert stalled.profile == "strict"
+    assert [w["method"] for w in stalled.waiting] == ["featureSets/update"]
+    assert stalled.silent_seconds >= STALL
 
 
 @pytest.mark.anyio
@@ -698,8 +699,8 @@ async def test_shape3_in_strict_under_a_host_gives_the_stall_as_an_event_and_in_
             snapshot = host.snapshot()["s"]
             assert snapshot.state == "connecting"  # at the stall, not at the request's timeout
             assert snapshot.stall_explanation == LIBRARY_STALL_SENTENCE
-            shown = report.run_event(event.to_json(), host.redactor("s"))
-    assert event.data["explanation"] == LIBRARY_STALL_SENTENCE
+            shown = report.run_event(event_json(event), host.redactor("s"))
+    assert isinstance(event, Stalled) and event.explanation == LIBRARY_STALL_SENTENCE
     assert report.run_event_text(shown)[1].plain == f"s  stalled {LIBRARY_STALL_SENTENCE}"
     lines = [json.loads(line) for line in rendered_logs.getvalue().splitlines()]
     (said,) = [line for line in lines if line["event"] == "the server stopped answering"]

@@ -3,10 +3,10 @@ that no full subscription holds back, and the order that puts ``ready`` first.""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
-
-from typing import Any
 
 from mcpl_host.events import (
     Connecting,

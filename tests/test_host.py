@@ -15,7 +15,20 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, HostEvent, HostHandlers, Limits, RequestContext
+from mcpl_host import (
+    Connecting,
+    GrantPolicy,
+    HostEvent,
+    HostHandlers,
+    Limits,
+    PolicyReceipt,
+    PushEvent,
+    Ready,
+    Refusal,
+    RequestContext,
+    ServerNotification,
+    ServerRequest,
+)
 from mcpl_host.config import ServerConfig, load_config
 from mcpl_host.host import Host, ServerNotConnected, ServerRequestResponder, UnknownServer
 from mcpl_host.supervisor_policy import RestartPolicy
@@ -167,19 +180,24 @@ async def test_push_events_refusals_receipts_and_notifications_are_reported(tmp_
                 return {
                     e.server
                     for e in seen
-                    if e.kind == "notification"  # noqa: E731
-                    and e.data["method"] == DONE_METHOD
+                    if isinstance(e, ServerNotification)  # noqa: E731
+                    and e.method == DONE_METHOD
                 } == {"granted", "denied"}
 
             seen = await collect(host, done)
-    by = {(e.server, e.kind): e.data for e in seen}
+    by = {(e.server, e.kind): e for e in seen}
     # A delivery: the event is taken first, then answered.
-    assert by["granted", "push_event"]["eventId"] == "e1" and "answer" not in by["granted", "push_event"]
+    pushed = by["granted", "push_event"]
+    assert isinstance(pushed, PushEvent) and pushed.event_id == "e1" and pushed.answer is None
+    assert "answer" not in pushed.to_json()
     assert answers(granted)[1]["result"] == {"accepted": True}
-    assert by["denied", "refused"]["method"] == "push/event"
-    assert by["denied", "refused"]["error"]["code"] == -32002
-    assert by["granted", "policy_receipt"]["accepted"] is True
-    assert by["granted", "ready"]["effectiveCapabilities"] == ["pushEvents", "tools"]
+    refused = by["denied", "refused"]
+    assert isinstance(refused, Refusal) and refused.method == "push/event"
+    assert refused.error["code"] == -32002
+    receipt = by["granted", "policy_receipt"]
+    assert isinstance(receipt, PolicyReceipt) and receipt.accepted is True
+    ready = by["granted", "ready"]
+    assert isinstance(ready, Ready) and ready.effective_capabilities == ["pushEvents", "tools"]
     kinds = [e.kind for e in seen if e.server == "granted"]
     # What the server sent while connecting follows its ready event (events.ConnectingOrder).
     assert kinds == ["connecting", "ready", "policy_receipt", "push_event", "notification"]
@@ -210,13 +228,13 @@ async def test_server_requests_are_answered_through_the_event_stream(tmp_path: P
     with anyio.fail_after(TIMEOUT):
         async with host:
             async for event in host.events():
-                if event.kind == "server_request":
-                    assert event.responder is not None and "answer" not in event.data
+                if isinstance(event, ServerRequest):
+                    assert event.responder is not None and "answer" not in event.to_json()
                     responders.append(event.responder)
-                    if event.data["method"] == "roots/list":
+                    if event.method == "roots/list":
                         assert event.responder.respond({"roots": []}) is True
                         assert event.responder.respond({"roots": ["twice"]}) is False
-                elif event.kind == "notification" and event.data["method"] == DONE_METHOD:
+                elif isinstance(event, ServerNotification) and event.method == DONE_METHOD:
                     break
     assert [r.method for r in responders] == ["roots/list", "sampling/createMessage"]
     assert responders[1].is_answered and responders[1].reject(-32000, "late") is False  # expired
@@ -247,9 +265,10 @@ async def test_handlers_factory_answers_and_the_host_reports(tmp_path: Path) -> 
             seen = await collect(host, lambda seen: any(e.kind == "notification" for e in seen))
     assert made == ["s"]
     by = {e.kind: e for e in seen}
-    assert by["push_event"].data["answer"] == {"accepted": False, "reason": "busy"}
-    assert by["server_request"].responder is None
-    assert by["server_request"].data["answer"] == {"roots": [{"uri": "file:///tmp", "name": "s"}]}
+    pushed, asked = by["push_event"], by["server_request"]
+    assert isinstance(pushed, PushEvent) and pushed.answer == {"accepted": False, "reason": "busy"}
+    assert isinstance(asked, ServerRequest) and asked.responder is None
+    assert asked.answer == {"roots": [{"uri": "file:///tmp", "name": "s"}]}
 
 
 # -- calls by server name -------------------------------------------------------------------------
@@ -280,14 +299,27 @@ async def test_a_full_subscription_drops_the_oldest_observation_never_a_lifecycl
     host = Host({}, max_queued_events=2, max_queued_lifecycle_events=2)
     async with host:
         for n in range(3):
-            host._observe(HostEvent("s", "notification", {"n": n}))
+            host._observe(ServerNotification(server="s", method="test/n", params={"n": n}))
         assert host.dropped_events == 1
-        await host._emit_lifecycle(HostEvent("s", "connecting", {"attempt": 1}))
-        await host._emit_lifecycle(HostEvent("s", "ready", {"attempt": 1}))
+        await host._emit_lifecycle(Connecting(server="s", attempt=1))
+        await host._emit_lifecycle(
+            Ready(
+                server="s",
+                attempt=1,
+                server_name="",
+                server_version="",
+                protocol_version="",
+                mcpl="none",
+                effective_capabilities=[],
+            )
+        )
         for n in range(3, 6):  # observations go on dropping the oldest observation only
-            host._observe(HostEvent("s", "notification", {"n": n}))
+            host._observe(ServerNotification(server="s", method="test/n", params={"n": n}))
         await host.aclose()
-        kinds = [(e.kind, e.data.get("n")) async for e in host.events()]
+        kinds = [
+            (e.kind, e.params["n"] if isinstance(e, ServerNotification) else None)
+            async for e in host.events()
+        ]
     assert kinds == [("connecting", None), ("ready", None), ("notification", 4), ("notification", 5)]
     assert host.dropped_events == 4
 
@@ -309,7 +341,7 @@ async def test_the_default_subscription_nobody_reads_holds_a_bounded_number_of_b
             try:
                 for _ in range(24):
                     event = await read.receive()
-                    assert event.data["params"]["data"] == pad
+                    assert isinstance(event, ServerNotification) and event.params["data"] == pad
                 del event
                 held, _ = tracemalloc.get_traced_memory()
             finally:

@@ -20,7 +20,16 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, Host, HostHandlers, Limits, ServerConfig, Subscription
+from mcpl_host import (
+    GrantPolicy,
+    Host,
+    HostHandlers,
+    Limits,
+    PushEvent,
+    ServerConfig,
+    ServerNotification,
+    Subscription,
+)
 from mcpl_host.host import DROPPED_EVENTS_LOGGED, MAX_QUEUED_EVENTS
 from mcpl_host.supervisor_policy import RestartPolicy
 
@@ -61,7 +70,7 @@ async def until(notes: Subscription, method: str = DONE_METHOD) -> None:
     """Wait for the script's notification ``method`` on a notifications-only subscription
     (made before the host is entered, so it misses nothing)."""
     async for event in notes:
-        if event.data.get("method") == method:
+        if isinstance(event, ServerNotification) and event.method == method:
             return
 
 
@@ -161,9 +170,9 @@ async def test_forty_pushes_to_a_slow_application_are_each_taken_or_refused_with
         async with host:
             await until(notes, "test/mark")  # the application is busy until every push was sent
             async for event in host.events():
-                if event.kind == "push_event":
-                    taken.append(event.data["eventId"])
-                elif event.kind == "notification" and event.data["method"] == DONE_METHOD:
+                if isinstance(event, PushEvent):
+                    taken.append(event.event_id)
+                elif isinstance(event, ServerNotification) and event.method == DONE_METHOD:
                     break
     results = {n: answer(script, n)["result"] for n in range(40)}
     accepted = [f"e{n}" for n, result in results.items() if result["accepted"] is True]
@@ -196,7 +205,8 @@ async def test_an_unread_default_subscription_never_holds_back_the_one_the_appli
 
                 async def read() -> None:
                     async for event in triggers:
-                        taken.append(event.data["eventId"])
+                        assert isinstance(event, PushEvent)
+                        taken.append(event.event_id)
 
                 tg.start_soon(read)
                 await until(notes)  # every push was answered
@@ -226,7 +236,8 @@ async def test_a_subscription_the_application_stopped_reading_is_bounded_and_say
 
                 async def take() -> None:
                     async for event in read:
-                        taken.append(event.data["eventId"])
+                        assert isinstance(event, PushEvent)
+                        taken.append(event.event_id)
 
                 tg.start_soon(take)
                 await until(notes)
@@ -265,9 +276,7 @@ async def test_an_unread_subscription_is_bounded_in_bytes_not_only_in_events(tmp
             unread = host.events()
             assert unread.queued_bytes <= bound
             queued = _drain(unread)
-    kept = [
-        e.data["params"]["n"] for e in queued if e.kind == "notification" and e.data["method"] == "test/noise"
-    ]
+    kept = [e.params["n"] for e in queued if isinstance(e, ServerNotification) and e.method == "test/noise"]
     assert kept == list(range(count - len(kept), count))  # the newest, in order
     assert unread.dropped >= count - len(kept) and unread.dropped_bytes > (count - 16) * size
     assert held < 3 * bound  # about the bound: 6.4 MiB before
@@ -322,7 +331,7 @@ async def test_ready_comes_before_a_notification_written_with_the_last_answer_of
     with anyio.fail_after(TIMEOUT):
         async with host:
             async for event in host.events():
-                kinds.append(event.kind if event.kind != "notification" else event.data["method"])
+                kinds.append(event.method if isinstance(event, ServerNotification) else event.kind)
                 if kinds[-1] == DONE_METHOD:
                     break
     assert kinds[:2] == ["connecting", "ready"], kinds
@@ -342,9 +351,9 @@ async def test_observations_held_until_ready_are_bounded_counted_and_follow_it(
     with anyio.fail_after(TIMEOUT):
         async with host:
             async for event in host.events():
-                params = event.data.get("params")
+                params = event.params if isinstance(event, (ServerNotification, PushEvent)) else None
                 seen.append((event.kind, params.get("n") if isinstance(params, dict) else None))
-                if event.data.get("method") == DONE_METHOD:
+                if isinstance(event, ServerNotification) and event.method == DONE_METHOD:
                     break
     assert seen[:2] == [("connecting", None), ("ready", None)]
     noise = [n for kind, n in seen if kind == "notification" and n is not None]

@@ -9,11 +9,25 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, Host, HostEvent, Limits, ServerNotConnected, Supervisor
+from mcpl_host import (
+    LIFECYCLE_KINDS,
+    Connecting,
+    Disconnected,
+    GaveUp,
+    GrantPolicy,
+    Host,
+    HostEvent,
+    Limits,
+    Ready,
+    Reconnecting,
+    ServerNotConnected,
+    Supervisor,
+)
 from mcpl_host.config import ServerConfig
 from mcpl_host.supervisor import RESTART_REASON
 from mcpl_host.supervisor_policy import RestartPolicy
@@ -28,12 +42,15 @@ TIMEOUT = 30
 QUICK = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
 
 
-async def next_kind(events: list[HostEvent], subscription: object, kind: str) -> HostEvent:
+E = TypeVar("E", bound=HostEvent)
+
+
+async def next_kind(events: list[HostEvent], subscription: object, kind: type[E]) -> E:
     async for event in subscription:  # type: ignore[attr-defined]
         events.append(event)
-        if event.kind == kind:
+        if isinstance(event, kind):
             return event
-    raise AssertionError(f"the host closed before a {kind!r} event")
+    raise AssertionError(f"the host closed before a {kind.kind!r} event")
 
 
 async def test_a_restart_reconnects_at_once_keeps_the_policy_and_is_no_failure() -> None:
@@ -51,21 +68,21 @@ async def test_a_restart_reconnects_at_once_keeps_the_policy_and_is_no_failure()
     with anyio.fail_after(TIMEOUT):
         async with Host({"demo": config}) as host:
             stream = host.events()
-            first = await next_kind(events, stream, "ready")
-            assert first.data["effectiveCapabilities"] == ["pushEvents", "tools"]
+            first = await next_kind(events, stream, Ready)
+            assert first.effective_capabilities == ["pushEvents", "tools"]
             await host.update_policy("demo", GrantPolicy(grant_all_advertised=True, deny=("pushEvents",)))
             host.restart("demo")
-            second = await next_kind(events, stream, "ready")
+            second = await next_kind(events, stream, Ready)
             supervisor = host.supervisor("demo")
             failures = supervisor.tracker.failures_in_window(anyio.current_time())
-    kinds = [e.kind for e in events if e.is_lifecycle]
+    kinds = [e.kind for e in events if e.kind in LIFECYCLE_KINDS]
     # max_failures=1 and a 30 s base delay: a restart counted as a failure would give up, and
     # one that waited for the backoff would not finish within TIMEOUT.
     assert kinds == ["connecting", "ready", "disconnected", "connecting", "ready"]
-    disconnected = next(e for e in events if e.kind == "disconnected")
-    assert disconnected.data["reason"] == RESTART_REASON and disconnected.data["phase"] == "running"
-    assert second.data["attempt"] == 2
-    assert second.data["effectiveCapabilities"] == ["tools"]  # the policy set last, on the new transport
+    disconnected = next(e for e in events if isinstance(e, Disconnected))
+    assert disconnected.reason == RESTART_REASON and disconnected.phase == "running"
+    assert second.attempt == 2
+    assert second.effective_capabilities == ["tools"]  # the policy set last, on the new transport
     assert failures == 0
 
 
@@ -75,9 +92,9 @@ async def test_a_restart_during_the_backoff_delay_ends_the_delay(tmp_path: Path)
     policy = RestartPolicy(base_delay_seconds=60, max_delay_seconds=60, jitter=0.0, max_failures=5)
     with anyio.fail_after(TIMEOUT):  # far below the 60 s delay
         async with Supervisor(script.server(limits=QUICK, name="s"), policy, log) as supervisor:
-            await log.wait_for("reconnecting")
+            await log.wait_for(Reconnecting)
             assert supervisor.restart() is True
-            await log.wait_for("connecting", 2)
+            await log.wait_for(Connecting, 2)
             await supervisor.aclose()
             assert supervisor.restart() is False  # closed: nothing to restart
     assert log.kinds()[:5] == ["connecting", "ready", "disconnected", "reconnecting", "connecting"]
@@ -96,6 +113,6 @@ async def test_a_server_that_gave_up_cannot_be_restarted(tmp_path: Path) -> None
     events: list[HostEvent] = []
     with anyio.fail_after(TIMEOUT):
         async with Host({"s": config}) as host:
-            await next_kind(events, host.events(), "gave_up")
+            await next_kind(events, host.events(), GaveUp)
             with pytest.raises(ServerNotConnected, match="cannot be restarted"):
                 host.restart("s")
