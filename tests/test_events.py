@@ -257,3 +257,146 @@ async def test_an_ended_subscription_signals_room_at_once() -> None:
     sub.end()
     with anyio.fail_after(5):
         await sub.room_signal().wait()
+
+
+def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:
+    from mcpl_host.events import (
+        EVENT_KINDS,
+        ChannelsChanged,
+        Degraded,
+        Disconnected,
+        GaveUp,
+        HeldMessage,
+        ManifestChange,
+        PolicyReceipt,
+        Reconnecting,
+        Refusal,
+        ServerRequest,
+        Stalled,
+        event_json,
+    )
+    from mcpl_host.mcpl.manifest_diff import Impact
+
+    connected = {
+        "attempt": 1,
+        "server_name": "n",
+        "server_version": "v",
+        "protocol_version": "2025-06-18",
+        "mcpl": "active",
+        "effective_capabilities": ["tools"],
+        "mode": None,
+    }
+    profile = {"profile": "strict", "profile_reason": "r", "policy_form": "request", "grants_nothing": False}
+    error = {"code": -32002, "message": "m"}
+    cases: list[tuple[HostEvent, dict[str, Any]]] = [
+        (Connecting(server="s", attempt=2), {"attempt": 2}),
+        (
+            Ready(server="s", **connected),
+            {
+                "attempt": 1,
+                "serverName": "n",
+                "serverVersion": "v",
+                "protocolVersion": "2025-06-18",
+                "mcpl": "active",
+                "effectiveCapabilities": ["tools"],
+                "mode": None,
+            },
+        ),
+        (
+            Degraded(server="s", **connected, **profile, reason="off"),
+            {
+                "attempt": 1,
+                "serverName": "n",
+                "serverVersion": "v",
+                "protocolVersion": "2025-06-18",
+                "mcpl": "active",
+                "effectiveCapabilities": ["tools"],
+                "mode": None,
+                "profile": "strict",
+                "profileReason": "r",
+                "policyForm": "request",
+                "grantsNothing": False,
+                "reason": "off",
+            },
+        ),
+        (
+            Disconnected(server="s", attempt=1, phase="start", uptime_seconds=None, reason="x"),
+            {
+                "attempt": 1,
+                "phase": "start",
+                "uptimeSeconds": None,
+                "reason": "x",
+                "exitStatus": None,
+                "closeCode": None,
+                "stderrTail": [],
+            },
+        ),
+        (Reconnecting(server="s", attempt=1, delay_seconds=0.5), {"attempt": 1, "delaySeconds": 0.5}),
+        (
+            GaveUp(server="s", reason="r", failures=3, window_seconds=60),
+            {"reason": "r", "failures": 3, "windowSeconds": 60},
+        ),
+        (push({"n": 1}), {"id": 1, "featureSet": "f", "eventId": "e", "params": {"n": 1}}),
+        (
+            PushEvent(server="s", id=1, feature_set="f", event_id="e", params={}, answer={"accepted": True}),
+            {"id": 1, "featureSet": "f", "eventId": "e", "params": {}, "answer": {"accepted": True}},
+        ),
+        (
+            ServerRequest(
+                server="s", id="k", method="roots/list", params=None, input_request=True, error=error
+            ),
+            {"id": "k", "method": "roots/list", "params": None, "inputRequest": True, "error": error},
+        ),
+        (note(1), {"method": "test/n", "params": {"n": 1}}),
+        (
+            ServerNotification(server="s", method="channels/incoming", params={}, error=error),
+            {"method": "channels/incoming", "params": {}, "error": error, "reason": None},
+        ),
+        (
+            Refusal(
+                server="s", id=None, method="channels/changed", params={}, error=error, notification=True
+            ),
+            {
+                "id": None,
+                "method": "channels/changed",
+                "params": {},
+                "error": error,
+                "reason": None,
+                "notification": True,
+            },
+        ),
+        (
+            HeldMessage(server="s", method="m", params={}, id=3, capability="c"),
+            {"method": "m", "params": {}, "id": 3, "capability": "c"},
+        ),
+        (
+            ManifestChange(
+                server="s", domains=("tools",), impacts=(Impact("capability-revoked", "applied", "tools"),)
+            ),
+            {
+                "domains": ["tools"],
+                "impacts": [{"impact": "capability-revoked", "disposition": "applied", "detail": "tools"}],
+            },
+        ),
+        (
+            PolicyReceipt(server="s", accepted=True),
+            {
+                "accepted": True,
+                "mode": None,
+                "fallback": None,
+                "reason": None,
+                "unavailableFeatures": [],
+                "defects": [],
+            },
+        ),
+        (ChannelsChanged(server="s", channels=[{"id": "c"}]), {"channels": [{"id": "c"}]}),
+        (
+            Stalled(server="s", explanation="e", silent_seconds=1.0),
+            {"explanation": "e", "silentSeconds": 1.0, "waiting": [], "refused": None, "profile": None},
+        ),
+    ]
+    assert sorted({event.kind for event, _ in cases}) == sorted(EVENT_KINDS)
+    for event, data in cases:
+        assert list(event.to_json().items()) == list(data.items()), event.kind
+        assert event_json(event) == {"server": "s", "kind": event.kind, "time": event.time, "data": data}
+    assert "params" not in repr(push({"secret": "x"})) and "secret" not in repr(push({"secret": "x"}))
