@@ -25,7 +25,16 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, Host, HostEvent, Limits, connect_http, connect_stdio, stdio_server
+from mcpl_host import (
+    LIFECYCLE_KINDS,
+    GrantPolicy,
+    Host,
+    HostEvent,
+    Limits,
+    connect_http,
+    connect_stdio,
+    stdio_server,
+)
 from mcpl_host.config import ServerConfig
 from mcpl_host.hosted import HostedServer
 from mcpl_host.stateless import probe_skipped
@@ -218,7 +227,7 @@ async def test_host_brings_up_a_server_the_probe_cost_and_a_restart_does_not_pro
             again = await host.call_tool("s", "echo", {"text": "two"})
             assert host.hosted("s").learned_era == "handshake"
     assert result.content[0]["text"] == "one" and again.content[0]["text"] == "two"
-    kinds = [event.kind for event in seen if event.is_lifecycle]
+    kinds = [event.kind for event in seen if event.kind in LIFECYCLE_KINDS]
     assert kinds.count("ready") == 2 and "gave_up" not in kinds
     starts = methods_by_process(log)
     assert len(starts) == 3, starts  # the probe's casualty, its restart, the restart after the kill
