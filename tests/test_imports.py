@@ -1,13 +1,19 @@
 """What ``import mcpl_host`` loads: the connection layer, not the WebSocket and HTTP stacks,
 structlog (with its console renderer, rich and pygments) or the host layer, which load
-when first used. Each check runs in a fresh interpreter."""
+when first used. Each check runs in a fresh interpreter.
+
+How the package's modules import each other, read from the source (``ast``): no import
+circle."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "mcpl_host"
 
 HEAVY = ["structlog", "rich", "pygments", "httpx", "wsproto", "h11", "ssl", "jsonschema"]
 LATER = [
@@ -114,3 +120,101 @@ def test_a_logger_made_before_structlog_is_loaded_still_writes_its_warnings() ->
     assert "not shown" not in stderr
     (line,) = [line for line in stderr.splitlines() if "shown" in line]
     assert "[warning  ]" in line and "server=s" in line and "value=a\\u202eb" in line
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the package by dotted name (``mcpl_host.mcpl.grants``)."""
+    out: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path], *, typing: bool) -> dict[str, int]:
+    """The package's modules ``name`` imports, each with the line of its first import: every
+    ``import`` and ``from`` at module level and inside functions and classes; those under
+    ``if TYPE_CHECKING:`` only with ``typing``."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: dict[str, int] = {}
+
+    def add(target: str, line: int) -> None:
+        if target.split(".")[0] == "mcpl_host" and target != name:
+            found.setdefault(target, line)
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test) and not typing:
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    add(alias.name, child.lineno)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - child.level + 1] + ([base] if base else []))
+                for alias in child.names:
+                    submodule = f"{base}.{alias.name}"
+                    add(submodule if submodule in modules else base, child.lineno)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return found
+
+
+def import_graph(*, typing: bool) -> dict[str, dict[str, int]]:
+    modules = module_names()
+    return {name: imports_of(name, path, modules, typing=typing) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, dict[str, int]]) -> list[str] | None:
+    """One import circle as its modules in order (the first repeated at the end), or None.
+    A depth-first walk without recursion; a module whose imports were all walked is done."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        if start in done:
+            continue
+        path = [start]
+        stack = [iter(sorted(graph[start]))]
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                stack.pop()
+                done.add(path.pop())
+            elif target in path:
+                return path[path.index(target) :] + [target]
+            elif target in graph and target not in done:
+                path.append(target)
+                stack.append(iter(sorted(graph[target])))
+    return None
+
+
+def _describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
+    return (
+        " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:], strict=False))
+        + f" -> {cycle[-1]}"
+    )
+
+
+def test_no_import_circles() -> None:
+    graph = import_graph(typing=False)
+    assert "mcpl_host.hosted" in graph and graph["mcpl_host.connection"], "the graph was not read"
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import circle: {_describe(cycle, graph)}"
+
+
+def test_the_cycle_finder_names_a_circle() -> None:
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b": 1}, "b": {}, "c": {"b": 2}}) is None
