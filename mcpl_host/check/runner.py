@@ -86,8 +86,8 @@ from mcpl_host.jsonrpc.framing import ReadItem, dumps_message
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
-from mcpl_host.stateless import LATEST_STATELESS_VERSION, discover_params, may_carry_stateless
-from mcpl_host.transports.base import Transport
+from mcpl_host.stateless import LATEST_STATELESS_VERSION, discover_params
+from mcpl_host.transports.base import Transport, may_carry_stateless
 
 __all__ = [
     "MAX_AUTO_CALLS",
