@@ -335,12 +335,12 @@ class _Main:
         self.hosted = target.hosted(handlers=CheckHandlers())
         # Judged as a strict MCPL 0.5 host sees it; each deviation's report says what the 0.4
         # profile would do with it.
-        self.hosted.compat = "strict"
+        self.hosted.set_compat("strict")
         # The handshake era, whatever the server also speaks: the checks judge initialize and
         # what follows it; the raw session probes server/discover (init.discover).
-        self.hosted.protocol = "handshake"
-        self.hosted.transport_factory = _recording(
-            self.hosted.transport_factory, self.transcript, self.clock, self.opened
+        self.hosted.set_protocol("handshake")
+        self.hosted.set_transport_factory(
+            _recording(self.hosted.transport_factory, self.transcript, self.clock, self.opened)
         )
         self.conn = self.hosted.open_connection()
         self.stderr_tail: list[str] = []
