@@ -3,17 +3,59 @@ structlog (with its console renderer, rich and pygments) or the host layer, whic
 when first used. Each check runs in a fresh interpreter.
 
 How the package's modules import each other, read from the source (``ast``): no import
-circle."""
+circle, and no module imports one of a higher layer (``LAYERS``)."""
 
 from __future__ import annotations
 
 import ast
+import fnmatch
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "mcpl_host"
+
+#: The layers, lowest first (docs/architecture.md, "Layers"): a module may import its own
+#: layer and those below, never one above. Names are relative to ``mcpl_host`` ("" is the
+#: package itself); a pattern ending in ``.*`` takes a package's modules.
+LAYERS: list[tuple[str, list[str]]] = [
+    # JSON-RPC 2.0 and what every module uses: bounds, log safety, secrets, JSON measures.
+    ("jsonrpc", ["jsonrpc", "jsonrpc.*", "limits", "logging", "secrets", "json_size", "_tasks"]),
+    # The MCP revisions' pure rules the transports follow too.
+    ("mcp rules", ["handshake", "stateless", "param_headers", "listen", "caching", "mcp_records"]),
+    ("transports", ["transports", "transports.*"]),
+    # One transport without MCPL: the connection shell and the MCP client calls.
+    (
+        "core",
+        ["link", "connection", "client_features", "mcp_methods", "output_schema", "schema_check", "coalesce"],
+    ),
+    ("mcpl (pure)", ["mcpl", "mcpl.*"]),
+    # The application's side of a connection: what it implements, what it watches.
+    ("handlers", ["handlers", "observe"]),
+    ("services", ["services", "services.*", "stall_watch"]),
+    ("server connection", ["server_connection"]),
+    ("hosted", ["hosted", "connect"]),
+    ("host", ["supervisor_policy", "supervisor", "events", "record", "config", "host"]),
+    (
+        "applications",
+        [
+            "",
+            "cli",
+            "cli_call",
+            "cli_target",
+            "report",
+            "probing",
+            "probe_features",
+            "coerce",
+            "signals",
+            "check",
+            "check.*",
+            "shell",
+            "shell.*",
+        ],
+    ),
+]
 
 HEAVY = ["structlog", "rich", "pygments", "httpx", "wsproto", "h11", "ssl", "jsonschema"]
 LATER = [
@@ -142,7 +184,8 @@ def _is_type_checking(test: ast.expr) -> bool:
 def imports_of(name: str, path: Path, modules: dict[str, Path], *, typing: bool) -> dict[str, int]:
     """The package's modules ``name`` imports, each with the line of its first import: every
     ``import`` and ``from`` at module level and inside functions and classes; those under
-    ``if TYPE_CHECKING:`` only with ``typing``."""
+    ``if TYPE_CHECKING:`` only with ``typing``. The packages a module lies in, which Python
+    imports first, are not counted: ``mcpl_host`` counts only where it is named."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: dict[str, int] = {}
 
@@ -218,3 +261,32 @@ def test_the_cycle_finder_names_a_circle() -> None:
     graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b": 1}, "b": {}, "c": {"b": 2}}) is None
+
+
+def layer_of(name: str) -> int:
+    """The index in ``LAYERS`` of a module (``mcpl_host.x``); raises ``LookupError``."""
+    relative = name.removeprefix("mcpl_host").removeprefix(".")
+    found = [
+        index
+        for index, (_, patterns) in enumerate(LAYERS)
+        if any(fnmatch.fnmatchcase(relative, p) for p in patterns)
+    ]
+    if len(found) != 1:
+        raise LookupError(f"{name} is in {len(found)} layers; place it in exactly one of LAYERS")
+    return found[0]
+
+
+def test_every_module_is_in_one_layer() -> None:
+    for name in module_names():
+        layer_of(name)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    # Imports for type annotations only count too: they are a dependency all the same.
+    upward = [
+        f"{name} ({LAYERS[layer_of(name)][0]}) imports {target} ({LAYERS[layer_of(target)][0]}) at line {line}"
+        for name, targets in import_graph(typing=True).items()
+        for target, line in targets.items()
+        if layer_of(target) > layer_of(name)
+    ]
+    assert upward == []
