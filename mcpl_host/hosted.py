@@ -99,7 +99,8 @@ class HostedServer:
         protocol: the protocol era to speak (``stateless.ProtocolChoice``): ``"auto"``
             probes with ``server/discover`` where the transport may carry MCP 2026-07-28 and
             falls back to ``initialize``; ``"handshake"`` sends only ``initialize``;
-            ``"stateless"`` only ``server/discover``. Settable until a connection opens.
+            ``"stateless"`` only ``server/discover``. Changed by ``set_protocol`` (read at
+            each handshake). Raises ``ValueError`` for another value.
     """
 
     def __init__(
