@@ -31,18 +31,15 @@ import os
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, cast
+from typing import Any, Literal, Protocol, TypeAlias, cast
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
 from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
 from mcpl_host.mcp_records import Tool, read_tool
 
-if TYPE_CHECKING:
-    from mcpl_host.handlers import RequestContext
-    from mcpl_host.observe import Reporter
-
 __all__ = [
     "CLIENT_FEATURE_METHODS",
+    "AnswerReporter",
     "ClientFeatureService",
     "ClientFeatures",
     "ElicitationAction",
@@ -58,6 +55,7 @@ __all__ = [
     "SamplingMessage",
     "SamplingRequest",
     "SamplingResult",
+    "RequestContext",
     "read_elicitation_request",
     "read_sampling_request",
     "root",
@@ -68,6 +66,34 @@ CLIENT_FEATURE_METHODS = frozenset({"roots/list", "sampling/createMessage", "eli
 
 ElicitationMode = Literal["form", "url"]
 ElicitationAction = Literal["accept", "decline", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Who asked: ``server`` (its name), the request ``id`` as sent (string, number or None;
+    None also for a request sent as a notification), and ``method``."""
+
+    server: str
+    id: Any
+    method: str
+
+
+class AnswerReporter(Protocol):
+    """Where a served request's answer is reported (an ``observe.Reporter``)."""
+
+    def handled_request(
+        self,
+        context: RequestContext,
+        params: Any,
+        *,
+        answer: Any = None,
+        error: dict[str, Any] | None = None,
+        input_request: bool = False,
+    ) -> None:
+        """The request ``context`` with ``params`` was answered with ``answer`` (a result) or
+        ``error`` (a JSON-RPC 2.0 §5.1 error object); ``input_request``: an input request of
+        MCP 2026-07-28 rather than a server request."""
+        ...
 
 
 # --- roots -------------------------------------------------------------------------------------
@@ -511,7 +537,7 @@ class ClientFeatureService:
     """Serves ``roots/list``, ``sampling/createMessage`` and ``elicitation/create`` for one
     connection, from a server request or an input request (module rules)."""
 
-    def __init__(self, features: ClientFeatures, reporter: Reporter | None, *, log: Any) -> None:
+    def __init__(self, features: ClientFeatures, reporter: AnswerReporter | None, *, log: Any) -> None:
         self.features = features
         self._reporter = reporter
         self._log = log

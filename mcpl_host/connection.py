@@ -101,10 +101,9 @@ from mcpl_host.stateless import (
     after_discover_result,
     after_initialize_refusal,
     discover_params,
-    may_carry_stateless,
     stateless_capabilities,
 )
-from mcpl_host.transports.base import StartsServer, Transport
+from mcpl_host.transports.base import StartsServer, Transport, may_carry_stateless
 
 __all__ = [
     "DEFAULT",

@@ -54,16 +54,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, get_args
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, get_args
 
 import anyio
 
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import RequestId
 from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
-
-if TYPE_CHECKING:
-    from mcpl_host.host import ServerRequestResponder
 
 __all__ = [
     "DELIVERY_KINDS",
@@ -122,6 +119,20 @@ LIFECYCLE_KINDS: frozenset[str] = frozenset(
 )
 #: The kinds that can be deliveries (the application answers them).
 DELIVERY_KINDS: frozenset[str] = frozenset({"push_event", "server_request"})
+
+
+class Responder(Protocol):
+    """The answer slot of a ``server_request`` the application answers
+    (``host.ServerRequestResponder``): ``respond(result)`` or ``reject(code, message, data)``
+    once; each returns True if it answered, False if the request was already answered, timed
+    out, or its transport ended."""
+
+    @property
+    def is_answered(self) -> bool: ...
+
+    def respond(self, result: Any) -> bool: ...
+
+    def reject(self, code: int, message: str, data: Any = None) -> bool: ...
 
 
 class Delivery:
@@ -360,7 +371,7 @@ class ServerRequest:
     answer: Any = field(default=None, repr=False)
     error: dict[str, Any] | None = field(default=None, repr=False)
     time: float = field(default_factory=_now)
-    responder: ServerRequestResponder | None = field(default=None, compare=False, repr=False)
+    responder: Responder | None = field(default=None, compare=False, repr=False)
     delivery: Delivery | None = field(default=None, compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:

@@ -26,7 +26,6 @@ request is ever left unanswered (MCPL §6.6; docs/protocol.md R2).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypeIs
@@ -34,6 +33,7 @@ from typing_extensions import TypeIs
 from mcpl_host.client_features import (
     ClientFeatures,
     ElicitationHandler,
+    RequestContext,
     Roots,
     RootsProvider,
     RootsSource,
@@ -55,16 +55,6 @@ __all__ = [
     "serves_inference",
     "serves_model_info",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class RequestContext:
-    """Who asked: ``server`` (its name), the request ``id`` as sent (string, number or None;
-    None also for a request sent as a notification), and ``method``."""
-
-    server: str
-    id: Any
-    method: str
 
 
 #: Queues a notification on the transport a request came on: ``notify(method, params)``.

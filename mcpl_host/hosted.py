@@ -22,6 +22,13 @@ Rules of this module:
     never repeats a probe that may cost it (docs/protocol.md S3a); nor is a server whose
     entry says MCPL (``says_mcpl``; S3b).
 
+- Its state changes only through its own methods; everything else reads it through
+  read-only properties. What the application sets: ``set_policy`` (the one place the policy
+  is stored; ``update_policy`` runs it on the current connection too), ``set_publish_mode``,
+  ``set_compat``, ``set_protocol``, ``set_transport_factory`` (each for later connections
+  where it is read at the handshake). What the connections learn or tell:
+  ``learn_publish_as_notification``, ``learn_policy_as_notification``, ``attach`` (the
+  era spoken), ``channels_changed``, ``detach``.
 - Each transport still starts with an empty grant and runs the handshake and the whole policy
   exchange again (MCPL §5.3), now with the policy the application set last.
 - ``open_connection()`` builds a new, unopened ``ServerConnection`` for a new transport; the
@@ -48,15 +55,27 @@ from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.services.channel_calls import PublishMode
+from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
 from mcpl_host.services.negotiation import PolicyChange
-from mcpl_host.stateless import Era, ProtocolChoice, probe_skipped
+from mcpl_host.stateless import PROTOCOL_CHOICES, Era, ProtocolChoice, probe_skipped
 from mcpl_host.transports.base import Transport
 
 __all__ = ["HostedServer", "TransportFactory"]
 
 #: Opens one transport: a callable returning an async context manager that yields it.
 TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]
+
+
+def _checked_compat(compat: CompatSetting) -> CompatSetting:
+    if compat not in COMPAT_SETTINGS:
+        raise ValueError(f"compat must be one of {', '.join(COMPAT_SETTINGS)}, not {compat!r}")
+    return compat
+
+
+def _checked_protocol(protocol: ProtocolChoice) -> ProtocolChoice:
+    if protocol not in PROTOCOL_CHOICES:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
+    return protocol
 
 
 class HostedServer:
@@ -80,7 +99,8 @@ class HostedServer:
         protocol: the protocol era to speak (``stateless.ProtocolChoice``): ``"auto"``
             probes with ``server/discover`` where the transport may carry MCP 2026-07-28 and
             falls back to ``initialize``; ``"handshake"`` sends only ``initialize``;
-            ``"stateless"`` only ``server/discover``. Settable until a connection opens.
+            ``"stateless"`` only ``server/discover``. Changed by ``set_protocol`` (read at
+            each handshake). Raises ``ValueError`` for another value.
     """
 
     def __init__(
@@ -101,38 +121,196 @@ class HostedServer:
         describe: str = "",
         protocol: ProtocolChoice = "auto",
     ) -> None:
-        if compat not in COMPAT_SETTINGS:
-            raise ValueError(f"compat must be one of {', '.join(COMPAT_SETTINGS)}, not {compat!r}")
-        self.name = name
-        self.compat: CompatSetting = compat
-        self.transport_factory = transport_factory
-        self.handlers = handlers if handlers is not None else HostHandlers()
-        self.observer = observer
-        self.policy = policy or GrantPolicy()
-        self.feature_set_policy = feature_set_policy or FeatureSetPolicy()
-        self.on_refusal: RefusalAction = on_refusal
-        self.limits = limits or Limits()
-        self.redactor = redactor or Redactor()
-        self.client_info = client_info or ClientInfo()
-        self.state_store: StateStore = (
-            state_store if state_store is not None else FeatureSetStateStore(self.limits)
+        self._name = name
+        self._compat: CompatSetting = _checked_compat(compat)
+        self._protocol: ProtocolChoice = _checked_protocol(protocol)
+        self._transport_factory = transport_factory
+        self._handlers = handlers if handlers is not None else HostHandlers()
+        self._observer = observer
+        self._policy = policy or GrantPolicy()
+        self._feature_set_policy = feature_set_policy or FeatureSetPolicy()
+        self._on_refusal: RefusalAction = on_refusal
+        self._limits = limits or Limits()
+        self._redactor = redactor or Redactor()
+        self._client_info = client_info or ClientInfo()
+        self._state_store: StateStore = (
+            state_store if state_store is not None else FeatureSetStateStore(self._limits)
         )
-        self.describe = describe
-        self.protocol: ProtocolChoice = protocol
-        self.event_dedupe = EventDeduplicator(
-            max_entries=self.limits.max_remembered_event_ids, ttl_seconds=self.limits.event_id_ttl_seconds
+        self._describe = describe
+        self._event_dedupe = EventDeduplicator(
+            max_entries=self._limits.max_remembered_event_ids, ttl_seconds=self._limits.event_id_ttl_seconds
         )
-        self.publish_mode: PublishMode = "auto"
-        self.publish_as_notification = False  # learned in "auto" from a -32601
-        self.policy_as_notification = False  # learned under the 0.4 profile
-        self.compat_notes = NoteLedger(self.limits.compat_notes_logged)
-        #: The channels registered on the current transport (descriptors as sent).
-        self.channels: list[dict[str, Any]] = []
-        self.connections_opened = 0
-        #: The era the last connection that finished its handshake spoke (None before).
-        self.learned_era: Era | None = None
+        self._publish_mode: PublishMode = "auto"
+        self._publish_as_notification = False  # learned in "auto" from a -32601
+        self._policy_as_notification = False  # learned under the 0.4 profile
+        self._compat_notes = NoteLedger(self._limits.compat_notes_logged)
+        self._channels: list[dict[str, Any]] = []
+        self._connections_opened = 0
+        self._learned_era: Era | None = None
         self._current: ServerConnection | None = None
-        self._reporter = Reporter(name, self.handlers, observer)
+        self._reporter = Reporter(name, self._handlers, observer)
+
+    # --- what it is: fixed when it is made ----------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The server's name in logs, events and errors."""
+        return self._name
+
+    @property
+    def handlers(self) -> HostHandlers:
+        """The application's handlers, used as given."""
+        return self._handlers
+
+    @property
+    def observer(self) -> ConnectionObserver | None:
+        """Sees every ``Observation``, or None."""
+        return self._observer
+
+    @property
+    def on_refusal(self) -> RefusalAction:
+        """What a refused policy does (``RefusalAction``)."""
+        return self._on_refusal
+
+    @property
+    def limits(self) -> Limits:
+        """Every bound applied to this server."""
+        return self._limits
+
+    @property
+    def redactor(self) -> Redactor:
+        """Hides this server's secrets."""
+        return self._redactor
+
+    @property
+    def client_info(self) -> ClientInfo:
+        """The ``clientInfo`` sent in ``initialize``."""
+        return self._client_info
+
+    @property
+    def state_store(self) -> StateStore:
+        """Held state per feature set, across transports."""
+        return self._state_store
+
+    @property
+    def describe(self) -> str:
+        """Where the server is, without secrets (for reports)."""
+        return self._describe
+
+    @property
+    def event_dedupe(self) -> EventDeduplicator:
+        """``eventId`` de-duplication across transports (MCPL §9.4)."""
+        return self._event_dedupe
+
+    @property
+    def compat_notes(self) -> NoteLedger:
+        """The notes logged under the 0.4 profile, each once per server."""
+        return self._compat_notes
+
+    # --- what the application sets: read here, changed by the set_* methods ---------------------
+
+    @property
+    def transport_factory(self) -> TransportFactory:
+        """Opens each new transport (``set_transport_factory``)."""
+        return self._transport_factory
+
+    def set_transport_factory(self, factory: TransportFactory) -> None:
+        """Open every later transport with ``factory``; the current one is left as it is."""
+        self._transport_factory = factory
+
+    @property
+    def compat(self) -> CompatSetting:
+        """The compatibility setting (``mcpl.compat``; ``set_compat``)."""
+        return self._compat
+
+    def set_compat(self, compat: CompatSetting) -> None:
+        """Choose the compatibility profile of every later connection from ``compat``
+        (``"strict"``, ``"0.4"``, ``"auto"``; docs/protocol.md, "Compatibility profiles").
+        Raises ``ValueError`` for another value."""
+        self._compat = _checked_compat(compat)
+
+    @property
+    def protocol(self) -> ProtocolChoice:
+        """The protocol era to speak (``stateless.ProtocolChoice``; ``set_protocol``)."""
+        return self._protocol
+
+    def set_protocol(self, protocol: ProtocolChoice) -> None:
+        """Speak ``protocol`` on every later connection (``"auto"``, ``"handshake"``,
+        ``"stateless"``; docs/protocol.md S1). Raises ``ValueError`` for another value."""
+        self._protocol = _checked_protocol(protocol)
+
+    @property
+    def policy(self) -> GrantPolicy:
+        """The capability grant policy in force for this server (``set_policy``)."""
+        return self._policy
+
+    @property
+    def feature_set_policy(self) -> FeatureSetPolicy:
+        """The feature-set policy in force for this server (``set_policy``)."""
+        return self._feature_set_policy
+
+    def set_policy(
+        self, policy: GrantPolicy | None = None, feature_set_policy: FeatureSetPolicy | None = None
+    ) -> None:
+        """Keep the policy given (None: that part unchanged) for this and every later
+        transport of the server; the one place it is stored. It goes out only through a
+        policy exchange (``update_policy``, or the next handshake's, MCPL §5.3)."""
+        if policy is not None:
+            self._policy = policy
+        if feature_set_policy is not None:
+            self._feature_set_policy = feature_set_policy
+
+    @property
+    def publish_mode(self) -> PublishMode:
+        """How ``channels/publish`` goes out (``services.channel_calls``; ``set_publish_mode``)."""
+        return self._publish_mode
+
+    def set_publish_mode(self, mode: PublishMode) -> None:
+        """Send ``channels/publish`` as ``mode`` from now on (``"request"``,
+        ``"notification"``, ``"auto"``); what ``"auto"`` learned is forgotten. Raises
+        ``ValueError`` for another value."""
+        if mode not in PUBLISH_MODES:
+            raise ValueError(f"publish_mode must be one of {PUBLISH_MODES}, not {mode!r}")
+        self._publish_mode = mode
+        self._publish_as_notification = False
+
+    # --- what was learned from the server, across its transports ------------------------------
+
+    @property
+    def publish_as_notification(self) -> bool:
+        """The server answered a ``channels/publish`` request with ``-32601``: in ``"auto"``,
+        it goes out as a notification (``learn_publish_as_notification``)."""
+        return self._publish_as_notification
+
+    def learn_publish_as_notification(self) -> None:
+        """The server does not take ``channels/publish`` as a request (MCPL §14.3)."""
+        self._publish_as_notification = True
+
+    @property
+    def policy_as_notification(self) -> bool:
+        """The server reads only the notification form of ``featureSets/update`` (0.4
+        profile; ``learn_policy_as_notification``)."""
+        return self._policy_as_notification
+
+    def learn_policy_as_notification(self) -> None:
+        """The server answered the ``featureSets/update`` request with an error, or not in
+        time, under the 0.4 profile: every later policy goes to it as a notification."""
+        self._policy_as_notification = True
+
+    @property
+    def learned_era(self) -> Era | None:
+        """The era the last connection that finished its handshake spoke (None before)."""
+        return self._learned_era
+
+    @property
+    def channels(self) -> list[dict[str, Any]]:
+        """The channels registered on the current transport (descriptors as sent; a copy)."""
+        return [dict(descriptor) for descriptor in self._channels]
+
+    @property
+    def connections_opened(self) -> int:
+        """How many connections finished their handshake."""
+        return self._connections_opened
 
     def __repr__(self) -> str:
         state = self._current.mcpl_state.value if self._current is not None else "not connected"
@@ -179,22 +357,25 @@ class HostedServer:
         return conn if conn is not None and conn.is_open else None
 
     def attach(self, conn: ServerConnection) -> None:
-        """``conn`` finished its handshake: it is the current connection."""
+        """``conn`` finished its handshake: it is the current connection, and the era it
+        spoke is learned (``learned_era``: a restart does not probe again, docs/protocol.md
+        S3a)."""
         self._current = conn
-        self.connections_opened += 1
+        self._connections_opened += 1
         if conn.era is not None:
-            self.learned_era = conn.era
+            self._learned_era = conn.era
 
     def detach(self, conn: ServerConnection) -> None:
         """``conn`` ended: its channel registrations lapse (the application is told)."""
         if self._current is conn:
             self._current = None
-        if self.channels:
+        if self._channels:
             self.channels_changed([])
 
     def channels_changed(self, channels: list[dict[str, Any]]) -> None:
-        """The channels registered now changed (on the current transport)."""
-        self.channels = [dict(descriptor) for descriptor in channels]
+        """The channels registered now changed (on the current transport): ``channels`` is
+        the whole list of descriptors, as sent (kept as a copy); the application is told."""
+        self._channels = [dict(descriptor) for descriptor in channels]
         self._reporter.channels_changed(self.channels)
 
     async def update_policy(
@@ -207,8 +388,5 @@ class HostedServer:
         conn = self.current
         if conn is not None and conn.is_mcpl_ready:
             return await conn.update_policy(policy, feature_set_policy)
-        if policy is not None:
-            self.policy = policy
-        if feature_set_policy is not None:
-            self.feature_set_policy = feature_set_policy
+        self.set_policy(policy, feature_set_policy)
         return PolicyChange(proposed=None, in_force=None, outcome=None, deferred=True)

@@ -8,8 +8,8 @@ any field, in code (``dataclasses.replace(Limits(), ...)``) or in the config fil
 the field.
 
 Host-wide bounds, the same for every server, are not fields: ``CONFIG_MAX_DEPTH`` (the config
-file), ``DEFAULT_LOG_VALUE_MAX_UNITS`` and ``LOG_VALUE_REDACTION_MARGIN_CHARS`` (the host's
-own log format), and the explicit parameters of the CLI (``cli.MAX_KEPT_EVENTS``), the
+file), ``logging.DEFAULT_LOG_VALUE_MAX_UNITS`` and ``logging.LOG_VALUE_REDACTION_MARGIN_CHARS``
+(the host's own log format, kept with it), and the explicit parameters of the CLI (``cli.MAX_KEPT_EVENTS``), the
 probe report (``report.MAX_REPORT_DEPTH``...) and ``Host`` (``max_queued_events``...).
 """
 
@@ -62,13 +62,6 @@ DEFAULT_UNMATCHED_ERRORS_LOGGED = 10
 DEFAULT_INVALID_REQUESTS_LOGGED = 10
 #: Server stderr lines kept to explain a failure (docs/protocol.md H5).
 DEFAULT_STDERR_TAIL_LINES = 50
-#: Host-wide (the host's log format, not per server): characters (UTF-16 code units) of one
-#: server value in a log line (docs/protocol.md L1).
-DEFAULT_LOG_VALUE_MAX_UNITS = 256
-#: Host-wide: characters past that cut that are redacted with the shown part, so a secret
-#: straddling the cut is still found; the rest of a longer value is neither redacted nor
-#: shown (it bounds the redaction work per log value).
-LOG_VALUE_REDACTION_MARGIN_CHARS = 8192
 #: Seconds to wait for the initialize answer.
 DEFAULT_HANDSHAKE_TIMEOUT_SECONDS = 30.0
 #: Seconds a host request waits for its answer unless the call says otherwise.

@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 import orjson
 
 from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
-from mcpl_host.limits import DEFAULT_LOG_VALUE_MAX_UNITS, LOG_VALUE_REDACTION_MARGIN_CHARS
 from mcpl_host.secrets import MIN_SECRET_CHARS, REDACTED, Redactor
 
 if TYPE_CHECKING:
@@ -49,6 +48,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CUT_MARKER",
+    "DEFAULT_LOG_VALUE_MAX_UNITS",
+    "LOG_VALUE_REDACTION_MARGIN_CHARS",
     "MIN_SECRET_CHARS",
     "REDACTED",
     "LogBudget",
@@ -61,6 +62,14 @@ __all__ = [
     "log_value",
     "xml_text",
 ]
+
+#: Host-wide (the host's log format, not per server; not a ``Limits`` field): characters
+#: (UTF-16 code units) of one server value in a log line (docs/protocol.md L1).
+DEFAULT_LOG_VALUE_MAX_UNITS = 256
+#: Host-wide: characters past that cut that are redacted with the shown part, so a secret
+#: straddling the cut is still found; the rest of a longer value is neither redacted nor
+#: shown (it bounds the redaction work per log value).
+LOG_VALUE_REDACTION_MARGIN_CHARS = 8192
 
 #: Appended to a value cut at the bound.
 CUT_MARKER = "…[cut]"

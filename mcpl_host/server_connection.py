@@ -10,7 +10,9 @@ Rules of this module:
   ``StateCalls``).
 - What outlives the transport is its ``HostedServer``'s: the policy in force (every runtime
   change included), the feature-set state store, ``eventId`` de-duplication, the publish mode
-  learned, the channel list shown to the application. Each transport still starts with an
+  learned, the channel list shown to the application. The connection sees it as a
+  ``ConnectionOwner`` (this module does not import ``hosted``): it reads it and tells it
+  through its methods, never assigns to it. Each transport still starts with an
   empty grant and runs the whole policy exchange again (MCPL §5.3), with the policy the
   application set last.
 - Entering opens the transport, settles the protocol era (``Connection.handshake`` with the
@@ -28,10 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from mcpl_host.client_features import ClientFeatureService
-from mcpl_host.connection import DEFAULT, Connection, ProgressCallback, Timeout
+from mcpl_host.client_features import ClientFeatures, ClientFeatureService
+from mcpl_host.connection import DEFAULT, ClientInfo, Connection, ProgressCallback, Timeout
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.handshake import SERVED_MCPL_VERSIONS, ServerInfo
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, MCPLHostError
@@ -53,7 +55,7 @@ from mcpl_host.mcp_methods import (
     Tool,
 )
 from mcpl_host.mcpl.admission import may_send
-from mcpl_host.mcpl.compat import CompatNote, Profile, ProfileChoice
+from mcpl_host.mcpl.compat import CompatNote, CompatSetting, NoteLedger, Profile, ProfileChoice
 from mcpl_host.mcpl.explain import LIBRARY_SWITCH, RefusalRecord, silence_sentence
 from mcpl_host.mcpl.feature_sets import (
     Derivation,
@@ -65,30 +67,90 @@ from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.injections import BeforeInferenceResult
 from mcpl_host.mcpl.manifest import manifest_limit_problem
 from mcpl_host.mcpl.policy import PolicyOutcome
-from mcpl_host.mcpl.policy_state import MCPLState, PolicyState
+from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
 from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.mcpl.state import StateStore
-from mcpl_host.observe import Reporter
-from mcpl_host.services.channel_calls import ChannelCalls, ChannelOpenResult, PublishMode, PublishResult
+from mcpl_host.mcpl.tags import EventDeduplicator
+from mcpl_host.observe import ConnectionObserver, Reporter
+from mcpl_host.services.channel_calls import (
+    ChannelCalls,
+    ChannelOpenResult,
+    PublishMode,
+    PublishResult,
+    PublishSettings,
+)
 from mcpl_host.services.channels import ChannelService
 from mcpl_host.services.dispatch import InboundDispatcher
 from mcpl_host.services.hooks import HookCalls
 from mcpl_host.services.inference import InferenceService
 from mcpl_host.services.manifest_changes import ManifestWatcher
-from mcpl_host.services.negotiation import PolicyChange, PolicyExchange
+from mcpl_host.services.negotiation import PolicyChange, PolicyExchange, PolicySource
 from mcpl_host.services.push import PushService
 from mcpl_host.services.state_calls import RollbackResult, StateCalls
 from mcpl_host.services.state_service import StateService
 from mcpl_host.stall_watch import StallWatch
-from mcpl_host.stateless import Era, EraProbe
+from mcpl_host.stateless import Era, EraProbe, ProtocolChoice
 from mcpl_host.transports.base import Transport
 
-if TYPE_CHECKING:
-    from mcpl_host.hosted import HostedServer
-
-__all__ = ["ServerConnection"]
+__all__ = ["ConnectionOwner", "ServerConnection"]
 
 TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]
+
+
+class ConnectionOwner(PolicySource, PublishSettings, Protocol):
+    """What a connection reads of its server and tells it: what outlives the transport (a
+    ``HostedServer``; module rules). Read-only but for the methods."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def handlers(self) -> HostHandlers: ...
+    @property
+    def observer(self) -> ConnectionObserver | None: ...
+    @property
+    def on_refusal(self) -> RefusalAction: ...
+    @property
+    def compat(self) -> CompatSetting: ...
+    @property
+    def protocol(self) -> ProtocolChoice: ...
+    @property
+    def limits(self) -> Limits: ...
+    @property
+    def redactor(self) -> Redactor: ...
+    @property
+    def client_info(self) -> ClientInfo: ...
+    @property
+    def state_store(self) -> StateStore: ...
+    @property
+    def event_dedupe(self) -> EventDeduplicator: ...
+    @property
+    def compat_notes(self) -> NoteLedger: ...
+    @property
+    def channels(self) -> list[dict[str, Any]]: ...
+
+    def advertisement(self) -> dict[str, Any]:
+        """The host's ``experimental.mcpl`` for this server."""
+        ...
+
+    def client_features(self) -> ClientFeatures:
+        """The client features the handlers serve now."""
+        ...
+
+    def skip_probe(self) -> str | None:
+        """Why the next connection sends ``initialize`` without the ``server/discover`` probe."""
+        ...
+
+    def attach(self, conn: ServerConnection) -> None:
+        """``conn`` finished its handshake."""
+        ...
+
+    def detach(self, conn: ServerConnection) -> None:
+        """``conn`` ended."""
+        ...
+
+    def channels_changed(self, channels: list[dict[str, Any]]) -> None:
+        """The channels registered on this transport changed."""
+        ...
 
 
 class ServerConnection:
@@ -101,7 +163,7 @@ class ServerConnection:
     refused the policy and asked to be closed, with ``on_refusal`` "follow" or "close").
     """
 
-    def __init__(self, hosted: HostedServer, transport_factory: TransportFactory) -> None:
+    def __init__(self, hosted: ConnectionOwner, transport_factory: TransportFactory) -> None:
         self.hosted = hosted
         name, limits, redactor = hosted.name, hosted.limits, hosted.redactor
         self._log = get_logger("mcpl_host.connection", server=name)

@@ -14,7 +14,8 @@ Rules of this module:
   **handshake** era (``initialize``; every version in ``handshake.SUPPORTED_PROTOCOL_VERSIONS``)
   or the **stateless** era (``STATELESS_PROTOCOL_VERSIONS``).
 - ``protocol="auto"`` (the default) probes with ``server/discover`` where the transport may
-  carry the stateless revision (stdio, Streamable HTTP; never HTTP+SSE or WebSocket). What
+  carry the stateless revision (stdio, Streamable HTTP; never HTTP+SSE or WebSocket: the
+  transport says so, ``transports.base.CarriesStateless``). What
   follows a probe is decided here (``after_discover_error``, ``after_discover_result``,
   ``after_initialize_refusal``): a recognized stateless error (``-32022`` with a
   ``supported`` list, ``-32020``, ``-32021``) is evidence of a stateless server; anything
@@ -34,7 +35,6 @@ Rules of this module:
 from __future__ import annotations
 
 import base64
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -73,7 +73,6 @@ __all__ = [
     "http_request_headers",
     "input_required",
     "is_stateless_request",
-    "may_carry_stateless",
     "probe_skipped",
     "stateless_capabilities",
     "stream_lost_answer",
@@ -237,22 +236,6 @@ def stateless_capabilities(features: Mapping[str, Any]) -> dict[str, Any]:
     if is_object(out.get("roots")):
         out["roots"] = {key: value for key, value in out["roots"].items() if key != "listChanged"}
     return out
-
-
-def may_carry_stateless(transport: object) -> bool:
-    """Whether a transport may carry MCP 2026-07-28 (module rules): stdio and Streamable
-    HTTP (also the automatic HTTP choice, before it falls back); never the deprecated
-    HTTP+SSE transport (2024-11-05 only) nor WebSocket (no MCP revision defines it)."""
-    from mcpl_host.transports.stdio import StdioTransport
-
-    if isinstance(transport, StdioTransport):
-        return True
-    # An HTTP transport exists only once its module is loaded: a stdio connection does not
-    # load the HTTP stack (httpx, ssl) to be told apart from one.
-    http, sse = sys.modules.get("mcpl_host.transports.http"), sys.modules.get("mcpl_host.transports.http_sse")
-    return (http is not None and isinstance(transport, http.StreamableHTTPTransport)) or (
-        sse is not None and isinstance(transport, sse.AutoHTTPTransport)
-    )
 
 
 def is_stateless_request(message: Any) -> bool:

@@ -21,8 +21,10 @@ import anyio
 import pytest
 
 from mcpl_host import (
+    FeatureSetPolicy,
     GrantPolicy,
     Host,
+    HostedServer,
     HostHandlers,
     Limits,
     PushEvent,
@@ -432,3 +434,66 @@ async def test_closing_never_waits_the_close_grace_for_a_server_that_exits_on_st
     # The server exits as soon as its stdin closes; nothing may wait for the 3 s grace.
     assert slowest < grace.close_grace_seconds / 2, f"slowest close took {slowest:.2f} s"
     assert sum(1 for m in script.messages() if m.get("method") == "test/last-words") == 50
+
+
+async def test_a_hosted_server_changes_only_through_its_methods_and_keeps_the_policy_once() -> None:
+    # Nothing here opens a transport: the factory is never called.
+    def no_transport() -> Any:
+        raise AssertionError("no transport is opened")
+
+    hosted = HostedServer("s", no_transport)
+    for name in (
+        "name",
+        "handlers",
+        "limits",
+        "state_store",
+        "event_dedupe",
+        "policy",
+        "feature_set_policy",
+        "compat",
+        "protocol",
+        "transport_factory",
+        "publish_mode",
+        "publish_as_notification",
+        "policy_as_notification",
+        "channels",
+        "learned_era",
+        "connections_opened",
+    ):
+        with pytest.raises(AttributeError):
+            setattr(hosted, name, getattr(hosted, name))
+
+    tools = GrantPolicy(grant=("tools",))
+    hosted.set_policy(tools)
+    feature_sets = FeatureSetPolicy()
+    hosted.set_policy(feature_set_policy=feature_sets)
+    assert hosted.policy is tools and hosted.feature_set_policy is feature_sets
+    # Not connected: the change is stored (through set_policy) for the next handshake.
+    change = await hosted.update_policy(GRANT_ALL)
+    assert change.deferred and hosted.policy is GRANT_ALL and hosted.feature_set_policy is feature_sets
+
+    hosted.learn_publish_as_notification()
+    assert hosted.publish_mode == "auto" and hosted.publish_as_notification
+    hosted.set_publish_mode("request")  # the application's choice forgets what "auto" learned
+    assert hosted.publish_mode == "request" and not hosted.publish_as_notification
+    assert not hosted.policy_as_notification
+    hosted.learn_policy_as_notification()
+    assert hosted.policy_as_notification
+
+    hosted.set_compat("strict")
+    hosted.set_protocol("handshake")
+    assert (hosted.compat, hosted.protocol) == ("strict", "handshake")
+    assert hosted.says_mcpl  # a compat setting says MCPL (docs/protocol.md S3b)
+    for bad in (
+        lambda: hosted.set_publish_mode("sometimes"),  # type: ignore[arg-type]
+        lambda: hosted.set_compat("0.3"),  # type: ignore[arg-type]
+        lambda: hosted.set_protocol("both"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ValueError):
+            bad()
+    assert (hosted.publish_mode, hosted.compat, hosted.protocol) == ("request", "strict", "handshake")
+
+    hosted.channels_changed([{"id": "discord:acme/general"}])
+    shown = hosted.channels
+    shown.append({"id": "not registered"})
+    assert hosted.channels == [{"id": "discord:acme/general"}]

@@ -1,13 +1,61 @@
 """What ``import mcpl_host`` loads: the connection layer, not the WebSocket and HTTP stacks,
 structlog (with its console renderer, rich and pygments) or the host layer, which load
-when first used. Each check runs in a fresh interpreter."""
+when first used. Each check runs in a fresh interpreter.
+
+How the package's modules import each other, read from the source (``ast``): no import
+circle, and no module imports one of a higher layer (``LAYERS``)."""
 
 from __future__ import annotations
 
+import ast
+import fnmatch
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "mcpl_host"
+
+#: The layers, lowest first (docs/architecture.md, "Layers"): a module may import its own
+#: layer and those below, never one above. Names are relative to ``mcpl_host`` ("" is the
+#: package itself); a pattern ending in ``.*`` takes a package's modules.
+LAYERS: list[tuple[str, list[str]]] = [
+    # JSON-RPC 2.0 and what every module uses: bounds, log safety, secrets, JSON measures.
+    ("jsonrpc", ["jsonrpc", "jsonrpc.*", "limits", "logging", "secrets", "json_size", "_tasks"]),
+    # The MCP revisions' pure rules the transports follow too.
+    ("mcp rules", ["handshake", "stateless", "param_headers", "listen", "caching", "mcp_records"]),
+    ("transports", ["transports", "transports.*"]),
+    # One transport without MCPL: the connection shell and the MCP client calls.
+    (
+        "core",
+        ["link", "connection", "client_features", "mcp_methods", "output_schema", "schema_check", "coalesce"],
+    ),
+    ("mcpl (pure)", ["mcpl", "mcpl.*"]),
+    # The application's side of a connection: what it implements, what it watches.
+    ("handlers", ["handlers", "observe", "events"]),
+    ("services", ["services", "services.*", "stall_watch"]),
+    ("server connection", ["server_connection"]),
+    ("hosted", ["hosted", "connect"]),
+    ("host", ["supervisor_policy", "supervisor", "record", "config", "host"]),
+    (
+        "applications",
+        [
+            "",
+            "cli",
+            "cli_call",
+            "cli_target",
+            "report",
+            "probing",
+            "probe_features",
+            "coerce",
+            "signals",
+            "check",
+            "check.*",
+            "shell",
+            "shell.*",
+        ],
+    ),
+]
 
 HEAVY = ["structlog", "rich", "pygments", "httpx", "wsproto", "h11", "ssl", "jsonschema"]
 LATER = [
@@ -114,3 +162,131 @@ def test_a_logger_made_before_structlog_is_loaded_still_writes_its_warnings() ->
     assert "not shown" not in stderr
     (line,) = [line for line in stderr.splitlines() if "shown" in line]
     assert "[warning  ]" in line and "server=s" in line and "value=a\\u202eb" in line
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the package by dotted name (``mcpl_host.mcpl.grants``)."""
+    out: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path], *, typing: bool) -> dict[str, int]:
+    """The package's modules ``name`` imports, each with the line of its first import: every
+    ``import`` and ``from`` at module level and inside functions and classes; those under
+    ``if TYPE_CHECKING:`` only with ``typing``. The packages a module lies in, which Python
+    imports first, are not counted: ``mcpl_host`` counts only where it is named."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: dict[str, int] = {}
+
+    def add(target: str, line: int) -> None:
+        if target.split(".")[0] == "mcpl_host" and target != name:
+            found.setdefault(target, line)
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test) and not typing:
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                for alias in child.names:
+                    add(alias.name, child.lineno)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - child.level + 1] + ([base] if base else []))
+                for alias in child.names:
+                    submodule = f"{base}.{alias.name}"
+                    add(submodule if submodule in modules else base, child.lineno)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return found
+
+
+def import_graph(*, typing: bool) -> dict[str, dict[str, int]]:
+    modules = module_names()
+    return {name: imports_of(name, path, modules, typing=typing) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, dict[str, int]]) -> list[str] | None:
+    """One import circle as its modules in order (the first repeated at the end), or None.
+    A depth-first walk without recursion; a module whose imports were all walked is done."""
+    done: set[str] = set()
+    for start in sorted(graph):
+        if start in done:
+            continue
+        path = [start]
+        stack = [iter(sorted(graph[start]))]
+        while stack:
+            target = next(stack[-1], None)
+            if target is None:
+                stack.pop()
+                done.add(path.pop())
+            elif target in path:
+                return path[path.index(target) :] + [target]
+            elif target in graph and target not in done:
+                path.append(target)
+                stack.append(iter(sorted(graph[target])))
+    return None
+
+
+def _describe(cycle: list[str], graph: dict[str, dict[str, int]]) -> str:
+    return (
+        " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(cycle, cycle[1:], strict=False))
+        + f" -> {cycle[-1]}"
+    )
+
+
+def test_no_import_circles() -> None:
+    graph = import_graph(typing=False)
+    assert "mcpl_host.hosted" in graph and graph["mcpl_host.connection"], "the graph was not read"
+    cycle = find_cycle(graph)
+    assert cycle is None, f"import circle: {_describe(cycle, graph)}"
+
+
+def test_the_cycle_finder_names_a_circle() -> None:
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3, "d": 4}, "d": {}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b": 1}, "b": {}, "c": {"b": 2}}) is None
+
+
+def layer_of(name: str) -> int:
+    """The index in ``LAYERS`` of a module (``mcpl_host.x``); raises ``LookupError``."""
+    relative = name.removeprefix("mcpl_host").removeprefix(".")
+    found = [
+        index
+        for index, (_, patterns) in enumerate(LAYERS)
+        if any(fnmatch.fnmatchcase(relative, p) for p in patterns)
+    ]
+    if len(found) != 1:
+        raise LookupError(f"{name} is in {len(found)} layers; place it in exactly one of LAYERS")
+    return found[0]
+
+
+def test_every_module_is_in_one_layer() -> None:
+    for name in module_names():
+        layer_of(name)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    # Imports for type annotations only count too: they are a dependency all the same.
+    upward = [
+        f"{name} ({LAYERS[layer_of(name)][0]}) imports {target} ({LAYERS[layer_of(target)][0]}) at line {line}"
+        for name, targets in import_graph(typing=True).items()
+        for target, line in targets.items()
+        if layer_of(target) > layer_of(name)
+    ]
+    assert upward == []

@@ -462,3 +462,24 @@ def test_the_probe_json_keeps_a_refused_version_complete(tmp_path: Path) -> None
     assert error["type"] == "InitializeError" and error["code"] == -32022
     assert error["data"] == {"supported": ["2099-01-01"], "requested": "2026-07-28"}
     assert "Unsupported protocol version; it supports protocol versions 2099-01-01" in error["message"]
+
+
+def test_a_transport_says_whether_it_carries_the_stateless_revision() -> None:
+    # stdio and Streamable HTTP (the automatic HTTP choice too) may carry MCP 2026-07-28;
+    # HTTP+SSE and WebSocket do not say so, nor does any other object.
+    from mcpl_host.transports.base import CarriesStateless, may_carry_stateless
+    from mcpl_host.transports.http import StreamableHTTPTransport
+    from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
+    from mcpl_host.transports.stdio import StdioTransport
+    from mcpl_host.transports.websocket import WebSocketTransport
+
+    for carrier in (StdioTransport, StreamableHTTPTransport, AutoHTTPTransport):
+        assert carrier.carries_stateless is True
+    for other in (SSETransport, WebSocketTransport):
+        assert not hasattr(other, "carries_stateless")
+    assert not may_carry_stateless(object())
+
+    class Says:
+        carries_stateless = False
+
+    assert isinstance(Says(), CarriesStateless) and not may_carry_stateless(Says())

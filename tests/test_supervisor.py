@@ -110,7 +110,7 @@ def alternating(hosted: HostedServer, *factories: TransportFactory) -> HostedSer
     def factory() -> Any:
         return (queue.pop(0) if len(queue) > 1 else queue[0])()
 
-    hosted.transport_factory = factory
+    hosted.set_transport_factory(factory)
     return hosted
 
 

@@ -86,8 +86,8 @@ from mcpl_host.jsonrpc.framing import ReadItem, dumps_message
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
-from mcpl_host.stateless import LATEST_STATELESS_VERSION, discover_params, may_carry_stateless
-from mcpl_host.transports.base import Transport
+from mcpl_host.stateless import LATEST_STATELESS_VERSION, discover_params
+from mcpl_host.transports.base import Transport, may_carry_stateless
 
 __all__ = [
     "MAX_AUTO_CALLS",
@@ -335,12 +335,12 @@ class _Main:
         self.hosted = target.hosted(handlers=CheckHandlers())
         # Judged as a strict MCPL 0.5 host sees it; each deviation's report says what the 0.4
         # profile would do with it.
-        self.hosted.compat = "strict"
+        self.hosted.set_compat("strict")
         # The handshake era, whatever the server also speaks: the checks judge initialize and
         # what follows it; the raw session probes server/discover (init.discover).
-        self.hosted.protocol = "handshake"
-        self.hosted.transport_factory = _recording(
-            self.hosted.transport_factory, self.transcript, self.clock, self.opened
+        self.hosted.set_protocol("handshake")
+        self.hosted.set_transport_factory(
+            _recording(self.hosted.transport_factory, self.transcript, self.clock, self.opened)
         )
         self.conn = self.hosted.open_connection()
         self.stderr_tail: list[str] = []

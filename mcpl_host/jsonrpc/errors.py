@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
+from mcpl_host.logging import log_value
+
 
 class ErrorCode(IntEnum):
     """JSON-RPC 2.0 §5.1 codes and MCPL Appendix A codes."""
@@ -87,8 +89,6 @@ class RemoteError(MCPLHostError):
     """
 
     def __init__(self, code: int, message: str, data: Any = None, *, redactor: Any = None) -> None:
-        from mcpl_host.logging import log_value  # errors.py stays importable on its own
-
         # str() is safe to log or show (escaped, cut, redacted, docs/protocol.md L1-L2); the
         # attributes keep what the server sent.
         super().__init__(f"server error {code}: {log_value(message, redactor)}")

@@ -31,13 +31,14 @@ __all__ = [
     "ChannelCalls",
     "ChannelOpenResult",
     "NotGranted",
+    "PUBLISH_MODES",
     "PublishMode",
     "PublishResult",
     "PublishSettings",
 ]
 
 PublishMode = Literal["request", "notification", "auto"]
-_PUBLISH_MODES = ("request", "notification", "auto")
+PUBLISH_MODES: tuple[PublishMode, ...] = ("request", "notification", "auto")
 
 
 class NotGranted(LocalProtocolError):
@@ -79,10 +80,23 @@ class ChannelOpenResult:
 
 
 class PublishSettings(Protocol):
-    """Where a server's publish behaviour is kept across transports (a ``HostedServer``)."""
+    """Where a server's publish behaviour is kept across transports (a ``HostedServer``):
+    read here, changed only through its methods."""
 
-    publish_mode: PublishMode
-    publish_as_notification: bool
+    @property
+    def publish_mode(self) -> PublishMode: ...
+
+    @property
+    def publish_as_notification(self) -> bool: ...
+
+    def set_publish_mode(self, mode: PublishMode) -> None:
+        """The application's choice; forgets what ``"auto"`` learned. Raises ``ValueError``
+        for a mode not in ``PUBLISH_MODES``."""
+        ...
+
+    def learn_publish_as_notification(self) -> None:
+        """The server answered a ``channels/publish`` request with ``-32601``."""
+        ...
 
 
 def _blocks(content: Any) -> list[Any]:
@@ -164,10 +178,7 @@ class ChannelCalls:
 
     @publish_mode.setter
     def publish_mode(self, mode: PublishMode) -> None:
-        if mode not in _PUBLISH_MODES:
-            raise ValueError(f"publish_mode must be one of {_PUBLISH_MODES}, not {mode!r}")
-        self._settings.publish_mode = mode
-        self._settings.publish_as_notification = False
+        self._settings.set_publish_mode(mode)
 
     @property
     def publishes_as_notification(self) -> bool:
@@ -214,7 +225,7 @@ class ChannelCalls:
         except RemoteError as exc:
             if exc.code != ErrorCode.METHOD_NOT_FOUND or self._settings.publish_mode != "auto":
                 raise
-            self._settings.publish_as_notification = True
+            self._settings.learn_publish_as_notification()
             self._log.info(
                 "the server does not take channels/publish as a request; sending it as a notification from now on"
             )

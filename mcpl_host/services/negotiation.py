@@ -77,13 +77,27 @@ class Requester(Protocol):
 
 
 class PolicySource(Protocol):
-    """Where the policy in force for a server lives (a ``HostedServer``): read at each
-    exchange, written by runtime changes."""
+    """Where the policy in force for a server is stored, once (a ``HostedServer``): read at
+    each exchange, changed only through its methods."""
 
-    policy: GrantPolicy
-    feature_set_policy: FeatureSetPolicy
-    #: The server reads only the notification form of ``featureSets/update`` (0.4 profile).
-    policy_as_notification: bool
+    @property
+    def policy(self) -> GrantPolicy: ...
+
+    @property
+    def feature_set_policy(self) -> FeatureSetPolicy: ...
+
+    @property
+    def policy_as_notification(self) -> bool:
+        """The server reads only the notification form of ``featureSets/update`` (0.4 profile)."""
+        ...
+
+    def set_policy(self, policy: GrantPolicy | None, feature_set_policy: FeatureSetPolicy | None) -> None:
+        """Keep the policy (None: that part unchanged) for this and every later transport."""
+        ...
+
+    def learn_policy_as_notification(self) -> None:
+        """The server is known to read only the notification form (0.4 profile)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,16 +178,9 @@ class PolicyExchange:
         Cancellation: the reduction stays in force; a late receipt activates nothing."""
         if not self._state.is_ready or self._state.grant is None:
             raise LocalProtocolError(f"{self._requester.name!r} is not MCPL-ready; no policy to update")
-        self.store(policy, feature_set_policy)
         source = self._source
+        source.set_policy(policy, feature_set_policy)
         return await self.exchange_grant(source.policy.compute(self._state.bound))
-
-    def store(self, policy: GrantPolicy | None, feature_set_policy: FeatureSetPolicy | None) -> None:
-        """Keep the policy for this and every later transport of the server."""
-        if policy is not None:
-            self._source.policy = policy
-        if feature_set_policy is not None:
-            self._source.feature_set_policy = feature_set_policy
 
     async def exchange_grant(self, grant: Grant) -> PolicyChange:
         """Propose ``grant`` at run time (after a manifest change, or from ``update()``)."""
@@ -224,7 +231,7 @@ class PolicyExchange:
                     if isinstance(exc, RequestTimeout)
                     else "the server answered the featureSets/update request with an error"
                 )
-                self._source.policy_as_notification = True
+                self._source.learn_policy_as_notification()
                 self._log.info(
                     "sent the policy as a notification and put it in force without a receipt (0.4 profile)",
                     why=why,

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from mcpl_host.jsonrpc.framing import ReadItem
 
-__all__ = ["SendsNow", "StartsServer", "Transport"]
+__all__ = ["CarriesStateless", "SendsNow", "StartsServer", "Transport", "may_carry_stateless"]
 
 
 @runtime_checkable
@@ -72,3 +72,22 @@ class StartsServer(Protocol):
         """Stop the server now, without the grace of a close: it already ended its output
         (``aclose()`` still stops and reaps it)."""
         ...
+
+
+@runtime_checkable
+class CarriesStateless(Protocol):
+    """A transport that may carry MCP 2026-07-28, so the era probe ``server/discover`` may go
+    out on it (docs/protocol.md S3a): stdio and Streamable HTTP (also the automatic HTTP
+    choice, whose stateless requests take Streamable HTTP). The deprecated HTTP+SSE transport
+    (2024-11-05 only) and WebSocket (no MCP revision defines it) are not."""
+
+    @property
+    def carries_stateless(self) -> bool:
+        """Whether MCP 2026-07-28 may go over this transport now."""
+        ...
+
+
+def may_carry_stateless(transport: object) -> bool:
+    """Whether ``transport`` may carry MCP 2026-07-28 (``CarriesStateless``); a transport
+    that does not say so may not."""
+    return isinstance(transport, CarriesStateless) and transport.carries_stateless

@@ -178,6 +178,9 @@ class StreamableHTTPTransport:
         ``Mcp-Param-*`` headers: header tokens and encoded values; module rules)."""
         self._param_source = source
 
+    #: MCP 2026-07-28 may go over Streamable HTTP (``CarriesStateless``).
+    carries_stateless = True
+
     @property
     def stderr_tail(self) -> list[str]:
         """Always empty: an HTTP server has no stderr channel."""

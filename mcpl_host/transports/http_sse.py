@@ -378,6 +378,10 @@ class AutoHTTPTransport:
         """Always empty: an HTTP server has no stderr channel."""
         return []
 
+    #: MCP 2026-07-28 may go over it: stateless requests take Streamable HTTP without making
+    #: the choice (``CarriesStateless``).
+    carries_stateless = True
+
     def describe(self) -> str:
         """The URL without credentials."""
         return self._streamable.describe()

@@ -310,6 +310,9 @@ class StdioTransport:
         signal number if a signal killed it (as in ``subprocess``)."""
         return self._process.returncode if self._process is not None else None
 
+    #: MCP 2026-07-28 may go over stdio (``CarriesStateless``).
+    carries_stateless = True
+
     @property
     def stderr_tail(self) -> list[str]:
         """A copy of the server's last stderr lines, escaped, redacted (docs/protocol.md H5)."""
