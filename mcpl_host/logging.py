@@ -32,7 +32,7 @@ import math
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 
 import orjson
 
@@ -52,6 +52,7 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "REDACTED",
     "LogBudget",
+    "Logger",
     "Redactor",
     "ServerValue",
     "configure_logging",
@@ -228,6 +229,23 @@ class ServerValue:
 
     def __structlog__(self) -> str:
         return str(self)
+
+
+class Logger(Protocol):
+    """What the library calls on a logger (``get_logger``: a structlog bound logger, or the
+    deferred one standing in for it until structlog is imported): one method per level,
+    each called with the event's text and its fields as keywords (``ServerValue`` for
+    anything a server sent)."""
+
+    def debug(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+    def info(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+    def warning(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+    def error(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+    def exception(self, event: str, *args: Any, **fields: Any) -> Any: ...
 
 
 class LogBudget:

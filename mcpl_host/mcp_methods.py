@@ -95,7 +95,7 @@ from mcpl_host.listen import (
     subscription_id,
     wanted_filter,
 )
-from mcpl_host.logging import Redactor, get_logger, log_value
+from mcpl_host.logging import Logger, Redactor, get_logger, log_value
 from mcpl_host.mcp_records import (
     Annotations,
     CallToolResult,
@@ -244,7 +244,7 @@ class _Listening:
         capabilities: Callable[[], Mapping[str, Any]],
         listed: Callable[[], set[str]],
         refetch: Callable[[], None],
-        log: Any,
+        log: Logger,
         redactor: Redactor | None,
     ) -> None:
         self._requester = requester

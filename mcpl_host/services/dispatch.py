@@ -52,7 +52,7 @@ from mcpl_host.jsonrpc.envelope import Request, Response
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, ServerValue
+from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import (
     DENIAL_TEXT,
     INBOUND_GATES,
@@ -114,7 +114,7 @@ class InboundDispatcher:
         channels: ChannelService,
         state: StateService,
         manifest: ManifestWatcher,
-        log: Any,
+        log: Logger,
         redactor: Redactor,
         limits: Limits | None = None,
         wait_settled: Callable[[], Awaitable[None]] | None = None,
