@@ -269,6 +269,15 @@ class LogBudget:
             return "last"
         return "quiet"
 
+    def warn(self, log: Logger, message: str, **fields: Any) -> None:
+        """``message`` as a warning on ``log`` under this budget (``take()``): with its
+        ``fields`` while it lasts, then once saying that more go unlogged, then nothing."""
+        verdict = self.take()
+        if verdict == "log":
+            log.warning(message, **fields)
+        elif verdict == "last":
+            log.warning(f"{message}: more of these go unlogged on this connection")
+
 
 class _SafeText(str):
     """The text of a ``ServerValue`` in an event dict, already escaped by ``log_value()``:

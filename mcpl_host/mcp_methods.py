@@ -66,8 +66,9 @@ import anyio
 
 from mcpl_host.caching import CacheHint, Freshness, cache_hint, is_fresh, list_freshness
 from mcpl_host.coalesce import Coalesce
-from mcpl_host.connection import DEFAULT, BackgroundJob, ClientInfo, ProgressCallback, Timeout
+from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
 from mcpl_host.handlers import RequestContext
+from mcpl_host.inbound import BackgroundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,

@@ -69,6 +69,7 @@ from mcpl_host.mcpl.policy_state import MCPLState, PolicyState
 from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.observe import Reporter
+from mcpl_host.opening import Opening
 from mcpl_host.services.channel_calls import ChannelCalls, ChannelOpenResult, PublishMode, PublishResult
 from mcpl_host.services.channels import ChannelService
 from mcpl_host.services.dispatch import InboundDispatcher
@@ -114,6 +115,7 @@ class ServerConnection:
             redactor=redactor,
             on_lost=self._reporter.connection_lost,
         )
+        self._opening: Opening | None = None  # made on entering
         shell, state, log = self._shell, self._policy, self._log
         self._stalls = StallWatch(
             self,
@@ -156,7 +158,7 @@ class ServerConnection:
             limits,
             features=self._features,
             server=name,
-            spawn=lambda job: shell.start_job(job, counted=False),
+            spawn=lambda job: shell.pool.start_job(job, counted=False),
             stateless=lambda: self._requester.stateless,
             server_capabilities=lambda: shell.server_info.capabilities if shell.server_info else {},
             redactor=redactor,
@@ -215,7 +217,8 @@ class ServerConnection:
             self.mcp.mirrors_param_headers = True
         try:
             hosted = self.hosted
-            info = await self._shell.handshake(
+            self._opening = Opening(
+                self._shell,
                 hosted.client_info,
                 hosted.advertisement(),
                 self._features.features.capabilities(),
@@ -223,7 +226,8 @@ class ServerConnection:
                 on_opened=self._begin_mcpl,
                 skip_probe=hosted.skip_probe(),
             )
-            self._shell.start_job(self._stalls.run, counted=False)  # the handshake's answer is in
+            info = await self._opening.run()
+            self._shell.pool.start_job(self._stalls.run, counted=False)  # the handshake's answer is in
             if self._policy.state is MCPLState.PENDING:
                 # H7: the policy exchange is the last step under the handshake deadline.
                 within = min(self.limits.request_timeout_seconds, self._shell.handshake_remaining())
@@ -330,7 +334,7 @@ class ServerConnection:
     def era_probe(self) -> EraProbe | None:
         """What settled the era (``stateless.EraProbe``: the probe sent, what happened, the
         fallback), once the handshake has run; None before."""
-        return self._shell.era_probe
+        return self._opening.era_probe if self._opening is not None else None
 
     @property
     def is_open(self) -> bool:
@@ -349,8 +353,8 @@ class ServerConnection:
 
     @property
     def inbound_waiting(self) -> int:
-        """Admitted server requests waiting for their turn (``Connection.inbound_waiting``)."""
-        return self._shell.inbound_waiting
+        """Admitted server requests waiting for their turn (``InboundPool.waiting``)."""
+        return self._shell.pool.waiting
 
     @property
     def stderr_tail(self) -> list[str]:

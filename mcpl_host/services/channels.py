@@ -31,8 +31,8 @@ from typing import Any
 
 from typing_extensions import TypeIs
 
-from mcpl_host.connection import BackgroundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.inbound import BackgroundJob
 from mcpl_host.jsonrpc.errors import HandlerError
 from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_TAGS

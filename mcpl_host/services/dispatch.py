@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService
-from mcpl_host.connection import BackgroundJob, InboundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.inbound import BackgroundJob, InboundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import Request, Response
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError

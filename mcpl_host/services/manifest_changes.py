@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcpl_host.coalesce import Coalesce
-from mcpl_host.connection import BackgroundJob
+from mcpl_host.inbound import BackgroundJob
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
