@@ -258,7 +258,7 @@ class Connection:
 
     async def _open_transport(self) -> Transport:
         """Enter a new transport from the factory, in a context of its own (closed with the
-        connection, or by ``_reopen``). Raises ``InitializeError`` when it cannot open."""
+        connection, or by ``reopen``). Raises ``InitializeError`` when it cannot open."""
         assert self._stack is not None
         stack = AsyncExitStack()
         try:
@@ -662,7 +662,7 @@ class Connection:
 
     def _lost_link(self, exc: BaseException, link: Link) -> None:
         """``link``'s transport ended (a link that is no longer the current one, after
-        ``_reopen``, is ignored)."""
+        ``reopen``, is ignored)."""
         if link is not self._link or link.closed:
             return
         link.close()

@@ -63,7 +63,7 @@ _INTERNAL_ERROR = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal e
 _HOST_BUSY = {**_INTERNAL_ERROR, "message": "Internal error: host busy"}
 
 
-def starts_worker(*, waiting: int, workers: int, starting: int, max_workers: int) -> bool:
+def starts_worker(waiting: int, workers: int, starting: int, max_workers: int) -> bool:
     """Whether one more worker starts: jobs are ``waiting``, none of the ``workers`` alive is
     still ``starting``, and fewer than ``max_workers`` (``limits.max_concurrent_inbound``)
     are alive. Pure."""
@@ -284,12 +284,7 @@ class InboundPool:
         """Start one more worker if ``starts_worker`` says so. A worker about to run a job
         calls this too, so the workers grow one at a time, only while the running ones
         yield (a job that waits)."""
-        if starts_worker(
-            waiting=self.waiting,
-            workers=self._workers,
-            starting=self._starting,
-            max_workers=self._max_workers,
-        ):
+        if starts_worker(self.waiting, self._workers, self._starting, self._max_workers):
             assert self._tg is not None
             self._starting += 1
             self._workers += 1

@@ -195,7 +195,7 @@ class Opening:
             self._log.debug("speaking the handshake era", reason=verdict.reason)
         while True:
             try:
-                return await self._initialize()
+                settled = await self._initialize()
             except ConnectionLost as exc:  # H5: at once, with exit status and stderr tail
                 if self._restartable and self._probing and not self._restarted:
                     # S3a: the probe cost the server its transport after all: it read the
@@ -213,6 +213,7 @@ class Opening:
                     exit_status=exc.exit_status,
                     stderr_tail=exc.stderr_tail or self._connection.stderr_tail,
                 ) from None
+            return self._adopt(settled) if settled is not None else None
 
     # --- server/discover -------------------------------------------------------------------
 
@@ -308,8 +309,9 @@ class Opening:
 
     async def _initialize(self) -> ServerInfo | None:
         """``initialize``: None once answered (``notifications/initialized`` has gone out),
-        or the stateless era's info when a ``-32022`` refusal named a version a new probe
-        settles. Raises ``InitializeError``, or ``ConnectionLost`` for the caller."""
+        or the stateless era's info (for the caller to adopt) when a ``-32022`` refusal named
+        a version a new probe settles. Raises ``InitializeError``, or ``ConnectionLost`` for
+        the caller."""
         connection, redactor = self._connection, self._connection.redactor
         timeout = connection.limits.handshake_timeout_seconds
         client = self._client
@@ -327,7 +329,7 @@ class Opening:
             if retry is not None and self._protocol != "handshake":
                 verdict = await self._probe(retry.version, retried=True)
                 if isinstance(verdict, ServerInfo):
-                    return self._adopt(verdict)
+                    return verdict
             supported = exc.data.get("supported") if is_object(exc.data) else None
             named = f" (it supports: {log_value(supported, redactor)})" if supported is not None else ""
             raise self._failure(

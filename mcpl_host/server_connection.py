@@ -13,7 +13,7 @@ Rules of this module:
   learned, the channel list shown to the application. Each transport still starts with an
   empty grant and runs the whole policy exchange again (MCPL §5.3), with the policy the
   application set last.
-- Entering opens the transport, settles the protocol era (``Connection.handshake`` with the
+- Entering opens the transport, settles the protocol era (``opening.Opening`` with the
   ``HostedServer``'s ``protocol``: ``server/discover`` for MCP 2026-07-28, or ``initialize``
   and ``notifications/initialized``), and, for an MCPL server (handshake era only), the
   initial ``featureSets/update`` exchange; exiting closes everything.
@@ -244,7 +244,7 @@ class ServerConnection:
     def _begin_mcpl(self, info: ServerInfo) -> None:
         """The server's manifest is known: check its bounds and begin the policy (pending
         until the receipt, MCPL §6.7). Called by the handshake before the server may send
-        anything else (``Connection.handshake``'s ``on_opened``), so a privileged request
+        anything else (``Opening``'s ``on_opened``), so a privileged request
         sent right after ``notifications/initialized`` is refused "not yet in force" (held
         under the 0.4 profile), never judged as from a plain MCP server. The policy
         exchange follows when the policy is then pending."""

@@ -12,23 +12,24 @@ from mcpl_host.limits import Limits
 
 
 def test_a_worker_starts_for_a_waiting_job_when_none_is_starting() -> None:
-    assert starts_worker(waiting=1, workers=0, starting=0, max_workers=4)
-    assert starts_worker(waiting=3, workers=2, starting=0, max_workers=4)
+    # starts_worker(waiting, workers, starting, max_workers)
+    assert starts_worker(1, 0, 0, 4)
+    assert starts_worker(3, 2, 0, 4)
 
 
 def test_no_worker_starts_without_a_waiting_job() -> None:
-    assert not starts_worker(waiting=0, workers=0, starting=0, max_workers=4)
+    assert not starts_worker(0, 0, 0, 4)
 
 
 def test_workers_start_one_at_a_time() -> None:
     # A worker started and not yet running may take the job itself: jobs that never wait
     # are run back to back by one worker, with no task started each.
-    assert not starts_worker(waiting=5, workers=1, starting=1, max_workers=4)
+    assert not starts_worker(5, 1, 1, 4)
 
 
 def test_never_more_workers_than_the_bound() -> None:
-    assert not starts_worker(waiting=5, workers=4, starting=0, max_workers=4)
-    assert not starts_worker(waiting=5, workers=0, starting=0, max_workers=0)
+    assert not starts_worker(5, 4, 0, 4)
+    assert not starts_worker(5, 0, 0, 0)
 
 
 def test_the_reader_pauses_while_the_queue_is_full() -> None:
