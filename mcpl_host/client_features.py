@@ -35,6 +35,7 @@ from typing import Any, Literal, Protocol, TypeAlias, cast
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
 from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
+from mcpl_host.logging import Logger
 from mcpl_host.mcp_records import Tool, read_tool
 
 __all__ = [
@@ -537,7 +538,7 @@ class ClientFeatureService:
     """Serves ``roots/list``, ``sampling/createMessage`` and ``elicitation/create`` for one
     connection, from a server request or an input request (module rules)."""
 
-    def __init__(self, features: ClientFeatures, reporter: AnswerReporter | None, *, log: Any) -> None:
+    def __init__(self, features: ClientFeatures, reporter: AnswerReporter | None, *, log: Logger) -> None:
         self.features = features
         self._reporter = reporter
         self._log = log

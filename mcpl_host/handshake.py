@@ -1,15 +1,17 @@
 """The ``initialize`` exchange: what we send, and how we read the answer (MCP 2025-11-25,
 "Lifecycle"; MCPL §5.2; docs/protocol.md H1-H6, D4, D5).
 
-Pure functions and values; the connection does the I/O.
+Pure functions and values; ``mcpl_host.opening`` does the exchange over a connection.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcpl_host.jsonrpc.errors import InitializeError
+from mcpl_host.jsonrpc.session import DroppedLine, LookAlikeResponse
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import Redactor, log_value
 
@@ -19,9 +21,11 @@ __all__ = [
     "MCPL_VERSION",
     "SERVED_MCPL_VERSIONS",
     "SUPPORTED_PROTOCOL_VERSIONS",
+    "Noise",
     "ServerInfo",
     "client_capabilities",
     "host_advertisement",
+    "id_text",
     "initialize_params",
     "read_initialize_result",
 ]
@@ -169,3 +173,45 @@ def read_initialize_result(result: Any, redactor: Redactor | None = None) -> Ser
         instructions=instructions if isinstance(instructions, str) else None,
         mcpl=mcpl if is_object(mcpl) else None,
     )
+
+
+def id_text(value: Any) -> Any:
+    """An id as it reads in JSON where a string and a number differ (``"1"`` and ``1``;
+    JSON-RPC 2.0 §5)."""
+    return json.dumps(value) if isinstance(value, str) else value
+
+
+class Noise:
+    """What a server wrote that could not be taken as the answer waited for: the lines
+    dropped before the handshake completed (``dropped`` of them; ``first_dropped``), and
+    the first answer whose id only looked like the id of a pending request
+    (``look_alike``; docs/protocol.md D2). The connection's read loop fills it, one per
+    transport; ``described`` says it when ``initialize`` gets no answer in time (H4)."""
+
+    __slots__ = ("dropped", "first_dropped", "look_alike")
+
+    def __init__(self) -> None:
+        self.dropped = 0
+        self.first_dropped: DroppedLine | None = None
+        self.look_alike: LookAlikeResponse | None = None
+
+    def described(self, redactor: Redactor | None = None) -> str:
+        """For a handshake timeout: what the server wrote that was not the answer, each part
+        after ``"; "`` (empty when nothing); server text escaped and passed through
+        ``redactor``."""
+        parts: list[str] = []
+        sample = self.first_dropped
+        if sample is not None:
+            lines = "line" if self.dropped == 1 else "lines"
+            parts.append(
+                f"{self.dropped} {lines} on its output could not be read as JSON-RPC; the first "
+                f"({sample.kind}): {log_value(sample.line, redactor)}"
+            )
+        look_alike = self.look_alike
+        if look_alike is not None and look_alike.resembles.method == "initialize":
+            parts.append(
+                "an answer arrived with the id "
+                f"{log_value(id_text(look_alike.response.id), redactor)}, which only looks like the "
+                f"id {look_alike.resembles.id} of initialize (JSON-RPC 2.0 §5: the same value and type)"
+            )
+        return "".join(f"; {part}" for part in parts)

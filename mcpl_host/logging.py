@@ -32,7 +32,7 @@ import math
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TextIO
 
 import orjson
 
@@ -53,6 +53,7 @@ __all__ = [
     "MIN_SECRET_CHARS",
     "REDACTED",
     "LogBudget",
+    "Logger",
     "Redactor",
     "ServerValue",
     "configure_logging",
@@ -239,6 +240,23 @@ class ServerValue:
         return str(self)
 
 
+class Logger(Protocol):
+    """What the library calls on a logger (``get_logger``: a structlog bound logger, or the
+    deferred one standing in for it until structlog is imported): one method per level,
+    each called with the event's text and its fields as keywords (``ServerValue`` for
+    anything a server sent)."""
+
+    def debug(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+    def info(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+    def warning(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+    def error(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+    def exception(self, event: str, *args: Any, **fields: Any) -> Any: ...
+
+
 class LogBudget:
     """Bounds how many diagnostic lines of one kind a connection writes (docs/protocol.md R6, L3).
 
@@ -259,6 +277,15 @@ class LogBudget:
         if self.count == self.limit + 1:
             return "last"
         return "quiet"
+
+    def warn(self, log: Logger, message: str, **fields: Any) -> None:
+        """``message`` as a warning on ``log`` under this budget (``take()``): with its
+        ``fields`` while it lasts, then once saying that more go unlogged, then nothing."""
+        verdict = self.take()
+        if verdict == "log":
+            log.warning(message, **fields)
+        elif verdict == "last":
+            log.warning(f"{message}: more of these go unlogged on this connection")
 
 
 class _SafeText(str):

@@ -67,7 +67,8 @@ import anyio
 from mcpl_host.caching import CacheHint, Freshness, cache_hint, is_fresh, list_freshness
 from mcpl_host.client_features import RequestContext
 from mcpl_host.coalesce import Coalesce
-from mcpl_host.connection import DEFAULT, BackgroundJob, ClientInfo, ProgressCallback, Timeout
+from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
+from mcpl_host.inbound import BackgroundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
@@ -95,7 +96,7 @@ from mcpl_host.listen import (
     subscription_id,
     wanted_filter,
 )
-from mcpl_host.logging import Redactor, get_logger, log_value
+from mcpl_host.logging import Logger, Redactor, get_logger, log_value
 from mcpl_host.mcp_records import (
     Annotations,
     CallToolResult,
@@ -244,7 +245,7 @@ class _Listening:
         capabilities: Callable[[], Mapping[str, Any]],
         listed: Callable[[], set[str]],
         refetch: Callable[[], None],
-        log: Any,
+        log: Logger,
         redactor: Redactor | None,
     ) -> None:
         self._requester = requester

@@ -15,7 +15,7 @@ Rules of this module:
   through its methods, never assigns to it. Each transport still starts with an
   empty grant and runs the whole policy exchange again (MCPL §5.3), with the policy the
   application set last.
-- Entering opens the transport, settles the protocol era (``Connection.handshake`` with the
+- Entering opens the transport, settles the protocol era (``opening.Opening`` with the
   ``HostedServer``'s ``protocol``: ``server/discover`` for MCP 2026-07-28, or ``initialize``
   and ``notifications/initialized``), and, for an MCPL server (handshake era only), the
   initial ``featureSets/update`` exchange; exiting closes everything.
@@ -72,6 +72,7 @@ from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.observe import ConnectionObserver, Reporter
+from mcpl_host.opening import Opening
 from mcpl_host.services.channel_calls import (
     ChannelCalls,
     ChannelOpenResult,
@@ -176,6 +177,7 @@ class ServerConnection:
             redactor=redactor,
             on_lost=self._reporter.connection_lost,
         )
+        self._opening: Opening | None = None  # made on entering
         shell, state, log = self._shell, self._policy, self._log
         self._stalls = StallWatch(
             self,
@@ -218,7 +220,7 @@ class ServerConnection:
             limits,
             features=self._features,
             server=name,
-            spawn=lambda job: shell.start_job(job, counted=False),
+            spawn=lambda job: shell.pool.start_job(job, counted=False),
             stateless=lambda: self._requester.stateless,
             server_capabilities=lambda: shell.server_info.capabilities if shell.server_info else {},
             redactor=redactor,
@@ -277,7 +279,8 @@ class ServerConnection:
             self.mcp.mirrors_param_headers = True
         try:
             hosted = self.hosted
-            info = await self._shell.handshake(
+            self._opening = Opening(
+                self._shell,
                 hosted.client_info,
                 hosted.advertisement(),
                 self._features.features.capabilities(),
@@ -285,7 +288,8 @@ class ServerConnection:
                 on_opened=self._begin_mcpl,
                 skip_probe=hosted.skip_probe(),
             )
-            self._shell.start_job(self._stalls.run, counted=False)  # the handshake's answer is in
+            info = await self._opening.run()
+            self._shell.pool.start_job(self._stalls.run, counted=False)  # the handshake's answer is in
             if self._policy.state is MCPLState.PENDING:
                 # H7: the policy exchange is the last step under the handshake deadline.
                 within = min(self.limits.request_timeout_seconds, self._shell.handshake_remaining())
@@ -302,7 +306,7 @@ class ServerConnection:
     def _begin_mcpl(self, info: ServerInfo) -> None:
         """The server's manifest is known: check its bounds and begin the policy (pending
         until the receipt, MCPL §6.7). Called by the handshake before the server may send
-        anything else (``Connection.handshake``'s ``on_opened``), so a privileged request
+        anything else (``Opening``'s ``on_opened``), so a privileged request
         sent right after ``notifications/initialized`` is refused "not yet in force" (held
         under the 0.4 profile), never judged as from a plain MCP server. The policy
         exchange follows when the policy is then pending."""
@@ -392,7 +396,7 @@ class ServerConnection:
     def era_probe(self) -> EraProbe | None:
         """What settled the era (``stateless.EraProbe``: the probe sent, what happened, the
         fallback), once the handshake has run; None before."""
-        return self._shell.era_probe
+        return self._opening.era_probe if self._opening is not None else None
 
     @property
     def is_open(self) -> bool:
@@ -411,8 +415,8 @@ class ServerConnection:
 
     @property
     def inbound_waiting(self) -> int:
-        """Admitted server requests waiting for their turn (``Connection.inbound_waiting``)."""
-        return self._shell.inbound_waiting
+        """Admitted server requests waiting for their turn (``InboundPool.waiting``)."""
+        return self._shell.pool.waiting
 
     @property
     def stderr_tail(self) -> list[str]:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 
+from mcpl_host.logging import Logger
 from mcpl_host.mcpl.compat import Profile
 from mcpl_host.mcpl.explain import (
     LIBRARY_SWITCH,
@@ -65,7 +66,7 @@ class StallWatch:
         *,
         bound: float,
         profile: Callable[[], Profile | None],
-        log: Any,
+        log: Logger,
     ) -> None:
         self._conn = conn
         self._reporter = reporter

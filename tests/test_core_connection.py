@@ -409,6 +409,7 @@ async def test_a_failure_in_the_handshakes_opening_hook_fails_the_handshake_at_o
     import sys
 
     from mcpl_host.connection import ClientInfo, Connection
+    from mcpl_host.opening import Opening
     from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 
     from .conftest import FIXTURES
@@ -422,6 +423,6 @@ async def test_a_failure_in_the_handshakes_opening_hook_fails_the_handshake_at_o
     with anyio.fail_after(10):
         async with Connection(lambda: StdioTransport(params, limits=limits), limits=limits) as conn:
             with pytest.raises(InitializeError) as caught:
-                await conn.handshake(ClientInfo(), None, protocol=NO_PROBE, on_opened=boom)
+                await Opening(conn, ClientInfo(), None, protocol=NO_PROBE, on_opened=boom).run()
     assert "could not take up the server's initialize result" in str(caught.value)
     assert "opening hook failed" in str(caught.value)

@@ -28,7 +28,18 @@ LAYERS: list[tuple[str, list[str]]] = [
     # One transport without MCPL: the connection shell and the MCP client calls.
     (
         "core",
-        ["link", "connection", "client_features", "mcp_methods", "output_schema", "schema_check", "coalesce"],
+        [
+            "link",
+            "timer",
+            "inbound",
+            "connection",
+            "opening",
+            "client_features",
+            "mcp_methods",
+            "output_schema",
+            "schema_check",
+            "coalesce",
+        ],
     ),
     ("mcpl (pure)", ["mcpl", "mcpl.*"]),
     # The application's side of a connection: what it implements, what it watches.

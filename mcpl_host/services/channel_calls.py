@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import ErrorCode, LocalProtocolError, RemoteError
 from mcpl_host.jsonrpc.values import is_list_or_tuple, is_object
+from mcpl_host.logging import Logger
 from mcpl_host.mcpl.admission import OUTBOUND_GATES, AdmissionView, may_send
 from mcpl_host.services.negotiation import Requester
 
@@ -111,7 +112,7 @@ class ChannelCalls:
     """``channels/open``, ``/close`` and ``/publish`` on one connection (module rules)."""
 
     def __init__(
-        self, requester: Requester, view: AdmissionView, settings: PublishSettings, *, log: Any
+        self, requester: Requester, view: AdmissionView, settings: PublishSettings, *, log: Logger
     ) -> None:
         self._requester = requester
         self._view = view

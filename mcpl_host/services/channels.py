@@ -31,12 +31,12 @@ from typing import Any
 
 from typing_extensions import TypeIs
 
-from mcpl_host.connection import BackgroundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.inbound import BackgroundJob
 from mcpl_host.jsonrpc.errors import HandlerError
 from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_TAGS
-from mcpl_host.logging import LogBudget, Redactor, ServerValue
+from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, admit_channel_message
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
 from mcpl_host.mcpl.tags import read_tags
@@ -60,7 +60,7 @@ class ChannelService:
         view: AdmissionView,
         *,
         on_changed: Callable[[list[dict[str, Any]]], None],
-        log: Any,
+        log: Logger,
         redactor: Redactor,
         diagnostics_logged: int,
         max_notification_deliveries: int,

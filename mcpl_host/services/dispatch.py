@@ -45,14 +45,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService
-from mcpl_host.connection import BackgroundJob, InboundJob
 from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.inbound import BackgroundJob, InboundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import Request, Response
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, ServerValue
+from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import (
     DENIAL_TEXT,
     INBOUND_GATES,
@@ -114,7 +114,7 @@ class InboundDispatcher:
         channels: ChannelService,
         state: StateService,
         manifest: ManifestWatcher,
-        log: Any,
+        log: Logger,
         redactor: Redactor,
         limits: Limits | None = None,
         wait_settled: Callable[[], Awaitable[None]] | None = None,

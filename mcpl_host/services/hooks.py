@@ -21,7 +21,7 @@ from typing import Any, Literal
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import MCPLHostError, RequestTimeout
-from mcpl_host.logging import Redactor, ServerValue
+from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, before_inference_eligible
 from mcpl_host.mcpl.grants import NO_GRANT
 from mcpl_host.mcpl.injections import (
@@ -44,7 +44,7 @@ class HookCalls:
         requester: Requester,
         view: AdmissionView,
         *,
-        log: Any,
+        log: Logger,
         redactor: Redactor,
         drops_logged: int,
         default_timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,

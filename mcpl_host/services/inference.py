@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpl_host.handlers import HostHandlers, InferenceStream, Notifier, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.logging import Logger
 from mcpl_host.mcpl.server_shapes import inference_result_problems, model_info_problems
 from mcpl_host.services.push import checked_result
 
@@ -29,7 +30,7 @@ __all__ = ["InferenceService"]
 class InferenceService:
     """Serves admitted ``inference/request`` and ``model/info`` for one connection."""
 
-    def __init__(self, handlers: HostHandlers, reporter: Reporter, notify: Notifier, *, log: Any) -> None:
+    def __init__(self, handlers: HostHandlers, reporter: Reporter, notify: Notifier, *, log: Logger) -> None:
         self._handlers = handlers
         self._reporter = reporter
         self._notify = notify

@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcpl_host.coalesce import Coalesce
-from mcpl_host.connection import BackgroundJob
+from mcpl_host.inbound import BackgroundJob
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, ServerValue
+from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 from mcpl_host.mcpl.manifest import (
     REVISION_PATTERN,
     DigestError,
@@ -63,7 +63,7 @@ class ManifestWatcher:
         source: PolicySource,
         reporter: Reporter,
         *,
-        log: Any,
+        log: Logger,
         redactor: Redactor,
         limits: Limits | None = None,
     ) -> None:

@@ -45,7 +45,7 @@ from mcpl_host.jsonrpc.errors import (
     describe_seconds,
 )
 from mcpl_host.link import AnswerHook
-from mcpl_host.logging import Redactor, ServerValue, log_value
+from mcpl_host.logging import Logger, Redactor, ServerValue, log_value
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.policy import PolicyOutcome
@@ -128,7 +128,7 @@ class PolicyExchange:
         reporter: Reporter,
         *,
         close: Callable[[], Awaitable[None]],
-        log: Any,
+        log: Logger,
         redactor: Redactor,
         fallback_seconds: float = 3.0,
         silence_hint: Callable[[], str | None] = lambda: None,

@@ -34,7 +34,7 @@ import orjson
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.limits import DEFAULT_MAX_TAGS
-from mcpl_host.logging import Redactor, ServerValue
+from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcpl.server_shapes import GENERIC_REFUSAL, push_result_problems
 from mcpl_host.mcpl.tags import EventDeduplicator, read_tags
 
@@ -54,7 +54,7 @@ def event_fingerprint(params: dict[str, Any]) -> int:
     return hash(data)
 
 
-def checked_result(method: str, result: Any, problems: list[str], log: Any) -> dict[str, Any]:
+def checked_result(method: str, result: Any, problems: list[str], log: Logger) -> dict[str, Any]:
     """``result`` as a new dict, or raise ``HandlerError(-32603)`` (and log the problems)
     when the application's handler returned the wrong shape."""
     if problems:
@@ -115,7 +115,7 @@ class PushService:
         reporter: Reporter,
         dedupe: EventDeduplicator,
         *,
-        log: Any,
+        log: Logger,
         redactor: Redactor,
         max_tags: int = DEFAULT_MAX_TAGS,
     ) -> None:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
 from mcpl_host.jsonrpc.errors import LocalProtocolError, RemoteError, RemoteProtocolError
 from mcpl_host.jsonrpc.values import is_object
-from mcpl_host.logging import Redactor, ServerValue
+from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcp_methods import CallToolResult, call_tool_result
 from mcpl_host.mcpl.admission import AdmissionView
 from mcpl_host.mcpl.state import StateProblem, StateStore
@@ -55,7 +55,7 @@ class StateCalls:
     """Stateful tool calls and rollback on one connection (module rules)."""
 
     def __init__(
-        self, requester: Requester, view: AdmissionView, store: StateStore, *, log: Any, redactor: Redactor
+        self, requester: Requester, view: AdmissionView, store: StateStore, *, log: Logger, redactor: Redactor
     ) -> None:
         self._requester = requester
         self._view = view

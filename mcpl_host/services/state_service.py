@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcpl_host.limits import config_key
-from mcpl_host.logging import Redactor, ServerValue
+from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcpl.state import StateProblem, StateStore
 
 __all__ = ["StateService"]
@@ -26,7 +26,7 @@ __all__ = ["StateService"]
 class StateService:
     """Serves admitted ``state/*`` requests against a server's ``StateStore``."""
 
-    def __init__(self, store: StateStore, *, log: Any, redactor: Redactor) -> None:
+    def __init__(self, store: StateStore, *, log: Logger, redactor: Redactor) -> None:
         self._store = store
         self._log = log
         self._redactor = redactor

@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 import signal
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from subprocess import PIPE
 from types import TracebackType
@@ -657,7 +657,7 @@ class StdioTransport:
         finally:
             self._pump_done.set()
 
-    def _stderr_line(self, item: ReadItem, log: Any) -> None:
+    def _stderr_line(self, item: ReadItem, log: Callable[..., None]) -> None:
         if isinstance(item, LineTooLong):
             self._tail.append(f"[stderr line longer than {item.max_line_bytes} bytes dropped]")
             log("server stderr line dropped", max_line_bytes=item.max_line_bytes)

@@ -1,0 +1,83 @@
+"""The one timer of a connection: the deadlines of its pending requests.
+
+Rules of this module (docs/architecture.md, "Outgoing traffic"; JSON-RPC 2.0 §4: a request
+the server never answers must not wait for ever):
+
+- Nothing is armed per request: a request's deadline is its ``Slot.deadline``
+  (``time.monotonic()`` seconds; ``math.inf``: none), and one ``Timer`` per connection
+  sleeps until the earliest one. ``Timer.arm`` moves it earlier when a request with a
+  shorter deadline is sent; a later deadline never wakes it.
+- When it wakes, ``due`` (pure) says which requests are past their deadline at ``now`` and
+  when the next one falls; the connection fails those (``RequestTimeout``, and
+  ``notifications/cancelled`` goes out). Settled requests are never looked at again, so
+  the timer wakes about once per timeout period when nothing times out.
+- The ``Timer`` is run by the task that holds the connection's task group, until that
+  group is cancelled (the connection closes).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable
+
+import anyio
+
+from mcpl_host.jsonrpc.session import PendingRequest
+
+__all__ = ["Timer", "due"]
+
+
+def due(pending: Iterable[PendingRequest], now: float) -> tuple[list[PendingRequest], float]:
+    """The requests of ``pending`` whose ``slot.deadline`` is at or before ``now`` (in the
+    order given), and the earliest deadline of the others (``math.inf`` when none has one).
+    Times are ``time.monotonic()`` seconds. Pure."""
+    expired: list[PendingRequest] = []
+    following = math.inf
+    for request in pending:
+        deadline: float = request.slot.deadline
+        if deadline <= now:
+            expired.append(request)
+        elif deadline < following:
+            following = deadline
+    return expired, following
+
+
+class Timer:
+    """Sleeps until ``at`` (the earliest deadline, ``time.monotonic()`` seconds;
+    ``math.inf``: none), then calls ``expire(now)``, which fails what is due and returns
+    the next deadline. ``arm`` and ``wake`` may be called from any task of the connection.
+    """
+
+    __slots__ = ("_expire", "_scope", "at")
+
+    def __init__(self, expire: Callable[[float], float]) -> None:
+        self._expire = expire
+        self.at = math.inf
+        self._scope: anyio.CancelScope | None = None
+
+    def arm(self, deadline: float) -> None:
+        """A request was sent with ``deadline``: wake earlier if it is the earliest."""
+        if deadline < self.at:
+            self.at = deadline
+            self.wake()
+
+    def wake(self) -> None:
+        """Stop the current sleep (the deadlines changed: an earlier one, or a lost link)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def run(self) -> None:
+        """The timer's loop; returns only by cancellation."""
+        while True:
+            now = time.monotonic()
+            if now >= self.at:
+                self.at = self._expire(now)
+                continue
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                if self.at == math.inf:
+                    await anyio.sleep_forever()
+                else:
+                    await anyio.sleep(self.at - now)
+            self._scope = None

@@ -1,0 +1,46 @@
+"""The one timer of a connection (``mcpl_host.timer``): which pending requests are past
+their deadline at a given moment, and when the timer wakes next. Plain calls: no loop, no
+clock (docs/architecture.md, "Outgoing traffic")."""
+
+from __future__ import annotations
+
+import math
+
+from mcpl_host.jsonrpc.session import PendingRequest
+from mcpl_host.link import Slot
+from mcpl_host.timer import Timer, due
+
+
+def pending(request_id: int, deadline: float) -> PendingRequest:
+    slot = Slot()
+    slot.deadline = deadline
+    return PendingRequest(request_id, "tools/list", slot)
+
+
+def test_nothing_is_due_before_its_deadline_and_the_earliest_is_next() -> None:
+    requests = [pending(1, 30.0), pending(2, 10.0), pending(3, 20.0)]
+    assert due(requests, 5.0) == ([], 10.0)
+
+
+def test_a_deadline_at_now_is_due_and_the_rest_give_the_next() -> None:
+    first, second, third = pending(1, 10.0), pending(2, 10.5), pending(3, 9.0)
+    expired, following = due([first, second, third], 10.0)
+    assert expired == [first, third]  # in the order given
+    assert following == 10.5
+
+
+def test_requests_without_a_deadline_never_expire_and_never_wake_the_timer() -> None:
+    long_lived = pending(1, math.inf)
+    assert due([long_lived], 1e12) == ([], math.inf)
+    assert due([], 0.0) == ([], math.inf)
+
+
+def test_arming_keeps_the_earliest_deadline() -> None:
+    timer = Timer(lambda now: math.inf)
+    assert timer.at == math.inf
+    timer.arm(20.0)
+    timer.arm(30.0)  # later: the timer goes on sleeping towards 20
+    assert timer.at == 20.0
+    timer.arm(5.0)
+    assert timer.at == 5.0
+    timer.wake()  # not sleeping: nothing to stop
