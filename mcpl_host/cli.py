@@ -41,7 +41,7 @@ import functools
 import importlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -76,6 +76,7 @@ from mcpl_host.limits import (
     Limits,
 )
 from mcpl_host.logging import configure_logging, get_logger
+from mcpl_host.mcp_methods import MCPClient, Prompt, Resource, ResourceTemplate, Tool
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.observe import Observation
 from mcpl_host.probe_features import exit_now_if_abandoned, probe_handlers
@@ -92,11 +93,14 @@ MAX_KEPT_EVENTS = 1000
 # The longest request id (its repr) whose hold time the probe measures; ids are a server's.
 _MAX_HELD_ID_CHARS = 256
 # (document key, capability that must be advertised, ServerConnection method)
-_LISTS = (
-    ("tools", "tools", "list_tools"),
-    ("resources", "resources", "list_resources"),
-    ("resourceTemplates", "resources", "list_resource_templates"),
-    ("prompts", "prompts", "list_prompts"),
+#: One entry of a listing (each keeps the object as sent in ``raw``).
+Listed = Tool | Resource | ResourceTemplate | Prompt
+#: What the probe lists: the document's key, the capability that offers it, the listing.
+_LISTS: tuple[tuple[str, str, Callable[[MCPClient], Awaitable[Sequence[Listed]]]], ...] = (
+    ("tools", "tools", lambda mcp: mcp.list_tools()),
+    ("resources", "resources", lambda mcp: mcp.list_resources()),
+    ("resourceTemplates", "resources", lambda mcp: mcp.list_resource_templates()),
+    ("prompts", "prompts", lambda mcp: mcp.list_prompts()),
 )
 
 
@@ -170,13 +174,13 @@ class ProbeRecorder:
             self.on_event(shown)
 
 
-async def _list_offers(doc: dict[str, Any], conn: Any) -> None:
-    for key, capability, method in _LISTS:
+async def _list_offers(doc: dict[str, Any], conn: ServerConnection) -> None:
+    for key, capability, listing in _LISTS:
         if capability not in doc["capabilities"]:
             doc["skipped"].append(key)
             continue
         try:
-            doc[key] = [item.raw for item in await getattr(conn, method)()]
+            doc[key] = [item.raw for item in await listing(conn.mcp)]
         except RemoteError as exc:  # e.g. -32601: reported as unavailable, not a failure
             doc["unavailable"][key] = {"code": exc.code, "message": exc.message, "data": exc.data}
 
@@ -205,7 +209,7 @@ async def _probe(
     failure: BaseException | None = None
 
     def shown(value: Any) -> Any:
-        return report.redact_json(value, conn.redactor)
+        return report.redact_json(value, conn.hosted.redactor)
 
     def live(event: dict[str, Any]) -> None:
         assert out is not None
@@ -256,7 +260,7 @@ async def _probe(
                     "type": "ServerStalled",
                     "message": explanation,
                     "code": None,
-                    "stderr_tail": conn.stderr_tail,
+                    "stderr_tail": conn.connection.stderr_tail,
                 }
                 status = EXIT_SERVER_FAILED
             elif probe_scope.cancelled_caught:
@@ -264,7 +268,7 @@ async def _probe(
                     "type": "Interrupted",
                     "message": f"interrupted by {interrupts.reason} during {phase}",
                     "code": None,
-                    "stderr_tail": conn.stderr_tail,
+                    "stderr_tail": conn.connection.stderr_tail,
                 }
                 status = EXIT_INTERRUPTED
             elif require_mcpl and doc["mcplState"]["state"] != "ready":
@@ -272,12 +276,12 @@ async def _probe(
                     "type": "MCPLNotReady",
                     "message": f"MCPL did not become ready (--require-mcpl): {doc['mcplState']['line']}",
                     "code": None,
-                    "stderr_tail": conn.stderr_tail,
+                    "stderr_tail": conn.connection.stderr_tail,
                 }
                 status = EXIT_SERVER_FAILED
         except (MCPLHostError, OSError) as exc:
             failure = exc
-            doc["error"], status = report.error_object(exc, conn.stderr_tail), EXIT_SERVER_FAILED
+            doc["error"], status = report.error_object(exc, conn.connection.stderr_tail), EXIT_SERVER_FAILED
             if conn.server_info is not None:
                 report.read_connection(doc, conn)
         finally:
@@ -540,7 +544,7 @@ async def _host(
                 else:
                     _warn_no_grant(no_grant, as_json=True)
                 async for event in host.events():  # a refusal never before its ready line
-                    shown = report.run_event(event.to_json(), host.redactor(event.server))
+                    shown = report.run_event(event.to_json(), host.server(event.server).hosted.redactor)
                     if out is None:
                         written = report.print_json_line(shown)
                     else:

@@ -115,7 +115,7 @@ def failure_data(exc: BaseException) -> dict[str, Any]:
 def connection_data(conn: ServerConnection, attempt: int) -> ReadyData:
     """The ``ready`` / ``degraded`` data of a connection that has finished its handshake."""
     info = conn.server_info
-    outcome = conn.policy_outcome
+    outcome = conn.policy.state.outcome
     data: ReadyData = {
         "attempt": attempt,
         "serverName": info.name if info else "",
@@ -125,9 +125,9 @@ def connection_data(conn: ServerConnection, attempt: int) -> ReadyData:
         "effectiveCapabilities": sorted(conn.grant.paths) if conn.grant is not None else [],
         "mode": outcome.mode if outcome is not None and outcome.accepted else None,
     }
-    choice = conn.profile_choice
+    choice = conn.policy.state.choice
     if choice is not None:
-        state = conn.policy_state
+        state = conn.policy.state
         data["profile"] = choice.profile
         data["profileReason"] = choice.reason
         data["policyForm"] = "notification" if state.settled_by == "notification" else "request"
@@ -137,7 +137,7 @@ def connection_data(conn: ServerConnection, attempt: int) -> ReadyData:
             why = f"the server refused the host's policy (fallback {outcome.fallback or 'none'})"
             data["reason"] = why + (f": {outcome.reason}" if outcome.reason else "")
         else:
-            data["reason"] = conn.policy_state.off_reason or "the policy request failed"
+            data["reason"] = conn.policy.state.off_reason or "the policy request failed"
     return data
 
 
@@ -354,7 +354,7 @@ class Supervisor:
                 self._log.exception("connection attempt failed")
                 ended = exc
         self._attempt_scope = None
-        tail = conn.stderr_tail if conn is not None and ended is not RESTART_REASON else []
+        tail = conn.connection.stderr_tail if conn is not None and ended is not RESTART_REASON else []
         if isinstance(ended, str):  # a failed health check: the connection was closed by us
             data = {"reason": ended, "exitStatus": None, "closeCode": None, "stderrTail": tail}
         else:
@@ -382,7 +382,7 @@ class Supervisor:
             while True:
                 await anyio.sleep(interval)
                 try:
-                    await conn.ping(timeout=self.health_timeout_seconds)
+                    await conn.mcp.ping(timeout=self.health_timeout_seconds)
                 except RequestTimeout:
                     outcome.append(
                         f"did not answer ping within {describe_seconds(self.health_timeout_seconds)}"
