@@ -53,10 +53,12 @@ async def test_a_restart_reconnects_at_once_keeps_the_policy_and_is_no_failure()
             stream = host.events()
             first = await next_kind(events, stream, "ready")
             assert first.data["effectiveCapabilities"] == ["pushEvents", "tools"]
-            await host.update_policy("demo", GrantPolicy(grant_all_advertised=True, deny=("pushEvents",)))
-            host.restart("demo")
+            await host.server("demo").hosted.update_policy(
+                GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
+            )
+            host.server("demo").restart()
             second = await next_kind(events, stream, "ready")
-            supervisor = host.supervisor("demo")
+            supervisor = host.server("demo").supervisor
             failures = supervisor.tracker.failures_in_window(anyio.current_time())
     kinds = [e.kind for e in events if e.is_lifecycle]
     # max_failures=1 and a 30 s base delay: a restart counted as a failure would give up, and
@@ -98,4 +100,4 @@ async def test_a_server_that_gave_up_cannot_be_restarted(tmp_path: Path) -> None
         async with Host({"s": config}) as host:
             await next_kind(events, host.events(), "gave_up")
             with pytest.raises(ServerNotConnected, match="cannot be restarted"):
-                host.restart("s")
+                host.server("s").restart()
