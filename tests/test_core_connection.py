@@ -209,9 +209,9 @@ class CallingBack(TestHandlers):
         if params["n"] == 0:
             # Call back only once the queue is full and reading has paused: the call itself
             # must make the host read on.
-            while self.connection.inbound_waiting < 4:
+            while self.connection.connection.inbound_waiting < 4:
                 await anyio.lowlevel.checkpoint()
-        await self.connection.request("tools/list")
+        await self.connection.mcp.request("tools/list")
         self.called_back += 1
         if self.called_back == self.expected:
             self.all_done.set()

@@ -364,8 +364,7 @@ async def test_the_transport_the_probe_cost_is_not_reported_lost(mode: str, tmp_
         async with connect_stdio(sys.executable, command(mode, log)[1:], handlers=handlers) as conn:
             await conn.mcp.list_tools()
             lost_while_open = list(handlers.lost)
-            transport = conn.connection.transport
-            pid = getattr(transport, "pid", None)
+            pid = conn.connection.pid
             assert isinstance(pid, int)
             os.kill(pid, signal.SIGKILL)  # a loss after the handshake is reported, as ever
             await conn.wait_closed()

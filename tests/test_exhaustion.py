@@ -392,7 +392,7 @@ async def test_a_list_that_pages_forever_fails_naming_the_bound(
         with anyio.fail_after(30):
             async with script.connect(limits=bounds) as conn:
                 with pytest.raises(LimitExceeded) as caught:
-                    await getattr(conn, call_name)()
+                    await getattr(conn.mcp, call_name)()
                 assert conn.is_open  # the connection goes on
         assert caught.value.limit == limit
         assert f"over Limits.{limit} = " in str(caught.value) and str(caught.value).startswith(method)
