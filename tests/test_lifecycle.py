@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from mcpl_host import ConnectionClosed, ConnectionLost, Limits
+from mcpl_host import ConnectionClosed, ConnectionLost, Limits, connect_stdio
+from mcpl_host.transports.stdio import StdioTransport
 
+from .conftest import FIXTURES
 from .wire import MCP_HANDSHAKE, ExitWatch, Script
 
 SLACK = 0.05  # seconds: clock granularity between processes
@@ -130,3 +133,18 @@ async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:
         ) as conn:
             pass
     assert any("stdin closed" in line for line in conn.connection.stderr_tail)
+
+
+async def test_the_connection_names_the_process_of_the_server_it_started() -> None:
+    # What an embedding application's supervision reads: the server's pid, None before the
+    # transport opens; after the close that process is gone.
+    conn = connect_stdio(sys.executable, [str(FIXTURES / "demo_server.py")], env={"DEMO_PUSH_COUNT": "0"})
+    assert conn.connection.pid is None
+    with anyio.fail_after(10):
+        async with conn:
+            pid = conn.connection.pid
+            assert isinstance(pid, int) and pid != os.getpid() and not gone(pid)
+            transport = conn.connection.transport
+            assert isinstance(transport, StdioTransport) and pid == transport.pid
+            await conn.mcp.ping()
+    assert gone(pid)

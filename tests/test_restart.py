@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, Host, HostEvent, Limits, ServerNotConnected, Supervisor
+from mcpl_host import (
+    GrantPolicy,
+    Host,
+    HostEvent,
+    HostHandlers,
+    Limits,
+    RequestContext,
+    ServerNotConnected,
+    Supervisor,
+)
 from mcpl_host.config import ServerConfig
 from mcpl_host.supervisor import RESTART_REASON
 from mcpl_host.supervisor_policy import RestartPolicy
@@ -69,6 +79,47 @@ async def test_a_restart_reconnects_at_once_keeps_the_policy_and_is_no_failure()
     assert second.data["attempt"] == 2
     assert second.data["effectiveCapabilities"] == ["tools"]  # the policy set last, on the new transport
     assert failures == 0
+
+
+class TransportsSeen(HostHandlers):
+    """Records the ``transport`` of each ``push/event``; ``seen(n)`` is set by the first push
+    that came on transport ``n``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transports: list[int] = []
+        self._seen: dict[int, anyio.Event] = {}
+
+    def seen(self, transport: int) -> anyio.Event:
+        return self._seen.setdefault(transport, anyio.Event())
+
+    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        self.transports.append(context.transport)
+        self.seen(context.transport).set()
+        return {"accepted": True}
+
+
+async def test_a_handler_tells_the_transport_a_request_came_on_and_a_restart_changes_it() -> None:
+    config = ServerConfig(
+        name="demo",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(FIXTURES / "demo_server.py"),),
+        env={"DEMO_PUSH_INTERVAL": "0.05", "DEMO_PUSH_COUNT": "10000"},
+        grant_policy=GrantPolicy(grant_all_advertised=True),
+        limits=QUICK,
+    )
+    handlers = TransportsSeen()
+    with anyio.fail_after(TIMEOUT):
+        async with Host({"demo": config}, handlers_factory=lambda _: handlers) as host:
+            server = host.server("demo")
+            first = await server.connected()
+            await handlers.seen(1).wait()
+            server.restart()
+            await handlers.seen(2).wait()
+            second = await server.connected()
+    assert (first.sequence, second.sequence) == (1, 2)
+    assert handlers.transports[0] == 1 and set(handlers.transports) == {1, 2}
 
 
 async def test_a_restart_during_the_backoff_delay_ends_the_delay(tmp_path: Path) -> None:

@@ -265,6 +265,7 @@ async def test_demo_server_handshake_tools_and_push_events(logs: list[dict[str, 
                 await handlers.pushed.wait()
                 assert conn.is_open
                 assert conn.connection.stderr_tail == []
+                assert conn.connection.pid is None  # not a server the host started
     assert [event["eventId"] for event in handlers.events] == [f"tick-{n}" for n in range(1, 6)]
     assert isinstance(await conn.wait_closed(), ConnectionClosed)
 
