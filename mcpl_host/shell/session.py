@@ -3,10 +3,11 @@ the servers send unasked as it arrives, and keeps the completion ``Catalog`` up 
 
 Rules of this module:
 
-- Every server goes through the ``Host`` (one server or every server of a config): calls by
-  name, grant changes (``Host.update_policy``, kept across restarts), restarts
-  (``Host.restart``). A command for a server that is not ready waits for it up to its
-  request timeout.
+- Every server goes through the ``Host`` (one server or every server of a config), by its
+  ``ServerHandle`` (``Host.server``): calls on its connection (``ServerHandle.connected``),
+  grant changes (``HostedServer.update_policy``, kept across restarts), restarts
+  (``ServerHandle.restart``). A command for a server that is not ready waits for it up to
+  its request timeout.
 - Output goes through a ``Printer`` (the terminal one prints above the prompt); every
   server value is redacted with that server's ``Redactor`` and shown through
   ``report.safe_text`` (terminal escapes and invisible characters escaped, long values cut).
