@@ -124,6 +124,7 @@ if TYPE_CHECKING:
     from mcpl_host.host import (
         Host,
         PushDelivery,
+        ServerHandle,
         ServerNotConnected,
         ServerRequestResponder,
         ServerSnapshot,
@@ -184,6 +185,7 @@ _LAZY: dict[str, str] = {
     "Subscription": "mcpl_host.events",
     "Host": "mcpl_host.host",
     "PushDelivery": "mcpl_host.host",
+    "ServerHandle": "mcpl_host.host",
     "ServerNotConnected": "mcpl_host.host",
     "ServerRequestResponder": "mcpl_host.host",
     "ServerSnapshot": "mcpl_host.host",
@@ -338,6 +340,7 @@ __all__ = [
     "ServerConfig",
     "ServerConnection",
     "ServerInfo",
+    "ServerHandle",
     "ServerNotConnected",
     "ServerRequestResponder",
     "ServerSnapshot",

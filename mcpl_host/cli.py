@@ -41,7 +41,7 @@ import functools
 import importlib
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -85,6 +85,7 @@ from mcpl_host.limits import (
     Limits,
 )
 from mcpl_host.logging import configure_logging, get_logger
+from mcpl_host.mcp_methods import MCPClient, Prompt, Resource, ResourceTemplate, Tool
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.probe_features import exit_now_if_abandoned, probe_handlers
 from mcpl_host.probing import ProbeWatch
@@ -100,11 +101,14 @@ MAX_KEPT_EVENTS = 1000
 # The longest request id (its repr) whose hold time the probe measures; ids are a server's.
 _MAX_HELD_ID_CHARS = 256
 # (document key, capability that must be advertised, ServerConnection method)
-_LISTS = (
-    ("tools", "tools", "list_tools"),
-    ("resources", "resources", "list_resources"),
-    ("resourceTemplates", "resources", "list_resource_templates"),
-    ("prompts", "prompts", "list_prompts"),
+#: One entry of a listing (each keeps the object as sent in ``raw``).
+Listed = Tool | Resource | ResourceTemplate | Prompt
+#: What the probe lists: the document's key, the capability that offers it, the listing.
+_LISTS: tuple[tuple[str, str, Callable[[MCPClient], Awaitable[Sequence[Listed]]]], ...] = (
+    ("tools", "tools", lambda mcp: mcp.list_tools()),
+    ("resources", "resources", lambda mcp: mcp.list_resources()),
+    ("resourceTemplates", "resources", lambda mcp: mcp.list_resource_templates()),
+    ("prompts", "prompts", lambda mcp: mcp.list_prompts()),
 )
 
 
@@ -183,13 +187,13 @@ class ProbeRecorder:
             self.on_event(shown)
 
 
-async def _list_offers(doc: dict[str, Any], conn: Any) -> None:
-    for key, capability, method in _LISTS:
+async def _list_offers(doc: dict[str, Any], conn: ServerConnection) -> None:
+    for key, capability, listing in _LISTS:
         if capability not in doc["capabilities"]:
             doc["skipped"].append(key)
             continue
         try:
-            doc[key] = [item.raw for item in await getattr(conn, method)()]
+            doc[key] = [item.raw for item in await listing(conn.mcp)]
         except RemoteError as exc:  # e.g. -32601: reported as unavailable, not a failure
             doc["unavailable"][key] = {"code": exc.code, "message": exc.message, "data": exc.data}
 
@@ -218,7 +222,7 @@ async def _probe(
     failure: BaseException | None = None
 
     def shown(value: Any) -> Any:
-        return report.redact_json(value, conn.redactor)
+        return report.redact_json(value, conn.hosted.redactor)
 
     def live(event: dict[str, Any]) -> None:
         assert out is not None
@@ -269,7 +273,7 @@ async def _probe(
                     "type": "ServerStalled",
                     "message": explanation,
                     "code": None,
-                    "stderr_tail": conn.stderr_tail,
+                    "stderr_tail": conn.connection.stderr_tail,
                 }
                 status = EXIT_SERVER_FAILED
             elif probe_scope.cancelled_caught:
@@ -277,7 +281,7 @@ async def _probe(
                     "type": "Interrupted",
                     "message": f"interrupted by {interrupts.reason} during {phase}",
                     "code": None,
-                    "stderr_tail": conn.stderr_tail,
+                    "stderr_tail": conn.connection.stderr_tail,
                 }
                 status = EXIT_INTERRUPTED
             elif require_mcpl and doc["mcplState"]["state"] != "ready":
@@ -285,12 +289,12 @@ async def _probe(
                     "type": "MCPLNotReady",
                     "message": f"MCPL did not become ready (--require-mcpl): {doc['mcplState']['line']}",
                     "code": None,
-                    "stderr_tail": conn.stderr_tail,
+                    "stderr_tail": conn.connection.stderr_tail,
                 }
                 status = EXIT_SERVER_FAILED
         except (MCPLHostError, OSError) as exc:
             failure = exc
-            doc["error"], status = report.error_object(exc, conn.stderr_tail), EXIT_SERVER_FAILED
+            doc["error"], status = report.error_object(exc, conn.connection.stderr_tail), EXIT_SERVER_FAILED
             if conn.server_info is not None:
                 report.read_connection(doc, conn)
         finally:
@@ -553,7 +557,7 @@ async def _host(
                 else:
                     _warn_no_grant(no_grant, as_json=True)
                 async for event in host.events():  # a refusal never before its ready line
-                    shown = report.run_event(event_json(event), host.redactor(event.server))
+                    shown = report.run_event(event_json(event), host.server(event.server).hosted.redactor)
                     if out is None:
                         written = report.print_json_line(shown)
                     else:

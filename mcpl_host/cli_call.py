@@ -151,7 +151,7 @@ def progress_callback() -> Callable[[dict[str, Any]], None] | None:
 async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) -> Outcome:
     if "tools" not in _capabilities(conn):
         raise UsageProblem("the server offers no tools (no 'tools' capability)")
-    tools = await conn.list_tools()
+    tools = await conn.mcp.list_tools()
     found = next((t for t in tools if t.name == tool), None)
     if found is None:
         raise UsageProblem(
@@ -165,8 +165,8 @@ async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) ->
         problems = await checked_schema_problems(
             arguments,
             found.input_schema,
-            seconds=conn.limits.max_schema_check_seconds,
-            inline_work=conn.limits.max_inline_schema_work,
+            seconds=conn.hosted.limits.max_schema_check_seconds,
+            inline_work=conn.hosted.limits.max_inline_schema_work,
         )
     except UnusableSchema as exc:
         click.echo(
@@ -180,21 +180,21 @@ async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) ->
         raise UsageProblem(
             f"the arguments do not fit the inputSchema of {tool!r}; nothing was sent:\n  {lines}"
         )
-    result = await conn.call_tool(tool, arguments, progress=progress_callback())
+    result = await conn.mcp.call_tool(tool, arguments, progress=progress_callback())
     if result.is_error:
         return Outcome(result.raw, _texts(result.content), EXIT_SERVER_FAILED, "the tool answered isError")
     return Outcome(result.raw, _texts(result.content))
 
 
 async def _read(conn: ServerConnection, uri: str) -> Outcome:
-    result = await conn.read_resource(uri)
+    result = await conn.mcp.read_resource(uri)
     return Outcome(result.raw, [c.text for c in result.contents if c.text is not None])
 
 
 async def _prompt(conn: ServerConnection, name: str, words: Sequence[str]) -> Outcome:
     if "prompts" not in _capabilities(conn):
         raise UsageProblem("the server offers no prompts (no 'prompts' capability)")
-    prompts = await conn.list_prompts()
+    prompts = await conn.mcp.list_prompts()
     found = next((p for p in prompts if p.name == name), None)
     if found is None:
         raise UsageProblem(
@@ -204,12 +204,12 @@ async def _prompt(conn: ServerConnection, name: str, words: Sequence[str]) -> Ou
         arguments = prompt_arguments(words, _objects(found.raw.get("arguments")))
     except ArgumentError as exc:
         raise UsageProblem(str(exc)) from None
-    result = await conn.get_prompt(name, arguments)
+    result = await conn.mcp.get_prompt(name, arguments)
     return Outcome(result.raw, [text for message in result.messages for text in _texts(message.content)])
 
 
 async def _send(conn: ServerConnection, method: str, params: Any) -> Outcome:
-    return Outcome(await conn.request(method, params))
+    return Outcome(await conn.mcp.request(method, params))
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,11 +241,11 @@ async def _run(selection: Selection, action: Action) -> _Done:
             error = {"code": exc.code, "message": exc.message, "data": exc.data}
             outcome = Outcome({"error": error}, status=EXIT_SERVER_FAILED, message=str(exc))
         except (MCPLHostError, OSError) as exc:
-            failure = report.error_object(exc, conn.stderr_tail)
-            return _Done(Outcome(None, status=EXIT_SERVER_FAILED), conn.redactor, failure)
+            failure = report.error_object(exc, conn.connection.stderr_tail)
+            return _Done(Outcome(None, status=EXIT_SERVER_FAILED), conn.hosted.redactor, failure)
         finally:
             tg.cancel_scope.cancel()
-    return _Done(outcome, conn.redactor)
+    return _Done(outcome, conn.hosted.redactor)
 
 
 def _finish(

@@ -72,11 +72,17 @@ ElicitationAction = Literal["accept", "decline", "cancel"]
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """Who asked: ``server`` (its name), the request ``id`` as sent (string, number or None;
-    None also for a request sent as a notification), and ``method``."""
+    None also for a request sent as a notification), ``method``, and ``transport``: the
+    transport the request came on, as the sequence number of its ``ServerConnection`` within
+    the server's ``HostedServer`` (``ServerConnection.sequence``: 1 for the first, one more
+    for each connection opened after it, a restart included). A JSON-RPC ``id`` is unique
+    only within one transport (JSON-RPC 2.0 §4; docs/protocol.md T1-T3): ``(transport, id)``
+    names a request across restarts."""
 
     server: str
     id: Any
     method: str
+    transport: int
 
 
 class AnswerReporter(Protocol):

@@ -386,6 +386,14 @@ class Connection:
         return self._link.transport if self._link is not None else None
 
     @property
+    def pid(self) -> int | None:
+        """The process id of the server this connection started (a stdio server; also its
+        process group id), once its transport is open; None before, and for a server the
+        host does not start (WebSocket, HTTP)."""
+        pid = getattr(self.transport, "pid", None)
+        return pid if isinstance(pid, int) else None
+
+    @property
     def stderr_tail(self) -> list[str]:
         """The server's last stderr lines, escaped and redacted (docs/protocol.md H5)."""
         return list(self._link.transport.stderr_tail) if self._link else []

@@ -1,5 +1,5 @@
-"""``Host``: many servers from a config, each a ``HostedServer`` under a ``Supervisor``; calls
-by server name; events by subscription.
+"""``Host``: many servers from a config, each a ``HostedServer`` under a ``Supervisor``, each
+reached through its ``ServerHandle``; calls across servers; events by subscription.
 
 Rules of this module (docs/protocol.md T1-T3):
 
@@ -9,13 +9,17 @@ Rules of this module (docs/protocol.md T1-T3):
   grace periods. Cancelling the task that holds the ``Host`` closes it the same way
   (shielded): no process is left behind.
 - **What outlives a transport** is each server's ``HostedServer``: the policy the
-  application set last (``update_policy``), held feature-set state, ``eventId``
+  application set last (``HostedServer.update_policy``), held feature-set state, ``eventId``
   de-duplication. A restarted server gets the grant the application decided.
-- **Calls by server name** go to the server's current connection. During a restart a call
-  waits for the server to be ready again, up to its ``timeout`` (seconds; default the
-  server's request timeout), then raises ``ServerNotConnected``; a server that gave up or a
-  closed host raises at once. A call in flight when its transport ends fails with
-  ``ConnectionLost`` and is never re-sent on the new transport.
+- **One server's calls** are made on its connection, as on any ``ServerConnection``
+  (``conn.mcp``, ``conn.hooks``, ``conn.channels``, ``conn.state``, ``conn.policy``):
+  ``host.server(name)`` is its ``ServerHandle``, and ``await handle.connected()`` its
+  current connection. During a restart that waits for the server to be ready again, up to
+  its ``timeout`` (seconds; default the server's request timeout), then raises
+  ``ServerNotConnected``; a server that gave up or a closed host raises at once. A call in
+  flight when its transport ends fails with ``ConnectionLost`` and is never re-sent on the
+  new transport. **Calls across servers** are the host's: ``before_inference``,
+  ``inference_lifecycle``, ``roots_changed``, ``wait_ready``, ``snapshot``.
 - **Events** (``mcpl_host.events``): ``events()`` is the default subscription (every server,
   every kind, made with the host; ``Host(subscribe_all=False)`` makes none); ``subscribe()``
   makes more, by server and kind. Emitting never waits for a consumer, so a subscription
@@ -35,11 +39,13 @@ Rules of this module (docs/protocol.md T1-T3):
   are deliveries with a ``responder`` (``ServerRequestResponder``); unanswered after the
   server's ``Limits.request_timeout_seconds`` they are answered ``-32603``. ``inference/request``
   needs application handlers (it is not advertised otherwise).
-- Event data hold server values as sent; show them through ``redactor(name)``.
+- Event data hold server values as sent; show them through the server's
+  ``host.server(name).hosted.redactor``.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -51,7 +57,7 @@ import anyio.abc
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.config import HostConfig, ServerConfig
 from mcpl_host.connect import http_server, stdio_server, websocket_server
-from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
+from mcpl_host.connection import DEFAULT, ClientInfo, Timeout
 from mcpl_host.events import (
     ConnectingOrder,
     Delivery,
@@ -70,27 +76,10 @@ from mcpl_host.events import (
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.hosted import HostedServer
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError, MCPLHostError
-from mcpl_host.logging import LogBudget, Redactor, get_logger
-from mcpl_host.mcp_methods import (
-    CallToolResult,
-    CompleteResult,
-    GetPromptResult,
-    Prompt,
-    PromptReference,
-    ReadResourceResult,
-    Resource,
-    ResourceTemplate,
-    ResourceTemplateReference,
-    Tool,
-)
-from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
-from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.services.channel_calls import ChannelOpenResult, PublishResult
 from mcpl_host.services.dispatch import LIBRARY_SERVED
-from mcpl_host.services.negotiation import PolicyChange
-from mcpl_host.services.state_calls import RollbackResult
 from mcpl_host.services.turns import (
     FanoutResult,
     InferenceLifecycle,
@@ -107,6 +96,7 @@ __all__ = [
     "Host",
     "PushDelivery",
     "ServerNotConnected",
+    "ServerHandle",
     "ServerRequestResponder",
     "ServerSnapshot",
     "UnknownServer",
@@ -374,6 +364,94 @@ class ServerSnapshot:
     stall_explanation: str | None = None
 
 
+class ServerHandle:
+    """One server of a ``Host`` (``Host.server(name)``), across its transports. Its calls are
+    made on its connection, the same way as on any ``ServerConnection``::
+
+        conn = await host.server("files").connected()
+        result = await conn.mcp.call_tool("read", {"path": "a.txt"})
+
+    - ``await connected(timeout=...)``: the ready connection, waiting through a restart up
+      to ``timeout`` seconds (default: the server's ``Limits.request_timeout_seconds``),
+      then ``ServerNotConnected``; a server that gave up or a closed host raises at once. A
+      call in flight when its transport ends fails with ``ConnectionLost`` and is never
+      re-sent on the new transport (module rules).
+    - ``current``: the ready connection now, or None.
+    - ``hosted``: what outlives a transport (``HostedServer``): ``update_policy()`` (stored
+      for later transports when the server is between two), ``redactor``, ``limits``,
+      ``state_store``, ``channels``...; ``supervisor``: the ``Supervisor`` keeping it
+      connected; ``state``: where it stands (``SupervisorState``).
+    - ``restart()``, ``snapshot()``.
+    """
+
+    __slots__ = ("_closing", "_default_timeout", "_snapshot", "hosted", "supervisor")
+
+    def __init__(
+        self,
+        hosted: HostedServer,
+        supervisor: Supervisor,
+        *,
+        default_timeout: float,
+        closing: Callable[[], bool],
+        snapshot: Callable[[], ServerSnapshot],
+    ) -> None:
+        self.hosted = hosted
+        self.supervisor = supervisor
+        self._default_timeout = default_timeout
+        self._closing = closing
+        self._snapshot = snapshot
+
+    def __repr__(self) -> str:
+        return f"<ServerHandle {self.name!r} {self.state}>"
+
+    @property
+    def name(self) -> str:
+        return self.hosted.name
+
+    @property
+    def state(self) -> SupervisorState:
+        """The supervisor's state (``connecting``, ``ready``, ``degraded``, ``reconnecting``,
+        ``gave_up``, ``closed``...)."""
+        return self.supervisor.state
+
+    @property
+    def current(self) -> ServerConnection | None:
+        """The connection if the server is ready (or degraded) now, else None."""
+        conn = self.hosted.current
+        return conn if conn is not None and self.supervisor.state in ("ready", "degraded") else None
+
+    async def connected(self, *, timeout: float | None = None) -> ServerConnection:
+        """The connection once the server is ready (or degraded), waiting up to ``timeout``
+        seconds (default: its ``Limits.request_timeout_seconds``). Raises
+        ``ServerNotConnected`` (gave up, closed, the host closing, or not ready in time)."""
+        supervisor = self.supervisor
+        seconds = self._default_timeout if timeout is None else timeout
+        with anyio.move_on_after(seconds):
+            while True:
+                conn = self.current
+                if conn is not None:
+                    return conn
+                if supervisor.state in ("gave_up", "closed") or self._closing():
+                    raise ServerNotConnected(self.name, supervisor.state)
+                await supervisor.wait_changed()
+        raise ServerNotConnected(self.name, supervisor.state, f"not ready within {seconds:g} seconds")
+
+    def restart(self) -> None:
+        """Close the server's current connection and connect again at once
+        (``Supervisor.restart``): not a failure, so the restart policy's count and backoff
+        are untouched; the policy set last (``update_policy``) applies to the new
+        connection. Returns at once; the ``disconnected`` (reason ``RESTART_REASON``),
+        ``connecting`` and ``ready`` events follow. Raises ``ServerNotConnected`` when the
+        server gave up or the host is closing."""
+        supervisor = self.supervisor
+        if self._closing() or not supervisor.restart():
+            raise ServerNotConnected(self.name, supervisor.state, "it cannot be restarted")
+
+    def snapshot(self) -> ServerSnapshot:
+        """Where the server stands now (``Host.snapshot()``'s entry for it)."""
+        return self._snapshot()
+
+
 class Host:
     """Hosts many servers (module rules): each enabled entry of ``configs`` (a ``HostConfig``
     or a mapping of name to ``ServerConfig``) runs under a ``Supervisor`` with its own restart
@@ -426,6 +504,7 @@ class Host:
         self._log = get_logger("mcpl_host.host")
         self._hosted: dict[str, HostedServer] = {}
         self._supervisors: dict[str, Supervisor] = {}
+        self._handles: dict[str, ServerHandle] = {}
         self._last_disconnect: dict[str, str] = {}
         self._stalls: dict[str, str] = {}  # the last stall's explanation, per server, this attempt
         for name, config in self._configs.items():
@@ -446,7 +525,7 @@ class Host:
             )
             self._hosted[name] = hosted
             self._connected[name] = anyio.Event()
-            self._supervisors[name] = Supervisor(
+            supervisor = Supervisor(
                 hosted,
                 config.restart_policy,
                 self._emit_lifecycle,
@@ -454,6 +533,14 @@ class Host:
                 health_timeout_seconds=health_timeout_seconds,
                 clock=clock,
                 rng=rng,
+            )
+            self._supervisors[name] = supervisor
+            self._handles[name] = ServerHandle(
+                hosted,
+                supervisor,
+                default_timeout=config.limits.request_timeout_seconds,
+                closing=lambda: self._closing,
+                snapshot=functools.partial(self._snapshot_of, name),
             )
         self._tg: anyio.abc.TaskGroup | None = None
         self._entered = False
@@ -627,279 +714,64 @@ class Host:
         """Each server's ``Supervisor.state``."""
         return {name: supervisor.state for name, supervisor in self._supervisors.items()}
 
-    def supervisor(self, server: str) -> Supervisor:
-        """The supervisor of ``server``. Raises ``UnknownServer``."""
+    def server(self, name: str) -> ServerHandle:
+        """The handle of the server ``name`` (``ServerHandle``): its connection once ready,
+        its ``HostedServer``, its state, restart and snapshot. Raises ``UnknownServer``."""
         try:
-            return self._supervisors[server]
+            return self._handles[name]
         except KeyError:
-            raise UnknownServer(server) from None
-
-    def hosted(self, server: str) -> HostedServer:
-        """What the host keeps for ``server`` across transports. Raises ``UnknownServer``."""
-        self.supervisor(server)
-        return self._hosted[server]
-
-    def redactor(self, server: str) -> Redactor:
-        """What hides ``server``'s secrets (env and header values, token, ``secrets``)."""
-        return self.hosted(server).redactor
-
-    def connection(self, server: str) -> ServerConnection:
-        """The ready connection of ``server`` right now. Raises ``UnknownServer`` or
-        ``ServerNotConnected``."""
-        supervisor = self.supervisor(server)
-        conn = self._hosted[server].current
-        if conn is None or supervisor.state not in ("ready", "degraded"):
-            raise ServerNotConnected(server, supervisor.state)
-        return conn
-
-    async def ready_connection(self, server: str, *, timeout: float | None = None) -> ServerConnection:
-        """The connection of ``server`` once it is ready, waiting up to ``timeout`` seconds
-        (default: its ``Limits.request_timeout_seconds``). Raises ``UnknownServer``,
-        ``ServerNotConnected`` (gave up, closed, or not ready in time)."""
-        supervisor = self.supervisor(server)
-        seconds = self._configs[server].limits.request_timeout_seconds if timeout is None else timeout
-        with anyio.move_on_after(seconds):
-            while True:
-                conn = self._hosted[server].current
-                if conn is not None and supervisor.state in ("ready", "degraded"):
-                    return conn
-                if supervisor.state in ("gave_up", "closed") or self._closing:
-                    raise ServerNotConnected(server, supervisor.state)
-                await supervisor.wait_changed()
-        raise ServerNotConnected(server, supervisor.state, f"not ready within {seconds:g} seconds")
+            raise UnknownServer(name) from None
 
     async def wait_ready(self, *servers: str, timeout: float) -> None:
         """Wait until each of ``servers`` (default: all) is ready or degraded, for at most
         ``timeout`` seconds in all. Raises ``UnknownServer``; ``ServerNotConnected`` for a
         server that gave up, or that is not ready in time."""
-        names = list(servers) or self.servers
+        handles = [self.server(name) for name in list(servers) or self.servers]
         deadline = anyio.current_time() + timeout
-        for name in names:
-            await self.ready_connection(name, timeout=max(0.0, deadline - anyio.current_time()))
+        for handle in handles:
+            await handle.connected(timeout=max(0.0, deadline - anyio.current_time()))
 
     def snapshot(self) -> dict[str, ServerSnapshot]:
         """Where each server stands now (``ServerSnapshot``), by name."""
-        out: dict[str, ServerSnapshot] = {}
-        for name, supervisor in self._supervisors.items():
-            hosted = self._hosted[name]
-            conn = hosted.current
-            info = conn.server_info if conn is not None else None
-            grant = conn.grant if conn is not None else None
-            derivation = conn.derivation if conn is not None else None
-            out[name] = ServerSnapshot(
-                name=name,
-                state=supervisor.state,
-                attempts=supervisor.attempts,
-                connections_opened=hosted.connections_opened,
-                server_name=info.name if info else None,
-                server_version=info.version if info else None,
-                protocol_version=info.protocol_version if info else None,
-                era=info.era if info else None,
-                mcpl=conn.mcpl_state.value if conn is not None else None,
-                effective_capabilities=tuple(sorted(grant.paths)) if grant is not None else (),
-                enabled_feature_sets=tuple(sorted(derivation.enabled)) if derivation is not None else (),
-                channels=tuple(str(d.get("id")) for d in hosted.channels),
-                last_disconnect=self._last_disconnect.get(name),
-                stall_explanation=self._stalls.get(name),
-            )
-        return out
+        return {name: self._snapshot_of(name) for name in self._supervisors}
 
-    # --- calls by server name ----------------------------------------------------------------
-    # Each raises UnknownServer or ServerNotConnected (module rules), then what the
-    # connection's method raises. Cancellation: as ServerConnection.request.
-
-    async def _conn(self, server: str, timeout: Timeout) -> ServerConnection:
-        return await self.ready_connection(
-            server, timeout=None if not isinstance(timeout, (int, float)) else timeout
+    def _snapshot_of(self, name: str) -> ServerSnapshot:
+        supervisor, hosted = self._supervisors[name], self._hosted[name]
+        conn = hosted.current
+        info = conn.server_info if conn is not None else None
+        grant = conn.grant if conn is not None else None
+        derivation = conn.policy.state.derivation if conn is not None else None
+        return ServerSnapshot(
+            name=name,
+            state=supervisor.state,
+            attempts=supervisor.attempts,
+            connections_opened=hosted.connections_opened,
+            server_name=info.name if info else None,
+            server_version=info.version if info else None,
+            protocol_version=info.protocol_version if info else None,
+            era=info.era if info else None,
+            mcpl=conn.mcpl_state.value if conn is not None else None,
+            effective_capabilities=tuple(sorted(grant.paths)) if grant is not None else (),
+            enabled_feature_sets=tuple(sorted(derivation.enabled)) if derivation is not None else (),
+            channels=tuple(str(d.get("id")) for d in hosted.channels),
+            last_disconnect=self._last_disconnect.get(name),
+            stall_explanation=self._stalls.get(name),
         )
-
-    async def request(
-        self,
-        server: str,
-        method: str,
-        params: Any = None,
-        *,
-        timeout: Timeout = DEFAULT,
-        progress: ProgressCallback | None = None,
-    ) -> Any:
-        """``ServerConnection.request`` on ``server``."""
-        conn = await self._conn(server, timeout)
-        return await conn.request(method, params, timeout=timeout, progress=progress)
-
-    async def notify(self, server: str, method: str, params: Any = None) -> None:
-        """``ServerConnection.notify`` on ``server``."""
-        await (await self._conn(server, DEFAULT)).notify(method, params)
-
-    async def ping(self, server: str, *, timeout: Timeout = DEFAULT) -> None:
-        """MCP ``ping`` to ``server``."""
-        await (await self._conn(server, timeout)).ping(timeout=timeout)
-
-    async def call_tool(
-        self,
-        server: str,
-        name: str,
-        arguments: dict[str, Any] | None = None,
-        *,
-        timeout: Timeout = DEFAULT,
-        progress: ProgressCallback | None = None,
-    ) -> CallToolResult:
-        """``tools/call`` on ``server``."""
-        conn = await self._conn(server, timeout)
-        return await conn.call_tool(name, arguments, timeout=timeout, progress=progress)
-
-    async def list_tools(self, server: str) -> list[Tool]:
-        """``tools/list`` on ``server``, every page."""
-        return await (await self._conn(server, DEFAULT)).list_tools()
-
-    async def list_resources(self, server: str) -> list[Resource]:
-        """``resources/list`` on ``server``, every page."""
-        return await (await self._conn(server, DEFAULT)).list_resources()
-
-    async def list_resource_templates(self, server: str) -> list[ResourceTemplate]:
-        """``resources/templates/list`` on ``server``, every page."""
-        return await (await self._conn(server, DEFAULT)).list_resource_templates()
-
-    async def read_resource(self, server: str, uri: str, *, timeout: Timeout = DEFAULT) -> ReadResourceResult:
-        """``resources/read`` on ``server``."""
-        return await (await self._conn(server, timeout)).read_resource(uri, timeout=timeout)
-
-    async def list_prompts(self, server: str) -> list[Prompt]:
-        """``prompts/list`` on ``server``, every page."""
-        return await (await self._conn(server, DEFAULT)).list_prompts()
-
-    async def get_prompt(
-        self, server: str, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
-    ) -> GetPromptResult:
-        """``prompts/get`` on ``server``."""
-        return await (await self._conn(server, timeout)).get_prompt(name, arguments, timeout=timeout)
-
-    def restart(self, server: str) -> None:
-        """Close ``server``'s current connection and connect again at once
-        (``Supervisor.restart``): not a failure, so the restart policy's count and backoff
-        are untouched; the policy set last (``update_policy``) applies to the new
-        connection. Returns at once; the ``disconnected`` (reason ``RESTART_REASON``),
-        ``connecting`` and ``ready`` events follow. Raises ``UnknownServer``;
-        ``ServerNotConnected`` when the server gave up or the host is closing."""
-        supervisor = self.supervisor(server)
-        if self._closing or not supervisor.restart():
-            raise ServerNotConnected(server, supervisor.state, "it cannot be restarted")
-
-    async def complete(
-        self,
-        server: str,
-        ref: PromptReference | ResourceTemplateReference,
-        argument: str,
-        value: str,
-        *,
-        context: Mapping[str, str] | None = None,
-        timeout: Timeout = DEFAULT,
-    ) -> CompleteResult:
-        """``completion/complete`` on ``server``."""
-        conn = await self._conn(server, timeout)
-        return await conn.complete(ref, argument, value, context=context, timeout=timeout)
-
-    async def set_log_level(self, server: str, level: str, *, timeout: Timeout = DEFAULT) -> None:
-        """``logging/setLevel`` on ``server`` (the ``_meta`` log level on a stateless
-        connection). It is not replayed after a restart: set it again on ``ready``."""
-        await (await self._conn(server, timeout)).set_log_level(level, timeout=timeout)
-
-    async def subscribe_resource(self, server: str, uri: str, *, timeout: Timeout = DEFAULT) -> None:
-        """``resources/subscribe`` on ``server`` (not replayed after a restart)."""
-        await (await self._conn(server, timeout)).subscribe_resource(uri, timeout=timeout)
-
-    async def unsubscribe_resource(self, server: str, uri: str, *, timeout: Timeout = DEFAULT) -> None:
-        """``resources/unsubscribe`` on ``server``."""
-        await (await self._conn(server, timeout)).unsubscribe_resource(uri, timeout=timeout)
 
     def roots_changed(self, *servers: str) -> list[str]:
         """Send ``notifications/roots/list_changed`` to each connected server of ``servers``
         (default: all) whose handlers serve roots, in the handshake era
-        (``ServerConnection.roots_changed``); a ``Roots`` given to the handlers does this by
+        (``MCPClient.roots_changed``); a ``Roots`` given to the handlers does this by
         itself on ``set()``. Returns the names notified. Raises ``UnknownServer``."""
-        return [conn.name for conn in self._ready_connections(list(servers) or None) if conn.roots_changed()]
-
-    async def update_policy(
-        self,
-        server: str,
-        policy: GrantPolicy | None = None,
-        feature_set_policy: FeatureSetPolicy | None = None,
-    ) -> PolicyChange:
-        """Change ``server``'s policy, now and for every later transport
-        (``HostedServer.update_policy``; ``deferred`` when it is not MCPL-ready now)."""
-        return await self.hosted(server).update_policy(policy, feature_set_policy)
-
-    async def call_tool_with_state(
-        self,
-        server: str,
-        name: str,
-        arguments: dict[str, Any] | None = None,
-        *,
-        feature_set: str,
-        timeout: Timeout = DEFAULT,
-        progress: ProgressCallback | None = None,
-    ) -> CallToolResult:
-        """``tools/call`` with the state held for ``feature_set`` on ``server``."""
-        conn = await self._conn(server, timeout)
-        return await conn.call_tool_with_state(
-            name, arguments, feature_set=feature_set, timeout=timeout, progress=progress
-        )
-
-    async def state_rollback(
-        self, server: str, feature_set: str, checkpoint: str, *, timeout: Timeout = DEFAULT
-    ) -> RollbackResult:
-        """``state/rollback`` on ``server``."""
-        return await (await self._conn(server, timeout)).state_rollback(
-            feature_set, checkpoint, timeout=timeout
-        )
-
-    async def channels_open(
-        self,
-        server: str,
-        *,
-        type: str | None = None,
-        address: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        channel_id: str | None = None,
-        history: Any = None,
-        timeout: Timeout = DEFAULT,
-    ) -> ChannelOpenResult:
-        """``channels/open`` on ``server``."""
-        conn = await self._conn(server, timeout)
-        return await conn.channels_open(
-            type=type,
-            address=address,
-            metadata=metadata,
-            channel_id=channel_id,
-            history=history,
-            timeout=timeout,
-        )
-
-    async def channels_close(self, server: str, channel_id: str, *, timeout: Timeout = DEFAULT) -> bool:
-        """``channels/close`` on ``server``."""
-        return await (await self._conn(server, timeout)).channels_close(channel_id, timeout=timeout)
-
-    async def channels_publish(
-        self,
-        server: str,
-        conversation_id: str,
-        channel_id: str,
-        content: str | list[Any],
-        *,
-        stream: bool = False,
-        timeout: Timeout = DEFAULT,
-    ) -> PublishResult:
-        """``channels/publish`` on ``server``."""
-        conn = await self._conn(server, timeout)
-        return await conn.channels_publish(
-            conversation_id, channel_id, content, stream=stream, timeout=timeout
-        )
+        return [
+            conn.name for conn in self._ready_connections(list(servers) or None) if conn.mcp.roots_changed()
+        ]
 
     def _ready_connections(self, servers: Sequence[str] | None) -> list[ServerConnection]:
         names = list(servers) if servers is not None else self.servers
         out: list[ServerConnection] = []
         for name in names:
-            self.supervisor(name)
-            conn = self._hosted[name].current
+            conn = self.server(name).hosted.current
             if conn is not None:
                 out.append(conn)
         return out

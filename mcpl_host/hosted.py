@@ -146,6 +146,7 @@ class HostedServer:
         self._compat_notes = NoteLedger(self._limits.compat_notes_logged)
         self._channels: list[dict[str, Any]] = []
         self._connections_opened = 0
+        self._sequence = 0
         self._learned_era: Era | None = None
         self._current: ServerConnection | None = None
         self._reporter = Reporter(name, self._handlers, observer)
@@ -346,6 +347,12 @@ class HostedServer:
         probe, or None (``stateless.probe_skipped``)."""
         return probe_skipped(self.protocol, learned=self.learned_era, says_mcpl=self.says_mcpl)
 
+    def next_sequence(self) -> int:
+        """The number of the next ``ServerConnection`` made for this server (1, 2, ...; its
+        ``sequence``, the ``RequestContext.transport`` of what comes on it)."""
+        self._sequence += 1
+        return self._sequence
+
     def open_connection(self) -> ServerConnection:
         """A new, unopened ``ServerConnection`` over a new transport."""
         return ServerConnection(self, self.transport_factory)
@@ -382,11 +389,13 @@ class HostedServer:
         self, policy: GrantPolicy | None = None, feature_set_policy: FeatureSetPolicy | None = None
     ) -> PolicyChange:
         """Change the policy for this server (MCPL §6.7). With an MCPL-ready connection, the
-        change runs on it now (``ServerConnection.update_policy``); otherwise it is stored and
-        goes out with the next handshake (``PolicyChange.deferred``). Kept across restarts
-        either way. Raises as ``ServerConnection.update_policy``."""
+        change runs on it now (``PolicyExchange.update``, ``ServerConnection.policy``);
+        otherwise it is stored and goes out with the next handshake
+        (``PolicyChange.deferred``). Kept across restarts either way. This is the call by
+        server that works between transports too (``Host.server(name).hosted``). Raises as
+        ``PolicyExchange.update``."""
         conn = self.current
-        if conn is not None and conn.is_mcpl_ready:
-            return await conn.update_policy(policy, feature_set_policy)
+        if conn is not None and conn.policy.state.is_ready:
+            return await conn.policy.update(policy, feature_set_policy)
         self.set_policy(policy, feature_set_policy)
         return PolicyChange(proposed=None, in_force=None, outcome=None, deferred=True)

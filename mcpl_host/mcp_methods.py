@@ -7,7 +7,9 @@ Rules of this module:
   Every MCP method a client sends has one typed call here: listing (every page, within
   ``limits.max_list_pages``, ``max_list_items`` and ``max_list_bytes``; ``LimitExceeded``
   past any of them), ``tools/call``, ``resources/read``, ``resources/subscribe`` /
-  ``unsubscribe``, ``prompts/get``, ``completion/complete``, ``logging/setLevel``, ``ping``.
+  ``unsubscribe``, ``prompts/get``, ``completion/complete``, ``logging/setLevel``, ``ping``,
+  ``notifications/roots/list_changed``; and the raw ``request`` / ``notify`` for any other
+  method (the one place an application sends one on a ``ServerConnection``: ``conn.mcp``).
   Results are the frozen records of ``mcp_records`` (every field of the schema revision;
   the object as sent in ``raw``). A result of the wrong shape raises
   ``RemoteProtocolError`` with one clear sentence.
@@ -74,6 +76,7 @@ from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
     ConnectionLost,
     HandlerError,
+    LocalProtocolError,
     MCPLHostError,
     RemoteError,
     RemoteProtocolError,
@@ -126,6 +129,7 @@ from mcpl_host.param_headers import ParamHeader, Rejected, declared_headers, par
 from mcpl_host.stateless import (
     HEADER_MISMATCH,
     LOG_LEVELS,
+    Era,
     input_required,
     request_meta,
     result_type,
@@ -532,6 +536,12 @@ class MCPClient:
         server_capabilities: the server's capabilities (what ``subscriptions/listen`` may
             ask for); None: none.
         redactor: hides the server's secrets in error messages.
+        notify: queues a notification on the connection (``Connection.notify_nowait``);
+            None: ``notify()`` raises ``LocalProtocolError``.
+        era: the connection's era once settled (``"handshake"`` or ``"stateless"``), else
+            None; ``roots_changed()`` sends only in the handshake era.
+        transport: the connection's ``sequence`` (``RequestContext.transport`` of the input
+            requests it answers).
 
     Each call raises what ``request()`` raises, plus ``RemoteProtocolError`` for a result of
     the wrong shape. Cancellation: as ``request()``.
@@ -548,8 +558,14 @@ class MCPClient:
         stateless: Callable[[], bool] | None = None,
         server_capabilities: Callable[[], Mapping[str, Any]] | None = None,
         redactor: Redactor | None = None,
+        notify: Callable[[str, Any], None] | None = None,
+        era: Callable[[], Era | None] | None = None,
+        transport: int = 0,
     ) -> None:
         self._requester = requester
+        self._notify = notify
+        self._era = era or (lambda: None)
+        self._transport = transport
         self._limits = limits
         self._features = features
         self._server = server
@@ -880,7 +896,7 @@ class MCPClient:
 
         async def answer(key: str, wanted: str, params: Any, scope: anyio.CancelScope) -> None:
             assert self._features is not None
-            context = RequestContext(self._server, key, wanted)
+            context = RequestContext(self._server, key, wanted, self._transport)
             try:
                 responses[key] = await self._features.serve(context, params, input_request=True)
             except HandlerError as exc:
@@ -1034,6 +1050,57 @@ class MCPClient:
             return
         self._listening.uris.discard(uri)
         self._listening.refresh()
+
+    # --- any request ---------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        progress: ProgressCallback | None = None,
+    ) -> Any:
+        """Send any request (JSON-RPC 2.0 §4) and return its ``result``, unread: the call for a
+        method with no typed call here. On a stateless connection ``params`` (an object or
+        None) get the per-request ``_meta`` (``EraRequester``; MCP 2026-07-28).
+        ``timeout``: seconds (default ``Limits.request_timeout_seconds``; None waits for
+        ever); ``progress``: called with each ``notifications/progress`` of it (MCP
+        2025-11-25 "Utilities: Progress").
+
+        Raises: ``RemoteError`` (an error answer), ``RequestTimeout``
+        (``notifications/cancelled`` was sent), ``ConnectionLost`` / ``ConnectionClosed``,
+        ``LocalProtocolError``, ``MessageTooLarge``.
+        Cancellation: ``notifications/cancelled`` is sent; a late answer is an orphan."""
+        return await self._requester.request(method, params, timeout=timeout, progress=progress)
+
+    def notify_nowait(self, method: str, params: Any = None) -> None:
+        """Queue a notification (JSON-RPC 2.0 §4.1) without waiting. Raises
+        ``ConnectionLost`` / ``ConnectionClosed`` when the transport is gone,
+        ``MessageTooLarge`` over ``Limits.max_outbox_bytes`` (not sent),
+        ``LocalProtocolError`` when this client was made without ``notify``."""
+        if self._notify is None:
+            raise LocalProtocolError("this MCPClient sends no notifications (made without notify)")
+        self._notify(method, params)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (no answer). Raises as ``notify_nowait``."""
+        self.notify_nowait(method, params)
+
+    def roots_changed(self) -> bool:
+        """Send ``notifications/roots/list_changed`` (MCP 2025-11-25 "Roots"): the server may
+        then ask ``roots/list`` again. The connection calls it by itself when a watched
+        ``Roots`` changes. Returns False, sending nothing, when the host does not serve
+        roots, before the handshake, on a stateless connection (the notification is removed
+        in 2026-07-28), or when the transport has gone."""
+        features = self._features
+        if features is None or features.features.roots is None or self._era() != "handshake":
+            return False
+        try:
+            self.notify_nowait("notifications/roots/list_changed")
+        except MCPLHostError:
+            return False
+        return True
 
     async def ping(self, *, timeout: Timeout = DEFAULT) -> None:
         """MCP ``ping``; on a stateless connection ``server/discover`` instead (module

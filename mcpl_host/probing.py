@@ -66,8 +66,8 @@ class ProbeWatch:
         if self.stalled is None:
             return None
         conn = self._conn
-        profile = conn.profile if conn.profile_choice is not None else None
-        return silence_sentence(self.stalled, conn.last_refusal, profile, switch=CLI_SWITCH)
+        profile = conn.policy.state.profile if conn.policy.state.choice is not None else None
+        return silence_sentence(self.stalled, conn.inbound.last_refusal, profile, switch=CLI_SWITCH)
 
     def clear(self) -> None:
         """Remove the progress line (before anything else is printed)."""
@@ -81,8 +81,8 @@ class ProbeWatch:
             while True:
                 await anyio.sleep(PROBE_TICK_SECONDS)
                 now = anyio.current_time()
-                waiting = conn.waiting()
-                last = conn.last_received
+                waiting = conn.connection.waiting()
+                last = conn.connection.last_received
                 self._show(now, waiting, last)
                 enabled = 0 < self._stall_seconds < float("inf")
                 if enabled and conn.server_info is not None:  # after the handshake's answer

@@ -146,9 +146,9 @@ def _list(value: Any) -> list[Any]:
 
 def _feature_sets(conn: ServerConnection) -> list[dict[str, Any]]:
     """Each declared set (both shapes), enabled or disabled with its reason."""
-    derivation = conn.derivation
+    derivation = conn.policy.state.derivation
     rows: list[dict[str, Any]] = []
-    for name, declared in conn.feature_sets.sets.items():
+    for name, declared in conn.policy.state.feature_sets.sets.items():
         row: dict[str, Any] = {"name": name, "description": declared.description, "uses": list(declared.uses)}
         if derivation is None:  # no grant in force: nothing is enabled
             row.update(
@@ -169,8 +169,8 @@ def _feature_sets(conn: ServerConnection) -> list[dict[str, Any]]:
 
 def _mcpl_state(conn: ServerConnection) -> dict[str, Any]:
     state = conn.mcpl_state
-    choice = conn.profile_choice
-    policy = conn.policy_state
+    choice = conn.policy.state.choice
+    policy = conn.policy.state
     data: dict[str, Any] = {"state": state.value}
     if choice is not None:
         data.update(profile=choice.profile, profileReason=choice.reason)
@@ -223,10 +223,10 @@ def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
         instructions=info.instructions,
         mcpl=info.mcpl,
     )
-    grant, outcome, state = conn.grant, conn.policy_outcome, conn.mcpl_state
-    advertised = sorted(conn.advertised)
+    grant, outcome, state = conn.grant, conn.policy.state.outcome, conn.mcpl_state
+    advertised = sorted(conn.policy.state.advertised)
     if grant is not None:
-        denied = sorted(grant.denied & conn.advertised) if state is MCPLState.READY else []
+        denied = sorted(grant.denied & conn.policy.state.advertised) if state is MCPLState.READY else []
     else:
         # No grant in force: every MCPL capability advertised is off; plain MCP (tools) is not.
         denied = [path for path in advertised if path != "tools"]
@@ -239,7 +239,7 @@ def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
         "defects": outcome.defects if outcome else [],
         "featureSets": _feature_sets(conn),
     }
-    choice = conn.profile_choice
+    choice = conn.policy.state.choice
     doc["mcplState"] = _mcpl_state(conn)
     doc["compat"] = (
         None
@@ -248,11 +248,11 @@ def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
             "setting": choice.setting,
             "profile": choice.profile,
             "reason": choice.reason,
-            "notes": [note.to_json() for note in conn.compat_notes],
-            "held": conn.held_total,
+            "notes": [note.to_json() for note in conn.hosted.compat_notes.notes],
+            "held": conn.inbound.held_total,
         }
     )
-    doc["channels"] = conn.channel_registry.descriptors()
+    doc["channels"] = conn.inbound.channel_registry.descriptors()
 
 
 def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:

@@ -41,7 +41,7 @@ __all__ = ["StallWatch", "Watched"]
 
 
 class Watched(Protocol):
-    """What the watch reads of a connection (``ServerConnection``)."""
+    """What the watch reads of a connection (its ``Connection``)."""
 
     def waiting(self) -> list[tuple[str, float]]:
         """``(method, sent_at)`` of each host request waiting (``anyio.current_time()``)."""
@@ -50,14 +50,12 @@ class Watched(Protocol):
     @property
     def last_received(self) -> float | None: ...
 
-    @property
-    def last_refusal(self) -> RefusalRecord | None: ...
-
 
 class StallWatch:
     """Watches ``conn`` for stalls of ``bound`` seconds (module rules). ``profile()``: the
-    connection's compatibility profile, None for plain MCP. ``explanation`` is the sentence
-    of the last stall found (None before one)."""
+    connection's compatibility profile, None for plain MCP; ``last_refusal()``: the last
+    server request refused on it (``InboundDispatcher.last_refusal``). ``explanation`` is
+    the sentence of the last stall found (None before one)."""
 
     def __init__(
         self,
@@ -66,9 +64,11 @@ class StallWatch:
         *,
         bound: float,
         profile: Callable[[], Profile | None],
+        last_refusal: Callable[[], RefusalRecord | None],
         log: Logger,
     ) -> None:
         self._conn = conn
+        self._last_refusal = last_refusal
         self._reporter = reporter
         self._bound = bound
         self._profile = profile
@@ -100,7 +100,7 @@ class StallWatch:
             await anyio.sleep(self._bound)
 
     def _report(self, stall: Stall) -> None:
-        refusal = self._conn.last_refusal
+        refusal = self._last_refusal()
         profile = self._profile()
         self.explanation = sentence = silence_sentence(stall, refusal, profile, switch=LIBRARY_SWITCH)
         self._log.info("the server stopped answering", explanation=sentence)

@@ -140,14 +140,14 @@ def connected_event(server: str, conn: ServerConnection, attempt: int) -> Ready 
     """The ``ready`` event (``degraded`` for a connection in ``MCPLState.MCP_ONLY``) of a
     connection that has finished its handshake."""
     info = conn.server_info
-    outcome = conn.policy_outcome
-    choice = conn.profile_choice
+    outcome = conn.policy.state.outcome
+    choice = conn.policy.state.choice
     profile: dict[str, Any] = {}
     if choice is not None:
         profile = {
             "profile": choice.profile,
             "profile_reason": choice.reason,
-            "policy_form": "notification" if conn.policy_state.settled_by == "notification" else "request",
+            "policy_form": "notification" if conn.policy.state.settled_by == "notification" else "request",
             "grants_nothing": conn.grant is not None and not conn.grant.paths,
         }
     common: dict[str, Any] = {
@@ -167,7 +167,7 @@ def connected_event(server: str, conn: ServerConnection, attempt: int) -> Ready 
         why = f"the server refused the host's policy (fallback {outcome.fallback or 'none'})"
         reason = why + (f": {outcome.reason}" if outcome.reason else "")
     else:
-        reason = conn.policy_state.off_reason or "the policy request failed"
+        reason = conn.policy.state.off_reason or "the policy request failed"
     return Degraded(**common, reason=reason)
 
 
@@ -383,7 +383,7 @@ class Supervisor:
                 self._log.exception("connection attempt failed")
                 ended = exc
         self._attempt_scope = None
-        tail = conn.stderr_tail if conn is not None and ended is not RESTART_REASON else []
+        tail = conn.connection.stderr_tail if conn is not None and ended is not RESTART_REASON else []
         phase: Literal["start", "running"] = "start" if started is None else "running"
         uptime = None if started is None else round(self._clock() - started, 3)
         if isinstance(ended, str):  # a failed health check: the connection was closed by us
@@ -419,7 +419,7 @@ class Supervisor:
             while True:
                 await anyio.sleep(interval)
                 try:
-                    await conn.ping(timeout=self.health_timeout_seconds)
+                    await conn.mcp.ping(timeout=self.health_timeout_seconds)
                 except RequestTimeout:
                     outcome.append(
                         f"did not answer ping within {describe_seconds(self.health_timeout_seconds)}"

@@ -99,12 +99,12 @@ async def run_mcpl(target: Target, protocol: str) -> Row:
                 info = conn.server_info
                 assert info is not None
                 row.protocol = f"{info.protocol_version} ({info.era})"
-                row.tools = len(await conn.list_tools())
-                result = await conn.call_tool(*target.call)
+                row.tools = len(await conn.mcp.list_tools())
+                result = await conn.mcp.call_tool(*target.call)
                 row.call = "error result" if result.is_error else "ok"
                 caps = info.capabilities
-                row.resources = len(await conn.list_resources()) if "resources" in caps else "-"
-                row.prompts = len(await conn.list_prompts()) if "prompts" in caps else "-"
+                row.resources = len(await conn.mcp.list_resources()) if "resources" in caps else "-"
+                row.prompts = len(await conn.mcp.list_prompts()) if "prompts" in caps else "-"
     except Exception as exc:  # a comparison reports every failure as a cell
         row.error = f"{type(exc).__name__}: {exc}"[:160]
     return row

@@ -88,7 +88,7 @@ async def _http_side(case: str) -> str:
         conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
         async with conn:
             try:
-                tools = await conn.list_tools()
+                tools = await conn.mcp.list_tools()
                 return f"ok: {len(tools)} tools"
             except MCPLHostError as exc:
                 return f"{type(exc).__name__}: {exc}"
@@ -160,27 +160,27 @@ async def _host_side(case: str) -> dict[str, Any]:
         )
         async with conn:
             if mode == "schema-doubling":
-                await conn.list_tools()
+                await conn.mcp.list_tools()
                 try:
-                    await conn.call_tool("t", {})
+                    await conn.mcp.call_tool("t", {})
                     outcome = "checked"
                 except MCPLHostError as exc:
                     outcome = f"{type(exc).__name__}: {str(exc)[-80:]}"
             elif mode == "pager":
                 try:
-                    tools = await conn.list_tools()
+                    tools = await conn.mcp.list_tools()
                     outcome = f"ok: {len(tools)} tools"
                 except MCPLHostError as exc:
                     outcome = f"{type(exc).__name__}: {exc}"
             elif mode == "manifest-huge":
-                await conn.ping()
+                await conn.mcp.ping()
                 outcome = f"MCPL state {conn.mcpl_state.value}"
             elif mode == "idle":
-                await conn.ping()
+                await conn.mcp.ping()
                 outcome = "ping answered"
             else:
                 await handlers.done.wait()
-                await conn.ping()
+                await conn.mcp.ping()
                 if mode == "manifest":
                     with anyio.move_on_after(30):
                         while handlers.manifest_changes < (count or 5):

@@ -272,7 +272,7 @@ async def test_changed_roots_send_list_changed_and_are_listed_anew(tmp_path: Pat
     roots = Roots([first])
     with anyio.fail_after(20):
         async with script.connect(handlers=Features(roots=roots)) as conn:
-            await conn.handlers.mark("listed").wait()  # type: ignore[attr-defined]
+            await conn.hosted.handlers.mark("listed").wait()  # type: ignore[attr-defined]
             roots.set([second])
             await script.finished(conn)
     got = answers(script)
@@ -324,19 +324,19 @@ async def test_structured_content_is_checked_against_the_output_schema(tmp_path:
     )
     with anyio.fail_after(20):
         async with script.connect() as conn:
-            assert (await conn.call_tool("count")).structured_content == {"result": "many"}
-            await conn.list_tools()
-            assert (await conn.call_tool("count")).structured_content == {"result": 3}
+            assert (await conn.mcp.call_tool("count")).structured_content == {"result": "many"}
+            await conn.mcp.list_tools()
+            assert (await conn.mcp.call_tool("count")).structured_content == {"result": 3}
             with pytest.raises(OutputSchemaError) as wrong:
-                await conn.call_tool("count")
+                await conn.mcp.call_tool("count")
             assert wrong.value.path == "$.result"
             assert str(wrong.value) == (
                 "the structuredContent of tool 'count' does not match its outputSchema at $.result:"
                 " 'many' is not of type 'integer'"
             )
             with pytest.raises(OutputSchemaError, match="returned no structuredContent"):
-                await conn.call_tool("count")
-            assert (await conn.call_tool("count")).is_error
+                await conn.mcp.call_tool("count")
+            assert (await conn.mcp.call_tool("count")).is_error
 
 
 async def test_a_list_changed_notification_refreshes_the_cached_list(tmp_path: Path) -> None:
@@ -358,10 +358,10 @@ async def test_a_list_changed_notification_refreshes_the_cached_list(tmp_path: P
     with anyio.fail_after(20):
         async with script.connect() as conn:
             conn.mcp.on_list_refreshed = lambda name: refreshed.set()  # background refreshes only
-            assert [t.name for t in await conn.list_tools()] == ["old"]
+            assert [t.name for t in await conn.mcp.list_tools()] == ["old"]
             await refreshed.wait()
-            assert conn.cached_tools is not None and [t.name for t in conn.cached_tools] == ["new"]
-            assert conn.cached_prompts is None
+            assert conn.mcp.cached_tools is not None and [t.name for t in conn.mcp.cached_tools] == ["new"]
+            assert conn.mcp.cached_prompts is None
     assert [m.get("method") for m in script.messages()].count("prompts/list") == 0
 
 
@@ -382,13 +382,15 @@ async def test_completion_log_level_and_subscriptions_are_typed_calls(tmp_path: 
     )
     with anyio.fail_after(20):
         async with script.connect() as conn:
-            done = await conn.complete(PromptReference("code"), "language", "py", context={"style": "short"})
+            done = await conn.mcp.complete(
+                PromptReference("code"), "language", "py", context={"style": "short"}
+            )
             assert done.values == ["python", "pytorch"] and done.total == 10 and done.has_more
-            await conn.set_log_level("debug")
+            await conn.mcp.set_log_level("debug")
             with pytest.raises(ValueError, match="unknown log level"):
-                await conn.set_log_level("verbose")
-            await conn.subscribe_resource("file:///a")
-            await conn.unsubscribe_resource("file:///a")
+                await conn.mcp.set_log_level("verbose")
+            await conn.mcp.subscribe_resource("file:///a")
+            await conn.mcp.unsubscribe_resource("file:///a")
     (sent,) = [m for m in script.messages() if m.get("method") == "completion/complete"]
     assert sent["params"] == {
         "ref": {"type": "ref/prompt", "name": "code"},

@@ -139,16 +139,16 @@ async def sdk_over_http(*options: str) -> AsyncIterator[int]:
 
 async def _everything_session(conn: Any, tmp_path: Path, sampler: Sampler, elicitor: Elicitor) -> None:
     assert conn.era == "handshake"  # TypeScript SDK 1.x: the probe is refused, initialize follows
-    tools = {tool.name for tool in await conn.list_tools()}
+    tools = {tool.name for tool in await conn.mcp.list_tools()}
     assert len(tools) == 17 and EVERYTHING_CONDITIONAL <= tools
-    roots = await conn.call_tool("get-roots-list", {})
+    roots = await conn.mcp.call_tool("get-roots-list", {})
     assert tmp_path.as_uri() in roots.text
-    sampled = await conn.call_tool("trigger-sampling-request", {"prompt": "what is six times seven?"})
+    sampled = await conn.mcp.call_tool("trigger-sampling-request", {"prompt": "what is six times seven?"})
     assert "the answer is forty-two" in sampled.text and "test-model" in sampled.text
     assert "what is six times seven?" in sampler.requests[-1].messages[0].text
-    form = await conn.call_tool("trigger-elicitation-request", {})
+    form = await conn.mcp.call_tool("trigger-elicitation-request", {})
     assert "User provided the requested information" in form.text and "Ada Lovelace" in form.text
-    url = await conn.call_tool(
+    url = await conn.mcp.call_tool(
         "trigger-url-elicitation", {"url": "https://example.com/consent", "message": "Consent?"}
     )
     assert "declined to open the URL" in url.text
@@ -168,7 +168,7 @@ async def test_server_everything_over_stdio_offers_17_tools_and_its_client_tools
 async def test_server_everything_offers_13_tools_to_a_host_serving_no_client_feature() -> None:
     with anyio.fail_after(TIMEOUT):
         async with connect_stdio(everything(), ["stdio"], limits=FAST) as conn:
-            tools = {tool.name for tool in await conn.list_tools()}
+            tools = {tool.name for tool in await conn.mcp.list_tools()}
     assert len(tools) == 13 and not tools & EVERYTHING_CONDITIONAL
 
 
@@ -201,15 +201,15 @@ async def test_sdk_server_over_stdio_in_each_era(tmp_path: Path, protocol: Any, 
             assert conn.server_info.name == "sdk-features-fixture"
             expected = "2026-07-28" if era == "stateless" else "2025-11-25"
             assert conn.server_info.protocol_version == expected
-            tools = await conn.list_tools()
+            tools = await conn.mcp.list_tools()
             add = next(tool for tool in tools if tool.name == "add")
             assert add.output_schema is not None and add.output_schema["required"] == ["result"]
-            assert (await conn.call_tool("add", {"a": 20, "b": 22})).structured_content == {"result": 42}
+            assert (await conn.mcp.call_tool("add", {"a": 20, "b": 22})).structured_content == {"result": 42}
             # Roots, sampling and elicitation: server requests in the handshake era, one
             # InputRequiredResult and a retry in the stateless era; the same handlers.
-            _asked((await conn.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
+            _asked((await conn.mcp.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
             assert sampler.requests[-1].messages[0].text == "About numbers?"
-            await conn.ping()
+            await conn.mcp.ping()
 
 
 @pytest.mark.parametrize(
@@ -228,15 +228,15 @@ async def test_sdk_server_over_streamable_http_speaks_the_stateless_revision(
         with anyio.fail_after(TIMEOUT):
             async with connect_http(f"http://127.0.0.1:{port}/mcp", handlers=handlers, limits=FAST) as conn:
                 assert conn.era == "stateless"
-                assert {tool.name for tool in await conn.list_tools()} == {
+                assert {tool.name for tool in await conn.mcp.list_tools()} == {
                     "add",
                     "ask_client",
                     "grow",
                     "touch",
                 }
-                assert (await conn.call_tool("add", {"a": 1, "b": 2})).text == "3"
-                _asked((await conn.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
-                await conn.ping()
+                assert (await conn.mcp.call_tool("add", {"a": 1, "b": 2})).text == "3"
+                _asked((await conn.mcp.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
+                await conn.mcp.ping()
 
 
 async def test_sdk_server_over_streamable_http_in_the_handshake_era(tmp_path: Path) -> None:
@@ -248,7 +248,7 @@ async def test_sdk_server_over_streamable_http_in_the_handshake_era(tmp_path: Pa
             ) as conn:
                 assert conn.era == "handshake" and conn.server_info is not None
                 assert conn.server_info.protocol_version == "2025-11-25"
-                _asked((await conn.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
+                _asked((await conn.mcp.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
 
 
 async def test_mcp_server_time_speaks_the_stateless_revision_over_stdio() -> None:
@@ -256,7 +256,7 @@ async def test_mcp_server_time_speaks_the_stateless_revision_over_stdio() -> Non
         async with connect_stdio(sys.executable, ["-m", "mcp_server_time"], limits=FAST) as conn:
             assert conn.era == "stateless" and conn.server_info is not None
             assert conn.server_info.name == "mcp-time" and conn.server_info.protocol_version == "2026-07-28"
-            result = await conn.call_tool("get_current_time", {"timezone": "UTC"})
+            result = await conn.mcp.call_tool("get_current_time", {"timezone": "UTC"})
             assert not result.is_error and "UTC" in result.text
 
 

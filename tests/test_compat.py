@@ -316,7 +316,7 @@ def shape(name: str, **kwargs: Any) -> Any:
 
 
 async def tool_json(conn: Any, name: str) -> Any:
-    result = await conn.call_tool(name, {}, timeout=10)
+    result = await conn.mcp.call_tool(name, {}, timeout=10)
     return json.loads(result.text)
 
 
@@ -325,10 +325,10 @@ async def test_shape1_by_default_gets_its_pushes_accepted(logs: list[dict[str, A
     handlers = Recorder(pushes=5)
     with anyio.fail_after(TIMEOUT):
         async with shape("shape1", handlers=handlers, env={"COMPAT_PUSH_INTERVAL": "0.05"}) as conn:
-            assert conn.profile == "0.4" and conn.mcpl_state is MCPLState.READY
-            assert conn.policy_state.settled_by == "notification" and conn.policy_outcome is None
+            assert conn.policy.state.profile == "0.4" and conn.mcpl_state is MCPLState.READY
+            assert conn.policy.state.settled_by == "notification" and conn.policy.state.outcome is None
             await handlers.pushed.wait()
-            assert conn.held_total >= 1  # hb-1 came before the policy
+            assert conn.inbound.held_total >= 1  # hb-1 came before the policy
     assert [p["eventId"] for p in handlers.pushes] == [f"hb-{n}" for n in range(1, 6)]
     assert handlers.refused == []
     lines = [e for e in logs if e["event"] == "compatibility note (0.4 profile)"]
@@ -342,7 +342,7 @@ async def test_shape1_in_strict_is_mcp_only_and_every_push_refused_with_its_reas
     with anyio.fail_after(TIMEOUT):
         async with shape("shape1", handlers=handlers, compat="strict") as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
-            assert "-32601" in (conn.policy_state.off_reason or "")
+            assert "-32601" in (conn.policy.state.off_reason or "")
             await handlers.pushed.wait()
     method, error = handlers.refused[0]
     assert method == "push/event" and error["code"] == -32002
@@ -372,11 +372,11 @@ async def test_shape2_keeps_working(compat: Any) -> None:
     handlers = Recorder(pushes=2)
     with anyio.fail_after(TIMEOUT):
         async with shape("shape2", handlers=handlers, compat=compat) as conn:
-            assert conn.mcpl_state is MCPLState.READY and conn.policy_state.settled_by == "receipt"
-            assert conn.profile == ("strict" if compat == "strict" else "0.4")
+            assert conn.mcpl_state is MCPLState.READY and conn.policy.state.settled_by == "receipt"
+            assert conn.policy.state.profile == ("strict" if compat == "strict" else "0.4")
             await handlers.pushed.wait()
             await handlers.registered.wait()
-            assert [tool.name for tool in await conn.list_tools()] == ["headline"]
+            assert [tool.name for tool in await conn.mcp.list_tools()] == ["headline"]
     # Both delivered; concurrent requests are served in no fixed order.
     assert sorted(p["eventId"] for p in handlers.pushes) == ["news-1", "news-2"]
     assert handlers.refused == []
@@ -388,7 +388,7 @@ async def test_shape4_keeps_working(compat: Any) -> None:
     handlers = Recorder(pushes=1)
     with anyio.fail_after(TIMEOUT):
         async with shape("shape4", handlers=handlers, compat=compat) as conn:
-            assert conn.mcpl_state is MCPLState.READY and conn.policy_state.settled_by == "receipt"
+            assert conn.mcpl_state is MCPLState.READY and conn.policy.state.settled_by == "receipt"
             await handlers.pushed.wait()
             await handlers.message.wait()
             seen = await tool_json(conn, "status")
@@ -403,11 +403,11 @@ async def test_shape4_keeps_working(compat: Any) -> None:
 
 
 async def _shape3_works(conn: Any, handlers: Recorder) -> None:
-    assert conn.profile == "0.4" and conn.policy_state.settled_by == "notification"
+    assert conn.policy.state.profile == "0.4" and conn.policy.state.settled_by == "notification"
     await handlers.registered.wait()
     await handlers.message.wait()
-    assert [tool.name for tool in await conn.list_tools()] == ["published"]
-    published = await conn.channels_publish("conversation-1", "chat:general", "hi there")
+    assert [tool.name for tool in await conn.mcp.list_tools()] == ["published"]
+    published = await conn.channels.publish("conversation-1", "chat:general", "hi there")
     assert published.mode == "notification"  # the request was -32601: re-sent as a notification
     assert await tool_json(conn, "published") == [
         {
@@ -418,7 +418,7 @@ async def _shape3_works(conn: Any, handlers: Recorder) -> None:
         }
     ]
     assert [m["content"][0]["text"] for m in handlers.messages] == ["hello from chat"]
-    assert conn.channel_registry.get("chat:general") is not None
+    assert conn.inbound.channel_registry.get("chat:general") is not None
     assert handlers.refused == []
 
 
@@ -440,7 +440,7 @@ async def test_a_request_in_the_same_read_as_the_initialize_result_meets_the_pen
     with anyio.fail_after(TIMEOUT):
         async with shape("shape3", handlers=handlers, limits=limits, env={"COMPAT_EAGER": "1"}) as conn:
             await handlers.first_refusal.wait()
-            assert conn.profile == "strict"
+            assert conn.policy.state.profile == "strict"
     assert handlers.refused[0][0] == "channels/register"
     assert handlers.refused[0][1]["message"] == "Capability denied: the policy is not yet in force"
 
@@ -451,8 +451,8 @@ async def test_a_request_in_the_same_read_as_the_initialize_result_is_held_under
     with anyio.fail_after(TIMEOUT):
         async with shape("shape3", handlers=handlers, compat="0.4", env={"COMPAT_EAGER": "1"}) as conn:
             await handlers.registered.wait()
-            assert conn.held_total >= 1  # it came before the policy
-            assert conn.channel_registry.get("chat:general") is not None
+            assert conn.inbound.held_total >= 1  # it came before the policy
+            assert conn.inbound.channel_registry.get("chat:general") is not None
     assert handlers.refused == []
 
 
@@ -489,8 +489,8 @@ async def test_shape3_in_strict_refuses_early_and_explains_the_silence(logs: lis
     limits = Limits(close_grace_seconds=1, terminate_grace_seconds=1, request_timeout_seconds=2)
     with anyio.fail_after(TIMEOUT):
         async with shape("shape3", handlers=handlers, limits=limits) as conn:
-            assert conn.profile == "strict" and conn.mcpl_state is MCPLState.MCP_ONLY
-            reason = conn.policy_state.off_reason or ""
+            assert conn.policy.state.profile == "strict" and conn.mcpl_state is MCPLState.MCP_ONLY
+            reason = conn.policy.state.off_reason or ""
     assert handlers.refused[0][0] == "channels/register"
     assert handlers.refused[0][1]["message"] == "Capability denied: the policy is not yet in force"
     assert reason.startswith("The host refused channels/register (-32002: the policy is not yet in force)")
@@ -506,14 +506,14 @@ async def test_a_server_known_to_read_only_notifications_gets_the_policy_as_one_
     hosted = stdio_server(sys.executable, [SERVER, "shape1"], policy=ALL, limits=FAST, handlers=Recorder())
     with anyio.fail_after(TIMEOUT):
         async with hosted.open_connection() as first:
-            assert first.policy_state.notification_reason is not None
-            assert "error" in first.policy_state.notification_reason
+            assert first.policy.state.notification_reason is not None
+            assert "error" in first.policy.state.notification_reason
         assert hosted.policy_as_notification is True
         async with hosted.open_connection() as second:
-            assert second.policy_state.notification_reason == (
+            assert second.policy.state.notification_reason == (
                 "the server is known to read only the notification form of featureSets/update"
             )
-            assert second.waiting() == []  # no request was sent: nothing waits
+            assert second.connection.waiting() == []  # no request was sent: nothing waits
 
 
 @pytest.mark.anyio
@@ -526,7 +526,7 @@ async def test_holding_is_bounded_in_count() -> None:
     with anyio.fail_after(TIMEOUT):
         async with shape("shape1", handlers=handlers, limits=limits, env=env) as conn:
             await handlers.all_answered.wait()
-    assert conn.held_total == 1
+    assert conn.inbound.held_total == 1
     assert [p["eventId"] for p in handlers.pushes] == ["hb-1"]
     assert [error["code"] for _, error in handlers.refused] == [-32002] * 4
     assert all(error["message"].endswith("not yet in force") for _, error in handlers.refused)
@@ -543,7 +543,7 @@ async def test_holding_is_bounded_in_bytes() -> None:
     with anyio.fail_after(TIMEOUT):
         async with shape("shape1", handlers=handlers, limits=limits, env=env) as conn:
             await handlers.all_answered.wait()
-    assert conn.held_total == 1
+    assert conn.inbound.held_total == 1
     assert [p["eventId"] for p in handlers.pushes] == ["hb-1"]
     assert [error["code"] for _, error in handlers.refused] == [-32002] * 4
     assert all(error["message"].endswith("not yet in force") for _, error in handlers.refused)
@@ -559,7 +559,7 @@ async def test_holding_is_bounded_in_time() -> None:
     with anyio.fail_after(TIMEOUT):
         async with shape("shape1", handlers=handlers, limits=limits, env=env) as conn:
             await handlers.all_answered.wait()
-            assert conn.held_total == 1
+            assert conn.inbound.held_total == 1
     assert handlers.pushes == []
     assert handlers.refused[0][1]["message"] == "Capability denied: the policy is not yet in force"
 
@@ -699,7 +699,7 @@ async def test_shape3_in_strict_under_a_host_gives_the_stall_as_an_event_and_in_
             snapshot = host.snapshot()["s"]
             assert snapshot.state == "connecting"  # at the stall, not at the request's timeout
             assert snapshot.stall_explanation == LIBRARY_STALL_SENTENCE
-            shown = report.run_event(event_json(event), host.redactor("s"))
+            shown = report.run_event(event_json(event), host.server("s").hosted.redactor)
     assert isinstance(event, Stalled) and event.explanation == LIBRARY_STALL_SENTENCE
     assert report.run_event_text(shown)[1].plain == f"s  stalled {LIBRARY_STALL_SENTENCE}"
     lines = [json.loads(line) for line in rendered_logs.getvalue().splitlines()]

@@ -58,9 +58,9 @@ async def test_a_request_times_out_at_its_deadline_and_not_before(tmp_path: Path
         async with script.connect(protocol=NO_PROBE) as conn:
             started = time.monotonic()
             with pytest.raises(RequestTimeout) as caught:
-                await conn.request("tools/list", timeout=0.5)
+                await conn.mcp.request("tools/list", timeout=0.5)
             assert time.monotonic() - started >= 0.5  # the deadline, never earlier
-            assert conn.pending_count == 0
+            assert conn.connection.pending_count == 0
             await script.finished(conn)
     assert str(caught.value) == "'tools/list' got no answer within 0.5 seconds"
     assert caught.value.method == "tools/list" and caught.value.timeout == 0.5
@@ -90,15 +90,15 @@ async def test_a_shorter_deadline_started_later_is_kept_while_a_longer_one_waits
             outcome: list[Any] = []
 
             async def long_one() -> None:
-                outcome.append(await conn.request("tools/list", timeout=30))
+                outcome.append(await conn.mcp.request("tools/list", timeout=30))
 
             tg.start_soon(long_one)
-            while conn.pending_count < 1:
+            while conn.connection.pending_count < 1:
                 await anyio.lowlevel.checkpoint()
             # Bounded far below the other deadlines (60 s, 30 s): the timer woke for it.
             with anyio.fail_after(5), pytest.raises(RequestTimeout):
-                await conn.request("prompts/list", timeout=0.3)
-            assert conn.pending_count in (0, 1)  # the long one is still waiting, or answered
+                await conn.mcp.request("prompts/list", timeout=0.3)
+            assert conn.connection.pending_count in (0, 1)  # the long one is still waiting, or answered
     assert outcome == [{"tools": []}]
     cancelled = [m["params"] for m in script.messages() if m.get("method") == "notifications/cancelled"]
     assert cancelled == [{"requestId": 3, "reason": "timeout"}]
@@ -159,7 +159,7 @@ async def test_a_request_flood_is_slowed_by_back_pressure_not_refused(tmp_path: 
         async with script.connect(handlers=handlers, limits=SMALL_BOUNDS) as conn:
             # The queue fills and the host stops reading: the notification behind the flood
             # is not read while the handlers hold their turns.
-            while conn.inbound_waiting < SMALL_BOUNDS.max_queued_inbound:
+            while conn.connection.pool.waiting < SMALL_BOUNDS.max_queued_inbound:
                 await anyio.lowlevel.checkpoint()
             assert not handlers.end.is_set()
             handlers.gate.set()
@@ -209,9 +209,9 @@ class CallingBack(TestHandlers):
         if params["n"] == 0:
             # Call back only once the queue is full and reading has paused: the call itself
             # must make the host read on.
-            while self.connection.inbound_waiting < 4:
+            while self.connection.connection.pool.waiting < 4:
                 await anyio.lowlevel.checkpoint()
-        await self.connection.request("tools/list")
+        await self.connection.mcp.request("tools/list")
         self.called_back += 1
         if self.called_back == self.expected:
             self.all_done.set()
@@ -282,11 +282,11 @@ async def test_an_outgoing_request_over_the_outbox_bound_is_refused_and_the_conn
     with anyio.fail_after(20):
         async with script.connect(limits=limits) as conn:
             with pytest.raises(MessageTooLarge) as caught:
-                await conn.request("tools/call", {"name": "x", "arguments": {"blob": "a" * (2 * bound)}})
+                await conn.mcp.request("tools/call", {"name": "x", "arguments": {"blob": "a" * (2 * bound)}})
             with pytest.raises(MessageTooLarge):
-                conn.notify_nowait("notifications/message", {"blob": "b" * (2 * bound)})
-            assert conn.pending_count == 0 and conn.is_open
-            await conn.ping()  # answered: nothing of the refused messages was written
+                conn.mcp.notify_nowait("notifications/message", {"blob": "b" * (2 * bound)})
+            assert conn.connection.pending_count == 0 and conn.is_open
+            await conn.mcp.ping()  # answered: nothing of the refused messages was written
             await script.finished(conn)
     assert caught.value.limit == bound and caught.value.size > 2 * bound
     assert str(caught.value).startswith("'tools/call' is ") and "Limits.max_outbox_bytes" in str(caught.value)
@@ -326,7 +326,7 @@ async def test_an_answer_with_a_look_alike_id_is_never_matched_and_is_named_once
     with anyio.fail_after(20):
         async with script.connect(protocol=NO_PROBE) as conn:
             with pytest.raises(RequestTimeout):
-                await conn.request("tools/list", timeout=1.0)
+                await conn.mcp.request("tools/list", timeout=1.0)
             await script.finished(conn)
     lines = [line for line in rendered(rendered_logs) if "only looks like" in line["event"]]
     assert len(lines) == 1, lines  # once per connection, though two arrived

@@ -203,7 +203,7 @@ async def test_a_host_answers_another_servers_ping_while_an_output_schema_is_che
 
     async def call() -> None:
         try:
-            await host.call_tool("slow", "t", {})
+            await (await host.server("slow").connected()).mcp.call_tool("t", {})
         finally:
             call_ended.set()
 
@@ -212,13 +212,13 @@ async def test_a_host_answers_another_servers_ping_while_an_output_schema_is_che
             await collect(
                 host, lambda seen: {e.server for e in seen if e.kind == "ready"} == {"slow", "other"}
             )
-            await host.list_tools("slow")
+            await (await host.server("slow").connected()).mcp.list_tools()
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call)
                 await collect(
                     host, lambda seen: any(e.kind == "notification" and e.server == "slow" for e in seen)
                 )
-                await host.ping("other")
+                await (await host.server("other").connected()).mcp.ping()
                 assert not call_ended.is_set()  # the check still runs, and the loop ticks
                 tg.cancel_scope.cancel()
 

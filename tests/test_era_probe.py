@@ -103,8 +103,8 @@ async def test_connect_stdio_restarts_a_server_the_probe_cost_and_speaks_initial
     with anyio.fail_after(TIMEOUT):
         async with connect_stdio(sys.executable, command(mode, log)[1:]) as conn:
             assert conn.era == "handshake"
-            tools = await conn.list_tools()
-            result = await conn.call_tool("echo", {"text": "still here"})
+            tools = await conn.mcp.list_tools()
+            result = await conn.mcp.call_tool("echo", {"text": "still here"})
             probe = conn.era_probe
     assert [tool.name for tool in tools] == ["echo"]
     assert result.content[0]["text"] == "still here"
@@ -125,7 +125,7 @@ async def test_a_server_that_refuses_the_probe_and_then_exits_is_restarted_too(t
     log = tmp_path / "methods.jsonl"
     with anyio.fail_after(TIMEOUT):
         async with connect_stdio(sys.executable, command("refuse-exit", log)[1:]) as conn:
-            result = await conn.call_tool("echo", {"text": "again"})
+            result = await conn.mcp.call_tool("echo", {"text": "again"})
             probe = conn.era_probe
     assert result.content[0]["text"] == "again"
     assert probe is not None
@@ -143,7 +143,7 @@ async def test_a_silent_server_costs_only_the_probe_window_and_initialize_keeps_
     limits = Limits(handshake_timeout_seconds=3.0, request_timeout_seconds=3.0)
     with anyio.fail_after(TIMEOUT):
         async with connect_stdio(sys.executable, command("silent", log)[1:], limits=limits) as conn:
-            result = await conn.call_tool("echo", {"text": "late but fine"})
+            result = await conn.mcp.call_tool("echo", {"text": "late but fine"})
             probe = conn.era_probe
     assert result.content[0]["text"] == "late but fine"
     assert (
@@ -218,14 +218,15 @@ async def test_host_brings_up_a_server_the_probe_cost_and_a_restart_does_not_pro
         async with Host({"s": config}) as host:
             stream = host.events()
             await next_kind(stream, "ready", seen)
-            result = await host.call_tool("s", "echo", {"text": "one"})
-            transport = host.connection("s").transport
-            pid = getattr(transport, "pid", None)
+            server = host.server("s")
+            conn = await server.connected()
+            result = await conn.mcp.call_tool("echo", {"text": "one"})
+            pid = conn.connection.pid
             assert isinstance(pid, int)
             os.kill(pid, signal.SIGKILL)
             await next_kind(stream, "ready", seen)
-            again = await host.call_tool("s", "echo", {"text": "two"})
-            assert host.hosted("s").learned_era == "handshake"
+            again = await (await server.connected()).mcp.call_tool("echo", {"text": "two"})
+            assert server.hosted.learned_era == "handshake"
     assert result.content[0]["text"] == "one" and again.content[0]["text"] == "two"
     kinds = [event.kind for event in seen if event.kind in LIFECYCLE_KINDS]
     assert kinds.count("ready") == 2 and "gave_up" not in kinds
@@ -263,7 +264,7 @@ async def test_connect_http_falls_back_when_the_discover_post_gets_no_json_rpc_a
         async with bridge(answer, log) as url:
             async with connect_http(url) as conn:
                 assert conn.era == "handshake"
-                result = await conn.call_tool("echo", {"text": "over http"})
+                result = await conn.mcp.call_tool("echo", {"text": "over http"})
                 probe = conn.era_probe
     assert result.content[0]["text"] == "over http"
     assert probe is not None and probe.fallback == "initialize" and ANSWERS[answer] in probe.outcome
@@ -277,7 +278,7 @@ async def test_a_discover_post_never_answered_costs_only_the_probe_window(tmp_pa
     with anyio.fail_after(TIMEOUT):
         async with bridge("hold", tmp_path / "methods.jsonl") as url:
             async with connect_http(url, limits=limits) as conn:
-                result = await conn.call_tool("echo", {"text": "in time"})
+                result = await conn.mcp.call_tool("echo", {"text": "in time"})
                 probe = conn.era_probe
     assert result.content[0]["text"] == "in time"
     assert (
@@ -304,11 +305,13 @@ async def test_probe_and_host_over_http_fall_back_and_come_back_after_a_session_
             async with Host({"h": config}) as host:
                 stream = host.events()
                 await next_kind(stream, "ready", seen)
-                result = await host.call_tool("h", "echo", {"text": "one"})
-                host.restart("h")
+                server = host.server("h")
+                result = await (await server.connected()).mcp.call_tool("echo", {"text": "one"})
+                server.restart()
                 await next_kind(stream, "ready", seen)
-                again = await host.call_tool("h", "echo", {"text": "two"})
-                probe = host.connection("h").era_probe
+                conn = await server.connected()
+                again = await conn.mcp.call_tool("echo", {"text": "two"})
+                probe = conn.era_probe
     assert result.content[0]["text"] == "one" and again.content[0]["text"] == "two"
     assert probe is not None and probe.sent is None and "earlier connection" in probe.outcome
 
@@ -368,10 +371,9 @@ async def test_the_transport_the_probe_cost_is_not_reported_lost(mode: str, tmp_
     log = tmp_path / "methods.jsonl"
     with anyio.fail_after(TIMEOUT):
         async with connect_stdio(sys.executable, command(mode, log)[1:], handlers=handlers) as conn:
-            await conn.list_tools()
+            await conn.mcp.list_tools()
             lost_while_open = list(handlers.lost)
-            transport = conn.transport
-            pid = getattr(transport, "pid", None)
+            pid = conn.connection.pid
             assert isinstance(pid, int)
             os.kill(pid, signal.SIGKILL)  # a loss after the handshake is reported, as ever
             await conn.wait_closed()

@@ -253,8 +253,8 @@ async def test_a_tool_result_patch_over_the_bound_keeps_a_reference(
     with anyio.fail_after(30):
         async with script.connect(policy=ALL, limits=limits(max_state_bytes=16 * 1024)) as conn:
             for _ in range(3):
-                await conn.call_tool_with_state("t", {}, feature_set="demo")
-            held = conn.feature_set_state.current("demo")
+                await conn.state.call_tool_with_state("t", {}, feature_set="demo")
+            held = conn.hosted.state_store.current("demo")
     assert held is not None and held.checkpoint == "t2" and not held.has_data
     calls = [m for m in script.messages() if m.get("method") == "tools/call"]
     assert calls[1]["params"]["state"] == {"seed": "z" * 1000}
@@ -392,7 +392,7 @@ async def test_a_list_that_pages_forever_fails_naming_the_bound(
         with anyio.fail_after(30):
             async with script.connect(limits=bounds) as conn:
                 with pytest.raises(LimitExceeded) as caught:
-                    await getattr(conn, call_name)()
+                    await getattr(conn.mcp, call_name)()
                 assert conn.is_open  # the connection goes on
         assert caught.value.limit == limit
         assert f"over Limits.{limit} = " in str(caught.value) and str(caught.value).startswith(method)
@@ -594,7 +594,7 @@ async def test_a_manifest_over_a_bound_is_served_as_plain_mcp(
     )
     with anyio.fail_after(30):
         async with script.connect(policy=ALL) as conn:
-            await conn.ping()
+            await conn.mcp.ping()
             assert conn.mcpl_state.value == "none" and conn.grant is None
     (line,) = [
         e
@@ -631,7 +631,7 @@ async def test_a_fetched_manifest_over_a_bound_keeps_the_manifest_in_force(
     with anyio.fail_after(30):
         async with script.connect(policy=ALL, handlers=handlers) as conn:
             await script.finished(conn)
-            assert conn.manifest == MANIFEST
+            assert conn.policy.state.manifest == MANIFEST
             assert conn.grant is not None and "pushEvents" in conn.grant.paths
     assert answers(script)[1]["result"]["accepted"] is True
     (line,) = [

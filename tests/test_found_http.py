@@ -81,7 +81,7 @@ async def test_an_empty_json_answer_to_a_request_is_said_not_timed_out(empty_ans
     with anyio.fail_after(30):
         async with connect_http(empty_answers_url) as conn:
             with pytest.raises(Exception) as caught:
-                await conn.call_tool("t", {}, timeout=5)
+                await conn.mcp.call_tool("t", {}, timeout=5)
     # The POST's body is complete and holds no answer (the transport section requires one
     # JSON object): the host knows at once; a timeout blames the wrong thing.
     assert not isinstance(caught.value, RequestTimeout), str(caught.value)

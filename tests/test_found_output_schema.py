@@ -1,5 +1,5 @@
 """Pathological ``outputSchema``s and ``structuredContent`` from a hostile server, through
-``ServerConnection.call_tool`` (mcpl_host/output_schema.py ``check_structured_content``).
+``MCPClient.call_tool`` (mcpl_host/output_schema.py ``check_structured_content``).
 
 Over real pipes to ``fixtures/scripted_server.py``. Validation runs in the event loop, so a
 validation that never ends cannot be cut by ``anyio.fail_after``: those cases run
@@ -43,9 +43,9 @@ async def call_error(tmp_path: Path, output_schema: dict[str, Any], structured: 
     script = Script(tmp_path, listed_and_called(tool, {"content": [], "structuredContent": structured}))
     with anyio.fail_after(20):
         async with script.connect() as conn:
-            await conn.list_tools()
+            await conn.mcp.list_tools()
             with pytest.raises(Exception) as caught:
-                await conn.call_tool("t", {})
+                await conn.mcp.call_tool("t", {})
     return caught.value
 
 

@@ -60,7 +60,7 @@ async def call_error(tmp_path: Path, steps: list[dict[str, Any]]) -> MCPLHostErr
         async with script.connect(handlers=HostHandlers(elicitation=Refusing()), secrets=[SECRET]) as conn:
             assert conn.era == "stateless"
             with pytest.raises(MCPLHostError) as caught:
-                await conn.call_tool("t", {})
+                await conn.mcp.call_tool("t", {})
     return caught.value
 
 
@@ -92,4 +92,4 @@ async def test_a_list_answered_input_required_is_not_an_empty_list(tmp_path: Pat
             # are not for list methods): a clear error, as call_tool gives for an unexpected
             # resultType, not "no tools".
             with pytest.raises(RemoteProtocolError):
-                await conn.list_tools()
+                await conn.mcp.list_tools()

@@ -210,5 +210,5 @@ async def test_refused_receipt_leaves_the_connection_mcp_only(tmp_path: Path) ->
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
-            assert conn.policy_outcome is not None and conn.policy_outcome.fallback == "mcp-only"
+            assert conn.policy.state.outcome is not None and conn.policy.state.outcome.fallback == "mcp-only"
             assert conn.grant is None

@@ -102,8 +102,8 @@ async def test_twenty_servers_one_hangs_on_initialize_the_others_are_ready_and_c
             with pytest.raises(
                 ServerNotConnected, match="'hung' is not connected .*not ready within 0.2 seconds"
             ):
-                await host.ping("hung", timeout=0.2)
-            assert host.connection("s07").is_open
+                await host.server("hung").connected(timeout=0.2)
+            assert (await host.server("s07").connected(timeout=0)).is_open
             pids = processes_with(str(tmp_path))
             assert len(pids) >= 19
             started = anyio.current_time()
@@ -282,17 +282,18 @@ async def test_calls_by_server_name_and_clear_errors(tmp_path: Path) -> None:
     with anyio.fail_after(TIMEOUT):
         async with host:
             with pytest.raises(UnknownServer, match="no server named 'time'"):
-                await host.list_tools("time")
+                host.server("time")
             await collect(host, count("ready", 1))
-            tools = await host.list_tools("demo")
+            demo = await host.server("demo").connected()
+            tools = await demo.mcp.list_tools()
             assert {tool.name for tool in tools} >= {"echo", "add"}
-            assert (await host.call_tool("demo", "add", {"a": 2, "b": 3})).text == "5"
-            readme = await host.read_resource("demo", "demo://readme")
+            assert (await demo.mcp.call_tool("add", {"a": 2, "b": 3})).text == "5"
+            readme = await demo.mcp.read_resource("demo://readme")
             assert "mcpl-demo" in readme.contents[0].text
-            assert await host.request("demo", "ping") == {}
-            assert host.redactor("demo").redact("x 0.5 y") == "x 0.5 y"
+            assert await demo.mcp.request("ping") == {}
+            assert host.server("demo").hosted.redactor.redact("x 0.5 y") == "x 0.5 y"
     with pytest.raises(ServerNotConnected, match="closed"):
-        host.connection("demo")
+        await host.server("demo").connected()
 
 
 async def test_a_full_subscription_drops_the_oldest_observation_never_a_lifecycle_event() -> None:

@@ -129,8 +129,8 @@ async def test_only_granted_servers_receive_before_inference(tmp_path: Path) -> 
             (ungranted, ("inferenceLifecycle", "modelInfo")),
             (plain, (OBSERVE,)),
         ) as conns:
-            assert [c.before_inference_eligible for c in conns] == [True, True, False, False]
-            assert await conns[2].before_inference(**HOOK_ARGS) is None
+            assert [c.hooks.eligible for c in conns] == [True, True, False, False]
+            assert await conns[2].hooks.before_inference(**HOOK_ARGS) is None
             result = await before_inference_fanout(conns, **HOOK_ARGS)
     assert [r.server for r in result.results] == ["observer", "injector"]
     assert [r.outcome for r in result.results] == ["ok", "ok"]
@@ -159,7 +159,7 @@ async def test_mixed_injection_array_keeps_only_granted_positions(tmp_path: Path
     script = Script(tmp_path, [*handshake(), *hook_answer(injections, feature_set="everything")])
     with capture_logs() as logs, anyio.fail_after(20):
         async with connected((script, (INJECT_BEFORE, INJECT_AFTER))) as (conn,):
-            result = await conn.before_inference(**HOOK_ARGS)
+            result = await conn.hooks.before_inference(**HOOK_ARGS)
     assert result is not None and result.outcome == "ok"
     # The claimed featureSet and a namespace of "system" authorize nothing (MCPL §5.4).
     assert [(i.position, i.index, i.namespace) for i in result.injections] == [
@@ -195,12 +195,12 @@ async def test_injections_are_authorized_by_the_grant_at_receipt(tmp_path: Path)
         async with connected((script, (OBSERVE, *INJECT_ALL))) as (conn,):
 
             async def hook() -> None:
-                outcome.append(await conn.before_inference(**HOOK_ARGS))
+                outcome.append(await conn.hooks.before_inference(**HOOK_ARGS))
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(hook)
-                await conn.handlers.mark("hook").wait()
-                await conn.update_policy(GrantPolicy(grant=(OBSERVE, INJECT_BEFORE)))
+                await conn.hosted.handlers.mark("hook").wait()
+                await conn.policy.update(GrantPolicy(grant=(OBSERVE, INJECT_BEFORE)))
     (result,) = outcome
     assert [i.position for i in result.injections] == ["beforeUser"]  # granted at send time too
     assert [(d.position, d.reason) for d in result.dropped] == [("system", "not_granted")]
@@ -223,7 +223,7 @@ async def test_invalid_injections_dropped_and_string_content_is_one_text_block(
     script = Script(tmp_path, [*handshake(), *hook_answer(injections)])
     with capture_logs() as logs, anyio.fail_after(20):
         async with connected((script, INJECT_ALL)) as (conn,):
-            result = await conn.before_inference(**HOOK_ARGS)
+            result = await conn.hooks.before_inference(**HOOK_ARGS)
     assert result is not None and result.outcome == "ok"
     (kept,) = result.injections
     assert kept.content == ({"type": "text", "text": "kept"},) and kept.metadata is None  # MCPL §10.3
@@ -253,9 +253,9 @@ async def test_timeout_and_error_fail_open_with_a_log_line(tmp_path: Path) -> No
     )
     with capture_logs() as logs, anyio.fail_after(20):
         async with connected((script, (OBSERVE, INJECT_BEFORE))) as (conn,):
-            timed_out = await conn.before_inference(**HOOK_ARGS, timeout=0.2)
+            timed_out = await conn.hooks.before_inference(**HOOK_ARGS, timeout=0.2)
             failed = await before_inference_fanout([conn], **HOOK_ARGS)
-            await conn.ping()  # the connection is unharmed
+            await conn.mcp.ping()  # the connection is unharmed
     assert timed_out is not None and timed_out.outcome == "timeout" and timed_out.injections == ()
     assert [r.outcome for r in failed.results] == ["failure"]
     assert failed.injections("beforeUser") == ()
@@ -370,7 +370,7 @@ async def test_no_terminal_after_the_grant_lost_inference_lifecycle(tmp_path: Pa
     with anyio.fail_after(20):
         async with connected((script, ("inferenceLifecycle", OBSERVE))) as (conn,):
             async with inference_lifecycle([conn], **TURN):
-                await conn.update_policy(GrantPolicy(grant=(OBSERVE,)))
+                await conn.policy.update(GrantPolicy(grant=(OBSERVE,)))
     # docs/protocol.md, "Inference lifecycle": the grant wins over pairing; the terminal is never
     # sent without its gate.
     assert [p["phase"] for p in phases(script)] == ["started"]
@@ -484,15 +484,15 @@ async def test_publish_as_request_and_both_open_forms(tmp_path: Path) -> None:
                 {"type": "discord", "address": {}, "channel_id": "x"},
             ):
                 with pytest.raises(LocalProtocolError):
-                    await conn.channels_open(**wrong)
-            opened = await conn.channels_open(
+                    await conn.channels.open(**wrong)
+            opened = await conn.channels.open(
                 type="discord", address={"channel": "#general"}, metadata={"m": 1}
             )
             assert opened.channel == descriptor
-            assert (await conn.channels_open(channel_id="discord:#general", history=5)).channel is None
-            conn.publish_mode = "request"
-            published = await conn.channels_publish("conv-1", "discord:#general", "hello")
-            assert await conn.channels_close("discord:#general") is True
+            assert (await conn.channels.open(channel_id="discord:#general", history=5)).channel is None
+            conn.channels.publish_mode = "request"
+            published = await conn.channels.publish("conv-1", "discord:#general", "hello")
+            assert await conn.channels.close("discord:#general") is True
     assert (published.mode, published.delivered, published.message_id) == ("request", True, "msg-1")
     (publish,) = sent(script, "channels/publish")
     assert publish["id"] == FIRST_CALL_ID + 2
@@ -534,10 +534,10 @@ async def test_shape6_publish_accepted_only_as_notification_by_one_only_as_reque
         async with connected(
             (notification_only, ("channels.publish",)), (request_only, ("channels.publish",))
         ) as (n, r):
-            assert n.publish_mode == r.publish_mode == "auto"  # the default
-            first = [await conn.channels_publish("conv", "ch", "one") for conn in (n, r)]
-            second = [await conn.channels_publish("conv", "ch", "two", stream=True) for conn in (n, r)]
-            assert n.publishes_as_notification and not r.publishes_as_notification
+            assert n.channels.publish_mode == r.channels.publish_mode == "auto"  # the default
+            first = [await conn.channels.publish("conv", "ch", "one") for conn in (n, r)]
+            second = [await conn.channels.publish("conv", "ch", "two", stream=True) for conn in (n, r)]
+            assert n.channels.publishes_as_notification and not r.channels.publishes_as_notification
     assert [p.mode for p in first + second] == ["notification", "request", "notification", "request"]
     assert [p.message_id for p in first + second] == [None, "m1", None, "m2"]
     tried, resent, direct = sent(notification_only, "channels/publish")
@@ -552,16 +552,16 @@ async def test_channel_calls_not_granted_send_nothing(tmp_path: Path) -> None:
     with anyio.fail_after(20):
         async with connected((script, ("channels.publish",))) as (conn,):
             with pytest.raises(NotGranted) as refused:
-                await conn.channels_open(type="discord", address={})
+                await conn.channels.open(type="discord", address={})
             assert refused.value.capability == "channels.lifecycle"
             with pytest.raises(NotGranted):
-                await conn.channels_close("ch")
-            conn.publish_mode = "notification"
+                await conn.channels.close("ch")
+            conn.channels.publish_mode = "notification"
             assert (
-                await conn.channels_publish("conv", "ch", [{"type": "text", "text": "x"}])
+                await conn.channels.publish("conv", "ch", [{"type": "text", "text": "x"}])
             ).mode == "notification"
             with pytest.raises(ValueError):
-                conn.publish_mode = "sometimes"  # type: ignore[assignment]
+                conn.channels.publish_mode = "sometimes"  # type: ignore[assignment]
     assert sent(script, "channels/open") == sent(script, "channels/close") == []
     assert "id" not in sent(script, "channels/publish")[0]
 
@@ -603,9 +603,9 @@ async def test_tool_calls_carry_state_and_apply_data_patch_or_reference(tmp_path
     with capture_logs() as logs, anyio.fail_after(20):
         async with connected((script, ("tools",))) as (conn,):
             for _ in range(5):
-                result = await conn.call_tool_with_state("note", {"text": "t"}, feature_set="notes")
+                result = await conn.state.call_tool_with_state("note", {"text": "t"}, feature_set="notes")
                 assert result.text == "ok"
-            assert conn.state_store.current("notes").checkpoint == "c4"  # type: ignore[union-attr]
+            assert conn.hosted.state_store.current("notes").checkpoint == "c4"  # type: ignore[union-attr]
     calls = tool_params(script)
     assert "state" not in calls[0] and "checkpoint" not in calls[0]
     assert calls[1]["state"] == {"notes": []} and "checkpoint" not in calls[1]
@@ -660,19 +660,19 @@ async def test_rollback_success_refusal_and_32005_keep_the_connection(tmp_path: 
     with anyio.fail_after(20):
         async with connected((script, ("tools",))) as (conn,):
             with pytest.raises(LocalProtocolError):
-                await conn.state_rollback("plain", "c1")  # no rollback: true
+                await conn.state.rollback("plain", "c1")  # no rollback: true
             with pytest.raises(LocalProtocolError):
-                await conn.state_rollback("undeclared", "c1")
+                await conn.state.rollback("undeclared", "c1")
             for _ in range(2):
-                await conn.call_tool_with_state("note", feature_set="notes")
-            done = await conn.state_rollback("notes", "c1")
+                await conn.state.call_tool_with_state("note", feature_set="notes")
+            done = await conn.state.rollback("notes", "c1")
             for _ in range(3):
-                await conn.call_tool_with_state("note", feature_set="notes")
-            refused = await conn.state_rollback("notes", "c2")
-            pruned = await conn.state_rollback("notes", "c0")
+                await conn.state.call_tool_with_state("note", feature_set="notes")
+            refused = await conn.state.rollback("notes", "c2")
+            pruned = await conn.state.rollback("notes", "c0")
             with pytest.raises(RemoteError):
-                await conn.state_rollback("notes", "c3")
-            await conn.ping()
+                await conn.state.rollback("notes", "c3")
+            await conn.mcp.ping()
             assert conn.is_open
     assert (done.outcome, done.success, done.checkpoint) == ("rolled_back", True, "c1")
     assert (refused.outcome, refused.success, refused.reason) == ("refused", False, "irreversible")

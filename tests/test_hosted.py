@@ -111,8 +111,8 @@ async def test_a_revoked_capability_stays_revoked_after_the_server_is_killed_and
     with anyio.fail_after(TIMEOUT):
         async with host:
             await host.wait_ready("s", timeout=20)
-            change = await host.update_policy(
-                "s", GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
+            change = await host.server("s").hosted.update_policy(
+                GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
             )
             assert change.in_force is not None and "pushEvents" not in change.in_force.paths
             await until(notes)
@@ -426,7 +426,9 @@ async def test_closing_never_waits_the_close_grace_for_a_server_that_exits_on_st
             with anyio.CancelScope() as scope:
                 async with Host({"s": script_config(script, limits=grace)}) as host:
                     await host.wait_ready("s", timeout=20)
-                    await host.notify("s", "test/last-words")  # output queued as the cancel lands
+                    await (await host.server("s").connected()).mcp.notify(
+                        "test/last-words"
+                    )  # output queued as the cancel lands
                     cancelled_at = anyio.current_time()
                     scope.cancel()
                     await anyio.sleep_forever()

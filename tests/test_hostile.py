@@ -199,7 +199,7 @@ async def test_requests_beyond_the_concurrency_bound_wait_their_turn(tmp_path: P
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers, limits=limits) as conn:
             await handlers.all_served.wait()
-            await conn.notify("test/all-served")  # written after every answer (one writer)
+            await conn.mcp.notify("test/all-served")  # written after every answer (one writer)
             await script.finished(conn)
     answers = [m for m in script.messages() if "result" in m]
     assert sorted(m["id"] for m in answers) == list(range(40))  # none refused as busy
@@ -231,7 +231,7 @@ async def test_secrets_and_control_characters_never_reach_error_messages(tmp_pat
     with anyio.fail_after(20):
         async with script.connect(env={"TOKEN": SECRET}) as conn:
             with pytest.raises(RemoteError) as remote:
-                await conn.call_tool("x")
+                await conn.mcp.call_tool("x")
     assert SECRET not in str(remote.value) and remote.value.message == f"token {SECRET} rejected"
 
 
@@ -306,7 +306,7 @@ async def test_error_null_beside_a_result_is_a_result(tmp_path: Path) -> None:
 async def test_request_before_entering_is_a_local_protocol_error(tmp_path: Path) -> None:
     conn = Script(tmp_path, MCPL_HANDSHAKE).connect()
     with pytest.raises(LocalProtocolError, match="async with"):
-        await conn.list_tools()
+        await conn.mcp.list_tools()
 
 
 def test_crlf_split_at_the_bound_is_not_too_long() -> None:

@@ -127,7 +127,7 @@ async def test_stacked_codings_are_bounded_as_they_decode(codings: str, sse: boo
                 tracemalloc.start()
                 try:
                     with pytest.raises(ConnectionLost) as info:
-                        await conn.list_tools()
+                        await conn.mcp.list_tools()
                     _, peak = tracemalloc.get_traced_memory()
                 finally:
                     tracemalloc.stop()
@@ -150,7 +150,7 @@ async def test_comments_between_messages_count_against_the_event_bound_of_each_l
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(ConnectionLost) as info:
-                    await conn.list_tools()
+                    await conn.mcp.list_tools()
     assert "gives over 1049600 bytes (limits.max_sse_event_bytes)" in str(info.value)
 
 
@@ -165,7 +165,7 @@ async def test_an_error_body_is_decoded_within_its_bound_too() -> None:
                 tracemalloc.start()
                 try:
                     with pytest.raises(ConnectionLost) as info:
-                        await conn.list_tools()
+                        await conn.mcp.list_tools()
                     _, peak = tracemalloc.get_traced_memory()
                 finally:
                     tracemalloc.stop()
@@ -180,7 +180,7 @@ async def test_a_coding_the_host_does_not_ask_for_is_refused_clearly(tmp_path: P
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(ConnectionLost) as info:
-                    await conn.list_tools()
+                    await conn.mcp.list_tools()
     assert "sent a body in Content-Encoding 'br', which the host does not decode" in str(info.value)
 
 
@@ -194,7 +194,7 @@ async def test_a_body_in_more_codings_than_the_bound_is_refused_clearly() -> Non
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(ConnectionLost) as info:
-                    await conn.list_tools()
+                    await conn.mcp.list_tools()
     assert "a body in 1000 content codings, over limits.max_content_codings = 4" in str(info.value)
 
 
@@ -214,7 +214,7 @@ async def _peak_of_an_answer(chunk: int, sse: bool) -> int:
             async with conn:
                 tracemalloc.start()
                 try:
-                    assert await conn.list_tools() == []
+                    assert await conn.mcp.list_tools() == []
                     return tracemalloc.get_traced_memory()[1]
                 finally:
                     tracemalloc.stop()
@@ -284,7 +284,7 @@ async def test_a_get_stream_that_delivers_nothing_is_reopened_with_a_growing_del
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 times = await _get_times(stdout, 6)
-                await conn.ping()
+                await conn.mcp.ping()
     gaps = [later - earlier for earlier, later in zip(times, times[1:])]
     for gap, least in zip(gaps, [0.05, 0.1, 0.2, 0.4, 0.8]):
         assert gap >= least, gaps
@@ -298,7 +298,7 @@ async def test_a_retry_field_too_large_for_a_float_is_cut_to_the_maximum() -> No
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 times = await _get_times(stdout, 3)
-                await conn.ping()
+                await conn.mcp.ping()
     assert times[1] - times[0] >= 0.4 and times[2] - times[1] >= 0.4
 
 

@@ -250,8 +250,8 @@ async def test_session_id_protocol_version_token_get_stream_and_delete(
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert conn.server_info is not None and conn.server_info.name == "mcpl-demo"
-                assert (await conn.call_tool("add", {"a": 2, "b": 3})).text == "5"
-                await conn.ping()
+                assert (await conn.mcp.call_tool("add", {"a": 2, "b": 3})).text == "5"
+                await conn.mcp.ping()
         rows = server.requests()
     # The era probe (MCP 2026-07-28) comes first, with the stateless request headers and no
     # session; the bridge (a handshake-era server) refuses it and initialize follows.
@@ -355,7 +355,7 @@ async def test_a_request_stream_cut_before_its_answer_is_resumed_by_get(tmp_path
         conn = connect_http(server.url(), limits=FAST)
         with anyio.fail_after(TIMEOUT):
             async with conn:
-                assert (await conn.call_tool("add", {"a": 40, "b": 2})).text == "42"
+                assert (await conn.mcp.call_tool("add", {"a": 40, "b": 2})).text == "42"
         rows = server.requests()
     gets = headers_of(rows, "GET")
     assert [("last-event-id" in h) for h in gets] == [False, True]  # 405 first, then the resumption
@@ -378,7 +378,7 @@ async def test_a_server_request_on_a_post_stream_is_answered_by_post_in_the_sess
         conn = connect_http(server.url(), limits=FAST)
         with anyio.fail_after(TIMEOUT):
             async with conn:
-                assert (await conn.call_tool("t", {})).text == "done"
+                assert (await conn.mcp.call_tool("t", {})).text == "done"
         rows = server.requests()
     answer = next(row for row in rows if row["method"] == "POST" and '"s-1"' in row["body"])
     assert json.loads(answer["body"])["error"]["code"] == -32601
@@ -410,8 +410,8 @@ async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(RequestTimeout):
-                    await conn.call_tool("slow", {}, timeout=0.3)
-                await conn.ping()
+                    await conn.mcp.call_tool("slow", {}, timeout=0.3)
+                await conn.mcp.ping()
         rows = server.requests()
     cancel = next(row for row in rows if "notifications/cancelled" in row["body"])
     assert (
@@ -424,7 +424,7 @@ async def test_a_get_stream_refused_with_405_leaves_the_session_working(tmp_path
         conn = connect_http(server.url(), limits=FAST)
         with anyio.fail_after(TIMEOUT):
             async with conn:
-                assert [tool.name for tool in await conn.list_tools()]
+                assert [tool.name for tool in await conn.mcp.list_tools()]
                 assert conn.is_open
 
 
@@ -433,9 +433,9 @@ async def test_an_expired_session_loses_the_transport_at_once(tmp_path: Path) ->
         conn = connect_http(server.url(), limits=FAST)
         with anyio.fail_after(TIMEOUT):
             async with conn:  # initialize, initialized, featureSets/update: three POSTs
-                await conn.call_tool("add", {"a": 1, "b": 1})  # the fourth
+                await conn.mcp.call_tool("add", {"a": 1, "b": 1})  # the fourth
                 with pytest.raises(ConnectionLost) as info:
-                    await conn.call_tool("add", {"a": 1, "b": 2})
+                    await conn.mcp.call_tool("add", {"a": 1, "b": 2})
     assert (
         "answered the POST of tools/call with HTTP 404 (not found): the server ended the MCP session"
         in str(info.value)
@@ -473,7 +473,7 @@ async def test_a_refused_token_is_said_and_never_shown(tmp_path: Path, logs: lis
         conn = connect_http(server.url(), token=SECRET, limits=FAST)
         with anyio.fail_after(TIMEOUT):
             async with conn:
-                assert await conn.list_tools()
+                assert await conn.mcp.list_tools()
     assert_no_secret(logs, message, repr(conn))
 
 
@@ -578,7 +578,7 @@ async def test_a_message_over_max_line_bytes_loses_the_transport(tmp_path: Path,
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(ConnectionLost) as info:
-                    await conn.list_tools()
+                    await conn.mcp.list_tools()
     assert "4096 bytes (limits.max_line_bytes)" in str(info.value)
 
 
@@ -599,7 +599,7 @@ async def test_http_sse_transport_with_a_token(tmp_path: Path, logs: list[dict[s
         )
         with anyio.fail_after(TIMEOUT):
             async with conn:
-                assert (await conn.call_tool("add", {"a": 2, "b": 2})).text == "4"
+                assert (await conn.mcp.call_tool("add", {"a": 2, "b": 2})).text == "4"
                 await handlers.pushed.wait()
         rows = server.requests()
     assert [row["method"] for row in rows][:2] == ["GET", "POST"]
@@ -613,7 +613,7 @@ async def test_auto_falls_back_to_http_sse_when_the_post_is_refused(tmp_path: Pa
         conn = connect_http(server.url("/sse"), limits=FAST)
         with anyio.fail_after(TIMEOUT):
             async with conn:
-                assert (await conn.call_tool("add", {"a": 1, "b": 2})).text == "3"
+                assert (await conn.mcp.call_tool("add", {"a": 1, "b": 2})).text == "3"
         rows = server.requests()
     assert [(row["method"], row["path"]) for row in rows][:4] == [
         ("POST", "/sse"),  # the era probe over Streamable HTTP: 405, taken for a handshake-era server
@@ -640,8 +640,8 @@ async def test_a_config_entry_of_type_http_connects(tmp_path: Path) -> None:
         config = ServerConfig(name="remote", transport="http", url=server.url(), headers={"X-Key": SECRET})
         with anyio.fail_after(TIMEOUT):
             async with connect_from_config(config) as conn:
-                assert await conn.list_tools()
-                assert conn.redactor.redact(SECRET) == "[redacted]"
+                assert await conn.mcp.list_tools()
+                assert conn.hosted.redactor.redact(SECRET) == "[redacted]"
         rows = server.requests()
     assert all(row["headers"]["x-key"] == SECRET for row in rows)
 
@@ -716,11 +716,11 @@ async def test_the_mcp_python_sdk_server(args: list[str], path: str, transport: 
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert conn.server_info is not None and conn.server_info.name == "sdk-http-fixture"
-                assert {tool.name for tool in await conn.list_tools()} == {"add", "echo"}
-                assert (await conn.call_tool("add", {"a": 20, "b": 22})).text == "42"
-                assert [r.uri for r in await conn.list_resources()] == ["demo://greeting"]
-                assert [p.name for p in await conn.list_prompts()] == ["greet"]
-                await conn.ping()
+                assert {tool.name for tool in await conn.mcp.list_tools()} == {"add", "echo"}
+                assert (await conn.mcp.call_tool("add", {"a": 20, "b": 22})).text == "42"
+                assert [r.uri for r in await conn.mcp.list_resources()] == ["demo://greeting"]
+                assert [p.name for p in await conn.mcp.list_prompts()] == ["greet"]
+                await conn.mcp.ping()
 
 
 @pytest.mark.parametrize(("mode", "path"), [("streamableHttp", "/mcp"), ("sse", "/sse")])
@@ -731,14 +731,15 @@ async def test_server_everything_over_http(mode: str, path: str) -> None:
         with anyio.fail_after(60):
             async with conn:
                 assert conn.server_info is not None and "everything" in conn.server_info.name
-                tools = {tool.name for tool in await conn.list_tools()}
+                tools = {tool.name for tool in await conn.mcp.list_tools()}
                 assert {"echo", "get-sum", "trigger-long-running-operation"} <= tools
                 assert (
-                    "hello over HTTP" in (await conn.call_tool("echo", {"message": "hello over HTTP"})).text
+                    "hello over HTTP"
+                    in (await conn.mcp.call_tool("echo", {"message": "hello over HTTP"})).text
                 )
-                result = await conn.call_tool(
+                result = await conn.mcp.call_tool(
                     "trigger-long-running-operation", {"duration": 0.3, "steps": 3}, progress=progress.append
                 )
                 assert not result.is_error and len(progress) == 3  # notifications on the POST's stream
-                assert await conn.list_resources() and await conn.list_prompts()
-                await conn.ping()
+                assert await conn.mcp.list_resources() and await conn.mcp.list_prompts()
+                await conn.mcp.ping()

@@ -123,7 +123,7 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() ->
         "import json, sys, anyio, mcpl_host\n"
         "async def main():\n"
         f"    async with mcpl_host.connect_stdio(sys.executable, [{str(server)!r}]) as conn:\n"
-        "        await conn.ping()\n"
+        "        await conn.mcp.ping()\n"
         "anyio.run(main)\n"
         f"print(json.dumps([m for m in {later!r} if m in sys.modules]))"
     )
@@ -138,7 +138,7 @@ def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines
         "import json, sys, anyio, mcpl_host\n"
         "async def main():\n"
         f"    async with mcpl_host.connect_stdio(sys.executable, [{str(server)!r}]) as conn:\n"
-        "        await conn.ping()\n"
+        "        await conn.mcp.ping()\n"
         "anyio.run(main)\n"
         "print(json.dumps([m for m in ('httpx', 'mcpl_host.transports.http', 'structlog') if m in sys.modules]))"
     )

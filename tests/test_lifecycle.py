@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
 import anyio
 import pytest
 
-from mcpl_host import ConnectionClosed, ConnectionLost, Limits
+from mcpl_host import ConnectionClosed, ConnectionLost, Limits, connect_stdio
+from mcpl_host.transports.stdio import StdioTransport
 
+from .conftest import FIXTURES
 from .wire import MCP_HANDSHAKE, ExitWatch, Script
 
 SLACK = 0.05  # seconds: clock granularity between processes
@@ -31,7 +34,7 @@ async def test_cancelling_the_host_during_the_handshake_leaves_no_process(tmp_pa
             async with conn:
                 pytest.fail("the handshake cannot complete")
     assert scope.cancelled_caught
-    transport = conn.transport
+    transport = conn.connection.transport
     assert transport is not None and transport.pid is not None
     assert transport.exit_status is not None and gone(transport.pid)
 
@@ -43,8 +46,8 @@ async def test_cancelling_a_call_then_closing_leaves_no_process(tmp_path: Path) 
             limits=Limits(close_grace_seconds=0.3, terminate_grace_seconds=0.3)
         ) as conn:
             with anyio.move_on_after(0.3):
-                await conn.list_tools()
-            pid = conn.transport.pid
+                await conn.mcp.list_tools()
+            pid = conn.connection.pid
     assert gone(pid)
 
 
@@ -53,7 +56,7 @@ async def test_close_of_a_server_ignoring_sigterm_goes_through_every_step_in_ord
     limits = Limits(close_grace_seconds=0.5, terminate_grace_seconds=0.5)
     with anyio.fail_after(10):
         async with script.connect(limits=limits) as conn:
-            pid = conn.transport.pid
+            pid = conn.connection.pid
             exit_watch = ExitWatch(pid)
             start = time.monotonic()
             await conn.aclose()
@@ -83,7 +86,7 @@ async def test_a_server_that_exits_leaving_a_child_on_its_stdout_fails_pending_c
     with anyio.fail_after(10):
         async with script.connect() as conn:
             with pytest.raises(ConnectionLost) as caught:
-                await conn.call_tool("x", timeout=60)
+                await conn.mcp.call_tool("x", timeout=60)
             assert not conn.is_open
     assert caught.value.exit_status == 5
     assert str(caught.value) == "server process exited with status 5"
@@ -96,7 +99,7 @@ async def test_requests_after_close_raise_connection_closed(tmp_path: Path) -> N
             await conn.aclose()
             await conn.aclose()  # idempotent
             with pytest.raises(ConnectionClosed):
-                await conn.list_tools()
+                await conn.mcp.list_tools()
 
 
 async def test_wait_closed_and_on_connection_lost_report_a_server_that_exits(tmp_path: Path) -> None:
@@ -129,4 +132,19 @@ async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:
             sys.executable, [str(FIXTURES / "demo_server.py")], env={"DEMO_PUSH_COUNT": "0"}
         ) as conn:
             pass
-    assert any("stdin closed" in line for line in conn.stderr_tail)
+    assert any("stdin closed" in line for line in conn.connection.stderr_tail)
+
+
+async def test_the_connection_names_the_process_of_the_server_it_started() -> None:
+    # What an embedding application's supervision reads: the server's pid, None before the
+    # transport opens; after the close that process is gone.
+    conn = connect_stdio(sys.executable, [str(FIXTURES / "demo_server.py")], env={"DEMO_PUSH_COUNT": "0"})
+    assert conn.connection.pid is None
+    with anyio.fail_after(10):
+        async with conn:
+            pid = conn.connection.pid
+            assert isinstance(pid, int) and pid != os.getpid() and not gone(pid)
+            transport = conn.connection.transport
+            assert isinstance(transport, StdioTransport) and pid == transport.pid
+            await conn.mcp.ping()
+    assert gone(pid)

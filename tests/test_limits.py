@@ -142,7 +142,7 @@ async def test_a_limit_from_the_config_file_reaches_the_wire(tmp_path: Path) -> 
     with anyio.fail_after(30):
         async with connect_from_config(server) as conn:
             with pytest.raises(LimitExceeded) as caught:
-                await conn.list_tools()
+                await conn.mcp.list_tools()
     assert caught.value.limit == "max_list_pages" and caught.value.bound == 3
     record = [json.loads(row) for row in (tmp_path / "record.jsonl").read_text().splitlines()]
     asked = [row for row in record if "line" in row and '"tools/list"' in row["line"]]

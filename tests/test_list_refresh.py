@@ -80,14 +80,17 @@ async def test_a_burst_of_list_changed_costs_at_most_two_listings_and_keeps_the_
     burst = HTTP_BURST if transport == "http" else BURST
     with anyio.fail_after(TIMEOUT):
         async with connected(transport, tmp_path, record) as conn:
-            assert [t.name for t in await conn.list_tools()] == ["v0", "burst"]
-            await conn.list_resources()
-            await conn.list_prompts()
-            await conn.call_tool("burst", {"n": burst, "lists": ["tools", "resources", "prompts"]})
-            await conn.lists_settled()
-            assert conn.cached_tools is not None and conn.cached_tools[0].name == f"v{burst}"
-            assert conn.cached_resources is not None and conn.cached_resources[0].uri == f"test://v{burst}"
-            assert conn.cached_prompts is not None and conn.cached_prompts[0].name == f"v{burst}"
+            assert [t.name for t in await conn.mcp.list_tools()] == ["v0", "burst"]
+            await conn.mcp.list_resources()
+            await conn.mcp.list_prompts()
+            await conn.mcp.call_tool("burst", {"n": burst, "lists": ["tools", "resources", "prompts"]})
+            await conn.mcp.lists_settled()
+            assert conn.mcp.cached_tools is not None and conn.mcp.cached_tools[0].name == f"v{burst}"
+            assert (
+                conn.mcp.cached_resources is not None
+                and conn.mcp.cached_resources[0].uri == f"test://v{burst}"
+            )
+            assert conn.mcp.cached_prompts is not None and conn.mcp.cached_prompts[0].name == f"v{burst}"
     rows = recorded(record)
     for method in methods:
         versions = [row["version"] for row in rows if row["method"] == method]

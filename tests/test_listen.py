@@ -173,25 +173,30 @@ async def test_a_stateless_connection_refreshes_its_tools_and_gets_the_updates_i
     with anyio.fail_after(TIMEOUT):
         async with sdk_server(transport, handlers, FAST) as conn:
             assert conn.era == "stateless"
-            assert {tool.name for tool in await conn.list_tools()} == {"add", "ask_client", "grow", "touch"}
+            assert {tool.name for tool in await conn.mcp.list_tools()} == {
+                "add",
+                "ask_client",
+                "grow",
+                "touch",
+            }
             # Listing the tools (tools.listChanged) is enough to listen.
             _, first = await handlers.until(lambda m, p: m == "notifications/subscriptions/acknowledged")
             assert first["notifications"] == {"toolsListChanged": True}
-            assert (await conn.call_tool("grow", {"name": "extra"})).text == "added extra"
+            assert (await conn.mcp.call_tool("grow", {"name": "extra"})).text == "added extra"
             await _cache_refreshed(conn, "extra")  # in the background, as on list_changed in 2025-11-25
             assert "extra" in {tool.name for tool in conn.mcp.cached_tools or []}
-            await conn.subscribe_resource(NOTE)  # returns once the server acknowledged it
+            await conn.mcp.subscribe_resource(NOTE)  # returns once the server acknowledged it
             assert conn.mcp.resource_subscriptions == {NOTE}
-            await conn.call_tool("touch", {"uri": NOTE})
+            await conn.mcp.call_tool("touch", {"uri": NOTE})
             _, params = await handlers.until(_updated(NOTE))
             ack = [p for m, p in handlers.seen if m == "notifications/subscriptions/acknowledged"]
             assert ack[-1]["notifications"] == {"toolsListChanged": True, "resourceSubscriptions": [NOTE]}
             assert subscription_id(params) == subscription_id(ack[-1])  # on the listen's stream
             # Unsubscribed: the listen is sent again without it (the old one cancelled).
-            await conn.unsubscribe_resource(NOTE)
-            await conn.subscribe_resource("fixture://other")
-            await conn.call_tool("touch", {"uri": NOTE})
-            await conn.call_tool("touch", {"uri": "fixture://other"})
+            await conn.mcp.unsubscribe_resource(NOTE)
+            await conn.mcp.subscribe_resource("fixture://other")
+            await conn.mcp.call_tool("touch", {"uri": NOTE})
+            await conn.mcp.call_tool("touch", {"uri": "fixture://other"})
             await handlers.until(_updated("fixture://other"))
             assert handlers.updated() == [NOTE, "fixture://other"]  # one stream, in order
 
@@ -203,18 +208,20 @@ async def test_the_listen_never_times_out_and_ends_cleanly_with_the_connection(
     limits = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, request_timeout_seconds=0.2)
     with anyio.fail_after(TIMEOUT):
         async with sdk_server("stdio", handlers, limits) as conn:
-            await conn.list_tools()
-            await conn.subscribe_resource(NOTE)
-            assert conn.pending_count == 1 and conn.waiting() == []  # the listen is not "waiting"
+            await conn.mcp.list_tools()
+            await conn.mcp.subscribe_resource(NOTE)
+            assert (
+                conn.connection.pending_count == 1 and conn.connection.waiting() == []
+            )  # the listen is not "waiting"
             # The behaviour under test is what does not happen while time passes: several
             # request timeouts go by, and the same listen still delivers.
             await anyio.sleep(1.0)
-            await conn.call_tool("touch", {"uri": NOTE})
+            await conn.mcp.call_tool("touch", {"uri": NOTE})
             _, params = await handlers.until(_updated(NOTE))
             ack = [p for m, p in handlers.seen if m == "notifications/subscriptions/acknowledged"]
             assert len(ack) == 1 and subscription_id(params) == subscription_id(ack[0])
-            assert conn.pending_count == 1
-    assert conn.pending_count == 0
+            assert conn.connection.pending_count == 1
+    assert conn.connection.pending_count == 0
     noisy = [entry for entry in logs if entry["log_level"] in ("warning", "error", "critical")]
     assert noisy == []
     assert not any("listen" in entry["event"] for entry in logs)
@@ -249,8 +256,8 @@ async def test_a_listen_stream_lost_over_http_is_listened_to_again() -> None:
     with anyio.fail_after(TIMEOUT):
         async with killable_http_server() as (first, port):
             async with connect_http(f"http://127.0.0.1:{port}/mcp", handlers=handlers, limits=limits) as conn:
-                await conn.list_tools()
-                await conn.subscribe_resource(NOTE)
+                await conn.mcp.list_tools()
+                await conn.mcp.subscribe_resource(NOTE)
                 _, ack = await handlers.until(lambda m, p: m == "notifications/subscriptions/acknowledged")
                 relisted = anyio.Event()
                 conn.mcp.on_list_refreshed = lambda name: relisted.set() if name == "tools" else None
@@ -264,7 +271,7 @@ async def test_a_listen_stream_lost_over_http_is_listened_to_again() -> None:
                         )
                     )
                     await relisted.wait()  # no replay: what changed meanwhile is listed again
-                    await conn.call_tool("touch", {"uri": NOTE})
+                    await conn.mcp.call_tool("touch", {"uri": NOTE})
                     _, params = await handlers.until(_updated(NOTE))
                     assert subscription_id(params) != subscription_id(ack)
 
@@ -274,8 +281,8 @@ async def test_a_server_without_resources_subscribe_is_refused() -> None:
         async with connect_stdio(sys.executable, ["-m", "mcp_server_time"], limits=FAST) as conn:
             assert conn.era == "stateless"
             with pytest.raises(SubscriptionRefused, match="does not advertise resources.subscribe"):
-                await conn.subscribe_resource("time://now")
-            assert conn.pending_count == 0
+                await conn.mcp.subscribe_resource("time://now")
+            assert conn.connection.pending_count == 0
 
 
 # -- the exact wire ---------------------------------------------------------------------------
@@ -336,14 +343,14 @@ async def test_a_changed_filter_cancels_the_old_listen_and_a_server_may_end_one(
     handlers = TestHandlers()
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
-            await conn.list_tools()
+            await conn.mcp.list_tools()
             await handlers.mark("acked 3").wait()
             with pytest.raises(SubscriptionRefused, match="acknowledgment leaves it out"):
-                await conn.subscribe_resource("a://1")
+                await conn.mcp.subscribe_resource("a://1")
             assert conn.mcp.resource_subscriptions == frozenset()
             await handlers.mark("acked 5").wait()
-            await conn.call_tool("t")  # its answer follows the server's end of listen 5
-            assert conn.pending_count == 0
+            await conn.mcp.call_tool("t")  # its answer follows the server's end of listen 5
+            assert conn.connection.pending_count == 0
             await script.finished(conn)
     sent = [m for m in script.messages(probe=True) if m.get("method") == "subscriptions/listen"]
     assert [m["params"]["notifications"] for m in sent] == [

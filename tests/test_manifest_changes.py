@@ -90,7 +90,7 @@ async def test_change_fetches_first_then_revokes_removals_never_grants_additions
             await handlers.changed.wait()
             assert conn.grant is not None
             assert conn.grant.paths == {"channels.register"}  # pushEvents revoked, publish not granted
-            assert conn.manifest == NEW
+            assert conn.policy.state.manifest == NEW
             await script.finished(conn)
     messages = script.messages()
     methods = [m.get("method") for m in messages]
@@ -166,7 +166,11 @@ async def test_unparseable_fetch_keeps_the_manifest_and_mcpl(tmp_path: Path) -> 
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
-            assert conn.manifest == OLD and conn.grant is not None and conn.grant.allows("pushEvents")
+            assert (
+                conn.policy.state.manifest == OLD
+                and conn.grant is not None
+                and conn.grant.allows("pushEvents")
+            )
 
 
 async def test_error_on_fetch_warns_and_keeps_the_manifest(tmp_path: Path) -> None:
@@ -182,7 +186,7 @@ async def test_error_on_fetch_warns_and_keeps_the_manifest(tmp_path: Path) -> No
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
-            assert conn.manifest == OLD
+            assert conn.policy.state.manifest == OLD
     assert any("refused mcpl/manifest" in e["event"] for e in logs)
 
 
@@ -203,7 +207,7 @@ async def test_revision_mismatch_is_a_logged_defect_and_the_manifest_is_used(tmp
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(handlers=handlers, policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await handlers.changed.wait()
-            assert conn.manifest == wrong
+            assert conn.policy.state.manifest == wrong
     assert any("does not match its digest" in e["event"] for e in logs)
 
 

@@ -65,7 +65,7 @@ class Handlers(HostHandlers):
 
 
 async def tool(conn: Any, name: str, **arguments: Any) -> Any:
-    result = await conn.call_tool(name, arguments, timeout=20)
+    result = await conn.mcp.call_tool(name, arguments, timeout=20)
     assert not result.is_error, result.text
     return json.loads(result.text)
 
@@ -81,7 +81,7 @@ async def test_server_to_host_methods_end_to_end() -> None:
     handlers = Handlers()
     with anyio.fail_after(30):
         async with fixture(handlers=handlers) as conn:
-            assert conn.is_mcpl_ready
+            assert conn.policy.state.is_ready
             await handlers.registered.wait()  # it blocked on channels/register until answered
             push = await tool(conn, "push", text="hello", eventId="e-1")
             assert push == {"accepted": True, "inferenceId": "inf-1"}
@@ -121,22 +121,22 @@ async def test_host_to_server_methods_end_to_end() -> None:
                 [conn], inference_id="inf-1", conversation_id="c-1", turn_index=0, model=MODEL
             ) as turn:
                 turn.set_usage(3, 2)
-                registered = {d["id"] for d in conn.channel_registry.descriptors()}
+                registered = {d["id"] for d in conn.inbound.channel_registry.descriptors()}
                 async with OutgoingStream(
                     [(conn, registered)], inference_id="inf-1", conversation_id="c-1"
                 ) as stream:
                     await stream.chunk("fx:general", "Hel")
                     await stream.chunk("fx:general", "lo")
-            published = await conn.channels_publish("c-1", "fx:general", "Hello")
+            published = await conn.channels.publish("c-1", "fx:general", "Hello")
             assert published.delivered
-            opened = await conn.channels_open(type="chat", address="room-9")
+            opened = await conn.channels.open(type="chat", address="room-9")
             assert opened is not None
-            assert await conn.channels_close("fx:opened")
-            state = await conn.call_tool_with_state("stateful", {"n": 1}, feature_set="fx.state")
+            assert await conn.channels.close("fx:opened")
+            state = await conn.state.call_tool_with_state("stateful", {"n": 1}, feature_set="fx.state")
             assert state.text == "1"
-            rollback = await conn.state_rollback("fx.state", "cp-0")
+            rollback = await conn.state.rollback("fx.state", "cp-0")
             assert rollback.outcome == "rolled_back"
-            missing = await conn.state_rollback("fx.state", "cp-404")
+            missing = await conn.state.rollback("fx.state", "cp-404")
             assert missing.outcome == "not_found"
             seen = await tool(conn, "seen")
     assert [p["phase"] for p in seen["lifecycle"]] == ["started", "completed"]
@@ -161,7 +161,7 @@ async def test_publish_falls_back_to_a_notification_for_a_server_that_refuses_re
     with anyio.fail_after(30):
         async with conn:
             await handlers.registered.wait()
-            await conn.channels_publish("c-1", "fx:general", "Hello")
+            await conn.channels.publish("c-1", "fx:general", "Hello")
             seen = await tool(conn, "seen")
     assert [p["as"] for p in seen["publish"]] == ["notification"]
 

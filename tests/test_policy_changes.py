@@ -31,7 +31,7 @@ async def test_reduction_takes_effect_before_its_request_is_answered(tmp_path: P
     with anyio.fail_after(20):
         async with script.connect(policy=BOTH) as conn:
             assert conn.grant is not None and conn.grant.allows("pushEvents")
-            change = await conn.update_policy(GrantPolicy(grant=("tools",)))
+            change = await conn.policy.update(GrantPolicy(grant=("tools",)))
             assert change.outcome is not None and change.outcome.accepted
             assert not conn.grant.allows("pushEvents")
             await script.finished(conn)
@@ -55,7 +55,7 @@ async def test_expansion_takes_effect_only_when_its_receipt_arrives(tmp_path: Pa
     )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant=("tools",))) as conn:
-            await conn.update_policy(BOTH)
+            await conn.policy.update(BOTH)
             assert conn.grant is not None and conn.grant.allows("pushEvents")
             await script.finished(conn)
 
@@ -71,7 +71,7 @@ async def test_unanswered_expansion_never_activates(tmp_path: Path) -> None:
     )
     with anyio.fail_after(20):
         async with script.connect(policy=GrantPolicy(grant=("tools",))) as conn:
-            change = await conn.update_policy(BOTH)
+            change = await conn.policy.update(BOTH)
             assert change.error is not None
             assert conn.grant is not None and not conn.grant.allows("pushEvents")
 
@@ -109,7 +109,7 @@ async def test_mcp_only_fallback_keeps_tools(tmp_path: Path) -> None:
     with anyio.fail_after(20):
         async with script.connect(policy=BOTH) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
-            assert [t.name for t in await conn.list_tools()] == ["still-here"]
+            assert [t.name for t in await conn.mcp.list_tools()] == ["still-here"]
 
 
 async def test_close_fallback_closes_unless_configured_otherwise(tmp_path: Path) -> None:
@@ -197,6 +197,6 @@ async def test_refusal_of_a_runtime_change_turns_mcpl_off(tmp_path: Path) -> Non
     )
     with anyio.fail_after(20):
         async with script.connect(policy=BOTH) as conn:
-            await conn.update_policy(GrantPolicy(grant=("pushEvents",)))
+            await conn.policy.update(GrantPolicy(grant=("pushEvents",)))
             assert conn.mcpl_state is MCPLState.MCP_ONLY and conn.grant is None
             await script.finished(conn)

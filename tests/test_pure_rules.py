@@ -19,7 +19,7 @@ INJECT_BEFORE = "contextHooks.beforeInference.inject.beforeUser"
 async def test_no_hook_traffic_before_the_receipt() -> None:
     conn = connect_stdio(sys.executable, ["-c", "pass"], policy=GrantPolicy(grant_all_advertised=True))
     assert conn.grant is None  # nothing in force until a receipt
-    assert not conn.before_inference_eligible
+    assert not conn.hooks.eligible
 
 
 def test_denied_capabilities_never_feed_authorization() -> None:

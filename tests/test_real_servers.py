@@ -24,9 +24,9 @@ async def test_mcp_server_time_lists_and_calls_its_tools() -> None:
         ) as conn:
             assert conn.server_info is not None and conn.server_info.name == "mcp-time"
             assert conn.mcpl_state is MCPLState.NONE  # plain MCP: no MCPL traffic
-            names = {tool.name for tool in await conn.list_tools()}
+            names = {tool.name for tool in await conn.mcp.list_tools()}
             assert {"get_current_time", "convert_time"} <= names
-            result = await conn.call_tool("get_current_time", {"timezone": "UTC"})
+            result = await conn.mcp.call_tool("get_current_time", {"timezone": "UTC"})
             assert not result.is_error and "UTC" in result.text
 
 
@@ -37,10 +37,10 @@ async def test_server_everything_lists_tools_resources_and_prompts() -> None:
     with anyio.fail_after(60):
         async with connect_stdio(executable, ["stdio"]) as conn:
             assert conn.server_info is not None and "everything" in conn.server_info.name
-            tools = {tool.name for tool in await conn.list_tools()}
+            tools = {tool.name for tool in await conn.mcp.list_tools()}
             assert "echo" in tools
-            result = await conn.call_tool("echo", {"message": "hello from mcpl-host"})
+            result = await conn.mcp.call_tool("echo", {"message": "hello from mcpl-host"})
             assert "hello from mcpl-host" in result.text
-            assert await conn.list_resources()  # paginated in server-everything
-            assert await conn.list_prompts()
-            await conn.ping()
+            assert await conn.mcp.list_resources()  # paginated in server-everything
+            assert await conn.mcp.list_prompts()
+            await conn.mcp.ping()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import pytest
@@ -22,9 +22,11 @@ from mcpl_host import (
     GrantPolicy,
     Host,
     HostEvent,
+    HostHandlers,
     Limits,
     Ready,
     Reconnecting,
+    RequestContext,
     ServerNotConnected,
     Supervisor,
 )
@@ -70,10 +72,12 @@ async def test_a_restart_reconnects_at_once_keeps_the_policy_and_is_no_failure()
             stream = host.events()
             first = await next_kind(events, stream, Ready)
             assert first.effective_capabilities == ["pushEvents", "tools"]
-            await host.update_policy("demo", GrantPolicy(grant_all_advertised=True, deny=("pushEvents",)))
-            host.restart("demo")
+            await host.server("demo").hosted.update_policy(
+                GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
+            )
+            host.server("demo").restart()
             second = await next_kind(events, stream, Ready)
-            supervisor = host.supervisor("demo")
+            supervisor = host.server("demo").supervisor
             failures = supervisor.tracker.failures_in_window(anyio.current_time())
     kinds = [e.kind for e in events if e.kind in LIFECYCLE_KINDS]
     # max_failures=1 and a 30 s base delay: a restart counted as a failure would give up, and
@@ -84,6 +88,47 @@ async def test_a_restart_reconnects_at_once_keeps_the_policy_and_is_no_failure()
     assert second.attempt == 2
     assert second.effective_capabilities == ["tools"]  # the policy set last, on the new transport
     assert failures == 0
+
+
+class TransportsSeen(HostHandlers):
+    """Records the ``transport`` of each ``push/event``; ``seen(n)`` is set by the first push
+    that came on transport ``n``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.transports: list[int] = []
+        self._seen: dict[int, anyio.Event] = {}
+
+    def seen(self, transport: int) -> anyio.Event:
+        return self._seen.setdefault(transport, anyio.Event())
+
+    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        self.transports.append(context.transport)
+        self.seen(context.transport).set()
+        return {"accepted": True}
+
+
+async def test_a_handler_tells_the_transport_a_request_came_on_and_a_restart_changes_it() -> None:
+    config = ServerConfig(
+        name="demo",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(FIXTURES / "demo_server.py"),),
+        env={"DEMO_PUSH_INTERVAL": "0.05", "DEMO_PUSH_COUNT": "10000"},
+        grant_policy=GrantPolicy(grant_all_advertised=True),
+        limits=QUICK,
+    )
+    handlers = TransportsSeen()
+    with anyio.fail_after(TIMEOUT):
+        async with Host({"demo": config}, handlers_factory=lambda _: handlers) as host:
+            server = host.server("demo")
+            first = await server.connected()
+            await handlers.seen(1).wait()
+            server.restart()
+            await handlers.seen(2).wait()
+            second = await server.connected()
+    assert (first.sequence, second.sequence) == (1, 2)
+    assert handlers.transports[0] == 1 and set(handlers.transports) == {1, 2}
 
 
 async def test_a_restart_during_the_backoff_delay_ends_the_delay(tmp_path: Path) -> None:
@@ -115,4 +160,4 @@ async def test_a_server_that_gave_up_cannot_be_restarted(tmp_path: Path) -> None
         async with Host({"s": config}) as host:
             await next_kind(events, host.events(), GaveUp)
             with pytest.raises(ServerNotConnected, match="cannot be restarted"):
-                host.restart("s")
+                host.server("s").restart()

@@ -186,7 +186,7 @@ async def test_r5_timeout_sends_cancelled_and_the_late_answer_is_an_orphan(tmp_p
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
             with pytest.raises(RequestTimeout):
-                await conn.call_tool("slow", timeout=0.3)
+                await conn.mcp.call_tool("slow", timeout=0.3)
             await handlers.orphan_seen.wait()
     assert handlers.orphans[0].id == 3
     cancelled = [m for m in script.messages() if m.get("method") == "notifications/cancelled"]
@@ -214,8 +214,8 @@ async def test_r5_caller_cancellation_sends_cancelled(tmp_path: Path) -> None:
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
             with anyio.move_on_after(0.3):
-                await conn.list_tools()
-            assert conn.pending_count == 0
+                await conn.mcp.list_tools()
+            assert conn.connection.pending_count == 0
     assert {
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",
@@ -303,7 +303,7 @@ async def test_server_ids_colliding_with_ours_settle_nothing(tmp_path: Path) -> 
     )
     with anyio.fail_after(20):
         async with script.connect() as conn:
-            tools = await conn.list_tools()
+            tools = await conn.mcp.list_tools()
     assert [t.name for t in tools] == ["t"]
 
 
@@ -343,7 +343,7 @@ async def test_inbound_requests_run_concurrently_and_server_requests_interleave(
         async with script.connect(handlers=handlers) as conn:
             await handlers.started.wait()
             await handlers.mark("fast answered").wait()
-            assert await conn.list_tools() == []  # the slow handler blocks nothing
+            assert await conn.mcp.list_tools() == []  # the slow handler blocks nothing
             handlers.release.set()
             await script.finished(conn)
     order = [json.dumps(m["id"]) for m in script.messages() if "result" in m]
@@ -394,7 +394,7 @@ async def test_server_cancellation_stops_the_handler_and_sends_no_answer(tmp_pat
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
             await handlers.started.wait()
-            await conn.notify("test/started")
+            await conn.mcp.notify("test/started")
             await handlers.mark("synced").wait()
             handlers.release.set()  # had the cancellation not stopped it, it would answer now
             await handlers.ended.wait()
@@ -444,7 +444,7 @@ async def test_a_cancellation_after_the_answer_changes_nothing(tmp_path: Path) -
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
             await handlers.mark("synced").wait()
-            assert conn.inbound_waiting == 0
+            assert conn.connection.pool.waiting == 0
             await script.finished(conn)
     assert answers(script)["3"]["error"]["code"] == -32601
 
@@ -462,9 +462,9 @@ async def test_t3_transport_loss_fails_pending_requests_at_once(tmp_path: Path) 
     with anyio.fail_after(8):
         async with script.connect() as conn:
             with pytest.raises(ConnectionLost) as caught:
-                await conn.call_tool("x", timeout=60)
+                await conn.mcp.call_tool("x", timeout=60)
             with pytest.raises(ConnectionLost):
-                await conn.list_tools()
+                await conn.mcp.list_tools()
     assert caught.value.exit_status == 7
     assert any("crashing now" in line for line in caught.value.stderr_tail)
 
@@ -481,7 +481,7 @@ async def test_remote_error_carries_code_message_data(tmp_path: Path) -> None:
     with anyio.fail_after(20):
         async with script.connect() as conn:
             with pytest.raises(RemoteError) as caught:
-                await conn.read_resource("x://y")
+                await conn.mcp.read_resource("x://y")
     assert (caught.value.code, caught.value.message, caught.value.data) == (
         -32002,
         "Resource not found",
@@ -523,7 +523,7 @@ async def test_progress_routed_to_the_caller_and_log_messages_logged(tmp_path: P
     handlers = Recording()
     with capture_logs() as logs, anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
-            result = await conn.call_tool("work", progress=seen.append)
+            result = await conn.mcp.call_tool("work", progress=seen.append)
     assert result.text == "ok"
     assert seen == [{"progressToken": "progress-1", "progress": 1, "total": 2}]
     sent = [m for m in script.messages() if m.get("method") == "tools/call"][0]
@@ -563,7 +563,7 @@ async def test_pagination_follows_next_cursor_to_the_last_page_within_the_bound(
     limits = FAST.__class__(max_list_pages=3, close_grace_seconds=2, terminate_grace_seconds=1)
     with anyio.fail_after(20):
         async with script.connect(limits=limits) as conn:
-            tools = await conn.list_tools()
+            tools = await conn.mcp.list_tools()
     assert [t.name for t in tools] == ["t0", "t1", "t2"]
     cursors = [
         m.get("params", {}).get("cursor") for m in script.messages() if m.get("method") == "tools/list"
@@ -724,7 +724,7 @@ async def test_d2_string_id_answer_is_an_orphan_and_the_request_times_out(tmp_pa
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
             with pytest.raises(RequestTimeout):
-                await conn.request("tools/list", timeout=1.0)
+                await conn.mcp.request("tools/list", timeout=1.0)
             await handlers.orphan_seen.wait()
     assert handlers.orphans[0].id == "2"
 

@@ -367,7 +367,7 @@ async def test_a_push_admitted_with_a_compatibility_note_logs_the_note_once(tmp_
         async with script.connect(handlers=Recorder(), policy=ALL, compat="0.4") as conn:
             with anyio.fail_after(20):
                 await script.finished(conn)
-            held = conn.held_total
+            held = conn.inbound.held_total
     assert held == 0 and result(script, 1)["accepted"] is True and result(script, 2)["accepted"] is True
     notes = [e for e in logs if e["event"] == "compatibility note (0.4 profile)"]
     assert len(notes) == 1 and "which the set's uses does not list" in str(notes[0]["note"])
@@ -577,9 +577,9 @@ async def test_channels_register_blocks_until_answered_while_ids_collide(tmp_pat
     )
     with anyio.fail_after(20):
         async with script.connect(handlers=Recorder(), policy=ALL) as conn:
-            tools = await conn.list_tools()
+            tools = await conn.mcp.list_tools()
             await script.finished(conn)
-            assert [d["id"] for d in conn.channel_registry.descriptors()] == ["c"]
+            assert [d["id"] for d in conn.inbound.channel_registry.descriptors()] == ["c"]
     assert [t.name for t in tools] == ["t"]
     ours = [m for m in script.messages() if m.get("method") == "tools/list"]
     assert ours[0]["id"] == 4
@@ -728,11 +728,11 @@ async def test_channel_registration_keeps_no_authority_after_policy_or_grant_nar
         async with script.connect(handlers=handlers, policy=ALL) as conn:
             await handlers.mark("registered").wait()
             handlers.channel_patterns = ("in:z*",)  # the host narrows its channel patterns
-            await conn.notify("test/narrowed")
+            await conn.mcp.notify("test/narrowed")
             await handlers.mark("narrowed seen").wait()
             handlers.channel_patterns = None
             # channels.register leaves the grant; channels.incoming stays.
-            await conn.update_policy(GrantPolicy(grant_all_advertised=True, deny=("channels.register",)))
+            await conn.policy.update(GrantPolicy(grant_all_advertised=True, deny=("channels.register",)))
             await script.finished(conn)
     assert result(script, 2)["results"][0]["accepted"] is True
     for n in (3, 4):
@@ -856,7 +856,7 @@ async def test_state_update_then_get_round_trip(tmp_path: Path) -> None:
     with anyio.fail_after(20):
         async with script.connect(handlers=Recorder(), policy=ALL, feature_set_policy=OFF) as conn:
             await script.finished(conn)
-            held = conn.feature_set_state.current("demo")
+            held = conn.hosted.state_store.current("demo")
     assert result(script, 1) == {"checkpoint": None, "data": None}
     assert result(script, 2) == {"accepted": True}
     assert result(script, 3) == {"checkpoint": "c1", "data": {"n": 1}}

@@ -248,13 +248,13 @@ async def test_a_stateless_connection_stamps_every_request_and_sends_nothing_rem
             assert conn.era == "stateless" and conn.server_info is not None
             assert conn.server_info.name == "modern" and conn.server_info.instructions == "be kind"
             assert conn.mcpl_state.value == "none"
-            assert [t.name for t in await conn.list_tools()] == ["t"]
-            await conn.ping()
-            await conn.set_log_level("warning")  # no request: the _meta of later ones
-            await conn.call_tool("t")
+            assert [t.name for t in await conn.mcp.list_tools()] == ["t"]
+            await conn.mcp.ping()
+            await conn.mcp.set_log_level("warning")  # no request: the _meta of later ones
+            await conn.mcp.call_tool("t")
             with pytest.raises(SubscriptionRefused, match="does not advertise resources.subscribe"):
-                await conn.subscribe_resource("file:///a")
-            assert conn.roots_changed() is False  # notifications/roots/list_changed is removed
+                await conn.mcp.subscribe_resource("file:///a")
+            assert conn.mcp.roots_changed() is False  # notifications/roots/list_changed is removed
     sent = requests(script)
     assert [m["method"] for m in sent] == ["server/discover", "tools/list", "server/discover", "tools/call"]
     methods = {m.get("method") for m in script.messages(probe=True)}
@@ -303,7 +303,7 @@ async def test_input_required_is_answered_by_the_handlers_and_retried(tmp_path: 
     handlers = Served(tmp_path)
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
-            assert (await conn.call_tool("t", {"x": 1})).text == "done"
+            assert (await conn.mcp.call_tool("t", {"x": 1})).text == "done"
     first, second, third = [m for m in requests(script) if m["method"] == "tools/call"]
     assert len({first["id"], second["id"], third["id"]}) == 3  # each retry is a new request
     assert "inputResponses" not in first["params"] and "requestState" not in first["params"]
@@ -341,11 +341,11 @@ async def test_input_rounds_are_bounded_and_undeclared_input_is_refused(tmp_path
             with pytest.raises(
                 RemoteProtocolError, match=r"after 2 retries of tools/call \(Limits.max_input_rounds\)"
             ):
-                await conn.call_tool("t")
+                await conn.mcp.call_tool("t")
             with pytest.raises(RemoteProtocolError, match="a capability this host did not declare"):
-                await conn.call_tool("t")
+                await conn.mcp.call_tool("t")
             with pytest.raises(RemoteProtocolError, match="unknown resultType"):
-                await conn.call_tool("t")
+                await conn.mcp.call_tool("t")
 
 
 async def test_a_silent_probe_falls_back_to_initialize_within_one_deadline_and_is_never_cancelled(

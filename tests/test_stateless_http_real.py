@@ -37,7 +37,7 @@ def rendered(stream: io.StringIO) -> list[dict[str, Any]]:
 
 
 async def count(conn: Any) -> int:
-    return int((await conn.call_tool("list_count", {})).text)
+    return int((await conn.mcp.call_tool("list_count", {})).text)
 
 
 @pytest.mark.parametrize("transport", ["auto", "streamable-http"])
@@ -50,8 +50,8 @@ async def test_marked_parameters_reach_the_sdk_server_as_mcp_param_headers(
             async with connect_http(url, transport=transport, limits=FAST) as conn:
                 assert conn.era == "stateless"
                 # Hostile schemas: left out of tools/list, each with one warning naming it.
-                assert {tool.name for tool in await conn.list_tools()} == VALID
-                route = await conn.call_tool(
+                assert {tool.name for tool in await conn.mcp.list_tools()} == VALID
+                route = await conn.mcp.call_tool(
                     "route", {"region": "us-west1", "shard": 7, "note": "Hello, 世界"}
                 )
                 assert not route.is_error, route.text
@@ -61,10 +61,10 @@ async def test_marked_parameters_reach_the_sdk_server_as_mcp_param_headers(
                     "mcp-param-note": "=?base64?SGVsbG8sIOS4lueVjA==?=",
                 }
                 # An argument not given: no header (and the SDK does not expect one).
-                assert json.loads((await conn.call_tool("route", {"region": "eu"})).text) == {
+                assert json.loads((await conn.mcp.call_tool("route", {"region": "eu"})).text) == {
                     "mcp-param-region": "eu"
                 }
-                assert (await conn.call_tool("add", {"a": 1, "b": 2})).text == "3"
+                assert (await conn.mcp.call_tool("add", {"a": 1, "b": 2})).text == "3"
     warnings = [line for line in rendered(rendered_logs) if "x-mcp-header" in line["event"]]
     assert {line["tool"] for line in warnings} == HOSTILE
     bad = next(line for line in warnings if line["tool"] == "bad_token")
@@ -83,7 +83,7 @@ async def test_a_call_before_any_listing_is_refused_then_listed_and_sent_again()
             async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST) as conn:
                 # Unlisted, the call carries no Mcp-Param header: the SDK answers -32020, the
                 # host lists the tools and sends the call again with the headers.
-                route = await conn.call_tool("route", {"region": "ap-south1"})
+                route = await conn.mcp.call_tool("route", {"region": "ap-south1"})
                 assert json.loads(route.text) == {"mcp-param-region": "ap-south1"}
                 assert conn.mcp.cached_tools is not None
 
@@ -98,10 +98,10 @@ async def test_headers_over_the_byte_bound_fail_the_call_before_it_is_sent() -> 
     async with sdk_over_http("--stateless", "--header-tools") as port:
         with anyio.fail_after(TIMEOUT):
             async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits) as conn:
-                await conn.list_tools()
+                await conn.mcp.list_tools()
                 with pytest.raises(LimitExceeded, match="max_param_header_bytes"):
-                    await conn.call_tool("route", {"region": "r" * 100})
-                assert json.loads((await conn.call_tool("route", {"region": "r"})).text) == {
+                    await conn.mcp.call_tool("route", {"region": "r" * 100})
+                assert json.loads((await conn.mcp.call_tool("route", {"region": "r"})).text) == {
                     "mcp-param-region": "r"
                 }
 
@@ -113,8 +113,8 @@ async def test_the_handshake_era_mirrors_nothing_and_lists_every_tool() -> None:
                 f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST
             ) as conn:
                 assert conn.era == "handshake"
-                assert {tool.name for tool in await conn.list_tools()} == VALID | HOSTILE
-                assert json.loads((await conn.call_tool("route", {"region": "us"})).text) == {}
+                assert {tool.name for tool in await conn.mcp.list_tools()} == VALID | HOSTILE
+                assert json.loads((await conn.mcp.call_tool("route", {"region": "us"})).text) == {}
 
 
 @pytest.mark.parametrize("scope", ["public", "private"])
@@ -124,19 +124,19 @@ async def test_a_fresh_list_is_served_without_a_request_and_listed_again_once_st
             async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST) as conn:
                 now = [0.0]
                 conn.mcp.clock = lambda: now[0]
-                first = await conn.list_tools()
+                first = await conn.mcp.list_tools()
                 assert {tool.name for tool in first} == {*BASE, "list_count"}
                 assert conn.mcp.cache_freshness["tools"].until == 600.0
                 assert conn.mcp.cache_freshness["tools"].scope == scope
-                assert await conn.list_tools() == first
+                assert await conn.mcp.list_tools() == first
                 assert await count(conn) == 1  # the second listing sent nothing
                 now[0] = 599.999
-                await conn.list_tools()
+                await conn.mcp.list_tools()
                 assert await count(conn) == 1
                 now[0] = 600.0  # stale: listed again
-                await conn.list_tools()
+                await conn.mcp.list_tools()
                 assert await count(conn) == 2
-                await conn.list_tools(refresh=True)
+                await conn.mcp.list_tools(refresh=True)
                 assert await count(conn) == 3
 
 
@@ -144,8 +144,8 @@ async def test_a_list_with_ttl_zero_is_listed_each_time() -> None:
     async with sdk_over_http("--stateless", "--cache-ttl-ms", "0") as port:
         with anyio.fail_after(TIMEOUT):
             async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST) as conn:
-                await conn.list_tools()
-                await conn.list_tools()
+                await conn.mcp.list_tools()
+                await conn.mcp.list_tools()
                 assert await count(conn) == 2
 
 
@@ -156,8 +156,8 @@ async def test_a_handshake_era_connection_lists_each_time_as_before() -> None:
                 f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST
             ) as conn:
                 assert conn.era == "handshake"
-                await conn.list_tools()
-                await conn.list_tools()
+                await conn.mcp.list_tools()
+                await conn.mcp.list_tools()
                 assert conn.mcp.cache_freshness == {} and await count(conn) == 2
 
 
@@ -168,5 +168,5 @@ async def test_over_stdio_the_annotations_are_ignored() -> None:
             sys.executable, [str(SDK_FEATURES), "stdio", "--header-tools"], limits=FAST
         ) as conn:
             assert conn.era == "stateless" and not conn.mcp.mirrors_param_headers
-            assert {tool.name for tool in await conn.list_tools()} == VALID | HOSTILE
-            assert json.loads((await conn.call_tool("route", {"region": "us"})).text) == {}
+            assert {tool.name for tool in await conn.mcp.list_tools()} == VALID | HOSTILE
+            assert json.loads((await conn.mcp.call_tool("route", {"region": "us"})).text) == {}

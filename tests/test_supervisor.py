@@ -323,7 +323,7 @@ async def test_a_request_read_before_a_restart_is_never_answered_on_the_new_tran
             old = sup.current
             assert old is not None
             with pytest.raises(ConnectionLost):  # T3: fails when the transport ends, not at a timeout
-                await old.request("test/never-answered", {}, timeout=TIMEOUT)
+                await old.mcp.request("test/never-answered", {}, timeout=TIMEOUT)
             await handlers.slow_cancelled.wait()
             await handlers.mark("accepted").wait()
             assert sup.current is not None and sup.current is not old

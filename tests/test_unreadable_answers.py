@@ -64,8 +64,8 @@ async def fails_at_once(conn: ServerConnection, reason: str) -> None:
     with anyio.fail_after(TIMEOUT):
         async with conn:
             with pytest.raises(UnreadableAnswer) as info:
-                await conn.list_tools()
-            await conn.ping()
+                await conn.mcp.list_tools()
+            await conn.mcp.ping()
     assert str(info.value).startswith("the answer to 'tools/list' could not be read: ")
     assert reason in str(info.value)
     assert "10000" not in str(info.value)  # never the line's content
@@ -216,8 +216,8 @@ async def test_an_id_past_the_conversion_limit_costs_no_connection(
     async def check(conn: ServerConnection) -> None:
         with anyio.fail_after(TIMEOUT):
             async with conn:
-                assert await conn.list_tools() == []
-                await conn.ping()
+                assert await conn.mcp.list_tools() == []
+                await conn.mcp.ping()
         assert not [e for e in logs if e.get("exc_info") or "failed to act" in str(e.get("event"))]
 
     if transport == "stdio":

@@ -257,14 +257,15 @@ async def test_demo_server_handshake_tools_and_push_events(logs: list[dict[str, 
             async with conn:
                 assert conn.mcpl_state.value == "ready"
                 assert conn.grant is not None and "pushEvents" in conn.grant.paths
-                assert [tool.name for tool in await conn.list_tools()] == ["echo", "add", "now"]
-                result = await conn.call_tool("add", {"a": 2, "b": 3})
+                assert [tool.name for tool in await conn.mcp.list_tools()] == ["echo", "add", "now"]
+                result = await conn.mcp.call_tool("add", {"a": 2, "b": 3})
                 assert result.content[0]["text"] == "5"
                 # Meanwhile (1 s or more) a ping goes out every 50 ms each way; a ping not
                 # answered, or a pong not taken for its ping, would end it within 0.55 s.
                 await handlers.pushed.wait()
                 assert conn.is_open
-                assert conn.stderr_tail == []
+                assert conn.connection.stderr_tail == []
+                assert conn.connection.pid is None  # not a server the host started
     assert [event["eventId"] for event in handlers.events] == [f"tick-{n}" for n in range(1, 6)]
     assert isinstance(await conn.wait_closed(), ConnectionClosed)
 
@@ -273,7 +274,7 @@ async def test_binary_frame_is_dropped_with_a_log_line(logs: list[dict[str, Any]
     async with bridge("--binary-first", command=[sys.executable, str(DEMO)]) as server:
         with anyio.fail_after(TIMEOUT):
             async with connect_websocket(server.url(), limits=FAST) as conn:
-                assert len(await conn.list_tools()) == 3
+                assert len(await conn.mcp.list_tools()) == 3
     dropped = [entry for entry in logs if entry["event"].startswith("binary WebSocket message dropped")]
     assert len(dropped) == 1
     assert dropped[0]["log_level"] == "warning" and dropped[0]["first_frame_bytes"] == 8
@@ -285,11 +286,11 @@ async def test_server_closing_mid_request_fails_the_call_at_once(logs: list[dict
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with anyio.fail_after(AT_ONCE), pytest.raises(ConnectionLost) as info:
-                    await conn.call_tool("echo", {"text": "x"}, timeout=60)
+                    await conn.mcp.call_tool("echo", {"text": "x"}, timeout=60)
                 assert not conn.is_open
                 lost = await conn.wait_closed()
                 with pytest.raises(ConnectionLost):
-                    await conn.list_tools()
+                    await conn.mcp.list_tools()
     message = str(info.value)
     assert message == "the server closed the WebSocket (code 1011, reason close-on tools/call)"
     assert str(lost) == message
@@ -363,7 +364,7 @@ async def test_token_arrives_and_never_shows(
             conn = connect_websocket(server.url(), token=SECRET, token_in=token_in, limits=FAST)  # type: ignore[arg-type]
         with anyio.fail_after(TIMEOUT):
             async with conn:
-                assert len(await conn.list_tools()) == 3
+                assert len(await conn.mcp.list_tools()) == 3
                 shown = [repr(conn), conn.name]
         request = json.loads(headers_log.read_text().splitlines()[0])
         received = {name.lower(): value for name, value in request["headers"]}
@@ -411,7 +412,7 @@ async def test_one_message_per_text_frame_out(tmp_path: Path) -> None:
         with anyio.fail_after(TIMEOUT):
             async with connect_websocket(server.url(), handlers=TestHandlers(), limits=FAST) as conn:
                 for n in range(4):  # queued without a wait: the writer joins them in one send()
-                    await conn.notify(f"test/{n}", {"n": n, "text": "a\nb"})
+                    await conn.mcp.notify(f"test/{n}", {"n": n, "text": "a\nb"})
                 await Script.finished(conn)
     sent = frames(frames_log, "child")
     assert len(sent) == 6  # initialize, notifications/initialized, test/0..3
@@ -468,7 +469,7 @@ async def test_oversize_message_fails_the_pending_request_at_once(
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with anyio.fail_after(AT_ONCE), pytest.raises(ConnectionLost) as info:
-                    await conn.call_tool("big", timeout=60)
+                    await conn.mcp.call_tool("big", timeout=60)
                 assert isinstance(await conn.wait_closed(), ConnectionLost)
     assert str(info.value) == (
         "the server sent a WebSocket message over 4096 bytes "
@@ -488,7 +489,7 @@ async def test_dropped_connection_fails_the_pending_request_at_once(tmp_path: Pa
 
         async def call() -> None:
             try:
-                await conn.call_tool("slow", timeout=60)
+                await conn.mcp.call_tool("slow", timeout=60)
             except ConnectionLost as exc:
                 outcome.append(exc)
 
@@ -514,7 +515,7 @@ async def test_our_close_mid_request_fails_the_call_at_once(tmp_path: Path) -> N
 
         async def call() -> None:
             try:
-                await conn.call_tool("slow", timeout=60)
+                await conn.mcp.call_tool("slow", timeout=60)
             except ConnectionClosed as exc:
                 outcome.append(exc)
 
@@ -541,7 +542,7 @@ async def test_missed_keepalive_pong_fails_requests_at_once(logs: list[dict[str,
             async with conn:
                 server.signal_group(signal.SIGSTOP)  # the server hangs: the kernel still ACKs
                 with anyio.fail_after(AT_ONCE), pytest.raises(ConnectionLost) as info:
-                    await conn.list_tools()
+                    await conn.mcp.list_tools()
     assert str(info.value) == (
         f"the server at {server.url()} did not answer a keepalive ping within 0.3 seconds"
     )
@@ -604,7 +605,7 @@ async def test_wss_verifies_the_server(certificate: tuple[str, str], logs: list[
         trusted = ssl.create_default_context(cafile=cert)
         with anyio.fail_after(TIMEOUT):
             async with connect_websocket(url, token=SECRET, ssl_context=trusted, limits=FAST) as conn:
-                assert len(await conn.list_tools()) == 3
+                assert len(await conn.mcp.list_tools()) == 3
         # The system's CAs do not know this certificate.
         with anyio.fail_after(TIMEOUT), pytest.raises(InitializeError) as info:
             async with connect_websocket(url, token=SECRET, limits=FAST):
@@ -766,7 +767,7 @@ async def test_a_message_in_fragments_of_two_characters_costs_what_it_costs_whol
                 async with connect_websocket(server.url(), limits=FAST) as conn:
                     tracemalloc.start()
                     try:
-                        assert await conn.list_tools() == []
+                        assert await conn.mcp.list_tools() == []
                         return tracemalloc.get_traced_memory()[1]
                     finally:
                         tracemalloc.stop()

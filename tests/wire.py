@@ -128,7 +128,7 @@ class Script:
     @staticmethod
     async def finished(conn: ServerConnection) -> None:
         """Wait until the server has run its whole script."""
-        handlers = conn.handlers
+        handlers = conn.hosted.handlers
         assert isinstance(handlers, TestHandlers), "use TestHandlers to wait for a script"
         await handlers.done.wait()
 

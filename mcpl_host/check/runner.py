@@ -361,7 +361,7 @@ class _Main:
         seconds = self.limits.request_timeout_seconds if timeout is None else timeout
         started = self.clock()
         try:
-            outcome.result = await self.conn.request(method, params, timeout=seconds)
+            outcome.result = await self.conn.mcp.request(method, params, timeout=seconds)
         except RemoteError as exc:
             outcome.error = {"code": exc.code, "message": exc.message}
             if exc.data is not None:
@@ -399,7 +399,7 @@ class _Main:
         if main.dead is not None:
             return
         try:
-            await self.conn.request("ping", timeout=self.options.probe_timeout_seconds)
+            await self.conn.mcp.request("ping", timeout=self.options.probe_timeout_seconds)
         except RequestTimeout:
             main.dead = f"the server stopped answering{self._last_refusal()}: {what}, and so did a ping"
         except (ConnectionLost, ConnectionClosed) as exc:
@@ -430,7 +430,7 @@ class _Main:
             main.init_error_code = exc.code
         except (MCPLHostError, OSError) as exc:  # the server went away between steps
             main.dead = main.dead or f"the session ended: {exc}"
-        self.stderr_tail = self.conn.stderr_tail
+        self.stderr_tail = self.conn.connection.stderr_tail
         self._time_handshake()
         return main
 
@@ -446,11 +446,13 @@ class _Main:
         assert info is not None
         main.protocol_version = info.protocol_version
         main.capabilities = dict(info.capabilities)
-        main.manifest = conn.manifest
+        main.manifest = conn.policy.state.manifest
         main.mcpl_state = conn.mcpl_state.value
-        main.feature_sets = {name: fs.uses for name, fs in conn.feature_sets.sets.items()}
-        main.enabled_feature_sets = conn.derivation.enabled if conn.derivation is not None else frozenset()
-        main.advertised = conn.advertised
+        main.feature_sets = {name: fs.uses for name, fs in conn.policy.state.feature_sets.sets.items()}
+        main.enabled_feature_sets = (
+            conn.policy.state.derivation.enabled if conn.policy.state.derivation is not None else frozenset()
+        )
+        main.advertised = conn.policy.state.advertised
         main.granted = conn.grant.paths if conn.grant is not None else frozenset()
 
     def _policy_answer(self) -> tuple[WireMessage | None, WireMessage | None]:
@@ -532,7 +534,7 @@ class _Main:
         started = self.clock()
         outcome = RequestOutcome("featureSets/update")
         try:
-            change = await self.conn.update_policy(WITHOUT_PUSH)
+            change = await self.conn.policy.update(WITHOUT_PUSH)
         except (ConnectionLost, ConnectionClosed) as exc:
             outcome.failure = f"the connection was lost: {exc}"
             main.dead = f"the server went away ({exc})"

@@ -51,7 +51,8 @@ def _is_conversation(answer: object) -> TypeIs[str | None]:
 
 
 class ChannelService:
-    """Serves the server -> host channel methods of one connection (module rules)."""
+    """Serves the server -> host channel methods of one connection (module rules).
+    ``transport`` goes in each ``RequestContext`` (``ServerConnection.sequence``)."""
 
     def __init__(
         self,
@@ -67,8 +68,10 @@ class ChannelService:
         max_channels: int = DEFAULT_MAX_CHANNELS,
         max_descriptor_bytes: int = DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES,
         max_tags: int = DEFAULT_MAX_TAGS,
+        transport: int,
     ) -> None:
         self.name = name
+        self._transport = transport
         self.registry = ChannelRegistry(max_channels=max_channels, max_descriptor_bytes=max_descriptor_bytes)
         self._max_tags = max_tags
         self._handlers = handlers
@@ -169,7 +172,7 @@ class ChannelService:
             self.diagnostic("channels/incoming notification dropped: host busy")
             return None
         self.diagnostic("channels/incoming sent as a notification; processed, no reply possible")
-        context = RequestContext(self.name, None, method)
+        context = RequestContext(self.name, None, method, self._transport)
         messages = params["messages"]
         self._deliveries += 1
 

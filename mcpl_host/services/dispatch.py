@@ -83,13 +83,15 @@ _STATE_METHODS = frozenset({"state/update", "state/get"})
 LIBRARY_SERVED = _CHANNEL_METHODS | _STATE_METHODS | {"inference/request", "model/info"}
 
 
-def _service_job(serve: Callable[[RequestContext, Any], Coroutine[Any, Any, Any]], name: str) -> InboundJob:
+def _service_job(
+    serve: Callable[[RequestContext, Any], Coroutine[Any, Any, Any]], name: str, transport: int
+) -> InboundJob:
     """The one job of every request a service serves: ``serve(context, params)``, the
     ``RequestContext`` made when the request's turn comes (a waiting request holds no
     closure and no context)."""
 
     def job(request: Request) -> Coroutine[Any, Any, Any]:
-        return serve(RequestContext(name, request.id, request.method), request.params)
+        return serve(RequestContext(name, request.id, request.method, transport), request.params)
 
     return job
 
@@ -100,7 +102,10 @@ async def _settled_already() -> None:
 
 class InboundDispatcher:
     """Admits and routes one connection's server traffic (module rules). ``wait_settled``
-    returns once the initial policy exchange is over; ``notes`` is the server's ledger."""
+    returns once the initial policy exchange is over; ``notes`` is the server's ledger;
+    ``transport`` goes in each ``RequestContext`` (``ServerConnection.sequence``).
+    ``last_refusal`` and ``held_total`` tell what admission did; ``channel_registry`` holds
+    the channels the server registered on this transport."""
 
     def __init__(
         self,
@@ -121,13 +126,15 @@ class InboundDispatcher:
         notes: NoteLedger | None = None,
         client_features: ClientFeatureService | None = None,
         on_mcp_notification: Callable[[str, Any], None] | None = None,
+        transport: int,
     ) -> None:
         self._name = name
+        self._transport = transport
         self._view = view
         self._handlers = handlers
         self._reporter = reporter
-        self._push_job = _service_job(push.serve, name)
-        self._inference_job = _service_job(inference.serve, name)
+        self._push_job = _service_job(push.serve, name, transport)
+        self._inference_job = _service_job(inference.serve, name, transport)
         self._channels = channels
         self._state = state
         self._manifest = manifest
@@ -143,6 +150,8 @@ class InboundDispatcher:
         self.held_total = 0
         #: The last refused server request (module rules).
         self.last_refusal: RefusalRecord | None = None
+        #: The channels the server registered on this transport (``ChannelService.registry``).
+        self.channel_registry = channels.registry
         self._client_features = client_features
         self._on_mcp_notification = on_mcp_notification
 
@@ -249,7 +258,7 @@ class InboundDispatcher:
             return self._push_job
         if method in ("inference/request", "model/info"):
             return self._inference_job
-        context = RequestContext(self._name, request.id, method)
+        context = RequestContext(self._name, request.id, method, self._transport)
         if method in _CHANNEL_METHODS:
             return lambda _: self._reported(context, params, self._channels.serve(context, params))
         if method in _STATE_METHODS:

@@ -118,7 +118,17 @@ class PolicyChange:
 
 class PolicyExchange:
     """Drives ``PolicyState`` over a connection (module rules). ``close`` is awaited when a
-    runtime refusal asks to be closed."""
+    runtime refusal asks to be closed.
+
+    ``update()`` changes the policy at run time; ``state`` is the ``PolicyState`` it drives,
+    for reading only: ``state.state`` (``MCPLState``), ``grant``, ``derivation``,
+    ``feature_sets``, ``advertised``, ``manifest`` and ``revision`` (MCPL §17), ``outcome``
+    (the last receipt), ``profile`` and ``choice`` (the compatibility profile),
+    ``off_reason``, and ``settled_by``: how the grant in force was settled, ``"receipt"``
+    (the ``featureSets/update`` went out as a request and its receipt put it in force, MCPL
+    §5.3) or ``"notification"`` (0.4 profile: it went out as a notification and was put in
+    force without a receipt; ``notification_reason`` says why), None before either.
+    """
 
     def __init__(
         self,
@@ -145,6 +155,12 @@ class PolicyExchange:
         self._log = log
         self._redactor = redactor
         self._lock = anyio.Lock()
+
+    @property
+    def state(self) -> PolicyState:
+        """The MCPL state of the connection (class docstring), for reading: change it only
+        through ``update()``."""
+        return self._state
 
     async def initial(self, *, within: float | None = None) -> None:
         """The initial exchange (MCPL §5.3). ``within``: seconds it may wait for the receipt

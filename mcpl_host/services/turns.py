@@ -3,8 +3,8 @@
 
 Rules:
 
-- **Fan-out** (``before_inference_fanout``): every eligible server (``MCPLPeer.
-  before_inference_eligible``) is called concurrently, each under its own timeout, failing
+- **Fan-out** (``before_inference_fanout``): every eligible server (``HookCalls.eligible`` of
+  each peer's ``hooks``) is called concurrently, each under its own timeout, failing
   open. **Order within a position** (§10.8, the host's choice): the order of ``peers`` as
   given, then the order inside each response.
 - **Lifecycle** (``inference_lifecycle``, §10.5): ``started`` goes to every MCPL-ready peer
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
@@ -37,12 +37,18 @@ from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError
 from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.logging import ServerValue, get_logger
+from mcpl_host.mcpl.admission import may_send
 from mcpl_host.mcpl.injections import (
     POSITIONS,
     BeforeInferenceResult,
     Injection,
     Position,
 )
+
+if TYPE_CHECKING:
+    from mcpl_host.mcp_methods import MCPClient
+    from mcpl_host.services.hooks import HookCalls
+    from mcpl_host.services.negotiation import PolicyExchange
 
 __all__ = [
     "FanoutResult",
@@ -56,7 +62,9 @@ __all__ = [
 
 
 class MCPLPeer(Protocol):
-    """What a turn needs of one server's connection (``ServerConnection`` is one)."""
+    """What a turn needs of one server's connection (``ServerConnection`` is one): its
+    ``hooks`` (``context/beforeInference``), its ``policy`` (what may be sent now, MCPL §5.4)
+    and its ``mcp`` (the notifications)."""
 
     @property
     def name(self) -> str: ...
@@ -65,25 +73,24 @@ class MCPLPeer(Protocol):
     def is_open(self) -> bool: ...
 
     @property
-    def before_inference_eligible(self) -> bool: ...
+    def hooks(self) -> HookCalls: ...
 
-    async def before_inference(
-        self,
-        *,
-        inference_id: str,
-        conversation_id: str,
-        turn_index: int,
-        user_message: str | None,
-        model: Mapping[str, Any],
-        channels: Mapping[str, Any] | None = None,
-        timeout: Timeout = DEFAULT,
-    ) -> BeforeInferenceResult | None: ...
+    @property
+    def policy(self) -> PolicyExchange: ...
 
-    def may_send(self, method: str) -> bool: ...
+    @property
+    def mcp(self) -> MCPClient: ...
 
-    def may_send_model(self) -> bool: ...
 
-    def notify_nowait(self, method: str, params: Any = None) -> None: ...
+def _may_send(conn: MCPLPeer, method: str) -> bool:
+    """Whether the host may send the MCPL method ``method`` to ``conn`` now (MCPL §5.4)."""
+    return may_send(method, conn.policy.state) is None
+
+
+def _may_send_model(conn: MCPLPeer) -> bool:
+    """Whether ``modelInfo`` is granted (a ``model`` may go in lifecycle params, §10.5)."""
+    grant = conn.policy.state.grant
+    return grant is not None and grant.allows("modelInfo")
 
 
 _log = get_logger("mcpl_host.turns")
@@ -117,18 +124,18 @@ async def before_inference_fanout(
 ) -> FanoutResult:
     """``context/beforeInference`` to every eligible peer at once (MCPL §10.1, §10.6, §10.8),
     each with its own ``timeout`` (seconds; by default each server's
-    ``Limits.hook_timeout_seconds``). Arguments as ``ServerConnection.before_inference``;
+    ``Limits.hook_timeout_seconds``). Arguments as ``HookCalls.before_inference``;
     a peer listed twice is called once. Never raises for a server's failure: each fails open.
 
     Cancellation: every pending hook request is abandoned (each server gets
     ``notifications/cancelled``) and the cancellation propagates.
     """
-    eligible = [peer for peer in dict.fromkeys(peers) if peer.before_inference_eligible]
+    eligible = [peer for peer in dict.fromkeys(peers) if peer.hooks.eligible]
     answers: list[BeforeInferenceResult | None] = [None] * len(eligible)
 
     async def call(slot: int, conn: MCPLPeer) -> None:
         try:
-            answers[slot] = await conn.before_inference(
+            answers[slot] = await conn.hooks.before_inference(
                 inference_id=inference_id,
                 conversation_id=conversation_id,
                 turn_index=turn_index,
@@ -157,7 +164,7 @@ async def before_inference_fanout(
 def _notify(conn: MCPLPeer, method: str, params: dict[str, Any]) -> bool:
     """Best-effort notification: False (and a debug line) when it cannot be written."""
     try:
-        conn.notify_nowait(method, params)
+        conn.mcp.notify_nowait(method, params)
     except MCPLHostError as exc:
         _log.debug("notification not sent", server=conn.name, method=method, error=ServerValue(str(exc)))
         return False
@@ -214,7 +221,7 @@ class InferenceLifecycle:
 
     def _params(self, conn: MCPLPeer, phase: str) -> dict[str, Any]:
         params: dict[str, Any] = {**self._base, "phase": phase}
-        if self._model is not None and conn.may_send_model():
+        if self._model is not None and _may_send_model(conn):
             params["model"] = self._model
         if phase == "completed" and self.usage is not None:
             params["usage"] = self.usage
@@ -226,7 +233,7 @@ class InferenceLifecycle:
         self._state = "started"
         try:
             for conn in self._connections:
-                if conn.may_send("inference/lifecycle") and _notify(
+                if _may_send(conn, "inference/lifecycle") and _notify(
                     conn, "inference/lifecycle", self._params(conn, "started")
                 ):
                     self._started.append(conn)
@@ -244,7 +251,7 @@ class InferenceLifecycle:
         else:
             phase = "aborted" if _is_cancellation(exc) else "failed"
         for conn in self._started:
-            if not conn.is_open or not conn.may_send("inference/lifecycle"):
+            if not conn.is_open or not _may_send(conn, "inference/lifecycle"):
                 _log.info(
                     "inference/lifecycle terminal not sent: the grant or the transport changed",
                     server=conn.name,
@@ -332,7 +339,7 @@ class OutgoingStream:
             raise TypeError("delta must be a string")
         self._text.setdefault(channel_id, []).append(delta)
         owner = self._owner(channel_id)
-        if owner is None or not owner.may_send("channels/outgoing/chunk"):
+        if owner is None or not _may_send(owner, "channels/outgoing/chunk"):
             return False
         params = {**self._base, "channelId": channel_id, "index": self._next_index, "delta": delta}
         if not _notify(owner, "channels/outgoing/chunk", params):
@@ -354,7 +361,7 @@ class OutgoingStream:
             content = "".join(self._text.get(channel_id, []))
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
         for conn in self._recipients.get(channel_id, []):
-            if not conn.is_open or not conn.may_send("channels/outgoing/complete"):
+            if not conn.is_open or not _may_send(conn, "channels/outgoing/complete"):
                 _log.info(
                     "channels/outgoing/complete not sent: the grant or the transport changed",
                     server=conn.name,

@@ -3,10 +3,11 @@ the servers send unasked as it arrives, and keeps the completion ``Catalog`` up 
 
 Rules of this module:
 
-- Every server goes through the ``Host`` (one server or every server of a config): calls by
-  name, grant changes (``Host.update_policy``, kept across restarts), restarts
-  (``Host.restart``). A command for a server that is not ready waits for it up to its
-  request timeout.
+- Every server goes through the ``Host`` (one server or every server of a config), by its
+  ``ServerHandle`` (``Host.server``): calls on its connection (``ServerHandle.connected``),
+  grant changes (``HostedServer.update_policy``, kept across restarts), restarts
+  (``ServerHandle.restart``). A command for a server that is not ready waits for it up to
+  its request timeout.
 - Output goes through a ``Printer`` (the terminal one prints above the prompt); every
   server value is redacted with that server's ``Redactor`` and shown through
   ``report.safe_text`` (terminal escapes and invisible characters escaped, long values cut).
@@ -39,6 +40,7 @@ from mcpl_host.host import Host, ServerNotConnected, UnknownServer
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError, RemoteError, RequestTimeout
 from mcpl_host.mcp_methods import Tool
 from mcpl_host.probe_features import elicitation_reply
+from mcpl_host.server_connection import ServerConnection
 from mcpl_host.shell.commands import Command, CommandError, changed_policy, help_text, still_denied
 from mcpl_host.shell.completion import Catalog, tool_info
 from mcpl_host.shell.held import HeldRequest, HeldRequests, answer_hint, asked, elicitation_mode
@@ -89,10 +91,14 @@ class Session:
         held.on_held = self._announce_held
         held.on_expired = self._announce_expired
 
+    async def _conn(self, server: str) -> ServerConnection:
+        """``server``'s connection once ready (``ServerHandle.connected``)."""
+        return await self.host.server(server).connected()
+
     # --- printing ----------------------------------------------------------------------------
 
     def _shown(self, server: str, value: Any, **kwargs: Any) -> str:
-        return report.safe_text(report.redact_json(value, self.host.redactor(server)), **kwargs)
+        return report.safe_text(report.redact_json(value, self.host.server(server).hosted.redactor), **kwargs)
 
     def say(self, text: str, style: str | None = None) -> None:
         self.out.line(Text(text, style=style or ""))
@@ -124,7 +130,7 @@ class Session:
             self._tg = tg
             task_status.started()
             async for event in subscription:
-                shown = report.run_event(event_json(event), self.host.redactor(event.server))
+                shown = report.run_event(event_json(event), self.host.server(event.server).hosted.redactor)
                 head, rest = report.run_event_text(shown, server=len(self.catalog.servers) > 1)
                 self.out.event(head, rest)
                 if isinstance(event, (Ready, Degraded)):
@@ -144,20 +150,19 @@ class Session:
         refreshes (the library's, coalesced) have settled; no request of its own."""
         while True:
             try:
-                conn = self.host.connection(server)
-                await conn.lists_settled()
+                conn = await self.host.server(server).connected(timeout=0)
+                await conn.mcp.lists_settled()
             except MCPLHostError:
                 pass
             else:
-                if conn.cached_tools is not None:
-                    self.catalog.tools[server] = {
-                        t.name: tool_info(t.input_schema) for t in conn.cached_tools
-                    }
-                if conn.cached_resources is not None:
-                    self.catalog.resources[server] = [r.uri for r in conn.cached_resources]
-                if conn.cached_prompts is not None:
+                mcp = conn.mcp
+                if mcp.cached_tools is not None:
+                    self.catalog.tools[server] = {t.name: tool_info(t.input_schema) for t in mcp.cached_tools}
+                if mcp.cached_resources is not None:
+                    self.catalog.resources[server] = [r.uri for r in mcp.cached_resources]
+                if mcp.cached_prompts is not None:
                     self.catalog.prompts[server] = {
-                        p.name: tuple(a.name for a in p.arguments) for p in conn.cached_prompts
+                        p.name: tuple(a.name for a in p.arguments) for p in mcp.cached_prompts
                     }
             if not state.done():
                 return
@@ -166,7 +171,7 @@ class Session:
         """Fetch ``server``'s tools, resources and prompts into the catalog; a list the server
         refuses or cannot give stays as it was."""
         try:
-            conn = self.host.connection(server)
+            conn = await self.host.server(server).connected(timeout=0)
         except MCPLHostError:
             return
         info = conn.server_info
@@ -178,13 +183,13 @@ class Session:
         try:
             if "tools" in capabilities:
                 self.catalog.tools[server] = {
-                    t.name: tool_info(t.input_schema) for t in await conn.list_tools()
+                    t.name: tool_info(t.input_schema) for t in await conn.mcp.list_tools()
                 }
             if "resources" in capabilities:
-                self.catalog.resources[server] = [r.uri for r in await conn.list_resources()]
+                self.catalog.resources[server] = [r.uri for r in await conn.mcp.list_resources()]
             if "prompts" in capabilities:
                 self.catalog.prompts[server] = {
-                    p.name: tuple(a.name for a in p.arguments) for p in await conn.list_prompts()
+                    p.name: tuple(a.name for a in p.arguments) for p in await conn.mcp.list_prompts()
                 }
         except MCPLHostError:
             return
@@ -241,7 +246,7 @@ class Session:
             )
 
     async def _do_tools(self, command: Command, server: str) -> None:
-        tools = await self.host.list_tools(server)
+        tools = await (await self._conn(server)).mcp.list_tools()
         self.catalog.tools[server] = {t.name: tool_info(t.input_schema) for t in tools}
         if not tools:
             self.say("no tools", "dim")
@@ -264,7 +269,7 @@ class Session:
         return line
 
     async def _do_resources(self, command: Command, server: str) -> None:
-        resources = await self.host.list_resources(server)
+        resources = await (await self._conn(server)).mcp.list_resources()
         self.catalog.resources[server] = [r.uri for r in resources]
         if not resources:
             self.say("no resources", "dim")
@@ -276,7 +281,7 @@ class Session:
             self.out.line(line)
 
     async def _do_prompts(self, command: Command, server: str) -> None:
-        prompts = await self.host.list_prompts(server)
+        prompts = await (await self._conn(server)).mcp.list_prompts()
         if not prompts:
             self.say("no prompts", "dim")
         for item in prompts:
@@ -284,7 +289,7 @@ class Session:
             self.out.line(self._signature(server, item.name, names, item.description))
 
     async def _tool(self, server: str, name: str) -> Tool:
-        tools = await self.host.list_tools(server)
+        tools = await (await self._conn(server)).mcp.list_tools()
         self.catalog.tools[server] = {t.name: tool_info(t.input_schema) for t in tools}
         found = next((t for t in tools if t.name == name), None)
         if found is None:
@@ -297,7 +302,7 @@ class Session:
         tool = await self._tool(server, name)
         arguments = parse_arguments(words, tool.input_schema)
         try:
-            limits = self.host.hosted(server).limits
+            limits = self.host.server(server).hosted.limits
             problems = await checked_schema_problems(
                 arguments,
                 tool.input_schema,
@@ -311,8 +316,8 @@ class Session:
             problems = []
         if problems:
             raise _Failed("the arguments do not fit the schema; nothing was sent: " + "; ".join(problems))
-        result = await self.host.call_tool(server, name, arguments)
-        content = report.redact_json(result.content, self.host.redactor(server))
+        result = await (await self._conn(server)).mcp.call_tool(name, arguments)
+        content = report.redact_json(result.content, self.host.server(server).hosted.redactor)
         for block in _objects(content):
             if isinstance(block.get("text"), str):
                 self.say(
@@ -337,8 +342,10 @@ class Session:
         return True
 
     async def _do_read(self, command: Command, server: str) -> None:
-        result = await self.host.read_resource(server, command.words[0])
-        for item in _objects(report.redact_json(result.raw.get("contents"), self.host.redactor(server))):
+        result = await (await self._conn(server)).mcp.read_resource(command.words[0])
+        for item in _objects(
+            report.redact_json(result.raw.get("contents"), self.host.server(server).hosted.redactor)
+        ):
             if isinstance(item.get("text"), str):
                 self.say(report.safe_text(item["text"], max_chars=100_000, newlines=True))
             else:
@@ -348,15 +355,17 @@ class Session:
 
     async def _do_prompt(self, command: Command, server: str) -> None:
         name, words = command.words[0], command.words[1:]
-        prompts = await self.host.list_prompts(server)
+        prompts = await (await self._conn(server)).mcp.list_prompts()
         found = next((p for p in prompts if p.name == name), None)
         if found is None:
             names = ", ".join(report.safe_text(p.name, max_chars=80) for p in prompts[:30]) or "none"
             raise _Failed(f"no prompt {report.safe_text(name)!r} (there are: {names})")
-        result = await self.host.get_prompt(
-            server, name, prompt_arguments(words, _objects(found.raw.get("arguments")))
+        result = await (await self._conn(server)).mcp.get_prompt(
+            name, prompt_arguments(words, _objects(found.raw.get("arguments")))
         )
-        for message in _objects(report.redact_json(result.raw.get("messages"), self.host.redactor(server))):
+        for message in _objects(
+            report.redact_json(result.raw.get("messages"), self.host.server(server).hosted.redactor)
+        ):
             texts = [b["text"] for b in _objects(message.get("content")) if isinstance(b.get("text"), str)]
             role = report.safe_text(message.get("role"), max_chars=20)
             self.say(f"{role}: {report.safe_text(' '.join(texts), max_chars=100_000, newlines=True)}")
@@ -364,7 +373,7 @@ class Session:
     async def _do_channels(self, command: Command, server: str) -> None:
         words = command.words
         if command.sub is None:
-            channels = self.host.hosted(server).channels
+            channels = self.host.server(server).hosted.channels
             self.catalog.channels[server] = [str(d.get("id")) for d in channels if "id" in d]
             if not channels:
                 self.say("no channels registered", "dim")
@@ -381,8 +390,7 @@ class Session:
             metadata = given.get("metadata")
             if metadata is not None and not isinstance(metadata, dict):
                 raise _Failed("metadata= must be a JSON object")
-            opened = await self.host.channels_open(
-                server,
+            opened = await (await self._conn(server)).channels.open(
                 type=given.get("type"),
                 address=given.get("address"),
                 metadata=cast("dict[str, Any] | None", metadata),
@@ -391,11 +399,11 @@ class Session:
             )
             self.say(f"opened: {self._shown(server, opened.channel or opened.raw, max_chars=500)}")
         elif command.sub == "close":
-            closed = await self.host.channels_close(server, words[0])
+            closed = await (await self._conn(server)).channels.close(words[0])
             self.say("closed" if closed else "not closed (the server said closed: false)")
         else:
             conversation, channel, text = words[0], words[1], " ".join(words[2:])
-            published = await self.host.channels_publish(server, conversation, channel, text)
+            published = await (await self._conn(server)).channels.publish(conversation, channel, text)
             if published.mode == "notification":
                 self.say("published (as a notification: no acknowledgement)")
             else:
@@ -406,16 +414,16 @@ class Session:
 
     async def _do_rollback(self, command: Command, server: str) -> bool:
         feature_set, checkpoint = command.words
-        result = await self.host.state_rollback(server, feature_set, checkpoint)
+        result = await (await self._conn(server)).state.rollback(feature_set, checkpoint)
         reason = f": {self._shown(server, result.reason)}" if result.reason else ""
         self.say(f"{result.outcome.replace('_', ' ')}{reason}", None if result.success else "yellow")
         return result.success
 
     async def _policy(self, verb: str, command: Command, server: str) -> None:
         pattern = command.words[0]
-        hosted = self.host.hosted(server)
+        hosted = self.host.server(server).hosted
         policy = changed_policy(hosted.policy, verb, pattern)
-        change = await self.host.update_policy(server, policy)
+        change = await hosted.update_policy(policy)
         if change.deferred:
             self.say(f"{verb} {pattern}: kept for when {server} is connected again", "dim")
             return
@@ -437,12 +445,12 @@ class Session:
         await self._policy("deny", command, server)
 
     async def _do_restart(self, command: Command, server: str) -> None:
-        self.host.restart(server)
+        self.host.server(server).restart()
         self.say(f"restarting {server}", "dim")
 
     async def _do_loglevel(self, command: Command, server: str) -> None:
         level = command.words[0]
-        await self.host.request(server, "logging/setLevel", {"level": level})
+        await (await self._conn(server)).mcp.request("logging/setLevel", {"level": level})
         self.say(f"{server} sends log messages from {level} up")
 
     async def _do_pending(self, command: Command, server: str) -> None:

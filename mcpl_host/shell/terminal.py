@@ -141,7 +141,9 @@ async def interactive(session: Session, *, history: str | None) -> None:
     """The interactive loop (module rules) until the person leaves or a signal arrives."""
     hosted = session.host
     store: History = (
-        RedactingFileHistory(history, lambda: [hosted.redactor(name) for name in hosted.servers])
+        RedactingFileHistory(
+            history, lambda: [hosted.server(name).hosted.redactor for name in hosted.servers]
+        )
         if history
         else InMemoryHistory()
     )
@@ -203,9 +205,9 @@ async def piped(session: Session) -> None:
             await tg.start(session.watch_events)
             host = session.host
             for name in host.servers:
-                limits = host.hosted(name).limits
+                handle = host.server(name)
                 try:
-                    await host.ready_connection(name, timeout=limits.handshake_timeout_seconds)
+                    await handle.connected(timeout=handle.hosted.limits.handshake_timeout_seconds)
                 except MCPLHostError:  # its events said why; its commands will say so too
                     pass
             async for raw in anyio.wrap_file(sys.stdin):

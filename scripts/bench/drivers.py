@@ -66,10 +66,10 @@ async def open_mcpl_host(server: Path) -> AsyncGenerator[Driver, None]:
     async with connect_stdio(str(server), ["--mcpl"], policy=GrantPolicy(grant=("pushEvents",))) as conn:
 
         async def call_tool(name: str, arguments: dict[str, Any]) -> ToolOutcome:
-            result = await conn.call_tool(name, arguments)
+            result = await conn.mcp.call_tool(name, arguments)
             return _outcome(result.content, result.structured_content)
 
-        yield Driver(ping=conn.ping, call_tool=call_tool)
+        yield Driver(ping=conn.mcp.ping, call_tool=call_tool)
 
 
 @asynccontextmanager
