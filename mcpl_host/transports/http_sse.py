@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from mcpl_host._tasks import leave_task_group
+from mcpl_host._tasks import Lifetime, leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
@@ -85,7 +85,6 @@ class SSETransport:
         self._logger = logger if logger is not None else get_logger("mcpl_host.http")
         self._shown = shown_http_url(params.url, self._redactor)
         self._client: httpx.AsyncClient | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
         self._reader_scope = anyio.CancelScope()
         self._reader_done = anyio.Event()
         self._reader_started = False
@@ -94,9 +93,7 @@ class SSETransport:
         self._endpoint_known = anyio.Event()
         self._send_scope: anyio.CancelScope | None = None
         self._refusals = LogBudget(self._limits.invalid_requests_logged)
-        self._entered = False
-        self._closing = False
-        self._closed = anyio.Event()
+        self._life = Lifetime("an SSETransport")
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -109,7 +106,13 @@ class SSETransport:
 
     def __repr__(self) -> str:
         state = (
-            "closed" if self._closing else "lost" if self._inbox.lost else "open" if self._entered else "new"
+            "closed"
+            if self._life.closing
+            else "lost"
+            if self._inbox.lost
+            else "open"
+            if self._life.entered
+            else "new"
         )
         return f"<SSETransport {self._shown} {state}>"
 
@@ -127,52 +130,39 @@ class SSETransport:
                 or the stream ended first.
             RuntimeError: the transport was already entered or closed.
         """
-        if self._entered or self._closing:
-            raise RuntimeError("an SSETransport can be entered only once")
-        self._entered = True
+        self._life.enter()
         if sends_cleartext_credential(self._params):
             self._logger.warning(
                 "credential sent over cleartext http:// to a host that is not loopback", url=self._shown
             )
         self._client = build_client(self._params, self._limits)
-        task_group = anyio.create_task_group()
-        try:
-            await task_group.__aenter__()
-            self._task_group = task_group
-            # The endpoint wait is a step of the handshake: under its deadline too (H7).
-            timeout = min(self._limits.http_reply_timeout_seconds, self._limits.handshake_timeout_seconds)
-            with anyio.move_on_after(timeout):
-                response = await self._open_stream()
-                await task_group.start(self._read_stream, response)
-                await self._endpoint_known.wait()
-            if self._endpoint is None:
-                raise self._inbox.lose(
-                    self._inbox.lost
-                    or f"the server at {self._shown} sent no endpoint event within {describe_seconds(timeout)}"
-                )
-        except BaseException as exc:
-            await self.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
+        await self._life.start(self._await_endpoint, self.aclose)
         return self
+
+    async def _await_endpoint(self, task_group: anyio.abc.TaskGroup) -> None:
+        # The endpoint wait is a step of the handshake: under its deadline too (H7).
+        timeout = min(self._limits.http_reply_timeout_seconds, self._limits.handshake_timeout_seconds)
+        with anyio.move_on_after(timeout):
+            response = await self._open_stream()
+            await task_group.start(self._read_stream, response)
+            await self._endpoint_known.wait()
+        if self._endpoint is None:
+            raise self._inbox.lose(
+                self._inbox.lost
+                or f"the server at {self._shown} sent no endpoint event within {describe_seconds(timeout)}"
+            )
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         """Close (``aclose()``) and leave the task group. The close is shielded."""
-        try:
-            await self.aclose()
-        finally:
-            task_group, self._task_group = self._task_group, None
-            await leave_task_group(task_group, exc_type, exc, tb)
+        await self._life.leave(self.aclose, exc_type, exc, tb)
 
     async def aclose(self) -> None:
         """Stop reading the stream and close the client. Idempotent; a second caller waits
         for the first; never raises. **Cancellation:** shielded."""
-        if self._closing:
-            if not self._closed.is_set():
-                await self._closed.wait()
+        if not await self._life.first_close():
             return
-        self._closing = True
         self._inbox.close()
         with anyio.CancelScope(shield=True):
             try:
@@ -185,7 +175,7 @@ class SSETransport:
                     await self._client.aclose()
             finally:
                 self._endpoint_known.set()
-                self._closed.set()
+                self._life.closed.set()
 
     async def _open_stream(self) -> httpx.Response:
         assert self._client is not None
@@ -277,7 +267,7 @@ class SSETransport:
             line = line.strip()
             if not line:
                 continue
-            if self._closing:
+            if self._life.closing:
                 raise ConnectionClosed("the HTTP transport was closed")
             if self._inbox.lost is not None:
                 raise ConnectionLost(self._inbox.lost)
