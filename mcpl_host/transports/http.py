@@ -83,13 +83,15 @@ from mcpl_host.transports.http_common import (
     Inbox,
     Unreachable,
     UnreadableBody,
-    build_client,
     error_excerpt,
     id_key,
+    open_client,
     peek,
     read_body,
     reconnect_delay,
+    refusal_of,
     sse_events,
+    transport_state,
     trim,
     unreachable,
 )
@@ -99,8 +101,6 @@ from mcpl_host.transports.http_params import (
     FALLBACK_STATUSES,
     HTTPParameters,
     media_type,
-    refusal_message,
-    sends_cleartext_credential,
     shown_http_url,
 )
 
@@ -185,15 +185,7 @@ class StreamableHTTPTransport:
         return self._shown
 
     def __repr__(self) -> str:
-        state = (
-            "closed"
-            if self._life.closing
-            else "lost"
-            if self._inbox.lost
-            else "open"
-            if self._life.entered
-            else "new"
-        )
+        state = transport_state(self._life, self._inbox)
         return f"<StreamableHTTPTransport {self._shown} {state} session={self._session_id is not None}>"
 
     @property
@@ -217,11 +209,7 @@ class StreamableHTTPTransport:
             RuntimeError: the transport was already entered or closed.
         """
         self._life.enter()
-        if sends_cleartext_credential(self._params):
-            self._logger.warning(
-                "credential sent over cleartext http:// to a host that is not loopback", url=self._shown
-            )
-        self._client = build_client(self._params, self._limits)
+        self._client = open_client(self._params, self._limits, self._logger, self._shown)
         await self._life.start(lambda task_group: task_group.start(self._run_tasks), self.aclose)
         return self
 
@@ -334,15 +322,8 @@ class StreamableHTTPTransport:
             raise self._lose(str(exc)) from None
 
     def _refusal(self, response: httpx.Response, what: str, body: str, *, had_session: bool) -> str:
-        return refusal_message(
-            response.status_code,
-            what=what,
-            shown_url=self._shown,
-            www_authenticate=response.headers.get("www-authenticate"),
-            location=response.headers.get("location"),
-            excerpt=body,
-            had_session=had_session,
-            redactor=self._redactor,
+        return refusal_of(
+            response, what, body, shown_url=self._shown, had_session=had_session, redactor=self._redactor
         )
 
     # --- sending -------------------------------------------------------------------------

@@ -42,10 +42,12 @@ from mcpl_host.transports.http_common import (
     Inbox,
     Unreachable,
     UnreadableBody,
-    build_client,
     error_excerpt,
+    open_client,
     peek,
+    refusal_of,
     sse_events,
+    transport_state,
     trim,
     unreachable,
 )
@@ -54,8 +56,6 @@ from mcpl_host.transports.http_params import (
     HTTPParameters,
     join_endpoint,
     media_type,
-    refusal_message,
-    sends_cleartext_credential,
     shown_http_url,
 )
 
@@ -105,16 +105,7 @@ class SSETransport:
         return self._shown
 
     def __repr__(self) -> str:
-        state = (
-            "closed"
-            if self._life.closing
-            else "lost"
-            if self._inbox.lost
-            else "open"
-            if self._life.entered
-            else "new"
-        )
-        return f"<SSETransport {self._shown} {state}>"
+        return f"<SSETransport {self._shown} {transport_state(self._life, self._inbox)}>"
 
     def negotiated(self, protocol_version: str) -> None:
         """Accepted for symmetry with ``StreamableHTTPTransport``; HTTP+SSE sends no
@@ -131,11 +122,7 @@ class SSETransport:
             RuntimeError: the transport was already entered or closed.
         """
         self._life.enter()
-        if sends_cleartext_credential(self._params):
-            self._logger.warning(
-                "credential sent over cleartext http:// to a host that is not loopback", url=self._shown
-            )
-        self._client = build_client(self._params, self._limits)
+        self._client = open_client(self._params, self._limits, self._logger, self._shown)
         await self._life.start(self._await_endpoint, self.aclose)
         return self
 
@@ -201,15 +188,9 @@ class SSETransport:
         raise self._inbox.lose(self._refusal(response, what, body))
 
     def _refusal(self, response: httpx.Response, what: str, body: str) -> str:
-        return refusal_message(
-            response.status_code,
-            what=what,
-            shown_url=self._shown,
-            www_authenticate=response.headers.get("www-authenticate"),
-            location=response.headers.get("location"),
-            excerpt=body,
-            had_session=self._endpoint is not None,
-            redactor=self._redactor,
+        had_session = self._endpoint is not None
+        return refusal_of(
+            response, what, body, shown_url=self._shown, had_session=had_session, redactor=self._redactor
         )
 
     async def _read_stream(

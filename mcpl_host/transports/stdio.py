@@ -525,39 +525,39 @@ class StdioTransport:
             if self._exited_at is None:  # the common case: no cancel scope per read
                 self._reading = True
                 try:
-                    data = await stdout.receive(self._limits.read_chunk_bytes)
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                    self._stdout_ended = True
-                    self._items.extend(self._reader.finish())
-                    continue
-                except anyio.ClosedResourceError:
-                    if not self._cut_off:
-                        raise ConnectionClosed("the stdio transport was closed") from None
-                    data = None  # the process exited and its stdout stayed open: below
+                    if await self._read_stdout(stdout, self._limits.read_chunk_bytes):
+                        continue
                 finally:
                     self._reading = False
-                if data is not None:
-                    self._items.extend(self._reader.feed(data))
-                    continue
             else:
                 with anyio.CancelScope(deadline=self._exit_deadline()):
-                    try:
-                        data = await stdout.receive(READ_CHUNK_BYTES)
-                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                        self._stdout_ended = True
-                        self._items.extend(self._reader.finish())
-                        continue
-                    except anyio.ClosedResourceError:
-                        if not self._cut_off:
-                            raise ConnectionClosed("the stdio transport was closed") from None
-                        data = None
-                    if data is not None:
-                        self._items.extend(self._reader.feed(data))
+                    if await self._read_stdout(stdout, READ_CHUNK_BYTES):
                         continue
             # The process exited and its stdout stayed open past the wait (a descendant holds
             # it): it is lost all the same (T3). What is buffered of a last line is dropped.
             status = self._process.returncode
             self._lost = (_exit_message(status), status)
+
+    async def _read_stdout(self, stdout: anyio.abc.ByteReceiveStream, size: int) -> bool:
+        """One read of at most ``size`` bytes of stdout, its lines buffered: True when it gave
+        bytes or stdout ended (``_stdout_ended``), False when the watcher closed stdout under
+        it (the process exited and its stdout stayed open).
+
+        Raises:
+            ConnectionClosed: ``aclose()`` closed stdout under the read.
+        """
+        try:
+            data = await stdout.receive(size)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            self._stdout_ended = True
+            self._items.extend(self._reader.finish())
+            return True
+        except anyio.ClosedResourceError:
+            if not self._cut_off:
+                raise ConnectionClosed("the stdio transport was closed") from None
+            return False
+        self._items.extend(self._reader.feed(data))
+        return True
 
     async def _settle_after_eof(self, process: anyio.abc.Process) -> None:
         # A server that exits closes stdout a moment before its exit status is known: wait
