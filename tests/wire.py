@@ -14,7 +14,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import anyio
@@ -45,14 +47,40 @@ MCP_HANDSHAKE: list[dict[str, Any]] = [
     {"reply": MCP_RESULT},
     {"expect": {"method": "notifications/initialized"}},
 ]
+
+
+def mcpl_result(manifest: Any, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An ``initialize`` result advertising tools and the MCPL ``manifest`` (MCPL §3.3);
+    ``server_info`` defaults to ``{"name": "s", "version": "0"}``."""
+    return {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": server_info if server_info is not None else {"name": "s", "version": "0"},
+        "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}},
+    }
+
+
+def mcpl_handshake(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """An MCPL server's side of the handshake, answering ``initialize`` with ``result``, up
+    to and including the receipt of the host's initial policy."""
+    return [
+        {"expect": {"method": "initialize"}},
+        {"reply": result},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}},
+        {"reply": {"accepted": True}},
+    ]
+
+
+def server_request(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    """The step that sends the server's request ``method`` (``params`` left out when None)."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return {"send": message}
+
+
 #: An MCPL server's side of the handshake, up to and including the receipt.
-MCPL_HANDSHAKE: list[dict[str, Any]] = [
-    {"expect": {"method": "initialize"}},
-    {"reply": MCPL_RESULT},
-    {"expect": {"method": "notifications/initialized"}},
-    {"expect": {"method": "featureSets/update"}},
-    {"reply": {"accepted": True}},
-]
+MCPL_HANDSHAKE: list[dict[str, Any]] = mcpl_handshake(MCPL_RESULT)
 
 #: Short grace periods: fixture servers exit at stdin EOF.
 FAST = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
@@ -193,6 +221,47 @@ async def port_line(process: anyio.abc.Process, seconds: float = 60) -> int:
     word, port = buffer.split(b"\n", 1)[0].split()
     assert word == b"PORT"
     return int(port)
+
+
+async def open_server_process(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, stderr: int | None = None
+) -> anyio.abc.Process:
+    """Start a fixture server in a session of its own (its group can be signalled), stdin
+    and stdout piped, ``env`` over this environment, ``stderr`` (None: inherited)."""
+    return await anyio.open_process(
+        list(argv),
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=stderr,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+
+
+@contextlib.asynccontextmanager
+async def port_server(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stderr: int | None = None,
+    seconds: float = 60,
+) -> AsyncIterator[tuple[anyio.abc.Process, int]]:
+    """Run a fixture server that prints ``PORT <n>`` as its first stdout line, in a session
+    of its own, with ``env`` over this environment and ``stderr`` (None: inherited); its
+    process and port. Stopped and reaped on exit (``stop_server_process``)."""
+    process = await open_server_process(argv, env=env, stderr=stderr)
+    try:
+        yield process, await port_line(process, seconds)
+    finally:
+        await stop_server_process(process, seconds)
+
+
+def assert_no_secret(secret: str, logs: list[dict[str, Any]], *texts: str) -> None:
+    """``secret`` is in no log entry and in none of ``texts``."""
+    for entry in logs:
+        assert secret not in repr(entry), entry
+    for text in texts:
+        assert secret not in text
 
 
 async def stop_server_process(process: anyio.abc.Process, seconds: float = 60) -> None:
