@@ -25,7 +25,17 @@ from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.mcpl.state import FeatureSetStateStore
 
 from .conftest import FIXTURES
-from .wire import FAST, MCP_HANDSHAKE, Script, TestHandlers, mark, mcpl_handshake, mcpl_result, server_request
+from .wire import (
+    FAST,
+    MCP_HANDSHAKE,
+    Script,
+    TestHandlers,
+    mark,
+    mcpl_handshake,
+    mcpl_result,
+    server_notification,
+    server_request,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -53,8 +63,7 @@ def handshake(manifest: dict[str, Any] = MANIFEST) -> list[dict[str, Any]]:
 call = server_request
 
 
-def notify(method: str, params: Any) -> dict[str, Any]:
-    return {"send": {"jsonrpc": "2.0", "method": method, "params": params}}
+notify = server_notification
 
 
 def push(request_id: Any, event_id: str = "e1", **changes: Any) -> dict[str, Any]:

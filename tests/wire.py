@@ -11,10 +11,11 @@ import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from subprocess import PIPE
 from typing import Any
@@ -49,6 +50,15 @@ MCP_HANDSHAKE: list[dict[str, Any]] = [
 ]
 
 
+def initialize_steps(capabilities: dict[str, Any], server_info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The steps that wait for ``initialize`` and answer it with ``capabilities`` and
+    ``server_info`` (protocol version 2025-06-18)."""
+    return [
+        {"expect": {"method": "initialize"}},
+        {"reply": {"protocolVersion": "2025-06-18", "capabilities": capabilities, "serverInfo": server_info}},
+    ]
+
+
 def mcpl_result(manifest: Any, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
     """An ``initialize`` result advertising tools and the MCPL ``manifest`` (MCPL §3.3);
     ``server_info`` defaults to ``{"name": "s", "version": "0"}``."""
@@ -69,6 +79,11 @@ def mcpl_handshake(result: dict[str, Any]) -> list[dict[str, Any]]:
         {"expect": {"method": "featureSets/update"}},
         {"reply": {"accepted": True}},
     ]
+
+
+def server_notification(method: str, params: Any) -> dict[str, Any]:
+    """The step that sends the server's notification ``method`` with ``params``."""
+    return {"send": {"jsonrpc": "2.0", "method": method, "params": params}}
 
 
 def server_request(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
@@ -262,6 +277,27 @@ def assert_no_secret(secret: str, logs: list[dict[str, Any]], *texts: str) -> No
         assert secret not in repr(entry), entry
     for text in texts:
         assert secret not in text
+
+
+@contextlib.contextmanager
+def bridge_url(argv: Sequence[str], scheme: str) -> Iterator[str]:
+    """Run a bridge fixture (``argv``: ``ws_bridge.py`` or ``http_bridge.py`` and its
+    options) that prints ``PORT <n>`` first; its URL ``scheme://127.0.0.1:<n>/``. On exit its
+    stdin is closed, so it exits with its children stopped (killed after 15 seconds)."""
+    bridge = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert bridge.stdout is not None
+        line = bridge.stdout.readline()
+        assert line.startswith("PORT "), line
+        yield f"{scheme}://127.0.0.1:{line.split()[1]}/"
+    finally:
+        assert bridge.stdin is not None
+        bridge.stdin.close()
+        try:
+            bridge.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            bridge.kill()
+            bridge.wait()
 
 
 async def stop_server_process(process: anyio.abc.Process, seconds: float = 60) -> None:
