@@ -81,11 +81,11 @@ class Metrics:
     root: str
     lines: int = 0
     modules: int = 0
-    largest_classes: list[ClassSize] = field(default_factory=list)
+    largest_classes: list[ClassSize] = field(default_factory=list[ClassSize])
     exported: int = 0
     any: int = 0
-    import_circles: list[list[str]] = field(default_factory=list)
-    duplicates: list[DuplicatePairs] = field(default_factory=list)
+    import_circles: list[list[str]] = field(default_factory=list[list[str]])
+    duplicates: list[DuplicatePairs] = field(default_factory=list[DuplicatePairs])
 
 
 def module_name(package_dir: Path, path: Path) -> str:
