@@ -1,18 +1,21 @@
-"""Leaving a task group an object entered in its own ``__aenter__``.
+"""Leaving a task group an object entered in its own ``__aenter__``, and the once-only life
+of such an object (``Lifetime``).
 
 The owner closes itself first (its tasks end), then leaves the group. Only a cancellation is
 handed to the group, whose scope may own it; any other exception propagates as it is, not
-wrapped in an ExceptionGroup.
+wrapped in an ExceptionGroup. An owner is entered at most once and closed once: the first
+caller of its close does the work, a later caller waits for it to finish.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 import anyio
 import anyio.abc
 
-__all__ = ["leave_task_group"]
+__all__ = ["Lifetime", "leave_task_group"]
 
 
 async def leave_task_group(
@@ -28,3 +31,73 @@ async def leave_task_group(
         await task_group.__aexit__(exc_type, exc, tb)
     else:
         await task_group.__aexit__(None, None, None)
+
+
+class Lifetime:
+    """The life of an object with a task group of its own (a transport): ``entered`` once,
+    ``closing`` from the first close on, ``closed`` set when that close is done.
+
+    ``what`` names the owner in the error of a second entry ("a StdioTransport").
+    """
+
+    __slots__ = ("_what", "closed", "closing", "entered", "task_group")
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self.entered = False
+        self.closing = False
+        self.closed = anyio.Event()
+        self.task_group: anyio.abc.TaskGroup | None = None
+
+    def enter(self) -> None:
+        """Mark the owner entered.
+
+        Raises:
+            RuntimeError: it was already entered, or closed.
+        """
+        if self.entered or self.closing:
+            raise RuntimeError(f"{self._what} can be entered only once")
+        self.entered = True
+
+    async def start(
+        self,
+        start: Callable[[anyio.abc.TaskGroup], Awaitable[object]],
+        aclose: Callable[[], Awaitable[None]],
+    ) -> None:
+        """Enter a new task group (held as ``task_group``, left by ``leave``) and await
+        ``start(task_group)``. On any exception, cancellation included, the owner is closed
+        and the group left (``leave``), then the exception goes on."""
+        try:
+            task_group = anyio.create_task_group()
+            await task_group.__aenter__()
+            self.task_group = task_group
+            await start(task_group)
+        except BaseException as exc:
+            await self.leave(aclose, type(exc), exc, exc.__traceback__)
+            raise
+
+    async def first_close(self) -> bool:
+        """True for the first caller: it closes the owner, then sets ``closed``. A later
+        caller waits for that and gets False; once closed it returns at once, with no
+        checkpoint, so a pending cancellation is not raised here."""
+        if self.closing:
+            if not self.closed.is_set():  # a second caller waits for the first to finish
+                await self.closed.wait()
+            return False
+        self.closing = True
+        return True
+
+    async def leave(
+        self,
+        aclose: Callable[[], Awaitable[None]],
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """The owner's ``__aexit__``: ``aclose()`` (shielded by the owner), then leave the
+        task group (``leave_task_group``): the owner's tasks have ended."""
+        try:
+            await aclose()
+        finally:
+            task_group, self.task_group = self.task_group, None
+            await leave_task_group(task_group, exc_type, exc, tb)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import anyio
 import click
@@ -148,15 +148,37 @@ def progress_callback() -> Callable[[dict[str, Any]], None] | None:
     return _progress_line if sys.stderr.isatty() else None
 
 
-async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) -> Outcome:
-    if "tools" not in _capabilities(conn):
-        raise UsageProblem("the server offers no tools (no 'tools' capability)")
-    tools = await conn.mcp.list_tools()
-    found = next((t for t in tools if t.name == tool), None)
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Offer = TypeVar("_Offer", bound=_Named)
+
+
+def _require(conn: ServerConnection, capability: str) -> None:
+    """Raises UsageProblem: the server does not advertise ``capability`` ("tools", "prompts")."""
+    if capability not in _capabilities(conn):
+        raise UsageProblem(f"the server offers no {capability} (no '{capability}' capability)")
+
+
+def _named(offers: Sequence[_Offer], name: str, kind: str) -> _Offer:
+    """The offer called ``name`` (a ``kind``: "tool", "prompt").
+
+    Raises:
+        UsageProblem: there is none; the message lists the names there are.
+    """
+    found = next((offer for offer in offers if offer.name == name), None)
     if found is None:
         raise UsageProblem(
-            f"the server has no tool {report.safe_text(tool)!r} (it has: {_names([t.name for t in tools])})"
+            f"the server has no {kind} {report.safe_text(name)!r} (it has: {_names([o.name for o in offers])})"
         )
+    return found
+
+
+async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) -> Outcome:
+    _require(conn, "tools")
+    found = _named(await conn.mcp.list_tools(), tool, "tool")
     try:
         arguments = parse_arguments(words, found.input_schema)
     except ArgumentError as exc:
@@ -192,14 +214,8 @@ async def _read(conn: ServerConnection, uri: str) -> Outcome:
 
 
 async def _prompt(conn: ServerConnection, name: str, words: Sequence[str]) -> Outcome:
-    if "prompts" not in _capabilities(conn):
-        raise UsageProblem("the server offers no prompts (no 'prompts' capability)")
-    prompts = await conn.mcp.list_prompts()
-    found = next((p for p in prompts if p.name == name), None)
-    if found is None:
-        raise UsageProblem(
-            f"the server has no prompt {report.safe_text(name)!r} (it has: {_names([p.name for p in prompts])})"
-        )
+    _require(conn, "prompts")
+    found = _named(await conn.mcp.list_prompts(), name, "prompt")
     try:
         arguments = prompt_arguments(words, _objects(found.raw.get("arguments")))
     except ArgumentError as exc:
@@ -248,10 +264,10 @@ async def _run(selection: Selection, action: Action) -> _Done:
     return _Done(outcome, conn.hosted.redactor)
 
 
-def _finish(
-    ctx: click.Context, selection: Selection, action: Action, options: dict[str, Any], *, as_text: bool
-) -> None:
-    """Run ``action`` against the selected server, print the outcome, exit (module rules)."""
+def _finish(ctx: click.Context, options: dict[str, Any], action: Action, *, as_text: bool) -> None:
+    """Select the server from the command's ``options`` (``select_servers``), run ``action``
+    against it, print the outcome, exit (module rules)."""
+    selection = select_servers(ctx, options, tuple(ctx.meta.get(SERVER_COMMAND, ())))
     configure_logging(options["log_level"])
     owned = own_children(not options["no_subreaper"])
     try:
@@ -278,8 +294,9 @@ def _finish(
     ctx.exit(outcome.status)
 
 
-def _selection(ctx: click.Context, options: dict[str, Any]) -> Selection:
-    return select_servers(ctx, options, tuple(ctx.meta.get(SERVER_COMMAND, ())))
+def _server_command(epilog: str) -> Callable[[Callable[..., Any]], click.Command]:
+    """The ``click.command`` of a command that acts on one server (``ServerCommandLast``)."""
+    return click.command(cls=ServerCommandLast, context_settings={"max_content_width": 100}, epilog=epilog)
 
 
 _TEXT = click.option(
@@ -287,16 +304,14 @@ _TEXT = click.option(
 )
 
 
-@click.command(
-    cls=ServerCommandLast,
-    context_settings={"max_content_width": 100},
-    epilog="""\b
+@_server_command(
+    """\b
 Examples:
   mcpl-host call add a=2 b=3                          # the bundled demo server
   mcpl-host call add '{"a": 2, "b": 3}' | jq .structuredContent.sum
   mcpl-host call --text echo text=hello
   mcpl-host call get_current_time timezone=Europe/Paris -- python -m mcp_server_time
-  mcpl-host call --config servers.json --server demo now""",
+  mcpl-host call --config servers.json --server demo now"""
 )
 @click.argument("tool")
 @click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
@@ -318,21 +333,14 @@ def call(ctx: click.Context, /, tool: str, arguments: tuple[str, ...], as_text: 
       2    usage error, unknown tool, arguments that do not fit its schema: nothing sent
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
-    selection = _selection(ctx, options)
-
-    async def action(conn: ServerConnection) -> Outcome:
-        return await _call_tool(conn, tool, arguments)
-
-    _finish(ctx, selection, action, options, as_text=as_text)
+    _finish(ctx, options, lambda conn: _call_tool(conn, tool, arguments), as_text=as_text)
 
 
-@click.command(
-    cls=ServerCommandLast,
-    context_settings={"max_content_width": 100},
-    epilog="""\b
+@_server_command(
+    """\b
 Examples:
   mcpl-host read demo://readme
-  mcpl-host read --text demo://readme""",
+  mcpl-host read --text demo://readme"""
 )
 @click.argument("uri")
 @_TEXT
@@ -348,21 +356,14 @@ def read(ctx: click.Context, /, uri: str, as_text: bool, **options: Any) -> None
       2    usage error
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
-    selection = _selection(ctx, options)
-
-    async def action(conn: ServerConnection) -> Outcome:
-        return await _read(conn, uri)
-
-    _finish(ctx, selection, action, options, as_text=as_text)
+    _finish(ctx, options, lambda conn: _read(conn, uri), as_text=as_text)
 
 
-@click.command(
-    cls=ServerCommandLast,
-    context_settings={"max_content_width": 100},
-    epilog="""\b
+@_server_command(
+    """\b
 Examples:
   mcpl-host prompt greet name=Ada
-  mcpl-host prompt --text greet '{"name": "Ada"}'""",
+  mcpl-host prompt --text greet '{"name": "Ada"}'"""
 )
 @click.argument("name")
 @click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
@@ -384,22 +385,15 @@ def prompt(
       2    usage error, unknown prompt, an argument missing or unknown: nothing sent
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
-    selection = _selection(ctx, options)
-
-    async def action(conn: ServerConnection) -> Outcome:
-        return await _prompt(conn, name, arguments)
-
-    _finish(ctx, selection, action, options, as_text=as_text)
+    _finish(ctx, options, lambda conn: _prompt(conn, name, arguments), as_text=as_text)
 
 
-@click.command(
-    cls=ServerCommandLast,
-    context_settings={"max_content_width": 100},
-    epilog="""\b
+@_server_command(
+    """\b
 Examples:
   mcpl-host send ping
   mcpl-host send resources/list '{}'
-  mcpl-host send logging/setLevel '{"level": "debug"}'""",
+  mcpl-host send logging/setLevel '{"level": "debug"}'"""
 )
 @click.argument("method")
 @click.argument("params", required=False, metavar="[PARAMS]")
@@ -425,9 +419,4 @@ def send(ctx: click.Context, /, method: str, params: str | None, **options: Any)
             raise click.UsageError(f"PARAMS is not JSON: {exc}") from None
         if not isinstance(value, (dict, list)):
             raise click.UsageError("PARAMS must be a JSON object or array (JSON-RPC 2.0 §4.2)")
-    selection = _selection(ctx, options)
-
-    async def action(conn: ServerConnection) -> Outcome:
-        return await _send(conn, method, value)
-
-    _finish(ctx, selection, action, options, as_text=False)
+    _finish(ctx, options, lambda conn: _send(conn, method, value), as_text=False)

@@ -30,6 +30,7 @@ from mcpl_host.check.registry import CHECKS
 from mcpl_host.check.schemas import report_schema
 
 from .conftest import FIXTURES
+from .wire import bridge_url
 
 CLI = [sys.executable, "-m", "mcpl_host.cli", "check"]
 CHECK_FIXTURES = FIXTURES / "check"
@@ -202,22 +203,8 @@ if os.environ.get("MCPL_TEST_SERVER_EVERYTHING"):
 def _bridge(program: str, server: list[str], scheme: str) -> Iterator[str]:
     """A bridge fixture (``ws_bridge.py``, ``http_bridge.py``) serving ``server`` (a new
     child per session); its URL. It exits at the end of its stdin, its children stopped."""
-    bridge = subprocess.Popen(
-        [PY, str(FIXTURES / program), "--", *server], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert bridge.stdout is not None
-        line = bridge.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield f"{scheme}://127.0.0.1:{line.split()[1]}/"
-    finally:
-        assert bridge.stdin is not None
-        bridge.stdin.close()  # the bridge exits at the end of its stdin, children stopped
-        try:
-            bridge.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            bridge.kill()
-            bridge.wait()
+    with bridge_url([PY, str(FIXTURES / program), "--", *server], scheme) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

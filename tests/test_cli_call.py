@@ -18,6 +18,7 @@ import pytest
 
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, run_cli, scripted
+from .wire import initialize_steps
 
 DEMO = ["--", sys.executable, str(FIXTURES / "demo_server.py")]
 EXTRAS = ["--env", "DEMO_EXTRAS=1"]
@@ -57,14 +58,7 @@ def test_a_schema_error_names_the_argument_exits_2_and_sends_nothing(tmp_path: P
         "required": ["s"],
     }
     steps = [
-        {"expect": {"method": "initialize"}},
-        {
-            "reply": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "s", "version": "1"},
-            }
-        },
+        *initialize_steps({"tools": {}}, {"name": "s", "version": "1"}),
         {"expect": {"method": "notifications/initialized"}},
         {"expect": {"method": "tools/list"}},
         {"reply": {"tools": [{"name": "t", "inputSchema": schema}]}},

@@ -25,6 +25,7 @@ import pytest
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, Running, probe_json, run_cli, scripted
 from .test_cli_run import interrupt, wait_for_all, write_config
+from .wire import initialize_steps
 
 SERVER = str(FIXTURES / "compat_server.py")
 
@@ -189,14 +190,7 @@ async def _shape3_with_the_04_profile(transport: str) -> None:
 
 def test_progress_on_a_terminal_names_what_is_pending(tmp_path: Path) -> None:
     steps = [
-        {"expect": {"method": "initialize"}},
-        {
-            "reply": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "slowpoke", "version": "1"},
-            }
-        },
+        *initialize_steps({"tools": {}}, {"name": "slowpoke", "version": "1"}),
         {"wait_for": {"method": "tools/list"}},
         {"sleep": 2.5},
         {"reply": {"tools": []}},
@@ -240,14 +234,7 @@ def test_inference_reply_answers_streamed_and_is_advertised_only_then(tmp_path: 
         "params": {"featureSet": "ask", "stream": True, "messages": [{"role": "user", "content": "hi"}]},
     }
     steps = [
-        {"expect": {"method": "initialize"}},
-        {
-            "reply": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {"experimental": {"mcpl": manifest}},
-                "serverInfo": {"name": "asker", "version": "1"},
-            }
-        },
+        *initialize_steps({"experimental": {"mcpl": manifest}}, {"name": "asker", "version": "1"}),
         {"expect": {"method": "notifications/initialized"}},
         {"expect": {"method": "featureSets/update"}},
         {"reply": {"accepted": True}},

@@ -34,7 +34,7 @@ from mcpl_host.logging import configure_logging
 from mcpl_host.mcp_methods import OutputSchemaError, PromptReference
 from mcpl_host.mcp_records import read_prompt, read_resource, read_tool
 
-from .wire import MCP_HANDSHAKE, Script, TestHandlers, mark
+from .wire import MCP_HANDSHAKE, Script, TestHandlers, mark, server_notification
 
 pytestmark = pytest.mark.anyio
 
@@ -404,27 +404,13 @@ async def test_a_server_log_message_without_a_logger_shows_no_null(tmp_path: Pat
         tmp_path,
         [
             *MCP_HANDSHAKE,
-            {
-                "send": {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/message",
-                    "params": {"level": "warning", "data": "no logger"},
-                }
-            },
-            {
-                "send": {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/message",
-                    "params": {"level": "warning", "logger": None, "data": "null logger"},
-                }
-            },
-            {
-                "send": {
-                    "jsonrpc": "2.0",
-                    "method": "notifications/message",
-                    "params": {"level": "warning", "logger": "db", "data": "named"},
-                }
-            },
+            server_notification("notifications/message", {"level": "warning", "data": "no logger"}),
+            server_notification(
+                "notifications/message", {"level": "warning", "logger": None, "data": "null logger"}
+            ),
+            server_notification(
+                "notifications/message", {"level": "warning", "logger": "db", "data": "named"}
+            ),
         ],
     )
     stream = io.StringIO()

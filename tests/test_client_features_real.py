@@ -40,7 +40,7 @@ from mcpl_host.client_features import (
 )
 
 from .conftest import FIXTURES
-from .wire import port_line, stop_server_process
+from .wire import port_server, stop_server_process
 
 pytestmark = pytest.mark.anyio
 
@@ -122,16 +122,9 @@ async def everything_over_http(mode: str) -> AsyncIterator[int]:
 
 @contextlib.asynccontextmanager
 async def sdk_over_http(*options: str) -> AsyncIterator[int]:
-    process = await anyio.open_process(
-        [sys.executable, str(SDK_FEATURES), "streamable-http", *options],
-        stdout=PIPE,
-        stderr=PIPE,
-        start_new_session=True,
-    )
-    try:
-        yield await port_line(process, TIMEOUT)
-    finally:
-        await stop_server_process(process, TIMEOUT)
+    argv = [sys.executable, str(SDK_FEATURES), "streamable-http", *options]
+    async with port_server(argv, stderr=PIPE, seconds=TIMEOUT) as (_, port):
+        yield port
 
 
 # -- server-everything: 17 tools, and its roots, sampling and elicitation tools ----------------

@@ -18,7 +18,7 @@ import pytest
 from mcpl_host import GrantPolicy, Limits, RequestContext
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateProblem
 
-from .wire import FAST, FIXTURES, Script, TestHandlers
+from .wire import FAST, FIXTURES, Script, TestHandlers, mcpl_handshake, mcpl_result, server_request
 
 pytestmark = pytest.mark.anyio
 
@@ -36,25 +36,10 @@ ALL = GrantPolicy(grant_all_advertised=True)
 
 
 def handshake(manifest: Any = MANIFEST) -> list[dict[str, Any]]:
-    result = {
-        "protocolVersion": "2025-06-18",
-        "serverInfo": {"name": "s", "version": "0"},
-        "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}},
-    }
-    return [
-        {"expect": {"method": "initialize"}},
-        {"reply": result},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}},
-        {"reply": {"accepted": True}},
-    ]
+    return mcpl_handshake(mcpl_result(manifest))
 
 
-def call(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return {"send": message}
+call = server_request
 
 
 def answers(script: Script) -> dict[Any, dict[str, Any]]:

@@ -28,6 +28,17 @@ MCP_RESULT = {
 }
 
 
+def call_within(args: list[str], seconds: float) -> subprocess.CompletedProcess[str]:
+    """Run ``mcpl-host call`` (``args``): it must end within ``seconds`` (else it was still
+    checking the arguments) and without a traceback."""
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"mcpl-host call was still checking the arguments after {seconds} s")
+    assert "Traceback" not in done.stderr
+    return done
+
+
 def tool_server(tmp_path: Path, tool: dict[str, Any], result: dict[str, Any] | None = None) -> list[str]:
     """A server that lists ``tool`` and answers one ``tools/call`` with ``result``."""
     steps: list[Any] = [
@@ -99,11 +110,7 @@ def test_a_catastrophic_pattern_in_an_input_schema_does_not_hang_call(tmp_path: 
         "inputSchema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^(a+)+$"}}},
     }
     args = [*CLI, "call", "t", "a=" + "a" * 60 + "b", *tool_server(tmp_path, tool)]
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=HANG_SECONDS)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"mcpl-host call was still checking the arguments after {HANG_SECONDS} s")
-    assert "Traceback" not in done.stderr
+    done = call_within(args, HANG_SECONDS)
     # The check runs in a worker stopped after Limits.max_schema_check_seconds: the schema
     # cannot be checked, said so, and the arguments go unchecked (as for an unresolvable $ref).
     assert "cannot be checked: checking it took longer than Limits.max_schema_check_seconds" in done.stderr

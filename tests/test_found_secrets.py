@@ -28,6 +28,7 @@ from mcpl_host.secrets import MIN_SECRET_CHARS, REDACTED, Redactor, server_secre
 
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, Running
+from .wire import bridge_url
 
 PY = sys.executable
 ECHO = str(FIXTURES / "echo_secret_server.py")
@@ -58,20 +59,8 @@ def _bridge(program: str, *options: str, shape: str = "plain", scheme: str = "ht
     """A bridge fixture serving the echo server (a new one per session); its URL. It exits at
     the end of its stdin, its children stopped."""
     command = [PY, str(FIXTURES / program), *options, "--", PY, ECHO, "--shape", shape]
-    bridge = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert bridge.stdout is not None
-        line = bridge.stdout.readline()
-        assert line.startswith("PORT "), line
-        yield f"{scheme}://127.0.0.1:{line.split()[1]}/"
-    finally:
-        assert bridge.stdin is not None
-        bridge.stdin.close()
-        try:
-            bridge.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            bridge.kill()
-            bridge.wait()
+    with bridge_url(command, scheme) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from mcpl_host import (
     inference_lifecycle,
 )
 
-from .wire import MCP_HANDSHAKE, SERVER_INFO, Script, mark
+from .wire import MCP_HANDSHAKE, SERVER_INFO, Script, mark, mcpl_handshake, mcpl_result
 
 pytestmark = pytest.mark.anyio
 
@@ -60,18 +60,7 @@ LIFECYCLE_KEYS = {"inferenceId", "conversationId", "turnIndex", "phase", "model"
 
 def handshake() -> list[dict[str, Any]]:
     """An MCPL server's handshake with ``MANIFEST``, up to and including the receipt."""
-    result = {
-        "protocolVersion": "2025-06-18",
-        "serverInfo": SERVER_INFO,
-        "capabilities": {"tools": {}, "experimental": {"mcpl": MANIFEST}},
-    }
-    return [
-        {"expect": {"method": "initialize"}},
-        {"reply": result},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}},
-        {"reply": {"accepted": True}},
-    ]
+    return mcpl_handshake(mcpl_result(MANIFEST, SERVER_INFO))
 
 
 def hook_answer(injections: list[Any], feature_set: str = "claimed-by-server") -> list[dict[str, Any]]:

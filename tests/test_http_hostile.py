@@ -22,7 +22,6 @@ import tracemalloc
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from subprocess import PIPE
 
 import anyio
 import anyio.abc
@@ -34,7 +33,7 @@ from mcpl_host.transports.content_coding import BadCoding, BodyDecoder, LayerToo
 from mcpl_host.transports.http_common import reconnect_delay
 
 from .conftest import FIXTURES
-from .wire import port_line, stop_server_process
+from .wire import port_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
 
@@ -47,13 +46,8 @@ MIB = 1024 * 1024
 @contextlib.asynccontextmanager
 async def hostile(*args: str) -> AsyncIterator[int]:
     """Run the hostile HTTP server with ``args``; its port; stopped and reaped on exit."""
-    process = await anyio.open_process(
-        [sys.executable, str(HOSTILE), *args], stdin=PIPE, stdout=PIPE, stderr=None, start_new_session=True
-    )
-    try:
-        yield await port_line(process, TIMEOUT)
-    finally:
-        await stop_server_process(process, TIMEOUT)
+    async with port_server([sys.executable, str(HOSTILE), *args], seconds=TIMEOUT) as (_, port):
+        yield port
 
 
 # -- content codings: pure --------------------------------------------------------------------
@@ -250,19 +244,10 @@ async def _get_times(process_stdout: anyio.abc.ByteReceiveStream, count: int) ->
 
 @contextlib.asynccontextmanager
 async def retry_server(retry: str) -> AsyncIterator[tuple[int, anyio.abc.ByteReceiveStream]]:
-    process = await anyio.open_process(
-        [sys.executable, str(HOSTILE), "get-retry", "--retry", retry],
-        stdin=PIPE,
-        stdout=PIPE,
-        stderr=None,
-        start_new_session=True,
-    )
-    try:
-        port = await port_line(process, TIMEOUT)
+    argv = [sys.executable, str(HOSTILE), "get-retry", "--retry", retry]
+    async with port_server(argv, seconds=TIMEOUT) as (process, port):
         assert process.stdout is not None
         yield port, process.stdout
-    finally:
-        await stop_server_process(process, TIMEOUT)
 
 
 RETRY_LIMITS = dataclasses.replace(

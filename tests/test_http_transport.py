@@ -16,8 +16,8 @@ followed, every bound from ``Limits``, a clear sentence for each refusal.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
-import os
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -55,9 +55,10 @@ from mcpl_host.transports.http_params import (
 )
 from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
 
+from . import wire
 from .conftest import FIXTURES
 from .test_client_features_real import everything_over_http
-from .wire import SCRIPTED, Script, port_line, stop_server_process
+from .wire import SCRIPTED, Script, port_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
 
@@ -76,11 +77,7 @@ FAST = Limits(
 MCP_RESULT = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "s"}}
 
 
-def assert_no_secret(logs: list[dict[str, Any]], *texts: str) -> None:
-    for entry in logs:
-        assert SECRET not in repr(entry), entry
-    for text in texts:
-        assert SECRET not in text
+assert_no_secret = functools.partial(wire.assert_no_secret, SECRET)
 
 
 # -- servers ------------------------------------------------------------------------------
@@ -108,18 +105,9 @@ async def bridge(
     """Run http_bridge.py with ``options -- command`` (default: the demo server); stop it
     and its children, and reap it, on exit."""
     log = tmp_path / "requests.jsonl"
-    process = await anyio.open_process(
-        [sys.executable, str(BRIDGE), "--log", str(log), *options, "--", *(command or DEMO)],
-        stdin=PIPE,
-        stdout=PIPE,
-        stderr=None,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
-    )
-    try:
-        yield Server(process, await port_line(process, TIMEOUT), log)
-    finally:
-        await stop_server_process(process, TIMEOUT)
+    argv = [sys.executable, str(BRIDGE), "--log", str(log), *options, "--", *(command or DEMO)]
+    async with port_server(argv, env=env, seconds=TIMEOUT) as (process, port):
+        yield Server(process, port, log)
 
 
 def scripted(script: Script) -> list[str]:
@@ -691,13 +679,11 @@ def test_probe_url_prints_the_report_and_fails_clearly(tmp_path: Path) -> None:
 
 @contextlib.asynccontextmanager
 async def sdk_server(*args: str) -> AsyncIterator[int]:
-    process = await anyio.open_process(
-        [sys.executable, str(SDK_SERVER), *args], stdout=PIPE, stderr=PIPE, start_new_session=True
-    )
-    try:
-        yield await port_line(process, TIMEOUT)
-    finally:
-        await stop_server_process(process, TIMEOUT)
+    async with port_server([sys.executable, str(SDK_SERVER), *args], stderr=PIPE, seconds=TIMEOUT) as (
+        _,
+        port,
+    ):
+        yield port
 
 
 @pytest.mark.parametrize(

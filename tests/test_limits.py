@@ -17,7 +17,7 @@ from mcpl_host import connect_from_config, load_config
 from mcpl_host.config import ConfigError, parse_config
 from mcpl_host.limits import CONFIG_KEYS, LimitExceeded, Limits, config_key, limit_problem, limits_with
 
-from .wire import SCRIPTED
+from .wire import SCRIPTED, initialize_steps
 
 BASE = Path("/cfg")
 
@@ -109,14 +109,7 @@ def test_every_problem_of_a_limits_object_is_reported_with_its_location() -> Non
 @pytest.mark.anyio
 async def test_a_limit_from_the_config_file_reaches_the_wire(tmp_path: Path) -> None:
     steps = [
-        {"expect": {"method": "initialize"}},
-        {
-            "reply": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "pager", "version": "0"},
-            }
-        },
+        *initialize_steps({"tools": {}}, {"name": "pager", "version": "0"}),
         {"expect": {"method": "notifications/initialized"}},
         *[
             step

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from mcpl_host import GrantPolicy
 from mcpl_host.mcpl.manifest import manifest_digest
 
-from .wire import Script, TestHandlers, push_event
+from .wire import Script, TestHandlers, mcpl_handshake, push_event
 
 pytestmark = pytest.mark.anyio
 
@@ -48,13 +48,7 @@ def changed(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def handshake(manifest: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
-        {"expect": {"method": "initialize"}},
-        {"reply": result(manifest)},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}},
-        {"reply": {"accepted": True}},
-    ]
+    return mcpl_handshake(result(manifest))
 
 
 class Receipts(TestHandlers):

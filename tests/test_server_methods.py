@@ -25,7 +25,17 @@ from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.mcpl.state import FeatureSetStateStore
 
 from .conftest import FIXTURES
-from .wire import FAST, MCP_HANDSHAKE, Script, TestHandlers, mark
+from .wire import (
+    FAST,
+    MCP_HANDSHAKE,
+    Script,
+    TestHandlers,
+    mark,
+    mcpl_handshake,
+    mcpl_result,
+    server_notification,
+    server_request,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -47,29 +57,13 @@ MODEL = {"id": "m-1", "vendor": "acme", "contextWindow": 200000, "capabilities":
 
 
 def handshake(manifest: dict[str, Any] = MANIFEST) -> list[dict[str, Any]]:
-    result = {
-        "protocolVersion": "2025-06-18",
-        "serverInfo": {"name": "s", "version": "0"},
-        "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}},
-    }
-    return [
-        {"expect": {"method": "initialize"}},
-        {"reply": result},
-        {"expect": {"method": "notifications/initialized"}},
-        {"expect": {"method": "featureSets/update"}},
-        {"reply": {"accepted": True}},
-    ]
+    return mcpl_handshake(mcpl_result(manifest))
 
 
-def call(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-    if params is not None:
-        message["params"] = params
-    return {"send": message}
+call = server_request
 
 
-def notify(method: str, params: Any) -> dict[str, Any]:
-    return {"send": {"jsonrpc": "2.0", "method": method, "params": params}}
+notify = server_notification
 
 
 def push(request_id: Any, event_id: str = "e1", **changes: Any) -> dict[str, Any]:

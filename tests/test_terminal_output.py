@@ -17,39 +17,15 @@ import pexpect
 
 from .test_cli import CLI, TIMEOUT, Running, probe_json, run_cli, scripted
 from .test_cli_run import demo_entry, interrupt, wait_for_all, write_config
+from .wire import initialize_steps, server_notification
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Z0-9]|\r")
 LOG_STEPS = [
-    {"expect": {"method": "initialize"}},
-    {
-        "reply": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {"logging": {}},
-            "serverInfo": {"name": "logs", "version": "1"},
-        }
-    },
+    *initialize_steps({"logging": {}}, {"name": "logs", "version": "1"}),
     {"expect": {"method": "notifications/initialized"}},
-    {
-        "send": {
-            "jsonrpc": "2.0",
-            "method": "notifications/message",
-            "params": {"level": "info", "data": "no logger"},
-        }
-    },
-    {
-        "send": {
-            "jsonrpc": "2.0",
-            "method": "notifications/message",
-            "params": {"level": "warning", "logger": None, "data": "null logger"},
-        }
-    },
-    {
-        "send": {
-            "jsonrpc": "2.0",
-            "method": "notifications/message",
-            "params": {"level": "error", "logger": "db", "data": {"k": 1}},
-        }
-    },
+    server_notification("notifications/message", {"level": "info", "data": "no logger"}),
+    server_notification("notifications/message", {"level": "warning", "logger": None, "data": "null logger"}),
+    server_notification("notifications/message", {"level": "error", "logger": "db", "data": {"k": 1}}),
 ]
 
 

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from subprocess import PIPE
 
 import anyio
 import pytest
@@ -30,7 +28,7 @@ from mcpl_host.jsonrpc.session import DroppedLine, Session, UnreadableResponse
 from mcpl_host.transports.http_common import id_key, peek
 
 from .conftest import FIXTURES
-from .wire import FAST, MCP_HANDSHAKE, SCRIPTED, Script, port_line, stop_server_process
+from .wire import FAST, MCP_HANDSHAKE, SCRIPTED, Script, port_server
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
 
@@ -99,18 +97,11 @@ def scripted(script: Script) -> list[str]:
 
 @contextlib.asynccontextmanager
 async def bridge_port(bridge: Path, *options: str, command: list[str]) -> AsyncIterator[int]:
-    process = await anyio.open_process(
-        [sys.executable, str(bridge), *options, "--", *command],
-        stdin=PIPE,
-        stdout=PIPE,
-        stderr=None,
-        env=dict(os.environ),
-        start_new_session=True,
-    )
-    try:
-        yield await port_line(process, TIMEOUT)
-    finally:
-        await stop_server_process(process, TIMEOUT)
+    async with port_server([sys.executable, str(bridge), *options, "--", *command], seconds=TIMEOUT) as (
+        _,
+        port,
+    ):
+        yield port
 
 
 @pytest.mark.parametrize("name", list(ANSWERS))
@@ -161,20 +152,10 @@ async def test_http_json_body_that_is_not_utf8() -> None:
     """The bridge cannot carry bytes that are not UTF-8; the hostile HTTP server answers
     ``tools/list`` with them as a JSON body."""
     answer, reason = ANSWERS["not-utf8"]
-    process = await anyio.open_process(
-        [sys.executable, str(FIXTURES / "hostile_http_server.py"), "answer", "--answer", answer],
-        stdin=PIPE,
-        stdout=PIPE,
-        stderr=None,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUTF8": "1"},
-    )
-    try:
-        port = await port_line(process, TIMEOUT)
+    argv = [sys.executable, str(FIXTURES / "hostile_http_server.py"), "answer", "--answer", answer]
+    async with port_server(argv, env={"PYTHONUTF8": "1"}, seconds=TIMEOUT) as (_, port):
         conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport="streamable-http")
         await fails_at_once(conn, reason)
-    finally:
-        await stop_server_process(process, TIMEOUT)
 
 
 # -- an id the host cannot convert ------------------------------------------------------------

@@ -13,6 +13,7 @@ and its children are stopped and reaped after each test.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -24,7 +25,6 @@ import tracemalloc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from subprocess import PIPE
 from typing import Any
 
 import anyio
@@ -52,8 +52,9 @@ from mcpl_host.transports.websocket import (
     shown_url,
 )
 
+from . import wire
 from .conftest import FIXTURES
-from .wire import MCP_HANDSHAKE, SCRIPTED, Script, TestHandlers, mark, port_line
+from .wire import MCP_HANDSHAKE, SCRIPTED, Script, TestHandlers, mark, open_server_process, port_line
 
 # Every test here captures its log events (tests/conftest.py ``logs``).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
@@ -68,11 +69,7 @@ DEMO = FIXTURES / "demo_server.py"
 FAST = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
 
 
-def assert_no_secret(logs: list[dict[str, Any]], *texts: str) -> None:
-    for entry in logs:
-        assert SECRET not in repr(entry), entry
-    for text in texts:
-        assert SECRET not in text
+assert_no_secret = functools.partial(wire.assert_no_secret, SECRET)
 
 
 # -- the bridge process ---------------------------------------------------------------------
@@ -97,14 +94,7 @@ async def bridge(
 ) -> AsyncIterator[Bridge]:
     """Run ws_bridge.py with ``options -- command``; stop it (and its children) and reap
     it on exit, whatever state the test left it in (stopped, killed)."""
-    process = await anyio.open_process(
-        [sys.executable, str(BRIDGE), *options, "--", *command],
-        stdin=PIPE,
-        stdout=PIPE,
-        stderr=None,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,
-    )
+    process = await open_server_process([sys.executable, str(BRIDGE), *options, "--", *command], env=env)
     try:
         yield Bridge(process, await port_line(process, TIMEOUT))
     finally:

@@ -11,10 +11,13 @@ import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import threading
 import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import anyio
@@ -45,14 +48,54 @@ MCP_HANDSHAKE: list[dict[str, Any]] = [
     {"reply": MCP_RESULT},
     {"expect": {"method": "notifications/initialized"}},
 ]
+
+
+def initialize_steps(capabilities: dict[str, Any], server_info: dict[str, Any]) -> list[dict[str, Any]]:
+    """The steps that wait for ``initialize`` and answer it with ``capabilities`` and
+    ``server_info`` (protocol version 2025-06-18)."""
+    return [
+        {"expect": {"method": "initialize"}},
+        {"reply": {"protocolVersion": "2025-06-18", "capabilities": capabilities, "serverInfo": server_info}},
+    ]
+
+
+def mcpl_result(manifest: Any, server_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An ``initialize`` result advertising tools and the MCPL ``manifest`` (MCPL §3.3);
+    ``server_info`` defaults to ``{"name": "s", "version": "0"}``."""
+    return {
+        "protocolVersion": "2025-06-18",
+        "serverInfo": server_info if server_info is not None else {"name": "s", "version": "0"},
+        "capabilities": {"tools": {}, "experimental": {"mcpl": manifest}},
+    }
+
+
+def mcpl_handshake(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """An MCPL server's side of the handshake, answering ``initialize`` with ``result``, up
+    to and including the receipt of the host's initial policy."""
+    return [
+        {"expect": {"method": "initialize"}},
+        {"reply": result},
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "featureSets/update"}},
+        {"reply": {"accepted": True}},
+    ]
+
+
+def server_notification(method: str, params: Any) -> dict[str, Any]:
+    """The step that sends the server's notification ``method`` with ``params``."""
+    return {"send": {"jsonrpc": "2.0", "method": method, "params": params}}
+
+
+def server_request(request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+    """The step that sends the server's request ``method`` (``params`` left out when None)."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return {"send": message}
+
+
 #: An MCPL server's side of the handshake, up to and including the receipt.
-MCPL_HANDSHAKE: list[dict[str, Any]] = [
-    {"expect": {"method": "initialize"}},
-    {"reply": MCPL_RESULT},
-    {"expect": {"method": "notifications/initialized"}},
-    {"expect": {"method": "featureSets/update"}},
-    {"reply": {"accepted": True}},
-]
+MCPL_HANDSHAKE: list[dict[str, Any]] = mcpl_handshake(MCPL_RESULT)
 
 #: Short grace periods: fixture servers exit at stdin EOF.
 FAST = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=10.0)
@@ -193,6 +236,68 @@ async def port_line(process: anyio.abc.Process, seconds: float = 60) -> int:
     word, port = buffer.split(b"\n", 1)[0].split()
     assert word == b"PORT"
     return int(port)
+
+
+async def open_server_process(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, stderr: int | None = None
+) -> anyio.abc.Process:
+    """Start a fixture server in a session of its own (its group can be signalled), stdin
+    and stdout piped, ``env`` over this environment, ``stderr`` (None: inherited)."""
+    return await anyio.open_process(
+        list(argv),
+        stdin=PIPE,
+        stdout=PIPE,
+        stderr=stderr,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
+
+
+@contextlib.asynccontextmanager
+async def port_server(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stderr: int | None = None,
+    seconds: float = 60,
+) -> AsyncIterator[tuple[anyio.abc.Process, int]]:
+    """Run a fixture server that prints ``PORT <n>`` as its first stdout line, in a session
+    of its own, with ``env`` over this environment and ``stderr`` (None: inherited); its
+    process and port. Stopped and reaped on exit (``stop_server_process``)."""
+    process = await open_server_process(argv, env=env, stderr=stderr)
+    try:
+        yield process, await port_line(process, seconds)
+    finally:
+        await stop_server_process(process, seconds)
+
+
+def assert_no_secret(secret: str, logs: list[dict[str, Any]], *texts: str) -> None:
+    """``secret`` is in no log entry and in none of ``texts``."""
+    for entry in logs:
+        assert secret not in repr(entry), entry
+    for text in texts:
+        assert secret not in text
+
+
+@contextlib.contextmanager
+def bridge_url(argv: Sequence[str], scheme: str) -> Iterator[str]:
+    """Run a bridge fixture (``argv``: ``ws_bridge.py`` or ``http_bridge.py`` and its
+    options) that prints ``PORT <n>`` first; its URL ``scheme://127.0.0.1:<n>/``. On exit its
+    stdin is closed, so it exits with its children stopped (killed after 15 seconds)."""
+    bridge = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert bridge.stdout is not None
+        line = bridge.stdout.readline()
+        assert line.startswith("PORT "), line
+        yield f"{scheme}://127.0.0.1:{line.split()[1]}/"
+    finally:
+        assert bridge.stdin is not None
+        bridge.stdin.close()
+        try:
+            bridge.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            bridge.kill()
+            bridge.wait()
 
 
 async def stop_server_process(process: anyio.abc.Process, seconds: float = 60) -> None:

@@ -19,16 +19,18 @@ Rules of this module (pure: no I/O, no clock, no logging):
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from mcpl_host.check import schemas
 from mcpl_host.check.evidence import (
     PRIVILEGED_METHODS,
+    CallEvidence,
     ListEvidence,
     MainEvidence,
     RawEvidence,
@@ -76,6 +78,10 @@ _METHOD_NOT_FOUND, _INVALID_REQUEST, _INVALID_PARAMS = -32601, -32600, -32602
 _TOP_LEVEL_CAPABILITIES = frozenset(path.split(".")[0] for path in VOCABULARY)
 
 
+_Found = TypeVar("_Found")
+_Next = TypeVar("_Next")
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A rule's answer: ``status``, one-sentence ``reason``, ``evidence`` values as sent."""
@@ -83,6 +89,12 @@ class Verdict:
     status: Status
     reason: str
     evidence: tuple[Any, ...] = ()
+
+
+#: A rule: the evidence of one run in, its verdict out.
+_Rule = Callable[[RunEvidence], Verdict]
+#: A rule's judgement of what its precondition found.
+_Judge = Callable[[_Found], Verdict]
 
 
 def _passed(reason: str) -> Verdict:
@@ -125,13 +137,43 @@ def _main(ev: RunEvidence) -> MainEvidence | Verdict:
     return main
 
 
-def _mcpl(ev: RunEvidence) -> MainEvidence | Verdict:
-    main = _main(ev)
-    if isinstance(main, Verdict):
-        return main
+def _then(
+    first: Callable[[RunEvidence], _Found | Verdict], step: Callable[[_Found], _Next | Verdict]
+) -> Callable[[RunEvidence], _Next | Verdict]:
+    """Two preconditions in a row: ``first``'s verdict (a skip) when it gives one, else
+    ``step`` of what it found."""
+
+    def found(ev: RunEvidence) -> _Next | Verdict:
+        value = first(ev)
+        return value if isinstance(value, Verdict) else step(value)
+
+    return found
+
+
+def _given(precondition: Callable[[RunEvidence], _Found | Verdict]) -> Callable[[_Judge[_Found]], _Rule]:
+    """A rule made of a precondition and a judgement: the rule returns the precondition's
+    verdict (a skip) when it gives one, else the judgement of what it found. Used as a
+    decorator on the judgement: ``@_given(_mcpl)`` over ``def rule(main: MainEvidence)``."""
+
+    def rule_of(judge: _Judge[_Found]) -> _Rule:
+        @functools.wraps(judge)
+        def rule(ev: RunEvidence) -> Verdict:
+            found = precondition(ev)
+            return found if isinstance(found, Verdict) else judge(found)
+
+        return rule
+
+    return rule_of
+
+
+def _advertises_mcpl(main: MainEvidence) -> MainEvidence | Verdict:
     if main.manifest is None:
         return _skipped("not an MCPL server (no capabilities.experimental.mcpl)")
     return main
+
+
+#: The precondition "the handshake ran and the server advertises MCPL".
+_mcpl = _then(_main, _advertises_mcpl)
 
 
 def _raw(ev: RunEvidence) -> RawEvidence | Verdict:
@@ -143,12 +185,14 @@ def _raw(ev: RunEvidence) -> RawEvidence | Verdict:
     return raw
 
 
-def _probe(ev: RunEvidence, name: str) -> RequestOutcome | Verdict:
-    raw = _raw(ev)
-    if isinstance(raw, Verdict):
-        return raw
-    outcome = raw.probes.get(name)
-    return outcome if outcome is not None else _skipped("this probe did not run")
+def _probe(name: str) -> Callable[[RunEvidence], RequestOutcome | Verdict]:
+    """The precondition "the raw session ran the probe ``name``": its outcome, or a skip."""
+
+    def outcome_of(raw: RawEvidence) -> RequestOutcome | Verdict:
+        outcome = raw.probes.get(name)
+        return outcome if outcome is not None else _skipped("this probe did not run")
+
+    return _then(_raw, outcome_of)
 
 
 def _transcripts(ev: RunEvidence) -> list[Transcript]:
@@ -253,10 +297,8 @@ def init_discover(ev: RunEvidence) -> Verdict:
     return _passed(f"a DiscoverResult: the server speaks the stateless revision ({versions})")
 
 
-def init_protocol_version(ev: RunEvidence) -> Verdict:
-    result = _initialize_result(ev)
-    if isinstance(result, Verdict):
-        return result
+@_given(_initialize_result)
+def init_protocol_version(result: dict[str, Any]) -> Verdict:
     version = result.get("protocolVersion")
     if not isinstance(version, str):
         return _failed(
@@ -272,10 +314,8 @@ def init_protocol_version(ev: RunEvidence) -> Verdict:
     return _passed(version if version == asked else f"{version} (the host asked for {asked})")
 
 
-def init_server_info(ev: RunEvidence) -> Verdict:
-    result = _initialize_result(ev)
-    if isinstance(result, Verdict):
-        return result
+@_given(_initialize_result)
+def init_server_info(result: dict[str, Any]) -> Verdict:
     info = result.get("serverInfo")
     found = schemas.problems("Implementation", info)
     shown = as_object(info)
@@ -284,10 +324,8 @@ def init_server_info(ev: RunEvidence) -> Verdict:
     return _passed(f"{shown['name']} {shown['version']}")
 
 
-def init_capabilities(ev: RunEvidence) -> Verdict:
-    result = _initialize_result(ev)
-    if isinstance(result, Verdict):
-        return result
+@_given(_initialize_result)
+def init_capabilities(result: dict[str, Any]) -> Verdict:
     capabilities = result.get("capabilities")
     found = schemas.problems("ServerCapabilities", capabilities)
     if found:
@@ -296,10 +334,8 @@ def init_capabilities(ev: RunEvidence) -> Verdict:
     return _passed(", ".join(names))
 
 
-def init_initialized(ev: RunEvidence) -> Verdict:
-    main = _main(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_main)
+def init_initialized(main: MainEvidence) -> Verdict:
     sent = main.transcript.sent("notifications/initialized")
     if sent is None:
         return _skipped("notifications/initialized was not sent")
@@ -347,10 +383,8 @@ def init_before_initialized(ev: RunEvidence) -> Verdict:
 # --- JSON-RPC hygiene ------------------------------------------------------------------------
 
 
-def jsonrpc_ping(ev: RunEvidence) -> Verdict:
-    outcome = _probe(ev, "ping")
-    if isinstance(outcome, Verdict):
-        return outcome
+@_given(_probe("ping"))
+def jsonrpc_ping(outcome: RequestOutcome) -> Verdict:
     if not outcome.answered:
         return _failed(f"ping was not answered: {_no_answer(outcome)}")
     if outcome.error is not None:
@@ -360,12 +394,9 @@ def jsonrpc_ping(ev: RunEvidence) -> Verdict:
     return _passed(f"answered in {_seconds(outcome.seconds)}")
 
 
-def _error_probe(ev: RunEvidence, name: str, what: str, code: int, code_name: str) -> Verdict:
+def _error_probe(outcome: RequestOutcome, what: str, code: int, code_name: str) -> Verdict:
     """A probe that must be answered with the error ``code``: unanswered or answered with a
     result fails, another error code warns (JSON-RPC 2.0 §5.1)."""
-    outcome = _probe(ev, name)
-    if isinstance(outcome, Verdict):
-        return outcome
     if not outcome.answered:
         return _failed(f"{what} was not answered: {_no_answer(outcome)}")
     if outcome.error is None:
@@ -375,22 +406,18 @@ def _error_probe(ev: RunEvidence, name: str, what: str, code: int, code_name: st
     return _passed(f"answered {code}")
 
 
-def jsonrpc_unknown_method(ev: RunEvidence) -> Verdict:
-    return _error_probe(
-        ev, "unknown-method", "a request for an unknown method", _METHOD_NOT_FOUND, "Method not found"
-    )
+@_given(_probe("unknown-method"))
+def jsonrpc_unknown_method(outcome: RequestOutcome) -> Verdict:
+    return _error_probe(outcome, "a request for an unknown method", _METHOD_NOT_FOUND, "Method not found")
 
 
-def jsonrpc_invalid_request(ev: RunEvidence) -> Verdict:
-    return _error_probe(
-        ev, "invalid-request", 'an invalid request ("method": 7)', _INVALID_REQUEST, "Invalid Request"
-    )
+@_given(_probe("invalid-request"))
+def jsonrpc_invalid_request(outcome: RequestOutcome) -> Verdict:
+    return _error_probe(outcome, 'an invalid request ("method": 7)', _INVALID_REQUEST, "Invalid Request")
 
 
-def jsonrpc_id_null(ev: RunEvidence) -> Verdict:
-    outcome = _probe(ev, "id-null")
-    if isinstance(outcome, Verdict):
-        return outcome
+@_given(_probe("id-null"))
+def jsonrpc_id_null(outcome: RequestOutcome) -> Verdict:
     if not outcome.answered:
         return _failed(f'a request with "id": null was not answered: {_no_answer(outcome)}')
     if outcome.error is not None:
@@ -398,10 +425,8 @@ def jsonrpc_id_null(ev: RunEvidence) -> Verdict:
     return _passed("answered with a result")
 
 
-def jsonrpc_crlf(ev: RunEvidence) -> Verdict:
-    outcome = _probe(ev, "crlf")
-    if isinstance(outcome, Verdict):
-        return outcome
+@_given(_probe("crlf"))
+def jsonrpc_crlf(outcome: RequestOutcome) -> Verdict:
     if not outcome.answered or outcome.error is not None:
         shown = [outcome.error] if outcome.error is not None else []
         detail = _no_answer(outcome) if not outcome.answered else f"error {outcome.error_code}"
@@ -414,7 +439,7 @@ def jsonrpc_crlf(ev: RunEvidence) -> Verdict:
 
 
 def jsonrpc_big_message(ev: RunEvidence) -> Verdict:
-    outcome = _probe(ev, "big-message")
+    outcome = _probe("big-message")(ev)
     if isinstance(outcome, Verdict):
         return outcome
     size = f"{ev.big_message_bytes / (1024 * 1024):g} MiB" if ev.big_message_bytes else "big"
@@ -508,13 +533,15 @@ _LIST_DEFS = {
 }
 
 
-def _capability(ev: RunEvidence, name: str) -> MainEvidence | Verdict:
-    main = _main(ev)
-    if isinstance(main, Verdict):
+def _capability(name: str) -> Callable[[RunEvidence], MainEvidence | Verdict]:
+    """The precondition "the handshake ran and the server advertises ``name``"."""
+
+    def advertised(main: MainEvidence) -> MainEvidence | Verdict:
+        if name not in main.capabilities:
+            return _skipped(f"the server does not advertise {name}")
         return main
-    if name not in main.capabilities:
-        return _skipped(f"the server does not advertise {name}")
-    return main
+
+    return _then(_main, advertised)
 
 
 def _listing(main: MainEvidence, method: str) -> ListEvidence | Verdict:
@@ -600,10 +627,8 @@ def _pagination_of(listings: Sequence[ListEvidence]) -> Verdict:
     return _passed("; ".join(notes))
 
 
-def tools_list_schema(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "tools")
-    if isinstance(main, Verdict):
-        return main
+@_given(_capability("tools"))
+def tools_list_schema(main: MainEvidence) -> Verdict:
     listing = _listing(main, "tools/list")
     if isinstance(listing, Verdict):
         return listing
@@ -636,27 +661,25 @@ def tools_list_schema(ev: RunEvidence) -> Verdict:
     return verdict
 
 
-def tools_list_pagination(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "tools")
-    if isinstance(main, Verdict):
-        return main
+@_given(_capability("tools"))
+def tools_list_pagination(main: MainEvidence) -> Verdict:
     listing = _listing(main, "tools/list")
     return listing if isinstance(listing, Verdict) else _pagination_of([listing])
 
 
-def _calls(main: MainEvidence) -> Any:
+def _calls(main: MainEvidence) -> CallEvidence | Verdict:
     if main.calls is None:
         return _skipped("no calls were made")
     return main.calls
 
 
-def tools_call_unknown_tool(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "tools")
-    if isinstance(main, Verdict):
-        return main
-    calls = _calls(main)
-    if isinstance(calls, Verdict):
-        return calls
+def _calls_of(capability: str) -> Callable[[RunEvidence], CallEvidence | Verdict]:
+    """The precondition "the server advertises ``capability`` and its calls were made"."""
+    return _then(_capability(capability), _calls)
+
+
+@_given(_calls_of("tools"))
+def tools_call_unknown_tool(calls: CallEvidence) -> Verdict:
     outcome = calls.unknown_tool
     if outcome is None:
         return _skipped("the unknown tool was not called")
@@ -673,13 +696,8 @@ def tools_call_unknown_tool(ev: RunEvidence) -> Verdict:
     return _failed("a tool that does not exist was called successfully", [result])
 
 
-def tools_call_output_schema(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "tools")
-    if isinstance(main, Verdict):
-        return main
-    calls = _calls(main)
-    if isinstance(calls, Verdict):
-        return calls
+@_given(_calls_of("tools"))
+def tools_call_output_schema(calls: CallEvidence) -> Verdict:
     problems: list[str] = []
     evidence: list[Any] = []
     judged: list[str] = []
@@ -723,33 +741,24 @@ def tools_call_output_schema(ev: RunEvidence) -> Verdict:
     return _skipped(reason)
 
 
-def resources_list_schema(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "resources")
-    if isinstance(main, Verdict):
-        return main
+@_given(_capability("resources"))
+def resources_list_schema(main: MainEvidence) -> Verdict:
     listings = [main.lists[m] for m in ("resources/list", "resources/templates/list") if m in main.lists]
     if not listings:
         return _skipped("resources/list was not called")
     return _schema_of_listings(listings, optional=frozenset({"resources/templates/list"}))
 
 
-def resources_list_pagination(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "resources")
-    if isinstance(main, Verdict):
-        return main
+@_given(_capability("resources"))
+def resources_list_pagination(main: MainEvidence) -> Verdict:
     listings = [main.lists[m] for m in ("resources/list", "resources/templates/list") if m in main.lists]
     if not listings:
         return _skipped("resources/list was not called")
     return _pagination_of(listings)
 
 
-def resources_read_listed(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "resources")
-    if isinstance(main, Verdict):
-        return main
-    calls = _calls(main)
-    if isinstance(calls, Verdict):
-        return calls
+@_given(_calls_of("resources"))
+def resources_read_listed(calls: CallEvidence) -> Verdict:
     outcome, uri = calls.resource_read, calls.resource_uri
     if outcome is None or uri is None:
         return _skipped("no resource was listed")
@@ -768,29 +777,20 @@ def resources_read_listed(ev: RunEvidence) -> Verdict:
     return _passed(f"{uri}: {_plural(len(contents), 'content')}")
 
 
-def prompts_list_schema(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "prompts")
-    if isinstance(main, Verdict):
-        return main
+@_given(_capability("prompts"))
+def prompts_list_schema(main: MainEvidence) -> Verdict:
     listing = _listing(main, "prompts/list")
     return listing if isinstance(listing, Verdict) else _schema_of_listings([listing])
 
 
-def prompts_list_pagination(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "prompts")
-    if isinstance(main, Verdict):
-        return main
+@_given(_capability("prompts"))
+def prompts_list_pagination(main: MainEvidence) -> Verdict:
     listing = _listing(main, "prompts/list")
     return listing if isinstance(listing, Verdict) else _pagination_of([listing])
 
 
-def prompts_get_unknown_prompt(ev: RunEvidence) -> Verdict:
-    main = _capability(ev, "prompts")
-    if isinstance(main, Verdict):
-        return main
-    calls = _calls(main)
-    if isinstance(calls, Verdict):
-        return calls
+@_given(_calls_of("prompts"))
+def prompts_get_unknown_prompt(calls: CallEvidence) -> Verdict:
     outcome = calls.unknown_prompt
     if outcome is None:
         return _skipped("the unknown prompt was not asked for")
@@ -808,10 +808,8 @@ def prompts_get_unknown_prompt(ev: RunEvidence) -> Verdict:
 # --- MCPL --------------------------------------------------------------------------------------
 
 
-def mcpl_advertisement_shape(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_advertisement_shape(main: MainEvidence) -> Verdict:
     manifest = main.manifest
     assert manifest is not None
     problems = list(validate_manifest(manifest))
@@ -840,10 +838,8 @@ def mcpl_advertisement_shape(ev: RunEvidence) -> Verdict:
     return _passed(shape)
 
 
-def mcpl_version(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_version(main: MainEvidence) -> Verdict:
     assert main.manifest is not None
     version = main.manifest.get("version")
     if version == "0.5":
@@ -853,10 +849,8 @@ def mcpl_version(ev: RunEvidence) -> Verdict:
     return _failed(f"version is {version!r}, not an MCPL version this host knows (0.4, 0.5)", [version])
 
 
-def mcpl_revision_digest(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_revision_digest(main: MainEvidence) -> Verdict:
     manifest = main.manifest
     assert manifest is not None
     if "revision" not in manifest:
@@ -875,10 +869,8 @@ def _declared(main: MainEvidence) -> dict[str, tuple[str, ...]]:
     return main.feature_sets
 
 
-def mcpl_uses_vocabulary(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_uses_vocabulary(main: MainEvidence) -> Verdict:
     declarations = read_feature_sets(main.manifest)
     if not declarations.sets:
         return _skipped("no feature sets are declared")
@@ -914,10 +906,8 @@ def _exercised(message: WireMessage) -> list[str]:
     return paths
 
 
-def mcpl_uses_complete(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_uses_complete(main: MainEvidence) -> Verdict:
     declared = _declared(main)
     messages = main.transcript.server_messages_of(_FEATURE_SET_METHODS)
     judged = 0
@@ -941,10 +931,8 @@ def mcpl_uses_complete(ev: RunEvidence) -> Verdict:
     return _passed(f"{_plural(judged, 'request')} within their feature sets' uses")
 
 
-def mcpl_capabilities_advertised(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_capabilities_advertised(main: MainEvidence) -> Verdict:
     messages = main.transcript.server_messages_of(frozenset(INBOUND_GATES))
     if not messages:
         return _skipped("the server exercised no MCPL capability")
@@ -970,10 +958,8 @@ def _initial_policy(main: MainEvidence) -> tuple[WireMessage, WireMessage | None
     return request, main.transcript.answer_to(request)
 
 
-def mcpl_policy_request_form(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_policy_request_form(main: MainEvidence) -> Verdict:
     policy = _initial_policy(main)
     if policy is None:
         return _skipped("the initial featureSets/update was not sent")
@@ -992,10 +978,8 @@ def mcpl_policy_request_form(ev: RunEvidence) -> Verdict:
     return _passed(f"answered with a receipt in {_seconds(answer.time - request.time)}")
 
 
-def mcpl_policy_receipt_shape(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_policy_receipt_shape(main: MainEvidence) -> Verdict:
     receipts = [
         answer
         for request in main.transcript.sent_requests("featureSets/update")
@@ -1036,10 +1020,8 @@ def mcpl_policy_receipt_shape(ev: RunEvidence) -> Verdict:
     return _passed(f"{_plural(len(receipts), 'receipt')}, well-formed")
 
 
-def mcpl_pre_policy_quiet(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_pre_policy_quiet(main: MainEvidence) -> Verdict:
     policy = _initial_policy(main)
     if policy is None:
         return _skipped("the initial featureSets/update was not sent")
@@ -1060,10 +1042,8 @@ def mcpl_pre_policy_quiet(ev: RunEvidence) -> Verdict:
     return _passed("nothing privileged before the receipt")
 
 
-def mcpl_reduction_respected(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def mcpl_reduction_respected(main: MainEvidence) -> Verdict:
     if main.reduction_note is not None:
         return _skipped(main.reduction_note)
     outcome = main.reduction
@@ -1139,10 +1119,8 @@ def _judge_params(main: MainEvidence, method: str, judge: Callable[[dict[str, An
     return _judge_messages(main, frozenset({method}), judged, f"no {method} was seen")
 
 
-def push_params(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def push_params(main: MainEvidence) -> Verdict:
     return _judge_messages(
         main,
         frozenset({"push/event"}),
@@ -1151,10 +1129,8 @@ def push_params(ev: RunEvidence) -> Verdict:
     )
 
 
-def push_featureset_declared(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def push_featureset_declared(main: MainEvidence) -> Verdict:
     ready = main.mcpl_state == "ready"
 
     reduction = _reduction_seq(main)
@@ -1169,38 +1145,54 @@ def push_featureset_declared(ev: RunEvidence) -> Verdict:
     return _judge_messages(main, frozenset({"push/event"}), judge, "no push/event was seen")
 
 
-def inference_params(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
-
-    def judge(params: dict[str, Any]) -> list[str]:
-        problem = _feature_set_problem(main, params, ready=False)
-        return [*([problem] if problem else []), *inference_params_problems(params)]
-
-    return _judge_params(main, "inference/request", judge)
+def _declared_then(main: MainEvidence, params: dict[str, Any], problems: list[str]) -> list[str]:
+    """The feature-set problem of ``params`` (if any), then ``problems``."""
+    problem = _feature_set_problem(main, params, ready=False)
+    return [*([problem] if problem else []), *problems]
 
 
-def channels_register_shape(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
-
-    def judge(params: dict[str, Any]) -> list[str]:
-        found = channel_params_problems("channels/register", params)
-        for index, item in enumerate(as_list(params.get("channels")) or []):
-            problem = descriptor_problem(item)
-            if problem is not None:
-                found.append(f"channels[{index}]: {problem}")
-        return found
-
-    return _judge_params(main, "channels/register", judge)
+def _item_problems(params: dict[str, Any], key: str, problem_of: Callable[[Any], str | None]) -> list[str]:
+    """``problem_of`` each item of the array ``params[key]``, as ``key[index]: problem``."""
+    items = as_list(params.get(key)) or []
+    return [
+        f"{key}[{index}]: {problem}"
+        for index, item in enumerate(items)
+        if (problem := problem_of(item)) is not None
+    ]
 
 
-def channels_register_itemized(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_mcpl)
+def inference_params(main: MainEvidence) -> Verdict:
+    return _judge_params(
+        main,
+        "inference/request",
+        lambda params: _declared_then(main, params, inference_params_problems(params)),
+    )
+
+
+def _channel_params(method: str, key: str, problem_of: Callable[[Any], str | None]) -> _Rule:
+    """The rule for the server's ``method`` requests (MCPL §14): the params' problems
+    (``channel_params_problems``), then each item of the array ``params[key]``'s."""
+
+    @_given(_mcpl)
+    def rule(main: MainEvidence) -> Verdict:
+        return _judge_params(
+            main,
+            method,
+            lambda params: [
+                *channel_params_problems(method, params),
+                *_item_problems(params, key, problem_of),
+            ],
+        )
+
+    return rule
+
+
+channels_register_shape = _channel_params("channels/register", "channels", descriptor_problem)
+
+
+@_given(_mcpl)
+def channels_register_itemized(main: MainEvidence) -> Verdict:
     registrations = main.transcript.server_requests(frozenset({"channels/register"}))
     if not registrations:
         return _skipped("no channels/register was seen")
@@ -1224,32 +1216,16 @@ def channels_register_itemized(ev: RunEvidence) -> Verdict:
     return _passed("it went on answering after the itemized answer")
 
 
-def channels_incoming_params(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
-
-    def judge(params: dict[str, Any]) -> list[str]:
-        found = channel_params_problems("channels/incoming", params)
-        for index, item in enumerate(as_list(params.get("messages")) or []):
-            problem = incoming_message_problem(item)
-            if problem is not None:
-                found.append(f"messages[{index}]: {problem}")
-        return found
-
-    return _judge_params(main, "channels/incoming", judge)
+channels_incoming_params = _channel_params("channels/incoming", "messages", incoming_message_problem)
 
 
-def state_update_params(ev: RunEvidence) -> Verdict:
-    main = _mcpl(ev)
-    if isinstance(main, Verdict):
-        return main
-
-    def judge(params: dict[str, Any]) -> list[str]:
-        problem = _feature_set_problem(main, params, ready=False)
-        return [*([problem] if problem else []), *state_params_problems("state/update", params)]
-
-    return _judge_params(main, "state/update", judge)
+@_given(_mcpl)
+def state_update_params(main: MainEvidence) -> Verdict:
+    return _judge_params(
+        main,
+        "state/update",
+        lambda params: _declared_then(main, params, state_params_problems("state/update", params)),
+    )
 
 
 # --- shutdown ----------------------------------------------------------------------------------
@@ -1272,21 +1248,17 @@ def _shutdown(outcome: ShutdownEvidence | None, what: str) -> Verdict:
     return _passed(f"exited {_seconds(outcome.seconds)} after {what}{shown}")
 
 
-def shutdown_stdin_close(ev: RunEvidence) -> Verdict:
-    main = _main(ev)
-    if isinstance(main, Verdict):
-        return main
+@_given(_main)
+def shutdown_stdin_close(main: MainEvidence) -> Verdict:
     return _shutdown(main.shutdown, "its stdin was closed")
 
 
-def shutdown_sigterm(ev: RunEvidence) -> Verdict:
-    raw = _raw(ev)
-    if isinstance(raw, Verdict):
-        return raw
+@_given(_raw)
+def shutdown_sigterm(raw: RawEvidence) -> Verdict:
     return _shutdown(raw.shutdown, "SIGTERM")
 
 
-RULES: dict[str, Callable[[RunEvidence], Verdict]] = {
+RULES: dict[str, _Rule] = {
     "init.answers": init_answers,
     "init.protocol-version": init_protocol_version,
     "init.server-info": init_server_info,

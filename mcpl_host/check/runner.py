@@ -319,8 +319,9 @@ def _validate_outputs(items: list[tuple[str, Any, Any]]) -> dict[str, list[str]]
 # --- the main session -----------------------------------------------------------------------------
 
 
-class _Main:
-    """The main session's driver (module rules)."""
+class _LibrarySession:
+    """The main session's driver: the server through the library, a ``HostedServer`` and
+    its ``ServerConnection``, recorded into ``MainEvidence`` (module rules)."""
 
     def __init__(self, target: Target, options: CheckOptions, steps: frozenset[Step]) -> None:
         self.target = target
@@ -725,8 +726,9 @@ class _Main:
 # --- the raw session ------------------------------------------------------------------------------
 
 
-class _Raw:
-    """The raw JSON-RPC session's driver (module rules)."""
+class _RawSession:
+    """The raw session's driver: JSON-RPC written and read by hand on a transport of its
+    own, for what the library never sends, recorded into ``RawEvidence`` (module rules)."""
 
     def __init__(
         self, target: Target, options: CheckOptions, steps: frozenset[Step], *, discover_only: bool = False
@@ -978,14 +980,16 @@ async def run_checks(target: Target, options: CheckOptions, steps: frozenset[Ste
     )
     if steps & {"main", "listen", "reduction", "lists", "calls", "close"}:
         started = anyio.current_time()
-        main = _Main(target, options, steps)
+        main = _LibrarySession(target, options, steps)
         evidence.main = await main.run()
         evidence.stderr_tail = main.stderr_tail
         evidence.step_seconds["main"] = round(anyio.current_time() - started, 3)
     if steps & {"raw", "sigterm"}:
         started = anyio.current_time()
-        discovered = await _Raw(target, options, steps, discover_only=True).run() if "raw" in steps else None
-        evidence.raw = await _Raw(target, options, steps).run()
+        discovered = (
+            await _RawSession(target, options, steps, discover_only=True).run() if "raw" in steps else None
+        )
+        evidence.raw = await _RawSession(target, options, steps).run()
         if discovered is not None and "discover" in discovered.probes:
             evidence.raw.probes["discover"] = discovered.probes["discover"]
         evidence.step_seconds["raw"] = round(anyio.current_time() - started, 3)

@@ -67,7 +67,7 @@ import anyio.abc
 import httpx
 import orjson
 
-from mcpl_host._tasks import leave_task_group
+from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.jsonrpc.values import is_object
@@ -83,13 +83,15 @@ from mcpl_host.transports.http_common import (
     Inbox,
     Unreachable,
     UnreadableBody,
-    build_client,
     error_excerpt,
     id_key,
+    open_client,
     peek,
     read_body,
     reconnect_delay,
+    refusal_of,
     sse_events,
+    transport_state,
     trim,
     unreachable,
 )
@@ -99,8 +101,6 @@ from mcpl_host.transports.http_params import (
     FALLBACK_STATUSES,
     HTTPParameters,
     media_type,
-    refusal_message,
-    sends_cleartext_credential,
     shown_http_url,
 )
 
@@ -154,7 +154,6 @@ class StreamableHTTPTransport:
         self._shown = shown_http_url(params.url, self._redactor)
         self._fall_back = fall_back
         self._client: httpx.AsyncClient | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None  # holds the runner
         self._tasks: anyio.abc.TaskGroup | None = None  # the runner's: every stream task
         self._tasks_scope = anyio.CancelScope()
         self._tasks_done = anyio.Event()
@@ -168,9 +167,7 @@ class StreamableHTTPTransport:
         self._send_scopes: set[anyio.CancelScope] = set()
         self._get_started = False
         self._refusals = LogBudget(self._limits.invalid_requests_logged)
-        self._entered = False
-        self._closing = False
-        self._closed = anyio.Event()
+        self._life = Lifetime("a StreamableHTTPTransport")
         self._param_source: Callable[[Mapping[str, Any]], dict[str, str]] | None = None
 
     def mirror_params(self, source: Callable[[Mapping[str, Any]], dict[str, str]]) -> None:
@@ -191,9 +188,7 @@ class StreamableHTTPTransport:
         return self._shown
 
     def __repr__(self) -> str:
-        state = (
-            "closed" if self._closing else "lost" if self._inbox.lost else "open" if self._entered else "new"
-        )
+        state = transport_state(self._life, self._inbox)
         return f"<StreamableHTTPTransport {self._shown} {state} session={self._session_id is not None}>"
 
     @property
@@ -216,18 +211,9 @@ class StreamableHTTPTransport:
         Raises:
             RuntimeError: the transport was already entered or closed.
         """
-        if self._entered or self._closing:
-            raise RuntimeError("a StreamableHTTPTransport can be entered only once")
-        self._entered = True
-        if sends_cleartext_credential(self._params):
-            self._logger.warning(
-                "credential sent over cleartext http:// to a host that is not loopback", url=self._shown
-            )
-        self._client = build_client(self._params, self._limits)
-        task_group = anyio.create_task_group()
-        await task_group.__aenter__()
-        self._task_group = task_group
-        await task_group.start(self._run_tasks)
+        self._life.enter()
+        self._client = open_client(self._params, self._limits, self._logger, self._shown)
+        await self._life.start(lambda task_group: task_group.start(self._run_tasks), self.aclose)
         return self
 
     async def _run_tasks(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
@@ -244,11 +230,7 @@ class StreamableHTTPTransport:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         """Close (``aclose()``) and leave the task group. The close is shielded."""
-        try:
-            await self.aclose()
-        finally:
-            task_group, self._task_group = self._task_group, None
-            await leave_task_group(task_group, exc_type, exc, tb)
+        await self._life.leave(self.aclose, exc_type, exc, tb)
 
     async def aclose(self) -> None:
         """Stop every stream, send DELETE for the session (at most
@@ -256,11 +238,8 @@ class StreamableHTTPTransport:
         Idempotent; a second caller waits for the first. Never raises (beyond cancellation
         of a second caller). **Cancellation:** shielded. A task blocked in ``send()`` or
         ``receive()`` gets ``ConnectionClosed``."""
-        if self._closing:
-            if not self._closed.is_set():
-                await self._closed.wait()
+        if not await self._life.first_close():
             return
-        self._closing = True
         self._inbox.close()
         with anyio.CancelScope(shield=True):
             try:
@@ -275,7 +254,7 @@ class StreamableHTTPTransport:
                 if self._client is not None:
                     await self._client.aclose()
             finally:
-                self._closed.set()
+                self._life.closed.set()
 
     async def _delete_session(self, client: httpx.AsyncClient) -> None:
         with contextlib.suppress(httpx.HTTPError, httpx.StreamError, OSError):
@@ -313,7 +292,7 @@ class StreamableHTTPTransport:
     @contextlib.contextmanager
     def _sending(self) -> Generator[None]:
         """The scope of one ``send()``: ``aclose()`` cancels it (then ``ConnectionClosed``)."""
-        if self._closing:
+        if self._life.closing:
             raise ConnectionClosed("the HTTP transport was closed")
         if self._inbox.lost is not None:
             raise ConnectionLost(self._inbox.lost)
@@ -346,15 +325,8 @@ class StreamableHTTPTransport:
             raise self._lose(str(exc)) from None
 
     def _refusal(self, response: httpx.Response, what: str, body: str, *, had_session: bool) -> str:
-        return refusal_message(
-            response.status_code,
-            what=what,
-            shown_url=self._shown,
-            www_authenticate=response.headers.get("www-authenticate"),
-            location=response.headers.get("location"),
-            excerpt=body,
-            had_session=had_session,
-            redactor=self._redactor,
+        return refusal_of(
+            response, what, body, shown_url=self._shown, had_session=had_session, redactor=self._redactor
         )
 
     # --- sending -------------------------------------------------------------------------
@@ -485,7 +457,7 @@ class StreamableHTTPTransport:
                         probe=probe,
                     ):
                         answered = await self._read_answer(response, key, request_id, what, probe=probe)
-                        if not answered and stateless_headers is not None and not self._closing:
+                        if not answered and stateless_headers is not None and not self._life.closing:
                             # Nothing can resume it: the request fails now, not at its timeout.
                             await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
                 finally:

@@ -37,6 +37,7 @@ import anyio.lowlevel
 import httpx
 from httpx_sse import EventSource, ServerSentEvent
 
+from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem, dumps_message, loads_line, peek_envelope
@@ -49,7 +50,7 @@ from mcpl_host.transports.content_coding import (
     LayerTooLarge,
     codings_of,
 )
-from mcpl_host.transports.http_params import HTTPParameters
+from mcpl_host.transports.http_params import HTTPParameters, refusal_message, sends_cleartext_credential
 
 __all__ = [
     "USER_AGENT",
@@ -117,6 +118,41 @@ def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
         ),
         verify=params.ssl_context if params.ssl_context is not None else True,
     )
+
+
+def open_client(params: HTTPParameters, limits: Limits, logger: Any, shown_url: str) -> httpx.AsyncClient:
+    """The client of an HTTP transport being entered (``build_client``), after a warning in
+    the log when a credential would travel over cleartext ``http://`` to a host that is not
+    loopback (``sends_cleartext_credential``)."""
+    if sends_cleartext_credential(params):
+        logger.warning("credential sent over cleartext http:// to a host that is not loopback", url=shown_url)
+    return build_client(params, limits)
+
+
+def refusal_of(
+    response: httpx.Response, what: str, body: str, *, shown_url: str, had_session: bool, redactor: Redactor
+) -> str:
+    """``refusal_message`` for an HTTP ``response`` that is not 2xx: its status, its
+    ``WWW-Authenticate`` and ``Location`` headers and ``body`` (the start of it)."""
+    return refusal_message(
+        response.status_code,
+        what=what,
+        shown_url=shown_url,
+        www_authenticate=response.headers.get("www-authenticate"),
+        location=response.headers.get("location"),
+        excerpt=body,
+        had_session=had_session,
+        redactor=redactor,
+    )
+
+
+def transport_state(life: Lifetime, inbox: Inbox) -> str:
+    """The state an HTTP transport's ``repr`` shows: closed, lost, open or new."""
+    if life.closing:
+        return "closed"
+    if inbox.lost:
+        return "lost"
+    return "open" if life.entered else "new"
 
 
 def _reason(exc: BaseException) -> str:

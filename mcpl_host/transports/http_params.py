@@ -17,7 +17,6 @@ Rules:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -26,6 +25,7 @@ from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit, urlunspli
 
 from mcpl_host.logging import REDACTED, Redactor, log_value
 from mcpl_host.secrets import server_secrets
+from mcpl_host.transports.url_checks import check_headers, check_token, split_url
 from mcpl_host.transports.ws_params import is_loopback_host
 
 if TYPE_CHECKING:
@@ -61,8 +61,6 @@ _RESERVED_HEADERS = frozenset({
     "host", "connection", "content-length", "transfer-encoding", "content-type", "accept",
     "mcp-session-id", "mcp-protocol-version", "last-event-id", "upgrade", "te", "trailer",
 })  # fmt: skip
-_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-_BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
 _STATUS_WORDS = {
     400: "bad request",
     401: "unauthorized",
@@ -77,20 +75,6 @@ _STATUS_WORDS = {
     503: "service unavailable",
     504: "gateway timeout",
 }
-
-
-# The application (or a config file) may pass any value whatever the annotations say: these
-# take what is really accepted and check it.
-def _is_token(token: object) -> bool:
-    return isinstance(token, str) and bool(token)
-
-
-def _is_header_name(name: object) -> bool:
-    return isinstance(name, str) and _HEADER_NAME.match(name) is not None
-
-
-def _is_header_value(value: object) -> bool:
-    return isinstance(value, str) and _BAD_HEADER_VALUE.search(value) is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,19 +100,10 @@ class HTTPParameters:
         object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
         _split_url(self.url)
         if self.token is not None:
-            if not _is_token(self.token):
-                raise ValueError("the token must be a non-empty string")
-            if _BAD_HEADER_VALUE.search(self.token):
-                raise ValueError("the token holds a NUL, CR or LF character")
+            check_token(self.token)
             if any(n.lower() == "authorization" for n in self.headers):
                 raise ValueError("a token and an Authorization header are both given")
-        for name, value in self.headers.items():
-            if not _is_header_name(name):
-                raise ValueError(f"invalid header name {name!r}")
-            if name.lower() in _RESERVED_HEADERS:
-                raise ValueError(f"header {name!r} is set by the HTTP transport")
-            if not _is_header_value(value):
-                raise ValueError(f"header {name!r} has a value that is not a string or holds NUL, CR or LF")
+        check_headers(self.headers.items(), reserved=_RESERVED_HEADERS, set_by="the HTTP transport")
 
     def secrets(self) -> list[str]:
         """Every value to redact: ``server_secrets`` of the URL, the headers (each value with
@@ -146,20 +121,8 @@ class HTTPParameters:
 
 
 def _split_url(url: str) -> SplitResult:
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (raises ValueError for a bad port)
-    except (ValueError, TypeError):
-        raise ValueError("the HTTP URL cannot be parsed") from None
-    if parts.scheme.lower() not in ("http", "https"):
-        raise ValueError(f"unsupported URL scheme {parts.scheme!r}: use http:// or https://")
-    if "@" in parts.netloc:
-        raise ValueError("credentials in the URL's user-info are not supported: pass token= or headers=")
-    if not parts.hostname:
-        raise ValueError("the HTTP URL has no host")
-    if parts.fragment or url.endswith("#"):
-        raise ValueError("the HTTP URL must not have a fragment")
-    return parts
+    fragment_error = "the HTTP URL must not have a fragment"
+    return split_url(url, kind="HTTP", schemes=("http", "https"), fragment_error=fragment_error)
 
 
 def _query_values(parts: SplitResult) -> list[str]:

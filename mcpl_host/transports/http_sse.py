@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from mcpl_host._tasks import leave_task_group
+from mcpl_host._tasks import Lifetime, leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
@@ -42,10 +42,12 @@ from mcpl_host.transports.http_common import (
     Inbox,
     Unreachable,
     UnreadableBody,
-    build_client,
     error_excerpt,
+    open_client,
     peek,
+    refusal_of,
     sse_events,
+    transport_state,
     trim,
     unreachable,
 )
@@ -54,8 +56,6 @@ from mcpl_host.transports.http_params import (
     HTTPParameters,
     join_endpoint,
     media_type,
-    refusal_message,
-    sends_cleartext_credential,
     shown_http_url,
 )
 
@@ -85,7 +85,6 @@ class SSETransport:
         self._logger = logger if logger is not None else get_logger("mcpl_host.http")
         self._shown = shown_http_url(params.url, self._redactor)
         self._client: httpx.AsyncClient | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
         self._reader_scope = anyio.CancelScope()
         self._reader_done = anyio.Event()
         self._reader_started = False
@@ -94,9 +93,7 @@ class SSETransport:
         self._endpoint_known = anyio.Event()
         self._send_scope: anyio.CancelScope | None = None
         self._refusals = LogBudget(self._limits.invalid_requests_logged)
-        self._entered = False
-        self._closing = False
-        self._closed = anyio.Event()
+        self._life = Lifetime("an SSETransport")
 
     @property
     def stderr_tail(self) -> list[str]:
@@ -108,10 +105,7 @@ class SSETransport:
         return self._shown
 
     def __repr__(self) -> str:
-        state = (
-            "closed" if self._closing else "lost" if self._inbox.lost else "open" if self._entered else "new"
-        )
-        return f"<SSETransport {self._shown} {state}>"
+        return f"<SSETransport {self._shown} {transport_state(self._life, self._inbox)}>"
 
     def negotiated(self, protocol_version: str) -> None:
         """Accepted for symmetry with ``StreamableHTTPTransport``; HTTP+SSE sends no
@@ -127,52 +121,35 @@ class SSETransport:
                 or the stream ended first.
             RuntimeError: the transport was already entered or closed.
         """
-        if self._entered or self._closing:
-            raise RuntimeError("an SSETransport can be entered only once")
-        self._entered = True
-        if sends_cleartext_credential(self._params):
-            self._logger.warning(
-                "credential sent over cleartext http:// to a host that is not loopback", url=self._shown
-            )
-        self._client = build_client(self._params, self._limits)
-        task_group = anyio.create_task_group()
-        try:
-            await task_group.__aenter__()
-            self._task_group = task_group
-            # The endpoint wait is a step of the handshake: under its deadline too (H7).
-            timeout = min(self._limits.http_reply_timeout_seconds, self._limits.handshake_timeout_seconds)
-            with anyio.move_on_after(timeout):
-                response = await self._open_stream()
-                await task_group.start(self._read_stream, response)
-                await self._endpoint_known.wait()
-            if self._endpoint is None:
-                raise self._inbox.lose(
-                    self._inbox.lost
-                    or f"the server at {self._shown} sent no endpoint event within {describe_seconds(timeout)}"
-                )
-        except BaseException as exc:
-            await self.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
+        self._life.enter()
+        self._client = open_client(self._params, self._limits, self._logger, self._shown)
+        await self._life.start(self._await_endpoint, self.aclose)
         return self
+
+    async def _await_endpoint(self, task_group: anyio.abc.TaskGroup) -> None:
+        # The endpoint wait is a step of the handshake: under its deadline too (H7).
+        timeout = min(self._limits.http_reply_timeout_seconds, self._limits.handshake_timeout_seconds)
+        with anyio.move_on_after(timeout):
+            response = await self._open_stream()
+            await task_group.start(self._read_stream, response)
+            await self._endpoint_known.wait()
+        if self._endpoint is None:
+            raise self._inbox.lose(
+                self._inbox.lost
+                or f"the server at {self._shown} sent no endpoint event within {describe_seconds(timeout)}"
+            )
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         """Close (``aclose()``) and leave the task group. The close is shielded."""
-        try:
-            await self.aclose()
-        finally:
-            task_group, self._task_group = self._task_group, None
-            await leave_task_group(task_group, exc_type, exc, tb)
+        await self._life.leave(self.aclose, exc_type, exc, tb)
 
     async def aclose(self) -> None:
         """Stop reading the stream and close the client. Idempotent; a second caller waits
         for the first; never raises. **Cancellation:** shielded."""
-        if self._closing:
-            if not self._closed.is_set():
-                await self._closed.wait()
+        if not await self._life.first_close():
             return
-        self._closing = True
         self._inbox.close()
         with anyio.CancelScope(shield=True):
             try:
@@ -185,7 +162,7 @@ class SSETransport:
                     await self._client.aclose()
             finally:
                 self._endpoint_known.set()
-                self._closed.set()
+                self._life.closed.set()
 
     async def _open_stream(self) -> httpx.Response:
         assert self._client is not None
@@ -211,15 +188,9 @@ class SSETransport:
         raise self._inbox.lose(self._refusal(response, what, body))
 
     def _refusal(self, response: httpx.Response, what: str, body: str) -> str:
-        return refusal_message(
-            response.status_code,
-            what=what,
-            shown_url=self._shown,
-            www_authenticate=response.headers.get("www-authenticate"),
-            location=response.headers.get("location"),
-            excerpt=body,
-            had_session=self._endpoint is not None,
-            redactor=self._redactor,
+        had_session = self._endpoint is not None
+        return refusal_of(
+            response, what, body, shown_url=self._shown, had_session=had_session, redactor=self._redactor
         )
 
     async def _read_stream(
@@ -277,7 +248,7 @@ class SSETransport:
             line = line.strip()
             if not line:
                 continue
-            if self._closing:
+            if self._life.closing:
                 raise ConnectionClosed("the HTTP transport was closed")
             if self._inbox.lost is not None:
                 raise ConnectionLost(self._inbox.lost)

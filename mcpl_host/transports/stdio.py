@@ -47,7 +47,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from mcpl_host._tasks import leave_task_group
+from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
 from mcpl_host.limits import (
@@ -281,7 +281,6 @@ class StdioTransport:
         self._stderr_log_level = stderr_log_level
         self._process: anyio.abc.Process | None = None
         self._stdin: _PipeWriter | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
         self._pump_scope = anyio.CancelScope()
         self._pump_done = anyio.Event()
         self._pump_started = False
@@ -296,8 +295,7 @@ class StdioTransport:
         self._exited_at: float | None = None  # when the watcher saw the process exit
         self._reading = False  # a read without a deadline is in progress
         self._cut_off = False  # the watcher closed stdout under it (the server had exited)
-        self._closing = False
-        self._closed = anyio.Event()
+        self._life = Lifetime("a StdioTransport")
 
     @property
     def pid(self) -> int | None:
@@ -327,8 +325,8 @@ class StdioTransport:
 
     def __repr__(self) -> str:
         status = self.exit_status
-        if self._closing:
-            state = "closed" if self._closed.is_set() else "closing"
+        if self._life.closing:
+            state = "closed" if self._life.closed.is_set() else "closing"
         else:
             state = "new" if self._process is None else "running" if status is None else "exited"
         return (
@@ -346,35 +344,23 @@ class StdioTransport:
 
         **Cancellation:** if cancelled after the spawn, the child is stopped and reaped.
         """
-        if self._process is not None or self._closing:
+        if self._process is not None or self._life.closing:
             raise RuntimeError("a StdioTransport can be entered only once")
         self._process = await self._spawn()
-        task_group = anyio.create_task_group()
-        try:
-            await task_group.__aenter__()
-            self._task_group = task_group
-            await task_group.start(self._pump_stderr)
-            task_group.start_soon(self._watch_process, self._process)
-        except BaseException as exc:
-            await self.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
+        await self._life.start(self._start_tasks, self.aclose)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close the transport (``aclose()``) and leave the task group.
+    async def _start_tasks(self, task_group: anyio.abc.TaskGroup) -> None:
+        assert self._process is not None
+        await task_group.start(self._pump_stderr)
+        task_group.start_soon(self._watch_process, self._process)
 
-        **Cancellation:** the close is shielded; it completes, then the cancellation goes on.
-        """
-        try:
-            await self.aclose()
-        finally:
-            task_group, self._task_group = self._task_group, None
-            await leave_task_group(task_group, exc_type, exc, tb)  # the pump has ended
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close (``aclose()``) and leave the task group. The close is shielded: it
+        completes, then the cancellation goes on."""
+        await self._life.leave(self.aclose, exc_type, exc, tb)
 
     async def _spawn(self) -> anyio.abc.Process:
         params = self._params
@@ -461,11 +447,8 @@ class StdioTransport:
         reaped, then the caller's cancellation takes effect at its next checkpoint.
         Another task blocked in ``send()`` or ``receive()`` gets ``ConnectionClosed``.
         """
-        if self._closing:
-            if not self._closed.is_set():  # a second caller waits for the first to finish
-                await self._closed.wait()
-            return  # already closed: no checkpoint, so a pending cancellation is not raised here
-        self._closing = True
+        if not await self._life.first_close():
+            return
         process = self._process
         with anyio.CancelScope(shield=True):
             try:
@@ -481,7 +464,7 @@ class StdioTransport:
                         await process.aclose()  # closes the pipes; the child is reaped
                         process_tree.unregister_leader(process.pid)
                 finally:
-                    self._closed.set()
+                    self._life.closed.set()
 
     async def _stop_process(self, process: anyio.abc.Process) -> None:
         limits, tree = self._limits, self._tree
@@ -529,7 +512,7 @@ class StdioTransport:
         call, and the process is left running.
         """
         while True:
-            if self._closing:
+            if self._life.closing:
                 raise ConnectionClosed("the stdio transport was closed")
             if self._items:
                 return self._items.popleft()
@@ -545,39 +528,39 @@ class StdioTransport:
             if self._exited_at is None:  # the common case: no cancel scope per read
                 self._reading = True
                 try:
-                    data = await stdout.receive(self._limits.read_chunk_bytes)
-                except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                    self._stdout_ended = True
-                    self._items.extend(self._reader.finish())
-                    continue
-                except anyio.ClosedResourceError:
-                    if not self._cut_off:
-                        raise ConnectionClosed("the stdio transport was closed") from None
-                    data = None  # the process exited and its stdout stayed open: below
+                    if await self._read_stdout(stdout, self._limits.read_chunk_bytes):
+                        continue
                 finally:
                     self._reading = False
-                if data is not None:
-                    self._items.extend(self._reader.feed(data))
-                    continue
             else:
                 with anyio.CancelScope(deadline=self._exit_deadline()):
-                    try:
-                        data = await stdout.receive(READ_CHUNK_BYTES)
-                    except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
-                        self._stdout_ended = True
-                        self._items.extend(self._reader.finish())
-                        continue
-                    except anyio.ClosedResourceError:
-                        if not self._cut_off:
-                            raise ConnectionClosed("the stdio transport was closed") from None
-                        data = None
-                    if data is not None:
-                        self._items.extend(self._reader.feed(data))
+                    if await self._read_stdout(stdout, READ_CHUNK_BYTES):
                         continue
             # The process exited and its stdout stayed open past the wait (a descendant holds
             # it): it is lost all the same (T3). What is buffered of a last line is dropped.
             status = self._process.returncode
             self._lost = (_exit_message(status), status)
+
+    async def _read_stdout(self, stdout: anyio.abc.ByteReceiveStream, size: int) -> bool:
+        """One read of at most ``size`` bytes of stdout, its lines buffered: True when it gave
+        bytes or stdout ended (``_stdout_ended``), False when the watcher closed stdout under
+        it (the process exited and its stdout stayed open).
+
+        Raises:
+            ConnectionClosed: ``aclose()`` closed stdout under the read.
+        """
+        try:
+            data = await stdout.receive(size)
+        except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            self._stdout_ended = True
+            self._items.extend(self._reader.finish())
+            return True
+        except anyio.ClosedResourceError:
+            if not self._cut_off:
+                raise ConnectionClosed("the stdio transport was closed") from None
+            return False
+        self._items.extend(self._reader.feed(data))
+        return True
 
     async def _settle_after_eof(self, process: anyio.abc.Process) -> None:
         # A server that exits closes stdout a moment before its exit status is known: wait
@@ -592,7 +575,7 @@ class StdioTransport:
         """Write to stdin what the pipe takes now of ``data`` (``SendsNow``): the byte count,
         0 when it is full, closed or broken (``send()`` then reports why). Never raises."""
         stdin = self._stdin
-        if stdin is None or self._closing:
+        if stdin is None or self._life.closing:
             return 0
         return stdin.write_now(data)
 
@@ -609,14 +592,14 @@ class StdioTransport:
         **Cancellation:** part of ``data`` may have been written; the stream is then out of
         step, so the caller should close the transport.
         """
-        if self._closing:
+        if self._life.closing:
             raise ConnectionClosed("the stdio transport was closed")
         if self._process is None or self._stdin is None:
             raise ConnectionClosed("the stdio transport is not open")
         try:
             await self._stdin.send(data)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            if self._closing:
+            if self._life.closing:
                 raise ConnectionClosed("the stdio transport was closed") from None
             # A closed stdin is most often a server exiting: wait a moment, as after EOF, so
             # the failure names its status and holds its last stderr lines (H5).

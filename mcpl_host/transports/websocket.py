@@ -59,7 +59,7 @@ from wsproto.frame_protocol import CloseReason
 from wsproto.utilities import LocalProtocolError as WsLocalError
 from wsproto.utilities import RemoteProtocolError as WsRemoteError
 
-from mcpl_host._tasks import leave_task_group
+from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem, gather, joined
 from mcpl_host.limits import Limits
@@ -142,7 +142,6 @@ class WebSocketTransport:
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._stream: anyio.abc.ByteStream | None = None
         self._stream_closed = False
-        self._task_group: anyio.abc.TaskGroup | None = None
         self._write_lock = anyio.Lock()
         self._items: deque[bytes] = deque()
         self._parts: list[bytes | bytearray] = []  # the text message being received (``gather``)
@@ -151,10 +150,8 @@ class WebSocketTransport:
         self._binary_budget = LogBudget(self._limits.dropped_lines_logged)
         self._control: list[bytes] = []  # pongs and close replies not yet written
         self._lost: str | None = None  # why the server went away, once it has
-        self._entered = False
         self._open = False
-        self._closing = False
-        self._closed = anyio.Event()
+        self._life = Lifetime("a WebSocketTransport")
         self._keepalive_scope = anyio.CancelScope()
         self._keepalive_started = False
         self._keepalive_done = anyio.Event()
@@ -174,8 +171,8 @@ class WebSocketTransport:
         return self._shown
 
     def __repr__(self) -> str:
-        if self._closing:
-            state = "closed" if self._closed.is_set() else "closing"
+        if self._life.closing:
+            state = "closed" if self._life.closed.is_set() else "closing"
         else:
             state = "lost" if self._lost else "open" if self._open else "new"
         return f"<WebSocketTransport {self._shown} {state} buffered={len(self._items)}>"
@@ -194,41 +191,26 @@ class WebSocketTransport:
 
         **Cancellation:** the socket is closed before the cancellation goes on.
         """
-        if self._entered or self._closing:
-            raise RuntimeError("a WebSocketTransport can be entered only once")
-        self._entered = True
+        self._life.enter()
         if sends_cleartext_credential(self._params):
             self._logger.warning(
                 "credential sent over cleartext ws:// to a host that is not loopback", url=self._shown
             )
-        task_group = anyio.create_task_group()
-        try:
-            await self._open_within_timeout()
-            await task_group.__aenter__()
-            self._task_group = task_group
-            interval = self._params.keepalive_interval_seconds
-            if interval is not None:
-                await task_group.start(self._keepalive, interval, self._params.keepalive_timeout_seconds)
-        except BaseException as exc:
-            await self.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
+        await self._life.start(self._open_and_keep_alive, self.aclose)
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close the transport (``aclose()``) and leave the task group.
+    async def _open_and_keep_alive(self, task_group: anyio.abc.TaskGroup) -> None:
+        await self._open_within_timeout()
+        interval = self._params.keepalive_interval_seconds
+        if interval is not None:
+            await task_group.start(self._keepalive, interval, self._params.keepalive_timeout_seconds)
 
-        **Cancellation:** the close is shielded; it completes, then the cancellation goes on.
-        """
-        try:
-            await self.aclose()
-        finally:
-            task_group, self._task_group = self._task_group, None
-            await leave_task_group(task_group, exc_type, exc, tb)  # keepalive has ended
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Close (``aclose()``) and leave the task group. The close is shielded: it
+        completes, then the cancellation goes on."""
+        await self._life.leave(self.aclose, exc_type, exc, tb)
 
     async def _open_within_timeout(self) -> None:
         seconds = self._params.open_timeout_seconds
@@ -322,11 +304,8 @@ class WebSocketTransport:
         effect afterwards. Another task blocked in ``send()`` or ``receive()`` gets
         ``ConnectionClosed``.
         """
-        if self._closing:
-            if not self._closed.is_set():  # a second caller waits for the first to finish
-                await self._closed.wait()
-            return  # already closed: no checkpoint, so a pending cancellation is not raised here
-        self._closing = True
+        if not await self._life.first_close():
+            return
         with anyio.CancelScope(shield=True):
             try:
                 self._keepalive_scope.cancel()
@@ -337,7 +316,7 @@ class WebSocketTransport:
                 if self._keepalive_started:
                     await self._keepalive_done.wait()
             finally:
-                self._closed.set()
+                self._life.closed.set()
 
     async def _send_close(self, code: int, reason: str | None = None) -> None:
         """Best effort: write a close frame if the WebSocket state allows one."""
@@ -360,7 +339,7 @@ class WebSocketTransport:
     async def _lose(self, message: str) -> None:
         """The server is gone or misbehaved: record why, stop pinging, close the socket
         (a ``receive()`` blocked on it then raises ``ConnectionLost`` with ``message``)."""
-        if self._lost is None and not self._closing:
+        if self._lost is None and not self._life.closing:
             self._lost = message
         self._keepalive_scope.cancel()
         await self._close_stream()
@@ -369,7 +348,7 @@ class WebSocketTransport:
 
     def _failure(self, message: str) -> ConnectionClosed | ConnectionLost:
         """The exception for a failed operation: ours if we closed, else the first loss."""
-        if self._closing:
+        if self._life.closing:
             return ConnectionClosed("the WebSocket transport was closed")
         if self._lost is None:
             self._lost = message
@@ -405,7 +384,7 @@ class WebSocketTransport:
         close reply being written may be cut short; close the transport then.
         """
         while True:
-            if self._closing:
+            if self._life.closing:
                 raise ConnectionClosed("the WebSocket transport was closed")
             if self._items:
                 return self._items.popleft()
@@ -524,7 +503,7 @@ class WebSocketTransport:
         **Cancellation:** some frames may have been written; a frame cut short leaves the
         stream out of step, so the caller should close the transport.
         """
-        if self._closing:
+        if self._life.closing:
             raise ConnectionClosed("the WebSocket transport was closed")
         if self._lost is not None:
             raise ConnectionLost(self._lost)

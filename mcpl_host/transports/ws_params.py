@@ -13,12 +13,11 @@ parameters are built; no error message repeats a secret.
 from __future__ import annotations
 
 import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import SplitResult, unquote_plus, urlsplit
+from urllib.parse import SplitResult, unquote_plus
 
 from mcpl_host.limits import (
     DEFAULT_READ_CHUNK_BYTES,
@@ -27,6 +26,7 @@ from mcpl_host.limits import (
     DEFAULT_WEBSOCKET_OPEN_TIMEOUT_SECONDS,
 )
 from mcpl_host.secrets import REDACTED, Redactor, redact_url, server_secrets, url_secrets
+from mcpl_host.transports.url_checks import check_headers, check_token, split_url
 
 if TYPE_CHECKING:
     import ssl
@@ -58,22 +58,6 @@ _RESERVED_HEADERS = frozenset({
     "host", "upgrade", "connection", "sec-websocket-key", "sec-websocket-version",
     "sec-websocket-extensions", "sec-websocket-protocol", "content-length", "transfer-encoding",
 })  # fmt: skip
-_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
-_BAD_HEADER_VALUE = re.compile(r"[\x00\r\n]")
-
-
-# The application (or a config file) may pass any value whatever the annotations say: these
-# take what is really accepted and check it.
-def _is_token(token: object) -> bool:
-    return isinstance(token, str) and bool(token)
-
-
-def _is_header_name(name: object) -> bool:
-    return isinstance(name, str) and _HEADER_NAME.match(name) is not None
-
-
-def _is_header_value(value: object) -> bool:
-    return isinstance(value, str) and _BAD_HEADER_VALUE.search(value) is None
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -108,21 +92,12 @@ class WebSocketParameters:
         if self.token_in not in ("query", "header"):
             raise ValueError(f"token_in must be 'query' or 'header', not {self.token_in!r}")
         if self.token is not None:
-            if not _is_token(self.token):
-                raise ValueError("the token must be a non-empty string")
-            if _BAD_HEADER_VALUE.search(self.token):
-                raise ValueError("the token holds a NUL, CR or LF character")
+            check_token(self.token)
             if self.token_in == "query" and _url_tokens(parts):
                 raise ValueError("a token is given both in the URL and as token=")
             if self.token_in == "header" and any(n.lower() == "authorization" for n in self.headers):
                 raise ValueError("token_in='header' and an Authorization header are both given")
-        for name, value in self.headers.items():
-            if not _is_header_name(name):
-                raise ValueError(f"invalid header name {name!r}")
-            if name.lower() in _RESERVED_HEADERS:
-                raise ValueError(f"header {name!r} is set by the WebSocket handshake")
-            if not _is_header_value(value):
-                raise ValueError(f"header {name!r} has a value that is not a string or holds NUL, CR or LF")
+        check_headers(self.headers.items(), reserved=_RESERVED_HEADERS, set_by="the WebSocket handshake")
         if not self.open_timeout_seconds > 0 or not self.keepalive_timeout_seconds > 0:
             raise ValueError("open_timeout_seconds and keepalive_timeout_seconds must be positive")
         if self.keepalive_interval_seconds is not None and not self.keepalive_interval_seconds > 0:
@@ -145,20 +120,8 @@ class WebSocketParameters:
 
 
 def _split_url(url: str) -> SplitResult:
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 (raises ValueError for a bad port)
-    except (ValueError, TypeError):
-        raise ValueError("the WebSocket URL cannot be parsed") from None
-    if parts.scheme.lower() not in ("ws", "wss"):
-        raise ValueError(f"unsupported URL scheme {parts.scheme!r}: use ws:// or wss://")
-    if "@" in parts.netloc:
-        raise ValueError("credentials in the URL's user-info are not supported: pass token= or headers=")
-    if not parts.hostname:
-        raise ValueError("the WebSocket URL has no host")
-    if parts.fragment or url.endswith("#"):
-        raise ValueError("a WebSocket URL must not have a fragment (RFC 6455 §3)")
-    return parts
+    fragment_error = "a WebSocket URL must not have a fragment (RFC 6455 §3)"
+    return split_url(url, kind="WebSocket", schemes=("ws", "wss"), fragment_error=fragment_error)
 
 
 def _is_token_part(part: str) -> bool:
