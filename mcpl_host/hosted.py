@@ -32,15 +32,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import TypedDict, Unpack
 
 from mcpl_host.client_features import ClientFeatures
+from mcpl_host.connect import transport_factory
 from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers, client_features, serves_inference, serves_model_info
 from mcpl_host.handshake import host_advertisement
-from mcpl_host.limits import Limits
-from mcpl_host.logging import Redactor
-from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting, NoteLedger
+from mcpl_host.mcpl.compat import CompatSetting, NoteLedger
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.policy_state import RefusalAction
@@ -53,72 +54,70 @@ from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, probe_skipped
 from mcpl_host.transports.base import Transport
 
-__all__ = ["HostedServer", "TransportFactory"]
+if TYPE_CHECKING:
+    from mcpl_host.config import ServerConfig
+
+__all__ = ["HostedServer", "ServerRuntime", "TransportFactory"]
 
 #: Opens one transport: a callable returning an async context manager that yields it.
 TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]
 
 
-class HostedServer:
-    """One server, across its transports (module rules).
+class ServerRuntime(TypedDict, total=False):
+    """The runtime objects a builder takes besides the ``ServerConfig``, as keywords
+    (``HostedServer(config, **runtime)``, ``connect(config, **runtime)``); they are not
+    configuration.
 
-    Args:
-        name: the server's name in logs, events and errors.
-        transport_factory: opens one transport (``StdioTransport``, ``WebSocketTransport``).
-        handlers: the application's ``HostHandlers``, used as given (default: ``HostHandlers()``).
-        observer: sees every ``Observation`` (the ``Host``, the probe), or None.
-        policy, feature_set_policy: the capability grant policy (default: grant nothing,
-            MCPL §5.4) and the feature-set policy.
-        on_refusal: what a refused policy does (``RefusalAction``).
-        compat: the compatibility setting (``"strict"``, ``"0.4"``, ``"auto"``: the profile
-            is chosen per connection from the advertisement; ``mcpl.compat``). Raises
-            ``ValueError`` for another value.
-        limits: every bound (``Limits``). redactor: hides this server's secrets.
-        client_info: the ``clientInfo`` sent in ``initialize``.
-        state_store: held state per feature set (default: an in-memory store).
-        describe: a short description of where the server is (no secrets), for reports.
-        protocol: the protocol era to speak (``stateless.ProtocolChoice``): ``"auto"``
-            probes with ``server/discover`` where the transport may carry MCP 2026-07-28 and
-            falls back to ``initialize``; ``"handshake"`` sends only ``initialize``;
-            ``"stateless"`` only ``server/discover``. Settable until a connection opens.
+    - ``handlers``: the application's ``HostHandlers``, used as given (default:
+      ``HostHandlers()``).
+    - ``observer``: sees every ``Observation`` (the ``Host``, the probe), or None.
+    - ``state_store``: held state per feature set (default: an in-memory
+      ``FeatureSetStateStore``; MCPL §10).
+    - ``client_info``: the ``clientInfo`` sent in ``initialize`` (MCP 2025-11-25
+      "Lifecycle"; default: ``ClientInfo()``).
     """
 
-    def __init__(
-        self,
-        name: str,
-        transport_factory: TransportFactory,
-        *,
-        handlers: HostHandlers | None = None,
-        observer: ConnectionObserver | None = None,
-        policy: GrantPolicy | None = None,
-        feature_set_policy: FeatureSetPolicy | None = None,
-        on_refusal: RefusalAction = "follow",
-        compat: CompatSetting = "auto",
-        limits: Limits | None = None,
-        redactor: Redactor | None = None,
-        client_info: ClientInfo | None = None,
-        state_store: StateStore | None = None,
-        describe: str = "",
-        protocol: ProtocolChoice = "auto",
-    ) -> None:
-        if compat not in COMPAT_SETTINGS:
-            raise ValueError(f"compat must be one of {', '.join(COMPAT_SETTINGS)}, not {compat!r}")
-        self.name = name
-        self.compat: CompatSetting = compat
-        self.transport_factory = transport_factory
+    handlers: HostHandlers | None
+    observer: ConnectionObserver | None
+    state_store: StateStore | None
+    client_info: ClientInfo | None
+
+
+class HostedServer:
+    """One server, across its transports (module rules), built from what it is
+    (``config``, a ``ServerConfig``) and the runtime objects (``ServerRuntime``).
+
+    Attributes set from ``config``: ``name`` (in logs, events and errors), ``policy`` and
+    ``feature_set_policy`` (``grant_policy``: default grant nothing, MCPL §5.4),
+    ``on_refusal``, ``compat`` (``"auto"``: the profile is chosen per connection from the
+    advertisement; ``mcpl.compat``), ``limits``, ``protocol`` (``stateless.ProtocolChoice``:
+    ``"auto"`` probes with ``server/discover`` where the transport may carry MCP 2026-07-28
+    and falls back to ``initialize``; ``"handshake"`` sends only ``initialize``;
+    ``"stateless"`` only ``server/discover``; settable until a connection opens),
+    ``redactor`` (``ServerConfig.redactor()``), ``describe`` (where the server is, no
+    secrets) and ``transport_factory`` (``connect.transport_factory``: opens one transport).
+    """
+
+    def __init__(self, config: ServerConfig, **runtime: Unpack[ServerRuntime]) -> None:
+        self.config = config
+        self.name = config.name
+        self.compat: CompatSetting = config.compat
+        self.redactor = config.redactor()
+        self.transport_factory: TransportFactory = transport_factory(config, self.redactor)
+        handlers = runtime.get("handlers")
         self.handlers = handlers if handlers is not None else HostHandlers()
-        self.observer = observer
-        self.policy = policy or GrantPolicy()
-        self.feature_set_policy = feature_set_policy or FeatureSetPolicy()
-        self.on_refusal: RefusalAction = on_refusal
-        self.limits = limits or Limits()
-        self.redactor = redactor or Redactor()
-        self.client_info = client_info or ClientInfo()
+        self.observer = runtime.get("observer")
+        self.policy = config.grant_policy
+        self.feature_set_policy = config.feature_set_policy
+        self.on_refusal: RefusalAction = config.on_refusal
+        self.limits = config.limits
+        self.client_info = runtime.get("client_info") or ClientInfo()
+        state_store = runtime.get("state_store")
         self.state_store: StateStore = (
             state_store if state_store is not None else FeatureSetStateStore(self.limits)
         )
-        self.describe = describe
-        self.protocol: ProtocolChoice = protocol
+        self.describe = config.describe
+        self.protocol: ProtocolChoice = config.protocol
         self.event_dedupe = EventDeduplicator(
             max_entries=self.limits.max_remembered_event_ids, ttl_seconds=self.limits.event_id_ttl_seconds
         )
@@ -132,7 +131,7 @@ class HostedServer:
         #: The era the last connection that finished its handshake spoke (None before).
         self.learned_era: Era | None = None
         self._current: ServerConnection | None = None
-        self._reporter = Reporter(name, self.handlers, observer)
+        self._reporter = Reporter(self.name, self.handlers, self.observer)
 
     def __repr__(self) -> str:
         state = self._current.mcpl_state.value if self._current is not None else "not connected"

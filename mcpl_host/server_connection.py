@@ -92,8 +92,8 @@ TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]
 
 
 class ServerConnection:
-    """One transport to one server (module rules). Build one with ``connect_stdio()``,
-    ``connect_websocket()`` or ``HostedServer.open_connection()``; use it as an async context
+    """One transport to one server (module rules). Build one with ``connect(config)``
+    or ``HostedServer.open_connection()``; use it as an async context
     manager.
 
     Raises on entry: ``InitializeError`` (refused, unsupported version, exited or closed
