@@ -435,7 +435,7 @@ def _inferred_transport(config: ServerConfig) -> Transport:
         return "stdio"
     if config.url is None:
         raise ValueError("a server needs a command (stdio) or a url (websocket or HTTP)")
-    scheme = urlsplit(config.url).scheme.lower() if isinstance(config.url, str) else ""
+    scheme = urlsplit(config.url).scheme.lower()
     if scheme in ("http", "https"):
         return "http"
     if scheme in ("ws", "wss"):

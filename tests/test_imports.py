@@ -49,7 +49,7 @@ def test_a_websocket_server_loads_its_stack_when_built() -> None:
     result = run(
         "import json, sys, mcpl_host\n"
         "before = 'wsproto' in sys.modules\n"
-        "mcpl_host.websocket_server('ws://127.0.0.1:9/')\n"
+        "mcpl_host.HostedServer(mcpl_host.ServerConfig(url='ws://127.0.0.1:9/'))\n"
         "print(json.dumps([before, 'wsproto' in sys.modules]))"
     )
     assert result["out"] == [False, True]
@@ -63,7 +63,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() ->
     result = run(
         "import json, sys, anyio, mcpl_host\n"
         "async def main():\n"
-        f"    async with mcpl_host.connect_stdio(sys.executable, [{str(server)!r}]) as conn:\n"
+        f"    config = mcpl_host.ServerConfig(command=sys.executable, args=({str(server)!r},))\n"
+        "    async with mcpl_host.connect(config) as conn:\n"
         "        await conn.ping()\n"
         "anyio.run(main)\n"
         f"print(json.dumps([m for m in {later!r} if m in sys.modules]))"
@@ -78,7 +79,8 @@ def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines
     result = run(
         "import json, sys, anyio, mcpl_host\n"
         "async def main():\n"
-        f"    async with mcpl_host.connect_stdio(sys.executable, [{str(server)!r}]) as conn:\n"
+        f"    config = mcpl_host.ServerConfig(command=sys.executable, args=({str(server)!r},))\n"
+        "    async with mcpl_host.connect(config) as conn:\n"
         "        await conn.ping()\n"
         "anyio.run(main)\n"
         "print(json.dumps([m for m in ('httpx', 'mcpl_host.transports.http', 'structlog') if m in sys.modules]))"

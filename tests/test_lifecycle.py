@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcpl_host import ConnectionClosed, ConnectionLost, Limits
+from mcpl_host import ConnectionClosed, ConnectionLost, Limits, ServerConfig, connect
 
 from .wire import MCP_HANDSHAKE, ExitWatch, Script
 
@@ -120,13 +120,13 @@ async def test_wait_closed_and_on_connection_lost_report_a_server_that_exits(tmp
 async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:
     import sys
 
-    from mcpl_host import connect_stdio
-
     from .wire import FIXTURES
 
     with anyio.fail_after(20):
-        async with connect_stdio(
-            sys.executable, [str(FIXTURES / "demo_server.py")], env={"DEMO_PUSH_COUNT": "0"}
+        async with connect(
+            ServerConfig(
+                command=sys.executable, args=(str(FIXTURES / "demo_server.py"),), env={"DEMO_PUSH_COUNT": "0"}
+            )
         ) as conn:
             pass
     assert any("stdin closed" in line for line in conn.stderr_tail)
