@@ -62,6 +62,7 @@ __all__ = [
     "EnvPair",
     "Seconds",
     "Selection",
+    "built_config",
     "demo_server_path",
     "end_children",
     "load_config_or_exit",
@@ -479,7 +480,7 @@ def check_target(
         )
 
 
-def _built(prefix: str, **settings: Any) -> ServerConfig:
+def built_config(prefix: str, **settings: Any) -> ServerConfig:
     """``ServerConfig(**settings)``; ``prefix`` names the option in the usage error for
     settings the library refuses (the message never holds a secret)."""
     try:
@@ -553,7 +554,7 @@ def select_servers(
     }
     if options["http_url"] is not None:
         url, kind = options["http_url"], options["http_transport"]
-        server = _built(
+        server = built_config(
             "--url",
             transport="http" if kind == "auto" else kind,
             url=url,
@@ -563,7 +564,7 @@ def select_servers(
         )
         target = {"command": [], "url": server.describe}
     elif options["ws_url"] is not None:
-        server = _built(
+        server = built_config(
             "--ws",
             transport="websocket",
             url=options["ws_url"],
@@ -574,7 +575,7 @@ def select_servers(
         target = {"command": [], "url": server.describe}
     else:
         words = list(command) or [sys.executable, str(demo_server_path())]
-        server = _built(
+        server = built_config(
             "command",
             name="" if command else DEMO_NAME,
             command=words[0],

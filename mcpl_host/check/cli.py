@@ -43,11 +43,11 @@ from mcpl_host.cli_target import (
     EXIT_INTERRUPTED,
     LEVELS,
     EnvPair,
+    built_config,
     check_target,
     config_server,
     demo_server_path,
 )
-from mcpl_host.config import ServerConfig
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
 from mcpl_host.logging import configure_logging
@@ -450,15 +450,15 @@ def _target(
     elif http_url is not None:
         settings = {"url": http_url, "headers": http_headers, "token": token}
         kind = "http" if http_transport == "auto" else http_transport
-        server = _built("--url", transport=kind, **settings, **common)
+        server = built_config("--url", transport=kind, **settings, **common)
         shown = server.describe
     elif ws_url is not None:
         settings = {"url": ws_url, "token": token, "token_in": token_in}
-        server = _built("--ws", transport="websocket", **settings, **common)
+        server = built_config("--ws", transport="websocket", **settings, **common)
         shown = server.describe
     else:
         argv = list(command) or [sys.executable, str(demo_server_path())]
-        server = _built(
+        server = built_config(
             "command", name="" if command else "mcpl-demo", command=argv[0], args=tuple(argv[1:]),
             env=env, cwd=cwd, inherit_env=inherit_env, **common,
         )  # fmt: skip
@@ -467,12 +467,3 @@ def _target(
         "stdio" if server.transport == "stdio" else "websocket" if server.transport == "websocket" else "http"
     )
     return Target(functools.partial(HostedServer, server), transport, shown), server.redactor()
-
-
-def _built(prefix: str, **settings: Any) -> ServerConfig:
-    """``ServerConfig(**settings)``; ``prefix`` names the option in the usage error for
-    settings the library refuses (the message never holds a secret)."""
-    try:
-        return ServerConfig(**settings)
-    except ValueError as exc:
-        raise click.UsageError(f"{prefix}: {exc}") from None
