@@ -72,7 +72,7 @@ class ServerRuntime(TypedDict, total=False):
       ``HostHandlers()``).
     - ``observer``: sees every ``Observation`` (the ``Host``, the probe), or None.
     - ``state_store``: held state per feature set (default: an in-memory
-      ``FeatureSetStateStore``; MCPL §10).
+      ``FeatureSetStateStore``; MCPL §8).
     - ``client_info``: the ``clientInfo`` sent in ``initialize`` (MCP 2025-11-25
       "Lifecycle"; default: ``ClientInfo()``).
     """
