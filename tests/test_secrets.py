@@ -423,9 +423,8 @@ async def test_reprs_and_descriptions_hold_no_secret() -> None:
         repr(StdioTransport(params)),
         WebSocketTransport(ws).describe(),
         repr(WebSocketTransport(ws)),
-        repr(
-            connect(ServerConfig(command="npx", args=("-y", f"API_KEY={ENV_SECRET}", "pkg")))
-        ),  # named after an argument
+        # named after an argument
+        repr(connect(ServerConfig(command="npx", args=("-y", f"API_KEY={ENV_SECRET}", "pkg")))),
         repr(connect(ServerConfig(command="npx", args=("-y", f"--api-key={ENV_SECRET}", "pkg")))),
     ]
     for text in texts:
