@@ -18,18 +18,10 @@ from mcpl_host.client_features import (
     SamplingRequest,
     SamplingResult,
 )
-from mcpl_host.connect import (
-    connect_http,
-    connect_stdio,
-    connect_websocket,
-    http_server,
-    stdio_server,
-    websocket_server,
-)
 from mcpl_host.connection import DEFAULT, ClientInfo, Connection, InboundPort, ProgressCallback, Timeout
 from mcpl_host.handlers import HostHandlers, InferenceStream, Notifier, RequestContext
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS, ServerInfo
-from mcpl_host.hosted import HostedServer, TransportFactory
+from mcpl_host.hosted import HostedServer, ServerRuntime, TransportFactory, connect
 from mcpl_host.jsonrpc.envelope import (
     Invalid,
     Notification,
@@ -96,7 +88,9 @@ if TYPE_CHECKING:
         ConfigError,
         HostConfig,
         ServerConfig,
+        default_server_name,
         load_config,
+        parse_config,
     )
     from mcpl_host.events import (
         EVENT_KINDS,
@@ -129,8 +123,6 @@ if TYPE_CHECKING:
         ServerRequestResponder,
         ServerSnapshot,
         UnknownServer,
-        connect_from_config,
-        hosted_from_config,
     )
     from mcpl_host.services.turns import (
         FanoutResult,
@@ -154,14 +146,17 @@ if TYPE_CHECKING:
         RestartPolicy,
     )
 
-# The host layer (Host, its config file, supervision, events, signals, turns across
-# servers) is imported on first use: an application that only connects to servers does not
-# load it. Everything else is imported with the package.
+# The host layer (Host, supervision, events, signals, turns across servers) and the config
+# (ServerConfig, the config file) are imported on first use: importing the package loads
+# neither, and an application that only connects to servers never loads the host layer.
+# Everything else is imported with the package.
 _LAZY: dict[str, str] = {
     "ConfigError": "mcpl_host.config",
     "HostConfig": "mcpl_host.config",
     "ServerConfig": "mcpl_host.config",
+    "default_server_name": "mcpl_host.config",
     "load_config": "mcpl_host.config",
+    "parse_config": "mcpl_host.config",
     "EVENT_KINDS": "mcpl_host.events",
     "LIFECYCLE_KINDS": "mcpl_host.events",
     "ChannelsChanged": "mcpl_host.events",
@@ -190,8 +185,6 @@ _LAZY: dict[str, str] = {
     "ServerRequestResponder": "mcpl_host.host",
     "ServerSnapshot": "mcpl_host.host",
     "UnknownServer": "mcpl_host.host",
-    "connect_from_config": "mcpl_host.host",
-    "hosted_from_config": "mcpl_host.host",
     "FanoutResult": "mcpl_host.services.turns",
     "InferenceLifecycle": "mcpl_host.services.turns",
     "MCPLPeer": "mcpl_host.services.turns",
@@ -338,6 +331,7 @@ __all__ = [
     "SamplingRequest",
     "SamplingResult",
     "ServerConfig",
+    "ServerRuntime",
     "ServerConnection",
     "ServerInfo",
     "ServerHandle",
@@ -359,15 +353,10 @@ __all__ = [
     "before_inference_fanout",
     "classify",
     "close_on_signals",
-    "connect_from_config",
-    "connect_http",
-    "connect_stdio",
-    "connect_websocket",
-    "hosted_from_config",
-    "http_server",
+    "connect",
+    "default_server_name",
     "inference_lifecycle",
     "load_config",
     "log_value",
-    "stdio_server",
-    "websocket_server",
+    "parse_config",
 ]

@@ -11,8 +11,8 @@ Rules of this module:
   and ``--transport`` without ``--url``, ``--env``, ``--cwd`` and ``--inherit-env`` without a
   command) and an empty ``--token`` (an unset ``"$TOKEN"`` expands to nothing).
 - Every target becomes ``ServerConfig`` entries, the shape a config file gives, so every
-  command builds its servers one way: ``hosted_from_config`` (the shell: a ``Host``). The
-  name of a target that is not a config entry is the one the library gives it
+  command builds its servers one way: ``HostedServer(config, ...)`` (the shell: a ``Host``).
+  The name of a target that is not a config entry is the one ``ServerConfig`` gives it
   (``default_server_name`` of a command, the URL shown); the bundled demo is ``mcpl-demo``.
 - Policy: the default is to grant everything the server advertises; ``--grant`` patterns
   replace it, ``--deny`` patterns are never granted. For a config entry, the file's policy
@@ -42,18 +42,15 @@ import mcpl_host
 from mcpl_host import report
 from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
 from mcpl_host.handlers import HostHandlers
-from mcpl_host.host import hosted_from_config
 from mcpl_host.hosted import HostedServer
-from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS
+from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import ConnectionObserver
-from mcpl_host.secrets import Redactor, redact_command
+from mcpl_host.secrets import redact_command
 from mcpl_host.stateless import PROTOCOL_CHOICES
 from mcpl_host.transports import process_tree
-from mcpl_host.transports.http_params import shown_http_url
 from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
-from mcpl_host.transports.websocket import shown_url
 
 __all__ = [
     "DEMO_NAME",
@@ -65,6 +62,7 @@ __all__ = [
     "EnvPair",
     "Seconds",
     "Selection",
+    "built_config",
     "demo_server_path",
     "end_children",
     "load_config_or_exit",
@@ -387,12 +385,11 @@ root_option = click.option(
 @dataclass(frozen=True, slots=True)
 class Selection:
     """What the options selected: ``servers`` (name -> ``ServerConfig``; one entry, except
-    ``shell --config FILE`` without ``--server``), ``target`` (for the probe document:
-    ``command`` shown redacted, and ``url`` or ``config``) and ``stderr_log_level``."""
+    ``shell --config FILE`` without ``--server``) and ``target`` (for the probe document:
+    ``command`` shown redacted, and ``url`` or ``config``)."""
 
     servers: dict[str, ServerConfig]
     target: dict[str, Any]
-    stderr_log_level: str = "debug"
 
     @property
     def only(self) -> ServerConfig:
@@ -403,11 +400,9 @@ class Selection:
     def hosted(
         self, *, handlers: HostHandlers | None = None, observer: ConnectionObserver | None = None
     ) -> HostedServer:
-        """A ``HostedServer`` of the one server selected (``hosted_from_config``). Its
-        configuration was checked by ``select_servers``, so this does not raise."""
-        return hosted_from_config(
-            self.only, handlers=handlers, observer=observer, stderr_log_level=self.stderr_log_level
-        )
+        """A ``HostedServer`` of the one server selected. Its configuration was checked by
+        ``select_servers``, so this does not raise."""
+        return HostedServer(self.only, handlers=handlers, observer=observer)
 
 
 def load_config_or_exit(ctx: click.Context, path: str) -> HostConfig:
@@ -485,14 +480,13 @@ def check_target(
         )
 
 
-def _named(config: ServerConfig, prefix: str) -> ServerConfig:
-    """``config`` with the name the library gives such a server; ``prefix`` names the option
-    in the usage error for a configuration the library refuses (never holding a secret)."""
+def built_config(prefix: str, **settings: Any) -> ServerConfig:
+    """``ServerConfig(**settings)``; ``prefix`` names the option in the usage error for
+    settings the library refuses (the message never holds a secret)."""
     try:
-        name = hosted_from_config(dataclasses.replace(config, name="")).name
+        return ServerConfig(**settings)
     except ValueError as exc:  # a bad URL, token or header: the message holds none of them
         raise click.UsageError(f"{prefix}: {exc}") from None
-    return dataclasses.replace(config, name=name)
 
 
 def select_servers(
@@ -532,69 +526,65 @@ def select_servers(
             if option in explicit
         }
         for name, server in chosen.items():
-            server = dataclasses.replace(
-                server,
-                limits=dataclasses.replace(server.limits, **overridden),
-                secrets=(*server.secrets, *explicit_secrets),
-            )
+            changes: dict[str, Any] = {
+                "limits": dataclasses.replace(server.limits, **overridden),
+                "secrets": (*server.secrets, *explicit_secrets),
+                "stderr_log_level": stderr_log_level,
+            }
             if explicit & {"grants", "denies"}:
-                server = dataclasses.replace(server, grant_policy=policy)
+                changes["grant_policy"] = policy
             if "compat" in explicit:
-                server = dataclasses.replace(server, compat=options["compat"])
+                changes["compat"] = options["compat"]
             if "protocol" in explicit:
-                server = dataclasses.replace(server, protocol=options["protocol"])
-            chosen[name] = server
+                changes["protocol"] = options["protocol"]
+            chosen[name] = dataclasses.replace(server, **changes)
         first = next(iter(chosen.values()))
         target: dict[str, Any] = {
             "command": redact_command([first.command, *first.args]) if first.command else [],
             "config": {"file": config_file, "server": server_name},
         }
-        for server in chosen.values():
-            _named(server, "--config")  # the library accepts each entry
-        return Selection(chosen, target, stderr_log_level)
+        return Selection(chosen, target)
 
-    base = ServerConfig(
-        name="",
-        transport="stdio",
-        grant_policy=policy,
-        secrets=explicit_secrets,
-        compat=options.get("compat", "auto"),
-        protocol=options.get("protocol", "auto"),
-    )
-    base = dataclasses.replace(base, limits=dataclasses.replace(base.limits, **limits_fields))
+    common: dict[str, Any] = {
+        "grant_policy": policy,
+        "secrets": explicit_secrets,
+        "compat": options.get("compat", "auto"),
+        "protocol": options.get("protocol", "auto"),
+        "limits": dataclasses.replace(Limits(), **limits_fields),
+    }
     if options["http_url"] is not None:
-        url, headers, token = options["http_url"], dict(options["http_headers"]), options["token"]
-        kind = options["http_transport"]
-        server = _named(
-            dataclasses.replace(
-                base,
-                transport="http" if kind == "auto" else kind,
-                url=url,
-                token=token,
-                headers=headers,
-            ),
+        url, kind = options["http_url"], options["http_transport"]
+        server = built_config(
             "--url",
+            transport="http" if kind == "auto" else kind,
+            url=url,
+            token=options["token"],
+            headers=dict(options["http_headers"]),
+            **common,
         )
-        target = {"command": [], "url": shown_http_url(url, Redactor(server.secrets_for_redaction))}
+        target = {"command": [], "url": server.describe}
     elif options["ws_url"] is not None:
-        url, token = options["ws_url"], options["token"]
-        server = _named(
-            dataclasses.replace(
-                base, transport="websocket", url=url, token=token, token_in=options["token_in"]
-            ),
+        server = built_config(
             "--ws",
+            transport="websocket",
+            url=options["ws_url"],
+            token=options["token"],
+            token_in=options["token_in"],
+            **common,
         )
-        target = {"command": [], "url": shown_url(url, Redactor(server.secrets_for_redaction))}
+        target = {"command": [], "url": server.describe}
     else:
         words = list(command) or [sys.executable, str(demo_server_path())]
-        server = dataclasses.replace(
-            base,
+        server = built_config(
+            "command",
+            name="" if command else DEMO_NAME,
             command=words[0],
             args=tuple(words[1:]),
             env={**dict(options["env"]), **dict(options["secrets"])},
             cwd=options["cwd"],
             inherit_env=options["inherit_env"],
+            stderr_log_level=stderr_log_level,
+            **common,
         )
-        server = dataclasses.replace(server, name=DEMO_NAME) if not command else _named(server, "command")
         target = {"command": redact_command(words)}
-    return Selection({server.name: server}, target, stderr_log_level)
+    return Selection({server.name: server}, target)

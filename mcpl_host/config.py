@@ -1,5 +1,7 @@
-"""The host's config file: the common ``mcpServers`` JSON plus MCPL keys. Pure, except that
-``load_config`` reads the file.
+"""What a server is (``ServerConfig``, the one options object every builder takes, made by
+hand or from a config) and the host's config: the common ``mcpServers`` JSON plus MCPL
+keys, read from a file (``load_config``) or from an object held in memory
+(``parse_config``). Pure, except that ``load_config`` reads the file.
 
 - **Shape.** ``{"mcpServers": {name: server}}`` as MCP clients write it; also accepted under
   ``"mcplServers"``. Both may be present: merged, ``mcpServers`` first; a name in both is a
@@ -52,7 +54,6 @@
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import math
@@ -62,7 +63,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
@@ -71,6 +72,7 @@ from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_proble
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
+from mcpl_host.mcpl.policy_state import RefusalAction
 from mcpl_host.secrets import (
     MIN_SECRET_CHARS,
     REDACTED,
@@ -82,6 +84,12 @@ from mcpl_host.secrets import (
 )
 from mcpl_host.stateless import PROTOCOL_CHOICES, ProtocolChoice
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
+from mcpl_host.transports.http_params import HTTPParameters, shown_http_url
+from mcpl_host.transports.stdio import StdioParameters
+from mcpl_host.transports.ws_params import WebSocketParameters, shown_url
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = [
     "SECTIONS",
@@ -89,6 +97,7 @@ __all__ = [
     "ConfigProblem",
     "HostConfig",
     "ServerConfig",
+    "default_server_name",
     "load_config",
     "parse_config",
 ]
@@ -154,6 +163,53 @@ _RESTART = {
     "maxFailures": "max_failures",
     "failureWindow": "failure_window_seconds",
 }
+#: Interpreters whose first argument that is not an option is the script that is the server.
+_INTERPRETERS = ("python", "node", "nodejs", "deno", "bun", "ruby", "perl", "php", "tsx", "ts-node")
+#: Subcommands an interpreter or runner takes before the script (``deno run main.ts``).
+_SUBCOMMANDS = frozenset({"run", "exec", "x"})
+#: Runners whose first argument that is not an option is a package.
+_RUNNERS = frozenset({"npx", "uvx", "pipx", "bunx", "pnpx"})
+#: Script names that say nothing about the server: its folder names it instead.
+_GENERIC_SCRIPTS = frozenset({"index", "main", "server", "cli", "app", "run", "start", "__main__", "mod"})
+#: Folders that say nothing about the server either (``dist/index.js``).
+_GENERIC_FOLDERS = frozenset({"dist", "build", "lib", "src", "bin", "out", "build-output", "esm", "cjs", ""})
+
+
+def _script_name(path: str) -> str:
+    """``/x/server-everything/dist/index.js`` -> ``server-everything``; ``tools/weather.py`` ->
+    ``weather``."""
+    parts = path.replace("\\", "/").split("/")
+    stem = os.path.splitext(parts[-1])[0]
+    if stem not in _GENERIC_SCRIPTS:
+        return stem
+    for folder in reversed(parts[:-1]):
+        if folder not in _GENERIC_FOLDERS and folder not in (".", ".."):
+            return folder
+    return stem
+
+
+def default_server_name(command: str, args: Sequence[str] = ()) -> str:
+    """A readable name for logs, by the script or package that is the server:
+    ``python -m mcp_server_time`` → ``mcp_server_time``, ``python demo_server.py`` →
+    ``demo_server``, ``node /x/server-everything/dist/index.js`` → ``server-everything``,
+    ``npx -y pkg`` → ``pkg``, ``deno run -A main.ts`` → its folder; else the command.
+    (After the handshake, reports name a server by its ``serverInfo.name``.)"""
+    base = os.path.basename(command)
+    rest = [arg for arg in args if not arg.startswith("-")]
+    if base.startswith(_INTERPRETERS) and args:
+        if base.startswith("python") and args[0] == "-m" and len(args) > 1:
+            return args[1]
+        if rest and rest[0] in _SUBCOMMANDS and base.startswith(("deno", "bun")):
+            rest = rest[1:]
+        if rest:
+            return _script_name(rest[0])
+    if base in _RUNNERS and rest:
+        return rest[0]
+    if base in ("uv", "poetry", "pipenv") and len(rest) > 1 and rest[0] == "run":
+        return _script_name(rest[1])
+    return base
+
+
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 # An optional key that is not there (JSON null is a value, and a wrong one).
 _ABSENT: Any = object()
@@ -182,28 +238,71 @@ class ConfigError(MCPLHostError):
         super().__init__("\n".join(f"{prefix}{problem}" for problem in self.problems))
 
 
-@dataclass(frozen=True, slots=True, repr=False)
+@dataclass(frozen=True, slots=True, repr=False, kw_only=True)
 class ServerConfig:
-    """One server entry. Paths are already resolved. Only the keys of ``transport`` are kept:
-    stdio uses ``command``, ``args``, ``env``, ``cwd``, ``inherit_env``; WebSocket uses
-    ``url``, ``token``, ``token_in``, ``headers``; the HTTP transports (``"http"``,
-    ``"streamable-http"``, ``"sse"``) ``url``, ``token``, ``headers``. ``limits`` holds every bound:
-    the defaults, changed by the entry's ``timeouts`` (seconds), ``maxLineBytes`` and
-    ``limits``; ``disabled`` servers are checked but not started."""
+    """What a server is: how to reach it and the settings the host applies to it. Made by
+    the config-file parser (``load_config``, ``parse_config``) or by hand, and given to the
+    one builder (``HostedServer(config, ...)``, or ``connect(config, ...)`` for one
+    connection); the runtime objects (handlers, observer, state store, client info) are not
+    configuration and go to the builder.
 
-    name: str
-    transport: Transport
+    Only the keys of ``transport`` are used: stdio uses ``command``, ``args``, ``env``,
+    ``cwd``, ``inherit_env``, ``keep_tree``, ``stderr_log_level``; WebSocket uses ``url``,
+    ``token``, ``token_in``, ``headers``, ``ssl_context``; the HTTP transports (``"http"``,
+    ``"streamable-http"``, ``"sse"``) ``url``, ``token``, ``headers``, ``ssl_context``.
+
+    - ``transport`` (None, the default: inferred): ``command`` means ``"stdio"``, a ``ws://``
+      or ``wss://`` ``url`` ``"websocket"`` (RFC 6455; docs/protocol.md, "WebSocket"), an
+      ``http://`` or ``https://`` one ``"http"`` (Streamable HTTP, falling back to HTTP+SSE:
+      MCP 2025-11-25 "Transports", Backwards Compatibility); ``"streamable-http"`` has no
+      fallback, ``"sse"`` is the HTTP+SSE transport of MCP 2024-11-05.
+    - ``name`` (``""``, the default: derived): a stdio server is named by the script or
+      package that is the server (``default_server_name``), a remote one by its URL as shown
+      (``shown_url``, ``shown_http_url``); every secret redacted either way.
+    - ``token``: sent as ``Authorization: Bearer`` (``token_in="header"``, the default) or
+      as the query parameter ``token`` (``token_in="query"``, WebSocket only).
+    - ``limits`` holds every bound (from a file: the defaults, changed by the entry's
+      ``timeouts`` in seconds, ``maxLineBytes`` and ``limits``). A WebSocket's opening is
+      bounded by ``limits.websocket_open_timeout_seconds`` and, being a step of the
+      handshake, by ``limits.handshake_timeout_seconds`` (docs/protocol.md H7); its pings by
+      ``limits.websocket_keepalive_*``.
+    - ``grant_policy`` defaults to granting nothing (MCPL §5.4); ``on_refusal``: what a
+      refused policy does (``RefusalAction``); ``compat``: the compatibility setting
+      (``mcpl_host.mcpl.compat``); ``protocol``: the MCP era to speak
+      (``mcpl_host.stateless``).
+    - ``env`` is added to a minimal environment (``inherit_env``: to the whole one);
+      ``keep_tree`` (Linux): on close, stop every descendant of the server, not only its
+      process group (``transports.process_tree``); ``stderr_log_level``: the level of the
+      server's stderr lines in the log.
+    - ``ssl_context`` verifies a ``wss://`` or ``https://`` server (default: the system's
+      CAs); not compared, not shown.
+    - ``secrets``: more strings to redact; every secret (``secrets_for_redaction``) is
+      hidden from every log line, error and repr about this server (docs/protocol.md L2).
+    - ``restart_policy`` is a ``Host``'s; ``disabled`` servers are checked but not started.
+
+    Raises:
+        ValueError: a server with neither ``command`` nor ``url`` (or both, and no
+            ``transport``), an unknown ``transport``, ``token_in``, ``compat`` or
+            ``protocol``, or an unusable URL, token or header. The message holds no secret.
+    """
+
+    name: str = ""
+    transport: Transport | None = None
     command: str | None = None
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict[str, str])
     cwd: str | None = None
     inherit_env: bool = False
+    keep_tree: bool = True
+    stderr_log_level: str = "debug"
     url: str | None = None
     token: str | None = None
     token_in: Literal["header", "query"] = "header"
     headers: dict[str, str] = field(default_factory=dict[str, str])
+    ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
     grant_policy: GrantPolicy = GrantPolicy()
     feature_set_policy: FeatureSetPolicy = FeatureSetPolicy()
+    on_refusal: RefusalAction = "follow"
     limits: Limits = Limits()
     restart_policy: RestartPolicy = RestartPolicy()
     secrets: tuple[str, ...] = ()
@@ -213,39 +312,136 @@ class ServerConfig:
     #: The MCP era to speak (config key ``protocol``; ``mcpl_host.stateless``).
     protocol: ProtocolChoice = "auto"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "transport", _inferred_transport(self))
+        for what, value, choices in (
+            ("compat", self.compat, COMPAT_SETTINGS),
+            ("protocol", self.protocol, PROTOCOL_CHOICES),
+        ):
+            if value not in choices:
+                raise ValueError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
+        self.parameters()  # an unusable URL, token or header raises here
+        if not self.name:
+            name = (
+                self.redactor().redact(default_server_name(self.command or "", self.args))
+                if self.transport == "stdio"
+                else self.describe
+            )
+            object.__setattr__(self, "name", name)
+
+    def parameters(self) -> StdioParameters | WebSocketParameters | HTTPParameters:
+        """The transport's settings: ``StdioParameters``, ``WebSocketParameters`` (its
+        opening bounded by the handshake too: the lesser of
+        ``limits.websocket_open_timeout_seconds`` and ``limits.handshake_timeout_seconds``)
+        or ``HTTPParameters``. Raises ``ValueError`` as the class does."""
+        if self.transport == "websocket":
+            assert self.url is not None
+            limits = self.limits
+            return WebSocketParameters(
+                url=self.url,
+                token=self.token,
+                token_in=self.token_in,
+                headers=self.headers,
+                open_timeout_seconds=min(
+                    limits.websocket_open_timeout_seconds, limits.handshake_timeout_seconds
+                ),
+                keepalive_interval_seconds=limits.websocket_keepalive_interval_seconds,
+                keepalive_timeout_seconds=limits.websocket_keepalive_timeout_seconds,
+                ssl_context=self.ssl_context,
+            )
+        if self.transport in HTTP_TRANSPORTS:
+            assert self.url is not None
+            return HTTPParameters(
+                url=self.url, token=self.token, headers=self.headers, ssl_context=self.ssl_context
+            )
+        assert self.command is not None
+        return StdioParameters(
+            command=self.command,
+            args=self.args,
+            env=self.env or None,
+            cwd=self.cwd,
+            inherit_env=self.inherit_env,
+            keep_tree=self.keep_tree,
+        )
+
     @property
     def secrets_for_redaction(self) -> tuple[str, ...]:
         """Strings to redact from everything shown about this server, without repeats: the
         decision of ``mcpl_host.secrets.server_secrets`` (``env`` values of secret names,
-        credentials in ``args`` and ``url``, header values, the token, ``secrets``)."""
+        credentials in ``command``, ``args`` and ``url``, header values, the token,
+        ``secrets``)."""
         return server_secrets(
             env=self.env,
-            args=self.args,
+            args=(self.command, *self.args) if self.command is not None else self.args,
             url=self.url,
             token=self.token,
             headers=self.headers,
             explicit=self.secrets,
         )
 
+    def redactor(self) -> Redactor:
+        """The ``Redactor`` of everything about this server: ``secrets_for_redaction`` and
+        what the transport's parameters count as secret (an HTTP URL's query values)."""
+        return Redactor([*self.secrets_for_redaction, *self.parameters().secrets()])
+
+    @property
+    def describe(self) -> str:
+        """Where the server is, with no secret (for reports): the command line
+        (``redact_command``), or the URL as shown (``shown_url``, ``shown_http_url``)."""
+        redactor = self.redactor()
+        if self.transport == "websocket":
+            return shown_url(self.url or "", redactor)
+        if self.transport in HTTP_TRANSPORTS:
+            return shown_http_url(self.url or "", redactor)
+        return " ".join(redact_command([self.command or "", *self.args], redactor))
+
     def __repr__(self) -> str:
         """The settings with every secret hidden (``mcpl_host.secrets``)."""
-        redactor = Redactor(self.secrets_for_redaction)
+        redactor = self.redactor()
         fields = [f"name={self.name!r}", f"transport={self.transport!r}"]
         if self.transport == "stdio" or self.command is not None:
             fields.append(f"command={redact_command([self.command or ''], redactor)[0]!r}")
             fields.append(f"args={tuple(redact_command(self.args, redactor))!r}")
             fields.append(f"env={shown_env(self.env)!r}")
             fields.append(f"cwd={self.cwd!r}, inherit_env={self.inherit_env!r}")
+            fields.append(f"keep_tree={self.keep_tree!r}, stderr_log_level={self.stderr_log_level!r}")
         if self.transport == "websocket" or self.url is not None:
             fields.append(f"url={redactor.redact(redact_url(self.url)) if self.url else None!r}")
             fields.append(f"token={REDACTED if self.token else None!r}, token_in={self.token_in!r}")
             fields.append(f"headers={dict.fromkeys(self.headers, REDACTED)!r}")
         fields.append(f"secrets=<{len(self.secrets)} hidden>")
         fields.append(f"grant_policy={self.grant_policy!r}, feature_set_policy={self.feature_set_policy!r}")
+        fields.append(f"on_refusal={self.on_refusal!r}")
         fields.append(f"limits={self.limits!r}, restart_policy={self.restart_policy!r}")
         fields.append(f"compat={self.compat!r}, protocol={self.protocol!r}")
         fields.append(f"disabled={self.disabled!r}")
         return f"ServerConfig({', '.join(fields)})"
+
+
+def _inferred_transport(config: ServerConfig) -> Transport:
+    """``config.transport``, checked, or the one its ``command`` or ``url`` implies
+    (``ServerConfig``). Raises ``ValueError`` (never showing the URL: it may hold a token)."""
+    if config.transport is not None:
+        if config.transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {config.transport!r}")
+        if config.transport == "stdio" and config.command is None:
+            raise ValueError("a stdio server needs a command")
+        if config.transport != "stdio" and config.url is None:
+            raise ValueError(f"a {config.transport} server needs a url")
+        return config.transport
+    if config.command is not None and config.url is not None:
+        raise ValueError("a server with both a command and a url needs a transport")
+    if config.command is not None:
+        return "stdio"
+    if config.url is None:
+        raise ValueError("a server needs a command (stdio) or a url (websocket or HTTP)")
+    scheme = urlsplit(config.url).scheme.lower()
+    if scheme in ("http", "https"):
+        return "http"
+    if scheme in ("ws", "wss"):
+        return "websocket"
+    why = f"its scheme is {scheme!r}" if scheme else "it has no scheme"
+    raise ValueError(f"the url must be a ws://, wss://, http:// or https:// URL; {why}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,10 +525,15 @@ def nesting_beyond(text: str, max_depth: int) -> tuple[int, int] | None:
     return None
 
 
-def parse_config(data: Any, *, base_dir: Path, source: str) -> HostConfig:
-    """Check decoded JSON ``data`` and build a ``HostConfig``; relative paths resolve against
-    ``base_dir``, and ``source`` names the file in messages. Raises ``ConfigError`` listing
-    every problem."""
+def parse_config(
+    data: Any, *, base_dir: str | os.PathLike[str] | None = None, source: str = ""
+) -> HostConfig:
+    """Check a config held in memory, the decoded JSON of a file (``{"mcpServers": {name:
+    {...}}}``, a ``dict``), and build a ``HostConfig``, with the checks and errors of
+    ``load_config`` (module rules). Relative paths resolve against ``base_dir`` (default:
+    the current directory, as it is now); ``source`` names where the config came from in
+    messages. Raises ``ConfigError`` listing every problem."""
+    base_dir = Path(base_dir) if base_dir is not None else Path.cwd()
     p = _Problems()
     servers: dict[str, ServerConfig] = {}
     if not is_object(data):
@@ -340,7 +541,7 @@ def parse_config(data: Any, *, base_dir: Path, source: str) -> HostConfig:
     else:
         p.obj(data, "")  # repeated keys
         for key in data:
-            close = difflib.get_close_matches(key, SECTIONS, n=1, cutoff=0.8)
+            close = _close_matches(key, SECTIONS, cutoff=0.8)
             if key not in SECTIONS and close:
                 p.add(_at("", key), f'unknown key; did you mean "{close[0]}"?')
         if not any(section in data for section in SECTIONS):
@@ -362,6 +563,14 @@ def parse_config(data: Any, *, base_dir: Path, source: str) -> HostConfig:
     if p.problems:
         raise ConfigError(p.problems, source)
     return HostConfig(servers=servers, source=source)
+
+
+def _close_matches(word: str, candidates: Sequence[str], cutoff: float = 0.6) -> list[str]:
+    """The closest of ``candidates`` to ``word`` (at most one), for a "did you mean" hint;
+    difflib loads with the first hint, not with the package."""
+    import difflib
+
+    return difflib.get_close_matches(word, candidates, n=1, cutoff=cutoff)
 
 
 def _at(loc: str, key: str | int) -> str:
@@ -426,7 +635,7 @@ class _Problems:
         if known is not None:
             for key in value:
                 if key not in known:
-                    close = difflib.get_close_matches(key, sorted(known), n=1)
+                    close = _close_matches(key, sorted(known))
                     self.add(
                         _at(loc, key), "unknown key" + (f'; did you mean "{close[0]}"?' if close else "")
                     )
@@ -542,7 +751,11 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
     if len(p.problems) > before or transport is None:
         return None
     inactive = {attr for attr, _, group in _KEYS.values() if group in inactive_groups}
-    return ServerConfig(**{k: v for k, v in kw.items() if k not in inactive})
+    try:
+        return ServerConfig(**{k: v for k, v in kw.items() if k not in inactive})
+    except ValueError as exc:  # an unusable token or header: the message holds none of them
+        p.add(loc, str(exc))
+        return None
 
 
 def _transport(entry: dict[str, Any], loc: str, p: _Problems) -> Transport | None:

@@ -45,6 +45,7 @@ Rules of this module (docs/protocol.md T1-T3):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -56,7 +57,6 @@ import anyio.abc
 
 from mcpl_host._tasks import leave_task_group
 from mcpl_host.config import HostConfig, ServerConfig
-from mcpl_host.connect import http_server, stdio_server, websocket_server
 from mcpl_host.connection import DEFAULT, ClientInfo, Timeout
 from mcpl_host.events import (
     ConnectingOrder,
@@ -87,7 +87,6 @@ from mcpl_host.services.turns import (
     inference_lifecycle,
 )
 from mcpl_host.supervisor import Supervisor, SupervisorState
-from mcpl_host.transports.http_params import HTTPTransportKind
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
@@ -100,8 +99,6 @@ __all__ = [
     "ServerRequestResponder",
     "ServerSnapshot",
     "UnknownServer",
-    "connect_from_config",
-    "hosted_from_config",
 ]
 
 #: Host-wide, not per server (the application's subscriptions; ``Host`` parameters):
@@ -140,73 +137,6 @@ class ServerNotConnected(MCPLHostError):
         )
         self.server = server
         self.state = state
-
-
-def hosted_from_config(
-    config: ServerConfig,
-    *,
-    name: str | None = None,
-    handlers: HostHandlers | None = None,
-    observer: Any = None,
-    client_info: ClientInfo | None = None,
-    state_store: StateStore | None = None,
-    stderr_log_level: str = "debug",
-) -> HostedServer:
-    """A ``HostedServer`` for one config entry (``stdio_server``, ``websocket_server`` or
-    ``http_server``; ``"http"`` is transport "auto") with its grant and feature-set policy,
-    limits and secrets. ``stderr_log_level``: the level of a stdio server's stderr lines.
-
-    Raises:
-        ValueError: an unusable WebSocket URL, token or header (no secret in the message).
-    """
-    common: dict[str, Any] = {
-        "name": name or config.name,
-        "handlers": handlers,
-        "observer": observer,
-        "policy": config.grant_policy,
-        "feature_set_policy": config.feature_set_policy,
-        "compat": config.compat,
-        "protocol": config.protocol,
-        "limits": config.limits,
-        "secrets": config.secrets,
-        "client_info": client_info,
-        "state_store": state_store,
-    }
-    if config.transport in ("http", "streamable-http", "sse"):
-        assert config.url is not None
-        kind: HTTPTransportKind = "auto" if config.transport == "http" else config.transport
-        return http_server(config.url, token=config.token, headers=config.headers, transport=kind, **common)
-    if config.transport == "websocket":
-        assert config.url is not None
-        return websocket_server(
-            config.url,
-            token=config.token,
-            token_in=config.token_in,
-            headers=config.headers,
-            open_timeout_seconds=config.limits.handshake_timeout_seconds,
-            **common,
-        )
-    assert config.command is not None
-    return stdio_server(
-        config.command,
-        config.args,
-        env=config.env or None,
-        cwd=config.cwd,
-        inherit_env=config.inherit_env,
-        stderr_log_level=stderr_log_level,
-        **common,
-    )
-
-
-def connect_from_config(
-    config: ServerConfig,
-    *,
-    name: str | None = None,
-    handlers: HostHandlers | None = None,
-    observer: Any = None,
-) -> ServerConnection:
-    """One unopened ``ServerConnection`` of ``hosted_from_config(...)``."""
-    return hosted_from_config(config, name=name, handlers=handlers, observer=observer).open_connection()
 
 
 class _Answer:
@@ -515,9 +445,8 @@ class Host:
                 config.limits.request_timeout_seconds,
                 config.limits.delivery_timeout_seconds,
             )
-            hosted = hosted_from_config(
-                config,
-                name=name,
+            hosted = HostedServer(
+                config if config.name == name else dataclasses.replace(config, name=name),
                 handlers=handlers,
                 observer=_HostObserver(self._observe, delivering=app_handlers is None),
                 client_info=client_info,

@@ -37,11 +37,12 @@ Rules of this module:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from typing_extensions import TypedDict, Unpack
 
 from mcpl_host.client_features import ClientFeatures
+from mcpl_host.connect import transport_factory
 from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers, client_features, serves_inference, serves_model_info
 from mcpl_host.handshake import host_advertisement
@@ -58,12 +59,12 @@ from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import PROTOCOL_CHOICES, Era, ProtocolChoice, probe_skipped
-from mcpl_host.transports.base import Transport
+from mcpl_host.transports.base import TransportFactory
 
-__all__ = ["HostedServer", "TransportFactory"]
+if TYPE_CHECKING:
+    from mcpl_host.config import ServerConfig
 
-#: Opens one transport: a callable returning an async context manager that yields it.
-TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]
+__all__ = ["HostedServer", "ServerRuntime", "TransportFactory", "connect"]
 
 
 def _checked_compat(compat: CompatSetting) -> CompatSetting:
@@ -78,65 +79,66 @@ def _checked_protocol(protocol: ProtocolChoice) -> ProtocolChoice:
     return protocol
 
 
-class HostedServer:
-    """One server, across its transports (module rules).
+class ServerRuntime(TypedDict, total=False):
+    """The runtime objects a builder takes besides the ``ServerConfig``, as keywords
+    (``HostedServer(config, **runtime)``, ``connect(config, **runtime)``); they are not
+    configuration.
 
-    Args:
-        name: the server's name in logs, events and errors.
-        transport_factory: opens one transport (``StdioTransport``, ``WebSocketTransport``).
-        handlers: the application's ``HostHandlers``, used as given (default: ``HostHandlers()``).
-        observer: sees every event (``mcpl_host.events``; the ``Host``, the probe), or None.
-        policy, feature_set_policy: the capability grant policy (default: grant nothing,
-            MCPL §5.4) and the feature-set policy.
-        on_refusal: what a refused policy does (``RefusalAction``).
-        compat: the compatibility setting (``"strict"``, ``"0.4"``, ``"auto"``: the profile
-            is chosen per connection from the advertisement; ``mcpl.compat``). Raises
-            ``ValueError`` for another value.
-        limits: every bound (``Limits``). redactor: hides this server's secrets.
-        client_info: the ``clientInfo`` sent in ``initialize``.
-        state_store: held state per feature set (default: an in-memory store).
-        describe: a short description of where the server is (no secrets), for reports.
-        protocol: the protocol era to speak (``stateless.ProtocolChoice``): ``"auto"``
-            probes with ``server/discover`` where the transport may carry MCP 2026-07-28 and
-            falls back to ``initialize``; ``"handshake"`` sends only ``initialize``;
-            ``"stateless"`` only ``server/discover``. Changed by ``set_protocol`` (read at
-            each handshake). Raises ``ValueError`` for another value.
+    - ``handlers``: the application's ``HostHandlers``, used as given (default:
+      ``HostHandlers()``).
+    - ``observer``: sees every event of the connection (``mcpl_host.events``; the ``Host``,
+      the probe), or None.
+    - ``state_store``: held state per feature set (default: an in-memory
+      ``FeatureSetStateStore``; MCPL §8).
+    - ``client_info``: the ``clientInfo`` sent in ``initialize`` (MCP 2025-11-25
+      "Lifecycle"; default: ``ClientInfo()``).
     """
 
-    def __init__(
-        self,
-        name: str,
-        transport_factory: TransportFactory,
-        *,
-        handlers: HostHandlers | None = None,
-        observer: ConnectionObserver | None = None,
-        policy: GrantPolicy | None = None,
-        feature_set_policy: FeatureSetPolicy | None = None,
-        on_refusal: RefusalAction = "follow",
-        compat: CompatSetting = "auto",
-        limits: Limits | None = None,
-        redactor: Redactor | None = None,
-        client_info: ClientInfo | None = None,
-        state_store: StateStore | None = None,
-        describe: str = "",
-        protocol: ProtocolChoice = "auto",
-    ) -> None:
-        self._name = name
-        self._compat: CompatSetting = _checked_compat(compat)
-        self._protocol: ProtocolChoice = _checked_protocol(protocol)
-        self._transport_factory = transport_factory
+    handlers: HostHandlers | None
+    observer: ConnectionObserver | None
+    state_store: StateStore | None
+    client_info: ClientInfo | None
+
+
+class HostedServer:
+    """One server, across its transports (module rules), built from what it is
+    (``config``, a ``ServerConfig``) and the runtime objects (``ServerRuntime``).
+
+    Read-only, from ``config``: ``name`` (in logs, events and errors), ``on_refusal``,
+    ``limits``, ``redactor`` (``ServerConfig.redactor()``), ``describe`` (where the server
+    is, no secrets). Read, and changed only by their ``set_*`` methods: ``policy`` and
+    ``feature_set_policy`` (from ``grant_policy``: default grant nothing, MCPL §5.4),
+    ``compat`` (``"auto"``: the profile is chosen per connection from the advertisement;
+    ``mcpl.compat``), ``protocol`` (``stateless.ProtocolChoice``: ``"auto"`` probes with
+    ``server/discover`` where the transport may carry MCP 2026-07-28 and falls back to
+    ``initialize``; ``"handshake"`` sends only ``initialize``; ``"stateless"`` only
+    ``server/discover``; read at each handshake) and ``transport_factory``
+    (``connect.transport_factory``: opens one transport).
+
+    Raises:
+        ValueError: a ``compat`` or ``protocol`` value that is not one of the settings.
+    """
+
+    def __init__(self, config: ServerConfig, **runtime: Unpack[ServerRuntime]) -> None:
+        self._config = config
+        self._name = config.name
+        self._compat: CompatSetting = _checked_compat(config.compat)
+        self._protocol: ProtocolChoice = _checked_protocol(config.protocol)
+        self._redactor = config.redactor()
+        self._transport_factory: TransportFactory = transport_factory(config, self._redactor)
+        handlers = runtime.get("handlers")
         self._handlers = handlers if handlers is not None else HostHandlers()
-        self._observer = observer
-        self._policy = policy or GrantPolicy()
-        self._feature_set_policy = feature_set_policy or FeatureSetPolicy()
-        self._on_refusal: RefusalAction = on_refusal
-        self._limits = limits or Limits()
-        self._redactor = redactor or Redactor()
-        self._client_info = client_info or ClientInfo()
+        self._observer = runtime.get("observer")
+        self._policy = config.grant_policy
+        self._feature_set_policy = config.feature_set_policy
+        self._on_refusal: RefusalAction = config.on_refusal
+        self._limits = config.limits
+        self._client_info = runtime.get("client_info") or ClientInfo()
+        state_store = runtime.get("state_store")
         self._state_store: StateStore = (
             state_store if state_store is not None else FeatureSetStateStore(self._limits)
         )
-        self._describe = describe
+        self._describe = config.describe
         self._event_dedupe = EventDeduplicator(
             max_entries=self._limits.max_remembered_event_ids, ttl_seconds=self._limits.event_id_ttl_seconds
         )
@@ -149,9 +151,15 @@ class HostedServer:
         self._sequence = 0
         self._learned_era: Era | None = None
         self._current: ServerConnection | None = None
-        self._reporter = Reporter(name, self._handlers, observer)
+        self._reporter = Reporter(self._name, self._handlers, self._observer)
 
     # --- what it is: fixed when it is made ----------------------------------------------------
+
+    @property
+    def config(self) -> ServerConfig:
+        """What the server was made from (a ``ServerConfig``; the policy, compat and protocol
+        in force may have changed since: read them here)."""
+        return self._config
 
     @property
     def name(self) -> str:
@@ -399,3 +407,11 @@ class HostedServer:
             return await conn.policy.update(policy, feature_set_policy)
         self.set_policy(policy, feature_set_policy)
         return PolicyChange(proposed=None, in_force=None, outcome=None, deferred=True)
+
+
+def connect(config: ServerConfig, **runtime: Unpack[ServerRuntime]) -> ServerConnection:
+    """One unopened ``ServerConnection`` of a new ``HostedServer(config, **runtime)``:
+    entering it (``async with``) opens the transport and runs the handshake and the MCPL
+    policy exchange (MCPL §5). See ``ServerConfig`` for the settings, ``ServerRuntime`` for
+    the keywords and ``ServerConnection`` for the errors on entry."""
+    return HostedServer(config, **runtime).open_connection()

@@ -32,7 +32,6 @@ Rules of this module:
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from mcpl_host.client_features import ClientFeatures, ClientFeatureService
@@ -73,11 +72,9 @@ from mcpl_host.services.state_calls import StateCalls
 from mcpl_host.services.state_service import StateService
 from mcpl_host.stall_watch import StallWatch
 from mcpl_host.stateless import Era, EraProbe, ProtocolChoice
-from mcpl_host.transports.base import Transport
+from mcpl_host.transports.base import TransportFactory
 
 __all__ = ["ConnectionOwner", "ServerConnection"]
-
-TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]
 
 
 class ConnectionOwner(PolicySource, PublishSettings, Protocol):
@@ -141,8 +138,8 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
 
 
 class ServerConnection:
-    """One transport to one server (module rules). Build one with ``connect_stdio()``,
-    ``connect_websocket()`` or ``HostedServer.open_connection()``; use it as an async context
+    """One transport to one server (module rules). Build one with ``connect(config)``
+    or ``HostedServer.open_connection()``; use it as an async context
     manager.
 
     Each call is made on the part that owns it:

@@ -13,8 +13,8 @@ Servers: ``@modelcontextprotocol/server-everything`` (``--everything`` or
 ``$MCPL_TEST_SERVER_EVERYTHING``; skipped without it) over stdio, Streamable HTTP and
 HTTP+SSE; ``mcp-server-time`` (PyPI) over stdio; ``fixtures/sdk_features_server.py`` (SDK
 2.x) over stdio and Streamable HTTP (stateful and ``--stateless``). The SDK client is
-``mcp.Client`` (``mode="auto"`` and ``"legacy"``); mcpl-host is ``connect_stdio`` /
-``connect_http`` (``protocol="auto"`` and ``"handshake"``).
+``mcp.Client`` (``mode="auto"`` and ``"legacy"``); mcpl-host is ``connect`` of a stdio or HTTP
+``ServerConfig`` (``protocol="auto"`` and ``"handshake"``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mcpl_host import HostHandlers, Limits, connect_http, connect_stdio  # noqa: E402
+from mcpl_host import HostHandlers, Limits, ServerConfig, connect  # noqa: E402
 from mcpl_host.client_features import ElicitationResult, Roots, SamplingResult  # noqa: E402
 
 FEATURES = ROOT / "fixtures" / "sdk_features_server.py"
@@ -87,12 +87,15 @@ async def run_mcpl(target: Target, protocol: str) -> Row:
     row = Row(target.server, target.transport, f"mcpl-host ({protocol})")
     handlers = HostHandlers(roots=Roots([ROOT]), sampling=_Sampler(), elicitation=_Elicitor())
     limits = Limits(handshake_timeout_seconds=30, close_grace_seconds=2, terminate_grace_seconds=1)
-    kwargs: dict[str, Any] = {"handlers": handlers, "limits": limits, "protocol": protocol}
+    settings: dict[str, Any] = {"limits": limits, "protocol": protocol}
     if target.command is not None:
-        conn = connect_stdio(target.command[0], target.command[1:], **kwargs)
+        config = ServerConfig(command=target.command[0], args=tuple(target.command[1:]), **settings)
     else:
         assert target.url is not None
-        conn = connect_http(target.url, transport="sse" if target.transport == "sse" else "auto", **kwargs)
+        config = ServerConfig(
+            url=target.url, transport="sse" if target.transport == "sse" else "http", **settings
+        )
+    conn = connect(config, handlers=handlers)
     try:
         with anyio.fail_after(TIMEOUT):
             async with conn:

@@ -71,7 +71,7 @@ async def _http_side(case: str) -> str:
     baseline, by no tools)."""
     import anyio
 
-    from mcpl_host import Limits, MCPLHostError, connect_http
+    from mcpl_host import Limits, MCPLHostError, ServerConfig, connect
 
     codings = CASES[case][0]
     args = ["bomb", "--codings", codings, "--bytes", str(4 * 1024**3)] if codings else ["idle"]
@@ -85,7 +85,9 @@ async def _http_side(case: str) -> str:
             buffer += await process.stdout.receive()
         port = int(buffer.split(b"\n", 1)[0].split()[1])
         limits = Limits(close_grace_seconds=1.0, terminate_grace_seconds=1.0)
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        )
         async with conn:
             try:
                 tools = await conn.mcp.list_tools()
@@ -100,7 +102,7 @@ async def _http_side(case: str) -> str:
 async def _host_side(case: str) -> dict[str, Any]:
     import anyio
 
-    from mcpl_host import GrantPolicy, HostHandlers, Limits, MCPLHostError, connect_stdio
+    from mcpl_host import GrantPolicy, HostHandlers, Limits, MCPLHostError, ServerConfig, connect
 
     mode, count, _ = CASES[case]
 
@@ -151,12 +153,14 @@ async def _host_side(case: str) -> dict[str, Any]:
                 "host_seconds": round(time.perf_counter() - started, 2),
                 "max_loop_stall_ms": round(stall * 1000, 1),
             }
-        conn = connect_stdio(
-            sys.executable,
-            args,
+        conn = connect(
+            ServerConfig(
+                command=sys.executable,
+                args=tuple(args),
+                grant_policy=GrantPolicy(grant_all_advertised=True),
+                limits=limits,
+            ),
             handlers=handlers,
-            policy=GrantPolicy(grant_all_advertised=True),
-            limits=limits,
         )
         async with conn:
             if mode == "schema-doubling":

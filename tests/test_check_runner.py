@@ -9,10 +9,10 @@ import sys
 import anyio
 import pytest
 
+from mcpl_host import HostedServer, ServerConfig
 from mcpl_host.check.registry import CHECKS_BY_ID
 from mcpl_host.check.rules import evaluate
 from mcpl_host.check.runner import GRANT_ALL, CheckOptions, Target, run_checks
-from mcpl_host.connect import stdio_server
 from mcpl_host.limits import Limits
 
 from .conftest import FIXTURES
@@ -25,9 +25,10 @@ async def test_a_pathological_output_schema_is_validated_within_the_bound() -> N
     # now's outputSchema has "^(a+)+$" and its result 64 a's then "!": a backtracking
     # matcher would take for ever; the worker process is stopped at the bound.
     limits = Limits(check_validation_timeout_seconds=0.5, close_grace_seconds=1)
-    hosted = functools.partial(
-        stdio_server, sys.executable, [PLAIN, "--fault", "redos-output"], policy=GRANT_ALL, limits=limits
+    config = ServerConfig(
+        command=sys.executable, args=(PLAIN, "--fault", "redos-output"), grant_policy=GRANT_ALL, limits=limits
     )
+    hosted = functools.partial(HostedServer, config)
     with anyio.fail_after(30):
         evidence = await run_checks(
             Target(hosted, "stdio", "plain"),

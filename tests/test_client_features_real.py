@@ -29,7 +29,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from mcpl_host import HostHandlers, Limits, RequestContext, connect_http, connect_stdio
+from mcpl_host import HostHandlers, Limits, RequestContext, ServerConfig, connect
 from mcpl_host.client_features import (
     ElicitationMode,
     ElicitationRequest,
@@ -154,13 +154,15 @@ async def test_server_everything_over_stdio_offers_17_tools_and_its_client_tools
 ) -> None:
     handlers, sampler, elicitor = served(tmp_path)
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(everything(), ["stdio"], handlers=handlers, limits=FAST) as conn:
+        async with connect(
+            ServerConfig(command=everything(), args=("stdio",), limits=FAST), handlers=handlers
+        ) as conn:
             await _everything_session(conn, tmp_path, sampler, elicitor)
 
 
 async def test_server_everything_offers_13_tools_to_a_host_serving_no_client_feature() -> None:
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(everything(), ["stdio"], limits=FAST) as conn:
+        async with connect(ServerConfig(command=everything(), args=("stdio",), limits=FAST)) as conn:
             tools = {tool.name for tool in await conn.mcp.list_tools()}
     assert len(tools) == 13 and not tools & EVERYTHING_CONDITIONAL
 
@@ -172,7 +174,9 @@ async def test_server_everything_over_http_offers_17_tools_and_uses_the_handlers
     handlers, sampler, elicitor = served(tmp_path)
     async with everything_over_http(mode) as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(f"http://127.0.0.1:{port}{path}", handlers=handlers, limits=FAST) as conn:
+            async with connect(
+                ServerConfig(url=f"http://127.0.0.1:{port}{path}", limits=FAST), handlers=handlers
+            ) as conn:
                 await _everything_session(conn, tmp_path, sampler, elicitor)
 
 
@@ -187,8 +191,11 @@ def _asked(text: str, tmp_path: Path) -> None:
 async def test_sdk_server_over_stdio_in_each_era(tmp_path: Path, protocol: Any, era: str) -> None:
     handlers, sampler, _ = served(tmp_path)
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(
-            sys.executable, [str(SDK_FEATURES), "stdio"], handlers=handlers, protocol=protocol, limits=FAST
+        async with connect(
+            ServerConfig(
+                command=sys.executable, args=(str(SDK_FEATURES), "stdio"), protocol=protocol, limits=FAST
+            ),
+            handlers=handlers,
         ) as conn:
             assert conn.era == era and conn.server_info is not None
             assert conn.server_info.name == "sdk-features-fixture"
@@ -219,7 +226,9 @@ async def test_sdk_server_over_streamable_http_speaks_the_stateless_revision(
     handlers, _, _ = served(tmp_path)
     async with sdk_over_http(*options) as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(f"http://127.0.0.1:{port}/mcp", handlers=handlers, limits=FAST) as conn:
+            async with connect(
+                ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST), handlers=handlers
+            ) as conn:
                 assert conn.era == "stateless"
                 assert {tool.name for tool in await conn.mcp.list_tools()} == {
                     "add",
@@ -236,8 +245,9 @@ async def test_sdk_server_over_streamable_http_in_the_handshake_era(tmp_path: Pa
     handlers, _, _ = served(tmp_path)
     async with sdk_over_http() as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(
-                f"http://127.0.0.1:{port}/mcp", handlers=handlers, protocol="handshake", limits=FAST
+            async with connect(
+                ServerConfig(url=f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST),
+                handlers=handlers,
             ) as conn:
                 assert conn.era == "handshake" and conn.server_info is not None
                 assert conn.server_info.protocol_version == "2025-11-25"
@@ -246,7 +256,9 @@ async def test_sdk_server_over_streamable_http_in_the_handshake_era(tmp_path: Pa
 
 async def test_mcp_server_time_speaks_the_stateless_revision_over_stdio() -> None:
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(sys.executable, ["-m", "mcp_server_time"], limits=FAST) as conn:
+        async with connect(
+            ServerConfig(command=sys.executable, args=("-m", "mcp_server_time"), limits=FAST)
+        ) as conn:
             assert conn.era == "stateless" and conn.server_info is not None
             assert conn.server_info.name == "mcp-time" and conn.server_info.protocol_version == "2026-07-28"
             result = await conn.mcp.call_tool("get_current_time", {"timezone": "UTC"})

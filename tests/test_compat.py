@@ -20,18 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpl_host import (
-    GrantPolicy,
-    HostHandlers,
-    Limits,
-    RequestContext,
-    connect_http,
-    connect_stdio,
-    connect_websocket,
-    report,
-)
-from mcpl_host.config import ServerConfig
-from mcpl_host.connect import default_server_name, stdio_server
+from mcpl_host import GrantPolicy, HostedServer, HostHandlers, Limits, RequestContext, connect, report
+from mcpl_host.config import ServerConfig, default_server_name
 from mcpl_host.events import HostEvent, Stalled, event_json
 from mcpl_host.host import Host
 from mcpl_host.mcpl.admission import Admitted, Held, Refused, admit
@@ -42,7 +32,7 @@ from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState
 
 from .conftest import FIXTURES
-from .wire import port_line, stop_server_process
+from .wire import port_line, split_runtime, stop_server_process
 
 SERVER = str(FIXTURES / "compat_server.py")
 TIMEOUT = 30
@@ -310,9 +300,10 @@ class Recorder(HostHandlers):
 
 
 def shape(name: str, **kwargs: Any) -> Any:
-    kwargs.setdefault("limits", FAST)
-    kwargs.setdefault("policy", ALL)
-    return connect_stdio(sys.executable, [SERVER, name], **kwargs)
+    settings, runtime = split_runtime(kwargs)
+    settings.setdefault("limits", FAST)
+    settings.setdefault("grant_policy", ALL)
+    return connect(ServerConfig(command=sys.executable, args=(SERVER, name), **settings), **runtime)
 
 
 async def tool_json(conn: Any, name: str) -> Any:
@@ -358,7 +349,7 @@ async def test_shape1_denied_pushes_are_refused_in_every_profile(compat: Any) ->
     handlers = Recorder(pushes=1)
     policy = GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
     with anyio.fail_after(TIMEOUT):
-        async with shape("shape1", handlers=handlers, compat=compat, policy=policy) as conn:
+        async with shape("shape1", handlers=handlers, compat=compat, grant_policy=policy) as conn:
             await handlers.pushed.wait()
             beats = await tool_json(conn, "beats")
     assert handlers.pushes == []
@@ -463,8 +454,8 @@ async def test_shape3_over_a_websocket_with_the_04_profile() -> None:
     handlers = Recorder()
     async with bridge(command=[sys.executable, SERVER, "shape3"]) as server:
         with anyio.fail_after(TIMEOUT):
-            async with connect_websocket(
-                server.url(), handlers=handlers, policy=ALL, compat="0.4", limits=FAST
+            async with connect(
+                ServerConfig(url=server.url(), grant_policy=ALL, compat="0.4", limits=FAST), handlers=handlers
             ) as conn:
                 await _shape3_works(conn, handlers)
 
@@ -474,7 +465,7 @@ async def test_shape3_denied_incoming_is_refused_under_04() -> None:
     handlers = Recorder()
     policy = GrantPolicy(grant_all_advertised=True, deny=("channels.incoming",))
     with anyio.fail_after(TIMEOUT):
-        async with shape("shape3", handlers=handlers, compat="0.4", policy=policy) as conn:
+        async with shape("shape3", handlers=handlers, compat="0.4", grant_policy=policy) as conn:
             await handlers.registered.wait()
             assert conn.grant is not None and "channels.incoming" not in conn.grant.paths
             await handlers.first_refusal.wait()
@@ -503,7 +494,10 @@ async def test_shape3_in_strict_refuses_early_and_explains_the_silence(logs: lis
 
 @pytest.mark.anyio
 async def test_a_server_known_to_read_only_notifications_gets_the_policy_as_one_at_once() -> None:
-    hosted = stdio_server(sys.executable, [SERVER, "shape1"], policy=ALL, limits=FAST, handlers=Recorder())
+    hosted = HostedServer(
+        ServerConfig(command=sys.executable, args=(SERVER, "shape1"), grant_policy=ALL, limits=FAST),
+        handlers=Recorder(),
+    )
     with anyio.fail_after(TIMEOUT):
         async with hosted.open_connection() as first:
             assert first.policy.state.notification_reason is not None
@@ -586,14 +580,13 @@ def test_the_config_key_protocol_chooses_the_era_and_is_checked() -> None:
     from pathlib import Path
 
     from mcpl_host.config import ConfigError, parse_config
-    from mcpl_host.host import hosted_from_config
 
     entry = {"command": "x"}
     config = parse_config(
         {"mcpServers": {"a": {**entry, "protocol": "handshake"}, "b": entry}}, base_dir=Path("/"), source="t"
     )
     assert config.servers["a"].protocol == "handshake" and config.servers["b"].protocol == "auto"
-    assert hosted_from_config(config.servers["a"]).protocol == "handshake"
+    assert HostedServer(config.servers["a"]).protocol == "handshake"
     for bad, shown in (("v2", 'the string "v2"'), ([1], "an array")):
         with pytest.raises(ConfigError) as info:
             parse_config({"mcpServers": {"a": {**entry, "protocol": bad}}}, base_dir=Path("/"), source="t")
@@ -675,7 +668,9 @@ async def test_shape3_in_strict_through_connect_websocket_explains_the_stall_too
 
     observer = StallSeen()
     async with bridge(command=[sys.executable, SERVER, "shape3"]) as server:
-        conn = connect_websocket(server.url(), policy=ALL, limits=STALL_LIMITS, observer=observer)
+        conn = connect(
+            ServerConfig(url=server.url(), grant_policy=ALL, limits=STALL_LIMITS), observer=observer
+        )
         await _explains_the_stall_while_the_policy_waits(conn, observer)
 
 
@@ -727,8 +722,9 @@ async def test_shape3_in_strict_through_connect_http_explains_the_stall_too() ->
     try:
         port = await port_line(process, TIMEOUT)
         observer = StallSeen()
-        conn = connect_http(
-            f"http://127.0.0.1:{port}/mcp", policy=ALL, limits=STALL_LIMITS, observer=observer
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", grant_policy=ALL, limits=STALL_LIMITS),
+            observer=observer,
         )
         await _explains_the_stall_while_the_policy_waits(conn, observer)
     finally:

@@ -3,8 +3,12 @@ reported at once with its location. Pure, apart from reading fixture and tmp fil
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
+import ssl
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +16,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpl_host.config import ConfigError, ConfigProblem, HostConfig, ServerConfig, load_config, parse_config
+from mcpl_host.config import (
+    ConfigError,
+    ConfigProblem,
+    HostConfig,
+    ServerConfig,
+    default_server_name,
+    load_config,
+    parse_config,
+)
 from mcpl_host.jsonrpc.errors import MCPLHostError
 from mcpl_host.limits import Limits
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
@@ -639,3 +651,93 @@ def test_any_json_gives_a_config_or_a_config_error(data: Any) -> None:
         parse_config(data, base_dir=BASE, source="t")
     except ConfigError as exc:
         assert exc.problems and all(isinstance(p, ConfigProblem) for p in exc.problems)
+
+
+# --- ServerConfig by hand, and a config held in memory ------------------------------------------
+
+
+def test_a_config_held_in_memory_is_checked_as_a_file_is_and_resolves_against_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = {"mcpServers": {"demo": {"command": "./server", "args": ["./a.py", "b.py"]}}}
+    config = parse_config(data)
+    demo = config.servers["demo"]
+    assert (demo.command, demo.args) == (str(tmp_path / "server"), (str(tmp_path / "a.py"), "b.py"))
+    assert config.source == ""
+    elsewhere = parse_config({"mcpServers": {"demo": {"command": "./server"}}}, base_dir="/srv")
+    assert elsewhere.servers["demo"].command == "/srv/server"
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {"demo": {"comand": "x"}}})
+    assert [str(p) for p in info.value.problems] == [
+        'mcpServers.demo.comand: unknown key; did you mean "command"?',
+        'mcpServers.demo: needs "command" (a stdio server) or "url" (a websocket or HTTP server)',
+    ]
+    file = tmp_path / "servers.json"
+    file.write_text(json.dumps(data))
+    assert load_config(file).servers == config.servers
+
+
+def test_a_server_config_by_hand_infers_its_transport_and_name() -> None:
+    stdio = ServerConfig(command=sys.executable, args=("server.py",))
+    assert (stdio.transport, stdio.name) == ("stdio", default_server_name(sys.executable, ["server.py"]))
+    assert ServerConfig(command="python", args=("-m", "mcp_server_time")).name == "mcp_server_time"
+    ws = ServerConfig(url="wss://h.example/mcp?token=tok-12345")
+    assert (ws.transport, ws.name) == ("websocket", "wss://h.example/mcp?token=[redacted]")
+    http = ServerConfig(url="https://h.example/mcp")
+    assert (http.transport, http.name) == ("http", "https://h.example/mcp")
+    assert ServerConfig(url="https://h.example/sse", transport="sse").transport == "sse"
+    assert ServerConfig(name="mine", command="x").name == "mine"
+    # A copy with a new name keeps everything else, and is checked again.
+    assert dataclasses.replace(stdio, name="other").args == ("server.py",)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({}, "a server needs a command (stdio) or a url (websocket or HTTP)"),
+        ({"command": "x", "url": "ws://h/"}, "a server with both a command and a url needs a transport"),
+        ({"url": "ftp://h/tok-12345"}, "the url must be a ws://, wss://, http:// or https:// URL"),
+        ({"url": "ws://h/", "transport": "carrier-pigeon"}, "transport must be one of"),
+        ({"url": "ws://h/", "transport": "stdio"}, "a stdio server needs a command"),
+        ({"command": "x", "transport": "websocket"}, "a websocket server needs a url"),
+        ({"url": "http://h/", "transport": "websocket"}, "unsupported URL scheme 'http'"),
+        ({"url": "ws://h/", "headers": {"X-Key": "tok-12345\r\n"}}, "header 'X-Key' has a value"),
+        ({"url": "https://h/", "token": "tok-12345\n"}, "the token holds a NUL, CR or LF"),
+        ({"url": "https://user:tok-12345@h/"}, "credentials in the URL's user-info are not supported"),
+        ({"command": "x", "compat": "0.3"}, "compat must be one of strict, 0.4, auto, not '0.3'"),
+        ({"command": "x", "protocol": "v2"}, "protocol must be one of"),
+    ],
+)
+def test_a_server_config_that_cannot_work_is_refused_when_built_without_its_secret(
+    settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as info:
+        ServerConfig(**settings)
+    assert "tok-12345" not in str(info.value)
+
+
+def test_a_value_only_the_transport_refuses_is_a_problem_of_the_config() -> None:
+    assert problems_of_entry({"url": "wss://h/", "headers": {"Host": "h"}}) == [
+        "mcpServers.s: header 'Host' is set by the WebSocket handshake"
+    ]
+
+
+def test_the_repr_of_a_server_config_by_hand_hides_every_secret() -> None:
+    context = ssl.create_default_context()
+    config = ServerConfig(
+        url="https://h.example/mcp?session=query-12345",
+        token="tok-12345",
+        headers={"X-Key": "key-12345"},
+        secrets=("extra-12345",),
+        ssl_context=context,
+    )
+    shown = repr(config)
+    for secret in ("query-12345", "tok-12345", "key-12345", "extra-12345"):
+        assert secret not in shown and secret not in config.name and secret not in config.describe
+    assert "SSLContext" not in shown
+    assert config == dataclasses.replace(config, ssl_context=None)
+    stdio = ServerConfig(command="x", args=("--token", "arg-12345"), env={"API_KEY": "env-12345"})
+    assert "arg-12345" not in repr(stdio) and "env-12345" not in repr(stdio)
+    assert "arg-12345" not in stdio.describe
+    assert {"arg-12345", "env-12345"} <= set(stdio.secrets_for_redaction)

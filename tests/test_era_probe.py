@@ -5,7 +5,7 @@ with status 0, or 1, when its first method is unknown, one that closes its stdou
 running, one that never answers the probe (``fixtures/unknown_first_server.py``), and an
 HTTP server whose answer to the ``server/discover`` POST is HTTP 500, a body that is not
 JSON, or a closed connection (``fixtures/http_bridge.py --discover-answer``). Each is hosted
-through ``mcpl-host probe``, ``connect_stdio`` / ``connect_http`` and ``Host`` (ready, a call
+through ``mcpl-host probe``, ``connect`` and ``Host`` (ready, a call
 works, and a killed server comes back without a second probe: the fixture logs, per process,
 the methods it read). Real processes and loopback HTTP, on asyncio and trio.
 """
@@ -31,9 +31,7 @@ from mcpl_host import (
     Host,
     HostEvent,
     Limits,
-    connect_http,
-    connect_stdio,
-    stdio_server,
+    connect,
 )
 from mcpl_host.config import ServerConfig
 from mcpl_host.hosted import HostedServer
@@ -82,13 +80,13 @@ def test_probe_skipped_only_for_auto_after_the_handshake_era_or_an_mcpl_entry() 
 
 def test_an_entry_says_mcpl_by_an_explicit_compat_or_a_grant_pattern() -> None:
     def hosted(**options: Any) -> HostedServer:
-        return stdio_server(sys.executable, [str(SERVER)], **options)
+        return HostedServer(ServerConfig(command=sys.executable, args=(str(SERVER),), **options))
 
     assert not hosted().says_mcpl
     assert hosted(compat="0.4").says_mcpl
     assert hosted(compat="strict").says_mcpl
-    assert hosted(policy=GrantPolicy(grant=("pushEvents",))).says_mcpl
-    assert not hosted(policy=GrantPolicy(grant_all_advertised=True)).says_mcpl
+    assert hosted(grant_policy=GrantPolicy(grant=("pushEvents",))).says_mcpl
+    assert not hosted(grant_policy=GrantPolicy(grant_all_advertised=True)).says_mcpl
 
 
 # --- stdio: the library --------------------------------------------------------------------
@@ -101,7 +99,7 @@ async def test_connect_stdio_restarts_a_server_the_probe_cost_and_speaks_initial
 ) -> None:
     log = tmp_path / "methods.jsonl"
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(sys.executable, command(mode, log)[1:]) as conn:
+        async with connect(ServerConfig(command=sys.executable, args=tuple(command(mode, log)[1:]))) as conn:
             assert conn.era == "handshake"
             tools = await conn.mcp.list_tools()
             result = await conn.mcp.call_tool("echo", {"text": "still here"})
@@ -124,7 +122,9 @@ async def test_connect_stdio_restarts_a_server_the_probe_cost_and_speaks_initial
 async def test_a_server_that_refuses_the_probe_and_then_exits_is_restarted_too(tmp_path: Path) -> None:
     log = tmp_path / "methods.jsonl"
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(sys.executable, command("refuse-exit", log)[1:]) as conn:
+        async with connect(
+            ServerConfig(command=sys.executable, args=tuple(command("refuse-exit", log)[1:]))
+        ) as conn:
             result = await conn.mcp.call_tool("echo", {"text": "again"})
             probe = conn.era_probe
     assert result.content[0]["text"] == "again"
@@ -142,7 +142,9 @@ async def test_a_silent_server_costs_only_the_probe_window_and_initialize_keeps_
     # A 3 s deadline: before, the probe's window took all of it and initialize none.
     limits = Limits(handshake_timeout_seconds=3.0, request_timeout_seconds=3.0)
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(sys.executable, command("silent", log)[1:], limits=limits) as conn:
+        async with connect(
+            ServerConfig(command=sys.executable, args=tuple(command("silent", log)[1:]), limits=limits)
+        ) as conn:
             result = await conn.mcp.call_tool("echo", {"text": "late but fine"})
             probe = conn.era_probe
     assert result.content[0]["text"] == "late but fine"
@@ -262,7 +264,7 @@ async def test_connect_http_falls_back_when_the_discover_post_gets_no_json_rpc_a
     log = tmp_path / "methods.jsonl"
     with anyio.fail_after(TIMEOUT):
         async with bridge(answer, log) as url:
-            async with connect_http(url) as conn:
+            async with connect(ServerConfig(url=url)) as conn:
                 assert conn.era == "handshake"
                 result = await conn.mcp.call_tool("echo", {"text": "over http"})
                 probe = conn.era_probe
@@ -277,7 +279,7 @@ async def test_a_discover_post_never_answered_costs_only_the_probe_window(tmp_pa
     limits = Limits(handshake_timeout_seconds=3.0, request_timeout_seconds=3.0)
     with anyio.fail_after(TIMEOUT):
         async with bridge("hold", tmp_path / "methods.jsonl") as url:
-            async with connect_http(url, limits=limits) as conn:
+            async with connect(ServerConfig(url=url, limits=limits)) as conn:
                 result = await conn.mcp.call_tool("echo", {"text": "in time"})
                 probe = conn.era_probe
     assert result.content[0]["text"] == "in time"
@@ -370,7 +372,9 @@ async def test_the_transport_the_probe_cost_is_not_reported_lost(mode: str, tmp_
     handlers = Recording()
     log = tmp_path / "methods.jsonl"
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(sys.executable, command(mode, log)[1:], handlers=handlers) as conn:
+        async with connect(
+            ServerConfig(command=sys.executable, args=tuple(command(mode, log)[1:])), handlers=handlers
+        ) as conn:
             await conn.mcp.list_tools()
             lost_while_open = list(handlers.lost)
             pid = conn.connection.pid

@@ -84,7 +84,7 @@ async def test_a_patch_that_doubles_the_document_is_refused_before_it_grows(
     )
     with anyio.fail_after(30):
         async with script.connect(
-            policy=ALL, limits=limits(max_state_bytes=64 * 1024, max_patch_seconds=60.0)
+            grant_policy=ALL, limits=limits(max_state_bytes=64 * 1024, max_patch_seconds=60.0)
         ) as conn:
             await script.finished(conn)
             store = conn.hosted.state_store
@@ -110,7 +110,7 @@ async def test_the_doubling_patch_is_refused_with_default_limits(tmp_path: Path)
         ],
     )
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL) as conn:
+        async with script.connect(grant_policy=ALL) as conn:
             await script.finished(conn)
     assert answers(script)[2]["result"] == {
         "accepted": False,
@@ -131,7 +131,7 @@ async def test_patch_operation_count_and_time_are_bounded(tmp_path: Path, render
         ],
     )
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL, limits=limits(max_patch_operations=10)) as conn:
+        async with script.connect(grant_policy=ALL, limits=limits(max_patch_operations=10)) as conn:
             await script.finished(conn)
     got = answers(script)
     assert got[2]["result"] == {"accepted": False, "reason": "limit_exceeded", "limit": "maxPatchOperations"}
@@ -147,7 +147,7 @@ async def test_patch_operation_count_and_time_are_bounded(tmp_path: Path, render
         name="slow",
     )
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL, limits=limits(max_patch_seconds=1e-9)) as conn:
+        async with script.connect(grant_policy=ALL, limits=limits(max_patch_seconds=1e-9)) as conn:
             await script.finished(conn)
     assert answers(script)[2]["result"] == {
         "accepted": False,
@@ -185,7 +185,7 @@ async def test_state_documents_and_the_total_per_server_are_bounded(tmp_path: Pa
     script = Script(tmp_path, steps)
     bounds = limits(max_state_bytes=4000, max_total_state_bytes=9000)
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL, limits=bounds) as conn:
+        async with script.connect(grant_policy=ALL, limits=bounds) as conn:
             await script.finished(conn)
             store = conn.hosted.state_store
             assert isinstance(store, FeatureSetStateStore)
@@ -209,7 +209,7 @@ async def test_repeated_large_updates_keep_the_store_within_its_bound(tmp_path: 
     bounds = limits(max_state_bytes=32 * 1024, max_total_state_bytes=100_000)
     sizes: list[int] = []
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL, limits=bounds) as conn:
+        async with script.connect(grant_policy=ALL, limits=bounds) as conn:
             await script.finished(conn)
             store = conn.hosted.state_store
             assert isinstance(store, FeatureSetStateStore)
@@ -236,7 +236,7 @@ async def test_a_tool_result_patch_over_the_bound_keeps_a_reference(
         ],
     )
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL, limits=limits(max_state_bytes=16 * 1024)) as conn:
+        async with script.connect(grant_policy=ALL, limits=limits(max_state_bytes=16 * 1024)) as conn:
             for _ in range(3):
                 await conn.state.call_tool_with_state("t", {}, feature_set="demo")
             held = conn.hosted.state_store.current("demo")
@@ -448,7 +448,7 @@ async def test_channels_per_server_and_descriptor_size_are_bounded(
         ],
     )
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL, limits=limits(max_channels=5)) as conn:
+        async with script.connect(grant_policy=ALL, limits=limits(max_channels=5)) as conn:
             await script.finished(conn)
             assert len(conn.hosted.channels) == 5
     got = answers(script)
@@ -481,7 +481,7 @@ async def test_many_register_calls_stop_at_the_default_bound(tmp_path: Path) -> 
         steps += [call(n, "channels/register", {"channels": batch}), {"wait_response": n}]
     script = Script(tmp_path, steps)
     with anyio.fail_after(60):
-        async with script.connect(policy=ALL) as conn:
+        async with script.connect(grant_policy=ALL) as conn:
             await script.finished(conn)
             registered = len(conn.hosted.channels)
     items = [item for m in answers(script).values() for item in m["result"]["results"]]
@@ -509,7 +509,7 @@ async def test_remembered_event_ids_stay_within_their_bound(tmp_path: Path) -> N
     handlers = Recorder()
     with anyio.fail_after(30):
         async with script.connect(
-            policy=ALL, handlers=handlers, limits=limits(max_remembered_event_ids=4)
+            grant_policy=ALL, handlers=handlers, limits=limits(max_remembered_event_ids=4)
         ) as conn:
             await script.finished(conn)
             remembered = len(conn.hosted.event_dedupe)
@@ -525,7 +525,7 @@ async def test_the_tags_of_one_event_are_bounded(tmp_path: Path) -> None:
     script = Script(tmp_path, [*handshake(), push(1, "e1", tags=tags), {"wait_response": 1}])
     handlers = Recorder()
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL, handlers=handlers, limits=limits(max_tags=10)) as conn:
+        async with script.connect(grant_policy=ALL, handlers=handlers, limits=limits(max_tags=10)) as conn:
             await script.finished(conn)
     (event,) = handlers.pushes
     # The first ten, then what the core closure implies (MCPL §16.3).
@@ -578,7 +578,7 @@ async def test_a_manifest_over_a_bound_is_served_as_plain_mcp(
         ],
     )
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL) as conn:
+        async with script.connect(grant_policy=ALL) as conn:
             await conn.mcp.ping()
             assert conn.mcpl_state.value == "none" and conn.grant is None
     (line,) = [
@@ -614,7 +614,7 @@ async def test_a_fetched_manifest_over_a_bound_keeps_the_manifest_in_force(
     )
     handlers = Recorder()
     with anyio.fail_after(30):
-        async with script.connect(policy=ALL, handlers=handlers) as conn:
+        async with script.connect(grant_policy=ALL, handlers=handlers) as conn:
             await script.finished(conn)
             assert conn.policy.state.manifest == MANIFEST
             assert conn.grant is not None and "pushEvents" in conn.grant.paths

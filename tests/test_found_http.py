@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import RequestTimeout, connect_http
+from mcpl_host import RequestTimeout, ServerConfig, connect
 
 pytestmark = pytest.mark.anyio
 
@@ -79,7 +79,7 @@ def empty_answers_url() -> Iterator[str]:
 
 async def test_an_empty_json_answer_to_a_request_is_said_not_timed_out(empty_answers_url: str) -> None:
     with anyio.fail_after(30):
-        async with connect_http(empty_answers_url) as conn:
+        async with connect(ServerConfig(url=empty_answers_url)) as conn:
             with pytest.raises(Exception) as caught:
                 await conn.mcp.call_tool("t", {}, timeout=5)
     # The POST's body is complete and holds no answer (the transport section requires one

@@ -30,7 +30,7 @@ async def test_h1_h6_initialize_first_then_initialized_strictly_next(tmp_path: P
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant=("pushEvents",))) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant=("pushEvents",))) as conn:
             assert conn.mcpl_state is MCPLState.READY
             assert conn.grant is not None and conn.grant.allows("pushEvents")
     # A grant of MCPL paths says MCPL, which runs on the handshake era: no era probe
@@ -194,7 +194,7 @@ async def test_policy_error_leaves_the_connection_mcp_only(tmp_path: Path) -> No
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
             assert conn.grant is None
 
@@ -208,7 +208,7 @@ async def test_refused_receipt_leaves_the_connection_mcp_only(tmp_path: Path) ->
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
             assert conn.policy.state.outcome is not None and conn.policy.state.outcome.fallback == "mcp-only"
             assert conn.grant is None

@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from mcpl_host import GrantPolicy, InitializeError, Limits, connect_http, connect_websocket
+from mcpl_host import GrantPolicy, InitializeError, Limits, ServerConfig, connect
 from mcpl_host.mcpl.policy_state import MCPLState
 
 from .conftest import FIXTURES
@@ -116,7 +116,7 @@ async def test_an_initialized_post_never_accepted_fails_the_connect_at_the_deadl
         async with process_with_port(argv) as port:
             url = f"http://127.0.0.1:{port}/mcp"
             with pytest.raises(InitializeError) as caught:
-                async with connect_http(url, transport=transport, limits=SHORT):  # type: ignore[arg-type]
+                async with connect(ServerConfig(url=url, transport=transport, limits=SHORT)):  # type: ignore[arg-type]
                     pass
     message = str(caught.value)
     assert "notifications/initialized" in message and "within 2 seconds" in message
@@ -151,7 +151,7 @@ async def test_a_websocket_upgrade_never_answered_ends_at_the_handshake_deadline
     with anyio.fail_after(TIMEOUT):
         async with silent_listener() as (port, received):
             with pytest.raises(InitializeError) as caught:
-                async with connect_websocket(f"ws://127.0.0.1:{port}/", limits=SHORT):
+                async with connect(ServerConfig(url=f"ws://127.0.0.1:{port}/", limits=SHORT)):
                     pass
     assert b"Upgrade: websocket" in b"".join(received) or b"upgrade: websocket" in b"".join(received).lower()
     assert "no WebSocket handshake within 2 seconds" in str(caught.value)
@@ -161,7 +161,9 @@ async def test_an_sse_stream_without_an_endpoint_event_ends_at_the_handshake_dea
     with anyio.fail_after(TIMEOUT):
         async with stream_without_endpoint() as port:
             with pytest.raises(InitializeError) as caught:
-                async with connect_http(f"http://127.0.0.1:{port}/sse", transport="sse", limits=SHORT):
+                async with connect(
+                    ServerConfig(url=f"http://127.0.0.1:{port}/sse", transport="sse", limits=SHORT)
+                ):
                     pass
     assert "sent no endpoint event within 2 seconds" in str(caught.value)
 
@@ -180,7 +182,7 @@ UNANSWERED_POLICY = [
 async def test_an_unanswered_policy_request_over_stdio_ends_at_the_handshake_deadline(tmp_path: Path) -> None:
     script = Script(tmp_path, UNANSWERED_POLICY)
     with anyio.fail_after(TIMEOUT):
-        async with script.connect(limits=SHORT, policy=GrantPolicy(grant=("pushEvents",))) as conn:
+        async with script.connect(limits=SHORT, grant_policy=GrantPolicy(grant=("pushEvents",))) as conn:
             state = conn.mcpl_state
     assert state is MCPLState.MCP_ONLY
 
@@ -193,6 +195,8 @@ async def test_an_unanswered_policy_request_over_websocket_ends_at_the_handshake
     with anyio.fail_after(TIMEOUT):
         async with process_with_port([sys.executable, str(WS_BRIDGE), "--", *command]) as port:
             policy = GrantPolicy(grant=("pushEvents",))
-            async with connect_websocket(f"ws://127.0.0.1:{port}/", limits=SHORT, policy=policy) as conn:
+            async with connect(
+                ServerConfig(url=f"ws://127.0.0.1:{port}/", limits=SHORT, grant_policy=policy)
+            ) as conn:
                 state = conn.mcpl_state
     assert state is MCPLState.MCP_ONLY

@@ -85,7 +85,7 @@ async def _nested(
         yield conns
         return
     script, grant = pairs[len(conns)]
-    async with script.connect(name=script.path.stem, policy=GrantPolicy(grant=grant)) as conn:
+    async with script.connect(name=script.path.stem, grant_policy=GrantPolicy(grant=grant)) as conn:
         async with _nested(pairs, [*conns, conn]) as every:
             yield every
 

@@ -439,11 +439,8 @@ async def test_closing_never_waits_the_close_grace_for_a_server_that_exits_on_st
 
 
 async def test_a_hosted_server_changes_only_through_its_methods_and_keeps_the_policy_once() -> None:
-    # Nothing here opens a transport: the factory is never called.
-    def no_transport() -> Any:
-        raise AssertionError("no transport is opened")
-
-    hosted = HostedServer("s", no_transport)
+    # Nothing here opens a transport.
+    hosted = HostedServer(ServerConfig(name="s", command="unused-server"))
     for name in (
         "name",
         "handlers",
@@ -455,6 +452,7 @@ async def test_a_hosted_server_changes_only_through_its_methods_and_keeps_the_po
         "compat",
         "protocol",
         "transport_factory",
+        "config",
         "publish_mode",
         "publish_as_notification",
         "policy_as_notification",

@@ -124,7 +124,7 @@ async def test_deeply_nested_advertisement_still_handshakes(tmp_path: Path, leve
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             if mcpl:
                 assert conn.grant is not None and conn.grant.paths == {"pushEvents"}
             else:

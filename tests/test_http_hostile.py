@@ -27,7 +27,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from mcpl_host import ConnectionLost, Limits, connect_http
+from mcpl_host import ConnectionLost, Limits, ServerConfig, connect
 from mcpl_host.limits import DEFAULT_READ_CHUNK_BYTES
 from mcpl_host.transports.content_coding import BadCoding, BodyDecoder, LayerTooLarge, codings_of
 from mcpl_host.transports.http_common import reconnect_delay
@@ -115,7 +115,9 @@ async def test_stacked_codings_are_bounded_as_they_decode(codings: str, sse: boo
     limits = dataclasses.replace(FAST, max_line_bytes=MIB, max_sse_event_bytes=MIB + 1024)
     args = ["bomb", "--codings", codings, "--bytes", str(64 * MIB), *(["--sse"] if sse else [])]
     async with hostile(*args) as port:
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 tracemalloc.start()
@@ -140,7 +142,9 @@ async def test_comments_between_messages_count_against_the_event_bound_of_each_l
     limits = dataclasses.replace(FAST, max_line_bytes=MIB, max_sse_event_bytes=MIB + 1024)
     args = ["bomb", "--codings", "gzip,gzip", "--bytes", str(64 * MIB), "--sse", "--pad", ":\\n\\n"]
     async with hostile(*args) as port:
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(ConnectionLost) as info:
@@ -153,7 +157,9 @@ async def test_an_error_body_is_decoded_within_its_bound_too() -> None:
     more of it is decoded (before, the first read inflated all of it)."""
     args = ["bomb", "--codings", "gzip,gzip", "--bytes", str(64 * MIB), "--status", "500"]
     async with hostile(*args) as port:
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 tracemalloc.start()
@@ -170,7 +176,9 @@ async def test_an_error_body_is_decoded_within_its_bound_too() -> None:
 
 async def test_a_coding_the_host_does_not_ask_for_is_refused_clearly(tmp_path: Path) -> None:
     async with hostile("bomb", "--codings", "br", "--bytes", "1000") as port:
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(ConnectionLost) as info:
@@ -184,7 +192,9 @@ async def test_a_body_in_more_codings_than_the_bound_is_refused_clearly() -> Non
     Past ``limits.max_content_codings`` the body is refused, naming the bound."""
     codings = ",".join(["gzip"] * 1000)
     async with hostile("bomb", "--codings", codings, "--bytes", "1000") as port:
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(ConnectionLost) as info:
@@ -203,7 +213,9 @@ async def _peak_of_an_answer(chunk: int, sse: bool) -> int:
     ``chunk`` bytes."""
     args = ["trickle", "--bytes", str(64 * 1024), "--chunk", str(chunk), *(["--sse"] if sse else [])]
     async with hostile(*args) as port:
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST, transport="streamable-http")
+        )
         with anyio.fail_after(2 * TIMEOUT):  # 32,768 chunks, each read and decoded
             async with conn:
                 tracemalloc.start()
@@ -265,7 +277,9 @@ async def test_a_get_stream_that_delivers_nothing_is_reopened_with_a_growing_del
     slow the machine, lasts long enough to count as closed for idleness.)"""
     limits = dataclasses.replace(RETRY_LIMITS, sse_max_reconnect_delay_seconds=30.0)
     async with retry_server("0") as (port, stdout):
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits, transport="streamable-http")
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 times = await _get_times(stdout, 6)
@@ -279,7 +293,9 @@ async def test_a_retry_field_too_large_for_a_float_is_cut_to_the_maximum() -> No
     """``retry: 1`` and 400 zeros (an OverflowError traceback before): the reopening waits
     ``sse_max_reconnect_delay_seconds`` and the connection goes on."""
     async with retry_server("1" + "0" * 400) as (port, stdout):
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=RETRY_LIMITS, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=RETRY_LIMITS, transport="streamable-http")
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 times = await _get_times(stdout, 3)

@@ -38,10 +38,9 @@ from mcpl_host import (
     Limits,
     RequestContext,
     RequestTimeout,
-    connect_http,
+    connect,
 )
 from mcpl_host.config import ServerConfig
-from mcpl_host.host import connect_from_config
 from mcpl_host.jsonrpc.framing import dumps_message, loads_line
 from mcpl_host.transports.base import Transport
 from mcpl_host.transports.http import StreamableHTTPTransport
@@ -232,8 +231,14 @@ async def test_session_id_protocol_version_token_get_stream_and_delete(
 ) -> None:
     options = ["--json"] if answers == "json" else []
     async with bridge(tmp_path, *options) as server:
-        conn = connect_http(
-            server.url(), token=SECRET, transport="streamable-http", limits=FAST, headers={"X-Team": "blue"}
+        conn = connect(
+            ServerConfig(
+                url=server.url(),
+                token=SECRET,
+                transport="streamable-http",
+                limits=FAST,
+                headers={"X-Team": "blue"},
+            )
         )
         with anyio.fail_after(TIMEOUT):
             async with conn:
@@ -305,8 +310,9 @@ async def test_mcpl_push_events_on_the_get_stream_are_answered_by_post(tmp_path:
     env = {"DEMO_PUSH_INTERVAL": "0.05", "DEMO_PUSH_COUNT": "3"}
     handlers = PushHandlers(wanted=3)
     async with bridge(tmp_path, env=env) as server:
-        conn = connect_http(
-            server.url(), handlers=handlers, policy=GrantPolicy(grant_all_advertised=True), limits=FAST
+        conn = connect(
+            ServerConfig(url=server.url(), grant_policy=GrantPolicy(grant_all_advertised=True), limits=FAST),
+            handlers=handlers,
         )
         with anyio.fail_after(TIMEOUT):
             async with conn:
@@ -325,8 +331,9 @@ async def test_the_get_stream_resumes_with_last_event_id_and_loses_nothing(tmp_p
     handlers = PushHandlers(wanted=5)
     options = ("--event-ids", "--retry-ms", "20", "--cut-get-after", "1")
     async with bridge(tmp_path, *options, env=env) as server:
-        conn = connect_http(
-            server.url(), handlers=handlers, policy=GrantPolicy(grant_all_advertised=True), limits=FAST
+        conn = connect(
+            ServerConfig(url=server.url(), grant_policy=GrantPolicy(grant_all_advertised=True), limits=FAST),
+            handlers=handlers,
         )
         with anyio.fail_after(TIMEOUT):
             async with conn:
@@ -340,7 +347,7 @@ async def test_the_get_stream_resumes_with_last_event_id_and_loses_nothing(tmp_p
 async def test_a_request_stream_cut_before_its_answer_is_resumed_by_get(tmp_path: Path) -> None:
     options = ("--event-ids", "--retry-ms", "20", "--cut-post", "tools/call", "--no-get")
     async with bridge(tmp_path, *options) as server:
-        conn = connect_http(server.url(), limits=FAST)
+        conn = connect(ServerConfig(url=server.url(), limits=FAST))
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert (await conn.mcp.call_tool("add", {"a": 40, "b": 2})).text == "42"
@@ -363,7 +370,7 @@ async def test_a_server_request_on_a_post_stream_is_answered_by_post_in_the_sess
         ],
     )
     async with bridge(tmp_path, "--no-get", command=scripted(script)) as server:
-        conn = connect_http(server.url(), limits=FAST)
+        conn = connect(ServerConfig(url=server.url(), limits=FAST))
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert (await conn.mcp.call_tool("t", {})).text == "done"
@@ -394,7 +401,7 @@ async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(
         ],
     )
     async with bridge(tmp_path, "--no-get", command=scripted(script)) as server:
-        conn = connect_http(server.url(), limits=FAST)
+        conn = connect(ServerConfig(url=server.url(), limits=FAST))
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(RequestTimeout):
@@ -409,7 +416,7 @@ async def test_a_timed_out_request_is_cancelled_by_post_and_the_session_goes_on(
 
 async def test_a_get_stream_refused_with_405_leaves_the_session_working(tmp_path: Path) -> None:
     async with bridge(tmp_path, "--no-get") as server:
-        conn = connect_http(server.url(), limits=FAST)
+        conn = connect(ServerConfig(url=server.url(), limits=FAST))
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert [tool.name for tool in await conn.mcp.list_tools()]
@@ -418,7 +425,7 @@ async def test_a_get_stream_refused_with_405_leaves_the_session_working(tmp_path
 
 async def test_an_expired_session_loses_the_transport_at_once(tmp_path: Path) -> None:
     async with bridge(tmp_path, "--no-get", "--expire-after", "4") as server:
-        conn = connect_http(server.url(), limits=FAST)
+        conn = connect(ServerConfig(url=server.url(), limits=FAST))
         with anyio.fail_after(TIMEOUT):
             async with conn:  # initialize, initialized, featureSets/update: three POSTs
                 await conn.mcp.call_tool("add", {"a": 1, "b": 1})  # the fourth
@@ -435,14 +442,14 @@ async def test_an_expired_session_loses_the_transport_at_once(tmp_path: Path) ->
 
 async def _entry_error(url: str, **kwargs: Any) -> str:
     kwargs.setdefault("limits", FAST)
-    conn = connect_http(url, **kwargs)
+    conn = connect(ServerConfig(url=url, **kwargs))
     with anyio.fail_after(TIMEOUT), pytest.raises(InitializeError) as info:
         async with conn:
             pass
     return str(info.value)
 
 
-@pytest.mark.parametrize("transport", ["streamable-http", "auto"])
+@pytest.mark.parametrize("transport", ["streamable-http", "http"])
 async def test_401_with_www_authenticate_says_the_server_wants_oauth(tmp_path: Path, transport: str) -> None:
     challenge = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"'
     async with bridge(tmp_path, "--status", "401", "--www-authenticate", challenge) as server:
@@ -458,20 +465,20 @@ async def test_a_refused_token_is_said_and_never_shown(tmp_path: Path, logs: lis
     async with bridge(tmp_path, "--require-token", SECRET) as server:
         message = await _entry_error(server.url(), token="not-the-right-one")
         assert "HTTP 401 (unauthorized): the credentials were refused or are missing" in message
-        conn = connect_http(server.url(), token=SECRET, limits=FAST)
+        conn = connect(ServerConfig(url=server.url(), token=SECRET, limits=FAST))
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert await conn.mcp.list_tools()
     assert_no_secret(logs, message, repr(conn))
 
 
-@pytest.mark.parametrize("transport", ["streamable-http", "auto"])
+@pytest.mark.parametrize("transport", ["streamable-http", "http"])
 async def test_404_on_the_endpoint(tmp_path: Path, transport: str) -> None:
     async with bridge(tmp_path, "--status", "404") as server:
         message = await _entry_error(server.url("/nope"), transport=transport)
     assert f"the server at {server.url('/nope')} answered the POST of initialize with HTTP 404" in message
     assert "is the URL the server's MCP endpoint?" in message
-    if transport == "auto":
+    if transport == "http":
         assert "the older HTTP+SSE transport failed too: the server at" in message
         assert "answered the GET of its event stream with HTTP 404" in message
 
@@ -536,7 +543,7 @@ async def test_an_event_over_max_sse_event_bytes_loses_the_transport(tmp_path: P
     limits = Limits(max_sse_event_bytes=100_000, close_grace_seconds=1.0)
     script = Script(tmp_path, [{"expect": {"method": "initialize"}}, {"reply": MCP_RESULT}, {"hang": True}])
     async with bridge(tmp_path, "--flood-get", "1000000", command=scripted(script)) as server:
-        conn = connect_http(server.url(), limits=limits)
+        conn = connect(ServerConfig(url=server.url(), limits=limits))
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 reason = await conn.wait_closed()
@@ -562,7 +569,9 @@ async def test_a_message_over_max_line_bytes_loses_the_transport(tmp_path: Path,
     )
     options = ["--no-get", *(["--json"] if answers == "json" else [])]
     async with bridge(tmp_path, *options, command=scripted(script)) as server:
-        conn = connect_http(server.url(), limits=Limits(max_line_bytes=4096, close_grace_seconds=1.0))
+        conn = connect(
+            ServerConfig(url=server.url(), limits=Limits(max_line_bytes=4096, close_grace_seconds=1.0))
+        )
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with pytest.raises(ConnectionLost) as info:
@@ -577,13 +586,15 @@ async def test_http_sse_transport_with_a_token(tmp_path: Path, logs: list[dict[s
     env = {"DEMO_PUSH_INTERVAL": "0.05", "DEMO_PUSH_COUNT": "2"}
     handlers = PushHandlers(wanted=2)
     async with bridge(tmp_path, "--legacy", "--require-token", SECRET, env=env) as server:
-        conn = connect_http(
-            server.url("/sse"),
-            transport="sse",
-            token=SECRET,
+        conn = connect(
+            ServerConfig(
+                url=server.url("/sse"),
+                transport="sse",
+                token=SECRET,
+                grant_policy=GrantPolicy(grant_all_advertised=True),
+                limits=FAST,
+            ),
             handlers=handlers,
-            policy=GrantPolicy(grant_all_advertised=True),
-            limits=FAST,
         )
         with anyio.fail_after(TIMEOUT):
             async with conn:
@@ -598,7 +609,7 @@ async def test_http_sse_transport_with_a_token(tmp_path: Path, logs: list[dict[s
 
 async def test_auto_falls_back_to_http_sse_when_the_post_is_refused(tmp_path: Path) -> None:
     async with bridge(tmp_path, "--legacy") as server:
-        conn = connect_http(server.url("/sse"), limits=FAST)
+        conn = connect(ServerConfig(url=server.url("/sse"), limits=FAST))
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert (await conn.mcp.call_tool("add", {"a": 1, "b": 2})).text == "3"
@@ -627,7 +638,7 @@ async def test_a_config_entry_of_type_http_connects(tmp_path: Path) -> None:
     async with bridge(tmp_path) as server:
         config = ServerConfig(name="remote", transport="http", url=server.url(), headers={"X-Key": SECRET})
         with anyio.fail_after(TIMEOUT):
-            async with connect_from_config(config) as conn:
+            async with connect(config) as conn:
                 assert await conn.mcp.list_tools()
                 assert conn.hosted.redactor.redact(SECRET) == "[redacted]"
         rows = server.requests()
@@ -690,15 +701,15 @@ async def sdk_server(*args: str) -> AsyncIterator[int]:
     ("args", "path", "transport"),
     [
         (["streamable-http"], "/mcp", "streamable-http"),
-        (["streamable-http", "--json"], "/mcp", "auto"),
-        (["streamable-http", "--stateless"], "/mcp", "auto"),
+        (["streamable-http", "--json"], "/mcp", "http"),
+        (["streamable-http", "--stateless"], "/mcp", "http"),
         (["sse"], "/sse", "sse"),
-        (["sse"], "/sse", "auto"),
+        (["sse"], "/sse", "http"),
     ],
 )
 async def test_the_mcp_python_sdk_server(args: list[str], path: str, transport: str) -> None:
     async with sdk_server(*args) as port:
-        conn = connect_http(f"http://127.0.0.1:{port}{path}", transport=transport, limits=FAST)  # type: ignore[arg-type]
+        conn = connect(ServerConfig(url=f"http://127.0.0.1:{port}{path}", transport=transport, limits=FAST))  # type: ignore[arg-type]
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert conn.server_info is not None and conn.server_info.name == "sdk-http-fixture"
@@ -713,7 +724,9 @@ async def test_the_mcp_python_sdk_server(args: list[str], path: str, transport: 
 async def test_server_everything_over_http(mode: str, path: str) -> None:
     async with everything_over_http(mode) as port:
         progress: list[Any] = []
-        conn = connect_http(f"http://127.0.0.1:{port}{path}", limits=FAST)  # auto: the fallback for sse
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}{path}", limits=FAST)
+        )  # auto: the fallback for sse
         with anyio.fail_after(60):
             async with conn:
                 assert conn.server_info is not None and "everything" in conn.server_info.name

@@ -46,8 +46,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("handlers", ["handlers", "observe", "events"]),
     ("services", ["services", "services.*", "stall_watch"]),
     ("server connection", ["server_connection"]),
-    ("hosted", ["hosted", "connect"]),
-    ("host", ["supervisor_policy", "supervisor", "record", "config", "host"]),
+    ("hosted", ["supervisor_policy", "config", "connect", "hosted"]),
+    ("host", ["supervisor", "record", "host"]),
     (
         "applications",
         [
@@ -108,7 +108,7 @@ def test_a_websocket_server_loads_its_stack_when_built() -> None:
     result = run(
         "import json, sys, mcpl_host\n"
         "before = 'wsproto' in sys.modules\n"
-        "mcpl_host.websocket_server('ws://127.0.0.1:9/')\n"
+        "mcpl_host.HostedServer(mcpl_host.ServerConfig(url='ws://127.0.0.1:9/'))\n"
         "print(json.dumps([before, 'wsproto' in sys.modules]))"
     )
     assert result["out"] == [False, True]
@@ -122,7 +122,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() ->
     result = run(
         "import json, sys, anyio, mcpl_host\n"
         "async def main():\n"
-        f"    async with mcpl_host.connect_stdio(sys.executable, [{str(server)!r}]) as conn:\n"
+        f"    config = mcpl_host.ServerConfig(command=sys.executable, args=({str(server)!r},))\n"
+        "    async with mcpl_host.connect(config) as conn:\n"
         "        await conn.mcp.ping()\n"
         "anyio.run(main)\n"
         f"print(json.dumps([m for m in {later!r} if m in sys.modules]))"
@@ -137,7 +138,8 @@ def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines
     result = run(
         "import json, sys, anyio, mcpl_host\n"
         "async def main():\n"
-        f"    async with mcpl_host.connect_stdio(sys.executable, [{str(server)!r}]) as conn:\n"
+        f"    config = mcpl_host.ServerConfig(command=sys.executable, args=({str(server)!r},))\n"
+        "    async with mcpl_host.connect(config) as conn:\n"
         "        await conn.mcp.ping()\n"
         "anyio.run(main)\n"
         "print(json.dumps([m for m in ('httpx', 'mcpl_host.transports.http', 'structlog') if m in sys.modules]))"

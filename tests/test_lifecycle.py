@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcpl_host import ConnectionClosed, ConnectionLost, Limits, connect_stdio
+from mcpl_host import ConnectionClosed, ConnectionLost, Limits, ServerConfig, connect
 from mcpl_host.transports.stdio import StdioTransport
 
 from .conftest import FIXTURES
@@ -123,13 +123,13 @@ async def test_wait_closed_and_on_connection_lost_report_a_server_that_exits(tmp
 async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:
     import sys
 
-    from mcpl_host import connect_stdio
-
     from .wire import FIXTURES
 
     with anyio.fail_after(20):
-        async with connect_stdio(
-            sys.executable, [str(FIXTURES / "demo_server.py")], env={"DEMO_PUSH_COUNT": "0"}
+        async with connect(
+            ServerConfig(
+                command=sys.executable, args=(str(FIXTURES / "demo_server.py"),), env={"DEMO_PUSH_COUNT": "0"}
+            )
         ) as conn:
             pass
     assert any("stdin closed" in line for line in conn.connection.stderr_tail)
@@ -138,7 +138,11 @@ async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:
 async def test_the_connection_names_the_process_of_the_server_it_started() -> None:
     # What an embedding application's supervision reads: the server's pid, None before the
     # transport opens; after the close that process is gone.
-    conn = connect_stdio(sys.executable, [str(FIXTURES / "demo_server.py")], env={"DEMO_PUSH_COUNT": "0"})
+    conn = connect(
+        ServerConfig(
+            command=sys.executable, args=(str(FIXTURES / "demo_server.py"),), env={"DEMO_PUSH_COUNT": "0"}
+        )
+    )
     assert conn.connection.pid is None
     with anyio.fail_after(10):
         async with conn:

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import connect_from_config, load_config
+from mcpl_host import connect, load_config
 from mcpl_host.config import ConfigError, parse_config
 from mcpl_host.limits import CONFIG_KEYS, LimitExceeded, Limits, config_key, limit_problem, limits_with
 
@@ -133,7 +133,7 @@ async def test_a_limit_from_the_config_file_reaches_the_wire(tmp_path: Path) -> 
     config.write_text(json.dumps({"mcpServers": {"pager": entry}}))
     server = load_config(config).servers["pager"]
     with anyio.fail_after(30):
-        async with connect_from_config(server) as conn:
+        async with connect(server) as conn:
             with pytest.raises(LimitExceeded) as caught:
                 await conn.mcp.list_tools()
     assert caught.value.limit == "max_list_pages" and caught.value.bound == 3

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import ServerConnection, connect_http, connect_stdio, connect_websocket
+from mcpl_host import ServerConfig, ServerConnection, connect
 from mcpl_host.coalesce import Coalesce
 
 from .conftest import FIXTURES
@@ -54,18 +54,18 @@ async def connected(transport: str, tmp_path: Path, record: Path) -> AsyncIterat
     """The fixture over ``transport``: its own stdio, or bridged to WebSocket or HTTP."""
     command = [sys.executable, SERVER, str(record)]
     if transport == "stdio":
-        async with connect_stdio(command[0], command[1:], limits=FAST) as conn:
+        async with connect(ServerConfig(command=command[0], args=tuple(command[1:]), limits=FAST)) as conn:
             yield conn
     elif transport == "websocket":
         async with (
             ws_bridge(command=command) as running,
-            connect_websocket(running.url(), limits=FAST) as conn,
+            connect(ServerConfig(url=running.url(), limits=FAST)) as conn,
         ):
             yield conn
     else:
         async with (
             http_bridge(tmp_path, command=command) as server,
-            connect_http(server.url(), limits=FAST) as conn,
+            connect(ServerConfig(url=server.url(), limits=FAST)) as conn,
         ):
             yield conn
 

@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from mcpl_host import HostHandlers, Limits, ServerConnection, SubscriptionRefused, connect_http, connect_stdio
+from mcpl_host import HostHandlers, Limits, ServerConfig, ServerConnection, SubscriptionRefused, connect
 from mcpl_host.listen import (
     SUBSCRIPTION_ID_KEY,
     acknowledged_filter,
@@ -146,14 +146,17 @@ async def sdk_server(
     transport: str, handlers: HostHandlers, limits: Limits
 ) -> AsyncIterator[ServerConnection]:
     if transport == "stdio":
-        async with connect_stdio(
-            sys.executable, [str(SDK_FEATURES), "stdio"], handlers=handlers, limits=limits
+        async with connect(
+            ServerConfig(command=sys.executable, args=(str(SDK_FEATURES), "stdio"), limits=limits),
+            handlers=handlers,
         ) as conn:
             yield conn
         return
     options = {"http-stateless": ["--stateless"], "http-json": ["--stateless", "--json"], "http": []}
     async with sdk_over_http(*options[transport]) as port:
-        async with connect_http(f"http://127.0.0.1:{port}/mcp", handlers=handlers, limits=limits) as conn:
+        async with connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits), handlers=handlers
+        ) as conn:
             yield conn
 
 
@@ -255,7 +258,9 @@ async def test_a_listen_stream_lost_over_http_is_listened_to_again() -> None:
     limits = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, listen_restart_delay_seconds=0.5)
     with anyio.fail_after(TIMEOUT):
         async with killable_http_server() as (first, port):
-            async with connect_http(f"http://127.0.0.1:{port}/mcp", handlers=handlers, limits=limits) as conn:
+            async with connect(
+                ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits), handlers=handlers
+            ) as conn:
                 await conn.mcp.list_tools()
                 await conn.mcp.subscribe_resource(NOTE)
                 _, ack = await handlers.until(lambda m, p: m == "notifications/subscriptions/acknowledged")
@@ -278,7 +283,9 @@ async def test_a_listen_stream_lost_over_http_is_listened_to_again() -> None:
 
 async def test_a_server_without_resources_subscribe_is_refused() -> None:
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(sys.executable, ["-m", "mcp_server_time"], limits=FAST) as conn:
+        async with connect(
+            ServerConfig(command=sys.executable, args=("-m", "mcp_server_time"), limits=FAST)
+        ) as conn:
             assert conn.era == "stateless"
             with pytest.raises(SubscriptionRefused, match="does not advertise resources.subscribe"):
                 await conn.mcp.subscribe_resource("time://now")

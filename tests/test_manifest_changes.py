@@ -80,7 +80,9 @@ async def test_change_fetches_first_then_revokes_removals_never_grants_additions
     )
     handlers = Receipts()
     with anyio.fail_after(20):
-        async with script.connect(handlers=handlers, policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(
+            handlers=handlers, grant_policy=GrantPolicy(grant_all_advertised=True)
+        ) as conn:
             await handlers.changed.wait()
             assert conn.grant is not None
             assert conn.grant.paths == {"channels.register"}  # pushEvents revoked, publish not granted
@@ -117,7 +119,9 @@ async def test_fetches_are_rate_limited_and_excess_notifications_dropped(tmp_pat
     script = Script(tmp_path, [*handshake(OLD), *rounds, *excess])
     handlers = Receipts()
     with capture_logs() as logs, anyio.fail_after(20):
-        async with script.connect(handlers=handlers, policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(
+            handlers=handlers, grant_policy=GrantPolicy(grant_all_advertised=True)
+        ) as conn:
             await script.finished(conn)
     fetched = [m for m in script.messages() if m.get("method") == "mcpl/manifest"]
     assert len(fetched) == 5  # the default bound: 5 fetches a minute
@@ -139,7 +143,7 @@ async def test_changes_during_a_fetch_are_merged_into_one_more_fetch(tmp_path: P
     ]
     script = Script(tmp_path, steps)
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
     fetched = [m for m in script.messages() if m.get("method") == "mcpl/manifest"]
     assert len(fetched) == 2
@@ -158,7 +162,7 @@ async def test_unparseable_fetch_keeps_the_manifest_and_mcpl(tmp_path: Path) -> 
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
             assert (
                 conn.policy.state.manifest == OLD
@@ -178,7 +182,7 @@ async def test_error_on_fetch_warns_and_keeps_the_manifest(tmp_path: Path) -> No
         ],
     )
     with capture_logs() as logs, anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
             assert conn.policy.state.manifest == OLD
     assert any("refused mcpl/manifest" in e["event"] for e in logs)
@@ -199,7 +203,9 @@ async def test_revision_mismatch_is_a_logged_defect_and_the_manifest_is_used(tmp
     )
     handlers = Receipts()
     with capture_logs() as logs, anyio.fail_after(20):
-        async with script.connect(handlers=handlers, policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(
+            handlers=handlers, grant_policy=GrantPolicy(grant_all_advertised=True)
+        ) as conn:
             await handlers.changed.wait()
             assert conn.policy.state.manifest == wrong
     assert any("does not match its digest" in e["event"] for e in logs)
@@ -209,7 +215,7 @@ async def test_same_revision_as_in_force_is_not_fetched(tmp_path: Path) -> None:
     manifest = {**OLD, "revision": manifest_digest(OLD)}
     script = Script(tmp_path, [*handshake(manifest), {"send": changed(OLD)}])
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
     assert "mcpl/manifest" not in [m.get("method") for m in script.messages()]
     assert json.dumps(manifest)  # the revision in force is the server's own
@@ -239,7 +245,7 @@ async def test_change_while_the_initial_receipt_is_pending_never_widens(tmp_path
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
             assert conn.grant is not None and not conn.grant.allows("pushEvents")
     updates = [m for m in script.messages() if m.get("method") == "featureSets/update"]

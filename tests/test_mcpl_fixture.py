@@ -15,12 +15,13 @@ from mcpl_host import (
     Limits,
     OutgoingStream,
     RequestContext,
+    ServerConfig,
     before_inference_fanout,
-    connect_stdio,
+    connect,
     inference_lifecycle,
 )
 
-from .wire import FIXTURES
+from .wire import FIXTURES, split_runtime
 
 pytestmark = pytest.mark.anyio
 SERVER = [str(FIXTURES / "mcpl_server.py")]
@@ -71,10 +72,10 @@ async def tool(conn: Any, name: str, **arguments: Any) -> Any:
 
 
 def fixture(**kwargs: Any) -> Any:
-    kwargs.setdefault("policy", NOT_SYSTEM)
-    return connect_stdio(
-        sys.executable, SERVER, limits=Limits(close_grace_seconds=1, terminate_grace_seconds=1), **kwargs
-    )
+    settings, runtime = split_runtime(kwargs)
+    settings.setdefault("grant_policy", NOT_SYSTEM)
+    settings.setdefault("limits", Limits(close_grace_seconds=1, terminate_grace_seconds=1))
+    return connect(ServerConfig(command=sys.executable, args=tuple(SERVER), **settings), **runtime)
 
 
 async def test_server_to_host_methods_end_to_end() -> None:
@@ -150,13 +151,15 @@ async def test_host_to_server_methods_end_to_end() -> None:
 
 async def test_publish_falls_back_to_a_notification_for_a_server_that_refuses_requests() -> None:
     handlers = Handlers()
-    conn = connect_stdio(
-        sys.executable,
-        SERVER,
-        env={"MCPL_FX_PUBLISH": "notification"},
-        policy=NOT_SYSTEM,
+    conn = connect(
+        ServerConfig(
+            command=sys.executable,
+            args=tuple(SERVER),
+            env={"MCPL_FX_PUBLISH": "notification"},
+            grant_policy=NOT_SYSTEM,
+            limits=Limits(close_grace_seconds=1, terminate_grace_seconds=1),
+        ),
         handlers=handlers,
-        limits=Limits(close_grace_seconds=1, terminate_grace_seconds=1),
     )
     with anyio.fail_after(30):
         async with conn:

@@ -29,7 +29,7 @@ async def test_reduction_takes_effect_before_its_request_is_answered(tmp_path: P
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=BOTH) as conn:
+        async with script.connect(grant_policy=BOTH) as conn:
             assert conn.grant is not None and conn.grant.allows("pushEvents")
             change = await conn.policy.update(GrantPolicy(grant=("tools",)))
             assert change.outcome is not None and change.outcome.accepted
@@ -54,7 +54,7 @@ async def test_expansion_takes_effect_only_when_its_receipt_arrives(tmp_path: Pa
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant=("tools",))) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant=("tools",))) as conn:
             await conn.policy.update(BOTH)
             assert conn.grant is not None and conn.grant.allows("pushEvents")
             await script.finished(conn)
@@ -70,7 +70,7 @@ async def test_unanswered_expansion_never_activates(tmp_path: Path) -> None:
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant=("tools",))) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant=("tools",))) as conn:
             change = await conn.policy.update(BOTH)
             assert change.error is not None
             assert conn.grant is not None and not conn.grant.allows("pushEvents")
@@ -92,7 +92,7 @@ async def test_receipt_never_widens_the_grant(tmp_path: Path) -> None:
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant=("tools",))) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant=("tools",))) as conn:
             assert conn.grant is not None and conn.grant.paths == {"tools"}
 
 
@@ -107,7 +107,7 @@ async def test_mcp_only_fallback_keeps_tools(tmp_path: Path) -> None:
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=BOTH) as conn:
+        async with script.connect(grant_policy=BOTH) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
             assert [t.name for t in await conn.mcp.list_tools()] == ["still-here"]
 
@@ -117,10 +117,12 @@ async def test_close_fallback_closes_unless_configured_otherwise(tmp_path: Path)
 
     steps = [*MCPL_HANDSHAKE[:4], {"reply": {"accepted": False, "fallback": "close"}}]
     with anyio.fail_after(20), pytest.raises(InitializeError, match="asked to be closed"):
-        async with Script(tmp_path, steps, name="follow").connect(policy=BOTH):
+        async with Script(tmp_path, steps, name="follow").connect(grant_policy=BOTH):
             pass
     with anyio.fail_after(20):
-        async with Script(tmp_path, steps, name="stay").connect(policy=BOTH, on_refusal="mcp-only") as conn:
+        async with Script(tmp_path, steps, name="stay").connect(
+            grant_policy=BOTH, on_refusal="mcp-only"
+        ) as conn:
             assert conn.mcpl_state is MCPLState.MCP_ONLY
 
 
@@ -139,12 +141,12 @@ async def test_refusal_without_fallback_is_logged_as_a_defect(tmp_path: Path) ->
         ],
     )
     with capture_logs() as logs, anyio.fail_after(20):
-        async with script.connect(policy=BOTH):
+        async with script.connect(grant_policy=BOTH):
             pass
     assert any(e["event"] == "policy receipt defect" and "effect" in e["defect"] for e in logs)
     script = Script(tmp_path, [*MCPL_HANDSHAKE[:4], {"reply": {"accepted": False}}], name="nofallback")
     with capture_logs() as logs, anyio.fail_after(20):
-        async with script.connect(policy=BOTH, on_refusal="mcp-only"):
+        async with script.connect(grant_policy=BOTH, on_refusal="mcp-only"):
             pass
     assert any(e["event"] == "policy receipt defect" and "fallback" in e["defect"] for e in logs)
 
@@ -162,7 +164,7 @@ async def test_a_featuresets_update_notification_never_makes_the_connection_read
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=BOTH) as conn:
+        async with script.connect(grant_policy=BOTH) as conn:
             assert conn.mcpl_state is MCPLState.READY  # from the receipt, not the notification
             await script.finished(conn)
 
@@ -178,7 +180,7 @@ async def test_featuresets_changed_ignored_as_notification_and_32601_as_request(
         ],
     )
     with capture_logs() as logs, anyio.fail_after(20):
-        async with script.connect(policy=BOTH) as conn:
+        async with script.connect(grant_policy=BOTH) as conn:
             await script.finished(conn)
     assert any("featureSets/changed" in e["event"] for e in logs)
     assert MCPL_RESULT  # the manifest used by every test here
@@ -196,7 +198,7 @@ async def test_refusal_of_a_runtime_change_turns_mcpl_off(tmp_path: Path) -> Non
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=BOTH) as conn:
+        async with script.connect(grant_policy=BOTH) as conn:
             await conn.policy.update(GrantPolicy(grant=("pushEvents",)))
             assert conn.mcpl_state is MCPLState.MCP_ONLY and conn.grant is None
             await script.finished(conn)

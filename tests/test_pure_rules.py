@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from mcpl_host import GrantPolicy, connect_stdio
+from mcpl_host import GrantPolicy, ServerConfig, connect
 from mcpl_host.mcpl.admission import admit
 from mcpl_host.mcpl.grants import Grant
 from mcpl_host.mcpl.injections import read_injections
@@ -17,7 +17,11 @@ INJECT_BEFORE = "contextHooks.beforeInference.inject.beforeUser"
 
 @pytest.mark.anyio
 async def test_no_hook_traffic_before_the_receipt() -> None:
-    conn = connect_stdio(sys.executable, ["-c", "pass"], policy=GrantPolicy(grant_all_advertised=True))
+    conn = connect(
+        ServerConfig(
+            command=sys.executable, args=("-c", "pass"), grant_policy=GrantPolicy(grant_all_advertised=True)
+        )
+    )
     assert conn.grant is None  # nothing in force until a receipt
     assert not conn.hooks.eligible
 

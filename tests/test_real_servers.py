@@ -12,15 +12,19 @@ import sys
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, MCPLState, connect_stdio
+from mcpl_host import GrantPolicy, MCPLState, ServerConfig, connect
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_mcp_server_time_lists_and_calls_its_tools() -> None:
     with anyio.fail_after(60):
-        async with connect_stdio(
-            sys.executable, ["-m", "mcp_server_time"], policy=GrantPolicy(grant_all_advertised=True)
+        async with connect(
+            ServerConfig(
+                command=sys.executable,
+                args=("-m", "mcp_server_time"),
+                grant_policy=GrantPolicy(grant_all_advertised=True),
+            )
         ) as conn:
             assert conn.server_info is not None and conn.server_info.name == "mcp-time"
             assert conn.mcpl_state is MCPLState.NONE  # plain MCP: no MCPL traffic
@@ -35,7 +39,7 @@ async def test_server_everything_lists_tools_resources_and_prompts() -> None:
     if not executable or not os.path.exists(executable):
         pytest.skip("set MCPL_TEST_SERVER_EVERYTHING to the mcp-server-everything executable (.ci/run does)")
     with anyio.fail_after(60):
-        async with connect_stdio(executable, ["stdio"]) as conn:
+        async with connect(ServerConfig(command=executable, args=("stdio",))) as conn:
             assert conn.server_info is not None and "everything" in conn.server_info.name
             tools = {tool.name for tool in await conn.mcp.list_tools()}
             assert "echo" in tools

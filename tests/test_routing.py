@@ -77,7 +77,7 @@ async def test_r2_d3_privileged_method_refused_before_the_receipt(tmp_path: Path
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant=("pushEvents",))) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant=("pushEvents",))) as conn:
             await script.finished(conn)
     refused = answers(script)["100"]["error"]
     assert refused["data"] == {"capability": "pushEvents"}
@@ -94,7 +94,7 @@ async def test_r2_d48_not_granted_is_refused_with_32002_and_the_capability(tmp_p
     )
     with anyio.fail_after(20):
         async with script.connect(
-            policy=GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
+            grant_policy=GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
         ) as conn:
             await script.finished(conn)
     assert answers(script)["5"]["error"]["data"] == {"capability": "pushEvents"}
@@ -105,7 +105,7 @@ async def test_push_event_from_plain_mcp_server_is_refused_and_answered(tmp_path
         tmp_path, [*MCP_HANDSHAKE, {"send": push_event(9)}, {"wait_response": 9, "expect_error_code": -32002}]
     )
     with anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             await script.finished(conn)
     assert answers(script)["9"]["error"]["code"] == -32002
 
@@ -634,7 +634,7 @@ async def test_r7_streamed_inference_chunks_name_the_request_null_id_answered_wh
     )
     with anyio.fail_after(20):
         async with script.connect(
-            handlers=Streaming(), policy=GrantPolicy(grant_all_advertised=True)
+            handlers=Streaming(), grant_policy=GrantPolicy(grant_all_advertised=True)
         ) as conn:
             await script.finished(conn)
     messages = script.messages()[3:]
@@ -670,7 +670,7 @@ async def test_inference_streaming_not_granted_is_refused(tmp_path: Path) -> Non
     )
     with anyio.fail_after(20):
         async with script.connect(
-            handlers=Streaming(), policy=GrantPolicy(grant=("inferenceRequest",))
+            handlers=Streaming(), grant_policy=GrantPolicy(grant=("inferenceRequest",))
         ) as conn:
             await script.finished(conn)
     assert answers(script)["4"]["error"]["data"] == {"capability": "inferenceRequest.streaming"}
@@ -747,7 +747,7 @@ async def test_d5_unknown_mcpl_version_is_served_with_one_warning(tmp_path: Path
         ],
     )
     with capture_logs() as logs, anyio.fail_after(20):
-        async with script.connect(policy=GrantPolicy(grant_all_advertised=True)) as conn:
+        async with script.connect(grant_policy=GrantPolicy(grant_all_advertised=True)) as conn:
             assert conn.grant is not None and conn.grant.allows("pushEvents")
     warnings = [e for e in logs if "MCPL version" in e["event"]]
     assert len(warnings) == 1

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mcpl_host import connect
 from mcpl_host.config import ServerConfig
-from mcpl_host.connect import connect_stdio
 from mcpl_host.report import HOST_KEYS, redact_json
 from mcpl_host.secrets import (
     REDACTED,
@@ -423,8 +423,9 @@ async def test_reprs_and_descriptions_hold_no_secret() -> None:
         repr(StdioTransport(params)),
         WebSocketTransport(ws).describe(),
         repr(WebSocketTransport(ws)),
-        repr(connect_stdio("npx", ["-y", f"API_KEY={ENV_SECRET}", "pkg"])),  # named after an argument
-        repr(connect_stdio("npx", ["-y", f"--api-key={ENV_SECRET}", "pkg"])),
+        # named after an argument
+        repr(connect(ServerConfig(command="npx", args=("-y", f"API_KEY={ENV_SECRET}", "pkg")))),
+        repr(connect(ServerConfig(command="npx", args=("-y", f"--api-key={ENV_SECRET}", "pkg")))),
     ]
     for text in texts:
         for secret in (*COMMAND_SECRETS, ENV_SECRET, EXPLICIT_SECRET):

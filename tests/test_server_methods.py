@@ -19,7 +19,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from mcpl_host import GrantPolicy, HandlerError, HostHandlers, RequestContext, stdio_server
+from mcpl_host import GrantPolicy, HandlerError, HostedServer, HostHandlers, RequestContext, ServerConfig
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.mcpl.state import FeatureSetStateStore
@@ -169,7 +169,7 @@ class Recorder(TestHandlers):
 
 async def run(script: Script, handlers: TestHandlers | None = None, **kwargs: Any) -> TestHandlers:
     handlers = handlers or Recorder()
-    kwargs.setdefault("policy", ALL)
+    kwargs.setdefault("grant_policy", ALL)
     kwargs.setdefault("feature_set_policy", OFF)
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers, **kwargs) as conn:
@@ -189,7 +189,7 @@ async def test_push_without_the_grant_is_refused_whatever_its_tags(tmp_path: Pat
             {"wait_response": 1, "expect_error_code": -32002},
         ],
     )
-    await run(script, policy=GrantPolicy(grant_all_advertised=True, deny=("pushEvents",)))
+    await run(script, grant_policy=GrantPolicy(grant_all_advertised=True, deny=("pushEvents",)))
     assert error(script, 1)["data"] == {"capability": "pushEvents"}
 
 
@@ -262,7 +262,7 @@ async def test_duplicate_while_the_first_is_in_flight_waits_for_its_result(tmp_p
     )
     handlers = Recorder()
     with anyio.fail_after(20):
-        async with script.connect(handlers=handlers, policy=ALL) as conn:
+        async with script.connect(handlers=handlers, grant_policy=ALL) as conn:
             await handlers.started.wait()
             await handlers.mark("both sent").wait()
             await anyio.wait_all_tasks_blocked()  # the duplicate is waiting, not handled
@@ -330,8 +330,11 @@ async def test_a_retry_after_a_reconnect_is_a_duplicate_and_a_reused_id_with_oth
     for script in (first, second):
         args += [str(script.path), str(script.record_path)]
     handlers = Recorder()
-    hosted = stdio_server(
-        sys.executable, args, handlers=handlers, policy=ALL, feature_set_policy=OFF, limits=FAST
+    hosted = HostedServer(
+        ServerConfig(
+            command=sys.executable, args=tuple(args), grant_policy=ALL, feature_set_policy=OFF, limits=FAST
+        ),
+        handlers=handlers,
     )
     with capture_logs() as logs, anyio.fail_after(30):
         async with hosted.open_connection():
@@ -358,7 +361,7 @@ async def test_a_push_admitted_with_a_compatibility_note_logs_the_note_once(tmp_
         ],
     )
     with capture_logs() as logs:
-        async with script.connect(handlers=Recorder(), policy=ALL, compat="0.4") as conn:
+        async with script.connect(handlers=Recorder(), grant_policy=ALL, compat="0.4") as conn:
             with anyio.fail_after(20):
                 await script.finished(conn)
             held = conn.inbound.held_total
@@ -494,7 +497,9 @@ async def test_model_info_not_granted_is_32002(tmp_path: Path) -> None:
         tmp_path, [*handshake(), call(1, "model/info", {}), {"wait_response": 1, "expect_error_code": -32002}]
     )
     await run(
-        script, Recorder(model_info=MODEL), policy=GrantPolicy(grant_all_advertised=True, deny=("modelInfo",))
+        script,
+        Recorder(model_info=MODEL),
+        grant_policy=GrantPolicy(grant_all_advertised=True, deny=("modelInfo",)),
     )
     assert error(script, 1)["data"] == {"capability": "modelInfo"}
 
@@ -516,7 +521,7 @@ async def test_channels_authorized_by_the_grant_never_by_a_feature_set(tmp_path:
         ],
         name="denied",
     )
-    await run(script, policy=GrantPolicy(grant_all_advertised=True, deny=("channels.register",)))
+    await run(script, grant_policy=GrantPolicy(grant_all_advertised=True, deny=("channels.register",)))
     assert error(script, 1)["data"] == {"capability": "channels.register"}
 
 
@@ -570,7 +575,7 @@ async def test_channels_register_blocks_until_answered_while_ids_collide(tmp_pat
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(handlers=Recorder(), policy=ALL) as conn:
+        async with script.connect(handlers=Recorder(), grant_policy=ALL) as conn:
             tools = await conn.mcp.list_tools()
             await script.finished(conn)
             assert [d["id"] for d in conn.inbound.channel_registry.descriptors()] == ["c"]
@@ -719,7 +724,7 @@ async def test_channel_registration_keeps_no_authority_after_policy_or_grant_nar
     )
     handlers = Recorder()
     with anyio.fail_after(20):
-        async with script.connect(handlers=handlers, policy=ALL) as conn:
+        async with script.connect(handlers=handlers, grant_policy=ALL) as conn:
             await handlers.mark("registered").wait()
             handlers.channel_patterns = ("in:z*",)  # the host narrows its channel patterns
             await conn.mcp.notify("test/narrowed")
@@ -781,7 +786,7 @@ async def test_channels_incoming_as_a_notification_is_processed_with_a_diagnosti
     )
     handlers = Recorder()
     with capture_logs() as logs, anyio.fail_after(20):
-        async with script.connect(handlers=handlers, policy=ALL) as conn:
+        async with script.connect(handlers=handlers, grant_policy=ALL) as conn:
             await script.finished(conn)
             await handlers.got_message.wait()
             await anyio.wait_all_tasks_blocked()
@@ -801,7 +806,7 @@ async def test_channels_incoming_notification_without_the_grant_is_dropped_with_
     handlers = Recorder()
     with capture_logs() as logs:
         await run(
-            script, handlers, policy=GrantPolicy(grant_all_advertised=True, deny=("channels.incoming",))
+            script, handlers, grant_policy=GrantPolicy(grant_all_advertised=True, deny=("channels.incoming",))
         )
     assert handlers.messages == []
     refused = [e for e in logs if e["event"] == "channels/incoming notification refused"]
@@ -848,7 +853,7 @@ async def test_state_update_then_get_round_trip(tmp_path: Path) -> None:
         ],
     )
     with anyio.fail_after(20):
-        async with script.connect(handlers=Recorder(), policy=ALL, feature_set_policy=OFF) as conn:
+        async with script.connect(handlers=Recorder(), grant_policy=ALL, feature_set_policy=OFF) as conn:
             await script.finished(conn)
             held = conn.hosted.state_store.current("demo")
     assert result(script, 1) == {"checkpoint": None, "data": None}

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import Limits, connect_http, connect_stdio
+from mcpl_host import Limits, ServerConfig, connect
 from mcpl_host.limits import LimitExceeded
 
 from .test_client_features_real import FAST, SDK_FEATURES, TIMEOUT, sdk_over_http
@@ -40,14 +40,14 @@ async def count(conn: Any) -> int:
     return int((await conn.mcp.call_tool("list_count", {})).text)
 
 
-@pytest.mark.parametrize("transport", ["auto", "streamable-http"])
+@pytest.mark.parametrize("transport", ["http", "streamable-http"])
 async def test_marked_parameters_reach_the_sdk_server_as_mcp_param_headers(
     rendered_logs: io.StringIO, transport: Any
 ) -> None:
     async with sdk_over_http("--stateless", "--header-tools") as port:
         with anyio.fail_after(TIMEOUT):
             url = f"http://127.0.0.1:{port}/mcp"
-            async with connect_http(url, transport=transport, limits=FAST) as conn:
+            async with connect(ServerConfig(url=url, transport=transport, limits=FAST)) as conn:
                 assert conn.era == "stateless"
                 # Hostile schemas: left out of tools/list, each with one warning naming it.
                 assert {tool.name for tool in await conn.mcp.list_tools()} == VALID
@@ -80,7 +80,7 @@ async def test_marked_parameters_reach_the_sdk_server_as_mcp_param_headers(
 async def test_a_call_before_any_listing_is_refused_then_listed_and_sent_again() -> None:
     async with sdk_over_http("--stateless", "--header-tools") as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST) as conn:
+            async with connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST)) as conn:
                 # Unlisted, the call carries no Mcp-Param header: the SDK answers -32020, the
                 # host lists the tools and sends the call again with the headers.
                 route = await conn.mcp.call_tool("route", {"region": "ap-south1"})
@@ -97,7 +97,7 @@ async def test_headers_over_the_byte_bound_fail_the_call_before_it_is_sent() -> 
     )
     async with sdk_over_http("--stateless", "--header-tools") as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=limits) as conn:
+            async with connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits)) as conn:
                 await conn.mcp.list_tools()
                 with pytest.raises(LimitExceeded, match="max_param_header_bytes"):
                     await conn.mcp.call_tool("route", {"region": "r" * 100})
@@ -109,8 +109,8 @@ async def test_headers_over_the_byte_bound_fail_the_call_before_it_is_sent() -> 
 async def test_the_handshake_era_mirrors_nothing_and_lists_every_tool() -> None:
     async with sdk_over_http("--header-tools") as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(
-                f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST
+            async with connect(
+                ServerConfig(url=f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST)
             ) as conn:
                 assert conn.era == "handshake"
                 assert {tool.name for tool in await conn.mcp.list_tools()} == VALID | HOSTILE
@@ -121,7 +121,7 @@ async def test_the_handshake_era_mirrors_nothing_and_lists_every_tool() -> None:
 async def test_a_fresh_list_is_served_without_a_request_and_listed_again_once_stale(scope: str) -> None:
     async with sdk_over_http("--stateless", "--cache-ttl-ms", "600000", "--cache-scope", scope) as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST) as conn:
+            async with connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST)) as conn:
                 now = [0.0]
                 conn.mcp.clock = lambda: now[0]
                 first = await conn.mcp.list_tools()
@@ -143,7 +143,7 @@ async def test_a_fresh_list_is_served_without_a_request_and_listed_again_once_st
 async def test_a_list_with_ttl_zero_is_listed_each_time() -> None:
     async with sdk_over_http("--stateless", "--cache-ttl-ms", "0") as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(f"http://127.0.0.1:{port}/mcp", limits=FAST) as conn:
+            async with connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST)) as conn:
                 await conn.mcp.list_tools()
                 await conn.mcp.list_tools()
                 assert await count(conn) == 2
@@ -152,8 +152,8 @@ async def test_a_list_with_ttl_zero_is_listed_each_time() -> None:
 async def test_a_handshake_era_connection_lists_each_time_as_before() -> None:
     async with sdk_over_http("--cache-ttl-ms", "600000") as port:
         with anyio.fail_after(TIMEOUT):
-            async with connect_http(
-                f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST
+            async with connect(
+                ServerConfig(url=f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST)
             ) as conn:
                 assert conn.era == "handshake"
                 await conn.mcp.list_tools()
@@ -164,8 +164,10 @@ async def test_a_handshake_era_connection_lists_each_time_as_before() -> None:
 async def test_over_stdio_the_annotations_are_ignored() -> None:
     # The revision lets transports other than Streamable HTTP ignore x-mcp-header.
     with anyio.fail_after(TIMEOUT):
-        async with connect_stdio(
-            sys.executable, [str(SDK_FEATURES), "stdio", "--header-tools"], limits=FAST
+        async with connect(
+            ServerConfig(
+                command=sys.executable, args=(str(SDK_FEATURES), "stdio", "--header-tools"), limits=FAST
+            )
         ) as conn:
             assert conn.era == "stateless" and not conn.mcp.mirrors_param_headers
             assert {tool.name for tool in await conn.mcp.list_tools()} == VALID | HOSTILE

@@ -26,9 +26,9 @@ from mcpl_host import (
     HostEvent,
     Limits,
     RequestContext,
+    ServerConfig,
     Supervisor,
     TransportFactory,
-    websocket_server,
 )
 from mcpl_host.events import (
     Connecting,
@@ -310,7 +310,7 @@ async def test_a_request_read_before_a_restart_is_never_answered_on_the_new_tran
     )
     handlers = SlowPush()
     hosted = alternating(
-        first.server(limits=QUICK, handlers=handlers, policy=GRANT_ALL, name="s"),
+        first.server(limits=QUICK, handlers=handlers, grant_policy=GRANT_ALL, name="s"),
         first.server(limits=QUICK).transport_factory,
         second.server(limits=QUICK).transport_factory,
     )
@@ -355,7 +355,9 @@ async def test_reconnect_over_websocket_reruns_the_policy_exchange(tmp_path: Pat
     log = EventLog()
     policy = RestartPolicy(base_delay_seconds=0.05, jitter=0.0, max_failures=10)
     async with bridge(command=scripted(script)) as server:
-        hosted = websocket_server(server.url(), handlers=handlers, policy=GRANT_ALL, limits=QUICK, name="s")
+        hosted = HostedServer(
+            ServerConfig(url=server.url(), grant_policy=GRANT_ALL, limits=QUICK, name="s"), handlers=handlers
+        )
         with anyio.fail_after(TIMEOUT):
             async with supervisor(hosted, policy, log):
                 await log.wait_for(Reconnecting, 2)
@@ -417,7 +419,12 @@ def test_event_kinds_and_json() -> None:
 
 def test_health_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="health_interval_seconds"):
-        Supervisor(HostedServer("s", lambda: None), RestartPolicy(), EventLog(), health_interval_seconds=0)  # type: ignore[arg-type,return-value]
+        Supervisor(
+            HostedServer(ServerConfig(name="s", command="x")),
+            RestartPolicy(),
+            EventLog(),
+            health_interval_seconds=0,
+        )
 
 
 async def test_a_refused_policy_is_degraded_and_a_refusal_asking_to_close_is_a_failure(

@@ -22,7 +22,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcpl_host import ServerConnection, UnreadableAnswer, connect_http, connect_websocket
+from mcpl_host import ServerConfig, ServerConnection, UnreadableAnswer, connect
 from mcpl_host.jsonrpc.framing import NotReadableJSON, loads_line
 from mcpl_host.jsonrpc.session import DroppedLine, Session, UnreadableResponse
 from mcpl_host.transports.http_common import id_key, peek
@@ -115,7 +115,7 @@ async def test_websocket(tmp_path: Path, name: str) -> None:
     answer, reason = ANSWERS[name]
     script = Script(tmp_path, steps(answer))
     async with bridge_port(FIXTURES / "ws_bridge.py", command=scripted(script)) as port:
-        await fails_at_once(connect_websocket(f"ws://127.0.0.1:{port}/mcp", limits=LIMITS), reason)
+        await fails_at_once(connect(ServerConfig(url=f"ws://127.0.0.1:{port}/mcp", limits=LIMITS)), reason)
 
 
 HTTP_CASES: dict[str, tuple[list[str], str]] = {
@@ -134,7 +134,7 @@ async def test_http(tmp_path: Path, case: str, name: str) -> None:
     answer, reason = ANSWERS[name]
     script = Script(tmp_path, steps(answer))
     async with bridge_port(FIXTURES / "http_bridge.py", *options, command=scripted(script)) as port:
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport=transport)
+        conn = connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport=transport))
         await fails_at_once(conn, reason)
 
 
@@ -154,7 +154,9 @@ async def test_http_json_body_that_is_not_utf8() -> None:
     answer, reason = ANSWERS["not-utf8"]
     argv = [sys.executable, str(FIXTURES / "hostile_http_server.py"), "answer", "--answer", answer]
     async with port_server(argv, env={"PYTHONUTF8": "1"}, seconds=TIMEOUT) as (_, port):
-        conn = connect_http(f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport="streamable-http")
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport="streamable-http")
+        )
         await fails_at_once(conn, reason)
 
 
@@ -207,6 +209,8 @@ async def test_an_id_past_the_conversion_limit_costs_no_connection(
     bridge = "ws_bridge.py" if transport == "websocket" else "http_bridge.py"
     async with bridge_port(FIXTURES / bridge, command=scripted(script)) as port:
         if transport == "websocket":
-            await check(connect_websocket(f"ws://127.0.0.1:{port}/mcp", limits=LIMITS))
+            await check(connect(ServerConfig(url=f"ws://127.0.0.1:{port}/mcp", limits=LIMITS)))
         else:
-            await check(connect_http(f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport=transport))
+            await check(
+                connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=LIMITS, transport=transport))
+            )

@@ -1,4 +1,4 @@
-"""WebSocketTransport and connect_websocket against a real WebSocket server on loopback.
+"""WebSocketTransport and connect() of a WebSocket ServerConfig against a real WebSocket server on loopback.
 
 The server is ``fixtures/ws_bridge.py`` (the ``websockets`` package) bridging each WebSocket
 to a stdio fixture server: ``demo_server.py`` or ``scripted_server.py``. Every test runs on
@@ -13,6 +13,7 @@ and its children are stopped and reaped after each test.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -39,7 +40,8 @@ from mcpl_host import (
     InitializeError,
     Limits,
     RequestContext,
-    connect_websocket,
+    ServerConfig,
+    connect,
 )
 from mcpl_host.jsonrpc.framing import dumps_message, loads_line
 from mcpl_host.transports import websocket
@@ -214,7 +216,13 @@ async def test_cleartext_credential_warned_before_dialling(
         raise ConnectionRefusedError(111, "Connection refused")
 
     monkeypatch.setattr(websocket, "_connect_tcp", refuse)
-    conn = connect_websocket("ws://192.0.2.1:9/mcp", token=SECRET, open_timeout_seconds=0.5, limits=FAST)
+    conn = connect(
+        ServerConfig(
+            url="ws://192.0.2.1:9/mcp",
+            token=SECRET,
+            limits=dataclasses.replace(FAST, websocket_open_timeout_seconds=0.5),
+        )
+    )
     with anyio.fail_after(AT_ONCE), pytest.raises(InitializeError) as info:
         async with conn:
             pass
@@ -235,13 +243,15 @@ async def test_demo_server_handshake_tools_and_push_events(logs: list[dict[str, 
     # The server pings too, every 50 ms, and closes the WebSocket if a pong is 0.5 s late.
     options = ("--ping-interval", "0.05", "--ping-timeout", "0.5")
     async with bridge(*options, command=[sys.executable, str(DEMO)], env=env) as server:
-        conn = connect_websocket(
-            server.url(),
-            policy=GrantPolicy(grant_all_advertised=True),
+        conn = connect(
+            ServerConfig(
+                url=server.url(),
+                grant_policy=GrantPolicy(grant_all_advertised=True),
+                limits=dataclasses.replace(
+                    FAST, websocket_keepalive_interval_seconds=0.05, websocket_keepalive_timeout_seconds=0.5
+                ),
+            ),
             handlers=handlers,
-            limits=FAST,
-            keepalive_interval_seconds=0.05,
-            keepalive_timeout_seconds=0.5,
         )
         with anyio.fail_after(TIMEOUT):
             async with conn:
@@ -263,7 +273,7 @@ async def test_demo_server_handshake_tools_and_push_events(logs: list[dict[str, 
 async def test_binary_frame_is_dropped_with_a_log_line(logs: list[dict[str, Any]]) -> None:
     async with bridge("--binary-first", command=[sys.executable, str(DEMO)]) as server:
         with anyio.fail_after(TIMEOUT):
-            async with connect_websocket(server.url(), limits=FAST) as conn:
+            async with connect(ServerConfig(url=server.url(), limits=FAST)) as conn:
                 assert len(await conn.mcp.list_tools()) == 3
     dropped = [entry for entry in logs if entry["event"].startswith("binary WebSocket message dropped")]
     assert len(dropped) == 1
@@ -272,7 +282,7 @@ async def test_binary_frame_is_dropped_with_a_log_line(logs: list[dict[str, Any]
 
 async def test_server_closing_mid_request_fails_the_call_at_once(logs: list[dict[str, Any]]) -> None:
     async with bridge("--close-on", "tools/call", command=[sys.executable, str(DEMO)]) as server:
-        conn = connect_websocket(server.url(), limits=FAST)
+        conn = connect(ServerConfig(url=server.url(), limits=FAST))
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with anyio.fail_after(AT_ONCE), pytest.raises(ConnectionLost) as info:
@@ -349,9 +359,9 @@ async def test_token_arrives_and_never_shows(
     options = ("--require-token", SECRET, "--log-headers", str(headers_log))
     async with bridge(*options, command=[sys.executable, str(DEMO)]) as server:
         if token_in == "url":
-            conn = connect_websocket(server.url(f"/mcp?x=1&token={SECRET}"), limits=FAST)
+            conn = connect(ServerConfig(url=server.url(f"/mcp?x=1&token={SECRET}"), limits=FAST))
         else:
-            conn = connect_websocket(server.url(), token=SECRET, token_in=token_in, limits=FAST)  # type: ignore[arg-type]
+            conn = connect(ServerConfig(url=server.url(), token=SECRET, token_in=token_in, limits=FAST))  # type: ignore[arg-type]
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 assert len(await conn.mcp.list_tools()) == 3
@@ -366,7 +376,9 @@ async def test_token_arrives_and_never_shows(
             assert f"token={SECRET}" in request["path"].split("?")[1].split("&")
 
         # A wrong token: refused with 401, and neither token shows in the error.
-        wrong = connect_websocket(server.url(), token="wrong-" + SECRET, token_in="header", limits=FAST)
+        wrong = connect(
+            ServerConfig(url=server.url(), token="wrong-" + SECRET, token_in="header", limits=FAST)
+        )
         with anyio.fail_after(TIMEOUT), pytest.raises(InitializeError) as info:
             async with wrong:
                 pass
@@ -384,7 +396,7 @@ async def test_redirect_is_not_followed(logs: list[dict[str, Any]]) -> None:
     options = ("--redirect-to", "ws://127.0.0.1:1/elsewhere")
     async with bridge(*options, command=[sys.executable, str(DEMO)]) as server:
         with anyio.fail_after(TIMEOUT), pytest.raises(InitializeError) as info:
-            async with connect_websocket(server.url(), token=SECRET, limits=FAST):
+            async with connect(ServerConfig(url=server.url(), token=SECRET, limits=FAST)):
                 pass
     assert "answered HTTP 302 (a redirect)" in str(info.value)
     assert "redirects are not followed" in str(info.value)
@@ -400,7 +412,7 @@ async def test_one_message_per_text_frame_out(tmp_path: Path) -> None:
     frames_log = tmp_path / "frames.jsonl"
     async with bridge("--log-frames", str(frames_log), command=scripted(script)) as server:
         with anyio.fail_after(TIMEOUT):
-            async with connect_websocket(server.url(), handlers=TestHandlers(), limits=FAST) as conn:
+            async with connect(ServerConfig(url=server.url(), limits=FAST), handlers=TestHandlers()) as conn:
                 for n in range(4):  # queued without a wait: the writer joins them in one send()
                     await conn.mcp.notify(f"test/{n}", {"n": n, "text": "a\nb"})
                 await Script.finished(conn)
@@ -432,7 +444,7 @@ async def test_several_messages_in_one_frame_in(tmp_path: Path) -> None:
     handlers = TestHandlers()
     async with bridge(*options, command=scripted(script)) as server:
         with anyio.fail_after(TIMEOUT):
-            async with connect_websocket(server.url(), handlers=handlers, limits=FAST) as conn:
+            async with connect(ServerConfig(url=server.url(), limits=FAST), handlers=handlers) as conn:
                 await Script.finished(conn)
                 assert all(handlers.mark(name).is_set() for name in "abc")
     received = frames(frames_log, "client")
@@ -455,7 +467,7 @@ async def test_oversize_message_fails_the_pending_request_at_once(
     script = Script(tmp_path, steps)
     limits = Limits(max_line_bytes=4096, close_grace_seconds=1.0, handshake_timeout_seconds=10.0)
     async with bridge(command=scripted(script)) as server:
-        conn = connect_websocket(server.url(), token=SECRET, handlers=TestHandlers(), limits=limits)
+        conn = connect(ServerConfig(url=server.url(), token=SECRET, limits=limits), handlers=TestHandlers())
         with anyio.fail_after(TIMEOUT):
             async with conn:
                 with anyio.fail_after(AT_ONCE), pytest.raises(ConnectionLost) as info:
@@ -472,8 +484,11 @@ async def test_dropped_connection_fails_the_pending_request_at_once(tmp_path: Pa
     script = Script(tmp_path, [*MCP_HANDSHAKE, {"expect": {"method": "tools/call"}}, mark("called")])
     handlers = TestHandlers()
     async with bridge(command=scripted(script)) as server:
-        conn = connect_websocket(
-            server.url(), handlers=handlers, limits=FAST, keepalive_interval_seconds=None
+        conn = connect(
+            ServerConfig(
+                url=server.url(), limits=dataclasses.replace(FAST, websocket_keepalive_interval_seconds=None)
+            ),
+            handlers=handlers,
         )
         outcome: list[BaseException] = []
 
@@ -500,7 +515,7 @@ async def test_our_close_mid_request_fails_the_call_at_once(tmp_path: Path) -> N
     script = Script(tmp_path, [*MCP_HANDSHAKE, {"expect": {"method": "tools/call"}}, mark("called")])
     handlers = TestHandlers()
     async with bridge(command=scripted(script)) as server:
-        conn = connect_websocket(server.url(), handlers=handlers, limits=FAST)
+        conn = connect(ServerConfig(url=server.url(), limits=FAST), handlers=handlers)
         outcome: list[BaseException] = []
 
         async def call() -> None:
@@ -521,12 +536,14 @@ async def test_our_close_mid_request_fails_the_call_at_once(tmp_path: Path) -> N
 
 async def test_missed_keepalive_pong_fails_requests_at_once(logs: list[dict[str, Any]]) -> None:
     async with bridge(command=[sys.executable, str(DEMO)]) as server:
-        conn = connect_websocket(
-            server.url(),
-            token=SECRET,
-            limits=FAST,
-            keepalive_interval_seconds=0.05,
-            keepalive_timeout_seconds=0.3,
+        conn = connect(
+            ServerConfig(
+                url=server.url(),
+                token=SECRET,
+                limits=dataclasses.replace(
+                    FAST, websocket_keepalive_interval_seconds=0.05, websocket_keepalive_timeout_seconds=0.3
+                ),
+            )
         )
         with anyio.fail_after(TIMEOUT):
             async with conn:
@@ -543,7 +560,7 @@ async def test_server_gone_before_initialize_answer_fails_at_once(tmp_path: Path
     script = Script(tmp_path, [{"expect": {"method": "initialize"}}, {"exit": 3}])
     async with bridge(command=scripted(script)) as server:
         with anyio.fail_after(AT_ONCE), pytest.raises(InitializeError) as info:
-            async with connect_websocket(server.url(), limits=FAST):
+            async with connect(ServerConfig(url=server.url(), limits=FAST)):
                 pass
     assert str(info.value) == (
         "the server went away before answering initialize "
@@ -594,11 +611,11 @@ async def test_wss_verifies_the_server(certificate: tuple[str, str], logs: list[
         url = f"wss://127.0.0.1:{server.port}/mcp"
         trusted = ssl.create_default_context(cafile=cert)
         with anyio.fail_after(TIMEOUT):
-            async with connect_websocket(url, token=SECRET, ssl_context=trusted, limits=FAST) as conn:
+            async with connect(ServerConfig(url=url, token=SECRET, ssl_context=trusted, limits=FAST)) as conn:
                 assert len(await conn.mcp.list_tools()) == 3
         # The system's CAs do not know this certificate.
         with anyio.fail_after(TIMEOUT), pytest.raises(InitializeError) as info:
-            async with connect_websocket(url, token=SECRET, limits=FAST):
+            async with connect(ServerConfig(url=url, token=SECRET, limits=FAST)):
                 pass
     assert str(info.value).startswith(f"could not connect to {url} (")
     assert "certificate verify failed" in str(info.value)
@@ -633,7 +650,11 @@ async def test_open_timeout(logs: list[dict[str, Any]]) -> None:
         assert accepted.is_set()
         assert str(info.value) == f"could not open {url}: no WebSocket handshake within 0.3 seconds"
 
-        conn = connect_websocket(url, token=SECRET, token_in="header", open_timeout_seconds=0.3)
+        conn = connect(
+            ServerConfig(
+                url=url, token=SECRET, token_in="header", limits=Limits(websocket_open_timeout_seconds=0.3)
+            )
+        )
         with anyio.fail_after(AT_ONCE), pytest.raises(InitializeError) as init_info:
             async with conn:
                 pass
@@ -708,7 +729,7 @@ async def test_the_handshake_offers_no_permessage_deflate(tmp_path: Path) -> Non
     command = [sys.executable, str(SCRIPTED), str(script.path), str(script.record_path)]
     async with bridge("--log-headers", str(headers_log), command=command) as server:
         with anyio.fail_after(TIMEOUT):
-            async with connect_websocket(server.url(), limits=FAST):
+            async with connect(ServerConfig(url=server.url(), limits=FAST)):
                 pass
     names = [
         name.lower()
@@ -754,7 +775,7 @@ async def test_a_message_in_fragments_of_two_characters_costs_what_it_costs_whol
         )
         async with bridge(*options, command=scripted(script)) as server:
             with anyio.fail_after(120):
-                async with connect_websocket(server.url(), limits=FAST) as conn:
+                async with connect(ServerConfig(url=server.url(), limits=FAST)) as conn:
                     tracemalloc.start()
                     try:
                         assert await conn.mcp.list_tools() == []

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from mcpl_host import HostedServer, HostHandlers, ServerConnection, connect_stdio, stdio_server
+from mcpl_host import HostedServer, HostHandlers, ServerConfig, ServerConnection, ServerRuntime, connect
 from mcpl_host.limits import Limits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -139,6 +139,12 @@ class TestHandlers(HostHandlers):
             self.mark(str(params.get("name"))).set()
 
 
+def split_runtime(kwargs: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """``kwargs`` as (``ServerConfig`` fields, ``ServerRuntime`` keywords)."""
+    runtime = {key: value for key, value in kwargs.items() if key in ServerRuntime.__annotations__}
+    return {key: value for key, value in kwargs.items() if key not in runtime}, runtime
+
+
 def mark(name: str) -> dict[str, Any]:
     """A script step telling the test that the script got this far."""
     return {"send": {"jsonrpc": "2.0", "method": "test/mark", "params": {"name": name}}}
@@ -157,16 +163,24 @@ class Script:
         done = {"send": {"jsonrpc": "2.0", "method": DONE_METHOD}}
         self.path.write_text(json.dumps([*steps, done]))
 
+    def config(self, **settings: Any) -> ServerConfig:
+        """A ``ServerConfig`` that runs this script (``limits`` default ``FAST``)."""
+        settings.setdefault("limits", FAST)
+        args = (str(SCRIPTED), str(self.path), str(self.record_path))
+        return ServerConfig(command=sys.executable, args=args, **settings)
+
     def connect(self, **kwargs: Any) -> ServerConnection:
-        kwargs.setdefault("limits", FAST)
-        kwargs.setdefault("handlers", TestHandlers())
-        return connect_stdio(sys.executable, [str(SCRIPTED), str(self.path), str(self.record_path)], **kwargs)
+        """``connect()`` of ``config(...)``: ``kwargs`` are ``ServerConfig`` fields and
+        ``ServerRuntime`` keywords (``handlers`` default ``TestHandlers()``)."""
+        settings, runtime = split_runtime(kwargs)
+        runtime.setdefault("handlers", TestHandlers())
+        return connect(self.config(**settings), **runtime)
 
     def server(self, **kwargs: Any) -> HostedServer:
         """A ``HostedServer`` whose every transport runs this script (for a ``Supervisor``)."""
-        kwargs.setdefault("limits", FAST)
-        kwargs.setdefault("handlers", TestHandlers())
-        return stdio_server(sys.executable, [str(SCRIPTED), str(self.path), str(self.record_path)], **kwargs)
+        settings, runtime = split_runtime(kwargs)
+        runtime.setdefault("handlers", TestHandlers())
+        return HostedServer(self.config(**settings), **runtime)
 
     @staticmethod
     async def finished(conn: ServerConnection) -> None:

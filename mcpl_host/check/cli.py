@@ -5,9 +5,8 @@ Rules of this module:
 - It targets one server, as ``probe`` does: a command after ``--`` (default: the bundled demo
   server), ``--ws URL``, ``--url URL`` (HTTP) or ``--config FILE --server NAME``; two targets,
   or an option that does not apply to the target, is a usage error. The target becomes a
-  ``runner.Target`` whose ``hosted()`` builds a ``HostedServer`` through the library
-  (``stdio_server``, ``websocket_server``, ``http_server``, ``hosted_from_config``), with the
-  policy that grants everything advertised.
+  ``ServerConfig`` and a ``runner.Target`` whose ``hosted()`` builds a ``HostedServer`` of
+  it, with the policy that grants everything advertised.
 - ``--only`` / ``--skip`` select checks by id or category glob (``registry.select``); a pattern
   that matches no check is a usage error. ``--expected-failures FILE`` names ids expected to
   fail (``registry.parse_expected_failures``; an unknown id is a usage error).
@@ -28,7 +27,6 @@ import dataclasses
 import datetime
 import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,22 +43,18 @@ from mcpl_host.cli_target import (
     EXIT_INTERRUPTED,
     LEVELS,
     EnvPair,
+    built_config,
     check_target,
     config_server,
     demo_server_path,
 )
-from mcpl_host.connect import http_server, stdio_server, websocket_server
-from mcpl_host.handlers import HostHandlers
-from mcpl_host.host import hosted_from_config
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
 from mcpl_host.logging import configure_logging
 from mcpl_host.report import ReportConsole, print_json, safe_text
-from mcpl_host.secrets import Redactor, redact_command, server_secrets
+from mcpl_host.secrets import Redactor
 from mcpl_host.signals import close_on_signals
 from mcpl_host.transports import process_tree
-from mcpl_host.transports.http_params import shown_http_url
-from mcpl_host.transports.websocket import shown_url
 
 __all__ = ["check"]
 
@@ -437,7 +431,7 @@ def _target(
     limits: Limits,
 ) -> tuple[Target, Redactor]:
     """The ``Target`` and the redactor of what is shown about it (usage errors: exit 2)."""
-    hosted: Callable[..., HostedServer]
+    common: dict[str, Any] = {"grant_policy": GRANT_ALL, "limits": limits, "secrets": explicit_secrets}
     if config_file is not None:
         assert server_name is not None
         server = config_server(ctx, config_file, server_name)
@@ -452,56 +446,24 @@ def _target(
             ),
             secrets=(*server.secrets, *explicit_secrets),
         )
-        redactor = Redactor(server.secrets_for_redaction)
-
-        hosted = functools.partial(hosted_from_config, server)
-        transport = (
-            "stdio"
-            if server.transport == "stdio"
-            else "websocket"
-            if server.transport == "websocket"
-            else "http"
-        )
-        try:
-            hosted(handlers=HostHandlers())
-        except ValueError as exc:
-            raise click.UsageError(f"--config: {exc}") from None
-        return Target(hosted, transport, f"{config_file} server {server_name}"), redactor
-    if http_url is not None:
-        redactor = Redactor(
-            server_secrets(url=http_url, token=token, headers=http_headers, explicit=explicit_secrets)
-        )
-
-        hosted = functools.partial(
-            http_server, http_url, headers=http_headers, token=token, transport=http_transport,
-            policy=GRANT_ALL, limits=limits, secrets=explicit_secrets,
+        shown = f"{config_file} server {server_name}"
+    elif http_url is not None:
+        settings = {"url": http_url, "headers": http_headers, "token": token}
+        kind = "http" if http_transport == "auto" else http_transport
+        server = built_config("--url", transport=kind, **settings, **common)
+        shown = server.describe
+    elif ws_url is not None:
+        settings = {"url": ws_url, "token": token, "token_in": token_in}
+        server = built_config("--ws", transport="websocket", **settings, **common)
+        shown = server.describe
+    else:
+        argv = list(command) or [sys.executable, str(demo_server_path())]
+        server = built_config(
+            "command", name="" if command else "mcpl-demo", command=argv[0], args=tuple(argv[1:]),
+            env=env, cwd=cwd, inherit_env=inherit_env, **common,
         )  # fmt: skip
-        try:
-            hosted(handlers=HostHandlers())
-        except ValueError as exc:  # never holds the token or a header value
-            raise click.UsageError(f"--url: {exc}") from None
-        return Target(hosted, "http", shown_http_url(http_url, redactor)), redactor
-    if ws_url is not None:
-        redactor = Redactor(server_secrets(url=ws_url, token=token, explicit=explicit_secrets))
-
-        hosted = functools.partial(
-            websocket_server, ws_url, token=token, token_in=token_in, policy=GRANT_ALL, limits=limits,
-            secrets=explicit_secrets, open_timeout_seconds=limits.handshake_timeout_seconds,
-        )  # fmt: skip
-        try:
-            hosted(handlers=HostHandlers())
-        except ValueError as exc:
-            raise click.UsageError(f"--ws: {exc}") from None
-        return Target(hosted, "websocket", shown_url(ws_url, redactor)), redactor
-    name = None
-    argv = list(command)
-    if not argv:
-        argv, name = [sys.executable, str(demo_server_path())], "mcpl-demo"
-    redactor = Redactor(server_secrets(env=env, args=argv, explicit=explicit_secrets))
-
-    hosted = functools.partial(
-        stdio_server, argv[0], argv[1:], env=env or None, cwd=cwd, inherit_env=inherit_env, name=name,
-        policy=GRANT_ALL, limits=limits, secrets=explicit_secrets,
-    )  # fmt: skip
-    shown = " ".join(redact_command(argv, redactor))
-    return Target(hosted, "stdio", safe_text(shown, max_chars=300)), redactor
+        shown = safe_text(server.describe, max_chars=300)
+    transport = (
+        "stdio" if server.transport == "stdio" else "websocket" if server.transport == "websocket" else "http"
+    )
+    return Target(functools.partial(HostedServer, server), transport, shown), server.redactor()

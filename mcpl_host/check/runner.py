@@ -4,8 +4,8 @@ does, and records what it saw as ``RunEvidence`` for the pure rules (``rules``).
 Rules of this module:
 
 - **Two sessions.** The *main* session goes through the library: a ``HostedServer`` built by
-  ``Target.hosted`` (``stdio_server``, ``websocket_server``, ``http_server`` or
-  ``hosted_from_config``), one ``ServerConnection``, the handshake and the whole MCPL policy
+  ``Target.hosted`` (``HostedServer`` of the target's ``ServerConfig``), one
+  ``ServerConnection``, the handshake and the whole MCPL policy
   exchange as a strict MCPL 0.5 host runs them (everything advertised is granted: the check
   tests the server, not a policy). The *raw* session opens a second transport from the same
   factory and speaks JSON-RPC itself, since it must send what the library never sends (an

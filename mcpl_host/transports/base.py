@@ -10,12 +10,20 @@ resources, bounded in time). Every anyio or OS error is translated here, once, i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Protocol, runtime_checkable
 
 from mcpl_host.jsonrpc.framing import ReadItem
 
-__all__ = ["CarriesStateless", "SendsNow", "StartsServer", "Transport", "may_carry_stateless"]
+__all__ = [
+    "CarriesStateless",
+    "SendsNow",
+    "StartsServer",
+    "Transport",
+    "TransportFactory",
+    "may_carry_stateless",
+]
 
 
 @runtime_checkable
@@ -91,3 +99,8 @@ def may_carry_stateless(transport: object) -> bool:
     """Whether ``transport`` may carry MCP 2026-07-28 (``CarriesStateless``); a transport
     that does not say so may not."""
     return isinstance(transport, CarriesStateless) and transport.carries_stateless
+
+
+#: Opens one transport: a callable returning an async context manager that yields it (each
+#: call a new transport: a new child process, a new socket).
+TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]

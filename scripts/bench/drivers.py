@@ -5,7 +5,7 @@ a ``ToolOutcome`` (the length of the first text block, in characters, and the
 ``structuredContent`` object or None). ``open_client(kind, server)`` spawns ``server
 --mcpl`` and yields a connected, handshaken driver; on exit the server is shut down.
 
-mcpl-host is driven through its public API only (``connect_stdio``, ``ping``,
+mcpl-host is driven through its public API only (``connect``, ``ping``,
 ``call_tool``), all in ``open_mcpl_host``: the one function to adapt if that API changes.
 """
 
@@ -61,9 +61,11 @@ def _outcome(content: Any, structured: Any) -> ToolOutcome:
 @asynccontextmanager
 async def open_mcpl_host(server: Path) -> AsyncGenerator[Driver, None]:
     """mcpl-host with its defaults (limits, timeouts, logging), granting ``pushEvents``."""
-    from mcpl_host import GrantPolicy, connect_stdio
+    from mcpl_host import GrantPolicy, ServerConfig, connect
 
-    async with connect_stdio(str(server), ["--mcpl"], policy=GrantPolicy(grant=("pushEvents",))) as conn:
+    async with connect(
+        ServerConfig(command=str(server), args=("--mcpl",), grant_policy=GrantPolicy(grant=("pushEvents",)))
+    ) as conn:
 
         async def call_tool(name: str, arguments: dict[str, Any]) -> ToolOutcome:
             result = await conn.mcp.call_tool(name, arguments)
