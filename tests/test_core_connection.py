@@ -15,14 +15,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mcpl_host import (
-    InitializeError,
-    Limits,
-    MessageTooLarge,
-    RequestContext,
-    RequestTimeout,
-    log_value,
-)
+from mcpl_host import InitializeError, Limits, RequestContext, RequestTimeout
+from mcpl_host.jsonrpc.errors import MessageTooLarge
+from mcpl_host.logging import log_value
 
 from .wire import MCP_HANDSHAKE, Script, TestHandlers
 

@@ -25,15 +25,9 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import (
-    LIFECYCLE_KINDS,
-    GrantPolicy,
-    Host,
-    HostEvent,
-    Limits,
-    connect,
-)
+from mcpl_host import GrantPolicy, Host, HostEvent, Limits, connect
 from mcpl_host.config import ServerConfig
+from mcpl_host.events import LIFECYCLE_KINDS
 from mcpl_host.hosted import HostedServer
 from mcpl_host.stateless import probe_skipped
 

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import OutputSchemaError
+from mcpl_host.mcp_methods import OutputSchemaError
 
 from .test_cli import CLI
 from .test_found_cli_call import tool_server

@@ -15,8 +15,9 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import HandlerError, HostHandlers, MCPLHostError, RemoteProtocolError, RequestContext
+from mcpl_host import HandlerError, HostHandlers, MCPLHostError, RequestContext
 from mcpl_host.client_features import ElicitationMode, ElicitationRequest, ElicitationResult
+from mcpl_host.jsonrpc.errors import RemoteProtocolError
 
 from .wire import Script
 

@@ -15,21 +15,17 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import (
+from mcpl_host import GrantPolicy, HostEvent, HostHandlers, Limits, RequestContext
+from mcpl_host.config import ServerConfig, load_config
+from mcpl_host.events import (
     Connecting,
-    GrantPolicy,
-    HostEvent,
-    HostHandlers,
-    Limits,
     PolicyReceipt,
     PushEvent,
     Ready,
     Refusal,
-    RequestContext,
     ServerNotification,
     ServerRequest,
 )
-from mcpl_host.config import ServerConfig, load_config
 from mcpl_host.host import Host, ServerNotConnected, ServerRequestResponder, UnknownServer
 from mcpl_host.supervisor_policy import RestartPolicy
 

@@ -17,16 +17,10 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from mcpl_host import (
-    GrantPolicy,
-    LocalProtocolError,
-    NotGranted,
-    OutgoingStream,
-    RemoteError,
-    ServerConnection,
-    before_inference_fanout,
-    inference_lifecycle,
-)
+from mcpl_host import GrantPolicy, RemoteError, ServerConnection
+from mcpl_host.jsonrpc.errors import LocalProtocolError
+from mcpl_host.services.channel_calls import NotGranted
+from mcpl_host.services.turns import OutgoingStream, before_inference_fanout, inference_lifecycle
 
 from .wire import MCP_HANDSHAKE, SERVER_INFO, Script, mark, mcpl_handshake, mcpl_result
 

@@ -27,11 +27,10 @@ from mcpl_host import (
     HostedServer,
     HostHandlers,
     Limits,
-    PushEvent,
     ServerConfig,
-    ServerNotification,
     Subscription,
 )
+from mcpl_host.events import PushEvent, ServerNotification
 from mcpl_host.host import DROPPED_EVENTS_LOGGED, MAX_QUEUED_EVENTS
 from mcpl_host.supervisor_policy import RestartPolicy
 

@@ -13,15 +13,8 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from mcpl_host import (
-    ConnectionLost,
-    GrantPolicy,
-    InitializeError,
-    Limits,
-    LocalProtocolError,
-    RemoteError,
-    RequestContext,
-)
+from mcpl_host import ConnectionLost, GrantPolicy, InitializeError, Limits, RemoteError, RequestContext
+from mcpl_host.jsonrpc.errors import LocalProtocolError
 from mcpl_host.jsonrpc.framing import LineReader
 
 from .wire import FAST, MCP_HANDSHAKE, MCPL_HANDSHAKE, Script, TestHandlers, mark

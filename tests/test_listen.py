@@ -21,7 +21,7 @@ import anyio
 import anyio.abc
 import pytest
 
-from mcpl_host import HostHandlers, Limits, ServerConfig, ServerConnection, SubscriptionRefused, connect
+from mcpl_host import HostHandlers, Limits, ServerConfig, ServerConnection, connect
 from mcpl_host.listen import (
     SUBSCRIPTION_ID_KEY,
     acknowledged_filter,
@@ -32,6 +32,7 @@ from mcpl_host.listen import (
     subscription_id,
     wanted_filter,
 )
+from mcpl_host.mcp_methods import SubscriptionRefused
 from mcpl_host.stateless import stream_lost_answer
 
 from .test_client_features_real import FAST, SDK_FEATURES, TIMEOUT, sdk_over_http

@@ -9,17 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import (
-    GrantPolicy,
-    HostHandlers,
-    Limits,
-    OutgoingStream,
-    RequestContext,
-    ServerConfig,
-    before_inference_fanout,
-    connect,
-    inference_lifecycle,
-)
+from mcpl_host import GrantPolicy, HostHandlers, Limits, RequestContext, ServerConfig, connect
+from mcpl_host.services.turns import OutgoingStream, before_inference_fanout, inference_lifecycle
 
 from .wire import FIXTURES, split_runtime
 

@@ -14,24 +14,10 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 
-from mcpl_host import (
-    LIFECYCLE_KINDS,
-    Connecting,
-    Disconnected,
-    GaveUp,
-    GrantPolicy,
-    Host,
-    HostEvent,
-    HostHandlers,
-    Limits,
-    Ready,
-    Reconnecting,
-    RequestContext,
-    ServerNotConnected,
-    Supervisor,
-)
+from mcpl_host import GrantPolicy, Host, HostEvent, HostHandlers, Limits, RequestContext, ServerNotConnected
 from mcpl_host.config import ServerConfig
-from mcpl_host.supervisor import RESTART_REASON
+from mcpl_host.events import LIFECYCLE_KINDS, Connecting, Disconnected, GaveUp, Ready, Reconnecting
+from mcpl_host.supervisor import RESTART_REASON, Supervisor
 from mcpl_host.supervisor_policy import RestartPolicy
 
 from .conftest import FIXTURES

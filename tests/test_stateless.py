@@ -21,13 +21,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import (
-    HostHandlers,
-    InitializeError,
-    Limits,
-    RemoteProtocolError,
-    RequestContext,
-)
+from mcpl_host import HostHandlers, InitializeError, Limits, RequestContext
 from mcpl_host.client_features import (
     ElicitationMode,
     ElicitationRequest,
@@ -36,6 +30,7 @@ from mcpl_host.client_features import (
     SamplingResult,
 )
 from mcpl_host.handshake import ServerInfo
+from mcpl_host.jsonrpc.errors import RemoteProtocolError
 from mcpl_host.mcp_methods import SubscriptionRefused
 from mcpl_host.stateless import (
     CLIENT_CAPABILITIES_KEY,

@@ -19,7 +19,6 @@ import anyio
 import pytest
 
 from mcpl_host import (
-    EVENT_KINDS,
     ConnectionLost,
     GrantPolicy,
     HostedServer,
@@ -27,10 +26,9 @@ from mcpl_host import (
     Limits,
     RequestContext,
     ServerConfig,
-    Supervisor,
-    TransportFactory,
 )
 from mcpl_host.events import (
+    EVENT_KINDS,
     Connecting,
     Degraded,
     Disconnected,
@@ -40,6 +38,8 @@ from mcpl_host.events import (
     Subscription,
     event_json,
 )
+from mcpl_host.hosted import TransportFactory
+from mcpl_host.supervisor import Supervisor
 from mcpl_host.supervisor_policy import RestartPolicy
 
 from .wire import MCP_HANDSHAKE, MCPL_HANDSHAKE, Script, TestHandlers, mark, push_event

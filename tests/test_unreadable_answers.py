@@ -22,7 +22,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from mcpl_host import ServerConfig, ServerConnection, UnreadableAnswer, connect
+from mcpl_host import ServerConfig, ServerConnection, connect
+from mcpl_host.jsonrpc.errors import UnreadableAnswer
 from mcpl_host.jsonrpc.framing import NotReadableJSON, loads_line
 from mcpl_host.jsonrpc.session import DroppedLine, Session, UnreadableResponse
 from mcpl_host.transports.http_common import id_key, peek

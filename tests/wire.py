@@ -23,7 +23,8 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from mcpl_host import HostedServer, HostHandlers, ServerConfig, ServerConnection, ServerRuntime, connect
+from mcpl_host import HostedServer, HostHandlers, ServerConfig, ServerConnection, connect
+from mcpl_host.hosted import ServerRuntime
 from mcpl_host.limits import Limits
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
