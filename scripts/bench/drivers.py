@@ -60,18 +60,28 @@ def _outcome(content: Any, structured: Any) -> ToolOutcome:
 
 @asynccontextmanager
 async def open_mcpl_host(server: Path) -> AsyncGenerator[Driver, None]:
-    """mcpl-host with its defaults (limits, timeouts, logging), granting ``pushEvents``."""
-    from mcpl_host import GrantPolicy, ServerConfig, connect
+    """mcpl-host with its defaults (limits, timeouts, logging), granting ``pushEvents``.
 
-    async with connect(
-        ServerConfig(command=str(server), args=("--mcpl",), grant_policy=GrantPolicy(grant=("pushEvents",)))
-    ) as conn:
+    Through the public API of the revision imported: ``connect(ServerConfig(...))`` and
+    ``conn.mcp``, or, for a revision before them (``scripts/bench_compare.py`` against an
+    older base), ``connect_stdio(...)`` and the calls on the connection."""
+    import mcpl_host
+
+    policy = mcpl_host.GrantPolicy(grant=("pushEvents",))
+    if hasattr(mcpl_host, "connect"):
+        config = mcpl_host.ServerConfig(command=str(server), args=("--mcpl",), grant_policy=policy)
+        opened: Any = mcpl_host.connect(config)
+    else:
+        before: Any = mcpl_host  # its names of then, unknown to this revision's types
+        opened = before.connect_stdio(str(server), ["--mcpl"], policy=policy)
+    async with opened as conn:
+        calls = getattr(conn, "mcp", conn)
 
         async def call_tool(name: str, arguments: dict[str, Any]) -> ToolOutcome:
-            result = await conn.mcp.call_tool(name, arguments)
+            result = await calls.call_tool(name, arguments)
             return _outcome(result.content, result.structured_content)
 
-        yield Driver(ping=conn.mcp.ping, call_tool=call_tool)
+        yield Driver(ping=calls.ping, call_tool=call_tool)
 
 
 @asynccontextmanager
