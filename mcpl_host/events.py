@@ -360,7 +360,7 @@ class ServerRequest:
     ``error`` (the error object sent), or, waiting for the application's answer, with
     ``responder`` (``host.ServerRequestResponder``) and ``delivery``. JSON: ``{"id",
     "method", "params"}``, ``"inputRequest": true`` for an input request, then ``"answer"``
-    or ``"error"`` when set (a null result is not shown)."""
+    or ``"error"`` once answered (``answered``: a ``null`` result is shown as ``null``)."""
 
     kind: ClassVar[Literal["server_request"]] = "server_request"
     server: str
@@ -368,6 +368,7 @@ class ServerRequest:
     method: str
     params: Any = _hidden()
     input_request: bool = False
+    answered: bool = False
     answer: Any = field(default=None, repr=False)
     error: dict[str, Any] | None = field(default=None, repr=False)
     time: float = field(default_factory=_now)
@@ -378,6 +379,9 @@ class ServerRequest:
         data: dict[str, Any] = {"id": self.id, "method": self.method, "params": self.params}
         if self.input_request:
             data["inputRequest"] = True
+        if self.answered and self.error is None:
+            data["answer"] = self.answer
+            return data
         return _outcome_json(data, self.answer, self.error)
 
 

@@ -109,6 +109,7 @@ class Reporter:
                     method=context.method,
                     params=params,
                     input_request=input_request,
+                    answered=error is None,
                     answer=answer,
                     error=error,
                 )

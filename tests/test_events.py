@@ -347,6 +347,15 @@ def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:
             ),
             {"id": "k", "method": "roots/list", "params": None, "inputRequest": True, "error": error},
         ),
+        (
+            # A handler's null result is an answer, shown as such (not a request still waiting).
+            ServerRequest(server="s", id=2, method="x/y", params={}, answered=True, answer=None),
+            {"id": 2, "method": "x/y", "params": {}, "answer": None},
+        ),
+        (
+            ServerRequest(server="s", id=3, method="x/y", params={}),
+            {"id": 3, "method": "x/y", "params": {}},
+        ),
         (note(1), {"method": "test/n", "params": {"n": 1}}),
         (
             ServerNotification(server="s", method="channels/incoming", params={}, error=error),
