@@ -68,12 +68,12 @@ async def open_mcpl_host(server: Path) -> AsyncGenerator[Driver, None]:
     import mcpl_host
 
     policy = mcpl_host.GrantPolicy(grant=("pushEvents",))
-    if hasattr(mcpl_host, "connect"):
-        config = mcpl_host.ServerConfig(command=str(server), args=("--mcpl",), grant_policy=policy)
-        opened: Any = mcpl_host.connect(config)
-    else:
+    if hasattr(mcpl_host, "connect_stdio"):
         before: Any = mcpl_host  # its names of then, unknown to this revision's types
-        opened = before.connect_stdio(str(server), ["--mcpl"], policy=policy)
+        opened: Any = before.connect_stdio(str(server), ["--mcpl"], policy=policy)
+    else:
+        config = mcpl_host.ServerConfig(command=str(server), args=("--mcpl",), grant_policy=policy)
+        opened = mcpl_host.connect(config)
     async with opened as conn:
         calls = getattr(conn, "mcp", conn)
 
