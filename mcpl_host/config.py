@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import re
 from collections import Counter
@@ -67,7 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
 from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_problem, limits_with
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
@@ -594,7 +593,7 @@ def _kind(value: Any, *, show: bool = False) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return finite_number(value) is not None
 
 
 def _seconds_ok(value: Any, *, zero_ok: bool) -> bool:

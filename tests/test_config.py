@@ -741,3 +741,20 @@ def test_the_repr_of_a_server_config_by_hand_hides_every_secret() -> None:
     assert "arg-12345" not in repr(stdio) and "env-12345" not in repr(stdio)
     assert "arg-12345" not in stdio.describe
     assert {"arg-12345", "env-12345"} <= set(stdio.secrets_for_redaction)
+
+
+def test_an_integer_past_a_double_is_a_problem_not_an_overflow(tmp_path: Path) -> None:
+    huge = "1" + "0" * 400  # exact as a Python int, but no float holds it
+    file = tmp_path / "servers.json"
+    file.write_text(
+        '{"mcpServers": {"s": {"command": "x", "maxLineBytes": %s, "timeouts": {"handshake": %s},'
+        ' "limits": {"maxStateBytes": %s}, "restart": {"maxDelay": %s}}}}' % (huge, huge, huge, huge)
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(file)
+    assert sorted(p.location for p in info.value.problems) == [
+        "mcpServers.s.limits.maxStateBytes",
+        "mcpServers.s.maxLineBytes",
+        "mcpServers.s.restart.maxDelay",
+        "mcpServers.s.timeouts.handshake",
+    ]
