@@ -346,9 +346,11 @@ class ServerHandle:
 
     @property
     def current(self) -> ServerConnection | None:
-        """The connection if the server is ready (or degraded) now, else None."""
-        conn = self.hosted.current
-        return conn if conn is not None and self.supervisor.state in ("ready", "degraded") else None
+        """The connection if the server is ready (or degraded) now, else None (also from
+        ``restart()`` until the new connection is ready: the old one is being closed)."""
+        conn, supervisor = self.hosted.current, self.supervisor
+        ready = supervisor.state in ("ready", "degraded") and not supervisor.restarting
+        return conn if conn is not None and ready else None
 
     async def connected(self, *, timeout: float | None = None) -> ServerConnection:
         """The connection once the server is ready (or degraded), waiting up to ``timeout``
@@ -371,7 +373,8 @@ class ServerHandle:
         (``Supervisor.restart``): not a failure, so the restart policy's count and backoff
         are untouched; the policy set last (``update_policy``) applies to the new
         connection. Returns at once; the ``disconnected`` (reason ``RESTART_REASON``),
-        ``connecting`` and ``ready`` events follow. Raises ``ServerNotConnected`` when the
+        ``connecting`` and ``ready`` events follow, and ``connected()`` waits for the new
+        connection. Raises ``ServerNotConnected`` when the
         server gave up or the host is closing."""
         supervisor = self.supervisor
         if self._closing() or not supervisor.restart():
