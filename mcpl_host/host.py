@@ -131,10 +131,8 @@ class ServerNotConnected(MCPLHostError):
     ``reconnecting``, ``gave_up``, ``closed``...)."""
 
     def __init__(self, server: str, state: SupervisorState, detail: str = "") -> None:
-        super().__init__(
-            f"server {server!r} is not connected (it is {state.replace('_', ' ')})"
-            + (f"; {detail}" if detail else "")
-        )
+        where = "it gave up" if state == "gave_up" else f"it is {state}"
+        super().__init__(f"server {server!r} is not connected ({where})" + (f"; {detail}" if detail else ""))
         self.server = server
         self.state = state
 

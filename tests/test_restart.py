@@ -168,3 +168,6 @@ async def test_a_server_that_gave_up_cannot_be_restarted(tmp_path: Path) -> None
             await next_kind(events, host.events(), GaveUp)
             with pytest.raises(ServerNotConnected, match="cannot be restarted"):
                 host.server("s").restart()
+            with pytest.raises(ServerNotConnected) as info:
+                await host.server("s").connected()
+    assert str(info.value) == "server 's' is not connected (it gave up)"
