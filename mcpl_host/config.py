@@ -442,8 +442,9 @@ def _check_types(config: ServerConfig) -> None:
             one-character strings instead of the secret.
         ValueError: an empty ``command``, an unknown ``on_refusal`` or ``stderr_log_level``.
     """
-    if not isinstance(config.name, str):
-        raise TypeError(f"name must be a string, not {type(config.name).__name__}")
+    name: Any = config.name  # typed str, but made by hand: anything
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, not {type(name).__name__}")
     for what in _OPTIONAL_STRINGS:
         value = getattr(config, what)
         if value is not None and not isinstance(value, str):
