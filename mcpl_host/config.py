@@ -611,7 +611,11 @@ def parse_config(
         where: dict[str, str] = {}
         for section in SECTIONS:
             block = p.obj(data.get(section, _ABSENT), section, "an object keyed by server name")
-            for name, entry in (block or {}).items():
+            named: dict[Any, Any] = block or {}  # JSON keys are strings; in memory, anything
+            for name, entry in named.items():
+                if not isinstance(name, str):
+                    p.add(section, f"a server name must be a string, not {_kind(name)}")
+                    continue
                 loc = _at(section, name)
                 if not name:
                     p.add(loc, "a server name must not be empty")

@@ -803,3 +803,12 @@ def test_a_server_config_value_of_the_wrong_type_is_refused_when_built(
     with pytest.raises(error, match=re.escape(message)) as info:
         ServerConfig(**settings)
     assert "12345" not in str(info.value)
+
+
+def test_a_server_name_that_is_no_string_is_a_problem_of_a_config_held_in_memory() -> None:
+    # JSON keys are strings; an object built in memory may have any key.
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {5: {"command": "x"}, "ok": {"command": "x"}}})
+    assert [str(p) for p in info.value.problems] == [
+        "mcpServers: a server name must be a string, not a number"
+    ]
