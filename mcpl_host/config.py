@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import re
 from collections import Counter
@@ -67,12 +66,12 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import finite_number, is_array, is_list_or_tuple, is_mapping, is_object
 from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_problem, limits_with
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
-from mcpl_host.mcpl.policy_state import RefusalAction
+from mcpl_host.mcpl.policy_state import REFUSAL_ACTIONS, RefusalAction
 from mcpl_host.secrets import (
     MIN_SECRET_CHARS,
     REDACTED,
@@ -85,7 +84,7 @@ from mcpl_host.secrets import (
 from mcpl_host.stateless import PROTOCOL_CHOICES, ProtocolChoice
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
 from mcpl_host.transports.http_params import HTTPParameters, shown_http_url
-from mcpl_host.transports.stdio import StdioParameters
+from mcpl_host.transports.stdio import STDERR_LOG_LEVELS, StdioParameters
 from mcpl_host.transports.ws_params import WebSocketParameters, shown_url
 
 if TYPE_CHECKING:
@@ -281,9 +280,12 @@ class ServerConfig:
     - ``restart_policy`` is a ``Host``'s; ``disabled`` servers are checked but not started.
 
     Raises:
+        TypeError: a value of the wrong type (``_check_types``; a list is taken for a tuple,
+            a ``str`` for ``args`` or ``secrets`` is refused).
         ValueError: a server with neither ``command`` nor ``url`` (or both, and no
-            ``transport``), an unknown ``transport``, ``token_in``, ``compat`` or
-            ``protocol``, or an unusable URL, token or header. The message holds no secret.
+            ``transport``), an empty ``command``, an unknown ``transport``, ``token_in``,
+            ``compat``, ``protocol``, ``on_refusal`` or ``stderr_log_level``, or an unusable
+            URL, token or header. The message holds no secret.
     """
 
     name: str = ""
@@ -313,6 +315,7 @@ class ServerConfig:
     protocol: ProtocolChoice = "auto"
 
     def __post_init__(self) -> None:
+        _check_types(self)
         object.__setattr__(self, "transport", _inferred_transport(self))
         for what, value, choices in (
             ("compat", self.compat, COMPAT_SETTINGS),
@@ -416,6 +419,65 @@ class ServerConfig:
         fields.append(f"compat={self.compat!r}, protocol={self.protocol!r}")
         fields.append(f"disabled={self.disabled!r}")
         return f"ServerConfig({', '.join(fields)})"
+
+
+#: ``ServerConfig`` fields that hold a string or None, and those that hold one object of a type.
+_OPTIONAL_STRINGS = ("command", "cwd", "url", "token")
+_OBJECTS = (
+    ("grant_policy", GrantPolicy),
+    ("feature_set_policy", FeatureSetPolicy),
+    ("limits", Limits),
+    ("restart_policy", RestartPolicy),
+)
+
+
+def _check_types(config: ServerConfig) -> None:
+    """Check the values a ``ServerConfig`` made by hand was given (a config file's are
+    checked by ``parse_config`` first); a list for ``args`` or ``secrets`` becomes a tuple.
+    Never shows a value: any may be a secret.
+
+    Raises:
+        TypeError: a value of the wrong type. A ``str`` for ``args`` or ``secrets`` is one:
+            taken as a sequence of characters it would run the wrong command, or redact
+            one-character strings instead of the secret.
+        ValueError: an empty ``command``, an unknown ``on_refusal`` or ``stderr_log_level``.
+    """
+    name: Any = config.name  # typed str, but made by hand: anything
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, not {type(name).__name__}")
+    for what in _OPTIONAL_STRINGS:
+        value = getattr(config, what)
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{what} must be a string, not {type(value).__name__}")
+    for what in ("args", "secrets"):
+        value = getattr(config, what)
+        if (
+            isinstance(value, (str, bytes))
+            or not is_list_or_tuple(value)
+            or not all(isinstance(item, str) for item in value)
+        ):
+            raise TypeError(
+                f"{what} must be a sequence of strings (a tuple or a list), not {type(value).__name__}"
+            )
+        object.__setattr__(config, what, tuple(value))
+    for what in ("env", "headers"):
+        value = getattr(config, what)
+        if not is_mapping(value) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise TypeError(f"{what} must map strings to strings")
+    for what, kind in _OBJECTS:
+        value = getattr(config, what)
+        if not isinstance(value, kind):
+            raise TypeError(f"{what} must be a {kind.__name__}, not {type(value).__name__}")
+    if config.command == "":
+        raise ValueError("a stdio server needs a command, and an empty one names no program")
+    for what, value, choices in (
+        ("on_refusal", config.on_refusal, REFUSAL_ACTIONS),
+        ("stderr_log_level", config.stderr_log_level, tuple(sorted(STDERR_LOG_LEVELS))),
+    ):
+        if value not in choices:
+            raise ValueError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
 
 
 def _inferred_transport(config: ServerConfig) -> Transport:
@@ -549,7 +611,11 @@ def parse_config(
         where: dict[str, str] = {}
         for section in SECTIONS:
             block = p.obj(data.get(section, _ABSENT), section, "an object keyed by server name")
-            for name, entry in (block or {}).items():
+            named: dict[Any, Any] = block or {}  # JSON keys are strings; in memory, anything
+            for name, entry in named.items():
+                if not isinstance(name, str):
+                    p.add(section, f"a server name must be a string, not {_kind(name)}")
+                    continue
                 loc = _at(section, name)
                 if not name:
                     p.add(loc, "a server name must not be empty")
@@ -594,7 +660,7 @@ def _kind(value: Any, *, show: bool = False) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return finite_number(value) is not None
 
 
 def _seconds_ok(value: Any, *, zero_ok: bool) -> bool:

@@ -131,10 +131,8 @@ class ServerNotConnected(MCPLHostError):
     ``reconnecting``, ``gave_up``, ``closed``...)."""
 
     def __init__(self, server: str, state: SupervisorState, detail: str = "") -> None:
-        super().__init__(
-            f"server {server!r} is not connected (it is {state.replace('_', ' ')})"
-            + (f"; {detail}" if detail else "")
-        )
+        where = "it gave up" if state == "gave_up" else f"it is {state}"
+        super().__init__(f"server {server!r} is not connected ({where})" + (f"; {detail}" if detail else ""))
         self.server = server
         self.state = state
 
@@ -346,9 +344,11 @@ class ServerHandle:
 
     @property
     def current(self) -> ServerConnection | None:
-        """The connection if the server is ready (or degraded) now, else None."""
-        conn = self.hosted.current
-        return conn if conn is not None and self.supervisor.state in ("ready", "degraded") else None
+        """The connection if the server is ready (or degraded) now, else None (also from
+        ``restart()`` until the new connection is ready: the old one is being closed)."""
+        conn, supervisor = self.hosted.current, self.supervisor
+        ready = supervisor.state in ("ready", "degraded") and not supervisor.restarting
+        return conn if conn is not None and ready else None
 
     async def connected(self, *, timeout: float | None = None) -> ServerConnection:
         """The connection once the server is ready (or degraded), waiting up to ``timeout``
@@ -371,7 +371,8 @@ class ServerHandle:
         (``Supervisor.restart``): not a failure, so the restart policy's count and backoff
         are untouched; the policy set last (``update_policy``) applies to the new
         connection. Returns at once; the ``disconnected`` (reason ``RESTART_REASON``),
-        ``connecting`` and ``ready`` events follow. Raises ``ServerNotConnected`` when the
+        ``connecting`` and ``ready`` events follow, and ``connected()`` waits for the new
+        connection. Raises ``ServerNotConnected`` when the
         server gave up or the host is closing."""
         supervisor = self.supervisor
         if self._closing() or not supervisor.restart():

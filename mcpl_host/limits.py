@@ -16,11 +16,11 @@ probe report (``report.MAX_REPORT_DEPTH``...) and ``Host`` (``max_queued_events`
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from mcpl_host.jsonrpc.errors import RemoteProtocolError
+from mcpl_host.jsonrpc.values import finite_number
 
 #: Longest line (stdio) or message (WebSocket, HTTP body, SSE event data) accepted from a server, in bytes: 33 MiB, so
 #: that a 32 MiB tool result (base64 images or files) fits with its JSON-RPC envelope and the
@@ -385,9 +385,7 @@ def limit_problem(field_name: str, value: Any) -> str | None:
     if value is None and field_name in _NONE_OK:
         return None
     zero_ok = field_name in _ZERO_OK or field_name.endswith("_logged")
-    number: float | None = None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        number = value
+    number = finite_number(value)
     if kind.startswith("int"):
         if number is None or number != int(number) or not (number >= 1 or (zero_ok and number == 0)):
             return f"must be a whole number, {'0' if zero_ok else '1'} or more"

@@ -311,10 +311,13 @@ def _render_server_values(
 
 def _console_renderer(colors: bool) -> structlog.dev.ConsoleRenderer:
     """structlog's console renderer, with ``_SafeText`` values shown as escaped once, so a
-    character shows in a log line exactly as in the report (``\\u202e``)."""
+    character shows in a log line exactly as in the report (``\\u202e``), and tracebacks
+    shown plain: structlog's default (rich, or better-exceptions) prints each frame's
+    locals, which hold what a server sent, unredacted and unescaped (docs/protocol.md
+    L1, L2)."""
     import structlog
 
-    renderer = structlog.dev.ConsoleRenderer(colors=colors)
+    renderer = structlog.dev.ConsoleRenderer(colors=colors, exception_formatter=structlog.dev.plain_traceback)
     columns: list[structlog.dev.Column] = []
     for column in renderer.columns:
         formatter = column.formatter

@@ -152,11 +152,11 @@ class ServerConnection:
     - ``policy``: the policy exchange (``PolicyExchange``: ``update()``, MCPL §6.7) and, read
       only, the MCPL state (``policy.state``, a ``PolicyState``);
     - ``connection``: the transport shell (``Connection``: ``pid``, ``pending_count``,
-      ``waiting()``, ``stderr_tail``, ``era_probe``...);
+      ``waiting()``, ``stderr_tail``...);
     - ``inbound``: what the server sent (``InboundDispatcher``: ``last_refusal``,
       ``held_total``, ``channel_registry``).
 
-    ``sequence``: this connection's number within its ``HostedServer``, counting from 1 (the
+    ``era_probe``: what settled the protocol era. ``sequence``: this connection's number within its ``HostedServer``, counting from 1 (the
     ``transport`` of each ``RequestContext`` of a request that came on it).
 
     Raises on entry: ``InitializeError`` (refused, unsupported version, exited or closed

@@ -271,6 +271,12 @@ class Supervisor:
         elif self._state != "gave_up":
             self._set_state("closed")
 
+    @property
+    def restarting(self) -> bool:
+        """Whether ``restart()`` was asked and the connection it closes has not ended yet:
+        that connection is no longer the server's (``ServerHandle.current`` is None)."""
+        return self._restart_asked
+
     def restart(self) -> bool:
         """Close the current connection (or the attempt in progress) and connect again at
         once; during a backoff delay, end the delay (module rules: not a failure). Returns

@@ -34,7 +34,6 @@ deterministic. No I/O, no clock, no logging.
 
 from __future__ import annotations
 
-import math
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -42,6 +41,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from mcpl_host.jsonrpc.errors import describe_seconds
+from mcpl_host.jsonrpc.values import finite_number
 
 __all__ = [
     "DEFAULT_BASE_DELAY_SECONDS",
@@ -76,7 +76,7 @@ _MAX_DOUBLINGS = 1023
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return finite_number(value) is not None
 
 
 def restart_policy_problems(values: Mapping[str, Any]) -> dict[str, str]:

@@ -741,3 +741,74 @@ def test_the_repr_of_a_server_config_by_hand_hides_every_secret() -> None:
     assert "arg-12345" not in repr(stdio) and "env-12345" not in repr(stdio)
     assert "arg-12345" not in stdio.describe
     assert {"arg-12345", "env-12345"} <= set(stdio.secrets_for_redaction)
+
+
+def test_an_integer_past_a_double_is_a_problem_not_an_overflow(tmp_path: Path) -> None:
+    huge = "1" + "0" * 400  # exact as a Python int, but no float holds it
+    file = tmp_path / "servers.json"
+    file.write_text(
+        '{"mcpServers": {"s": {"command": "x", "maxLineBytes": HUGE, "timeouts": {"handshake": HUGE},'
+        ' "limits": {"maxStateBytes": HUGE}, "restart": {"maxDelay": HUGE}}}}'.replace("HUGE", huge)
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(file)
+    assert sorted(p.location for p in info.value.problems) == [
+        "mcpServers.s.limits.maxStateBytes",
+        "mcpServers.s.maxLineBytes",
+        "mcpServers.s.restart.maxDelay",
+        "mcpServers.s.timeouts.handshake",
+    ]
+
+
+def test_a_string_given_for_args_or_secrets_is_refused_so_no_secret_goes_unredacted() -> None:
+    # A str is a sequence of characters: taken as one, "tok-12345" would be redacted as
+    # nine one-character secrets, each too short to hide, and the secret would show.
+    for settings in ({"secrets": "tok-12345"}, {"args": "--token=tok-12345"}):
+        with pytest.raises(TypeError, match="a sequence of strings") as info:
+            ServerConfig(command="x", **settings)
+        assert "tok-12345" not in str(info.value)
+    listed = ServerConfig(command="x", args=["a.py"], secrets=["tok-12345"])  # type: ignore[arg-type]
+    assert (listed.args, listed.secrets) == (("a.py",), ("tok-12345",))
+    assert listed.redactor().redact("say tok-12345") == "say [redacted]"
+
+
+@pytest.mark.parametrize(
+    ("settings", "error", "message"),
+    [
+        ({"command": 5}, TypeError, "command must be a string, not int"),
+        ({"command": "x", "args": ("a", 5)}, TypeError, "args must be a sequence of strings"),
+        ({"command": "x", "env": {"API_KEY": 12345}}, TypeError, "env must map strings to strings"),
+        (
+            {"url": "https://h/", "headers": {"X-Key": 12345}},
+            TypeError,
+            "headers must map strings to strings",
+        ),
+        ({"command": "x", "cwd": 5}, TypeError, "cwd must be a string, not int"),
+        ({"command": "x", "name": 5}, TypeError, "name must be a string, not int"),
+        ({"url": "https://h/", "token": 12345}, TypeError, "token must be a string, not int"),
+        ({"command": "x", "grant_policy": "all"}, TypeError, "grant_policy must be a GrantPolicy, not str"),
+        ({"command": "x", "limits": {"max_line_bytes": 1}}, TypeError, "limits must be a Limits, not dict"),
+        ({"command": ""}, ValueError, "a stdio server needs a command"),
+        (
+            {"command": "x", "on_refusal": "explode"},
+            ValueError,
+            "on_refusal must be one of follow, mcp-only, close",
+        ),
+        ({"command": "x", "stderr_log_level": "loud"}, ValueError, "stderr_log_level must be one of"),
+    ],
+)
+def test_a_server_config_value_of_the_wrong_type_is_refused_when_built(
+    settings: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)) as info:
+        ServerConfig(**settings)
+    assert "12345" not in str(info.value)
+
+
+def test_a_server_name_that_is_no_string_is_a_problem_of_a_config_held_in_memory() -> None:
+    # JSON keys are strings; an object built in memory may have any key.
+    with pytest.raises(ConfigError) as info:
+        parse_config({"mcpServers": {5: {"command": "x"}, "ok": {"command": "x"}}})
+    assert [str(p) for p in info.value.problems] == [
+        "mcpServers: a server name must be a string, not a number"
+    ]

@@ -117,6 +117,27 @@ async def test_a_handler_tells_the_transport_a_request_came_on_and_a_restart_cha
     assert handlers.transports[0] == 1 and set(handlers.transports) == {1, 2}
 
 
+async def test_connected_right_after_restart_gives_the_new_connection_not_the_one_closing() -> None:
+    config = ServerConfig(
+        name="demo",
+        command=sys.executable,
+        args=(str(FIXTURES / "demo_server.py"),),
+        env={"DEMO_PUSH_COUNT": "0"},
+        grant_policy=GrantPolicy(grant=("tools",)),
+        limits=QUICK,
+    )
+    with anyio.fail_after(TIMEOUT):
+        async with Host({"demo": config}) as host:
+            server = host.server("demo")
+            first = await server.connected()
+            server.restart()
+            assert server.current is None  # the connection in place is being closed
+            second = await server.connected()
+            result = await second.mcp.call_tool("add", {"a": 2, "b": 3})
+    assert (first.sequence, second.sequence) == (1, 2)
+    assert result.text == "5"
+
+
 async def test_a_restart_during_the_backoff_delay_ends_the_delay(tmp_path: Path) -> None:
     script = Script(tmp_path, [*MCP_HANDSHAKE, {"exit": 3}])
     log = EventLog()
@@ -147,3 +168,6 @@ async def test_a_server_that_gave_up_cannot_be_restarted(tmp_path: Path) -> None
             await next_kind(events, host.events(), GaveUp)
             with pytest.raises(ServerNotConnected, match="cannot be restarted"):
                 host.server("s").restart()
+            with pytest.raises(ServerNotConnected) as info:
+                await host.server("s").connected()
+    assert str(info.value) == "server 's' is not connected (it gave up)"

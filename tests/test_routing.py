@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
 from mcpl_host import (
@@ -19,6 +21,7 @@ from mcpl_host import (
     RequestTimeout,
 )
 from mcpl_host.jsonrpc.envelope import Response
+from mcpl_host.logging import configure_logging
 
 from .wire import MCP_HANDSHAKE, MCPL_HANDSHAKE, MCPL_RESULT, Script, TestHandlers, mark, push_event
 
@@ -137,6 +140,40 @@ async def test_r3_handler_exception_is_32603_without_its_text(tmp_path: Path) ->
     assert error == {"code": -32603, "message": "Internal error"}
     assert answers(script)["2"]["error"]["data"] == {"why": "policy"}
     assert any(entry["event"] == "handler failed" for entry in logs)
+
+
+async def test_r3_a_failing_handler_is_logged_without_the_values_the_server_sent(tmp_path: Path) -> None:
+    # The console renderer (the command line's, and the library's own when the application
+    # has not configured structlog) prints the traceback: never with its frames' locals,
+    # which hold the request as the server sent it, unredacted and unescaped (L1, L2).
+    token = "ghp_" + "a" * 36
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {
+                "send": {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "boom",
+                    "params": {"note": token, "ink": "\u202e"},
+                }
+            },
+            {"wait_response": 1, "expect_error_code": -32603},
+        ],
+    )
+    saved = structlog.get_config()
+    stream = io.StringIO()
+    configure_logging("warning", stream=stream)
+    try:
+        with anyio.fail_after(20):
+            async with script.connect(handlers=Failing()) as conn:
+                await script.finished(conn)
+    finally:
+        structlog.configure(**saved)
+    shown = stream.getvalue()
+    assert "handler failed" in shown and "RuntimeError" in shown
+    assert token not in shown and "\u202e" not in shown
 
 
 async def test_r4_a_response_is_never_answered(tmp_path: Path) -> None:

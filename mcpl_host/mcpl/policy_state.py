@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from mcpl_host.mcpl.compat import CompatSetting, Profile, ProfileChoice, choose_profile, widen
 from mcpl_host.mcpl.feature_sets import (
@@ -50,6 +50,7 @@ __all__ = [
     "MCPLState",
     "PolicyState",
     "Proposal",
+    "REFUSAL_ACTIONS",
     "ReceiptVerdict",
     "RefusalAction",
 ]
@@ -57,6 +58,8 @@ __all__ = [
 #: What the host does when a server refuses its policy: follow the server's ``fallback``
 #: (``close`` closes, anything else stays MCP-only), or always stay MCP-only, or always close.
 RefusalAction = Literal["follow", "mcp-only", "close"]
+#: Every ``RefusalAction``, in the order of the type.
+REFUSAL_ACTIONS: tuple[RefusalAction, ...] = get_args(RefusalAction)
 
 
 class MCPLState(Enum):
