@@ -10,11 +10,14 @@ resources, bounded in time). Every anyio or OS error is translated here, once, i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.limits import Limits
+from mcpl_host.logging import get_logger
+from mcpl_host.secrets import Redactor
 
 __all__ = [
     "CarriesStateless",
@@ -22,7 +25,9 @@ __all__ = [
     "StartsServer",
     "Transport",
     "TransportFactory",
+    "TransportOptions",
     "may_carry_stateless",
+    "transport_options",
 ]
 
 
@@ -104,3 +109,28 @@ def may_carry_stateless(transport: object) -> bool:
 #: Opens one transport: a callable returning an async context manager that yields it (each
 #: call a new transport: a new child process, a new socket).
 TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]
+
+
+class _HasSecrets(Protocol):
+    def secrets(self) -> Iterable[str]: ...
+
+
+class TransportOptions(NamedTuple):
+    """The options every transport takes, each given or defaulted (``transport_options``)."""
+
+    limits: Limits
+    redactor: Redactor
+    logger: Any
+
+
+def transport_options(
+    params: _HasSecrets, limits: Limits | None, redactor: Redactor | None, logger: Any, logger_name: str
+) -> TransportOptions:
+    """``limits``, ``redactor`` and ``logger`` as a transport's constructor was given them, a
+    None replaced by the default: ``Limits()``, a ``Redactor`` of ``params.secrets()``, a
+    structlog logger named ``logger_name`` (e.g. ``"mcpl_host.http"``)."""
+    return TransportOptions(
+        limits or Limits(),
+        redactor if redactor is not None else Redactor(params.secrets()),
+        logger if logger is not None else get_logger(logger_name),
+    )

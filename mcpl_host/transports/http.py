@@ -72,13 +72,14 @@ from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, Redactor, log_value
 from mcpl_host.stateless import (
     http_refusal_answer,
     http_request_headers,
     is_stateless_request,
     stream_lost_answer,
 )
+from mcpl_host.transports.base import transport_options
 from mcpl_host.transports.http_common import (
     Inbox,
     Unreachable,
@@ -148,9 +149,9 @@ class StreamableHTTPTransport:
         fall_back: bool = False,
     ) -> None:
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._limits, self._redactor, self._logger = transport_options(
+            params, limits, redactor, logger, "mcpl_host.http"
+        )
         self._shown = shown_http_url(params.url, self._redactor)
         self._fall_back = fall_back
         self._client: httpx.AsyncClient | None = None

@@ -35,8 +35,9 @@ from mcpl_host._tasks import Lifetime, leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, Redactor, log_value
 from mcpl_host.stateless import is_stateless_request
+from mcpl_host.transports.base import transport_options
 from mcpl_host.transports.http import FallBack, StreamableHTTPTransport
 from mcpl_host.transports.http_common import (
     Inbox,
@@ -80,9 +81,9 @@ class SSETransport:
         logger: Any = None,
     ) -> None:
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._limits, self._redactor, self._logger = transport_options(
+            params, limits, redactor, logger, "mcpl_host.http"
+        )
         self._shown = shown_http_url(params.url, self._redactor)
         self._client: httpx.AsyncClient | None = None
         self._reader_scope = anyio.CancelScope()
@@ -329,9 +330,9 @@ class AutoHTTPTransport:
         logger: Any = None,
     ) -> None:
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._limits, self._redactor, self._logger = transport_options(
+            params, limits, redactor, logger, "mcpl_host.http"
+        )
         self._streamable = StreamableHTTPTransport(
             params, limits=self._limits, redactor=self._redactor, logger=self._logger, fall_back=True
         )

@@ -63,7 +63,7 @@ from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem, gather, joined
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, Redactor, log_value
 
 __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL_SECONDS",
@@ -77,6 +77,7 @@ __all__ = [
     "shown_url",
 ]
 
+from mcpl_host.transports.base import transport_options
 from mcpl_host.transports.ws_params import (  # noqa: F401  (re-exported)
     DEFAULT_KEEPALIVE_INTERVAL_SECONDS,
     DEFAULT_KEEPALIVE_TIMEOUT_SECONDS,
@@ -135,9 +136,9 @@ class WebSocketTransport:
         logger: Any = None,
     ) -> None:
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.websocket")
+        self._limits, self._redactor, self._logger = transport_options(
+            params, limits, redactor, logger, "mcpl_host.websocket"
+        )
         self._shown = shown_url(params.url, self._redactor)
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._stream: anyio.abc.ByteStream | None = None
