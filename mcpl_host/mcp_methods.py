@@ -62,7 +62,7 @@ import math
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import anyio
 
@@ -166,6 +166,9 @@ __all__ = [
     "ToolAnnotations",
     "call_tool_result",
 ]
+
+#: An entry of a kept list (a ``Tool``, ``Resource`` or ``Prompt``).
+_Listed = TypeVar("_Listed")
 
 #: The notifications that say a list changed, and the list each one names.
 LIST_CHANGED: dict[str, str] = {
@@ -681,29 +684,14 @@ class MCPClient:
         annotations are left out where the transport mirrors them."""
         if not refresh and self.cached_tools is not None and self._fresh("tools"):
             return list(self.cached_tools)
-        with self._listing("tools"):
-            hints: list[tuple[float, CacheHint]] = []
-            items = await self._list_all("tools/list", "tools", hints)
-            tools = self._screened([t for item in items if (t := read_tool(item)) is not None])
-            self.cached_tools = tools
-            self._tools_by_name = {tool.name: tool for tool in tools}
-            self._note_freshness("tools", hints)
-        self._listen_changed()
-        return list(tools)
+        return await self._list_kept("tools", read_tool, self._keep_tools)
 
     async def list_resources(self, *, refresh: bool = False) -> list[Resource]:
         """``resources/list``, every page; kept as ``cached_resources`` (served from it as
         ``list_tools`` says)."""
         if not refresh and self.cached_resources is not None and self._fresh("resources"):
             return list(self.cached_resources)
-        with self._listing("resources"):
-            hints: list[tuple[float, CacheHint]] = []
-            items = await self._list_all("resources/list", "resources", hints)
-            resources = [r for item in items if (r := read_resource(item)) is not None]
-            self.cached_resources = resources
-            self._note_freshness("resources", hints)
-        self._listen_changed()
-        return list(resources)
+        return await self._list_kept("resources", read_resource, self._keep_resources)
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
         """``resources/templates/list``, every page."""
@@ -718,14 +706,39 @@ class MCPClient:
         ``list_tools`` says)."""
         if not refresh and self.cached_prompts is not None and self._fresh("prompts"):
             return list(self.cached_prompts)
-        with self._listing("prompts"):
+        return await self._list_kept("prompts", read_prompt, self._keep_prompts)
+
+    async def _list_kept(
+        self,
+        name: str,
+        read: Callable[[dict[str, Any]], _Listed | None],
+        keep: Callable[[list[_Listed]], list[_Listed]],
+    ) -> list[_Listed]:
+        """``{name}/list``, every page (``_list_all``), each entry read by ``read`` (None: left
+        out), then handed to ``keep`` (which caches what it returns), with the freshness noted,
+        all while ``_listing(name)``; then the listen refreshed. Returns a copy of what was
+        kept. Raises as ``_list_all``."""
+        with self._listing(name):
             hints: list[tuple[float, CacheHint]] = []
-            items = await self._list_all("prompts/list", "prompts", hints)
-            prompts = [p for item in items if (p := read_prompt(item)) is not None]
-            self.cached_prompts = prompts
-            self._note_freshness("prompts", hints)
+            items = await self._list_all(f"{name}/list", name, hints)
+            kept = keep([x for item in items if (x := read(item)) is not None])
+            self._note_freshness(name, hints)
         self._listen_changed()
-        return list(prompts)
+        return list(kept)
+
+    def _keep_tools(self, tools: list[Tool]) -> list[Tool]:
+        tools = self._screened(tools)
+        self.cached_tools = tools
+        self._tools_by_name = {tool.name: tool for tool in tools}
+        return tools
+
+    def _keep_resources(self, resources: list[Resource]) -> list[Resource]:
+        self.cached_resources = resources
+        return resources
+
+    def _keep_prompts(self, prompts: list[Prompt]) -> list[Prompt]:
+        self.cached_prompts = prompts
+        return prompts
 
     def _fresh(self, name: str) -> bool:
         return self.stateless and is_fresh(self.cache_freshness.get(name), self.clock())
