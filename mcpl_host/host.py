@@ -56,7 +56,7 @@ import anyio
 import anyio.abc
 from typing_extensions import Unpack
 
-from mcpl_host._tasks import leave_task_group
+from mcpl_host._tasks import close_then_leave
 from mcpl_host.config import HostConfig, ServerConfig
 from mcpl_host.connection import ClientInfo
 from mcpl_host.events import (
@@ -496,11 +496,8 @@ class Host:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        try:
-            await self.aclose()
-        finally:
-            tg, self._tg = self._tg, None
-            await leave_task_group(tg, *exc_info)  # every supervisor has ended
+        tg, self._tg = self._tg, None
+        await close_then_leave(self.aclose, tg, *exc_info)  # every supervisor has ended
 
     async def aclose(self) -> None:
         """Close every server concurrently and end every subscription (each ends once it is
