@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+from typing_extensions import TypedDict
 
 from mcpl_host.handshake import Noise, ServerInfo, id_text
 from mcpl_host.inbound import BackgroundJob, InboundJob, InboundPool, reader_pauses
@@ -85,6 +86,7 @@ __all__ = [
     "Connection",
     "InboundPort",
     "ProgressCallback",
+    "RequestOptions",
     "Timeout",
 ]
 
@@ -105,6 +107,20 @@ class _Default:
 DEFAULT = _Default()
 #: Seconds; None waits for ever; ``DEFAULT`` is the connection's request timeout.
 Timeout = float | None | _Default
+
+
+class RequestOptions(TypedDict, total=False):
+    """The keywords of ``Connection.request`` after ``method`` and ``params``, each optional
+    and meaning what that method says: ``timeout`` (seconds, ``DEFAULT`` or None),
+    ``progress``, ``on_answer``, ``long_lived`` and ``on_sent``. Whatever passes a request
+    on (``mcp_methods.EraRequester``) takes and gives them as one ``**options``."""
+
+    timeout: Timeout
+    progress: ProgressCallback | None
+    on_answer: AnswerHook | None
+    long_lived: bool
+    on_sent: Callable[[int], None] | None
+
 
 _MCP_LOG_LEVELS = {
     "debug": "debug",

@@ -65,11 +65,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import anyio
+from typing_extensions import Unpack
 
 from mcpl_host.caching import CacheHint, Freshness, cache_hint, is_fresh, list_freshness
 from mcpl_host.client_features import RequestContext
 from mcpl_host.coalesce import Coalesce
-from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
+from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, RequestOptions, Timeout
 from mcpl_host.inbound import BackgroundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import (
@@ -85,7 +86,6 @@ from mcpl_host.jsonrpc.errors import (
 )
 from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import LimitExceeded, Limits
-from mcpl_host.link import AnswerHook
 from mcpl_host.listen import (
     ACKNOWLEDGED,
     FILTER_KEYS,
@@ -502,27 +502,10 @@ class EraRequester:
         caps = stateless_capabilities(self._capabilities())
         return stamped(params, request_meta(info.protocol_version, self._client, caps, self.log_level))
 
-    async def request(
-        self,
-        method: str,
-        params: Any = None,
-        *,
-        timeout: Timeout = DEFAULT,
-        progress: ProgressCallback | None = None,
-        on_answer: AnswerHook | None = None,
-        long_lived: bool = False,
-        on_sent: Callable[[int], None] | None = None,
-    ) -> Any:
-        """``Connection.request`` with ``params`` stamped (``stamp``). Raises as it does."""
-        return await self._shell.request(
-            method,
-            self.stamp(params),
-            timeout=timeout,
-            progress=progress,
-            on_answer=on_answer,
-            long_lived=long_lived,
-            on_sent=on_sent,
-        )
+    async def request(self, method: str, params: Any = None, **options: Unpack[RequestOptions]) -> Any:
+        """``Connection.request`` with ``params`` stamped (``stamp``), the ``options`` passed on.
+        Raises as it does."""
+        return await self._shell.request(method, self.stamp(params), **options)
 
 
 class MCPClient:
