@@ -461,16 +461,10 @@ class ResourceTemplateReference:
 
 
 class _Requester(Protocol):
-    async def request(
-        self,
-        method: str,
-        params: Any = None,
-        *,
-        timeout: Timeout = ...,
-        progress: ProgressCallback | None = None,
-        long_lived: bool = False,
-        on_sent: Callable[[int], None] | None = None,
-    ) -> Any: ...
+    """What ``MCPClient`` sends through: ``request`` taking ``Connection.request``'s options
+    (an ``EraRequester``)."""
+
+    async def request(self, method: str, params: Any = None, **options: Unpack[RequestOptions]) -> Any: ...
 
 
 class EraRequester:
