@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from typing_extensions import TypedDict
+
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
@@ -24,6 +26,7 @@ __all__ = [
     "SendsNow",
     "StartsServer",
     "Transport",
+    "TransportArgs",
     "TransportFactory",
     "TransportOptions",
     "may_carry_stateless",
@@ -115,6 +118,18 @@ class _HasSecrets(Protocol):
     def secrets(self) -> Iterable[str]: ...
 
 
+class TransportArgs(TypedDict, total=False):
+    """The keywords every transport's constructor takes, each optional (None: the default):
+    ``limits``, the bounds (default ``Limits()``); ``redactor``, applied to what the
+    transport logs and reports (default: built from the parameters' ``secrets()``);
+    ``logger``, a structlog logger (default: the transport's own, e.g.
+    ``get_logger("mcpl_host.http")``)."""
+
+    limits: Limits | None
+    redactor: Redactor | None
+    logger: Any
+
+
 class TransportOptions(NamedTuple):
     """The options every transport takes, each given or defaulted (``transport_options``)."""
 
@@ -123,14 +138,14 @@ class TransportOptions(NamedTuple):
     logger: Any
 
 
-def transport_options(
-    params: _HasSecrets, limits: Limits | None, redactor: Redactor | None, logger: Any, logger_name: str
-) -> TransportOptions:
-    """``limits``, ``redactor`` and ``logger`` as a transport's constructor was given them, a
-    None replaced by the default: ``Limits()``, a ``Redactor`` of ``params.secrets()``, a
-    structlog logger named ``logger_name`` (e.g. ``"mcpl_host.http"``)."""
+def transport_options(params: _HasSecrets, args: TransportArgs, logger_name: str) -> TransportOptions:
+    """The ``TransportArgs`` a transport's constructor was given, a missing or None one
+    replaced by its default (``params.secrets()`` for the redactor, the structlog logger
+    named ``logger_name``, e.g. ``"mcpl_host.http"``)."""
+    redactor = args.get("redactor")
+    logger = args.get("logger")
     return TransportOptions(
-        limits or Limits(),
+        args.get("limits") or Limits(),
         redactor if redactor is not None else Redactor(params.secrets()),
         logger if logger is not None else get_logger(logger_name),
     )
