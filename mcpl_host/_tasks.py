@@ -15,7 +15,7 @@ from types import TracebackType
 import anyio
 import anyio.abc
 
-__all__ = ["Lifetime", "leave_task_group"]
+__all__ = ["Lifetime", "close_then_leave", "leave_task_group"]
 
 
 async def leave_task_group(
@@ -31,6 +31,22 @@ async def leave_task_group(
         await task_group.__aexit__(exc_type, exc, tb)
     else:
         await task_group.__aexit__(None, None, None)
+
+
+async def close_then_leave(
+    aclose: Callable[[], Awaitable[None]],
+    task_group: anyio.abc.TaskGroup | None,
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    tb: TracebackType | None,
+) -> None:
+    """An owner's ``__aexit__`` (the owner has already let go of ``task_group``): ``aclose()``,
+    then, whatever it raised, leave ``task_group`` (``leave_task_group``), once the owner's
+    tasks have ended."""
+    try:
+        await aclose()
+    finally:
+        await leave_task_group(task_group, exc_type, exc, tb)
 
 
 class Lifetime:

@@ -31,7 +31,7 @@ import os
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeAlias, cast
+from typing import Any, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
 from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
@@ -59,6 +59,7 @@ __all__ = [
     "RequestContext",
     "read_elicitation_request",
     "read_sampling_request",
+    "reported_answer",
     "root",
 ]
 
@@ -101,6 +102,35 @@ class AnswerReporter(Protocol):
         ``error`` (a JSON-RPC 2.0 §5.1 error object); ``input_request``: an input request of
         MCP 2026-07-28 rather than a server request."""
         ...
+
+
+_Result = TypeVar("_Result")
+
+
+async def reported_answer(
+    reporter: AnswerReporter,
+    context: RequestContext,
+    params: Any,
+    work: Awaitable[_Result],
+    *,
+    input_request: bool = False,
+) -> _Result:
+    """Await ``work``, the serving of the request ``context`` with ``params``, and report how
+    it is answered to ``reporter`` (``input_request`` passed on): with its result; with the
+    error object a ``HandlerError`` carries; for any other exception with ``-32603``
+    "Internal error" (JSON-RPC 2.0 §5.1). Returns the result; re-raises what ``work``
+    raised (a cancellation unreported)."""
+    try:
+        result = await work
+    except HandlerError as exc:
+        reporter.handled_request(context, params, error=exc.to_error(), input_request=input_request)
+        raise
+    except Exception:
+        error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
+        reporter.handled_request(context, params, error=error, input_request=input_request)
+        raise
+    reporter.handled_request(context, params, answer=result, input_request=input_request)
+    return result
 
 
 # --- roots -------------------------------------------------------------------------------------
@@ -563,21 +593,11 @@ class ClientFeatureService:
             HandlerError: ``-32601`` (not served), ``-32602`` (malformed params), what the
                 handler raised, or ``-32603`` for a result of the wrong shape (logged).
         """
-        reporter = self._reporter
-        try:
-            result = await self._answer(context, params)
-        except HandlerError as exc:
-            if reporter is not None:
-                reporter.handled_request(context, params, error=exc.to_error(), input_request=input_request)
-            raise
-        except Exception:
-            if reporter is not None:
-                error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
-                reporter.handled_request(context, params, error=error, input_request=input_request)
-            raise
-        if reporter is not None:
-            reporter.handled_request(context, params, answer=result, input_request=input_request)
-        return result
+        if self._reporter is None:
+            return await self._answer(context, params)
+        return await reported_answer(
+            self._reporter, context, params, self._answer(context, params), input_request=input_request
+        )
 
     async def _answer(self, context: RequestContext, params: Any) -> dict[str, Any]:
         features, method = self.features, context.method

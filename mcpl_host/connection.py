@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 import anyio
 import anyio.abc
+from typing_extensions import TypedDict
 
 from mcpl_host.handshake import Noise, ServerInfo, id_text
 from mcpl_host.inbound import BackgroundJob, InboundJob, InboundPool, reader_pauses
@@ -85,6 +86,7 @@ __all__ = [
     "Connection",
     "InboundPort",
     "ProgressCallback",
+    "RequestOptions",
     "Timeout",
 ]
 
@@ -105,6 +107,20 @@ class _Default:
 DEFAULT = _Default()
 #: Seconds; None waits for ever; ``DEFAULT`` is the connection's request timeout.
 Timeout = float | None | _Default
+
+
+class RequestOptions(TypedDict, total=False):
+    """The keywords of ``Connection.request`` after ``method`` and ``params``, each optional
+    and meaning what that method says: ``timeout`` (seconds, ``DEFAULT`` or None),
+    ``progress``, ``on_answer``, ``long_lived`` and ``on_sent``. Whatever passes a request
+    on (``mcp_methods.EraRequester``) takes and gives them as one ``**options``."""
+
+    timeout: Timeout
+    progress: ProgressCallback | None
+    on_answer: AnswerHook | None
+    long_lived: bool
+    on_sent: Callable[[int], None] | None
+
 
 _MCP_LOG_LEVELS = {
     "debug": "debug",
@@ -492,12 +508,7 @@ class Connection:
         slot = Slot(on_answer, self.redactor, self._new_event())
         slot.long_lived = long_lived
         try:
-            pending, data = self._session.start_request(method, params, slot=slot)
-            try:
-                link.send(data, method)
-            except MessageTooLarge:
-                self._session.forget(pending.id)
-                raise
+            pending = self._send_request(link, method, params, slot)
         except BaseException:
             if token is not None:
                 del self._progress[token]
@@ -538,6 +549,19 @@ class Connection:
         """Send a notification (no answer). Raises as ``notify_nowait``."""
         self.notify_nowait(method, params)
 
+    def _send_request(self, link: Link, method: str, params: Any, slot: Slot) -> PendingRequest:
+        """Start the request ``method`` with ``params`` in the session (its id taken, ``slot``
+        waiting for the answer) and queue it on ``link``. Raises as ``Session.start_request``
+        and ``Link.send``; over ``limits.max_outbox_bytes`` the request is forgotten again and
+        ``MessageTooLarge`` raised (nothing was sent)."""
+        pending, data = self._session.start_request(method, params, slot=slot)
+        try:
+            link.send(data, method)
+        except MessageTooLarge:
+            self._session.forget(pending.id)
+            raise
+        return pending
+
     def _abandon(self, pending: PendingRequest, link: Link, reason: str) -> None:
         if self._session.forget(pending.id) is None:
             return
@@ -575,12 +599,7 @@ class Connection:
         sent: the ``server/discover`` probe, docs/protocol.md S3). Raises as ``request``."""
         link = self._require_link()
         slot = Slot(None, self.redactor, self._new_event())
-        pending, data = self._session.start_request(method, params, slot=slot)
-        try:
-            link.send(data, method)
-        except MessageTooLarge:
-            self._session.forget(pending.id)
-            raise
+        pending = self._send_request(link, method, params, slot)
         with anyio.move_on_after(window):
             await slot.event.wait()
         if not slot.done:

@@ -54,10 +54,11 @@ from typing import Any, Literal
 
 import anyio
 import anyio.abc
+from typing_extensions import Unpack
 
-from mcpl_host._tasks import leave_task_group
+from mcpl_host._tasks import close_then_leave
 from mcpl_host.config import HostConfig, ServerConfig
-from mcpl_host.connection import DEFAULT, ClientInfo, Timeout
+from mcpl_host.connection import ClientInfo
 from mcpl_host.events import (
     ConnectingOrder,
     Delivery,
@@ -80,6 +81,7 @@ from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.dispatch import LIBRARY_SERVED
+from mcpl_host.services.hooks import BeforeInferenceArgs
 from mcpl_host.services.turns import (
     FanoutResult,
     InferenceLifecycle,
@@ -495,11 +497,8 @@ class Host:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        try:
-            await self.aclose()
-        finally:
-            tg, self._tg = self._tg, None
-            await leave_task_group(tg, *exc_info)  # every supervisor has ended
+        tg, self._tg = self._tg, None
+        await close_then_leave(self.aclose, tg, *exc_info)  # every supervisor has ended
 
     async def aclose(self) -> None:
         """Close every server concurrently and end every subscription (each ends once it is
@@ -707,30 +706,13 @@ class Host:
         return out
 
     async def before_inference(
-        self,
-        *,
-        inference_id: str,
-        conversation_id: str,
-        turn_index: int,
-        user_message: str | None,
-        model: Mapping[str, Any],
-        channels: Mapping[str, Any] | None = None,
-        servers: Sequence[str] | None = None,
-        timeout: Timeout = DEFAULT,
+        self, *, servers: Sequence[str] | None = None, **args: Unpack[BeforeInferenceArgs]
     ) -> FanoutResult:
-        """``context/beforeInference`` to every connected server that is granted it (of
-        ``servers``, default all), concurrently, each failing open (``before_inference_fanout``).
-        A server between transports is skipped (its result is absent)."""
-        return await before_inference_fanout(
-            self._ready_connections(servers),
-            inference_id=inference_id,
-            conversation_id=conversation_id,
-            turn_index=turn_index,
-            user_message=user_message,
-            model=model,
-            channels=channels,
-            timeout=timeout,
-        )
+        """``context/beforeInference`` (arguments: ``BeforeInferenceArgs``) to every connected
+        server that is granted it (of ``servers``, default all), concurrently, each failing
+        open (``before_inference_fanout``). A server between transports is skipped (its result
+        is absent)."""
+        return await before_inference_fanout(self._ready_connections(servers), **args)
 
     def inference_lifecycle(
         self,

@@ -62,14 +62,15 @@ import math
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import anyio
+from typing_extensions import Unpack
 
 from mcpl_host.caching import CacheHint, Freshness, cache_hint, is_fresh, list_freshness
 from mcpl_host.client_features import RequestContext
 from mcpl_host.coalesce import Coalesce
-from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, Timeout
+from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, RequestOptions, Timeout
 from mcpl_host.inbound import BackgroundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.errors import (
@@ -85,7 +86,6 @@ from mcpl_host.jsonrpc.errors import (
 )
 from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import LimitExceeded, Limits
-from mcpl_host.link import AnswerHook
 from mcpl_host.listen import (
     ACKNOWLEDGED,
     FILTER_KEYS,
@@ -166,6 +166,9 @@ __all__ = [
     "ToolAnnotations",
     "call_tool_result",
 ]
+
+#: An entry of a kept list (a ``Tool``, ``Resource`` or ``Prompt``).
+_Listed = TypeVar("_Listed")
 
 #: The notifications that say a list changed, and the list each one names.
 LIST_CHANGED: dict[str, str] = {
@@ -458,16 +461,10 @@ class ResourceTemplateReference:
 
 
 class _Requester(Protocol):
-    async def request(
-        self,
-        method: str,
-        params: Any = None,
-        *,
-        timeout: Timeout = ...,
-        progress: ProgressCallback | None = None,
-        long_lived: bool = False,
-        on_sent: Callable[[int], None] | None = None,
-    ) -> Any: ...
+    """What ``MCPClient`` sends through: ``request`` taking ``Connection.request``'s options
+    (an ``EraRequester``)."""
+
+    async def request(self, method: str, params: Any = None, **options: Unpack[RequestOptions]) -> Any: ...
 
 
 class EraRequester:
@@ -499,27 +496,10 @@ class EraRequester:
         caps = stateless_capabilities(self._capabilities())
         return stamped(params, request_meta(info.protocol_version, self._client, caps, self.log_level))
 
-    async def request(
-        self,
-        method: str,
-        params: Any = None,
-        *,
-        timeout: Timeout = DEFAULT,
-        progress: ProgressCallback | None = None,
-        on_answer: AnswerHook | None = None,
-        long_lived: bool = False,
-        on_sent: Callable[[int], None] | None = None,
-    ) -> Any:
-        """``Connection.request`` with ``params`` stamped (``stamp``). Raises as it does."""
-        return await self._shell.request(
-            method,
-            self.stamp(params),
-            timeout=timeout,
-            progress=progress,
-            on_answer=on_answer,
-            long_lived=long_lived,
-            on_sent=on_sent,
-        )
+    async def request(self, method: str, params: Any = None, **options: Unpack[RequestOptions]) -> Any:
+        """``Connection.request`` with ``params`` stamped (``stamp``), the ``options`` passed on.
+        Raises as it does."""
+        return await self._shell.request(method, self.stamp(params), **options)
 
 
 class MCPClient:
@@ -681,29 +661,14 @@ class MCPClient:
         annotations are left out where the transport mirrors them."""
         if not refresh and self.cached_tools is not None and self._fresh("tools"):
             return list(self.cached_tools)
-        with self._listing("tools"):
-            hints: list[tuple[float, CacheHint]] = []
-            items = await self._list_all("tools/list", "tools", hints)
-            tools = self._screened([t for item in items if (t := read_tool(item)) is not None])
-            self.cached_tools = tools
-            self._tools_by_name = {tool.name: tool for tool in tools}
-            self._note_freshness("tools", hints)
-        self._listen_changed()
-        return list(tools)
+        return await self._list_kept("tools", read_tool, self._keep_tools)
 
     async def list_resources(self, *, refresh: bool = False) -> list[Resource]:
         """``resources/list``, every page; kept as ``cached_resources`` (served from it as
         ``list_tools`` says)."""
         if not refresh and self.cached_resources is not None and self._fresh("resources"):
             return list(self.cached_resources)
-        with self._listing("resources"):
-            hints: list[tuple[float, CacheHint]] = []
-            items = await self._list_all("resources/list", "resources", hints)
-            resources = [r for item in items if (r := read_resource(item)) is not None]
-            self.cached_resources = resources
-            self._note_freshness("resources", hints)
-        self._listen_changed()
-        return list(resources)
+        return await self._list_kept("resources", read_resource, self._keep_resources)
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
         """``resources/templates/list``, every page."""
@@ -718,14 +683,39 @@ class MCPClient:
         ``list_tools`` says)."""
         if not refresh and self.cached_prompts is not None and self._fresh("prompts"):
             return list(self.cached_prompts)
-        with self._listing("prompts"):
+        return await self._list_kept("prompts", read_prompt, self._keep_prompts)
+
+    async def _list_kept(
+        self,
+        name: str,
+        read: Callable[[dict[str, Any]], _Listed | None],
+        keep: Callable[[list[_Listed]], list[_Listed]],
+    ) -> list[_Listed]:
+        """``{name}/list``, every page (``_list_all``), each entry read by ``read`` (None: left
+        out), then handed to ``keep`` (which caches what it returns), with the freshness noted,
+        all while ``_listing(name)``; then the listen refreshed. Returns a copy of what was
+        kept. Raises as ``_list_all``."""
+        with self._listing(name):
             hints: list[tuple[float, CacheHint]] = []
-            items = await self._list_all("prompts/list", "prompts", hints)
-            prompts = [p for item in items if (p := read_prompt(item)) is not None]
-            self.cached_prompts = prompts
-            self._note_freshness("prompts", hints)
+            items = await self._list_all(f"{name}/list", name, hints)
+            kept = keep([x for item in items if (x := read(item)) is not None])
+            self._note_freshness(name, hints)
         self._listen_changed()
-        return list(prompts)
+        return list(kept)
+
+    def _keep_tools(self, tools: list[Tool]) -> list[Tool]:
+        tools = self._screened(tools)
+        self.cached_tools = tools
+        self._tools_by_name = {tool.name: tool for tool in tools}
+        return tools
+
+    def _keep_resources(self, resources: list[Resource]) -> list[Resource]:
+        self.cached_resources = resources
+        return resources
+
+    def _keep_prompts(self, prompts: list[Prompt]) -> list[Prompt]:
+        self.cached_prompts = prompts
+        return prompts
 
     def _fresh(self, name: str) -> bool:
         return self.stateless and is_fresh(self.cache_freshness.get(name), self.clock())

@@ -51,7 +51,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
-from mcpl_host._tasks import leave_task_group
+from mcpl_host._tasks import close_then_leave
 from mcpl_host.events import (
     EVENT_KINDS,
     Connecting,
@@ -249,11 +249,8 @@ class Supervisor:
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
-        try:
-            await self.aclose()
-        finally:
-            tg, self._tg = self._tg, None
-            await leave_task_group(tg, *exc_info)  # run() has ended
+        tg, self._tg = self._tg, None
+        await close_then_leave(self.aclose, tg, *exc_info)  # run() has ended
 
     async def aclose(self) -> None:
         """Stop supervising: cancel ``run()`` and wait until its connection is closed (for

@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService
+from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService, reported_answer
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.inbound import BackgroundJob, InboundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import Request, Response
-from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.errors import HandlerError
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
@@ -272,17 +272,7 @@ class InboundDispatcher:
         return self._state.serve(method, params)
 
     async def _reported(self, context: RequestContext, params: Any, work: Coroutine[Any, Any, Any]) -> Any:
-        try:
-            answer = await work
-        except HandlerError as exc:
-            self._reporter.handled_request(context, params, error=exc.to_error())
-            raise
-        except Exception:
-            error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
-            self._reporter.handled_request(context, params, error=error)
-            raise
-        self._reporter.handled_request(context, params, answer=answer)
-        return answer
+        return await reported_answer(self._reporter, context, params, work)
 
     # --- notifications -------------------------------------------------------------------------
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from typing_extensions import NotRequired, TypedDict, Unpack
+
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import MCPLHostError, RequestTimeout
@@ -33,7 +35,29 @@ from mcpl_host.mcpl.injections import (
 )
 from mcpl_host.services.negotiation import Requester
 
-__all__ = ["HookCalls"]
+__all__ = ["BeforeInferenceArgs", "HookCalls"]
+
+
+class BeforeInferenceArgs(TypedDict):
+    """The arguments of one ``context/beforeInference`` (MCPL §10.1), given as keywords to
+    ``HookCalls.before_inference``, ``turns.before_inference_fanout`` and
+    ``Host.before_inference``:
+
+    - ``inference_id``, ``conversation_id``: correlation strings; ``turn_index``: 0-based int.
+    - ``user_message``: the user's text; sent only if ``observe`` is granted, else null.
+    - ``model``: ModelInfo ``{id, vendor, contextWindow, capabilities}``, always sent.
+    - ``channels`` (optional, default None: not sent): §14.4 channel context, sent as given.
+    - ``timeout`` (optional): seconds (default ``Limits.hook_timeout_seconds``, 5 as §10.6
+      recommends); None waits for ever.
+    """
+
+    inference_id: str
+    conversation_id: str
+    turn_index: int
+    user_message: str | None
+    model: Mapping[str, Any]
+    channels: NotRequired[Mapping[str, Any] | None]
+    timeout: NotRequired[Timeout]
 
 
 class HookCalls:
@@ -62,26 +86,10 @@ class HookCalls:
         """Granted ``observe`` or any ``inject.*`` leaf (§10.1)."""
         return before_inference_eligible(self._view)
 
-    async def before_inference(
-        self,
-        *,
-        inference_id: str,
-        conversation_id: str,
-        turn_index: int,
-        user_message: str | None,
-        model: Mapping[str, Any],
-        channels: Mapping[str, Any] | None = None,
-        timeout: Timeout = DEFAULT,
-    ) -> BeforeInferenceResult | None:
+    async def before_inference(self, **args: Unpack[BeforeInferenceArgs]) -> BeforeInferenceResult | None:
         """Send ``context/beforeInference`` and read its injections (module rules).
 
-        Args:
-            inference_id, conversation_id: correlation strings; turn_index: 0-based int.
-            user_message: the user's text; sent only if ``observe`` is granted, else null.
-            model: ModelInfo ``{id, vendor, contextWindow, capabilities}``, always sent.
-            channels: optional §14.4 channel context, sent as given.
-            timeout: seconds (default ``Limits.hook_timeout_seconds``, 5 as §10.6
-                recommends); None waits for ever.
+        Args: keywords, as ``BeforeInferenceArgs`` says.
 
         Returns:
             None (nothing sent) when not eligible; else a ``BeforeInferenceResult``:
@@ -95,13 +103,15 @@ class HookCalls:
         if grant is None or not self.eligible:
             return None
         name = self._requester.name
+        inference_id = args["inference_id"]
         params: dict[str, Any] = {
             "inferenceId": inference_id,
-            "conversationId": conversation_id,
-            "turnIndex": turn_index,
-            "userMessage": user_message if grant.allows(OBSERVE) else None,
-            "model": dict(model),
+            "conversationId": args["conversation_id"],
+            "turnIndex": args["turn_index"],
+            "userMessage": args["user_message"] if grant.allows(OBSERVE) else None,
+            "model": dict(args["model"]),
         }
+        channels = args.get("channels")
         if channels is not None:
             params["channels"] = dict(channels)
         readings: list[HookReading] = []
@@ -116,6 +126,7 @@ class HookCalls:
                 self._log.exception("could not read a context/beforeInference answer")
                 readings.append(HookReading(problem="the answer could not be read"))
 
+        timeout = args.get("timeout", DEFAULT)
         self.in_flight += 1
         try:
             await self._requester.request(

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mcpl_host.client_features import reported_answer
 from mcpl_host.handlers import HostHandlers, InferenceStream, Notifier, RequestContext
-from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.logging import Logger
 from mcpl_host.mcpl.server_shapes import inference_result_problems, model_info_problems
 from mcpl_host.services.push import checked_result
@@ -37,23 +37,16 @@ class InferenceService:
         self._log = log
 
     async def serve(self, context: RequestContext, params: Any) -> dict[str, Any]:
-        """The result of an admitted request; raises ``HandlerError``."""
-        try:
-            if context.method == "inference/request":
-                stream = None
-                if params.get("stream") is True and context.id is not None:
-                    stream = InferenceStream(context.id, self._notify)
-                raw = await self._handlers.inference_request(context, params, stream)
-                result = checked_result(context.method, raw, inference_result_problems(raw), self._log)
-            else:
-                raw = await self._handlers.model_info(context)
-                result = checked_result(context.method, raw, model_info_problems(raw), self._log)
-        except HandlerError as exc:
-            self._reporter.handled_request(context, params, error=exc.to_error())
-            raise
-        except Exception:
-            error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
-            self._reporter.handled_request(context, params, error=error)
-            raise
-        self._reporter.handled_request(context, params, answer=result)
-        return result
+        """The result of an admitted request, its answer reported (``reported_answer``);
+        raises ``HandlerError``."""
+        return await reported_answer(self._reporter, context, params, self._answer(context, params))
+
+    async def _answer(self, context: RequestContext, params: Any) -> dict[str, Any]:
+        if context.method == "inference/request":
+            stream = None
+            if params.get("stream") is True and context.id is not None:
+                stream = InferenceStream(context.id, self._notify)
+            raw = await self._handlers.inference_request(context, params, stream)
+            return checked_result(context.method, raw, inference_result_problems(raw), self._log)
+        raw = await self._handlers.model_info(context)
+        return checked_result(context.method, raw, model_info_problems(raw), self._log)

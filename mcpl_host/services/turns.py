@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
+from typing_extensions import Unpack
 
-from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError
 from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.logging import ServerValue, get_logger
@@ -47,7 +47,7 @@ from mcpl_host.mcpl.injections import (
 
 if TYPE_CHECKING:
     from mcpl_host.mcp_methods import MCPClient
-    from mcpl_host.services.hooks import HookCalls
+    from mcpl_host.services.hooks import BeforeInferenceArgs, HookCalls
     from mcpl_host.services.negotiation import PolicyExchange
 
 __all__ = [
@@ -112,19 +112,11 @@ class FanoutResult:
 
 
 async def before_inference_fanout(
-    peers: Iterable[MCPLPeer],
-    *,
-    inference_id: str,
-    conversation_id: str,
-    turn_index: int,
-    user_message: str | None,
-    model: Mapping[str, Any],
-    channels: Mapping[str, Any] | None = None,
-    timeout: Timeout = DEFAULT,
+    peers: Iterable[MCPLPeer], **args: Unpack[BeforeInferenceArgs]
 ) -> FanoutResult:
     """``context/beforeInference`` to every eligible peer at once (MCPL §10.1, §10.6, §10.8),
     each with its own ``timeout`` (seconds; by default each server's
-    ``Limits.hook_timeout_seconds``). Arguments as ``HookCalls.before_inference``;
+    ``Limits.hook_timeout_seconds``). Arguments as ``BeforeInferenceArgs``;
     a peer listed twice is called once. Never raises for a server's failure: each fails open.
 
     Cancellation: every pending hook request is abandoned (each server gets
@@ -135,15 +127,7 @@ async def before_inference_fanout(
 
     async def call(slot: int, conn: MCPLPeer) -> None:
         try:
-            answers[slot] = await conn.hooks.before_inference(
-                inference_id=inference_id,
-                conversation_id=conversation_id,
-                turn_index=turn_index,
-                user_message=user_message,
-                model=model,
-                channels=channels,
-                timeout=timeout,
-            )
+            answers[slot] = await conn.hooks.before_inference(**args)
         except Exception as exc:  # fail-open even for a bug: one server never blocks the turn
             _log.exception("context/beforeInference call failed", server=conn.name)
             answers[slot] = BeforeInferenceResult(conn.name, "failure", error=type(exc).__name__)

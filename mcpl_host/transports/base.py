@@ -10,19 +10,27 @@ resources, bounded in time). Every anyio or OS error is translated here, once, i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+from typing_extensions import TypedDict
 
 from mcpl_host.jsonrpc.framing import ReadItem
+from mcpl_host.limits import Limits
+from mcpl_host.logging import get_logger
+from mcpl_host.secrets import Redactor
 
 __all__ = [
     "CarriesStateless",
     "SendsNow",
     "StartsServer",
     "Transport",
+    "TransportArgs",
     "TransportFactory",
+    "TransportOptions",
     "may_carry_stateless",
+    "transport_options",
 ]
 
 
@@ -104,3 +112,40 @@ def may_carry_stateless(transport: object) -> bool:
 #: Opens one transport: a callable returning an async context manager that yields it (each
 #: call a new transport: a new child process, a new socket).
 TransportFactory = Callable[[], AbstractAsyncContextManager[Transport]]
+
+
+class _HasSecrets(Protocol):
+    def secrets(self) -> Iterable[str]: ...
+
+
+class TransportArgs(TypedDict, total=False):
+    """The keywords every transport's constructor takes, each optional (None: the default):
+    ``limits``, the bounds (default ``Limits()``); ``redactor``, applied to what the
+    transport logs and reports (default: built from the parameters' ``secrets()``);
+    ``logger``, a structlog logger (default: the transport's own, e.g.
+    ``get_logger("mcpl_host.http")``)."""
+
+    limits: Limits | None
+    redactor: Redactor | None
+    logger: Any
+
+
+class TransportOptions(NamedTuple):
+    """The options every transport takes, each given or defaulted (``transport_options``)."""
+
+    limits: Limits
+    redactor: Redactor
+    logger: Any
+
+
+def transport_options(params: _HasSecrets, args: TransportArgs, logger_name: str) -> TransportOptions:
+    """The ``TransportArgs`` a transport's constructor was given, a missing or None one
+    replaced by its default (``params.secrets()`` for the redactor, the structlog logger
+    named ``logger_name``, e.g. ``"mcpl_host.http"``)."""
+    redactor = args.get("redactor")
+    logger = args.get("logger")
+    return TransportOptions(
+        args.get("limits") or Limits(),
+        redactor if redactor is not None else Redactor(params.secrets()),
+        logger if logger is not None else get_logger(logger_name),
+    )

@@ -66,19 +66,20 @@ import anyio
 import anyio.abc
 import httpx
 import orjson
+from typing_extensions import Unpack
 
 from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.jsonrpc.values import is_object
-from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, log_value
 from mcpl_host.stateless import (
     http_refusal_answer,
     http_request_headers,
     is_stateless_request,
     stream_lost_answer,
 )
+from mcpl_host.transports.base import TransportArgs, transport_options
 from mcpl_host.transports.http_common import (
     Inbox,
     Unreachable,
@@ -142,15 +143,11 @@ class StreamableHTTPTransport:
         self,
         params: HTTPParameters,
         *,
-        limits: Limits | None = None,
-        redactor: Redactor | None = None,
-        logger: Any = None,
         fall_back: bool = False,
+        **options: Unpack[TransportArgs],
     ) -> None:
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._limits, self._redactor, self._logger = transport_options(params, options, "mcpl_host.http")
         self._shown = shown_http_url(params.url, self._redactor)
         self._fall_back = fall_back
         self._client: httpx.AsyncClient | None = None

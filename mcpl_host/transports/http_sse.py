@@ -30,13 +30,14 @@ from typing import Any
 import anyio
 import anyio.abc
 import httpx
+from typing_extensions import Unpack
 
 from mcpl_host._tasks import Lifetime, leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
-from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, log_value
 from mcpl_host.stateless import is_stateless_request
+from mcpl_host.transports.base import TransportArgs, transport_options
 from mcpl_host.transports.http import FallBack, StreamableHTTPTransport
 from mcpl_host.transports.http_common import (
     Inbox,
@@ -71,18 +72,9 @@ class SSETransport:
     ``aclose()`` may be called from any task.
     """
 
-    def __init__(
-        self,
-        params: HTTPParameters,
-        *,
-        limits: Limits | None = None,
-        redactor: Redactor | None = None,
-        logger: Any = None,
-    ) -> None:
+    def __init__(self, params: HTTPParameters, **options: Unpack[TransportArgs]) -> None:
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._limits, self._redactor, self._logger = transport_options(params, options, "mcpl_host.http")
         self._shown = shown_http_url(params.url, self._redactor)
         self._client: httpx.AsyncClient | None = None
         self._reader_scope = anyio.CancelScope()
@@ -320,18 +312,9 @@ class AutoHTTPTransport:
     transport's own task group (an anyio task group is left in the task that entered it).
     """
 
-    def __init__(
-        self,
-        params: HTTPParameters,
-        *,
-        limits: Limits | None = None,
-        redactor: Redactor | None = None,
-        logger: Any = None,
-    ) -> None:
+    def __init__(self, params: HTTPParameters, **options: Unpack[TransportArgs]) -> None:
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.http")
+        self._limits, self._redactor, self._logger = transport_options(params, options, "mcpl_host.http")
         self._streamable = StreamableHTTPTransport(
             params, limits=self._limits, redactor=self._redactor, logger=self._logger, fall_back=True
         )

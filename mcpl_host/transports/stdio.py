@@ -46,6 +46,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+from typing_extensions import Unpack
 
 from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
@@ -54,11 +55,11 @@ from mcpl_host.limits import (
     DEFAULT_EOF_EXIT_WAIT_SECONDS,
     DEFAULT_READ_CHUNK_BYTES,
     DEFAULT_STDERR_MAX_LINE_BYTES,
-    Limits,
 )
-from mcpl_host.logging import ServerValue, get_logger
+from mcpl_host.logging import ServerValue
 from mcpl_host.secrets import KeyBlockMasker, Redactor, redact_command, server_secrets, shown_env
 from mcpl_host.transports import process_tree
+from mcpl_host.transports.base import TransportArgs, transport_options
 from mcpl_host.transports.process_tree import ProcessTree, ProcStat
 
 __all__ = [
@@ -267,17 +268,13 @@ class StdioTransport:
         self,
         params: StdioParameters,
         *,
-        limits: Limits | None = None,
-        redactor: Redactor | None = None,
-        logger: Any = None,
         stderr_log_level: str = "debug",
+        **options: Unpack[TransportArgs],
     ) -> None:
         if stderr_log_level not in STDERR_LOG_LEVELS:
             raise ValueError(f"unknown stderr_log_level {stderr_log_level!r}")
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.stdio")
+        self._limits, self._redactor, self._logger = transport_options(params, options, "mcpl_host.stdio")
         self._stderr_log_level = stderr_log_level
         self._process: anyio.abc.Process | None = None
         self._stdin: _PipeWriter | None = None

@@ -37,11 +37,11 @@ import ssl
 from collections import deque
 from collections.abc import Generator
 from types import TracebackType
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.abc
+from typing_extensions import Unpack
 from wsproto import ConnectionType, WSConnection
 from wsproto.connection import ConnectionState
 from wsproto.events import (
@@ -62,8 +62,8 @@ from wsproto.utilities import RemoteProtocolError as WsRemoteError
 from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem, gather, joined
-from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, log_value
+from mcpl_host.transports.base import TransportArgs, transport_options
 
 __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL_SECONDS",
@@ -126,18 +126,9 @@ class WebSocketTransport:
         logger: a structlog logger; by default ``get_logger("mcpl_host.websocket")``.
     """
 
-    def __init__(
-        self,
-        params: WebSocketParameters,
-        *,
-        limits: Limits | None = None,
-        redactor: Redactor | None = None,
-        logger: Any = None,
-    ) -> None:
+    def __init__(self, params: WebSocketParameters, **options: Unpack[TransportArgs]) -> None:
         self._params = params
-        self._limits = limits or Limits()
-        self._redactor = redactor if redactor is not None else Redactor(params.secrets())
-        self._logger = logger if logger is not None else get_logger("mcpl_host.websocket")
+        self._limits, self._redactor, self._logger = transport_options(params, options, "mcpl_host.websocket")
         self._shown = shown_url(params.url, self._redactor)
         self._ws = WSConnection(ConnectionType.CLIENT)
         self._stream: anyio.abc.ByteStream | None = None
