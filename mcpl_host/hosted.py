@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypedDict, Unpack
 
+from mcpl_host._keywords import checked_keywords
 from mcpl_host.client_features import ClientFeatures
 from mcpl_host.connect import transport_factory
 from mcpl_host.connection import ClientInfo
@@ -120,6 +121,7 @@ class HostedServer:
     """
 
     def __init__(self, config: ServerConfig, **runtime: Unpack[ServerRuntime]) -> None:
+        checked_keywords(ServerRuntime, runtime, type(self).__name__)
         self._config = config
         self._name = config.name
         self._compat: CompatSetting = _checked_compat(config.compat)

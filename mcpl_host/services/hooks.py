@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict, Unpack
 
+from mcpl_host._keywords import checked_keywords
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import MCPLHostError, RequestTimeout
@@ -99,6 +100,7 @@ class HookCalls:
         Cancellation: the request is abandoned (``notifications/cancelled`` is sent, a late
         answer is an orphan) and the cancellation propagates.
         """
+        checked_keywords(BeforeInferenceArgs, args, "before_inference")
         grant = self._view.grant
         if grant is None or not self.eligible:
             return None

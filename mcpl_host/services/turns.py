@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import anyio
 from typing_extensions import Unpack
 
+from mcpl_host._keywords import checked_keywords
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError
 from mcpl_host.jsonrpc.values import is_mapping
 from mcpl_host.logging import ServerValue, get_logger
@@ -44,10 +45,11 @@ from mcpl_host.mcpl.injections import (
     Injection,
     Position,
 )
+from mcpl_host.services.hooks import BeforeInferenceArgs
 
 if TYPE_CHECKING:
     from mcpl_host.mcp_methods import MCPClient
-    from mcpl_host.services.hooks import BeforeInferenceArgs, HookCalls
+    from mcpl_host.services.hooks import HookCalls
     from mcpl_host.services.negotiation import PolicyExchange
 
 __all__ = [
@@ -122,6 +124,7 @@ async def before_inference_fanout(
     Cancellation: every pending hook request is abandoned (each server gets
     ``notifications/cancelled``) and the cancellation propagates.
     """
+    checked_keywords(BeforeInferenceArgs, args, "before_inference")
     eligible = [peer for peer in dict.fromkeys(peers) if peer.hooks.eligible]
     answers: list[BeforeInferenceResult | None] = [None] * len(eligible)
 

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from typing_extensions import TypedDict
 
+from mcpl_host._keywords import checked_keywords
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
@@ -141,7 +142,9 @@ class TransportOptions(NamedTuple):
 def transport_options(params: _HasSecrets, args: TransportArgs, logger_name: str) -> TransportOptions:
     """The ``TransportArgs`` a transport's constructor was given, a missing or None one
     replaced by its default (``params.secrets()`` for the redactor, the structlog logger
-    named ``logger_name``, e.g. ``"mcpl_host.http"``)."""
+    named ``logger_name``, e.g. ``"mcpl_host.http"``). Raises ``TypeError`` for a keyword
+    ``TransportArgs`` does not declare."""
+    checked_keywords(TransportArgs, args, "transport")
     redactor = args.get("redactor")
     logger = args.get("logger")
     return TransportOptions(
