@@ -173,7 +173,7 @@ class ProbeRecorder:
             shown = "push/event" if method == "push/event" else "request"
             self._record("notification" if event.notification else shown, method, event.params, **outcome)
 
-    def _record(self, kind: str, method: str, params: Any, **outcome: Any) -> None:
+    def _record(self, kind: str, method: str, params: object, **outcome: Any) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
         event = {
             "kind": kind,
@@ -221,7 +221,7 @@ async def _probe(
     watch = ProbeWatch(conn, stall_seconds=stall_seconds, progress=progress)
     failure: BaseException | None = None
 
-    def shown(value: Any) -> Any:
+    def shown(value: object) -> Any:
         return report.redact_json(value, conn.hosted.redactor)
 
     def live(event: dict[str, Any]) -> None:

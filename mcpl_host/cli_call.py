@@ -117,13 +117,13 @@ def _names(items: Sequence[str]) -> str:
     return (shown + more) or "none"
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def _objects(value: object) -> list[dict[str, Any]]:
     """The JSON objects of ``value`` (a list of them, or one)."""
     items = cast("list[object]", value) if isinstance(value, list) else [value]
     return [cast("dict[str, Any]", item) for item in items if isinstance(item, dict)]
 
 
-def _texts(blocks: Any) -> list[str]:
+def _texts(blocks: object) -> list[str]:
     """The ``text`` of each text content block (a block, or a list of them)."""
     return [text for block in _objects(blocks) if isinstance(text := block.get("text"), str)]
 

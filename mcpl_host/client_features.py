@@ -91,9 +91,9 @@ class AnswerReporter(Protocol):
     def handled_request(
         self,
         context: RequestContext,
-        params: Any,
+        params: object,
         *,
-        answer: Any = None,
+        answer: object = None,
         error: dict[str, Any] | None = None,
         input_request: bool = False,
     ) -> None:
@@ -302,7 +302,7 @@ def _problem(problems: list[str]) -> HandlerError:
     )
 
 
-def _blocks(value: Any) -> list[dict[str, Any]] | None:
+def _blocks(value: object) -> list[dict[str, Any]] | None:
     if is_object(value):
         return [value]
     if is_array(value) and all(is_object(item) for item in value):
@@ -310,7 +310,7 @@ def _blocks(value: Any) -> list[dict[str, Any]] | None:
     return None
 
 
-def read_sampling_request(params: Any, *, tools_allowed: bool) -> SamplingRequest:
+def read_sampling_request(params: object, *, tools_allowed: bool) -> SamplingRequest:
     """A ``SamplingRequest`` from ``sampling/createMessage`` params (MCP 2025-11-25
     "Sampling"). ``tools_allowed``: the host advertised ``sampling.tools``.
 
@@ -379,7 +379,7 @@ def read_sampling_request(params: Any, *, tools_allowed: bool) -> SamplingReques
     )
 
 
-def sampling_result_problems(result: Any) -> list[str]:
+def sampling_result_problems(result: object) -> list[str]:
     """What is wrong with a handler's ``SamplingResult`` (empty: nothing)."""
     if not isinstance(result, SamplingResult):
         return [f"a sampling handler must return a SamplingResult, not {type(result).__name__}"]
@@ -441,7 +441,7 @@ class ElicitationHandler(Protocol):
         ...
 
 
-def read_elicitation_request(params: Any, *, modes: Collection[str]) -> ElicitationRequest:
+def read_elicitation_request(params: object, *, modes: Collection[str]) -> ElicitationRequest:
     """An ``ElicitationRequest`` from ``elicitation/create`` params. ``modes``: what the
     host advertised.
 
@@ -478,13 +478,13 @@ def read_elicitation_request(params: Any, *, modes: Collection[str]) -> Elicitat
     )
 
 
-def _form_value_ok(value: Any) -> bool:
+def _form_value_ok(value: object) -> bool:
     if isinstance(value, (str, int, float, bool)):
         return True
     return is_array(value) and all(isinstance(item, str) for item in value)
 
 
-def elicitation_result_problems(result: Any) -> list[str]:
+def elicitation_result_problems(result: object) -> list[str]:
     """What is wrong with a handler's ``ElicitationResult`` (empty: nothing)."""
     if not isinstance(result, ElicitationResult):
         return [f"an elicitation handler must return an ElicitationResult, not {type(result).__name__}"]
@@ -553,7 +553,7 @@ class ClientFeatureService:
         return self.features.serves(method)
 
     async def serve(
-        self, context: RequestContext, params: Any, *, input_request: bool = False
+        self, context: RequestContext, params: object, *, input_request: bool = False
     ) -> dict[str, Any]:
         """The result for ``context.method`` with ``params``; reported as a
         ``server_request`` observation (``inputRequest: true`` for an input request of an
@@ -579,7 +579,7 @@ class ClientFeatureService:
             reporter.handled_request(context, params, answer=result, input_request=input_request)
         return result
 
-    async def _answer(self, context: RequestContext, params: Any) -> dict[str, Any]:
+    async def _answer(self, context: RequestContext, params: object) -> dict[str, Any]:
         features, method = self.features, context.method
         if method == "roots/list" and features.roots is not None:
             roots = await features.roots.list_roots(context)

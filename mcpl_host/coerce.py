@@ -113,7 +113,7 @@ def parse_json(text: str) -> Any:
         raise ValueError("nested too deep") from None
 
 
-def json_types(value: Any) -> set[str]:
+def json_types(value: object) -> set[str]:
     """The JSON Schema types ``value`` (a parsed JSON value) is an instance of."""
     if value is None:
         return {"null"}
@@ -148,7 +148,7 @@ def _items(value: Any) -> list[Any]:
     return cast("list[object]", value) if isinstance(value, list) else []
 
 
-def allowed_types(schema: Any, root: Mapping[str, Any] | None = None) -> set[str] | None:
+def allowed_types(schema: object, root: Mapping[str, Any] | None = None) -> set[str] | None:
     """The JSON types a property schema allows (module rules), or None when it names none.
     ``root``: the whole schema, for local ``$ref``. At most ``MAX_SCHEMA_VISITS`` schemas
     are looked at (an ``anyOf`` of references to ``anyOf``... of references multiplies
@@ -164,7 +164,7 @@ class _Exhausted(Exception):
 
 
 def _walk_types(
-    schema: Any, root: Mapping[str, Any] | None, depth: int, budget: list[int]
+    schema: object, root: Mapping[str, Any] | None, depth: int, budget: list[int]
 ) -> set[str] | None:
     if not isinstance(schema, Mapping) or depth > MAX_SCHEMA_WALK:
         return None

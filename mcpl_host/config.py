@@ -526,7 +526,7 @@ def nesting_beyond(text: str, max_depth: int) -> tuple[int, int] | None:
 
 
 def parse_config(
-    data: Any, *, base_dir: str | os.PathLike[str] | None = None, source: str = ""
+    data: object, *, base_dir: str | os.PathLike[str] | None = None, source: str = ""
 ) -> HostConfig:
     """Check a config held in memory, the decoded JSON of a file (``{"mcpServers": {name:
     {...}}}``, a ``dict``), and build a ``HostConfig``, with the checks and errors of
@@ -581,7 +581,7 @@ def _at(loc: str, key: str | int) -> str:
     return f"{loc}[{json.dumps(key, ensure_ascii=False)}]"
 
 
-def _kind(value: Any, *, show: bool = False) -> str:
+def _kind(value: object, *, show: bool = False) -> str:
     """``a string``, ``an array``...; with ``show``, a scalar's value too (``the number -1``)."""
     if value is None or isinstance(value, bool):
         return json.dumps(value)
@@ -593,7 +593,7 @@ def _kind(value: Any, *, show: bool = False) -> str:
     return type(value).__name__
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -616,7 +616,7 @@ class _Problems:
         self.problems.append(ConfigProblem(loc, message))
 
     def typed(
-        self, value: Any, loc: str, ok: Callable[[Any], bool], expected: str, *, show: bool = False
+        self, value: object, loc: str, ok: Callable[[Any], bool], expected: str, *, show: bool = False
     ) -> Any:
         """``value`` if ``ok(value)``, else None and a problem. The value itself is shown only
         with ``show``: the values of keys such as ``env`` or ``args`` may be secrets."""
@@ -641,11 +641,11 @@ class _Problems:
                     )
         return cast("dict[str, Any]", value)
 
-    def string(self, value: Any, loc: str) -> str | None:
+    def string(self, value: object, loc: str) -> str | None:
         typed = self.typed(value, loc, lambda v: isinstance(v, str) and v != "", "a non-empty string")
         return typed if isinstance(typed, str) else None
 
-    def boolean(self, value: Any, loc: str) -> bool | None:
+    def boolean(self, value: object, loc: str) -> bool | None:
         typed = self.typed(value, loc, lambda v: isinstance(v, bool), "true or false")
         return typed if isinstance(typed, bool) else None
 
@@ -676,7 +676,7 @@ class _Problems:
         return tuple(value)
 
 
-def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> ServerConfig | None:
+def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) -> ServerConfig | None:
     entry = p.obj(entry, loc, known=_KEYS)
     if entry is None:
         return None
@@ -795,7 +795,7 @@ def _group_name(group: str) -> str:
     return {"stdio": "stdio", "websocket": "websocket", "remote": "websocket and HTTP"}[group]
 
 
-def _feature_sets(value: Any, loc: str, p: _Problems) -> FeatureSetPolicy:
+def _feature_sets(value: object, loc: str, p: _Problems) -> FeatureSetPolicy:
     block = p.obj(value, loc, known=("enabled", "disabled")) or {}
     enabled = block.get("enabled")
     enabled = p.strings(enabled, _at(loc, "enabled")) if enabled is not None else None
@@ -844,7 +844,7 @@ def _limits(entry: dict[str, Any], loc: str, p: _Problems) -> Limits:
     return limits_with(Limits(), valid)
 
 
-def _restart(value: Any, loc: str, p: _Problems) -> RestartPolicy:
+def _restart(value: object, loc: str, p: _Problems) -> RestartPolicy:
     block = p.obj(value, loc, known=_RESTART) or {}
     values = {_RESTART[key]: v for key, v in block.items() if key in _RESTART}
     problems = restart_policy_problems(values)

@@ -130,9 +130,9 @@ class Responder(Protocol):
     @property
     def is_answered(self) -> bool: ...
 
-    def respond(self, result: Any) -> bool: ...
+    def respond(self, result: object) -> bool: ...
 
-    def reject(self, code: int, message: str, data: Any = None) -> bool: ...
+    def reject(self, code: int, message: str, data: object = None) -> bool: ...
 
 
 class Delivery:
@@ -381,7 +381,7 @@ class ServerRequest:
         return _outcome_json(data, self.answer, self.error)
 
 
-def _outcome_json(data: dict[str, Any], answer: Any, error: dict[str, Any] | None) -> dict[str, Any]:
+def _outcome_json(data: dict[str, Any], answer: object, error: dict[str, Any] | None) -> dict[str, Any]:
     if answer is not None:
         data["answer"] = answer
     if error is not None:

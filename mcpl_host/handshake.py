@@ -139,7 +139,7 @@ class ServerInfo:
         return version if isinstance(version, str) else None
 
 
-def read_initialize_result(result: Any, redactor: Redactor | None = None) -> ServerInfo:
+def read_initialize_result(result: object, redactor: Redactor | None = None) -> ServerInfo:
     """Validate an ``initialize`` result and read it into a ``ServerInfo``.
 
     Raises:
@@ -175,7 +175,7 @@ def read_initialize_result(result: Any, redactor: Redactor | None = None) -> Ser
     )
 
 
-def id_text(value: Any) -> Any:
+def id_text(value: object) -> Any:
     """An id as it reads in JSON where a string and a number differ (``"1"`` and ``1``;
     JSON-RPC 2.0 §5)."""
     return json.dumps(value) if isinstance(value, str) else value

@@ -174,7 +174,7 @@ class ServerRequestResponder:
 
     __slots__ = ("_answer", "id", "method", "params", "server")
 
-    def __init__(self, server: str, method: str, request_id: Any, params: Any, answer: _Answer) -> None:
+    def __init__(self, server: str, method: str, request_id: object, params: object, answer: _Answer) -> None:
         self.server, self.method, self.id, self.params = server, method, request_id, params
         self._answer = answer
 
@@ -186,7 +186,7 @@ class ServerRequestResponder:
         """True once answered, expired or abandoned."""
         return self._answer.done.is_set()
 
-    def respond(self, result: Any) -> bool:
+    def respond(self, result: object) -> bool:
         """Answer with ``result`` (a JSON value)."""
         if self._answer.done.is_set():
             return False
@@ -194,7 +194,7 @@ class ServerRequestResponder:
         self._answer.done.set()
         return True
 
-    def reject(self, code: int, message: str, data: Any = None) -> bool:
+    def reject(self, code: int, message: str, data: object = None) -> bool:
         """Answer with a JSON-RPC error object."""
         if self._answer.done.is_set():
             return False
@@ -239,7 +239,7 @@ class _DeliveringHandlers(HostHandlers):
             return {"accepted": True}
         return {"accepted": False, "reason": taken}
 
-    async def request(self, context: RequestContext, params: Any) -> Any:
+    async def request(self, context: RequestContext, params: object) -> Any:
         answer = _Answer()
         responder = ServerRequestResponder(self._server, context.method, context.id, params, answer)
         event = ServerRequest(

@@ -93,13 +93,13 @@ def may_subscribe(capabilities: Mapping[str, Any]) -> bool:
     return _capability(capabilities, "resources").get("subscribe") is True
 
 
-def subscription_id(params: Any) -> Any:
+def subscription_id(params: object) -> Any:
     """The ``_meta`` subscription id of a notification's params (None when absent)."""
     meta = params.get("_meta") if is_object(params) else None
     return meta.get(SUBSCRIPTION_ID_KEY) if is_object(meta) else None
 
 
-def acknowledged_filter(params: Any) -> dict[str, Any]:
+def acknowledged_filter(params: object) -> dict[str, Any]:
     """The filter an acknowledgment says the server honors (``{}`` when it sent none)."""
     honored = params.get("notifications") if is_object(params) else None
     return dict(honored) if is_object(honored) else {}
@@ -111,7 +111,7 @@ def honors_uri(honored: Mapping[str, Any], uri: str) -> bool:
     return isinstance(uris, list) and uri in uris
 
 
-def ending_of_error(data: Any) -> Ending:
+def ending_of_error(data: object) -> Ending:
     """How a listen that failed with an error answer ended: ``lost`` when the host made the
     answer (``data.fromHost``: the transport lost the stream), else ``refused``."""
     return "lost" if is_object(data) and data.get("fromHost") is True else "refused"

@@ -138,7 +138,7 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub(_escape_char, text)
 
 
-def json_safe(value: Any) -> Any:
+def json_safe(value: object) -> Any:
     """A copy of a JSON value whose strings and keys hold no lone surrogate (each shown as
     the escaper's ``\\uXXXX`` escape) and whose numbers are finite (an infinity, as a
     server's ``1e400`` reads, is null), so that it encodes as strict JSON and UTF-8. Other
@@ -155,7 +155,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def _as_text(value: Any) -> str:
+def _as_text(value: object) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray)):
@@ -183,7 +183,7 @@ def _cut_utf16(text: str, max_units: int) -> tuple[str, bool]:
 
 
 def log_value(
-    value: Any,
+    value: object,
     redactor: Redactor | None = None,
     *,
     max_units: int = DEFAULT_LOG_VALUE_MAX_UNITS,
@@ -223,7 +223,7 @@ class ServerValue:
 
     __slots__ = ("_quotes", "_redactor", "_text", "_value")
 
-    def __init__(self, value: Any, redactor: Redactor | None = None, *, quotes: bool = True) -> None:
+    def __init__(self, value: object, redactor: Redactor | None = None, *, quotes: bool = True) -> None:
         self._value = value
         self._redactor = redactor
         self._quotes = quotes
@@ -301,7 +301,7 @@ _NEEDS_QUOTES = re.compile(r"[ =\"']")
 
 
 def _render_server_values(
-    _logger: Any, _name: str, event: MutableMapping[str, Any]
+    _logger: object, _name: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     for key, value in event.items():
         if type(value) is ServerValue:
@@ -404,7 +404,7 @@ _LEVELS: dict[str, int] = {
 }
 
 
-def _json_line(value: Any, **_: Any) -> str:
+def _json_line(value: object, **_: Any) -> str:
     """One log line as strict JSON: a lone surrogate in a field is shown as its escape
     (``json_safe``) rather than failing the line."""
     try:

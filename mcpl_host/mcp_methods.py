@@ -175,7 +175,7 @@ LIST_CHANGED: dict[str, str] = {
 }
 
 
-def _object(result: Any, method: str) -> dict[str, Any]:
+def _object(result: object, method: str) -> dict[str, Any]:
     if not is_object(result):
         raise RemoteProtocolError(f"the server's {method} result is not a JSON object")
     return result
@@ -373,7 +373,7 @@ class _Listening:
         self._note_change()
         return ending
 
-    def on_notification(self, method: str, params: Any) -> None:
+    def on_notification(self, method: str, params: object) -> None:
         """The acknowledgment of the listen in flight records the filter honored (what it
         leaves out is logged once). Does not block."""
         attempt = self._attempt
@@ -461,7 +461,7 @@ class _Requester(Protocol):
     async def request(
         self,
         method: str,
-        params: Any = None,
+        params: object = None,
         *,
         timeout: Timeout = ...,
         progress: ProgressCallback | None = None,
@@ -491,7 +491,7 @@ class EraRequester:
         info = self._shell.server_info
         return info is not None and info.is_stateless
 
-    def stamp(self, params: Any) -> Any:
+    def stamp(self, params: object) -> Any:
         """``params`` with the stateless ``_meta`` on a stateless connection, else as given."""
         info = self._shell.server_info
         if info is None or not info.is_stateless:
@@ -502,7 +502,7 @@ class EraRequester:
     async def request(
         self,
         method: str,
-        params: Any = None,
+        params: object = None,
         *,
         timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
@@ -793,7 +793,7 @@ class MCPClient:
                 else:
                     self._note_idle()
 
-    def on_notification(self, method: str, params: Any) -> None:
+    def on_notification(self, method: str, params: object) -> None:
         """A server notification (from the read loop; does not block): a
         ``notifications/*/list_changed`` of a list listed before (or being listed) starts
         its refresh, coalesced (``mcpl_host.coalesce``: one in flight, one pending); the
@@ -894,7 +894,7 @@ class MCPClient:
                 )
         failures: list[InputRefused] = []
 
-        async def answer(key: str, wanted: str, params: Any, scope: anyio.CancelScope) -> None:
+        async def answer(key: str, wanted: str, params: object, scope: anyio.CancelScope) -> None:
             assert self._features is not None
             context = RequestContext(self._server, key, wanted, self._transport)
             try:
@@ -1056,7 +1056,7 @@ class MCPClient:
     async def request(
         self,
         method: str,
-        params: Any = None,
+        params: object = None,
         *,
         timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
@@ -1074,7 +1074,7 @@ class MCPClient:
         Cancellation: ``notifications/cancelled`` is sent; a late answer is an orphan."""
         return await self._requester.request(method, params, timeout=timeout, progress=progress)
 
-    def notify_nowait(self, method: str, params: Any = None) -> None:
+    def notify_nowait(self, method: str, params: object = None) -> None:
         """Queue a notification (JSON-RPC 2.0 §4.1) without waiting. Raises
         ``ConnectionLost`` / ``ConnectionClosed`` when the transport is gone,
         ``MessageTooLarge`` over ``Limits.max_outbox_bytes`` (not sent),
@@ -1083,7 +1083,7 @@ class MCPClient:
             raise LocalProtocolError("this MCPClient sends no notifications (made without notify)")
         self._notify(method, params)
 
-    async def notify(self, method: str, params: Any = None) -> None:
+    async def notify(self, method: str, params: object = None) -> None:
         """Send a notification (no answer). Raises as ``notify_nowait``."""
         self.notify_nowait(method, params)
 

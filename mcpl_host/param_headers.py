@@ -92,7 +92,7 @@ class Rejected:
     reason: str
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     return log_value(value, max_units=40)
 
 
@@ -117,7 +117,7 @@ def _children(
     return out
 
 
-def declared_headers(input_schema: Any, *, max_headers: int) -> tuple[ParamHeader, ...] | Rejected:
+def declared_headers(input_schema: object, *, max_headers: int) -> tuple[ParamHeader, ...] | Rejected:
     """The ``Mcp-Param-*`` headers a tool's ``inputSchema`` declares, in schema order, or
     ``Rejected`` (module rules). A schema that is not an object declares none."""
     declared: list[ParamHeader] = []
@@ -162,7 +162,7 @@ def declared_headers(input_schema: Any, *, max_headers: int) -> tuple[ParamHeade
     return tuple(declared)
 
 
-def _rendered(value: Any) -> str | None:
+def _rendered(value: object) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):

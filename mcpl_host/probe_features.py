@@ -157,7 +157,7 @@ class TerminalSampling:
         return SamplingResult.text(await _TERMINAL.ask(question), PROBE_MODEL)
 
 
-def _convert(kind: Any, text: str) -> Any:
+def _convert(kind: object, text: str) -> Any:
     if kind == "integer":
         return int(text)
     if kind == "number":

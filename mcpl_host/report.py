@@ -134,12 +134,12 @@ def new_document(command: list[str]) -> dict[str, Any]:
     }
 
 
-def _obj(value: Any) -> dict[str, Any]:
+def _obj(value: object) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one."""
     return value if is_object(value) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: object) -> list[Any]:
     """``value`` if it is a JSON array, else an empty one."""
     return value if is_array(value) else []
 
@@ -270,7 +270,7 @@ def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
     }
 
 
-def _dumps(value: Any, *, indent: bool = False) -> bytes:
+def _dumps(value: object, *, indent: bool = False) -> bytes:
     """``value`` as strict JSON (RFC 8259) in UTF-8, whatever a server put in it: a lone
     surrogate is shown as its escape and an infinity is null (``logging.json_safe``), an
     integer beyond 64 bits is written by the standard library."""
@@ -313,7 +313,7 @@ class ReportConsole(Console):
         silence(self.file)
 
 
-def safe_text(value: Any, *, max_chars: int = MAX_CELL_CHARS, newlines: bool = False) -> str:
+def safe_text(value: object, *, max_chars: int = MAX_CELL_CHARS, newlines: bool = False) -> str:
     """``value`` (a string, or any JSON value, shown compact) as text that is safe to print
     on a terminal: cut at ``max_chars`` characters with ``…``, then escaped by
     ``escape_text`` (quotes kept; newlines escaped too unless ``newlines``)."""
@@ -355,7 +355,7 @@ HOST_KEYS = frozenset(new_document([])) | frozenset({
 })  # fmt: skip
 
 
-def redact_json(value: Any, redactor: Redactor, _depth: int = 0) -> Any:
+def redact_json(value: object, redactor: Redactor, _depth: int = 0) -> Any:
     """A copy of a JSON value with ``redactor`` applied to every string value and to every
     object key that is not one of ``HOST_KEYS``, and anything nested deeper than
     ``MAX_REPORT_DEPTH`` levels replaced by a marker. Never changes the structure: a key
@@ -386,7 +386,7 @@ def _none() -> Text:
     return Text("—", style="dim")
 
 
-def _text(value: Any, **kwargs: Any) -> Text:
+def _text(value: object, **kwargs: Any) -> Text:
     return _none() if value is None or value == "" else Text(safe_text(value, **kwargs))
 
 
@@ -489,7 +489,7 @@ def _fields(rows: list[tuple[str, Text]]) -> Table:
     return table
 
 
-def _arguments(names: list[Any], required: Any) -> Text:
+def _arguments(names: list[Any], required: object) -> Text:
     needed: set[Any] = set(_list(required))
     return _names([f"{name}*" if name in needed else name for name in names])
 
@@ -651,7 +651,7 @@ def _notes(notes: list[Any]) -> Group:
     return Group(*lines)
 
 
-def log_message_summary(params: Any) -> str | None:
+def log_message_summary(params: object) -> str | None:
     """``notifications/message`` params (MCP 2025-11-25 "Logging") as ``level [logger]: data``,
     the logger left out when the server named none (absent or null); None for other shapes."""
     if not isinstance(params, dict) or "data" not in params:
@@ -695,7 +695,7 @@ def print_event_line(console: Console, head: Text, rest: Text) -> None:
     console.print(grid)
 
 
-def _answered(answer: Any) -> tuple[str, str]:
+def _answered(answer: object) -> tuple[str, str]:
     """How an answer reads: accepted or not, items accepted, or answered."""
     if is_object(answer) and isinstance(answer.get("accepted"), bool):
         return ("  → accepted", "green") if answer["accepted"] else ("  → not accepted", "yellow")
@@ -901,7 +901,7 @@ def waiting_text(server: str, waiting: list[tuple[str, float]], silent: float | 
 # --- mcpl-host run ----------------------------------------------------------------------------
 
 
-def _iso_time(seconds: Any) -> str:
+def _iso_time(seconds: object) -> str:
     if not isinstance(seconds, (int, float)):
         return ""
     moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
@@ -919,7 +919,7 @@ def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     }
 
 
-def print_json_line(value: Any) -> bool:
+def print_json_line(value: object) -> bool:
     """Write ``value`` as one compact JSON line on stdout and flush (``run --json``).
     Returns False when the reader of stdout has gone away (stdout is then silenced)."""
     try:

@@ -43,7 +43,7 @@ def most_relevant(errors: Iterable[ValidationError]) -> ValidationError | None:
     return found
 
 
-def judge(schema: dict[str, Any], cls_name: str, instance: Any) -> tuple[str, str | None, str] | None:
+def judge(schema: dict[str, Any], cls_name: str, instance: object) -> tuple[str, str | None, str] | None:
     """Validate ``instance`` against ``schema`` with the validator class named ``cls_name``:
     None when it conforms, else (kind, path, message): ``"fail"`` with the failing path, or
     ``"invalid"`` / ``"unusable"`` / ``"deep"`` for a schema at fault. Top-level and

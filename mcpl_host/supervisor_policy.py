@@ -75,7 +75,7 @@ DEFAULT_FAILURE_WINDOW_SECONDS = 60.0
 _MAX_DOUBLINGS = 1023
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 

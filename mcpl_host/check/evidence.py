@@ -71,12 +71,12 @@ MAX_TRACKED_METHODS = 256
 PRIVILEGED_METHODS = SERVER_METHODS
 
 
-def as_object(value: Any) -> dict[str, Any] | None:
+def as_object(value: object) -> dict[str, Any] | None:
     """``value`` when it is a JSON object (a parsed message's members are ``Any``), else None."""
     return cast("dict[str, Any]", value) if isinstance(value, dict) else None
 
 
-def as_list(value: Any) -> list[Any] | None:
+def as_list(value: object) -> list[Any] | None:
     """``value`` when it is a JSON array, else None."""
     return cast("list[Any]", value) if isinstance(value, list) else None  # type: ignore[redundant-cast]
 
@@ -120,7 +120,7 @@ class WireMessage:
         return self._member("error") is not None
 
 
-def id_key(value: Any) -> tuple[str, Any]:
+def id_key(value: object) -> tuple[str, Any]:
     """A key under which two ids are equal exactly when they are the same JSON value, type
     included (``1`` is not ``"1"``, ``True`` is not ``1``). ``NO_ID`` has a key of its own."""
     if value is NO_ID:
@@ -237,12 +237,12 @@ class Transcript:
         other: Direction = "in" if request.direction == "out" else "out"
         return self.response(other, request.id, after=request.seq)
 
-    def response(self, direction: Direction, request_id: Any, *, after: int = -1) -> WireMessage | None:
+    def response(self, direction: Direction, request_id: object, *, after: int = -1) -> WireMessage | None:
         """The first response in ``direction`` naming ``request_id`` with a seq above ``after``."""
         found = self._responses.get((direction, id_key(request_id)), [])
         return next((m for m in found if m.seq > after), None)
 
-    def request_named(self, direction: Direction, request_id: Any, *, before: int) -> WireMessage | None:
+    def request_named(self, direction: Direction, request_id: object, *, before: int) -> WireMessage | None:
         """The last request in ``direction`` with ``request_id`` and a seq below ``before``."""
         found = self._requests.get((direction, id_key(request_id)), [])
         return next((m for m in reversed(found) if m.seq < before), None)

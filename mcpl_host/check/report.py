@@ -240,7 +240,7 @@ def _failure_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _xml_safe(value: Any) -> Any:
+def _xml_safe(value: object) -> Any:
     """A copy of the document whose every string holds only XML 1.0 characters
     (``logging.xml_text``)."""
     if isinstance(value, str):

@@ -273,7 +273,7 @@ def _new_transcript(limits: Limits, waiter: _Waiter) -> Transcript:
 # --- argument choice for tools the check calls on its own ---------------------------------------
 
 
-def example_arguments(input_schema: Any) -> dict[str, Any] | None:
+def example_arguments(input_schema: object) -> dict[str, Any] | None:
     """Arguments for a tool call chosen without guessing: every required property gets its
     ``default``, else its ``const``, else the first of its ``enum``; optional ones are left
     out. None when a required property has none of these (the check then does not call the
@@ -349,7 +349,7 @@ class _LibrarySession:
     # requests
 
     async def ask(
-        self, method: str, params: Any = None, *, timeout: float | None = None, liveness: bool = True
+        self, method: str, params: object = None, *, timeout: float | None = None, liveness: bool = True
     ) -> RequestOutcome:
         """One request, as a ``RequestOutcome``; after a timeout, one ping (unless not
         ``liveness``) decides whether the server stopped answering (then every later ``ask``
@@ -911,7 +911,7 @@ class _RawSession:
         await self._send(dumps_message({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         probes = raw.probes
 
-        def request(id_: str, method: str, params: Any = None) -> bytes:
+        def request(id_: str, method: str, params: object = None) -> bytes:
             message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
             if params is not None:
                 message["params"] = params

@@ -96,7 +96,7 @@ def problems(name: str, value: Any) -> list[str]:
     return _collect(errors)
 
 
-def schema_problems(schema: Any) -> list[str]:
+def schema_problems(schema: object) -> list[str]:
     """Problems of a tool's ``inputSchema`` / ``outputSchema`` against its meta-schema (its
     ``$schema`` dialect, 2020-12 when absent or unknown). Empty when it is a valid schema."""
     if not isinstance(schema, dict):

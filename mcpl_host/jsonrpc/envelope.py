@@ -154,7 +154,7 @@ class Unrelated:
 Envelope: TypeAlias = "Request | Notification | Response | Invalid | Unrelated"
 
 
-def classify(value: Any) -> Envelope:
+def classify(value: object) -> Envelope:
     """Classify one parsed JSON value (docs/protocol.md E1-E8). Pure; never raises.
 
     Args:
@@ -207,7 +207,7 @@ def classify(value: Any) -> Envelope:
     return Notification(method=method, params=value.get("params"))
 
 
-def _response(value: dict[str, Any], id_value: Any) -> Response:
+def _response(value: dict[str, Any], id_value: object) -> Response:
     # "error": null beside a result is read as no error (sloppy servers send both members).
     has_error = "error" in value and not (value["error"] is None and "result" in value)
     return Response(

@@ -179,7 +179,7 @@ class InitializeError(MCPLHostError):
         message: str,
         *,
         code: int | None = None,
-        data: Any = None,
+        data: object = None,
         exit_status: int | None = None,
         stderr_tail: Sequence[str] = (),
     ) -> None:
@@ -199,7 +199,7 @@ class HandlerError(MCPLHostError):
     ``-32603 Internal error`` and no exception text (docs/protocol.md R3).
     """
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = int(code)
         self.message = message

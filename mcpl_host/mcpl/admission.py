@@ -185,7 +185,7 @@ Admission = Admitted | Held | Refused
 _ADMITTED = Admitted()
 
 
-def required_capabilities(method: str, params: Any) -> tuple[str, ...]:
+def required_capabilities(method: str, params: object) -> tuple[str, ...]:
     """The capability paths ``method`` needs with these ``params`` (empty: ungated)."""
     gate = INBOUND_GATES.get(method)
     if gate is None:
@@ -233,7 +233,7 @@ def _feature_set_named(params: Mapping[str, Any], view: AdmissionView) -> Handle
     return declared
 
 
-def admit(method: str, params: Any, view: AdmissionView, *, may_hold: bool = True) -> Admission:
+def admit(method: str, params: object, view: AdmissionView, *, may_hold: bool = True) -> Admission:
     """Whether the request (or channel notification) may be served (module rules): the
     ``Admitted``, ``Held`` or ``Refused`` decision. ``may_hold=False``: the second call for a
     held request, which refuses what it would hold again."""

@@ -65,7 +65,7 @@ class ProfileChoice:
     version: Any = None
 
 
-def _says_05(version: Any) -> bool:
+def _says_05(version: object) -> bool:
     return isinstance(version, str) and (version == "0.5" or version.startswith("0.5."))
 
 

@@ -106,7 +106,7 @@ class FeatureSetDeclarations:
     problems: list[str] = field(default_factory=list[str])
 
 
-def _read_one(name: str, value: Any, where: str, problems: list[str]) -> FeatureSet:
+def _read_one(name: str, value: object, where: str, problems: list[str]) -> FeatureSet:
     if not is_mapping(value):
         problems.append(f"{where}: the declaration is not an object; it is disabled (invalid_uses)")
         return FeatureSet(name=name, raw=value, uses_problem="the declaration is not an object")
@@ -136,7 +136,7 @@ def _read_one(name: str, value: Any, where: str, problems: list[str]) -> Feature
     )
 
 
-def read_feature_sets(mcpl_manifest: Any) -> FeatureSetDeclarations:
+def read_feature_sets(mcpl_manifest: object) -> FeatureSetDeclarations:
     """Read ``featureSets`` from an ``experimental.mcpl`` manifest (any JSON value; never raises).
 
     A missing manifest or member, or ``featureSets: null``, is shape ``absent`` with no problem.

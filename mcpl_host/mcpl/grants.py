@@ -120,7 +120,7 @@ def _leaves_at_or_below(prefix: str) -> set[str]:
 MAX_PATH_SEGMENTS = max(path.count(".") + 1 for path in VOCABULARY)
 
 
-def _walk(node: Any, prefix: str, depth: int, out: set[str]) -> None:
+def _walk(node: object, prefix: str, depth: int, out: set[str]) -> None:
     if node is True:
         out |= _leaves_at_or_below(prefix)
     elif is_mapping(node):

@@ -70,7 +70,7 @@ DEFAULT_DISPOSITIONS: Mapping[str, str] = {
 _ABSENT = ("absent",)
 
 
-def _key(value: Any) -> Any:
+def _key(value: object) -> Any:
     """A hashable, type-strict JSON comparison key (Python has ``True == 1``)."""
     if value is None or isinstance(value, (bool, str)):
         return (type(value).__name__, value)
@@ -83,7 +83,7 @@ def _key(value: Any) -> Any:
     return ("other", repr(value))
 
 
-def _present(mapping: Any, name: str) -> Any:
+def _present(mapping: object, name: str) -> Any:
     """``_ABSENT`` or ``("present", key)``: presence is never confused with ``null``."""
     if is_mapping(mapping) and name in mapping:
         return ("present", _key(mapping[name]))

@@ -217,7 +217,7 @@ class PolicyState:
         self.grant = grant
         self.derivation = self._derive(grant, feature_set_policy)
 
-    def receipt(self, proposal: Proposal, result: Any) -> ReceiptVerdict:
+    def receipt(self, proposal: Proposal, result: object) -> ReceiptVerdict:
         """The receipt of ``proposal`` arrived (in the read loop; module rules)."""
         outcome = read_receipt(result)
         self.outcome = outcome

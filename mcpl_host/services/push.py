@@ -188,7 +188,7 @@ class PushService:
                 self._log.debug("push/event tag problems", problems=closure.problems)
         return event
 
-    def _checked(self, raw: Any) -> dict[str, Any]:
+    def _checked(self, raw: object) -> dict[str, Any]:
         """The handler's result as answered (module rules); raises ``HandlerError``."""
         checked = checked_result("push/event", raw, push_result_problems(raw), self._log)
         if checked["accepted"] is False and "reason" not in checked:

@@ -242,7 +242,7 @@ class InferenceLifecycle:
             raise
         return self
 
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if self._state != "started":
             return
         self._state = "ended"

@@ -445,7 +445,7 @@ def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
     return "other", None, None, None
 
 
-def id_key(request_id: Any) -> bytes:
+def id_key(request_id: object) -> bytes:
     """A dictionary key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart (an integer
     beyond 64 bits included)."""
     return dumps_message(request_id)
