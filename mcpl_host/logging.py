@@ -246,15 +246,15 @@ class Logger(Protocol):
     each called with the event's text and its fields as keywords (``ServerValue`` for
     anything a server sent)."""
 
-    def debug(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def debug(self, event: str, *args: object, **fields: object) -> object: ...
 
-    def info(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def info(self, event: str, *args: object, **fields: object) -> object: ...
 
-    def warning(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def warning(self, event: str, *args: object, **fields: object) -> object: ...
 
-    def error(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def error(self, event: str, *args: object, **fields: object) -> object: ...
 
-    def exception(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def exception(self, event: str, *args: object, **fields: object) -> object: ...
 
 
 class LogBudget:
@@ -348,10 +348,10 @@ class _Deferred:
 
     __slots__ = ("_initial", "_logger", "_name")
 
-    def __init__(self, name: str, initial: dict[str, Any]) -> None:
+    def __init__(self, name: str, initial: dict[str, object]) -> None:
         self._name = name
         self._initial = initial
-        self._logger: Any = None
+        self._logger: Logger | None = None
 
     def __getattr__(self, attribute: str) -> Any:
         logger = self._logger
@@ -361,8 +361,24 @@ class _Deferred:
             logger = self._logger = _make_logger(self._name, self._initial)
         return getattr(logger, attribute)
 
+    # The levels of ``Logger``, each looked up as above on its call.
+    def debug(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("debug")(event, *args, **fields)
 
-def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
+    def info(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("info")(event, *args, **fields)
+
+    def warning(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("warning")(event, *args, **fields)
+
+    def error(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("error")(event, *args, **fields)
+
+    def exception(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("exception")(event, *args, **fields)
+
+
+def get_logger(name: str = "mcpl_host", **initial: object) -> Logger:
     """The library's structlog logger, optionally bound to ``initial`` values.
 
     When the application has not configured structlog, the library does not fall back on
@@ -375,11 +391,12 @@ def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
     return _make_logger(name, initial)
 
 
-def _make_logger(name: str, initial: dict[str, Any]) -> Any:
+def _make_logger(name: str, initial: dict[str, Any]) -> Logger:
     import structlog
 
     if structlog.is_configured():
-        return structlog.get_logger(name, **initial)
+        configured: Logger = structlog.get_logger(name, **initial)
+        return configured
     global _fallback
     if _fallback is None:  # made once: a renderer per connection would cost memory and time
         _fallback = (
@@ -392,9 +409,10 @@ def _make_logger(name: str, initial: dict[str, Any]) -> Any:
             structlog.make_filtering_bound_logger(logging.WARNING),
         )
     processors, wrapper_class = _fallback
-    return structlog.wrap_logger(
+    fallback: Logger = structlog.wrap_logger(
         structlog.PrintLogger(sys.stderr), processors=processors, wrapper_class=wrapper_class, **initial
     )
+    return fallback
 
 
 # The standard library's level names (logging.getLevelName's str -> int use is deprecated).

@@ -386,8 +386,8 @@ def _none() -> Text:
     return Text("—", style="dim")
 
 
-def _text(value: object, **kwargs: Any) -> Text:
-    return _none() if value is None or value == "" else Text(safe_text(value, **kwargs))
+def _text(value: object, *, newlines: bool = False) -> Text:
+    return _none() if value is None or value == "" else Text(safe_text(value, newlines=newlines))
 
 
 def _names(values: Any) -> Text:

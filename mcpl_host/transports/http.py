@@ -72,7 +72,7 @@ from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, Logger, Redactor, get_logger, log_value
 from mcpl_host.stateless import (
     http_refusal_answer,
     http_request_headers,
@@ -144,7 +144,7 @@ class StreamableHTTPTransport:
         *,
         limits: Limits | None = None,
         redactor: Redactor | None = None,
-        logger: Any = None,
+        logger: Logger | None = None,
         fall_back: bool = False,
     ) -> None:
         self._params = params

@@ -35,7 +35,7 @@ from mcpl_host._tasks import Lifetime, leave_task_group
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, Logger, Redactor, get_logger, log_value
 from mcpl_host.stateless import is_stateless_request
 from mcpl_host.transports.http import FallBack, StreamableHTTPTransport
 from mcpl_host.transports.http_common import (
@@ -77,7 +77,7 @@ class SSETransport:
         *,
         limits: Limits | None = None,
         redactor: Redactor | None = None,
-        logger: Any = None,
+        logger: Logger | None = None,
     ) -> None:
         self._params = params
         self._limits = limits or Limits()
@@ -326,7 +326,7 @@ class AutoHTTPTransport:
         *,
         limits: Limits | None = None,
         redactor: Redactor | None = None,
-        logger: Any = None,
+        logger: Logger | None = None,
     ) -> None:
         self._params = params
         self._limits = limits or Limits()

@@ -56,7 +56,7 @@ from mcpl_host.limits import (
     DEFAULT_STDERR_MAX_LINE_BYTES,
     Limits,
 )
-from mcpl_host.logging import ServerValue, get_logger
+from mcpl_host.logging import Logger, ServerValue, get_logger
 from mcpl_host.secrets import KeyBlockMasker, Redactor, redact_command, server_secrets, shown_env
 from mcpl_host.transports import process_tree
 from mcpl_host.transports.process_tree import ProcessTree, ProcStat
@@ -269,7 +269,7 @@ class StdioTransport:
         *,
         limits: Limits | None = None,
         redactor: Redactor | None = None,
-        logger: Any = None,
+        logger: Logger | None = None,
         stderr_log_level: str = "debug",
     ) -> None:
         if stderr_log_level not in STDERR_LOG_LEVELS:

@@ -37,7 +37,6 @@ import ssl
 from collections import deque
 from collections.abc import Generator
 from types import TracebackType
-from typing import Any
 from urllib.parse import quote, urlsplit
 
 import anyio
@@ -63,7 +62,7 @@ from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, describe_seconds
 from mcpl_host.jsonrpc.framing import ReadItem, gather, joined
 from mcpl_host.limits import Limits
-from mcpl_host.logging import LogBudget, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, Logger, Redactor, get_logger, log_value
 
 __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL_SECONDS",
@@ -132,7 +131,7 @@ class WebSocketTransport:
         *,
         limits: Limits | None = None,
         redactor: Redactor | None = None,
-        logger: Any = None,
+        logger: Logger | None = None,
     ) -> None:
         self._params = params
         self._limits = limits or Limits()
