@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, cast
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
-from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, finite_number, is_array, is_object
 from mcpl_host.logging import Logger
 from mcpl_host.mcp_records import Tool, read_tool
 
@@ -119,7 +119,7 @@ class Root:
         if not self.uri.startswith("file://"):
             raise ValueError(f'a root must be a file:// URI (MCP 2025-11-25 "Roots"), not {self.uri!r}')
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         out: dict[str, Any] = {"uri": self.uri}
         if self.name is not None:
             out["name"] = self.name
@@ -272,7 +272,7 @@ class SamplingResult:
         """A one-text-block answer."""
         return cls({"type": "text", "text": text}, model, stop_reason)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         out: dict[str, Any] = {"role": self.role, "content": self.content, "model": self.model}
         if self.stop_reason is not None:
             out["stopReason"] = self.stop_reason
@@ -422,7 +422,7 @@ class ElicitationResult:
     action: ElicitationAction
     content: dict[str, Any] | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         out: dict[str, Any] = {"action": self.action}
         if self.action == "accept" and self.content is not None:
             out["content"] = dict(self.content)

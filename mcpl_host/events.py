@@ -60,6 +60,7 @@ import anyio
 
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import RequestId
+from mcpl_host.jsonrpc.values import JSONObject, JSONValue
 from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
 
 __all__ = [
@@ -175,7 +176,7 @@ class Connecting:
     attempt: int
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"attempt": self.attempt}
 
 
@@ -208,7 +209,7 @@ class Ready:
     grants_nothing: bool | None = None
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return _connected_json(self)
 
 
@@ -234,14 +235,14 @@ class Degraded:
     reason: str
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         data = _connected_json(self)
         data["reason"] = self.reason
         return data
 
 
-def _connected_json(event: Ready | Degraded) -> dict[str, Any]:
-    data: dict[str, Any] = {
+def _connected_json(event: Ready | Degraded) -> JSONObject:
+    data: JSONObject = {
         "attempt": event.attempt,
         "serverName": event.server_name,
         "serverVersion": event.server_version,
@@ -278,7 +279,7 @@ class Disconnected:
     stderr_tail: list[str] = field(default_factory=list[str], repr=False)
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "attempt": self.attempt,
             "phase": self.phase,
@@ -301,7 +302,7 @@ class Reconnecting:
     delay_seconds: float
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"attempt": self.attempt, "delaySeconds": self.delay_seconds}
 
 
@@ -317,7 +318,7 @@ class GaveUp:
     window_seconds: float
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"reason": self.reason, "failures": self.failures, "windowSeconds": self.window_seconds}
 
 
@@ -341,8 +342,8 @@ class PushEvent:
     time: float = field(default_factory=_now)
     delivery: Delivery | None = field(default=None, compare=False, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {
             "id": self.id,
             "featureSet": self.feature_set,
             "eventId": self.event_id,
@@ -374,14 +375,14 @@ class ServerRequest:
     responder: Responder | None = field(default=None, compare=False, repr=False)
     delivery: Delivery | None = field(default=None, compare=False, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": self.id, "method": self.method, "params": self.params}
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {"id": self.id, "method": self.method, "params": self.params}
         if self.input_request:
             data["inputRequest"] = True
         return _outcome_json(data, self.answer, self.error)
 
 
-def _outcome_json(data: dict[str, Any], answer: object, error: dict[str, Any] | None) -> dict[str, Any]:
+def _outcome_json(data: JSONObject, answer: JSONValue, error: dict[str, Any] | None) -> JSONObject:
     if answer is not None:
         data["answer"] = answer
     if error is not None:
@@ -404,8 +405,8 @@ class ServerNotification:
     reason: str | None = None
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"method": self.method, "params": self.params}
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {"method": self.method, "params": self.params}
         if self.error is not None:
             data["error"] = self.error
             data["reason"] = self.reason
@@ -431,8 +432,8 @@ class Refusal:
     notification: bool = False
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {
             "id": self.id,
             "method": self.method,
             "params": self.params,
@@ -459,7 +460,7 @@ class HeldMessage:
     capability: str | None = None
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"method": self.method, "params": self.params, "id": self.id, "capability": self.capability}
 
 
@@ -480,7 +481,7 @@ class PolicyReceipt:
     defects: list[str] = field(default_factory=list[str])
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "accepted": self.accepted,
             "mode": self.mode,
@@ -503,7 +504,7 @@ class ManifestChange:
     impacts: tuple[Impact, ...]
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return ChangeReceipt(self.domains, self.impacts).to_json()
 
 
@@ -517,7 +518,7 @@ class ChannelsChanged:
     channels: list[dict[str, Any]] = _hidden()
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"channels": self.channels}
 
 
@@ -539,7 +540,7 @@ class Stalled:
     profile: str | None = None
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "explanation": self.explanation,
             "silentSeconds": self.silent_seconds,
@@ -583,7 +584,7 @@ def delivery_of(event: HostEvent) -> Delivery | None:
     return event.delivery if isinstance(event, (PushEvent, ServerRequest)) else None
 
 
-def event_json(event: HostEvent) -> dict[str, Any]:
+def event_json(event: HostEvent) -> JSONObject:
     """``{"server", "kind", "time", "data"}`` (``data``: ``event.to_json()``): what
     ``mcpl-host run --json`` prints, before redaction and with ``time`` in seconds."""
     return {"server": event.server, "kind": event.kind, "time": event.time, "data": event.to_json()}

@@ -83,7 +83,7 @@ from mcpl_host.jsonrpc.errors import (
     RequestEnded,
     RequestTimeout,
 )
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.limits import LimitExceeded, Limits
 from mcpl_host.link import AnswerHook
 from mcpl_host.listen import (
@@ -443,7 +443,7 @@ class PromptReference:
 
     name: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"type": "ref/prompt", "name": self.name}
 
 
@@ -453,7 +453,7 @@ class ResourceTemplateReference:
 
     uri: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"type": "ref/resource", "uri": self.uri}
 
 

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.mcpl.grants import VOCABULARY
 
 __all__ = [
@@ -161,7 +162,7 @@ class CompatNote:
             "the 0.4 profile (MCPL 0.5 disables the set)"
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         data: dict[str, Any] = {"kind": self.kind, "sentence": self.sentence}
         for key, value in (
             ("method", self.method),

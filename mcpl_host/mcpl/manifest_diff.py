@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpl_host.jsonrpc.errors import LocalProtocolError
-from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_list_or_tuple, is_mapping
 from mcpl_host.mcpl.grants import Grant, expand_advertisement
 from mcpl_host.mcpl.manifest import normalized_for_diff
 
@@ -232,7 +232,7 @@ class ChangeReceipt:
         """Whether any impact waits on a policy decision (resident or operator)."""
         return any(i.disposition == "decision-needed" for i in self.impacts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"domains": list(self.domains), "impacts": [i.to_json() for i in self.impacts]}
 
 
