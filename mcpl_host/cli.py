@@ -41,7 +41,7 @@ import functools
 import importlib
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -224,7 +224,7 @@ async def _probe(
     def shown(value: object) -> Any:
         return report.redact_json(value, conn.hosted.redactor)
 
-    def live(event: dict[str, Any]) -> None:
+    def live(event: Mapping[str, object]) -> None:
         assert out is not None
         watch.clear()
         report.render_event(out, shown(event))
@@ -311,7 +311,7 @@ async def _probe(
     return shown(doc), status
 
 
-def _notes(doc: dict[str, Any]) -> list[Any]:
+def _notes(doc: Mapping[str, object]) -> list[Any]:
     compat = doc.get("compat")
     notes = compat.get("notes") if is_object(compat) else None
     return list(notes) if is_array(notes) else []

@@ -36,7 +36,7 @@ Rules of this module:
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
@@ -133,7 +133,7 @@ def _capabilities(conn: ServerConnection) -> dict[str, Any]:
     return info.capabilities if info is not None else {}
 
 
-def _progress_line(params: dict[str, Any]) -> None:
+def _progress_line(params: Mapping[str, object]) -> None:
     progress, total, message = params.get("progress"), params.get("total"), params.get("message")
     line = f"progress {report.safe_text(progress, max_chars=40)}"
     if total is not None:

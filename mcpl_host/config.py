@@ -60,7 +60,7 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -758,7 +758,7 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
         return None
 
 
-def _transport(entry: dict[str, Any], loc: str, p: _Problems) -> Transport | None:
+def _transport(entry: Mapping[str, object], loc: str, p: _Problems) -> Transport | None:
     if "transport" in entry and "type" in entry:
         p.add(_at(loc, "type"), 'give "transport" or "type", not both')
         return None
@@ -803,7 +803,7 @@ def _feature_sets(value: object, loc: str, p: _Problems) -> FeatureSetPolicy:
     return FeatureSetPolicy(enabled=enabled, disabled=disabled or ())
 
 
-def _limits(entry: dict[str, Any], loc: str, p: _Problems) -> Limits:
+def _limits(entry: Mapping[str, object], loc: str, p: _Problems) -> Limits:
     """The entry's ``Limits``: the defaults, changed by ``timeouts``, ``maxLineBytes`` and
     ``limits`` (each field given once; values per ``limits.limit_problem``)."""
     changes: dict[str, Any] = {}

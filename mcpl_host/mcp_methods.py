@@ -187,7 +187,12 @@ class InputRefused(MCPLHostError):
     key, ``error``: the JSON-RPC error object the handler raised."""
 
     def __init__(
-        self, request: str, key: str, method: str, error: dict[str, Any], redactor: Redactor | None = None
+        self,
+        request: str,
+        key: str,
+        method: str,
+        error: Mapping[str, object],
+        redactor: Redactor | None = None,
     ) -> None:
         super().__init__(
             f"the input request {log_value(key, redactor, max_units=40)} ({method}) of {request} was refused:"
@@ -218,7 +223,7 @@ class _Attempt:
 
     __slots__ = ("ending", "error", "filter", "honored", "id", "refetch")
 
-    def __init__(self, wanted: dict[str, Any], *, refetch: bool = False) -> None:
+    def __init__(self, wanted: Mapping[str, object], *, refetch: bool = False) -> None:
         self.filter = wanted
         self.refetch = refetch  # it follows a lost stream: list again once acknowledged
         self.id: int | None = None
@@ -857,7 +862,7 @@ class MCPClient:
     async def _call(
         self,
         method: str,
-        params: dict[str, Any],
+        params: Mapping[str, object],
         *,
         timeout: Timeout,
         progress: ProgressCallback | None = None,

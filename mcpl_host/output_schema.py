@@ -37,7 +37,7 @@ Rules of this module:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -227,7 +227,7 @@ def _ready() -> None:
 
 async def check_structured_content(
     tool: str,
-    schema: dict[str, Any],
+    schema: Mapping[str, object],
     structured_content: object,
     *,
     max_schema_bytes: int,

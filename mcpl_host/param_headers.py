@@ -101,7 +101,7 @@ def _where(path: tuple[str, ...]) -> str:
 
 
 def _children(
-    schema: dict[str, Any], path: tuple[str, ...] | None
+    schema: Mapping[str, object], path: tuple[str, ...] | None
 ) -> list[tuple[tuple[str, ...] | None, Any]]:
     out: list[tuple[tuple[str, ...] | None, Any]] = []
     for keyword, value in schema.items():

@@ -20,6 +20,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -125,7 +126,7 @@ class InferenceReply(HostHandlers):
         self.text = text
 
     async def inference_request(
-        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
+        self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
     ) -> dict[str, Any]:
         chunks = [self.text[i : i + CHUNK_CHARS] for i in range(0, len(self.text), CHUNK_CHARS)] or [""]
         if stream is not None:

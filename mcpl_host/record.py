@@ -12,6 +12,7 @@ counted, with its bytes. ``omitted()`` is what the report says it left out
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,7 @@ class EventRecord:
         self.kept_bytes += size
         return shown
 
-    def _shortened(self, event: dict[str, Any]) -> dict[str, Any]:
+    def _shortened(self, event: Mapping[str, object]) -> dict[str, Any]:
         """``event`` without the fields of ``CUT_FIELDS`` it needs to lose to fit, and
         ``omitted``: ``{"fields": [...], "bytes": N}`` (N: their
         compact JSON). Bounded even when every other field is large: those fields are the

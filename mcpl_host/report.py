@@ -33,6 +33,7 @@ import datetime
 import json
 import os
 import sys
+from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 
 import orjson
@@ -186,7 +187,7 @@ def _mcpl_state(conn: ServerConnection) -> dict[str, Any]:
     return data
 
 
-def state_line(state: dict[str, Any]) -> str:
+def state_line(state: Mapping[str, object]) -> str:
     """The MCPL state of a (redacted) ``mcplState`` in one line."""
     kind = state.get("state")
     profile = f"profile {state.get('profile')}, {state.get('profileReason')}" if state.get("profile") else ""
@@ -286,7 +287,7 @@ def _dumps(value: object, *, indent: bool = False) -> bytes:
         return json.dumps(safe, default=repr, indent=2 if indent else None, allow_nan=False).encode()
 
 
-def print_json(doc: dict[str, Any]) -> None:
+def print_json(doc: Mapping[str, object]) -> None:
     """Write ``doc`` to stdout as one JSON document (indent 2), then a newline."""
     data = _dumps(doc, indent=True)
     try:
@@ -394,7 +395,7 @@ def _names(values: Any) -> Text:
     return Text(", ".join(safe_text(v) for v in values)) if values else _none()
 
 
-def _capabilities(capabilities: dict[str, Any]) -> Text:
+def _capabilities(capabilities: Mapping[str, object]) -> Text:
     parts: list[str] = []
     for name, value in capabilities.items():
         flags = (
@@ -406,7 +407,7 @@ def _capabilities(capabilities: dict[str, Any]) -> Text:
     return _names(parts)
 
 
-def _manifest(mcpl: dict[str, Any]) -> Text:
+def _manifest(mcpl: Mapping[str, object]) -> Text:
     text = Text(f"version {safe_text(mcpl.get('version'))}")
     if "revision" in mcpl:
         text.append(f", revision {safe_text(mcpl.get('revision'))}")
@@ -454,7 +455,7 @@ def _feature_set_lines(rows: list[Any]) -> Text:
     return text
 
 
-def _receipt(grant: dict[str, Any], state: dict[str, Any]) -> Text:
+def _receipt(grant: Mapping[str, object], state: Mapping[str, object]) -> Text:
     receipt = grant.get("receipt")
     if receipt is None and state.get("policyForm") == "notification":
         return Text("none: the policy was sent as a notification", style="yellow")
@@ -511,7 +512,7 @@ def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Te
     return table
 
 
-def _tool_row(tool: dict[str, Any]) -> list[Text]:
+def _tool_row(tool: Mapping[str, object]) -> list[Text]:
     schema = v if is_object(v := tool.get("inputSchema")) else {}
     props = v if is_object(v := schema.get("properties")) else {}
     return [
@@ -521,7 +522,7 @@ def _tool_row(tool: dict[str, Any]) -> list[Text]:
     ]
 
 
-def _prompt_row(prompt: dict[str, Any]) -> list[Text]:
+def _prompt_row(prompt: Mapping[str, object]) -> list[Text]:
     args = [a for a in _list(prompt.get("arguments")) if is_object(a)]
     required = [a.get("name") for a in args if a.get("required")]
     return [
@@ -531,11 +532,11 @@ def _prompt_row(prompt: dict[str, Any]) -> list[Text]:
     ]
 
 
-def _resource_row(resource: dict[str, Any]) -> list[Text]:
+def _resource_row(resource: Mapping[str, object]) -> list[Text]:
     return [_text(resource.get(key)) for key in ("uri", "name", "mimeType", "description")]
 
 
-def _template_row(template: dict[str, Any]) -> list[Text]:
+def _template_row(template: Mapping[str, object]) -> list[Text]:
     return [_text(template.get(key)) for key in ("uriTemplate", "name", "description")]
 
 
@@ -551,7 +552,7 @@ _TABLES = (
 _ERAS = {"handshake": "handshake era: initialize", "stateless": "stateless: server/discover"}
 
 
-def _protocol(doc: dict[str, Any]) -> Text:
+def _protocol(doc: Mapping[str, object]) -> Text:
     """The protocol version and, when known, the era it was reached by and what the era
     probe did (docs/protocol.md S8: ``server/discover: the server exited with status 0
     before answering; then initialize on a restarted server``)."""
@@ -569,7 +570,7 @@ def _protocol(doc: dict[str, Any]) -> Text:
     return text
 
 
-def render_report(console: Console, doc: dict[str, Any]) -> None:
+def render_report(console: Console, doc: Mapping[str, object]) -> None:
     """Print the server panel, the grant panel (with the MCPL state line, the profile and the
     feature sets) and the tables of a (redacted) probe doc."""
     server = _obj(doc.get("server"))
@@ -663,7 +664,7 @@ def log_message_summary(params: object) -> str | None:
     return f"{head}: {safe_text(entry['data'], max_chars=MAX_EVENT_CHARS)}"
 
 
-def _event_summary(event: dict[str, Any]) -> str:
+def _event_summary(event: Mapping[str, object]) -> str:
     params = event.get("params")
     if event.get("method") == "notifications/message":
         summary = log_message_summary(params)
@@ -708,7 +709,7 @@ def _answered(answer: object) -> tuple[str, str]:
     return "  → answered", "green"
 
 
-def refusal_text(error: dict[str, Any]) -> str:
+def refusal_text(error: Mapping[str, object]) -> str:
     """``refused -32002 Capability denied: ... (pushEvents)`` from a (redacted) error object."""
     text = f"refused {error.get('code')} {safe_text(error.get('message'))}"
     data = error.get("data")
@@ -717,7 +718,7 @@ def refusal_text(error: dict[str, Any]) -> str:
     return text
 
 
-def render_event(console: Console, event: dict[str, Any]) -> None:
+def render_event(console: Console, event: Mapping[str, object]) -> None:
     """Print one (redacted) event as one line: time, kind, method, summary, outcome."""
     clock = str(event.get("time", ""))[11:23]  # HH:MM:SS.mmm of the ISO 8601 time
     head = Text(f"{clock}  ", style="dim")
@@ -758,7 +759,7 @@ def render_omitted(console: Console, omitted: dict[str, int]) -> None:
         console.print(Text(f"left out of the record: {left_out}", style="yellow"))
 
 
-def omitted_sentence(doc: dict[str, Any]) -> str | None:
+def omitted_sentence(doc: Mapping[str, object]) -> str | None:
     """What the record of events left out (``eventsOmitted`` of a probe doc), or None."""
     omitted = _obj(doc.get("eventsOmitted"))
     parts: list[str] = []
@@ -798,7 +799,7 @@ def render_events(console: Console, events: list[dict[str, Any]]) -> None:
             render_event(console, event)
 
 
-def failure_sentence(error: dict[str, Any]) -> str:
+def failure_sentence(error: Mapping[str, object]) -> str:
     """``Error: <message> (code N)`` on one line, from a (redacted) error object."""
     message = safe_text(error.get("message"), max_chars=1000)
     code = error.get("code")
@@ -811,7 +812,7 @@ def failure_sentence(error: dict[str, Any]) -> str:
 MAX_CHAIN = 12
 
 
-def error_chain(doc: dict[str, Any], exc: BaseException | None = None) -> list[str]:
+def error_chain(doc: Mapping[str, object], exc: BaseException | None = None) -> list[str]:
     """What went wrong before the last error, oldest first (module rules): from the
     (unredacted) probe ``doc`` and the exception's causes. Sentences; server text escaped
     by the caller (``redact_json``, then ``safe_text`` when shown)."""
@@ -840,7 +841,7 @@ def error_chain(doc: dict[str, Any], exc: BaseException | None = None) -> list[s
     return chain[:MAX_CHAIN]
 
 
-def render_failure(console: Console, error: dict[str, Any]) -> None:
+def render_failure(console: Console, error: Mapping[str, object]) -> None:
     """The failure sentence, the chain of what went wrong before it, and the server's stderr
     tail (all already redacted)."""
     console.print(Text(failure_sentence(error), style="bold red"), soft_wrap=True)
@@ -908,7 +909,7 @@ def _iso_time(seconds: object) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+def run_event(event: Mapping[str, object], redactor: Redactor) -> dict[str, Any]:
     """An ``events.event_json(event)`` as ``mcpl-host run`` shows it: ``time`` as ISO 8601 UTC,
     ``server``, ``kind``, and ``data`` with the server's secrets redacted."""
     return {
@@ -971,7 +972,7 @@ def render_run_end(console: Console, interrupted: bool) -> None:
     )
 
 
-def _outcome(data: dict[str, Any]) -> tuple[str, str]:
+def _outcome(data: Mapping[str, object]) -> tuple[str, str]:
     error = data.get("error")
     if is_object(error):
         return f"  → {refusal_text(error)}", "red"
@@ -980,7 +981,7 @@ def _outcome(data: dict[str, Any]) -> tuple[str, str]:
     return "  → waiting for the application", "yellow"
 
 
-def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
+def _run_summary(kind: str, d: Mapping[str, object]) -> tuple[str, str]:
     """(text, style) for one event's data (already redacted)."""
     if kind == "connecting":
         return f"attempt {d.get('attempt')}", "dim"
@@ -1046,7 +1047,7 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
     return summary + _outcome(d)[0], _outcome(d)[1]  # server_request, refused
 
 
-def run_event_text(event: dict[str, Any], *, server: bool = True) -> tuple[Text, Text]:
+def run_event_text(event: Mapping[str, object], *, server: bool = True) -> tuple[Text, Text]:
     """One (redacted) ``run_event`` as (time, the rest: server unless not ``server``, kind,
     summary), for ``print_event_line``."""
     text, style = _run_summary(str(event.get("kind")), _obj(event.get("data")))
@@ -1059,6 +1060,6 @@ def run_event_text(event: dict[str, Any], *, server: bool = True) -> tuple[Text,
     return head, line
 
 
-def render_run_event(console: Console, event: dict[str, Any]) -> None:
+def render_run_event(console: Console, event: Mapping[str, object]) -> None:
     """Print one (redacted) ``run_event`` as one line: time, server, kind, summary."""
     print_event_line(console, *run_event_text(event))

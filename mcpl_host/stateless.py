@@ -459,7 +459,7 @@ class InputRequired:
 
 
 def input_required(
-    result: dict[str, Any], method: str, *, max_requests: int, redactor: Redactor | None = None
+    result: Mapping[str, object], method: str, *, max_requests: int, redactor: Redactor | None = None
 ) -> InputRequired:
     """Read an ``InputRequiredResult`` of ``method``; ``redactor`` hides the server's secrets
     in what an error names.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import socket
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from rich.console import Console
@@ -252,7 +252,7 @@ def _xml_safe(value: object) -> Any:
     return value
 
 
-def junit_xml(doc: dict[str, Any]) -> bytes:
+def junit_xml(doc: Mapping[str, object]) -> bytes:
     """JUnit XML of a (redacted) document (module rules), UTF-8 with its declaration; a
     character XML 1.0 cannot hold (XML 1.0 §2.2: NUL, most controls, U+FFFE, a lone
     surrogate) is shown as its escape, so the file parses whatever the server sent."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -298,7 +298,7 @@ def init_discover(ev: RunEvidence) -> Verdict:
 
 
 @_given(_initialize_result)
-def init_protocol_version(result: dict[str, Any]) -> Verdict:
+def init_protocol_version(result: Mapping[str, object]) -> Verdict:
     version = result.get("protocolVersion")
     if not isinstance(version, str):
         return _failed(
@@ -315,7 +315,7 @@ def init_protocol_version(result: dict[str, Any]) -> Verdict:
 
 
 @_given(_initialize_result)
-def init_server_info(result: dict[str, Any]) -> Verdict:
+def init_server_info(result: Mapping[str, object]) -> Verdict:
     info = result.get("serverInfo")
     found = schemas.problems("Implementation", info)
     shown = as_object(info)
@@ -325,7 +325,7 @@ def init_server_info(result: dict[str, Any]) -> Verdict:
 
 
 @_given(_initialize_result)
-def init_capabilities(result: dict[str, Any]) -> Verdict:
+def init_capabilities(result: Mapping[str, object]) -> Verdict:
     capabilities = result.get("capabilities")
     found = schemas.problems("ServerCapabilities", capabilities)
     if found:
@@ -1145,13 +1145,15 @@ def push_featureset_declared(main: MainEvidence) -> Verdict:
     return _judge_messages(main, frozenset({"push/event"}), judge, "no push/event was seen")
 
 
-def _declared_then(main: MainEvidence, params: dict[str, Any], problems: list[str]) -> list[str]:
+def _declared_then(main: MainEvidence, params: Mapping[str, object], problems: list[str]) -> list[str]:
     """The feature-set problem of ``params`` (if any), then ``problems``."""
     problem = _feature_set_problem(main, params, ready=False)
     return [*([problem] if problem else []), *problems]
 
 
-def _item_problems(params: dict[str, Any], key: str, problem_of: Callable[[Any], str | None]) -> list[str]:
+def _item_problems(
+    params: Mapping[str, object], key: str, problem_of: Callable[[Any], str | None]
+) -> list[str]:
     """``problem_of`` each item of the array ``params[key]``, as ``key[index]: problem``."""
     items = as_list(params.get(key)) or []
     return [

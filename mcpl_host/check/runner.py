@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 import secrets as random_tokens
 import signal
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,7 +154,7 @@ class CheckHandlers(HostHandlers):
         )
 
     async def inference_request(
-        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
+        self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
     ) -> dict[str, Any]:
         if stream is not None:
             stream.send(self.REPLY)

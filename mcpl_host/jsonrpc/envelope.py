@@ -23,6 +23,7 @@ Python trap: ``bool`` is a subclass of ``int``, so ``True`` is not a number id h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, TypeAlias
 
@@ -207,7 +208,7 @@ def classify(value: object) -> Envelope:
     return Notification(method=method, params=value.get("params"))
 
 
-def _response(value: dict[str, Any], id_value: object) -> Response:
+def _response(value: Mapping[str, object], id_value: object) -> Response:
     # "error": null beside a result is read as no error (sloppy servers send both members).
     has_error = "error" in value and not (value["error"] is None and "result" in value)
     return Response(

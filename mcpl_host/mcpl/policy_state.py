@@ -29,6 +29,7 @@ Rules (the policy exchange as a state machine; the I/O shell is ``services.negot
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
@@ -184,7 +185,7 @@ class PolicyState:
         self.state = MCPLState.PENDING
         return list(self.feature_sets.problems)
 
-    def _advertise(self, manifest: dict[str, Any]) -> None:
+    def _advertise(self, manifest: Mapping[str, object]) -> None:
         self.advertised = expand_advertisement(manifest, tools=self.tools)
         self.bound = widen(self.advertised) if self.lenient else self.advertised
         self.feature_sets = read_feature_sets(manifest)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["PushService", "checked_result", "event_fingerprint"]
 
 
-def event_fingerprint(params: dict[str, Any]) -> int:
+def event_fingerprint(params: Mapping[str, object]) -> int:
     """A digest of a push's params (keys sorted), to tell a retry from a reused id: Python's
     keyed 64-bit hash of their JSON text (it never leaves the process)."""
     try:
@@ -63,7 +64,7 @@ def checked_result(method: str, result: Any, problems: list[str], log: Logger) -
     return dict(result)
 
 
-def _kept(result: dict[str, Any]) -> bytes | dict[str, Any]:
+def _kept(result: Mapping[str, object]) -> bytes | dict[str, Any]:
     """A result as the window keeps it: its JSON text (what the wire got), else a copy."""
     try:
         return orjson.dumps(result)
@@ -178,7 +179,7 @@ class PushService:
             event_id=ServerValue(event_id, self._redactor),
         )
 
-    def _event(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _event(self, params: Mapping[str, object]) -> dict[str, Any]:
         """The handler's copy of ``params``, its ``tags`` (only if sent) closed (§16.3)."""
         event = dict(params)
         if "tags" in params:

@@ -161,7 +161,7 @@ async def before_inference_fanout(
 # --- inference/lifecycle ---------------------------------------------------------------------
 
 
-def _notify(conn: MCPLPeer, method: str, params: dict[str, Any]) -> bool:
+def _notify(conn: MCPLPeer, method: str, params: Mapping[str, object]) -> bool:
     """Best-effort notification: False (and a debug line) when it cannot be written."""
     try:
         conn.mcp.notify_nowait(method, params)

@@ -27,7 +27,7 @@ Rules of this module:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -221,7 +221,7 @@ class ShellHandlers(HostHandlers):
         return await self.held.hold(self.server, context.method, params, self.timeout)
 
     async def inference_request(
-        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
+        self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
     ) -> dict[str, Any]:
         text = await self.answer(context, params)
         if stream is not None:
