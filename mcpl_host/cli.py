@@ -77,7 +77,7 @@ from mcpl_host.events import (
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.limits import (
     DEFAULT_HEALTH_TIMEOUT_SECONDS,
     DEFAULT_PROCESS_TREE_SCAN_SECONDS,
@@ -152,7 +152,7 @@ class ProbeRecorder:
         if not isinstance(event, (PushEvent, ServerRequest, ServerNotification, Refusal)):
             return
         method = "push/event" if isinstance(event, PushEvent) else event.method
-        outcome: dict[str, Any] = {}
+        outcome: JSONObject = {}
         if isinstance(event, (PushEvent, ServerRequest)) and event.answer is not None:
             outcome["answer"] = event.answer
         if event.error is not None:

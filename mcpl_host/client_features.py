@@ -120,7 +120,7 @@ class Root:
             raise ValueError(f'a root must be a file:// URI (MCP 2025-11-25 "Roots"), not {self.uri!r}')
 
     def to_json(self) -> JSONObject:
-        out: dict[str, Any] = {"uri": self.uri}
+        out: JSONObject = {"uri": self.uri}
         if self.name is not None:
             out["name"] = self.name
         if self.meta is not None:
@@ -273,7 +273,7 @@ class SamplingResult:
         return cls({"type": "text", "text": text}, model, stop_reason)
 
     def to_json(self) -> JSONObject:
-        out: dict[str, Any] = {"role": self.role, "content": self.content, "model": self.model}
+        out: JSONObject = {"role": self.role, "content": self.content, "model": self.model}
         if self.stop_reason is not None:
             out["stopReason"] = self.stop_reason
         if self.meta is not None:
@@ -423,7 +423,7 @@ class ElicitationResult:
     content: dict[str, Any] | None = None
 
     def to_json(self) -> JSONObject:
-        out: dict[str, Any] = {"action": self.action}
+        out: JSONObject = {"action": self.action}
         if self.action == "accept" and self.content is not None:
             out["content"] = dict(self.content)
         return out
@@ -529,7 +529,7 @@ class ClientFeatures:
         ClientCapabilities): ``roots`` with ``listChanged`` (MCP 2026-07-28 has no
         ``listChanged``: with ``stateless``, ``roots: {}``), ``sampling`` (with ``tools``
         when the handler supports tool use), ``elicitation`` with each mode served."""
-        out: dict[str, Any] = {}
+        out: JSONObject = {}
         if self.roots is not None:
             out["roots"] = {} if stateless else {"listChanged": True}
         if self.sampling is not None:

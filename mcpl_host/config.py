@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_problem, limits_with
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
@@ -806,7 +806,7 @@ def _feature_sets(value: object, loc: str, p: _Problems) -> FeatureSetPolicy:
 def _limits(entry: Mapping[str, object], loc: str, p: _Problems) -> Limits:
     """The entry's ``Limits``: the defaults, changed by ``timeouts``, ``maxLineBytes`` and
     ``limits`` (each field given once; values per ``limits.limit_problem``)."""
-    changes: dict[str, Any] = {}
+    changes: JSONObject = {}
     given_at: dict[str, str] = {}  # field -> where the entry sets it
     block = p.obj(entry.get("timeouts", _ABSENT), _at(loc, "timeouts"), known=_TIMEOUTS) or {}
     for key in (key for key in block if key in _TIMEOUTS):

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from mcpl_host.jsonrpc.errors import InitializeError
 from mcpl_host.jsonrpc.session import DroppedLine, LookAlikeResponse
-from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_object
 from mcpl_host.logging import Redactor, log_value
 
 __all__ = [
@@ -76,7 +76,7 @@ def client_capabilities(
     negotiation; MCPL §5.2): ``features`` (``ClientFeatures.capabilities()``: ``roots``,
     ``sampling``, ``elicitation``, each only when served) and, unless None, the MCPL
     advertisement as ``experimental.mcpl``."""
-    capabilities: dict[str, Any] = {key: dict(value) for key, value in (features or {}).items()}
+    capabilities: JSONObject = {key: dict(value) for key, value in (features or {}).items()}
     if mcpl_advertisement is not None:
         capabilities["experimental"] = {"mcpl": dict(mcpl_advertisement)}
     return capabilities

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
-from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_object
 
 __all__ = [
     "ACKNOWLEDGED",
@@ -78,7 +78,7 @@ def wanted_filter(
     nothing to listen for. ``capabilities``: the server's (its discover result);
     ``listed``: the lists the application listed (``"tools"``, ``"resources"``,
     ``"prompts"``); ``resources``: the URIs it subscribed to."""
-    wanted: dict[str, Any] = {}
+    wanted: JSONObject = {}
     for name, key in FILTER_KEYS.items():
         if name in listed and _capability(capabilities, name).get("listChanged") is True:
             wanted[key] = True

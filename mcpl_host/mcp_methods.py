@@ -890,7 +890,7 @@ class MCPClient:
         )
 
     async def _answer_inputs(self, method: str, requests: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
-        responses: dict[str, Any] = {}
+        responses: JSONObject = {}
         for key, (wanted, _params) in requests.items():
             if self._features is None or not self._features.serves(wanted):
                 raise RemoteProtocolError(
@@ -969,7 +969,7 @@ class MCPClient:
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
     ) -> GetPromptResult:
         """``prompts/get``; ``arguments`` is sent whenever given, ``{}`` included."""
-        params: dict[str, Any] = {"name": name}
+        params: JSONObject = {"name": name}
         if arguments is not None:
             params["arguments"] = arguments
         return get_prompt_result(await self._call("prompts/get", params, timeout=timeout))
@@ -988,7 +988,7 @@ class MCPClient:
         """``completion/complete`` (MCP 2025-11-25 "Utilities: Completion"): values for
         ``argument`` of a prompt or resource template, given its partial ``value`` and the
         ``context`` arguments already chosen."""
-        params: dict[str, Any] = {"ref": ref.to_json(), "argument": {"name": argument, "value": value}}
+        params: JSONObject = {"ref": ref.to_json(), "argument": {"name": argument, "value": value}}
         if context is not None:
             params["context"] = {"arguments": dict(context)}
         result = _object(

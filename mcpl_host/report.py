@@ -43,7 +43,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, escape_text, json_safe
 from mcpl_host.mcpl.policy_state import MCPLState
 
@@ -150,7 +150,7 @@ def _feature_sets(conn: ServerConnection) -> list[dict[str, Any]]:
     derivation = conn.policy.state.derivation
     rows: list[dict[str, Any]] = []
     for name, declared in conn.policy.state.feature_sets.sets.items():
-        row: dict[str, Any] = {"name": name, "description": declared.description, "uses": list(declared.uses)}
+        row: JSONObject = {"name": name, "description": declared.description, "uses": list(declared.uses)}
         if derivation is None:  # no grant in force: nothing is enabled
             row.update(
                 enabled=False, reason="not_in_force" if conn.mcpl_state is MCPLState.PENDING else "mcpl_off"
@@ -172,7 +172,7 @@ def _mcpl_state(conn: ServerConnection) -> dict[str, Any]:
     state = conn.mcpl_state
     choice = conn.policy.state.choice
     policy = conn.policy.state
-    data: dict[str, Any] = {"state": state.value}
+    data: JSONObject = {"state": state.value}
     if choice is not None:
         data.update(profile=choice.profile, profileReason=choice.reason)
     if state is MCPLState.READY:

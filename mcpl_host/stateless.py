@@ -41,7 +41,7 @@ from typing import Any, Literal, cast
 
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS, ServerInfo
 from mcpl_host.jsonrpc.errors import InitializeError, RemoteProtocolError
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, log_value
 
 __all__ = [
@@ -192,7 +192,7 @@ def request_meta(
     """The reserved ``_meta`` keys of one stateless request (MCP 2026-07-28 "Overview",
     per-request protocol fields): protocol version, client capabilities, client info and,
     when set, the least log level the server should emit."""
-    meta: dict[str, Any] = {
+    meta: JSONObject = {
         PROTOCOL_VERSION_KEY: version,
         CLIENT_CAPABILITIES_KEY: dict(capabilities),
         CLIENT_INFO_KEY: dict(client_info),

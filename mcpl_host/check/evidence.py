@@ -35,6 +35,7 @@ from mcpl_host.jsonrpc.envelope import (
     classify,
 )
 from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem, loads_line, peek_envelope
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.mcpl.server_shapes import SERVER_METHODS
 
@@ -143,7 +144,7 @@ def classify_line(item: ReadItem, *, max_message_bytes: int) -> dict[str, Any]:
             "head": item.head[:HEAD_CHARS].decode("utf-8", "replace"),
         }
     head = item[: HEAD_CHARS * 4].decode("utf-8", "replace")[:HEAD_CHARS]
-    fields: dict[str, Any] = {"size": len(item), "head": head}
+    fields: JSONObject = {"size": len(item), "head": head}
     try:
         value = loads_line(item)
     except ValueError:

@@ -83,6 +83,7 @@ from mcpl_host.jsonrpc.errors import (
     UnreadableAnswer,
 )
 from mcpl_host.jsonrpc.framing import ReadItem, dumps_message
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
@@ -285,7 +286,7 @@ def example_arguments(input_schema: object) -> dict[str, Any] | None:
     properties = as_object(schema.get("properties", {}))
     if required is None or properties is None:
         return None
-    arguments: dict[str, Any] = {}
+    arguments: JSONObject = {}
     for name in required:
         spec = as_object(properties.get(name)) if isinstance(name, str) else None
         if spec is None or not isinstance(name, str):
@@ -778,7 +779,7 @@ class _RawSession:
             if message is None or message.direction != "in" or message.kind != "request":
                 continue
             if message.method == "ping":
-                answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id, "result": {}}
+                answer: JSONObject = {"jsonrpc": "2.0", "id": message.id, "result": {}}
             else:
                 answer = {
                     "jsonrpc": "2.0",
@@ -921,7 +922,7 @@ class _RawSession:
         probes["unknown-method"] = await self.probe(
             "unknown-method", request(f"{_ID}unknown", f"{_ID}no-such-method", {}), ids=[f"{_ID}unknown"]
         )
-        invalid: dict[str, Any] = {"jsonrpc": "2.0", "id": f"{_ID}invalid", "method": 7, "params": {}}
+        invalid: JSONObject = {"jsonrpc": "2.0", "id": f"{_ID}invalid", "method": 7, "params": {}}
         probes["invalid-request"] = await self.probe(
             "invalid-request", dumps_message(invalid), ids=[f"{_ID}invalid"], null=True
         )

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
-from mcpl_host.jsonrpc.values import is_mapping, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping, is_object
 from mcpl_host.mcpl.compat import CompatNote, Profile
 from mcpl_host.mcpl.feature_sets import (
     FEATURE_SET_METHODS,
@@ -206,7 +206,7 @@ def denial_reason(path: str, view: AdmissionView) -> DenialReason:
 
 
 def _denied(path: str, feature_set: str | None = None, reason: DenialReason | None = None) -> HandlerError:
-    data: dict[str, Any] = {"capability": path}
+    data: JSONObject = {"capability": path}
     if feature_set is not None:
         data["featureSet"] = feature_set
     message = "Capability denied" if reason is None else f"Capability denied: {DENIAL_TEXT[reason]}"

@@ -163,7 +163,7 @@ class CompatNote:
         )
 
     def to_json(self) -> JSONObject:
-        data: dict[str, Any] = {"kind": self.kind, "sentence": self.sentence}
+        data: JSONObject = {"kind": self.kind, "sentence": self.sentence}
         for key, value in (
             ("method", self.method),
             ("featureSet", self.feature_set),

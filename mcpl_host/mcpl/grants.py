@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 
 __all__ = [
     "PATTERN_HINTS",
@@ -210,7 +210,7 @@ class Grant:
         """``featureSets/update`` params for this grant (MCPL §5.3): ``effectiveCapabilities``
         always (empty list when nothing is granted), ``deniedCapabilities`` when non-empty.
         No path is ever in both (MCPL §5.4)."""
-        params: dict[str, Any] = {"effectiveCapabilities": sorted(self.paths)}
+        params: JSONObject = {"effectiveCapabilities": sorted(self.paths)}
         if self.denied:
             params["deniedCapabilities"] = sorted(self.denied)
         return params

@@ -50,7 +50,7 @@ import rfc8785
 
 from mcpl_host.json_size import json_depth_beyond, json_size
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.jsonrpc.values import is_array, is_list_or_tuple, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_list_or_tuple, is_mapping
 from mcpl_host.limits import DEFAULT_MANIFEST_FETCH_WINDOW_SECONDS, DEFAULT_MAX_MANIFEST_FETCHES, Limits
 
 __all__ = [
@@ -168,7 +168,7 @@ class _Normalizer:
             raise DigestError(code, where)
 
     def manifest(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+        out: JSONObject = {}
         for key, value in manifest.items():
             if key == "revision":
                 continue  # Root only: a nested "revision" is content.

@@ -37,7 +37,7 @@ from fnmatch import fnmatchcase
 from typing import Any, TypeGuard
 
 from mcpl_host.json_size import json_size
-from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_mapping
 from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, config_key
 
 __all__ = [
@@ -213,7 +213,7 @@ class ItemResult:
     limit: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
-        item: dict[str, Any] = {"id": self.id, "accepted": self.accepted}
+        item: JSONObject = {"id": self.id, "accepted": self.accepted}
         if self.reason is not None:
             item["reason"] = self.reason
         if self.limit is not None:

@@ -34,7 +34,7 @@ from typing_extensions import TypeIs
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.inbound import BackgroundJob
 from mcpl_host.jsonrpc.errors import HandlerError
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_TAGS
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, admit_channel_message
@@ -135,7 +135,7 @@ class ChannelService:
                 reason = "internal_error"
             else:
                 if _is_conversation(conversation):
-                    result: dict[str, Any] = {"messageId": message_id, "accepted": True}
+                    result: JSONObject = {"messageId": message_id, "accepted": True}
                     if conversation is not None:
                         result["conversationId"] = conversation
                     return result

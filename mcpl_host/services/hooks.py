@@ -21,6 +21,7 @@ from typing import Any, Literal
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import MCPLHostError, RequestTimeout
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, before_inference_eligible
 from mcpl_host.mcpl.grants import NO_GRANT
@@ -95,7 +96,7 @@ class HookCalls:
         if grant is None or not self.eligible:
             return None
         name = self._requester.name
-        params: dict[str, Any] = {
+        params: JSONObject = {
             "inferenceId": inference_id,
             "conversationId": conversation_id,
             "turnIndex": turn_index,

@@ -34,6 +34,7 @@ import orjson
 
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import DEFAULT_MAX_TAGS
 from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcpl.server_shapes import GENERIC_REFUSAL, push_result_problems
@@ -75,7 +76,7 @@ def _kept(result: Mapping[str, object]) -> bytes | dict[str, Any]:
 def _recalled(kept: bytes | dict[str, Any]) -> dict[str, Any]:
     """A new dict of a result ``_kept`` earlier."""
     if isinstance(kept, bytes):
-        value: dict[str, Any] = orjson.loads(kept)
+        value: JSONObject = orjson.loads(kept)
         return value
     return dict(kept)
 
