@@ -65,6 +65,7 @@ from mcpl_host.coerce import (
 )
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import configure_logging, escape_text
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter
@@ -128,7 +129,7 @@ def _texts(blocks: object) -> list[str]:
     return [text for block in _objects(blocks) if isinstance(text := block.get("text"), str)]
 
 
-def _capabilities(conn: ServerConnection) -> dict[str, Any]:
+def _capabilities(conn: ServerConnection) -> JSONObject:
     info = conn.server_info
     return info.capabilities if info is not None else {}
 

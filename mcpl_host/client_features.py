@@ -524,7 +524,7 @@ class ClientFeatures:
             return self.elicitation is not None and bool(self.elicitation_modes)
         return False
 
-    def capabilities(self, *, stateless: bool = False) -> dict[str, Any]:
+    def capabilities(self, *, stateless: bool = False) -> JSONObject:
         """The client capabilities these handlers justify (MCP 2025-11-25 "Lifecycle",
         ClientCapabilities): ``roots`` with ``listChanged`` (MCP 2026-07-28 has no
         ``listChanged``: with ``stateless``, ``roots: {}``), ``sampling`` (with ``tools``
@@ -554,7 +554,7 @@ class ClientFeatureService:
 
     async def serve(
         self, context: RequestContext, params: object, *, input_request: bool = False
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """The result for ``context.method`` with ``params``; reported as a
         ``server_request`` observation (``inputRequest: true`` for an input request of an
         ``InputRequiredResult``, whose ``id`` is its key).
@@ -579,7 +579,7 @@ class ClientFeatureService:
             reporter.handled_request(context, params, answer=result, input_request=input_request)
         return result
 
-    async def _answer(self, context: RequestContext, params: object) -> dict[str, Any]:
+    async def _answer(self, context: RequestContext, params: object) -> JSONObject:
         features, method = self.features, context.method
         if method == "roots/list" and features.roots is not None:
             roots = await features.roots.list_roots(context)
@@ -599,6 +599,6 @@ class ClientFeatureService:
             return self._wrong(method, problems) if problems else answer.to_json()
         raise MethodNotFound(method)
 
-    def _wrong(self, method: str, problems: list[str]) -> dict[str, Any]:
+    def _wrong(self, method: str, problems: list[str]) -> JSONObject:
         self._log.error("handler returned a result of the wrong shape", method=method, problems=problems)
         raise HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error")

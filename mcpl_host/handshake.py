@@ -55,7 +55,7 @@ HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
 }
 
 
-def host_advertisement(*, inference_request: bool, model_info: bool) -> dict[str, Any]:
+def host_advertisement(*, inference_request: bool, model_info: bool) -> JSONObject:
     """The host's ``experimental.mcpl`` (MCPL §5.2): ``HOST_MCPL_ADVERTISEMENT`` without what
     the application does not serve. ``inference_request``: an inference provider answers
     ``inference/request`` (else ``inferenceRequest`` is not advertised); ``model_info``:
@@ -71,7 +71,7 @@ def host_advertisement(*, inference_request: bool, model_info: bool) -> dict[str
 
 def client_capabilities(
     features: dict[str, Any] | None = None, mcpl_advertisement: dict[str, Any] | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """The host's ``ClientCapabilities`` (MCP 2025-11-25 "Lifecycle", capability
     negotiation; MCPL §5.2): ``features`` (``ClientFeatures.capabilities()``: ``roots``,
     ``sampling``, ``elicitation``, each only when served) and, unless None, the MCPL
@@ -87,7 +87,7 @@ def initialize_params(
     client_version: str,
     mcpl_advertisement: dict[str, Any] | None = None,
     features: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Params of our ``initialize`` request (MCP 2025-11-25 "Lifecycle"; MCPL §5.2).
     ``mcpl_advertisement``: the host's ``experimental.mcpl``; None offers no MCPL.
     ``features``: the client feature capabilities served (``client_capabilities``)."""

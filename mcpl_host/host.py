@@ -76,6 +76,7 @@ from mcpl_host.events import (
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.hosted import HostedServer
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError, MCPLHostError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.server_connection import ServerConnection
@@ -226,7 +227,7 @@ class _DeliveringHandlers(HostHandlers):
         self._request_timeout = limits_timeout
         self._delivery_timeout = delivery_timeout
 
-    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> JSONObject:
         event = PushEvent(
             server=self._server,
             id=context.id,

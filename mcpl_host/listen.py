@@ -99,7 +99,7 @@ def subscription_id(params: object) -> Any:
     return meta.get(SUBSCRIPTION_ID_KEY) if is_object(meta) else None
 
 
-def acknowledged_filter(params: object) -> dict[str, Any]:
+def acknowledged_filter(params: object) -> JSONObject:
     """The filter an acknowledgment says the server honors (``{}`` when it sent none)."""
     honored = params.get("notifications") if is_object(params) else None
     return dict(honored) if is_object(honored) else {}

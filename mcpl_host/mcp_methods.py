@@ -175,7 +175,7 @@ LIST_CHANGED: dict[str, str] = {
 }
 
 
-def _object(result: object, method: str) -> dict[str, Any]:
+def _object(result: object, method: str) -> JSONObject:
     if not is_object(result):
         raise RemoteProtocolError(f"the server's {method} result is not a JSON object")
     return result
@@ -866,7 +866,7 @@ class MCPClient:
         *,
         timeout: Timeout,
         progress: ProgressCallback | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """One request, and on a stateless connection its retries while the server answers
         ``input_required`` (module rules). Raises ``RemoteProtocolError`` past
         ``limits.max_input_rounds`` rounds or for a malformed ``InputRequiredResult``,
@@ -889,7 +889,7 @@ class MCPClient:
             f"the server still asked for input after {rounds} retries of {method} (Limits.max_input_rounds)"
         )
 
-    async def _answer_inputs(self, method: str, requests: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
+    async def _answer_inputs(self, method: str, requests: Mapping[str, tuple[str, Any]]) -> JSONObject:
         responses: JSONObject = {}
         for key, (wanted, _params) in requests.items():
             if self._features is None or not self._features.serves(wanted):

@@ -21,12 +21,13 @@ Rules of this module:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
 from mcpl_host import report
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.mcpl.explain import CLI_SWITCH, Stall, silence_sentence, stall_verdict
 from mcpl_host.server_connection import ServerConnection
 
@@ -127,7 +128,7 @@ class InferenceReply(HostHandlers):
 
     async def inference_request(
         self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         chunks = [self.text[i : i + CHUNK_CHARS] for i in range(0, len(self.text), CHUNK_CHARS)] or [""]
         if stream is not None:
             for chunk in chunks:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpl_host.json_size import json_size
+from mcpl_host.jsonrpc.values import JSONObject
 
 __all__ = ["CUT_FIELDS", "EventRecord"]
 
@@ -41,7 +42,7 @@ class EventRecord:
     cut: int = 0
     cut_bytes: int = 0
 
-    def add(self, event: dict[str, Any]) -> dict[str, Any]:
+    def add(self, event: dict[str, Any]) -> JSONObject:
         """Keep ``event`` (a JSON object) if it fits, shortened if it is over
         ``max_event_bytes``; count it otherwise. Returns the form kept (the one to show),
         whether it was kept or not."""

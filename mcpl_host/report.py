@@ -168,7 +168,7 @@ def _feature_sets(conn: ServerConnection) -> list[dict[str, Any]]:
     return rows
 
 
-def _mcpl_state(conn: ServerConnection) -> dict[str, Any]:
+def _mcpl_state(conn: ServerConnection) -> JSONObject:
     state = conn.mcpl_state
     choice = conn.policy.state.choice
     policy = conn.policy.state

@@ -157,7 +157,7 @@ class EraProbe:
     outcome: str
     fallback: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JSONObject:
         """``{"sent", "outcome", "fallback"}``, as the probe's ``--json`` carries it."""
         return {"sent": self.sent, "outcome": self.outcome, "fallback": self.fallback}
 
@@ -188,7 +188,7 @@ def request_meta(
     client_info: Mapping[str, Any],
     capabilities: Mapping[str, Any],
     log_level: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The reserved ``_meta`` keys of one stateless request (MCP 2026-07-28 "Overview",
     per-request protocol fields): protocol version, client capabilities, client info and,
     when set, the least log level the server should emit."""
@@ -202,7 +202,7 @@ def request_meta(
     return meta
 
 
-def stamped(params: object, meta: Mapping[str, Any]) -> dict[str, Any]:
+def stamped(params: object, meta: Mapping[str, Any]) -> JSONObject:
     """A copy of request ``params`` (an object or None) whose ``_meta`` holds ``meta`` (our
     reserved keys win; the caller's other ``_meta`` keys, such as ``progressToken``, stay).
     Raises ``ValueError`` for params that are not an object (the revision's requests all
@@ -219,7 +219,7 @@ def stamped(params: object, meta: Mapping[str, Any]) -> dict[str, Any]:
 
 def discover_params(
     version: str, client_info: Mapping[str, Any], capabilities: Mapping[str, Any]
-) -> dict[str, Any]:
+) -> JSONObject:
     """Params of ``server/discover`` at ``version`` (MCP 2026-07-28 "server/discover")."""
     return {"_meta": request_meta(version, client_info, capabilities)}
 
@@ -500,9 +500,7 @@ def input_required(
     return InputRequired(requests, state)
 
 
-def retry_params(
-    params: Mapping[str, Any], responses: Mapping[str, Any], state: str | None
-) -> dict[str, Any]:
+def retry_params(params: Mapping[str, Any], responses: Mapping[str, Any], state: str | None) -> JSONObject:
     """The params of the retry of a request answered ``input_required``: the original
     params with ``inputResponses`` (by key) and, only when the server sent one, the exact
     ``requestState`` (MCP 2026-07-28 "Multi Round-Trip Requests", client requirements)."""

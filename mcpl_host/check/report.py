@@ -37,7 +37,7 @@ from rich.text import Text
 import mcpl_host
 from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.registry import CATEGORIES, STATUSES, CheckResult, summary
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, xml_text
 from mcpl_host.mcpl.feature_sets import read_feature_sets
 from mcpl_host.report import redact_json, safe_text
@@ -84,7 +84,7 @@ def build_document(
     duration_seconds: float,
     exit_status: int,
     redactor: Redactor | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The JSON report (``report.schema.json``), redacted with ``redactor``."""
     counts = summary(results)
     doc: dict[str, Any] = {

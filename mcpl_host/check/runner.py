@@ -156,7 +156,7 @@ class CheckHandlers(HostHandlers):
 
     async def inference_request(
         self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         if stream is not None:
             stream.send(self.REPLY)
         return {

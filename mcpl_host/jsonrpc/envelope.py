@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, TypeAlias
 
 from mcpl_host.jsonrpc.errors import ErrorCode
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 
 __all__ = [
     "NO_ID",
@@ -140,7 +140,7 @@ class Invalid:
     message: str
 
     @property
-    def error(self) -> dict[str, Any]:
+    def error(self) -> JSONObject:
         """The JSON-RPC error object of the answer (JSON-RPC 2.0 §5.1)."""
         return {"code": int(ErrorCode.INVALID_REQUEST), "message": self.message}
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import log_value
 
 
@@ -205,7 +206,7 @@ class HandlerError(MCPLHostError):
         self.message = message
         self.data = data
 
-    def to_error(self) -> dict[str, Any]:
+    def to_error(self) -> JSONObject:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data

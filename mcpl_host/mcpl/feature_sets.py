@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_mapping
 from mcpl_host.mcpl.compat import CompatNote
 from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy import PolicyOutcome
@@ -231,7 +231,7 @@ class Derivation:
     enabled: frozenset[str] = frozenset()
     disabled: dict[str, DisabledReason] = field(default_factory=dict[str, DisabledReason])
 
-    def policy_params(self, grant: Grant) -> dict[str, Any]:
+    def policy_params(self, grant: Grant) -> JSONObject:
         """The full ``featureSets/update`` params (MCPL §5.3, §6.7; docs/protocol.md,
         "Policy requests"):
         ``effectiveCapabilities`` (sorted, always), ``deniedCapabilities`` (when non-empty),

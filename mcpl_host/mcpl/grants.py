@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 
@@ -206,7 +205,7 @@ class Grant:
     def denied(self) -> frozenset[str]:
         return self.advertised - self.paths
 
-    def policy_params(self) -> dict[str, Any]:
+    def policy_params(self) -> JSONObject:
         """``featureSets/update`` params for this grant (MCPL §5.3): ``effectiveCapabilities``
         always (empty list when nothing is granted), ``deniedCapabilities`` when non-empty.
         No path is ever in both (MCPL §5.4)."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal
 
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.mcpl.compat import CompatSetting, Profile, ProfileChoice, choose_profile, widen
 from mcpl_host.mcpl.feature_sets import (
     Derivation,
@@ -87,7 +88,7 @@ class Proposal:
     initial: bool
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> JSONObject:
         return self.derivation.policy_params(self.grant)
 
 

@@ -212,7 +212,7 @@ class ItemResult:
     detail: str | None = None
     limit: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JSONObject:
         item: JSONObject = {"id": self.id, "accepted": self.accepted}
         if self.reason is not None:
             item["reason"] = self.reason

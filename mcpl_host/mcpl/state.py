@@ -45,7 +45,7 @@ import jsonpointer
 import orjson
 
 from mcpl_host.json_size import json_size
-from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_mapping
 from mcpl_host.limits import Limits, config_key
 
 __all__ = [
@@ -252,7 +252,7 @@ class FeatureSetStateStore:
         history = self._history.get(feature_set)
         return history.get(checkpoint) if history is not None else None
 
-    def request_params(self, feature_set: str) -> dict[str, Any]:
+    def request_params(self, feature_set: str) -> JSONObject:
         """``{"state": data}`` if data is held, ``{"checkpoint": id}`` for a reference, else
         ``{}`` (§8.4)."""
         entry = self._current.get(feature_set)

@@ -87,7 +87,7 @@ class ChannelService:
         patterns = self._handlers.channel_policy(self.name)
         return None if patterns is None else tuple(patterns)
 
-    async def serve(self, context: RequestContext, params: Any) -> dict[str, Any]:
+    async def serve(self, context: RequestContext, params: Any) -> JSONObject:
         """The result of an admitted ``channels/*`` request."""
         method = context.method
         if method == "channels/list":
@@ -118,7 +118,7 @@ class ChannelService:
     async def _incoming(self, context: RequestContext, messages: list[Any]) -> list[dict[str, Any]]:
         return [await self._incoming_one(context, message) for message in messages]
 
-    async def _incoming_one(self, context: RequestContext, message: Any) -> dict[str, Any]:
+    async def _incoming_one(self, context: RequestContext, message: Any) -> JSONObject:
         raw_id = message.get("messageId") if is_mapping(message) else None
         message_id = raw_id if isinstance(raw_id, str) else None
         reason = admit_channel_message(message, self._view, self.registry, self._patterns())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcpl_host.handlers import HostHandlers, InferenceStream, Notifier, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import Logger
 from mcpl_host.mcpl.server_shapes import inference_result_problems, model_info_problems
 from mcpl_host.services.push import checked_result
@@ -36,7 +37,7 @@ class InferenceService:
         self._notify = notify
         self._log = log
 
-    async def serve(self, context: RequestContext, params: Any) -> dict[str, Any]:
+    async def serve(self, context: RequestContext, params: Any) -> JSONObject:
         """The result of an admitted request; raises ``HandlerError``."""
         try:
             if context.method == "inference/request":

@@ -56,7 +56,7 @@ def event_fingerprint(params: Mapping[str, object]) -> int:
     return hash(data)
 
 
-def checked_result(method: str, result: Any, problems: list[str], log: Logger) -> dict[str, Any]:
+def checked_result(method: str, result: Any, problems: list[str], log: Logger) -> JSONObject:
     """``result`` as a new dict, or raise ``HandlerError(-32603)`` (and log the problems)
     when the application's handler returned the wrong shape."""
     if problems:
@@ -73,7 +73,7 @@ def _kept(result: Mapping[str, object]) -> bytes | dict[str, Any]:
         return dict(result)
 
 
-def _recalled(kept: bytes | dict[str, Any]) -> dict[str, Any]:
+def _recalled(kept: bytes | dict[str, Any]) -> JSONObject:
     """A new dict of a result ``_kept`` earlier."""
     if isinstance(kept, bytes):
         value: JSONObject = orjson.loads(kept)
@@ -131,7 +131,7 @@ class PushService:
         # work for the garbage collector (a flood keeps up to 1024 of them).
         self._serial = next(_SERIALS)
 
-    async def serve(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    async def serve(self, context: RequestContext, params: dict[str, Any]) -> JSONObject:
         """The result of an admitted ``push/event``; raises ``HandlerError``.
 
         The clock (``time.monotonic()``, seconds) is read once, on arrival: an id is
@@ -190,7 +190,7 @@ class PushService:
                 self._log.debug("push/event tag problems", problems=closure.problems)
         return event
 
-    def _checked(self, raw: object) -> dict[str, Any]:
+    def _checked(self, raw: object) -> JSONObject:
         """The handler's result as answered (module rules); raises ``HandlerError``."""
         checked = checked_result("push/event", raw, push_result_problems(raw), self._log)
         if checked["accepted"] is False and "reason" not in checked:

@@ -35,7 +35,7 @@ import anyio
 
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 from mcpl_host.logging import ServerValue, get_logger
 from mcpl_host.mcpl.admission import may_send
 from mcpl_host.mcpl.injections import (
@@ -219,7 +219,7 @@ class InferenceLifecycle:
         """The user aborted: a normal exit sends ``aborted``, not ``completed``."""
         self._aborted = True
 
-    def _params(self, conn: MCPLPeer, phase: str) -> dict[str, Any]:
+    def _params(self, conn: MCPLPeer, phase: str) -> JSONObject:
         params: dict[str, Any] = {**self._base, "phase": phase}
         if self._model is not None and _may_send_model(conn):
             params["model"] = self._model

@@ -43,6 +43,7 @@ from mcpl_host.client_features import (
 )
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS
 from mcpl_host.probe_features import elicitation_reply
 
@@ -62,7 +63,7 @@ __all__ = [
 ANSWER_MODEL = "mcpl-host-shell (answered by hand)"
 
 
-def inference_answer(text: str) -> dict[str, Any]:
+def inference_answer(text: str) -> JSONObject:
     """The ``inference/request`` result carrying ``text`` (MCPL §11.3)."""
     return {
         "content": text,
@@ -222,7 +223,7 @@ class ShellHandlers(HostHandlers):
 
     async def inference_request(
         self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         text = await self.answer(context, params)
         if stream is not None:
             stream.send(text)
