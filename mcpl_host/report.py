@@ -33,7 +33,7 @@ import datetime
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 
 import orjson
@@ -427,7 +427,7 @@ _REASONS = {
 }
 
 
-def _feature_set_lines(rows: list[Any]) -> Text:
+def _feature_set_lines(rows: Sequence[object]) -> Text:
     """One line per feature set: name, enabled or disabled and why, what it uses."""
     text = Text()
     for index, row in enumerate(_obj(r) for r in rows):
@@ -490,7 +490,7 @@ def _fields(rows: list[tuple[str, Text]]) -> Table:
     return table
 
 
-def _arguments(names: list[Any], required: object) -> Text:
+def _arguments(names: Sequence[object], required: object) -> Text:
     needed: set[Any] = set(_list(required))
     return _names([f"{name}*" if name in needed else name for name in names])
 
@@ -636,13 +636,13 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
             console.print(_table(title, columns, [row(_obj(item)) for item in _list(doc.get(key))]))
 
 
-def render_notes(console: Console, notes: list[Any]) -> None:
+def render_notes(console: Console, notes: Sequence[object]) -> None:
     """Compatibility notes that came after the report (while listening)."""
     if notes:
         console.print(_notes(notes))
 
 
-def _notes(notes: list[Any]) -> Group:
+def _notes(notes: Sequence[object]) -> Group:
     """The heading, then each note indented by two columns, its wrapped lines too."""
     lines: list[Any] = [Text("Compatibility notes (0.4 profile; MCPL 0.5 refuses these):", style="bold")]
     for note in (_obj(n) for n in notes):

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -307,7 +307,7 @@ class FeatureSetStateStore:
 
     # --- the bounds ------------------------------------------------------------------------
 
-    def _patched(self, base: bytes, patch: list[Any]) -> bytes | StateProblem:
+    def _patched(self, base: bytes, patch: Sequence[object]) -> bytes | StateProblem:
         """The parent's data with ``patch`` applied, operation by operation (module rules)."""
         limits = self.limits
         max_bytes = limits.max_state_bytes

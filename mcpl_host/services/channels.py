@@ -26,7 +26,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from typing_extensions import TypeIs
@@ -115,7 +115,7 @@ class ChannelService:
             )
         return results
 
-    async def _incoming(self, context: RequestContext, messages: list[Any]) -> list[dict[str, Any]]:
+    async def _incoming(self, context: RequestContext, messages: Sequence[object]) -> list[dict[str, Any]]:
         return [await self._incoming_one(context, message) for message in messages]
 
     async def _incoming_one(self, context: RequestContext, message: Any) -> JSONObject:
