@@ -130,7 +130,7 @@ def json_types(value: object) -> set[str]:
     return {"object"}
 
 
-def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+def _resolve(schema: Mapping[str, object], root: Mapping[str, object]) -> Any:
     ref = schema.get("$ref")
     if not isinstance(ref, str) or not ref.startswith("#"):
         return schema
@@ -333,7 +333,7 @@ def schema_problems(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> 
 
 
 async def checked_schema_problems(
-    arguments: Mapping[str, Any], schema: Mapping[str, Any], *, seconds: float, inline_work: int
+    arguments: Mapping[str, object], schema: Mapping[str, object], *, seconds: float, inline_work: int
 ) -> list[str]:
     """``schema_problems``, run in a worker process stopped after ``seconds`` unless
     ``output_schema.inline_check`` with ``inline_work`` lets it run here (its cost is known

@@ -713,7 +713,7 @@ class Host:
         conversation_id: str,
         turn_index: int,
         user_message: str | None,
-        model: Mapping[str, Any],
+        model: Mapping[str, object],
         channels: Mapping[str, Any] | None = None,
         servers: Sequence[str] | None = None,
         timeout: Timeout = DEFAULT,

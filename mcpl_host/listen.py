@@ -66,13 +66,13 @@ FILTER_KEYS: dict[str, str] = {
 Ending = Literal["graceful", "cancelled", "refused", "lost"]
 
 
-def _capability(capabilities: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+def _capability(capabilities: Mapping[str, object], name: str) -> Mapping[str, Any]:
     value = capabilities.get(name)
     return value if is_object(value) else {}
 
 
 def wanted_filter(
-    capabilities: Mapping[str, Any], listed: Collection[str], resources: Collection[str]
+    capabilities: Mapping[str, object], listed: Collection[str], resources: Collection[str]
 ) -> dict[str, Any] | None:
     """The ``SubscriptionFilter`` the host listens with (module rules), or None when there is
     nothing to listen for. ``capabilities``: the server's (its discover result);
@@ -87,7 +87,7 @@ def wanted_filter(
     return wanted or None
 
 
-def may_subscribe(capabilities: Mapping[str, Any]) -> bool:
+def may_subscribe(capabilities: Mapping[str, object]) -> bool:
     """Whether the server advertises ``resources.subscribe`` (MCP 2025-11-25 "Resources",
     capabilities; in 2026-07-28 served through ``resourceSubscriptions``)."""
     return _capability(capabilities, "resources").get("subscribe") is True
@@ -105,7 +105,7 @@ def acknowledged_filter(params: object) -> JSONObject:
     return dict(honored) if is_object(honored) else {}
 
 
-def honors_uri(honored: Mapping[str, Any], uri: str) -> bool:
+def honors_uri(honored: Mapping[str, object], uri: str) -> bool:
     """Whether an acknowledged filter keeps the resource subscription ``uri``."""
     uris = honored.get("resourceSubscriptions")
     return isinstance(uris, list) and uri in uris

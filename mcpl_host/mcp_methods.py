@@ -764,7 +764,7 @@ class MCPClient:
             kept.append(tool)
         return kept
 
-    def param_headers(self, message: Mapping[str, Any]) -> dict[str, str]:
+    def param_headers(self, message: Mapping[str, object]) -> dict[str, str]:
         """The ``Mcp-Param-*`` headers of one outgoing JSON-RPC message (the transport asks;
         module rules): those of a ``tools/call`` of a listed tool that declares some, else
         none. Never raises (a call over the bound was refused before it was sent)."""

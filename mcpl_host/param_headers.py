@@ -176,7 +176,7 @@ def _rendered(value: object) -> str | None:
     return None
 
 
-def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+def _value_at(arguments: Mapping[str, object], path: tuple[str, ...]) -> Any:
     node: Any = arguments
     for key in path:
         if not is_object(node):
@@ -186,7 +186,7 @@ def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def param_headers(
-    declared: tuple[ParamHeader, ...], arguments: Mapping[str, Any], *, tool: str, max_bytes: int
+    declared: tuple[ParamHeader, ...], arguments: Mapping[str, object], *, tool: str, max_bytes: int
 ) -> dict[str, str]:
     """The ``Mcp-Param-*`` headers of a ``tools/call`` of ``tool`` with ``arguments``
     (module rules), name -> value, in declaration order.

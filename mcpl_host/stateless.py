@@ -202,7 +202,7 @@ def request_meta(
     return meta
 
 
-def stamped(params: object, meta: Mapping[str, Any]) -> JSONObject:
+def stamped(params: object, meta: Mapping[str, object]) -> JSONObject:
     """A copy of request ``params`` (an object or None) whose ``_meta`` holds ``meta`` (our
     reserved keys win; the caller's other ``_meta`` keys, such as ``progressToken``, stay).
     Raises ``ValueError`` for params that are not an object (the revision's requests all
@@ -218,7 +218,7 @@ def stamped(params: object, meta: Mapping[str, Any]) -> JSONObject:
 
 
 def discover_params(
-    version: str, client_info: Mapping[str, Any], capabilities: Mapping[str, Any]
+    version: str, client_info: Mapping[str, object], capabilities: Mapping[str, object]
 ) -> JSONObject:
     """Params of ``server/discover`` at ``version`` (MCP 2026-07-28 "server/discover")."""
     return {"_meta": request_meta(version, client_info, capabilities)}
@@ -270,7 +270,7 @@ def header_value(text: str) -> str:
     return "=?base64?" + base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii") + "?="
 
 
-def http_request_headers(message: Mapping[str, Any]) -> dict[str, str]:
+def http_request_headers(message: Mapping[str, object]) -> dict[str, str]:
     """The request metadata headers of one stateless request over Streamable HTTP (MCP
     2026-07-28 "Streamable HTTP", request metadata): ``MCP-Protocol-Version`` (its
     ``_meta`` version), ``Mcp-Method``, and ``Mcp-Name`` for ``tools/call``, ``prompts/get``

@@ -217,7 +217,7 @@ def _invalid(problems: list[str]) -> HandlerError:
     return HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params", {"problems": problems})
 
 
-def _feature_set_named(params: Mapping[str, Any], view: AdmissionView) -> HandlerError | FeatureSet:
+def _feature_set_named(params: Mapping[str, object], view: AdmissionView) -> HandlerError | FeatureSet:
     """Steps 2-3 up to "enabled": the enabled feature set's declaration, or the refusal."""
     name = params.get("featureSet")
     if not is_name(name):

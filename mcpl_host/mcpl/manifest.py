@@ -167,7 +167,7 @@ class _Normalizer:
             code = IDENTIFIER_CHARSET if isinstance(value, str) else NOT_JSON
             raise DigestError(code, where)
 
-    def manifest(self, manifest: Mapping[str, Any]) -> JSONObject:
+    def manifest(self, manifest: Mapping[str, object]) -> JSONObject:
         out: JSONObject = {}
         for key, value in manifest.items():
             if key == "revision":
@@ -353,7 +353,7 @@ def manifest_digest(manifest: object) -> str:
     return "sha256:" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def normalized_for_diff(manifest: Mapping[str, Any]) -> JSONObject:
+def normalized_for_diff(manifest: Mapping[str, object]) -> JSONObject:
     """The digest's normalization without its refusals, for comparing manifests (§17.5):
     set arrays sorted, root ``revision`` removed, no identifier or number check. Raises
     ``DigestError`` only for a non-object or a non-JSON value."""

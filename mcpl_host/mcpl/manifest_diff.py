@@ -90,12 +90,12 @@ def _present(mapping: object, name: str) -> Any:
     return _ABSENT
 
 
-def _feature_sets(manifest: Mapping[str, Any]) -> Mapping[Any, Any]:  # names as given
+def _feature_sets(manifest: Mapping[str, object]) -> Mapping[Any, Any]:  # names as given
     fs = manifest.get("featureSets")
     return fs if is_mapping(fs) else {}
 
 
-def _domain_keys(manifest: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+def _domain_keys(manifest: Mapping[str, object]) -> tuple[Any, Any, Any]:
     capabilities = _key({k: v for k, v in manifest.items() if k not in ("version", "featureSets")})
     if "featureSets" not in manifest:
         return capabilities, _ABSENT, _ABSENT
@@ -113,7 +113,7 @@ def _domain_keys(manifest: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return capabilities, ("present", _key(declarations)), ("present", _key(ontologies))
 
 
-def _declared_tags(manifest: Mapping[str, Any]) -> frozenset[str]:
+def _declared_tags(manifest: Mapping[str, object]) -> frozenset[str]:
     """Tag identifiers the manifest's ontologies declare (``tagOntology.tags`` member names)."""
     out: set[str] = set()
     for decl in _feature_sets(manifest).values():
@@ -152,7 +152,9 @@ class ManifestDiff:
         return bool(self.domains)
 
 
-def diff_manifests(old: Mapping[str, Any], new: Mapping[str, Any], *, tools: bool = False) -> ManifestDiff:
+def diff_manifests(
+    old: Mapping[str, object], new: Mapping[str, object], *, tools: bool = False
+) -> ManifestDiff:
     """Diff the manifest in force (``old``) against a fetched one (``new``) (MCPL §17.5).
 
     Args:

@@ -100,7 +100,7 @@ def _blocks_problem(content: object, where: str) -> str | None:
     return None
 
 
-def inference_params_problems(params: Mapping[str, Any]) -> list[str]:
+def inference_params_problems(params: Mapping[str, object]) -> list[str]:
     """Problems with ``inference/request`` params beyond ``featureSet`` (MCPL §11.2)."""
     problems: list[str] = []
     messages = params.get("messages")
@@ -307,7 +307,7 @@ class ChannelRegistry:
         return ItemResult(channel_id, True)
 
 
-def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
+def state_params_problems(method: str, params: Mapping[str, object]) -> list[str]:
     """Problems with ``state/update`` params (the libraries' shape; ``state/get`` needs only the
     ``featureSet`` admission checks; docs/protocol.md, "State"): ``checkpoint`` a non-empty
     string (required: the store is keyed by it), ``parent`` a string or null, ``data`` (alias
@@ -326,7 +326,7 @@ def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def channel_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
+def channel_params_problems(method: str, params: Mapping[str, object]) -> list[str]:
     keys: tuple[str, ...]
     if method == "channels/register":
         keys, required = ("channels",), True

@@ -161,7 +161,7 @@ def _encode(data: object, max_bytes: int) -> bytes | StateProblem:
     return encoded
 
 
-def _pointer_problem(op: Mapping[str, Any], index: int) -> StateProblem | None:
+def _pointer_problem(op: Mapping[str, object], index: int) -> StateProblem | None:
     for key in ("path", "from"):
         pointer = op.get(key)
         if isinstance(pointer, str) and pointer.count("/") > _MAX_POINTER_SEGMENTS:
@@ -192,7 +192,7 @@ def _replaced(doc: object, path: object) -> Any:
     return _member(doc, path) if is_mapping(parent) else _MISSING
 
 
-def _growth(doc: object, op: Mapping[str, Any], max_bytes: int) -> int:
+def _growth(doc: object, op: Mapping[str, object], max_bytes: int) -> int:
     """How many bytes ``op`` adds to ``doc``'s JSON (negative: removes), closely enough to
     stop a patch before it grows the document past the bound; each value is measured once,
     at most ``max_bytes`` + 1 of it. A pointer that does not resolve counts nothing: the

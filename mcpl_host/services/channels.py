@@ -96,7 +96,7 @@ class ChannelService:
             return {"results": await self._incoming(context, params["messages"])}
         return {"results": [item.to_wire() for item in self._change(params, method)]}
 
-    def _change(self, params: Mapping[str, Any], method: str) -> list[ItemResult]:
+    def _change(self, params: Mapping[str, object], method: str) -> list[ItemResult]:
         lists: dict[str, Any]
         if method == "channels/register":
             lists = {"added": params["channels"]}

@@ -118,7 +118,7 @@ async def before_inference_fanout(
     conversation_id: str,
     turn_index: int,
     user_message: str | None,
-    model: Mapping[str, Any],
+    model: Mapping[str, object],
     channels: Mapping[str, Any] | None = None,
     timeout: Timeout = DEFAULT,
 ) -> FanoutResult:
