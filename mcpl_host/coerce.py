@@ -47,6 +47,7 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
+from mcpl_host.jsonrpc.values import JSONObject, JSONValue
 from mcpl_host.output_schema import SchemaCheckTimeout, inline_check, validate_bounded
 from mcpl_host.schema_check import METASCHEMAS
 
@@ -104,13 +105,14 @@ def _finite(text: str) -> float:
     return number
 
 
-def parse_json(text: str) -> Any:
+def parse_json(text: str) -> JSONValue:
     """``text`` as JSON (RFC 8259): no ``NaN``/``Infinity``, no number too large for a
     double. Raises ``ValueError`` (not JSON, or nested deeper than the parser recurses)."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
+        value: JSONValue = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError("nested too deep") from None
+    return value
 
 
 def json_types(value: object) -> set[str]:
@@ -210,7 +212,7 @@ def _walk_types(
     return None
 
 
-def coerce_value(name: str, text: str, types: set[str] | None) -> Any:
+def coerce_value(name: str, text: str, types: set[str] | None) -> JSONValue:
     """The value of ``name=text`` for a property allowing ``types`` (None: unknown; module
     rules). Raises ``ArgumentError`` naming ``name``."""
     if types == {"string"}:
@@ -261,7 +263,7 @@ def argument_names(schema: Mapping[str, Any] | None) -> list[str]:
     return [str(name) for name in _properties(schema)]
 
 
-def _words(words: Sequence[str]) -> dict[str, str] | dict[str, Any]:
+def _words(words: Sequence[str]) -> dict[str, str] | JSONObject:
     """``key=value`` words as a dict of texts, or the one JSON object word as a dict."""
     if len(words) == 1 and words[0].lstrip().startswith("{"):
         try:
@@ -270,7 +272,7 @@ def _words(words: Sequence[str]) -> dict[str, str] | dict[str, Any]:
             raise ArgumentError(f"the arguments are not a JSON object: {exc}") from None
         if not isinstance(value, dict):
             raise ArgumentError("the arguments are not a JSON object")
-        return cast("dict[str, Any]", value)
+        return value
     texts: dict[str, str] = {}
     for word in words:
         key, sep, text = word.partition("=")
