@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from mcpl_host.jsonrpc.values import is_object
 
@@ -56,7 +56,7 @@ class Freshness:
     scope: CacheScope
 
 
-def cache_hint(result: Any, *, max_ttl_seconds: float) -> CacheHint:
+def cache_hint(result: object, *, max_ttl_seconds: float) -> CacheHint:
     """The hints of a cacheable result (module rules); a result that is not an object has
     none (0, private)."""
     ttl = result.get("ttlMs") if is_object(result) else None

@@ -41,7 +41,7 @@ import functools
 import importlib
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -77,7 +77,7 @@ from mcpl_host.events import (
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.limits import (
     DEFAULT_HEALTH_TIMEOUT_SECONDS,
     DEFAULT_PROCESS_TREE_SCAN_SECONDS,
@@ -152,7 +152,7 @@ class ProbeRecorder:
         if not isinstance(event, (PushEvent, ServerRequest, ServerNotification, Refusal)):
             return
         method = "push/event" if isinstance(event, PushEvent) else event.method
-        outcome: dict[str, Any] = {}
+        outcome: JSONObject = {}
         if isinstance(event, (PushEvent, ServerRequest)) and event.answer is not None:
             outcome["answer"] = event.answer
         if event.error is not None:
@@ -173,7 +173,7 @@ class ProbeRecorder:
             shown = "push/event" if method == "push/event" else "request"
             self._record("notification" if event.notification else shown, method, event.params, **outcome)
 
-    def _record(self, kind: str, method: str, params: Any, **outcome: Any) -> None:
+    def _record(self, kind: str, method: str, params: object, **outcome: Any) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
         event = {
             "kind": kind,
@@ -221,10 +221,10 @@ async def _probe(
     watch = ProbeWatch(conn, stall_seconds=stall_seconds, progress=progress)
     failure: BaseException | None = None
 
-    def shown(value: Any) -> Any:
+    def shown(value: object) -> Any:
         return report.redact_json(value, conn.hosted.redactor)
 
-    def live(event: dict[str, Any]) -> None:
+    def live(event: Mapping[str, object]) -> None:
         assert out is not None
         watch.clear()
         report.render_event(out, shown(event))
@@ -311,7 +311,7 @@ async def _probe(
     return shown(doc), status
 
 
-def _notes(doc: dict[str, Any]) -> list[Any]:
+def _notes(doc: Mapping[str, object]) -> list[Any]:
     compat = doc.get("compat")
     notes = compat.get("notes") if is_object(compat) else None
     return list(notes) if is_array(notes) else []

@@ -36,7 +36,7 @@ Rules of this module:
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
@@ -65,6 +65,7 @@ from mcpl_host.coerce import (
 )
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import configure_logging, escape_text
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter
@@ -117,23 +118,23 @@ def _names(items: Sequence[str]) -> str:
     return (shown + more) or "none"
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def _objects(value: object) -> list[dict[str, Any]]:
     """The JSON objects of ``value`` (a list of them, or one)."""
     items = cast("list[object]", value) if isinstance(value, list) else [value]
     return [cast("dict[str, Any]", item) for item in items if isinstance(item, dict)]
 
 
-def _texts(blocks: Any) -> list[str]:
+def _texts(blocks: object) -> list[str]:
     """The ``text`` of each text content block (a block, or a list of them)."""
     return [text for block in _objects(blocks) if isinstance(text := block.get("text"), str)]
 
 
-def _capabilities(conn: ServerConnection) -> dict[str, Any]:
+def _capabilities(conn: ServerConnection) -> JSONObject:
     info = conn.server_info
     return info.capabilities if info is not None else {}
 
 
-def _progress_line(params: dict[str, Any]) -> None:
+def _progress_line(params: Mapping[str, object]) -> None:
     progress, total, message = params.get("progress"), params.get("total"), params.get("message")
     line = f"progress {report.safe_text(progress, max_chars=40)}"
     if total is not None:

@@ -440,7 +440,7 @@ def _explicit(ctx: click.Context) -> set[str]:
 
 
 def check_target(
-    ctx: click.Context, options: Mapping[str, Any], command: tuple[str, ...], many: bool
+    ctx: click.Context, options: Mapping[str, object], command: tuple[str, ...], many: bool
 ) -> None:
     """Refuse (``click.UsageError``, exit 2) a target given twice, ``--config`` without
     ``--server`` (unless ``many``), and an option of another target (``--token`` without

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
-from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, finite_number, is_array, is_object
 from mcpl_host.logging import Logger
 from mcpl_host.mcp_records import Tool, read_tool
 
@@ -92,9 +92,9 @@ class AnswerReporter(Protocol):
     def handled_request(
         self,
         context: RequestContext,
-        params: Any,
+        params: object,
         *,
-        answer: Any = None,
+        answer: object = None,
         error: dict[str, Any] | None = None,
         input_request: bool = False,
     ) -> None:
@@ -149,8 +149,8 @@ class Root:
         if not self.uri.startswith("file://"):
             raise ValueError(f'a root must be a file:// URI (MCP 2025-11-25 "Roots"), not {self.uri!r}')
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"uri": self.uri}
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"uri": self.uri}
         if self.name is not None:
             out["name"] = self.name
         if self.meta is not None:
@@ -302,8 +302,8 @@ class SamplingResult:
         """A one-text-block answer."""
         return cls({"type": "text", "text": text}, model, stop_reason)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": self.role, "content": self.content, "model": self.model}
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"role": self.role, "content": self.content, "model": self.model}
         if self.stop_reason is not None:
             out["stopReason"] = self.stop_reason
         if self.meta is not None:
@@ -332,7 +332,7 @@ def _problem(problems: list[str]) -> HandlerError:
     )
 
 
-def _blocks(value: Any) -> list[dict[str, Any]] | None:
+def _blocks(value: object) -> list[dict[str, Any]] | None:
     if is_object(value):
         return [value]
     if is_array(value) and all(is_object(item) for item in value):
@@ -340,7 +340,7 @@ def _blocks(value: Any) -> list[dict[str, Any]] | None:
     return None
 
 
-def read_sampling_request(params: Any, *, tools_allowed: bool) -> SamplingRequest:
+def read_sampling_request(params: object, *, tools_allowed: bool) -> SamplingRequest:
     """A ``SamplingRequest`` from ``sampling/createMessage`` params (MCP 2025-11-25
     "Sampling"). ``tools_allowed``: the host advertised ``sampling.tools``.
 
@@ -409,7 +409,7 @@ def read_sampling_request(params: Any, *, tools_allowed: bool) -> SamplingReques
     )
 
 
-def sampling_result_problems(result: Any) -> list[str]:
+def sampling_result_problems(result: object) -> list[str]:
     """What is wrong with a handler's ``SamplingResult`` (empty: nothing)."""
     if not isinstance(result, SamplingResult):
         return [f"a sampling handler must return a SamplingResult, not {type(result).__name__}"]
@@ -452,8 +452,8 @@ class ElicitationResult:
     action: ElicitationAction
     content: dict[str, Any] | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action": self.action}
+    def to_json(self) -> JSONObject:
+        out: JSONObject = {"action": self.action}
         if self.action == "accept" and self.content is not None:
             out["content"] = dict(self.content)
         return out
@@ -471,7 +471,7 @@ class ElicitationHandler(Protocol):
         ...
 
 
-def read_elicitation_request(params: Any, *, modes: Collection[str]) -> ElicitationRequest:
+def read_elicitation_request(params: object, *, modes: Collection[str]) -> ElicitationRequest:
     """An ``ElicitationRequest`` from ``elicitation/create`` params. ``modes``: what the
     host advertised.
 
@@ -508,13 +508,13 @@ def read_elicitation_request(params: Any, *, modes: Collection[str]) -> Elicitat
     )
 
 
-def _form_value_ok(value: Any) -> bool:
+def _form_value_ok(value: object) -> bool:
     if isinstance(value, (str, int, float, bool)):
         return True
     return is_array(value) and all(isinstance(item, str) for item in value)
 
 
-def elicitation_result_problems(result: Any) -> list[str]:
+def elicitation_result_problems(result: object) -> list[str]:
     """What is wrong with a handler's ``ElicitationResult`` (empty: nothing)."""
     if not isinstance(result, ElicitationResult):
         return [f"an elicitation handler must return an ElicitationResult, not {type(result).__name__}"]
@@ -554,12 +554,12 @@ class ClientFeatures:
             return self.elicitation is not None and bool(self.elicitation_modes)
         return False
 
-    def capabilities(self, *, stateless: bool = False) -> dict[str, Any]:
+    def capabilities(self, *, stateless: bool = False) -> JSONObject:
         """The client capabilities these handlers justify (MCP 2025-11-25 "Lifecycle",
         ClientCapabilities): ``roots`` with ``listChanged`` (MCP 2026-07-28 has no
         ``listChanged``: with ``stateless``, ``roots: {}``), ``sampling`` (with ``tools``
         when the handler supports tool use), ``elicitation`` with each mode served."""
-        out: dict[str, Any] = {}
+        out: JSONObject = {}
         if self.roots is not None:
             out["roots"] = {} if stateless else {"listChanged": True}
         if self.sampling is not None:
@@ -583,8 +583,8 @@ class ClientFeatureService:
         return self.features.serves(method)
 
     async def serve(
-        self, context: RequestContext, params: Any, *, input_request: bool = False
-    ) -> dict[str, Any]:
+        self, context: RequestContext, params: object, *, input_request: bool = False
+    ) -> JSONObject:
         """The result for ``context.method`` with ``params``; reported as a
         ``server_request`` observation (``inputRequest: true`` for an input request of an
         ``InputRequiredResult``, whose ``id`` is its key).
@@ -599,7 +599,7 @@ class ClientFeatureService:
             self._reporter, context, params, self._answer(context, params), input_request=input_request
         )
 
-    async def _answer(self, context: RequestContext, params: Any) -> dict[str, Any]:
+    async def _answer(self, context: RequestContext, params: object) -> JSONObject:
         features, method = self.features, context.method
         if method == "roots/list" and features.roots is not None:
             roots = await features.roots.list_roots(context)
@@ -619,6 +619,6 @@ class ClientFeatureService:
             return self._wrong(method, problems) if problems else answer.to_json()
         raise MethodNotFound(method)
 
-    def _wrong(self, method: str, problems: list[str]) -> dict[str, Any]:
+    def _wrong(self, method: str, problems: list[str]) -> JSONObject:
         self._log.error("handler returned a result of the wrong shape", method=method, problems=problems)
         raise HandlerError(ErrorCode.INTERNAL_ERROR, "Internal error")

@@ -47,6 +47,7 @@ import referencing
 import referencing.exceptions
 import referencing.jsonschema
 
+from mcpl_host.jsonrpc.values import JSONObject, JSONValue
 from mcpl_host.output_schema import SchemaCheckTimeout, inline_check, validate_bounded
 from mcpl_host.schema_check import METASCHEMAS
 
@@ -104,16 +105,17 @@ def _finite(text: str) -> float:
     return number
 
 
-def parse_json(text: str) -> Any:
+def parse_json(text: str) -> JSONValue:
     """``text`` as JSON (RFC 8259): no ``NaN``/``Infinity``, no number too large for a
     double. Raises ``ValueError`` (not JSON, or nested deeper than the parser recurses)."""
     try:
-        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
+        value: JSONValue = json.loads(text, parse_constant=_reject_constant, parse_float=_finite)
     except RecursionError:
         raise ValueError("nested too deep") from None
+    return value
 
 
-def json_types(value: Any) -> set[str]:
+def json_types(value: object) -> set[str]:
     """The JSON Schema types ``value`` (a parsed JSON value) is an instance of."""
     if value is None:
         return {"null"}
@@ -130,7 +132,7 @@ def json_types(value: Any) -> set[str]:
     return {"object"}
 
 
-def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
+def _resolve(schema: Mapping[str, object], root: Mapping[str, object]) -> Any:
     ref = schema.get("$ref")
     if not isinstance(ref, str) or not ref.startswith("#"):
         return schema
@@ -148,7 +150,7 @@ def _items(value: Any) -> list[Any]:
     return cast("list[object]", value) if isinstance(value, list) else []
 
 
-def allowed_types(schema: Any, root: Mapping[str, Any] | None = None) -> set[str] | None:
+def allowed_types(schema: object, root: Mapping[str, Any] | None = None) -> set[str] | None:
     """The JSON types a property schema allows (module rules), or None when it names none.
     ``root``: the whole schema, for local ``$ref``. At most ``MAX_SCHEMA_VISITS`` schemas
     are looked at (an ``anyOf`` of references to ``anyOf``... of references multiplies
@@ -164,7 +166,7 @@ class _Exhausted(Exception):
 
 
 def _walk_types(
-    schema: Any, root: Mapping[str, Any] | None, depth: int, budget: list[int]
+    schema: object, root: Mapping[str, Any] | None, depth: int, budget: list[int]
 ) -> set[str] | None:
     if not isinstance(schema, Mapping) or depth > MAX_SCHEMA_WALK:
         return None
@@ -210,7 +212,7 @@ def _walk_types(
     return None
 
 
-def coerce_value(name: str, text: str, types: set[str] | None) -> Any:
+def coerce_value(name: str, text: str, types: set[str] | None) -> JSONValue:
     """The value of ``name=text`` for a property allowing ``types`` (None: unknown; module
     rules). Raises ``ArgumentError`` naming ``name``."""
     if types == {"string"}:
@@ -261,7 +263,7 @@ def argument_names(schema: Mapping[str, Any] | None) -> list[str]:
     return [str(name) for name in _properties(schema)]
 
 
-def _words(words: Sequence[str]) -> dict[str, str] | dict[str, Any]:
+def _words(words: Sequence[str]) -> dict[str, str] | JSONObject:
     """``key=value`` words as a dict of texts, or the one JSON object word as a dict."""
     if len(words) == 1 and words[0].lstrip().startswith("{"):
         try:
@@ -270,7 +272,7 @@ def _words(words: Sequence[str]) -> dict[str, str] | dict[str, Any]:
             raise ArgumentError(f"the arguments are not a JSON object: {exc}") from None
         if not isinstance(value, dict):
             raise ArgumentError("the arguments are not a JSON object")
-        return cast("dict[str, Any]", value)
+        return value
     texts: dict[str, str] = {}
     for word in words:
         key, sep, text = word.partition("=")
@@ -333,7 +335,7 @@ def schema_problems(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> 
 
 
 async def checked_schema_problems(
-    arguments: Mapping[str, Any], schema: Mapping[str, Any], *, seconds: float, inline_work: int
+    arguments: Mapping[str, object], schema: Mapping[str, object], *, seconds: float, inline_work: int
 ) -> list[str]:
     """``schema_problems``, run in a worker process stopped after ``seconds`` unless
     ``output_schema.inline_check`` with ``inline_work`` lets it run here (its cost is known

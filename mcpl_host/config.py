@@ -59,7 +59,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -588,7 +588,7 @@ def nesting_beyond(text: str, max_depth: int) -> tuple[int, int] | None:
 
 
 def parse_config(
-    data: Any, *, base_dir: str | os.PathLike[str] | None = None, source: str = ""
+    data: object, *, base_dir: str | os.PathLike[str] | None = None, source: str = ""
 ) -> HostConfig:
     """Check a config held in memory, the decoded JSON of a file (``{"mcpServers": {name:
     {...}}}``, a ``dict``), and build a ``HostConfig``, with the checks and errors of
@@ -647,7 +647,7 @@ def _at(loc: str, key: str | int) -> str:
     return f"{loc}[{json.dumps(key, ensure_ascii=False)}]"
 
 
-def _kind(value: Any, *, show: bool = False) -> str:
+def _kind(value: object, *, show: bool = False) -> str:
     """``a string``, ``an array``...; with ``show``, a scalar's value too (``the number -1``)."""
     if value is None or isinstance(value, bool):
         return json.dumps(value)
@@ -682,7 +682,7 @@ class _Problems:
         self.problems.append(ConfigProblem(loc, message))
 
     def typed(
-        self, value: Any, loc: str, ok: Callable[[Any], bool], expected: str, *, show: bool = False
+        self, value: object, loc: str, ok: Callable[[Any], bool], expected: str, *, show: bool = False
     ) -> Any:
         """``value`` if ``ok(value)``, else None and a problem. The value itself is shown only
         with ``show``: the values of keys such as ``env`` or ``args`` may be secrets."""
@@ -707,11 +707,11 @@ class _Problems:
                     )
         return cast("dict[str, Any]", value)
 
-    def string(self, value: Any, loc: str) -> str | None:
+    def string(self, value: object, loc: str) -> str | None:
         typed = self.typed(value, loc, lambda v: isinstance(v, str) and v != "", "a non-empty string")
         return typed if isinstance(typed, str) else None
 
-    def boolean(self, value: Any, loc: str) -> bool | None:
+    def boolean(self, value: object, loc: str) -> bool | None:
         typed = self.typed(value, loc, lambda v: isinstance(v, bool), "true or false")
         return typed if isinstance(typed, bool) else None
 
@@ -742,7 +742,7 @@ class _Problems:
         return tuple(value)
 
 
-def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> ServerConfig | None:
+def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) -> ServerConfig | None:
     entry = p.obj(entry, loc, known=_KEYS)
     if entry is None:
         return None
@@ -824,7 +824,7 @@ def _server(name: str, entry: Any, loc: str, base_dir: Path, p: _Problems) -> Se
         return None
 
 
-def _transport(entry: dict[str, Any], loc: str, p: _Problems) -> Transport | None:
+def _transport(entry: Mapping[str, object], loc: str, p: _Problems) -> Transport | None:
     if "transport" in entry and "type" in entry:
         p.add(_at(loc, "type"), 'give "transport" or "type", not both')
         return None
@@ -861,7 +861,7 @@ def _group_name(group: str) -> str:
     return {"stdio": "stdio", "websocket": "websocket", "remote": "websocket and HTTP"}[group]
 
 
-def _feature_sets(value: Any, loc: str, p: _Problems) -> FeatureSetPolicy:
+def _feature_sets(value: object, loc: str, p: _Problems) -> FeatureSetPolicy:
     block = p.obj(value, loc, known=("enabled", "disabled")) or {}
     enabled = block.get("enabled")
     enabled = p.strings(enabled, _at(loc, "enabled")) if enabled is not None else None
@@ -869,10 +869,10 @@ def _feature_sets(value: Any, loc: str, p: _Problems) -> FeatureSetPolicy:
     return FeatureSetPolicy(enabled=enabled, disabled=disabled or ())
 
 
-def _limits(entry: dict[str, Any], loc: str, p: _Problems) -> Limits:
+def _limits(entry: Mapping[str, object], loc: str, p: _Problems) -> Limits:
     """The entry's ``Limits``: the defaults, changed by ``timeouts``, ``maxLineBytes`` and
     ``limits`` (each field given once; values per ``limits.limit_problem``)."""
-    changes: dict[str, Any] = {}
+    changes: JSONObject = {}
     given_at: dict[str, str] = {}  # field -> where the entry sets it
     block = p.obj(entry.get("timeouts", _ABSENT), _at(loc, "timeouts"), known=_TIMEOUTS) or {}
     for key in (key for key in block if key in _TIMEOUTS):
@@ -910,7 +910,7 @@ def _limits(entry: dict[str, Any], loc: str, p: _Problems) -> Limits:
     return limits_with(Limits(), valid)
 
 
-def _restart(value: Any, loc: str, p: _Problems) -> RestartPolicy:
+def _restart(value: object, loc: str, p: _Problems) -> RestartPolicy:
     block = p.obj(value, loc, known=_RESTART) or {}
     values = {_RESTART[key]: v for key, v in block.items() if key in _RESTART}
     problems = restart_policy_problems(values)

@@ -154,7 +154,7 @@ class InboundPort(Protocol):
         with at once (the port reports its own refusals)."""
         ...
 
-    def on_notification(self, method: str, params: Any) -> BackgroundJob | None:
+    def on_notification(self, method: str, params: object) -> BackgroundJob | None:
         """A notification other than progress and cancellation; may return work to run."""
         ...
 
@@ -169,7 +169,7 @@ class _NoInbound:
     def on_request(self, request: Request) -> InboundJob | HandlerError:
         return HandlerError(ErrorCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
 
-    def on_notification(self, method: str, params: Any) -> BackgroundJob | None:
+    def on_notification(self, method: str, params: object) -> BackgroundJob | None:
         return None
 
     def on_orphan_response(self, response: Response) -> None:
@@ -539,13 +539,13 @@ class Connection:
                 self._progress.pop(token, None)
         return slot.outcome()
 
-    def notify_nowait(self, method: str, params: Any = None) -> None:
+    def notify_nowait(self, method: str, params: object = None) -> None:
         """Queue a notification (no answer, no waiting). Raises ``ConnectionLost`` /
         ``ConnectionClosed`` when the transport is gone, ``MessageTooLarge`` when it is over
         ``limits.max_outbox_bytes`` (not sent; the connection stays up)."""
         self._require_link().send(self._session.notification(method, params), method)
 
-    async def notify(self, method: str, params: Any = None) -> None:
+    async def notify(self, method: str, params: object = None) -> None:
         """Send a notification (no answer). Raises as ``notify_nowait``."""
         self.notify_nowait(method, params)
 
@@ -592,7 +592,7 @@ class Connection:
         gone, ``LocalProtocolError`` before entering (as ``request``)."""
         return self._require_link().transport
 
-    async def request_within(self, method: str, params: Any, *, window: float) -> Any:
+    async def request_within(self, method: str, params: object, *, window: float) -> Any:
         """Send a request and wait at most ``window`` seconds for its answer, never
         cancelling it: its ``result``, or None when no answer came in time (the request is
         then forgotten, a late answer is an orphan, and no ``notifications/cancelled`` is
@@ -791,7 +791,7 @@ class Connection:
             return
         self.pool.queue(request, decision, link)
 
-    def _on_notification(self, method: str, params: Any) -> None:
+    def _on_notification(self, method: str, params: object) -> None:
         if method == "notifications/progress" and is_object(params):
             token = params.get("progressToken")
             callback = self._progress.get(token) if isinstance(token, str) else None

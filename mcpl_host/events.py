@@ -60,6 +60,7 @@ import anyio
 
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import RequestId
+from mcpl_host.jsonrpc.values import JSONObject, JSONValue
 from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
 
 __all__ = [
@@ -130,9 +131,9 @@ class Responder(Protocol):
     @property
     def is_answered(self) -> bool: ...
 
-    def respond(self, result: Any) -> bool: ...
+    def respond(self, result: object) -> bool: ...
 
-    def reject(self, code: int, message: str, data: Any = None) -> bool: ...
+    def reject(self, code: int, message: str, data: object = None) -> bool: ...
 
 
 class Delivery:
@@ -175,7 +176,7 @@ class Connecting:
     attempt: int
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"attempt": self.attempt}
 
 
@@ -208,7 +209,7 @@ class Ready:
     grants_nothing: bool | None = None
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return _connected_json(self)
 
 
@@ -234,14 +235,14 @@ class Degraded:
     reason: str
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         data = _connected_json(self)
         data["reason"] = self.reason
         return data
 
 
-def _connected_json(event: Ready | Degraded) -> dict[str, Any]:
-    data: dict[str, Any] = {
+def _connected_json(event: Ready | Degraded) -> JSONObject:
+    data: JSONObject = {
         "attempt": event.attempt,
         "serverName": event.server_name,
         "serverVersion": event.server_version,
@@ -278,7 +279,7 @@ class Disconnected:
     stderr_tail: list[str] = field(default_factory=list[str], repr=False)
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "attempt": self.attempt,
             "phase": self.phase,
@@ -301,7 +302,7 @@ class Reconnecting:
     delay_seconds: float
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"attempt": self.attempt, "delaySeconds": self.delay_seconds}
 
 
@@ -317,7 +318,7 @@ class GaveUp:
     window_seconds: float
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"reason": self.reason, "failures": self.failures, "windowSeconds": self.window_seconds}
 
 
@@ -341,8 +342,8 @@ class PushEvent:
     time: float = field(default_factory=_now)
     delivery: Delivery | None = field(default=None, compare=False, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {
             "id": self.id,
             "featureSet": self.feature_set,
             "eventId": self.event_id,
@@ -375,8 +376,8 @@ class ServerRequest:
     responder: Responder | None = field(default=None, compare=False, repr=False)
     delivery: Delivery | None = field(default=None, compare=False, repr=False)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"id": self.id, "method": self.method, "params": self.params}
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {"id": self.id, "method": self.method, "params": self.params}
         if self.input_request:
             data["inputRequest"] = True
         if self.answered and self.error is None:
@@ -385,7 +386,7 @@ class ServerRequest:
         return _outcome_json(data, self.answer, self.error)
 
 
-def _outcome_json(data: dict[str, Any], answer: Any, error: dict[str, Any] | None) -> dict[str, Any]:
+def _outcome_json(data: JSONObject, answer: JSONValue, error: dict[str, Any] | None) -> JSONObject:
     if answer is not None:
         data["answer"] = answer
     if error is not None:
@@ -408,8 +409,8 @@ class ServerNotification:
     reason: str | None = None
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"method": self.method, "params": self.params}
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {"method": self.method, "params": self.params}
         if self.error is not None:
             data["error"] = self.error
             data["reason"] = self.reason
@@ -435,8 +436,8 @@ class Refusal:
     notification: bool = False
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {
             "id": self.id,
             "method": self.method,
             "params": self.params,
@@ -463,7 +464,7 @@ class HeldMessage:
     capability: str | None = None
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"method": self.method, "params": self.params, "id": self.id, "capability": self.capability}
 
 
@@ -484,7 +485,7 @@ class PolicyReceipt:
     defects: list[str] = field(default_factory=list[str])
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "accepted": self.accepted,
             "mode": self.mode,
@@ -507,7 +508,7 @@ class ManifestChange:
     impacts: tuple[Impact, ...]
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return ChangeReceipt(self.domains, self.impacts).to_json()
 
 
@@ -521,7 +522,7 @@ class ChannelsChanged:
     channels: list[dict[str, Any]] = _hidden()
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"channels": self.channels}
 
 
@@ -543,7 +544,7 @@ class Stalled:
     profile: str | None = None
     time: float = field(default_factory=_now)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {
             "explanation": self.explanation,
             "silentSeconds": self.silent_seconds,
@@ -587,7 +588,7 @@ def delivery_of(event: HostEvent) -> Delivery | None:
     return event.delivery if isinstance(event, (PushEvent, ServerRequest)) else None
 
 
-def event_json(event: HostEvent) -> dict[str, Any]:
+def event_json(event: HostEvent) -> JSONObject:
     """``{"server", "kind", "time", "data"}`` (``data``: ``event.to_json()``): what
     ``mcpl-host run --json`` prints, before redaction and with ``time`` in seconds."""
     return {"server": event.server, "kind": event.kind, "time": event.time, "data": event.to_json()}

@@ -69,7 +69,7 @@ class InferenceStream:
 
     __slots__ = ("_index", "_notify", "_request_id")
 
-    def __init__(self, request_id: Any, notify: Notifier) -> None:
+    def __init__(self, request_id: object, notify: Notifier) -> None:
         self._request_id = request_id
         self._notify = notify
         self._index = 0

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from mcpl_host.jsonrpc.errors import InitializeError
 from mcpl_host.jsonrpc.session import DroppedLine, LookAlikeResponse
-from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_object
 from mcpl_host.logging import Redactor, log_value
 
 __all__ = [
@@ -55,7 +55,7 @@ HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
 }
 
 
-def host_advertisement(*, inference_request: bool, model_info: bool) -> dict[str, Any]:
+def host_advertisement(*, inference_request: bool, model_info: bool) -> JSONObject:
     """The host's ``experimental.mcpl`` (MCPL §5.2): ``HOST_MCPL_ADVERTISEMENT`` without what
     the application does not serve. ``inference_request``: an inference provider answers
     ``inference/request`` (else ``inferenceRequest`` is not advertised); ``model_info``:
@@ -71,12 +71,12 @@ def host_advertisement(*, inference_request: bool, model_info: bool) -> dict[str
 
 def client_capabilities(
     features: dict[str, Any] | None = None, mcpl_advertisement: dict[str, Any] | None = None
-) -> dict[str, Any]:
+) -> JSONObject:
     """The host's ``ClientCapabilities`` (MCP 2025-11-25 "Lifecycle", capability
     negotiation; MCPL §5.2): ``features`` (``ClientFeatures.capabilities()``: ``roots``,
     ``sampling``, ``elicitation``, each only when served) and, unless None, the MCPL
     advertisement as ``experimental.mcpl``."""
-    capabilities: dict[str, Any] = {key: dict(value) for key, value in (features or {}).items()}
+    capabilities: JSONObject = {key: dict(value) for key, value in (features or {}).items()}
     if mcpl_advertisement is not None:
         capabilities["experimental"] = {"mcpl": dict(mcpl_advertisement)}
     return capabilities
@@ -87,7 +87,7 @@ def initialize_params(
     client_version: str,
     mcpl_advertisement: dict[str, Any] | None = None,
     features: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """Params of our ``initialize`` request (MCP 2025-11-25 "Lifecycle"; MCPL §5.2).
     ``mcpl_advertisement``: the host's ``experimental.mcpl``; None offers no MCPL.
     ``features``: the client feature capabilities served (``client_capabilities``)."""
@@ -139,7 +139,7 @@ class ServerInfo:
         return version if isinstance(version, str) else None
 
 
-def read_initialize_result(result: Any, redactor: Redactor | None = None) -> ServerInfo:
+def read_initialize_result(result: object, redactor: Redactor | None = None) -> ServerInfo:
     """Validate an ``initialize`` result and read it into a ``ServerInfo``.
 
     Raises:
@@ -175,7 +175,7 @@ def read_initialize_result(result: Any, redactor: Redactor | None = None) -> Ser
     )
 
 
-def id_text(value: Any) -> Any:
+def id_text(value: object) -> Any:
     """An id as it reads in JSON where a string and a number differ (``"1"`` and ``1``;
     JSON-RPC 2.0 §5)."""
     return json.dumps(value) if isinstance(value, str) else value

@@ -77,6 +77,7 @@ from mcpl_host.events import (
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.hosted import HostedServer
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError, MCPLHostError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.server_connection import ServerConnection
@@ -174,7 +175,7 @@ class ServerRequestResponder:
 
     __slots__ = ("_answer", "id", "method", "params", "server")
 
-    def __init__(self, server: str, method: str, request_id: Any, params: Any, answer: _Answer) -> None:
+    def __init__(self, server: str, method: str, request_id: object, params: object, answer: _Answer) -> None:
         self.server, self.method, self.id, self.params = server, method, request_id, params
         self._answer = answer
 
@@ -186,7 +187,7 @@ class ServerRequestResponder:
         """True once answered, expired or abandoned."""
         return self._answer.done.is_set()
 
-    def respond(self, result: Any) -> bool:
+    def respond(self, result: object) -> bool:
         """Answer with ``result`` (a JSON value)."""
         if self._answer.done.is_set():
             return False
@@ -194,7 +195,7 @@ class ServerRequestResponder:
         self._answer.done.set()
         return True
 
-    def reject(self, code: int, message: str, data: Any = None) -> bool:
+    def reject(self, code: int, message: str, data: object = None) -> bool:
         """Answer with a JSON-RPC error object."""
         if self._answer.done.is_set():
             return False
@@ -226,7 +227,7 @@ class _DeliveringHandlers(HostHandlers):
         self._request_timeout = limits_timeout
         self._delivery_timeout = delivery_timeout
 
-    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> JSONObject:
         event = PushEvent(
             server=self._server,
             id=context.id,
@@ -239,7 +240,7 @@ class _DeliveringHandlers(HostHandlers):
             return {"accepted": True}
         return {"accepted": False, "reason": taken}
 
-    async def request(self, context: RequestContext, params: Any) -> Any:
+    async def request(self, context: RequestContext, params: object) -> Any:
         answer = _Answer()
         responder = ServerRequestResponder(self._server, context.method, context.id, params, answer)
         event = ServerRequest(

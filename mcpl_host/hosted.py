@@ -47,6 +47,7 @@ from mcpl_host.connect import transport_factory
 from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers, client_features, serves_inference, serves_model_info
 from mcpl_host.handshake import host_advertisement
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting, NoteLedger
@@ -327,7 +328,7 @@ class HostedServer:
         state = self._current.mcpl_state.value if self._current is not None else "not connected"
         return f"<HostedServer {self.name!r} {state} connections={self.connections_opened}>"
 
-    def advertisement(self) -> dict[str, Any]:
+    def advertisement(self) -> JSONObject:
         """The host's ``experimental.mcpl`` for this server: only what the handlers serve
         (``handshake.host_advertisement``)."""
         return host_advertisement(
@@ -338,7 +339,7 @@ class HostedServer:
         """The client features the handlers serve now (``handlers.client_features``)."""
         return client_features(self.handlers)
 
-    def capabilities(self) -> dict[str, Any]:
+    def capabilities(self) -> JSONObject:
         """The MCP client capabilities the host advertises to this server, MCPL aside
         (MCP 2025-11-25 "Lifecycle"): ``roots``, ``sampling``, ``elicitation``, each exactly
         when the handlers serve it (``ClientFeatures.capabilities``)."""

@@ -211,7 +211,7 @@ class InboundPool:
             self._tg.start_soon(job)
         return True
 
-    def cancel(self, request_id: Any) -> None:
+    def cancel(self, request_id: object) -> None:
         """The server's ``notifications/cancelled`` for ``request_id`` (a string or a
         number): its job stops (running) or never starts (waiting); no answer is sent."""
         item = self._jobs.pop(request_id, None)

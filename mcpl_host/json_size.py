@@ -20,7 +20,7 @@ from mcpl_host.jsonrpc.values import is_array, is_mapping
 __all__ = ["json_depth_beyond", "json_size"]
 
 
-def json_size(value: Any, *, limit: int | None = None) -> int:
+def json_size(value: object, *, limit: int | None = None) -> int:
     """Bytes of ``value`` as compact JSON. With ``limit``, the result is exact up to
     ``limit``; above it, any number above ``limit`` may be returned (the walk stops early).
     A value that is no JSON (a set, bytes) counts as its ``repr``."""
@@ -30,14 +30,14 @@ def json_size(value: Any, *, limit: int | None = None) -> int:
         return _walk_size(value, limit)
 
 
-def _scalar_size(value: Any) -> int:
+def _scalar_size(value: object) -> int:
     try:
         return len(orjson.dumps(value))
     except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits, or no JSON
         return len(str(value)) if isinstance(value, int) else len(repr(value))
 
 
-def _walk_size(value: Any, limit: int | None) -> int:
+def _walk_size(value: object, limit: int | None) -> int:
     total = 0
     stack: list[Any] = [value]
     while stack:
@@ -57,7 +57,7 @@ def _walk_size(value: Any, limit: int | None) -> int:
     return total
 
 
-def json_depth_beyond(value: Any, max_depth: int) -> bool:
+def json_depth_beyond(value: object, max_depth: int) -> bool:
     """Whether ``value`` nests arrays and objects more than ``max_depth`` levels deep (a
     scalar is depth 0, ``[]`` depth 1). Iterative; stops at the first level too deep."""
     stack: list[tuple[Any, int]] = [(value, 0)]

@@ -370,7 +370,7 @@ def config_key(field_name: str) -> str:
 CONFIG_KEYS: dict[str, str] = {config_key(name): name for name in _FIELDS}
 
 
-def limit_problem(field_name: str, value: Any) -> str | None:
+def limit_problem(field_name: str, value: object) -> str | None:
     """Why ``value`` cannot be ``Limits.<field_name>``, or None. Counts and sizes (``int``
     fields) are whole numbers, at least 1 (0 allowed for ``*_logged`` budgets); durations
     (``float`` fields, seconds) are finite numbers above 0 (0 allowed where a wait may be

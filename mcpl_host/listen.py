@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
-from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_object
 
 __all__ = [
     "ACKNOWLEDGED",
@@ -66,19 +66,19 @@ FILTER_KEYS: dict[str, str] = {
 Ending = Literal["graceful", "cancelled", "refused", "lost"]
 
 
-def _capability(capabilities: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+def _capability(capabilities: Mapping[str, object], name: str) -> Mapping[str, Any]:
     value = capabilities.get(name)
     return value if is_object(value) else {}
 
 
 def wanted_filter(
-    capabilities: Mapping[str, Any], listed: Collection[str], resources: Collection[str]
+    capabilities: Mapping[str, object], listed: Collection[str], resources: Collection[str]
 ) -> dict[str, Any] | None:
     """The ``SubscriptionFilter`` the host listens with (module rules), or None when there is
     nothing to listen for. ``capabilities``: the server's (its discover result);
     ``listed``: the lists the application listed (``"tools"``, ``"resources"``,
     ``"prompts"``); ``resources``: the URIs it subscribed to."""
-    wanted: dict[str, Any] = {}
+    wanted: JSONObject = {}
     for name, key in FILTER_KEYS.items():
         if name in listed and _capability(capabilities, name).get("listChanged") is True:
             wanted[key] = True
@@ -87,31 +87,31 @@ def wanted_filter(
     return wanted or None
 
 
-def may_subscribe(capabilities: Mapping[str, Any]) -> bool:
+def may_subscribe(capabilities: Mapping[str, object]) -> bool:
     """Whether the server advertises ``resources.subscribe`` (MCP 2025-11-25 "Resources",
     capabilities; in 2026-07-28 served through ``resourceSubscriptions``)."""
     return _capability(capabilities, "resources").get("subscribe") is True
 
 
-def subscription_id(params: Any) -> Any:
+def subscription_id(params: object) -> Any:
     """The ``_meta`` subscription id of a notification's params (None when absent)."""
     meta = params.get("_meta") if is_object(params) else None
     return meta.get(SUBSCRIPTION_ID_KEY) if is_object(meta) else None
 
 
-def acknowledged_filter(params: Any) -> dict[str, Any]:
+def acknowledged_filter(params: object) -> JSONObject:
     """The filter an acknowledgment says the server honors (``{}`` when it sent none)."""
     honored = params.get("notifications") if is_object(params) else None
     return dict(honored) if is_object(honored) else {}
 
 
-def honors_uri(honored: Mapping[str, Any], uri: str) -> bool:
+def honors_uri(honored: Mapping[str, object], uri: str) -> bool:
     """Whether an acknowledged filter keeps the resource subscription ``uri``."""
     uris = honored.get("resourceSubscriptions")
     return isinstance(uris, list) and uri in uris
 
 
-def ending_of_error(data: Any) -> Ending:
+def ending_of_error(data: object) -> Ending:
     """How a listen that failed with an error answer ended: ``lost`` when the host made the
     answer (``data.fromHost``: the transport lost the stream), else ``refused``."""
     return "lost" if is_object(data) and data.get("fromHost") is True else "refused"

@@ -138,7 +138,7 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub(_escape_char, text)
 
 
-def json_safe(value: Any) -> Any:
+def json_safe(value: object) -> Any:
     """A copy of a JSON value whose strings and keys hold no lone surrogate (each shown as
     the escaper's ``\\uXXXX`` escape) and whose numbers are finite (an infinity, as a
     server's ``1e400`` reads, is null), so that it encodes as strict JSON and UTF-8. Other
@@ -155,7 +155,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def _as_text(value: Any) -> str:
+def _as_text(value: object) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, (bytes, bytearray)):
@@ -183,7 +183,7 @@ def _cut_utf16(text: str, max_units: int) -> tuple[str, bool]:
 
 
 def log_value(
-    value: Any,
+    value: object,
     redactor: Redactor | None = None,
     *,
     max_units: int = DEFAULT_LOG_VALUE_MAX_UNITS,
@@ -223,7 +223,7 @@ class ServerValue:
 
     __slots__ = ("_quotes", "_redactor", "_text", "_value")
 
-    def __init__(self, value: Any, redactor: Redactor | None = None, *, quotes: bool = True) -> None:
+    def __init__(self, value: object, redactor: Redactor | None = None, *, quotes: bool = True) -> None:
         self._value = value
         self._redactor = redactor
         self._quotes = quotes
@@ -246,15 +246,15 @@ class Logger(Protocol):
     each called with the event's text and its fields as keywords (``ServerValue`` for
     anything a server sent)."""
 
-    def debug(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def debug(self, event: str, *args: object, **fields: object) -> object: ...
 
-    def info(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def info(self, event: str, *args: object, **fields: object) -> object: ...
 
-    def warning(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def warning(self, event: str, *args: object, **fields: object) -> object: ...
 
-    def error(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def error(self, event: str, *args: object, **fields: object) -> object: ...
 
-    def exception(self, event: str, *args: Any, **fields: Any) -> Any: ...
+    def exception(self, event: str, *args: object, **fields: object) -> object: ...
 
 
 class LogBudget:
@@ -301,7 +301,7 @@ _NEEDS_QUOTES = re.compile(r"[ =\"']")
 
 
 def _render_server_values(
-    _logger: Any, _name: str, event: MutableMapping[str, Any]
+    _logger: object, _name: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     for key, value in event.items():
         if type(value) is ServerValue:
@@ -351,10 +351,10 @@ class _Deferred:
 
     __slots__ = ("_initial", "_logger", "_name")
 
-    def __init__(self, name: str, initial: dict[str, Any]) -> None:
+    def __init__(self, name: str, initial: dict[str, object]) -> None:
         self._name = name
         self._initial = initial
-        self._logger: Any = None
+        self._logger: Logger | None = None
 
     def __getattr__(self, attribute: str) -> Any:
         logger = self._logger
@@ -364,8 +364,24 @@ class _Deferred:
             logger = self._logger = _make_logger(self._name, self._initial)
         return getattr(logger, attribute)
 
+    # The levels of ``Logger``, each looked up as above on its call.
+    def debug(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("debug")(event, *args, **fields)
 
-def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
+    def info(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("info")(event, *args, **fields)
+
+    def warning(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("warning")(event, *args, **fields)
+
+    def error(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("error")(event, *args, **fields)
+
+    def exception(self, event: str, *args: object, **fields: object) -> object:
+        return self.__getattr__("exception")(event, *args, **fields)
+
+
+def get_logger(name: str = "mcpl_host", **initial: object) -> Logger:
     """The library's structlog logger, optionally bound to ``initial`` values.
 
     When the application has not configured structlog, the library does not fall back on
@@ -378,11 +394,12 @@ def get_logger(name: str = "mcpl_host", **initial: Any) -> Any:
     return _make_logger(name, initial)
 
 
-def _make_logger(name: str, initial: dict[str, Any]) -> Any:
+def _make_logger(name: str, initial: dict[str, Any]) -> Logger:
     import structlog
 
     if structlog.is_configured():
-        return structlog.get_logger(name, **initial)
+        configured: Logger = structlog.get_logger(name, **initial)
+        return configured
     global _fallback
     if _fallback is None:  # made once: a renderer per connection would cost memory and time
         _fallback = (
@@ -395,9 +412,10 @@ def _make_logger(name: str, initial: dict[str, Any]) -> Any:
             structlog.make_filtering_bound_logger(logging.WARNING),
         )
     processors, wrapper_class = _fallback
-    return structlog.wrap_logger(
+    fallback: Logger = structlog.wrap_logger(
         structlog.PrintLogger(sys.stderr), processors=processors, wrapper_class=wrapper_class, **initial
     )
+    return fallback
 
 
 # The standard library's level names (logging.getLevelName's str -> int use is deprecated).
@@ -407,7 +425,7 @@ _LEVELS: dict[str, int] = {
 }
 
 
-def _json_line(value: Any, **_: Any) -> str:
+def _json_line(value: object, **_: Any) -> str:
     """One log line as strict JSON: a lone surrogate in a field is shown as its escape
     (``json_safe``) rather than failing the line."""
     try:

@@ -84,7 +84,7 @@ from mcpl_host.jsonrpc.errors import (
     RequestEnded,
     RequestTimeout,
 )
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.limits import LimitExceeded, Limits
 from mcpl_host.listen import (
     ACKNOWLEDGED,
@@ -178,7 +178,7 @@ LIST_CHANGED: dict[str, str] = {
 }
 
 
-def _object(result: Any, method: str) -> dict[str, Any]:
+def _object(result: object, method: str) -> JSONObject:
     if not is_object(result):
         raise RemoteProtocolError(f"the server's {method} result is not a JSON object")
     return result
@@ -190,7 +190,12 @@ class InputRefused(MCPLHostError):
     key, ``error``: the JSON-RPC error object the handler raised."""
 
     def __init__(
-        self, request: str, key: str, method: str, error: dict[str, Any], redactor: Redactor | None = None
+        self,
+        request: str,
+        key: str,
+        method: str,
+        error: Mapping[str, object],
+        redactor: Redactor | None = None,
     ) -> None:
         super().__init__(
             f"the input request {log_value(key, redactor, max_units=40)} ({method}) of {request} was refused:"
@@ -221,7 +226,7 @@ class _Attempt:
 
     __slots__ = ("ending", "error", "filter", "honored", "id", "refetch")
 
-    def __init__(self, wanted: dict[str, Any], *, refetch: bool = False) -> None:
+    def __init__(self, wanted: Mapping[str, object], *, refetch: bool = False) -> None:
         self.filter = wanted
         self.refetch = refetch  # it follows a lost stream: list again once acknowledged
         self.id: int | None = None
@@ -376,7 +381,7 @@ class _Listening:
         self._note_change()
         return ending
 
-    def on_notification(self, method: str, params: Any) -> None:
+    def on_notification(self, method: str, params: object) -> None:
         """The acknowledgment of the listen in flight records the filter honored (what it
         leaves out is logged once). Does not block."""
         attempt = self._attempt
@@ -446,7 +451,7 @@ class PromptReference:
 
     name: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"type": "ref/prompt", "name": self.name}
 
 
@@ -456,7 +461,7 @@ class ResourceTemplateReference:
 
     uri: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"type": "ref/resource", "uri": self.uri}
 
 
@@ -488,7 +493,7 @@ class EraRequester:
         info = self._shell.server_info
         return info is not None and info.is_stateless
 
-    def stamp(self, params: Any) -> Any:
+    def stamp(self, params: object) -> Any:
         """``params`` with the stateless ``_meta`` on a stateless connection, else as given."""
         info = self._shell.server_info
         if info is None or not info.is_stateless:
@@ -749,7 +754,7 @@ class MCPClient:
             kept.append(tool)
         return kept
 
-    def param_headers(self, message: Mapping[str, Any]) -> dict[str, str]:
+    def param_headers(self, message: Mapping[str, object]) -> dict[str, str]:
         """The ``Mcp-Param-*`` headers of one outgoing JSON-RPC message (the transport asks;
         module rules): those of a ``tools/call`` of a listed tool that declares some, else
         none. Never raises (a call over the bound was refused before it was sent)."""
@@ -783,7 +788,7 @@ class MCPClient:
                 else:
                     self._note_idle()
 
-    def on_notification(self, method: str, params: Any) -> None:
+    def on_notification(self, method: str, params: object) -> None:
         """A server notification (from the read loop; does not block): a
         ``notifications/*/list_changed`` of a list listed before (or being listed) starts
         its refresh, coalesced (``mcpl_host.coalesce``: one in flight, one pending); the
@@ -847,11 +852,11 @@ class MCPClient:
     async def _call(
         self,
         method: str,
-        params: dict[str, Any],
+        params: Mapping[str, object],
         *,
         timeout: Timeout,
         progress: ProgressCallback | None = None,
-    ) -> dict[str, Any]:
+    ) -> JSONObject:
         """One request, and on a stateless connection its retries while the server answers
         ``input_required`` (module rules). Raises ``RemoteProtocolError`` past
         ``limits.max_input_rounds`` rounds or for a malformed ``InputRequiredResult``,
@@ -874,8 +879,8 @@ class MCPClient:
             f"the server still asked for input after {rounds} retries of {method} (Limits.max_input_rounds)"
         )
 
-    async def _answer_inputs(self, method: str, requests: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
-        responses: dict[str, Any] = {}
+    async def _answer_inputs(self, method: str, requests: Mapping[str, tuple[str, Any]]) -> JSONObject:
+        responses: JSONObject = {}
         for key, (wanted, _params) in requests.items():
             if self._features is None or not self._features.serves(wanted):
                 raise RemoteProtocolError(
@@ -884,7 +889,7 @@ class MCPClient:
                 )
         failures: list[InputRefused] = []
 
-        async def answer(key: str, wanted: str, params: Any, scope: anyio.CancelScope) -> None:
+        async def answer(key: str, wanted: str, params: object, scope: anyio.CancelScope) -> None:
             assert self._features is not None
             context = RequestContext(self._server, key, wanted, self._transport)
             try:
@@ -954,7 +959,7 @@ class MCPClient:
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
     ) -> GetPromptResult:
         """``prompts/get``; ``arguments`` is sent whenever given, ``{}`` included."""
-        params: dict[str, Any] = {"name": name}
+        params: JSONObject = {"name": name}
         if arguments is not None:
             params["arguments"] = arguments
         return get_prompt_result(await self._call("prompts/get", params, timeout=timeout))
@@ -973,7 +978,7 @@ class MCPClient:
         """``completion/complete`` (MCP 2025-11-25 "Utilities: Completion"): values for
         ``argument`` of a prompt or resource template, given its partial ``value`` and the
         ``context`` arguments already chosen."""
-        params: dict[str, Any] = {"ref": ref.to_json(), "argument": {"name": argument, "value": value}}
+        params: JSONObject = {"ref": ref.to_json(), "argument": {"name": argument, "value": value}}
         if context is not None:
             params["context"] = {"arguments": dict(context)}
         result = _object(
@@ -1046,7 +1051,7 @@ class MCPClient:
     async def request(
         self,
         method: str,
-        params: Any = None,
+        params: object = None,
         *,
         timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
@@ -1064,7 +1069,7 @@ class MCPClient:
         Cancellation: ``notifications/cancelled`` is sent; a late answer is an orphan."""
         return await self._requester.request(method, params, timeout=timeout, progress=progress)
 
-    def notify_nowait(self, method: str, params: Any = None) -> None:
+    def notify_nowait(self, method: str, params: object = None) -> None:
         """Queue a notification (JSON-RPC 2.0 §4.1) without waiting. Raises
         ``ConnectionLost`` / ``ConnectionClosed`` when the transport is gone,
         ``MessageTooLarge`` over ``Limits.max_outbox_bytes`` (not sent),
@@ -1073,7 +1078,7 @@ class MCPClient:
             raise LocalProtocolError("this MCPClient sends no notifications (made without notify)")
         self._notify(method, params)
 
-    async def notify(self, method: str, params: Any = None) -> None:
+    async def notify(self, method: str, params: object = None) -> None:
         """Send a notification (no answer). Raises as ``notify_nowait``."""
         self.notify_nowait(method, params)
 

@@ -45,34 +45,34 @@ __all__ = [
 ]
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _flag(value: Any) -> bool | None:
+def _flag(value: object) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-def _priority(value: Any) -> float | None:
+def _priority(value: object) -> float | None:
     """An annotation's ``priority``: a number from 0 to 1 (MCP 2025-11-25 "Annotations"),
     else None (past a double, or outside the range)."""
     number = finite_number(value)
     return number if number is not None and 0 <= number <= 1 else None
 
 
-def _integer(value: Any) -> int | None:
+def _integer(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _object_or_none(value: Any) -> dict[str, Any] | None:
+def _object_or_none(value: object) -> dict[str, Any] | None:
     return value if is_object(value) else None
 
 
-def _strings(value: Any) -> tuple[str, ...]:
+def _strings(value: object) -> tuple[str, ...]:
     return tuple(item for item in value if isinstance(item, str)) if is_array(value) else ()
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def _objects(value: object) -> list[dict[str, Any]]:
     return [item for item in value if is_object(item)] if is_array(value) else []
 
 
@@ -88,7 +88,7 @@ class Icon:
     theme: str | None = None
 
 
-def _icons(value: Any) -> tuple[Icon, ...]:
+def _icons(value: object) -> tuple[Icon, ...]:
     return tuple(
         Icon(
             src=src,
@@ -111,7 +111,7 @@ class Annotations:
     last_modified: str | None = None
 
 
-def _annotations(value: Any) -> Annotations | None:
+def _annotations(value: object) -> Annotations | None:
     if not is_object(value):
         return None
     return Annotations(

@@ -93,9 +93,9 @@ class Reporter:
     def handled_request(
         self,
         context: RequestContext,
-        params: Any,
+        params: object,
         *,
-        answer: Any = None,
+        answer: object = None,
         error: dict[str, Any] | None = None,
         input_request: bool = False,
     ) -> None:
@@ -116,7 +116,7 @@ class Reporter:
             )
 
     def notification(
-        self, method: str, params: Any, error: dict[str, Any] | None = None, reason: str | None = None
+        self, method: str, params: object, error: dict[str, Any] | None = None, reason: str | None = None
     ) -> None:
         self.handlers.on_notification(self.name, method, params)
         self._observe(
@@ -126,7 +126,7 @@ class Reporter:
     def refused(
         self,
         method: str,
-        params: Any,
+        params: object,
         error: dict[str, Any],
         reason: str | None = None,
         *,
@@ -146,7 +146,7 @@ class Reporter:
             )
         )
 
-    def held(self, method: str, params: Any, request_id: RequestId, capability: str | None) -> None:
+    def held(self, method: str, params: object, request_id: RequestId, capability: str | None) -> None:
         self._observe(
             HeldMessage(server=self.name, method=method, params=params, id=request_id, capability=capability)
         )

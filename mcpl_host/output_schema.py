@@ -37,7 +37,7 @@ Rules of this module:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -102,7 +102,7 @@ class _Unbounded(Exception):
     """The schema's cost is not read from its size (module rules)."""
 
 
-def _pointer(root: Any, ref: str) -> Any:
+def _pointer(root: object, ref: str) -> Any:
     """The value ``ref`` (``#`` or ``#/a/b``: RFC 6901 in a URI fragment, RFC 3986 §2.1
     percent-encoding) names in ``root``. Raises ``_Unbounded`` for another reference or a
     pointer that names nothing."""
@@ -122,14 +122,14 @@ def _pointer(root: Any, ref: str) -> Any:
     return node
 
 
-def _expanded_size(schema: Any, cap: int) -> int:
+def _expanded_size(schema: object, cap: int) -> int:
     """The number of schema objects of ``schema`` with every ``$ref`` replaced by its
     target, counted up to ``cap + 1``. Raises ``_Unbounded`` (module rules) and
     ``RecursionError`` (nested deeper than Python recurses)."""
     sizes: dict[int, int] = {}
     expanding: set[int] = {id(schema)}
 
-    def size(node: Any, top: bool) -> int:
+    def size(node: object, top: bool) -> int:
         if is_array(node):
             total = 0
             for item in node:
@@ -155,7 +155,7 @@ def _expanded_size(schema: Any, cap: int) -> int:
                 return cap + 1
         return total
 
-    def target_size(target: Any) -> int:
+    def target_size(target: object) -> int:
         key = id(target)
         if key in expanding:
             raise _Unbounded  # a cycle of references
@@ -170,7 +170,7 @@ def _expanded_size(schema: Any, cap: int) -> int:
     return size(schema, True)
 
 
-def _value_count(instance: Any, cap: int) -> int:
+def _value_count(instance: object, cap: int) -> int:
     """The number of JSON values in ``instance`` (itself, its members, theirs...), counted
     up to ``cap + 1``: an iterative walk."""
     count, stack = 0, [instance]
@@ -184,7 +184,7 @@ def _value_count(instance: Any, cap: int) -> int:
     return count
 
 
-def inline_check(schema: Any, instance: Any, *, budget: int) -> bool:
+def inline_check(schema: object, instance: object, *, budget: int) -> bool:
     """Whether checking ``instance`` against ``schema`` (parsed JSON values) may run in the
     event loop (module rules): its expanded size times the instance's count of values is
     at most ``budget`` (``Limits.max_inline_schema_work``), and nothing in it makes its cost
@@ -227,8 +227,8 @@ def _ready() -> None:
 
 async def check_structured_content(
     tool: str,
-    schema: dict[str, Any],
-    structured_content: Any,
+    schema: Mapping[str, object],
+    structured_content: object,
     *,
     max_schema_bytes: int,
     max_seconds: float,

@@ -92,7 +92,7 @@ class Rejected:
     reason: str
 
 
-def _shown(value: Any) -> str:
+def _shown(value: object) -> str:
     return log_value(value, max_units=40)
 
 
@@ -101,7 +101,7 @@ def _where(path: tuple[str, ...]) -> str:
 
 
 def _children(
-    schema: dict[str, Any], path: tuple[str, ...] | None
+    schema: Mapping[str, object], path: tuple[str, ...] | None
 ) -> list[tuple[tuple[str, ...] | None, Any]]:
     out: list[tuple[tuple[str, ...] | None, Any]] = []
     for keyword, value in schema.items():
@@ -117,7 +117,7 @@ def _children(
     return out
 
 
-def declared_headers(input_schema: Any, *, max_headers: int) -> tuple[ParamHeader, ...] | Rejected:
+def declared_headers(input_schema: object, *, max_headers: int) -> tuple[ParamHeader, ...] | Rejected:
     """The ``Mcp-Param-*`` headers a tool's ``inputSchema`` declares, in schema order, or
     ``Rejected`` (module rules). A schema that is not an object declares none."""
     declared: list[ParamHeader] = []
@@ -162,7 +162,7 @@ def declared_headers(input_schema: Any, *, max_headers: int) -> tuple[ParamHeade
     return tuple(declared)
 
 
-def _rendered(value: Any) -> str | None:
+def _rendered(value: object) -> str | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -176,7 +176,7 @@ def _rendered(value: Any) -> str | None:
     return None
 
 
-def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+def _value_at(arguments: Mapping[str, object], path: tuple[str, ...]) -> Any:
     node: Any = arguments
     for key in path:
         if not is_object(node):
@@ -186,7 +186,7 @@ def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
 
 
 def param_headers(
-    declared: tuple[ParamHeader, ...], arguments: Mapping[str, Any], *, tool: str, max_bytes: int
+    declared: tuple[ParamHeader, ...], arguments: Mapping[str, object], *, tool: str, max_bytes: int
 ) -> dict[str, str]:
     """The ``Mcp-Param-*`` headers of a ``tools/call`` of ``tool`` with ``arguments``
     (module rules), name -> value, in declaration order.

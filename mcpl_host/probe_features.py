@@ -37,7 +37,7 @@ from mcpl_host.client_features import (
     SamplingResult,
 )
 from mcpl_host.handlers import HostHandlers
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.probing import PROBE_MODEL, InferenceReply
 from mcpl_host.report import safe_text
 
@@ -157,7 +157,7 @@ class TerminalSampling:
         return SamplingResult.text(await _TERMINAL.ask(question), PROBE_MODEL)
 
 
-def _convert(kind: Any, text: str) -> Any:
+def _convert(kind: object, text: str) -> Any:
     if kind == "integer":
         return int(text)
     if kind == "number":
@@ -191,7 +191,7 @@ class TerminalElicitation:
                 return ElicitationResult("decline")
             schema = request.requested_schema or {}
             properties = schema.get("properties")
-            content: dict[str, Any] = {}
+            content: JSONObject = {}
             for name, spec in properties.items() if is_object(properties) else ():
                 spec = spec if is_object(spec) else {}
                 label = safe_text(spec.get("title") or name)

@@ -20,12 +20,14 @@ Rules of this module:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import anyio
 
 from mcpl_host import report
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.mcpl.explain import CLI_SWITCH, Stall, silence_sentence, stall_verdict
 from mcpl_host.server_connection import ServerConnection
 
@@ -125,8 +127,8 @@ class InferenceReply(HostHandlers):
         self.text = text
 
     async def inference_request(
-        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
-    ) -> dict[str, Any]:
+        self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
+    ) -> JSONObject:
         chunks = [self.text[i : i + CHUNK_CHARS] for i in range(0, len(self.text), CHUNK_CHARS)] or [""]
         if stream is not None:
             for chunk in chunks:

@@ -12,10 +12,12 @@ counted, with its bytes. ``omitted()`` is what the report says it left out
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcpl_host.json_size import json_size
+from mcpl_host.jsonrpc.values import JSONObject
 
 __all__ = ["CUT_FIELDS", "EventRecord"]
 
@@ -40,7 +42,7 @@ class EventRecord:
     cut: int = 0
     cut_bytes: int = 0
 
-    def add(self, event: dict[str, Any]) -> dict[str, Any]:
+    def add(self, event: dict[str, Any]) -> JSONObject:
         """Keep ``event`` (a JSON object) if it fits, shortened if it is over
         ``max_event_bytes``; count it otherwise. Returns the form kept (the one to show),
         whether it was kept or not."""
@@ -60,7 +62,7 @@ class EventRecord:
         self.kept_bytes += size
         return shown
 
-    def _shortened(self, event: dict[str, Any]) -> dict[str, Any]:
+    def _shortened(self, event: Mapping[str, object]) -> dict[str, Any]:
         """``event`` without the fields of ``CUT_FIELDS`` it needs to lose to fit, and
         ``omitted``: ``{"fields": [...], "bytes": N}`` (N: their
         compact JSON). Bounded even when every other field is large: those fields are the

@@ -33,6 +33,7 @@ import datetime
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
 
 import orjson
@@ -42,7 +43,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, escape_text, json_safe
 from mcpl_host.mcpl.policy_state import MCPLState
 
@@ -134,12 +135,12 @@ def new_document(command: list[str]) -> dict[str, Any]:
     }
 
 
-def _obj(value: Any) -> dict[str, Any]:
+def _obj(value: object) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one."""
     return value if is_object(value) else {}
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: object) -> list[Any]:
     """``value`` if it is a JSON array, else an empty one."""
     return value if is_array(value) else []
 
@@ -149,7 +150,7 @@ def _feature_sets(conn: ServerConnection) -> list[dict[str, Any]]:
     derivation = conn.policy.state.derivation
     rows: list[dict[str, Any]] = []
     for name, declared in conn.policy.state.feature_sets.sets.items():
-        row: dict[str, Any] = {"name": name, "description": declared.description, "uses": list(declared.uses)}
+        row: JSONObject = {"name": name, "description": declared.description, "uses": list(declared.uses)}
         if derivation is None:  # no grant in force: nothing is enabled
             row.update(
                 enabled=False, reason="not_in_force" if conn.mcpl_state is MCPLState.PENDING else "mcpl_off"
@@ -167,11 +168,11 @@ def _feature_sets(conn: ServerConnection) -> list[dict[str, Any]]:
     return rows
 
 
-def _mcpl_state(conn: ServerConnection) -> dict[str, Any]:
+def _mcpl_state(conn: ServerConnection) -> JSONObject:
     state = conn.mcpl_state
     choice = conn.policy.state.choice
     policy = conn.policy.state
-    data: dict[str, Any] = {"state": state.value}
+    data: JSONObject = {"state": state.value}
     if choice is not None:
         data.update(profile=choice.profile, profileReason=choice.reason)
     if state is MCPLState.READY:
@@ -186,7 +187,7 @@ def _mcpl_state(conn: ServerConnection) -> dict[str, Any]:
     return data
 
 
-def state_line(state: dict[str, Any]) -> str:
+def state_line(state: Mapping[str, object]) -> str:
     """The MCPL state of a (redacted) ``mcplState`` in one line."""
     kind = state.get("state")
     profile = f"profile {state.get('profile')}, {state.get('profileReason')}" if state.get("profile") else ""
@@ -270,7 +271,7 @@ def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
     }
 
 
-def _dumps(value: Any, *, indent: bool = False) -> bytes:
+def _dumps(value: object, *, indent: bool = False) -> bytes:
     """``value`` as strict JSON (RFC 8259) in UTF-8, whatever a server put in it: a lone
     surrogate is shown as its escape and an infinity is null (``logging.json_safe``), an
     integer beyond 64 bits is written by the standard library."""
@@ -286,7 +287,7 @@ def _dumps(value: Any, *, indent: bool = False) -> bytes:
         return json.dumps(safe, default=repr, indent=2 if indent else None, allow_nan=False).encode()
 
 
-def print_json(doc: dict[str, Any]) -> None:
+def print_json(doc: Mapping[str, object]) -> None:
     """Write ``doc`` to stdout as one JSON document (indent 2), then a newline."""
     data = _dumps(doc, indent=True)
     try:
@@ -313,7 +314,7 @@ class ReportConsole(Console):
         silence(self.file)
 
 
-def safe_text(value: Any, *, max_chars: int = MAX_CELL_CHARS, newlines: bool = False) -> str:
+def safe_text(value: object, *, max_chars: int = MAX_CELL_CHARS, newlines: bool = False) -> str:
     """``value`` (a string, or any JSON value, shown compact) as text that is safe to print
     on a terminal: cut at ``max_chars`` characters with ``…``, then escaped by
     ``escape_text`` (quotes kept; newlines escaped too unless ``newlines``)."""
@@ -355,7 +356,7 @@ HOST_KEYS = frozenset(new_document([])) | frozenset({
 })  # fmt: skip
 
 
-def redact_json(value: Any, redactor: Redactor, _depth: int = 0) -> Any:
+def redact_json(value: object, redactor: Redactor, _depth: int = 0) -> Any:
     """A copy of a JSON value with ``redactor`` applied to every string value and to every
     object key that is not one of ``HOST_KEYS``, and anything nested deeper than
     ``MAX_REPORT_DEPTH`` levels replaced by a marker. Never changes the structure: a key
@@ -386,15 +387,15 @@ def _none() -> Text:
     return Text("—", style="dim")
 
 
-def _text(value: Any, **kwargs: Any) -> Text:
-    return _none() if value is None or value == "" else Text(safe_text(value, **kwargs))
+def _text(value: object, *, newlines: bool = False) -> Text:
+    return _none() if value is None or value == "" else Text(safe_text(value, newlines=newlines))
 
 
 def _names(values: Any) -> Text:
     return Text(", ".join(safe_text(v) for v in values)) if values else _none()
 
 
-def _capabilities(capabilities: dict[str, Any]) -> Text:
+def _capabilities(capabilities: Mapping[str, object]) -> Text:
     parts: list[str] = []
     for name, value in capabilities.items():
         flags = (
@@ -406,7 +407,7 @@ def _capabilities(capabilities: dict[str, Any]) -> Text:
     return _names(parts)
 
 
-def _manifest(mcpl: dict[str, Any]) -> Text:
+def _manifest(mcpl: Mapping[str, object]) -> Text:
     text = Text(f"version {safe_text(mcpl.get('version'))}")
     if "revision" in mcpl:
         text.append(f", revision {safe_text(mcpl.get('revision'))}")
@@ -426,7 +427,7 @@ _REASONS = {
 }
 
 
-def _feature_set_lines(rows: list[Any]) -> Text:
+def _feature_set_lines(rows: Sequence[object]) -> Text:
     """One line per feature set: name, enabled or disabled and why, what it uses."""
     text = Text()
     for index, row in enumerate(_obj(r) for r in rows):
@@ -454,7 +455,7 @@ def _feature_set_lines(rows: list[Any]) -> Text:
     return text
 
 
-def _receipt(grant: dict[str, Any], state: dict[str, Any]) -> Text:
+def _receipt(grant: Mapping[str, object], state: Mapping[str, object]) -> Text:
     receipt = grant.get("receipt")
     if receipt is None and state.get("policyForm") == "notification":
         return Text("none: the policy was sent as a notification", style="yellow")
@@ -489,7 +490,7 @@ def _fields(rows: list[tuple[str, Text]]) -> Table:
     return table
 
 
-def _arguments(names: list[Any], required: Any) -> Text:
+def _arguments(names: Sequence[object], required: object) -> Text:
     needed: set[Any] = set(_list(required))
     return _names([f"{name}*" if name in needed else name for name in names])
 
@@ -511,7 +512,7 @@ def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Te
     return table
 
 
-def _tool_row(tool: dict[str, Any]) -> list[Text]:
+def _tool_row(tool: Mapping[str, object]) -> list[Text]:
     schema = v if is_object(v := tool.get("inputSchema")) else {}
     props = v if is_object(v := schema.get("properties")) else {}
     return [
@@ -521,7 +522,7 @@ def _tool_row(tool: dict[str, Any]) -> list[Text]:
     ]
 
 
-def _prompt_row(prompt: dict[str, Any]) -> list[Text]:
+def _prompt_row(prompt: Mapping[str, object]) -> list[Text]:
     args = [a for a in _list(prompt.get("arguments")) if is_object(a)]
     required = [a.get("name") for a in args if a.get("required")]
     return [
@@ -531,11 +532,11 @@ def _prompt_row(prompt: dict[str, Any]) -> list[Text]:
     ]
 
 
-def _resource_row(resource: dict[str, Any]) -> list[Text]:
+def _resource_row(resource: Mapping[str, object]) -> list[Text]:
     return [_text(resource.get(key)) for key in ("uri", "name", "mimeType", "description")]
 
 
-def _template_row(template: dict[str, Any]) -> list[Text]:
+def _template_row(template: Mapping[str, object]) -> list[Text]:
     return [_text(template.get(key)) for key in ("uriTemplate", "name", "description")]
 
 
@@ -551,7 +552,7 @@ _TABLES = (
 _ERAS = {"handshake": "handshake era: initialize", "stateless": "stateless: server/discover"}
 
 
-def _protocol(doc: dict[str, Any]) -> Text:
+def _protocol(doc: Mapping[str, object]) -> Text:
     """The protocol version and, when known, the era it was reached by and what the era
     probe did (docs/protocol.md S8: ``server/discover: the server exited with status 0
     before answering; then initialize on a restarted server``)."""
@@ -569,7 +570,7 @@ def _protocol(doc: dict[str, Any]) -> Text:
     return text
 
 
-def render_report(console: Console, doc: dict[str, Any]) -> None:
+def render_report(console: Console, doc: Mapping[str, object]) -> None:
     """Print the server panel, the grant panel (with the MCPL state line, the profile and the
     feature sets) and the tables of a (redacted) probe doc."""
     server = _obj(doc.get("server"))
@@ -635,13 +636,13 @@ def render_report(console: Console, doc: dict[str, Any]) -> None:
             console.print(_table(title, columns, [row(_obj(item)) for item in _list(doc.get(key))]))
 
 
-def render_notes(console: Console, notes: list[Any]) -> None:
+def render_notes(console: Console, notes: Sequence[object]) -> None:
     """Compatibility notes that came after the report (while listening)."""
     if notes:
         console.print(_notes(notes))
 
 
-def _notes(notes: list[Any]) -> Group:
+def _notes(notes: Sequence[object]) -> Group:
     """The heading, then each note indented by two columns, its wrapped lines too."""
     lines: list[Any] = [Text("Compatibility notes (0.4 profile; MCPL 0.5 refuses these):", style="bold")]
     for note in (_obj(n) for n in notes):
@@ -651,7 +652,7 @@ def _notes(notes: list[Any]) -> Group:
     return Group(*lines)
 
 
-def log_message_summary(params: Any) -> str | None:
+def log_message_summary(params: object) -> str | None:
     """``notifications/message`` params (MCP 2025-11-25 "Logging") as ``level [logger]: data``,
     the logger left out when the server named none (absent or null); None for other shapes."""
     if not isinstance(params, dict) or "data" not in params:
@@ -663,7 +664,7 @@ def log_message_summary(params: Any) -> str | None:
     return f"{head}: {safe_text(entry['data'], max_chars=MAX_EVENT_CHARS)}"
 
 
-def _event_summary(event: dict[str, Any]) -> str:
+def _event_summary(event: Mapping[str, object]) -> str:
     params = event.get("params")
     if event.get("method") == "notifications/message":
         summary = log_message_summary(params)
@@ -695,7 +696,7 @@ def print_event_line(console: Console, head: Text, rest: Text) -> None:
     console.print(grid)
 
 
-def _answered(answer: Any) -> tuple[str, str]:
+def _answered(answer: object) -> tuple[str, str]:
     """How an answer reads: accepted or not, items accepted, or answered."""
     if is_object(answer) and isinstance(answer.get("accepted"), bool):
         return ("  → accepted", "green") if answer["accepted"] else ("  → not accepted", "yellow")
@@ -708,7 +709,7 @@ def _answered(answer: Any) -> tuple[str, str]:
     return "  → answered", "green"
 
 
-def refusal_text(error: dict[str, Any]) -> str:
+def refusal_text(error: Mapping[str, object]) -> str:
     """``refused -32002 Capability denied: ... (pushEvents)`` from a (redacted) error object."""
     text = f"refused {error.get('code')} {safe_text(error.get('message'))}"
     data = error.get("data")
@@ -717,7 +718,7 @@ def refusal_text(error: dict[str, Any]) -> str:
     return text
 
 
-def render_event(console: Console, event: dict[str, Any]) -> None:
+def render_event(console: Console, event: Mapping[str, object]) -> None:
     """Print one (redacted) event as one line: time, kind, method, summary, outcome."""
     clock = str(event.get("time", ""))[11:23]  # HH:MM:SS.mmm of the ISO 8601 time
     head = Text(f"{clock}  ", style="dim")
@@ -758,7 +759,7 @@ def render_omitted(console: Console, omitted: dict[str, int]) -> None:
         console.print(Text(f"left out of the record: {left_out}", style="yellow"))
 
 
-def omitted_sentence(doc: dict[str, Any]) -> str | None:
+def omitted_sentence(doc: Mapping[str, object]) -> str | None:
     """What the record of events left out (``eventsOmitted`` of a probe doc), or None."""
     omitted = _obj(doc.get("eventsOmitted"))
     parts: list[str] = []
@@ -798,7 +799,7 @@ def render_events(console: Console, events: list[dict[str, Any]]) -> None:
             render_event(console, event)
 
 
-def failure_sentence(error: dict[str, Any]) -> str:
+def failure_sentence(error: Mapping[str, object]) -> str:
     """``Error: <message> (code N)`` on one line, from a (redacted) error object."""
     message = safe_text(error.get("message"), max_chars=1000)
     code = error.get("code")
@@ -811,7 +812,7 @@ def failure_sentence(error: dict[str, Any]) -> str:
 MAX_CHAIN = 12
 
 
-def error_chain(doc: dict[str, Any], exc: BaseException | None = None) -> list[str]:
+def error_chain(doc: Mapping[str, object], exc: BaseException | None = None) -> list[str]:
     """What went wrong before the last error, oldest first (module rules): from the
     (unredacted) probe ``doc`` and the exception's causes. Sentences; server text escaped
     by the caller (``redact_json``, then ``safe_text`` when shown)."""
@@ -840,7 +841,7 @@ def error_chain(doc: dict[str, Any], exc: BaseException | None = None) -> list[s
     return chain[:MAX_CHAIN]
 
 
-def render_failure(console: Console, error: dict[str, Any]) -> None:
+def render_failure(console: Console, error: Mapping[str, object]) -> None:
     """The failure sentence, the chain of what went wrong before it, and the server's stderr
     tail (all already redacted)."""
     console.print(Text(failure_sentence(error), style="bold red"), soft_wrap=True)
@@ -901,14 +902,14 @@ def waiting_text(server: str, waiting: list[tuple[str, float]], silent: float | 
 # --- mcpl-host run ----------------------------------------------------------------------------
 
 
-def _iso_time(seconds: Any) -> str:
+def _iso_time(seconds: object) -> str:
     if not isinstance(seconds, (int, float)):
         return ""
     moment = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+def run_event(event: Mapping[str, object], redactor: Redactor) -> dict[str, Any]:
     """An ``events.event_json(event)`` as ``mcpl-host run`` shows it: ``time`` as ISO 8601 UTC,
     ``server``, ``kind``, and ``data`` with the server's secrets redacted."""
     return {
@@ -919,7 +920,7 @@ def run_event(event: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     }
 
 
-def print_json_line(value: Any) -> bool:
+def print_json_line(value: object) -> bool:
     """Write ``value`` as one compact JSON line on stdout and flush (``run --json``).
     Returns False when the reader of stdout has gone away (stdout is then silenced)."""
     try:
@@ -971,7 +972,7 @@ def render_run_end(console: Console, interrupted: bool) -> None:
     )
 
 
-def _outcome(data: dict[str, Any]) -> tuple[str, str]:
+def _outcome(data: Mapping[str, object]) -> tuple[str, str]:
     error = data.get("error")
     if is_object(error):
         return f"  → {refusal_text(error)}", "red"
@@ -980,7 +981,7 @@ def _outcome(data: dict[str, Any]) -> tuple[str, str]:
     return "  → waiting for the application", "yellow"
 
 
-def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
+def _run_summary(kind: str, d: Mapping[str, object]) -> tuple[str, str]:
     """(text, style) for one event's data (already redacted)."""
     if kind == "connecting":
         return f"attempt {d.get('attempt')}", "dim"
@@ -1046,7 +1047,7 @@ def _run_summary(kind: str, d: dict[str, Any]) -> tuple[str, str]:
     return summary + _outcome(d)[0], _outcome(d)[1]  # server_request, refused
 
 
-def run_event_text(event: dict[str, Any], *, server: bool = True) -> tuple[Text, Text]:
+def run_event_text(event: Mapping[str, object], *, server: bool = True) -> tuple[Text, Text]:
     """One (redacted) ``run_event`` as (time, the rest: server unless not ``server``, kind,
     summary), for ``print_event_line``."""
     text, style = _run_summary(str(event.get("kind")), _obj(event.get("data")))
@@ -1059,6 +1060,6 @@ def run_event_text(event: dict[str, Any], *, server: bool = True) -> tuple[Text,
     return head, line
 
 
-def render_run_event(console: Console, event: dict[str, Any]) -> None:
+def render_run_event(console: Console, event: Mapping[str, object]) -> None:
     """Print one (redacted) ``run_event`` as one line: time, server, kind, summary."""
     print_event_line(console, *run_event_text(event))

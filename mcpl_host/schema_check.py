@@ -7,7 +7,7 @@ about 4 MiB).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jsonschema
@@ -25,7 +25,7 @@ __all__ = ["METASCHEMAS", "judge", "most_relevant", "validator_name"]
 METASCHEMAS: Registry[Any] = REGISTRY
 
 
-def validator_name(schema: dict[str, Any]) -> str | None:
+def validator_name(schema: Mapping[str, object]) -> str | None:
     """The name of the ``jsonschema`` validator class for ``schema``'s ``$schema`` (a string
     or absent: 2020-12), or None for a dialect the library does not know (``validator_for``
     would fall back to its default)."""
@@ -43,7 +43,9 @@ def most_relevant(errors: Iterable[ValidationError]) -> ValidationError | None:
     return found
 
 
-def judge(schema: dict[str, Any], cls_name: str, instance: Any) -> tuple[str, str | None, str] | None:
+def judge(
+    schema: Mapping[str, object], cls_name: str, instance: object
+) -> tuple[str, str | None, str] | None:
     """Validate ``instance`` against ``schema`` with the validator class named ``cls_name``:
     None when it conforms, else (kind, path, message): ``"fail"`` with the failing path, or
     ``"invalid"`` / ``"unusable"`` / ``"deep"`` for a schema at fault. Top-level and

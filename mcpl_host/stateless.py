@@ -41,7 +41,7 @@ from typing import Any, Literal, cast
 
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS, ServerInfo
 from mcpl_host.jsonrpc.errors import InitializeError, RemoteProtocolError
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, log_value
 
 __all__ = [
@@ -157,7 +157,7 @@ class EraProbe:
     outcome: str
     fallback: str | None = None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> JSONObject:
         """``{"sent", "outcome", "fallback"}``, as the probe's ``--json`` carries it."""
         return {"sent": self.sent, "outcome": self.outcome, "fallback": self.fallback}
 
@@ -188,11 +188,11 @@ def request_meta(
     client_info: Mapping[str, Any],
     capabilities: Mapping[str, Any],
     log_level: str | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The reserved ``_meta`` keys of one stateless request (MCP 2026-07-28 "Overview",
     per-request protocol fields): protocol version, client capabilities, client info and,
     when set, the least log level the server should emit."""
-    meta: dict[str, Any] = {
+    meta: JSONObject = {
         PROTOCOL_VERSION_KEY: version,
         CLIENT_CAPABILITIES_KEY: dict(capabilities),
         CLIENT_INFO_KEY: dict(client_info),
@@ -202,7 +202,7 @@ def request_meta(
     return meta
 
 
-def stamped(params: Any, meta: Mapping[str, Any]) -> dict[str, Any]:
+def stamped(params: object, meta: Mapping[str, object]) -> JSONObject:
     """A copy of request ``params`` (an object or None) whose ``_meta`` holds ``meta`` (our
     reserved keys win; the caller's other ``_meta`` keys, such as ``progressToken``, stay).
     Raises ``ValueError`` for params that are not an object (the revision's requests all
@@ -218,8 +218,8 @@ def stamped(params: Any, meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def discover_params(
-    version: str, client_info: Mapping[str, Any], capabilities: Mapping[str, Any]
-) -> dict[str, Any]:
+    version: str, client_info: Mapping[str, object], capabilities: Mapping[str, object]
+) -> JSONObject:
     """Params of ``server/discover`` at ``version`` (MCP 2026-07-28 "server/discover")."""
     return {"_meta": request_meta(version, client_info, capabilities)}
 
@@ -238,7 +238,7 @@ def stateless_capabilities(features: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def is_stateless_request(message: Any) -> bool:
+def is_stateless_request(message: object) -> bool:
     """Whether a JSON-RPC message is a request that names a stateless protocol version in
     its ``_meta`` (the transports route it as a stateless request: MCP 2026-07-28
     "Streamable HTTP", request metadata)."""
@@ -270,7 +270,7 @@ def header_value(text: str) -> str:
     return "=?base64?" + base64.b64encode(text.encode("utf-8", "surrogatepass")).decode("ascii") + "?="
 
 
-def http_request_headers(message: Mapping[str, Any]) -> dict[str, str]:
+def http_request_headers(message: Mapping[str, object]) -> dict[str, str]:
     """The request metadata headers of one stateless request over Streamable HTTP (MCP
     2026-07-28 "Streamable HTTP", request metadata): ``MCP-Protocol-Version`` (its
     ``_meta`` version), ``Mcp-Method``, and ``Mcp-Name`` for ``tools/call``, ``prompts/get``
@@ -294,7 +294,7 @@ def http_request_headers(message: Mapping[str, Any]) -> dict[str, str]:
     return headers
 
 
-def http_refusal_answer(request_id: Any, status: int, sentence: str) -> dict[str, Any]:
+def http_refusal_answer(request_id: object, status: int, sentence: str) -> dict[str, Any]:
     """The JSON-RPC error answer a Streamable HTTP transport passes on for a stateless
     request refused with an HTTP status and no JSON-RPC answer of its own (a handshake-era
     server refusing the probe: MCP 2026-07-28 "Streamable HTTP", backward compatibility),
@@ -309,7 +309,7 @@ def http_refusal_answer(request_id: Any, status: int, sentence: str) -> dict[str
     }
 
 
-def stream_lost_answer(request_id: Any, what: str) -> dict[str, Any]:
+def stream_lost_answer(request_id: object, what: str) -> dict[str, Any]:
     """The JSON-RPC error answer a Streamable HTTP transport passes on for a stateless
     request whose response stream ended without its answer (MCP 2026-07-28 "Streamable
     HTTP": a stream is not resumed across requests; "Subscriptions": a transport close ends
@@ -326,7 +326,7 @@ def stream_lost_answer(request_id: Any, what: str) -> dict[str, Any]:
     }
 
 
-def _supported(data: Any) -> list[str] | None:
+def _supported(data: object) -> list[str] | None:
     supported = data.get("supported") if is_object(data) else None
     if not is_array(supported):
         return None
@@ -337,7 +337,7 @@ def _mutual(versions: list[str]) -> str | None:
     return next((v for v in STATELESS_PROTOCOL_VERSIONS if v in versions), None)
 
 
-def _refused(what: str, code: int, message: str, data: Any, redactor: Redactor | None) -> InitializeError:
+def _refused(what: str, code: int, message: str, data: object, redactor: Redactor | None) -> InitializeError:
     supported = _supported(data)
     shown = log_value(message, redactor)
     if supported is not None:
@@ -353,7 +353,7 @@ def _refused(what: str, code: int, message: str, data: Any, redactor: Redactor |
 
 
 def after_discover_error(
-    code: int, message: str, data: Any, *, retried: bool, redactor: Redactor | None = None
+    code: int, message: str, data: object, *, retried: bool, redactor: Redactor | None = None
 ) -> FallBack | Retry | InitializeError:
     """What follows an error answer to ``server/discover`` (MCP 2026-07-28 "Versioning and
     Compatibility", backward compatibility): ``Retry`` at a mutual stateless version the
@@ -374,7 +374,7 @@ def after_discover_error(
     return _refused("server/discover", code, message, data, redactor)
 
 
-def after_initialize_refusal(code: int, data: Any, *, probed: bool) -> Retry | None:
+def after_initialize_refusal(code: int, data: object, *, probed: bool) -> Retry | None:
     """An ``initialize`` refused with ``-32022`` whose ``supported`` list names a stateless
     version we implement is stateless evidence (a server that did not answer the probe in
     its window, or was not probed): ``Retry`` the probe at that version, once (``probed``:
@@ -386,7 +386,7 @@ def after_initialize_refusal(code: int, data: Any, *, probed: bool) -> Retry | N
 
 
 def after_discover_result(
-    result: Any, *, offers_mcpl: bool, redactor: Redactor | None = None
+    result: object, *, offers_mcpl: bool, redactor: Redactor | None = None
 ) -> ServerInfo | FallBack:
     """Read a ``server/discover`` result (``DiscoverResult``: ``supportedVersions``,
     ``capabilities``, ``instructions``, ``_meta`` serverInfo): the ``ServerInfo`` of a
@@ -426,7 +426,7 @@ def after_discover_result(
 # --- results -----------------------------------------------------------------------------------
 
 
-def result_type(result: Any, method: str) -> Literal["complete", "input_required"]:
+def result_type(result: object, method: str) -> Literal["complete", "input_required"]:
     """The ``resultType`` of a result (MCP 2026-07-28 "Overview", ResultType): absent
     (an earlier server) is ``"complete"``; ``"input_required"`` only where the revision
     allows it (``MRTR_METHODS``).
@@ -459,7 +459,7 @@ class InputRequired:
 
 
 def input_required(
-    result: dict[str, Any], method: str, *, max_requests: int, redactor: Redactor | None = None
+    result: Mapping[str, object], method: str, *, max_requests: int, redactor: Redactor | None = None
 ) -> InputRequired:
     """Read an ``InputRequiredResult`` of ``method``; ``redactor`` hides the server's secrets
     in what an error names.
@@ -500,9 +500,7 @@ def input_required(
     return InputRequired(requests, state)
 
 
-def retry_params(
-    params: Mapping[str, Any], responses: Mapping[str, Any], state: str | None
-) -> dict[str, Any]:
+def retry_params(params: Mapping[str, Any], responses: Mapping[str, Any], state: str | None) -> JSONObject:
     """The params of the retry of a request answered ``input_required``: the original
     params with ``inputResponses`` (by key) and, only when the server sent one, the exact
     ``requestState`` (MCP 2026-07-28 "Multi Round-Trip Requests", client requirements)."""

@@ -35,6 +35,7 @@ from mcpl_host.jsonrpc.envelope import (
     classify,
 )
 from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem, loads_line, peek_envelope
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.mcpl.server_shapes import SERVER_METHODS
 
@@ -71,12 +72,12 @@ MAX_TRACKED_METHODS = 256
 PRIVILEGED_METHODS = SERVER_METHODS
 
 
-def as_object(value: Any) -> dict[str, Any] | None:
+def as_object(value: object) -> dict[str, Any] | None:
     """``value`` when it is a JSON object (a parsed message's members are ``Any``), else None."""
     return cast("dict[str, Any]", value) if isinstance(value, dict) else None
 
 
-def as_list(value: Any) -> list[Any] | None:
+def as_list(value: object) -> list[Any] | None:
     """``value`` when it is a JSON array, else None."""
     return cast("list[Any]", value) if isinstance(value, list) else None  # type: ignore[redundant-cast]
 
@@ -120,7 +121,7 @@ class WireMessage:
         return self._member("error") is not None
 
 
-def id_key(value: Any) -> tuple[str, Any]:
+def id_key(value: object) -> tuple[str, Any]:
     """A key under which two ids are equal exactly when they are the same JSON value, type
     included (``1`` is not ``"1"``, ``True`` is not ``1``). ``NO_ID`` has a key of its own."""
     if value is NO_ID:
@@ -143,7 +144,7 @@ def classify_line(item: ReadItem, *, max_message_bytes: int) -> dict[str, Any]:
             "head": item.head[:HEAD_CHARS].decode("utf-8", "replace"),
         }
     head = item[: HEAD_CHARS * 4].decode("utf-8", "replace")[:HEAD_CHARS]
-    fields: dict[str, Any] = {"size": len(item), "head": head}
+    fields: JSONObject = {"size": len(item), "head": head}
     try:
         value = loads_line(item)
     except ValueError:
@@ -237,12 +238,12 @@ class Transcript:
         other: Direction = "in" if request.direction == "out" else "out"
         return self.response(other, request.id, after=request.seq)
 
-    def response(self, direction: Direction, request_id: Any, *, after: int = -1) -> WireMessage | None:
+    def response(self, direction: Direction, request_id: object, *, after: int = -1) -> WireMessage | None:
         """The first response in ``direction`` naming ``request_id`` with a seq above ``after``."""
         found = self._responses.get((direction, id_key(request_id)), [])
         return next((m for m in found if m.seq > after), None)
 
-    def request_named(self, direction: Direction, request_id: Any, *, before: int) -> WireMessage | None:
+    def request_named(self, direction: Direction, request_id: object, *, before: int) -> WireMessage | None:
         """The last request in ``direction`` with ``request_id`` and a seq below ``before``."""
         found = self._requests.get((direction, id_key(request_id)), [])
         return next((m for m in reversed(found) if m.seq < before), None)

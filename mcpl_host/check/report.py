@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import socket
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from rich.console import Console
@@ -37,7 +37,7 @@ from rich.text import Text
 import mcpl_host
 from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.registry import CATEGORIES, STATUSES, CheckResult, summary
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, xml_text
 from mcpl_host.mcpl.feature_sets import read_feature_sets
 from mcpl_host.report import redact_json, safe_text
@@ -84,7 +84,7 @@ def build_document(
     duration_seconds: float,
     exit_status: int,
     redactor: Redactor | None = None,
-) -> dict[str, Any]:
+) -> JSONObject:
     """The JSON report (``report.schema.json``), redacted with ``redactor``."""
     counts = summary(results)
     doc: dict[str, Any] = {
@@ -240,7 +240,7 @@ def _failure_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _xml_safe(value: Any) -> Any:
+def _xml_safe(value: object) -> Any:
     """A copy of the document whose every string holds only XML 1.0 characters
     (``logging.xml_text``)."""
     if isinstance(value, str):
@@ -252,7 +252,7 @@ def _xml_safe(value: Any) -> Any:
     return value
 
 
-def junit_xml(doc: dict[str, Any]) -> bytes:
+def junit_xml(doc: Mapping[str, object]) -> bytes:
     """JUnit XML of a (redacted) document (module rules), UTF-8 with its declaration; a
     character XML 1.0 cannot hold (XML 1.0 §2.2: NUL, most controls, U+FFFE, a lone
     surrogate) is shown as its escape, so the file parses whatever the server sent."""

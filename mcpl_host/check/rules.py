@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -245,7 +245,7 @@ def init_answers(ev: RunEvidence) -> Verdict:
 _STATELESS_CODES = {HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION}
 
 
-def discover_result_problems(result: Any) -> tuple[list[str], list[str]]:
+def discover_result_problems(result: object) -> tuple[list[str], list[str]]:
     """What is wrong with a ``server/discover`` result (MCP 2026-07-28 "server/discover":
     ``supportedVersions``, ``capabilities``, ``_meta`` ``io.modelcontextprotocol/serverInfo``,
     and ``resultType`` on every result, "Overview"): (failures, warnings), each a phrase.
@@ -298,7 +298,7 @@ def init_discover(ev: RunEvidence) -> Verdict:
 
 
 @_given(_initialize_result)
-def init_protocol_version(result: dict[str, Any]) -> Verdict:
+def init_protocol_version(result: Mapping[str, object]) -> Verdict:
     version = result.get("protocolVersion")
     if not isinstance(version, str):
         return _failed(
@@ -315,7 +315,7 @@ def init_protocol_version(result: dict[str, Any]) -> Verdict:
 
 
 @_given(_initialize_result)
-def init_server_info(result: dict[str, Any]) -> Verdict:
+def init_server_info(result: Mapping[str, object]) -> Verdict:
     info = result.get("serverInfo")
     found = schemas.problems("Implementation", info)
     shown = as_object(info)
@@ -325,7 +325,7 @@ def init_server_info(result: dict[str, Any]) -> Verdict:
 
 
 @_given(_initialize_result)
-def init_capabilities(result: dict[str, Any]) -> Verdict:
+def init_capabilities(result: Mapping[str, object]) -> Verdict:
     capabilities = result.get("capabilities")
     found = schemas.problems("ServerCapabilities", capabilities)
     if found:
@@ -452,11 +452,11 @@ def jsonrpc_big_message(ev: RunEvidence) -> Verdict:
     return _passed(f"a {size} ping was answered in {_seconds(outcome.seconds)}")
 
 
-def _usable_id(value: Any) -> bool:
+def _usable_id(value: object) -> bool:
     return isinstance(value, str) or is_number(value)
 
 
-def _valid_request_id(value: Any) -> bool:
+def _valid_request_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
@@ -1071,7 +1071,7 @@ def mcpl_reduction_respected(main: MainEvidence) -> Verdict:
     return _passed(f"no push/event in {_seconds(main.reduction_seconds)} after the reduction")
 
 
-def _feature_set_problem(main: MainEvidence, params: Any, *, ready: bool) -> str | None:
+def _feature_set_problem(main: MainEvidence, params: object, *, ready: bool) -> str | None:
     name = (as_object(params) or {}).get("featureSet")
     if not isinstance(name, str) or not name:
         return "featureSet is missing or not a non-empty string"
@@ -1145,13 +1145,15 @@ def push_featureset_declared(main: MainEvidence) -> Verdict:
     return _judge_messages(main, frozenset({"push/event"}), judge, "no push/event was seen")
 
 
-def _declared_then(main: MainEvidence, params: dict[str, Any], problems: list[str]) -> list[str]:
+def _declared_then(main: MainEvidence, params: Mapping[str, object], problems: list[str]) -> list[str]:
     """The feature-set problem of ``params`` (if any), then ``problems``."""
     problem = _feature_set_problem(main, params, ready=False)
     return [*([problem] if problem else []), *problems]
 
 
-def _item_problems(params: dict[str, Any], key: str, problem_of: Callable[[Any], str | None]) -> list[str]:
+def _item_problems(
+    params: Mapping[str, object], key: str, problem_of: Callable[[Any], str | None]
+) -> list[str]:
     """``problem_of`` each item of the array ``params[key]``, as ``key[index]: problem``."""
     items = as_list(params.get(key)) or []
     return [
@@ -1310,7 +1312,7 @@ RULES: dict[str, _Rule] = {
 MAX_REASON_CHARS = 1000
 
 
-def _evidence_text(value: Any, redactor: Redactor | None) -> str:
+def _evidence_text(value: object, redactor: Redactor | None) -> str:
     """One evidence value as shown: compact JSON (or the text as sent), redacted before the
     cut, cut at ``EVIDENCE_UNITS`` characters, control and invisible characters escaped
     (quotes kept). Nesting beyond the report's depth is replaced by a marker first."""

@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 import secrets as random_tokens
 import signal
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +83,7 @@ from mcpl_host.jsonrpc.errors import (
     UnreadableAnswer,
 )
 from mcpl_host.jsonrpc.framing import ReadItem, dumps_message
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
@@ -154,8 +155,8 @@ class CheckHandlers(HostHandlers):
         )
 
     async def inference_request(
-        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
-    ) -> dict[str, Any]:
+        self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
+    ) -> JSONObject:
         if stream is not None:
             stream.send(self.REPLY)
         return {
@@ -273,7 +274,7 @@ def _new_transcript(limits: Limits, waiter: _Waiter) -> Transcript:
 # --- argument choice for tools the check calls on its own ---------------------------------------
 
 
-def example_arguments(input_schema: Any) -> dict[str, Any] | None:
+def example_arguments(input_schema: object) -> dict[str, Any] | None:
     """Arguments for a tool call chosen without guessing: every required property gets its
     ``default``, else its ``const``, else the first of its ``enum``; optional ones are left
     out. None when a required property has none of these (the check then does not call the
@@ -285,7 +286,7 @@ def example_arguments(input_schema: Any) -> dict[str, Any] | None:
     properties = as_object(schema.get("properties", {}))
     if required is None or properties is None:
         return None
-    arguments: dict[str, Any] = {}
+    arguments: JSONObject = {}
     for name in required:
         spec = as_object(properties.get(name)) if isinstance(name, str) else None
         if spec is None or not isinstance(name, str):
@@ -349,7 +350,7 @@ class _LibrarySession:
     # requests
 
     async def ask(
-        self, method: str, params: Any = None, *, timeout: float | None = None, liveness: bool = True
+        self, method: str, params: object = None, *, timeout: float | None = None, liveness: bool = True
     ) -> RequestOutcome:
         """One request, as a ``RequestOutcome``; after a timeout, one ping (unless not
         ``liveness``) decides whether the server stopped answering (then every later ``ask``
@@ -778,7 +779,7 @@ class _RawSession:
             if message is None or message.direction != "in" or message.kind != "request":
                 continue
             if message.method == "ping":
-                answer: dict[str, Any] = {"jsonrpc": "2.0", "id": message.id, "result": {}}
+                answer: JSONObject = {"jsonrpc": "2.0", "id": message.id, "result": {}}
             else:
                 answer = {
                     "jsonrpc": "2.0",
@@ -911,7 +912,7 @@ class _RawSession:
         await self._send(dumps_message({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         probes = raw.probes
 
-        def request(id_: str, method: str, params: Any = None) -> bytes:
+        def request(id_: str, method: str, params: object = None) -> bytes:
             message: dict[str, Any] = {"jsonrpc": "2.0", "id": id_, "method": method}
             if params is not None:
                 message["params"] = params
@@ -921,7 +922,7 @@ class _RawSession:
         probes["unknown-method"] = await self.probe(
             "unknown-method", request(f"{_ID}unknown", f"{_ID}no-such-method", {}), ids=[f"{_ID}unknown"]
         )
-        invalid: dict[str, Any] = {"jsonrpc": "2.0", "id": f"{_ID}invalid", "method": 7, "params": {}}
+        invalid: JSONObject = {"jsonrpc": "2.0", "id": f"{_ID}invalid", "method": 7, "params": {}}
         probes["invalid-request"] = await self.probe(
             "invalid-request", dumps_message(invalid), ids=[f"{_ID}invalid"], null=True
         )

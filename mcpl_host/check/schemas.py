@@ -30,6 +30,8 @@ import jsonschema.exceptions
 import jsonschema.protocols
 import jsonschema.validators
 
+from mcpl_host.jsonrpc.values import JSONObject
+
 __all__ = [
     "MAX_PROBLEMS",
     "MAX_PROBLEM_CHARS",
@@ -45,7 +47,7 @@ MAX_PROBLEM_CHARS = 300
 
 
 @functools.cache
-def _load(name: str) -> dict[str, Any]:
+def _load(name: str) -> JSONObject:
     text = resources.files("mcpl_host.check").joinpath(name).read_text(encoding="utf-8")
     return cast("dict[str, Any]", json.loads(text))
 
@@ -55,7 +57,7 @@ def mcp_schema() -> dict[str, Any]:
     return _load("mcp.schema.json")
 
 
-def report_schema() -> dict[str, Any]:
+def report_schema() -> JSONObject:
     """The JSON Schema of ``mcpl-host check --json`` (``report.schema.json``)."""
     return _load("report.schema.json")
 
@@ -96,7 +98,7 @@ def problems(name: str, value: Any) -> list[str]:
     return _collect(errors)
 
 
-def schema_problems(schema: Any) -> list[str]:
+def schema_problems(schema: object) -> list[str]:
     """Problems of a tool's ``inputSchema`` / ``outputSchema`` against its meta-schema (its
     ``$schema`` dialect, 2020-12 when absent or unknown). Empty when it is a valid schema."""
     if not isinstance(schema, dict):

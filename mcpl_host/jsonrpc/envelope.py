@@ -23,11 +23,12 @@ Python trap: ``bool`` is a subclass of ``int``, so ``True`` is not a number id h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, TypeAlias
 
 from mcpl_host.jsonrpc.errors import ErrorCode
-from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 
 __all__ = [
     "NO_ID",
@@ -139,7 +140,7 @@ class Invalid:
     message: str
 
     @property
-    def error(self) -> dict[str, Any]:
+    def error(self) -> JSONObject:
         """The JSON-RPC error object of the answer (JSON-RPC 2.0 §5.1)."""
         return {"code": int(ErrorCode.INVALID_REQUEST), "message": self.message}
 
@@ -154,7 +155,7 @@ class Unrelated:
 Envelope: TypeAlias = "Request | Notification | Response | Invalid | Unrelated"
 
 
-def classify(value: Any) -> Envelope:
+def classify(value: object) -> Envelope:
     """Classify one parsed JSON value (docs/protocol.md E1-E8). Pure; never raises.
 
     Args:
@@ -207,7 +208,7 @@ def classify(value: Any) -> Envelope:
     return Notification(method=method, params=value.get("params"))
 
 
-def _response(value: dict[str, Any], id_value: Any) -> Response:
+def _response(value: Mapping[str, object], id_value: object) -> Response:
     # "error": null beside a result is read as no error (sloppy servers send both members).
     has_error = "error" in value and not (value["error"] is None and "result" in value)
     return Response(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import log_value
 
 
@@ -179,7 +180,7 @@ class InitializeError(MCPLHostError):
         message: str,
         *,
         code: int | None = None,
-        data: Any = None,
+        data: object = None,
         exit_status: int | None = None,
         stderr_tail: Sequence[str] = (),
     ) -> None:
@@ -199,13 +200,13 @@ class HandlerError(MCPLHostError):
     ``-32603 Internal error`` and no exception text (docs/protocol.md R3).
     """
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+    def __init__(self, code: int, message: str, data: object = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = int(code)
         self.message = message
         self.data = data
 
-    def to_error(self) -> dict[str, Any]:
+    def to_error(self) -> JSONObject:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.data is not None:
             error["data"] = self.data

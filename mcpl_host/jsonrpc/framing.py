@@ -321,7 +321,7 @@ def _has_long_digit_run(line: bytes) -> bool:
     return line.translate(_DIGITS_AS_ZERO).find(_NINETEEN_DIGITS) >= 0 and bool(_LONG_DIGIT_RUN.search(line))
 
 
-def _walk_finds_large_float(value: Any, budget: int) -> bool | None:
+def _walk_finds_large_float(value: object, budget: int) -> bool | None:
     """True when ``value`` (as orjson returns it) holds a float of magnitude 2**63 or more,
     False when it holds none, None when ``budget`` ran out first."""
     if type(value) is float:
@@ -346,7 +346,7 @@ def _walk_finds_large_float(value: Any, budget: int) -> bool | None:
     return False
 
 
-def _orjson_may_have_changed(value: Any, line: bytes) -> bool:
+def _orjson_may_have_changed(value: object, line: bytes) -> bool:
     """Whether ``value``, orjson's reading of ``line``, may hold an integer it turned into a
     float (one beyond 64 bits): then the line is parsed again by the standard library."""
     if len(line) <= _SEARCHED_LINE_BYTES:
@@ -698,7 +698,7 @@ def peek_id(head: bytes) -> int | str | None:
     return peek_envelope(head).id
 
 
-def dumps_message(message: Any) -> bytes:
+def dumps_message(message: object) -> bytes:
     """Serialize one message as a compact JSON line ending in ``\\n`` (MCP stdio framing).
 
     Raises:

@@ -204,7 +204,9 @@ class Session:
 
     # --- outgoing --------------------------------------------------------------------------
 
-    def start_request(self, method: str, params: Any, *, slot: Any = None) -> tuple[PendingRequest, bytes]:
+    def start_request(
+        self, method: str, params: object, *, slot: object = None
+    ) -> tuple[PendingRequest, bytes]:
         """Allocate an id, register the pending request, return it and the line to write.
 
         Raises:
@@ -280,7 +282,7 @@ class Session:
         return self._pending.get(pending.id) is pending
 
     @staticmethod
-    def notification(method: str, params: Any = None) -> bytes:
+    def notification(method: str, params: object = None) -> bytes:
         """The line for a notification (JSON-RPC 2.0 §4.1: no id)."""
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
@@ -288,7 +290,7 @@ class Session:
         return dumps_message(message)
 
     @staticmethod
-    def answer(request_id: Any, *, result: Any = None, error: dict[str, Any] | None = None) -> bytes:
+    def answer(request_id: object, *, result: object = None, error: dict[str, Any] | None = None) -> bytes:
         """The line answering request ``request_id`` (echoed with its type; R1: null too)."""
         if error is not None:
             return dumps_message({"jsonrpc": "2.0", "id": request_id, "error": error})
@@ -358,7 +360,7 @@ class Session:
                 return UnreadableResponse(pending, reason, line[: self.line_head_bytes])
         return DroppedLine(kind="not JSON", line=line)
 
-    def _route(self, message: Any, line: bytes) -> SessionEvent | None:
+    def _route(self, message: object, line: bytes) -> SessionEvent | None:
         initializing = self.phase in (Phase.NEW, Phase.INITIALIZING)
         if isinstance(message, Response):
             return self._route_response(message, initializing)
@@ -409,7 +411,7 @@ class Session:
         # R5/H4: logged only when it is a JSON-RPC 2.0 error; otherwise silent.
         return UnmatchedError(response) if response.is_jsonrpc_error else None
 
-    def _resembled(self, response_id: Any) -> PendingRequest | None:
+    def _resembled(self, response_id: object) -> PendingRequest | None:
         """The pending request whose id ``response_id`` only looks like (D2: never matched):
         the string of its digits, an integral float, or ``true`` for 1."""
         if isinstance(response_id, bool):

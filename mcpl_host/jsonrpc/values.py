@@ -9,12 +9,27 @@ members are strings, RFC 8259 §4).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
 
 from typing_extensions import TypeIs
 
-__all__ = ["finite_number", "is_array", "is_list_or_tuple", "is_mapping", "is_object"]
+__all__ = [
+    "JSONObject",
+    "JSONValue",
+    "finite_number",
+    "is_array",
+    "is_list_or_tuple",
+    "is_mapping",
+    "is_object",
+]
+
+#: A JSON value as this library builds it (RFC 8259 §3): a string, a number, ``true`` /
+#: ``false``, ``null``, an array (any sequence: a ``list[str]`` is one) or an object (any
+#: mapping with string keys, RFC 8259 §4). What a server sent is ``Any`` until checked.
+JSONValue: TypeAlias = str | int | float | bool | None | Sequence["JSONValue"] | Mapping[str, "JSONValue"]
+#: A JSON object this library builds and may still add members to (RFC 8259 §4).
+JSONObject: TypeAlias = dict[str, JSONValue]
 
 
 def is_object(value: object) -> TypeIs[dict[str, Any]]:

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
-from mcpl_host.jsonrpc.values import is_mapping, is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping, is_object
 from mcpl_host.mcpl.compat import CompatNote, Profile
 from mcpl_host.mcpl.feature_sets import (
     FEATURE_SET_METHODS,
@@ -185,7 +185,7 @@ Admission = Admitted | Held | Refused
 _ADMITTED = Admitted()
 
 
-def required_capabilities(method: str, params: Any) -> tuple[str, ...]:
+def required_capabilities(method: str, params: object) -> tuple[str, ...]:
     """The capability paths ``method`` needs with these ``params`` (empty: ungated)."""
     gate = INBOUND_GATES.get(method)
     if gate is None:
@@ -206,7 +206,7 @@ def denial_reason(path: str, view: AdmissionView) -> DenialReason:
 
 
 def _denied(path: str, feature_set: str | None = None, reason: DenialReason | None = None) -> HandlerError:
-    data: dict[str, Any] = {"capability": path}
+    data: JSONObject = {"capability": path}
     if feature_set is not None:
         data["featureSet"] = feature_set
     message = "Capability denied" if reason is None else f"Capability denied: {DENIAL_TEXT[reason]}"
@@ -217,7 +217,7 @@ def _invalid(problems: list[str]) -> HandlerError:
     return HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params", {"problems": problems})
 
 
-def _feature_set_named(params: Mapping[str, Any], view: AdmissionView) -> HandlerError | FeatureSet:
+def _feature_set_named(params: Mapping[str, object], view: AdmissionView) -> HandlerError | FeatureSet:
     """Steps 2-3 up to "enabled": the enabled feature set's declaration, or the refusal."""
     name = params.get("featureSet")
     if not is_name(name):
@@ -233,7 +233,7 @@ def _feature_set_named(params: Mapping[str, Any], view: AdmissionView) -> Handle
     return declared
 
 
-def admit(method: str, params: Any, view: AdmissionView, *, may_hold: bool = True) -> Admission:
+def admit(method: str, params: object, view: AdmissionView, *, may_hold: bool = True) -> Admission:
     """Whether the request (or channel notification) may be served (module rules): the
     ``Admitted``, ``Held`` or ``Refused`` decision. ``may_hold=False``: the second call for a
     held request, which refuses what it would hold again."""

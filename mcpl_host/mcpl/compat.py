@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.mcpl.grants import VOCABULARY
 
 __all__ = [
@@ -65,7 +66,7 @@ class ProfileChoice:
     version: Any = None
 
 
-def _says_05(version: Any) -> bool:
+def _says_05(version: object) -> bool:
     return isinstance(version, str) and (version == "0.5" or version.startswith("0.5."))
 
 
@@ -161,8 +162,8 @@ class CompatNote:
             "the 0.4 profile (MCPL 0.5 disables the set)"
         )
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"kind": self.kind, "sentence": self.sentence}
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {"kind": self.kind, "sentence": self.sentence}
         for key, value in (
             ("method", self.method),
             ("featureSet", self.feature_set),

@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_mapping
 from mcpl_host.mcpl.compat import CompatNote
 from mcpl_host.mcpl.grants import VOCABULARY, Grant
 from mcpl_host.mcpl.policy import PolicyOutcome
@@ -106,7 +106,7 @@ class FeatureSetDeclarations:
     problems: list[str] = field(default_factory=list[str])
 
 
-def _read_one(name: str, value: Any, where: str, problems: list[str]) -> FeatureSet:
+def _read_one(name: str, value: object, where: str, problems: list[str]) -> FeatureSet:
     if not is_mapping(value):
         problems.append(f"{where}: the declaration is not an object; it is disabled (invalid_uses)")
         return FeatureSet(name=name, raw=value, uses_problem="the declaration is not an object")
@@ -136,7 +136,7 @@ def _read_one(name: str, value: Any, where: str, problems: list[str]) -> Feature
     )
 
 
-def read_feature_sets(mcpl_manifest: Any) -> FeatureSetDeclarations:
+def read_feature_sets(mcpl_manifest: object) -> FeatureSetDeclarations:
     """Read ``featureSets`` from an ``experimental.mcpl`` manifest (any JSON value; never raises).
 
     A missing manifest or member, or ``featureSets: null``, is shape ``absent`` with no problem.
@@ -231,7 +231,7 @@ class Derivation:
     enabled: frozenset[str] = frozenset()
     disabled: dict[str, DisabledReason] = field(default_factory=dict[str, DisabledReason])
 
-    def policy_params(self, grant: Grant) -> dict[str, Any]:
+    def policy_params(self, grant: Grant) -> JSONObject:
         """The full ``featureSets/update`` params (MCPL §5.3, §6.7; docs/protocol.md,
         "Policy requests"):
         ``effectiveCapabilities`` (sorted, always), ``deniedCapabilities`` (when non-empty),

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 
 __all__ = [
     "PATTERN_HINTS",
@@ -120,7 +119,7 @@ def _leaves_at_or_below(prefix: str) -> set[str]:
 MAX_PATH_SEGMENTS = max(path.count(".") + 1 for path in VOCABULARY)
 
 
-def _walk(node: Any, prefix: str, depth: int, out: set[str]) -> None:
+def _walk(node: object, prefix: str, depth: int, out: set[str]) -> None:
     if node is True:
         out |= _leaves_at_or_below(prefix)
     elif is_mapping(node):
@@ -206,11 +205,11 @@ class Grant:
     def denied(self) -> frozenset[str]:
         return self.advertised - self.paths
 
-    def policy_params(self) -> dict[str, Any]:
+    def policy_params(self) -> JSONObject:
         """``featureSets/update`` params for this grant (MCPL §5.3): ``effectiveCapabilities``
         always (empty list when nothing is granted), ``deniedCapabilities`` when non-empty.
         No path is ever in both (MCPL §5.4)."""
-        params: dict[str, Any] = {"effectiveCapabilities": sorted(self.paths)}
+        params: JSONObject = {"effectiveCapabilities": sorted(self.paths)}
         if self.denied:
             params["deniedCapabilities"] = sorted(self.denied)
         return params

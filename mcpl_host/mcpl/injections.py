@@ -92,7 +92,7 @@ class BeforeInferenceResult:
     error: str | None = None
 
 
-def _content_problem(content: Any) -> str | None:
+def _content_problem(content: object) -> str | None:
     if isinstance(content, str):
         return None
     if not is_array(content):
@@ -105,7 +105,7 @@ def _content_problem(content: Any) -> str | None:
     return None
 
 
-def read_injections(result: Any, grant: Grant, server: str = "") -> HookReading:
+def read_injections(result: object, grant: Grant, server: str = "") -> HookReading:
     """Judge a ``context/beforeInference`` result against ``grant`` (the grant in force at
     receipt), element by element (module docstring). Pure; never raises on any JSON value."""
     if not is_object(result):

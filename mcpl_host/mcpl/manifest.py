@@ -50,7 +50,7 @@ import rfc8785
 
 from mcpl_host.json_size import json_depth_beyond, json_size
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.jsonrpc.values import is_array, is_list_or_tuple, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_list_or_tuple, is_mapping
 from mcpl_host.limits import DEFAULT_MANIFEST_FETCH_WINDOW_SECONDS, DEFAULT_MAX_MANIFEST_FETCHES, Limits
 
 __all__ = [
@@ -122,7 +122,7 @@ def sorted_set(values: Iterable[str]) -> list[str]:
     return sorted(set(values), key=set_sort_key)
 
 
-def _is_identifier(value: Any) -> bool:
+def _is_identifier(value: object) -> bool:
     return isinstance(value, str) and _IDENTIFIER.fullmatch(value) is not None
 
 
@@ -161,14 +161,14 @@ class _Normalizer:
     def __init__(self, check: bool) -> None:
         self.check = check
 
-    def ident(self, value: Any, where: str) -> None:
+    def ident(self, value: object, where: str) -> None:
         if self.check and not _is_identifier(value):
             # Only member names reach here as non-strings, and JSON has none of those.
             code = IDENTIFIER_CHARSET if isinstance(value, str) else NOT_JSON
             raise DigestError(code, where)
 
-    def manifest(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    def manifest(self, manifest: Mapping[str, object]) -> JSONObject:
+        out: JSONObject = {}
         for key, value in manifest.items():
             if key == "revision":
                 continue  # Root only: a nested "revision" is content.
@@ -181,7 +181,7 @@ class _Normalizer:
                 out[key] = self.capability(value, str(key))
         return out
 
-    def capability(self, value: Any, where: str) -> Any:
+    def capability(self, value: object, where: str) -> Any:
         if is_mapping(value):
             out: dict[Any, Any] = {}
             for key, child in value.items():
@@ -192,7 +192,7 @@ class _Normalizer:
             return [self.capability(child, f"{where}[]") for child in value]
         return self.plain(value)
 
-    def feature_sets(self, value: Any) -> Any:
+    def feature_sets(self, value: object) -> Any:
         if not is_mapping(value):
             return self.plain(value)  # The array form is non-conforming: hashed verbatim.
         out: dict[Any, Any] = {}
@@ -212,7 +212,7 @@ class _Normalizer:
                 out[name] = self.plain(decl)
         return out
 
-    def ontology(self, value: Any, where: str) -> Any:
+    def ontology(self, value: object, where: str) -> Any:
         if not is_mapping(value):
             return self.plain(value)
         out: dict[Any, Any] = {}
@@ -236,7 +236,7 @@ class _Normalizer:
                 out[key] = self.plain(child)
         return out
 
-    def tag(self, descriptor: Any, where: str, tag: Any) -> Any:
+    def tag(self, descriptor: object, where: str, tag: object) -> Any:
         self.ident(tag, where)
         if not is_mapping(descriptor):
             return self.plain(descriptor)
@@ -250,7 +250,7 @@ class _Normalizer:
                 out[key] = self.plain(child)
         return out
 
-    def keyed(self, descriptor: Any, where: str, name: Any) -> Any:
+    def keyed(self, descriptor: object, where: str, name: object) -> Any:
         self.ident(name, where)
         if not is_mapping(descriptor):
             return self.plain(descriptor)
@@ -259,7 +259,7 @@ class _Normalizer:
             for key, child in descriptor.items()
         }
 
-    def rule(self, rule: Any, where: str) -> Any:
+    def rule(self, rule: object, where: str) -> Any:
         if not is_mapping(rule):
             return self.plain(rule)
         return {
@@ -267,7 +267,7 @@ class _Normalizer:
             for key, child in rule.items()
         }
 
-    def identifier_list(self, value: Any, where: str) -> Any:
+    def identifier_list(self, value: object, where: str) -> Any:
         """A list position whose string elements are identifiers; order is kept."""
         if is_list_or_tuple(value):
             for item in value:
@@ -275,7 +275,7 @@ class _Normalizer:
                     self.ident(item, f"{where}[]")
         return self.plain(value)
 
-    def set_array(self, value: Any, where: str) -> Any:
+    def set_array(self, value: object, where: str) -> Any:
         """A set position: all-string arrays are checked, deduped and sorted; else verbatim."""
         if is_list_or_tuple(value) and all(isinstance(item, str) for item in value):
             for item in value:
@@ -283,7 +283,7 @@ class _Normalizer:
             return sorted_set(value)
         return self.plain(value)
 
-    def plain(self, value: Any) -> Any:
+    def plain(self, value: object) -> Any:
         """Content hashed as it is; only numbers are prepared for rfc8785."""
         if value is None or isinstance(value, (bool, str)):
             return value  # bool before int: True is an int in Python.
@@ -315,7 +315,7 @@ class _Normalizer:
         raise DigestError(NOT_JSON, type(value).__name__)
 
 
-def _normalized(manifest: Any, *, check: bool) -> dict[str, Any]:
+def _normalized(manifest: object, *, check: bool) -> JSONObject:
     if not is_mapping(manifest):
         raise DigestError(MANIFEST_NOT_OBJECT, type(manifest).__name__)
     for key in manifest:
@@ -324,7 +324,7 @@ def _normalized(manifest: Any, *, check: bool) -> dict[str, Any]:
     return _Normalizer(check).manifest(manifest)
 
 
-def canonical_manifest_bytes(manifest: Any) -> bytes:
+def canonical_manifest_bytes(manifest: object) -> bytes:
     """The exact bytes the digest hashes: JCS (RFC 8785) of the normalized manifest (§17.2).
 
     Args:
@@ -342,7 +342,7 @@ def canonical_manifest_bytes(manifest: Any) -> bytes:
         raise DigestError(NOT_JSON, type(exc).__name__) from None
 
 
-def manifest_digest(manifest: Any) -> str:
+def manifest_digest(manifest: object) -> str:
     """The canonical revision of ``manifest``: ``"sha256:" + base64url_unpadded(SHA-256(
     canonical_manifest_bytes(manifest)))`` (MCPL §17.2). 50 ASCII characters.
 
@@ -353,14 +353,14 @@ def manifest_digest(manifest: Any) -> str:
     return "sha256:" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def normalized_for_diff(manifest: Mapping[str, Any]) -> dict[str, Any]:
+def normalized_for_diff(manifest: Mapping[str, object]) -> JSONObject:
     """The digest's normalization without its refusals, for comparing manifests (§17.5):
     set arrays sorted, root ``revision`` removed, no identifier or number check. Raises
     ``DigestError`` only for a non-object or a non-JSON value."""
     return _normalized(manifest, check=False)
 
 
-def validate_manifest(value: Any) -> list[str]:
+def validate_manifest(value: object) -> list[str]:
     """Shape problems of a fetched manifest (MCPL §17.1, App. B.3). Never raises.
 
     Returns a list of plain-English problems (empty when none): not an object; ``version``
@@ -380,7 +380,7 @@ def validate_manifest(value: Any) -> list[str]:
     return problems
 
 
-def manifest_limit_problem(manifest: Any, limits: Limits) -> tuple[str, str] | None:
+def manifest_limit_problem(manifest: object, limits: Limits) -> tuple[str, str] | None:
     """``(sentence, Limits field)`` for the first bound ``manifest`` (an ``experimental.mcpl``
     value) is over, or None (module rules). Checked in this order, each before the next
     walks further: ``max_manifest_bytes`` (``json_size``), ``max_manifest_depth``,

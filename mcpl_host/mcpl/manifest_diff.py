@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpl_host.jsonrpc.errors import LocalProtocolError
-from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_list_or_tuple, is_mapping
 from mcpl_host.mcpl.grants import Grant, expand_advertisement
 from mcpl_host.mcpl.manifest import normalized_for_diff
 
@@ -70,7 +70,7 @@ DEFAULT_DISPOSITIONS: Mapping[str, str] = {
 _ABSENT = ("absent",)
 
 
-def _key(value: Any) -> Any:
+def _key(value: object) -> Any:
     """A hashable, type-strict JSON comparison key (Python has ``True == 1``)."""
     if value is None or isinstance(value, (bool, str)):
         return (type(value).__name__, value)
@@ -83,19 +83,19 @@ def _key(value: Any) -> Any:
     return ("other", repr(value))
 
 
-def _present(mapping: Any, name: str) -> Any:
+def _present(mapping: object, name: str) -> Any:
     """``_ABSENT`` or ``("present", key)``: presence is never confused with ``null``."""
     if is_mapping(mapping) and name in mapping:
         return ("present", _key(mapping[name]))
     return _ABSENT
 
 
-def _feature_sets(manifest: Mapping[str, Any]) -> Mapping[Any, Any]:  # names as given
+def _feature_sets(manifest: Mapping[str, object]) -> Mapping[Any, Any]:  # names as given
     fs = manifest.get("featureSets")
     return fs if is_mapping(fs) else {}
 
 
-def _domain_keys(manifest: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+def _domain_keys(manifest: Mapping[str, object]) -> tuple[Any, Any, Any]:
     capabilities = _key({k: v for k, v in manifest.items() if k not in ("version", "featureSets")})
     if "featureSets" not in manifest:
         return capabilities, _ABSENT, _ABSENT
@@ -113,7 +113,7 @@ def _domain_keys(manifest: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return capabilities, ("present", _key(declarations)), ("present", _key(ontologies))
 
 
-def _declared_tags(manifest: Mapping[str, Any]) -> frozenset[str]:
+def _declared_tags(manifest: Mapping[str, object]) -> frozenset[str]:
     """Tag identifiers the manifest's ontologies declare (``tagOntology.tags`` member names)."""
     out: set[str] = set()
     for decl in _feature_sets(manifest).values():
@@ -152,7 +152,9 @@ class ManifestDiff:
         return bool(self.domains)
 
 
-def diff_manifests(old: Mapping[str, Any], new: Mapping[str, Any], *, tools: bool = False) -> ManifestDiff:
+def diff_manifests(
+    old: Mapping[str, object], new: Mapping[str, object], *, tools: bool = False
+) -> ManifestDiff:
     """Diff the manifest in force (``old``) against a fetched one (``new``) (MCPL §17.5).
 
     Args:
@@ -232,7 +234,7 @@ class ChangeReceipt:
         """Whether any impact waits on a policy decision (resident or operator)."""
         return any(i.disposition == "decision-needed" for i in self.impacts)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"domains": list(self.domains), "impacts": [i.to_json() for i in self.impacts]}
 
 

@@ -32,7 +32,7 @@ class PolicyOutcome:
     raw: Any = None
 
 
-def read_receipt(receipt: Any) -> PolicyOutcome:
+def read_receipt(receipt: object) -> PolicyOutcome:
     """Read a receipt (any JSON value); never raises. A result that is not an object, or
     whose ``accepted`` is not ``true``, is a refusal."""
     defects: list[str] = []

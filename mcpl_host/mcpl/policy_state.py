@@ -29,10 +29,12 @@ Rules (the policy exchange as a state machine; the I/O shell is ``services.negot
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Literal, get_args
 
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.mcpl.compat import CompatSetting, Profile, ProfileChoice, choose_profile, widen
 from mcpl_host.mcpl.feature_sets import (
     Derivation,
@@ -89,7 +91,7 @@ class Proposal:
     initial: bool
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> JSONObject:
         return self.derivation.policy_params(self.grant)
 
 
@@ -187,7 +189,7 @@ class PolicyState:
         self.state = MCPLState.PENDING
         return list(self.feature_sets.problems)
 
-    def _advertise(self, manifest: dict[str, Any]) -> None:
+    def _advertise(self, manifest: Mapping[str, object]) -> None:
         self.advertised = expand_advertisement(manifest, tools=self.tools)
         self.bound = widen(self.advertised) if self.lenient else self.advertised
         self.feature_sets = read_feature_sets(manifest)
@@ -220,7 +222,7 @@ class PolicyState:
         self.grant = grant
         self.derivation = self._derive(grant, feature_set_policy)
 
-    def receipt(self, proposal: Proposal, result: Any) -> ReceiptVerdict:
+    def receipt(self, proposal: Proposal, result: object) -> ReceiptVerdict:
         """The receipt of ``proposal`` arrived (in the read loop; module rules)."""
         outcome = read_receipt(result)
         self.outcome = outcome

@@ -37,7 +37,7 @@ from fnmatch import fnmatchcase
 from typing import Any, TypeGuard
 
 from mcpl_host.json_size import json_size
-from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_mapping
 from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, config_key
 
 __all__ = [
@@ -83,16 +83,16 @@ DIRECTIONS = ("outbound", "inbound", "bidirectional")
 GENERIC_REFUSAL = "not_accepted"
 
 
-def is_name(value: Any) -> TypeGuard[str]:
+def is_name(value: object) -> TypeGuard[str]:
     """A non-empty string (names, ids, checkpoints)."""
     return isinstance(value, str) and value != ""
 
 
-def _is_count(value: Any) -> TypeGuard[int]:
+def _is_count(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _blocks_problem(content: Any, where: str) -> str | None:
+def _blocks_problem(content: object, where: str) -> str | None:
     if not is_array(content):
         return f"{where} is not an array"
     if not all(is_mapping(b) and isinstance(b.get("type"), str) for b in content):
@@ -100,7 +100,7 @@ def _blocks_problem(content: Any, where: str) -> str | None:
     return None
 
 
-def inference_params_problems(params: Mapping[str, Any]) -> list[str]:
+def inference_params_problems(params: Mapping[str, object]) -> list[str]:
     """Problems with ``inference/request`` params beyond ``featureSet`` (MCPL §11.2)."""
     problems: list[str] = []
     messages = params.get("messages")
@@ -125,7 +125,7 @@ def inference_params_problems(params: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def push_result_problems(result: Any) -> list[str]:
+def push_result_problems(result: object) -> list[str]:
     """Problems with a push/event handler's result ``{accepted, inferenceId?, reason?}`` (§9.3)."""
     if not is_mapping(result):
         return ["the result is not an object"]
@@ -136,7 +136,7 @@ def push_result_problems(result: Any) -> list[str]:
     return problems
 
 
-def inference_result_problems(result: Any) -> list[str]:
+def inference_result_problems(result: object) -> list[str]:
     """Problems with an ``inference/request`` result (MCPL §11.3)."""
     if not is_mapping(result):
         return ["the result is not an object"]
@@ -153,7 +153,7 @@ def inference_result_problems(result: Any) -> list[str]:
     return problems
 
 
-def model_info_problems(result: Any) -> list[str]:
+def model_info_problems(result: object) -> list[str]:
     """Problems with a ``ModelInfo`` ``{id, vendor, contextWindow, capabilities}`` (MCPL §12)."""
     if not is_mapping(result):
         return ["the model information is not an object"]
@@ -169,7 +169,7 @@ def model_info_problems(result: Any) -> list[str]:
     return problems
 
 
-def descriptor_problem(descriptor: Any) -> str | None:
+def descriptor_problem(descriptor: object) -> str | None:
     """Why a ChannelDescriptor (MCPL §14.2) cannot be registered, else None."""
     if not is_mapping(descriptor):
         return "the descriptor is not an object"
@@ -184,7 +184,7 @@ def descriptor_problem(descriptor: Any) -> str | None:
     return None
 
 
-def incoming_message_problem(message: Any) -> str | None:
+def incoming_message_problem(message: object) -> str | None:
     """Why a ``channels/incoming`` message (MCPL §14.3) cannot be taken, else None. Only what
     routing needs is required: ``messageId``, ``channelId`` and ``content`` blocks."""
     if not is_mapping(message):
@@ -212,8 +212,8 @@ class ItemResult:
     detail: str | None = None
     limit: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        item: dict[str, Any] = {"id": self.id, "accepted": self.accepted}
+    def to_wire(self) -> JSONObject:
+        item: JSONObject = {"id": self.id, "accepted": self.accepted}
         if self.reason is not None:
             item["reason"] = self.reason
         if self.limit is not None:
@@ -240,7 +240,7 @@ class ChannelRegistry:
         self.max_channels = max_channels
         self.max_descriptor_bytes = max_descriptor_bytes
 
-    def get(self, channel_id: Any) -> dict[str, Any] | None:
+    def get(self, channel_id: object) -> dict[str, Any] | None:
         return self._channels.get(channel_id) if isinstance(channel_id, str) else None
 
     def descriptors(self) -> list[dict[str, Any]]:
@@ -307,7 +307,7 @@ class ChannelRegistry:
         return ItemResult(channel_id, True)
 
 
-def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
+def state_params_problems(method: str, params: Mapping[str, object]) -> list[str]:
     """Problems with ``state/update`` params (the libraries' shape; ``state/get`` needs only the
     ``featureSet`` admission checks; docs/protocol.md, "State"): ``checkpoint`` a non-empty
     string (required: the store is keyed by it), ``parent`` a string or null, ``data`` (alias
@@ -326,7 +326,7 @@ def state_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def channel_params_problems(method: str, params: Mapping[str, Any]) -> list[str]:
+def channel_params_problems(method: str, params: Mapping[str, object]) -> list[str]:
     keys: tuple[str, ...]
     if method == "channels/register":
         keys, required = ("channels",), True

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -45,7 +45,7 @@ import jsonpointer
 import orjson
 
 from mcpl_host.json_size import json_size
-from mcpl_host.jsonrpc.values import is_array, is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_array, is_mapping
 from mcpl_host.limits import Limits, config_key
 
 __all__ = [
@@ -130,7 +130,7 @@ class StateStore(Protocol):
         ...
 
     def apply(
-        self, feature_set: str, state: Any, *, keep_reference_on_problem: bool = True
+        self, feature_set: str, state: object, *, keep_reference_on_problem: bool = True
     ) -> StateProblem | str | None:
         """Apply a ``state`` object; None, or what was not applied (a ``StateProblem``, or a
         sentence)."""
@@ -145,7 +145,7 @@ def _too_large(what: str, limit: str, bound: int) -> StateProblem:
     return StateProblem(f"{what} is over Limits.{limit} = {bound} bytes ({config_key(limit)})", limit)
 
 
-def _encode(data: Any, max_bytes: int) -> bytes | StateProblem:
+def _encode(data: object, max_bytes: int) -> bytes | StateProblem:
     """``data`` as compact JSON, or why it cannot be held."""
     try:
         encoded = orjson.dumps(data)
@@ -161,7 +161,7 @@ def _encode(data: Any, max_bytes: int) -> bytes | StateProblem:
     return encoded
 
 
-def _pointer_problem(op: Mapping[str, Any], index: int) -> StateProblem | None:
+def _pointer_problem(op: Mapping[str, object], index: int) -> StateProblem | None:
     for key in ("path", "from"):
         pointer = op.get(key)
         if isinstance(pointer, str) and pointer.count("/") > _MAX_POINTER_SEGMENTS:
@@ -171,7 +171,7 @@ def _pointer_problem(op: Mapping[str, Any], index: int) -> StateProblem | None:
     return None
 
 
-def _member(doc: Any, path: Any) -> Any:
+def _member(doc: object, path: object) -> Any:
     """The value at ``path`` in ``doc`` (RFC 6901), or ``_MISSING`` (never raises)."""
     if not isinstance(path, str):
         return _MISSING
@@ -181,7 +181,7 @@ def _member(doc: Any, path: Any) -> Any:
         return _MISSING
 
 
-def _replaced(doc: Any, path: Any) -> Any:
+def _replaced(doc: object, path: object) -> Any:
     """What an ``add`` or ``copy`` to ``path`` replaces: an object's member or the root (an
     array element is inserted before, not replaced; RFC 6902 §4.1)."""
     if path == "":
@@ -192,13 +192,13 @@ def _replaced(doc: Any, path: Any) -> Any:
     return _member(doc, path) if is_mapping(parent) else _MISSING
 
 
-def _growth(doc: Any, op: Mapping[str, Any], max_bytes: int) -> int:
+def _growth(doc: object, op: Mapping[str, object], max_bytes: int) -> int:
     """How many bytes ``op`` adds to ``doc``'s JSON (negative: removes), closely enough to
     stop a patch before it grows the document past the bound; each value is measured once,
     at most ``max_bytes`` + 1 of it. A pointer that does not resolve counts nothing: the
     library refuses the operation then."""
 
-    def size(value: Any) -> int:
+    def size(value: object) -> int:
         return 0 if value is _MISSING else json_size(value, limit=max_bytes)
 
     name, path = op.get("op"), op.get("path")
@@ -252,7 +252,7 @@ class FeatureSetStateStore:
         history = self._history.get(feature_set)
         return history.get(checkpoint) if history is not None else None
 
-    def request_params(self, feature_set: str) -> dict[str, Any]:
+    def request_params(self, feature_set: str) -> JSONObject:
         """``{"state": data}`` if data is held, ``{"checkpoint": id}`` for a reference, else
         ``{}`` (§8.4)."""
         entry = self._current.get(feature_set)
@@ -261,7 +261,7 @@ class FeatureSetStateStore:
         return {"state": entry.data} if entry.has_data else {"checkpoint": entry.checkpoint}
 
     def apply(
-        self, feature_set: str, state: Any, *, keep_reference_on_problem: bool = True
+        self, feature_set: str, state: object, *, keep_reference_on_problem: bool = True
     ) -> StateProblem | None:
         """Apply a tool result's ``state`` ``{checkpoint, parent, data? | patch?}`` (§8.2-§8.3;
         ``data`` wins over ``patch``) within the bounds (module rules). Returns None, or a
@@ -307,7 +307,7 @@ class FeatureSetStateStore:
 
     # --- the bounds ------------------------------------------------------------------------
 
-    def _patched(self, base: bytes, patch: list[Any]) -> bytes | StateProblem:
+    def _patched(self, base: bytes, patch: Sequence[object]) -> bytes | StateProblem:
         """The parent's data with ``patch`` applied, operation by operation (module rules)."""
         limits = self.limits
         max_bytes = limits.max_state_bytes

@@ -75,7 +75,7 @@ class TagClosure:
     problems: list[str] = field(default_factory=list[str])
 
 
-def read_tags(value: Any, *, max_tags: int = DEFAULT_MAX_TAGS) -> TagClosure:
+def read_tags(value: object, *, max_tags: int = DEFAULT_MAX_TAGS) -> TagClosure:
     """Read a ``tags`` value (any JSON; None means no tags) and apply the core closure (§16.3).
 
     Only the first ``max_tags`` entries are read (``Limits.max_tags``); the rest are dropped
@@ -112,12 +112,12 @@ def read_tags(value: Any, *, max_tags: int = DEFAULT_MAX_TAGS) -> TagClosure:
     return TagClosure(tags=ordered, problems=problems)
 
 
-def close_tags(tags: Any) -> list[str]:
+def close_tags(tags: object) -> list[str]:
     """The core closure of ``tags`` (§16.3; see ``read_tags``, which also returns problems)."""
     return read_tags(tags).tags
 
 
-def _timestamp_problem(value: Any) -> str | None:
+def _timestamp_problem(value: object) -> str | None:
     if not isinstance(value, str):
         return "timestamp is missing or not a string"
     text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
@@ -128,7 +128,7 @@ def _timestamp_problem(value: Any) -> str | None:
     return None
 
 
-def _content_problems(payload: Any) -> list[str]:
+def _content_problems(payload: object) -> list[str]:
     if not is_mapping(payload):
         return ["payload is missing or not an object"]
     content = payload.get("content")
@@ -146,7 +146,7 @@ def _content_problems(payload: Any) -> list[str]:
     ]
 
 
-def _tags_ok(tags: Any) -> bool:
+def _tags_ok(tags: object) -> bool:
     if not is_array(tags):
         return False
     for tag in tags:
@@ -155,7 +155,7 @@ def _tags_ok(tags: Any) -> bool:
     return True
 
 
-def validate_push_event(params: Any) -> list[str]:
+def validate_push_event(params: object) -> list[str]:
     """Problems with ``push/event`` params (MCPL §9.2); empty when valid.
 
     Unknown members are tolerated (MCPL §8, compatibility note). Never raises.
@@ -224,7 +224,7 @@ class EventDeduplicator:
         entry = self._entries.get(event_id)
         return None if entry is None else entry[1]
 
-    def claim(self, event_id: str, marker: Any, now: float) -> Any | None:
+    def claim(self, event_id: str, marker: object, now: float) -> Any | None:
         """``check`` and, for a new ``event_id``, ``remember(event_id, marker, now)`` in one
         step: what is remembered for a duplicate, or None once ``marker`` is stored."""
         entries = self._entries
@@ -240,7 +240,7 @@ class EventDeduplicator:
             entries.popitem(last=False)
         return None
 
-    def remember(self, event_id: str, result: Any, now: float) -> None:
+    def remember(self, event_id: str, result: object, now: float) -> None:
         """Store the answer given for ``event_id`` at ``now``."""
         if result is None:
             raise ValueError("a remembered result must not be None (check() uses None for 'new')")
@@ -250,7 +250,7 @@ class EventDeduplicator:
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 
-    def replace(self, event_id: str, old: Any, new: Any | None) -> bool:
+    def replace(self, event_id: str, old: object, new: Any | None) -> bool:
         """If ``event_id`` still holds ``old`` (the same object), hold ``new`` instead, keeping
         the entry's age and place; ``new`` None forgets the id. False when it holds something
         else (or nothing: evicted or expired), which is left as it is."""

@@ -100,7 +100,7 @@ class PublishSettings(Protocol):
         ...
 
 
-def _blocks(content: Any) -> list[Any]:
+def _blocks(content: object) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if is_list_or_tuple(content):
@@ -126,10 +126,10 @@ class ChannelCalls:
         self,
         *,
         type: str | None = None,
-        address: Any = None,
+        address: object = None,
         metadata: Mapping[str, Any] | None = None,
         channel_id: str | None = None,
-        history: Any = None,
+        history: object = None,
         timeout: Timeout = DEFAULT,
     ) -> ChannelOpenResult:
         """``channels/open`` (§14.3; gate ``channels.lifecycle``) in exactly one form:

@@ -26,7 +26,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from typing_extensions import TypeIs
@@ -34,7 +34,7 @@ from typing_extensions import TypeIs
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.inbound import BackgroundJob
 from mcpl_host.jsonrpc.errors import HandlerError
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_TAGS
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, admit_channel_message
@@ -87,7 +87,7 @@ class ChannelService:
         patterns = self._handlers.channel_policy(self.name)
         return None if patterns is None else tuple(patterns)
 
-    async def serve(self, context: RequestContext, params: Any) -> dict[str, Any]:
+    async def serve(self, context: RequestContext, params: Any) -> JSONObject:
         """The result of an admitted ``channels/*`` request."""
         method = context.method
         if method == "channels/list":
@@ -96,7 +96,7 @@ class ChannelService:
             return {"results": await self._incoming(context, params["messages"])}
         return {"results": [item.to_wire() for item in self._change(params, method)]}
 
-    def _change(self, params: Mapping[str, Any], method: str) -> list[ItemResult]:
+    def _change(self, params: Mapping[str, object], method: str) -> list[ItemResult]:
         lists: dict[str, Any]
         if method == "channels/register":
             lists = {"added": params["channels"]}
@@ -115,10 +115,10 @@ class ChannelService:
             )
         return results
 
-    async def _incoming(self, context: RequestContext, messages: list[Any]) -> list[dict[str, Any]]:
+    async def _incoming(self, context: RequestContext, messages: Sequence[object]) -> list[dict[str, Any]]:
         return [await self._incoming_one(context, message) for message in messages]
 
-    async def _incoming_one(self, context: RequestContext, message: Any) -> dict[str, Any]:
+    async def _incoming_one(self, context: RequestContext, message: Any) -> JSONObject:
         raw_id = message.get("messageId") if is_mapping(message) else None
         message_id = raw_id if isinstance(raw_id, str) else None
         reason = admit_channel_message(message, self._view, self.registry, self._patterns())
@@ -135,7 +135,7 @@ class ChannelService:
                 reason = "internal_error"
             else:
                 if _is_conversation(conversation):
-                    result: dict[str, Any] = {"messageId": message_id, "accepted": True}
+                    result: JSONObject = {"messageId": message_id, "accepted": True}
                     if conversation is not None:
                         result["conversationId"] = conversation
                     return result

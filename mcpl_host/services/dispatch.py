@@ -172,7 +172,7 @@ class InboundDispatcher:
             decision = admit(method, params, self._view, may_hold=False)
         return self._decided(request, decision)
 
-    def _room_to_hold(self, params: Any) -> int | None:
+    def _room_to_hold(self, params: object) -> int | None:
         """The bytes ``params`` take if one more request may be held now (under both
         ``max_held_requests`` and ``max_held_bytes``), else None."""
         if self._held >= self._limits.max_held_requests:
@@ -276,7 +276,7 @@ class InboundDispatcher:
 
     # --- notifications -------------------------------------------------------------------------
 
-    def on_notification(self, method: str, params: Any) -> BackgroundJob | None:
+    def on_notification(self, method: str, params: object) -> BackgroundJob | None:
         job: BackgroundJob | None = None
         if method == "mcpl/manifestChanged":
             job = self._manifest.on_changed(params)
@@ -295,7 +295,7 @@ class InboundDispatcher:
         return job
 
     def _channel_notification(
-        self, method: str, params: Any, *, may_hold: bool
+        self, method: str, params: object, *, may_hold: bool
     ) -> tuple[BackgroundJob | None, Refused | None]:
         decision = admit(method, params, self._view, may_hold=may_hold)
         if isinstance(decision, Held):

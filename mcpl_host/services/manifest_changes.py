@@ -25,7 +25,7 @@ Rules:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -81,7 +81,7 @@ class ManifestWatcher:
         self._fetches = Coalesce()  # one fetch in flight, one pending (mcpl_host.coalesce)
         self._dropped_notifications = LogBudget(limits.manifest_defects_logged)
 
-    def on_changed(self, params: Any) -> BackgroundJob | None:
+    def on_changed(self, params: object) -> BackgroundJob | None:
         """From the read loop: a ``mcpl/manifestChanged`` notification; returns the fetch to
         run, or None."""
         if self._state.manifest is None:

@@ -66,14 +66,14 @@ class Requester(Protocol):
     async def request(
         self,
         method: str,
-        params: Any = None,
+        params: object = None,
         *,
         timeout: Timeout = ...,
         progress: ProgressCallback | None = None,
         on_answer: AnswerHook | None = None,
     ) -> Any: ...
 
-    def notify_nowait(self, method: str, params: Any = None) -> None: ...
+    def notify_nowait(self, method: str, params: object = None) -> None: ...
 
 
 class PolicySource(Protocol):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -33,6 +34,7 @@ import orjson
 
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import DEFAULT_MAX_TAGS
 from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcpl.server_shapes import GENERIC_REFUSAL, push_result_problems
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["PushService", "checked_result", "event_fingerprint"]
 
 
-def event_fingerprint(params: dict[str, Any]) -> int:
+def event_fingerprint(params: Mapping[str, object]) -> int:
     """A digest of a push's params (keys sorted), to tell a retry from a reused id: Python's
     keyed 64-bit hash of their JSON text (it never leaves the process)."""
     try:
@@ -54,7 +56,7 @@ def event_fingerprint(params: dict[str, Any]) -> int:
     return hash(data)
 
 
-def checked_result(method: str, result: Any, problems: list[str], log: Logger) -> dict[str, Any]:
+def checked_result(method: str, result: Any, problems: list[str], log: Logger) -> JSONObject:
     """``result`` as a new dict, or raise ``HandlerError(-32603)`` (and log the problems)
     when the application's handler returned the wrong shape."""
     if problems:
@@ -63,7 +65,7 @@ def checked_result(method: str, result: Any, problems: list[str], log: Logger) -
     return dict(result)
 
 
-def _kept(result: dict[str, Any]) -> bytes | dict[str, Any]:
+def _kept(result: Mapping[str, object]) -> bytes | dict[str, Any]:
     """A result as the window keeps it: its JSON text (what the wire got), else a copy."""
     try:
         return orjson.dumps(result)
@@ -71,10 +73,10 @@ def _kept(result: dict[str, Any]) -> bytes | dict[str, Any]:
         return dict(result)
 
 
-def _recalled(kept: bytes | dict[str, Any]) -> dict[str, Any]:
+def _recalled(kept: bytes | dict[str, Any]) -> JSONObject:
     """A new dict of a result ``_kept`` earlier."""
     if isinstance(kept, bytes):
-        value: dict[str, Any] = orjson.loads(kept)
+        value: JSONObject = orjson.loads(kept)
         return value
     return dict(kept)
 
@@ -129,7 +131,7 @@ class PushService:
         # work for the garbage collector (a flood keeps up to 1024 of them).
         self._serial = next(_SERIALS)
 
-    async def serve(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+    async def serve(self, context: RequestContext, params: dict[str, Any]) -> JSONObject:
         """The result of an admitted ``push/event``; raises ``HandlerError``.
 
         The clock (``time.monotonic()``, seconds) is read once, on arrival: an id is
@@ -178,7 +180,7 @@ class PushService:
             event_id=ServerValue(event_id, self._redactor),
         )
 
-    def _event(self, params: dict[str, Any]) -> dict[str, Any]:
+    def _event(self, params: Mapping[str, object]) -> dict[str, Any]:
         """The handler's copy of ``params``, its ``tags`` (only if sent) closed (§16.3)."""
         event = dict(params)
         if "tags" in params:
@@ -188,7 +190,7 @@ class PushService:
                 self._log.debug("push/event tag problems", problems=closure.problems)
         return event
 
-    def _checked(self, raw: Any) -> dict[str, Any]:
+    def _checked(self, raw: object) -> JSONObject:
         """The handler's result as answered (module rules); raises ``HandlerError``."""
         checked = checked_result("push/event", raw, push_result_problems(raw), self._log)
         if checked["accepted"] is False and "reason" not in checked:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
 from mcpl_host.jsonrpc.errors import LocalProtocolError, RemoteError, RemoteProtocolError
-from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.jsonrpc.values import JSONObject, is_object
 from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcp_methods import CallToolResult, call_tool_result
 from mcpl_host.mcpl.admission import AdmissionView
@@ -78,7 +78,7 @@ class StateCalls:
 
         Cancellation: as ``request()``; the held state is unchanged.
         """
-        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        params: JSONObject = {"name": name, "arguments": arguments or {}}
         params.update(self.store.request_params(feature_set))
         result = await self._requester.request("tools/call", params, timeout=timeout, progress=progress)
         if not is_object(result):

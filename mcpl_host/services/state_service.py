@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import config_key
 from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcpl.state import StateProblem, StateStore
@@ -32,7 +33,7 @@ class StateService:
         self._redactor = redactor
         self._state_alias: set[str] = set()  # feature sets whose server says "state", not "data"
 
-    def serve(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    def serve(self, method: str, params: Mapping[str, Any]) -> JSONObject:
         store, name = self._store, params["featureSet"]
         if method == "state/get":
             held = store.current(name)

@@ -36,7 +36,7 @@ from typing_extensions import Unpack
 
 from mcpl_host._keywords import checked_keywords
 from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 from mcpl_host.logging import ServerValue, get_logger
 from mcpl_host.mcpl.admission import may_send
 from mcpl_host.mcpl.injections import (
@@ -148,7 +148,7 @@ async def before_inference_fanout(
 # --- inference/lifecycle ---------------------------------------------------------------------
 
 
-def _notify(conn: MCPLPeer, method: str, params: dict[str, Any]) -> bool:
+def _notify(conn: MCPLPeer, method: str, params: Mapping[str, object]) -> bool:
     """Best-effort notification: False (and a debug line) when it cannot be written."""
     try:
         conn.mcp.notify_nowait(method, params)
@@ -206,7 +206,7 @@ class InferenceLifecycle:
         """The user aborted: a normal exit sends ``aborted``, not ``completed``."""
         self._aborted = True
 
-    def _params(self, conn: MCPLPeer, phase: str) -> dict[str, Any]:
+    def _params(self, conn: MCPLPeer, phase: str) -> JSONObject:
         params: dict[str, Any] = {**self._base, "phase": phase}
         if self._model is not None and _may_send_model(conn):
             params["model"] = self._model
@@ -229,7 +229,7 @@ class InferenceLifecycle:
             raise
         return self
 
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+    async def __aexit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         if self._state != "started":
             return
         self._state = "ended"

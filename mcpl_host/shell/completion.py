@@ -48,11 +48,11 @@ class ToolInfo:
     values: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: {})
 
 
-def _word(value: Any) -> str:
+def _word(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _member(value: Any, key: str) -> Any:
+def _member(value: object, key: str) -> Any:
     """``value[key]`` when ``value`` is a JSON object, else None."""
     return cast("Mapping[str, Any]", value).get(key) if isinstance(value, Mapping) else None
 

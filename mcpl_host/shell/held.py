@@ -27,7 +27,7 @@ Rules of this module:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -43,6 +43,7 @@ from mcpl_host.client_features import (
 )
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS
 from mcpl_host.probe_features import elicitation_reply
 
@@ -62,7 +63,7 @@ __all__ = [
 ANSWER_MODEL = "mcpl-host-shell (answered by hand)"
 
 
-def inference_answer(text: str) -> dict[str, Any]:
+def inference_answer(text: str) -> JSONObject:
     """The ``inference/request`` result carrying ``text`` (MCPL §11.3)."""
     return {
         "content": text,
@@ -72,7 +73,7 @@ def inference_answer(text: str) -> dict[str, Any]:
     }
 
 
-def question(params: Any) -> str:
+def question(params: object) -> str:
     """The text of the last message of ``inference/request`` params (its content as a
     string, or the text blocks of a content list), for showing; ``""`` if none."""
     messages = _objects(_objects(params)[0].get("messages")) if _objects(params) else []
@@ -82,7 +83,7 @@ def question(params: Any) -> str:
     return " ".join(text for block in _objects(content) if isinstance(text := block.get("text"), str))
 
 
-def asked(method: str, params: Any) -> str:
+def asked(method: str, params: object) -> str:
     """What a held request asks, for showing: the last message (``question``), or for an
     elicitation its message and the fields of its form (``*`` required) or its URL."""
     if method != "elicitation/create":
@@ -117,7 +118,7 @@ def answer_hint(request: HeldRequest) -> str:
     return f"answer {request.id} JSON|accept|decline|cancel"
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def _objects(value: object) -> list[dict[str, Any]]:
     """The JSON objects of ``value``: the items of a list that are objects, or ``value``
     itself when it is one."""
     items = cast("list[object]", value) if isinstance(value, list) else [value]
@@ -167,7 +168,7 @@ class HeldRequests:
         held.answered.set()
         return True
 
-    async def hold(self, server: str, method: str, params: Any, timeout: float) -> str:
+    async def hold(self, server: str, method: str, params: object, timeout: float) -> str:
         """Hold one request until it is answered (returns the text); raises ``HandlerError``
         (``-32603``) after ``timeout`` seconds. Cancellation: the request is dropped."""
         held = HeldRequest(str(next(self._ids)), server, method, params)
@@ -213,7 +214,7 @@ class ShellHandlers(HostHandlers):
         self.auto_elicit = auto_elicit
         self.timeout = timeout
 
-    async def answer(self, context: RequestContext, params: Any, *, automatic: bool = True) -> str:
+    async def answer(self, context: RequestContext, params: object, *, automatic: bool = True) -> str:
         """The text that answers one request: ``auto_answer`` (when ``automatic``), else what
         a person typed (``HeldRequests.hold``)."""
         if automatic and self.auto_answer is not None:
@@ -221,8 +222,8 @@ class ShellHandlers(HostHandlers):
         return await self.held.hold(self.server, context.method, params, self.timeout)
 
     async def inference_request(
-        self, context: RequestContext, params: dict[str, Any], stream: InferenceStream | None
-    ) -> dict[str, Any]:
+        self, context: RequestContext, params: Mapping[str, object], stream: InferenceStream | None
+    ) -> JSONObject:
         text = await self.answer(context, params)
         if stream is not None:
             stream.send(text)

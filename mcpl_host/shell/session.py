@@ -70,7 +70,7 @@ class _Failed(Exception):
     """A command that cannot run as asked; ``str()`` is the line to print."""
 
 
-def _objects(value: Any) -> list[dict[str, Any]]:
+def _objects(value: object) -> list[dict[str, Any]]:
     items = cast("list[object]", value) if isinstance(value, list) else [value]
     return [cast("dict[str, Any]", item) for item in items if isinstance(item, dict)]
 
@@ -97,8 +97,9 @@ class Session:
 
     # --- printing ----------------------------------------------------------------------------
 
-    def _shown(self, server: str, value: Any, **kwargs: Any) -> str:
-        return report.safe_text(report.redact_json(value, self.host.server(server).hosted.redactor), **kwargs)
+    def _shown(self, server: str, value: object, *, max_chars: int = report.MAX_CELL_CHARS) -> str:
+        redacted = report.redact_json(value, self.host.server(server).hosted.redactor)
+        return report.safe_text(redacted, max_chars=max_chars)
 
     def say(self, text: str, style: str | None = None) -> None:
         self.out.line(Text(text, style=style or ""))

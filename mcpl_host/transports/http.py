@@ -374,7 +374,7 @@ class StreamableHTTPTransport:
                     if scope is not None:
                         scope.cancel()  # the answer is no longer wanted: stop reading it
 
-    async def _post_initialize(self, line: bytes, key: bytes, request_id: Any) -> None:
+    async def _post_initialize(self, line: bytes, key: bytes, request_id: object) -> None:
         self._initialize_key = key
         self._session_id = None
         headers = self._headers(ACCEPT_POST, json_body=True)
@@ -418,7 +418,7 @@ class StreamableHTTPTransport:
         key: bytes,
         what: str,
         stateless_headers: dict[str, str] | None = None,
-        request_id: Any = None,
+        request_id: object = None,
     ) -> None:
         with anyio.CancelScope() as scope:
             self._streams[key] = scope
@@ -472,7 +472,7 @@ class StreamableHTTPTransport:
         *,
         had_session: bool,
         fall_back: bool = False,
-        answer_refusal: Any = None,
+        answer_refusal: object = None,
         probe: bool = False,
     ) -> bool:
         """Check the head of a request's answer: True to read it, False when there is
@@ -553,7 +553,7 @@ class StreamableHTTPTransport:
         return await self._inbox.get()
 
     async def _read_answer(
-        self, response: httpx.Response, key: bytes, request_id: Any, what: str, *, probe: bool = False
+        self, response: httpx.Response, key: bytes, request_id: object, what: str, *, probe: bool = False
     ) -> bool:
         """Read the answer of a request POST (head already checked) to its end; True when
         the answer to ``key`` came (or was made here). A JSON body must be the request's

@@ -42,7 +42,7 @@ from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, c
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem, dumps_message, loads_line, peek_envelope
 from mcpl_host.limits import DEFAULT_MAX_CONTENT_CODINGS, DEFAULT_READ_CHUNK_BYTES, Limits
-from mcpl_host.logging import Redactor, log_value
+from mcpl_host.logging import Logger, Redactor, log_value
 from mcpl_host.transports.content_coding import (
     ACCEPT_ENCODING,
     BadCoding,
@@ -120,7 +120,7 @@ def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
     )
 
 
-def open_client(params: HTTPParameters, limits: Limits, logger: Any, shown_url: str) -> httpx.AsyncClient:
+def open_client(params: HTTPParameters, limits: Limits, logger: Logger, shown_url: str) -> httpx.AsyncClient:
     """The client of an HTTP transport being entered (``build_client``), after a warning in
     the log when a credential would travel over cleartext ``http://`` to a host that is not
     loopback (``sends_cleartext_credential``)."""
@@ -445,7 +445,7 @@ def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
     return "other", None, None, None
 
 
-def id_key(request_id: Any) -> bytes:
+def id_key(request_id: object) -> bytes:
     """A dictionary key for a JSON-RPC id that keeps ``1`` and ``"1"`` apart (an integer
     beyond 64 bits included)."""
     return dumps_message(request_id)
