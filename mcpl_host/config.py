@@ -66,7 +66,14 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit
 
 from mcpl_host.jsonrpc.errors import MCPLHostError
-from mcpl_host.jsonrpc.values import finite_number, is_array, is_list_or_tuple, is_mapping, is_object
+from mcpl_host.jsonrpc.values import (
+    JSONObject,
+    finite_number,
+    is_array,
+    is_list_or_tuple,
+    is_mapping,
+    is_object,
+)
 from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_problem, limits_with
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy

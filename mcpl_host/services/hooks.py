@@ -24,7 +24,6 @@ from mcpl_host._keywords import checked_keywords
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import MCPLHostError, RequestTimeout
-from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, before_inference_eligible
 from mcpl_host.mcpl.grants import NO_GRANT
