@@ -15,9 +15,12 @@ import re
 import signal
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pexpect
+
+from mcpl_host.shell.terminal import keys_not_signals
 
 from .test_cli import CLI, TIMEOUT
 from .test_cli_run import demo_entry, write_config
@@ -257,3 +260,25 @@ def test_shell_usage_errors_exit_2(tmp_path: Path) -> None:
     assert empty.returncode == 2 and "has no enabled server" in empty.stderr
     alone = piped_shell("", "--server", "a")
     assert alone.returncode == 2 and "--server NAME goes with --config FILE" in alone.stderr
+
+
+def test_ctrl_c_stays_a_key_for_the_whole_session_and_the_terminal_is_put_back() -> None:
+    # Between two prompts (a line just entered) a terminal with ISIG on turns Ctrl-C into
+    # SIGINT, which leaves the shell instead of cancelling the call: ISIG stays off.
+    controller, terminal = os.openpty()
+    try:
+        before = termios.tcgetattr(terminal)
+        assert before[3] & termios.ISIG
+        with keys_not_signals(terminal):
+            assert not termios.tcgetattr(terminal)[3] & termios.ISIG
+        assert termios.tcgetattr(terminal) == before
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    reader, writer = os.pipe()
+    try:
+        with keys_not_signals(reader):
+            pass  # no terminal: nothing is changed, nothing raised
+    finally:
+        os.close(reader)
+        os.close(writer)

@@ -11,7 +11,9 @@ Rules of this module:
   drawn again below, as it was. Each command runs in its own task, so the prompt is back at
   once: a ``call`` that waits for a held request does not stop you from typing ``answer``.
   Ctrl-C clears the line being typed; on an empty line it cancels the commands running
-  (or says how to leave); Ctrl-D, ``quit`` and ``exit`` leave.
+  (or says how to leave); Ctrl-D, ``quit`` and ``exit`` leave. Ctrl-C is always a key, never
+  a signal, for the whole session (``keys_not_signals``): between two prompts (a line just
+  entered) the terminal would otherwise turn it into SIGINT, which leaves.
 - **Piped** (otherwise): each line of stdin is one command, run to its end before the next
   (``printf 'tools\\ncall add a=1 b=2\\n' | mcpl-host shell``), echoed after the prompt so
   that the output reads as a transcript. Before the first one, every server is waited for
@@ -24,9 +26,11 @@ Rules of this module:
 
 from __future__ import annotations
 
+import contextlib
 import io
 import sys
-from collections.abc import Callable, Iterable
+import termios
+from collections.abc import Callable, Generator, Iterable
 
 import anyio
 import anyio.abc
@@ -137,6 +141,25 @@ async def _leave_on_signals(stop: anyio.CancelScope, *, task_status: anyio.abc.T
             return
 
 
+@contextlib.contextmanager
+def keys_not_signals(fd: int) -> Generator[None, None, None]:
+    """While inside, the terminal on ``fd`` sends Ctrl-C (and Ctrl-\\, Ctrl-Z) as keys, not
+    as signals (``ISIG`` off, POSIX termios); its settings as they were are put back on the
+    way out. Nothing is changed where ``fd`` is no terminal."""
+    try:
+        saved = termios.tcgetattr(fd)
+    except termios.error:
+        yield
+        return
+    changed = list(saved)
+    changed[3] = saved[3] & ~termios.ISIG
+    termios.tcsetattr(fd, termios.TCSANOW, changed)
+    try:
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+
 async def interactive(session: Session, *, history: str | None) -> None:
     """The interactive loop (module rules) until the person leaves or a signal arrives."""
     hosted = session.host
@@ -163,7 +186,7 @@ async def interactive(session: Session, *, history: str | None) -> None:
             session.say("cancelled", "dim")
 
     async with anyio.create_task_group() as tg:
-        with anyio.CancelScope() as leave:
+        with anyio.CancelScope() as leave, keys_not_signals(sys.stdin.fileno()):
             await tg.start(_leave_on_signals, leave)
             await tg.start(session.watch_events)
             while True:
