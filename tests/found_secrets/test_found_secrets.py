@@ -13,7 +13,10 @@ form of the credential.
 from __future__ import annotations
 
 import base64
+import contextlib
 import subprocess
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -54,6 +57,43 @@ def _outputs(args: list[str], tmp_path: Path) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr + written
 
 
+class Runs:
+    """A module's CLI runs (``_outputs``), started together by its module fixture, four at a
+    time in threads (each is a child process that spends most of its time waiting on the echo
+    server and its bridge), and read by each test: the exit status and everything written,
+    or what the run raised. A run nobody started is started when a test asks for it."""
+
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+        self._pool = ThreadPoolExecutor(max_workers=4)
+        self._runs: dict[tuple[str, ...], Future[tuple[int, str]]] = {}
+
+    def start(self, args: list[str]) -> None:
+        if tuple(args) not in self._runs:
+            folder = self._folder / str(len(self._runs))
+            folder.mkdir()
+            self._runs[tuple(args)] = self._pool.submit(_outputs, args, folder)
+
+    def result(self, args: list[str]) -> tuple[int, str]:
+        self.start(args)
+        return self._runs[tuple(args)].result()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextlib.contextmanager
+def started_runs(folder: Path, runs: Iterable[list[str]]) -> Iterator[Runs]:
+    """``Runs`` with each of ``runs`` started; every thread ended on leaving."""
+    started = Runs(folder)
+    try:
+        for args in runs:
+            started.start(args)
+        yield started
+    finally:
+        started.close()
+
+
 #: Each command that prints what a server sent.
 COMMANDS = {
     "probe": ["probe"],
@@ -69,23 +109,44 @@ COMMANDS = {
 }
 
 
+#: The commands each other credential header is tried with.
+FORM_COMMANDS = ["probe", "probe --json", "call", "send error", "check --junit"]
+OTHER_CREDENTIALS = ["basic", "api-key", "cookie"]
+
+
+def header_args(command: str, url: str, credential: str) -> list[str]:
+    """``command`` against ``url`` with ``credential``'s header."""
+    return [*COMMANDS[command], "--url", url, "--header", CREDENTIALS[credential][0]]
+
+
+@pytest.fixture(scope="module")
+def runs(http_echo: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
+    """Every run of this module's tests."""
+    every = [header_args(command, http_echo, "bearer") for command in COMMANDS]
+    every += [
+        header_args(c, http_echo, credential) for credential in OTHER_CREDENTIALS for c in FORM_COMMANDS
+    ]
+    with started_runs(tmp_path_factory.mktemp("runs"), every) as started:
+        yield started
+
+
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_a_bearer_token_echoed_without_its_scheme_is_hidden_from_every_command(
-    command: str, http_echo: str, tmp_path: Path
+    command: str, http_echo: str, runs: Runs
 ) -> None:
-    header, forms = CREDENTIALS["bearer"]
-    _, output = _outputs([*COMMANDS[command], "--url", http_echo, "--header", header], tmp_path)
+    _, forms = CREDENTIALS["bearer"]
+    _, output = runs.result(header_args(command, http_echo, "bearer"))
     assert REDACTED in output  # the server did echo it
     assert _leaks(output, forms) == []
 
 
-@pytest.mark.parametrize("credential", ["basic", "api-key", "cookie"])
-@pytest.mark.parametrize("command", ["probe", "probe --json", "call", "send error", "check --junit"])
+@pytest.mark.parametrize("credential", OTHER_CREDENTIALS)
+@pytest.mark.parametrize("command", FORM_COMMANDS)
 def test_every_credential_header_is_hidden_in_each_of_its_forms(
-    credential: str, command: str, http_echo: str, tmp_path: Path
+    credential: str, command: str, http_echo: str, runs: Runs
 ) -> None:
-    header, forms = CREDENTIALS[credential]
-    _, output = _outputs([*COMMANDS[command], "--url", http_echo, "--header", header], tmp_path)
+    _, forms = CREDENTIALS[credential]
+    _, output = runs.result(header_args(command, http_echo, credential))
     assert REDACTED in output
     assert _leaks(output, forms) == []
 

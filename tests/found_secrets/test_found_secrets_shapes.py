@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,47 +28,45 @@ from .test_found_secrets import (
     COMMANDS,
     CREDENTIALS,
     TOKEN,
+    Runs,
     _leaks,  # pyright: ignore[reportPrivateUsage]
     _outputs,  # pyright: ignore[reportPrivateUsage]
+    started_runs,
 )
 
-
-@pytest.mark.parametrize("shape", ["escaped", "split"])
-@pytest.mark.parametrize("command", ["probe", "probe --json", "call", "send error"])
-def test_a_token_json_escaped_or_split_across_lines_is_hidden(
-    shape: str, command: str, http_echo_escaped: str, http_echo_split: str, tmp_path: Path
-) -> None:
-    url = http_echo_escaped if shape == "escaped" else http_echo_split
-    header, forms = CREDENTIALS["bearer"]
-    _, output = _outputs([*COMMANDS[command], "--url", url, "--header", header], tmp_path)
-    assert REDACTED in output
-    assert _leaks(output, forms) == []
-    if shape == "split":  # the two halves, as the output writes a newline inside a string
-        half = len(TOKEN) // 2
-        for cut in (f"{TOKEN[:half]}\n{TOKEN[half:]}", f"{TOKEN[:half]}\\n{TOKEN[half:]}"):
-            assert cut not in output
+SHAPE_COMMANDS = ["probe", "probe --json", "call", "send error"]
+REFUSED_COMMANDS = ["probe", "probe --json", "call", "check --json"]
+SSE_COMMANDS = ["probe --json", "call", "send error"]
+CONFIG_COMMANDS = ["probe", "probe --json", "call", "send error", "check --junit"]
+QUERY_COMMANDS = ["probe --json", "call", "send error"]
+QUERY_SHAPES = ["http ?api_key=", "ws ?api_key=", "ws --token-in query"]
+QUERY_KEY = "qk-1d8e3a6f90b2"
 
 
-@pytest.mark.parametrize("command", ["probe", "probe --json", "call", "check --json"])
-def test_a_401_body_and_challenge_that_repeat_the_token_are_hidden(
-    command: str, http_refusing: str, tmp_path: Path
-) -> None:
-    header, forms = CREDENTIALS["bearer"]
-    status, output = _outputs([*COMMANDS[command], "--url", http_refusing, "--header", header], tmp_path)
-    assert status == 1
-    assert _leaks(output, forms) == []
+def bearer_args(command: str, url: str) -> list[str]:
+    return [*COMMANDS[command], "--url", url, "--header", CREDENTIALS["bearer"][0]]
 
 
-@pytest.mark.parametrize("command", ["probe --json", "call", "send error"])
-def test_over_http_sse_the_credential_is_hidden(command: str, sse_echo: str, tmp_path: Path) -> None:
-    header, forms = CREDENTIALS["basic"]
-    args = [*COMMANDS[command], "--url", sse_echo, "--transport", "sse", "--header", header]
-    _, output = _outputs(args, tmp_path)
-    assert REDACTED in output
-    assert _leaks(output, forms) == []
+def sse_args(command: str, url: str) -> list[str]:
+    return [*COMMANDS[command], "--url", url, "--transport", "sse", "--header", CREDENTIALS["basic"][0]]
 
 
-def _config(tmp_path: Path, ws_url: str) -> tuple[Path, list[str]]:
+def config_args(command: str, config: Path, server: str) -> list[str]:
+    return [*COMMANDS[command], "--config", str(config), "--server", server]
+
+
+def query_args(command: str, shape: str, http_url: str, ws_url: str) -> list[str]:
+    """``command`` with ``QUERY_KEY`` in the URL's query (or as a token sent in it)."""
+    if shape.startswith("http"):
+        target = ["--url", f"{http_url}?api_key={QUERY_KEY}"]
+    elif "--token-in" in shape:
+        target = ["--ws", ws_url, "--token", QUERY_KEY, "--token-in", "query"]
+    else:
+        target = ["--ws", f"{ws_url}?api_key={QUERY_KEY}"]
+    return [*COMMANDS[command], *target]
+
+
+def _config(folder: Path, ws_url: str) -> tuple[Path, list[str]]:
     """A config of a WebSocket server with credential headers and a stdio server with secret
     environment values, both echoing them; every form that must never be shown."""
     env = {"API_TOKEN": "env-tok-62d9e1a7", "DB_PASSWORD": "env-pw-0c4b8f3e"}
@@ -81,18 +80,79 @@ def _config(tmp_path: Path, ws_url: str) -> tuple[Path, list[str]]:
             "stdio": {"command": PY, "args": [ECHO, *env], "env": env},
         }
     }
-    path = tmp_path / "servers.json"
+    path = folder / "servers.json"
     path.write_text(json.dumps(config))
     return path, [*CREDENTIALS["basic"][1], API_KEY, *env.values()]
 
 
-@pytest.mark.parametrize("server", ["ws", "stdio"])
-@pytest.mark.parametrize("command", ["probe", "probe --json", "call", "send error", "check --junit"])
-def test_websocket_headers_and_secret_environment_values_are_hidden(
-    server: str, command: str, ws_echo: str, tmp_path: Path
+@pytest.fixture(scope="module")
+def config(ws_echo: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """``_config`` of this module's WebSocket echo."""
+    return _config(tmp_path_factory.mktemp("config"), ws_echo)
+
+
+@pytest.fixture(scope="module")
+def runs(
+    http_echo: str,
+    http_echo_escaped: str,
+    http_echo_split: str,
+    http_refusing: str,
+    sse_echo: str,
+    ws_echo: str,
+    config: tuple[Path, list[str]],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Runs]:
+    """Every run of this module's parametrized tests."""
+    every = [bearer_args(c, url) for c in SHAPE_COMMANDS for url in (http_echo_escaped, http_echo_split)]
+    every += [bearer_args(c, http_refusing) for c in REFUSED_COMMANDS]
+    every += [sse_args(c, sse_echo) for c in SSE_COMMANDS]
+    every += [config_args(c, config[0], server) for c in CONFIG_COMMANDS for server in ("ws", "stdio")]
+    every += [query_args(c, shape, http_echo, ws_echo) for c in QUERY_COMMANDS for shape in QUERY_SHAPES]
+    with started_runs(tmp_path_factory.mktemp("runs"), every) as started:
+        yield started
+
+
+@pytest.mark.parametrize("shape", ["escaped", "split"])
+@pytest.mark.parametrize("command", SHAPE_COMMANDS)
+def test_a_token_json_escaped_or_split_across_lines_is_hidden(
+    shape: str, command: str, http_echo_escaped: str, http_echo_split: str, runs: Runs
 ) -> None:
-    config, forms = _config(tmp_path, ws_echo)
-    _, output = _outputs([*COMMANDS[command], "--config", str(config), "--server", server], tmp_path)
+    url = http_echo_escaped if shape == "escaped" else http_echo_split
+    _, forms = CREDENTIALS["bearer"]
+    _, output = runs.result(bearer_args(command, url))
+    assert REDACTED in output
+    assert _leaks(output, forms) == []
+    if shape == "split":  # the two halves, as the output writes a newline inside a string
+        half = len(TOKEN) // 2
+        for cut in (f"{TOKEN[:half]}\n{TOKEN[half:]}", f"{TOKEN[:half]}\\n{TOKEN[half:]}"):
+            assert cut not in output
+
+
+@pytest.mark.parametrize("command", REFUSED_COMMANDS)
+def test_a_401_body_and_challenge_that_repeat_the_token_are_hidden(
+    command: str, http_refusing: str, runs: Runs
+) -> None:
+    _, forms = CREDENTIALS["bearer"]
+    status, output = runs.result(bearer_args(command, http_refusing))
+    assert status == 1
+    assert _leaks(output, forms) == []
+
+
+@pytest.mark.parametrize("command", SSE_COMMANDS)
+def test_over_http_sse_the_credential_is_hidden(command: str, sse_echo: str, runs: Runs) -> None:
+    _, forms = CREDENTIALS["basic"]
+    _, output = runs.result(sse_args(command, sse_echo))
+    assert REDACTED in output
+    assert _leaks(output, forms) == []
+
+
+@pytest.mark.parametrize("server", ["ws", "stdio"])
+@pytest.mark.parametrize("command", CONFIG_COMMANDS)
+def test_websocket_headers_and_secret_environment_values_are_hidden(
+    server: str, command: str, config: tuple[Path, list[str]], runs: Runs
+) -> None:
+    path, forms = config
+    _, output = runs.result(config_args(command, path, server))
     assert REDACTED in output
     assert _leaks(output, forms) == []
 
@@ -103,11 +163,11 @@ def test_a_websocket_refusal_that_repeats_the_token_is_hidden(ws_refusing: str, 
     assert _leaks(output, [TOKEN]) == []
 
 
-def test_the_shell_shows_no_form_of_a_credential(ws_echo: str, tmp_path: Path) -> None:
-    config, forms = _config(tmp_path, ws_echo)
+def test_the_shell_shows_no_form_of_a_credential(config: tuple[Path, list[str]]) -> None:
+    path, forms = config
     commands = "tools\ncall echo\nread echo://received\nprompt received\nservers\n@stdio call raise\n"
     done = subprocess.run(
-        [*CLI, "shell", "--config", str(config)],
+        [*CLI, "shell", "--config", str(path)],
         input=commands,
         capture_output=True,
         text=True,
@@ -119,9 +179,9 @@ def test_the_shell_shows_no_form_of_a_credential(ws_echo: str, tmp_path: Path) -
     assert _leaks(output, forms) == []
 
 
-def test_run_logs_show_no_form_of_a_credential(ws_echo: str, tmp_path: Path) -> None:
-    config, forms = _config(tmp_path, ws_echo)
-    running = Running("run", str(config))
+def test_run_logs_show_no_form_of_a_credential(config: tuple[Path, list[str]]) -> None:
+    path, forms = config
+    running = Running("run", str(path))
     try:
         for _ in ("ws", "stdio"):
             running.wait_for("stdout", "notification notifications/message")
@@ -133,20 +193,11 @@ def test_run_logs_show_no_form_of_a_credential(ws_echo: str, tmp_path: Path) -> 
     assert _leaks(stdout + stderr, forms) == []
 
 
-QUERY_KEY = "qk-1d8e3a6f90b2"
-
-
-@pytest.mark.parametrize("command", ["probe --json", "call", "send error"])
-@pytest.mark.parametrize("shape", ["http ?api_key=", "ws ?api_key=", "ws --token-in query"])
+@pytest.mark.parametrize("command", QUERY_COMMANDS)
+@pytest.mark.parametrize("shape", QUERY_SHAPES)
 def test_a_credential_in_the_url_query_echoed_back_is_hidden(
-    shape: str, command: str, http_echo: str, ws_echo: str, tmp_path: Path
+    shape: str, command: str, http_echo: str, ws_echo: str, runs: Runs
 ) -> None:
-    if shape.startswith("http"):
-        target = ["--url", f"{http_echo}?api_key={QUERY_KEY}"]
-    elif "--token-in" in shape:
-        target = ["--ws", ws_echo, "--token", QUERY_KEY, "--token-in", "query"]
-    else:
-        target = ["--ws", f"{ws_echo}?api_key={QUERY_KEY}"]
-    _, output = _outputs([*COMMANDS[command], *target], tmp_path)
+    _, output = runs.result(query_args(command, shape, http_echo, ws_echo))
     assert REDACTED in output
     assert _leaks(output, [QUERY_KEY]) == []
