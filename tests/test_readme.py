@@ -22,6 +22,8 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -104,51 +106,80 @@ def _needs(line: str) -> list[str]:
     return [program for program in ("npx", "jq") if re.search(rf"(^|[|;&]\s*|--\s+){program}\b", line)]
 
 
-@pytest.mark.parametrize("line", EXAMPLES)
-def test_each_command_example_runs_as_written(fresh_checkout: Path, line: str) -> None:
-    missing = [program for program in _needs(line) if shutil.which(program) is None]
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)}, which this machine lacks")
-    done = subprocess.run(
+def _missing(line: str) -> list[str]:
+    return [program for program in _needs(line) if shutil.which(program) is None]
+
+
+def _run_example(checkout: Path, line: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         ["sh", "-c", line],
-        cwd=fresh_checkout,
+        cwd=checkout,
         capture_output=True,
         text=True,
         timeout=EXAMPLE_TIMEOUT,
         stdin=subprocess.DEVNULL,
         env=user_env(),
     )
-    assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-    assert "Traceback" not in done.stdout + done.stderr and done.stdout.strip()
 
 
-@pytest.mark.parametrize("number", range(len(PROGRAMS)))
-def test_each_python_block_is_a_program_that_runs(fresh_checkout: Path, number: int) -> None:
-    program = fresh_checkout / f"readme_example_{number}.py"
+def _run_program(checkout: Path, number: int) -> subprocess.CompletedProcess[str]:
+    program = checkout / f"readme_example_{number}.py"
     program.write_text(PROGRAMS[number], encoding="utf-8")
-    done = subprocess.run(
-        [str(fresh_checkout / ".venv" / "bin" / "python"), program.name],
-        cwd=fresh_checkout,
+    return subprocess.run(
+        [str(checkout / ".venv" / "bin" / "python"), program.name],
+        cwd=checkout,
         capture_output=True,
         text=True,
         timeout=EXAMPLE_TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
+
+
+@dataclass
+class Runs:
+    """Each command example (by its line) and each ``python`` block (by its number), run once
+    in the fresh checkout: what it did, or what running it raised."""
+
+    examples: dict[str, Future[subprocess.CompletedProcess[str]]]
+    programs: dict[int, Future[subprocess.CompletedProcess[str]]]
+
+
+@pytest.fixture(scope="module")
+def runs(fresh_checkout: Path) -> Iterator[Runs]:
+    """Every example and program, started together, four at a time in threads: each is a
+    child process that spends most of its time waiting on its servers (``--listen 3``,
+    ``check``'s windows)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        yield Runs(
+            {
+                line: pool.submit(_run_example, fresh_checkout, line)
+                for line in EXAMPLES
+                if not _missing(line)
+            },
+            {number: pool.submit(_run_program, fresh_checkout, number) for number in range(len(PROGRAMS))},
+        )
+
+
+@pytest.mark.parametrize("line", EXAMPLES)
+def test_each_command_example_runs_as_written(runs: Runs, line: str) -> None:
+    missing = _missing(line)
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}, which this machine lacks")
+    done = runs.examples[line].result()
+    assert done.returncode == 0, f"{line}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    assert "Traceback" not in done.stdout + done.stderr and done.stdout.strip()
+
+
+@pytest.mark.parametrize("number", range(len(PROGRAMS)))
+def test_each_python_block_is_a_program_that_runs(runs: Runs, number: int) -> None:
+    done = runs.programs[number].result()
     assert done.returncode == 0, f"{PROGRAMS[number]}\n{done.stdout}\n{done.stderr}"
     assert "Traceback" not in done.stderr and done.stdout.strip()
 
 
-def test_the_host_program_calls_a_tool_and_ends_by_itself(fresh_checkout: Path) -> None:
+def test_the_host_program_calls_a_tool_and_ends_by_itself(runs: Runs) -> None:
     (number,) = [n for n, body in enumerate(PROGRAMS) if "Host(load_config(" in body]
-    program = fresh_checkout / "readme_host.py"
-    program.write_text(PROGRAMS[number], encoding="utf-8")
-    done = subprocess.run(
-        [str(fresh_checkout / ".venv" / "bin" / "python"), program.name],
-        cwd=fresh_checkout,
-        capture_output=True,
-        text=True,
-        timeout=EXAMPLE_TIMEOUT,
-    )
+    done = runs.programs[number].result()  # the run of test_each_python_block_is_a_program_that_runs
     assert done.returncode == 0, done.stderr
     assert "demo ready\n1 + 2 = 3\nstopped by None\n" in done.stdout
 
