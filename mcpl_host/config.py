@@ -75,7 +75,7 @@ from mcpl_host.jsonrpc.values import (
     is_object,
 )
 from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_problem, limits_with
-from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
+from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting, checked_compat
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.mcpl.policy_state import REFUSAL_ACTIONS, RefusalAction
@@ -88,7 +88,7 @@ from mcpl_host.secrets import (
     server_secrets,
     shown_env,
 )
-from mcpl_host.stateless import PROTOCOL_CHOICES, ProtocolChoice
+from mcpl_host.stateless import PROTOCOL_CHOICES, ProtocolChoice, checked_protocol
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
 from mcpl_host.transports.http_params import HTTPParameters, shown_http_url
 from mcpl_host.transports.stdio import STDERR_LOG_LEVELS, StdioParameters
@@ -324,12 +324,8 @@ class ServerConfig:
     def __post_init__(self) -> None:
         _check_types(self)
         object.__setattr__(self, "transport", _inferred_transport(self))
-        for what, value, choices in (
-            ("compat", self.compat, COMPAT_SETTINGS),
-            ("protocol", self.protocol, PROTOCOL_CHOICES),
-        ):
-            if value not in choices:
-                raise ValueError(f"{what} must be one of {', '.join(choices)}, not {value!r}")
+        checked_compat(self.compat)
+        checked_protocol(self.protocol)
         self.parameters()  # an unusable URL, token or header raises here
         if not self.name:
             name = (

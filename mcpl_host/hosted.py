@@ -50,7 +50,7 @@ from mcpl_host.handshake import host_advertisement
 from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor
-from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting, NoteLedger
+from mcpl_host.mcpl.compat import CompatSetting, NoteLedger, checked_compat
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.policy_state import RefusalAction
@@ -60,25 +60,13 @@ from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
 from mcpl_host.services.negotiation import PolicyChange
-from mcpl_host.stateless import PROTOCOL_CHOICES, Era, ProtocolChoice, probe_skipped
+from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
 from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
     from mcpl_host.config import ServerConfig
 
 __all__ = ["HostedServer", "ServerRuntime", "TransportFactory", "connect"]
-
-
-def _checked_compat(compat: CompatSetting) -> CompatSetting:
-    if compat not in COMPAT_SETTINGS:
-        raise ValueError(f"compat must be one of {', '.join(COMPAT_SETTINGS)}, not {compat!r}")
-    return compat
-
-
-def _checked_protocol(protocol: ProtocolChoice) -> ProtocolChoice:
-    if protocol not in PROTOCOL_CHOICES:
-        raise ValueError(f"protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
-    return protocol
 
 
 class ServerRuntime(TypedDict, total=False):
@@ -117,16 +105,15 @@ class HostedServer:
     ``server/discover``; read at each handshake) and ``transport_factory``
     (``connect.transport_factory``: opens one transport).
 
-    Raises:
-        ValueError: a ``compat`` or ``protocol`` value that is not one of the settings.
+    ``config`` was checked when it was made (``ServerConfig``).
     """
 
     def __init__(self, config: ServerConfig, **runtime: Unpack[ServerRuntime]) -> None:
         checked_keywords(ServerRuntime, runtime, type(self).__name__)
         self._config = config
         self._name = config.name
-        self._compat: CompatSetting = _checked_compat(config.compat)
-        self._protocol: ProtocolChoice = _checked_protocol(config.protocol)
+        self._compat: CompatSetting = config.compat  # checked when the config was made
+        self._protocol: ProtocolChoice = config.protocol
         self._redactor = config.redactor()
         self._transport_factory: TransportFactory = transport_factory(config, self._redactor)
         handlers = runtime.get("handlers")
@@ -239,7 +226,7 @@ class HostedServer:
         """Choose the compatibility profile of every later connection from ``compat``
         (``"strict"``, ``"0.4"``, ``"auto"``; docs/protocol.md, "Compatibility profiles").
         Raises ``ValueError`` for another value."""
-        self._compat = _checked_compat(compat)
+        self._compat = checked_compat(compat)
 
     @property
     def protocol(self) -> ProtocolChoice:
@@ -249,7 +236,7 @@ class HostedServer:
     def set_protocol(self, protocol: ProtocolChoice) -> None:
         """Speak ``protocol`` on every later connection (``"auto"``, ``"handshake"``,
         ``"stateless"``; docs/protocol.md S1). Raises ``ValueError`` for another value."""
-        self._protocol = _checked_protocol(protocol)
+        self._protocol = checked_protocol(protocol)
 
     @property
     def policy(self) -> GrantPolicy:

@@ -45,6 +45,7 @@ from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, log_value
 
 __all__ = [
+    "checked_protocol",
     "CLIENT_CAPABILITIES_KEY",
     "CLIENT_INFO_KEY",
     "HEADER_MISMATCH",
@@ -125,6 +126,15 @@ Era = Literal["handshake", "stateless"]
 ProtocolChoice = Literal["auto", "handshake", "stateless"]
 #: The values of ``ProtocolChoice``.
 PROTOCOL_CHOICES: tuple[ProtocolChoice, ...] = ("auto", "handshake", "stateless")
+
+
+def checked_protocol(protocol: ProtocolChoice) -> ProtocolChoice:
+    """``protocol`` itself when it is one of ``PROTOCOL_CHOICES``; raises ``ValueError``
+    naming them otherwise (the one check of the setting: config key ``protocol``,
+    ``set_protocol``)."""
+    if protocol not in PROTOCOL_CHOICES:
+        raise ValueError(f"protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
+    return protocol
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ from mcpl_host.mcpl.grants import VOCABULARY
 
 __all__ = [
     "COMPAT_SETTINGS",
+    "checked_compat",
     "CompatNote",
     "CompatSetting",
     "NoteKind",
@@ -50,6 +51,16 @@ __all__ = [
 #: A server's setting (config key ``compat``, ``--compat``, the library's ``compat=``).
 CompatSetting = Literal["strict", "0.4", "auto"]
 COMPAT_SETTINGS: tuple[CompatSetting, ...] = ("strict", "0.4", "auto")
+
+
+def checked_compat(compat: CompatSetting) -> CompatSetting:
+    """``compat`` itself when it is one of ``COMPAT_SETTINGS``; raises ``ValueError`` naming
+    them otherwise (the one check of the setting: config key ``compat``, ``set_compat``)."""
+    if compat not in COMPAT_SETTINGS:
+        raise ValueError(f"compat must be one of {', '.join(COMPAT_SETTINGS)}, not {compat!r}")
+    return compat
+
+
 #: The profile a connection runs with.
 Profile = Literal["strict", "0.4"]
 
