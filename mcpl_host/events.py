@@ -62,6 +62,7 @@ from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import RequestId
 from mcpl_host.jsonrpc.values import JSONObject, JSONValue
 from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
+from mcpl_host.mcpl.publish_target import ReplyTarget, reply_target_of_message, reply_target_of_push
 
 __all__ = [
     "DELIVERY_KINDS",
@@ -351,6 +352,21 @@ class PushEvent:
         }
         return _outcome_json(data, self.answer, self.error)
 
+    @property
+    def reply_target(self) -> ReplyTarget | None:
+        """Where a reply to this push goes: ``origin.mcplChannelId`` and ``origin.threadId``
+        (RFC-011 §3), ready for ``channels.publish(..., thread_id=...)``; None when the push
+        names no channel there."""
+        return reply_target_of_push(self.params)
+
+
+def _reply_targets(method: str, params: object) -> tuple[ReplyTarget | None, ...]:
+    """One reply target per ``channels/incoming`` message (RFC-011 §3); () for other methods."""
+    messages = params.get("messages") if method == "channels/incoming" and isinstance(params, dict) else None
+    if not isinstance(messages, list):
+        return ()
+    return tuple(reply_target_of_message(message) for message in messages)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ServerRequest:
@@ -385,6 +401,12 @@ class ServerRequest:
             return data
         return _outcome_json(data, self.answer, self.error)
 
+    @property
+    def reply_targets(self) -> tuple[ReplyTarget | None, ...]:
+        """For ``channels/incoming``: each message's reply target, ``channelId`` and
+        ``threadId`` (RFC-011 §3), in message order; () for other methods."""
+        return _reply_targets(self.method, self.params)
+
 
 def _outcome_json(data: JSONObject, answer: JSONValue, error: dict[str, Any] | None) -> JSONObject:
     if answer is not None:
@@ -415,6 +437,12 @@ class ServerNotification:
             data["error"] = self.error
             data["reason"] = self.reason
         return data
+
+    @property
+    def reply_targets(self) -> tuple[ReplyTarget | None, ...]:
+        """For a ``channels/incoming`` notification: each message's reply target (RFC-011
+        §3); () for other methods."""
+        return _reply_targets(self.method, self.params)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -267,7 +267,7 @@ class ServerConnection:
             drops_logged=limits.dropped_injections_logged,
             default_timeout=limits.hook_timeout_seconds,
         )
-        self.channels = ChannelCalls(shell, state, hosted, log=log)
+        self.channels = ChannelCalls(shell, state, hosted, log=log, registry=channel_service.registry)
         self.state = StateCalls(shell, state, hosted.state_store, log=log, redactor=redactor)
 
     def __repr__(self) -> str:

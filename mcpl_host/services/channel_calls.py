@@ -10,6 +10,15 @@ Rules:
   this server to notifications (remembered by the ``HostedServer`` across transports) and
   re-sends that message as a notification. A timed-out request is never re-sent (it may have
   been delivered).
+- **Targeted publish** (RFC-011 §4-§5; docs/protocol.md, "Targeted publish"):
+  ``thread_id=`` (a thread id, or None for the channel root; absent by default) is sent only
+  to a channel this connection registered whose descriptor declares
+  ``capabilities.publish.target``, as the registry holds it when the call is made; otherwise
+  ``NoPublishTarget`` is raised and nothing is sent. It always goes out as a request,
+  whatever ``publish_mode`` says, and is never re-sent as a notification. The answer is
+  classified (``publish_target.targeted_outcome``) into a ``TargetedPublishResult``; an error
+  answer, a timeout or a lost or closed connection after the checks is ``"unconfirmed"``
+  (the exception kept in ``error``), never raised.
 - ``channels/open``: the spec form ``{type, address, metadata?}`` or the libraries' form
   ``{channelId, history?}`` (docs/protocol.md, "Channels"), chosen by keywords; exactly that
   form is sent.
@@ -19,23 +28,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, overload
 
 from mcpl_host.connection import DEFAULT, Timeout
-from mcpl_host.jsonrpc.errors import ErrorCode, LocalProtocolError, RemoteError
+from mcpl_host.jsonrpc.errors import (
+    ConnectionClosed,
+    ConnectionLost,
+    ErrorCode,
+    LocalProtocolError,
+    MCPLHostError,
+    RemoteError,
+    RequestTimeout,
+)
 from mcpl_host.jsonrpc.values import is_list_or_tuple, is_object
 from mcpl_host.logging import Logger
 from mcpl_host.mcpl.admission import OUTBOUND_GATES, AdmissionView, may_send
+from mcpl_host.mcpl.publish_target import (
+    ABSENT,
+    Absent,
+    PublishOutcome,
+    PublishTarget,
+    ThreadTarget,
+    publish_target,
+    targeted_outcome,
+    thread_target_problem,
+)
+from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.services.negotiation import Requester
 
 __all__ = [
     "ChannelCalls",
     "ChannelOpenResult",
+    "NoPublishTarget",
     "NotGranted",
     "PUBLISH_MODES",
     "PublishMode",
     "PublishResult",
     "PublishSettings",
+    "TargetedPublishResult",
 ]
 
 PublishMode = Literal["request", "notification", "auto"]
@@ -51,6 +81,16 @@ class NotGranted(LocalProtocolError):
         self.method = method
         self.capability = capability
         self.why = why
+
+
+class NoPublishTarget(LocalProtocolError):
+    """A ``thread_id`` for a channel whose descriptor declares no
+    ``capabilities.publish.target`` (or a channel not registered on this connection); nothing
+    was sent (RFC-011 §4: the host MUST NOT send ``threadId`` there). ``channel_id``."""
+
+    def __init__(self, channel_id: str, why: str) -> None:
+        super().__init__(f"'channels/publish' with a thread target not sent: {why}")
+        self.channel_id = channel_id
 
 
 def require_sendable(method: str, view: AdmissionView, name: str) -> None:
@@ -69,6 +109,37 @@ class PublishResult:
     delivered: bool | None = None
     message_id: str | None = None
     raw: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetedPublishResult:
+    """A ``channels/publish`` that carried ``threadId`` (RFC-011 §5), always sent as a request.
+
+    ``outcome``: ``"delivered"`` (posted where asked, echo equal), ``"unconfirmed"`` (something
+    may have been posted, not provably there), ``"failed"`` (refused, nothing posted).
+    ``why``: a sentence for the outcome (names no value). ``channel_id``, ``thread_id``: the
+    target sent (None: the root). ``target``: the declaration held when it was sent.
+    ``delivered``, ``message_id``, ``reason`` (the server's, escaped where shown by the caller)
+    and ``echo`` (the answered ``threadId``; ``ABSENT`` when not answered) as answered;
+    ``error``: the exception behind an unconfirmed outcome without a result (an error answer,
+    a timeout, a lost or closed connection). ``raw``: the whole result."""
+
+    outcome: PublishOutcome
+    why: str
+    channel_id: str
+    thread_id: str | None
+    target: PublishTarget
+    delivered: bool | None = None
+    message_id: str | None = None
+    reason: str | None = None
+    echo: ThreadTarget = ABSENT
+    error: MCPLHostError | None = None
+    raw: Any = None
+
+    @property
+    def mode(self) -> Literal["request"]:
+        """Always a request (RFC-011 §4)."""
+        return "request"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +183,25 @@ class ChannelCalls:
     """``channels/open``, ``/close`` and ``/publish`` on one connection (module rules)."""
 
     def __init__(
-        self, requester: Requester, view: AdmissionView, settings: PublishSettings, *, log: Logger
+        self,
+        requester: Requester,
+        view: AdmissionView,
+        settings: PublishSettings,
+        *,
+        log: Logger,
+        registry: ChannelRegistry | None = None,
     ) -> None:
         self._requester = requester
         self._view = view
         self._settings = settings
         self._log = log
+        self._registry = registry
+
+    def publish_target(self, channel_id: str) -> PublishTarget | None:
+        """The ``capabilities.publish.target`` the channel's descriptor declares now
+        (RFC-011 §3), or None (no declaration, or not registered on this connection)."""
+        registry = self._registry
+        return publish_target(registry.get(channel_id) if registry is not None else None)
 
     def _require(self, method: str) -> None:
         require_sendable(method, self._view, self._requester.name)
@@ -189,6 +273,7 @@ class ChannelCalls:
             settings.publish_mode == "auto" and settings.publish_as_notification
         )
 
+    @overload
     async def publish(
         self,
         conversation_id: str,
@@ -197,13 +282,41 @@ class ChannelCalls:
         *,
         stream: bool = False,
         timeout: Timeout = DEFAULT,
-    ) -> PublishResult:
+        thread_id: Absent = ABSENT,
+    ) -> PublishResult: ...
+
+    @overload
+    async def publish(
+        self,
+        conversation_id: str,
+        channel_id: str,
+        content: str | list[Any],
+        *,
+        stream: bool = False,
+        timeout: Timeout = DEFAULT,
+        thread_id: str | None,
+    ) -> TargetedPublishResult: ...
+
+    async def publish(
+        self,
+        conversation_id: str,
+        channel_id: str,
+        content: str | list[Any],
+        *,
+        stream: bool = False,
+        timeout: Timeout = DEFAULT,
+        thread_id: ThreadTarget = ABSENT,
+    ) -> PublishResult | TargetedPublishResult:
         """``channels/publish {conversationId, channelId, stream, content}`` (§14.3; gate
         ``channels.publish``), as a request or a notification per ``publish_mode``.
         ``content``: ContentBlock list, or a string (sent as one text block).
+        ``thread_id``: a thread id or None (the channel root) adds ``threadId`` (RFC-011 §4):
+        then see ``TargetedPublishResult`` and the module rules.
 
         Raises:
             NotGranted: the gate is not granted (nothing is sent). TypeError: bad content.
+            NoPublishTarget: a ``thread_id`` for a channel declaring no publish target.
+            LocalProtocolError: a ``thread_id`` out of RFC-011 §4's domain (e.g. ``""``).
             RemoteError: an error answer (in ``"auto"``, not -32601, which switches to
                 notifications and re-sends). RequestTimeout (never re-sent), ConnectionLost,
                 ConnectionClosed: as ``request()``.
@@ -211,12 +324,14 @@ class ChannelCalls:
         Cancellation: as ``request()``; nothing is re-sent.
         """
         self._require("channels/publish")
-        params = {
+        params: dict[str, Any] = {
             "conversationId": conversation_id,
             "channelId": channel_id,
             "stream": stream,
             "content": _blocks(content),
         }
+        if not isinstance(thread_id, Absent):
+            return await self._publish_targeted(params, thread_id, timeout)
         requester = self._requester
         if self.publishes_as_notification:
             requester.notify_nowait("channels/publish", params)
@@ -241,4 +356,48 @@ class ChannelCalls:
             delivered if isinstance(delivered, bool) else None,
             message_id if isinstance(message_id, str) else None,
             result,
+        )
+
+    async def _publish_targeted(
+        self, params: dict[str, Any], thread_id: str | None, timeout: Timeout
+    ) -> TargetedPublishResult:
+        """RFC-011 §4-§5: checked, sent as a request, the answer classified (module rules)."""
+        problem = thread_target_problem(thread_id)
+        if problem is not None:
+            raise LocalProtocolError(problem)
+        channel_id: str = params["channelId"]
+        target = self.publish_target(channel_id)
+        if target is None:
+            registered = self._registry is not None and self._registry.get(channel_id) is not None
+            why = "its descriptor declares no capabilities.publish.target" if registered else "not registered"
+            raise NoPublishTarget(channel_id, f"channel {channel_id!r}: {why} (RFC-011 §4)")
+        params["threadId"] = thread_id
+        try:
+            result = await self._requester.request("channels/publish", params, timeout=timeout)
+        except RemoteError as exc:
+            why = "the server answered with an error (RFC-011 §5)"
+            return TargetedPublishResult("unconfirmed", why, channel_id, thread_id, target, error=exc)
+        except RequestTimeout as exc:
+            why = "no answer in time (RFC-011 §5)"
+            return TargetedPublishResult("unconfirmed", why, channel_id, thread_id, target, error=exc)
+        except (ConnectionLost, ConnectionClosed) as exc:
+            why = "the connection ended before an answer (RFC-011 §5)"
+            return TargetedPublishResult("unconfirmed", why, channel_id, thread_id, target, error=exc)
+        outcome, why = targeted_outcome(result, thread_id)
+        answer = result if is_object(result) else {}
+        delivered, message_id, reason = answer.get("delivered"), answer.get("messageId"), answer.get("reason")
+        echo = answer.get("threadId", ABSENT)
+        if outcome != "delivered":
+            self._log.info("targeted publish not confirmed", outcome=outcome, why=why)
+        return TargetedPublishResult(
+            outcome,
+            why,
+            channel_id,
+            thread_id,
+            target,
+            delivered=delivered if isinstance(delivered, bool) else None,
+            message_id=message_id if isinstance(message_id, str) else None,
+            reason=reason if isinstance(reason, str) else None,
+            echo=echo if echo is None or echo is ABSENT or isinstance(echo, str) else ABSENT,
+            raw=result,
         )

@@ -22,7 +22,11 @@ Rules:
   once per (inference, channel) to each peer that received chunks of that channel, on every
   exit path, carrying the whole text given for the channel (every delta, sent or withheld)
   as one text block. Moderation and routing are the caller's: pass only text the delivery
-  path would publish.
+  path would publish. **Thread target** (RFC-011 §6): a channel's stream has one place, fixed
+  by its first chunk's ``thread_id`` (``ABSENT`` by default: no ``threadId``); every chunk and
+  the ``complete`` carry it, and a later chunk naming another place raises. A stream with a
+  thread target is withheld from an owner whose descriptor declares no
+  ``capabilities.publish.target`` (the final publish could not carry it either, RFC-011 §4).
 """
 
 from __future__ import annotations
@@ -45,10 +49,12 @@ from mcpl_host.mcpl.injections import (
     Injection,
     Position,
 )
+from mcpl_host.mcpl.publish_target import ABSENT, Absent, ThreadTarget, thread_target_problem
 from mcpl_host.services.hooks import BeforeInferenceArgs
 
 if TYPE_CHECKING:
     from mcpl_host.mcp_methods import MCPClient
+    from mcpl_host.services.channel_calls import ChannelCalls
     from mcpl_host.services.hooks import HookCalls
     from mcpl_host.services.negotiation import PolicyExchange
 
@@ -82,6 +88,9 @@ class MCPLPeer(Protocol):
 
     @property
     def mcp(self) -> MCPClient: ...
+
+    @property
+    def channels(self) -> ChannelCalls: ...
 
 
 def _may_send(conn: MCPLPeer, method: str) -> bool:
@@ -306,6 +315,7 @@ class OutgoingStream:
         self._text: dict[str, list[str]] = {}
         self._recipients: dict[str, list[MCPLPeer]] = {}
         self._completed: set[str] = set()
+        self._threads: dict[str, ThreadTarget] = {}
         self._closed = False
 
     def _owner(self, channel_id: str) -> MCPLPeer | None:
@@ -315,20 +325,33 @@ class OutgoingStream:
                 return conn
         return None
 
-    async def chunk(self, channel_id: str, delta: object) -> bool:
-        """Stream ``delta`` to the channel's owner. Returns True if a chunk was sent, False
-        if withheld (no owner, owner not MCPL-ready or not granted ``channels.streaming``,
-        or its transport gone). Raises ``LocalProtocolError`` after ``complete(channel_id)``
-        or after the stream closed, ``TypeError`` if ``delta`` is not a string."""
+    async def chunk(self, channel_id: str, delta: object, *, thread_id: ThreadTarget = ABSENT) -> bool:
+        """Stream ``delta`` to the channel's owner. ``thread_id``: the place the final publish
+        will name (RFC-011 §6; module rules). Returns True if a chunk was sent, False if
+        withheld (no owner, owner not MCPL-ready or not granted ``channels.streaming``, its
+        transport gone, or a thread target on a channel declaring none). Raises
+        ``LocalProtocolError`` after ``complete(channel_id)`` or after the stream closed, or
+        for a ``thread_id`` out of RFC-011 §4's domain or other than the stream's;
+        ``TypeError`` if ``delta`` is not a string."""
         if self._closed or channel_id in self._completed:
             raise LocalProtocolError(f"the outgoing stream of {channel_id!r} is complete")
         if not isinstance(delta, str):
             raise TypeError("delta must be a string")
+        problem = thread_target_problem(thread_id)
+        if problem is not None:
+            raise LocalProtocolError(problem)
+        place = self._threads.setdefault(channel_id, thread_id)
+        if place != thread_id:
+            raise LocalProtocolError(f"the outgoing stream of {channel_id!r} has another thread target")
         self._text.setdefault(channel_id, []).append(delta)
         owner = self._owner(channel_id)
         if owner is None or not _may_send(owner, "channels/outgoing/chunk"):
             return False
+        if not isinstance(thread_id, Absent) and owner.channels.publish_target(channel_id) is None:
+            return False
         params = {**self._base, "channelId": channel_id, "index": self._next_index, "delta": delta}
+        if not isinstance(thread_id, Absent):
+            params["threadId"] = thread_id
         if not _notify(owner, "channels/outgoing/chunk", params):
             return False
         self._next_index += 1
@@ -355,11 +378,11 @@ class OutgoingStream:
                     inference_id=self._base["inferenceId"],
                 )
                 continue
-            _notify(
-                conn,
-                "channels/outgoing/complete",
-                {**self._base, "channelId": channel_id, "content": blocks},
-            )
+            params: dict[str, Any] = {**self._base, "channelId": channel_id, "content": blocks}
+            place = self._threads.get(channel_id, ABSENT)
+            if not isinstance(place, Absent):
+                params["threadId"] = place
+            _notify(conn, "channels/outgoing/complete", params)
 
     async def aclose(self) -> None:
         """Complete every channel that received chunks; later chunks raise. Idempotent."""
