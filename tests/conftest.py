@@ -135,3 +135,35 @@ def logs() -> Iterator[list[dict[str, Any]]]:
             yield captured
     finally:
         structlog.configure(**saved)
+
+
+# --- vector summaries: one line per vector module (RFC-011 §10 has no file: its cases) ---------
+
+#: Test module -> the vector source it runs; a test named ``test_case_NN_...`` is case NN.
+VECTOR_MODULES = {"test_targeted_publish.py": "RFC-011 §10"}
+_vector_outcomes: dict[str, dict[str, set[str]]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collects each vector case's outcomes (on the controller too, under xdist)."""
+    path, _, name = report.nodeid.partition("::")
+    source = VECTOR_MODULES.get(Path(path).name)
+    if source is None or not name.startswith("test_case_"):
+        return
+    if report.when != "call" and not (report.failed or report.skipped):
+        return
+    case = name.split("_")[2]
+    outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+    _vector_outcomes.setdefault(source, {}).setdefault(case, set()).add(outcome)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """``VECTORS <source>: N passed, M failed, K not applicable`` for each vector module run:
+    a case passes when every run of it (each backend) passed."""
+    for source, cases in _vector_outcomes.items():
+        failed = sum(1 for outcomes in cases.values() if "failed" in outcomes)
+        skipped = sum(1 for outcomes in cases.values() if outcomes == {"skipped"})
+        passed = len(cases) - failed - skipped
+        terminalreporter.write_line(
+            f"VECTORS {source}: {passed} passed, {failed} failed, {skipped} not applicable"
+        )
