@@ -238,6 +238,14 @@ CHECKS: tuple[CheckSpec, ...] = (
         Compat("refuses each invalid message in its itemized answer", _PARAMS_04, False),
     ),
     _spec(
+        "channels.publish-target.value", "mcpl", "a channel descriptor's capabilities.publish.target is exact or root", "RFC-011 §3 (MCPL §14.2)", ["main", "listen"],
+        Compat("registers the channel as one with no declaration: no threadId is ever sent to it, its publication carries no placement guarantee", "the same", True),
+    ),
+    _spec(
+        "channels.publish-target.echo", "mcpl", "a delivered targeted channels/publish echoes the threadId it was sent", "RFC-011 §5", ["main"],
+        Compat("the publish counts as unconfirmed: something was posted, not provably where asked", "the same", True),
+    ),
+    _spec(
         "state.update.params", "mcpl", "state/update params are valid and name a declared feature set", "MCPL §8.3 (docs/protocol.md, State)", ["main", "listen"],
         Compat("refuses the request -32602 (or -32003 / -32001 for its feature set)", _PARAMS_04, False),
     ),

@@ -52,6 +52,7 @@ from mcpl_host.mcpl.feature_sets import read_feature_sets
 from mcpl_host.mcpl.grants import VOCABULARY
 from mcpl_host.mcpl.manifest import DigestError, manifest_digest, validate_manifest
 from mcpl_host.mcpl.policy import read_receipt
+from mcpl_host.mcpl.publish_target import publish_target_problem, targeted_outcome
 from mcpl_host.mcpl.server_shapes import (
     channel_params_problems,
     descriptor_problem,
@@ -1221,6 +1222,70 @@ def channels_register_itemized(main: MainEvidence) -> Verdict:
 channels_incoming_params = _channel_params("channels/incoming", "messages", incoming_message_problem)
 
 
+# --- targeted publish (RFC-011) ---------------------------------------------------------------
+
+
+def _publish_declarations(params: Mapping[str, object]) -> list[Any]:
+    """The descriptors of a register/changed message that carry ``capabilities.publish``."""
+    items = [*(as_list(params.get("channels")) or []), *(as_list(params.get("added")) or [])]
+    items += as_list(params.get("updated")) or []
+    return [
+        d
+        for d in items
+        if (descriptor := as_object(d)) is not None
+        and (capabilities := as_object(descriptor.get("capabilities"))) is not None
+        and "publish" in capabilities
+    ]
+
+
+@_given(_mcpl)
+def channels_publish_target_value(main: MainEvidence) -> Verdict:
+    messages = main.transcript.server_messages_of(frozenset({"channels/register", "channels/changed"}))
+    declared = [(m, d) for m in messages for d in _publish_declarations(as_object(m.params) or {})]
+    if not declared:
+        return _skipped("no channel descriptor declared capabilities.publish")
+    problems: list[str] = []
+    evidence: list[Any] = []
+    for message, descriptor in declared:
+        problem = publish_target_problem(descriptor)
+        if problem is not None:
+            problems.append(problem)
+            evidence.append(_shown(message))
+    if problems:
+        return _failed("; ".join(dict.fromkeys(problems)), evidence)
+    return _passed(f"{_plural(len(declared), 'declaration')}, each exact or root")
+
+
+@_given(_mcpl)
+def channels_publish_target_echo(main: MainEvidence) -> Verdict:
+    sent = [
+        m
+        for m in main.transcript.messages
+        if m.direction == "out"
+        and m.kind == "request"
+        and m.method == "channels/publish"
+        and "threadId" in (as_object(m.params) or {})
+    ]
+    if not sent:
+        return _skipped("no channels/publish carrying threadId was sent (the check posts nothing on its own)")
+    problems: list[str] = []
+    evidence: list[Any] = []
+    for request in sent:
+        answer = main.transcript.answer_to(request)
+        if answer is None or answer.has_error:
+            continue  # unconfirmed for the host, no echo to judge
+        thread = (as_object(request.params) or {}).get("threadId")
+        result = as_object(answer.result)
+        if result is not None and result.get("delivered") is True and isinstance(thread, str | None):
+            outcome, why = targeted_outcome(result, thread)
+            if outcome != "delivered":
+                problems.append(why)
+                evidence.append(_shown(answer))
+    if problems:
+        return _failed("; ".join(dict.fromkeys(problems)), evidence)
+    return _passed(f"{_plural(len(sent), 'targeted publish')}: each delivered one echoed its threadId")
+
+
 @_given(_mcpl)
 def state_update_params(main: MainEvidence) -> Verdict:
     return _judge_params(
@@ -1302,6 +1367,8 @@ RULES: dict[str, _Rule] = {
     "channels.register.shape": channels_register_shape,
     "channels.register.itemized": channels_register_itemized,
     "channels.incoming.params": channels_incoming_params,
+    "channels.publish-target.value": channels_publish_target_value,
+    "channels.publish-target.echo": channels_publish_target_echo,
     "state.update.params": state_update_params,
     "shutdown.stdin-close": shutdown_stdin_close,
     "shutdown.sigterm": shutdown_sigterm,

@@ -48,7 +48,6 @@ __all__ = [
     "incoming_thread_problem",
     "publish_target",
     "publish_target_problem",
-    "push_origin_problems",
     "reply_target_of_message",
     "reply_target_of_push",
     "targeted_outcome",
@@ -195,31 +194,3 @@ def incoming_thread_problem(message: Mapping[str, Any], target: PublishTarget | 
     if target == "root":
         return "threadId on a message of a channel declaring publish.target root"
     return None
-
-
-def push_origin_problems(params: Mapping[str, Any], target_of: Any) -> list[str]:
-    """Problems with a channel-bearing ``push/event``'s ``origin`` (RFC-011 §3):
-    ``origin.threadId`` without ``origin.mcplChannelId``, a thread id that is not a non-empty
-    string, a thread on a ``root`` channel, and a ``coalesce.channelId`` (RFC-006) that names
-    another channel. ``target_of``: a callable from a channel id to its declared target (or
-    None)."""
-    origin = params.get("origin")
-    if not is_mapping(origin):
-        return []
-    problems: list[str] = []
-    channel_id = origin.get("mcplChannelId")
-    if "mcplChannelId" in origin and not _is_thread_id(channel_id):
-        problems.append("origin.mcplChannelId is not a non-empty string")
-    thread = origin.get("threadId")
-    if "threadId" in origin and thread is not None:
-        if not _is_thread_id(thread):
-            problems.append("origin.threadId is not a non-empty string")
-        if not _is_thread_id(channel_id):
-            problems.append("origin.threadId without origin.mcplChannelId")
-        elif target_of(channel_id) == "root":
-            problems.append("origin.threadId on a channel declaring publish.target root")
-    coalesce = params.get("coalesce")
-    scoped = coalesce.get("channelId") if is_mapping(coalesce) else None
-    if _is_thread_id(scoped) and _is_thread_id(channel_id) and scoped != channel_id:
-        problems.append("coalesce.channelId names another channel than origin.mcplChannelId")
-    return problems

@@ -16,6 +16,10 @@ Rules:
   comes. Accepted messages (tags closed) go to ``HostHandlers.channel_message``: a
   ``HandlerError`` refuses that message with its message as reason, another exception as
   ``internal_error`` (logged).
+- A registered descriptor whose ``capabilities.publish`` declares nothing valid (RFC-011 §3:
+  ``target`` is ``exact`` or ``root``) is kept with its other members, as a channel with no
+  declaration, with a diagnostic; so is a ``channels/incoming`` message carrying ``threadId``
+  on a ``root`` channel (RFC-011 §3; docs/protocol.md, "Targeted publish", P1, P6).
 - The notification forms (seen in real servers; docs/protocol.md, "Channels"), admitted by
   the dispatcher like the requests: a ``channels/changed`` notification is filtered item by
   item with a warning line per refused item; a ``channels/incoming`` notification is
@@ -38,6 +42,7 @@ from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_CHANNELS, DEFAULT_MAX_TAGS
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, admit_channel_message
+from mcpl_host.mcpl.publish_target import incoming_thread_problem, publish_target, publish_target_problem
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
 from mcpl_host.mcpl.tags import read_tags
 
@@ -105,6 +110,15 @@ class ChannelService:
         results = self.registry.change(**lists, patterns=self._patterns())
         if any(item.accepted for item in results):
             self._on_changed(self.registry.descriptors())
+        for item in results:
+            descriptor = self.registry.get(item.id) if item.accepted else None
+            problem = publish_target_problem(descriptor) if descriptor is not None else None
+            if problem is not None:  # RFC-011 §3: no declaration, the descriptor kept
+                self.diagnostic(
+                    f"{method}: publish target not declared",
+                    id=ServerValue(item.id, self._redactor),
+                    problem=problem,
+                )
         over = [item for item in results if item.reason == "limit_exceeded"]
         if over:
             self.diagnostic(
@@ -123,6 +137,10 @@ class ChannelService:
         message_id = raw_id if isinstance(raw_id, str) else None
         reason = admit_channel_message(message, self._view, self.registry, self._patterns())
         if reason is None:
+            target = publish_target(self.registry.get(message.get("channelId")))
+            thread_problem = incoming_thread_problem(message, target)
+            if thread_problem is not None:  # RFC-011 §3; delivered all the same
+                self.diagnostic("channels/incoming: thread id", problem=thread_problem)
             delivered = dict(message)
             if "tags" in message:
                 delivered["tags"] = read_tags(message["tags"], max_tags=self._max_tags).tags  # §16.3
