@@ -46,6 +46,7 @@ from rich.text import Text
 from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, escape_text, json_safe
 from mcpl_host.mcpl.policy_state import MCPLState
+from mcpl_host.mcpl.publish_target import publish_target, publish_target_problem
 
 if TYPE_CHECKING:
     from mcpl_host.server_connection import ServerConnection
@@ -634,6 +635,17 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
             )
         else:
             console.print(_table(title, columns, [row(_obj(item)) for item in _list(doc.get(key))]))
+    channels = [_channel_row(_obj(item)) for item in _list(doc.get("channels"))]
+    if channels:  # registered ones only; none for most servers, so no "none" line
+        console.print(_table("Channels", ["ID", "Direction", "Publish target"], channels))
+
+
+def _channel_row(channel: Mapping[str, object]) -> list[Text]:
+    """A registered channel: its id, direction and RFC-011 §3 publish target ("none" when
+    it declares none, "invalid" for a value other than exact or root)."""
+    target = publish_target(channel)
+    shown = target or ("invalid" if publish_target_problem(channel) else "none")
+    return [Text(safe_text(channel.get("id")), style="bold"), _text(channel.get("direction")), Text(shown)]
 
 
 def render_notes(console: Console, notes: Sequence[object]) -> None:

@@ -100,3 +100,21 @@ def test_check_rule_publish_target_echo() -> None:
     assert judge(_mcpl_run(publish, unechoed)).status == "failed"
     assert judge(_mcpl_run(publish, refused)).status == "passed"
     assert judge(_mcpl_run()).status == "skipped"
+
+
+def test_probe_report_shows_each_channel_s_publish_target() -> None:
+    import io
+
+    from rich.console import Console
+
+    from mcpl_host.report import render_report
+
+    out = io.StringIO()
+    channels = [
+        {**_descriptor(publish={"target": "root"}), "id": "c:root"},
+        {**_descriptor(publish={"target": "thread"}), "id": "c:bad"},
+        {**_descriptor(), "id": "c:none"},
+    ]
+    render_report(Console(file=out, width=120), {"server": {"name": "s"}, "channels": channels})
+    lines = [line for line in out.getvalue().splitlines() if "c:" in line]
+    assert [line.split("│")[3].strip() for line in lines] == ["root", "invalid", "none"]

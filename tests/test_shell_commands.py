@@ -65,7 +65,10 @@ def test_blank_and_comment_lines_are_no_command(line: str) -> None:
         ("read", "usage: read URI"),
         ("grant a b", "usage: grant PATTERN"),
         ("channels opn", "unknown channels command 'opn'; did you mean 'open'?"),
-        ("channels publish c1 ch1", "usage: channels publish CONVERSATION CHANNEL TEXT..."),
+        (
+            "channels publish c1 ch1",
+            "usage: channels publish [--thread=ID|--root] CONVERSATION CHANNEL TEXT...",
+        ),
         ("call echo 'text=unclosed", "cannot read the line: no closing quotation"),
         ("@", "'@' must be followed by a server name"),
         ("@time", "no command after @time"),

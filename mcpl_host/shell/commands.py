@@ -79,7 +79,7 @@ COMMANDS: dict[str, CommandSpec] = {
         "[open|close|publish ...]",
         "list the registered channels; channels open type=TYPE address=JSON "
         "[metadata=JSON] (or id=ID [history=JSON]), channels close ID, channels publish "
-        "CONVERSATION CHANNEL TEXT...",
+        "[--thread=ID|--root] CONVERSATION CHANNEL TEXT...",
         0,
         None,
         ("channel-command", "channel-argument..."),
@@ -166,7 +166,11 @@ def parse_line(line: str) -> Command | None:
             raise CommandError(f"unknown channels command {sub!r}{_closest(sub, list(CHANNEL_COMMANDS))}")
         needed = {"open": 1, "close": 1, "publish": 3}[sub]
         if len(rest) < needed or (sub == "close" and len(rest) > 1):
-            usage = {"open": "KEY=VALUE...", "close": "ID", "publish": "CONVERSATION CHANNEL TEXT..."}[sub]
+            usage = {
+                "open": "KEY=VALUE...",
+                "close": "ID",
+                "publish": "[--thread=ID|--root] CONVERSATION CHANNEL TEXT...",
+            }[sub]
             raise CommandError(f"usage: channels {sub} {usage}")
     elif len(rest) < spec.min_words or (spec.max_words is not None and len(rest) > spec.max_words):
         raise CommandError(f"usage: {name} {spec.usage}".rstrip())

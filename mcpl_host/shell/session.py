@@ -19,7 +19,7 @@ Rules of this module:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 import anyio
@@ -403,6 +403,9 @@ class Session:
             closed = await (await self._conn(server)).channels.close(words[0])
             self.say("closed" if closed else "not closed (the server said closed: false)")
         else:
+            if words[0] == "--root" or words[0].startswith("--thread="):
+                await self._publish_targeted(server, words)
+                return
             conversation, channel, text = words[0], words[1], " ".join(words[2:])
             published = await (await self._conn(server)).channels.publish(conversation, channel, text)
             if published.mode == "notification":
@@ -412,6 +415,20 @@ class Session:
                     f", message {self._shown(server, published.message_id)}" if published.message_id else ""
                 )
                 self.say(f"published: delivered {published.delivered}{message}")
+
+    async def _publish_targeted(self, server: str, words: Sequence[str]) -> None:
+        """``channels publish --thread=ID|--root CONVERSATION CHANNEL TEXT...`` (RFC-011 §4):
+        always a request; says the outcome (delivered, unconfirmed, failed) and why."""
+        if len(words) < 4:
+            raise _Failed("usage: channels publish [--thread=ID|--root] CONVERSATION CHANNEL TEXT...")
+        thread = None if words[0] == "--root" else words[0].removeprefix("--thread=")
+        conversation, channel, text = words[1], words[2], " ".join(words[3:])
+        published = await (await self._conn(server)).channels.publish(
+            conversation, channel, text, thread_id=thread
+        )
+        reason = f"; the server says {self._shown(server, published.reason)}" if published.reason else ""
+        style = None if published.outcome == "delivered" else "yellow"
+        self.say(f"published: {published.outcome} ({published.why}){reason}", style)
 
     async def _do_rollback(self, command: Command, server: str) -> bool:
         feature_set, checkpoint = command.words
