@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from mcpl_host.check import rules
 from mcpl_host.mcpl.publish_target import (
@@ -19,6 +21,7 @@ from mcpl_host.mcpl.publish_target import (
     targeted_outcome,
     thread_target_problem,
 )
+from mcpl_host.report import render_report
 
 from .test_check_rules import _mcpl_run, _rpc
 
@@ -103,12 +106,6 @@ def test_check_rule_publish_target_echo() -> None:
 
 
 def test_probe_report_shows_each_channel_s_publish_target() -> None:
-    import io
-
-    from rich.console import Console
-
-    from mcpl_host.report import render_report
-
     out = io.StringIO()
     channels = [
         {**_descriptor(publish={"target": "root"}), "id": "c:root"},
