@@ -60,7 +60,7 @@ import anyio
 
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import RequestId
-from mcpl_host.jsonrpc.values import JSONObject, JSONValue
+from mcpl_host.jsonrpc.values import JSONObject, JSONValue, is_array, is_mapping
 from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
 from mcpl_host.mcpl.publish_target import ReplyTarget, reply_target_of_message, reply_target_of_push
 
@@ -362,8 +362,10 @@ class PushEvent:
 
 def _reply_targets(method: str, params: object) -> tuple[ReplyTarget | None, ...]:
     """One reply target per ``channels/incoming`` message (RFC-011 §3); () for other methods."""
-    messages = params.get("messages") if method == "channels/incoming" and isinstance(params, dict) else None
-    if not isinstance(messages, list):
+    messages: object = (
+        params.get("messages") if method == "channels/incoming" and is_mapping(params) else None
+    )
+    if not is_array(messages):
         return ()
     return tuple(reply_target_of_message(message) for message in messages)
 

@@ -349,7 +349,12 @@ class OutgoingStream:
             return False
         if not isinstance(thread_id, Absent) and owner.channels.publish_target(channel_id) is None:
             return False
-        params = {**self._base, "channelId": channel_id, "index": self._next_index, "delta": delta}
+        params: dict[str, object] = {
+            **self._base,
+            "channelId": channel_id,
+            "index": self._next_index,
+            "delta": delta,
+        }
         if not isinstance(thread_id, Absent):
             params["threadId"] = thread_id
         if not _notify(owner, "channels/outgoing/chunk", params):
