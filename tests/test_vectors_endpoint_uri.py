@@ -175,7 +175,7 @@ def test_rejection_vector_fails_before_any_dial(
 
 
 def test_string_checks_come_before_the_parser() -> None:
-    """What a WHATWG parser would repair silently is refused as written (docs/protocol.md E1, E2)."""
+    """What a WHATWG parser would repair silently is refused as written (docs/protocol.md U1, U2)."""
     for uri, rule in [
         ("mcpl://h/a/%2E/b", "dot-segment"),
         ("mcpl://h/a/.%2e/b", "dot-segment"),

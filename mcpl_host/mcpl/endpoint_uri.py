@@ -9,7 +9,7 @@ Rules (docs/protocol.md, "Endpoint URIs (MCPL §18)"):
    ``..`` or a percent-encoded spelling of either (``%2e``, ``%2E``, ``.%2e``, ...) as a
    complete path segment (§18.2.2). Segments are split on ``/`` and on ``\\`` (a WHATWG
    parser reads a backslash as ``/`` in a special scheme's path, so ``a\\..\\b`` would lose a
-   segment too); ``a%2fb`` is one segment and stays valid. Also refused here (E2): an
+   segment too); ``a%2fb`` is one segment and stays valid. Also refused here (docs/protocol.md U2): an
    ASCII tab, line feed, carriage return, other control character or a space anywhere, and
    an ``mcpl:`` without ``//`` (``mcpl:x``), because a WHATWG parser removes or repairs
    them silently, which could again change the path or the host after the checks.
@@ -53,7 +53,7 @@ _MAX_PORT = 65535
 class EndpointURIError(ValueError):
     """An ``mcpl://`` URI the host refuses. ``rule`` names the rule (``"fragment"``,
     ``"userinfo"``, ``"empty-authority"``, ``"dot-segment"``: MCPL §18.1.1; ``"port"``: out of
-    range, §18.7 vector 20; ``"characters"``, ``"form"``: docs/protocol.md E2;
+    range, §18.7 vector 20; ``"characters"``, ``"form"``: docs/protocol.md U2;
     ``"unparsable"``: the WHATWG parser refused it, §18.2 step 3). The message says which
     rule and never repeats the URI (its query may hold a credential)."""
 
@@ -117,7 +117,7 @@ def _reject(text: str) -> None:
         raise EndpointURIError(
             "characters",
             "the mcpl:// URI holds a space or a control character, which a URL parser would "
-            "drop silently (docs/protocol.md E2)",
+            "drop silently (docs/protocol.md U2)",
         )
     rest = text[len(SCHEME) + 1 :]
     if not rest.startswith("//"):
