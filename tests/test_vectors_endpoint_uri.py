@@ -62,6 +62,7 @@ pytestmark = pytest.mark.anyio
 BRIDGE = FIXTURES / "ws_bridge.py"
 SPEC_SERVER = FIXTURES / "current_spec" / "server.py"
 TIMEOUT = 20
+ENDPOINT_LABELS = ("Configured URI", "Canonical URI", "Dialled")
 
 
 def rule_of(vector: dict[str, Any]) -> str:
@@ -102,8 +103,10 @@ def expected_dial(vector: dict[str, Any]) -> tuple[str, int, bool, str]:
     return host, port, True, host
 
 
-def cli(*args: str) -> Any:
-    return CliRunner().invoke(cli_main, list(args), catch_exceptions=False)
+def cli(*args: str, env: dict[str, str] | None = None) -> Any:
+    """The command line, run in this process (a ``probe`` with ``--no-subreaper``: it must
+    not adopt nor end the test process's children)."""
+    return CliRunner().invoke(cli_main, list(args), catch_exceptions=False, env=env)
 
 
 # -- the vectors ------------------------------------------------------------------------------
@@ -128,12 +131,10 @@ def test_resolution_vector_in_config_and_command_line(
     assert config.parameters().url == resolved
     parsed = parse_config({"mcpServers": {"s": {"url": uri}}}).servers["s"]
     assert parsed.endpoint == endpoint and parsed.url == uri
-    for option in ("--ws", "--url"):
-        result = cli("probe", option, uri, "--json", "--timeout", "5")
-        doc = json.loads(result.stdout)
-        assert doc["endpoint"] == endpoint.to_json(), option
-        assert "could not connect to" in doc["error"]["message"]
-    assert dials.calls == [expected_dial(vector)] * 2
+    doc = json.loads(cli("probe", "--no-subreaper", "--ws", uri, "--json", "--timeout", "5").stdout)
+    assert doc["endpoint"] == endpoint.to_json()
+    assert "could not connect to" in doc["error"]["message"]
+    assert dials.calls == [expected_dial(vector)]
 
 
 @pytest.mark.parametrize("vector", RESOLUTIONS, ids=vector_id)
@@ -164,7 +165,7 @@ def test_rejection_vector_fails_before_any_dial(
         parse_config({"mcpServers": {"s": {"url": uri}}})
     assert [str(p) for p in from_file.value.problems] == [f"mcpServers.s.url: {pure.value}"]
     for option in ("--ws", "--url"):
-        result = CliRunner().invoke(cli_main, ["probe", option, uri, "--json"])
+        result = CliRunner().invoke(cli_main, ["probe", "--no-subreaper", option, uri, "--json"])
         assert result.exit_code == 2, result.output
         assert str(pure.value) in result.output
     for command in (["call", "--ws", uri, "t"], ["check", "--ws", uri]):
@@ -380,12 +381,12 @@ async def test_redirect_to_another_origin_is_refused(servers: Servers) -> None:
 
 
 def test_probe_shows_the_three_values(servers: Servers) -> None:
-    """The real command line, in a process of its own, trusting the test CA through
-    ``SSL_CERT_FILE`` (the system default context reads it)."""
+    """The command line, trusting the test CA through ``SSL_CERT_FILE`` (the default TLS
+    context reads it when it is made)."""
     uri = f"mcpl://127.0.0.1:{servers.mcpl_port}/path?b=2&a=1&token=secret-query-token"
-    env = {**os.environ, "SSL_CERT_FILE": str(servers.certificates.ca_file)}
-    base = [sys.executable, "-m", "mcpl_host.cli", "probe", "--ws", uri, "--timeout", "10"]
-    done = subprocess.run([*base, "--json"], env=env, capture_output=True, timeout=60, check=False)
+    env = {"SSL_CERT_FILE": str(servers.certificates.ca_file)}
+    base = ["probe", "--no-subreaper", "--ws", uri, "--timeout", "10"]
+    done = cli(*base, "--json", env=env)
     doc = json.loads(done.stdout)
     assert doc["ok"], doc["error"]
     shown = f"127.0.0.1:{servers.mcpl_port}/path?b=2&a=1&token=[redacted]"
@@ -395,13 +396,22 @@ def test_probe_shows_the_three_values(servers: Servers) -> None:
         "resolvedTransport": f"wss://{shown}",
     }
     assert doc["mcpOnlyFallback"] is False
-    text = subprocess.run(base, env=env, capture_output=True, timeout=60, check=False)
-    out = text.stdout.decode()
-    assert text.returncode == 0, text.stderr.decode()
-    for label in ("Configured URI", "Canonical URI", "Dialled"):
-        assert label in out
-    assert (
-        f"wss://{shown}" in out.replace("\n", "").replace("│", "").replace(" ", "")
-        or "wss://127.0.0.1" in out
-    )
-    assert "secret-query-token" not in out + done.stdout.decode() + done.stderr.decode()
+    text = cli(*base, env=env)
+    assert text.exit_code == 0, text.stderr
+    rows = {label: line for line in text.stdout.splitlines() for label in ENDPOINT_LABELS if label in line}
+    assert set(rows) == set(ENDPOINT_LABELS)
+    assert f"mcpl://127.0.0.1:{servers.mcpl_port}/path" in rows["Configured URI"]
+    assert f"wss://127.0.0.1:{servers.mcpl_port}/path" in rows["Dialled"]
+    assert "secret-query-token" not in text.stdout + text.stderr + done.stdout + done.stderr
+
+
+def test_check_takes_an_mcpl_target(servers: Servers) -> None:
+    uri = f"mcpl://127.0.0.1:{servers.mcpl_port}/p"
+    # In a process of its own: check ends every descendant of its process when done.
+    env = {**os.environ, "SSL_CERT_FILE": str(servers.certificates.ca_file)}
+    argv = [sys.executable, "-m", "mcpl_host.cli", "check", "--url", uri, "--only", "init.answers", "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False)
+    doc = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr.decode()
+    assert doc["target"] == {"shown": uri, "transport": "websocket"}
+    assert doc["summary"]["passed"] == 1
