@@ -202,6 +202,28 @@ def test_string_checks_come_before_the_parser() -> None:
         ServerConfig(url="mcpl://h/x", transport="http")
 
 
+def test_the_fallback_setting_in_a_config_file() -> None:
+    servers = parse_config({"mcpServers": {"m": {"url": "mcpl://h/x", "mcpOnlyFallback": True}}}).servers
+    assert servers["m"].mcp_only_fallback and servers["m"].endpoint is not None
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {
+                "mcpServers": {
+                    "w": {"url": "wss://h/x", "mcpOnlyFallback": True},
+                    "t": {"url": "mcpl://h/x", "transport": "http"},
+                    "b": {"url": "mcpl://h/x", "mcpOnlyFallback": "yes"},
+                }
+            }
+        )
+    assert [str(p) for p in info.value.problems] == [
+        'mcpServers.w.mcpOnlyFallback: applies only to an "mcpl://" url (MCPL §18.5)',
+        'mcpServers.t.url: must be an http:// or https:// URL; its scheme is "mcpl"',
+        "mcpServers.b.mcpOnlyFallback: must be true or false, not a string",
+    ]
+    with pytest.raises(TypeError, match="mcp_only_fallback must be a bool"):
+        ServerConfig(url="mcpl://h/x", mcp_only_fallback="yes")  # type: ignore[arg-type]
+
+
 # -- end to end over wss:// -------------------------------------------------------------------
 
 
