@@ -496,8 +496,9 @@ def _check_types(config: ServerConfig) -> None:
         value = getattr(config, what)
         if not isinstance(value, kind):
             raise TypeError(f"{what} must be a {kind.__name__}, not {type(value).__name__}")
-    if not isinstance(config.mcp_only_fallback, bool):
-        raise TypeError(f"mcp_only_fallback must be a bool, not {type(config.mcp_only_fallback).__name__}")
+    fallback: Any = config.mcp_only_fallback  # typed bool, but made by hand: anything
+    if not isinstance(fallback, bool):
+        raise TypeError(f"mcp_only_fallback must be a bool, not {type(fallback).__name__}")
     if config.command == "":
         raise ValueError("a stdio server needs a command, and an empty one names no program")
     for what, value, choices in (
