@@ -45,12 +45,14 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS
+from mcpl_host.mcpl.endpoint_uri import is_mcpl_uri
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import ConnectionObserver
 from mcpl_host.secrets import redact_command
 from mcpl_host.stateless import PROTOCOL_CHOICES
 from mcpl_host.transports import process_tree
 from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
+from mcpl_host.transports.ws_params import shown_url
 
 __all__ = [
     "DEMO_NAME",
@@ -203,14 +205,23 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
             "--ws",
             "ws_url",
             metavar="URL",
-            help=f"{verb.capitalize()} the WebSocket server at URL (ws:// or wss://) instead of starting a command.",
+            help=f"{verb.capitalize()} the WebSocket server at URL (ws://, wss://, or mcpl://: dialled at "
+            "wss://, MCPL §18) instead of starting a command.",
         ),
         click.option(
             "--url",
             "http_url",
             metavar="URL",
             help=f"{verb.capitalize()} the MCP server at URL over HTTP (http:// or https://): Streamable "
-            "HTTP, or the older HTTP+SSE transport when the server refuses it (see --transport).",
+            "HTTP, or the older HTTP+SSE transport when the server refuses it (see --transport). "
+            "An mcpl:// URL is an MCPL server over WebSocket, as with --ws.",
+        ),
+        click.option(
+            "--mcp-only-fallback",
+            is_flag=True,
+            default=False,
+            help="With an mcpl:// URL: a server that does not advertise MCPL is hosted as plain MCP "
+            "instead of failing (MCPL §18.5); the report says so.",
         ),
         click.option(
             "--transport",
@@ -465,12 +476,17 @@ def check_target(
         raise click.UsageError("--config FILE and --server NAME go together")
     if many and options["server_name"] is not None and config_file is None:
         raise click.UsageError("--server NAME goes with --config FILE")
+    mcpl_target = any(isinstance(url, str) and is_mcpl_uri(url) for url in (ws_url, http_url))
+    if options.get("mcp_only_fallback") and not (mcpl_target or config_file):
+        raise click.UsageError("--mcp-only-fallback applies only with an mcpl:// URL (or --config)")
     if ws_url is None and http_url is None and "token" in explicit:
         raise click.UsageError("--token applies only with --ws or --url")
     if ws_url is None and "token_in" in explicit:
         raise click.UsageError("--token-in applies only with --ws")
     if http_url is None and explicit & {"http_headers", "http_transport"}:
         raise click.UsageError("--header and --transport apply only with --url")
+    if isinstance(http_url, str) and is_mcpl_uri(http_url) and "http_transport" in explicit:
+        raise click.UsageError("--transport applies only to an http:// or https:// URL, not mcpl://")
     if (ws_url or http_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
         raise click.UsageError("--env, --cwd and --inherit-env apply only to a command")
     if (ws_url or http_url) and options["token"] is not None and not options["token"]:
@@ -478,6 +494,16 @@ def check_target(
             "--token is empty: give the credential itself (an unset variable, as in --token "
             '"$TOKEN", expands to nothing), or leave --token out'
         )
+
+
+def endpoint_target(server: ServerConfig) -> dict[str, Any]:
+    """``{"endpoint": {"configuredUri", "canonicalUri", "resolvedTransport"}}`` for an
+    ``mcpl://`` server (MCPL §18.4: the three values, each shown as its URL is, with
+    credentials redacted: ``shown_url``), else ``{}``."""
+    if server.endpoint is None:
+        return {}
+    redactor = server.redactor()
+    return {"endpoint": {key: shown_url(value, redactor) for key, value in server.endpoint.to_json().items()}}
 
 
 def built_config(prefix: str, **settings: Any) -> ServerConfig:
@@ -537,11 +563,14 @@ def select_servers(
                 changes["compat"] = options["compat"]
             if "protocol" in explicit:
                 changes["protocol"] = options["protocol"]
+            if options.get("mcp_only_fallback") and server.endpoint is not None:
+                changes["mcp_only_fallback"] = True
             chosen[name] = dataclasses.replace(server, **changes)
         first = next(iter(chosen.values()))
         target: dict[str, Any] = {
             "command": redact_command([first.command, *first.args]) if first.command else [],
             "config": {"file": config_file, "server": server_name},
+            **endpoint_target(first),
         }
         return Selection(chosen, target)
 
@@ -552,7 +581,17 @@ def select_servers(
         "protocol": options.get("protocol", "auto"),
         "limits": dataclasses.replace(Limits(), **limits_fields),
     }
-    if options["http_url"] is not None:
+    if options["http_url"] is not None and is_mcpl_uri(options["http_url"]):
+        server = built_config(
+            "--url",
+            url=options["http_url"],
+            token=options["token"],
+            headers=dict(options["http_headers"]),
+            mcp_only_fallback=bool(options.get("mcp_only_fallback")),
+            **common,
+        )
+        target = {"command": [], "url": server.describe, **endpoint_target(server)}
+    elif options["http_url"] is not None:
         url, kind = options["http_url"], options["http_transport"]
         server = built_config(
             "--url",
@@ -570,9 +609,10 @@ def select_servers(
             url=options["ws_url"],
             token=options["token"],
             token_in=options["token_in"],
+            mcp_only_fallback=bool(options.get("mcp_only_fallback")),
             **common,
         )
-        target = {"command": [], "url": server.describe}
+        target = {"command": [], "url": server.describe, **endpoint_target(server)}
     else:
         words = list(command) or [sys.executable, str(demo_server_path())]
         server = built_config(

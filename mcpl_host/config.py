@@ -16,7 +16,9 @@ keys, read from a file (``load_config``) or from an object held in memory
   problem. ``disabled`` servers are checked too.
 - **Server keys** are camelCase; an unknown key is a problem with a "did you mean" hint.
   stdio: ``command`` (required), ``args``, ``env`` (strings), ``cwd``, ``inheritEnv``.
-  WebSocket: ``url`` (required; ``ws://`` or ``wss://``), ``token``, ``tokenIn`` (``"header"``
+  WebSocket: ``url`` (required; ``ws://``, ``wss://`` or ``mcpl://``, MCPL §18: resolved by
+  ``mcpl.endpoint_uri``), ``mcpOnlyFallback`` (an ``mcpl://`` server that does not speak MCPL
+  is hosted as plain MCP instead of failing, MCPL §18.5), ``token``, ``tokenIn`` (``"header"``
   (default: ``Authorization: Bearer``) or ``"query"``), ``headers``. HTTP: ``url`` (required;
   ``http://`` or ``https://``), ``token`` (always ``Authorization: Bearer``), ``headers``
   (the shape Claude Code, Cursor and VS Code write). Host keys: ``grant``,
@@ -39,7 +41,7 @@ keys, read from a file (``load_config``) or from an object held in memory
   ``"websocket"``, ``"http"`` (Streamable HTTP, falling back to HTTP+SSE as MCP 2025-11-25
   §Backwards Compatibility says), ``"streamable-http"`` (no fallback) or ``"sse"`` (the
   HTTP+SSE transport of MCP 2024-11-05). Omitted, ``command`` means stdio, and ``url``
-  WebSocket or ``"http"`` by its scheme; both is a problem. A key of another transport is a
+  WebSocket (``ws``, ``wss``, ``mcpl``) or ``"http"`` by its scheme; both is a problem. A key of another transport is a
   problem if the transport was inferred; if ``transport`` is given, it is checked and then
   ignored (one entry may keep both set-ups), except ``tokenIn``, which an HTTP server
   refuses (its token is always a header).
@@ -76,6 +78,7 @@ from mcpl_host.jsonrpc.values import (
 )
 from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_problem, limits_with
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting, checked_compat
+from mcpl_host.mcpl.endpoint_uri import EndpointURI, EndpointURIError, is_mcpl_uri, resolve_endpoint_uri
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.mcpl.policy_state import REFUSAL_ACTIONS, RefusalAction
@@ -131,6 +134,7 @@ _KEYS = {
     "url": ("url", "string", "remote"),
     "token": ("token", "string", "remote"),
     "tokenIn": ("token_in", "", "websocket"),
+    "mcpOnlyFallback": ("mcp_only_fallback", "boolean", "websocket"),
     "headers": ("headers", "string_map", "remote"),
     "secrets": ("secrets", "strings", ""),
     "disabled": ("disabled", "boolean", ""),
@@ -254,11 +258,12 @@ class ServerConfig:
 
     Only the keys of ``transport`` are used: stdio uses ``command``, ``args``, ``env``,
     ``cwd``, ``inherit_env``, ``keep_tree``, ``stderr_log_level``; WebSocket uses ``url``,
-    ``token``, ``token_in``, ``headers``, ``ssl_context``; the HTTP transports (``"http"``,
+    ``token``, ``token_in``, ``headers``, ``ssl_context``, ``mcp_only_fallback``; the HTTP transports (``"http"``,
     ``"streamable-http"``, ``"sse"``) ``url``, ``token``, ``headers``, ``ssl_context``.
 
     - ``transport`` (None, the default: inferred): ``command`` means ``"stdio"``, a ``ws://``
-      or ``wss://`` ``url`` ``"websocket"`` (RFC 6455; docs/protocol.md, "WebSocket"), an
+      or ``wss://`` ``url`` ``"websocket"`` (RFC 6455; docs/protocol.md, "WebSocket"), and an
+      ``mcpl://`` one too (MCPL §18: dialled at its resolved ``wss://`` URL), an
       ``http://`` or ``https://`` one ``"http"`` (Streamable HTTP, falling back to HTTP+SSE:
       MCP 2025-11-25 "Transports", Backwards Compatibility); ``"streamable-http"`` has no
       fallback, ``"sse"`` is the HTTP+SSE transport of MCP 2024-11-05.
@@ -282,6 +287,12 @@ class ServerConfig:
       server's stderr lines in the log.
     - ``ssl_context`` verifies a ``wss://`` or ``https://`` server (default: the system's
       CAs); not compared, not shown.
+    - ``url`` as ``mcpl://`` (MCPL §18): ``endpoint`` (not a parameter) holds its three
+      values (``EndpointURI``: ``url`` as written, the canonical ``mcpl://`` form, the
+      ``wss://`` URL dialled); None for any other URL. Such a server must advertise
+      ``experimental.mcpl`` in its ``initialize`` result or the connection fails
+      (``MCPLRequired``), unless ``mcp_only_fallback``: then it is hosted as plain MCP and
+      the connection says so (MCPL §18.5).
     - ``secrets``: more strings to redact; every secret (``secrets_for_redaction``) is
       hidden from every log line, error and repr about this server (docs/protocol.md L2).
     - ``restart_policy`` is a ``Host``'s; ``disabled`` servers are checked but not started.
@@ -292,7 +303,9 @@ class ServerConfig:
         ValueError: a server with neither ``command`` nor ``url`` (or both, and no
             ``transport``), an empty ``command``, an unknown ``transport``, ``token_in``,
             ``compat``, ``protocol``, ``on_refusal`` or ``stderr_log_level``, or an unusable
-            URL, token or header. The message holds no secret.
+            URL, token or header (an ``mcpl://`` URL refused by MCPL §18.1.1 raises
+            ``EndpointURIError``, a ``ValueError`` naming the rule). The message holds no
+            secret.
     """
 
     name: str = ""
@@ -320,9 +333,17 @@ class ServerConfig:
     compat: CompatSetting = "auto"
     #: The MCP era to speak (config key ``protocol``; ``mcpl_host.stateless``).
     protocol: ProtocolChoice = "auto"
+    #: An ``mcpl://`` server that does not advertise MCPL is hosted as plain MCP instead of
+    #: failing (MCPL §18.5; config key ``mcpOnlyFallback``).
+    mcp_only_fallback: bool = False
+    #: The three values of an ``mcpl://`` ``url`` (MCPL §18.4), or None; set from ``url``.
+    endpoint: EndpointURI | None = field(default=None, init=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_types(self)
+        if self.url is not None and is_mcpl_uri(self.url):
+            # Before anything parses the URL: MCPL §18.1.1's checks come first.
+            object.__setattr__(self, "endpoint", resolve_endpoint_uri(self.url))
         object.__setattr__(self, "transport", _inferred_transport(self))
         checked_compat(self.compat)
         checked_protocol(self.protocol)
@@ -344,7 +365,7 @@ class ServerConfig:
             assert self.url is not None
             limits = self.limits
             return WebSocketParameters(
-                url=self.url,
+                url=self.endpoint.resolved_transport if self.endpoint is not None else self.url,
                 token=self.token,
                 token_in=self.token_in,
                 headers=self.headers,
@@ -420,6 +441,8 @@ class ServerConfig:
         fields.append(f"on_refusal={self.on_refusal!r}")
         fields.append(f"limits={self.limits!r}, restart_policy={self.restart_policy!r}")
         fields.append(f"compat={self.compat!r}, protocol={self.protocol!r}")
+        if self.endpoint is not None:
+            fields.append(f"mcp_only_fallback={self.mcp_only_fallback!r}")
         fields.append(f"disabled={self.disabled!r}")
         return f"ServerConfig({', '.join(fields)})"
 
@@ -473,6 +496,9 @@ def _check_types(config: ServerConfig) -> None:
         value = getattr(config, what)
         if not isinstance(value, kind):
             raise TypeError(f"{what} must be a {kind.__name__}, not {type(value).__name__}")
+    fallback: Any = config.mcp_only_fallback  # typed bool, but made by hand: anything
+    if not isinstance(fallback, bool):
+        raise TypeError(f"mcp_only_fallback must be a bool, not {type(fallback).__name__}")
     if config.command == "":
         raise ValueError("a stdio server needs a command, and an empty one names no program")
     for what, value, choices in (
@@ -493,6 +519,8 @@ def _inferred_transport(config: ServerConfig) -> Transport:
             raise ValueError("a stdio server needs a command")
         if config.transport != "stdio" and config.url is None:
             raise ValueError(f"a {config.transport} server needs a url")
+        if config.endpoint is not None and config.transport != "websocket":
+            raise ValueError("an mcpl:// url is reached over WebSocket (MCPL §18.2): use transport websocket")
         return config.transport
     if config.command is not None and config.url is not None:
         raise ValueError("a server with both a command and a url needs a transport")
@@ -503,10 +531,10 @@ def _inferred_transport(config: ServerConfig) -> Transport:
     scheme = urlsplit(config.url).scheme.lower()
     if scheme in ("http", "https"):
         return "http"
-    if scheme in ("ws", "wss"):
+    if scheme in ("ws", "wss", "mcpl"):
         return "websocket"
     why = f"its scheme is {scheme!r}" if scheme else "it has no scheme"
-    raise ValueError(f"the url must be a ws://, wss://, http:// or https:// URL; {why}")
+    raise ValueError(f"the url must be a ws://, wss://, mcpl://, http:// or https:// URL; {why}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -775,12 +803,14 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
         if kw["cwd"].startswith("~"):
             p.add(_at(loc, "cwd"), '"~" is not expanded; write the path in full')
         kw["cwd"] = str(base_dir / kw["cwd"])
-    schemes = ("http", "https") if transport in HTTP_TRANSPORTS else ("ws", "wss")
+    schemes = ("http", "https") if transport in HTTP_TRANSPORTS else ("ws", "wss", "mcpl")
     url: str | None = kw.get("url")  # read by _Parse.string
     scheme, host = urlsplit(url)[:2] if url and transport != "stdio" else (schemes[0], "-")
-    wanted = f"an {schemes[0]}:// or {schemes[1]}:// URL" if schemes[0] == "http" else "a ws:// or wss:// URL"
+    wanted = "an http:// or https:// URL" if schemes[0] == "http" else "a ws://, wss:// or mcpl:// URL"
     if transport is None:
         pass  # an unusable URL was reported while inferring the transport
+    elif url is not None and is_mcpl_uri(url) and transport == "websocket":
+        pass  # resolved by ServerConfig: MCPL §18.1.1's rules, each named
     elif scheme not in schemes:  # the URL itself is never shown: it may hold a token
         why = f'its scheme is "{scheme}"' if scheme else "it has no scheme"
         p.add(_at(loc, "url"), f"must be {wanted}; {why}")
@@ -796,6 +826,8 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
         )
         if "token" not in entry:
             p.add(_at(loc, "tokenIn"), 'has no effect without "token"')
+    if "mcpOnlyFallback" in entry and not (url is not None and is_mcpl_uri(url)):
+        p.add(_at(loc, "mcpOnlyFallback"), 'applies only to an "mcpl://" url (MCPL §18.5)')
     for i, secret in enumerate(kw.get("secrets") or ()):
         if len(secret) < MIN_SECRET_CHARS:
             p.add(
@@ -823,7 +855,7 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
     try:
         return ServerConfig(**{k: v for k, v in kw.items() if k not in inactive})
     except ValueError as exc:  # an unusable token or header: the message holds none of them
-        p.add(loc, str(exc))
+        p.add(_at(loc, "url") if isinstance(exc, EndpointURIError) else loc, str(exc))
         return None
 
 
@@ -851,9 +883,9 @@ def _transport(entry: Mapping[str, object], loc: str, p: _Problems) -> Transport
         scheme = urlsplit(url).scheme.lower() if isinstance(url, str) else ""
         if scheme in ("http", "https"):
             return "http"
-        if scheme not in ("ws", "wss"):
+        if scheme not in ("ws", "wss", "mcpl"):
             why = f'its scheme is "{scheme}"' if scheme else "it has no scheme"
-            p.add(_at(loc, "url"), f"must be a ws://, wss://, http:// or https:// URL; {why}")
+            p.add(_at(loc, "url"), f"must be a ws://, wss://, mcpl://, http:// or https:// URL; {why}")
             return None
         return "websocket"
     p.add(loc, 'needs "command" (a stdio server) or "url" (a websocket or HTTP server)')

@@ -51,6 +51,7 @@ from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor
 from mcpl_host.mcpl.compat import CompatSetting, NoteLedger, checked_compat
+from mcpl_host.mcpl.endpoint_uri import EndpointURI
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.policy_state import RefusalAction
@@ -150,6 +151,17 @@ class HostedServer:
         """What the server was made from (a ``ServerConfig``; the policy, compat and protocol
         in force may have changed since: read them here)."""
         return self._config
+
+    @property
+    def endpoint(self) -> EndpointURI | None:
+        """The three values of an ``mcpl://`` URL (MCPL §18.4: ``ServerConfig.endpoint``), or
+        None."""
+        return self._config.endpoint
+
+    @property
+    def mcp_only_fallback(self) -> bool:
+        """An ``mcpl://`` server without MCPL is hosted as plain MCP (MCPL §18.5)."""
+        return self._config.mcp_only_fallback
 
     @property
     def name(self) -> str:
@@ -337,8 +349,9 @@ class HostedServer:
         """Whether the entry says the server speaks MCPL (docs/protocol.md S3b): a
         ``compat`` of ``"strict"`` or ``"0.4"`` (``"auto"``, the default, says nothing), or
         a grant pattern naming MCPL paths (``grant_all_advertised``, the probe's default,
-        says nothing: it grants whatever comes)."""
-        return self.compat != "auto" or bool(self.policy.grant)
+        says nothing: it grants whatever comes), or an ``mcpl://`` URL (MCPL §18.5: the
+        operator's intent; only the handshake then proves it)."""
+        return self.compat != "auto" or bool(self.policy.grant) or self.endpoint is not None
 
     def skip_probe(self) -> str | None:
         """Why the next connection sends ``initialize`` without the ``server/discover``

@@ -255,6 +255,8 @@ def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
         }
     )
     doc["channels"] = conn.inbound.channel_registry.descriptors()
+    if conn.hosted.endpoint is not None:  # an mcpl:// server (MCPL §18.5)
+        doc["mcpOnlyFallback"] = conn.mcp_only_fallback_taken
 
 
 def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
@@ -571,6 +573,14 @@ def _protocol(doc: Mapping[str, object]) -> Text:
     return text
 
 
+#: The probe document's ``endpoint`` keys (MCPL §18.4) and their labels.
+_ENDPOINT_ROWS = (
+    ("configuredUri", "Configured URI"),
+    ("canonicalUri", "Canonical URI"),
+    ("resolvedTransport", "Dialled"),
+)
+
+
 def render_report(console: Console, doc: Mapping[str, object]) -> None:
     """Print the server panel, the grant panel (with the MCPL state line, the profile and the
     feature sets) and the tables of a (redacted) probe doc."""
@@ -580,6 +590,10 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
         ("Protocol", _protocol(doc)),
         ("Capabilities", _capabilities(_obj(doc.get("capabilities")))),
     ]
+    endpoint = _obj(doc.get("endpoint"))
+    for key, label in _ENDPOINT_ROWS:  # MCPL §18.4: three values, each on its own
+        if key in endpoint:
+            rows.append((label, _text(endpoint[key])))
     mcpl = doc.get("mcpl")
     if is_object(mcpl):
         rows.append(("MCPL", _manifest(mcpl)))
@@ -590,8 +604,14 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
     grant = _obj(doc.get("grant"))
     state = _obj(doc.get("mcplState"))
     compat = _obj(doc.get("compat"))
-    if not is_object(mcpl):
-        body: Any = Text("plain MCP server: no MCPL, nothing to grant", style="dim")
+    if not is_object(mcpl) and doc.get("mcpOnlyFallback"):
+        body: Any = Text(
+            "plain MCP server: the mcpl:// endpoint did not advertise MCPL; hosted as MCP only, "
+            "as the MCP-only fallback asked (MCPL §18.5)",
+            style="yellow",
+        )
+    elif not is_object(mcpl):
+        body = Text("plain MCP server: no MCPL, nothing to grant", style="dim")
     else:
         ready = state.get("state") == "ready"
         fields = [

@@ -591,6 +591,8 @@ def redact_url(url: str) -> str:
     )
     if url.endswith("?") and not parts.query:
         shown += "?"
+    if parts.scheme:  # urlunsplit lowered it: keep it as written (``MCPL://``, MCPL §18.4)
+        shown = url[: len(parts.scheme)] + shown[len(parts.scheme) :]
     return mask_credentials(shown)
 
 

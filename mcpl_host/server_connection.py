@@ -38,7 +38,7 @@ from mcpl_host.client_features import ClientFeatures, ClientFeatureService
 from mcpl_host.connection import ClientInfo, Connection
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.handshake import SERVED_MCPL_VERSIONS, ServerInfo
-from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
+from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost, MCPLRequired
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor, ServerValue, get_logger
 from mcpl_host.mcp_methods import (
@@ -46,6 +46,7 @@ from mcpl_host.mcp_methods import (
     MCPClient,
 )
 from mcpl_host.mcpl.compat import CompatSetting, NoteLedger
+from mcpl_host.mcpl.endpoint_uri import EndpointURI
 from mcpl_host.mcpl.explain import LIBRARY_SWITCH, silence_sentence
 from mcpl_host.mcpl.feature_sets import (
     declaration_notes,
@@ -107,6 +108,15 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def compat_notes(self) -> NoteLedger: ...
     @property
     def channels(self) -> list[dict[str, Any]]: ...
+    @property
+    def endpoint(self) -> EndpointURI | None:
+        """The three values of an ``mcpl://`` URL (MCPL §18.4), or None for another URL."""
+        ...
+
+    @property
+    def mcp_only_fallback(self) -> bool:
+        """An ``mcpl://`` server without MCPL is hosted as plain MCP (MCPL §18.5)."""
+        ...
 
     def advertisement(self) -> dict[str, Any]:
         """The host's ``experimental.mcpl`` for this server."""
@@ -179,6 +189,8 @@ class ServerConnection:
             on_lost=self._reporter.connection_lost,
         )
         self._opening: Opening | None = None  # made on entering
+        #: True when an ``mcpl://`` server without MCPL was taken as plain MCP (MCPL §18.5).
+        self.mcp_only_fallback_taken = False
         log = self._log
         self._stalls = StallWatch(
             shell,
@@ -297,6 +309,7 @@ class ServerConnection:
                 skip_probe=hosted.skip_probe(),
             )
             info = await self._opening.run()
+            self._check_mcpl_present(info)
             shell.pool.start_job(self._stalls.run, counted=False)  # the handshake's answer is in
             if self.policy.state.state is MCPLState.PENDING:
                 # H7: the policy exchange is the last step under the handshake deadline.
@@ -310,6 +323,29 @@ class ServerConnection:
             self._unwatch_roots = roots.watch(self._on_roots_changed)
         hosted.attach(self)
         return self
+
+    def _check_mcpl_present(self, info: ServerInfo) -> None:
+        """MCPL §18.5: a server dialled by ``mcpl://`` must advertise ``experimental.mcpl``;
+        without it the connection fails (``MCPLRequired``), or, with the operator's
+        ``mcp_only_fallback``, goes on as plain MCP, logged and kept in
+        ``mcp_only_fallback_taken``. The scheme, the resolution and the open socket prove
+        nothing."""
+        endpoint = self.hosted.endpoint
+        if endpoint is None or info.mcpl is not None:
+            return
+        shown = self.hosted.redactor.redact(endpoint.canonical_uri)
+        if not self.hosted.mcp_only_fallback:
+            raise MCPLRequired(
+                f"the server at {shown} did not advertise experimental.mcpl in its initialize "
+                "result, and an mcpl:// endpoint must speak MCPL (MCPL §18.5); to host it as "
+                "plain MCP, set mcp_only_fallback (config: mcpOnlyFallback, command line: "
+                "--mcp-only-fallback)"
+            )
+        self.mcp_only_fallback_taken = True
+        self._log.warning(
+            "the mcpl:// server did not advertise MCPL: hosted as plain MCP (MCP-only fallback)",
+            endpoint=shown,
+        )
 
     def _on_roots_changed(self) -> None:
         self.mcp.roots_changed()

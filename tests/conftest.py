@@ -137,33 +137,56 @@ def logs() -> Iterator[list[dict[str, Any]]]:
         structlog.configure(**saved)
 
 
-# --- vector summaries: one line per vector module (RFC-011 §10 has no file: its cases) ---------
+# --- conformance vector summaries ----------------------------------------------------------
+# A vector runner records each vector's result on its test (``record_vector``), or, for a
+# module listed in ``VECTOR_MODULES``, names its tests ``test_case_NN_...`` (case NN). The
+# controller (with or without xdist workers) counts them per file, a vector counting once
+# however many backends ran it (failed if any run failed), and prints one line per file:
+# ``VECTORS <file>: N passed, M failed, K not applicable``.
 
-#: Test module -> the vector source it runs; a test named ``test_case_NN_...`` is case NN.
+VECTOR_PROPERTY = "mcpl_vector"
+#: Test module -> the vector source it runs (RFC-011 §10 has no file: its cases).
 VECTOR_MODULES = {"test_targeted_publish.py": "RFC-011 §10"}
-_vector_outcomes: dict[str, dict[str, set[str]]] = {}
+_vector_results: dict[str, dict[str, str]] = {}
+_STATUS_RANK = {"passed": 0, "read differently": 1, "not applicable": 2, "failed": 3}
+
+
+def record_vector(request: pytest.FixtureRequest, file: str, vector: str, status: str = "passed") -> None:
+    """Note that ``vector`` of ``file`` ran here; ``status`` ``passed`` (the test's own outcome
+    decides: a failed test counts as failed), ``read differently`` or ``not applicable``."""
+    request.node.user_properties.append((VECTOR_PROPERTY, (file, vector, status)))
+
+
+def _keep_vector(file: str, vector: str, status: str) -> None:
+    kept = _vector_results.setdefault(file, {})
+    if _STATUS_RANK[status] >= _STATUS_RANK.get(kept.get(vector, "passed"), 0):
+        kept[vector] = status
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collects each vector case's outcomes (on the controller too, under xdist)."""
-    path, _, name = report.nodeid.partition("::")
+    """Collects each vector's outcomes (on the controller too, under xdist)."""
+    for name, value in report.user_properties:
+        if name != VECTOR_PROPERTY or report.when not in ("call", "setup"):
+            continue
+        if report.when == "setup" and report.passed:
+            continue  # counted at its call
+        file, vector, status = value
+        _keep_vector(file, vector, "failed" if report.failed else status)
+    path, _, test = report.nodeid.partition("::")
     source = VECTOR_MODULES.get(Path(path).name)
-    if source is None or not name.startswith("test_case_"):
+    if source is None or not test.startswith("test_case_"):
         return
     if report.when != "call" and not (report.failed or report.skipped):
         return
-    case = name.split("_")[2]
-    outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
-    _vector_outcomes.setdefault(source, {}).setdefault(case, set()).add(outcome)
+    status = "failed" if report.failed else "not applicable" if report.skipped else "passed"
+    _keep_vector(source, test.split("_")[2], status)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """``VECTORS <source>: N passed, M failed, K not applicable`` for each vector module run:
-    a case passes when every run of it (each backend) passed."""
-    for source, cases in _vector_outcomes.items():
-        failed = sum(1 for outcomes in cases.values() if "failed" in outcomes)
-        skipped = sum(1 for outcomes in cases.values() if outcomes == {"skipped"})
-        passed = len(cases) - failed - skipped
-        terminalreporter.write_line(
-            f"VECTORS {source}: {passed} passed, {failed} failed, {skipped} not applicable"
-        )
+    for file, results in sorted(_vector_results.items()):
+        counts = {status: sum(1 for s in results.values() if s == status) for status in _STATUS_RANK}
+        line = f"VECTORS {file}: {counts['passed']} passed, {counts['failed']} failed, "
+        line += f"{counts['not applicable']} not applicable"
+        if counts["read differently"]:
+            line += f", {counts['read differently']} read differently (docs/protocol.md)"
+        terminalreporter.write_line(line)

@@ -284,17 +284,19 @@ def test_explicit_transport_picks_one_of_two_set_ups_and_drops_the_other() -> No
         ),
         (
             {"transport": "websocket", "url": "https://h/mcp"},
-            ['mcpServers.s.url: must be a ws:// or wss:// URL; its scheme is "https"'],
+            ['mcpServers.s.url: must be a ws://, wss:// or mcpl:// URL; its scheme is "https"'],
         ),
         ({"url": "http:///path"}, ["mcpServers.s.url: must be an http:// or https:// URL; it has no host"]),
-        ({"url": "ws:///path"}, ["mcpServers.s.url: must be a ws:// or wss:// URL; it has no host"]),
+        ({"url": "ws:///path"}, ["mcpServers.s.url: must be a ws://, wss:// or mcpl:// URL; it has no host"]),
         (
             {"url": "localhost:80"},
-            ['mcpServers.s.url: must be a ws://, wss://, http:// or https:// URL; its scheme is "localhost"'],
+            [
+                'mcpServers.s.url: must be a ws://, wss://, mcpl://, http:// or https:// URL; its scheme is "localhost"'
+            ],
         ),
         (
             {"url": "//h/x"},
-            ["mcpServers.s.url: must be a ws://, wss://, http:// or https:// URL; it has no scheme"],
+            ["mcpServers.s.url: must be a ws://, wss://, mcpl://, http:// or https:// URL; it has no scheme"],
         ),
         (
             {"url": "ws://h", "tokenIn": "cookie", "token": "tok-12345"},
@@ -697,7 +699,7 @@ def test_a_server_config_by_hand_infers_its_transport_and_name() -> None:
     [
         ({}, "a server needs a command (stdio) or a url (websocket or HTTP)"),
         ({"command": "x", "url": "ws://h/"}, "a server with both a command and a url needs a transport"),
-        ({"url": "ftp://h/tok-12345"}, "the url must be a ws://, wss://, http:// or https:// URL"),
+        ({"url": "ftp://h/tok-12345"}, "the url must be a ws://, wss://, mcpl://, http:// or https:// URL"),
         ({"url": "ws://h/", "transport": "carrier-pigeon"}, "transport must be one of"),
         ({"url": "ws://h/", "transport": "stdio"}, "a stdio server needs a command"),
         ({"command": "x", "transport": "websocket"}, "a websocket server needs a url"),

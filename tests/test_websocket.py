@@ -398,9 +398,20 @@ async def test_redirect_is_not_followed(logs: list[dict[str, Any]]) -> None:
         with anyio.fail_after(TIMEOUT), pytest.raises(InitializeError) as info:
             async with connect(ServerConfig(url=server.url(), token=SECRET, limits=FAST)):
                 pass
+    # To another origin: refused naming both (MCPL §18.6).
+    assert f"answered HTTP 302, a redirect from ws://127.0.0.1:{server.port} to another origin, " in str(
+        info.value
+    )
+    assert "ws://127.0.0.1:1; it is not followed" in str(info.value)
+    assert_no_secret(logs, str(info.value))
+    # Within the origin: not followed either.
+    options = ("--redirect-to", "/elsewhere")
+    async with bridge(*options, command=[sys.executable, str(DEMO)]) as server:
+        with anyio.fail_after(TIMEOUT), pytest.raises(InitializeError) as info:
+            async with connect(ServerConfig(url=server.url(), token=SECRET, limits=FAST)):
+                pass
     assert "answered HTTP 302 (a redirect)" in str(info.value)
     assert "redirects are not followed" in str(info.value)
-    assert_no_secret(logs, str(info.value))
 
 
 # -- framing ------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ from mcpl_host.cli_target import (
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
 from mcpl_host.logging import configure_logging
+from mcpl_host.mcpl.endpoint_uri import is_mcpl_uri
 from mcpl_host.report import ReportConsole, print_json, safe_text
 from mcpl_host.secrets import Redactor
 from mcpl_host.signals import close_on_signals
@@ -110,7 +111,12 @@ Examples:
   mcpl-host check --ws ws://127.0.0.1:8765/mcpl
   mcpl-host check --list""",
 )
-@click.option("--ws", "ws_url", metavar="URL", help="Check the WebSocket server at URL instead of a command.")
+@click.option(
+    "--ws",
+    "ws_url",
+    metavar="URL",
+    help="Check the WebSocket server at URL (ws://, wss://, or mcpl://: MCPL §18) instead of a command.",
+)
 @click.option("--url", "http_url", metavar="URL", help="Check the MCP server at URL over HTTP.")
 @click.option(
     "--transport",
@@ -450,7 +456,10 @@ def _target(
     elif http_url is not None:
         settings = {"url": http_url, "headers": http_headers, "token": token}
         kind = "http" if http_transport == "auto" else http_transport
-        server = built_config("--url", transport=kind, **settings, **common)
+        # An mcpl:// URL is an MCPL server over WebSocket (MCPL §18.2).
+        server = built_config(
+            "--url", transport="websocket" if is_mcpl_uri(http_url) else kind, **settings, **common
+        )
         shown = server.describe
     elif ws_url is not None:
         settings = {"url": ws_url, "token": token, "token_in": token_in}

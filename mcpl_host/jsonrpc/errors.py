@@ -192,6 +192,12 @@ class InitializeError(MCPLHostError):
         self.stderr_tail = list(stderr_tail)
 
 
+class MCPLRequired(InitializeError):
+    """A server dialled by an ``mcpl://`` URI answered ``initialize`` without
+    ``experimental.mcpl``, and the operator did not ask for the MCP-only fallback (MCPL
+    §18.5: only the handshake establishes MCPL; ``ServerConfig.mcp_only_fallback``)."""
+
+
 class HandlerError(MCPLHostError):
     """Raise from a handler to answer the server's request with this JSON-RPC error.
 

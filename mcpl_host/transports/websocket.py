@@ -21,7 +21,8 @@ Rules of this module (docs/protocol.md, "WebSocket"):
   ``Redactor``. A credential sent over cleartext ``ws://`` to a host that is not loopback
   gets a warning, logged before dialling.
 - Nothing but ``101 Switching Protocols`` opens the transport: a redirect is never followed
-  (MCPL RFC-004 §7).
+  (MCPL RFC-004 §7); one to another origin is refused naming both origins, since following
+  it would need a new authorization decision (MCPL §18.6; ``redirect_origins``).
 - Keepalive: a ping every ``keepalive_interval_seconds``; no pong within
   ``keepalive_timeout_seconds`` closes the transport (``ConnectionLost``). Pongs are read by
   ``receive()``, which the connection's reader task always runs.
@@ -85,6 +86,7 @@ from mcpl_host.transports.ws_params import (  # noqa: F401  (re-exported)
     TOKEN_QUERY_PARAMETER,
     WebSocketParameters,
     is_loopback_host,
+    redirect_origins,
     sends_cleartext_credential,
     shown_url,
 )
@@ -268,14 +270,30 @@ class WebSocketTransport:
                         # Stop here: frames after the answer stay in wsproto for receive().
                         return
                     if isinstance(event, RejectConnection):
-                        raise ConnectionLost(self._refusal(event.status_code))
+                        location = next(
+                            (value for name, value in event.headers if name.lower() == b"location"), None
+                        )
+                        raise ConnectionLost(
+                            self._refusal(
+                                event.status_code,
+                                location.decode("latin-1") if location is not None else None,
+                            )
+                        )
             except WsRemoteError as exc:
                 reason = self._redactor.redact(str(exc))
                 raise ConnectionLost(
                     f"the server at {self._shown} answered the WebSocket handshake wrongly ({reason})"
                 ) from None
 
-    def _refusal(self, status: int) -> str:
+    def _refusal(self, status: int, location: str | None = None) -> str:
+        origins = redirect_origins(self._params.url, location) if 300 <= status < 400 else None
+        if origins is not None:
+            here, there = self._redactor.redact(origins[0]), self._redactor.redact(origins[1])
+            return (
+                f"the server at {self._shown} answered HTTP {status}, a redirect from {here} to "
+                f"another origin, {there}; it is not followed: a redirect that changes origin "
+                f"needs a new authorization decision (MCPL §18.6)"
+            )
         if 300 <= status < 400:
             return (
                 f"the server at {self._shown} answered HTTP {status} (a redirect) instead of "

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import SplitResult, unquote_plus
+from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit
 
 from mcpl_host.limits import (
     DEFAULT_READ_CHUNK_BYTES,
@@ -39,6 +39,7 @@ __all__ = [
     "TOKEN_QUERY_PARAMETER",
     "WebSocketParameters",
     "is_loopback_host",
+    "redirect_origins",
     "sends_cleartext_credential",
     "shown_url",
 ]
@@ -144,6 +145,44 @@ def shown_url(url: str, redactor: Redactor | None = None) -> str:
     except (AttributeError, TypeError):  # not a string
         return "<unparsable WebSocket URL>"
     return redactor.redact(text) if redactor is not None else text
+
+
+_DEFAULT_PORTS = {"ws": 80, "wss": 443, "http": 80, "https": 443}
+# Longest origin shown from a server's Location header (bytes it chose).
+_MAX_SHOWN_ORIGIN = 300
+
+
+def _origin(url: str) -> str | None:
+    """``scheme://host:port`` of ``url`` (the default port written out), or None when it
+    cannot be read or holds anything but printable ASCII (it came from the server)."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())
+    except ValueError:
+        return None
+    host = parts.hostname or ""
+    origin = f"{parts.scheme.lower()}://{f'[{host}]' if ':' in host else host}:{port}"
+    if not host or port is None or len(origin) > _MAX_SHOWN_ORIGIN or not origin.isascii():
+        return None
+    return origin if origin.isprintable() else None
+
+
+def redirect_origins(dialled: str, location: str | None) -> tuple[str, str] | None:
+    """When an answer to the WebSocket upgrade redirects (``Location``, relative ones
+    resolved against ``dialled``) to another origin (scheme, host or port: MCPL §18.6):
+    (the dialled origin, the redirect's origin, or ``"an unreadable Location"``). None
+    when the origin is the same or no ``Location`` was given. Origins hold no user-info,
+    path or query, so no credential. Pure; never raises."""
+    if location is None:
+        return None
+    here = _origin(dialled) or "the URL dialled"
+    try:
+        there = _origin(urljoin(dialled, location))
+    except ValueError:
+        there = None
+    if there == here:
+        return None
+    return here, there or "an unreadable Location"
 
 
 def is_loopback_host(host: str) -> bool:
