@@ -135,3 +135,28 @@ def logs() -> Iterator[list[dict[str, Any]]]:
             yield captured
     finally:
         structlog.configure(**saved)
+
+
+# --- conformance vector summary: one line per vector file ---------------------------------
+# A vector test names its file with ``record_property("vector_file", name)``; one that the
+# project reads differently (docs/protocol.md) adds ``record_property("vector_reading",
+# "different")``. User properties reach the controlling process under pytest-xdist too.
+_VECTOR_COUNTS: dict[str, dict[str, int]] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    properties = dict(report.user_properties)
+    name = properties.get("vector_file")
+    if not isinstance(name, str) or (report.when != "call" and not report.failed and not report.skipped):
+        return
+    counts = _VECTOR_COUNTS.setdefault(name, {"passed": 0, "failed": 0, "not applicable": 0})
+    outcome = "failed" if report.failed else "not applicable" if report.skipped else "passed"
+    counts[outcome] += 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for name, counts in sorted(_VECTOR_COUNTS.items()):
+        terminalreporter.write_line(
+            f"VECTORS {name}: {counts['passed']} passed, {counts['failed']} failed, "
+            f"{counts['not applicable']} not applicable"
+        )
