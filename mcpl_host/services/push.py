@@ -162,11 +162,13 @@ class PushService:
                 break
             return _recalled(original)  # §9.4: a duplicate gets the original result
         answered: dict[str, Any] | None = None  # set once the handler has answered
+        event = self._event(params)
+        model_content = event.get(MODEL_CONTENT)
         try:
-            raw = await self._handlers.push_event(context, self._event(params))
+            raw = await self._handlers.push_event(context, event)
             answered = result = self._checked(raw)
         except HandlerError as exc:
-            self._reporter.handled_push(context, params, error=exc.to_error())
+            self._reporter.handled_push(context, params, error=exc.to_error(), model_content=model_content)
             raise
         finally:
             # Only a result is remembered (in the marker's place, keeping its age): after an
@@ -174,7 +176,7 @@ class PushService:
             kept = None if answered is None else (fingerprint, self._serial, _kept(answered))
             dedupe.replace(event_id, marker, kept)
             marker.finish()
-        self._reporter.handled_push(context, params, answer=result)
+        self._reporter.handled_push(context, params, answer=result, model_content=model_content)
         return result
 
     def _reused(self, event_id: str) -> None:
