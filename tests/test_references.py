@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
+import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -358,3 +360,23 @@ async def test_host_gives_the_application_stubs_and_fetches_on_request_only(
             payload = await ReferenceFetcher(registry, policy, host.server("refs").hosted.limits).fetch(ref)
             assert payload.data == WAV and origin.count("plain") == 1
             assert payload.path is not None and Path(payload.path).name == f"{ref}.wav"
+
+
+def test_probe_shows_the_demo_servers_reference_as_a_stub() -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "mcpl_host.cli",
+        "probe",
+        "--json",
+        "--env",
+        "DEMO_PUSH_COUNT=1",
+        "--listen",
+        "1",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    (push,) = [event for event in json.loads(done.stdout)["events"] if event.get("method") == "push/event"]
+    assert "not-for-models" in json.dumps(push["params"])  # the application keeps the raw block
+    stub = push["modelContent"][1]["text"]
+    assert stub.startswith("[reference ref_") and 'name "tick-1.wav"' in stub and "not-for-models" not in stub
