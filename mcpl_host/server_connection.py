@@ -187,7 +187,10 @@ class ServerConnection:
         log = self._log
         #: The one maker of model-visible forms on this connection (MCPL §19.4, §19.5).
         self.content_view = view = ContentView(
-            hosted.references, hosted.reference_binding, label_chars=limits.reference_label_chars
+            hosted.references,
+            hosted.reference_binding,
+            label_chars=limits.reference_label_chars,
+            redactor=redactor,
         )
         self._stalls = StallWatch(
             shell,

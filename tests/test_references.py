@@ -38,6 +38,7 @@ from mcpl_host.mcpl.references import (
     read_block,
     reference_ids,
 )
+from mcpl_host.secrets import Redactor
 from mcpl_host.services.references import FetchPolicy, ReferenceFetcher, ReferenceFetchError
 from tests.conftest import FIXTURES
 from tests.reference_origin import Origin
@@ -181,6 +182,13 @@ def test_the_stub_is_bounded_clean_and_never_shows_the_uri() -> None:
     assert len(stub["text"]) < 200
     assert reference_ids(view) == [stub["_meta"][REFERENCE_ID_META]]
     assert registry.lookup(reference_ids(view)[0]).fields.uri == block["uri"]
+
+
+def test_the_servers_secrets_never_reach_a_stub() -> None:
+    view = ContentView(ReferenceRegistry(), redactor=Redactor(["hunter2-long-secret"])).model_content(
+        [{"type": "resource", "uri": "u", "name": "key hunter2-long-secret.txt"}], "tool t"
+    )
+    assert "hunter2" not in view[0]["text"] and 'name "key ' in view[0]["text"]
 
 
 def test_display_label_removes_controls_and_marks_the_cut() -> None:

@@ -1229,10 +1229,11 @@ def reference_problems(where: str, content: object) -> list[str]:
     """The §19 problems of one ``ContentBlock[]`` lane (pure): each block that fails closed
     (§19.8: inline data claiming a disposition, data and uri together, an invalid uri) and
     each optional reference field the one invalid-field rule drops, with its section."""
-    if not isinstance(content, list):
+    blocks = as_list(content)
+    if blocks is None:
         return []
     problems: list[str] = []
-    for index, block in enumerate(content):
+    for index, block in enumerate(blocks):
         reading = read_block(block)
         if isinstance(reading, Withheld) and reading.reason != "a content entry that is not an object":
             problems.append(f"{where}[{index}]: {reading.reason}; a host withholds it (MCPL §19.8)")

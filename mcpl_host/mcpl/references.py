@@ -23,7 +23,8 @@ Rules (docs/protocol.md, "Bulk content references (MCPL §19)"):
   size … bytes (claimed); from …]`` carrying its id in ``_meta["mcpl-host/referenceId"]``.
   Every server-supplied string in it (``name``, ``mimeType``, the provenance) has its control
   and bidi characters removed (``logging.strip_unsafe``) and is cut to
-  ``Limits.reference_label_chars``, marked with ``logging.CUT_MARKER``; so a stub is at
+  ``Limits.reference_label_chars``, marked with ``logging.CUT_MARKER``, after the server's
+  secrets are redacted (``secrets.Redactor``); so a stub is at
   most about 3 labels plus 120 characters long, whatever the server sent. The ``uri`` is
   never in a stub, whatever the ``disposition`` (the safe default of §19.5; under ``never``
   it is binding).
@@ -44,9 +45,10 @@ from datetime import datetime, timezone
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from mcpl_host.jsonrpc.values import is_mapping
+from mcpl_host.jsonrpc.values import is_list_or_tuple, is_mapping
 from mcpl_host.limits import DEFAULT_MAX_REFERENCE_RECORDS, DEFAULT_REFERENCE_LABEL_CHARS
 from mcpl_host.logging import CUT_MARKER, strip_unsafe
+from mcpl_host.secrets import Redactor
 
 __all__ = [
     "MAX_SIZE_BYTES",
@@ -106,7 +108,7 @@ class ReferenceFields:
     rejected (App. B.1 names). Every value is a claim, not a fact."""
 
     kind: str
-    uri: str
+    uri: str = field(repr=False)  # it may be a capability (§19.5)
     mime_type: str | None = None
     size_bytes: int | None = None
     digest: str | None = None
@@ -321,26 +323,32 @@ def origin_of(url: str) -> str | None:
     return f"{scheme}://{host}{shown}"
 
 
-def display_label(text: str, most: int = DEFAULT_REFERENCE_LABEL_CHARS) -> str:
-    """``text`` as a display label (§19.5, §19.7.1): control and bidi characters removed,
-    then cut to ``most`` characters and marked with ``CUT_MARKER`` when cut."""
-    clean = strip_unsafe(text[: most * 4] if len(text) > most * 4 else text)
+def display_label(
+    text: str, most: int = DEFAULT_REFERENCE_LABEL_CHARS, redactor: Redactor | None = None
+) -> str:
+    """``text`` as a display label (§19.5, §19.7.1): the server's secrets redacted
+    (``redactor``), control and bidi characters removed, then cut to ``most`` characters and
+    marked with ``CUT_MARKER`` when cut."""
+    head = text[: most * 4] if len(text) > most * 4 else text
+    clean = strip_unsafe(redactor.redact(head) if redactor is not None else head)
     return clean if len(clean) <= most else clean[:most] + CUT_MARKER
 
 
-def stub_text(record: ReferenceRecord, most: int = DEFAULT_REFERENCE_LABEL_CHARS) -> str:
+def stub_text(
+    record: ReferenceRecord, most: int = DEFAULT_REFERENCE_LABEL_CHARS, redactor: Redactor | None = None
+) -> str:
     """The model-visible line of ``record`` (module rules): id, labels, claims, provenance;
     never the ``uri``."""
     fields = record.fields
     parts: list[str] = []
     if fields.name is not None:
-        parts.append(f'name "{display_label(fields.name, most)}"')
+        parts.append(f'name "{display_label(fields.name, most, redactor)}"')
     if fields.mime_type is not None:
-        parts.append(f"type {display_label(fields.mime_type, most)} (claimed)")
+        parts.append(f"type {display_label(fields.mime_type, most, redactor)} (claimed)")
     if fields.size_bytes is not None:
         parts.append(f"size {fields.size_bytes} bytes (claimed)")
     described = ", ".join(parts) if parts else "no description"
-    return f"[reference {record.id}: {described}; from {display_label(record.provenance, most)}]"
+    return f"[reference {record.id}: {described}; from {display_label(record.provenance, most, redactor)}]"
 
 
 def _withheld_text(reason: str) -> str:
@@ -366,6 +374,7 @@ class ContentView:
         registry: the server's ``ReferenceRegistry``.
         binding: the delivering connection's ``AuthBinding``.
         label_chars: ``Limits.reference_label_chars``.
+        redactor: the server's ``Redactor`` (its secrets never reach a stub).
     """
 
     def __init__(
@@ -374,10 +383,12 @@ class ContentView:
         binding: AuthBinding | None = None,
         *,
         label_chars: int = DEFAULT_REFERENCE_LABEL_CHARS,
+        redactor: Redactor | None = None,
     ) -> None:
         self.registry = registry
         self._binding = binding or AuthBinding()
         self._label_chars = label_chars
+        self._redactor = redactor
 
     def model_content(self, content: object, provenance: str) -> list[dict[str, Any]]:
         """The model-visible form of ``content`` (a ``ContentBlock[]``; a string is one text
@@ -386,7 +397,7 @@ class ContentView:
         fails closed. ``provenance``: a host sentence (``tool `x```), cut like a label."""
         if isinstance(content, str):
             return [{"type": "text", "text": content}]
-        if not isinstance(content, list | tuple):
+        if not is_list_or_tuple(content):
             return [{"type": "text", "text": _withheld_text("content that is not a list of blocks")}]
         view: list[dict[str, Any]] = []
         for block in content:
@@ -397,6 +408,6 @@ class ContentView:
                 view.append({"type": "text", "text": _withheld_text(reading.reason)})
             else:
                 record = self.registry.register(reading.fields, provenance, self._binding)
-                text = stub_text(record, self._label_chars)
+                text = stub_text(record, self._label_chars, self._redactor)
                 view.append({"type": "text", "text": text, "_meta": {REFERENCE_ID_META: record.id}})
         return view
