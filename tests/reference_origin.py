@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import ssl
 import threading
 import time
 import urllib.parse
@@ -16,7 +17,12 @@ from typing import Any
 class Origin:
     """One loopback HTTP origin: what it serves per case, what it saw."""
 
-    def __init__(self, cases: dict[str, dict[str, Any]], redirect_to: Origin | None = None) -> None:
+    def __init__(
+        self,
+        cases: dict[str, dict[str, Any]],
+        redirect_to: Origin | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.cases = cases
         self.redirect_to = redirect_to
         self.requests: dict[str, list[dict[str, str]]] = {}
@@ -34,7 +40,10 @@ class Origin:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 

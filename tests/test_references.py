@@ -7,6 +7,7 @@ import base64
 import gzip
 import hashlib
 import json
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+import trustme
 
 from mcpl_host import Host, ServerConfig
 from mcpl_host.check.rules import reference_problems
@@ -303,6 +305,25 @@ async def test_the_dialed_origin_gets_the_credential_and_the_payload_is_stored_b
     assert origin.requests["plain"][-1]["Authorization"] == "Bearer fixture-secret"
     verified = registry.lookup(ref).verified
     assert verified is not None and (verified.size, verified.digest_verified) == (len(WAV), True)
+
+
+async def test_the_default_policy_fetches_https_from_the_dialed_origin_with_its_credential() -> None:
+    authority = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_tls)
+    client_tls = ssl.create_default_context()
+    authority.configure_trust(client_tls)
+    served = Origin(CASES, tls=server_tls)
+    try:
+        registry = ReferenceRegistry()
+        binding = AuthBinding(origin_of(served.url), {"Authorization": "Bearer fixture-secret"})
+        ref = _record(registry, f"{served.url}/case/plain/payload", binding)
+        payload = await ReferenceFetcher(registry, FetchPolicy(ssl_context=client_tls)).fetch(ref)
+        assert (
+            payload.data == WAV and served.requests["plain"][-1]["Authorization"] == "Bearer fixture-secret"
+        )
+    finally:
+        served.close()
 
 
 async def test_a_gzip_bomb_stops_at_the_ceiling_of_decoded_bytes(origin: Origin) -> None:
