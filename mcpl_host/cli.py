@@ -164,6 +164,8 @@ class ProbeRecorder:
             if held is not None:
                 outcome["heldSeconds"] = round(time.monotonic() - held, 3)
         if isinstance(event, PushEvent):
+            if event.model_content is not None:  # MCPL §19.5: what a model would see
+                outcome["modelContent"] = event.model_content
             self._record("push/event", method, event.params, **outcome)
         elif isinstance(event, ServerRequest):
             self._record("request", method, event.params, **outcome)

@@ -330,7 +330,9 @@ class PushEvent:
     the application's handlers answered it: ``answer`` (the result sent) or ``error`` (the
     JSON-RPC error object sent, JSON-RPC 2.0 §5.1); a delivery (``delivery`` set) has
     neither yet. JSON: ``{"id", "featureSet", "eventId", "params"}``, then ``"answer"`` or
-    ``"error"`` when set."""
+    ``"error"`` when set; ``"modelContent"`` when ``model_content`` is set: the model-visible
+    form of ``payload.content`` (MCPL §9.2, §19.5: references as host-made stubs), what a
+    framework should build the wake from."""
 
     kind: ClassVar[Literal["push_event"]] = "push_event"
     server: str
@@ -342,6 +344,7 @@ class PushEvent:
     error: dict[str, Any] | None = field(default=None, repr=False)
     time: float = field(default_factory=_now)
     delivery: Delivery | None = field(default=None, compare=False, repr=False)
+    model_content: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def to_json(self) -> JSONObject:
         data: JSONObject = {
@@ -350,6 +353,8 @@ class PushEvent:
             "eventId": self.event_id,
             "params": self.params,
         }
+        if self.model_content is not None:
+            data["modelContent"] = self.model_content
         return _outcome_json(data, self.answer, self.error)
 
     @property

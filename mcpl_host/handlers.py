@@ -134,7 +134,9 @@ class HostHandlers:
     async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
         """A ``push/event`` that passed admission and validation (MCPL §9.2), not a duplicate
         (§9.4: duplicates get this result again without a call). ``params`` is a copy whose
-        ``tags``, when sent, hold the core closure (§16.3). Returns ``{"accepted": bool,
+        ``tags``, when sent, hold the core closure (§16.3), with ``modelContent``: the
+        model-visible form of ``payload.content`` (§19.5: each reference a stub; build a
+        wake from it, never from the raw blocks). Returns ``{"accepted": bool,
         "inferenceId"?: str, "reason"?: str}`` (§9.3); ``accepted: false`` should carry a
         ``reason`` (a generic one is filled in otherwise)."""
         return {"accepted": True}
@@ -172,7 +174,7 @@ class HostHandlers:
         """One ``channels/incoming`` message that passed the checks (MCPL §14.3, §14.5): from
         a channel this connection registered, inbound or bidirectional, allowed by the grant
         and ``channel_policy``. ``message`` is a copy whose ``tags``, when sent, hold the core
-        closure. Return the conversation id it went to, or None; raise ``HandlerError`` to
+        closure, with ``modelContent``: the model-visible form of its ``content`` (§19.5). Return the conversation id it went to, or None; raise ``HandlerError`` to
         refuse it (its message becomes the ``reason``). ``context.id`` is None when the server
         sent ``channels/incoming`` as a notification. Default: accepted, no conversation."""
         return None

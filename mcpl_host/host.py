@@ -79,6 +79,7 @@ from mcpl_host.hosted import HostedServer
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError, MCPLHostError
 from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import LogBudget, get_logger
+from mcpl_host.mcpl.references import MODEL_CONTENT
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.dispatch import LIBRARY_SERVED
@@ -228,12 +229,15 @@ class _DeliveringHandlers(HostHandlers):
         self._delivery_timeout = delivery_timeout
 
     async def push_event(self, context: RequestContext, params: dict[str, Any]) -> JSONObject:
+        params = dict(params)
+        model_content = params.pop(MODEL_CONTENT, None)  # the host's, set by PushService
         event = PushEvent(
             server=self._server,
             id=context.id,
             feature_set=params["featureSet"],  # admitted: strings (MCPL §9.2)
             event_id=params["eventId"],
             params=params,
+            model_content=model_content,
         )
         taken = await self._deliver(event, self._delivery_timeout)
         if taken is None:

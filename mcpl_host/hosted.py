@@ -55,6 +55,7 @@ from mcpl_host.mcpl.endpoint_uri import EndpointURI
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.policy_state import RefusalAction
+from mcpl_host.mcpl.references import AuthBinding, ReferenceRegistry, origin_of
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.observe import ConnectionObserver, Reporter
@@ -137,6 +138,8 @@ class HostedServer:
         self._publish_as_notification = False  # learned in "auto" from a -32601
         self._policy_as_notification = False  # learned under the 0.4 profile
         self._compat_notes = NoteLedger(self._limits.compat_notes_logged)
+        self._references = ReferenceRegistry(self._limits.max_reference_records)
+        self._reference_binding = reference_binding(config)
         self._channels: list[dict[str, Any]] = []
         self._connections_opened = 0
         self._sequence = 0
@@ -207,6 +210,17 @@ class HostedServer:
     def describe(self) -> str:
         """Where the server is, without secrets (for reports)."""
         return self._describe
+
+    @property
+    def references(self) -> ReferenceRegistry:
+        """The bulk content references this server sent, across transports (MCPL §19.5):
+        what ``services.references.ReferenceFetcher`` looks ids up in."""
+        return self._references
+
+    @property
+    def reference_binding(self) -> AuthBinding:
+        """The authentication context of this server's connections (MCPL §19.6.1)."""
+        return self._reference_binding
 
     @property
     def event_dedupe(self) -> EventDeduplicator:
@@ -410,6 +424,17 @@ class HostedServer:
             return await conn.policy.update(policy, feature_set_policy)
         self.set_policy(policy, feature_set_policy)
         return PolicyChange(proposed=None, in_force=None, outcome=None, deferred=True)
+
+
+def reference_binding(config: ServerConfig) -> AuthBinding:
+    """The authentication context a server's references may be fetched with (MCPL §19.6.1):
+    the origin of its ``url`` (none for stdio: nothing is authenticated) and, with a
+    ``token``, ``Authorization: Bearer`` for that origin only (also when the token rides in
+    the URL's query: a reference URI is never given the token)."""
+    if config.url is None:
+        return AuthBinding()
+    headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
+    return AuthBinding(origin_of(config.url), headers)
 
 
 def connect(config: ServerConfig, **runtime: Unpack[ServerRuntime]) -> ServerConnection:

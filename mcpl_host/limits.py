@@ -254,6 +254,19 @@ DEFAULT_MAX_PARAM_HEADER_BYTES = 8 * 1024
 #: MCP 2026-07-28 (``mcpl_host.caching``): the longest a list is served from its cache on
 #: the strength of the server's ``ttlMs``, in seconds (a longer ``ttlMs`` is cut to it).
 DEFAULT_MAX_CACHE_TTL_SECONDS = 24 * 60 * 60.0
+#: Bulk content references (MCPL §19, ``mcpl_host.mcpl.references``). Reference records a
+#: server's registry keeps (its ids never reused; the oldest is evicted past this, and its id
+#: then answers "unknown reference", §19.5); characters of one server-supplied string
+#: (``name``, ``mimeType``, a provenance input) shown in a model-visible stub, after control
+#: and bidi characters are removed (a longer one is cut and marked, §19.5).
+DEFAULT_MAX_REFERENCE_RECORDS = 2000
+DEFAULT_REFERENCE_LABEL_CHARS = 120
+#: The host-mediated fetcher (``mcpl_host.services.references``): decoded payload bytes read
+#: for one reference (the transfer is aborted past it, whatever ``sizeBytes`` claims,
+#: §19.7), redirects followed, and seconds one fetch may take in all.
+DEFAULT_MAX_REFERENCE_BYTES = 32 * 1024 * 1024
+DEFAULT_MAX_REFERENCE_REDIRECTS = 3
+DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS = 60.0
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -349,11 +362,18 @@ class Limits:
     max_cache_ttl_seconds: float = DEFAULT_MAX_CACHE_TTL_SECONDS
     max_recorded_event_bytes: int = DEFAULT_MAX_RECORDED_EVENT_BYTES
     max_recorded_bytes: int = DEFAULT_MAX_RECORDED_BYTES
+    max_reference_records: int = DEFAULT_MAX_REFERENCE_RECORDS
+    reference_label_chars: int = DEFAULT_REFERENCE_LABEL_CHARS
+    max_reference_bytes: int = DEFAULT_MAX_REFERENCE_BYTES
+    max_reference_redirects: int = DEFAULT_MAX_REFERENCE_REDIRECTS
+    reference_fetch_timeout_seconds: float = DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may
 #: be skipped. Every other count or size is at least 1, every other duration above 0.
-_ZERO_OK = frozenset({"close_grace_seconds", "terminate_grace_seconds", "eof_exit_wait_seconds"})
+_ZERO_OK = frozenset(
+    {"close_grace_seconds", "terminate_grace_seconds", "eof_exit_wait_seconds", "max_reference_redirects"}
+)
 #: Fields that may be None (JSON null): the feature they time is off.
 _NONE_OK = frozenset({"websocket_keepalive_interval_seconds"})
 _FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Limits)}

@@ -58,6 +58,7 @@ __all__ = [
     "ServerValue",
     "configure_logging",
     "escape_text",
+    "strip_unsafe",
     "get_logger",
     "json_safe",
     "log_value",
@@ -121,6 +122,16 @@ def escape_text(text: str, *, quotes: bool = True, newlines: bool = False) -> st
         text that is safe to print on a terminal and encodable as UTF-8. Never raises.
     """
     return _ESCAPE[quotes, newlines].sub(_escape_char, text)
+
+
+_UNSAFE = _ESCAPE[False, False]
+
+
+def strip_unsafe(text: str) -> str:
+    """``text`` without the characters ``escape_text`` would escape (``UNSAFE_CHARACTERS``:
+    controls, bidi and other format characters, separators, lone surrogates), for a display
+    label that must hold none of them, escaped or not (MCPL §19.7.1). Never raises."""
+    return _UNSAFE.sub("", text)
 
 
 #: Characters outside XML 1.0's ``Char`` production (XML 1.0 §2.2): most C0 controls,

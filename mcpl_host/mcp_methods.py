@@ -58,6 +58,7 @@ Rules of this module:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable, Generator, Mapping
@@ -546,7 +547,9 @@ class MCPClient:
         notify: Callable[[str, Any], None] | None = None,
         era: Callable[[], Era | None] | None = None,
         transport: int = 0,
+        content_view: Callable[[object, str], list[dict[str, Any]]] | None = None,
     ) -> None:
+        self._content_view = content_view
         self._requester = requester
         self._notify = notify
         self._era = era or (lambda: None)
@@ -937,6 +940,10 @@ class MCPClient:
             await self.list_tools(refresh=True)
             answer = await self._call("tools/call", params, timeout=timeout, progress=progress)
         result = call_tool_result(answer)
+        if self._content_view is not None:  # MCPL §19.4: a tool result is a reference lane
+            result = dataclasses.replace(
+                result, model_content=self._content_view(result.content, f"tool {name}")
+            )
         tool = self._tools_by_name.get(name)
         if tool is not None and tool.output_schema is not None and not result.is_error:
             await check_structured_content(

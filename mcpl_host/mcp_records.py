@@ -305,13 +305,17 @@ def read_prompt(item: dict[str, Any]) -> Prompt | None:
 @dataclass(frozen=True, slots=True)
 class CallToolResult:
     """``tools/call`` (2025-11-25 "Tools"): ``content`` blocks (JSON objects), ``is_error``,
-    ``structured_content`` (any JSON value, or None), ``meta``."""
+    ``structured_content`` (any JSON value, or None), ``meta``; ``model_content``: the
+    model-visible form of ``content`` (MCPL §19.5: each reference a host-made stub; what a
+    framework should show the model), set by a connection's ``MCPClient.call_tool``, else
+    None."""
 
     content: list[Any]
     is_error: bool = False
     structured_content: Any = None
     meta: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict[str, Any])
+    model_content: list[dict[str, Any]] | None = None
 
     @property
     def text(self) -> str:

@@ -74,9 +74,11 @@ class Reporter:
         *,
         answer: dict[str, Any] | None = None,
         error: dict[str, Any] | None = None,
+        model_content: list[dict[str, Any]] | None = None,
     ) -> None:
         """A ``push/event`` was answered by the handlers with ``answer`` (the result) or
-        ``error`` (the error object); only the observer sees it (built only for one)."""
+        ``error`` (the error object); ``model_content``: the model-visible form of its
+        content (MCPL §19.5); only the observer sees it (built only for one)."""
         if self.observer is not None:
             self.observer.observe(
                 PushEvent(
@@ -87,6 +89,7 @@ class Reporter:
                     params=params,
                     answer=answer,
                     error=error,
+                    model_content=model_content,
                 )
             )
 

@@ -704,11 +704,10 @@ def _event_summary(event: Mapping[str, object]) -> str:
             return summary
     if "push/event" in (event.get("kind"), event.get("method")) and is_object(params):
         payload = _obj(params.get("payload"))
-        texts = [
-            str(b.get("text"))
-            for b in _list(payload.get("content"))
-            if is_object(b) and isinstance(b.get("text"), str)
-        ]
+        # The model-visible form when the host made one (MCPL §19.5: references as stubs).
+        model_content = event.get("modelContent")
+        blocks = model_content if is_array(model_content) else payload.get("content")
+        texts = [str(b.get("text")) for b in _list(blocks) if is_object(b) and isinstance(b.get("text"), str)]
         head = f"{safe_text(params.get('featureSet'))} {safe_text(params.get('eventId'))}"
         return f"{head}: {safe_text(' '.join(texts), max_chars=MAX_EVENT_CHARS)}" if texts else head
     return "" if params is None else safe_text(params, max_chars=MAX_EVENT_CHARS)
@@ -1060,7 +1059,9 @@ def _run_summary(kind: str, d: Mapping[str, object]) -> tuple[str, str]:
             "",
         )
     if kind == "push_event" or (kind == "refused" and d.get("method") == "push/event"):
-        summary = _event_summary({"kind": "push/event", "params": d.get("params")})
+        summary = _event_summary(
+            {"kind": "push/event", "params": d.get("params"), "modelContent": d.get("modelContent")}
+        )
         return summary + _outcome(d)[0], _outcome(d)[1]
     if kind == "notification" and d.get("method") == "notifications/message":
         message = log_message_summary(d.get("params"))

@@ -54,6 +54,7 @@ from mcpl_host.mcpl.feature_sets import (
 from mcpl_host.mcpl.grants import Grant
 from mcpl_host.mcpl.manifest import manifest_limit_problem
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
+from mcpl_host.mcpl.references import AuthBinding, ContentView, ReferenceRegistry
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.observe import ConnectionObserver, Reporter
@@ -106,6 +107,10 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def event_dedupe(self) -> EventDeduplicator: ...
     @property
     def compat_notes(self) -> NoteLedger: ...
+    @property
+    def references(self) -> ReferenceRegistry: ...
+    @property
+    def reference_binding(self) -> AuthBinding: ...
     @property
     def channels(self) -> list[dict[str, Any]]: ...
     @property
@@ -192,6 +197,13 @@ class ServerConnection:
         #: True when an ``mcpl://`` server without MCPL was taken as plain MCP (MCPL §18.5).
         self.mcp_only_fallback_taken = False
         log = self._log
+        #: The one maker of model-visible forms on this connection (MCPL §19.4, §19.5).
+        self.content_view = view = ContentView(
+            hosted.references,
+            hosted.reference_binding,
+            label_chars=limits.reference_label_chars,
+            redactor=redactor,
+        )
         self._stalls = StallWatch(
             shell,
             self._reporter,
@@ -227,6 +239,7 @@ class ServerConnection:
             max_descriptor_bytes=limits.max_channel_descriptor_bytes,
             max_tags=limits.max_tags,
             transport=self.sequence,
+            content_view=view,
         )
         self._features = ClientFeatureService(hosted.client_features(), self._reporter, log=log)
         requester = EraRequester(shell, hosted.client_info, self._features.features.capabilities)
@@ -242,6 +255,7 @@ class ServerConnection:
             notify=shell.notify_nowait,
             era=lambda: self.era,
             transport=self.sequence,
+            content_view=view.model_content,
         )
         self._unwatch_roots: Callable[[], None] | None = None
         self.inbound = InboundDispatcher(
@@ -256,6 +270,7 @@ class ServerConnection:
                 log=log,
                 redactor=redactor,
                 max_tags=limits.max_tags,
+                content_view=view,
             ),
             inference=InferenceService(hosted.handlers, self._reporter, shell.notify_nowait, log=log),
             channels=channel_service,
@@ -278,9 +293,12 @@ class ServerConnection:
             redactor=redactor,
             drops_logged=limits.dropped_injections_logged,
             default_timeout=limits.hook_timeout_seconds,
+            content_view=view,
         )
         self.channels = ChannelCalls(shell, state, hosted, log=log, registry=channel_service.registry)
-        self.state = StateCalls(shell, state, hosted.state_store, log=log, redactor=redactor)
+        self.state = StateCalls(
+            shell, state, hosted.state_store, log=log, redactor=redactor, content_view=view
+        )
 
     def __repr__(self) -> str:
         return (

@@ -102,7 +102,7 @@ STRICT_A = (
     "bad-inference",
     "bad-state",
 )
-STRICT_B = ("bad-push-params", "undeclared-feature-set", "uses-incomplete", "bad-register")
+STRICT_B = ("bad-push-params", "undeclared-feature-set", "uses-incomplete", "bad-register", "bad-references")
 DEMO = ["--env", "DEMO_PUSH_INTERVAL=0.3"]
 
 #: name -> (arguments, failed ids, warned ids). ``{ws}`` is the WebSocket bridge's URL.
@@ -158,7 +158,7 @@ EXPECTED: dict[str, tuple[list[str], set[str], set[str]]] = {
     "shape4-b": (
         [*FAST, *fixture("shape4_strict_05.py", *STRICT_B)],
         {"push.params", "push.featureset-declared", "mcpl.uses.complete", "channels.register.shape"},
-        set(),
+        {"references.fields"},
     ),
     "shape4-dead": (
         [*FAST, *fixture("shape4_strict_05.py", "die-on-itemized")],

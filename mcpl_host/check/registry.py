@@ -249,6 +249,14 @@ CHECKS: tuple[CheckSpec, ...] = (
         "state.update.params", "mcpl", "state/update params are valid and name a declared feature set", "MCPL §8.3 (docs/protocol.md, State)", ["main", "listen"],
         Compat("refuses the request -32602 (or -32003 / -32001 for its feature set)", _PARAMS_04, False),
     ),
+    _spec(
+        "references.fields", "mcpl", "reference blocks in tool results, pushes and channel messages carry valid fields", "MCPL §19.3, §19.8, App. B.1", ["main", "listen", "calls"],
+        Compat(
+            "drops each invalid optional field (keeping the block and its disposition) and withholds inline data that claims a disposition from the model-visible form",
+            "the same: the profile does not touch content blocks",
+            True,
+        ),
+    ),
     # --- shutdown ---------------------------------------------------------------------------
     _spec("shutdown.stdin-close", "shutdown", "the server exits within the bound after its stdin closes", f"{MCP} Lifecycle, Shutdown (stdio)", ["main", "close"], transports=["stdio"]),
     _spec("shutdown.sigterm", "shutdown", "the server exits within the bound after SIGTERM", f"{MCP} Lifecycle, Shutdown (stdio)", ["raw", "sigterm"], transports=["stdio"]),

@@ -53,6 +53,7 @@ from mcpl_host.mcpl.grants import VOCABULARY
 from mcpl_host.mcpl.manifest import DigestError, manifest_digest, validate_manifest
 from mcpl_host.mcpl.policy import read_receipt
 from mcpl_host.mcpl.publish_target import publish_target_problem, targeted_outcome
+from mcpl_host.mcpl.references import Reference, Withheld, read_block
 from mcpl_host.mcpl.server_shapes import (
     channel_params_problems,
     descriptor_problem,
@@ -1286,6 +1287,78 @@ def channels_publish_target_echo(main: MainEvidence) -> Verdict:
     return _passed(f"{_plural(len(sent), 'targeted publish')}: each delivered one echoed its threadId")
 
 
+# --- bulk content references (MCPL §19) ----------------------------------------------------
+
+
+def reference_problems(where: str, content: object) -> list[str]:
+    """The §19 problems of one ``ContentBlock[]`` lane (pure): each block that fails closed
+    (§19.8: inline data claiming a disposition, data and uri together, an invalid uri) and
+    each optional reference field the one invalid-field rule drops, with its section."""
+    blocks = as_list(content)
+    if blocks is None:
+        return []
+    problems: list[str] = []
+    for index, block in enumerate(blocks):
+        reading = read_block(block)
+        if isinstance(reading, Withheld) and reading.reason != "a content entry that is not an object":
+            problems.append(f"{where}[{index}]: {reading.reason}; a host withholds it (MCPL §19.8)")
+        elif isinstance(reading, Reference) and reading.fields.dropped:
+            dropped = ", ".join(reading.fields.dropped)
+            problems.append(
+                f"{where}[{index}]: invalid {dropped}; a host treats it as absent (MCPL §19.8, App. B.1)"
+            )
+    return problems
+
+
+def _reference_lanes(main: MainEvidence) -> list[tuple[str, object, WireMessage]]:
+    """``(where, content, message)`` of every server->host content lane seen (§19.4): push
+    events, channel messages, tool results."""
+    lanes: list[tuple[str, object, WireMessage]] = []
+    for message in main.transcript.server_messages_of(frozenset({"push/event", "channels/incoming"})):
+        params = as_object(message.params) or {}
+        if message.method == "push/event":
+            lanes.append(
+                (
+                    "push/event payload.content",
+                    (as_object(params.get("payload")) or {}).get("content"),
+                    message,
+                )
+            )
+            continue
+        for number, item in enumerate(as_list(params.get("messages")) or []):
+            lanes.append(
+                (
+                    f"channels/incoming message {number} content",
+                    (as_object(item) or {}).get("content"),
+                    message,
+                )
+            )
+    for request in main.transcript.sent_requests("tools/call"):
+        answer = main.transcript.answer_to(request)
+        result = as_object(answer.result) if answer is not None and not answer.has_error else None
+        if answer is not None and result is not None:
+            name = (as_object(request.params) or {}).get("name")
+            lanes.append((f"tools/call {name} result content", result.get("content"), answer))
+    return lanes
+
+
+@_given(_main)
+def references_fields(main: MainEvidence) -> Verdict:
+    lanes = _reference_lanes(main)
+    if not lanes:
+        return _skipped("no tool result, push/event or channels/incoming content was seen")
+    problems: list[str] = []
+    evidence: list[Any] = []
+    for where, content, message in lanes:
+        found = reference_problems(where, content)
+        if found:
+            problems += found
+            evidence.append(_shown(message))
+    if problems:
+        return _warned("; ".join(dict.fromkeys(problems)), evidence)
+    return _passed(f"{_plural(len(lanes), 'content lane')} seen, no reference field problem")
+
+
 @_given(_mcpl)
 def state_update_params(main: MainEvidence) -> Verdict:
     return _judge_params(
@@ -1370,6 +1443,7 @@ RULES: dict[str, _Rule] = {
     "channels.publish-target.value": channels_publish_target_value,
     "channels.publish-target.echo": channels_publish_target_echo,
     "state.update.params": state_update_params,
+    "references.fields": references_fields,
     "shutdown.stdin-close": shutdown_stdin_close,
     "shutdown.sigterm": shutdown_sigterm,
 }

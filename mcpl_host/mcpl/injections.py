@@ -47,7 +47,9 @@ INJECT: dict[str, str] = {p: f"contextHooks.beforeInference.inject.{p}" for p in
 @dataclass(frozen=True, slots=True)
 class Injection:
     """An authorized injection: ``server`` (connection name), ``namespace``, ``position``,
-    ``content`` (content blocks), ``metadata`` (object or None), ``index`` in its response."""
+    ``content`` (content blocks), ``metadata`` (object or None), ``index`` in its response;
+    ``model_content``: the model-visible form of ``content`` (MCPL §19.5: references as
+    stubs; ``mcpl.references.ContentView``), set by the connection that read it, else None."""
 
     server: str
     namespace: str
@@ -55,6 +57,7 @@ class Injection:
     content: tuple[Any, ...]
     metadata: dict[str, Any] | None = None
     index: int = 0
+    model_content: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from mcpl_host.limits import DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES, DEFAULT_MAX_C
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 from mcpl_host.mcpl.admission import AdmissionView, admit_channel_message
 from mcpl_host.mcpl.publish_target import incoming_thread_problem, publish_target, publish_target_problem
+from mcpl_host.mcpl.references import MODEL_CONTENT, ContentView
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
 from mcpl_host.mcpl.tags import read_tags
 
@@ -74,7 +75,9 @@ class ChannelService:
         max_descriptor_bytes: int = DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES,
         max_tags: int = DEFAULT_MAX_TAGS,
         transport: int,
+        content_view: ContentView | None = None,
     ) -> None:
+        self._content_view = content_view
         self.name = name
         self._transport = transport
         self.registry = ChannelRegistry(max_channels=max_channels, max_descriptor_bytes=max_descriptor_bytes)
@@ -144,6 +147,11 @@ class ChannelService:
             delivered = dict(message)
             if "tags" in message:
                 delivered["tags"] = read_tags(message["tags"], max_tags=self._max_tags).tags  # §16.3
+            if self._content_view is not None:  # §19.4, §19.5: references as stubs, the host's key
+                channel = message.get("channelId")
+                delivered[MODEL_CONTENT] = self._content_view.model_content(
+                    message.get("content"), f"message on channel {channel}"
+                )
             try:
                 conversation = await self._handlers.channel_message(context, delivered)
             except HandlerError as exc:

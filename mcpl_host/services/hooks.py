@@ -16,6 +16,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict, Unpack
@@ -34,6 +35,7 @@ from mcpl_host.mcpl.injections import (
     HookReading,
     read_injections,
 )
+from mcpl_host.mcpl.references import ContentView
 from mcpl_host.services.negotiation import Requester
 
 __all__ = ["BeforeInferenceArgs", "HookCalls"]
@@ -73,7 +75,9 @@ class HookCalls:
         redactor: Redactor,
         drops_logged: int,
         default_timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
+        content_view: ContentView | None = None,
     ) -> None:
+        self._content_view = content_view
         self._default_timeout = default_timeout
         self._requester = requester
         self._view = view
@@ -154,7 +158,19 @@ class HookCalls:
             injections=len(reading.injections),
             dropped=len(reading.dropped),
         )
-        return BeforeInferenceResult(name, "ok", reading.injections, reading.dropped, reading.feature_set)
+        injections = reading.injections
+        view = self._content_view
+        if view is not None:  # MCPL §19.4: injections are a reference lane
+            injections = tuple(
+                replace(
+                    item,
+                    model_content=tuple(
+                        view.model_content(list(item.content), f"injection {item.namespace}")
+                    ),
+                )
+                for item in injections
+            )
+        return BeforeInferenceResult(name, "ok", injections, reading.dropped, reading.feature_set)
 
     def _failed(
         self, inference_id: str, outcome: Literal["timeout", "failure"], error: str

@@ -34,9 +34,10 @@ import orjson
 
 from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
-from mcpl_host.jsonrpc.values import JSONObject
+from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 from mcpl_host.limits import DEFAULT_MAX_TAGS
 from mcpl_host.logging import Logger, Redactor, ServerValue
+from mcpl_host.mcpl.references import MODEL_CONTENT, ContentView
 from mcpl_host.mcpl.server_shapes import GENERIC_REFUSAL, push_result_problems
 from mcpl_host.mcpl.tags import EventDeduplicator, read_tags
 
@@ -120,7 +121,9 @@ class PushService:
         log: Logger,
         redactor: Redactor,
         max_tags: int = DEFAULT_MAX_TAGS,
+        content_view: ContentView | None = None,
     ) -> None:
+        self._content_view = content_view
         self._max_tags = max_tags
         self._handlers = handlers
         self._reporter = reporter
@@ -159,11 +162,13 @@ class PushService:
                 break
             return _recalled(original)  # §9.4: a duplicate gets the original result
         answered: dict[str, Any] | None = None  # set once the handler has answered
+        event = self._event(params)
+        model_content = event.get(MODEL_CONTENT)
         try:
-            raw = await self._handlers.push_event(context, self._event(params))
+            raw = await self._handlers.push_event(context, event)
             answered = result = self._checked(raw)
         except HandlerError as exc:
-            self._reporter.handled_push(context, params, error=exc.to_error())
+            self._reporter.handled_push(context, params, error=exc.to_error(), model_content=model_content)
             raise
         finally:
             # Only a result is remembered (in the marker's place, keeping its age): after an
@@ -171,7 +176,7 @@ class PushService:
             kept = None if answered is None else (fingerprint, self._serial, _kept(answered))
             dedupe.replace(event_id, marker, kept)
             marker.finish()
-        self._reporter.handled_push(context, params, answer=result)
+        self._reporter.handled_push(context, params, answer=result, model_content=model_content)
         return result
 
     def _reused(self, event_id: str) -> None:
@@ -181,8 +186,16 @@ class PushService:
         )
 
     def _event(self, params: Mapping[str, object]) -> dict[str, Any]:
-        """The handler's copy of ``params``, its ``tags`` (only if sent) closed (§16.3)."""
+        """The handler's copy of ``params``, its ``tags`` (only if sent) closed (§16.3), and
+        ``modelContent``: the model-visible form of ``payload.content`` (§9.2, §19.5: each
+        reference a stub, made here, before any wake text; always the host's, whatever the
+        server sent under that key)."""
         event = dict(params)
+        if self._content_view is not None:
+            payload = params.get("payload")
+            content = payload.get("content") if is_mapping(payload) else None
+            feature_set = params.get("featureSet")
+            event[MODEL_CONTENT] = self._content_view.model_content(content, f"push event of {feature_set}")
         if "tags" in params:
             closure = read_tags(params["tags"], max_tags=self._max_tags)  # never authority
             event["tags"] = closure.tags

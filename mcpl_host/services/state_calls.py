@@ -17,7 +17,7 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
@@ -26,6 +26,7 @@ from mcpl_host.jsonrpc.values import JSONObject, is_object
 from mcpl_host.logging import Logger, Redactor, ServerValue
 from mcpl_host.mcp_methods import CallToolResult, call_tool_result
 from mcpl_host.mcpl.admission import AdmissionView
+from mcpl_host.mcpl.references import ContentView
 from mcpl_host.mcpl.state import StateProblem, StateStore
 from mcpl_host.services.negotiation import Requester
 
@@ -55,8 +56,16 @@ class StateCalls:
     """Stateful tool calls and rollback on one connection (module rules)."""
 
     def __init__(
-        self, requester: Requester, view: AdmissionView, store: StateStore, *, log: Logger, redactor: Redactor
+        self,
+        requester: Requester,
+        view: AdmissionView,
+        store: StateStore,
+        *,
+        log: Logger,
+        redactor: Redactor,
+        content_view: ContentView | None = None,
     ) -> None:
+        self._content_view = content_view
         self._requester = requester
         self._view = view
         self.store = store
@@ -91,7 +100,10 @@ class StateCalls:
                 problem=str(problem),
                 limit=problem.limit if isinstance(problem, StateProblem) else None,
             )
-        return call_tool_result(result)
+        read = call_tool_result(result)
+        if self._content_view is not None:  # MCPL §19.4: a tool result is a reference lane
+            read = replace(read, model_content=self._content_view.model_content(read.content, f"tool {name}"))
+        return read
 
     async def rollback(
         self, feature_set: str, checkpoint: str, *, timeout: Timeout = DEFAULT
