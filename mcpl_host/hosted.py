@@ -61,6 +61,7 @@ from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
+from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ class HostedServer:
         self._publish_as_notification = False  # learned in "auto" from a -32601
         self._policy_as_notification = False  # learned under the 0.4 profile
         self._compat_notes = NoteLedger(self._limits.compat_notes_logged)
+        self._tool_classes = ToolClassTables(config.tool_classes, config.host_tool_classes)
         self._channels: list[dict[str, Any]] = []
         self._connections_opened = 0
         self._sequence = 0
@@ -200,6 +202,11 @@ class HostedServer:
     def event_dedupe(self) -> EventDeduplicator:
         """``eventId`` de-duplication across transports (MCPL §9.4)."""
         return self._event_dedupe
+
+    @property
+    def tool_classes(self) -> ToolClassTables:
+        """The operator's and the application's tool classes (RFC-008 §5.1), from the config."""
+        return self._tool_classes
 
     @property
     def compat_notes(self) -> NoteLedger:

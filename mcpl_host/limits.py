@@ -195,6 +195,10 @@ DEFAULT_REFUSALS_LOGGED = 20
 #: Compatibility notes (0.4 profile: what a server used or declared that MCPL 0.5 would
 #: refuse) logged per server, each distinct note once.
 DEFAULT_COMPAT_NOTES_LOGGED = 50
+#: Tool class findings (RFC-008 §3: an unknown class, a slot that is not an array, an
+#: undefined ``mcpl/`` key) logged per connection, each distinct (tool, finding, value)
+#: once; also the most findings read from one tool's ``_meta``.
+DEFAULT_TOOL_CLASS_FINDINGS_LOGGED = 50
 #: What a host keeps of the events a server sent (``mcpl_host.record.EventRecord``: the
 #: probe's report, its ``--json`` document): an event over ``max_recorded_event_bytes`` of
 #: compact JSON is kept without its ``params``, ``answer`` and ``error`` (their size noted),
@@ -349,6 +353,7 @@ class Limits:
     max_cache_ttl_seconds: float = DEFAULT_MAX_CACHE_TTL_SECONDS
     max_recorded_event_bytes: int = DEFAULT_MAX_RECORDED_EVENT_BYTES
     max_recorded_bytes: int = DEFAULT_MAX_RECORDED_BYTES
+    tool_class_findings_logged: int = DEFAULT_TOOL_CLASS_FINDINGS_LOGGED
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

@@ -72,6 +72,7 @@ from mcpl_host.services.state_calls import StateCalls
 from mcpl_host.services.state_service import StateService
 from mcpl_host.stall_watch import StallWatch
 from mcpl_host.stateless import Era, EraProbe, ProtocolChoice
+from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transports.base import TransportFactory
 
 __all__ = ["ConnectionOwner", "ServerConnection"]
@@ -105,6 +106,8 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def event_dedupe(self) -> EventDeduplicator: ...
     @property
     def compat_notes(self) -> NoteLedger: ...
+    @property
+    def tool_classes(self) -> ToolClassTables: ...
     @property
     def channels(self) -> list[dict[str, Any]]: ...
 
@@ -230,6 +233,7 @@ class ServerConnection:
             notify=shell.notify_nowait,
             era=lambda: self.era,
             transport=self.sequence,
+            tool_classes=hosted.tool_classes,
         )
         self._unwatch_roots: Callable[[], None] | None = None
         self.inbound = InboundDispatcher(

@@ -135,3 +135,43 @@ def logs() -> Iterator[list[dict[str, Any]]]:
             yield captured
     finally:
         structlog.configure(**saved)
+
+
+# --- conformance vector summaries ----------------------------------------------------------
+# A vector runner records each vector's result on its test (``record_vector``); the
+# controller (with or without xdist workers) counts them per file, a vector counting once
+# however many backends ran it (failed if any run failed), and prints one line per file:
+# ``VECTORS <file>: N passed, M failed, K not applicable``.
+
+VECTOR_PROPERTY = "mcpl_vector"
+_vector_results: dict[str, dict[str, str]] = {}
+_STATUS_RANK = {"passed": 0, "read differently": 1, "not applicable": 2, "failed": 3}
+
+
+def record_vector(request: pytest.FixtureRequest, file: str, vector: str, status: str = "passed") -> None:
+    """Note that ``vector`` of ``file`` ran here; ``status`` ``passed`` (the test's own outcome
+    decides: a failed test counts as failed), ``read differently`` or ``not applicable``."""
+    request.node.user_properties.append((VECTOR_PROPERTY, (file, vector, status)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    for name, value in report.user_properties:
+        if name != VECTOR_PROPERTY or report.when not in ("call", "setup"):
+            continue
+        if report.when == "setup" and report.passed:
+            continue  # counted at its call
+        file, vector, status = value
+        status = "failed" if report.failed else status
+        kept = _vector_results.setdefault(file, {})
+        if _STATUS_RANK[status] >= _STATUS_RANK.get(kept.get(vector, "passed"), 0):
+            kept[vector] = status
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for file, results in sorted(_vector_results.items()):
+        counts = {status: sum(1 for s in results.values() if s == status) for status in _STATUS_RANK}
+        line = f"VECTORS {file}: {counts['passed']} passed, {counts['failed']} failed, "
+        line += f"{counts['not applicable']} not applicable"
+        if counts["read differently"]:
+            line += f", {counts['read differently']} read differently (docs/protocol.md)"
+        terminalreporter.write_line(line)
