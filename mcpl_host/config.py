@@ -21,7 +21,8 @@ keys, read from a file (``load_config``) or from an object held in memory
   ``http://`` or ``https://``), ``token`` (always ``Authorization: Bearer``), ``headers``
   (the shape Claude Code, Cursor and VS Code write). Host keys: ``grant``,
   ``deny`` (capability patterns, each matching some vocabulary path: a typo must not grant
-  nothing or deny nothing unnoticed; ``grants.pattern_problem`` names the closest path), ``grantAllAdvertised``, ``featureSets`` {``enabled``:
+  nothing or deny nothing unnoticed; ``grants.pattern_problem`` names the closest path), ``grantAllAdvertised`` (never the
+  deprecated injection paths: RFC-010), ``ignoreInjections`` (MCPL 0.6's rule now), ``featureSets`` {``enabled``:
   names or null, ``disabled``}, ``timeouts`` {``handshake``, ``request``: seconds > 0;
   ``closeGrace``, ``terminateGrace``: seconds >= 0}, ``maxLineBytes``, ``limits`` (any
   ``Limits`` field by its camelCase name, ``limits.CONFIG_KEYS``: ``{"maxStateBytes":
@@ -137,6 +138,7 @@ _KEYS = {
     "secrets": ("secrets", "strings", ""),
     "disabled": ("disabled", "boolean", ""),
     "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
+    "ignoreInjections": ("ignore_injections", "boolean", ""),
     **dict.fromkeys(
         (
             "transport",
@@ -819,6 +821,7 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
         p.patterns(entry.get("grant", _ABSENT), _at(loc, "grant")),
         p.patterns(entry.get("deny", _ABSENT), _at(loc, "deny")),
         bool(kw.pop("grant_all_advertised", False)),
+        bool(kw.pop("ignore_injections", False)),
     )
     choices: tuple[str, ...]
     for key, choices in (("compat", COMPAT_SETTINGS), ("protocol", PROTOCOL_CHOICES)):

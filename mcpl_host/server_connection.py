@@ -270,6 +270,7 @@ class ServerConnection:
             redactor=redactor,
             drops_logged=limits.dropped_injections_logged,
             default_timeout=limits.hook_timeout_seconds,
+            ignore_injections=lambda: hosted.policy.ignore_injections,
         )
         self.channels = ChannelCalls(shell, state, hosted, log=log)
         self.state = StateCalls(shell, state, hosted.state_store, log=log, redactor=redactor)

@@ -67,7 +67,8 @@ def _table(vector: dict[str, Any], key: str, server: str) -> dict[str, tuple[str
 def _narrowing(policy: dict[str, Any]) -> InputsNarrowing:
     tools, classes = policy.get("tools"), policy.get("classes")
     return InputsNarrowing(
-        tools=tuple(tools) if tools is not None else None, classes=tuple(classes) if classes is not None else None
+        tools=tuple(tools) if tools is not None else None,
+        classes=tuple(classes) if classes is not None else None,
     )
 
 
