@@ -4,13 +4,17 @@ log lines of a real listing, and what ``probe`` shows. The frozen vectors run in
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
 import anyio
 import pytest
 
-from mcpl_host import ServerConfig, connect
+from mcpl_host import HostedServer, ServerConfig, connect
+from mcpl_host.check.registry import CHECKS_BY_ID
+from mcpl_host.check.rules import evaluate
+from mcpl_host.check.runner import GRANT_ALL, CheckOptions, Target, run_checks
 from mcpl_host.config import ConfigError, parse_config
 from mcpl_host.limits import Limits
 from mcpl_host.mcp_records import read_tool
@@ -167,3 +171,26 @@ def test_probe_shows_the_class_and_its_source() -> None:
         {"name": "now", "classes": [], "source": "none"},
     ]
     assert "_meta" in doc["tools"][0]  # the tool as the server sent it
+
+
+@pytest.mark.anyio
+async def test_check_warns_of_ignored_class_slots_and_of_injection(anyio_backend: str) -> None:
+    """``mcpl-host check``: ``tools.class`` (RFC-008 §3) and ``mcpl.context-injection``
+    (RFC-010 §4.1), against the current-spec fixture, which has both."""
+    limits = Limits(close_grace_seconds=1)
+    config = ServerConfig(command=sys.executable, args=(SERVER,), grant_policy=GRANT_ALL, limits=limits)
+    with anyio.fail_after(30):
+        evidence = await run_checks(
+            Target(functools.partial(HostedServer, config), "stdio", "current"),
+            CheckOptions(limits=limits, listen_seconds=0),
+            frozenset({"main", "lists", "calls"}),
+        )
+    classes, injection = evaluate(
+        evidence, [CHECKS_BY_ID["tools.class"], CHECKS_BY_ID["mcpl.context-injection"]]
+    )
+    assert classes.status == "warned"
+    assert (
+        "'quantum'" in classes.reason and "'string'" in classes.reason and "'mcpl/priority'" in classes.reason
+    )
+    assert "RFC-008 §3" in classes.reason
+    assert injection.status == "warned" and "2 context injections" in injection.reason

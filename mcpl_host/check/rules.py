@@ -49,7 +49,7 @@ from mcpl_host.jsonrpc.envelope import is_number
 from mcpl_host.logging import Redactor, escape_text
 from mcpl_host.mcpl.admission import INBOUND_GATES
 from mcpl_host.mcpl.feature_sets import read_feature_sets
-from mcpl_host.mcpl.grants import VOCABULARY
+from mcpl_host.mcpl.grants import INJECT_PREFIX, VOCABULARY
 from mcpl_host.mcpl.manifest import DigestError, manifest_digest, validate_manifest
 from mcpl_host.mcpl.policy import read_receipt
 from mcpl_host.mcpl.server_shapes import (
@@ -67,6 +67,7 @@ from mcpl_host.stateless import (
     SERVER_INFO_KEY,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from mcpl_host.tool_classes import declared_classes, slot_findings
 
 __all__ = ["EVIDENCE_UNITS", "RULES", "Verdict", "evaluate"]
 
@@ -659,6 +660,59 @@ def tools_list_schema(main: MainEvidence) -> Verdict:
     if repeated:
         return _warned(f"tool names repeated: {', '.join(repeated)} (names SHOULD be unique)")
     return verdict
+
+
+@_given(_capability("tools"))
+def tools_class(main: MainEvidence) -> Verdict:
+    """RFC-008 §3, §4: each listed tool's ``_meta["mcpl/class"]`` is an array of known classes
+    and no ``mcpl/`` key MCPL does not define is used (``tool_classes.slot_findings``: what a
+    host ignores). A SHOULD-level hint, so a finding warns."""
+    listing = _listing(main, "tools/list")
+    if isinstance(listing, Verdict):
+        return listing
+    problems: list[str] = []
+    evidence: list[Any] = []
+    unclassed = 0
+    for item in listing.items:
+        tool = as_object(item)
+        if tool is None:
+            continue
+        meta = tool.get("_meta")
+        unclassed += not declared_classes(meta)
+        found = slot_findings(meta, limit=MAX_EVIDENCE)
+        for finding in found:
+            problems.append(
+                f"{tool.get('name')!r}: {finding.sentence}: {finding.value!r} ({finding.section})"
+            )
+        if found:
+            evidence.append({"name": tool.get("name"), "_meta": meta})
+    if problems:
+        return _warned("; ".join(problems[:MAX_EVIDENCE]), evidence)
+    classed = len(listing.items) - unclassed
+    return _passed(
+        f"{_plural(classed, 'tool')} classed, {unclassed} unclassed (handled as the most restrictive, RFC-008 §5.2)"
+    )
+
+
+@_given(_mcpl)
+def mcpl_context_injection(main: MainEvidence) -> Verdict:
+    """RFC-010 §4.1: a server SHOULD NOT return injections (a non-empty ``contextInjections``)
+    nor advertise the deprecated ``inject.*`` paths."""
+    advertised = sorted(path for path in main.advertised if path.startswith(INJECT_PREFIX))
+    outcome = main.calls.before_inference if main.calls is not None else None
+    result = as_object(outcome.result) if outcome is not None and outcome.answered else None
+    injections = as_list(result.get("contextInjections")) if result is not None else None
+    if injections:
+        return _warned(
+            f"context/beforeInference returned {_plural(len(injections), 'context injection')}: injection is"
+            " deprecated (RFC-010 §4.1) and removed in MCPL 0.6; use push events, channels or tools",
+            [result],
+        )
+    if advertised:
+        return _warned(f"advertises the deprecated injection paths {', '.join(advertised)} (RFC-010 §4.1)")
+    if outcome is None:
+        return _skipped("context/beforeInference was not sent (neither observe nor an inject path granted)")
+    return _passed("context/beforeInference returned no injection")
 
 
 @_given(_capability("tools"))
@@ -1278,6 +1332,7 @@ RULES: dict[str, _Rule] = {
     "stdout.only-json": stdout_only_json,
     "tools.list.schema": tools_list_schema,
     "tools.list.pagination": tools_list_pagination,
+    "tools.class": tools_class,
     "tools.call.unknown-tool": tools_call_unknown_tool,
     "tools.call.output-schema": tools_call_output_schema,
     "resources.list.schema": resources_list_schema,
@@ -1296,6 +1351,7 @@ RULES: dict[str, _Rule] = {
     "mcpl.policy.receipt.shape": mcpl_policy_receipt_shape,
     "mcpl.pre-policy.quiet": mcpl_pre_policy_quiet,
     "mcpl.reduction.respected": mcpl_reduction_respected,
+    "mcpl.context-injection": mcpl_context_injection,
     "push.params": push_params,
     "push.featureset-declared": push_featureset_declared,
     "inference.params": inference_params,
