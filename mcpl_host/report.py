@@ -510,7 +510,7 @@ def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Te
         caption_justify="left",
     )
     for column in columns:  # names stay whole; other long values fold
-        table.add_column(column, overflow="fold", no_wrap=column == "Name")
+        table.add_column(column, overflow="fold", no_wrap=column.startswith("Name"))
     for row in rows:
         table.add_row(*row)
     return table
@@ -532,12 +532,9 @@ def class_text(classes: Sequence[object], source: object) -> str:
 def _tool_row(tool: Mapping[str, object], classing: Mapping[str, object]) -> list[Text]:
     schema = v if is_object(v := tool.get("inputSchema")) else {}
     props = v if is_object(v := schema.get("properties")) else {}
-    return [
-        Text(safe_text(tool.get("name")), style="bold"),
-        _text(tool.get("description")),
-        _arguments(list(props), schema.get("required")),
-        Text(class_text(_list(classing.get("classes")), classing.get("source")), style="dim"),
-    ]
+    name = Text(safe_text(tool.get("name")), style="bold")
+    name.append("\n" + class_text(_list(classing.get("classes")), classing.get("source")), style="dim")
+    return [name, _text(tool.get("description")), _arguments(list(props), schema.get("required"))]
 
 
 def _prompt_row(prompt: Mapping[str, object]) -> list[Text]:
@@ -560,7 +557,7 @@ def _template_row(template: Mapping[str, object]) -> list[Text]:
 
 # (document key, title, column headers, row builder)
 _TABLES = (
-    ("tools", "Tools", ["Name", "Description", "Arguments", "Class"], None),
+    ("tools", "Tools", ["Name (class)", "Description", "Arguments"], None),
     ("resources", "Resources", ["URI", "Name", "MIME type", "Description"], _resource_row),
     ("resourceTemplates", "Resource templates", ["URI template", "Name", "Description"], _template_row),
     ("prompts", "Prompts", ["Name", "Description", "Arguments"], _prompt_row),
