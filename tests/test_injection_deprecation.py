@@ -30,8 +30,10 @@ from mcpl_host.mcpl.compat import widen
 from mcpl_host.mcpl.grants import VOCABULARY, names_inject
 from mcpl_host.mcpl.injections import INJECT, read_injections
 from mcpl_host.services.turns import FanoutResult
+from mcpl_host.shell.commands import changed_policy
 
 from .conftest import FIXTURES
+from .test_cli import probe_json
 from .wire import FAST
 
 SERVER = str(FIXTURES / "current_spec" / "server.py")
@@ -163,3 +165,26 @@ async def test_the_06_rule_ignores_injections(anyio_backend: str, logs: list[dic
             assert not any(fan.injections(position) for position in ("system", "beforeUser", "afterUser"))
             told = _told(logs)
             assert len(told) == 1 and "ignored" in told[0]["event"]
+
+
+def test_the_shell_grants_a_named_injection_path_under_grant_all() -> None:
+    policy = changed_policy(
+        GrantPolicy(grant_all_advertised=True), "grant", "contextHooks.beforeInference.inject.*"
+    )
+    assert policy.grant == ("contextHooks.beforeInference.inject.*",) and policy.grant_all_advertised
+    kept = changed_policy(GrantPolicy(ignore_injections=True), "deny", "pushEvents")
+    assert kept.ignore_injections  # a change keeps the 0.6 switch
+
+
+def test_probe_ignore_injections_grants_none_even_when_named() -> None:
+    named = (
+        "--grant",
+        "contextHooks.beforeInference.inject.*",
+        "--grant",
+        "contextHooks.beforeInference.observe",
+    )
+    doc, _ = probe_json(*named, "--", sys.executable, SERVER)
+    assert INJECT_PATHS <= set(doc["grant"]["effectiveCapabilities"])
+    doc, _ = probe_json(*named, "--ignore-injections", "--", sys.executable, SERVER)
+    assert not INJECT_PATHS & set(doc["grant"]["effectiveCapabilities"])
+    assert "contextHooks.beforeInference.observe" in doc["grant"]["effectiveCapabilities"]
