@@ -673,12 +673,17 @@ def tools_class(main: MainEvidence) -> Verdict:
     problems: list[str] = []
     evidence: list[Any] = []
     unclassed = 0
+    shown: list[str] = []  # each tool's class and its source, as a host reads it (RFC-008 §6)
     for item in listing.items:
         tool = as_object(item)
         if tool is None:
             continue
         meta = tool.get("_meta")
-        unclassed += not declared_classes(meta)
+        declared = declared_classes(meta)
+        unclassed += not declared
+        shown.append(
+            f"{tool.get('name')!r} " + (f"{', '.join(declared)} (server)" if declared else "unclassed")
+        )
         found = slot_findings(meta, limit=MAX_EVIDENCE)
         for finding in found:
             problems.append(
@@ -688,9 +693,11 @@ def tools_class(main: MainEvidence) -> Verdict:
             evidence.append({"name": tool.get("name"), "_meta": meta})
     if problems:
         return _warned("; ".join(problems[:MAX_EVIDENCE]), evidence)
-    classed = len(listing.items) - unclassed
+    classed = len(shown) - unclassed
+    more = f"; {len(shown) - 10} more" if len(shown) > 10 else ""
     return _passed(
-        f"{_plural(classed, 'tool')} classed, {unclassed} unclassed (handled as the most restrictive, RFC-008 §5.2)"
+        f"{_plural(classed, 'tool')} classed, {unclassed} unclassed (handled as the most restrictive,"
+        f" RFC-008 §5.2): {'; '.join(shown[:10])}{more}"
     )
 
 
