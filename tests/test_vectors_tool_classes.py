@@ -85,6 +85,7 @@ def _logged(logs: list[dict[str, Any]]) -> str:
 async def test_vector(
     vector: dict[str, Any], anyio_backend: str, logs: list[dict[str, Any]], request: pytest.FixtureRequest
 ) -> None:
+    record_vector(request, FILE_NAME, vector["id"])  # first: a failure below counts as failed
     server, _ = _split(vector["stages"][0]["modelName"])
     assert (vector["origin"] == "host") == (server == "host")
     config = ServerConfig(
@@ -121,4 +122,3 @@ async def test_vector(
                 hint = stage.get("diagnosticHint")
                 if hint is not None:
                     assert hint in _logged(logs), f"no diagnostic naming {hint!r}"
-    record_vector(request, FILE_NAME, vector["id"])
