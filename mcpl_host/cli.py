@@ -90,6 +90,7 @@ from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.probe_features import exit_now_if_abandoned, probe_handlers
 from mcpl_host.probing import ProbeWatch
 from mcpl_host.record import EventRecord
+from mcpl_host.report import tool_class_json
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 
@@ -195,7 +196,10 @@ async def _list_offers(doc: dict[str, Any], conn: ServerConnection) -> None:
             doc["skipped"].append(key)
             continue
         try:
-            doc[key] = [item.raw for item in await listing(conn.mcp)]
+            listed = await listing(conn.mcp)
+            doc[key] = [item.raw for item in listed]
+            if key == "tools":  # the effective class and its source (RFC-008 §6)
+                doc["toolClasses"] = [tool_class_json(tool) for tool in listed if isinstance(tool, Tool)]
         except RemoteError as exc:  # e.g. -32601: reported as unavailable, not a failure
             doc["unavailable"][key] = {"code": exc.code, "message": exc.message, "data": exc.data}
 

@@ -333,7 +333,17 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
             metavar="PATTERN",
             callback=_check_patterns,
             help="Grant only the advertised MCPL capabilities matching PATTERN (repeatable; '*' "
-            "matches one segment, e.g. 'channels.*'). Default: grant all advertised.",
+            "matches one segment, e.g. 'channels.*'). Default: grant all advertised but the "
+            "deprecated injection paths (RFC-010), granted only by a PATTERN naming them "
+            "('contextHooks.beforeInference.inject.*').",
+        ),
+        click.option(
+            "--ignore-injections",
+            "ignore_injections",
+            is_flag=True,
+            default=False,
+            help="Apply the MCPL 0.6 rule now (RFC-010 §4.2): never grant an injection path and "
+            "never apply a server's contextInjections.",
         ),
         click.option(
             "--deny",
@@ -524,10 +534,11 @@ def select_servers(
     check_target(ctx, options, command, many)
     explicit = _explicit(ctx)
     grants, denies = options["grants"], options["denies"]
+    ignore = bool(options.get("ignore_injections"))
     policy = (
-        GrantPolicy(grant=grants, deny=denies)
+        GrantPolicy(grant=grants, deny=denies, ignore_injections=ignore)
         if grants
-        else GrantPolicy(grant_all_advertised=True, deny=denies)
+        else GrantPolicy(grant_all_advertised=True, deny=denies, ignore_injections=ignore)
     )
     timeout, request_timeout = options["timeout"], options["request_timeout"]
     explicit_secrets = tuple(value for _, value in options["secrets"] if value)
@@ -557,7 +568,7 @@ def select_servers(
                 "secrets": (*server.secrets, *explicit_secrets),
                 "stderr_log_level": stderr_log_level,
             }
-            if explicit & {"grants", "denies"}:
+            if explicit & {"grants", "denies", "ignore_injections"}:
                 changes["grant_policy"] = policy
             if "compat" in explicit:
                 changes["compat"] = options["compat"]

@@ -23,7 +23,8 @@ keys, read from a file (``load_config``) or from an object held in memory
   ``http://`` or ``https://``), ``token`` (always ``Authorization: Bearer``), ``headers``
   (the shape Claude Code, Cursor and VS Code write). Host keys: ``grant``,
   ``deny`` (capability patterns, each matching some vocabulary path: a typo must not grant
-  nothing or deny nothing unnoticed; ``grants.pattern_problem`` names the closest path), ``grantAllAdvertised``, ``featureSets`` {``enabled``:
+  nothing or deny nothing unnoticed; ``grants.pattern_problem`` names the closest path), ``grantAllAdvertised`` (never the
+  deprecated injection paths: RFC-010), ``ignoreInjections`` (MCPL 0.6's rule now), ``featureSets`` {``enabled``:
   names or null, ``disabled``}, ``timeouts`` {``handshake``, ``request``: seconds > 0;
   ``closeGrace``, ``terminateGrace``: seconds >= 0}, ``maxLineBytes``, ``limits`` (any
   ``Limits`` field by its camelCase name, ``limits.CONFIG_KEYS``: ``{"maxStateBytes":
@@ -32,7 +33,8 @@ keys, read from a file (``load_config``) or from an object held in memory
   {``enabled``, ``baseDelay``, ``maxDelay``, ``jitter``, ``healthyAfter``, ``maxFailures``,
   ``failureWindow``} (rules: ``supervisor_policy``), ``secrets`` (extra strings to redact, at
   least ``MIN_SECRET_CHARS`` long), ``compat`` (``"strict"``, ``"0.4"`` or ``"auto"``, the
-  default: the compatibility profile, ``mcpl_host.mcpl.compat``), ``protocol``
+  default: the compatibility profile, ``mcpl_host.mcpl.compat``), ``toolClasses``
+  (``{tool name: [classes]}``, the operator's tool classes: RFC-008 §5.1), ``protocol``
   (``"auto"``, the default, ``"handshake"`` or ``"stateless"``: the MCP era to speak,
   ``mcpl_host.stateless``), ``disabled``. Values that may be secret (``env``,
   ``args``, ``headers``, ``token``, ``url``) never appear in a message nor in a repr; which
@@ -93,6 +95,7 @@ from mcpl_host.secrets import (
 )
 from mcpl_host.stateless import PROTOCOL_CHOICES, ProtocolChoice, checked_protocol
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
+from mcpl_host.tool_classes import TOOL_CLASSES
 from mcpl_host.transports.http_params import HTTPParameters, shown_http_url
 from mcpl_host.transports.stdio import STDERR_LOG_LEVELS, StdioParameters
 from mcpl_host.transports.ws_params import WebSocketParameters, shown_url
@@ -139,6 +142,7 @@ _KEYS = {
     "secrets": ("secrets", "strings", ""),
     "disabled": ("disabled", "boolean", ""),
     "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
+    "ignoreInjections": ("ignore_injections", "boolean", ""),
     **dict.fromkeys(
         (
             "transport",
@@ -152,6 +156,7 @@ _KEYS = {
             "restart",
             "compat",
             "protocol",
+            "toolClasses",
         ),
         ("", "", ""),
     ),
@@ -338,6 +343,12 @@ class ServerConfig:
     mcp_only_fallback: bool = False
     #: The three values of an ``mcpl://`` ``url`` (MCPL §18.4), or None; set from ``url``.
     endpoint: EndpointURI | None = field(default=None, init=False, compare=False)
+    #: Tool classes (RFC-008 §5.1; ``mcpl_host.tool_classes``): the operator's override (config
+    #: key ``toolClasses``: ``{tool name as listed: [classes]}``), and the embedding
+    #: application's own knowledge of tools it implements (no config key). Each class must be
+    #: of the vocabulary (``ValueError``).
+    tool_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    host_tool_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -347,6 +358,8 @@ class ServerConfig:
         object.__setattr__(self, "transport", _inferred_transport(self))
         checked_compat(self.compat)
         checked_protocol(self.protocol)
+        for what in ("tool_classes", "host_tool_classes"):
+            object.__setattr__(self, what, checked_tool_classes(getattr(self, what), what))
         self.parameters()  # an unusable URL, token or header raises here
         if not self.name:
             name = (
@@ -443,6 +456,8 @@ class ServerConfig:
         fields.append(f"compat={self.compat!r}, protocol={self.protocol!r}")
         if self.endpoint is not None:
             fields.append(f"mcp_only_fallback={self.mcp_only_fallback!r}")
+        fields.append(f"tool_classes={dict(self.tool_classes)!r}")
+        fields.append(f"host_tool_classes={dict(self.host_tool_classes)!r}")
         fields.append(f"disabled={self.disabled!r}")
         return f"ServerConfig({', '.join(fields)})"
 
@@ -838,6 +853,7 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
         p.patterns(entry.get("grant", _ABSENT), _at(loc, "grant")),
         p.patterns(entry.get("deny", _ABSENT), _at(loc, "deny")),
         bool(kw.pop("grant_all_advertised", False)),
+        bool(kw.pop("ignore_injections", False)),
     )
     choices: tuple[str, ...]
     for key, choices in (("compat", COMPAT_SETTINGS), ("protocol", PROTOCOL_CHOICES)):
@@ -846,6 +862,8 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
             value = p.typed(entry[key], _at(loc, key), choices.__contains__, wanted, show=True)
             if value is not None:
                 kw[key] = value
+    if "toolClasses" in entry:
+        kw["tool_classes"] = _tool_classes(entry["toolClasses"], _at(loc, "toolClasses"), p)
     kw["feature_set_policy"] = _feature_sets(entry.get("featureSets", _ABSENT), _at(loc, "featureSets"), p)
     kw["limits"] = _limits(entry, loc, p)
     kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)
@@ -894,6 +912,43 @@ def _transport(entry: Mapping[str, object], loc: str, p: _Problems) -> Transport
 
 def _group_name(group: str) -> str:
     return {"stdio": "stdio", "websocket": "websocket", "remote": "websocket and HTTP"}[group]
+
+
+def checked_tool_classes(table: object, what: str = "tool_classes") -> dict[str, tuple[str, ...]]:
+    """A tool-classes table (tool name -> classes; RFC-008 §5.1) as a dict of tuples. Raises
+    ``TypeError`` for a value of the wrong type, ``ValueError`` for a class outside the
+    vocabulary (an operator's typo must not leave a tool unclassed unnoticed)."""
+    if not is_mapping(table):
+        raise TypeError(f"{what} must be a mapping of tool names to classes")
+    checked: dict[str, tuple[str, ...]] = {}
+    for name, classes in table.items():
+        if not isinstance(name, str) or isinstance(classes, (str, bytes)) or not is_list_or_tuple(classes):
+            raise TypeError(f"{what} maps tool names (strings) to lists of classes")
+        for value in classes:
+            if value not in TOOL_CLASSES:
+                raise ValueError(
+                    f"{what}[{name!r}]: {value!r} is not a tool class ({', '.join(TOOL_CLASSES)})"
+                )
+        checked[name] = tuple(classes)
+    return checked
+
+
+def _tool_classes(value: object, loc: str, p: _Problems) -> dict[str, tuple[str, ...]]:
+    """The ``toolClasses`` key: ``{tool name: [classes]}`` (RFC-008 §5.1), each class of the
+    vocabulary."""
+    block = p.obj(value, loc, "an object of tool names to arrays of classes") or {}
+    table: dict[str, tuple[str, ...]] = {}
+    for name, classes in block.items():
+        where = _at(loc, name)
+        listed = p.strings(classes, where)
+        if listed is None:
+            continue
+        for i, item in enumerate(listed):
+            if item not in TOOL_CLASSES:
+                close = _close_matches(item, list(TOOL_CLASSES))
+                p.add(_at(where, i), "not a tool class" + (f'; did you mean "{close[0]}"?' if close else ""))
+        table[name] = listed
+    return table
 
 
 def _feature_sets(value: object, loc: str, p: _Problems) -> FeatureSetPolicy:

@@ -63,6 +63,7 @@ from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
+from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
@@ -140,6 +141,7 @@ class HostedServer:
         self._compat_notes = NoteLedger(self._limits.compat_notes_logged)
         self._references = ReferenceRegistry(self._limits.max_reference_records)
         self._reference_binding = reference_binding(config)
+        self._tool_classes = ToolClassTables(config.tool_classes, config.host_tool_classes)
         self._channels: list[dict[str, Any]] = []
         self._connections_opened = 0
         self._sequence = 0
@@ -226,6 +228,11 @@ class HostedServer:
     def event_dedupe(self) -> EventDeduplicator:
         """``eventId`` de-duplication across transports (MCPL §9.4)."""
         return self._event_dedupe
+
+    @property
+    def tool_classes(self) -> ToolClassTables:
+        """The operator's and the application's tool classes (RFC-008 §5.1), from the config."""
+        return self._tool_classes
 
     @property
     def compat_notes(self) -> NoteLedger:

@@ -195,6 +195,10 @@ DEFAULT_REFUSALS_LOGGED = 20
 #: Compatibility notes (0.4 profile: what a server used or declared that MCPL 0.5 would
 #: refuse) logged per server, each distinct note once.
 DEFAULT_COMPAT_NOTES_LOGGED = 50
+#: Tool class findings (RFC-008 §3: an unknown class, a slot that is not an array, an
+#: undefined ``mcpl/`` key) logged per connection, each distinct (tool, finding, value)
+#: once; also the most findings read from one tool's ``_meta``.
+DEFAULT_TOOL_CLASS_FINDINGS_LOGGED = 50
 #: What a host keeps of the events a server sent (``mcpl_host.record.EventRecord``: the
 #: probe's report, its ``--json`` document): an event over ``max_recorded_event_bytes`` of
 #: compact JSON is kept without its ``params``, ``answer`` and ``error`` (their size noted),
@@ -367,6 +371,7 @@ class Limits:
     max_reference_bytes: int = DEFAULT_MAX_REFERENCE_BYTES
     max_reference_redirects: int = DEFAULT_MAX_REFERENCE_REDIRECTS
     reference_fetch_timeout_seconds: float = DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS
+    tool_class_findings_logged: int = DEFAULT_TOOL_CLASS_FINDINGS_LOGGED
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

@@ -49,6 +49,12 @@ Rules of this module:
   (``param_headers``) from the tool as listed. A call whose headers are over
   ``limits.max_param_header_bytes`` raises ``LimitExceeded`` before it is sent; a call
   refused with ``-32020`` (HeaderMismatch) lists the tools once and is sent again, once.
+- Tool classes (RFC-008; ``mcpl_host.tool_classes``): every listing, the first and each
+  refresh after ``notifications/tools/list_changed``, gives each ``Tool`` its effective
+  classes and their source under the server's ``tool_classes`` tables (override, host, then
+  the server's ``_meta["mcpl/class"]``). What the slot held that was ignored (an unknown
+  class, a slot that is not an array, an undefined ``mcpl/`` key) is logged once per tool,
+  finding and value, at most ``limits.tool_class_findings_logged`` per connection.
 - ``call_tool`` checks ``structuredContent`` against the tool's ``outputSchema`` when the
   tool is in the tools cache (``output_schema.check_structured_content``; ``jsonschema``):
   a mismatch raises ``OutputSchemaError`` naming the failing path. A tool error result
@@ -100,7 +106,7 @@ from mcpl_host.listen import (
     subscription_id,
     wanted_filter,
 )
-from mcpl_host.logging import Logger, Redactor, get_logger, log_value
+from mcpl_host.logging import LogBudget, Logger, Redactor, get_logger, log_value
 from mcpl_host.mcp_records import (
     Annotations,
     CallToolResult,
@@ -117,6 +123,7 @@ from mcpl_host.mcp_records import (
     Tool,
     ToolAnnotations,
     call_tool_result,
+    classified,
     complete_result,
     get_prompt_result,
     read_prompt,
@@ -138,6 +145,7 @@ from mcpl_host.stateless import (
     stamped,
     stateless_capabilities,
 )
+from mcpl_host.tool_classes import ToolClassTables, slot_findings
 
 if TYPE_CHECKING:
     from mcpl_host.client_features import ClientFeatureService
@@ -548,9 +556,13 @@ class MCPClient:
         era: Callable[[], Era | None] | None = None,
         transport: int = 0,
         content_view: Callable[[object, str], list[dict[str, Any]]] | None = None,
+        tool_classes: ToolClassTables | None = None,
     ) -> None:
         self._content_view = content_view
         self._requester = requester
+        self._tool_classes = tool_classes
+        self._class_findings: set[tuple[str, str, str]] = set()
+        self._class_budget = LogBudget(limits.tool_class_findings_logged)
         self._notify = notify
         self._era = era or (lambda: None)
         self._transport = transport
@@ -712,10 +724,32 @@ class MCPClient:
         return list(kept)
 
     def _keep_tools(self, tools: list[Tool]) -> list[Tool]:
-        tools = self._screened(tools)
+        tools = [classified(tool, self._tool_classes) for tool in self._screened(tools)]
+        self._log_class_findings(tools)
         self.cached_tools = tools
         self._tools_by_name = {tool.name: tool for tool in tools}
         return tools
+
+    def _log_class_findings(self, tools: list[Tool]) -> None:
+        """Log what each tool's ``_meta`` held that the classes ignore (module rules): each
+        (tool, finding, value) once per connection, within ``tool_class_findings_logged``."""
+        limit = self._limits.tool_class_findings_logged
+        for tool in tools:
+            if tool.meta is None or self._class_budget.count > limit:
+                continue
+            for finding in slot_findings(tool.meta, limit=limit):
+                key = (tool.name, finding.kind, finding.value)
+                if key in self._class_findings:
+                    continue
+                if len(self._class_findings) < limit:
+                    self._class_findings.add(key)
+                self._class_budget.warn(
+                    self._log,
+                    "tool class: " + finding.sentence,
+                    tool=log_value(tool.name, self._redactor, max_units=80),
+                    value=log_value(finding.value, self._redactor, max_units=80),
+                    section=finding.section,
+                )
 
     def _keep_resources(self, resources: list[Resource]) -> list[Resource]:
         self.cached_resources = resources

@@ -14,10 +14,11 @@ Rules of this module:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from mcpl_host.jsonrpc.values import finite_number, is_array, is_object
+from mcpl_host.tool_classes import ClassSource, ToolClassTables, declared_classes, effective_classes
 
 __all__ = [
     "Annotations",
@@ -35,6 +36,7 @@ __all__ = [
     "Tool",
     "ToolAnnotations",
     "call_tool_result",
+    "classified",
     "complete_result",
     "get_prompt_result",
     "read_prompt",
@@ -139,7 +141,11 @@ class Tool:
     ``input_schema`` and ``output_schema`` (JSON Schema objects; ``output_schema`` None when
     the tool declares none), ``annotations``, ``icons``, ``task_support`` (``execution.
     taskSupport``: ``"forbidden"``, ``"optional"`` or ``"required"``; None when not said),
-    ``meta`` (``_meta``), ``raw`` (the object as sent)."""
+    ``meta`` (``_meta``), ``raw`` (the object as sent); and the host's reading of it:
+    ``classes``, its effective tool classes (RFC-008 §5; ``()``: unclassed, the most
+    restrictive), and ``class_source`` (``"override"``, ``"host"``, ``"server"`` or
+    ``"none"``; ``mcpl_host.tool_classes``). As read, the server's declaration; an
+    ``MCPClient`` listing applies the server's tables (``classified``)."""
 
     name: str
     description: str | None = None
@@ -151,6 +157,17 @@ class Tool:
     task_support: str | None = None
     meta: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict[str, Any])
+    classes: tuple[str, ...] = ()
+    class_source: ClassSource = "none"
+
+
+def classified(tool: Tool, tables: ToolClassTables | None) -> Tool:
+    """``tool`` with its effective classes under ``tables`` (RFC-008 §5.1: override, then
+    host, then the server's declaration); description, schema and ``raw`` untouched (§7)."""
+    classes, source = effective_classes(tool.name, declared_classes(tool.meta), tables)
+    if (classes, source) == (tool.classes, tool.class_source):
+        return tool
+    return replace(tool, classes=classes, class_source=source)
 
 
 def read_tool(item: dict[str, Any]) -> Tool | None:
@@ -179,6 +196,8 @@ def read_tool(item: dict[str, Any]) -> Tool | None:
         task_support=_text(execution.get("taskSupport")) if is_object(execution) else None,
         meta=_object_or_none(item.get("_meta")),
         raw=item,
+        classes=(declared := declared_classes(item.get("_meta"))),
+        class_source="server" if declared else "none",
     )
 
 

@@ -45,6 +45,7 @@ from rich.text import Text
 
 from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, escape_text, json_safe
+from mcpl_host.mcp_records import Tool
 from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.mcpl.publish_target import publish_target, publish_target_problem
 
@@ -122,6 +123,7 @@ def new_document(command: list[str]) -> dict[str, Any]:
         },
         "channels": [],
         "tools": [],
+        "toolClasses": [],
         "resources": [],
         "resourceTemplates": [],
         "prompts": [],
@@ -356,6 +358,8 @@ HOST_KEYS = frozenset(new_document([])) | frozenset({
     "line", "profile", "profileReason", "policyForm", "grantsNothing", "setting", "notes", "held",
     "sentence", "enabled", "heldSeconds", "chain", "channels", "results", "direction", "label",
     "listenStoppedBy",
+    # tool classes (RFC-008)
+    "classes", "source",
 })  # fmt: skip
 
 
@@ -509,20 +513,31 @@ def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Te
         caption_justify="left",
     )
     for column in columns:  # names stay whole; other long values fold
-        table.add_column(column, overflow="fold", no_wrap=column == "Name")
+        table.add_column(column, overflow="fold", no_wrap=column.startswith("Name"))
     for row in rows:
         table.add_row(*row)
     return table
 
 
-def _tool_row(tool: Mapping[str, object]) -> list[Text]:
+def tool_class_json(tool: Tool) -> dict[str, Any]:
+    """A tool's effective classes and their source (RFC-008 §5, §6), as the probe's JSON
+    document and the shell show them: ``{"name", "classes", "source"}``."""
+    return {"name": tool.name, "classes": list(tool.classes), "source": tool.class_source}
+
+
+def class_text(classes: Sequence[object], source: object) -> str:
+    """``shell, files (server)``, or ``unclassed`` (RFC-008 §5.2: the most restrictive)."""
+    if not classes:
+        return "unclassed"
+    return f"{', '.join(safe_text(c) for c in classes)} ({safe_text(source)})"
+
+
+def _tool_row(tool: Mapping[str, object], classing: Mapping[str, object]) -> list[Text]:
     schema = v if is_object(v := tool.get("inputSchema")) else {}
     props = v if is_object(v := schema.get("properties")) else {}
-    return [
-        Text(safe_text(tool.get("name")), style="bold"),
-        _text(tool.get("description")),
-        _arguments(list(props), schema.get("required")),
-    ]
+    name = Text(safe_text(tool.get("name")), style="bold")
+    name.append("\n" + class_text(_list(classing.get("classes")), classing.get("source")), style="dim")
+    return [name, _text(tool.get("description")), _arguments(list(props), schema.get("required"))]
 
 
 def _prompt_row(prompt: Mapping[str, object]) -> list[Text]:
@@ -545,7 +560,7 @@ def _template_row(template: Mapping[str, object]) -> list[Text]:
 
 # (document key, title, column headers, row builder)
 _TABLES = (
-    ("tools", "Tools", ["Name", "Description", "Arguments"], _tool_row),
+    ("tools", "Tools", ["Name (class)", "Description", "Arguments"], None),
     ("resources", "Resources", ["URI", "Name", "MIME type", "Description"], _resource_row),
     ("resourceTemplates", "Resource templates", ["URI template", "Name", "Description"], _template_row),
     ("prompts", "Prompts", ["Name", "Description", "Arguments"], _prompt_row),
@@ -654,7 +669,13 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
                 )
             )
         else:
-            console.print(_table(title, columns, [row(_obj(item)) for item in _list(doc.get(key))]))
+            items = [_obj(item) for item in _list(doc.get(key))]
+            if row is None:  # tools: each with its classes (RFC-008 §6), listed in the same order
+                classings = {c.get("name"): c for c in map(_obj, _list(doc.get("toolClasses")))}
+                table_rows = [_tool_row(item, _obj(classings.get(item.get("name")))) for item in items]
+            else:
+                table_rows = [row(item) for item in items]
+            console.print(_table(title, columns, table_rows))
     channels = [_channel_row(_obj(item)) for item in _list(doc.get("channels"))]
     if channels:  # registered ones only; none for most servers, so no "none" line
         console.print(_table("Channels", ["ID", "Direction", "Publish target"], channels))

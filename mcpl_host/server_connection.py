@@ -74,6 +74,7 @@ from mcpl_host.services.state_calls import StateCalls
 from mcpl_host.services.state_service import StateService
 from mcpl_host.stall_watch import StallWatch
 from mcpl_host.stateless import Era, EraProbe, ProtocolChoice
+from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transports.base import TransportFactory
 
 __all__ = ["ConnectionOwner", "ServerConnection"]
@@ -111,6 +112,7 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def references(self) -> ReferenceRegistry: ...
     @property
     def reference_binding(self) -> AuthBinding: ...
+    def tool_classes(self) -> ToolClassTables: ...
     @property
     def channels(self) -> list[dict[str, Any]]: ...
     @property
@@ -256,6 +258,7 @@ class ServerConnection:
             era=lambda: self.era,
             transport=self.sequence,
             content_view=view.model_content,
+            tool_classes=hosted.tool_classes,
         )
         self._unwatch_roots: Callable[[], None] | None = None
         self.inbound = InboundDispatcher(
@@ -294,6 +297,7 @@ class ServerConnection:
             drops_logged=limits.dropped_injections_logged,
             default_timeout=limits.hook_timeout_seconds,
             content_view=view,
+            ignore_injections=lambda: hosted.policy.ignore_injections,
         )
         self.channels = ChannelCalls(shell, state, hosted, log=log, registry=channel_service.registry)
         self.state = StateCalls(

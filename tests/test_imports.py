@@ -23,7 +23,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     # JSON-RPC 2.0 and what every module uses: bounds, log safety, secrets, JSON measures.
     ("jsonrpc", ["jsonrpc", "jsonrpc.*", "_keywords", "limits", "logging", "secrets", "json_size", "_tasks"]),
     # The MCP revisions' pure rules the transports follow too.
-    ("mcp rules", ["handshake", "stateless", "param_headers", "listen", "caching", "mcp_records"]),
+    (
+        "mcp rules",
+        ["handshake", "stateless", "param_headers", "listen", "caching", "tool_classes", "mcp_records"],
+    ),
     ("transports", ["transports", "transports.*"]),
     # One transport without MCPL: the connection shell and the MCP client calls.
     (

@@ -17,7 +17,12 @@ from .wire import FIXTURES, split_runtime
 pytestmark = pytest.mark.anyio
 SERVER = [str(FIXTURES / "mcpl_server.py")]
 MODEL = {"id": "test-model", "vendor": "test", "contextWindow": 1000, "capabilities": ["text"]}
-NOT_SYSTEM = GrantPolicy(grant_all_advertised=True, deny=("contextHooks.beforeInference.inject.system",))
+# The injection paths are granted only when named (RFC-010 §4.1), never by grant-all.
+NOT_SYSTEM = GrantPolicy(
+    grant=("contextHooks.beforeInference.inject.*",),
+    grant_all_advertised=True,
+    deny=("contextHooks.beforeInference.inject.system",),
+)
 
 
 class Handlers(HostHandlers):

@@ -189,7 +189,7 @@ def test_piped_commands_run_in_order_and_the_status_says_how_they_went() -> None
     done = piped_shell("tools\ncall add a=1 b=2\n", *server)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert "demo_server> tools" in lines and "add(a*, b*)  Add two numbers." in lines
+    assert "demo_server> tools" in lines and "add(a*, b*)  Add two numbers.  [shell (server)]" in lines
     assert lines[lines.index("demo_server> call add a=1 b=2") + 1] == "3"
     assert lines[-1] == "closing 1 server…"
     failed = piped_shell("call add a=1\nread demo://readme\n")

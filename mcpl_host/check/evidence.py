@@ -334,6 +334,9 @@ class CallEvidence:
     tool_calls_skipped: dict[str, str] = field(default_factory=dict[str, str])
     #: name -> problems found validating a structured result (computed off the event loop).
     output_problems: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    #: One ``context/beforeInference``, sent when the grant holds ``observe`` or an inject
+    #: leaf (RFC-010: does the server still inject?); None when not sent.
+    before_inference: RequestOutcome | None = None
 
 
 @dataclass

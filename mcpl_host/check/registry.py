@@ -137,6 +137,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     _spec("tools.list.pagination", "tools", "tools/list pagination terminates", f"{MCP} Utilities, Pagination", ["main", "lists"]),
     _spec("tools.call.unknown-tool", "tools", "calling an unknown tool is a protocol error", f"{MCP} Server, Tools, Error Handling", ["main", "lists", "calls"]),
     _spec("tools.call.output-schema", "tools", "structured results match the tool's outputSchema", f"{MCP} Server, Tools, Output Schema", ["main", "lists", "calls"]),
+    _spec("tools.class", "tools", "tool classes: _meta mcpl/class an array of known classes, no undefined mcpl/ key", "MCPL RFC-008 §3, §4", ["main", "lists"]),
     _spec("resources.list.schema", "resources", "resources/list and resources/templates/list pages match the schema", f"{MCP} Server, Resources", ["main", "lists"]),
     _spec("resources.list.pagination", "resources", "resources/list and resources/templates/list pagination terminates", f"{MCP} Utilities, Pagination", ["main", "lists"]),
     _spec("resources.read.listed", "resources", "reading a listed resource returns its contents", f"{MCP} Server, Resources, Reading Resources", ["main", "lists", "calls"]),
@@ -256,6 +257,8 @@ CHECKS: tuple[CheckSpec, ...] = (
             "the same: the profile does not touch content blocks",
             True,
         ),
+        "mcpl.context-injection", "mcpl", "the server does not inject context (contextInjections, deprecated)", "MCPL RFC-010 §4.1", ["main", "calls"],
+        Compat("applies the injections it granted (only a grant naming the inject paths grants them) and warns once per connection; ignores them under ignore_injections (the 0.6 rule)", "the same: the profile does not change injections", True),
     ),
     # --- shutdown ---------------------------------------------------------------------------
     _spec("shutdown.stdin-close", "shutdown", "the server exits within the bound after its stdin closes", f"{MCP} Lifecycle, Shutdown (stdio)", ["main", "close"], transports=["stdio"]),

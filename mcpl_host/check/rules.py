@@ -49,7 +49,7 @@ from mcpl_host.jsonrpc.envelope import is_number
 from mcpl_host.logging import Redactor, escape_text
 from mcpl_host.mcpl.admission import INBOUND_GATES
 from mcpl_host.mcpl.feature_sets import read_feature_sets
-from mcpl_host.mcpl.grants import VOCABULARY
+from mcpl_host.mcpl.grants import INJECT_PREFIX, VOCABULARY
 from mcpl_host.mcpl.manifest import DigestError, manifest_digest, validate_manifest
 from mcpl_host.mcpl.policy import read_receipt
 from mcpl_host.mcpl.publish_target import publish_target_problem, targeted_outcome
@@ -69,6 +69,7 @@ from mcpl_host.stateless import (
     SERVER_INFO_KEY,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from mcpl_host.tool_classes import declared_classes, slot_findings
 
 __all__ = ["EVIDENCE_UNITS", "RULES", "Verdict", "evaluate"]
 
@@ -661,6 +662,66 @@ def tools_list_schema(main: MainEvidence) -> Verdict:
     if repeated:
         return _warned(f"tool names repeated: {', '.join(repeated)} (names SHOULD be unique)")
     return verdict
+
+
+@_given(_capability("tools"))
+def tools_class(main: MainEvidence) -> Verdict:
+    """RFC-008 §3, §4: each listed tool's ``_meta["mcpl/class"]`` is an array of known classes
+    and no ``mcpl/`` key MCPL does not define is used (``tool_classes.slot_findings``: what a
+    host ignores). A SHOULD-level hint, so a finding warns."""
+    listing = _listing(main, "tools/list")
+    if isinstance(listing, Verdict):
+        return listing
+    problems: list[str] = []
+    evidence: list[Any] = []
+    unclassed = 0
+    shown: list[str] = []  # each tool's class and its source, as a host reads it (RFC-008 §6)
+    for item in listing.items:
+        tool = as_object(item)
+        if tool is None:
+            continue
+        meta = tool.get("_meta")
+        declared = declared_classes(meta)
+        unclassed += not declared
+        shown.append(
+            f"{tool.get('name')!r} " + (f"{', '.join(declared)} (server)" if declared else "unclassed")
+        )
+        found = slot_findings(meta, limit=MAX_EVIDENCE)
+        for finding in found:
+            problems.append(
+                f"{tool.get('name')!r}: {finding.sentence}: {finding.value!r} ({finding.section})"
+            )
+        if found:
+            evidence.append({"name": tool.get("name"), "_meta": meta})
+    if problems:
+        return _warned("; ".join(problems[:MAX_EVIDENCE]), evidence)
+    classed = len(shown) - unclassed
+    more = f"; {len(shown) - 10} more" if len(shown) > 10 else ""
+    return _passed(
+        f"{_plural(classed, 'tool')} classed, {unclassed} unclassed (handled as the most restrictive,"
+        f" RFC-008 §5.2): {'; '.join(shown[:10])}{more}"
+    )
+
+
+@_given(_mcpl)
+def mcpl_context_injection(main: MainEvidence) -> Verdict:
+    """RFC-010 §4.1: a server SHOULD NOT return injections (a non-empty ``contextInjections``)
+    nor advertise the deprecated ``inject.*`` paths."""
+    advertised = sorted(path for path in main.advertised if path.startswith(INJECT_PREFIX))
+    outcome = main.calls.before_inference if main.calls is not None else None
+    result = as_object(outcome.result) if outcome is not None and outcome.answered else None
+    injections = as_list(result.get("contextInjections")) if result is not None else None
+    if injections:
+        return _warned(
+            f"context/beforeInference returned {_plural(len(injections), 'context injection')}: injection is"
+            " deprecated (RFC-010 §4.1) and removed in MCPL 0.6; use push events, channels or tools",
+            [result],
+        )
+    if advertised:
+        return _warned(f"advertises the deprecated injection paths {', '.join(advertised)} (RFC-010 §4.1)")
+    if outcome is None:
+        return _skipped("context/beforeInference was not sent (neither observe nor an inject path granted)")
+    return _passed("context/beforeInference returned no injection")
 
 
 @_given(_capability("tools"))
@@ -1418,6 +1479,7 @@ RULES: dict[str, _Rule] = {
     "tools.list.pagination": tools_list_pagination,
     "tools.call.unknown-tool": tools_call_unknown_tool,
     "tools.call.output-schema": tools_call_output_schema,
+    "tools.class": tools_class,
     "resources.list.schema": resources_list_schema,
     "resources.list.pagination": resources_list_pagination,
     "resources.read.listed": resources_read_listed,
@@ -1444,6 +1506,7 @@ RULES: dict[str, _Rule] = {
     "channels.publish-target.echo": channels_publish_target_echo,
     "state.update.params": state_update_params,
     "references.fields": references_fields,
+    "mcpl.context-injection": mcpl_context_injection,
     "shutdown.stdin-close": shutdown_stdin_close,
     "shutdown.sigterm": shutdown_sigterm,
 }

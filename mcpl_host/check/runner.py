@@ -650,6 +650,23 @@ class _LibrarySession:
         if "resources" in capabilities and uris:
             calls.resource_uri = uris[0]
             calls.resource_read = await self.ask("resources/read", {"uri": uris[0]})
+        if any(path.startswith("contextHooks.beforeInference.") for path in main.granted):
+            calls.before_inference = await self.ask(  # RFC-010: does it still inject?
+                "context/beforeInference",
+                {
+                    "inferenceId": f"{_ID}inference-{token}",
+                    "conversationId": f"{_ID}conversation-{token}",
+                    "turnIndex": 0,
+                    "userMessage": None,
+                    "model": {
+                        "id": "mcpl-host-check",
+                        "vendor": "mcpl-host",
+                        "contextWindow": 0,
+                        "capabilities": [],
+                    },
+                },
+                timeout=min(self.limits.hook_timeout_seconds, self.limits.request_timeout_seconds),
+            )
 
     async def _tool_calls(self, calls: CallEvidence) -> None:
         listing = self.evidence.lists.get("tools/list")

@@ -34,6 +34,8 @@ __all__ = [
     "VOCABULARY",
     "Grant",
     "GrantPolicy",
+    "INJECT_PREFIX",
+    "names_inject",
     "closest_pattern",
     "expand_advertisement",
     "matches",
@@ -154,6 +156,18 @@ def expand_advertisement(mcpl: object, *, tools: bool = False) -> frozenset[str]
     return frozenset(out)
 
 
+#: The deprecated injection paths (RFC-010 §4.1): ``contextHooks.beforeInference.inject.*``.
+INJECT_PREFIX = "contextHooks.beforeInference.inject."
+
+
+def names_inject(pattern: str, path: str) -> bool:
+    """Whether grant ``pattern`` names injection leaf ``path`` (RFC-010 §4.1;
+    docs/protocol.md, "Context injection deprecation (RFC-010)"): it matches it, and its
+    segments up to ``inject`` are written out (``contextHooks.beforeInference.inject.*`` or
+    the leaf itself), so no wildcard of the upper segments reaches an injection path."""
+    return pattern.startswith(INJECT_PREFIX) and matches(pattern, path)
+
+
 @dataclass(frozen=True, slots=True)
 class GrantPolicy:
     """Host policy for one server's capability grant (MCPL §5.4).
@@ -161,11 +175,19 @@ class GrantPolicy:
     ``grant``: patterns of paths the host is willing to grant. ``deny``: patterns never
     granted (they win over ``grant``). ``grant_all_advertised``: grant every advertised path
     (``mcpl-host probe``'s default), still minus ``deny``. The default policy grants nothing.
+
+    The deprecated injection paths (``contextHooks.beforeInference.inject.*``, RFC-010 §4.1)
+    are granted only by a ``grant`` pattern that names them (``names_inject``): never by
+    ``grant_all_advertised``, nor by a wildcard of their upper segments, so neither the
+    default nor a widening (a manifest change, the 0.4 profile's bound) adds one.
+    ``ignore_injections``: the MCPL 0.6 rule now (RFC-010 §4.2): the injection paths are never
+    granted, whatever ``grant`` names, and a ``contextInjections`` answer is never applied.
     """
 
     grant: tuple[str, ...] = ()
     deny: tuple[str, ...] = ()
     grant_all_advertised: bool = False
+    ignore_injections: bool = False
 
     @property
     def grants_nothing(self) -> bool:
@@ -177,6 +199,8 @@ class GrantPolicy:
         """Whether this policy would grant ``path`` if the server advertised it."""
         if any(matches(pattern, path) for pattern in self.deny):
             return False
+        if path.startswith(INJECT_PREFIX):
+            return not self.ignore_injections and any(names_inject(pattern, path) for pattern in self.grant)
         return self.grant_all_advertised or any(matches(pattern, path) for pattern in self.grant)
 
     def compute(self, advertised: Iterable[str]) -> Grant:

@@ -8,7 +8,10 @@ a ``text`` block needs a string ``text``) -> dropped, reason ``invalid``. A posi
 force when the answer arrives) -> dropped, reason ``not_granted``. A string ``content``
 becomes one text block. The response's ``featureSet`` is kept as testimony only (§6.5).
 ``contextInjections`` absent or null means none; a result that is not an object, or a
-``contextInjections`` that is not an array, is a failure.
+``contextInjections`` that is not an array, is a failure. ``returned`` counts the elements
+sent (RFC-010 §4.1: a non-empty ``contextInjections`` is a deprecated injection, diagnosed).
+With ``ignore`` (the MCPL 0.6 rule, RFC-010 §4.2) none is judged nor kept: the member is
+ignored, only counted.
 """
 
 from __future__ import annotations
@@ -79,13 +82,17 @@ class HookReading:
     dropped: tuple[DroppedInjection, ...] = ()
     feature_set: Any = None
     problem: str | None = None
+    returned: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class BeforeInferenceResult:
     """One server's part of a beforeInference (§10.2). ``outcome``: ``ok``, or ``timeout`` /
     ``failure`` (fail-open: no injections, ``error`` says why). ``feature_set``: the claimed
-    ``featureSet`` as sent, testimony only (§6.5)."""
+    ``featureSet`` as sent, testimony only (§6.5). ``returned``: the elements of
+    ``contextInjections`` the server sent (more than 0: it injects, deprecated by RFC-010;
+    ``ignored`` when the MCPL 0.6 rule, ``GrantPolicy.ignore_injections``, left them all
+    unapplied)."""
 
     server: str
     outcome: Literal["ok", "timeout", "failure"]
@@ -93,6 +100,8 @@ class BeforeInferenceResult:
     dropped: tuple[DroppedInjection, ...] = ()
     feature_set: Any = None
     error: str | None = None
+    returned: int = 0
+    ignored: bool = False
 
 
 def _content_problem(content: object) -> str | None:
@@ -108,9 +117,10 @@ def _content_problem(content: object) -> str | None:
     return None
 
 
-def read_injections(result: object, grant: Grant, server: str = "") -> HookReading:
+def read_injections(result: object, grant: Grant, server: str = "", *, ignore: bool = False) -> HookReading:
     """Judge a ``context/beforeInference`` result against ``grant`` (the grant in force at
-    receipt), element by element (module docstring). Pure; never raises on any JSON value."""
+    receipt), element by element (module docstring); with ``ignore``, only count them
+    (RFC-010 §4.2). Pure; never raises on any JSON value."""
     if not is_object(result):
         return HookReading(problem="the result is not an object")
     items: Any = result.get("contextInjections")
@@ -118,6 +128,8 @@ def read_injections(result: object, grant: Grant, server: str = "") -> HookReadi
         items = []
     if not is_array(items):
         return HookReading(feature_set=result.get("featureSet"), problem="contextInjections is not an array")
+    if ignore:
+        return HookReading(feature_set=result.get("featureSet"), returned=len(items))
     kept: list[Injection] = []
     dropped: list[DroppedInjection] = []
     for index, item in enumerate(items):
@@ -146,4 +158,4 @@ def read_injections(result: object, grant: Grant, server: str = "") -> HookReadi
         kept.append(
             Injection(server, namespace, position, blocks, metadata if is_object(metadata) else None, index)
         )
-    return HookReading(tuple(kept), tuple(dropped), result.get("featureSet"))
+    return HookReading(tuple(kept), tuple(dropped), result.get("featureSet"), returned=len(items))

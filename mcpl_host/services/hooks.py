@@ -11,11 +11,16 @@ Rules:
   the answer arrives**: in the read loop (``on_answer``), before any later line (a
   revocation) is read. Each dropped injection gets a log line (at most
   ``Limits.dropped_injections_logged`` per answer, then one).
+- Injection is deprecated (RFC-010 §4.1): the first answer of a connection whose
+  ``contextInjections`` is not empty gets one warning naming the server, and only that one
+  (``deprecation_told``); authorized injections are applied all the same. With the MCPL 0.6
+  rule (``ignore_injections()``, ``GrantPolicy.ignore_injections``: RFC-010 §4.2) none is
+  applied: the result says ``ignored``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -76,8 +81,12 @@ class HookCalls:
         drops_logged: int,
         default_timeout: float | None = DEFAULT_HOOK_TIMEOUT_SECONDS,
         content_view: ContentView | None = None,
+        ignore_injections: Callable[[], bool] = lambda: False,
     ) -> None:
         self._content_view = content_view
+        self._ignore_injections = ignore_injections
+        #: Whether this connection's injection was told (RFC-010 §4.1: once per connection).
+        self.deprecation_told = False
         self._default_timeout = default_timeout
         self._requester = requester
         self._view = view
@@ -121,13 +130,16 @@ class HookCalls:
         if channels is not None:
             params["channels"] = dict(channels)
         readings: list[HookReading] = []
+        ignore = self._ignore_injections()
 
         def on_answer(response: Response) -> None:
             # In the read loop, at receipt: the grant read here is the one in force now.
             if response.has_error:
                 return
             try:
-                readings.append(read_injections(response.result, self._view.grant or NO_GRANT, name))
+                readings.append(
+                    read_injections(response.result, self._view.grant or NO_GRANT, name, ignore=ignore)
+                )
             except Exception:  # a bug must not leave the waiter hanging until its timeout
                 self._log.exception("could not read a context/beforeInference answer")
                 readings.append(HookReading(problem="the answer could not be read"))
@@ -151,6 +163,15 @@ class HookCalls:
         if reading.problem is not None:
             return self._failed(inference_id, "failure", reading.problem)
         self._log_drops(inference_id, reading)
+        if reading.returned and not self.deprecation_told:
+            self.deprecation_told = True
+            self._log.warning(
+                "the server injects context (contextInjections), deprecated by MCPL RFC-010 §4.1"
+                + (": ignored (the MCPL 0.6 rule is on)" if ignore else "; removed in MCPL 0.6"),
+                inference_id=inference_id,
+                injections=reading.returned,
+                section="RFC-010 §4.1",
+            )
         self._log.info(
             "context/beforeInference answered",
             inference_id=inference_id,
@@ -170,7 +191,15 @@ class HookCalls:
                 )
                 for item in injections
             )
-        return BeforeInferenceResult(name, "ok", injections, reading.dropped, reading.feature_set)
+        return BeforeInferenceResult(
+            name,
+            "ok",
+            injections,
+            reading.dropped,
+            reading.feature_set,
+            returned=reading.returned,
+            ignored=ignore and reading.returned > 0,
+        )
 
     def _failed(
         self, inference_id: str, outcome: Literal["timeout", "failure"], error: str

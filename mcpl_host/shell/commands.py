@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import difflib
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from mcpl_host.mcpl.grants import GrantPolicy, matches, pattern_problem
+from mcpl_host.mcpl.grants import INJECT_PREFIX, GrantPolicy, matches, pattern_problem
 
 __all__ = [
     "COMMANDS",
@@ -205,13 +205,14 @@ def changed_policy(policy: GrantPolicy, verb: str, pattern: str) -> GrantPolicy:
     if verb == "grant":
         deny = tuple(p for p in policy.deny if p != pattern)
         grant = policy.grant
-        if not policy.grant_all_advertised and pattern not in grant:
+        # Under grant-all an injection path still needs its pattern (RFC-010 §4.1).
+        if (not policy.grant_all_advertised or pattern.startswith(INJECT_PREFIX)) and pattern not in grant:
             grant = (*grant, pattern)
-        return GrantPolicy(grant=grant, deny=deny, grant_all_advertised=policy.grant_all_advertised)
+        return replace(policy, grant=grant, deny=deny)
     if verb == "deny":
         deny = policy.deny if pattern in policy.deny else (*policy.deny, pattern)
         grant = tuple(p for p in policy.grant if p != pattern)
-        return GrantPolicy(grant=grant, deny=deny, grant_all_advertised=policy.grant_all_advertised)
+        return replace(policy, grant=grant, deny=deny)
     raise CommandError(f"not a policy verb: {verb!r}")
 
 

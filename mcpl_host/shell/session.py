@@ -259,7 +259,11 @@ class Session:
                 else set[str]()
             )
             names = [f"{name}*" if name in required else name for name in tool_info(schema).arguments]
-            self.out.line(self._signature(server, tool.name, names, tool.description))
+            line = self._signature(server, tool.name, names, tool.description)
+            line.append(
+                f"  [{report.class_text(tool.classes, tool.class_source)}]", style="cyan"
+            )  # RFC-008 §6
+            self.out.line(line)
 
     def _signature(self, server: str, name: str, arguments: list[str], description: str | None) -> Text:
         """``name(arguments)  description`` (``*`` marks a required argument), escaped."""
