@@ -9,12 +9,19 @@
   left every process group, wherever it was reparented) fails the run. The marker is set in
   this process's environment before any test runs, so every child inherits it: those the
   tests start directly, and every server a host starts (the host keeps the lineage).
+- Test modules run longest first (``tests/module_seconds.json``, measured by
+  ``scripts/module_seconds.py``; a module not listed counts 0 s and runs last, in collection
+  order): pytest-xdist hands each worker whole modules (``--dist loadscope``) in collection
+  order (``--no-loadscope-reorder``, pyproject.toml), so no long module starts last and keeps
+  one worker busy while the others have nothing left to do. Tests keep their order within a
+  module.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import uuid
@@ -34,6 +41,17 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SESSION_MARKER = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 os.environ["MCPL_HOST_TREE"] = SESSION_MARKER
 _MARKER_ENTRY = b"MCPL_HOST_TREE=" + SESSION_MARKER.encode()
+
+
+#: Seconds each test module took in a whole run ({"tests/test_x.py": seconds}).
+MODULE_SECONDS: dict[str, float] = json.loads(
+    (Path(__file__).resolve().parent / "module_seconds.json").read_text(encoding="utf-8")
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest modules first (a stable sort: the order within a module is kept)."""
+    items.sort(key=lambda item: -MODULE_SECONDS.get(item.nodeid.partition("::")[0], 0.0))
 
 
 @pytest.fixture(params=["asyncio", "trio"])

@@ -324,6 +324,43 @@ def test_evaluate_redacts_escapes_and_cuts_what_it_shows() -> None:
     assert evidence.endswith("…") and evidence.count("x") < rules.EVIDENCE_UNITS
 
 
+class CountingRedactor(Redactor):
+    """A ``Redactor`` that counts the texts it is given."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__(secrets)
+        self.texts = 0
+
+    def redact(self, text: str) -> str:
+        self.texts += 1
+        return super().redact(text)
+
+
+def _whole_then_cut(value: object, redactor: Redactor) -> str:
+    """An evidence value redacted whole, then cut: what is shown of it must not change."""
+    text = orjson.dumps(rules.redact_json(value, redactor)).decode()
+    return rules.escape_text(text[: rules.EVIDENCE_UNITS] + "…", quotes=False)
+
+
+def test_a_huge_evidence_value_is_shown_by_redacting_only_its_start() -> None:
+    secret = "hunter2-very-secret"
+    schema = {"type": "object", "description": f"key {secret}", "properties": {"a": {"type": "string"}}}
+    listing = {"tools": [{"name": f"t{i}", "inputSchema": schema} for i in range(100_000)]}
+    redactor = CountingRedactor([secret])
+    shown = rules._evidence_text(listing, redactor)  # pyright: ignore[reportPrivateUsage]
+    assert shown == _whole_then_cut(listing, Redactor([secret]))
+    assert secret not in shown and "[redacted]" in shown
+    assert redactor.texts < 500  # not the 800,000 strings and keys of the listing
+    long_text = ["x" * 10_000, {"k": "y" * 10_000}]
+    assert rules._evidence_text(long_text, None) == _whole_then_cut(long_text, Redactor())  # pyright: ignore[reportPrivateUsage]
+
+
+def test_an_evidence_value_cut_short_by_its_redaction_still_says_it_was_cut() -> None:
+    secret = "s" * 3000
+    shown = rules._evidence_text([secret, "after"], Redactor([secret]))  # pyright: ignore[reportPrivateUsage]
+    assert shown == '["[redacted]"]…'
+
+
 def test_evaluate_skips_what_the_transport_has_not_and_survives_a_broken_rule(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -219,11 +219,17 @@ async def test_a_host_answers_another_servers_ping_while_an_output_schema_is_che
                 tg.cancel_scope.cancel()
 
 
-def test_check_validates_huge_tool_schemas_within_its_validation_bound() -> None:
+def test_check_validates_huge_tool_schemas_within_its_validation_bound(tmp_path: Path) -> None:
     # About 12 MB of inputSchema: minutes against the metaschema, had check's rule run it in
-    # the event loop; the worker stops at Limits.check_validation_timeout_seconds (10 s).
-    server = [sys.executable, str(FIXTURES / "check" / "plain_mcp.py"), "--fault", "huge-tool-schema"]
-    args = [*CLI, "check", "--json", "--only", "tools", "--", *server]
+    # the event loop; the worker stops at Limits.check_validation_timeout_seconds, here the
+    # config entry's checkValidationTimeoutSeconds (1 s), not the default (10 s).
+    entry = {
+        "command": sys.executable,
+        "args": [str(FIXTURES / "check" / "plain_mcp.py"), "--fault", "huge-tool-schema"],
+        "limits": {"checkValidationTimeoutSeconds": 1},
+    }
+    config = write_config(tmp_path, {"huge": entry})
+    args = [*CLI, "check", "--json", "--only", "tools", "--config", str(config), "--server", "huge"]
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=HANG_SECONDS * 2)
     except subprocess.TimeoutExpired:
@@ -231,7 +237,7 @@ def test_check_validates_huge_tool_schemas_within_its_validation_bound() -> None
     doc = json.loads(done.stdout)
     (verdict,) = [c for c in doc["checks"] if c["id"] == "tools.list.schema"]
     assert verdict["status"] == "failed", verdict
-    assert "did not finish within 10 s" in verdict["reason"]
+    assert "did not finish within 1 s" in verdict["reason"]
 
 
 def branching_input_schema(levels: int, width: int) -> dict[str, Any]:

@@ -6,7 +6,10 @@ Rules of this module:
   server), ``--ws URL``, ``--url URL`` (HTTP) or ``--config FILE --server NAME``; two targets,
   or an option that does not apply to the target, is a usage error. The target becomes a
   ``ServerConfig`` and a ``runner.Target`` whose ``hosted()`` builds a ``HostedServer`` of
-  it, with the policy that grants everything advertised.
+  it, with the policy that grants everything advertised. The run is bounded by that
+  ``ServerConfig``'s ``Limits``: a config entry's ``limits`` and ``timeouts`` hold (e.g.
+  ``checkValidationTimeoutSeconds``), but for the handshake, request and close bounds, which
+  are always the command line's (``--timeout``, ``--request-timeout``, ``--shutdown-timeout``).
 - ``--only`` / ``--skip`` select checks by id or category glob (``registry.select``); a pattern
   that matches no check is a usage error. ``--expected-failures FILE`` names ids expected to
   fail (``registry.parse_expected_failures``; an unknown id is a usage error).
@@ -341,7 +344,7 @@ def check(
         close_grace_seconds=shutdown_timeout,
     )
     explicit_secrets = tuple(value for _, value in secrets if value)
-    target, redactor = _target(
+    target, redactor, limits = _target(
         ctx,
         command=command,
         ws_url=ws_url,
@@ -435,8 +438,11 @@ def _target(
     inherit_env: bool,
     cwd: str | None,
     limits: Limits,
-) -> tuple[Target, Redactor]:
-    """The ``Target`` and the redactor of what is shown about it (usage errors: exit 2)."""
+) -> tuple[Target, Redactor, Limits]:
+    """The ``Target``, the redactor of what is shown about it, and the ``Limits`` of the run:
+    ``limits`` (the command line's handshake, request and close bounds), or for ``--config``
+    the server entry's own, those three bounds replaced by the command line's (usage errors:
+    exit 2)."""
     common: dict[str, Any] = {"grant_policy": GRANT_ALL, "limits": limits, "secrets": explicit_secrets}
     if config_file is not None:
         assert server_name is not None
@@ -475,4 +481,5 @@ def _target(
     transport = (
         "stdio" if server.transport == "stdio" else "websocket" if server.transport == "websocket" else "http"
     )
-    return Target(functools.partial(HostedServer, server), transport, shown), server.redactor()
+    target = Target(functools.partial(HostedServer, server), transport, shown)
+    return target, server.redactor(), server.limits

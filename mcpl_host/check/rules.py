@@ -23,7 +23,7 @@ import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import orjson
 
@@ -62,7 +62,7 @@ from mcpl_host.mcpl.server_shapes import (
     state_params_problems,
 )
 from mcpl_host.mcpl.tags import validate_push_event
-from mcpl_host.report import redact_json
+from mcpl_host.report import MAX_REPORT_DEPTH, redact_json
 from mcpl_host.stateless import (
     HEADER_MISMATCH,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -1516,12 +1516,48 @@ RULES: dict[str, _Rule] = {
 MAX_REASON_CHARS = 1000
 
 
+def _json_start(value: object, budget: int, depth: int = 0) -> tuple[object, int, bool]:
+    """The start of a JSON value, for showing its first characters: ``(copy, characters,
+    cut)``. Members and items are kept while the compact JSON counted so far is under
+    ``budget`` characters, and ``cut`` says whether any was left out. Strings are kept
+    whole: a secret cut in two would no longer be found by the redactor. Containers nested
+    ``MAX_REPORT_DEPTH`` levels deep are kept whole: ``redact_json`` replaces them by its
+    marker without looking in. A server's listing of many megabytes is so redacted and
+    shown in time proportional to ``budget``, not to its size."""
+    if isinstance(value, str):
+        return value, len(value) + 2, False
+    if depth >= MAX_REPORT_DEPTH or not isinstance(value, (list, dict)):
+        return value, 1, False
+    count, cut = 2, False
+    if isinstance(value, list):
+        items: list[object] = []
+        for item in cast("list[object]", value):
+            if count >= budget:
+                return items, count, True
+            kept, used, inner = _json_start(item, budget - count, depth + 1)
+            items.append(kept)
+            count, cut = count + used + 1, cut or inner
+        return items, count, cut
+    members: dict[object, object] = {}
+    for key, item in cast("dict[object, object]", value).items():
+        if count >= budget:
+            return members, count, True
+        kept, used, inner = _json_start(item, budget - count, depth + 1)
+        members[key] = kept
+        count, cut = count + used + (len(key) if isinstance(key, str) else 1) + 4, cut or inner
+    return members, count, cut
+
+
 def _evidence_text(value: object, redactor: Redactor | None) -> str:
     """One evidence value as shown: compact JSON (or the text as sent), redacted before the
     cut, cut at ``EVIDENCE_UNITS`` characters, control and invisible characters escaped
-    (quotes kept). Nesting beyond the report's depth is replaced by a marker first."""
+    (quotes kept). Nesting beyond the report's depth is replaced by a marker first. Only
+    the start of a JSON value is redacted and rendered (``_json_start``: its first
+    ``EVIDENCE_UNITS * 4`` characters or so)."""
+    cut = False
     if not isinstance(value, str):
-        shown = redact_json(value, redactor or Redactor())
+        start, _, cut = _json_start(value, EVIDENCE_UNITS * 4)
+        shown = redact_json(start, redactor or Redactor())
         try:
             value = orjson.dumps(shown).decode()
         except TypeError:  # an integer beyond 64 bits
@@ -1530,6 +1566,8 @@ def _evidence_text(value: object, redactor: Redactor | None) -> str:
         value = redactor.redact(value[: EVIDENCE_UNITS * 4])
     if len(value) > EVIDENCE_UNITS:
         value = value[:EVIDENCE_UNITS] + "…"
+    elif cut:  # what was left out was left out after what is shown
+        value += "…"
     return escape_text(value, quotes=False)
 
 
