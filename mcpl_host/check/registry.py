@@ -257,6 +257,8 @@ CHECKS: tuple[CheckSpec, ...] = (
             "the same: the profile does not touch content blocks",
             True,
         ),
+    ),
+    _spec(
         "mcpl.context-injection", "mcpl", "the server does not inject context (contextInjections, deprecated)", "MCPL RFC-010 §4.1", ["main", "calls"],
         Compat("applies the injections it granted (only a grant naming the inject paths grants them) and warns once per connection; ignores them under ignore_injections (the 0.6 rule)", "the same: the profile does not change injections", True),
     ),
