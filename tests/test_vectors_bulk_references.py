@@ -159,7 +159,9 @@ class Session:
 async def session(anyio_backend: str) -> AsyncIterator[Session]:
     recorder = Recorder()
     config = ServerConfig(
-        command=sys.executable, args=(str(SERVER),), grant_policy=GrantPolicy(grant_all_advertised=True)
+        command=sys.executable,
+        args=(str(SERVER),),
+        grant_policy=GrantPolicy(grant_all_advertised=True, grant=("contextHooks.beforeInference.inject.*",)),
     )
     async with connect(config, handlers=recorder) as conn:
         with anyio.fail_after(10):
