@@ -142,6 +142,43 @@ def test_listen_reports_accepted_push_events() -> None:
     assert doc["listenedSeconds"] >= 3 and doc["listenInterrupted"] is False
 
 
+def test_demo_channels_show_the_publish_target_the_thread_and_a_reference_stub() -> None:
+    """DEMO_CHANNELS: probe shows the lobby's publish target (RFC-011 §3), the tick's thread
+    origin, and the reference of the last tick as the stub a model sees (MCPL §19), never its
+    URI. One tick, sent 0.2 s after the lobby is registered: the window is 3 s."""
+    doc, out = probe_json(
+        "--env",
+        "DEMO_CHANNELS=1",
+        "--env",
+        "DEMO_PUSH_COUNT=1",
+        "--env",
+        "DEMO_PUSH_INTERVAL=0.2",
+        "--listen",
+        "3",
+    )
+    assert doc["channels"] == [
+        {
+            "id": "demo:lobby",
+            "type": "demo",
+            "label": "Lobby",
+            "direction": "bidirectional",
+            "capabilities": {"publish": {"target": "exact"}},
+        }
+    ]
+    assert {"channels.register", "channels.publish"} <= set(doc["grant"]["effectiveCapabilities"])
+    pushes = [event for event in doc["events"] if event["kind"] == "push/event"]
+    assert [push["params"]["eventId"] for push in pushes] == ["tick-1"], doc["events"]
+    assert pushes[0]["params"]["origin"] == {
+        "source": "demo-clock",
+        "mcplChannelId": "demo:lobby",
+        "threadId": "ticks",
+    }
+    text, stub = pushes[0]["modelContent"]
+    assert text == {"type": "text", "text": "tick 1"}
+    assert stub["text"].startswith("[reference ref_") and "not-for-models" not in stub["text"]
+    assert 'name "tick-1.wav"' in stub["text"] and stub["_meta"]["mcpl-host/referenceId"] in stub["text"]
+
+
 def test_denied_push_events_are_reported_refused() -> None:
     doc, _ = probe_json("--env", "DEMO_PUSH_INTERVAL=0.3", "--deny", "pushEvents", "--listen", "2")
     assert doc["grant"]["effectiveCapabilities"] == ["tools"]

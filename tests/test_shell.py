@@ -178,6 +178,27 @@ def test_deny_push_events_then_the_next_push_is_refused() -> None:
         leave(child)
 
 
+def test_publish_to_a_thread_to_the_root_and_to_an_unknown_thread() -> None:
+    """``channels publish --thread=ID|--root`` (RFC-011 §4) against the demo's lobby, which
+    declares publish target "exact" and has one thread, ``ticks``. The demo sends its first
+    tick only once the lobby's registration is answered, so the tick says the lobby is known."""
+    child = spawn_shell(
+        "--env", "DEMO_CHANNELS=1", "--env", "DEMO_PUSH_INTERVAL=0.2", "--env", "DEMO_PUSH_COUNT=1"
+    )
+    try:
+        child.expect(r"demo\.clock tick-1: tick 1")
+        child.expect_exact(PROMPT)
+        child.send("channels publish --thread=ticks c1 demo:lobby in the thread\r")
+        child.expect_exact("published: delivered (delivered in the thread asked for, echoed)")
+        child.send("channels publish --root c1 demo:lobby at the root\r")
+        child.expect_exact("published: delivered (delivered at the channel root, echoed)")
+        child.send("channels publish --thread=elsewhere c1 demo:lobby lost\r")
+        child.expect_exact("published: failed")  # styled and wrapped: the words apart
+        child.expect(r"the server says[\s\S]*?no[\s\S]*?such[\s\S]*?thread")
+    finally:
+        leave(child)
+
+
 def piped_shell(lines: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*CLI, "shell", *args], input=lines, capture_output=True, text=True, timeout=TIMEOUT
