@@ -21,6 +21,7 @@ from mcpl_host.jsonrpc.errors import (
     HandlerError,
     InitializeError,
     MCPLHostError,
+    MCPLRequired,
     RemoteError,
     RequestTimeout,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "LimitExceeded",
     "Limits",
     "MCPLHostError",
+    "MCPLRequired",
     "MCPLState",
     "PolicyChange",
     "Prompt",
