@@ -177,6 +177,42 @@ def test_each_python_block_is_a_program_that_runs(runs: Runs, number: int) -> No
     assert "Traceback" not in done.stderr and done.stdout.strip()
 
 
+def test_the_framework_example_does_what_it_says(runs: Runs) -> None:
+    """The program under "For framework authors", run above as written in the fresh
+    checkout, prints what the README says it prints."""
+    section = README.split("## For framework authors", 1)[1]
+    found = re.search(r"```python\n(.*?)```", section, re.S)
+    assert found, "no python block under 'For framework authors'"
+    done = runs.programs[PROGRAMS.index(found.group(1))].result()
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    # A tool's classes and their source (RFC-008 §5): the server's _meta, or none (unclassed).
+    assert lines[:3] == [
+        "tool echo: classes ['body'] from server",
+        "tool add: classes ['shell'] from server",
+        "tool now: classes [] from none",
+    ]
+    assert lines[3] == "turn 0: 'hello', system context from ['memory']"
+    assert lines[4] == "turn 1: 'tick 1', system context from ['memory']"
+    assert lines[5] == "turn 2: 'tick 2', system context from ['memory']"
+    # The reference on the last tick reaches the model as the host's stub (MCPL §19), and its
+    # URI, with the signature in its query, reaches no output at all.
+    stub = lines[6]
+    assert re.fullmatch(
+        r'  the model sees: \[reference ref_[0-9a-f]+: name "tick-2\.wav", type audio/wav \(claimed\), '
+        r"size 96044 bytes \(claimed\); from push event of demo\.clock\]",
+        stub,
+    ), stub
+    assert "demo.invalid" not in done.stdout and "not-for-models" not in done.stdout
+    # The reply went to the thread the tick came from, and the server echoed it (RFC-011 §5).
+    assert lines[7] == "reply in thread 'ticks': delivered"
+    assert lines[8:] == [
+        "pushEvents in force: False",
+        "2 + 3 = 5",
+        "closed: {'clock': 'closed', 'memory': 'closed'}",
+    ]
+
+
 def test_the_host_program_calls_a_tool_and_ends_by_itself(runs: Runs) -> None:
     (number,) = [n for n, body in enumerate(PROGRAMS) if "Host(load_config(" in body]
     done = runs.programs[number].result()  # the run of test_each_python_block_is_a_program_that_runs
