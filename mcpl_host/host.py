@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -81,9 +82,11 @@ from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.references import MODEL_CONTENT
 from mcpl_host.mcpl.state import StateStore
+from mcpl_host.mcpl.tool_lifecycle import CallFacts, ToolLifecyclePolicy
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.dispatch import LIBRARY_SERVED
 from mcpl_host.services.hooks import BeforeInferenceArgs
+from mcpl_host.services.tool_lifecycle import LifecyclePeer, ReportedToolCall
 from mcpl_host.services.turns import (
     FanoutResult,
     InferenceLifecycle,
@@ -91,6 +94,7 @@ from mcpl_host.services.turns import (
     inference_lifecycle,
 )
 from mcpl_host.supervisor import Supervisor, SupervisorState
+from mcpl_host.tool_classes import known_classes
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
@@ -479,6 +483,7 @@ class Host:
                 closing=lambda: self._closing,
                 snapshot=functools.partial(self._snapshot_of, name),
             )
+        self._call_ids = itertools.count(1)
         self._tg: anyio.abc.TaskGroup | None = None
         self._entered = False
         self._closing = False
@@ -738,3 +743,64 @@ class Host:
             turn_index=turn_index,
             model=model,
         )
+
+    # --- tool lifecycle (RFC-007) --------------------------------------------------------------
+
+    def _lifecycle_peers(self) -> list[tuple[LifecyclePeer, ToolLifecyclePolicy, int]]:
+        out: list[tuple[LifecyclePeer, ToolLifecyclePolicy, int]] = []
+        for name, config in self._configs.items():
+            conn = self._hosted[name].current
+            if conn is not None and conn.is_open:
+                out.append((conn, config.tool_lifecycle, config.limits.max_lifecycle_input_bytes))
+        return out
+
+    def tool_call(
+        self,
+        server: str | None,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        conversation_id: str,
+        inference_id: str,
+        model_name: str | None = None,
+        classes: Sequence[str] = (),
+        pending: bool = False,
+    ) -> ReportedToolCall:
+        """Report one tool call the application executes to every server observing it
+        (``tools/lifecycle``, RFC-007; docs/protocol.md TL8-TL11)::
+
+            async with host.tool_call("fs", "write", args, conversation_id=c, inference_id=i) as call:
+                result = await call.execute()
+
+        ``server``: the server providing ``tool`` (its name as listed), or None for a tool the
+        application implements itself (then ``classes`` are its classes, RFC-008 §5.1 source
+        2, and the application reports the terminal: ``call.completed(is_error=...)``).
+        ``model_name``: the name the model saw (``tool`` in the notification; default
+        ``<server>--<tool>``, or ``tool`` for the application's own). ``pending=True``: the call
+        waits on a gate the application controls; entering sends ``pending`` and
+        ``call.start()`` (or ``execute()``) ``started``. A server tool's classes are its
+        effective classes from the connection's listing (unclassed when not listed).
+        ``toolCallId`` is minted by the host, unique across the host's connections.
+        Raises ``UnknownServer``."""
+        args: dict[str, Any] = dict(arguments or {})
+        call_id = f"tc-{next(self._call_ids)}"
+        if server is None:
+            facts = CallFacts(
+                model_name or tool, known_classes(classes), None, None, conversation_id, inference_id, args
+            )
+            return ReportedToolCall(facts, call_id, self._lifecycle_peers, pending=pending)
+        handle = self.server(server)
+        shown = model_name or f"{server}--{tool}"
+
+        async def prepare() -> CallFacts:
+            conn = handle.hosted.current
+            listed = conn.mcp.cached_tools if conn is not None else None
+            found = next((t for t in listed or () if t.name == tool), None)
+            tool_classes = found.classes if found is not None else ()
+            return CallFacts(shown, tool_classes, server, tool, conversation_id, inference_id, args)
+
+        async def execute(**kwargs: Any) -> Any:
+            conn = await handle.connected()
+            return await conn.mcp.call_tool(tool, args, **kwargs)
+
+        return ReportedToolCall(prepare, call_id, self._lifecycle_peers, pending=pending, execute=execute)

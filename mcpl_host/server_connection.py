@@ -72,6 +72,7 @@ from mcpl_host.services.negotiation import PolicyExchange, PolicySource
 from mcpl_host.services.push import PushService
 from mcpl_host.services.state_calls import StateCalls
 from mcpl_host.services.state_service import StateService
+from mcpl_host.services.tool_lifecycle import ObserveFilters
 from mcpl_host.stall_watch import StallWatch
 from mcpl_host.stateless import Era, EraProbe, ProtocolChoice
 from mcpl_host.tool_classes import ToolClassTables
@@ -262,6 +263,10 @@ class ServerConnection:
             tool_classes=hosted.tool_classes,
         )
         self._unwatch_roots: Callable[[], None] | None = None
+        #: The ``tools/observe`` filter of this transport (RFC-007 §6.5).
+        self.tool_observe = ObserveFilters(
+            state, max_rules=limits.max_observe_rules, max_paths=limits.max_observe_paths, log=log
+        )
         self.inbound = InboundDispatcher(
             name,
             state,
@@ -288,6 +293,7 @@ class ServerConnection:
             client_features=self._features,
             on_mcp_notification=self.mcp.on_notification,
             transport=self.sequence,
+            tool_observe=self.tool_observe,
         )
         shell.inbound = self.inbound
         self.hooks = HookCalls(
