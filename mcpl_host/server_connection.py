@@ -57,6 +57,7 @@ from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ContentView, ReferenceRegistry
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
+from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy, policy_diagnostics
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.opening import Opening
 from mcpl_host.services.channel_calls import (
@@ -115,6 +116,8 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def reference_binding(self) -> AuthBinding: ...
     @property
     def tool_classes(self) -> ToolClassTables: ...
+    @property
+    def tool_lifecycle(self) -> ToolLifecyclePolicy: ...
     @property
     def channels(self) -> list[dict[str, Any]]: ...
     @property
@@ -344,6 +347,7 @@ class ServerConnection:
                 # H7: the policy exchange is the last step under the handshake deadline.
                 within = min(hosted.limits.request_timeout_seconds, shell.handshake_remaining())
                 await self.policy.initial(within=within)
+                self._lifecycle_diagnostics()
         except BaseException:
             await shell.__aexit__(None, None, None)
             raise
@@ -409,6 +413,15 @@ class ServerConnection:
         )
         if state.lenient:
             self.inbound.note(tuple(declaration_notes(state.feature_sets)))
+
+    def _lifecycle_diagnostics(self) -> None:
+        """RFC-007 §4.1, §4.3: a grant of ``toolLifecycle.inputs`` that delivers nothing
+        (without ``observe``, or without a narrowing) is said once per connection (TL4)."""
+        proposed = self.policy.state.proposed
+        if proposed is None:
+            return
+        for line in policy_diagnostics(proposed.grant.paths, self.hosted.tool_lifecycle):
+            self._log.warning("tool lifecycle grant", diagnostic=line)
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._unwatch_roots is not None:

@@ -98,7 +98,9 @@ def test_case_schema_and_pure_parser(index: int, request: pytest.FixtureRequest)
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("index", range(len(CASES)), ids=_ids())
-async def test_case_through_the_host(index: int, observer: ServerConnection, request: pytest.FixtureRequest) -> None:
+async def test_case_through_the_host(
+    index: int, observer: ServerConnection, request: pytest.FixtureRequest
+) -> None:
     case = CASES[index]
     record_vector(request, FILE_NAME, case["id"])  # first: a failure below counts as failed
     with anyio.fail_after(TIMEOUT):
