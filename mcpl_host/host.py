@@ -45,6 +45,7 @@ Rules of this module (docs/protocol.md T1-T3):
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
@@ -82,7 +83,7 @@ from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.references import MODEL_CONTENT
 from mcpl_host.mcpl.state import StateStore
-from mcpl_host.mcpl.tool_lifecycle import CallFacts, ToolLifecyclePolicy
+from mcpl_host.mcpl.tool_lifecycle import CallFacts, ToolLifecyclePolicy, call_id_for
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.dispatch import LIBRARY_SERVED
 from mcpl_host.services.hooks import BeforeInferenceArgs
@@ -100,6 +101,7 @@ __all__ = [
     "MAX_QUEUED_EVENTS",
     "MAX_QUEUED_EVENT_BYTES",
     "MAX_QUEUED_LIFECYCLE_EVENTS",
+    "MAX_REMEMBERED_CALL_IDS",
     "Host",
     "PushDelivery",
     "ServerNotConnected",
@@ -119,6 +121,10 @@ MAX_QUEUED_LIFECYCLE_EVENTS = 4096
 #: oldest observations are dropped, counted, and a delivery that does not fit is not queued
 #: there (``events.Subscription``). One server line may be up to ``Limits.max_line_bytes``.
 MAX_QUEUED_EVENT_BYTES = 64 * 1024 * 1024
+#: Host-wide: the provider ids ``Host.tool_call`` reused as ``toolCallId`` that it remembers,
+#: to mint over a repeat (RFC-007 §3: "SHOULD also mint over any identifier it has already
+#: reported recently"); older ones are forgotten (memory stays bounded).
+MAX_REMEMBERED_CALL_IDS = 4096
 #: Host-wide: log lines about dropped observations before one "more go unlogged" line.
 DROPPED_EVENTS_LOGGED = 3
 _NOT_ANSWERED = "Internal error: not answered by the host application"
@@ -484,6 +490,8 @@ class Host:
                 snapshot=functools.partial(self._snapshot_of, name),
             )
         self._call_ids = itertools.count(1)
+        #: The provider ids reused as ``toolCallId`` lately (RFC-007 §3: mint over a repeat).
+        self._reused_call_ids: collections.deque[str] = collections.deque(maxlen=MAX_REMEMBERED_CALL_IDS)
         self._tg: anyio.abc.TaskGroup | None = None
         self._entered = False
         self._closing = False
@@ -765,6 +773,7 @@ class Host:
         model_name: str | None = None,
         classes: Sequence[str] = (),
         pending: bool = False,
+        provider_call_id: str | None = None,
     ) -> ReportedToolCall:
         """Report one tool call the application executes to every server observing it
         (``tools/lifecycle``, RFC-007; docs/protocol.md TL8-TL11)::
@@ -780,10 +789,15 @@ class Host:
         waits on a gate the application controls; entering sends ``pending`` and
         ``call.start()`` (or ``execute()``) ``started``. A server tool's classes are its
         effective classes from the connection's listing (unclassed when not listed).
-        ``toolCallId`` is minted by the host, unique across the host's connections.
-        Raises ``UnknownServer``."""
+        ``provider_call_id``: the model's id for the call, to give **only** when the provider
+        guarantees it unique (a random id of at least 64 bits, such as a ``toolu_…`` id;
+        never a per-response counter such as ``call_0``): it becomes the ``toolCallId``
+        unless this host used it lately; otherwise the host mints ``mcpl-host-<n>``
+        (``tool_lifecycle.call_id_for``; RFC-007 §3). Raises ``UnknownServer``."""
         args: dict[str, Any] = dict(arguments or {})
-        call_id = f"tc-{next(self._call_ids)}"
+        call_id = call_id_for(provider_call_id, self._reused_call_ids, next(self._call_ids))
+        if call_id == provider_call_id:
+            self._reused_call_ids.append(call_id)
         if server is None:
             facts = CallFacts(
                 model_name or tool, known_classes(classes), None, None, conversation_id, inference_id, args

@@ -26,9 +26,9 @@ request on the same ordered pipe, so every notification sent before it is there)
 compared with ``expect``: per call, the phases, ``tool``, ``conversationId``, ``class`` (a
 set), ``serverId``/``serverTool`` (absent for the host's own tool), ``input``,
 ``inputWithheld``, ``inputAltered``, ``isError``, the bound; no other call reported; no
-``result``/``output``/``content`` member anywhere, no ``forbiddenText``. Vector 52 requires
-provider-id reuse, which this host does not do (it always mints, TL9): its MUST (distinct
-ids) is checked and it is recorded not applicable.
+``result``/``output``/``content`` member anywhere, no ``forbiddenText``. A call's ``modelId``
+is given to the host (``provider_call_id``) only when it is a ``toolu_`` id, one the provider
+guarantees unique (TL9); vector 18's ``call_0`` never is.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from mcpl_host.jsonrpc.errors import MCPLHostError
 from mcpl_host.limits import Limits
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.tool_lifecycle import DEFAULT_INPUTS_CLASSES, Narrowing, ToolLifecyclePolicy
+from mcpl_host.schema_check import judge
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.tool_lifecycle import ReportedToolCall
 
@@ -55,7 +56,10 @@ from .conftest import FIXTURES, record_vector
 from .wire import FAST
 
 FILE_NAME = "tool-lifecycle-vectors.json"
-FILE = json.loads((Path(__file__).parent / "vectors" / "mcpl-spec" / FILE_NAME).read_text(encoding="utf-8"))
+HERE = Path(__file__).parent / "vectors" / "mcpl-spec"
+FILE = json.loads((HERE / FILE_NAME).read_text(encoding="utf-8"))
+#: RFC-007 §13 ToolLifecycleParams, transcribed (tests/vectors/README.md).
+PARAMS_SCHEMA = json.loads((HERE / "tool-lifecycle-params.schema.json").read_text(encoding="utf-8"))
 VECTORS: list[dict[str, Any]] = FILE["vectors"]
 SERVER = str(FIXTURES / "current_spec" / "server.py")
 TIMEOUT = 30
@@ -136,6 +140,7 @@ async def _call(
                     inference_id=f"inf-{conversation}",
                     classes=run.classes[model_name],
                     pending=bool(spec.get("approval")),
+                    provider_call_id=_provider_id(spec),
                 )
             else:
                 call = run.host.tool_call(
@@ -145,6 +150,7 @@ async def _call(
                     conversation_id=conversation,
                     inference_id=f"inf-{conversation}",
                     pending=bool(spec.get("approval")),
+                    provider_call_id=_provider_id(spec),
                 )
             run.calls[key] = call
             run.call_tools[key] = model_name
@@ -200,6 +206,13 @@ def _arguments(value: dict[str, Any]) -> dict[str, Any]:
     built = {"text": text}
     assert len(json.dumps(built, separators=(",", ":"), ensure_ascii=False).encode()) == size
     return built
+
+
+def _provider_id(spec: dict[str, Any]) -> str | None:
+    """The model's id, given to the host only when the provider guarantees it unique (RFC-007
+    §3): a ``toolu_`` id; ``call_0`` and the like are per-response counters, never given."""
+    model_id = spec.get("modelId")
+    return model_id if isinstance(model_id, str) and model_id.startswith("toolu_") else None
 
 
 def _rules_over_limit() -> dict[str, Any]:
@@ -272,6 +285,7 @@ def _check_observer(
     vector = run.vector
     forbidden = vector.get("forbiddenText")
     for event in events:
+        assert judge(PARAMS_SCHEMA, "Draft202012Validator", event) is None, event
         for member in CONTENT_FIELDS:
             assert member not in event, event
         if forbidden is not None:
@@ -324,8 +338,7 @@ def _check_observer(
 async def test_vector(
     vector: dict[str, Any], anyio_backend: str, logs: list[dict[str, Any]], request: pytest.FixtureRequest
 ) -> None:
-    reuse = vector.get("requires") == "providerIdReuse"
-    record_vector(request, FILE_NAME, vector["id"], "not applicable" if reuse else "passed")
+    record_vector(request, FILE_NAME, vector["id"])
     observers = [o["id"] for o in vector["observers"]]
     providers = list(dict.fromkeys(_split(t["name"])[0] for t in vector["tools"]))
     configs: dict[str, ServerConfig] = {}
@@ -377,6 +390,9 @@ async def _extra_checks(run: Run, logs: list[dict[str, Any]]) -> None:
     if "distinctIds" in vector:
         ids = [run.calls[key].call_id for key in vector["distinctIds"]]
         assert len(set(ids)) == len(ids)
+    reuse = vector.get("recommendedReuse")
+    if reuse is not None:  # RECOMMENDED: a qualifying provider id is the toolCallId
+        assert run.calls[reuse["key"]].call_id == reuse["modelId"]
     if "parallel" in vector:  # both started before either ended, on every observer
         for name in run.observers:
             phases = [e["phase"] for e in await _seen(run, name)]

@@ -35,7 +35,7 @@ Nothing here does I/O; ``mcpl_host.services.tool_lifecycle`` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -58,7 +58,9 @@ __all__ = [
     "ObserveRequest",
     "Rule",
     "ToolLifecyclePolicy",
+    "MINTED_PREFIX",
     "bound_input",
+    "call_id_for",
     "decide",
     "first_match",
     "lifecycle_params",
@@ -538,6 +540,22 @@ def lifecycle_params(
     if phase in TERMINAL_PHASES and duration_ms is not None:
         params["durationMs"] = max(0, int(duration_ms))
     return params
+
+
+# --- call identity -------------------------------------------------------------------------
+
+#: The prefix of the ``toolCallId`` the host mints (RFC-007 §3): ``mcpl-host-<n>``.
+MINTED_PREFIX = "mcpl-host-"
+
+
+def call_id_for(provider_id: str | None, used: Container[str], minted: int) -> str:
+    """The ``toolCallId`` of a call (RFC-007 §3; docs/protocol.md TL9): ``provider_id`` (the
+    model's id, given only when the provider guarantees it unique) when it is a non-empty
+    string not yet ``used`` on this host and not of the minted form, else the minted
+    ``mcpl-host-<minted>`` (``minted``: a counter the caller never repeats)."""
+    if provider_id and provider_id not in used and not provider_id.startswith(MINTED_PREFIX):
+        return provider_id
+    return f"{MINTED_PREFIX}{minted}"
 
 
 # --- one call's phases ----------------------------------------------------------------------
