@@ -24,8 +24,9 @@ Rules of this module (docs/protocol.md, "Tool lifecycle (RFC-007)", TL1-TL12):
   ``input_withheld`` when the rule asked and the grant did not allow, never either without
   ``inputs`` granted and a rule that asked.
 - **Fields and bound** (``select_fields``, ``bound_input``, RFC-007 §5.2, §6.3): the bound is
-  bytes of compact JSON (UTF-8); over it, strings are cut to a prefix and members dropped,
-  in order, until the object fits (``altered``).
+  bytes of compact JSON (UTF-8); over it, the members that fit whole are kept (in order),
+  then the others are cut (strings to a prefix, objects and arrays member by member) into
+  what is left, or dropped; the order of members is kept (``altered``).
 - **One call's phases** (``CallPhases``, RFC-007 §3, §7.3): at most one ``pending`` then
   ``started``, in that order, and exactly one terminal; anything else raises
   ``LocalProtocolError`` (the application's bug, never sent).
@@ -413,15 +414,23 @@ def _fit(value: Any, budget: int) -> tuple[bool, Any]:
     if is_mapping(value):
         if budget < 2:
             return False, None
-        out: dict[str, Any] = {}
+        # Members that fit whole first (in order), then the rest cut into what is left, so
+        # one long string does not push out every small member after it.
+        kept_members: dict[str, Any] = {}
         used = 2
-        for key, member in value.items():
-            cost = json_size(key) + 1 + (1 if out else 0)
-            fits, kept = _fit(member, budget - used - cost)
-            if fits:
-                out[key] = kept
-                used += cost + json_size(kept)
-        return True, out
+        for whole in (True, False):
+            for key, member in value.items():
+                if key in kept_members:
+                    continue
+                cost = json_size(key) + 1 + (1 if kept_members else 0)
+                room = budget - used - cost
+                if whole and json_size(member, limit=room) > room:
+                    continue
+                fits, kept = _fit(member, room)
+                if fits:
+                    kept_members[key] = kept
+                    used += cost + json_size(kept)
+        return True, {key: kept_members[key] for key in value if key in kept_members}
     if is_array(value):
         if budget < 2:
             return False, None
@@ -440,8 +449,11 @@ def _fit(value: Any, budget: int) -> tuple[bool, Any]:
 def bound_input(value: JSONObject, max_bytes: int) -> tuple[JSONObject, bool] | None:
     """``value`` within ``max_bytes`` bytes of compact JSON (RFC-007 §5.2): ``(value, False)``
     when it fits, ``(cut, True)`` when strings were cut or members dropped, None when not even
-    ``{}`` fits (withheld)."""
-    fits, kept = _fit(value, max_bytes)
+    ``{}`` fits, or for nesting too deep to walk (withheld)."""
+    try:
+        fits, kept = _fit(value, max_bytes)
+    except RecursionError:  # nesting deeper than Python recurses: no meaningful bound
+        return None
     if not fits:
         return None
     return kept, kept is not value
