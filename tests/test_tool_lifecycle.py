@@ -97,7 +97,11 @@ def test_parse_keeps_the_rules_in_order() -> None:
         }
     )
     assert parsed == ObserveFilter(
-        (Rule(server_tool="click", input=("x", "target.window_id")), Rule(tool_class="comms", report=False), Rule())
+        (
+            Rule(server_tool="click", input=("x", "target.window_id")),
+            Rule(tool_class="comms", report=False),
+            Rule(),
+        )
     )
     assert _filter({}) is None and _filter({"rules": None}) is None
     assert _filter({"rules": []}) == ObserveFilter(())
@@ -142,7 +146,11 @@ def test_patterns_and_first_match() -> None:
 
 def test_field_selection() -> None:
     args = {"x": 812, "y": 440, "button": "left", "target": {"window_id": 3312, "title": "Invoice.pdf"}}
-    assert select_fields(args, ("x", "y", "target.window_id")) == {"x": 812, "y": 440, "target": {"window_id": 3312}}
+    assert select_fields(args, ("x", "y", "target.window_id")) == {
+        "x": 812,
+        "y": 440,
+        "target": {"window_id": 3312},
+    }
     assert select_fields(args, ("z", "x.q", "target.none")) == {}
     assert select_fields(args, ("target", "target.window_id")) == {"target": args["target"]}
     assert select_fields(args, True) == args and select_fields(args, ()) == {}
@@ -175,7 +183,9 @@ def test_the_five_steps() -> None:
     everything = _filter({"rules": [{"match": {}, "input": True}]})
     assert _decide(_call(), granted=frozenset()) is None  # 1: not granted
     assert _decide(_call(), own=True) is None  # its own tool
-    narrowed = ToolLifecyclePolicy(observe=Narrowing(conversations=("conv_1",)), inputs=Narrowing(classes=("shell",)))
+    narrowed = ToolLifecyclePolicy(
+        observe=Narrowing(conversations=("conv_1",)), inputs=Narrowing(classes=("shell",))
+    )
     assert _decide(_call(conversation="conv_2"), policy=narrowed) is None
     assert _decide(_call()) == Delivery()  # 2-3: no filter, metadata only
     assert _decide(_call(), observe_filter=everything) == Delivery(input={"a": 1})
@@ -195,7 +205,9 @@ def test_the_five_steps() -> None:
 def test_the_named_default_is_selected_never_applied() -> None:
     everything = _filter({"rules": [{"match": {}, "input": True}]})
     default = ToolLifecyclePolicy(inputs=Narrowing(classes=DEFAULT_INPUTS_CLASSES))
-    assert _decide(_call(classes=("computer",)), policy=default, observe_filter=everything) == Delivery(input={"a": 1})
+    assert _decide(_call(classes=("computer",)), policy=default, observe_filter=everything) == Delivery(
+        input={"a": 1}
+    )
     assert _decide(_call(classes=("memory",)), policy=default, observe_filter=everything) == Delivery(
         input_withheld=True
     )
@@ -272,6 +284,8 @@ def test_config_key() -> None:
         inputs=Narrowing(classes=DEFAULT_INPUTS_CLASSES),
     )
     with pytest.raises(ConfigError, match="not a tool class"):
-        parse_config({"mcpServers": {"s": {"command": "x", "toolLifecycle": {"inputs": {"classes": ["shel"]}}}}})
+        parse_config(
+            {"mcpServers": {"s": {"command": "x", "toolLifecycle": {"inputs": {"classes": ["shel"]}}}}}
+        )
     with pytest.raises(ConfigError, match="toolLifecycle"):
         parse_config({"mcpServers": {"s": {"command": "x", "toolLifecycle": {"input": {}}}}})
