@@ -788,7 +788,8 @@ class Host:
         ``<server>--<tool>``, or ``tool`` for the application's own). ``pending=True``: the call
         waits on a gate the application controls; entering sends ``pending`` and
         ``call.start()`` (or ``execute()``) ``started``. A server tool's classes are its
-        effective classes from the connection's listing (unclassed when not listed).
+        effective classes from the connection's listing (``tools/list`` is sent first when the
+        connection has none; unclassed when the tool is not listed or the listing fails).
         ``provider_call_id``: the model's id for the call, to give **only** when the provider
         guarantees it unique (a random id of at least 64 bits, such as a ``toolu_…`` id;
         never a per-response counter such as ``call_0``): it becomes the ``toolCallId``
@@ -809,6 +810,11 @@ class Host:
         async def prepare() -> CallFacts:
             conn = handle.hosted.current
             listed = conn.mcp.cached_tools if conn is not None else None
+            if conn is not None and listed is None:  # never listed: list once for the classes
+                try:
+                    listed = await conn.mcp.list_tools()
+                except MCPLHostError:
+                    listed = None  # unclassed: the most restrictive (RFC-008 §5.2)
             found = next((t for t in listed or () if t.name == tool), None)
             tool_classes = found.classes if found is not None else ()
             return CallFacts(shown, tool_classes, server, tool, conversation_id, inference_id, args)

@@ -6,7 +6,8 @@ Rules of this module:
   nothing and re-declares none of their calls: it exposes them (``connection``, ``mcp``,
   ``hooks``, ``channels``, ``state``, ``policy``, ``inbound``) and keeps only what is
   about the connection as a whole (its name, server info, era, whether it is open, the
-  MCPL state and grant, the last stall, closing). The parts: the ``Connection`` shell
+  MCPL state and grant, the last stall, closing). The parts (and ``tool_observe``, the
+  connection's RFC-007 ``tools/observe`` filter): the ``Connection`` shell
   (link, reader, writer, pending requests, handshake), the pure ``PolicyState`` and the
   ``PolicyExchange`` that drives it, the ``InboundDispatcher`` (admission and the inbound
   services) and the outbound services (``MCPClient``, ``HookCalls``, ``ChannelCalls``,
