@@ -1437,9 +1437,9 @@ def _observe_problems(params: dict[str, Any]) -> list[str]:
     parsed = parse_observe(params, max_rules=sys.maxsize, max_paths=sys.maxsize)
     if not isinstance(parsed, HandlerError):
         return []
-    data = parsed.data if isinstance(parsed.data, dict) else {}
-    problems = data.get("problems")
-    return [str(p) for p in problems] if isinstance(problems, list) else [parsed.message]
+    data = as_object(parsed.data) or {}
+    problems = as_list(data.get("problems"))
+    return [str(p) for p in problems] if problems is not None else [parsed.message]
 
 
 @_given(_mcpl)
