@@ -84,6 +84,7 @@ from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.references import MODEL_CONTENT
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.tool_lifecycle import CallFacts, ToolLifecyclePolicy, call_id_for
+from mcpl_host.secrets import Redactor
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.dispatch import LIBRARY_SERVED
 from mcpl_host.services.hooks import BeforeInferenceArgs
@@ -794,14 +795,24 @@ class Host:
         guarantees it unique (a random id of at least 64 bits, such as a ``toolu_…`` id;
         never a per-response counter such as ``call_0``): it becomes the ``toolCallId``
         unless this host used it lately; otherwise the host mints ``mcpl-host-<n>``
-        (``tool_lifecycle.call_id_for``; RFC-007 §3). Raises ``UnknownServer``."""
+        (``tool_lifecycle.call_id_for``; RFC-007 §3). String arguments pass through the
+        provider's ``Redactor`` before they reach an observer (its configured secrets and the
+        well-known credential shapes: ``inputAltered``; docs/protocol.md TL6). Raises
+        ``UnknownServer``."""
         args: dict[str, Any] = dict(arguments or {})
         call_id = call_id_for(provider_call_id, self._reused_call_ids, next(self._call_ids))
         if call_id == provider_call_id:
             self._reused_call_ids.append(call_id)
         if server is None:
             facts = CallFacts(
-                model_name or tool, known_classes(classes), None, None, conversation_id, inference_id, args
+                model_name or tool,
+                known_classes(classes),
+                None,
+                None,
+                conversation_id,
+                inference_id,
+                args,
+                Redactor().redact,  # the well-known credential shapes
             )
             return ReportedToolCall(facts, call_id, self._lifecycle_peers, pending=pending)
         handle = self.server(server)
@@ -817,7 +828,8 @@ class Host:
                     listed = None  # unclassed: the most restrictive (RFC-008 §5.2)
             found = next((t for t in listed or () if t.name == tool), None)
             tool_classes = found.classes if found is not None else ()
-            return CallFacts(shown, tool_classes, server, tool, conversation_id, inference_id, args)
+            redact = handle.hosted.redactor.redact  # the provider's secrets and the shapes
+            return CallFacts(shown, tool_classes, server, tool, conversation_id, inference_id, args, redact)
 
         async def execute(**kwargs: Any) -> Any:
             conn = await handle.connected()

@@ -33,6 +33,7 @@ from mcpl_host.mcpl.tool_lifecycle import (
     select_fields,
     still_observes,
 )
+from mcpl_host.secrets import Redactor
 
 OBSERVE = "toolLifecycle.observe"
 INPUTS = "toolLifecycle.inputs"
@@ -200,6 +201,32 @@ def test_the_five_steps() -> None:
     cut = _decide(big, observe_filter=everything, max_input_bytes=40)
     assert cut is not None and cut.input_altered and cut.input is not None
     assert _decide(big, observe_filter=everything, max_input_bytes=1) == Delivery(input_withheld=True)
+
+
+def test_known_credentials_are_hidden_and_say_so() -> None:
+    everything = _filter({"rules": [{"match": {}, "input": True}]})
+    secret = "tok-0123456789abcdef"
+    call = _call(arguments={"cmd": f"curl -H {secret}", "n": [1, {"k": secret}], "ok": "ls"})
+    masked = CallFacts(
+        *[
+            getattr(call, f)
+            for f in (
+                "tool",
+                "classes",
+                "server_id",
+                "server_tool",
+                "conversation_id",
+                "inference_id",
+                "arguments",
+            )
+        ],
+        Redactor([secret]).redact,
+    )
+    delivery = _decide(masked, observe_filter=everything)
+    assert delivery is not None and delivery.input_altered and delivery.input is not None
+    assert secret not in json.dumps(delivery.input) and delivery.input["ok"] == "ls"
+    plain = _decide(_call(arguments={"ok": "ls"}), observe_filter=everything)
+    assert plain == Delivery(input={"ok": "ls"})  # nothing hidden: not altered
 
 
 def test_the_named_default_is_selected_never_applied() -> None:

@@ -23,7 +23,9 @@ Rules of this module (docs/protocol.md, "Tool lifecycle (RFC-007)", TL1-TL12):
   to that server) or a ``Delivery``: ``input`` (field-selected, then bounded), or
   ``input_withheld`` when the rule asked and the grant did not allow, never either without
   ``inputs`` granted and a rule that asked.
-- **Fields and bound** (``select_fields``, ``bound_input``, RFC-007 §5.2, §6.3): the bound is
+- **Fields, credentials and bound** (``select_fields``, ``bound_input``, RFC-007 §5.2, §6.3):
+  after field selection every string goes through the call's ``redact`` (the credentials the
+  host knows of, replaced by a placeholder: ``inputAltered``); then the bound, which is
   bytes of compact JSON (UTF-8); over it, the members that fit whole are kept (in order),
   then the others are cut (strings to a prefix, objects and arrays member by member) into
   what is left, or dropped; the order of members is kept (``altered``).
@@ -36,8 +38,8 @@ Nothing here does I/O; ``mcpl_host.services.tool_lifecycle`` applies it.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcpl_host.json_size import json_size
@@ -256,8 +258,8 @@ def parse_observe(params: object, *, max_rules: int, max_paths: int) -> ObserveR
 class CallFacts:
     """What the host knows of one call (RFC-007 §3): ``tool`` (the model-facing name),
     ``classes`` (effective, RFC-008 §5; ``()`` unclassed), ``server_id`` and ``server_tool``
-    (None for a tool the host implements), ``conversation_id``, ``inference_id`` and the
-    ``arguments`` as the host will pass them to the tool."""
+    (None for a tool the host implements), ``conversation_id``, ``inference_id``, the
+    ``arguments`` as the host will pass them to the tool, and ``redact``."""
 
     tool: str
     classes: tuple[str, ...]
@@ -266,6 +268,9 @@ class CallFacts:
     conversation_id: str
     inference_id: str
     arguments: Mapping[str, Any]
+    #: Hides the credentials the host knows of in a string (RFC-007 §5.2, §10: the providing
+    #: server's ``Redactor.redact``); None: nothing hidden.
+    redact: Callable[[str], str] | None = field(default=None, compare=False)
 
 
 def rule_matches(rule: Rule, call: CallFacts) -> bool:
@@ -501,11 +506,37 @@ def decide(
         return METADATA_ONLY
     if not policy.inputs_allow(call):  # step 4
         return Delivery(input_withheld=True)
-    bounded = bound_input(select_fields(call.arguments, rule.input), max_input_bytes)  # step 5
+    selected = select_fields(call.arguments, rule.input)  # step 5
+    masked = _masked(selected, call.redact) if call.redact is not None else selected
+    bounded = bound_input(masked, max_input_bytes) if masked is not None else None
     if bounded is None:
         return Delivery(input_withheld=True)
     value, altered = bounded
-    return Delivery(input=value, input_altered=altered)
+    return Delivery(input=value, input_altered=altered or masked is not selected)
+
+
+def _mask(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        hidden = redact(value)
+        return value if hidden == value else hidden
+    if is_mapping(value):
+        members = {key: _mask(member, redact) for key, member in value.items()}
+        return value if all(members[k] is value[k] for k in members) else members
+    if is_array(value):
+        items = [_mask(item, redact) for item in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
+
+
+def _masked(value: JSONObject, redact: Callable[[str], str]) -> JSONObject | None:
+    """``value`` with each string passed through ``redact`` (the same object when nothing
+    changed; RFC-007 §5.2: a credential replaced by a placeholder alters the input); None for
+    nesting too deep to walk (withheld)."""
+    try:
+        masked: JSONObject = _mask(value, redact)
+    except RecursionError:
+        return None
+    return masked
 
 
 def still_observes(call: CallFacts, *, granted: frozenset[str] | None, policy: ToolLifecyclePolicy) -> bool:
