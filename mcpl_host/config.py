@@ -34,7 +34,8 @@ keys, read from a file (``load_config``) or from an object held in memory
   ``failureWindow``} (rules: ``supervisor_policy``), ``secrets`` (extra strings to redact, at
   least ``MIN_SECRET_CHARS`` long), ``compat`` (``"strict"``, ``"0.4"`` or ``"auto"``, the
   default: the compatibility profile, ``mcpl_host.mcpl.compat``), ``toolClasses``
-  (``{tool name: [classes]}``, the operator's tool classes: RFC-008 §5.1), ``protocol``
+  (``{tool name: [classes]}``, the operator's tool classes: RFC-008 §5.1), ``toolLifecycle``
+  (``{"observe": narrowing, "inputs": narrowing}``, RFC-007 §4.3: ``ServerConfig.tool_lifecycle``), ``protocol``
   (``"auto"``, the default, ``"handshake"`` or ``"stateless"``: the MCP era to speak,
   ``mcpl_host.stateless``), ``disabled``. Values that may be secret (``env``,
   ``args``, ``headers``, ``token``, ``url``) never appear in a message nor in a repr; which

@@ -139,6 +139,12 @@ def _over_limit(which: str, limit: int) -> HandlerError:
     )
 
 
+def _names(keys: list[Any]) -> str:
+    """Up to five member names, each cut to 40 characters (a server chooses them)."""
+    listed = sorted(str(k) for k in keys)
+    return ", ".join(repr(k[:40]) for k in listed[:5]) + (", ..." if len(listed) > 5 else "")
+
+
 def _kind(value: object) -> str:
     if value is None:
         return "null"
@@ -164,9 +170,9 @@ def _parse_rule(index: int, value: object, max_paths: int) -> Rule | list[str] |
     if not is_mapping(value):
         return [f"{at} must be an object, not {_kind(value)}"]
     problems: list[str] = []
-    unknown = sorted(str(k) for k in value if k not in _RULE_KEYS)
+    unknown = [k for k in value if k not in _RULE_KEYS]
     if unknown:
-        problems.append(f"{at} has members RFC-007 §6.1 does not define: {', '.join(unknown[:5])}")
+        problems.append(f"{at} has members RFC-007 §6.1 does not define: {_names(unknown)}")
     if "match" not in value:
         problems.append(f"{at} has no match")
     fields: dict[str, Any] = {}
@@ -175,9 +181,9 @@ def _parse_rule(index: int, value: object, max_paths: int) -> Rule | list[str] |
         if not is_mapping(match):
             problems.append(f"{at}.match must be an object, not {_kind(match)}")
         else:
-            bad = sorted(str(k) for k in match if k not in (*_MATCH_KEYS, "class"))
+            bad = [k for k in match if k not in (*_MATCH_KEYS, "class")]
             if bad:
-                problems.append(f"{at}.match has members RFC-007 §6.1 does not define: {', '.join(bad[:5])}")
+                problems.append(f"{at}.match has members RFC-007 §6.1 does not define: {_names(bad)}")
             for key, attr in zip(_MATCH_KEYS, ("tool", "server_tool", "server_id", "conversation_id")):
                 if key in match:
                     problem = _pattern_problem(match[key], f"{at}.match.{key}")
@@ -225,9 +231,9 @@ def parse_observe(params: object, *, max_rules: int, max_paths: int) -> ObserveR
     if not is_mapping(params):
         return _invalid([f"params must be an object, not {_kind(params)}"])
     problems: list[str] = []
-    unknown = sorted(str(k) for k in params if k not in ("rules", "_meta"))
+    unknown = [k for k in params if k not in ("rules", "_meta")]
     if unknown:
-        problems.append(f"params has members RFC-007 §6.1 does not define: {', '.join(unknown[:5])}")
+        problems.append(f"params has members RFC-007 §6.1 does not define: {_names(unknown)}")
     if "_meta" in params and not is_mapping(params["_meta"]):
         problems.append(f"_meta must be an object, not {_kind(params['_meta'])}")
     rules = params.get("rules")

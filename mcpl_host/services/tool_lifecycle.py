@@ -168,7 +168,7 @@ class ReportedToolCall:
 
     def _open(self, phase: str) -> None:
         self._phases.advance(phase)
-        if phase == "pending" or not self._recipients and len(self._phases.history) == 1:
+        if len(self._phases.history) == 1:  # the first opening fixes the recipients
             for peer, policy, max_bytes in self._peers():
                 delivery = decide(
                     self.facts,
