@@ -229,6 +229,18 @@ def test_known_credentials_are_hidden_and_say_so() -> None:
     assert plain == Delivery(input={"ok": "ls"})  # nothing hidden: not altered
 
 
+def test_an_inputs_narrowing_by_conversation_alone() -> None:
+    everything = _filter({"rules": [{"match": {}, "input": True}]})
+    by_conversation = ToolLifecyclePolicy(inputs=Narrowing(conversations=("conv_1",)))
+    assert _decide(_call(), policy=by_conversation, observe_filter=everything) == Delivery(input={"a": 1})
+    assert _decide(
+        _call(conversation="conv_2"), policy=by_conversation, observe_filter=everything
+    ) == Delivery(input_withheld=True)
+    assert _decide(_call(classes=("comms",)), policy=by_conversation, observe_filter=everything) == Delivery(
+        input_withheld=True
+    )
+
+
 def test_the_named_default_is_selected_never_applied() -> None:
     everything = _filter({"rules": [{"match": {}, "input": True}]})
     default = ToolLifecyclePolicy(inputs=Narrowing(classes=DEFAULT_INPUTS_CLASSES))

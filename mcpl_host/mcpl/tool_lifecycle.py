@@ -335,11 +335,13 @@ class ToolLifecyclePolicy:
         n = self.inputs
         if n is None:
             return False
-        if n.conversations is not None and not n.contains(
-            CallFacts(call.tool, call.classes, None, None, call.conversation_id, "", {})
-        ):
-            return False
-        return inputs_admitted(call.tool, call.classes, InputsNarrowing(n.tools, n.classes))
+        tools = n.tools
+        if n.conversations is not None:
+            if not any(tool_pattern_matches(p, call.conversation_id) for p in n.conversations):
+                return False
+            if tools is None and n.classes is None:  # narrowed by conversation alone
+                tools = ("*",)
+        return inputs_admitted(call.tool, call.classes, InputsNarrowing(tools, n.classes))
 
 
 def policy_diagnostics(granted: frozenset[str], policy: ToolLifecyclePolicy) -> tuple[str, ...]:
