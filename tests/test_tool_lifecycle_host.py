@@ -142,3 +142,29 @@ async def test_the_applications_own_tool_and_an_approval_gate() -> None:
             ]
             assert seen[0]["class"] == ["body"] and "serverId" not in seen[0]
             assert seen[2]["class"] == [] and gated.phases == ("pending", "aborted")
+
+
+async def test_grant_all_advertised_grants_neither_path() -> None:
+    """docs/protocol.md TL1 (RFC-007 §4.1): a server granted everything it advertises still
+    gets no ``tools/lifecycle``, and its ``tools/observe`` is refused ``-32002``."""
+    greedy = ServerConfig(
+        name="greedy",
+        command=sys.executable,
+        args=(SERVER,),
+        limits=FAST,
+        grant_policy=GrantPolicy(grant_all_advertised=True),
+        tool_lifecycle=ToolLifecyclePolicy(inputs=Narrowing(classes=("body",))),
+    )
+    with anyio.fail_after(TIMEOUT):
+        async with Host({"greedy": greedy}, subscribe_all=False) as host:
+            await host.wait_ready(timeout=TIMEOUT)
+            conn = await host.server("greedy").connected()
+            assert conn.grant is not None and "pushEvents" in conn.grant.paths
+            assert not {"toolLifecycle.observe", "toolLifecycle.inputs"} & conn.grant.paths
+            refused = await _observe(host, "greedy", {"rules": [{"match": {}, "input": True}]})
+            assert refused["error"]["code"] == -32002
+            async with host.tool_call(
+                None, "speak", {}, conversation_id="c", inference_id="i", classes=["body"]
+            ) as call:
+                call.completed()
+            assert call.recipients == () and await _seen(host, "greedy") == []
