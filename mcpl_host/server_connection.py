@@ -269,7 +269,12 @@ class ServerConnection:
         self._unwatch_roots: Callable[[], None] | None = None
         #: The ``tools/observe`` filter of this transport (RFC-007 §6.5).
         self.tool_observe = ObserveFilters(
-            state, max_rules=limits.max_observe_rules, max_paths=limits.max_observe_paths, log=log
+            state,
+            max_rules=limits.max_observe_rules,
+            max_paths=limits.max_observe_paths,
+            log=log,
+            redactor=redactor,
+            refusals_logged=limits.refusals_logged,
         )
         self.inbound = InboundDispatcher(
             name,

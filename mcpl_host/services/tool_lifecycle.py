@@ -5,7 +5,8 @@ Rules (docs/protocol.md, "Tool lifecycle (RFC-007)"):
 - **The filter of one connection** (``ObserveFilters``, RFC-007 §6.5): ``tools/observe``
   (admitted only with ``toolLifecycle.observe`` in force, ``-32002`` otherwise: admission) is
   parsed (``parse_observe``); a well-formed request replaces the filter whole and is answered
-  ``{}``; a malformed one is answered ``-32602`` and the filter in force stays. The filter
+  ``{}``; a malformed one is answered ``-32602`` and the filter in force stays (logged within
+  ``Limits.refusals_logged`` lines per connection). The filter
   lives as long as the transport (a new connection starts with none) and is discarded when
   ``toolLifecycle.observe`` leaves the grant in force (``PolicyState.lifecycle_revocations``),
   so a later grant starts with none (RFC-007 §4.5, §6.5).
@@ -27,7 +28,7 @@ import anyio
 
 from mcpl_host.jsonrpc.errors import HandlerError, LocalProtocolError, MCPLHostError
 from mcpl_host.jsonrpc.values import JSONObject
-from mcpl_host.logging import Logger, ServerValue, get_logger
+from mcpl_host.logging import LogBudget, Logger, ServerValue, get_logger
 from mcpl_host.mcpl.policy_state import PolicyState
 from mcpl_host.mcpl.tool_lifecycle import (
     CallFacts,
@@ -40,6 +41,7 @@ from mcpl_host.mcpl.tool_lifecycle import (
     parse_observe,
     still_observes,
 )
+from mcpl_host.secrets import Redactor
 
 if TYPE_CHECKING:
     from mcpl_host.handlers import RequestContext
@@ -57,8 +59,19 @@ class ObserveFilters:
     """The ``tools/observe`` filter of one connection (module rules). ``serve`` is the
     request's job; ``current`` the filter in force (None: no filter, metadata only)."""
 
-    def __init__(self, state: PolicyState, *, max_rules: int, max_paths: int, log: Logger) -> None:
+    def __init__(
+        self,
+        state: PolicyState,
+        *,
+        max_rules: int,
+        max_paths: int,
+        log: Logger,
+        redactor: Redactor | None = None,
+        refusals_logged: int = 10,
+    ) -> None:
         self._state = state
+        self._redactor = redactor
+        self._refusals = LogBudget(refusals_logged)
         self._max_rules = max_rules
         self._max_paths = max_paths
         self._log = log
@@ -77,9 +90,13 @@ class ObserveFilters:
         ``HandlerError`` (the filter in force stays)."""
         parsed = parse_observe(params, max_rules=self._max_rules, max_paths=self._max_paths)
         if isinstance(parsed, HandlerError):
-            self._log.info(
-                "refused a tools/observe filter; the one in force stays", why=ServerValue(parsed.message)
-            )
+            verdict = self._refusals.take()
+            if verdict == "log":
+                self._log.info(
+                    "refused a tools/observe filter; the one in force stays", why=ServerValue(parsed.message)
+                )
+            elif verdict == "last":
+                self._log.info("refused tools/observe filters: more go unlogged on this connection")
             raise parsed
         _ = self.current  # settles a revocation first
         self._filter = parsed.filter
