@@ -21,7 +21,7 @@ Rules (docs/protocol.md, "Tool lifecycle (RFC-007)"):
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -290,8 +290,3 @@ class ReportedToolCall:
             self._end("aborted")
         else:
             self._end("completed")
-
-
-def policies_by_name(configs: Mapping[str, Any]) -> dict[str, ToolLifecyclePolicy]:
-    """Each server's ``ToolLifecyclePolicy`` (``ServerConfig.tool_lifecycle``)."""
-    return {name: config.tool_lifecycle for name, config in configs.items()}
