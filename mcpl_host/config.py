@@ -34,7 +34,8 @@ keys, read from a file (``load_config``) or from an object held in memory
   ``failureWindow``} (rules: ``supervisor_policy``), ``secrets`` (extra strings to redact, at
   least ``MIN_SECRET_CHARS`` long), ``compat`` (``"strict"``, ``"0.4"`` or ``"auto"``, the
   default: the compatibility profile, ``mcpl_host.mcpl.compat``), ``toolClasses``
-  (``{tool name: [classes]}``, the operator's tool classes: RFC-008 §5.1), ``protocol``
+  (``{tool name: [classes]}``, the operator's tool classes: RFC-008 §5.1), ``toolLifecycle``
+  (``{"observe": narrowing, "inputs": narrowing}``, RFC-007 §4.3: ``ServerConfig.tool_lifecycle``), ``protocol``
   (``"auto"``, the default, ``"handshake"`` or ``"stateless"``: the MCP era to speak,
   ``mcpl_host.stateless``), ``disabled``. Values that may be secret (``env``,
   ``args``, ``headers``, ``token``, ``url``) never appear in a message nor in a repr; which
@@ -84,6 +85,7 @@ from mcpl_host.mcpl.endpoint_uri import EndpointURI, EndpointURIError, is_mcpl_u
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.mcpl.policy_state import REFUSAL_ACTIONS, RefusalAction
+from mcpl_host.mcpl.tool_lifecycle import DEFAULT_INPUTS_CLASSES, Narrowing, ToolLifecyclePolicy
 from mcpl_host.secrets import (
     MIN_SECRET_CHARS,
     REDACTED,
@@ -157,6 +159,7 @@ _KEYS = {
             "compat",
             "protocol",
             "toolClasses",
+            "toolLifecycle",
         ),
         ("", "", ""),
     ),
@@ -349,6 +352,13 @@ class ServerConfig:
     #: of the vocabulary (``ValueError``).
     tool_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
     host_tool_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict[str, tuple[str, ...]])
+    #: The operator's tool lifecycle narrowings (RFC-007 §4.3; ``mcpl.tool_lifecycle``): which
+    #: calls this server is told of under ``toolLifecycle.observe`` (None: every call) and
+    #: which may carry arguments under ``toolLifecycle.inputs`` (None: none). Config key
+    #: ``toolLifecycle``: ``{"observe": narrowing, "inputs": narrowing}``, a narrowing being
+    #: ``{"tools": [patterns], "classes": [classes] or "default", "conversations": [patterns]}``.
+    #: The leaves themselves are granted only when named in ``grant`` (docs/protocol.md TL1).
+    tool_lifecycle: ToolLifecyclePolicy = ToolLifecyclePolicy()
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -469,6 +479,7 @@ _OBJECTS = (
     ("feature_set_policy", FeatureSetPolicy),
     ("limits", Limits),
     ("restart_policy", RestartPolicy),
+    ("tool_lifecycle", ToolLifecyclePolicy),
 )
 
 
@@ -864,6 +875,8 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
                 kw[key] = value
     if "toolClasses" in entry:
         kw["tool_classes"] = _tool_classes(entry["toolClasses"], _at(loc, "toolClasses"), p)
+    if "toolLifecycle" in entry:
+        kw["tool_lifecycle"] = _tool_lifecycle(entry["toolLifecycle"], _at(loc, "toolLifecycle"), p)
     kw["feature_set_policy"] = _feature_sets(entry.get("featureSets", _ABSENT), _at(loc, "featureSets"), p)
     kw["limits"] = _limits(entry, loc, p)
     kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)
@@ -949,6 +962,41 @@ def _tool_classes(value: object, loc: str, p: _Problems) -> dict[str, tuple[str,
                 p.add(_at(where, i), "not a tool class" + (f'; did you mean "{close[0]}"?' if close else ""))
         table[name] = listed
     return table
+
+
+def _narrowing(value: object, loc: str, p: _Problems) -> Narrowing | None:
+    """One ``toolLifecycle`` leaf's narrowing (RFC-007 §4.3): ``tools`` and ``conversations``
+    (RFC-007 §6.2 patterns), ``classes`` (tool classes, or ``"default"``: the named default
+    policy, ``DEFAULT_INPUTS_CLASSES``)."""
+    block = p.obj(
+        value,
+        loc,
+        "an object with tools, classes, conversations",
+        known=("tools", "classes", "conversations"),
+    )
+    if block is None:
+        return None
+    tools = p.strings(block["tools"], _at(loc, "tools")) if "tools" in block else None
+    conversations = (
+        p.strings(block["conversations"], _at(loc, "conversations")) if "conversations" in block else None
+    )
+    classes: tuple[str, ...] | None = None
+    if block.get("classes") == "default":
+        classes = DEFAULT_INPUTS_CLASSES
+    elif "classes" in block:
+        classes = p.strings(block["classes"], _at(loc, "classes"))
+        for i, item in enumerate(classes or ()):
+            if item not in TOOL_CLASSES:
+                p.add(_at(_at(loc, "classes"), i), 'not a tool class (or "default" for the whole list)')
+    return Narrowing(tools=tools, classes=classes, conversations=conversations)
+
+
+def _tool_lifecycle(value: object, loc: str, p: _Problems) -> ToolLifecyclePolicy:
+    """The ``toolLifecycle`` key: ``{"observe": narrowing, "inputs": narrowing}``."""
+    block = p.obj(value, loc, "an object with observe and inputs", known=("observe", "inputs")) or {}
+    observe = _narrowing(block["observe"], _at(loc, "observe"), p) if "observe" in block else None
+    inputs = _narrowing(block["inputs"], _at(loc, "inputs"), p) if "inputs" in block else None
+    return ToolLifecyclePolicy(observe=observe, inputs=inputs)
 
 
 def _feature_sets(value: object, loc: str, p: _Problems) -> FeatureSetPolicy:

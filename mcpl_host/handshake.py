@@ -52,6 +52,8 @@ HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
     # channels.acknowledge and channels.typing are not built: not advertised.
     "channels": {"register": True, "publish": True, "incoming": True, "lifecycle": True, "streaming": True},
     "featureSets": True,
+    # RFC-007 §4.2: tools/lifecycle for the calls the application reports, tools/observe.
+    "toolLifecycle": {"observe": True, "inputs": True},
 }
 
 

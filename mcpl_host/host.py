@@ -45,8 +45,10 @@ Rules of this module (docs/protocol.md T1-T3):
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
+import itertools
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -81,9 +83,12 @@ from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.references import MODEL_CONTENT
 from mcpl_host.mcpl.state import StateStore
+from mcpl_host.mcpl.tool_lifecycle import CallFacts, ToolLifecyclePolicy, call_id_for
+from mcpl_host.secrets import Redactor
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.dispatch import LIBRARY_SERVED
 from mcpl_host.services.hooks import BeforeInferenceArgs
+from mcpl_host.services.tool_lifecycle import LifecyclePeer, ReportedToolCall
 from mcpl_host.services.turns import (
     FanoutResult,
     InferenceLifecycle,
@@ -91,11 +96,13 @@ from mcpl_host.services.turns import (
     inference_lifecycle,
 )
 from mcpl_host.supervisor import Supervisor, SupervisorState
+from mcpl_host.tool_classes import known_classes
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
     "MAX_QUEUED_EVENT_BYTES",
     "MAX_QUEUED_LIFECYCLE_EVENTS",
+    "MAX_REMEMBERED_CALL_IDS",
     "Host",
     "PushDelivery",
     "ServerNotConnected",
@@ -115,6 +122,10 @@ MAX_QUEUED_LIFECYCLE_EVENTS = 4096
 #: oldest observations are dropped, counted, and a delivery that does not fit is not queued
 #: there (``events.Subscription``). One server line may be up to ``Limits.max_line_bytes``.
 MAX_QUEUED_EVENT_BYTES = 64 * 1024 * 1024
+#: Host-wide: the provider ids ``Host.tool_call`` reused as ``toolCallId`` that it remembers,
+#: to mint over a repeat (RFC-007 §3: "SHOULD also mint over any identifier it has already
+#: reported recently"); older ones are forgotten (memory stays bounded).
+MAX_REMEMBERED_CALL_IDS = 4096
 #: Host-wide: log lines about dropped observations before one "more go unlogged" line.
 DROPPED_EVENTS_LOGGED = 3
 _NOT_ANSWERED = "Internal error: not answered by the host application"
@@ -479,6 +490,9 @@ class Host:
                 closing=lambda: self._closing,
                 snapshot=functools.partial(self._snapshot_of, name),
             )
+        self._call_ids = itertools.count(1)
+        #: The provider ids reused as ``toolCallId`` lately (RFC-007 §3: mint over a repeat).
+        self._reused_call_ids: collections.deque[str] = collections.deque(maxlen=MAX_REMEMBERED_CALL_IDS)
         self._tg: anyio.abc.TaskGroup | None = None
         self._entered = False
         self._closing = False
@@ -738,3 +752,87 @@ class Host:
             turn_index=turn_index,
             model=model,
         )
+
+    # --- tool lifecycle (RFC-007) --------------------------------------------------------------
+
+    def _lifecycle_peers(self) -> list[tuple[LifecyclePeer, ToolLifecyclePolicy, int]]:
+        out: list[tuple[LifecyclePeer, ToolLifecyclePolicy, int]] = []
+        for name, config in self._configs.items():
+            conn = self._hosted[name].current
+            if conn is not None and conn.is_open:
+                out.append((conn, config.tool_lifecycle, config.limits.max_lifecycle_input_bytes))
+        return out
+
+    def tool_call(
+        self,
+        server: str | None,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        conversation_id: str,
+        inference_id: str,
+        model_name: str | None = None,
+        classes: Sequence[str] = (),
+        pending: bool = False,
+        provider_call_id: str | None = None,
+    ) -> ReportedToolCall:
+        """Report one tool call the application executes to every server observing it
+        (``tools/lifecycle``, RFC-007; docs/protocol.md TL8-TL11)::
+
+            async with host.tool_call("fs", "write", args, conversation_id=c, inference_id=i) as call:
+                result = await call.execute()
+
+        ``server``: the server providing ``tool`` (its name as listed), or None for a tool the
+        application implements itself (then ``classes`` are its classes, RFC-008 §5.1 source
+        2, and the application reports the terminal: ``call.completed(is_error=...)``).
+        ``model_name``: the name the model saw (``tool`` in the notification; default
+        ``<server>--<tool>``, or ``tool`` for the application's own). ``pending=True``: the call
+        waits on a gate the application controls; entering sends ``pending`` and
+        ``call.start()`` (or ``execute()``) ``started``. A server tool's classes are its
+        effective classes from the connection's listing (``tools/list`` is sent first when the
+        connection has none; unclassed when the tool is not listed or the listing fails).
+        ``provider_call_id``: the model's id for the call, to give **only** when the provider
+        guarantees it unique (a random id of at least 64 bits, such as a ``toolu_…`` id;
+        never a per-response counter such as ``call_0``): it becomes the ``toolCallId``
+        unless this host used it lately; otherwise the host mints ``mcpl-host-<n>``
+        (``tool_lifecycle.call_id_for``; RFC-007 §3). String arguments pass through the
+        provider's ``Redactor`` before they reach an observer (its configured secrets and the
+        well-known credential shapes: ``inputAltered``; docs/protocol.md TL6). Raises
+        ``UnknownServer``."""
+        args: dict[str, Any] = dict(arguments or {})
+        call_id = call_id_for(provider_call_id, self._reused_call_ids, next(self._call_ids))
+        if call_id == provider_call_id:
+            self._reused_call_ids.append(call_id)
+        if server is None:
+            facts = CallFacts(
+                model_name or tool,
+                known_classes(classes),
+                None,
+                None,
+                conversation_id,
+                inference_id,
+                args,
+                Redactor().redact,  # the well-known credential shapes
+            )
+            return ReportedToolCall(facts, call_id, self._lifecycle_peers, pending=pending)
+        handle = self.server(server)
+        shown = model_name or f"{server}--{tool}"
+
+        async def prepare() -> CallFacts:
+            conn = handle.hosted.current
+            listed = conn.mcp.cached_tools if conn is not None else None
+            if conn is not None and listed is None:  # never listed: list once for the classes
+                try:
+                    listed = await conn.mcp.list_tools()
+                except MCPLHostError:
+                    listed = None  # unclassed: the most restrictive (RFC-008 §5.2)
+            found = next((t for t in listed or () if t.name == tool), None)
+            tool_classes = found.classes if found is not None else ()
+            redact = handle.hosted.redactor.redact  # the provider's secrets and the shapes
+            return CallFacts(shown, tool_classes, server, tool, conversation_id, inference_id, args, redact)
+
+        async def execute(**kwargs: Any) -> Any:
+            conn = await handle.connected()
+            return await conn.mcp.call_tool(tool, args, **kwargs)
+
+        return ReportedToolCall(prepare, call_id, self._lifecycle_peers, pending=pending, execute=execute)

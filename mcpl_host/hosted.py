@@ -58,6 +58,7 @@ from mcpl_host.mcpl.policy_state import RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ReferenceRegistry, origin_of
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
+from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
@@ -233,6 +234,11 @@ class HostedServer:
     def tool_classes(self) -> ToolClassTables:
         """The operator's and the application's tool classes (RFC-008 §5.1), from the config."""
         return self._tool_classes
+
+    @property
+    def tool_lifecycle(self) -> ToolLifecyclePolicy:
+        """The operator's tool lifecycle narrowings (RFC-007 §4.3), from the config."""
+        return self._config.tool_lifecycle
 
     @property
     def compat_notes(self) -> NoteLedger:

@@ -199,6 +199,16 @@ DEFAULT_COMPAT_NOTES_LOGGED = 50
 #: undefined ``mcpl/`` key) logged per connection, each distinct (tool, finding, value)
 #: once; also the most findings read from one tool's ``_meta``.
 DEFAULT_TOOL_CLASS_FINDINGS_LOGGED = 50
+#: RFC-007 §5.2 (tool lifecycle): the most bytes of compact JSON (UTF-8) the ``input`` of one
+#: ``tools/lifecycle`` notification sent to this server may take, after field selection; the
+#: RFC's recommended default, 16 KiB. Over it, strings are cut and members dropped
+#: (``inputAltered``), or the input withheld (docs/protocol.md TL6).
+DEFAULT_MAX_LIFECYCLE_INPUT_BYTES = 16 * 1024
+#: RFC-007 §6.6: the most rules one ``tools/observe`` filter from this server may hold, and
+#: the most field paths one rule may request (the RFC's floor, 64 each); over either the
+#: request fails -32602 with ``data.limit`` ``"rules"`` or ``"paths"``.
+DEFAULT_MAX_OBSERVE_RULES = 64
+DEFAULT_MAX_OBSERVE_PATHS = 64
 #: What a host keeps of the events a server sent (``mcpl_host.record.EventRecord``: the
 #: probe's report, its ``--json`` document): an event over ``max_recorded_event_bytes`` of
 #: compact JSON is kept without its ``params``, ``answer`` and ``error`` (their size noted),
@@ -372,6 +382,9 @@ class Limits:
     max_reference_redirects: int = DEFAULT_MAX_REFERENCE_REDIRECTS
     reference_fetch_timeout_seconds: float = DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS
     tool_class_findings_logged: int = DEFAULT_TOOL_CLASS_FINDINGS_LOGGED
+    max_lifecycle_input_bytes: int = DEFAULT_MAX_LIFECYCLE_INPUT_BYTES
+    max_observe_rules: int = DEFAULT_MAX_OBSERVE_RULES
+    max_observe_paths: int = DEFAULT_MAX_OBSERVE_PATHS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

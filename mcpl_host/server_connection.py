@@ -6,7 +6,8 @@ Rules of this module:
   nothing and re-declares none of their calls: it exposes them (``connection``, ``mcp``,
   ``hooks``, ``channels``, ``state``, ``policy``, ``inbound``) and keeps only what is
   about the connection as a whole (its name, server info, era, whether it is open, the
-  MCPL state and grant, the last stall, closing). The parts: the ``Connection`` shell
+  MCPL state and grant, the last stall, closing). The parts (and ``tool_observe``, the
+  connection's RFC-007 ``tools/observe`` filter): the ``Connection`` shell
   (link, reader, writer, pending requests, handshake), the pure ``PolicyState`` and the
   ``PolicyExchange`` that drives it, the ``InboundDispatcher`` (admission and the inbound
   services) and the outbound services (``MCPClient``, ``HookCalls``, ``ChannelCalls``,
@@ -57,6 +58,7 @@ from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ContentView, ReferenceRegistry
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
+from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy, policy_diagnostics
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.opening import Opening
 from mcpl_host.services.channel_calls import (
@@ -72,6 +74,7 @@ from mcpl_host.services.negotiation import PolicyExchange, PolicySource
 from mcpl_host.services.push import PushService
 from mcpl_host.services.state_calls import StateCalls
 from mcpl_host.services.state_service import StateService
+from mcpl_host.services.tool_lifecycle import ObserveFilters
 from mcpl_host.stall_watch import StallWatch
 from mcpl_host.stateless import Era, EraProbe, ProtocolChoice
 from mcpl_host.tool_classes import ToolClassTables
@@ -114,6 +117,8 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def reference_binding(self) -> AuthBinding: ...
     @property
     def tool_classes(self) -> ToolClassTables: ...
+    @property
+    def tool_lifecycle(self) -> ToolLifecyclePolicy: ...
     @property
     def channels(self) -> list[dict[str, Any]]: ...
     @property
@@ -262,6 +267,15 @@ class ServerConnection:
             tool_classes=hosted.tool_classes,
         )
         self._unwatch_roots: Callable[[], None] | None = None
+        #: The ``tools/observe`` filter of this transport (RFC-007 §6.5).
+        self.tool_observe = ObserveFilters(
+            state,
+            max_rules=limits.max_observe_rules,
+            max_paths=limits.max_observe_paths,
+            log=log,
+            redactor=redactor,
+            refusals_logged=limits.refusals_logged,
+        )
         self.inbound = InboundDispatcher(
             name,
             state,
@@ -288,6 +302,7 @@ class ServerConnection:
             client_features=self._features,
             on_mcp_notification=self.mcp.on_notification,
             transport=self.sequence,
+            tool_observe=self.tool_observe,
         )
         shell.inbound = self.inbound
         self.hooks = HookCalls(
@@ -338,6 +353,7 @@ class ServerConnection:
                 # H7: the policy exchange is the last step under the handshake deadline.
                 within = min(hosted.limits.request_timeout_seconds, shell.handshake_remaining())
                 await self.policy.initial(within=within)
+                self._lifecycle_diagnostics()
         except BaseException:
             await shell.__aexit__(None, None, None)
             raise
@@ -403,6 +419,15 @@ class ServerConnection:
         )
         if state.lenient:
             self.inbound.note(tuple(declaration_notes(state.feature_sets)))
+
+    def _lifecycle_diagnostics(self) -> None:
+        """RFC-007 §4.1, §4.3: a grant of ``toolLifecycle.inputs`` that delivers nothing
+        (without ``observe``, or without a narrowing) is said once per connection (TL4)."""
+        proposed = self.policy.state.proposed
+        if proposed is None:
+            return
+        for line in policy_diagnostics(proposed.grant.paths, self.hosted.tool_lifecycle):
+            self._log.warning("tool lifecycle grant", diagnostic=line)
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._unwatch_roots is not None:

@@ -419,3 +419,17 @@ def test_init_discover_judges_the_answer_to_the_era_probe() -> None:
     )
     assert wrong_type.status == "failed" and "resultType" in wrong_type.reason
     assert rules.init_discover(_discover(None)).status == "skipped"  # WebSocket, HTTP+SSE
+
+
+def test_tools_observe_params_judged_by_rfc_007_schema() -> None:
+    """``tools.observe.params`` (RFC-007 §6.1, §13): each ``tools/observe`` the server sent is
+    judged by the one parser, schema only (64 rules and paths are the host's floor, not the
+    schema's); none sent: skipped."""
+    assert rules.tools_observe_params(_mcpl_run()).status == "skipped"
+    good = _rpc(id=7, method="tools/observe", params={"rules": [{"match": {"class": "shell"}}] * 100})
+    assert rules.tools_observe_params(_mcpl_run(("in", good))).status == "passed"
+    bad = _rpc(id=8, method="tools/observe", params={"ruless": [], "rules": [{"match": {"module": "x"}}]})
+    verdict = rules.tools_observe_params(_mcpl_run(("in", good), ("in", bad)))
+    assert verdict.status == "failed"
+    assert "ruless" in verdict.reason and "rules[0].match" in verdict.reason
+    assert CHECKS_BY_ID["tools.observe.params"].spec == "MCPL RFC-007 §6.1, §6.6, §13"

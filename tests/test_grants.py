@@ -25,13 +25,14 @@ ALL = expand_advertisement(
         "inferenceLifecycle": True,
         "contextHooks": True,
         "channels": True,
+        "toolLifecycle": True,
     },
     tools=True,
 )
 
 
-def test_vocabulary_has_17_paths() -> None:
-    assert len(VOCABULARY) == 17
+def test_vocabulary_has_19_paths() -> None:
+    assert len(VOCABULARY) == 19
     assert ALL == VOCABULARY
 
 

@@ -13,7 +13,8 @@ the application after the re-list: the effective classes (as a set, each of the 
 and their source; the description and the input schema byte-identical to the definition sent
 (serialized the same way, key order and Unicode forms kept); the argument treatment through
 ``tool_classes.inputs_admitted`` with the vector's ``inputsPolicy`` as the narrowing (TC4:
-this host sends no ``tools/lifecycle`` yet, so the decision is asserted, not a delivery); and
+the decision is asserted here; its delivery in ``tools/lifecycle`` is the tool lifecycle
+vectors', tests/test_vectors_tool_lifecycle.py); and
 the ``diagnosticHint`` (a SHOULD) among the connection's log lines. asyncio and trio.
 """
 

@@ -247,6 +247,10 @@ CHECKS: tuple[CheckSpec, ...] = (
         Compat("the publish counts as unconfirmed: something was posted, not provably where asked", "the same", True),
     ),
     _spec(
+        "tools.observe.params", "mcpl", "tools/observe filters are what RFC-007 §13's schema allows", "MCPL RFC-007 §6.1, §6.6, §13", ["main", "listen"],
+        Compat("refuses the request -32602 and keeps the filter in force (no filter: metadata only)", _PARAMS_04, False),
+    ),
+    _spec(
         "state.update.params", "mcpl", "state/update params are valid and name a declared feature set", "MCPL §8.3 (docs/protocol.md, State)", ["main", "listen"],
         Compat("refuses the request -32602 (or -32003 / -32001 for its feature set)", _PARAMS_04, False),
     ),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -46,6 +47,7 @@ from mcpl_host.check.evidence import (
 from mcpl_host.check.registry import CHECKS, CheckResult, CheckSpec, Status
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS
 from mcpl_host.jsonrpc.envelope import is_number
+from mcpl_host.jsonrpc.errors import HandlerError
 from mcpl_host.logging import Redactor, escape_text
 from mcpl_host.mcpl.admission import INBOUND_GATES
 from mcpl_host.mcpl.feature_sets import read_feature_sets
@@ -62,6 +64,7 @@ from mcpl_host.mcpl.server_shapes import (
     state_params_problems,
 )
 from mcpl_host.mcpl.tags import validate_push_event
+from mcpl_host.mcpl.tool_lifecycle import parse_observe
 from mcpl_host.report import MAX_REPORT_DEPTH, redact_json
 from mcpl_host.stateless import (
     HEADER_MISMATCH,
@@ -1429,6 +1432,21 @@ def state_update_params(main: MainEvidence) -> Verdict:
     )
 
 
+def _observe_problems(params: dict[str, Any]) -> list[str]:
+    """RFC-007 §13's schema only (no host limit: 64 rules and paths are a floor, §6.6)."""
+    parsed = parse_observe(params, max_rules=sys.maxsize, max_paths=sys.maxsize)
+    if not isinstance(parsed, HandlerError):
+        return []
+    data = as_object(parsed.data) or {}
+    problems = as_list(data.get("problems"))
+    return [str(p) for p in problems] if problems is not None else [parsed.message]
+
+
+@_given(_mcpl)
+def tools_observe_params(main: MainEvidence) -> Verdict:
+    return _judge_params(main, "tools/observe", _observe_problems)
+
+
 # --- shutdown ----------------------------------------------------------------------------------
 
 
@@ -1504,6 +1522,7 @@ RULES: dict[str, _Rule] = {
     "channels.incoming.params": channels_incoming_params,
     "channels.publish-target.value": channels_publish_target_value,
     "channels.publish-target.echo": channels_publish_target_echo,
+    "tools.observe.params": tools_observe_params,
     "state.update.params": state_update_params,
     "references.fields": references_fields,
     "mcpl.context-injection": mcpl_context_injection,

@@ -101,6 +101,7 @@ INBOUND_GATES: dict[str, str] = {
     "channels/changed": "channels.register",
     "channels/list": "channels.register",
     "channels/incoming": "channels.incoming",
+    "tools/observe": "toolLifecycle.observe",  # RFC-007 §4.1, §6
 }
 #: Host -> server methods and the capability path each needs (MCPL §5.4, §10, §14.3).
 #: ``context/beforeInference`` needs ``observe`` or an ``inject`` leaf
@@ -112,6 +113,7 @@ OUTBOUND_GATES: dict[str, str] = {
     "channels/publish": "channels.publish",
     "channels/outgoing/chunk": "channels.streaming",
     "channels/outgoing/complete": "channels.streaming",
+    "tools/lifecycle": "toolLifecycle.observe",  # RFC-007 §3, §4.1
 }
 OBSERVE = "contextHooks.beforeInference.observe"
 INJECT_LEAVES = tuple(

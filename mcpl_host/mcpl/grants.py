@@ -2,7 +2,7 @@
 
 Rules (MCPL §5.1, §5.4, §6.2, Appendix B.2; docs/protocol.md, "Capability advertisement"):
 
-- The vocabulary is closed: 17 dotted paths (``VOCABULARY``). Members outside it mint no
+- The vocabulary is closed: 19 dotted paths (``VOCABULARY``). Members outside it mint no
   capability.
 - A server's advertisement (``experimental.mcpl``) is expanded by a generic recursive walk:
   ``true`` at a node means every vocabulary leaf at or beneath it; ``false`` or absence means
@@ -35,7 +35,10 @@ __all__ = [
     "Grant",
     "GrantPolicy",
     "INJECT_PREFIX",
+    "LIFECYCLE_PREFIX",
+    "NAMED_ONLY_PREFIXES",
     "names_inject",
+    "names_path",
     "closest_pattern",
     "expand_advertisement",
     "matches",
@@ -62,6 +65,9 @@ VOCABULARY: frozenset[str] = frozenset(
         "channels.streaming",
         "channels.acknowledge",
         "channels.typing",
+        # RFC-007 §4.1 (tool lifecycle; Draft r3): granted only when named (``names_path``).
+        "toolLifecycle.observe",
+        "toolLifecycle.inputs",
     }
 )
 
@@ -158,6 +164,20 @@ def expand_advertisement(mcpl: object, *, tools: bool = False) -> frozenset[str]
 
 #: The deprecated injection paths (RFC-010 §4.1): ``contextHooks.beforeInference.inject.*``.
 INJECT_PREFIX = "contextHooks.beforeInference.inject."
+#: The tool lifecycle paths (RFC-007 §4.1): ``toolLifecycle.observe``, ``toolLifecycle.inputs``.
+LIFECYCLE_PREFIX = "toolLifecycle."
+#: Paths granted only by a pattern that names them (``names_path``): denied by default.
+NAMED_ONLY_PREFIXES = (INJECT_PREFIX, LIFECYCLE_PREFIX)
+
+
+def names_path(pattern: str, path: str) -> bool:
+    """Whether grant ``pattern`` names ``path`` under one of ``NAMED_ONLY_PREFIXES``: it matches
+    it and writes that prefix out, so no wildcard of the upper segments (``*.observe``) and no
+    grant-all reaches it (RFC-010 §4.1 for the injection paths; RFC-007 §4.1 for the tool
+    lifecycle paths: docs/protocol.md TL1). ``toolLifecycle.*`` names both lifecycle leaves."""
+    return any(pattern.startswith(prefix) and path.startswith(prefix) for prefix in NAMED_ONLY_PREFIXES) and (
+        matches(pattern, path)
+    )
 
 
 def names_inject(pattern: str, path: str) -> bool:
@@ -179,7 +199,9 @@ class GrantPolicy:
     The deprecated injection paths (``contextHooks.beforeInference.inject.*``, RFC-010 §4.1)
     are granted only by a ``grant`` pattern that names them (``names_inject``): never by
     ``grant_all_advertised``, nor by a wildcard of their upper segments, so neither the
-    default nor a widening (a manifest change, the 0.4 profile's bound) adds one.
+    default nor a widening (a manifest change, the 0.4 profile's bound) adds one. The tool
+    lifecycle paths (``toolLifecycle.observe``, ``toolLifecycle.inputs``, RFC-007 §4.1) are
+    granted the same way, only when named (``names_path``; docs/protocol.md TL1).
     ``ignore_injections``: the MCPL 0.6 rule now (RFC-010 §4.2): the injection paths are never
     granted, whatever ``grant`` names, and a ``contextInjections`` answer is never applied.
     """
@@ -201,6 +223,8 @@ class GrantPolicy:
             return False
         if path.startswith(INJECT_PREFIX):
             return not self.ignore_injections and any(names_inject(pattern, path) for pattern in self.grant)
+        if path.startswith(LIFECYCLE_PREFIX):  # RFC-007 §4.1: named, never by grant-all
+            return any(names_path(pattern, path) for pattern in self.grant)
         return self.grant_all_advertised or any(matches(pattern, path) for pattern in self.grant)
 
     def compute(self, advertised: Iterable[str]) -> Grant:

@@ -47,6 +47,9 @@ from mcpl_host.mcpl.grants import Grant, GrantPolicy, expand_advertisement
 from mcpl_host.mcpl.manifest_diff import ChangeReceipt, ManifestDiff, change_receipt, diff_manifests
 from mcpl_host.mcpl.policy import PolicyOutcome, read_receipt
 
+#: RFC-007 §4.5: the path whose revocation discards a ``tools/observe`` filter.
+LIFECYCLE_OBSERVE = "toolLifecycle.observe"
+
 __all__ = [
     "ManifestStep",
     "MCPLState",
@@ -150,6 +153,18 @@ class PolicyState:
     notification_reason: str | None = None
     #: Why MCPL is off (MCP_ONLY), a sentence; None otherwise.
     off_reason: str | None = None
+    #: How often ``toolLifecycle.observe`` left the grant in force (RFC-007 §4.5, §6.5: a
+    #: revocation discards the connection's ``tools/observe`` filter).
+    lifecycle_revocations: int = 0
+
+    def _set_grant(self, grant: Grant | None) -> None:
+        if (
+            self.grant is not None
+            and self.grant.allows(LIFECYCLE_OBSERVE)
+            and not (grant is not None and grant.allows(LIFECYCLE_OBSERVE))
+        ):
+            self.lifecycle_revocations += 1
+        self.grant = grant
 
     @property
     def profile(self) -> Profile:
@@ -219,7 +234,7 @@ class PolicyState:
         return proposal
 
     def _in_force(self, grant: Grant, feature_set_policy: FeatureSetPolicy) -> None:
-        self.grant = grant
+        self._set_grant(grant)
         self.derivation = self._derive(grant, feature_set_policy)
 
     def receipt(self, proposal: Proposal, result: object) -> ReceiptVerdict:
@@ -227,7 +242,7 @@ class PolicyState:
         outcome = read_receipt(result)
         self.outcome = outcome
         if not outcome.accepted:  # a refusal turns MCPL off, at any time (§6.7)
-            self.grant = None
+            self._set_grant(None)
             self.derivation = None
             self.state = MCPLState.MCP_ONLY
             self.off_reason = f"the server refused the host's policy (fallback {outcome.fallback or 'none'})"

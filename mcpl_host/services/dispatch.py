@@ -12,7 +12,7 @@ Rules:
     ``NoteLedger``), and the job of the service that serves the method is returned:
     ``push/event`` (``PushService``), ``inference/request`` and ``model/info``
     (``InferenceService``), ``channels/*`` (``ChannelService``), ``state/*``
-    (``StateService``), ``roots/list``, ``sampling/createMessage`` and
+    (``StateService``), ``tools/observe`` (``ObserveFilters``, RFC-007 §6), ``roots/list``, ``sampling/createMessage`` and
     ``elicitation/create`` the ``ClientFeatureService`` when the application serves that
     feature (MCP 2025-11-25 "Client Features"), anything else ``HostHandlers.request``
     (default ``-32601``). Every answer is reported (``channels/*``, ``state/*`` and
@@ -70,6 +70,7 @@ from mcpl_host.services.inference import InferenceService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.push import PushService
 from mcpl_host.services.state_service import StateService
+from mcpl_host.services.tool_lifecycle import ObserveFilters
 
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter
@@ -80,7 +81,7 @@ _CHANNEL_METHODS = frozenset({"channels/register", "channels/changed", "channels
 _STATE_METHODS = frozenset({"state/update", "state/get"})
 #: Server requests the library itself serves (no application delivery), each reported as a
 #: ``server_request`` with its answer.
-LIBRARY_SERVED = _CHANNEL_METHODS | _STATE_METHODS | {"inference/request", "model/info"}
+LIBRARY_SERVED = _CHANNEL_METHODS | _STATE_METHODS | {"inference/request", "model/info", "tools/observe"}
 
 
 def _service_job(
@@ -127,6 +128,7 @@ class InboundDispatcher:
         client_features: ClientFeatureService | None = None,
         on_mcp_notification: Callable[[str, Any], None] | None = None,
         transport: int,
+        tool_observe: ObserveFilters | None = None,
     ) -> None:
         self._name = name
         self._transport = transport
@@ -154,6 +156,7 @@ class InboundDispatcher:
         self.channel_registry = channels.registry
         self._client_features = client_features
         self._on_mcp_notification = on_mcp_notification
+        self._tool_observe = tool_observe
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -263,6 +266,9 @@ class InboundDispatcher:
             return lambda _: self._reported(context, params, self._channels.serve(context, params))
         if method in _STATE_METHODS:
             return lambda _: self._reported(context, params, self._serve_state(method, params))
+        observe = self._tool_observe
+        if method == "tools/observe" and observe is not None:  # RFC-007 §6 (admitted: observe granted)
+            return lambda _: self._reported(context, params, observe.serve(context, params))
         features = self._client_features
         if method in CLIENT_FEATURE_METHODS and features is not None and features.serves(method):
             return lambda _: features.serve(context, params)
