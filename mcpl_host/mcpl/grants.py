@@ -2,7 +2,7 @@
 
 Rules (MCPL §5.1, §5.4, §6.2, Appendix B.2; docs/protocol.md, "Capability advertisement"):
 
-- The vocabulary is closed: 17 dotted paths (``VOCABULARY``). Members outside it mint no
+- The vocabulary is closed: 18 dotted paths (``VOCABULARY``; one experimental, RFC-009). Members outside it mint no
   capability.
 - A server's advertisement (``experimental.mcpl``) is expanded by a generic recursive walk:
   ``true`` at a node means every vocabulary leaf at or beneath it; ``false`` or absence means
@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mcpl_host.jsonrpc.values import JSONObject, is_mapping
+from mcpl_host.mcpl.input_streams import advertises_input_streaming
 
 __all__ = [
     "PATTERN_HINTS",
@@ -62,8 +63,13 @@ VOCABULARY: frozenset[str] = frozenset(
         "channels.streaming",
         "channels.acknowledge",
         "channels.typing",
+        "channels.incoming.streaming",  # RFC-009 §2.2 (experimental): EXPLICIT_ONLY
     }
 )
+#: Paths no ancestor ``true`` or object advertises: only their own explicit member does
+#: (RFC-009 §2.1: ``channels.inputStreaming: true`` is ``channels.incoming.streaming``;
+#: docs/protocol.md IS1).
+EXPLICIT_ONLY: frozenset[str] = frozenset({"channels.incoming.streaming"})
 
 # Members of experimental.mcpl that are not capability advertisements (MCPL §17.1).
 _NOT_CAPABILITIES = frozenset({"version", "revision", "featureSets"})
@@ -113,7 +119,7 @@ def pattern_problem(pattern: str) -> str | None:
 
 def _leaves_at_or_below(prefix: str) -> set[str]:
     below = prefix + "."
-    return {path for path in VOCABULARY if path == prefix or path.startswith(below)}
+    return {path for path in VOCABULARY - EXPLICIT_ONLY if path == prefix or path.startswith(below)}
 
 
 #: Segments in the deepest vocabulary path; the walk never descends further (a deeper
@@ -125,7 +131,7 @@ def _walk(node: object, prefix: str, depth: int, out: set[str]) -> None:
     if node is True:
         out |= _leaves_at_or_below(prefix)
     elif is_mapping(node):
-        if prefix in VOCABULARY:
+        if prefix in VOCABULARY and prefix not in EXPLICIT_ONLY:
             out.add(prefix)  # an object at a path node advertises the node (module rules)
         if depth >= MAX_PATH_SEGMENTS:
             return
@@ -151,6 +157,9 @@ def expand_advertisement(mcpl: object, *, tools: bool = False) -> frozenset[str]
         for key, child in mcpl.items():
             if isinstance(key, str) and key and key not in _NOT_CAPABILITIES:
                 _walk(child, key, 1, out)
+    out -= EXPLICIT_ONLY
+    if advertises_input_streaming(mcpl):  # RFC-009 §2.1
+        out.add("channels.incoming.streaming")
     if tools:
         out.add("tools")
     return frozenset(out)

@@ -1,0 +1,147 @@
+"""The RFC-009 lease state machine (``mcpl_host.mcpl.input_streams``), by plain calls.
+
+Each trace of ``tests/vectors/mcpl-spec/input-stream-vectors.json`` is replayed against a
+fresh ``InputStreams`` with the trace's host facts (``defaults`` shallowly overridden by
+``config``, then each step's ``control``): the decision alone, no I/O. The same traces run
+through the real host in ``tests/test_vectors_input_streams.py``, which records the vectors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpl_host.jsonrpc.errors import HandlerError
+from mcpl_host.mcpl.grants import Grant, expand_advertisement
+from mcpl_host.mcpl.input_streams import (
+    INPUT_STREAM_PATHS,
+    Facts,
+    InputStreams,
+    Settings,
+    advertises_input_streaming,
+    content_digest,
+    facts_channel,
+)
+
+FILE = json.loads(
+    (Path(__file__).parent / "vectors" / "mcpl-spec" / "input-stream-vectors.json").read_text(encoding="utf-8")
+)
+TRACES: list[dict[str, Any]] = FILE["traces"]
+
+
+def subset(expected: object, actual: object) -> bool:
+    """The file's comparison: non-empty objects select fields recursively; empty objects and
+    arrays, and everything else, compare exactly."""
+    if isinstance(expected, dict) and expected:
+        return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list) and expected:
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(expected)
+            and all(subset(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    return expected == actual
+
+
+class Env:
+    """The trace's host environment, as ``Facts``."""
+
+    def __init__(self, trace: dict[str, Any]) -> None:
+        self.env: dict[str, Any] = {**FILE["defaults"], **trace.get("config", {})}
+
+    def control(self, control: dict[str, Any]) -> None:
+        self.env.update(control)
+
+    def settings(self) -> Settings:
+        e = self.env
+        return Settings(e["maxChars"], e["maxUpdateHz"], e["maxDurationMs"], e["maxStreams"], e["mode"])
+
+    def facts(self) -> Facts:
+        e = self.env
+        advertised = expand_advertisement({"version": "0.5", **e["advertisement"]})
+        grant = Grant.compute(advertised, e["grants"]) if hasattr(Grant, "compute") else None
+        granted = frozenset(
+            p for p in INPUT_STREAM_PATHS if p in advertised and any(_matches(g, p) for g in e["grants"])
+        )
+        del grant
+        channels = {
+            cid: facts_channel(
+                c["identity"], c["generation"], direction=c["direction"], permitted=c["permitted"], senders=c["senders"]
+            )
+            for cid, c in e["channels"].items()
+        }
+        return Facts(e["now"], e["now"], e["transportEpoch"], e["serverPrincipal"], granted, e["ready"], channels)
+
+
+def _matches(pattern: str, path: str) -> bool:
+    from mcpl_host.mcpl.grants import matches
+
+    return matches(pattern, path)
+
+
+def run_pure(trace: dict[str, Any]) -> list[str]:
+    env = Env(trace)
+    machine = InputStreams(env.settings())
+    messages: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for number, step in enumerate(trace["steps"]):
+        if "control" in step:
+            env.control(step["control"])
+            machine.reconcile(env.facts())
+        if "prepare" in step:
+            machine.prepare(step["prepare"])
+        if "method" in step:
+            method, params = step["method"], step["params"]
+            facts = env.facts()
+            answer: dict[str, Any]
+            try:
+                if method == "channels/input/open":
+                    answer = {"result": machine.open(params, facts)}
+                elif method == "channels/input/update":
+                    answer = {"result": machine.update(params, facts)}
+                elif method == "channels/input/abort":
+                    answer = {"result": machine.abort(params, facts)}
+                else:
+                    result, message = machine.complete(params, facts)
+                    if message is not None:
+                        if not env.env["finalAccepted"]:
+                            raise HandlerError(-32025, "Input stream rejected", {"reason": "final_rejected"})
+                        result = machine.commit(params, result, None)
+                        messages.append(message)
+                    answer = {"result": result}
+            except HandlerError as error:
+                answer = {"error": error.to_dict() if hasattr(error, "to_dict") else {"code": error.code, "data": error.data}}
+            expect = step["expect"]
+            if "result" in expect:
+                if answer.get("result") != expect["result"]:
+                    problems.append(f"step {number}: {answer} != {expect}")
+            else:
+                error = answer.get("error") or {}
+                want = expect["error"]
+                if error.get("code") != want["code"] or ("data" in want and error.get("data", {}).get("reason") != want["data"].get("reason")) or ("data" in want and "capability" in want["data"] and error.get("data", {}).get("capability") != want["data"]["capability"]):
+                    problems.append(f"step {number}: {answer} != {expect}")
+        if "expectState" in step:
+            state = {**machine.snapshot(), "messages": messages}
+            if not subset(step["expectState"], state):
+                problems.append(f"step {number}: state {state} !~ {step['expectState']}")
+    return problems
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=[t["name"] for t in TRACES])
+def test_trace_by_plain_calls(trace: dict[str, Any]) -> None:
+    assert run_pure(trace) == []
+
+
+@pytest.mark.parametrize("vector", FILE["advertisements"], ids=[v["name"] for v in FILE["advertisements"]])
+def test_advertisement_by_plain_calls(vector: dict[str, Any]) -> None:
+    advertised = expand_advertisement({"version": "0.5", **vector["input"]})
+    assert ("channels.incoming" in advertised) == vector["expect"]["incoming"]
+    assert advertises_input_streaming(vector["input"]) == vector["expect"]["streaming"]
+    assert ("channels.incoming.streaming" in advertised) == vector["expect"]["streaming"]
+
+
+def test_digest_is_over_utf8_bytes() -> None:
+    assert content_digest("") == "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
