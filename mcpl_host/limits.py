@@ -199,6 +199,15 @@ DEFAULT_COMPAT_NOTES_LOGGED = 50
 #: undefined ``mcpl/`` key) logged per connection, each distinct (tool, finding, value)
 #: once; also the most findings read from one tool's ``_meta``.
 DEFAULT_TOOL_CLASS_FINDINGS_LOGGED = 50
+#: Input streams (RFC-009, experimental; off unless ``ServerConfig.input_streams``): the most
+#: Unicode scalar values of one snapshot (``maxChars``, §4.2), the least time between two
+#: accepted updates of a stream in seconds (``maxUpdateHz`` is its inverse, §5.3), the longest
+#: lease in seconds (the host shortens a later ``expiresAt``, §4.1), and the most stream ids a
+#: connection keeps, ended ones included (their replay protection, §4.3, §10).
+DEFAULT_INPUT_STREAM_MAX_CHARS = 4096
+DEFAULT_INPUT_STREAM_UPDATE_INTERVAL_SECONDS = 0.1
+DEFAULT_INPUT_STREAM_MAX_SECONDS = 60.0
+DEFAULT_MAX_INPUT_STREAMS = 64
 #: What a host keeps of the events a server sent (``mcpl_host.record.EventRecord``: the
 #: probe's report, its ``--json`` document): an event over ``max_recorded_event_bytes`` of
 #: compact JSON is kept without its ``params``, ``answer`` and ``error`` (their size noted),
@@ -372,6 +381,10 @@ class Limits:
     max_reference_redirects: int = DEFAULT_MAX_REFERENCE_REDIRECTS
     reference_fetch_timeout_seconds: float = DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS
     tool_class_findings_logged: int = DEFAULT_TOOL_CLASS_FINDINGS_LOGGED
+    input_stream_max_chars: int = DEFAULT_INPUT_STREAM_MAX_CHARS
+    input_stream_update_interval_seconds: float = DEFAULT_INPUT_STREAM_UPDATE_INTERVAL_SECONDS
+    input_stream_max_seconds: float = DEFAULT_INPUT_STREAM_MAX_SECONDS
+    max_input_streams: int = DEFAULT_MAX_INPUT_STREAMS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

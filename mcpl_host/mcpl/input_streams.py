@@ -52,7 +52,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
@@ -62,6 +62,8 @@ __all__ = [
     "ABORT_REASONS",
     "INPUT_METHODS",
     "INPUT_STREAM_PATHS",
+    "InputStreamUpdate",
+    "SenderBinding",
     "MODES",
     "ChannelFacts",
     "Facts",
@@ -71,6 +73,7 @@ __all__ = [
     "advertises_input_streaming",
     "content_digest",
     "facts_channel",
+    "input_stream_settings",
     "rejected",
 ]
 
@@ -147,6 +150,32 @@ def _revision(value: object) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class SenderBinding:
+    """What the application says a server may speak for on one channel (RFC-009 §4.1):
+    ``senders``, the sender ids it is authenticated to represent; ``identity``, the channel's
+    stable identity (the deduplication namespace, §4.3; None: the channel id)."""
+
+    senders: frozenset[str]
+    identity: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputStreamUpdate:
+    """A provisional input-stream fact for the application (RFC-009 §5.2, §7, §8): never
+    history. ``status``: ``updated`` (``text`` the whole current snapshot; None in
+    ``final-only`` mode), ``completed``, ``aborted`` or ``expired`` (``text`` None).
+    ``channel_id``, ``sender_id``, ``message_id``: the lease's binding; ``revision``."""
+
+    stream_id: str
+    status: str
+    revision: int
+    channel_id: str
+    sender_id: str
+    message_id: str
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ChannelFacts:
     """What the host knows of one registered channel (MCPL §14; RFC-009 §4.1): its stable
     ``identity`` (the deduplication namespace, IS7), registration ``generation``, whether it
@@ -188,6 +217,22 @@ class Settings:
     mode: Mode = "volatile"
 
 
+def input_stream_settings(limits: Any, mode: str) -> Settings:
+    """The ``Settings`` of a server's ``Limits`` (``input_stream_*``, ``max_input_streams``)
+    and ``ServerConfig.input_stream_mode``."""
+    chosen: Mode = MODES[1]
+    for known in MODES:
+        if known == mode:
+            chosen = known
+    return Settings(
+        max_chars=limits.input_stream_max_chars,
+        max_update_hz=1 / limits.input_stream_update_interval_seconds,
+        max_duration_ms=max(1, int(limits.input_stream_max_seconds * 1000)),
+        max_streams=limits.max_input_streams,
+        mode=chosen,
+    )
+
+
 @dataclass(slots=True)
 class _Stream:
     stream_id: str
@@ -216,7 +261,7 @@ class _Stream:
 
 
 def _iso(ms: int) -> str:
-    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    moment = datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
@@ -253,24 +298,19 @@ class InputStreams:
         }
         return {"streams": streams, "prepared": prepared, "usedPreparation": list(self.used_preparation)}
 
-    def open_count(self) -> int:
-        return sum(1 for s in self._streams.values() if s.status == "open")
-
-    def next_deadline(self) -> float | None:
-        """The earliest monotonic deadline (ms) of a stream still holding a lease, or None."""
-        deadlines = [s.deadline_monotonic for s in self._streams.values() if s.status in ("open", "completed", "aborted")]
-        return min(deadlines, default=None)
-
     # --- host-side stimuli ------------------------------------------------------------------
 
-    def reconcile(self, facts: Facts) -> list[tuple[str, str]]:
+    def reconcile(self, facts: Facts) -> list[InputStreamUpdate]:
         """Ends what the facts no longer support (module rules, IS5, IS6): a new epoch drops
         the old one's streams (committed keys stay); an open stream whose deadline passed is
         ``expired``; an open stream whose grant, channel, registration or sender is gone is
-        ``aborted``. Returns ``(stream id, new status)`` for each one ended."""
-        ended: list[tuple[str, str]] = []
+        ``aborted``. Returns the fact of each stream it ended."""
+        ended: list[InputStreamUpdate] = []
         if self._epoch != facts.epoch:
-            ended = [(s.stream_id, "aborted") for s in self._streams.values() if s.status == "open"]
+            for stream in self._streams.values():
+                if stream.status == "open":
+                    self._end(stream, "aborted")
+                    ended.append(self._fact(stream))
             self._streams.clear()
             self._epoch = facts.epoch
             return ended
@@ -279,11 +319,46 @@ class InputStreams:
                 continue
             if facts.monotonic_ms >= stream.deadline_monotonic:
                 self._end(stream, "expired")
-                ended.append((stream.stream_id, "expired"))
+                ended.append(self._fact(stream))
             elif not self._binding_holds(stream, facts):
                 self._end(stream, "aborted")
-                ended.append((stream.stream_id, "aborted"))
+                ended.append(self._fact(stream))
         return ended
+
+    def end_epoch(self, epoch: str) -> list[InputStreamUpdate]:
+        """The connection ``epoch`` ended (RFC-009 §8): its open streams abort (their ids stay
+        reserved until the next epoch begins). Returns the fact of each one ended."""
+        if self._epoch != epoch:
+            return []
+        ended: list[InputStreamUpdate] = []
+        for stream in self._streams.values():
+            if stream.status == "open":
+                self._end(stream, "aborted")
+                ended.append(self._fact(stream))
+        return ended
+
+    def deadline(self, stream_id: str) -> float | None:
+        """The monotonic deadline (ms) of an open stream, or None."""
+        stream = self._streams.get(stream_id)
+        return stream.deadline_monotonic if stream is not None and stream.status == "open" else None
+
+    def fact(self, stream_id: str) -> InputStreamUpdate | None:
+        """The stream's state as the application sees it (``InputStreamUpdate``), or None."""
+        stream = self._streams.get(stream_id)
+        return None if stream is None else self._fact(stream)
+
+    @staticmethod
+    def _fact(stream: _Stream) -> InputStreamUpdate:
+        status = "updated" if stream.status == "open" else stream.status
+        return InputStreamUpdate(
+            stream.stream_id,
+            status,
+            stream.revision,
+            stream.channel_id,
+            stream.sender["id"],
+            stream.message_id,
+            stream.text,
+        )
 
     def prepare(self, stream_id: str) -> bool:
         """Record a preparation artifact for the stream's current snapshot (RFC-009 §9), if it
@@ -496,9 +571,10 @@ class InputStreams:
         stream = self._streams[params["streamId"]]
         if conversation_id is not None:
             result = {**result, "conversationId": conversation_id}
-        if stream.prepared == (result["revision"], result["contentDigest"]):
+        revision, digest = params["revision"], content_digest(params["text"])
+        if stream.prepared == (revision, digest):
             self.used_preparation.append(stream.stream_id)
-        stream.revision, stream.digest = result["revision"], result["contentDigest"]
+        stream.revision, stream.digest = revision, digest
         stream.terminal_params = {k: params[k] for k in (*_ENVELOPE, "text")}
         stream.terminal_result = result
         self.committed.add(stream.key)

@@ -65,7 +65,9 @@ from mcpl_host.mcpl.admission import (
 )
 from mcpl_host.mcpl.compat import CompatNote, NoteLedger
 from mcpl_host.mcpl.explain import RefusalRecord
+from mcpl_host.mcpl.input_streams import INPUT_METHODS, rejected
 from mcpl_host.services.channels import ChannelService
+from mcpl_host.services.input_streams import InputStreamService
 from mcpl_host.services.inference import InferenceService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.push import PushService
@@ -152,6 +154,8 @@ class InboundDispatcher:
         self.last_refusal: RefusalRecord | None = None
         #: The channels the server registered on this transport (``ChannelService.registry``).
         self.channel_registry = channels.registry
+        #: RFC-009 (experimental): ``channels/input/*``, when ``ServerConfig.input_streams``.
+        self.input_streams: InputStreamService | None = None
         self._client_features = client_features
         self._on_mcp_notification = on_mcp_notification
 
@@ -159,6 +163,8 @@ class InboundDispatcher:
 
     def on_request(self, request: Request) -> InboundJob | HandlerError:
         method, params = request.method, request.params
+        if method in INPUT_METHODS and self.input_streams is None:
+            return self._route(request)  # RFC-009 off: unknown methods, as before (IS2)
         decision = admit(method, params, self._view)
         if type(decision) is Admitted:  # the usual case, told first
             if decision.notes:
@@ -213,6 +219,8 @@ class InboundDispatcher:
         method, params = request.method, request.params
         if isinstance(decision, Refused):
             self._refused(method, params, decision, request.id)
+            if method in INPUT_METHODS and decision.reason == "not_in_force":
+                return rejected("not_ready")  # RFC-009 §11 words it so (IS4)
             return decision.error
         assert not isinstance(decision, Held)
         self.note(decision.notes)
@@ -261,6 +269,9 @@ class InboundDispatcher:
         context = RequestContext(self._name, request.id, method, self._transport)
         if method in _CHANNEL_METHODS:
             return lambda _: self._reported(context, params, self._channels.serve(context, params))
+        streams = self.input_streams
+        if method in INPUT_METHODS and streams is not None:
+            return lambda _: self._reported(context, params, streams.serve(context, params))
         if method in _STATE_METHODS:
             return lambda _: self._reported(context, params, self._serve_state(method, params))
         features = self._client_features
