@@ -133,6 +133,17 @@ class InputStreamService:
         for fact in self.machine.reconcile(self.facts()):
             self._told(fact)
 
+    def snapshot(self) -> JSONObject:
+        """The input streams now, once the facts are applied (``InputStreams.snapshot``):
+        volatile state for the application, never history."""
+        self.reconcile()
+        return self.machine.snapshot()
+
+    def prepare(self, stream_id: str) -> bool:
+        """The application prepared work against the stream's current snapshot (RFC-009 §9):
+        recorded against its revision and digest (``InputStreams.prepare``)."""
+        return self.machine.prepare(stream_id)
+
     def close(self) -> None:
         """The connection ended: its open streams abort (RFC-009 §8)."""
         for fact in self.machine.end_epoch(self.epoch):
