@@ -317,6 +317,7 @@ class ServerConnection:
                 clock=hosted.input_clock,
                 incoming_one=channel_service.incoming_one,
                 start_job=lambda job: shell.pool.start_job(job, counted=False),
+                report=self._reporter.input_stream,
                 log=log,
             )
             self.inbound.input_streams = channel_service.input_streams = self.input_streams

@@ -17,8 +17,8 @@ Rules (docs/protocol.md, "Input streams (RFC-009)"):
 - ``complete`` hands the one final to the ordinary incoming path
   (``ChannelService.incoming_one``: the same admission and ``HostHandlers.channel_message``);
   its refusal is ``final_rejected`` and the stream stays open (IS9).
-- Provisional snapshots and stream ends go to ``HostHandlers.on_input_stream`` (never
-  history); log lines hold metadata only (stream id, revision, status), never text (§10).
+- Provisional snapshots and stream ends go to ``HostHandlers.on_input_stream`` and, as the
+  event ``InputStream``, to the observer (never history); log lines hold metadata only (stream id, revision, status), never text (§10).
 - Deadlines: each open lease gets a background job that reconciles at its deadline (IS6);
   every call and every channel change reconciles first.
 """
@@ -87,6 +87,7 @@ class InputStreamService:
         clock: InputClock,
         incoming_one: Callable[[RequestContext, Any], Any],
         start_job: Callable[[BackgroundJob], object],
+        report: Callable[[InputStreamUpdate], None],
         log: Logger,
     ) -> None:
         self.name = name
@@ -98,6 +99,7 @@ class InputStreamService:
         self._clock = clock
         self._incoming_one = incoming_one
         self._start_job = start_job
+        self._report = report
         self._log = log
 
     def facts(self) -> Facts:
@@ -154,7 +156,7 @@ class InputStreamService:
             "input stream", stream=fact.stream_id, status=fact.status, revision=fact.revision
         )  # metadata only (RFC-009 §10)
         try:
-            self._handlers.on_input_stream(self.name, fact)
+            self._report(fact)  # HostHandlers.on_input_stream and the observer's InputStream
         except Exception:
             self._log.exception("on_input_stream handler failed")
 
