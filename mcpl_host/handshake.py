@@ -55,7 +55,9 @@ HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
 }
 
 
-def host_advertisement(*, inference_request: bool, model_info: bool, input_streams: bool = False) -> JSONObject:
+def host_advertisement(
+    *, inference_request: bool, model_info: bool, input_streams: bool = False
+) -> JSONObject:
     """The host's ``experimental.mcpl`` (MCPL §5.2): ``HOST_MCPL_ADVERTISEMENT`` without what
     the application does not serve. ``inference_request``: an inference provider answers
     ``inference/request`` (else ``inferenceRequest`` is not advertised); ``model_info``:

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mcpl_host.events import (
     ChannelsChanged,
-    InputStream,
     HeldMessage,
     HostEvent,
+    InputStream,
     ManifestChange,
     PolicyReceipt,
     PushEvent,

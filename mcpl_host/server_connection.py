@@ -65,10 +65,10 @@ from mcpl_host.services.channel_calls import (
     PublishSettings,
 )
 from mcpl_host.services.channels import ChannelService
-from mcpl_host.services.input_streams import InputClock, InputStreamService
 from mcpl_host.services.dispatch import InboundDispatcher
 from mcpl_host.services.hooks import HookCalls
 from mcpl_host.services.inference import InferenceService
+from mcpl_host.services.input_streams import InputClock, InputStreamService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.negotiation import PolicyExchange, PolicySource
 from mcpl_host.services.push import PushService

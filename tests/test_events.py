@@ -403,7 +403,14 @@ def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:
         (ChannelsChanged(server="s", channels=[{"id": "c"}]), {"channels": [{"id": "c"}]}),
         (  # RFC-009 §10: the metadata, never the provisional text
             InputStream(server="s", update=InputStreamUpdate("s1", "updated", 2, "c", "a", "m", "words")),
-            {"streamId": "s1", "status": "updated", "revision": 2, "channelId": "c", "senderId": "a", "messageId": "m"},
+            {
+                "streamId": "s1",
+                "status": "updated",
+                "revision": 2,
+                "channelId": "c",
+                "senderId": "a",
+                "messageId": "m",
+            },
         ),
         (
             Stalled(server="s", explanation="e", silent_seconds=1.0),

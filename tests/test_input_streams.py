@@ -27,7 +27,9 @@ from mcpl_host.mcpl.input_streams import (
 )
 
 FILE = json.loads(
-    (Path(__file__).parent / "vectors" / "mcpl-spec" / "input-stream-vectors.json").read_text(encoding="utf-8")
+    (Path(__file__).parent / "vectors" / "mcpl-spec" / "input-stream-vectors.json").read_text(
+        encoding="utf-8"
+    )
 )
 TRACES: list[dict[str, Any]] = FILE["traces"]
 #: The one advertisement vector read differently (docs/protocol.md IS1).
@@ -38,7 +40,9 @@ def subset(expected: object, actual: object) -> bool:
     """The file's comparison: non-empty objects select fields recursively; empty objects and
     arrays, and everything else, compare exactly."""
     if isinstance(expected, dict) and expected:
-        return isinstance(actual, dict) and all(k in actual and subset(v, actual[k]) for k, v in expected.items())
+        return isinstance(actual, dict) and all(
+            k in actual and subset(v, actual[k]) for k, v in expected.items()
+        )
     if isinstance(expected, list) and expected:
         return (
             isinstance(actual, list)
@@ -71,11 +75,17 @@ class Env:
         del grant
         channels = {
             cid: facts_channel(
-                c["identity"], c["generation"], direction=c["direction"], permitted=c["permitted"], senders=c["senders"]
+                c["identity"],
+                c["generation"],
+                direction=c["direction"],
+                permitted=c["permitted"],
+                senders=c["senders"],
             )
             for cid, c in e["channels"].items()
         }
-        return Facts(e["now"], e["now"], e["transportEpoch"], e["serverPrincipal"], granted, e["ready"], channels)
+        return Facts(
+            e["now"], e["now"], e["transportEpoch"], e["serverPrincipal"], granted, e["ready"], channels
+        )
 
 
 def _matches(pattern: str, path: str) -> bool:
@@ -115,7 +125,11 @@ def run_pure(trace: dict[str, Any]) -> list[str]:
                         messages.append(message)
                     answer = {"result": result}
             except HandlerError as error:
-                answer = {"error": error.to_dict() if hasattr(error, "to_dict") else {"code": error.code, "data": error.data}}
+                answer = {
+                    "error": error.to_dict()
+                    if hasattr(error, "to_dict")
+                    else {"code": error.code, "data": error.data}
+                }
             expect = step["expect"]
             if "result" in expect:
                 if answer.get("result") != expect["result"]:
@@ -123,7 +137,15 @@ def run_pure(trace: dict[str, Any]) -> list[str]:
             else:
                 error = answer.get("error") or {}
                 want = expect["error"]
-                if error.get("code") != want["code"] or ("data" in want and error.get("data", {}).get("reason") != want["data"].get("reason")) or ("data" in want and "capability" in want["data"] and error.get("data", {}).get("capability") != want["data"]["capability"]):
+                if (
+                    error.get("code") != want["code"]
+                    or ("data" in want and error.get("data", {}).get("reason") != want["data"].get("reason"))
+                    or (
+                        "data" in want
+                        and "capability" in want["data"]
+                        and error.get("data", {}).get("capability") != want["data"]["capability"]
+                    )
+                ):
                     problems.append(f"step {number}: {answer} != {expect}")
         if "expectState" in step:
             state = {**machine.snapshot(), "messages": messages}

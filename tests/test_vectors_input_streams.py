@@ -77,7 +77,9 @@ class _Aliases:
                     result[key] = wanted[key]
 
     def params(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {k: self.ids.get(v, v) if k in self.KEYS and isinstance(v, str) else v for k, v in params.items()}
+        return {
+            k: self.ids.get(v, v) if k in self.KEYS and isinstance(v, str) else v for k, v in params.items()
+        }
 
 
 def test_file_is_the_one_described() -> None:
@@ -232,7 +234,9 @@ async def run_trace(trace: dict[str, Any]) -> None:
                     answer = await _text_answer(conn, "input_early", {})
                 else:
                     params = aliases.params(step["params"]) if aliases is not None else step["params"]
-                    answer = await _text_answer(conn, "input_call", {"method": step["method"], "params": params})
+                    answer = await _text_answer(
+                        conn, "input_call", {"method": step["method"], "params": params}
+                    )
                 if aliases is not None:
                     aliases.learn(answer, step["expect"])
                 assert _same_answer(answer, step["expect"]), f"{where}: {answer} != {step['expect']}"
@@ -254,7 +258,9 @@ async def test_trace(trace: dict[str, Any], anyio_backend: str, request: pytest.
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("vector", FILE["advertisements"], ids=[v["name"] for v in FILE["advertisements"]])
-async def test_advertisement(vector: dict[str, Any], anyio_backend: str, request: pytest.FixtureRequest) -> None:
+async def test_advertisement(
+    vector: dict[str, Any], anyio_backend: str, request: pytest.FixtureRequest
+) -> None:
     read_differently = vector["name"] == READ_DIFFERENTLY
     record_vector(request, FILE_NAME, vector["name"], "read differently" if read_differently else "passed")
     channels = vector["input"].get("channels", False)

@@ -564,7 +564,9 @@ class InputStreams:
         }
         return result, message
 
-    def commit(self, params: Mapping[str, Any], result: JSONObject, conversation_id: str | None) -> JSONObject:
+    def commit(
+        self, params: Mapping[str, Any], result: JSONObject, conversation_id: str | None
+    ) -> JSONObject:
         """``complete``'s second half, once the ordinary ingestion accepted the message: the
         stream ``completed``, its canonical key committed, preparation used or discarded
         (IS9, IS10). Returns the result (with ``conversationId`` when given)."""
@@ -603,7 +605,9 @@ class InputStreams:
         """Whether an ordinary ``channels/incoming`` message with this canonical key must be
         refused as a duplicate (RFC-009 §4.3, IS7): committed, or held by an open stream."""
         key = (principal, identity, message_id)
-        return key in self.committed or any(s.key == key and s.status == "open" for s in self._streams.values())
+        return key in self.committed or any(
+            s.key == key and s.status == "open" for s in self._streams.values()
+        )
 
 
 def _open_problem(params: object) -> str | None:
@@ -658,6 +662,10 @@ def _envelope_problem(method: str, params: object) -> str | None:
     return None
 
 
-def facts_channel(identity: str, generation: int, *, direction: object, permitted: bool, senders: Collection[str]) -> ChannelFacts:
+def facts_channel(
+    identity: str, generation: int, *, direction: object, permitted: bool, senders: Collection[str]
+) -> ChannelFacts:
     """A ``ChannelFacts`` from a descriptor's ``direction`` (inbound or bidirectional)."""
-    return ChannelFacts(identity, generation, direction in ("inbound", "bidirectional"), permitted, frozenset(senders))
+    return ChannelFacts(
+        identity, generation, direction in ("inbound", "bidirectional"), permitted, frozenset(senders)
+    )

@@ -150,7 +150,9 @@ class ChannelService:
         """A streamed final (RFC-009 §6.1): one message through the ordinary path."""
         return await self._incoming_one(context, message, streamed=True)
 
-    async def _incoming_one(self, context: RequestContext, message: Any, *, streamed: bool = False) -> JSONObject:
+    async def _incoming_one(
+        self, context: RequestContext, message: Any, *, streamed: bool = False
+    ) -> JSONObject:
         raw_id = message.get("messageId") if is_mapping(message) else None
         message_id = raw_id if isinstance(raw_id, str) else None
         reason = admit_channel_message(message, self._view, self.registry, self._patterns())

@@ -67,8 +67,8 @@ from mcpl_host.mcpl.compat import CompatNote, NoteLedger
 from mcpl_host.mcpl.explain import RefusalRecord
 from mcpl_host.mcpl.input_streams import INPUT_METHODS, rejected
 from mcpl_host.services.channels import ChannelService
-from mcpl_host.services.input_streams import InputStreamService
 from mcpl_host.services.inference import InferenceService
+from mcpl_host.services.input_streams import InputStreamService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.push import PushService
 from mcpl_host.services.state_service import StateService

@@ -226,5 +226,3 @@ class InputStreamService:
             channel = self.facts().channels.get(channel_id)
             identity = channel.identity if channel is not None else channel_id
             self.machine.committed.add((self.name, identity, message_id))
-
-

@@ -1,0 +1,148 @@
+"""RFC-009 input streams (experimental) end to end through ``Host``, over real pipes to
+``fixtures/current_spec/server.py`` (its ``input_streams`` part is the producer, scripted by
+tool calls): with ``ServerConfig.input_streams`` on, provisional snapshots reach the
+application as ``input_stream`` events only, and the completed final as exactly one ordinary
+channel message; with it off, nothing of RFC-009 is advertised or granted and the methods are
+``-32601``. asyncio and trio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from typing import Any
+
+import anyio
+import pytest
+
+from mcpl_host import Host, HostHandlers, ServerConfig
+from mcpl_host.events import InputStream
+from mcpl_host.handlers import RequestContext
+from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.mcpl.input_streams import SenderBinding
+from mcpl_host.server_connection import ServerConnection
+
+from .conftest import FIXTURES
+from .wire import FAST
+
+SERVER = str(FIXTURES / "current_spec" / "server.py")
+TIMEOUT = 30
+GRANT = GrantPolicy(grant=("channels.register", "channels.incoming", "channels.incoming.streaming"))
+#: Updates a microsecond apart at most are refused as too fast: two tool calls over pipes
+#: are never that close.
+LIMITS = dataclasses.replace(FAST, input_stream_update_interval_seconds=1e-6)
+LOBBY = {"id": "voice:lobby", "type": "voice", "direction": "inbound"}
+
+
+class App(HostHandlers):
+    """The application: alice may be spoken for on the lobby; ordinary messages are kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[dict[str, Any]] = []
+
+    def input_stream_binding(self, server: str, channel_id: str, descriptor: Any) -> SenderBinding | None:
+        return SenderBinding(frozenset({"alice"})) if channel_id == "voice:lobby" else None
+
+    async def channel_message(self, context: RequestContext, message: dict[str, Any]) -> str | None:
+        self.messages.append(message)
+        return "conversation-1"
+
+
+async def _call(conn: ServerConnection, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    result = await conn.mcp.call_tool("input_call", {"method": method, "params": params})
+    answer = json.loads(result.content[0]["text"])
+    assert isinstance(answer, dict)
+    return answer
+
+
+def _config(name: str, *, on: bool) -> ServerConfig:
+    return ServerConfig(
+        name=name, command=sys.executable, args=(SERVER,), limits=LIMITS, grant_policy=GRANT, input_streams=on
+    )
+
+
+@pytest.mark.anyio
+async def test_provisional_updates_are_events_and_the_final_one_ordinary_message(anyio_backend: str) -> None:
+    app = App()
+    host = Host({"voice": _config("voice", on=True)}, handlers_factory=lambda name: app)
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            events = host.subscribe(kinds=["input_stream"])
+            await host.wait_ready(timeout=TIMEOUT)
+            conn = await host.server("voice").connected()
+            assert conn.policy.state.grant is not None
+            assert conn.policy.state.grant.allows("channels.incoming.streaming")
+            await conn.mcp.call_tool("input_channels", {"channels": [LOBBY]})
+            now = int(time.time() * 1000)
+            opened = await _call(
+                conn,
+                "channels/input/open",
+                {
+                    "streamId": "u1",
+                    "channelId": "voice:lobby",
+                    "messageId": "u1-final",
+                    "sender": {"id": "alice", "name": "Alice"},
+                    "contentType": "text/plain",
+                    "startedAt": now,
+                    "expiresAt": now + 30_000,
+                },
+            )
+            lease = opened["result"]
+            assert lease["transportEpoch"] == "epoch-1" and lease["mode"] == "volatile"
+            envelope = {
+                "streamId": "u1",
+                "transportEpoch": lease["transportEpoch"],
+                "leaseId": lease["leaseId"],
+                "channelId": "voice:lobby",
+                "senderId": "alice",
+                "contentType": "text/plain",
+                "startedAt": now,
+                "expiresAt": lease["expiresAt"],
+            }
+            for revision, text in ((1, "turn left"), (2, "turn right")):
+                answer = await _call(
+                    conn, "channels/input/update", {**envelope, "revision": revision, "text": text}
+                )
+                assert answer == {"result": {"accepted": True, "status": "updated", "revision": revision}}
+            assert app.messages == []  # nothing provisional is a message
+            done = await _call(
+                conn, "channels/input/complete", {**envelope, "revision": 2, "text": "turn right"}
+            )
+            assert done["result"]["status"] == "completed"
+            assert done["result"]["conversationId"] == "conversation-1"
+            again = await _call(
+                conn, "channels/input/complete", {**envelope, "revision": 2, "text": "turn right"}
+            )
+            assert again == done  # an exact retry: the same receipt, no second message
+            seen = [await events.receive() for _ in range(3)]
+    assert [(e.update.status, e.update.text) for e in seen if isinstance(e, InputStream)] == [
+        ("updated", "turn left"),
+        ("updated", "turn right"),
+        ("completed", None),
+    ]
+    assert all("text" not in e.to_json() for e in seen)
+    (message,) = app.messages
+    assert message["messageId"] == "u1-final" and message["author"] == {"id": "alice", "name": "Alice"}
+    assert message["content"] == [{"type": "text", "text": "turn right"}]
+
+
+@pytest.mark.anyio
+async def test_switched_off_nothing_is_advertised_or_granted_and_the_methods_are_unknown(
+    anyio_backend: str,
+) -> None:
+    host = Host({"plain": _config("plain", on=False)}, handlers_factory=lambda name: App())
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            await host.wait_ready(timeout=TIMEOUT)
+            conn = await host.server("plain").connected()
+            grant = conn.policy.state.grant
+            assert grant is not None and grant.allows("channels.incoming")
+            assert not grant.allows("channels.incoming.streaming")  # advertised by the server, withheld
+            answer = await _call(conn, "channels/input/open", {"streamId": "u1"})
+            seen = json.loads((await conn.mcp.call_tool("seen", {})).content[0]["text"])
+    assert answer["error"]["code"] == -32601
+    channels = seen["initialize"][0]["capabilities"]["experimental"]["mcpl"]["channels"]
+    assert "inputStreaming" not in channels
