@@ -71,8 +71,12 @@ async def test_provisional_updates_are_events_and_the_final_one_ordinary_message
     with anyio.fail_after(TIMEOUT):
         async with host:
             events = host.subscribe(kinds=["input_stream"])
+            notifications = host.subscribe(kinds=["notification"])
             await host.wait_ready(timeout=TIMEOUT)
             conn = await host.server("voice").connected()
+            # RFC-009 §11: a method sent as a notification is ignored, its text shown nowhere
+            forbidden = {"method": "channels/input/update", "params": {"streamId": "u1", "text": "secret"}}
+            await conn.mcp.call_tool("notify", forbidden)
             assert conn.policy.state.grant is not None
             assert conn.policy.state.grant.allows("channels.incoming.streaming")
             await conn.mcp.call_tool("input_channels", {"channels": [LOBBY]})
@@ -118,6 +122,8 @@ async def test_provisional_updates_are_events_and_the_final_one_ordinary_message
             )
             assert again == done  # an exact retry: the same receipt, no second message
             seen = [await events.receive() for _ in range(3)]
+            with pytest.raises(anyio.WouldBlock):  # read before the later answers: not reported
+                notifications.receive_nowait()
     assert [(e.update.status, e.update.text) for e in seen if isinstance(e, InputStream)] == [
         ("updated", "turn left"),
         ("updated", "turn right"),

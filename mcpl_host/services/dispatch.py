@@ -289,6 +289,10 @@ class InboundDispatcher:
 
     def on_notification(self, method: str, params: object) -> BackgroundJob | None:
         job: BackgroundJob | None = None
+        if method in INPUT_METHODS and self.input_streams is not None:
+            # RFC-009 §11: ignored, a metadata-only diagnostic, no state changed (IS11)
+            self._log.info("ignored an input-stream method sent as a notification", method=method)
+            return None
         if method == "mcpl/manifestChanged":
             job = self._manifest.on_changed(params)
         elif method == "featureSets/changed":  # removed in MCPL 0.5 (§6.7); a request is -32601
