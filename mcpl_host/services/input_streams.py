@@ -100,6 +100,9 @@ class InputStreamService:
         self._incoming_one = incoming_one
         self._start_job = start_job
         self._report = report
+        #: One input call at a time per connection: complete, abort and the reconcile they
+        #: run are serialized (RFC-009 §7; docs/protocol.md IS9).
+        self._lock = anyio.Lock()
         self._log = log
 
     def facts(self) -> Facts:
@@ -162,6 +165,10 @@ class InputStreamService:
 
     async def serve(self, context: RequestContext, params: Any) -> JSONObject:
         """The result of an admitted ``channels/input/*`` request, or raises ``HandlerError``."""
+        async with self._lock:
+            return await self._serve(context, params)
+
+    async def _serve(self, context: RequestContext, params: Any) -> JSONObject:
         self.reconcile()
         facts = self.facts()
         method = context.method
