@@ -321,6 +321,7 @@ class ServerConnection:
                 log=log,
             )
             self.inbound.input_streams = channel_service.input_streams = self.input_streams
+            self.policy.on_grant_changed = self.input_streams.reconcile
         self.hooks = HookCalls(
             shell,
             state,

@@ -58,10 +58,131 @@ async def _call(conn: ServerConnection, method: str, params: dict[str, Any]) -> 
     return answer
 
 
-def _config(name: str, *, on: bool) -> ServerConfig:
+def _config(name: str, *, on: bool, limits: Any = LIMITS) -> ServerConfig:
     return ServerConfig(
-        name=name, command=sys.executable, args=(SERVER,), limits=LIMITS, grant_policy=GRANT, input_streams=on
+        name=name, command=sys.executable, args=(SERVER,), limits=limits, grant_policy=GRANT, input_streams=on
     )
+
+
+async def _open(conn: ServerConnection, stream_id: str, message_id: str) -> dict[str, Any]:
+    """Open a stream on the lobby for alice; its envelope for the later calls."""
+    now = int(time.time() * 1000)
+    params = {
+        "streamId": stream_id,
+        "channelId": "voice:lobby",
+        "messageId": message_id,
+        "sender": {"id": "alice"},
+        "contentType": "text/plain",
+        "startedAt": now,
+        "expiresAt": now + 30_000,
+    }
+    lease = (await _call(conn, "channels/input/open", params))["result"]
+    return {
+        "streamId": stream_id,
+        "transportEpoch": lease["transportEpoch"],
+        "leaseId": lease["leaseId"],
+        "channelId": "voice:lobby",
+        "senderId": "alice",
+        "contentType": "text/plain",
+        "startedAt": now,
+        "expiresAt": lease["expiresAt"],
+    }
+
+
+async def _incoming(conn: ServerConnection, message_id: str) -> dict[str, Any]:
+    message = {
+        "channelId": "voice:lobby",
+        "messageId": message_id,
+        "author": {"id": "alice"},
+        "timestamp": "2026-12-03T00:00:00Z",
+        "content": [{"type": "text", "text": "typed"}],
+    }
+    (result,) = (await _call(conn, "channels/incoming", {"messages": [message]}))["result"]["results"]
+    assert isinstance(result, dict)
+    return result
+
+
+@pytest.mark.anyio
+async def test_ordinary_incoming_and_streams_share_one_message_key(anyio_backend: str) -> None:
+    """RFC-009 §4.3 (IS7): an open stream's key refuses an ordinary message, a completed one
+    too, and an ordinary message's key refuses a stream."""
+    app = App()
+    host = Host({"voice": _config("voice", on=True)}, handlers_factory=lambda name: app)
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            await host.wait_ready(timeout=TIMEOUT)
+            conn = await host.server("voice").connected()
+            await conn.mcp.call_tool("input_channels", {"channels": [LOBBY]})
+            envelope = await _open(conn, "u1", "m1")
+            held = await _incoming(conn, "m1")
+            done = await _call(conn, "channels/input/complete", {**envelope, "revision": 1, "text": "spoken"})
+            committed = await _incoming(conn, "m1")
+            typed = await _incoming(conn, "m2")
+            now = int(time.time() * 1000)
+            reopened = await _call(
+                conn,
+                "channels/input/open",
+                {
+                    "streamId": "u2",
+                    "channelId": "voice:lobby",
+                    "messageId": "m2",
+                    "sender": {"id": "alice"},
+                    "contentType": "text/plain",
+                    "startedAt": now,
+                    "expiresAt": now + 30_000,
+                },
+            )
+    assert held == {"messageId": "m1", "accepted": False, "reason": "duplicate"}
+    assert done["result"]["status"] == "completed"
+    assert committed == {"messageId": "m1", "accepted": False, "reason": "duplicate"}
+    assert typed["accepted"] is True
+    assert reopened["error"]["data"] == {"reason": "conflict"}
+    assert [m["content"][0]["text"] for m in app.messages] == ["spoken", "typed"]
+
+
+@pytest.mark.anyio
+async def test_a_grant_reduction_ends_the_lease_before_any_further_call(anyio_backend: str) -> None:
+    """RFC-009 §8 (IS5): the reduction is in force before its policy request goes out, and the
+    open stream ends there, its text cleared."""
+    app = App()
+    host = Host({"voice": _config("voice", on=True)}, handlers_factory=lambda name: app)
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            events = host.subscribe(kinds=["input_stream"])
+            await host.wait_ready(timeout=TIMEOUT)
+            conn = await host.server("voice").connected()
+            await conn.mcp.call_tool("input_channels", {"channels": [LOBBY]})
+            envelope = await _open(conn, "u1", "m1")
+            await _call(conn, "channels/input/update", {**envelope, "revision": 1, "text": "half"})
+            await conn.hosted.update_policy(GrantPolicy(grant=("channels.register", "channels.incoming")))
+            updated, ended = await events.receive(), await events.receive()
+            streams = conn.input_streams
+            assert streams is not None
+            state = streams.machine.snapshot()["streams"]
+    assert isinstance(updated, InputStream) and updated.update.status == "updated"
+    assert isinstance(ended, InputStream) and (ended.update.status, ended.update.text) == ("aborted", None)
+    assert state == {"u1": {"status": "aborted", "revision": 1, "provisional": None}}
+    assert app.messages == []
+
+
+@pytest.mark.anyio
+async def test_a_lease_expires_on_its_deadline_without_another_packet(anyio_backend: str) -> None:
+    """RFC-009 §8 (IS6): the host shortens the lease to ``input_stream_max_seconds`` and ends
+    it at the deadline by itself."""
+    limits = dataclasses.replace(LIMITS, input_stream_max_seconds=0.2)
+    host = Host({"voice": _config("voice", on=True, limits=limits)}, handlers_factory=lambda name: App())
+    with anyio.fail_after(TIMEOUT):
+        async with host:
+            events = host.subscribe(kinds=["input_stream"])
+            await host.wait_ready(timeout=TIMEOUT)
+            conn = await host.server("voice").connected()
+            await conn.mcp.call_tool("input_channels", {"channels": [LOBBY]})
+            envelope = await _open(conn, "u1", "m1")
+            ended = await events.receive()
+            late = await _call(conn, "channels/input/update", {**envelope, "revision": 1, "text": "late"})
+    assert envelope["expiresAt"] < envelope["startedAt"] + 30_000  # the host shortened it
+    assert isinstance(ended, InputStream) and ended.update.status == "expired"
+    assert late["error"]["data"] == {"reason": "expired"}
 
 
 @pytest.mark.anyio
