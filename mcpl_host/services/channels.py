@@ -57,6 +57,8 @@ class InputStreamKeys(Protocol):
 
     def committed(self, message: Any) -> None: ...
 
+    def reconcile(self) -> None: ...
+
 
 def _is_conversation(answer: object) -> TypeIs[str | None]:
     """What a ``channel_message`` handler may return; the application's handler may return
@@ -124,6 +126,8 @@ class ChannelService:
         results = self.registry.change(**lists, patterns=self._patterns())
         if any(item.accepted for item in results):
             self._on_changed(self.registry.descriptors())
+            if self.input_streams is not None:  # RFC-009 §4.1: a lease bound to what changed ends
+                self.input_streams.reconcile()
         for item in results:
             descriptor = self.registry.get(item.id) if item.accepted else None
             problem = publish_target_problem(descriptor) if descriptor is not None else None
