@@ -172,3 +172,12 @@ def test_advertisement_by_plain_calls(vector: dict[str, Any]) -> None:
 
 def test_digest_is_over_utf8_bytes() -> None:
     assert content_digest("") == "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def test_committed_keys_are_bounded_and_the_oldest_leaves_first() -> None:
+    """IS7: ``max_committed_keys`` bounds the memory; a newer key stays reserved."""
+    machine = InputStreams(Settings(max_committed_keys=2))
+    for n in range(3):
+        machine.commit_key(("s", "c", f"m{n}"))
+    assert not machine.key_reserved("s", "c", "m0")
+    assert machine.key_reserved("s", "c", "m1") and machine.key_reserved("s", "c", "m2")

@@ -215,6 +215,7 @@ class Settings:
     max_duration_ms: int = 60_000
     max_streams: int = 16
     mode: Mode = "volatile"
+    max_committed_keys: int = 100_000
 
 
 def input_stream_settings(limits: Any, mode: str) -> Settings:
@@ -230,6 +231,7 @@ def input_stream_settings(limits: Any, mode: str) -> Settings:
         max_duration_ms=max(1, int(limits.input_stream_max_seconds * 1000)),
         max_streams=limits.max_input_streams,
         mode=chosen,
+        max_committed_keys=limits.max_input_message_keys,
     )
 
 
@@ -268,14 +270,15 @@ def _iso(ms: int) -> str:
 class InputStreams:
     """The input streams of one server, across its connections (module rules).
 
-    ``committed``: the canonical keys ``(principal, channel identity, messageId)`` committed,
-    kept across epochs (IS7). Per epoch: the streams (every id ever opened in it, IS7), the
+    The canonical keys ``(principal, channel identity, messageId)`` committed are kept across
+    epochs, the latest ``settings.max_committed_keys`` of them (IS7). Per epoch: the streams (every id ever opened in it, IS7), the
     leases issued. ``messages``: none kept here; ``complete`` returns the one message for the
     caller to ingest, then ``commit`` records it."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.committed: set[tuple[str, str, str]] = set()
+        #: Insertion-ordered; the oldest leaves past ``settings.max_committed_keys`` (IS7).
+        self._committed: dict[tuple[str, str, str], None] = {}
         self._streams: dict[str, _Stream] = {}  # stream id -> stream, current epoch
         self._epoch: str | None = None
         self._leases = 0
@@ -426,7 +429,7 @@ class InputStreams:
             if existing.status != "open":
                 raise rejected("terminal")
             return dict(existing.open_result)
-        if key in self.committed or any(s.key == key for s in self._streams.values()):
+        if key in self._committed or any(s.key == key for s in self._streams.values()):
             raise rejected("conflict")
         if p["expiresAt"] <= facts.wall_ms or p["expiresAt"] < p["startedAt"]:
             raise _invalid("expiresAt must be later than the host's receipt time and not before startedAt")
@@ -579,7 +582,7 @@ class InputStreams:
         stream.revision, stream.digest = revision, digest
         stream.terminal_params = {k: params[k] for k in (*_ENVELOPE, "text")}
         stream.terminal_result = result
-        self.committed.add(stream.key)
+        self.commit_key(stream.key)
         self._end(stream, "completed")
         return dict(result)
 
@@ -601,11 +604,19 @@ class InputStreams:
         self._end(stream, "aborted")
         return dict(result)
 
+    def commit_key(self, key: tuple[str, str, str]) -> None:
+        """Record a committed canonical key (a streamed final, or an accepted ordinary message),
+        within ``settings.max_committed_keys``: past it the oldest key leaves (IS7)."""
+        self._committed.pop(key, None)
+        self._committed[key] = None
+        while len(self._committed) > self.settings.max_committed_keys:
+            del self._committed[next(iter(self._committed))]
+
     def key_reserved(self, principal: str, identity: str, message_id: str) -> bool:
         """Whether an ordinary ``channels/incoming`` message with this canonical key must be
         refused as a duplicate (RFC-009 §4.3, IS7): committed, or held by an open stream."""
         key = (principal, identity, message_id)
-        return key in self.committed or any(
+        return key in self._committed or any(
             s.key == key and s.status == "open" for s in self._streams.values()
         )
 

@@ -135,7 +135,12 @@ class InputStreamService:
     def reconcile(self) -> None:
         """End what the facts no longer support (a channel change, a grant change, a
         deadline) and tell the application."""
-        for fact in self.machine.reconcile(self.facts()):
+        try:
+            facts = self.facts()
+        except Exception:  # the application's binding hook failed: the leases stay as they are
+            self._log.exception("input_stream_binding handler failed")
+            return
+        for fact in self.machine.reconcile(facts):
             self._told(fact)
 
     def snapshot(self) -> JSONObject:
@@ -232,4 +237,4 @@ class InputStreamService:
         if isinstance(channel_id, str) and isinstance(message_id, str):
             channel = self.facts().channels.get(channel_id)
             identity = channel.identity if channel is not None else channel_id
-            self.machine.committed.add((self.name, identity, message_id))
+            self.machine.commit_key((self.name, identity, message_id))
