@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from mcpl_host.jsonrpc.errors import HandlerError
-from mcpl_host.mcpl.grants import Grant, expand_advertisement
+from mcpl_host.mcpl.grants import GrantPolicy, expand_advertisement
 from mcpl_host.mcpl.input_streams import (
     INPUT_STREAM_PATHS,
     Facts,
@@ -24,6 +24,7 @@ from mcpl_host.mcpl.input_streams import (
     advertises_input_streaming,
     content_digest,
     facts_channel,
+    rejected,
 )
 
 FILE = json.loads(
@@ -68,11 +69,8 @@ class Env:
     def facts(self) -> Facts:
         e = self.env
         advertised = expand_advertisement({"version": "0.5", **e["advertisement"]})
-        grant = Grant.compute(advertised, e["grants"]) if hasattr(Grant, "compute") else None
-        granted = frozenset(
-            p for p in INPUT_STREAM_PATHS if p in advertised and any(_matches(g, p) for g in e["grants"])
-        )
-        del grant
+        grant = GrantPolicy(grant=tuple(e["grants"])).compute(advertised)  # the one matcher
+        granted = frozenset(path for path in INPUT_STREAM_PATHS if grant.allows(path))
         channels = {
             cid: facts_channel(
                 c["identity"],
@@ -88,10 +86,16 @@ class Env:
         )
 
 
-def _matches(pattern: str, path: str) -> bool:
-    from mcpl_host.mcpl.grants import matches
-
-    return matches(pattern, path)
+def same_answer(answer: dict[str, Any], expect: dict[str, Any]) -> bool:
+    """The result exactly; an error by code and ``data`` (reason or capability): error
+    messages are no interoperability requirement (conformance/README.md §7)."""
+    if "result" in expect:
+        return answer.get("result") == expect["result"]
+    error, want = answer.get("error") or {}, expect["error"]
+    data = error.get("data") if isinstance(error.get("data"), dict) else {}
+    return error.get("code") == want["code"] and all(
+        data.get(k) == v for k, v in (want.get("data") or {}).items()
+    )
 
 
 def run_pure(trace: dict[str, Any]) -> list[str]:
@@ -120,33 +124,14 @@ def run_pure(trace: dict[str, Any]) -> list[str]:
                     result, message = machine.complete(params, facts)
                     if message is not None:
                         if not env.env["finalAccepted"]:
-                            raise HandlerError(-32025, "Input stream rejected", {"reason": "final_rejected"})
+                            raise rejected("final_rejected")
                         result = machine.commit(params, result, None)
                         messages.append(message)
                     answer = {"result": result}
             except HandlerError as error:
-                answer = {
-                    "error": error.to_dict()
-                    if hasattr(error, "to_dict")
-                    else {"code": error.code, "data": error.data}
-                }
-            expect = step["expect"]
-            if "result" in expect:
-                if answer.get("result") != expect["result"]:
-                    problems.append(f"step {number}: {answer} != {expect}")
-            else:
-                error = answer.get("error") or {}
-                want = expect["error"]
-                if (
-                    error.get("code") != want["code"]
-                    or ("data" in want and error.get("data", {}).get("reason") != want["data"].get("reason"))
-                    or (
-                        "data" in want
-                        and "capability" in want["data"]
-                        and error.get("data", {}).get("capability") != want["data"]["capability"]
-                    )
-                ):
-                    problems.append(f"step {number}: {answer} != {expect}")
+                answer = {"error": {"code": int(error.code), "data": error.data}}
+            if not same_answer(answer, step["expect"]):
+                problems.append(f"step {number}: {answer} != {step['expect']}")
         if "expectState" in step:
             state = {**machine.snapshot(), "messages": messages}
             if not subset(step["expectState"], state):

@@ -41,7 +41,7 @@ from mcpl_host.mcpl.input_streams import SenderBinding
 from mcpl_host.server_connection import ServerConnection
 
 from .conftest import FIXTURES, record_vector
-from .test_input_streams import READ_DIFFERENTLY, subset
+from .test_input_streams import READ_DIFFERENTLY, same_answer, subset
 from .wire import FAST
 
 FILE_NAME = "input-stream-vectors.json"
@@ -176,18 +176,6 @@ async def _register(conn: ServerConnection, env: Env, renew: list[str], *, alway
         await _text_answer(conn, "input_channels", {"channels": descriptors, "renew": renew})
 
 
-def _same_answer(answer: dict[str, Any], expect: dict[str, Any]) -> bool:
-    """The result exactly; an error by code and ``data`` (reason or capability): error
-    messages are no interoperability requirement (conformance/README.md §7)."""
-    if "result" in expect:
-        return answer.get("result") == expect["result"]
-    error, want = answer.get("error") or {}, expect["error"]
-    if error.get("code") != want["code"]:
-        return False
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
-    return all(data.get(k) == v for k, v in (want.get("data") or {}).items())
-
-
 async def run_trace(trace: dict[str, Any]) -> None:
     env = Env(trace)
     handlers = TraceHandlers(env)
@@ -239,7 +227,7 @@ async def run_trace(trace: dict[str, Any]) -> None:
                     )
                 if aliases is not None:
                     aliases.learn(answer, step["expect"])
-                assert _same_answer(answer, step["expect"]), f"{where}: {answer} != {step['expect']}"
+                assert same_answer(answer, step["expect"]), f"{where}: {answer} != {step['expect']}"
             if "expectState" in step:
                 state = {**streams.snapshot(), "messages": handlers.messages}
                 assert subset(step["expectState"], state), f"{where}: {state} !~ {step['expectState']}"
