@@ -103,6 +103,9 @@ class InputStreamService:
         #: One input call at a time per connection: complete, abort and the reconcile they
         #: run are serialized (RFC-009 §7; docs/protocol.md IS9).
         self._lock = anyio.Lock()
+        #: Streams with a deadline job (one each, whatever the open retries; at most
+        #: ``Limits.max_input_streams``: the stream ids of the epoch).
+        self._watched: set[str] = set()
         self._log = log
 
     def facts(self) -> Facts:
@@ -207,8 +210,9 @@ class InputStreamService:
 
     def _watch_deadline(self, stream_id: str) -> None:
         deadline = self.machine.deadline(stream_id)
-        if deadline is None:
+        if deadline is None or stream_id in self._watched:
             return
+        self._watched.add(stream_id)
         clock = self._clock
 
         async def at_deadline() -> None:
