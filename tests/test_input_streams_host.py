@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from mcpl_host import Host, HostHandlers, ServerConfig
-from mcpl_host.events import InputStream
+from mcpl_host.events import InputStream, event_json
 from mcpl_host.handlers import RequestContext
 from mcpl_host.mcpl.grants import GrantPolicy
 from mcpl_host.mcpl.input_streams import SenderBinding
@@ -193,6 +193,7 @@ async def test_provisional_updates_are_events_and_the_final_one_ordinary_message
         async with host:
             events = host.subscribe(kinds=["input_stream"])
             notifications = host.subscribe(kinds=["notification"])
+            everything = host.subscribe()
             await host.wait_ready(timeout=TIMEOUT)
             conn = await host.server("voice").connected()
             # RFC-009 §11: a method sent as a notification is ignored, its text shown nowhere
@@ -245,6 +246,16 @@ async def test_provisional_updates_are_events_and_the_final_one_ordinary_message
             seen = [await events.receive() for _ in range(3)]
             with pytest.raises(anyio.WouldBlock):  # read before the later answers: not reported
                 notifications.receive_nowait()
+            shown: list[str] = []
+            while True:
+                try:
+                    shown.append(json.dumps(event_json(everything.receive_nowait())))
+                except anyio.WouldBlock:
+                    break
+    # RFC-009 §10: no event (answered requests included) carries provisional or final text
+    assert shown and not any(
+        word in line for line in shown for word in ("turn left", "turn right", "secret", "sha256:")
+    )
     assert [(e.update.status, e.update.text) for e in seen if isinstance(e, InputStream)] == [
         ("updated", "turn left"),
         ("updated", "turn right"),

@@ -74,6 +74,7 @@ __all__ = [
     "content_digest",
     "facts_channel",
     "input_stream_settings",
+    "metadata_only",
     "rejected",
 ]
 
@@ -121,6 +122,22 @@ def advertises_input_streaming(mcpl: object) -> bool:
 def content_digest(text: str) -> str:
     """``sha256:`` and the lowercase hex SHA-256 of the UTF-8 bytes of ``text`` (RFC-009 §3)."""
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def metadata_only(params: object) -> object:
+    """An input method's params or result as events and logs may show them (RFC-009 §10;
+    IS11): no ``text`` (its length in scalar values as ``textChars``), no ``contentDigest``,
+    the sender by id only."""
+    if not is_mapping(params):
+        return params
+    hidden = ("text", "sender", "contentDigest")
+    shown: dict[str, Any] = {k: v for k, v in params.items() if k not in hidden}
+    text, sender = params.get("text"), params.get("sender")
+    if isinstance(text, str):
+        shown["textChars"] = len(text)
+    if is_mapping(sender):
+        shown["sender"] = {"id": sender.get("id")}
+    return shown
 
 
 def rejected(reason: str) -> HandlerError:

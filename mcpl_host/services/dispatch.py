@@ -65,7 +65,7 @@ from mcpl_host.mcpl.admission import (
 )
 from mcpl_host.mcpl.compat import CompatNote, NoteLedger
 from mcpl_host.mcpl.explain import RefusalRecord
-from mcpl_host.mcpl.input_streams import INPUT_METHODS, rejected
+from mcpl_host.mcpl.input_streams import INPUT_METHODS, metadata_only, rejected
 from mcpl_host.services.channels import ChannelService
 from mcpl_host.services.inference import InferenceService
 from mcpl_host.services.input_streams import InputStreamService
@@ -248,6 +248,8 @@ class InboundDispatcher:
             self._log.info("refused a server request", **fields)
         elif verdict == "last":
             self._log.info("refused a server request: more of these go unlogged on this connection")
+        if method in INPUT_METHODS:
+            params = metadata_only(params)  # RFC-009 §10: no text in an event (IS11)
         self._reporter.refused(method, params, error.to_error(), refused.reason, request_id=request_id)
 
     def note(self, notes: tuple[CompatNote, ...]) -> None:
@@ -271,7 +273,10 @@ class InboundDispatcher:
             return lambda _: self._reported(context, params, self._channels.serve(context, params))
         streams = self.input_streams
         if method in INPUT_METHODS and streams is not None:
-            return lambda _: self._reported(context, params, streams.serve(context, params))
+            shown = metadata_only(params)  # RFC-009 §10: no text, no digest in an event (IS11)
+            return lambda _: reported_answer(
+                self._reporter, context, shown, streams.serve(context, params), shown=metadata_only
+            )
         if method in _STATE_METHODS:
             return lambda _: self._reported(context, params, self._serve_state(method, params))
         features = self._client_features
