@@ -32,15 +32,15 @@ Rules:
   on the stream is ``expired`` (completed streams too: the replay window ends).
 - **Reservations** (§4.3, IS7): a stream id stays reserved in its epoch after any end; the
   canonical key ``(principal, channel identity, messageId)`` is reserved while a stream holds
-  it and for ever once committed (``committed``, kept by the owner across epochs, shared with
-  ordinary ``channels/incoming``). ``max_streams`` counts every stream id kept in the epoch
+  it and once committed (``commit_key``: kept across epochs, shared with ordinary
+  ``channels/incoming``, the latest ``Settings.max_committed_keys`` of them). ``max_streams`` counts every stream id kept in the epoch
   (terminal ones too): over it, ``resource_limit``.
 - **Updates** (§5.2, §5.3, IS8): full replacement; a higher revision replaces (``updated``,
   at most one per ``1000 / maxUpdateHz`` ms after the last accepted one, else
   ``rate_limited``), the same revision and text is ``duplicate``, a lower one ``stale``, the
   same revision with other text ``conflict``. Complete and abort bypass the cadence.
-- **Completion** (§6, IS9): exactly one ordinary incoming message (``final_message``), given
-  to the caller to ingest; its refusal is ``final_rejected`` and leaves the stream open. An
+- **Completion** (§6, IS9): exactly one ordinary incoming message (``complete``), given
+  to the caller to ingest, then recorded (``commit``); its refusal is ``final_rejected`` and leaves the stream open. An
   exact retry returns the first result; a changed one ``conflict``.
 - **Modes and preparation** (§9, IS10): ``final-only`` keeps no provisional text; a
   preparation artifact (``prepare``) is bound to stream, revision and digest and used at
@@ -288,9 +288,10 @@ class InputStreams:
     """The input streams of one server, across its connections (module rules).
 
     The canonical keys ``(principal, channel identity, messageId)`` committed are kept across
-    epochs, the latest ``settings.max_committed_keys`` of them (IS7). Per epoch: the streams (every id ever opened in it, IS7), the
-    leases issued. ``messages``: none kept here; ``complete`` returns the one message for the
-    caller to ingest, then ``commit`` records it."""
+    epochs, the latest ``settings.max_committed_keys`` of them (IS7). Per epoch: the streams
+    (every id opened in it, IS7). No message is kept here: ``complete`` returns the one
+    message for the caller to ingest, then ``commit`` records the outcome. Lease ids
+    (``lease-<n>``) count across epochs."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
