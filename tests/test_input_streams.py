@@ -24,6 +24,7 @@ from mcpl_host.mcpl.input_streams import (
     advertises_input_streaming,
     content_digest,
     facts_channel,
+    metadata_only,
     rejected,
 )
 
@@ -166,3 +167,26 @@ def test_committed_keys_are_bounded_and_the_oldest_leaves_first() -> None:
         machine.commit_key(("s", "c", f"m{n}"))
     assert not machine.key_reserved("s", "c", "m0")
     assert machine.key_reserved("s", "c", "m1") and machine.key_reserved("s", "c", "m2")
+
+
+def test_events_and_logs_see_metadata_only() -> None:
+    """RFC-009 §10 (IS11): no text, no digest, no display name."""
+    params = {"streamId": "s", "revision": 2, "text": "🙂a", "sender": {"id": "alice", "name": "Alice"}}
+    assert metadata_only(params) == {
+        "streamId": "s",
+        "revision": 2,
+        "textChars": 2,
+        "sender": {"id": "alice"},
+    }
+    assert metadata_only({"status": "completed", "contentDigest": "sha256:00"}) == {"status": "completed"}
+
+
+def test_the_end_of_a_transport_aborts_its_open_streams_only() -> None:
+    """RFC-009 §8 (IS5): ``end_epoch`` of the current epoch; another epoch's end changes nothing."""
+    env = Env(TRACES[0])
+    machine = InputStreams(env.settings())
+    machine.open(TRACES[0]["steps"][0]["params"], env.facts())
+    assert machine.end_epoch("epoch-0") == []
+    (ended,) = machine.end_epoch("epoch-1")
+    assert (ended.stream_id, ended.status, ended.text) == ("s1", "aborted", None)
+    assert machine.snapshot()["streams"] == {"s1": {"status": "aborted", "revision": 0, "provisional": None}}
