@@ -190,3 +190,21 @@ def test_the_end_of_a_transport_aborts_its_open_streams_only() -> None:
     (ended,) = machine.end_epoch("epoch-1")
     assert (ended.stream_id, ended.status, ended.text) == ("s1", "aborted", None)
     assert machine.snapshot()["streams"] == {"s1": {"status": "aborted", "revision": 0, "provisional": None}}
+
+
+def test_an_aborted_stream_keeps_its_key_from_ordinary_messages_for_the_epoch() -> None:
+    """RFC-009 §4.3 (IS7): the reservation outlives the abort; the next epoch frees it."""
+    trace = next(t for t in TRACES if t["name"] == "abort-is-not-speech")
+    env = Env(trace)
+    machine = InputStreams(env.settings())
+    opened = trace["steps"][0]["params"]
+    lease = machine.open(opened, env.facts())
+    envelope = {k: opened[k] for k in ("streamId", "channelId", "contentType", "startedAt")}
+    envelope.update(
+        transportEpoch=lease["transportEpoch"], leaseId=lease["leaseId"], expiresAt=lease["expiresAt"]
+    )
+    machine.abort({**envelope, "senderId": "alice", "revision": 1, "reason": "cancelled"}, env.facts())
+    assert machine.key_reserved("server-1", "channel-lobby", opened["messageId"])
+    env.control({"transportEpoch": "epoch-2"})
+    machine.reconcile(env.facts())
+    assert not machine.key_reserved("server-1", "channel-lobby", opened["messageId"])

@@ -632,11 +632,10 @@ class InputStreams:
 
     def key_reserved(self, principal: str, identity: str, message_id: str) -> bool:
         """Whether an ordinary ``channels/incoming`` message with this canonical key must be
-        refused as a duplicate (RFC-009 §4.3, IS7): committed, or held by an open stream."""
+        refused as a duplicate (RFC-009 §4.3, IS7): committed, or held by a stream of the epoch
+        (open, or ended: the reservation lasts through the epoch)."""
         key = (principal, identity, message_id)
-        return key in self._committed or any(
-            s.key == key and s.status == "open" for s in self._streams.values()
-        )
+        return key in self._committed or any(s.key == key for s in self._streams.values())
 
 
 def _open_problem(params: object) -> str | None:
