@@ -114,12 +114,14 @@ async def reported_answer(
     work: Awaitable[_Result],
     *,
     input_request: bool = False,
+    shown: Callable[[Any], Any] | None = None,
 ) -> _Result:
     """Await ``work``, the serving of the request ``context`` with ``params``, and report how
     it is answered to ``reporter`` (``input_request`` passed on): with its result; with the
     error object a ``HandlerError`` carries; for any other exception with ``-32603``
-    "Internal error" (JSON-RPC 2.0 §5.1). Returns the result; re-raises what ``work``
-    raised (a cancellation unreported)."""
+    "Internal error" (JSON-RPC 2.0 §5.1). ``shown``: what of the result is reported (default:
+    all of it). Returns the result; re-raises what ``work`` raised (a cancellation
+    unreported)."""
     try:
         result = await work
     except HandlerError as exc:
@@ -129,7 +131,8 @@ async def reported_answer(
         error = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
         reporter.handled_request(context, params, error=error, input_request=input_request)
         raise
-    reporter.handled_request(context, params, answer=result, input_request=input_request)
+    answer = result if shown is None else shown(result)
+    reporter.handled_request(context, params, answer=answer, input_request=input_request)
     return result
 
 

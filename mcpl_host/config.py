@@ -145,6 +145,7 @@ _KEYS = {
     "disabled": ("disabled", "boolean", ""),
     "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
     "ignoreInjections": ("ignore_injections", "boolean", ""),
+    "inputStreams": ("input_streams", "boolean", ""),
     **dict.fromkeys(
         (
             "transport",
@@ -359,9 +360,18 @@ class ServerConfig:
     #: ``{"tools": [patterns], "classes": [classes] or "default", "conversations": [patterns]}``.
     #: The leaves themselves are granted only when named in ``grant`` (docs/protocol.md TL1).
     tool_lifecycle: ToolLifecyclePolicy = ToolLifecyclePolicy()
+    #: Input streams (RFC-009, experimental; config key ``inputStreams``), off by default:
+    #: with it off nothing of RFC-009 is advertised or granted and ``channels/input/*`` are
+    #: ``-32601``. ``input_stream_mode`` is the treatment offered on each lease (RFC-009 §9:
+    #: ``final-only`` keeps no provisional text; ``volatile`` shows it to the application;
+    #: no config key). Bounds: ``Limits.input_stream_*``, ``max_input_streams``.
+    input_streams: bool = False
+    input_stream_mode: str = "volatile"
 
     def __post_init__(self) -> None:
         _check_types(self)
+        if self.input_stream_mode not in ("final-only", "volatile", "prepare", "incremental"):
+            raise ValueError('input_stream_mode must be "final-only", "volatile", "prepare" or "incremental"')
         if self.url is not None and is_mcpl_uri(self.url):
             # Before anything parses the URL: MCPL §18.1.1's checks come first.
             object.__setattr__(self, "endpoint", resolve_endpoint_uri(self.url))

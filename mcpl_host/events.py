@@ -5,7 +5,7 @@ Rules of this module:
 - **One frozen value per kind** (``Connecting``, ``Ready``, ``Degraded``, ``Disconnected``,
   ``Reconnecting``, ``GaveUp``, ``PushEvent``, ``ServerNotification``, ``ServerRequest``,
   ``Refusal``, ``HeldMessage``, ``ManifestChange``, ``PolicyReceipt``, ``ChannelsChanged``,
-  ``Stalled``); ``HostEvent`` is their union. Each has ``server`` and ``time`` and typed
+  ``Stalled``, ``InputStream``); ``HostEvent`` is their union. Each has ``server`` and ``time`` and typed
   fields of its own; ``kind`` is a class constant (one of ``EVENT_KINDS``), so
   ``event.kind == "ready"``, ``isinstance(event, Ready)`` and ``match`` all select it.
   ``to_json()`` gives its data as JSON values (camelCase keys, in a fixed order), the
@@ -61,6 +61,7 @@ import anyio
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import RequestId
 from mcpl_host.jsonrpc.values import JSONObject, JSONValue, is_array, is_mapping
+from mcpl_host.mcpl.input_streams import InputStreamUpdate
 from mcpl_host.mcpl.manifest_diff import ChangeReceipt, Impact
 from mcpl_host.mcpl.publish_target import ReplyTarget, reply_target_of_message, reply_target_of_push
 
@@ -70,6 +71,7 @@ __all__ = [
     "LIFECYCLE_KINDS",
     "ENDS_CONNECTING",
     "ChannelsChanged",
+    "InputStream",
     "Connecting",
     "ConnectingOrder",
     "Degraded",
@@ -112,6 +114,7 @@ EventKind = Literal[
     "policy_receipt",
     "channels_changed",
     "stalled",
+    "input_stream",
 ]
 #: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
@@ -562,6 +565,32 @@ class ChannelsChanged:
 
 
 @dataclass(frozen=True, kw_only=True)
+class InputStream:
+    """``input_stream`` (RFC-009, experimental): a provisional input-stream fact, never history
+    and never a message (the completed final arrives as an ordinary channel message).
+    ``status``: ``updated`` (``text``: the whole current snapshot, replacing the last; None
+    in ``final-only`` mode), ``completed``, ``aborted`` or ``expired``; ``stream_id``,
+    ``revision``, ``channel_id``, ``sender_id``, ``message_id``. JSON: the metadata only, never
+    ``text`` (RFC-009 §10). ``update`` is the ``InputStreamUpdate`` as the service made it."""
+
+    kind: ClassVar[Literal["input_stream"]] = "input_stream"
+    server: str
+    update: InputStreamUpdate = _hidden()
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> JSONObject:
+        u = self.update
+        return {
+            "streamId": u.stream_id,
+            "status": u.status,
+            "revision": u.revision,
+            "channelId": u.channel_id,
+            "senderId": u.sender_id,
+            "messageId": u.message_id,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class Stalled:
     """``stalled``: the server sent nothing for ``silent_seconds`` while host requests waited
     (``waiting``: ``{"method", "seconds"}`` each, oldest first); ``explanation``: one
@@ -606,6 +635,7 @@ HostEvent: TypeAlias = (
     | PolicyReceipt
     | ChannelsChanged
     | Stalled
+    | InputStream
 )
 #: The events a supervisor emits (``LIFECYCLE_KINDS``).
 LifecycleEvent: TypeAlias = Connecting | Ready | Degraded | Disconnected | Reconnecting | GaveUp

@@ -41,6 +41,7 @@ from mcpl_host.client_features import (
 )
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import ConnectionLost, ErrorCode, HandlerError, MCPLHostError, MethodNotFound
+from mcpl_host.mcpl.input_streams import InputStreamUpdate, SenderBinding
 from mcpl_host.mcpl.policy import PolicyOutcome
 
 if TYPE_CHECKING:
@@ -178,6 +179,24 @@ class HostHandlers:
         refuse it (its message becomes the ``reason``). ``context.id`` is None when the server
         sent ``channels/incoming`` as a notification. Default: accepted, no conversation."""
         return None
+
+    def input_stream_binding(
+        self, server: str, channel_id: str, descriptor: Mapping[str, Any]
+    ) -> SenderBinding | None:
+        """Who ``server`` may speak for on its registered channel ``channel_id`` in an input
+        stream (RFC-009 §4.1, experimental; docs/protocol.md IS5): a ``SenderBinding`` (the
+        sender ids it is authenticated to represent, and the channel's stable identity), or
+        None when it may represent nobody there (``-32017``). A claimed sender id is no
+        authentication: the binding comes from the application. Read at every input call
+        and reconcile; must not block. Default: None (no stream opens)."""
+        return None
+
+    def on_input_stream(self, server: str, update: InputStreamUpdate) -> None:
+        """A provisional input-stream fact (RFC-009 §5, §7, §8): an accepted replacement
+        snapshot (``update.status`` ``"updated"``, ``update.text`` the whole current
+        hypothesis, None in ``final-only`` mode), or the stream's end (``"completed"``,
+        ``"aborted"``, ``"expired"``). Volatile: never history, never a message; the
+        completed final arrives as an ordinary ``channel_message``. Default: ignored."""
 
     async def request(self, context: RequestContext, params: Any) -> Any:
         """Any other server request, and ``roots/list``, ``sampling/createMessage`` or

@@ -57,17 +57,22 @@ HOST_MCPL_ADVERTISEMENT: dict[str, Any] = {
 }
 
 
-def host_advertisement(*, inference_request: bool, model_info: bool) -> JSONObject:
+def host_advertisement(
+    *, inference_request: bool, model_info: bool, input_streams: bool = False
+) -> JSONObject:
     """The host's ``experimental.mcpl`` (MCPL §5.2): ``HOST_MCPL_ADVERTISEMENT`` without what
     the application does not serve. ``inference_request``: an inference provider answers
     ``inference/request`` (else ``inferenceRequest`` is not advertised); ``model_info``:
-    ``model/info`` is answered (else ``modelInfo`` is not advertised). The rest is served
+    ``model/info`` is answered (else ``modelInfo`` is not advertised); ``input_streams``:
+    ``ServerConfig.input_streams`` (``channels.inputStreaming: true``, RFC-009 §2.1). The rest is served
     by the library itself."""
     advertisement = {key: value for key, value in HOST_MCPL_ADVERTISEMENT.items()}
     if not inference_request:
         del advertisement["inferenceRequest"]
     if not model_info:
         del advertisement["modelInfo"]
+    if input_streams:  # RFC-009 §2.1 (experimental): the explicit member, nothing else
+        advertisement["channels"] = {**advertisement["channels"], "inputStreaming": True}
     return advertisement
 
 

@@ -54,6 +54,7 @@ from mcpl_host.mcpl.compat import CompatSetting, NoteLedger, checked_compat
 from mcpl_host.mcpl.endpoint_uri import EndpointURI
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.mcpl.input_streams import InputStreams, input_stream_settings
 from mcpl_host.mcpl.policy_state import RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ReferenceRegistry, origin_of
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
@@ -62,6 +63,7 @@ from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
+from mcpl_host.services.input_streams import InputClock, SystemInputClock
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
 from mcpl_host.tool_classes import ToolClassTables
@@ -86,9 +88,12 @@ class ServerRuntime(TypedDict, total=False):
       ``FeatureSetStateStore``; MCPL §8).
     - ``client_info``: the ``clientInfo`` sent in ``initialize`` (MCP 2025-11-25
       "Lifecycle"; default: ``ClientInfo()``).
+    - ``input_clock``: the clocks input-stream leases run on (RFC-009 §4.1, §8;
+      ``services.input_streams.InputClock``; default: the system's).
     """
 
     handlers: HostHandlers | None
+    input_clock: InputClock | None
     observer: ConnectionObserver | None
     state_store: StateStore | None
     client_info: ClientInfo | None
@@ -143,6 +148,12 @@ class HostedServer:
         self._references = ReferenceRegistry(self._limits.max_reference_records)
         self._reference_binding = reference_binding(config)
         self._tool_classes = ToolClassTables(config.tool_classes, config.host_tool_classes)
+        self._input_clock: InputClock = runtime.get("input_clock") or SystemInputClock()
+        self._input_streams = (
+            InputStreams(input_stream_settings(self._limits, config.input_stream_mode))
+            if config.input_streams
+            else None
+        )
         self._channels: list[dict[str, Any]] = []
         self._connections_opened = 0
         self._sequence = 0
@@ -229,6 +240,17 @@ class HostedServer:
     def event_dedupe(self) -> EventDeduplicator:
         """``eventId`` de-duplication across transports (MCPL §9.4)."""
         return self._event_dedupe
+
+    @property
+    def input_streams(self) -> InputStreams | None:
+        """The server's input streams across its transports (RFC-009, experimental; the
+        committed message keys outlive a transport), or None when ``input_streams`` is off."""
+        return self._input_streams
+
+    @property
+    def input_clock(self) -> InputClock:
+        """The clocks input-stream leases run on (``ServerRuntime.input_clock``)."""
+        return self._input_clock
 
     @property
     def tool_classes(self) -> ToolClassTables:
@@ -358,7 +380,9 @@ class HostedServer:
         """The host's ``experimental.mcpl`` for this server: only what the handlers serve
         (``handshake.host_advertisement``)."""
         return host_advertisement(
-            inference_request=serves_inference(self.handlers), model_info=serves_model_info(self.handlers)
+            inference_request=serves_inference(self.handlers),
+            model_info=serves_model_info(self.handlers),
+            input_streams=self._input_streams is not None,
         )
 
     def client_features(self) -> ClientFeatures:

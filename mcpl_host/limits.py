@@ -209,6 +209,19 @@ DEFAULT_MAX_LIFECYCLE_INPUT_BYTES = 16 * 1024
 #: request fails -32602 with ``data.limit`` ``"rules"`` or ``"paths"``.
 DEFAULT_MAX_OBSERVE_RULES = 64
 DEFAULT_MAX_OBSERVE_PATHS = 64
+#: Input streams (RFC-009, experimental; off unless ``ServerConfig.input_streams``): the most
+#: Unicode scalar values of one snapshot (``maxChars``, §4.2), the least time between two
+#: accepted updates of a stream in seconds (``maxUpdateHz`` is its inverse, §5.3), the longest
+#: lease in seconds (the host shortens a later ``expiresAt``, §4.1), and the most stream ids a
+#: connection keeps, ended ones included (their replay protection, §4.3, §10).
+DEFAULT_INPUT_STREAM_MAX_CHARS = 4096
+DEFAULT_INPUT_STREAM_UPDATE_INTERVAL_SECONDS = 0.1
+DEFAULT_INPUT_STREAM_MAX_SECONDS = 60.0
+DEFAULT_MAX_INPUT_STREAMS = 64
+#: Committed message keys a server's input streams remember (RFC-009 §4.3: streamed finals and,
+#: with input streams on, ordinary incoming messages), across its transports; past it the
+#: oldest is forgotten (docs/protocol.md IS7).
+DEFAULT_MAX_INPUT_MESSAGE_KEYS = 100_000
 #: What a host keeps of the events a server sent (``mcpl_host.record.EventRecord``: the
 #: probe's report, its ``--json`` document): an event over ``max_recorded_event_bytes`` of
 #: compact JSON is kept without its ``params``, ``answer`` and ``error`` (their size noted),
@@ -385,6 +398,11 @@ class Limits:
     max_lifecycle_input_bytes: int = DEFAULT_MAX_LIFECYCLE_INPUT_BYTES
     max_observe_rules: int = DEFAULT_MAX_OBSERVE_RULES
     max_observe_paths: int = DEFAULT_MAX_OBSERVE_PATHS
+    input_stream_max_chars: int = DEFAULT_INPUT_STREAM_MAX_CHARS
+    input_stream_update_interval_seconds: float = DEFAULT_INPUT_STREAM_UPDATE_INTERVAL_SECONDS
+    input_stream_max_seconds: float = DEFAULT_INPUT_STREAM_MAX_SECONDS
+    max_input_streams: int = DEFAULT_MAX_INPUT_STREAMS
+    max_input_message_keys: int = DEFAULT_MAX_INPUT_MESSAGE_KEYS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

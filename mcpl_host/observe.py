@@ -24,6 +24,7 @@ from mcpl_host.events import (
     ChannelsChanged,
     HeldMessage,
     HostEvent,
+    InputStream,
     ManifestChange,
     PolicyReceipt,
     PushEvent,
@@ -34,6 +35,7 @@ from mcpl_host.events import (
 )
 from mcpl_host.jsonrpc.envelope import RequestId, Response
 from mcpl_host.jsonrpc.errors import ConnectionLost
+from mcpl_host.mcpl.input_streams import InputStreamUpdate
 from mcpl_host.mcpl.policy import PolicyOutcome
 
 if TYPE_CHECKING:
@@ -175,6 +177,11 @@ class Reporter:
     def channels_changed(self, channels: list[dict[str, Any]]) -> None:
         self.handlers.on_channels_changed(self.name, channels)
         self._observe(ChannelsChanged(server=self.name, channels=channels))
+
+    def input_stream(self, update: InputStreamUpdate) -> None:
+        """A provisional input-stream fact (RFC-009, experimental; ``InputStream``)."""
+        self.handlers.on_input_stream(self.name, update)
+        self._observe(InputStream(server=self.name, update=update))
 
     def stalled(self, stall: Stall, explanation: str, refused: str | None, profile: str | None) -> None:
         """The server stopped answering (``stall_watch``; ``Stalled``); only the observer

@@ -52,7 +52,8 @@ from mcpl_host.mcpl.explain import LIBRARY_SWITCH, silence_sentence
 from mcpl_host.mcpl.feature_sets import (
     declaration_notes,
 )
-from mcpl_host.mcpl.grants import Grant
+from mcpl_host.mcpl.grants import EXPLICIT_ONLY, Grant
+from mcpl_host.mcpl.input_streams import InputStreams
 from mcpl_host.mcpl.manifest import manifest_limit_problem
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ContentView, ReferenceRegistry
@@ -69,6 +70,7 @@ from mcpl_host.services.channels import ChannelService
 from mcpl_host.services.dispatch import InboundDispatcher
 from mcpl_host.services.hooks import HookCalls
 from mcpl_host.services.inference import InferenceService
+from mcpl_host.services.input_streams import InputClock, InputStreamService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.negotiation import PolicyExchange, PolicySource
 from mcpl_host.services.push import PushService
@@ -121,6 +123,13 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def tool_lifecycle(self) -> ToolLifecyclePolicy: ...
     @property
     def channels(self) -> list[dict[str, Any]]: ...
+    @property
+    def input_streams(self) -> InputStreams | None:
+        """The server's input streams (RFC-009, experimental), or None when off."""
+        ...
+
+    @property
+    def input_clock(self) -> InputClock: ...
     @property
     def endpoint(self) -> EndpointURI | None:
         """The three values of an ``mcpl://`` URL (MCPL §18.4), or None for another URL."""
@@ -192,7 +201,12 @@ class ServerConnection:
         self.sequence = hosted.next_sequence()
         name, limits, redactor = hosted.name, hosted.limits, hosted.redactor
         self._log = get_logger("mcpl_host.connection", server=name)
-        state = PolicyState(on_refusal=hosted.on_refusal, compat=hosted.compat)
+        machine = hosted.input_streams
+        state = PolicyState(
+            on_refusal=hosted.on_refusal,
+            compat=hosted.compat,
+            withheld=frozenset() if machine is not None else EXPLICIT_ONLY,  # RFC-009 §2.2, IS2
+        )
         self._reporter = Reporter(name, hosted.handlers, hosted.observer)
         self.connection = shell = Connection(
             transport_factory,
@@ -305,6 +319,24 @@ class ServerConnection:
             tool_observe=self.tool_observe,
         )
         shell.inbound = self.inbound
+        #: RFC-009 input streams on this connection (experimental), or None when off.
+        self.input_streams: InputStreamService | None = None
+        if machine is not None:
+            self.input_streams = InputStreamService(
+                name,
+                machine,
+                hosted.handlers,
+                state,
+                channel_service.registry,
+                epoch=f"epoch-{self.sequence}",
+                clock=hosted.input_clock,
+                incoming_one=channel_service.incoming_one,
+                start_job=lambda job: shell.pool.start_job(job, counted=False),
+                report=self._reporter.input_stream,
+                log=log,
+            )
+            self.inbound.input_streams = channel_service.input_streams = self.input_streams
+            self.policy.on_grant_changed = self.input_streams.reconcile
         self.hooks = HookCalls(
             shell,
             state,
@@ -436,6 +468,8 @@ class ServerConnection:
         try:
             await self.connection.__aexit__(*exc_info)
         finally:
+            if self.input_streams is not None:
+                self.input_streams.close()  # RFC-009 §8: open streams abort with the transport
             self.hosted.detach(self)
 
     async def aclose(self) -> None:

@@ -4,6 +4,7 @@ evidence (plain calls, no I/O)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import orjson
@@ -433,3 +434,30 @@ def test_tools_observe_params_judged_by_rfc_007_schema() -> None:
     assert verdict.status == "failed"
     assert "ruless" in verdict.reason and "rules[0].match" in verdict.reason
     assert CHECKS_BY_ID["tools.observe.params"].spec == "MCPL RFC-007 §6.1, §6.6, §13"
+
+
+@pytest.mark.parametrize(
+    ("channels", "status", "words"),
+    [
+        ({"incoming": True, "inputStreaming": True}, "passed", "advertises input streaming"),
+        ({"incoming": True}, "passed", "does not advertise"),
+        ({"incoming": {"streaming": True}}, "warned", "nested"),
+        ({"incoming": True, "incoming.streaming": True}, "warned", "literal"),
+        ({"incoming": True, "inputStreaming": "yes"}, "warned", "not the boolean"),
+        ({"inputStreaming": True}, "warned", "without channels.incoming"),
+    ],
+)  # fmt: skip
+def test_input_streaming_is_advertised_only_by_the_explicit_member(
+    channels: dict[str, Any], status: str, words: str
+) -> None:
+    """RFC-009 §2.1, §2.2 (experimental): ``mcpl.input-streaming``."""
+    from mcpl_host.mcpl.grants import expand_advertisement
+
+    manifest = {**MANIFEST, "channels": channels}
+    run = _mcpl_run(manifest=manifest)
+    assert run.main is not None
+    run = RunEvidence(
+        transport="stdio", main=dataclasses.replace(run.main, advertised=expand_advertisement(manifest))
+    )
+    verdict = rules.mcpl_input_streaming(run)
+    assert verdict.status == status and words in verdict.reason, verdict

@@ -100,7 +100,10 @@ def test_an_unknown_setting_is_refused() -> None:
 
 
 def test_widen_takes_every_leaf_under_an_advertised_top_level_capability() -> None:
-    assert widen({"channels.register"}) == {p for p in VOCABULARY if p.startswith("channels.")}
+    channels = {p for p in VOCABULARY if p.startswith("channels.")}
+    # RFC-009 §2.1: input streaming only when advertised itself, never by widening (IS1)
+    assert widen({"channels.register"}) == channels - {"channels.incoming.streaming"}
+    assert widen({"channels.register", "channels.incoming.streaming"}) == channels
     assert widen({"pushEvents", "tools"}) == {"pushEvents", "tools"}
     assert widen(set()) == frozenset()
 

@@ -814,3 +814,12 @@ def test_a_server_name_that_is_no_string_is_a_problem_of_a_config_held_in_memory
     assert [str(p) for p in info.value.problems] == [
         "mcpServers: a server name must be a string, not a number"
     ]
+
+
+def test_input_streams_are_off_unless_the_entry_turns_them_on() -> None:
+    """RFC-009 is experimental (docs/protocol.md IS2): ``inputStreams``, a boolean, default off."""
+    assert one({"command": "x"}).input_streams is False
+    server = one({"command": "x", "inputStreams": True, "limits": {"maxInputStreams": 2}})
+    assert server.input_streams is True and server.limits.max_input_streams == 2
+    with pytest.raises(ValueError, match="input_stream_mode"):
+        ServerConfig(command="x", input_stream_mode="loud")

@@ -267,6 +267,7 @@ def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:
         Disconnected,
         GaveUp,
         HeldMessage,
+        InputStream,
         ManifestChange,
         PolicyReceipt,
         Reconnecting,
@@ -275,6 +276,7 @@ def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:
         Stalled,
         event_json,
     )
+    from mcpl_host.mcpl.input_streams import InputStreamUpdate
     from mcpl_host.mcpl.manifest_diff import Impact
 
     connected = {
@@ -399,6 +401,17 @@ def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:
             },
         ),
         (ChannelsChanged(server="s", channels=[{"id": "c"}]), {"channels": [{"id": "c"}]}),
+        (  # RFC-009 §10: the metadata, never the provisional text
+            InputStream(server="s", update=InputStreamUpdate("s1", "updated", 2, "c", "a", "m", "words")),
+            {
+                "streamId": "s1",
+                "status": "updated",
+                "revision": 2,
+                "channelId": "c",
+                "senderId": "a",
+                "messageId": "m",
+            },
+        ),
         (
             Stalled(server="s", explanation="e", silent_seconds=1.0),
             {"explanation": "e", "silentSeconds": 1.0, "waiting": [], "refused": None, "profile": None},

@@ -31,9 +31,10 @@ ALL = expand_advertisement(
 )
 
 
-def test_vocabulary_has_19_paths() -> None:
-    assert len(VOCABULARY) == 19
-    assert ALL == VOCABULARY
+def test_vocabulary_has_20_paths() -> None:
+    assert len(VOCABULARY) == 20  # with RFC-007's two and RFC-009's channels.incoming.streaming
+    # ``channels: true`` is no advertisement of input streaming (RFC-009 §2.1, IS1)
+    assert ALL == VOCABULARY - {"channels.incoming.streaming"}
 
 
 def test_true_means_every_leaf_beneath() -> None:
@@ -104,7 +105,8 @@ def test_bare_parent_grants_nothing() -> None:
 
 def test_channels_star_grants_every_channel_leaf() -> None:
     grant = GrantPolicy(grant=("channels.*",)).compute(ALL)
-    assert grant.paths == {p for p in VOCABULARY if p.startswith("channels.")}
+    # one segment: not the depth-three channels.incoming.streaming (RFC-009 §2.2)
+    assert grant.paths == {p for p in VOCABULARY if p.startswith("channels.") and p.count(".") == 1}
 
 
 def test_never_advertised_is_never_granted() -> None:

@@ -27,7 +27,7 @@ from mcpl_host import GrantPolicy, ServerConfig
 from mcpl_host.config import parse_config
 from mcpl_host.host import Host
 from mcpl_host.mcpl.compat import widen
-from mcpl_host.mcpl.grants import VOCABULARY, names_inject
+from mcpl_host.mcpl.grants import VOCABULARY, names_path
 from mcpl_host.mcpl.injections import INJECT, read_injections
 from mcpl_host.services.turns import FanoutResult
 from mcpl_host.shell.commands import changed_policy
@@ -79,8 +79,8 @@ def test_grant_all_and_wildcards_never_grant_an_injection_path() -> None:
     assert NAMED.compute(every).paths >= INJECT_PATHS
     leaf = GrantPolicy(grant=("contextHooks.beforeInference.inject.beforeUser",)).compute(every)
     assert leaf.paths & INJECT_PATHS == {"contextHooks.beforeInference.inject.beforeUser"}
-    assert names_inject("contextHooks.beforeInference.inject.*", "contextHooks.beforeInference.inject.system")
-    assert not names_inject("contextHooks.*.inject.*", "contextHooks.beforeInference.inject.system")
+    assert names_path("contextHooks.beforeInference.inject.*", "contextHooks.beforeInference.inject.system")
+    assert not names_path("contextHooks.*.inject.*", "contextHooks.beforeInference.inject.system")
     # The 0.6 rule: nothing, whatever is named; deny still wins over a name.
     assert not GrantPolicy(grant=NAMED.grant, ignore_injections=True).compute(every).paths & INJECT_PATHS
     denied = GrantPolicy(grant=NAMED.grant, deny=("contextHooks.beforeInference.inject.system",))

@@ -266,6 +266,10 @@ CHECKS: tuple[CheckSpec, ...] = (
         "mcpl.context-injection", "mcpl", "the server does not inject context (contextInjections, deprecated)", "MCPL RFC-010 §4.1", ["main", "calls"],
         Compat("applies the injections it granted (only a grant naming the inject paths grants them) and warns once per connection; ignores them under ignore_injections (the 0.6 rule)", "the same: the profile does not change injections", True),
     ),
+    _spec(
+        "mcpl.input-streaming", "mcpl", "input streaming (experimental) is advertised only by channels.inputStreaming: true, beside channels.incoming", "MCPL RFC-009 §2.1, §2.2", ["main"],
+        Compat("reads only the explicit member; grants channels.incoming.streaming only with ServerConfig.input_streams and a policy naming it", "the same: the profile does not widen to the experimental path", True),
+    ),
     # --- shutdown ---------------------------------------------------------------------------
     _spec("shutdown.stdin-close", "shutdown", "the server exits within the bound after its stdin closes", f"{MCP} Lifecycle, Shutdown (stdio)", ["main", "close"], transports=["stdio"]),
     _spec("shutdown.sigterm", "shutdown", "the server exits within the bound after SIGTERM", f"{MCP} Lifecycle, Shutdown (stdio)", ["raw", "sigterm"], transports=["stdio"]),

@@ -52,6 +52,7 @@ from mcpl_host.logging import Redactor, escape_text
 from mcpl_host.mcpl.admission import INBOUND_GATES
 from mcpl_host.mcpl.feature_sets import read_feature_sets
 from mcpl_host.mcpl.grants import INJECT_PREFIX, VOCABULARY
+from mcpl_host.mcpl.input_streams import advertises_input_streaming
 from mcpl_host.mcpl.manifest import DigestError, manifest_digest, validate_manifest
 from mcpl_host.mcpl.policy import read_receipt
 from mcpl_host.mcpl.publish_target import publish_target_problem, targeted_outcome
@@ -725,6 +726,41 @@ def mcpl_context_injection(main: MainEvidence) -> Verdict:
     if outcome is None:
         return _skipped("context/beforeInference was not sent (neither observe nor an inject path granted)")
     return _passed("context/beforeInference returned no injection")
+
+
+@_given(_mcpl)
+def mcpl_input_streaming(main: MainEvidence) -> Verdict:
+    """RFC-009 §2.1, §2.2 (experimental): only ``channels.inputStreaming: true`` advertises
+    input streaming, and it needs ``channels.incoming`` beside it; the shapes that look like
+    it but are not (``incoming: {streaming: true}``, a literal ``incoming.streaming`` member, a
+    non-boolean ``inputStreaming``) advertise nothing, so they warn."""
+    manifest = main.manifest or {}
+    channels = as_object(manifest.get("channels"))
+    if channels is None:
+        return _skipped("the server advertises no channels object")
+    lookalikes: list[str] = []
+    incoming = as_object(channels.get("incoming"))
+    if incoming is not None and "streaming" in incoming:
+        lookalikes.append("channels.incoming.streaming nested under an object")
+    if "incoming.streaming" in channels:
+        lookalikes.append('a literal "incoming.streaming" member')
+    if "inputStreaming" in channels and channels["inputStreaming"] is not True:
+        lookalikes.append("channels.inputStreaming that is not the boolean true")
+    if lookalikes:
+        return _warned(
+            f"{'; '.join(lookalikes)}: not the input-streaming advertisement (RFC-009 §2.1: only"
+            " channels.inputStreaming: true)",
+            [channels],
+        )
+    if not advertises_input_streaming(manifest):
+        return _passed("does not advertise input streaming (RFC-009, experimental)")
+    if "channels.incoming" not in main.advertised:
+        return _warned(
+            "advertises channels.inputStreaming without channels.incoming: no input stream can be granted"
+            " (RFC-009 §2.2: both paths are needed)",
+            [channels],
+        )
+    return _passed("advertises input streaming with channels.incoming (RFC-009 §2.1, experimental)")
 
 
 @_given(_capability("tools"))
@@ -1526,6 +1562,7 @@ RULES: dict[str, _Rule] = {
     "state.update.params": state_update_params,
     "references.fields": references_fields,
     "mcpl.context-injection": mcpl_context_injection,
+    "mcpl.input-streaming": mcpl_input_streaming,
     "shutdown.stdin-close": shutdown_stdin_close,
     "shutdown.sigterm": shutdown_sigterm,
 }

@@ -32,6 +32,10 @@ Rules:
   4. params: an object where the method needs one, and its shape (``-32602`` with
      ``data.problems``, sentences that name keys, never values).
 
+  The RFC-009 input methods (``channels/input/*``, experimental) need both
+  ``channels.incoming`` and ``channels.incoming.streaming`` at step 1; the dispatcher sends
+  them here only when input streams are on (docs/protocol.md IS2, IS4).
+
   Ungated methods (``ping``, MCP methods, ``mcpl/manifestChanged``) pass unchanged. No
   profile grants anything: every path admitted is in the grant in force, which never holds a
   path the host's policy denies.
@@ -60,6 +64,7 @@ from mcpl_host.mcpl.feature_sets import (
     FeatureSetDeclarations,
 )
 from mcpl_host.mcpl.grants import Grant
+from mcpl_host.mcpl.input_streams import INPUT_METHODS, INPUT_STREAM_PATHS
 from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.mcpl.server_shapes import (
     OBJECT_PARAMS_METHODS,
@@ -189,6 +194,8 @@ _ADMITTED = Admitted()
 
 def required_capabilities(method: str, params: object) -> tuple[str, ...]:
     """The capability paths ``method`` needs with these ``params`` (empty: ungated)."""
+    if method in INPUT_METHODS:  # RFC-009 §2.2: both, neither grants the other
+        return INPUT_STREAM_PATHS
     gate = INBOUND_GATES.get(method)
     if gate is None:
         return ()

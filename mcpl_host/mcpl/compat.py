@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcpl_host.jsonrpc.values import JSONObject
-from mcpl_host.mcpl.grants import VOCABULARY
+from mcpl_host.mcpl.grants import EXPLICIT_ONLY, VOCABULARY
 
 __all__ = [
     "COMPAT_SETTINGS",
@@ -114,9 +114,13 @@ def top_level(path: str) -> str:
 
 def widen(advertised: Iterable[str]) -> frozenset[str]:
     """Every vocabulary path whose top-level capability is that of an advertised path (the
-    0.4 profile's bound of the grant; module rules)."""
+    0.4 profile's bound of the grant; module rules), but ``EXPLICIT_ONLY`` paths only when
+    advertised themselves."""
+    advertised = frozenset(advertised)
     tops = {top_level(path) for path in advertised}
-    return frozenset(path for path in VOCABULARY if top_level(path) in tops)
+    # RFC-009 §2.1, §2.2: an explicit-only path is never reached by widening (IS1)
+    widened = {path for path in VOCABULARY - EXPLICIT_ONLY if top_level(path) in tops}
+    return frozenset(widened | (advertised & EXPLICIT_ONLY))
 
 
 #: What a note is about (each a sentence in ``CompatNote.sentence``).

@@ -2,7 +2,7 @@
 
 Rules (MCPL §5.1, §5.4, §6.2, Appendix B.2; docs/protocol.md, "Capability advertisement"):
 
-- The vocabulary is closed: 19 dotted paths (``VOCABULARY``). Members outside it mint no
+- The vocabulary is closed: 20 dotted paths (``VOCABULARY``; one experimental, RFC-009). Members outside it mint no
   capability.
 - A server's advertisement (``experimental.mcpl``) is expanded by a generic recursive walk:
   ``true`` at a node means every vocabulary leaf at or beneath it; ``false`` or absence means
@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mcpl_host.jsonrpc.values import JSONObject, is_mapping
+from mcpl_host.mcpl.input_streams import advertises_input_streaming
 
 __all__ = [
     "PATTERN_HINTS",
@@ -37,7 +38,6 @@ __all__ = [
     "INJECT_PREFIX",
     "LIFECYCLE_PREFIX",
     "NAMED_ONLY_PREFIXES",
-    "names_inject",
     "names_path",
     "closest_pattern",
     "expand_advertisement",
@@ -68,8 +68,13 @@ VOCABULARY: frozenset[str] = frozenset(
         # RFC-007 §4.1 (tool lifecycle; Draft r3): granted only when named (``names_path``).
         "toolLifecycle.observe",
         "toolLifecycle.inputs",
+        "channels.incoming.streaming",  # RFC-009 §2.2 (experimental): EXPLICIT_ONLY
     }
 )
+#: Paths no ancestor ``true`` or object advertises: only their own explicit member does
+#: (RFC-009 §2.1: ``channels.inputStreaming: true`` is ``channels.incoming.streaming``;
+#: docs/protocol.md IS1).
+EXPLICIT_ONLY: frozenset[str] = frozenset({"channels.incoming.streaming"})
 
 # Members of experimental.mcpl that are not capability advertisements (MCPL §17.1).
 _NOT_CAPABILITIES = frozenset({"version", "revision", "featureSets"})
@@ -119,7 +124,7 @@ def pattern_problem(pattern: str) -> str | None:
 
 def _leaves_at_or_below(prefix: str) -> set[str]:
     below = prefix + "."
-    return {path for path in VOCABULARY if path == prefix or path.startswith(below)}
+    return {path for path in VOCABULARY - EXPLICIT_ONLY if path == prefix or path.startswith(below)}
 
 
 #: Segments in the deepest vocabulary path; the walk never descends further (a deeper
@@ -131,7 +136,7 @@ def _walk(node: object, prefix: str, depth: int, out: set[str]) -> None:
     if node is True:
         out |= _leaves_at_or_below(prefix)
     elif is_mapping(node):
-        if prefix in VOCABULARY:
+        if prefix in VOCABULARY and prefix not in EXPLICIT_ONLY:
             out.add(prefix)  # an object at a path node advertises the node (module rules)
         if depth >= MAX_PATH_SEGMENTS:
             return
@@ -157,6 +162,9 @@ def expand_advertisement(mcpl: object, *, tools: bool = False) -> frozenset[str]
         for key, child in mcpl.items():
             if isinstance(key, str) and key and key not in _NOT_CAPABILITIES:
                 _walk(child, key, 1, out)
+    out -= EXPLICIT_ONLY
+    if advertises_input_streaming(mcpl):  # RFC-009 §2.1
+        out.add("channels.incoming.streaming")
     if tools:
         out.add("tools")
     return frozenset(out)
@@ -180,14 +188,6 @@ def names_path(pattern: str, path: str) -> bool:
     )
 
 
-def names_inject(pattern: str, path: str) -> bool:
-    """Whether grant ``pattern`` names injection leaf ``path`` (RFC-010 §4.1;
-    docs/protocol.md, "Context injection deprecation (RFC-010)"): it matches it, and its
-    segments up to ``inject`` are written out (``contextHooks.beforeInference.inject.*`` or
-    the leaf itself), so no wildcard of the upper segments reaches an injection path."""
-    return pattern.startswith(INJECT_PREFIX) and matches(pattern, path)
-
-
 @dataclass(frozen=True, slots=True)
 class GrantPolicy:
     """Host policy for one server's capability grant (MCPL §5.4).
@@ -197,7 +197,7 @@ class GrantPolicy:
     (``mcpl-host probe``'s default), still minus ``deny``. The default policy grants nothing.
 
     The deprecated injection paths (``contextHooks.beforeInference.inject.*``, RFC-010 §4.1)
-    are granted only by a ``grant`` pattern that names them (``names_inject``): never by
+    are granted only by a ``grant`` pattern that names them (``names_path``): never by
     ``grant_all_advertised``, nor by a wildcard of their upper segments, so neither the
     default nor a widening (a manifest change, the 0.4 profile's bound) adds one. The tool
     lifecycle paths (``toolLifecycle.observe``, ``toolLifecycle.inputs``, RFC-007 §4.1) are
@@ -221,9 +221,9 @@ class GrantPolicy:
         """Whether this policy would grant ``path`` if the server advertised it."""
         if any(matches(pattern, path) for pattern in self.deny):
             return False
-        if path.startswith(INJECT_PREFIX):
-            return not self.ignore_injections and any(names_inject(pattern, path) for pattern in self.grant)
-        if path.startswith(LIFECYCLE_PREFIX):  # RFC-007 §4.1: named, never by grant-all
+        if path.startswith(NAMED_ONLY_PREFIXES):  # RFC-010 §4.1, RFC-007 §4.1: never by grant-all
+            if self.ignore_injections and path.startswith(INJECT_PREFIX):
+                return False
             return any(names_path(pattern, path) for pattern in self.grant)
         return self.grant_all_advertised or any(matches(pattern, path) for pattern in self.grant)
 

@@ -137,6 +137,9 @@ class PolicyState:
     #: The server's outer MCP capabilities have ``tools`` (the ``tools`` path, MCPL §5.1).
     tools: bool = False
     advertised: frozenset[str] = frozenset()
+    #: Paths the host does not advertise on this connection, so never granted (RFC-009 §2.2:
+    #: ``channels.incoming.streaming`` unless ``ServerConfig.input_streams``).
+    withheld: frozenset[str] = frozenset()
     #: What a grant may hold: ``advertised`` (strict), or its top-level widening (0.4).
     bound: frozenset[str] = frozenset()
     feature_sets: FeatureSetDeclarations = field(default_factory=FeatureSetDeclarations)
@@ -206,7 +209,7 @@ class PolicyState:
 
     def _advertise(self, manifest: Mapping[str, object]) -> None:
         self.advertised = expand_advertisement(manifest, tools=self.tools)
-        self.bound = widen(self.advertised) if self.lenient else self.advertised
+        self.bound = (widen(self.advertised) if self.lenient else self.advertised) - self.withheld
         self.feature_sets = read_feature_sets(manifest)
 
     def _bounded(self, grant: Grant) -> Grant:

@@ -228,7 +228,7 @@ class ChannelRegistry:
     ``max_descriptor_bytes`` bytes per descriptor (``Limits.max_channels``,
     ``max_channel_descriptor_bytes``). Pure: no I/O, no grant (admission's job)."""
 
-    __slots__ = ("_channels", "max_channels", "max_descriptor_bytes")
+    __slots__ = ("_channels", "_generations", "_last_generation", "max_channels", "max_descriptor_bytes")
 
     def __init__(
         self,
@@ -237,6 +237,10 @@ class ChannelRegistry:
         max_descriptor_bytes: int = DEFAULT_MAX_CHANNEL_DESCRIPTOR_BYTES,
     ) -> None:
         self._channels: dict[str, dict[str, Any]] = {}
+        #: id -> the registration generation (RFC-009 §4.1): new at each accepted register or
+        #: update of the id, never reused on this connection.
+        self._generations: dict[str, int] = {}
+        self._last_generation = 0
         self.max_channels = max_channels
         self.max_descriptor_bytes = max_descriptor_bytes
 
@@ -245,6 +249,13 @@ class ChannelRegistry:
 
     def descriptors(self) -> list[dict[str, Any]]:
         return [dict(d) for d in self._channels.values()]
+
+    def generation(self, channel_id: str) -> int:
+        """The registration generation of a registered ``channel_id`` (RFC-009 §4.1), 0 if none."""
+        return self._generations.get(channel_id, 0)
+
+    def ids(self) -> list[str]:
+        return list(self._channels)
 
     def __len__(self) -> int:
         return len(self._channels)
@@ -264,6 +275,7 @@ class ChannelRegistry:
         results: list[ItemResult] = []
         for channel_id in removed:
             if isinstance(channel_id, str) and self._channels.pop(channel_id, None) is not None:
+                self._generations.pop(channel_id, None)
                 results.append(ItemResult(channel_id, True))
             else:
                 results.append(
@@ -304,6 +316,8 @@ class ChannelRegistry:
             detail = f"{self.max_channels} channels are registered: Limits.{limit}"
             return ItemResult(channel_id, False, "limit_exceeded", detail, limit)
         self._channels[channel_id] = dict(descriptor)
+        self._last_generation += 1
+        self._generations[channel_id] = self._last_generation
         return ItemResult(channel_id, True)
 
 

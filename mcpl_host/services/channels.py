@@ -31,7 +31,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from typing_extensions import TypeIs
 
@@ -47,7 +47,17 @@ from mcpl_host.mcpl.references import MODEL_CONTENT, ContentView
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
 from mcpl_host.mcpl.tags import read_tags
 
-__all__ = ["ChannelService"]
+__all__ = ["ChannelService", "InputStreamKeys"]
+
+
+class InputStreamKeys(Protocol):
+    """The canonical message keys of RFC-009 §4.3 (``InputStreamService``)."""
+
+    def reserved(self, message: Any) -> bool: ...
+
+    def committed(self, message: Any) -> None: ...
+
+    def reconcile(self) -> None: ...
 
 
 def _is_conversation(answer: object) -> TypeIs[str | None]:
@@ -90,6 +100,9 @@ class ChannelService:
         self._diagnostics = LogBudget(diagnostics_logged)
         self._max_deliveries = max_notification_deliveries
         self._deliveries = 0  # channels/incoming notifications being processed
+        #: RFC-009 (experimental): the connection's input streams, sharing the canonical
+        #: message keys with ordinary incoming messages (docs/protocol.md IS7); None when off.
+        self.input_streams: InputStreamKeys | None = None
 
     def _patterns(self) -> tuple[str, ...] | None:
         patterns = self._handlers.channel_policy(self.name)
@@ -113,6 +126,8 @@ class ChannelService:
         results = self.registry.change(**lists, patterns=self._patterns())
         if any(item.accepted for item in results):
             self._on_changed(self.registry.descriptors())
+            if self.input_streams is not None:  # RFC-009 §4.1: a lease bound to what changed ends
+                self.input_streams.reconcile()
         for item in results:
             descriptor = self.registry.get(item.id) if item.accepted else None
             problem = publish_target_problem(descriptor) if descriptor is not None else None
@@ -135,10 +150,19 @@ class ChannelService:
     async def _incoming(self, context: RequestContext, messages: Sequence[object]) -> list[dict[str, Any]]:
         return [await self._incoming_one(context, message) for message in messages]
 
-    async def _incoming_one(self, context: RequestContext, message: Any) -> JSONObject:
+    async def incoming_one(self, context: RequestContext, message: Any) -> JSONObject:
+        """A streamed final (RFC-009 §6.1): one message through the ordinary path."""
+        return await self._incoming_one(context, message, streamed=True)
+
+    async def _incoming_one(
+        self, context: RequestContext, message: Any, *, streamed: bool = False
+    ) -> JSONObject:
         raw_id = message.get("messageId") if is_mapping(message) else None
         message_id = raw_id if isinstance(raw_id, str) else None
         reason = admit_channel_message(message, self._view, self.registry, self._patterns())
+        streams = self.input_streams
+        if reason is None and streams is not None and not streamed and streams.reserved(message):
+            reason = "duplicate"  # RFC-009 §4.3: one reservation for both paths (IS7)
         if reason is None:
             target = publish_target(self.registry.get(message.get("channelId")))
             thread_problem = incoming_thread_problem(message, target)
@@ -161,6 +185,8 @@ class ChannelService:
                 reason = "internal_error"
             else:
                 if _is_conversation(conversation):
+                    if streams is not None and not streamed:
+                        streams.committed(message)
                     result: JSONObject = {"messageId": message_id, "accepted": True}
                     if conversation is not None:
                         result["conversationId"] = conversation

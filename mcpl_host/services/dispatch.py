@@ -65,8 +65,10 @@ from mcpl_host.mcpl.admission import (
 )
 from mcpl_host.mcpl.compat import CompatNote, NoteLedger
 from mcpl_host.mcpl.explain import RefusalRecord
+from mcpl_host.mcpl.input_streams import INPUT_METHODS, metadata_only, rejected
 from mcpl_host.services.channels import ChannelService
 from mcpl_host.services.inference import InferenceService
+from mcpl_host.services.input_streams import InputStreamService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.push import PushService
 from mcpl_host.services.state_service import StateService
@@ -154,6 +156,8 @@ class InboundDispatcher:
         self.last_refusal: RefusalRecord | None = None
         #: The channels the server registered on this transport (``ChannelService.registry``).
         self.channel_registry = channels.registry
+        #: RFC-009 (experimental): ``channels/input/*``, when ``ServerConfig.input_streams``.
+        self.input_streams: InputStreamService | None = None
         self._client_features = client_features
         self._on_mcp_notification = on_mcp_notification
         self._tool_observe = tool_observe
@@ -162,6 +166,8 @@ class InboundDispatcher:
 
     def on_request(self, request: Request) -> InboundJob | HandlerError:
         method, params = request.method, request.params
+        if method in INPUT_METHODS and self.input_streams is None:
+            return self._route(request)  # RFC-009 off: unknown methods, as before (IS2)
         decision = admit(method, params, self._view)
         if type(decision) is Admitted:  # the usual case, told first
             if decision.notes:
@@ -216,6 +222,8 @@ class InboundDispatcher:
         method, params = request.method, request.params
         if isinstance(decision, Refused):
             self._refused(method, params, decision, request.id)
+            if method in INPUT_METHODS and decision.reason == "not_in_force":
+                return rejected("not_ready")  # RFC-009 §11 words it so (IS4)
             return decision.error
         assert not isinstance(decision, Held)
         self.note(decision.notes)
@@ -243,6 +251,8 @@ class InboundDispatcher:
             self._log.info("refused a server request", **fields)
         elif verdict == "last":
             self._log.info("refused a server request: more of these go unlogged on this connection")
+        if method in INPUT_METHODS:
+            params = metadata_only(params)  # RFC-009 §10: no text in an event (IS11)
         self._reporter.refused(method, params, error.to_error(), refused.reason, request_id=request_id)
 
     def note(self, notes: tuple[CompatNote, ...]) -> None:
@@ -264,6 +274,12 @@ class InboundDispatcher:
         context = RequestContext(self._name, request.id, method, self._transport)
         if method in _CHANNEL_METHODS:
             return lambda _: self._reported(context, params, self._channels.serve(context, params))
+        streams = self.input_streams
+        if method in INPUT_METHODS and streams is not None:
+            shown = metadata_only(params)  # RFC-009 §10: no text, no digest in an event (IS11)
+            return lambda _: reported_answer(
+                self._reporter, context, shown, streams.serve(context, params), shown=metadata_only
+            )
         if method in _STATE_METHODS:
             return lambda _: self._reported(context, params, self._serve_state(method, params))
         observe = self._tool_observe
@@ -284,6 +300,10 @@ class InboundDispatcher:
 
     def on_notification(self, method: str, params: object) -> BackgroundJob | None:
         job: BackgroundJob | None = None
+        if method in INPUT_METHODS and self.input_streams is not None:
+            # RFC-009 §11: ignored, a metadata-only diagnostic, no state changed (IS11)
+            self._log.info("ignored an input-stream method sent as a notification", method=method)
+            return None
         if method == "mcpl/manifestChanged":
             job = self._manifest.on_changed(params)
         elif method == "featureSets/changed":  # removed in MCPL 0.5 (§6.7); a request is -32601

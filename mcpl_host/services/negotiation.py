@@ -155,6 +155,10 @@ class PolicyExchange:
         self._log = log
         self._redactor = redactor
         self._lock = anyio.Lock()
+        #: Called when a runtime proposal put a reduction in force, before its request goes
+        #: out, and when an exchange ended (MCPL §6.7; RFC-009 §8: input-stream leases end at
+        #: that boundary, docs/protocol.md IS5). None: nothing to tell.
+        self.on_grant_changed: Callable[[], None] | None = None
 
     @property
     def state(self) -> PolicyState:
@@ -202,7 +206,14 @@ class PolicyExchange:
         """Propose ``grant`` at run time (after a manifest change, or from ``update()``)."""
         async with self._lock:
             proposal = self._state.propose_grant(grant, self._source.feature_set_policy, initial=False)
-            return await self._exchange_locked(proposal)
+            told = self.on_grant_changed
+            if told is not None:
+                told()
+            try:
+                return await self._exchange_locked(proposal)
+            finally:
+                if told is not None:
+                    told()
 
     async def _exchange(self, proposal: Proposal, within: float | None = None) -> PolicyChange:
         async with self._lock:
