@@ -9,6 +9,7 @@ pushEvents`` makes the next push refused. No sleeps: each step waits for the she
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -16,11 +17,16 @@ import signal
 import subprocess
 import sys
 import termios
+from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pexpect
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import get_app, run_in_terminal
+from prompt_toolkit.output import create_output
 
-from mcpl_host.shell.terminal import keys_not_signals
+from mcpl_host.shell.terminal import keys_not_signals, prompt_input
 
 from .test_cli import CLI, TIMEOUT
 from .test_cli_run import demo_entry, write_config
@@ -61,24 +67,43 @@ def spawn_shell(*args: str) -> pexpect.spawn:
     return child
 
 
+def end(child: pexpect.spawn) -> None:
+    """SIGTERM if the shell is still running (it closes its server on it too), so that no
+    process is left behind."""
+    if child.isalive():
+        child.kill(signal.SIGTERM)
+        child.expect(pexpect.EOF)
+    child.close()
+
+
 def leave(child: pexpect.spawn) -> None:
-    """``quit``, and the shell closes its server and exits 0. If it does not, SIGTERM (the
-    shell closes its server on it too), so that a failed test leaves no process behind."""
+    """``quit``, and the shell closes its server and exits 0."""
     try:
         child.send("quit\r")
         child.expect_exact("closing 1 server…")
         child.expect(pexpect.EOF)
     finally:
-        if child.isalive():
-            child.kill(signal.SIGTERM)
-            child.expect(pexpect.EOF)
-        child.close()
+        end(child)
     assert child.exitstatus == 0
 
 
-def test_completion_and_a_call() -> None:
-    child = spawn_shell(*EXTRAS)
+@contextlib.contextmanager
+def shell_session(*args: str) -> Iterator[pexpect.spawn]:
+    """A shell in a pseudo-terminal (``spawn_shell``) for the body, which then leaves it
+    (``leave``). A body that fails is reported as it failed: the shell is only ended
+    (``end``), as leaving a shell that has gone already would fail too, and that failure
+    (an EOF with nothing before it) would be the one reported."""
+    child = spawn_shell(*args)
     try:
+        yield child
+    except BaseException:
+        end(child)
+        raise
+    leave(child)
+
+
+def test_completion_and_a_call() -> None:
+    with shell_session(*EXTRAS) as child:
         # Without completion this line would be "ca ad a 2 b 3": not a command. Each Tab's
         # completion is drawn before the next keys are sent (completing is asynchronous; a
         # trailing blank is drawn as a cursor move, so it is not matched).
@@ -93,13 +118,10 @@ def test_completion_and_a_call() -> None:
         child.expect_exact("call add a=2 b=3")
         child.send("\r")
         child.expect(printed_line("5"))
-    finally:
-        leave(child)
 
 
 def test_a_push_while_a_line_is_half_typed_leaves_the_line_as_it_was() -> None:
-    child = spawn_shell("--env", "DEMO_PUSH_INTERVAL=0.5", "--env", "DEMO_PUSH_COUNT=100")
-    try:
+    with shell_session("--env", "DEMO_PUSH_INTERVAL=0.5", "--env", "DEMO_PUSH_COUNT=100") as child:
         child.expect(r"tick-\d+")  # ticks are arriving
         child.expect_exact(PROMPT)
         child.send("call ec")
@@ -108,13 +130,10 @@ def test_a_push_while_a_line_is_half_typed_leaves_the_line_as_it_was() -> None:
         child.expect_exact(f"{PROMPT} call ec")  # ... above the line, drawn again as it was
         child.send("ho 'text=half typed'\r")
         child.expect(printed_line("half typed"))
-    finally:
-        leave(child)
 
 
 def test_an_inference_request_is_held_and_answered_by_hand() -> None:
-    child = spawn_shell(*EXTRAS)
-    try:
+    with shell_session(*EXTRAS) as child:
         child.send("call ask 'question=what is six times seven?'\r")
         child.expect_exact("held inference/request #1: what is six times seven?  (answer 1 TEXT)")
         child.expect_exact("[1 held]>")  # the prompt says so; the call waits, the prompt does not
@@ -128,13 +147,10 @@ def test_an_inference_request_is_held_and_answered_by_hand() -> None:
         child.expect_exact("held inference/request #2: again")
         child.sendcontrol("c")  # on an empty line: cancel the running call
         child.expect_exact("cancelled")
-    finally:
-        leave(child)
 
 
 def test_sampling_and_elicitation_are_held_and_answered_by_hand() -> None:
-    child = spawn_shell(*EXTRAS)
-    try:
+    with shell_session(*EXTRAS) as child:
         child.send("call sample 'question=what is six times seven?'\r")
         child.expect_exact("held sampling/createMessage #1: what is six times seven?  (answer 1 TEXT)")
         child.send("answer 1 forty-two\r")
@@ -155,17 +171,14 @@ def test_sampling_and_elicitation_are_held_and_answered_by_hand() -> None:
         child.expect_exact("held elicitation/create #3")
         child.send("answer 3 decline\r")
         child.expect(printed_line("decline"))
-    finally:
-        leave(child)
 
 
 def test_deny_push_events_then_the_next_push_is_refused() -> None:
     # DEMO_PUSH_ALWAYS: the demo goes on pushing after the reduction (a conforming server
     # stops at once), so the host's refusal shows.
-    child = spawn_shell(
+    with shell_session(
         "--env", "DEMO_PUSH_INTERVAL=0.3", "--env", "DEMO_PUSH_COUNT=100", "--env", "DEMO_PUSH_ALWAYS=1"
-    )
-    try:
+    ) as child:
         child.expect(r"tick-\d+: tick \d+  → accepted")
         child.send("deny pushEvents\r")
         child.expect_exact("granted now: tools")
@@ -174,18 +187,15 @@ def test_deny_push_events_then_the_next_push_is_refused() -> None:
         child.send("grant pushEvents\r")
         child.expect_exact("granted now: pushEvents, tools")
         child.expect(r"demo\.clock tick-\d+: tick \d+  → accepted")
-    finally:
-        leave(child)
 
 
 def test_publish_to_a_thread_to_the_root_and_to_an_unknown_thread() -> None:
     """``channels publish --thread=ID|--root`` (RFC-011 §4) against the demo's lobby, which
     declares publish target "exact" and has one thread, ``ticks``. The demo sends its first
     tick only once the lobby's registration is answered, so the tick says the lobby is known."""
-    child = spawn_shell(
+    with shell_session(
         "--env", "DEMO_CHANNELS=1", "--env", "DEMO_PUSH_INTERVAL=0.2", "--env", "DEMO_PUSH_COUNT=1"
-    )
-    try:
+    ) as child:
         child.expect(r"demo\.clock tick-1: tick 1")
         child.expect_exact(PROMPT)
         child.send("channels publish --thread=ticks c1 demo:lobby in the thread\r")
@@ -195,8 +205,6 @@ def test_publish_to_a_thread_to_the_root_and_to_an_unknown_thread() -> None:
         child.send("channels publish --thread=elsewhere c1 demo:lobby lost\r")
         child.expect_exact("published: failed")  # styled and wrapped: the words apart
         child.expect(r"the server says[\s\S]*?no[\s\S]*?such[\s\S]*?thread")
-    finally:
-        leave(child)
 
 
 def piped_shell(lines: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -303,3 +311,47 @@ def test_ctrl_c_stays_a_key_for_the_whole_session_and_the_terminal_is_put_back()
     finally:
         os.close(reader)
         os.close(writer)
+
+
+def test_printing_above_the_prompt_keeps_ctrl_c_a_key_and_typed_keys_unechoed() -> None:
+    # Every print above a running prompt (print_formatted_text, patch_stdout) goes through
+    # prompt_toolkit's run_in_terminal, which puts the terminal in cooked mode unless the
+    # input says otherwise: a Ctrl-C typed as a line is printed would be SIGINT (the shell
+    # leaves) and keys would be echoed. The prompt, in a pseudo-terminal, with the shell's
+    # input; the terminal as it is while something is printed above it. (prompt_toolkit runs
+    # on asyncio only, as the shell does.)
+    controller, terminal = os.openpty()
+    modes: list[int] = []
+
+    def look() -> None:
+        assert get_app().is_running  # above the prompt, not before or after it
+        modes.append(termios.tcgetattr(terminal)[3])
+
+    async def print_above() -> None:
+        await run_in_terminal(look)
+        os.write(controller, b"done\r")
+
+    async def prompt_once(prompt: PromptSession[str]) -> str:
+        with anyio.fail_after(TIMEOUT):
+            return await prompt.prompt_async(
+                "> ",
+                pre_run=lambda: get_app().create_background_task(print_above()),
+                handle_sigint=False,
+                set_exception_handler=False,
+            )
+
+    try:
+        with (
+            open(terminal, closefd=False) as stdin,
+            open(terminal, "w", closefd=False) as stdout,
+            keys_not_signals(terminal),  # as the shell's session is
+        ):
+            prompt: PromptSession[str] = PromptSession(
+                input=prompt_input(stdin), output=create_output(stdout)
+            )
+            assert anyio.run(prompt_once, prompt, backend="asyncio") == "done"
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert len(modes) == 1
+    assert not modes[0] & termios.ISIG and not modes[0] & termios.ECHO

@@ -13,7 +13,10 @@ Rules of this module:
   Ctrl-C clears the line being typed; on an empty line it cancels the commands running
   (or says how to leave); Ctrl-D, ``quit`` and ``exit`` leave. Ctrl-C is always a key, never
   a signal, for the whole session (``keys_not_signals``): between two prompts (a line just
-  entered) the terminal would otherwise turn it into SIGINT, which leaves.
+  entered) the terminal would otherwise turn it into SIGINT, which leaves. Printing above
+  the prompt leaves the terminal as the prompt has it (``StaysRawInput``): prompt_toolkit
+  would put it in cooked mode for each print, where a Ctrl-C is again SIGINT and keys are
+  echoed into the output.
 - **Piped** (otherwise): each line of stdin is one command, run to its end before the next
   (``printf 'tools\\ncall add a=1 b=2\\n' | mcpl-host shell``), echoed after the prompt so
   that the output reads as a transcript. Before the first one, every server is waited for
@@ -31,6 +34,7 @@ import io
 import sys
 import termios
 from collections.abc import Callable, Generator, Iterable
+from typing import TextIO
 
 import anyio
 import anyio.abc
@@ -40,6 +44,8 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import ANSI
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import Input, create_input
+from prompt_toolkit.key_binding import KeyPress
 from rich.console import Console, RenderableType
 from rich.text import Text
 
@@ -55,10 +61,12 @@ __all__ = [
     "PipePrinter",
     "RedactingFileHistory",
     "ShellCompleter",
+    "StaysRawInput",
     "TerminalPrinter",
     "interactive",
     "is_interactive",
     "piped",
+    "prompt_input",
 ]
 
 
@@ -132,6 +140,63 @@ class RedactingFileHistory(FileHistory):
         super().store_string(string)
 
 
+class StaysRawInput(Input):
+    """The terminal's input as prompt_toolkit reads it (``inner``), except that its cooked
+    mode changes nothing: while the prompt is up the terminal stays raw (no echo, no line
+    editing, no ``ISIG``: Ctrl-C is the key ``c-c``, POSIX termios).
+
+    prompt_toolkit runs every print above a running prompt (``print_formatted_text``,
+    ``patch_stdout``) in ``run_in_terminal``, which turns the terminal to cooked mode for
+    the print, ``ISIG`` and ``ECHO`` on. A Ctrl-C typed in that moment (a person answering a
+    line that has just been printed) would be SIGINT, which leaves the shell, and anything
+    typed would be echoed into the output. Nothing the shell runs in the terminal reads from
+    it (no editor, no suspend, no system prompt: the prompt's defaults), so it needs no
+    cooked mode. Everything else is ``inner``'s."""
+
+    def __init__(self, inner: Input) -> None:
+        self.inner = inner
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def typeahead_hash(self) -> str:
+        return self.inner.typeahead_hash()
+
+    def read_keys(self) -> list[KeyPress]:
+        return self.inner.read_keys()
+
+    def flush_keys(self) -> list[KeyPress]:
+        return self.inner.flush_keys()
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    @property
+    def closed(self) -> bool:
+        return self.inner.closed
+
+    def raw_mode(self) -> contextlib.AbstractContextManager[None]:
+        return self.inner.raw_mode()
+
+    def cooked_mode(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def attach(self, input_ready_callback: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+        return self.inner.attach(input_ready_callback)
+
+    def detach(self) -> contextlib.AbstractContextManager[None]:
+        return self.inner.detach()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def prompt_input(stdin: TextIO) -> Input:
+    """The prompt's input: the terminal on ``stdin``, kept raw while printing above the
+    prompt (``StaysRawInput``)."""
+    return StaysRawInput(create_input(stdin))
+
+
 async def _leave_on_signals(stop: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]) -> None:
     """Cancel ``stop`` at the first of ``SHUTDOWN_SIGNALS``."""
     with anyio.open_signal_receiver(*SHUTDOWN_SIGNALS) as received:
@@ -171,7 +236,10 @@ async def interactive(session: Session, *, history: str | None) -> None:
         else InMemoryHistory()
     )
     prompt: PromptSession[str] = PromptSession(
-        history=store, completer=ShellCompleter(session), complete_while_typing=False
+        history=store,
+        completer=ShellCompleter(session),
+        complete_while_typing=False,
+        input=prompt_input(sys.stdin),
     )
     running: set[anyio.CancelScope] = set()
 
