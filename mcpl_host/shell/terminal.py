@@ -10,8 +10,8 @@ Rules of this module:
   (``print_formatted_text`` with the application running), and the line being typed is
   drawn again below, as it was. Each command runs in its own task, so the prompt is back at
   once: a ``call`` that waits for a held request does not stop you from typing ``answer``.
-  Ctrl-C clears the line being typed; on an empty line it cancels the commands running
-  (or says how to leave); Ctrl-D, ``quit`` and ``exit`` leave. Ctrl-C is always a key, never
+  Ctrl-C clears the line being typed and cancels the commands running (with none running
+  it only clears the line); Ctrl-D, ``quit`` and ``exit`` leave. Ctrl-C is always a key, never
   a signal, for the whole session (``keys_not_signals``): between two prompts (a line just
   entered) the terminal would otherwise turn it into SIGINT, which leaves. Printing above
   the prompt leaves the terminal as the prompt has it (``StaysRawInput``): prompt_toolkit
