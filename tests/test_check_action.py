@@ -86,7 +86,8 @@ def test_the_run_step_checks_the_command_and_writes_the_junit_file(
     assert code == 0, stderr  # the step itself succeeds; the last step fails the job
     assert output.strip() == f"exit-status={status}"
     root = ET.parse(tmp_path / "report.xml").getroot()
-    assert root.tag == "testsuites" and root.get("tests") == "5"  # the tools category: five checks
+    # tools.*: the five checks of the tools category, and tools.observe.params (RFC-007)
+    assert root.tag == "testsuites" and root.get("tests") == "6"
 
 
 def test_the_run_step_without_a_target_reports_a_usage_error(tmp_path: Path) -> None:
