@@ -58,6 +58,7 @@ from mcpl_host.mcpl.policy_state import RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ReferenceRegistry, origin_of
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
+from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
@@ -85,12 +86,16 @@ class ServerRuntime(TypedDict, total=False):
       ``FeatureSetStateStore``; MCPL §8).
     - ``client_info``: the ``clientInfo`` sent in ``initialize`` (MCP 2025-11-25
       "Lifecycle"; default: ``ClientInfo()``).
+    - ``event_inbox``: an ``EventInbox`` (``services.coalescing``; RFC-006): the host
+      advertises ``eventCoalescing`` and coalesced events wait there; None (the default):
+      not advertised, and ``coalesce`` members are ignored as before.
     """
 
     handlers: HostHandlers | None
     observer: ConnectionObserver | None
     state_store: StateStore | None
     client_info: ClientInfo | None
+    event_inbox: EventInbox | None
 
 
 class HostedServer:
@@ -132,6 +137,7 @@ class HostedServer:
             state_store if state_store is not None else FeatureSetStateStore(self._limits)
         )
         self._describe = config.describe
+        self._event_inbox = runtime.get("event_inbox")
         self._event_dedupe = EventDeduplicator(
             max_entries=self._limits.max_remembered_event_ids, ttl_seconds=self._limits.event_id_ttl_seconds
         )
@@ -223,6 +229,17 @@ class HostedServer:
     def reference_binding(self) -> AuthBinding:
         """The authentication context of this server's connections (MCPL §19.6.1)."""
         return self._reference_binding
+
+    @property
+    def event_inbox(self) -> EventInbox | None:
+        """The application's event inbox (RFC-006), or None: coalescing is off."""
+        return self._event_inbox
+
+    @property
+    def binding(self) -> str:
+        """The coalescing binding identity (RFC-006 §3.2): the server's name and where it is
+        (``describe``), so a name reassigned to another server is another binding."""
+        return f"{self._name}\x00{self._describe}"
 
     @property
     def event_dedupe(self) -> EventDeduplicator:
@@ -351,9 +368,12 @@ class HostedServer:
     def advertisement(self) -> JSONObject:
         """The host's ``experimental.mcpl`` for this server: only what the handlers serve
         (``handshake.host_advertisement``)."""
-        return host_advertisement(
+        advertisement = host_advertisement(
             inference_request=serves_inference(self.handlers), model_info=serves_model_info(self.handlers)
         )
+        if self._event_inbox is not None:  # RFC-006 §10: a top-level member
+            advertisement["eventCoalescing"] = self._event_inbox.advertisement()
+        return advertisement
 
     def client_features(self) -> ClientFeatures:
         """The client features the handlers serve now (``handlers.client_features``)."""

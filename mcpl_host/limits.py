@@ -271,6 +271,9 @@ DEFAULT_REFERENCE_LABEL_CHARS = 120
 DEFAULT_MAX_REFERENCE_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_REFERENCE_REDIRECTS = 3
 DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS = 60.0
+#: Seconds the host waits for a server's ``push/render`` answer (RFC-006 §5.3: 5 s
+#: RECOMMENDED, as ``context/beforeInference``); past it the batch's fallback is shown.
+DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS = 5.0
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -372,6 +375,7 @@ class Limits:
     max_reference_redirects: int = DEFAULT_MAX_REFERENCE_REDIRECTS
     reference_fetch_timeout_seconds: float = DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS
     tool_class_findings_logged: int = DEFAULT_TOOL_CLASS_FINDINGS_LOGGED
+    push_render_timeout_seconds: float = DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

@@ -31,7 +31,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from typing_extensions import TypeIs
 
@@ -46,6 +46,9 @@ from mcpl_host.mcpl.publish_target import incoming_thread_problem, publish_targe
 from mcpl_host.mcpl.references import MODEL_CONTENT, ContentView
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
 from mcpl_host.mcpl.tags import read_tags
+
+if TYPE_CHECKING:
+    from mcpl_host.services.coalescing import InboxLane
 
 __all__ = ["ChannelService"]
 
@@ -78,6 +81,8 @@ class ChannelService:
         content_view: ContentView | None = None,
     ) -> None:
         self._content_view = content_view
+        #: RFC-006: messages carrying ``coalesce`` go to the event inbox (set by the connection).
+        self.inbox: InboxLane | None = None
         self.name = name
         self._transport = transport
         self.registry = ChannelRegistry(max_channels=max_channels, max_descriptor_bytes=max_descriptor_bytes)
@@ -90,6 +95,10 @@ class ChannelService:
         self._diagnostics = LogBudget(diagnostics_logged)
         self._max_deliveries = max_notification_deliveries
         self._deliveries = 0  # channels/incoming notifications being processed
+
+    def patterns(self) -> tuple[str, ...] | None:
+        """The application's channel-id patterns for this server now (§14.5), or None."""
+        return self._patterns()
 
     def _patterns(self) -> tuple[str, ...] | None:
         patterns = self._handlers.channel_policy(self.name)
@@ -152,6 +161,8 @@ class ChannelService:
                 delivered[MODEL_CONTENT] = self._content_view.model_content(
                     message.get("content"), f"message on channel {channel}"
                 )
+            if self.inbox is not None and "coalesce" in message:
+                return self.inbox.message(message, delivered)
             try:
                 conversation = await self._handlers.channel_message(context, delivered)
             except HandlerError as exc:

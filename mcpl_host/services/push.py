@@ -43,6 +43,7 @@ from mcpl_host.mcpl.tags import EventDeduplicator, read_tags
 
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter
+    from mcpl_host.services.coalescing import InboxLane
 
 __all__ = ["PushService", "checked_result", "event_fingerprint"]
 
@@ -122,8 +123,10 @@ class PushService:
         redactor: Redactor,
         max_tags: int = DEFAULT_MAX_TAGS,
         content_view: ContentView | None = None,
+        inbox: InboxLane | None = None,
     ) -> None:
         self._content_view = content_view
+        self._inbox = inbox  # RFC-006: pushes carrying ``coalesce`` go to the event inbox
         self._max_tags = max_tags
         self._handlers = handlers
         self._reporter = reporter
@@ -138,7 +141,11 @@ class PushService:
         """The result of an admitted ``push/event``; raises ``HandlerError``.
 
         The clock (``time.monotonic()``, seconds) is read once, on arrival: an id is
-        remembered for ``Limits.event_id_ttl_seconds`` from the arrival of its event."""
+        remembered for ``Limits.event_id_ttl_seconds`` from the arrival of its event.
+        With an event inbox, a push carrying ``coalesce`` is the inbox's
+        (``services.coalescing.InboxLane.push``: its own receipts, RFC-006 §3.1)."""
+        if self._inbox is not None and "coalesce" in params:
+            return await self._inbox.push(context, params, self._event(params))
         event_id, dedupe = params["eventId"], self._dedupe
         fingerprint = event_fingerprint(params)
         marker = _InFlight(fingerprint, self._serial)

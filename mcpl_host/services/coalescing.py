@@ -1,0 +1,421 @@
+"""The event inbox (MCPL RFC-006 rev 8): coalesced pushes and channel messages wait per
+conversation until the application drains them for a model request. The decisions are
+``mcpl/coalescing.py``'s; this module is their I/O: the ``push/render`` requests, the clock,
+re-checking authority on the current transport.
+
+Rules (docs/protocol.md EC1-EC12):
+
+- Off unless the application passes an ``EventInbox`` (``connect(..., event_inbox=)``,
+  ``Host(..., event_inbox=)``): then the host advertises ``eventCoalescing``
+  (``EventInbox.advertisement``) and a ``push/event`` or ``channels/incoming`` message that
+  carries ``coalesce`` goes to the inbox, not to ``HostHandlers.push_event`` /
+  ``channel_message``. Messages without ``coalesce`` take today's path, unchanged.
+- A malformed ``coalesce`` (RFC-006 §13): ``-32602`` with ``data: {field, reason}`` on
+  ``push/event``; ``{accepted: false, reason: "coalesce_invalid"}`` for that message on
+  ``channels/incoming``. A channel-scoped push is admitted against the channel authority of
+  the transport it came on (§3.2): ``-32017`` / ``-32023`` otherwise.
+- Retries (§3.1): an admitted coalesced occurrence's answer is kept for
+  ``retry_window_seconds`` (≥ 3600) from its first admission, by ``(binding, eventId)``, in
+  the inbox (so across transports); a retry with the same params gets it back, unchanged.
+- ``Conversation.drain()`` (the application, once per model request): each pending batch
+  whose authority still holds is frozen and rendered (``push/render``, all at once, each
+  within ``Limits.push_render_timeout_seconds`` of its server); a timeout, an error, a bad
+  result or a closed transport materializes the fallback; authority is checked again when
+  the answer arrives (a lapse drops the batch); then what the conversation has not read is
+  returned and consumed. ``Drained.model_needed`` is False when its only causes were batches
+  that materialized nothing (§5.2).
+- While the host waits for a server's ``push/render``, an ``inference/request`` from that
+  server is refused ``-32600`` (§5.3, SPEC §10.7; ``EventInbox.rendering``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+import orjson
+
+from mcpl_host.connection import Connection
+from mcpl_host.handlers import RequestContext
+from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
+from mcpl_host.jsonrpc.values import JSONObject, is_list_or_tuple, is_mapping
+from mcpl_host.mcpl.coalescing import (
+    DEFAULT_RETRY_WINDOW_SECONDS,
+    Batch,
+    CoalescingState,
+    Drained,
+    Lane,
+    Occurrence,
+    Outcome,
+    SubjectKey,
+    coalesce_problem,
+)
+from mcpl_host.mcpl.admission import AdmissionView, Refused, admit
+from mcpl_host.mcpl.references import MODEL_CONTENT, ContentView
+from mcpl_host.mcpl.server_shapes import ChannelRegistry, channel_allowed
+
+__all__ = [
+    "CHANNEL_NOT_PERMITTED",
+    "UNKNOWN_CHANNEL",
+    "Conversation",
+    "EventInbox",
+    "InboxLane",
+    "RenderRoute",
+    "TransportRoute",
+]
+
+#: MCPL §14.6: a channel-scoped push refused by the channel's authority (RFC-006 §3.2).
+CHANNEL_NOT_PERMITTED = -32017
+UNKNOWN_CHANNEL = -32023
+
+
+class RenderRoute(Protocol):
+    """One server's current transport, as the inbox reaches it (a ``ServerConnection``
+    makes one per transport; the newest of a binding is used)."""
+
+    @property
+    def connected(self) -> bool:
+        """True while the transport is open and its grant in force."""
+        ...
+
+    @property
+    def render_timeout(self) -> float:
+        """``Limits.push_render_timeout_seconds`` of the server, in seconds."""
+        ...
+
+    async def request(self, method: str, params: JSONObject, timeout: float) -> Any:
+        """A request to the server; raises on an error answer, a timeout or a lost transport."""
+        ...
+
+    def push_refusal(self, params: Mapping[str, Any]) -> HandlerError | None:
+        """The admission of a ``push/event`` with ``params`` now, on this transport (the
+        feature set enabled, ``pushEvents`` granted; for ``coalesce.channelId`` the channel
+        checks), as the error it would answer, or None."""
+        ...
+
+    def model_content(self, content: object, provenance: str) -> list[dict[str, Any]]:
+        """The model-visible form of ``content`` (MCPL §19.5), as for a pushed payload."""
+        ...
+
+
+def _fingerprint(params: Mapping[str, Any]) -> int:
+    try:
+        data = orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError):
+        data = repr(sorted(params)).encode()
+    return hash(data)
+
+
+def _wire(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A params copy without the host's own key (what the fingerprint and receipts read)."""
+    return {key: value for key, value in params.items() if key != MODEL_CONTENT}
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    binding: str
+    route: RenderRoute
+
+
+class EventInbox:
+    """The inbox of pending events, per conversation (module rules).
+
+    Args:
+        conversations: the contexts each occurrence is delivered to (more with
+            ``conversation(name)``, which receive what is admitted from then on).
+        deferred / channel_scoped_push / channels_incoming: the leaves advertised
+            (``eventCoalescing``, RFC-006 §10); ``push/event`` coalescing is always on.
+        retry_window_seconds: how long a receipt is kept (≥ 3600 s, advertised in ms).
+        max_subjects / retain_notices / max_receipts: ``CoalescingState``'s bounds.
+        clock: seconds (``time.monotonic``); tests pass their own.
+    """
+
+    def __init__(
+        self,
+        conversations: Sequence[str] = ("main",),
+        *,
+        deferred: bool = True,
+        channel_scoped_push: bool = True,
+        channels_incoming: bool = True,
+        retry_window_seconds: float = DEFAULT_RETRY_WINDOW_SECONDS,
+        max_subjects: int = 100_000,
+        retain_notices: int = 64,
+        max_receipts: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not (math.isfinite(retry_window_seconds) and retry_window_seconds >= DEFAULT_RETRY_WINDOW_SECONDS):
+            raise ValueError("retry_window_seconds must be at least 3600 (RFC-006 §3.1)")
+        if retain_notices < 64 or max_subjects < 1 or max_receipts < 1:
+            raise ValueError("retain_notices must be at least 64, max_subjects and max_receipts at least 1")
+        self.state = CoalescingState(
+            list(conversations), max_subjects=max_subjects, retain_notices=retain_notices, max_receipts=max_receipts
+        )
+        self.deferred = deferred
+        self.channel_scoped_push = channel_scoped_push
+        self.channels_incoming = channels_incoming
+        self.retry_window_seconds = retry_window_seconds
+        self._clock = clock
+        self._routes: dict[str, RenderRoute] = {}
+        self._rendering: dict[str, int] = {}
+        self._conversations: dict[str, Conversation] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+
+    def __repr__(self) -> str:
+        return f"<EventInbox conversations={len(self.state.conversations)} subjects={len(self.state)}>"
+
+    def advertisement(self) -> JSONObject:
+        """``experimental.mcpl.eventCoalescing`` (RFC-006 §10)."""
+        return {
+            "pushEvents": True,
+            "channelsIncoming": self.channels_incoming,
+            "deferred": self.deferred,
+            "channelScopedPush": self.channel_scoped_push,
+            "retryWindowMs": int(self.retry_window_seconds * 1000),
+        }
+
+    # --- the application's side -----------------------------------------------------------
+
+    def conversation(self, name: str = "main") -> Conversation:
+        """The conversation ``name`` (made on first use: it receives what is admitted from
+        then on)."""
+        found = self._conversations.get(name)
+        if found is None:
+            self.state.add_conversation(name)
+            found = self._conversations[name] = Conversation(self, name)
+        return found
+
+    def pending(self, conversation: str = "main") -> list[Occurrence]:
+        """What ``conversation`` would read now, without consuming (pending batches not
+        included: they are rendered at the drain)."""
+        return self.state.unread(conversation)
+
+    async def drain(self, conversation: str = "main") -> Drained:
+        """What ``conversation``'s model request includes now (module rules); consumed."""
+        lock = self._locks.setdefault(conversation, anyio.Lock())
+        async with lock:
+            state = self.state
+            due: list[tuple[Batch, RenderRoute | None]] = []
+            for batch in state.due_batches(conversation):
+                route = self._routes.get(batch.subject[0])
+                if route is not None and route.connected and route.push_refusal(batch.fallback) is not None:
+                    state.drop_pending(batch)  # rule 4: lapsed before assembly, no render
+                    continue
+                state.freeze(batch)
+                due.append((batch, route))
+            if due:
+                async with anyio.create_task_group() as group:
+                    for batch, route in due:
+                        group.start_soon(self._render, batch, route)
+            return state.consume(conversation, len(due))
+
+    # --- the lanes' side ----------------------------------------------------------------------
+
+    def lane(self, binding: str, route: RenderRoute) -> InboxLane:
+        """The lane of one transport of ``binding`` (it becomes the binding's render route)."""
+        self._routes[binding] = route
+        return InboxLane(self, binding, route)
+
+    def rendering(self, binding: str) -> bool:
+        """True while a ``push/render`` to ``binding`` waits for its answer."""
+        return self._rendering.get(binding, 0) > 0
+
+    async def _render(self, batch: Batch, route: RenderRoute | None) -> None:
+        state = self.state
+        if route is None or not route.connected:
+            state.settle(batch, None, fallback=True)  # §5.3: a disconnected server
+            return
+        binding = batch.subject[0]
+        self._rendering[binding] = self._rendering.get(binding, 0) + 1
+        result: Any = None
+        failed = True
+        try:
+            with anyio.move_on_after(route.render_timeout):
+                result = await route.request("push/render", batch.render_params(), route.render_timeout)
+                failed = False
+        except Exception:  # an error answer, a lost transport: the fallback (§5.3)
+            failed = True
+        finally:
+            self._rendering[binding] -= 1
+        content = result.get("content") if is_mapping(result) else None
+        if failed or not is_list_or_tuple(content):
+            state.settle(batch, None, fallback=True)
+            return
+        if route.push_refusal(batch.fallback) is not None:  # rule 4, at the answer
+            state.settle(batch, None, drop=True)
+            return
+        shown = route.model_content(list(content), f"render of {batch.fallback.get('featureSet')}") if content else []
+        state.settle(batch, shown)
+
+    def receipt(self, binding: str, params: Mapping[str, Any]) -> JSONObject | None:
+        """The original answer to a retried occurrence (same params), else None."""
+        event_id = params.get("eventId")
+        if not isinstance(event_id, str):
+            return None
+        found = self.state.receipt(binding, event_id, self._clock())
+        if found is None or found.fingerprint != _fingerprint(_wire(params)):
+            return None
+        answer: JSONObject = orjson.loads(found.result)
+        return answer
+
+    def admit(self, binding: str, lane: Lane, event: dict[str, Any], scope: tuple[str, str]) -> tuple[Outcome, str | None]:
+        """Apply one admitted, well-formed coalesced occurrence; its outcome."""
+        coalesce = event["coalesce"]
+        key: SubjectKey = (binding, scope[0], scope[1], coalesce["key"])
+        event_id = event["eventId"]
+        state = self.state
+        if coalesce.get("retract") is True:
+            content = event.get(MODEL_CONTENT)
+            if content is None:
+                payload = event.get("payload") if lane == "push" else event
+                content = payload.get("content") if is_mapping(payload) else None
+            return state.retract(key, lane, event_id, event, empty=not content)
+        if coalesce.get("deferred") is True:
+            return state.notice(key, event_id, event, initial=coalesce.get("initial") is True)
+        return state.plain(key, lane, event_id, event, initial=coalesce.get("initial") is True)
+
+    def remember(self, binding: str, params: Mapping[str, Any], answer: JSONObject) -> None:
+        self.state.remember(
+            binding,
+            params["eventId"],
+            _fingerprint(_wire(params)),
+            orjson.dumps(answer),
+            self._clock() + self.retry_window_seconds,
+        )
+
+
+class Conversation:
+    """One context of an ``EventInbox``: ``drain()`` once per model request."""
+
+    def __init__(self, inbox: EventInbox, name: str) -> None:
+        self.inbox = inbox
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Conversation {self.name!r}>"
+
+    async def drain(self) -> Drained:
+        """``EventInbox.drain`` of this conversation."""
+        return await self.inbox.drain(self.name)
+
+    def pending(self) -> list[Occurrence]:
+        return self.inbox.pending(self.name)
+
+
+def _result(outcome: Outcome, prior: str | None) -> JSONObject:
+    coalesce: JSONObject = {"outcome": outcome}
+    if prior is not None:
+        coalesce["priorEventId"] = prior
+    return coalesce
+
+
+class InboxLane:
+    """What one transport's ``push/event`` and ``channels/incoming`` services call when a
+    message carries ``coalesce`` (module rules)."""
+
+    def __init__(self, inbox: EventInbox, binding: str, route: RenderRoute) -> None:
+        self.inbox = inbox
+        self.binding = binding
+        self._route = route
+
+    async def push(self, context: RequestContext, params: Mapping[str, Any], event: dict[str, Any]) -> JSONObject:
+        """The result of an admitted ``push/event`` carrying ``coalesce``; raises
+        ``HandlerError`` (-32602 malformed, -32017 / -32023 channel authority)."""
+        inbox = self.inbox
+        problem = coalesce_problem(
+            params, lane="push", deferred_ok=inbox.deferred, channel_scoped_ok=inbox.channel_scoped_push
+        )
+        if problem is not None:
+            field, reason = problem
+            raise HandlerError(ErrorCode.INVALID_PARAMS, "Invalid params", {"field": field, "reason": reason})
+        refusal = self._route.push_refusal(params)
+        if refusal is not None:
+            raise refusal
+        receipt = inbox.receipt(self.binding, params)
+        if receipt is not None:
+            return receipt
+        coalesce = params["coalesce"]
+        channel_id = coalesce.get("channelId")
+        scope = ("channel", channel_id) if isinstance(channel_id, str) else ("featureSet", params["featureSet"])
+        outcome, prior = inbox.admit(self.binding, "push", event, scope)
+        answer: JSONObject = {"accepted": True, "coalesce": _result(outcome, prior)}
+        inbox.remember(self.binding, params, answer)
+        return answer
+
+    def message(self, message: Mapping[str, Any], delivered: dict[str, Any]) -> JSONObject:
+        """The per-message result of an admitted ``channels/incoming`` message carrying
+        ``coalesce`` (RFC-006 §13: ``coalesce_invalid`` when malformed)."""
+        inbox = self.inbox
+        message_id = message.get("messageId")
+        problem = coalesce_problem(message, lane="channel", deferred_ok=False, channel_scoped_ok=False)
+        if problem is not None or not inbox.channels_incoming:
+            refused: JSONObject = {"messageId": message_id, "accepted": False, "reason": "coalesce_invalid"}
+            return refused
+        receipt = inbox.receipt(self.binding, message)
+        if receipt is not None:
+            return receipt
+        outcome, prior = inbox.admit(self.binding, "channel", delivered, ("channel", message["channelId"]))
+        answer: JSONObject = {"messageId": message_id, "accepted": True, "coalesce": _result(outcome, prior)}
+        inbox.remember(self.binding, message, answer)
+        return answer
+
+
+class TransportRoute:
+    """The ``RenderRoute`` of one ``ServerConnection``: its transport (``shell``), its
+    admission view (``view``, the ``PolicyState``), its channel registry and the
+    application's channel patterns, its content view."""
+
+    def __init__(
+        self,
+        shell: Connection,
+        view: AdmissionView,
+        registry: ChannelRegistry,
+        patterns: Callable[[], tuple[str, ...] | None],
+        content_view: ContentView,
+        render_timeout: float,
+    ) -> None:
+        self._shell = shell
+        self._view = view
+        self._registry = registry
+        self._patterns = patterns
+        self._content_view = content_view
+        self._render_timeout = render_timeout
+
+    @property
+    def connected(self) -> bool:
+        return self._shell.is_open and self._view.grant is not None
+
+    @property
+    def render_timeout(self) -> float:
+        return self._render_timeout
+
+    async def request(self, method: str, params: JSONObject, timeout: float) -> Any:
+        return await self._shell.request(method, params, timeout=timeout)
+
+    def push_refusal(self, params: Mapping[str, Any]) -> HandlerError | None:
+        """Ordinary push admission (``admission.admit``) and, for ``coalesce.channelId``, the
+        channel checks a ``channels/incoming`` message for it would pass (RFC-006 §3.2)."""
+        decision = admit("push/event", params, self._view, may_hold=False)
+        if isinstance(decision, Refused):
+            return decision.error
+        coalesce = params.get("coalesce")
+        channel_id = coalesce.get("channelId") if is_mapping(coalesce) else None
+        if not isinstance(channel_id, str):
+            return None
+        grant = self._view.grant
+        if grant is None or not (grant.allows("channels.incoming") and grant.allows("channels.register")):
+            return HandlerError(CHANNEL_NOT_PERMITTED, "Channel not permitted")
+        descriptor = self._registry.get(channel_id)
+        if descriptor is None:
+            return HandlerError(UNKNOWN_CHANNEL, "Unknown channel")
+        if descriptor.get("direction") not in ("inbound", "bidirectional"):
+            return HandlerError(CHANNEL_NOT_PERMITTED, "Channel not permitted")
+        if not channel_allowed(channel_id, self._patterns()):
+            return HandlerError(CHANNEL_NOT_PERMITTED, "Channel not permitted")
+        return None
+
+    def model_content(self, content: object, provenance: str) -> list[dict[str, Any]]:
+        return self._content_view.model_content(content, provenance)
