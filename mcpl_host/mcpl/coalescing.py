@@ -193,7 +193,7 @@ class Receipt:
     """An admitted coalesced occurrence's answer (RFC-006 §3.1): kept until ``expires``
     (seconds, the caller's clock)."""
 
-    fingerprint: int
+    fingerprint: str
     result: bytes
     expires: float
 
@@ -249,7 +249,7 @@ class CoalescingState:
             return None
         return found
 
-    def remember(self, binding: str, event_id: str, fingerprint: int, result: bytes, expires: float) -> None:
+    def remember(self, binding: str, event_id: str, fingerprint: str, result: bytes, expires: float) -> None:
         """Keep an answer until ``expires``; past ``max_receipts`` the oldest goes (EC9)."""
         receipts = self._receipts
         receipts.pop((binding, event_id), None)
@@ -463,6 +463,97 @@ class CoalescingState:
                     if subject.occupant is occurrence:
                         subject.occupant = None
         return Drained(tuple(items), rendered)
+
+    # --- durability (RFC-006 §3.1, §3.2; EC7) -----------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything kept, as JSON values (``recovered`` reads it back)."""
+        subjects = []
+        for key, subject in self._subjects.items():
+            subjects.append(
+                {
+                    "key": list(key),
+                    "history": subject.history,
+                    "last": subject.last_event_id,
+                    "occupant": subject.occupant.seq if subject.occupant is not None else None,
+                }
+            )
+        items = [
+            {
+                "seq": o.seq,
+                "lane": o.lane,
+                "eventId": o.event_id,
+                "event": o.event,
+                "subject": list(o.subject) if o.subject is not None else None,
+                "unread": sorted(o.unread),
+                "consumed": o.consumed,
+            }
+            for o in self._items.values()
+        ]
+        batches = [
+            {
+                "id": b.id,
+                "seq": b.seq,
+                "subject": list(b.subject),
+                "notices": [[n.event_id, n.timestamp, n.data, n.has_data] for n in b.notices],
+                "fallback": b.fallback,
+                "audience": sorted(b.audience),
+                "received": b.received,
+                "state": b.state,
+            }
+            for b in self._batches.values()
+        ]
+        receipts = [
+            [binding, event_id, r.fingerprint, r.result.decode(), r.expires]
+            for (binding, event_id), r in self._receipts.items()
+        ]
+        return {
+            "conversations": list(self.conversations),
+            "subjects": subjects,
+            "items": items,
+            "batches": batches,
+            "receipts": receipts,
+            "seq": next(self._seq),
+        }
+
+    def recover(self, snapshot: Mapping[str, Any]) -> None:
+        """Take ``snapshot`` (of an earlier run) as this state, conservatively (EC7): each
+        unconsumed occupant is delivered as an ordinary occurrence and its subject's history
+        is ``"unknown"`` (RFC-006 §3.2); each batch, pending or rendering, materializes its
+        fallback once (an interrupted render is not replayed, §3.2, §5.3; the server that
+        would render it is another process now); receipts keep their expiry. Raises ``KeyError`` / ``TypeError`` / ``ValueError`` on a
+        snapshot of another shape (the caller starts empty then)."""
+        for name in snapshot["conversations"]:
+            self.add_conversation(str(name))
+        for entry in snapshot["items"]:
+            occurrence = Occurrence(  # sealed: ordinary from now on (no subject)
+                int(entry["seq"]), entry["lane"], str(entry["eventId"]), dict(entry["event"]), None,
+                set(entry["unread"]), bool(entry["consumed"]),
+            )
+            self._items[occurrence.seq] = occurrence
+        for entry in snapshot["subjects"]:
+            key: SubjectKey = (str(entry["key"][0]), str(entry["key"][1]), str(entry["key"][2]), str(entry["key"][3]))
+            history: History = entry["history"] if entry["history"] in ("none", "some", "unknown") else "unknown"
+            if entry["occupant"] is not None:
+                history = "unknown"
+            self._subjects[key] = _Subject(history, last_event_id=entry["last"])
+        for entry in snapshot["batches"]:
+            key = (str(entry["subject"][0]), str(entry["subject"][1]), str(entry["subject"][2]), str(entry["subject"][3]))
+            notices = deque(
+                (Notice(str(n[0]), n[1], n[2], bool(n[3])) for n in entry["notices"]), maxlen=self.retain_notices
+            )
+            batch = Batch(
+                int(entry["id"]), int(entry["seq"]), key, notices, dict(entry["fallback"]), set(entry["audience"]),
+                int(entry["received"]),
+            )
+            owner = self._subjects.setdefault(key, _Subject("unknown"))
+            owner.history = "unknown"  # its fallback is delivered as ordinary work
+            occurrence = Occurrence(batch.seq, "push", notices[-1].event_id, batch.fallback, None, set(batch.audience))
+            if occurrence.unread:
+                self._items[occurrence.seq] = occurrence
+        for binding, event_id, fingerprint, result, expires in snapshot["receipts"]:
+            self._receipts[(str(binding), str(event_id))] = Receipt(str(fingerprint), str(result).encode(), float(expires))
+        self._seq = itertools.count(int(snapshot["seq"]))
 
     def history(self, key: SubjectKey) -> History:
         """A subject's consumed history; ``"unknown"`` for an untracked one."""

@@ -30,10 +30,13 @@ Rules (docs/protocol.md EC1-EC12):
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
@@ -43,6 +46,7 @@ from mcpl_host.connection import Connection
 from mcpl_host.handlers import RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import JSONObject, is_list_or_tuple, is_mapping
+from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.coalescing import (
     DEFAULT_RETRY_WINDOW_SECONDS,
     Batch,
@@ -67,6 +71,8 @@ __all__ = [
     "RenderRoute",
     "TransportRoute",
 ]
+
+_log = get_logger("mcpl_host.coalescing")
 
 #: MCPL §14.6: a channel-scoped push refused by the channel's authority (RFC-006 §3.2).
 CHANNEL_NOT_PERMITTED = -32017
@@ -102,12 +108,14 @@ class RenderRoute(Protocol):
         ...
 
 
-def _fingerprint(params: Mapping[str, Any]) -> int:
+def _fingerprint(params: Mapping[str, Any]) -> str:
+    """A digest of an occurrence's params (keys sorted) that is the same in every process (a
+    receipt outlives the host: SHA-256, not Python's salted ``hash``)."""
     try:
         data = orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError):
         data = repr(sorted(params)).encode()
-    return hash(data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _wire(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -131,7 +139,12 @@ class EventInbox:
             (``eventCoalescing``, RFC-006 §10); ``push/event`` coalescing is always on.
         retry_window_seconds: how long a receipt is kept (≥ 3600 s, advertised in ms).
         max_subjects / retain_notices / max_receipts: ``CoalescingState``'s bounds.
-        clock: seconds (``time.monotonic``); tests pass their own.
+        clock: seconds since the epoch (``time.time``: a receipt's expiry outlives the
+            process); tests pass their own.
+        store: a file the state is written to after each change (write to a temporary
+            file, then rename) and recovered from when the inbox is made (conservatively,
+            ``CoalescingState.recover``; EC7); None keeps it in memory only. Each write
+            costs the size of what is pending and remembered.
     """
 
     def __init__(
@@ -145,7 +158,8 @@ class EventInbox:
         max_subjects: int = 100_000,
         retain_notices: int = 64,
         max_receipts: int = 100_000,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
+        store: Path | None = None,
     ) -> None:
         if not (math.isfinite(retry_window_seconds) and retry_window_seconds >= DEFAULT_RETRY_WINDOW_SECONDS):
             raise ValueError("retry_window_seconds must be at least 3600 (RFC-006 §3.1)")
@@ -163,6 +177,43 @@ class EventInbox:
         self._rendering: dict[str, int] = {}
         self._conversations: dict[str, Conversation] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self._store = store
+        if store is not None and store.exists():
+            self._recover(store)
+
+    def _recover(self, store: Path) -> None:
+        try:
+            snapshot = orjson.loads(store.read_bytes())
+            recovered = CoalescingState(
+                list(self.state.conversations),
+                max_subjects=self.state.max_subjects,
+                retain_notices=self.state.retain_notices,
+                max_receipts=self.state.max_receipts,
+            )
+            recovered.recover(snapshot)
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
+            _log.warning("event inbox store unreadable; starting empty", error=type(exc).__name__)
+            return
+        self.state = recovered
+        self._save()
+
+    def _save(self) -> None:
+        """Write the state to the store, if any (module rules)."""
+        store = self._store
+        if store is None:
+            return
+        temporary = store.with_name(store.name + ".tmp")
+        temporary.write_bytes(orjson.dumps(self.state.snapshot()))
+        os.replace(temporary, store)
+
+    def close(self) -> None:
+        """Stop writing to the store (the inbox is being replaced)."""
+        self._store = None
+
+    def forget_history(self) -> None:
+        """Operator intervention: every subject's history becomes ``"unknown"`` (RFC-006 §3.3)."""
+        self.state.forget_history()
+        self._save()
 
     def __repr__(self) -> str:
         return f"<EventInbox conversations={len(self.state.conversations)} subjects={len(self.state)}>"
@@ -206,11 +257,14 @@ class EventInbox:
                     continue
                 state.freeze(batch)
                 due.append((batch, route))
+            self._save()
             if due:
                 async with anyio.create_task_group() as group:
                     for batch, route in due:
                         group.start_soon(self._render, batch, route)
-            return state.consume(conversation, len(due))
+            drained = state.consume(conversation, len(due))
+            self._save()
+            return drained
 
     # --- the lanes' side ----------------------------------------------------------------------
 
@@ -227,6 +281,7 @@ class EventInbox:
         state = self.state
         if route is None or not route.connected:
             state.settle(batch, None, fallback=True)  # §5.3: a disconnected server
+            self._save()
             return
         binding = batch.subject[0]
         self._rendering[binding] = self._rendering.get(binding, 0) + 1
@@ -243,12 +298,12 @@ class EventInbox:
         content = result.get("content") if is_mapping(result) else None
         if failed or not is_list_or_tuple(content):
             state.settle(batch, None, fallback=True)
-            return
-        if route.push_refusal(batch.fallback) is not None:  # rule 4, at the answer
+        elif route.push_refusal(batch.fallback) is not None:  # rule 4, at the answer
             state.settle(batch, None, drop=True)
-            return
-        shown = route.model_content(list(content), f"render of {batch.fallback.get('featureSet')}") if content else []
-        state.settle(batch, shown)
+        else:
+            shown = route.model_content(list(content), f"render of {batch.fallback.get('featureSet')}") if content else []
+            state.settle(batch, shown)
+        self._save()
 
     def receipt(self, binding: str, params: Mapping[str, Any]) -> JSONObject | None:
         """The original answer to a retried occurrence (same params), else None."""
@@ -278,6 +333,7 @@ class EventInbox:
         return state.plain(key, lane, event_id, event, initial=coalesce.get("initial") is True)
 
     def remember(self, binding: str, params: Mapping[str, Any], answer: JSONObject) -> None:
+        """Keep the answer for the retry window (the one advertised now), then save."""
         self.state.remember(
             binding,
             params["eventId"],
@@ -285,6 +341,7 @@ class EventInbox:
             orjson.dumps(answer),
             self._clock() + self.retry_window_seconds,
         )
+        self._save()
 
 
 class Conversation:
