@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpl_host import GrantPolicy, ServerConfig
+from mcpl_host import GrantPolicy, HostHandlers, RequestContext, ServerConfig
 from mcpl_host.hosted import HostedServer
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.server_connection import ServerConnection
@@ -59,7 +59,10 @@ PROFILE = {
     "changing-advertised-retry-window",
 }
 #: Variants read differently (docs/protocol.md EC13), with the rule.
-READ_DIFFERENTLY: dict[str, str] = {}
+READ_DIFFERENTLY: dict[str, str] = {
+    "41/default": "EC14: a channel registration lives as long as the transport that made it (SPEC §14.5;"
+    " docs/protocol.md, Channels); after a reconnect the server registers again, as before this RFC",
+}
 #: A render the vector holds past the end of a turn waits this long (Limits); others 10 s.
 SHORT_RENDER = 0.3
 
@@ -69,6 +72,14 @@ def test_file_is_the_one_described() -> None:
     assert FILE["format"] == "mcpl-event-coalescing-1"
     assert len(CASES) == 65
     assert len(VARIANTS) == 80
+
+
+class Handlers(HostHandlers):
+    """The application serves ``inference/request`` (so a refusal during ``push/render`` is
+    the render rule's, not the gate's)."""
+
+    async def inference_request(self, context: RequestContext, params: dict[str, Any], stream: Any) -> dict[str, Any]:
+        return {"content": "fixture answer", "model": "fixture", "finishReason": "end_turn"}
 
 
 def _texts(occurrence_event: dict[str, Any]) -> list[str]:
@@ -104,6 +115,7 @@ class Agent:
     queued: bool = False
     suppressed: set[str] = field(default_factory=set[str])
     summary_level: int = 0
+    gate: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name in self.names:
@@ -128,7 +140,9 @@ class Agent:
                 self.suppressed.discard(name)
                 continue
             cause = self.queued and name == self.names[0]
-            has_work = bool(self.inbox.pending(name)) or bool(self.inbox.state.due_batches(name))
+            has_work = any(self.wakes(i.event) for i in self.inbox.pending(name)) or any(
+                self.wakes(b.fallback) for b in self.inbox.state.due_batches(name)
+            )
             if not (cause or has_work):
                 continue
             drained = await self.inbox.drain(name)
@@ -138,6 +152,17 @@ class Agent:
                 self.model(name)
             if name == self.names[0]:
                 self.queued = False
+
+    def wakes(self, event: dict[str, Any]) -> bool:
+        """The application's wake policy (the setup's ``gate``): a policy whose ``tagsAny``
+        matches wakes unless it says skip; else the default (wake when no gate)."""
+        if self.gate is None:
+            return True
+        tags = set(event.get("tags") or [])
+        for policy in self.gate.get("policies", []):
+            if tags & set(policy["match"].get("tagsAny", [])):
+                return policy.get("behavior") != "skip"
+        return self.gate.get("default") != "skip"
 
     def context(self, name: str) -> list[str]:
         pending = [t for item in self.inbox.pending(name) for t in _texts(item.event)]
@@ -160,6 +185,9 @@ class Session:
     reassigned: bool = False
     window: float = 3600.0
     max_subjects: int = 100_000
+    earlier_renders: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    current_renders: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    turn_scope: anyio.CancelScope | None = None
 
     @property
     def setup(self) -> dict[str, Any]:
@@ -185,7 +213,7 @@ class Session:
             store=self.store,
         )
         if self.agent is None:
-            self.agent = Agent(inbox, list(names))
+            self.agent = Agent(inbox, list(names), gate=self.setup.get("gate"))
         else:
             self.agent.inbox = inbox
             for name in names:
@@ -212,7 +240,7 @@ class Session:
     async def start(self) -> None:
         inbox = self.inbox or self.new_inbox()
         for name in self.servers:
-            hosted = HostedServer(self.config(name), event_inbox=inbox)
+            hosted = HostedServer(self.config(name), event_inbox=inbox, handlers=Handlers())
             self.hosted[name] = hosted
             await self.open(name)
 
@@ -224,9 +252,19 @@ class Session:
     async def close(self, name: str) -> None:
         await self.conns[name].aclose()
 
-    async def restart_host(self) -> None:
+    async def restart_host(self, kill: bool) -> None:
+        """The host stops (``kill``: at once, its turn in flight cancelled, nothing more
+        written) and a new one starts on the same store; the servers start again."""
+        await self.renders()
+        assert self.inbox is not None
+        if kill:
+            self.inbox.close()
+            if self.turn_scope is not None:
+                self.turn_scope.cancel()
         for name in self.servers:
             await self.close(name)
+        self.earlier_renders += self.current_renders
+        self.current_renders = []
         self.hosted.clear()
         self.inbox = None
         self.new_inbox()
@@ -239,8 +277,12 @@ class Session:
         return json.loads(result.text)
 
     async def renders(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = await self.tool("renders")
-        return found
+        """The ``push/render`` requests every server process of the session saw (a closed
+        connection's last reading is kept; a restarted server starts a new list)."""
+        conn = self.conns.get(self.servers[0])
+        if conn is not None and conn.is_open:
+            self.current_renders = await self.tool("renders")
+        return self.earlier_renders + self.current_renders
 
     def server_observation(self, name: str) -> dict[str, Any]:
         conn = self.conns.get(name)
@@ -380,9 +422,12 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
     elif op == "startTurn":
         done = session.turn_task = anyio.Event()
 
+        scope = session.turn_scope = anyio.CancelScope()
+
         async def run() -> None:
             try:
-                await agent.turn()
+                with scope:
+                    await agent.turn()
             finally:
                 done.set()
 
@@ -418,13 +463,14 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
         conn = session.conns[session.servers[0]]
         await conn.policy.update(feature_set_policy=FeatureSetPolicy(disabled=("doc",)))
     elif op in ("disconnect",):
+        await session.renders()
         for name in session.servers:
             await session.close(name)
     elif op == "reconnect":
         for name in session.servers:
             await session.open(name)
     elif op in ("restart", "kill"):
-        await session.restart_host()
+        await session.restart_host(kill=op == "kill")
     elif op == "restartWithoutHistory":
         assert session.inbox is not None
         session.inbox.forget_history()
@@ -433,7 +479,7 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
         await session.close(name)
         session.reassigned = True
         assert session.inbox is not None
-        session.hosted[name] = HostedServer(session.config(name), event_inbox=session.inbox)
+        session.hosted[name] = HostedServer(session.config(name), event_inbox=session.inbox, handlers=Handlers())
         await session.open(name)
     elif op == "fillCapacity":
         assert session.inbox is not None

@@ -186,6 +186,7 @@ class _Subject:
     pending: Batch | None = None
     rendering: Batch | None = None
     last_event_id: str | None = None  # the newest occurrence found consumed
+    reply_target: dict[str, Any] | None = None  # the newest channel message's identity
 
 
 @dataclass(frozen=True, slots=True)
@@ -373,6 +374,10 @@ class CoalescingState:
         self._append(lane, event_id, event, None, self.conversations)
         return "noted", prior
 
+    def ordinary(self, lane: Lane, event_id: str, event: dict[str, Any]) -> Occurrence:
+        """An occurrence without ``coalesce``: appended, for every conversation (§2 principle 6)."""
+        return self._append(lane, event_id, event, None, self.conversations)
+
     def forget_history(self) -> None:
         """Operator intervention or loss of state (RFC-006 §3.3): every tracked subject's
         history degrades to ``"unknown"`` (never to ``"none"``)."""
@@ -476,6 +481,7 @@ class CoalescingState:
                     "history": subject.history,
                     "last": subject.last_event_id,
                     "occupant": subject.occupant.seq if subject.occupant is not None else None,
+                    "replyTarget": subject.reply_target,
                 }
             )
         items = [
@@ -536,7 +542,10 @@ class CoalescingState:
             history: History = entry["history"] if entry["history"] in ("none", "some", "unknown") else "unknown"
             if entry["occupant"] is not None:
                 history = "unknown"
-            self._subjects[key] = _Subject(history, last_event_id=entry["last"])
+            target = entry.get("replyTarget")
+            self._subjects[key] = _Subject(
+                history, last_event_id=entry["last"], reply_target=dict(target) if is_mapping(target) else None
+            )
         for entry in snapshot["batches"]:
             key = (str(entry["subject"][0]), str(entry["subject"][1]), str(entry["subject"][2]), str(entry["subject"][3]))
             notices = deque(
@@ -554,6 +563,18 @@ class CoalescingState:
         for binding, event_id, fingerprint, result, expires in snapshot["receipts"]:
             self._receipts[(str(binding), str(event_id))] = Receipt(str(fingerprint), str(result).encode(), float(expires))
         self._seq = itertools.count(int(snapshot["seq"]))
+
+    def reply_target(self, key: SubjectKey, message: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """A channel subject's reply target (RFC-006 §3.1, vector 45): ``message`` (a
+        ``channels/incoming`` message) supplies its own ``channelId``, ``messageId`` and
+        ``threadId``, kept for the subject; without it, the one kept (None if none)."""
+        subject = self._subjects.get(key)
+        if message is None:
+            return dict(subject.reply_target) if subject is not None and subject.reply_target else None
+        target = {name: message[name] for name in ("channelId", "messageId", "threadId") if name in message}
+        if subject is not None:
+            subject.reply_target = target
+        return target
 
     def history(self, key: SubjectKey) -> History:
         """A subject's consumed history; ``"unknown"`` for an untracked one."""

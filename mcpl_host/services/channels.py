@@ -161,8 +161,10 @@ class ChannelService:
                 delivered[MODEL_CONTENT] = self._content_view.model_content(
                     message.get("content"), f"message on channel {channel}"
                 )
-            if self.inbox is not None and "coalesce" in message:
-                return self.inbox.message(message, delivered)
+            if self.inbox is not None:  # the inbox holds ordinary messages too (EC1)
+                if "coalesce" in message:
+                    return self.inbox.message(message, delivered)
+                return self.inbox.ordinary_message(delivered)
             try:
                 conversation = await self._handlers.channel_message(context, delivered)
             except HandlerError as exc:

@@ -195,9 +195,9 @@ class EventInbox:
             _log.warning("event inbox store unreadable; starting empty", error=type(exc).__name__)
             return
         self.state = recovered
-        self._save()
+        self.save()
 
-    def _save(self) -> None:
+    def save(self) -> None:
         """Write the state to the store, if any (module rules)."""
         store = self._store
         if store is None:
@@ -213,7 +213,7 @@ class EventInbox:
     def forget_history(self) -> None:
         """Operator intervention: every subject's history becomes ``"unknown"`` (RFC-006 §3.3)."""
         self.state.forget_history()
-        self._save()
+        self.save()
 
     def __repr__(self) -> str:
         return f"<EventInbox conversations={len(self.state.conversations)} subjects={len(self.state)}>"
@@ -257,13 +257,13 @@ class EventInbox:
                     continue
                 state.freeze(batch)
                 due.append((batch, route))
-            self._save()
+            self.save()
             if due:
                 async with anyio.create_task_group() as group:
                     for batch, route in due:
                         group.start_soon(self._render, batch, route)
             drained = state.consume(conversation, len(due))
-            self._save()
+            self.save()
             return drained
 
     # --- the lanes' side ----------------------------------------------------------------------
@@ -281,7 +281,7 @@ class EventInbox:
         state = self.state
         if route is None or not route.connected:
             state.settle(batch, None, fallback=True)  # §5.3: a disconnected server
-            self._save()
+            self.save()
             return
         binding = batch.subject[0]
         self._rendering[binding] = self._rendering.get(binding, 0) + 1
@@ -303,7 +303,7 @@ class EventInbox:
         else:
             shown = route.model_content(list(content), f"render of {batch.fallback.get('featureSet')}") if content else []
             state.settle(batch, shown)
-        self._save()
+        self.save()
 
     def receipt(self, binding: str, params: Mapping[str, Any]) -> JSONObject | None:
         """The original answer to a retried occurrence (same params), else None."""
@@ -341,7 +341,7 @@ class EventInbox:
             orjson.dumps(answer),
             self._clock() + self.retry_window_seconds,
         )
-        self._save()
+        self.save()
 
 
 class Conversation:
@@ -397,10 +397,29 @@ class InboxLane:
         coalesce = params["coalesce"]
         channel_id = coalesce.get("channelId")
         scope = ("channel", channel_id) if isinstance(channel_id, str) else ("featureSet", params["featureSet"])
+        if isinstance(channel_id, str):  # the message it edits stays the reply target (§3.1)
+            target = inbox.state.reply_target((self.binding, "channel", channel_id, coalesce["key"]))
+            if target is not None:
+                event["replyTarget"] = target
         outcome, prior = inbox.admit(self.binding, "push", event, scope)
         answer: JSONObject = {"accepted": True, "coalesce": _result(outcome, prior)}
         inbox.remember(self.binding, params, answer)
         return answer
+
+    def ordinary(self, event: dict[str, Any]) -> JSONObject:
+        """An admitted ``push/event`` without ``coalesce`` (after the push service's own
+        de-duplication, MCPL §9.4): appended for every conversation; ``{accepted: true}``."""
+        self.inbox.state.ordinary("push", str(event.get("eventId")), event)
+        self.inbox.save()
+        return {"accepted": True}
+
+    def ordinary_message(self, delivered: dict[str, Any]) -> JSONObject:
+        """An admitted ``channels/incoming`` message without ``coalesce``: appended for
+        every conversation."""
+        event_id = delivered.get("eventId", delivered.get("messageId"))
+        self.inbox.state.ordinary("channel", str(event_id), delivered)
+        self.inbox.save()
+        return {"messageId": delivered.get("messageId"), "accepted": True}
 
     def message(self, message: Mapping[str, Any], delivered: dict[str, Any]) -> JSONObject:
         """The per-message result of an admitted ``channels/incoming`` message carrying
@@ -415,6 +434,7 @@ class InboxLane:
         if receipt is not None:
             return receipt
         outcome, prior = inbox.admit(self.binding, "channel", delivered, ("channel", message["channelId"]))
+        inbox.state.reply_target((self.binding, "channel", message["channelId"], message["coalesce"]["key"]), message)
         answer: JSONObject = {"messageId": message_id, "accepted": True, "coalesce": _result(outcome, prior)}
         inbox.remember(self.binding, message, answer)
         return answer

@@ -172,7 +172,10 @@ class PushService:
         event = self._event(params)
         model_content = event.get(MODEL_CONTENT)
         try:
-            raw = await self._handlers.push_event(context, event)
+            if self._inbox is not None:  # the inbox holds ordinary pushes too (EC1)
+                raw = self._inbox.ordinary(event)
+            else:
+                raw = await self._handlers.push_event(context, event)
             answered = result = self._checked(raw)
         except HandlerError as exc:
             self._reporter.handled_push(context, params, error=exc.to_error(), model_content=model_content)
