@@ -58,10 +58,10 @@ from mcpl_host.mcpl.policy_state import RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ReferenceRegistry, origin_of
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
-from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
+from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
 from mcpl_host.tool_classes import ToolClassTables

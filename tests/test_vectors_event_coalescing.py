@@ -78,7 +78,9 @@ class Handlers(HostHandlers):
     """The application serves ``inference/request`` (so a refusal during ``push/render`` is
     the render rule's, not the gate's)."""
 
-    async def inference_request(self, context: RequestContext, params: dict[str, Any], stream: Any) -> dict[str, Any]:
+    async def inference_request(
+        self, context: RequestContext, params: dict[str, Any], stream: Any
+    ) -> dict[str, Any]:
         return {"content": "fixture answer", "model": "fixture", "finishReason": "end_turn"}
 
 
@@ -195,7 +197,11 @@ class Session:
 
     def render_timeout(self) -> float:
         ops = [s["op"] for s in self.variant["steps"]]
-        if "releaseRender" in ops and "joinTurn" in ops and ops.index("joinTurn") < ops.index("releaseRender"):
+        if (
+            "releaseRender" in ops
+            and "joinTurn" in ops
+            and ops.index("joinTurn") < ops.index("releaseRender")
+        ):
             return SHORT_RENDER
         if "kill" in ops and "startTurn" in ops:
             return SHORT_RENDER
@@ -479,7 +485,9 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
         await session.close(name)
         session.reassigned = True
         assert session.inbox is not None
-        session.hosted[name] = HostedServer(session.config(name), event_inbox=session.inbox, handlers=Handlers())
+        session.hosted[name] = HostedServer(
+            session.config(name), event_inbox=session.inbox, handlers=Handlers()
+        )
         await session.open(name)
     elif op == "fillCapacity":
         assert session.inbox is not None

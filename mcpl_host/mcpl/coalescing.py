@@ -275,7 +275,12 @@ class CoalescingState:
         return subject
 
     def _append(
-        self, lane: Lane, event_id: str, event: dict[str, Any], subject: SubjectKey | None, audience: Iterable[str]
+        self,
+        lane: Lane,
+        event_id: str,
+        event: dict[str, Any],
+        subject: SubjectKey | None,
+        audience: Iterable[str],
     ) -> Occurrence:
         occurrence = Occurrence(next(self._seq), lane, event_id, event, subject, set(audience))
         if occurrence.unread:
@@ -324,7 +329,9 @@ class CoalescingState:
         subject.occupant = self._append(lane, event_id, event, key, reach)
         return outcome, prior
 
-    def notice(self, key: SubjectKey, event_id: str, event: dict[str, Any], *, initial: bool) -> tuple[Outcome, str | None]:
+    def notice(
+        self, key: SubjectKey, event_id: str, event: dict[str, Any], *, initial: bool
+    ) -> tuple[Outcome, str | None]:
         """A deferred notice (RFC-006 §5.1): joins the pending batch, displaces an unread
         plain occupant, else opens a batch. Past capacity: appended as its fallback (§11)."""
         coalesce: Mapping[str, Any] = event.get("coalesce") or {}
@@ -348,7 +355,12 @@ class CoalescingState:
             subject.occupant = None
             outcome, prior, audience = "replaced", occupant.event_id, set(occupant.unread)
         batch = Batch(
-            next(self._seq), next(self._seq), key, deque([notice], maxlen=self.retain_notices), event, audience
+            next(self._seq),
+            next(self._seq),
+            key,
+            deque([notice], maxlen=self.retain_notices),
+            event,
+            audience,
         )
         subject.pending = batch
         self._batches[batch.id] = batch
@@ -398,7 +410,11 @@ class CoalescingState:
 
     def due_batches(self, conversation: str) -> list[Batch]:
         """The pending batches a drain of ``conversation`` renders now."""
-        return [batch for batch in self._batches.values() if batch.state == "pending" and conversation in batch.audience]
+        return [
+            batch
+            for batch in self._batches.values()
+            if batch.state == "pending" and conversation in batch.audience
+        ]
 
     def freeze(self, batch: Batch) -> None:
         """Rule 1: rendering starts; notices from now on open a new pending batch."""
@@ -408,7 +424,9 @@ class CoalescingState:
         if subject.pending is batch:
             subject.pending = None
 
-    def settle(self, batch: Batch, content: list[Any] | None, *, fallback: bool = False, drop: bool = False) -> bool:
+    def settle(
+        self, batch: Batch, content: list[Any] | None, *, fallback: bool = False, drop: bool = False
+    ) -> bool:
         """Rules 2-7: the one materialization of a frozen batch, atomically. ``content``: the
         rendered model content (empty: nothing happened); ``fallback``: the fallback instead
         (timeout, error, disconnect); ``drop``: authority lapsed. A cancelled or settled batch
@@ -426,7 +444,9 @@ class CoalescingState:
         if not fallback:
             event["payload"] = {"content": content}
             event["modelContent"] = content
-        occurrence = Occurrence(batch.seq, "push", batch.notices[-1].event_id, event, batch.subject, set(batch.audience))
+        occurrence = Occurrence(
+            batch.seq, "push", batch.notices[-1].event_id, event, batch.subject, set(batch.audience)
+        )
         if not occurrence.unread:
             return False
         self._items[occurrence.seq] = occurrence
@@ -472,8 +492,8 @@ class CoalescingState:
     # --- durability (RFC-006 §3.1, §3.2; EC7) -----------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """Everything kept, as JSON values (``recovered`` reads it back)."""
-        subjects = []
+        """Everything kept, as JSON values (``recover`` reads it back)."""
+        subjects: list[dict[str, Any]] = []
         for key, subject in self._subjects.items():
             subjects.append(
                 {
@@ -533,38 +553,69 @@ class CoalescingState:
             self.add_conversation(str(name))
         for entry in snapshot["items"]:
             occurrence = Occurrence(  # sealed: ordinary from now on (no subject)
-                int(entry["seq"]), entry["lane"], str(entry["eventId"]), dict(entry["event"]), None,
-                set(entry["unread"]), bool(entry["consumed"]),
+                int(entry["seq"]),
+                entry["lane"],
+                str(entry["eventId"]),
+                dict(entry["event"]),
+                None,
+                set(entry["unread"]),
+                bool(entry["consumed"]),
             )
             self._items[occurrence.seq] = occurrence
         for entry in snapshot["subjects"]:
-            key: SubjectKey = (str(entry["key"][0]), str(entry["key"][1]), str(entry["key"][2]), str(entry["key"][3]))
-            history: History = entry["history"] if entry["history"] in ("none", "some", "unknown") else "unknown"
+            key: SubjectKey = (
+                str(entry["key"][0]),
+                str(entry["key"][1]),
+                str(entry["key"][2]),
+                str(entry["key"][3]),
+            )
+            history: History = (
+                entry["history"] if entry["history"] in ("none", "some", "unknown") else "unknown"
+            )
             if entry["occupant"] is not None:
                 history = "unknown"
             target = entry.get("replyTarget")
             self._subjects[key] = _Subject(
-                history, last_event_id=entry["last"], reply_target=dict(target) if is_mapping(target) else None
+                history,
+                last_event_id=entry["last"],
+                reply_target=dict(target) if is_mapping(target) else None,
             )
         for entry in snapshot["batches"]:
-            key = (str(entry["subject"][0]), str(entry["subject"][1]), str(entry["subject"][2]), str(entry["subject"][3]))
+            key = (
+                str(entry["subject"][0]),
+                str(entry["subject"][1]),
+                str(entry["subject"][2]),
+                str(entry["subject"][3]),
+            )
             notices = deque(
-                (Notice(str(n[0]), n[1], n[2], bool(n[3])) for n in entry["notices"]), maxlen=self.retain_notices
+                (Notice(str(n[0]), n[1], n[2], bool(n[3])) for n in entry["notices"]),
+                maxlen=self.retain_notices,
             )
             batch = Batch(
-                int(entry["id"]), int(entry["seq"]), key, notices, dict(entry["fallback"]), set(entry["audience"]),
+                int(entry["id"]),
+                int(entry["seq"]),
+                key,
+                notices,
+                dict(entry["fallback"]),
+                set(entry["audience"]),
                 int(entry["received"]),
             )
             owner = self._subjects.setdefault(key, _Subject("unknown"))
             owner.history = "unknown"  # its fallback is delivered as ordinary work
-            occurrence = Occurrence(batch.seq, "push", notices[-1].event_id, batch.fallback, None, set(batch.audience))
+            occurrence = Occurrence(
+                batch.seq, "push", notices[-1].event_id, batch.fallback, None, set(batch.audience)
+            )
             if occurrence.unread:
                 self._items[occurrence.seq] = occurrence
         for binding, event_id, fingerprint, result, expires in snapshot["receipts"]:
-            self._receipts[(str(binding), str(event_id))] = Receipt(str(fingerprint), str(result).encode(), float(expires))
+            self._receipts[(str(binding), str(event_id))] = Receipt(
+                str(fingerprint), str(result).encode(), float(expires)
+            )
         self._seq = itertools.count(int(snapshot["seq"]))
 
-    def reply_target(self, key: SubjectKey, message: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    def reply_target(
+        self, key: SubjectKey, message: Mapping[str, Any] | None = None
+    ) -> dict[str, Any] | None:
         """A channel subject's reply target (RFC-006 §3.1, vector 45): ``message`` (a
         ``channels/incoming`` message) supplies its own ``channelId``, ``messageId`` and
         ``threadId``, kept for the subject; without it, the one kept (None if none)."""

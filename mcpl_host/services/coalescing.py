@@ -47,6 +47,7 @@ from mcpl_host.handlers import RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import JSONObject, is_list_or_tuple, is_mapping
 from mcpl_host.logging import get_logger
+from mcpl_host.mcpl.admission import AdmissionView, Refused, admit
 from mcpl_host.mcpl.coalescing import (
     DEFAULT_RETRY_WINDOW_SECONDS,
     Batch,
@@ -58,7 +59,6 @@ from mcpl_host.mcpl.coalescing import (
     SubjectKey,
     coalesce_problem,
 )
-from mcpl_host.mcpl.admission import AdmissionView, Refused, admit
 from mcpl_host.mcpl.references import MODEL_CONTENT, ContentView
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, channel_allowed
 
@@ -166,7 +166,10 @@ class EventInbox:
         if retain_notices < 64 or max_subjects < 1 or max_receipts < 1:
             raise ValueError("retain_notices must be at least 64, max_subjects and max_receipts at least 1")
         self.state = CoalescingState(
-            list(conversations), max_subjects=max_subjects, retain_notices=retain_notices, max_receipts=max_receipts
+            list(conversations),
+            max_subjects=max_subjects,
+            retain_notices=retain_notices,
+            max_receipts=max_receipts,
         )
         self.deferred = deferred
         self.channel_scoped_push = channel_scoped_push
@@ -301,7 +304,11 @@ class EventInbox:
         elif route.push_refusal(batch.fallback) is not None:  # rule 4, at the answer
             state.settle(batch, None, drop=True)
         else:
-            shown = route.model_content(list(content), f"render of {batch.fallback.get('featureSet')}") if content else []
+            shown = (
+                route.model_content(list(content), f"render of {batch.fallback.get('featureSet')}")
+                if content
+                else []
+            )
             state.settle(batch, shown)
         self.save()
 
@@ -316,7 +323,9 @@ class EventInbox:
         answer: JSONObject = orjson.loads(found.result)
         return answer
 
-    def admit(self, binding: str, lane: Lane, event: dict[str, Any], scope: tuple[str, str]) -> tuple[Outcome, str | None]:
+    def admit(
+        self, binding: str, lane: Lane, event: dict[str, Any], scope: tuple[str, str]
+    ) -> tuple[Outcome, str | None]:
         """Apply one admitted, well-formed coalesced occurrence; its outcome."""
         coalesce = event["coalesce"]
         key: SubjectKey = (binding, scope[0], scope[1], coalesce["key"])
@@ -378,7 +387,9 @@ class InboxLane:
         self.binding = binding
         self._route = route
 
-    async def push(self, context: RequestContext, params: Mapping[str, Any], event: dict[str, Any]) -> JSONObject:
+    async def push(
+        self, context: RequestContext, params: Mapping[str, Any], event: dict[str, Any]
+    ) -> JSONObject:
         """The result of an admitted ``push/event`` carrying ``coalesce``; raises
         ``HandlerError`` (-32602 malformed, -32017 / -32023 channel authority)."""
         inbox = self.inbox
@@ -396,7 +407,9 @@ class InboxLane:
             return receipt
         coalesce = params["coalesce"]
         channel_id = coalesce.get("channelId")
-        scope = ("channel", channel_id) if isinstance(channel_id, str) else ("featureSet", params["featureSet"])
+        scope = (
+            ("channel", channel_id) if isinstance(channel_id, str) else ("featureSet", params["featureSet"])
+        )
         if isinstance(channel_id, str):  # the message it edits stays the reply target (§3.1)
             target = inbox.state.reply_target((self.binding, "channel", channel_id, coalesce["key"]))
             if target is not None:
@@ -434,7 +447,9 @@ class InboxLane:
         if receipt is not None:
             return receipt
         outcome, prior = inbox.admit(self.binding, "channel", delivered, ("channel", message["channelId"]))
-        inbox.state.reply_target((self.binding, "channel", message["channelId"], message["coalesce"]["key"]), message)
+        inbox.state.reply_target(
+            (self.binding, "channel", message["channelId"], message["coalesce"]["key"]), message
+        )
         answer: JSONObject = {"messageId": message_id, "accepted": True, "coalesce": _result(outcome, prior)}
         inbox.remember(self.binding, message, answer)
         return answer
