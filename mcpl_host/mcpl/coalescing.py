@@ -371,7 +371,7 @@ class CoalescingState:
     ) -> tuple[Outcome, str | None]:
         """A retraction (RFC-006 §6): every unconsumed piece of work of the subject goes; the
         notice is appended (an ordinary occurrence) when history is ``some`` or ``unknown``."""
-        subject = self._subjects.get(key)
+        subject = self._subject(key, initial=False)  # tracked from now on (None: no room)
         prior: str | None = None
         history: History = "unknown"
         if subject is not None:
