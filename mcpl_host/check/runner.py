@@ -17,7 +17,9 @@ Rules of this module:
 - **Steps** (``registry.Step``) run only when a selected check needs them, in this order in
   the main session: handshake and initial policy; ``listen`` (MCPL servers: up to
   ``listen_seconds``, ended early by the first push/event after the receipt), then a liveness
-  ping after every channels/register answered itemized; ``reduction`` (revoke
+  ping after every channels/register answered itemized, then one drain of the session's
+  event inbox (RFC-006: the host advertises ``eventCoalescing``, so a pending deferred
+  notice is rendered with ``push/render``, each within ``Limits.push_render_timeout_seconds``); ``reduction`` (revoke
   ``pushEvents``, MCPL §6.7, then listen ``reduction_listen_seconds``); ``lists``; ``calls``;
   ``close`` (stdin closed; the time to the end of stdout is measured, bounded by
   ``Limits.close_grace_seconds``). Then, where the transport may carry MCP 2026-07-28
@@ -72,6 +74,7 @@ from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
 from mcpl_host.handshake import initialize_params
 from mcpl_host.hosted import HostedServer
+from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
     ConnectionLost,
@@ -334,7 +337,9 @@ class _LibrarySession:
         self.evidence = MainEvidence(self.transcript)
         self.clock = _clock()
         self.opened: list[RecordingTransport] = []
-        self.hosted = target.hosted(handlers=CheckHandlers())
+        #: RFC-006: the check's host coalesces, so a server may show coalesced events.
+        self.inbox = EventInbox()
+        self.hosted = target.hosted(handlers=CheckHandlers(), event_inbox=self.inbox)
         # Judged as a strict MCPL 0.5 host sees it; each deviation's report says what the 0.4
         # profile would do with it.
         self.hosted.set_compat("strict")
@@ -489,6 +494,13 @@ class _LibrarySession:
         main.listen_seconds = self.clock() - started
         main.listen_window = (first, self.transcript.lines - 1)
         await self._ping_after_registrations()
+        await self._render()
+
+    async def _render(self) -> None:
+        """One drain of the event inbox: each pending deferred batch is rendered (RFC-006
+        §5.2; each ``push/render`` bounded by ``Limits.push_render_timeout_seconds``)."""
+        if self.evidence.dead is None and self.inbox.state.due_batches("main"):
+            await self.inbox.drain("main")
 
     async def _ping_after_registrations(self) -> None:
         """One liveness ping after every channels/register the host answered itemized (the
