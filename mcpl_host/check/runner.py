@@ -74,7 +74,6 @@ from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers, InferenceStream, RequestContext
 from mcpl_host.handshake import initialize_params
 from mcpl_host.hosted import HostedServer
-from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
     ConnectionLost,
@@ -90,6 +89,7 @@ from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.stateless import LATEST_STATELESS_VERSION, discover_params
 from mcpl_host.transports.base import Transport, may_carry_stateless
 
