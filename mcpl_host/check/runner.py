@@ -323,6 +323,13 @@ def _validate_outputs(items: list[tuple[str, Any, Any]]) -> dict[str, list[str]]
 # --- the main session -----------------------------------------------------------------------------
 
 
+def _deferred(params: object) -> bool:
+    """A ``push/event``'s params carrying ``coalesce.deferred: true`` (RFC-006 §5.1)."""
+    found = as_object(params)
+    coalesce = as_object(found.get("coalesce")) if found is not None else None
+    return coalesce is not None and coalesce.get("deferred") is True
+
+
 class _LibrarySession:
     """The main session's driver: the server through the library, a ``HostedServer`` and
     its ``ServerConnection``, recorded into ``MainEvidence`` (module rules)."""
@@ -496,10 +503,18 @@ class _LibrarySession:
         await self._ping_after_registrations()
         await self._render()
 
+    def _batch_due(self) -> bool:
+        return bool(self.inbox.state.due_batches("main"))
+
     async def _render(self) -> None:
         """One drain of the event inbox: each pending deferred batch is rendered (RFC-006
         §5.2; each ``push/render`` bounded by ``Limits.push_render_timeout_seconds``)."""
-        if self.evidence.dead is None and self.inbox.state.due_batches("main"):
+        if self.evidence.dead is not None:
+            return
+        if any(_deferred(m.params) for m in self.transcript.server_messages_of(frozenset({"push/event"}))):
+            # A notice seen on the wire is admitted when its answer goes out: wait for that.
+            await self.waiter.wait_for(self._batch_due, self.options.listen_seconds)
+        if self.inbox.state.due_batches("main"):
             await self.inbox.drain("main")
 
     async def _ping_after_registrations(self) -> None:

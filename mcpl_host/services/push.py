@@ -145,7 +145,16 @@ class PushService:
         With an event inbox, a push carrying ``coalesce`` is the inbox's
         (``services.coalescing.InboxLane.push``: its own receipts, RFC-006 §3.1)."""
         if self._inbox is not None and "coalesce" in params:
-            return await self._inbox.push(context, params, self._event(params))
+            event = self._event(params)
+            try:
+                answer = await self._inbox.push(context, params, event)
+            except HandlerError as exc:
+                self._reporter.handled_push(context, params, error=exc.to_error())
+                raise
+            self._reporter.handled_push(
+                context, params, answer=answer, model_content=event.get(MODEL_CONTENT)
+            )
+            return answer
         event_id, dedupe = params["eventId"], self._dedupe
         fingerprint = event_fingerprint(params)
         marker = _InFlight(fingerprint, self._serial)
