@@ -181,6 +181,7 @@ class EventInbox:
         self._conversations: dict[str, Conversation] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._store = store
+        self._arrived: anyio.Event | None = None  # made by the first wait(), set at a change
         if store is not None and store.exists():
             self._recover(store)
 
@@ -201,7 +202,11 @@ class EventInbox:
         self.save()
 
     def save(self) -> None:
-        """Write the state to the store, if any (module rules)."""
+        """After each change: wake ``wait()``, and write the state to the store, if any
+        (module rules)."""
+        arrived, self._arrived = self._arrived, None
+        if arrived is not None:
+            arrived.set()
         store = self._store
         if store is None:
             return
@@ -246,6 +251,15 @@ class EventInbox:
         """What ``conversation`` would read now, without consuming (pending batches not
         included: they are rendered at the drain)."""
         return self.state.unread(conversation)
+
+    async def wait(self, conversation: str = "main") -> None:
+        """Return once ``conversation`` has something to read: an unread occurrence or a
+        pending batch (the application's wake; what wakes it is the application's policy)."""
+        state = self.state
+        while not (state.unread(conversation) or state.due_batches(conversation)):
+            if self._arrived is None:
+                self._arrived = anyio.Event()
+            await self._arrived.wait()
 
     async def drain(self, conversation: str = "main") -> Drained:
         """What ``conversation``'s model request includes now (module rules); consumed."""
@@ -366,6 +380,10 @@ class Conversation:
     async def drain(self) -> Drained:
         """``EventInbox.drain`` of this conversation."""
         return await self.inbox.drain(self.name)
+
+    async def wait(self) -> None:
+        """``EventInbox.wait`` of this conversation."""
+        await self.inbox.wait(self.name)
 
     def pending(self) -> list[Occurrence]:
         return self.inbox.pending(self.name)
