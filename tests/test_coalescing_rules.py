@@ -242,3 +242,14 @@ def test_well_formed_coalesce_passes() -> None:
         )
         is None
     )
+
+
+def test_a_rendered_occurrence_carries_the_render_s_time_and_the_batch_s_tags() -> None:
+    state = CoalescingState(["main"])
+    state.notice(K, "n1", {**_push("n1", "FB", deferred=True), "tags": ["doc:edit"]}, initial=False)
+    (batch,) = state.due_batches("main")
+    state.freeze(batch)
+    state.settle(batch, [{"type": "text", "text": "R"}], timestamp="2026-09-21T14:02:09Z")
+    (item,) = state.consume("main").items
+    assert item.event["timestamp"] == "2026-09-21T14:02:09Z" and item.event["tags"] == ["doc:edit"]
+    assert item.event["payload"] == {"content": [{"type": "text", "text": "R"}]}

@@ -425,11 +425,18 @@ class CoalescingState:
             subject.pending = None
 
     def settle(
-        self, batch: Batch, content: list[Any] | None, *, fallback: bool = False, drop: bool = False
+        self,
+        batch: Batch,
+        content: list[Any] | None,
+        *,
+        fallback: bool = False,
+        drop: bool = False,
+        timestamp: str | None = None,
     ) -> bool:
         """Rules 2-7: the one materialization of a frozen batch, atomically. ``content``: the
         rendered model content (empty: nothing happened); ``fallback``: the fallback instead
-        (timeout, error, disconnect); ``drop``: authority lapsed. A cancelled or settled batch
+        (timeout, error, disconnect); ``drop``: authority lapsed; ``timestamp``: the render's
+        as-of time (§5.2; else the latest notice's). A cancelled or settled batch
         materializes nothing. True when an occurrence was materialized."""
         if batch.state != "rendering":
             return False
@@ -444,6 +451,8 @@ class CoalescingState:
         if not fallback:
             event["payload"] = {"content": content}
             event["modelContent"] = content
+            if timestamp is not None:
+                event["timestamp"] = timestamp
         occurrence = Occurrence(
             batch.seq, "push", batch.notices[-1].event_id, event, batch.subject, set(batch.audience)
         )

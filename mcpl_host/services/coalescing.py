@@ -323,7 +323,8 @@ class EventInbox:
                 if content
                 else []
             )
-            state.settle(batch, shown)
+            as_of = result.get("timestamp")  # §5.2: the rendered state's time, if it says
+            state.settle(batch, shown, timestamp=as_of if isinstance(as_of, str) else None)
         self.save()
 
     def receipt(self, binding: str, params: Mapping[str, Any]) -> JSONObject | None:
