@@ -209,3 +209,22 @@ async def test_a_host_restart_in_the_middle_of_a_batch(tmp_path: Path) -> None:
             drained = await host.inbox().drain()
             assert _texts(drained) == ["PLAIN", "INTERRUPTED", "EDIT"]  # one fallback, no render
             assert await _tool(conn, "renders") == []
+
+
+async def test_a_lane_not_advertised_ignores_coalesce_on_channel_messages() -> None:
+    inbox = EventInbox(channels_incoming=False)
+    with anyio.fail_after(TIMEOUT):
+        async with connect(_config(), event_inbox=inbox) as conn:
+            initialize = (await _tool(conn, "seen"))["initialize"][0]
+            advertised = initialize["capabilities"]["experimental"]["mcpl"]["eventCoalescing"]
+            assert advertised["channelsIncoming"] is False
+            await _tool(conn, "register", channel="chat")
+            message = {
+                "channelId": "chat",
+                "messageId": "M",
+                "content": [{"type": "text", "text": "HELLO"}],
+                "coalesce": {"key": "K", "deferred": True},  # malformed, but not for this host
+            }
+            reply = await _tool(conn, "send", method="channels/incoming", params={"messages": [message]})
+            assert reply["result"]["results"] == [{"messageId": "M", "accepted": True}]
+            assert [i.event["content"][0]["text"] for i in inbox.pending("main")] == ["HELLO"]

@@ -458,8 +458,10 @@ class InboxLane:
         ``coalesce`` (RFC-006 §13: ``coalesce_invalid`` when malformed)."""
         inbox = self.inbox
         message_id = message.get("messageId")
+        if not inbox.channels_incoming:  # not advertised: coalesce ignored, as an older host does
+            return self.ordinary_message(delivered)
         problem = coalesce_problem(message, lane="channel", deferred_ok=False, channel_scoped_ok=False)
-        if problem is not None or not inbox.channels_incoming:
+        if problem is not None:
             refused: JSONObject = {"messageId": message_id, "accepted": False, "reason": "coalesce_invalid"}
             return refused
         receipt = inbox.receipt(self.binding, message)
