@@ -274,6 +274,9 @@ DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS = 60.0
 #: Seconds the host waits for a server's ``push/render`` answer (RFC-006 §5.3: 5 s
 #: RECOMMENDED, as ``context/beforeInference``); past it the batch's fallback is shown.
 DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS = 5.0
+#: Failed ``push/render`` answers (an error, a malformed result, none in time) logged per
+#: connection before one "more go unlogged" line.
+DEFAULT_RENDER_FAILURES_LOGGED = 10
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -376,6 +379,7 @@ class Limits:
     reference_fetch_timeout_seconds: float = DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS
     tool_class_findings_logged: int = DEFAULT_TOOL_CLASS_FINDINGS_LOGGED
     push_render_timeout_seconds: float = DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS
+    render_failures_logged: int = DEFAULT_RENDER_FAILURES_LOGGED
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

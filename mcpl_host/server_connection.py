@@ -259,6 +259,8 @@ class ServerConnection:
                 channel_service.patterns,
                 view,
                 limits.push_render_timeout_seconds,
+                log=log,
+                failures_logged=limits.render_failures_logged,
             )
             lane = channel_service.inbox = inbox.lane(hosted.binding, route)
         self._features = ClientFeatureService(hosted.client_features(), self._reporter, log=log)

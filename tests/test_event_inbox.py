@@ -134,7 +134,7 @@ async def test_an_inbox_replaces_renders_and_notes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["slow", "wrong", "error", "held"])
-async def test_a_render_that_fails_shows_the_fallback_once(mode: str) -> None:
+async def test_a_render_that_fails_shows_the_fallback_once(mode: str, logs: list[dict[str, Any]]) -> None:
     limits = replace(FAST, push_render_timeout_seconds=0.3)
     inbox = EventInbox()
     with anyio.fail_after(TIMEOUT):
@@ -146,6 +146,8 @@ async def test_a_render_that_fails_shows_the_fallback_once(mode: str) -> None:
             assert await inbox.drain("main") == replace(drained, items=(), rendered=0)
             await _tool(conn, "release", text="LATE")  # a late answer changes nothing
             assert inbox.pending("main") == []
+    (line,) = [entry for entry in logs if entry.get("event") == "push/render not usable"]
+    assert line["server"] == "editor" and "the fallback is shown" in line["why"]
 
 
 async def _drain_while_rendering(

@@ -46,7 +46,7 @@ from mcpl_host.connection import Connection
 from mcpl_host.handlers import RequestContext
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import JSONObject, is_list_or_tuple, is_mapping
-from mcpl_host.logging import get_logger
+from mcpl_host.logging import LogBudget, Logger, get_logger
 from mcpl_host.mcpl.admission import AdmissionView, Refused, admit
 from mcpl_host.mcpl.coalescing import (
     DEFAULT_RETRY_WINDOW_SECONDS,
@@ -105,6 +105,10 @@ class RenderRoute(Protocol):
 
     def model_content(self, content: object, provenance: str) -> list[dict[str, Any]]:
         """The model-visible form of ``content`` (MCPL §19.5), as for a pushed payload."""
+        ...
+
+    def render_failed(self, why: str) -> None:
+        """One bounded log line: a ``push/render`` was not usable (``why``: the host's words)."""
         ...
 
 
@@ -308,11 +312,19 @@ class EventInbox:
             with anyio.move_on_after(route.render_timeout):
                 result = await route.request("push/render", batch.render_params(), route.render_timeout)
                 failed = False
-        except Exception:  # an error answer, a lost transport: the fallback (§5.3)
+        except Exception as exc:  # an error answer, a lost transport: the fallback (§5.3)
             failed = True
+            route.render_failed(f"{type(exc).__name__}: the fallback is shown")
+        else:
+            if failed:
+                route.render_failed(f"no answer within {route.render_timeout:g} s: the fallback is shown")
         finally:
             self._rendering[binding] -= 1
         content = result.get("content") if is_mapping(result) else None
+        if not failed and not is_list_or_tuple(content):
+            route.render_failed(
+                "the result's content is not an array of content blocks: the fallback is shown"
+            )
         if failed or not is_list_or_tuple(content):
             state.settle(batch, None, fallback=True)
         elif route.push_refusal(batch.fallback) is not None:  # rule 4, at the answer
@@ -489,7 +501,12 @@ class TransportRoute:
         patterns: Callable[[], tuple[str, ...] | None],
         content_view: ContentView,
         render_timeout: float,
+        *,
+        log: Logger,
+        failures_logged: int,
     ) -> None:
+        self._log = log
+        self._failures = LogBudget(failures_logged)
         self._shell = shell
         self._view = view
         self._registry = registry
@@ -532,3 +549,7 @@ class TransportRoute:
 
     def model_content(self, content: object, provenance: str) -> list[dict[str, Any]]:
         return self._content_view.model_content(content, provenance)
+
+    def render_failed(self, why: str) -> None:
+        """Under ``Limits.render_failures_logged`` per connection (the logger names the server)."""
+        self._failures.warn(self._log, "push/render not usable", why=why)
