@@ -230,3 +230,21 @@ async def test_a_lane_not_advertised_ignores_coalesce_on_channel_messages() -> N
             reply = await _tool(conn, "send", method="channels/incoming", params={"messages": [message]})
             assert reply["result"]["results"] == [{"messageId": "M", "accepted": True}]
             assert [i.event["content"][0]["text"] for i in inbox.pending("main")] == ["HELLO"]
+
+
+async def test_an_undrained_inbox_is_bounded_and_refuses_rather_than_drops() -> None:
+    inbox = EventInbox(max_unread=2)
+    with anyio.fail_after(TIMEOUT):
+        async with connect(_config(), event_inbox=inbox) as conn:
+            first = await _send(conn, _push("a", "ONE", initial=True))
+            ordinary = {**_push("b", "TWO")}
+            del ordinary["coalesce"]
+            assert (await _send(conn, ordinary))["result"] == {"accepted": True}
+            other = _push("c", "THREE", initial=True)
+            other["coalesce"]["key"] = "other"
+            assert (await _send(conn, other))["result"] == {"accepted": False, "reason": "inbox_full"}
+            replacing = await _send(conn, _push("d", "ONE AGAIN"))  # would replace: refused alike
+            assert replacing["result"]["reason"] == "inbox_full"
+            assert (await _send(conn, _push("a", "ONE", initial=True))) == first  # a retry is answered
+            assert _texts(await inbox.drain("main")) == ["ONE", "TWO"]
+            assert (await _send(conn, other))["result"]["coalesce"]["outcome"] == "first"

@@ -636,6 +636,10 @@ class CoalescingState:
             subject.reply_target = target
         return target
 
+    def unread_count(self) -> int:
+        """Occurrences some conversation has not read."""
+        return len(self._items)
+
     def history(self, key: SubjectKey) -> History:
         """A subject's consumed history; ``"unknown"`` for an untracked one."""
         subject = self._subjects.get(key)

@@ -73,6 +73,8 @@ __all__ = [
 ]
 
 _log = get_logger("mcpl_host.coalescing")
+#: The answer to an event the inbox has no room for (``EventInbox.max_unread``).
+INBOX_FULL: JSONObject = {"accepted": False, "reason": "inbox_full"}
 
 #: MCPL §14.6: a channel-scoped push refused by the channel's authority (RFC-006 §3.2).
 CHANNEL_NOT_PERMITTED = -32017
@@ -143,6 +145,9 @@ class EventInbox:
             (``eventCoalescing``, RFC-006 §10); ``push/event`` coalescing is always on.
         retry_window_seconds: how long a receipt is kept (≥ 3600 s, advertised in ms).
         max_subjects / retain_notices / max_receipts: ``CoalescingState``'s bounds.
+        max_unread: occurrences held unread (by any conversation) beyond which a new event is
+            refused ``accepted: false``, reason ``inbox_full`` (a storage limit, RFC-006 §11:
+            ordinary events are refused alike; an inbox nobody drains stays bounded).
         clock: seconds since the epoch (``time.time``: a receipt's expiry outlives the
             process); tests pass their own.
         store: a file the state is written to after each change (write to a temporary
@@ -162,13 +167,15 @@ class EventInbox:
         max_subjects: int = 100_000,
         retain_notices: int = 64,
         max_receipts: int = 100_000,
+        max_unread: int = 10_000,
         clock: Callable[[], float] = time.time,
         store: Path | None = None,
     ) -> None:
         if not (math.isfinite(retry_window_seconds) and retry_window_seconds >= DEFAULT_RETRY_WINDOW_SECONDS):
             raise ValueError("retry_window_seconds must be at least 3600 (RFC-006 §3.1)")
-        if retain_notices < 64 or max_subjects < 1 or max_receipts < 1:
-            raise ValueError("retain_notices must be at least 64, max_subjects and max_receipts at least 1")
+        if retain_notices < 64 or min(max_subjects, max_receipts, max_unread) < 1:
+            raise ValueError("retain_notices must be at least 64, the other bounds at least 1")
+        self.max_unread = max_unread
         self.state = CoalescingState(
             list(conversations),
             max_subjects=max_subjects,
@@ -293,6 +300,10 @@ class EventInbox:
         """The lane of one transport of ``binding`` (it becomes the binding's render route)."""
         self._routes[binding] = route
         return InboxLane(self, binding, route)
+
+    def full(self) -> bool:
+        """True when ``max_unread`` occurrences wait unread: new events are refused."""
+        return self.state.unread_count() >= self.max_unread
 
     def rendering(self, binding: str) -> bool:
         """True while a ``push/render`` to ``binding`` waits for its answer."""
@@ -436,6 +447,8 @@ class InboxLane:
         receipt = inbox.receipt(self.binding, params)
         if receipt is not None:
             return receipt
+        if inbox.full():
+            return dict(INBOX_FULL)
         coalesce = params["coalesce"]
         channel_id = coalesce.get("channelId")
         scope = (
@@ -453,6 +466,8 @@ class InboxLane:
     def ordinary(self, event: dict[str, Any]) -> JSONObject:
         """An admitted ``push/event`` without ``coalesce`` (after the push service's own
         de-duplication, MCPL §9.4): appended for every conversation; ``{accepted: true}``."""
+        if self.inbox.full():
+            return dict(INBOX_FULL)
         self.inbox.state.ordinary("push", str(event.get("eventId")), event)
         self.inbox.save()
         return {"accepted": True}
@@ -460,6 +475,8 @@ class InboxLane:
     def ordinary_message(self, delivered: dict[str, Any]) -> JSONObject:
         """An admitted ``channels/incoming`` message without ``coalesce``: appended for
         every conversation."""
+        if self.inbox.full():
+            return {"messageId": delivered.get("messageId"), **INBOX_FULL}
         event_id = delivered.get("eventId", delivered.get("messageId"))
         self.inbox.state.ordinary("channel", str(event_id), delivered)
         self.inbox.save()
@@ -479,6 +496,8 @@ class InboxLane:
         receipt = inbox.receipt(self.binding, message)
         if receipt is not None:
             return receipt
+        if inbox.full():
+            return {"messageId": message_id, **INBOX_FULL}
         outcome, prior = inbox.admit(self.binding, "channel", delivered, ("channel", message["channelId"]))
         inbox.state.reply_target(
             (self.binding, "channel", message["channelId"], message["coalesce"]["key"]), message
