@@ -8,6 +8,7 @@ of the receipt: the listen windows are 2 s."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -58,3 +59,18 @@ def test_check_judges_coalesce_members_and_render_answers() -> None:
     status = {c["id"]: (c["status"], c["spec"]) for c in doc["checks"] if c["id"].startswith("push.")}
     assert status["push.coalesce"] == ("passed", "RFC-006 §13, §3.1")
     assert status["push.render.answer"] == ("passed", "RFC-006 §5.2, §5.3")
+
+
+def test_probe_coalesce_on_a_terminal_shows_outcomes_and_the_inbox() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "mcpl_host.cli", "probe", "--coalesce", *DEMO, "--listen", "2"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "battery-2: Battery 79%  → accepted (replaced)" in done.stdout
+    assert "note-1-deleted: Note 1 was deleted.  → accepted (retracted)" in done.stdout
+    assert "Event inbox, drained once (3 item(s) a model would read)" in done.stdout
+    assert "plan-edit-2: The plan was edited 2 time(s) by olena, omar." in done.stdout
