@@ -248,3 +248,27 @@ async def test_an_undrained_inbox_is_bounded_and_refuses_rather_than_drops() -> 
             assert (await _send(conn, _push("a", "ONE", initial=True))) == first  # a retry is answered
             assert _texts(await inbox.drain("main")) == ["ONE", "TWO"]
             assert (await _send(conn, other))["result"]["coalesce"]["outcome"] == "first"
+
+
+async def test_a_store_that_cannot_be_written_is_a_bounded_warning_not_a_lost_event(
+    tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
+    inbox = EventInbox(store=tmp_path / "missing" / "inbox.json")
+    with anyio.fail_after(TIMEOUT):
+        async with connect(_config(), event_inbox=inbox) as conn:
+            for n in range(12):
+                reply = await _send(conn, _push(f"e{n}", f"E{n}", initial=n == 0))
+                assert reply["result"]["accepted"] is True
+            assert _texts(await inbox.drain("main")) == ["E11"]
+    warnings = [entry["event"] for entry in logs if entry["event"].startswith("event inbox store")]
+    assert warnings[:10] == ["event inbox store not written"] * 10 and len(warnings) == 11
+
+
+async def test_an_unreadable_store_starts_empty_with_a_warning(
+    tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
+    store = tmp_path / "inbox.json"
+    store.write_text('{"conversations": ["main"], "items": "not a list"}', encoding="utf-8")
+    inbox = EventInbox(store=store)
+    assert inbox.pending() == [] and len(inbox.state) == 0
+    assert [e["event"] for e in logs] == ["event inbox store unreadable; starting empty"]

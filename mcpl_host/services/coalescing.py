@@ -3,13 +3,14 @@ conversation until the application drains them for a model request. The decision
 ``mcpl/coalescing.py``'s; this module is their I/O: the ``push/render`` requests, the clock,
 re-checking authority on the current transport.
 
-Rules (docs/protocol.md EC1-EC12):
+Rules (docs/protocol.md EC1-EC14):
 
 - Off unless the application passes an ``EventInbox`` (``connect(..., event_inbox=)``,
   ``Host(..., event_inbox=)``): then the host advertises ``eventCoalescing``
-  (``EventInbox.advertisement``) and a ``push/event`` or ``channels/incoming`` message that
-  carries ``coalesce`` goes to the inbox, not to ``HostHandlers.push_event`` /
-  ``channel_message``. Messages without ``coalesce`` take today's path, unchanged.
+  (``EventInbox.advertisement``) and every admitted ``push/event`` and ``channels/incoming``
+  message goes to the inbox (those without ``coalesce`` appended as ordinary occurrences),
+  not to ``HostHandlers.push_event`` / ``channel_message`` (EC1). Without an inbox nothing
+  changes.
 - A malformed ``coalesce`` (RFC-006 §13): ``-32602`` with ``data: {field, reason}`` on
   ``push/event``; ``{accepted: false, reason: "coalesce_invalid"}`` for that message on
   ``channels/incoming``. A channel-scoped push is admitted against the channel authority of
@@ -35,7 +36,6 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -72,7 +72,10 @@ __all__ = [
     "TransportRoute",
 ]
 
-_log = get_logger("mcpl_host.coalescing")
+#: The inbox's logger name (taken at each line: the application may configure logging later).
+LOGGER = "mcpl_host.coalescing"
+#: Failed writes of the store logged before one "more go unlogged" line (per inbox).
+STORE_FAILURES_LOGGED = 10
 #: The answer to an event the inbox has no room for (``EventInbox.max_unread``).
 INBOX_FULL: JSONObject = {"accepted": False, "reason": "inbox_full"}
 
@@ -127,12 +130,6 @@ def _fingerprint(params: Mapping[str, Any]) -> str:
 def _wire(params: Mapping[str, Any]) -> dict[str, Any]:
     """A params copy without the host's own key (what the fingerprint and receipts read)."""
     return {key: value for key, value in params.items() if key != MODEL_CONTENT}
-
-
-@dataclass(frozen=True, slots=True)
-class _Route:
-    binding: str
-    route: RenderRoute
 
 
 class EventInbox:
@@ -192,6 +189,7 @@ class EventInbox:
         self._conversations: dict[str, Conversation] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._store = store
+        self._store_failures = LogBudget(STORE_FAILURES_LOGGED)
         self._arrived: anyio.Event | None = None  # made by the first wait(), set at a change
         if store is not None and store.exists():
             self._recover(store)
@@ -207,7 +205,9 @@ class EventInbox:
             )
             recovered.recover(snapshot)
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
-            _log.warning("event inbox store unreadable; starting empty", error=type(exc).__name__)
+            get_logger(LOGGER).warning(
+                "event inbox store unreadable; starting empty", error=type(exc).__name__
+            )
             return
         self.state = recovered
         self.save()
@@ -222,8 +222,13 @@ class EventInbox:
         if store is None:
             return
         temporary = store.with_name(store.name + ".tmp")
-        temporary.write_bytes(orjson.dumps(self.state.snapshot()))
-        os.replace(temporary, store)
+        try:
+            temporary.write_bytes(orjson.dumps(self.state.snapshot()))
+            os.replace(temporary, store)
+        except OSError as exc:  # the state in memory stands; the store is behind (EC7)
+            self._store_failures.warn(
+                get_logger(LOGGER), "event inbox store not written", error=type(exc).__name__
+            )
 
     def close(self) -> None:
         """Stop writing to the store (the inbox is being replaced)."""
