@@ -272,3 +272,25 @@ async def test_an_unreadable_store_starts_empty_with_a_warning(
     inbox = EventInbox(store=store)
     assert inbox.pending() == [] and len(inbox.state) == 0
     assert [e["event"] for e in logs] == ["event inbox store unreadable; starting empty"]
+
+
+async def test_prepare_renders_without_consuming() -> None:
+    inbox = EventInbox()
+    with anyio.fail_after(TIMEOUT):
+        async with connect(_config(), event_inbox=inbox) as conn:
+            await _tool(conn, "render_plan", plan={"mode": "immediate", "text": "RENDERED"})
+            await _send(conn, _push("n1", "FALLBACK", deferred=True, initial=True))
+            assert await inbox.prepare("main") == 1
+            assert [_texts_of(item) for item in inbox.pending("main")] == [["RENDERED"]]
+            retract = await _send(conn, _push("z", "DELETED", retract=True))
+            assert retract["result"]["coalesce"]["outcome"] == "retracted"  # still unread: removed
+            await _tool(conn, "render_plan", plan={"mode": "empty"})
+            notice = _push("n2", "FALLBACK", deferred=True)
+            await _send(conn, notice)
+            assert await inbox.prepare("main") == 1
+            drained = await inbox.drain("main")
+            assert drained.items == () and drained.model_needed is False  # counted from prepare()
+
+
+def _texts_of(item: Any) -> list[str]:
+    return [block["text"] for block in item.event["modelContent"]]

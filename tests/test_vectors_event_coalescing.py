@@ -57,6 +57,7 @@ PROFILE = {
     "unadvertised-channel-scoped-push",
     "hard-subject-limit",
     "changing-advertised-retry-window",
+    "materialized-unread",
 }
 #: Variants read differently (docs/protocol.md EC13), with the rule.
 READ_DIFFERENTLY: dict[str, str] = {
@@ -207,6 +208,8 @@ class Session:
             return SHORT_RENDER
         if "kill" in ops and "startTurn" in ops:
             return SHORT_RENDER
+        if "materializeWithoutConsume" in ops and "releaseRender" in ops:
+            return SHORT_RENDER  # materialized before the late answer: by its timeout
         return 10.0
 
     def new_inbox(self) -> EventInbox:
@@ -513,6 +516,9 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
             await session.open(name)
     elif op == "advanceClock":
         session.clock.offset += step["ms"] / 1000
+    elif op == "materializeWithoutConsume":
+        assert session.inbox is not None
+        await session.inbox.prepare(agent.names[0])
     elif op == "suppressWake":
         agent.suppressed.add(step["agent"])
     else:

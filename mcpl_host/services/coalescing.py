@@ -188,6 +188,7 @@ class EventInbox:
         self._rendering: dict[str, int] = {}
         self._conversations: dict[str, Conversation] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self._prepared: dict[str, int] = {}  # batches prepare() settled since the last drain
         self._store = store
         self._store_failures = LogBudget(STORE_FAILURES_LOGGED)
         self._arrived: anyio.Event | None = None  # made by the first wait(), set at a change
@@ -279,25 +280,40 @@ class EventInbox:
 
     async def drain(self, conversation: str = "main") -> Drained:
         """What ``conversation``'s model request includes now (module rules); consumed."""
-        lock = self._locks.setdefault(conversation, anyio.Lock())
-        async with lock:
-            state = self.state
-            due: list[tuple[Batch, RenderRoute | None]] = []
-            for batch in state.due_batches(conversation):
-                route = self._routes.get(batch.subject[0])
-                if route is not None and route.connected and route.push_refusal(batch.fallback) is not None:
-                    state.drop_pending(batch)  # rule 4: lapsed before assembly, no render
-                    continue
-                state.freeze(batch)
-                due.append((batch, route))
-            self.save()
-            if due:
-                async with anyio.create_task_group() as group:
-                    for batch, route in due:
-                        group.start_soon(self._render, batch, route)
-            drained = state.consume(conversation, len(due))
+        async with self._locks.setdefault(conversation, anyio.Lock()):
+            rendered = self._prepared.pop(conversation, 0) + await self._render_due(conversation)
+            drained = self.state.consume(conversation, rendered)
             self.save()
             return drained
+
+    async def prepare(self, conversation: str = "main") -> int:
+        """Render what is pending for ``conversation`` now, without consuming: the rendered
+        (or fallback) occurrences wait unread, replaceable and withdrawable like any other,
+        until the next ``drain()`` (an application that assembles in steps). Returns the
+        batches settled."""
+        async with self._locks.setdefault(conversation, anyio.Lock()):
+            settled = await self._render_due(conversation)
+            self._prepared[conversation] = self._prepared.get(conversation, 0) + settled
+            return settled
+
+    async def _render_due(self, conversation: str) -> int:
+        """Freeze, re-check and render each batch due for ``conversation`` (module rules);
+        the number settled."""
+        state = self.state
+        due: list[tuple[Batch, RenderRoute | None]] = []
+        for batch in state.due_batches(conversation):
+            route = self._routes.get(batch.subject[0])
+            if route is not None and route.connected and route.push_refusal(batch.fallback) is not None:
+                state.drop_pending(batch)  # rule 4: lapsed before assembly, no render
+                continue
+            state.freeze(batch)
+            due.append((batch, route))
+        self.save()
+        if due:
+            async with anyio.create_task_group() as group:
+                for batch, route in due:
+                    group.start_soon(self._render, batch, route)
+        return len(due)
 
     # --- the lanes' side ----------------------------------------------------------------------
 
@@ -413,6 +429,10 @@ class Conversation:
     async def wait(self) -> None:
         """``EventInbox.wait`` of this conversation."""
         await self.inbox.wait(self.name)
+
+    async def prepare(self) -> int:
+        """``EventInbox.prepare`` of this conversation."""
+        return await self.inbox.prepare(self.name)
 
     def pending(self) -> list[Occurrence]:
         return self.inbox.pending(self.name)
