@@ -253,3 +253,27 @@ def test_a_rendered_occurrence_carries_the_render_s_time_and_the_batch_s_tags() 
     (item,) = state.consume("main").items
     assert item.event["timestamp"] == "2026-09-21T14:02:09Z" and item.event["tags"] == ["doc:edit"]
     assert item.event["payload"] == {"content": [{"type": "text", "text": "R"}]}
+
+
+def test_a_notice_keeps_an_unread_render_as_the_next_one_s_baseline() -> None:
+    state = CoalescingState(["main"])
+    state.notice(K, "n1", _push("n1", "FB", deferred=True), initial=False)
+    (batch,) = state.due_batches("main")
+    state.freeze(batch)
+    state.settle(batch, [{"type": "text", "text": "R1"}])  # materialized, not yet read
+    assert state.notice(K, "n2", _push("n2", "FB", deferred=True), initial=False) == ("first", None)
+    (second,) = state.due_batches("main")
+    state.freeze(second)
+    state.settle(second, [{"type": "text", "text": "R2"}])
+    assert _texts(state) == ["R1", "R2"]
+
+
+def test_a_plain_occurrence_supersedes_every_unread_render() -> None:
+    state = CoalescingState(["main"])
+    for n in (1, 2):
+        state.notice(K, f"n{n}", _push(f"n{n}", "FB", deferred=True), initial=False)
+        (batch,) = state.due_batches("main")
+        state.freeze(batch)
+        state.settle(batch, [{"type": "text", "text": f"R{n}"}])
+    assert state.plain(K, "push", "p", _push("p", "SNAPSHOT"), initial=False)[0] == "replaced"
+    assert _texts(state) == ["SNAPSHOT"]

@@ -129,6 +129,7 @@ class Occurrence:
     subject: SubjectKey | None
     unread: set[str]
     consumed: bool = False
+    materialized: bool = False  # a settled batch (render or fallback): a notice keeps it (§3.3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +188,7 @@ class _Subject:
     rendering: Batch | None = None
     last_event_id: str | None = None  # the newest occurrence found consumed
     reply_target: dict[str, Any] | None = None  # the newest channel message's identity
+    earlier: list[Occurrence] = field(default_factory=list["Occurrence"])  # renders kept unread
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +301,10 @@ class CoalescingState:
             prior = occupant.event_id
             self._items.pop(occupant.seq, None)
         subject.occupant = None
+        for render in subject.earlier:  # earlier unread renders: all older unconsumed work
+            if not render.consumed:
+                self._items.pop(render.seq, None)
+        subject.earlier.clear()
         for batch in (subject.rendering, subject.pending):
             if batch is None:
                 continue
@@ -350,7 +356,9 @@ class CoalescingState:
         outcome: Outcome = "first"
         prior: str | None = None
         audience = set(self.conversations)
-        if occupant is not None and not occupant.consumed:
+        # An unread plain occupant is displaced (§5.1); an unread materialized render stays:
+        # the next render describes what changed since it (§3.3, the shared baseline).
+        if occupant is not None and not occupant.consumed and not occupant.materialized:
             self._items.pop(occupant.seq, None)
             subject.occupant = None
             outcome, prior, audience = "replaced", occupant.event_id, set(occupant.unread)
@@ -454,12 +462,21 @@ class CoalescingState:
             if timestamp is not None:
                 event["timestamp"] = timestamp
         occurrence = Occurrence(
-            batch.seq, "push", batch.notices[-1].event_id, event, batch.subject, set(batch.audience)
+            batch.seq,
+            "push",
+            batch.notices[-1].event_id,
+            event,
+            batch.subject,
+            set(batch.audience),
+            materialized=True,
         )
         if not occurrence.unread:
             return False
         self._items[occurrence.seq] = occurrence
         if subject is not None:
+            kept = subject.occupant
+            if kept is not None and not kept.consumed and kept.materialized:
+                subject.earlier = [r for r in subject.earlier if not r.consumed] + [kept]
             subject.occupant = occurrence
         return True
 
