@@ -277,3 +277,13 @@ def test_a_plain_occurrence_supersedes_every_unread_render() -> None:
         state.settle(batch, [{"type": "text", "text": f"R{n}"}])
     assert state.plain(K, "push", "p", _push("p", "SNAPSHOT"), initial=False)[0] == "replaced"
     assert _texts(state) == ["SNAPSHOT"]
+
+
+def test_an_idle_subject_is_forgotten_for_room_and_its_history_then_reads_unknown() -> None:
+    state = CoalescingState(["main"], max_subjects=1)
+    state.plain(K, "push", "a", _push("a", "A", initial=True), initial=True)
+    state.consume("main")  # K is idle now: history some, nothing unread
+    other: SubjectKey = ("server", "featureSet", "doc", "L")
+    assert state.plain(other, "push", "b", _push("b", "B", initial=True), initial=True) == ("first", None)
+    assert state.history(K) == "unknown"  # forgotten: never "none"
+    assert state.retract(K, "push", "z", _push("z", "GONE", retract=True), empty=False)[0] == "noted"

@@ -36,6 +36,7 @@ from mcpl_host.jsonrpc.values import is_mapping
 
 __all__ = [
     "DEFAULT_RETRY_WINDOW_SECONDS",
+    "EVICTION_SCAN",
     "MAX_DATA_BYTES",
     "MAX_KEY_BYTES",
     "Batch",
@@ -59,6 +60,9 @@ SubjectKey = tuple[str, str, str, str]
 #: RFC-006 §13: a key is 1..256 bytes of UTF-8; notice ``data`` at most 4 KiB serialized.
 MAX_KEY_BYTES = 256
 MAX_DATA_BYTES = 4096
+#: Subjects looked at, oldest first, for one that can be forgotten when ``max_subjects`` are
+#: tracked (a bound on the work of one admission).
+EVICTION_SCAN = 16
 #: RFC-006 §3.1: retries are recognised for at least 3,600,000 ms.
 DEFAULT_RETRY_WINDOW_SECONDS = 3600.0
 _BOOLEANS = ("initial", "deferred", "retract")
@@ -219,9 +223,11 @@ class Drained:
 class CoalescingState:
     """The inbox's state and rules (module rules). ``conversations``: the contexts an
     occurrence is delivered to (each fresh occurrence reaches all of them);
-    ``max_subjects``: tracked subjects beyond which an occurrence is appended as ordinary
-    work (RFC-006 §11, EC8); ``retain_notices``: notices kept per batch (≥ 64, §5.1);
-    ``max_receipts``: receipts kept (the oldest goes first past it, EC9)."""
+    ``max_subjects``: tracked subjects; past it the oldest idle one is forgotten (its
+    history then reads ``"unknown"``), or, when none is idle, an occurrence of a new subject
+    is appended as ordinary work (RFC-006 §11, EC8); ``retain_notices``: notices kept per
+    batch (≥ 64, §5.1); ``max_receipts``: receipts kept (the oldest goes first past it, EC9).
+    """
 
     conversations: list[str]
     max_subjects: int = 100_000
@@ -271,10 +277,25 @@ class CoalescingState:
         None when capacity is exhausted (EC8)."""
         subject = self._subjects.get(key)
         if subject is None:
-            if len(self._subjects) >= self.max_subjects:
+            if len(self._subjects) >= self.max_subjects and not self._evict_idle():
                 return None
             subject = self._subjects[key] = _Subject("none" if initial else "unknown")
         return subject
+
+    def _evict_idle(self) -> bool:
+        """Make room (RFC-006 §11): forget the oldest subject with no unread work among the
+        ``EVICTION_SCAN`` oldest (those with work go to the end, so the scan moves on). A
+        forgotten subject is untracked again: its history reads ``"unknown"``, never
+        ``"none"`` (§3.3). False when none of them is idle."""
+        subjects = self._subjects
+        for key in list(itertools.islice(subjects, EVICTION_SCAN)):
+            subject = subjects.pop(key)
+            occupant = subject.occupant
+            busy = (occupant is not None and not occupant.consumed) or subject.pending or subject.rendering
+            if not busy and not any(not r.consumed for r in subject.earlier):
+                return True
+            subjects[key] = subject  # busy: to the end
+        return False
 
     def _append(
         self,
