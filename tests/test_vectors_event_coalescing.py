@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -102,8 +103,6 @@ class Clock:
         self.offset = 0.0
 
     def __call__(self) -> float:
-        import time
-
         return time.time() + self.offset
 
 
