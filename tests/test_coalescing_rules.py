@@ -287,3 +287,30 @@ def test_an_idle_subject_is_forgotten_for_room_and_its_history_then_reads_unknow
     assert state.plain(other, "push", "b", _push("b", "B", initial=True), initial=True) == ("first", None)
     assert state.history(K) == "unknown"  # forgotten: never "none"
     assert state.retract(K, "push", "z", _push("z", "GONE", retract=True), empty=False)[0] == "noted"
+
+
+def test_the_audit_shows_what_the_model_never_saw() -> None:
+    state = CoalescingState(["main"], max_audit=8)
+    state.plain(K, "push", "a", _push("a", "A", initial=True), initial=True)
+    state.plain(K, "push", "b", _push("b", "B"), initial=False)  # a displaced
+    state.retract(K, "push", "z", _push("z", "GONE", retract=True), empty=False)  # b removed
+    doc: SubjectKey = ("server", "featureSet", "doc", "D")
+    for n in (1, 2, 3):
+        state.notice(doc, f"n{n}", _push(f"n{n}", "FB", deferred=True), initial=False)
+    (batch,) = state.due_batches("main")
+    state.freeze(batch)
+    state.settle(batch, [{"type": "text", "text": "R"}])
+    state.notice(doc, "n4", _push("n4", "FB", deferred=True), initial=False)
+    (late,) = state.due_batches("main")
+    state.freeze(late)
+    state.retract(doc, "push", "y", _push("y", "", retract=True), empty=True)  # cancels n4
+    state.settle(late, [{"type": "text", "text": "LATE"}])  # its answer, discarded
+    shown = [(e.what, e.event_id, e.folded) for e in state.audit()]
+    assert shown == [
+        ("displaced", "a", ()),
+        ("removed", "b", ()),
+        ("rendered", "n3", ("n1", "n2", "n3")),
+        ("removed", "n3", ()),  # the unread render, withdrawn
+        ("cancelled", "n4", ("n4",)),
+        ("discarded", "n4", ("n4",)),
+    ]

@@ -39,6 +39,8 @@ __all__ = [
     "EVICTION_SCAN",
     "MAX_DATA_BYTES",
     "MAX_KEY_BYTES",
+    "AuditEntry",
+    "AuditWhat",
     "Batch",
     "CoalescingState",
     "Drained",
@@ -195,6 +197,27 @@ class _Subject:
     earlier: list[Occurrence] = field(default_factory=list["Occurrence"])  # renders kept unread
 
 
+#: What an audit entry records (RFC-006 §11): an unread occurrence replaced (``displaced``)
+#: or withdrawn (``removed``), a batch cancelled before it settled (``cancelled``), a render
+#: answer that came for a cancelled or settled batch (``discarded``), a batch shown as
+#: rendered content, as its fallback, as nothing (``rendered``, ``fallback``, ``empty``) or
+#: dropped for lapsed authority (``dropped``); ``folded`` lists its notices.
+AuditWhat = Literal[
+    "displaced", "removed", "cancelled", "discarded", "rendered", "fallback", "empty", "dropped"
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One audit record: ``what`` happened to the occurrence ``event_id`` of ``subject``;
+    ``folded``: the eventIds of a batch's retained notices (oldest first), else empty."""
+
+    what: AuditWhat
+    event_id: str
+    subject: SubjectKey | None
+    folded: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class Receipt:
     """An admitted coalesced occurrence's answer (RFC-006 §3.1): kept until ``expires``
@@ -233,11 +256,28 @@ class CoalescingState:
     max_subjects: int = 100_000
     retain_notices: int = 64
     max_receipts: int = 100_000
+    max_audit: int = 1000
     _subjects: dict[SubjectKey, _Subject] = field(default_factory=dict[SubjectKey, _Subject])
     _items: dict[int, Occurrence] = field(default_factory=dict[int, Occurrence])
     _batches: dict[int, Batch] = field(default_factory=dict[int, Batch])
     _receipts: dict[tuple[str, str], Receipt] = field(default_factory=dict[tuple[str, str], Receipt])
     _seq: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _audit: deque[AuditEntry] = field(default_factory=deque[AuditEntry])
+
+    def __post_init__(self) -> None:
+        self._audit = deque(maxlen=self.max_audit)
+
+    def audit(self) -> list[AuditEntry]:
+        """The newest ``max_audit`` audit entries, oldest first (RFC-006 §11: displaced
+        occurrences, folded notices, discarded late renders; for humans and logs, never a
+        model)."""
+        return list(self._audit)
+
+    def _record(
+        self, what: AuditWhat, event_id: str, subject: SubjectKey | None, batch: Batch | None = None
+    ) -> None:
+        folded = tuple(n.event_id for n in batch.notices) if batch is not None else ()
+        self._audit.append(AuditEntry(what, event_id, subject, folded))
 
     # --- conversations ---------------------------------------------------------------------
 
@@ -310,7 +350,7 @@ class CoalescingState:
             self._items[occurrence.seq] = occurrence
         return occurrence
 
-    def _unoccupy(self, subject: _Subject) -> tuple[set[str] | None, str | None]:
+    def _unoccupy(self, subject: _Subject, what: AuditWhat) -> tuple[set[str] | None, str | None]:
         """Remove every unconsumed piece of work of ``subject`` (occupant, pending batch;
         a rendering batch is cancelled, §5.4 rule 6): the audience it had (None: nothing was
         removed) and the newest removed occurrence's eventId."""
@@ -321,10 +361,12 @@ class CoalescingState:
             audience = set(occupant.unread)
             prior = occupant.event_id
             self._items.pop(occupant.seq, None)
+            self._record(what, occupant.event_id, occupant.subject)
         subject.occupant = None
         for render in subject.earlier:  # earlier unread renders: all older unconsumed work
             if not render.consumed:
                 self._items.pop(render.seq, None)
+                self._record(what, render.event_id, render.subject)
         subject.earlier.clear()
         for batch in (subject.rendering, subject.pending):
             if batch is None:
@@ -333,6 +375,7 @@ class CoalescingState:
             prior = batch.notices[-1].event_id
             batch.state = "cancelled"
             self._batches.pop(batch.id, None)
+            self._record("cancelled", prior, batch.subject, batch)
         subject.rendering = subject.pending = None
         return audience, prior
 
@@ -345,7 +388,7 @@ class CoalescingState:
         if subject is None:
             self._append(lane, event_id, event, None, self.conversations)
             return "appended", None
-        audience, prior = self._unoccupy(subject)
+        audience, prior = self._unoccupy(subject, "displaced")
         if audience is not None:
             outcome: Outcome = "replaced"
             reach = [name for name in self.conversations if name in audience]  # only narrows (§3.2)
@@ -381,6 +424,7 @@ class CoalescingState:
         # the next render describes what changed since it (§3.3, the shared baseline).
         if occupant is not None and not occupant.consumed and not occupant.materialized:
             self._items.pop(occupant.seq, None)
+            self._record("displaced", occupant.event_id, key)
             subject.occupant = None
             outcome, prior, audience = "replaced", occupant.event_id, set(occupant.unread)
         batch = Batch(
@@ -404,7 +448,7 @@ class CoalescingState:
         prior: str | None = None
         history: History = "unknown"
         if subject is not None:
-            _, prior = self._unoccupy(subject)
+            _, prior = self._unoccupy(subject, "removed")
             history = subject.history
             if prior is None and history == "some":
                 prior = subject.last_event_id
@@ -467,13 +511,22 @@ class CoalescingState:
         (timeout, error, disconnect); ``drop``: authority lapsed; ``timestamp``: the render's
         as-of time (§5.2; else the latest notice's). A cancelled or settled batch
         materializes nothing. True when an occurrence was materialized."""
+        latest = batch.notices[-1].event_id
         if batch.state != "rendering":
+            if content is not None:  # an answer nobody will see (rules 3, 6)
+                self._record("discarded", latest, batch.subject, batch)
             return False
         batch.state = "closed"
         self._batches.pop(batch.id, None)
         subject = self._subjects.get(batch.subject)
         if subject is not None and subject.rendering is batch:
             subject.rendering = None
+        self._record(
+            "dropped" if drop else "fallback" if fallback else "rendered" if content else "empty",
+            latest,
+            batch.subject,
+            batch,
+        )
         if drop or (not fallback and not content):
             return False
         event = dict(batch.fallback)
@@ -503,6 +556,7 @@ class CoalescingState:
 
     def drop_pending(self, batch: Batch) -> None:
         """Rule 4: a batch whose authority lapsed before assembly goes without a render."""
+        self._record("dropped", batch.notices[-1].event_id, batch.subject, batch)
         batch.state = "closed"
         self._batches.pop(batch.id, None)
         subject = self._subjects.get(batch.subject)

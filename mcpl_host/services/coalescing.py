@@ -50,6 +50,7 @@ from mcpl_host.logging import LogBudget, Logger, get_logger
 from mcpl_host.mcpl.admission import AdmissionView, Refused, admit
 from mcpl_host.mcpl.coalescing import (
     DEFAULT_RETRY_WINDOW_SECONDS,
+    AuditEntry,
     Batch,
     CoalescingState,
     Drained,
@@ -142,6 +143,7 @@ class EventInbox:
             (``eventCoalescing``, RFC-006 §10); ``push/event`` coalescing is always on.
         retry_window_seconds: how long a receipt is kept (≥ 3600 s, advertised in ms).
         max_subjects / retain_notices / max_receipts: ``CoalescingState``'s bounds.
+        max_audit: audit entries kept (``audit()``, the newest; RFC-006 §11).
         max_unread: occurrences held unread (by any conversation) beyond which a new event is
             refused ``accepted: false``, reason ``inbox_full`` (a storage limit, RFC-006 §11:
             ordinary events are refused alike; an inbox nobody drains stays bounded).
@@ -165,12 +167,13 @@ class EventInbox:
         retain_notices: int = 64,
         max_receipts: int = 100_000,
         max_unread: int = 10_000,
+        max_audit: int = 1000,
         clock: Callable[[], float] = time.time,
         store: Path | None = None,
     ) -> None:
         if not (math.isfinite(retry_window_seconds) and retry_window_seconds >= DEFAULT_RETRY_WINDOW_SECONDS):
             raise ValueError("retry_window_seconds must be at least 3600 (RFC-006 §3.1)")
-        if retain_notices < 64 or min(max_subjects, max_receipts, max_unread) < 1:
+        if retain_notices < 64 or min(max_subjects, max_receipts, max_unread, max_audit) < 1:
             raise ValueError("retain_notices must be at least 64, the other bounds at least 1")
         self.max_unread = max_unread
         self.state = CoalescingState(
@@ -178,6 +181,7 @@ class EventInbox:
             max_subjects=max_subjects,
             retain_notices=retain_notices,
             max_receipts=max_receipts,
+            max_audit=max_audit,
         )
         self.deferred = deferred
         self.channel_scoped_push = channel_scoped_push
@@ -203,6 +207,7 @@ class EventInbox:
                 max_subjects=self.state.max_subjects,
                 retain_notices=self.state.retain_notices,
                 max_receipts=self.state.max_receipts,
+                max_audit=self.state.max_audit,
             )
             recovered.recover(snapshot)
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
@@ -263,6 +268,12 @@ class EventInbox:
             self.state.add_conversation(name)
             found = self._conversations[name] = Conversation(self, name)
         return found
+
+    def audit(self) -> list[AuditEntry]:
+        """What the inbox did out of the model's sight, newest ``max_audit`` entries, oldest
+        first (``mcpl.coalescing.AuditEntry``: displaced and removed occurrences, folded
+        notices, cancelled batches, discarded render answers). In memory only."""
+        return self.state.audit()
 
     def pending(self, conversation: str = "main") -> list[Occurrence]:
         """What ``conversation`` would read now, without consuming (pending batches not
