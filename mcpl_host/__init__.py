@@ -32,6 +32,7 @@ from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.injections import BeforeInferenceResult, Injection
 from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.services.coalescing import Conversation, EventInbox
 from mcpl_host.services.negotiation import PolicyChange
 
 if TYPE_CHECKING:
@@ -80,7 +81,9 @@ __all__ = [
     "ConfigError",
     "ConnectionClosed",
     "ConnectionLost",
+    "Conversation",
     "ErrorCode",
+    "EventInbox",
     "FeatureSetPolicy",
     "GetPromptResult",
     "Grant",

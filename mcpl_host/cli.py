@@ -92,6 +92,7 @@ from mcpl_host.probing import ProbeWatch
 from mcpl_host.record import EventRecord
 from mcpl_host.report import tool_class_json
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 
 __all__ = ["ProbeRecorder", "main"]
@@ -213,12 +214,14 @@ async def _probe(
     stall_seconds: float = DEFAULT_STALL_SECONDS,
     require_mcpl: bool = False,
     limits: Limits | None = None,
+    inbox: EventInbox | None = None,
 ) -> tuple[dict[str, Any], int]:
     """Run one probe of the connection ``connect(recorder)`` builds; ``target`` (``command``,
     and ``url`` or ``config``) goes into the document. A server silent for ``stall_seconds``
     while a request waits fails the probe with the explanation (``probing.ProbeWatch``);
     ``require_mcpl``: fail when MCPL is not ready; ``limits``: the server's (what the record
-    of events keeps). Returns the redacted document and the exit status."""
+    of events keeps); ``inbox``: the connection's event inbox (``--coalesce``), drained once
+    after listening into ``doc["inbox"]``. Returns the redacted document and the exit status."""
     recorder = ProbeRecorder(limits)
     conn = connect(recorder)
     doc, status, phase = report.new_document(target.get("command", [])), EXIT_OK, "the handshake"
@@ -270,6 +273,17 @@ async def _probe(
                     report.read_connection(doc, conn)  # notes, channels and holds since
                     if out is not None and listen > 0:
                         report.render_notes(out, shown(_notes(doc)[notes_shown:]))
+                    if inbox is not None:  # RFC-006: each push/render bounded by the Limits
+                        drained = await inbox.drain()
+                        doc["inbox"] = [
+                            {
+                                "eventId": item.event_id,
+                                "text": report.content_text(item.event.get("modelContent")),
+                            }
+                            for item in drained.items
+                        ]
+                        if out is not None:
+                            report.render_inbox(out, shown(doc["inbox"]))
                     interrupts.armed = False  # closing is bounded: never interrupted
             if conn.server_info is not None and doc["server"] is None:
                 report.read_connection(doc, conn)  # what the handshake learned, for the report
@@ -433,6 +447,12 @@ Examples:
     help="After the handshake, fail when the server sends nothing for this long while a request "
     "waits, naming what is pending (0 or 'inf': never).",
 )
+@click.option(
+    "--coalesce",
+    is_flag=True,
+    help="Keep an event inbox (RFC-006): advertise eventCoalescing, and after listening drain it "
+    "once (push/render for deferred notices) and show what a model would read.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
 def probe(
@@ -447,6 +467,7 @@ def probe(
     require_mcpl: bool,
     inference_reply: str | None,
     stall_timeout: float,
+    coalesce: bool,
     command: tuple[str, ...],
     **options: Any,
 ) -> None:
@@ -480,8 +501,10 @@ def probe(
         if options["config_file"] is not None and server.grant_policy.grants_nothing
     ]
 
+    inbox = EventInbox() if coalesce else None
+
     def connect(recorder: ProbeRecorder) -> ServerConnection:
-        return selection.hosted(handlers=handlers, observer=recorder).open_connection()
+        return selection.hosted(handlers=handlers, observer=recorder, event_inbox=inbox).open_connection()
 
     configure_logging(options["log_level"], json_lines=as_json)
     _warn_no_grant(no_grant, as_json)
@@ -495,6 +518,7 @@ def probe(
         stall_seconds=stall_timeout,
         require_mcpl=require_mcpl,
         limits=next(iter(selection.servers.values())).limits,
+        inbox=inbox,
     )
     owned = own_children(not options["no_subreaper"])
     try:

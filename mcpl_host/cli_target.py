@@ -49,6 +49,7 @@ from mcpl_host.mcpl.endpoint_uri import is_mcpl_uri
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import ConnectionObserver
 from mcpl_host.secrets import redact_command
+from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.stateless import PROTOCOL_CHOICES
 from mcpl_host.transports import process_tree
 from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
@@ -419,11 +420,16 @@ class Selection:
         return server
 
     def hosted(
-        self, *, handlers: HostHandlers | None = None, observer: ConnectionObserver | None = None
+        self,
+        *,
+        handlers: HostHandlers | None = None,
+        observer: ConnectionObserver | None = None,
+        event_inbox: EventInbox | None = None,
     ) -> HostedServer:
-        """A ``HostedServer`` of the one server selected. Its configuration was checked by
-        ``select_servers``, so this does not raise."""
-        return HostedServer(self.only, handlers=handlers, observer=observer)
+        """A ``HostedServer`` of the one server selected (``event_inbox``: RFC-006, see
+        ``HostedServer``). Its configuration was checked by ``select_servers``, so this does
+        not raise."""
+        return HostedServer(self.only, handlers=handlers, observer=observer, event_inbox=event_inbox)
 
 
 def load_config_or_exit(ctx: click.Context, path: str) -> HostConfig:

@@ -86,6 +86,7 @@ from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.tool_lifecycle import CallFacts, ToolLifecyclePolicy, call_id_for
 from mcpl_host.secrets import Redactor
 from mcpl_host.server_connection import ServerConnection
+from mcpl_host.services.coalescing import Conversation, EventInbox
 from mcpl_host.services.dispatch import LIBRARY_SERVED
 from mcpl_host.services.hooks import BeforeInferenceArgs
 from mcpl_host.services.tool_lifecycle import LifecyclePeer, ReportedToolCall
@@ -418,6 +419,10 @@ class Host:
         push_delivery: ``"wait"`` or ``"refuse"`` (module rules).
         subscribe_all: make the default subscription (``events()``).
         clock, rng: go to every supervisor.
+        event_inbox: an ``EventInbox`` every server shares (RFC-006; ``inbox()``): the host
+            advertises ``eventCoalescing`` and pushes and channel messages wait in it for the
+            application's drain instead of reaching ``subscribe()`` / the handlers; None (the
+            default): off, nothing changes.
     """
 
     def __init__(
@@ -436,7 +441,9 @@ class Host:
         subscribe_all: bool = True,
         clock: Callable[[], float] = anyio.current_time,
         rng: Callable[[], float] = random.random,
+        event_inbox: EventInbox | None = None,
     ) -> None:
+        self._event_inbox = event_inbox
         if push_delivery not in ("wait", "refuse"):
             raise ValueError(f"push_delivery must be 'wait' or 'refuse', not {push_delivery!r}")
         servers = configs.servers if isinstance(configs, HostConfig) else configs
@@ -470,6 +477,7 @@ class Host:
                 observer=_HostObserver(self._observe, delivering=app_handlers is None),
                 client_info=client_info,
                 state_store=state_store_factory(name) if state_store_factory is not None else None,
+                event_inbox=event_inbox,
             )
             self._hosted[name] = hosted
             self._connected[name] = anyio.Event()
@@ -551,6 +559,15 @@ class Host:
                 "this Host has no default subscription (subscribe_all=False); use subscribe()"
             )
         return self._default
+
+    def inbox(self, conversation: str = "main") -> Conversation:
+        """The event inbox of ``conversation`` (RFC-006; the ``EventInbox`` given as
+        ``event_inbox``): ``await host.inbox("c").drain()`` once per model request gives
+        what that conversation's model sees next. Raises ``RuntimeError`` when the host was
+        made without one."""
+        if self._event_inbox is None:
+            raise RuntimeError("this Host has no event inbox (Host(..., event_inbox=EventInbox()))")
+        return self._event_inbox.conversation(conversation)
 
     def subscribe(
         self, *, servers: Iterable[str] | None = None, kinds: Iterable[EventKind] | None = None

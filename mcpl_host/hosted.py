@@ -63,6 +63,7 @@ from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
+from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.services.input_streams import InputClock, SystemInputClock
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
@@ -90,6 +91,9 @@ class ServerRuntime(TypedDict, total=False):
       "Lifecycle"; default: ``ClientInfo()``).
     - ``input_clock``: the clocks input-stream leases run on (RFC-009 §4.1, §8;
       ``services.input_streams.InputClock``; default: the system's).
+    - ``event_inbox``: an ``EventInbox`` (``services.coalescing``; RFC-006): the host
+      advertises ``eventCoalescing`` and coalesced events wait there; None (the default):
+      not advertised, and ``coalesce`` members are ignored as before.
     """
 
     handlers: HostHandlers | None
@@ -97,6 +101,7 @@ class ServerRuntime(TypedDict, total=False):
     observer: ConnectionObserver | None
     state_store: StateStore | None
     client_info: ClientInfo | None
+    event_inbox: EventInbox | None
 
 
 class HostedServer:
@@ -138,6 +143,7 @@ class HostedServer:
             state_store if state_store is not None else FeatureSetStateStore(self._limits)
         )
         self._describe = config.describe
+        self._event_inbox = runtime.get("event_inbox")
         self._event_dedupe = EventDeduplicator(
             max_entries=self._limits.max_remembered_event_ids, ttl_seconds=self._limits.event_id_ttl_seconds
         )
@@ -235,6 +241,17 @@ class HostedServer:
     def reference_binding(self) -> AuthBinding:
         """The authentication context of this server's connections (MCPL §19.6.1)."""
         return self._reference_binding
+
+    @property
+    def event_inbox(self) -> EventInbox | None:
+        """The application's event inbox (RFC-006), or None: coalescing is off."""
+        return self._event_inbox
+
+    @property
+    def binding(self) -> str:
+        """The coalescing binding identity (RFC-006 §3.2): the server's name and where it is
+        (``describe``), so a name reassigned to another server is another binding."""
+        return f"{self._name}\x00{self._describe}"
 
     @property
     def event_dedupe(self) -> EventDeduplicator:
@@ -379,11 +396,14 @@ class HostedServer:
     def advertisement(self) -> JSONObject:
         """The host's ``experimental.mcpl`` for this server: only what the handlers serve
         (``handshake.host_advertisement``)."""
-        return host_advertisement(
+        advertisement = host_advertisement(
             inference_request=serves_inference(self.handlers),
             model_info=serves_model_info(self.handlers),
             input_streams=self._input_streams is not None,
         )
+        if self._event_inbox is not None:  # RFC-006 §10: a top-level member
+            advertisement["eventCoalescing"] = self._event_inbox.advertisement()
+        return advertisement
 
     def client_features(self) -> ClientFeatures:
         """The client features the handlers serve now (``handlers.client_features``)."""

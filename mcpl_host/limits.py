@@ -294,6 +294,12 @@ DEFAULT_REFERENCE_LABEL_CHARS = 120
 DEFAULT_MAX_REFERENCE_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_REFERENCE_REDIRECTS = 3
 DEFAULT_REFERENCE_FETCH_TIMEOUT_SECONDS = 60.0
+#: Seconds the host waits for a server's ``push/render`` answer (RFC-006 §5.3: 5 s
+#: RECOMMENDED, as ``context/beforeInference``); past it the batch's fallback is shown.
+DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS = 5.0
+#: Failed ``push/render`` answers (an error, a malformed result, none in time) logged per
+#: connection before one "more go unlogged" line.
+DEFAULT_RENDER_FAILURES_LOGGED = 10
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -403,6 +409,8 @@ class Limits:
     input_stream_max_seconds: float = DEFAULT_INPUT_STREAM_MAX_SECONDS
     max_input_streams: int = DEFAULT_MAX_INPUT_STREAMS
     max_input_message_keys: int = DEFAULT_MAX_INPUT_MESSAGE_KEYS
+    push_render_timeout_seconds: float = DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS
+    render_failures_logged: int = DEFAULT_RENDER_FAILURES_LOGGED
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

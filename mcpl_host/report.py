@@ -689,6 +689,25 @@ def _channel_row(channel: Mapping[str, object]) -> list[Text]:
     return [Text(safe_text(channel.get("id")), style="bold"), _text(channel.get("direction")), Text(shown)]
 
 
+def content_text(content: object) -> str:
+    """The text blocks of a model-visible content list, joined by spaces (others left out)."""
+    blocks = cast(list[object], content) if isinstance(content, list) else []
+    return " ".join(
+        str(b.get("text", "")) for b in (_obj(block) for block in blocks) if b.get("type") == "text"
+    )
+
+
+def render_inbox(console: Console, items: Sequence[object]) -> None:
+    """What the event inbox gave a model at the end (``probe --coalesce``; RFC-006): one line
+    per occurrence, its eventId and text."""
+    console.print(Text(f"Event inbox, drained once ({len(items)} item(s) a model would read)", style="bold"))
+    for item in (_obj(i) for i in items):
+        line = (
+            f"{safe_text(item.get('eventId'), max_chars=200)}: {safe_text(item.get('text'), max_chars=1000)}"
+        )
+        console.print(Padding(Text(line), (0, 0, 0, 2)))
+
+
 def render_notes(console: Console, notes: Sequence[object]) -> None:
     """Compatibility notes that came after the report (while listening)."""
     if notes:
@@ -751,7 +770,10 @@ def print_event_line(console: Console, head: Text, rest: Text) -> None:
 def _answered(answer: object) -> tuple[str, str]:
     """How an answer reads: accepted or not, items accepted, or answered."""
     if is_object(answer) and isinstance(answer.get("accepted"), bool):
-        return ("  → accepted", "green") if answer["accepted"] else ("  → not accepted", "yellow")
+        coalesce = answer.get("coalesce")  # RFC-006 §7: what the host did with a coalesced event
+        outcome = coalesce.get("outcome") if is_object(coalesce) else None
+        shown = f" ({safe_text(outcome, max_chars=20)})" if isinstance(outcome, str) else ""
+        return (f"  → accepted{shown}", "green") if answer["accepted"] else ("  → not accepted", "yellow")
     results = _obj(answer).get("results")
     if is_array(results):
         accepted = sum(1 for item in results if is_object(item) and item.get("accepted") is True)

@@ -67,6 +67,7 @@ from mcpl_host.services.channel_calls import (
     PublishSettings,
 )
 from mcpl_host.services.channels import ChannelService
+from mcpl_host.services.coalescing import EventInbox, TransportRoute
 from mcpl_host.services.dispatch import InboundDispatcher
 from mcpl_host.services.hooks import HookCalls
 from mcpl_host.services.inference import InferenceService
@@ -111,6 +112,10 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def state_store(self) -> StateStore: ...
     @property
     def event_dedupe(self) -> EventDeduplicator: ...
+    @property
+    def event_inbox(self) -> EventInbox | None: ...
+    @property
+    def binding(self) -> str: ...
     @property
     def compat_notes(self) -> NoteLedger: ...
     @property
@@ -263,6 +268,20 @@ class ServerConnection:
             transport=self.sequence,
             content_view=view,
         )
+        inbox = hosted.event_inbox
+        lane = None
+        if inbox is not None:  # RFC-006: this transport becomes its binding's render route
+            route = TransportRoute(
+                shell,
+                state,
+                channel_service.registry,
+                channel_service.patterns,
+                view,
+                limits.push_render_timeout_seconds,
+                log=log,
+                failures_logged=limits.render_failures_logged,
+            )
+            lane = channel_service.inbox = inbox.lane(hosted.binding, route)
         self._features = ClientFeatureService(hosted.client_features(), self._reporter, log=log)
         requester = EraRequester(shell, hosted.client_info, self._features.features.capabilities)
         self.mcp = MCPClient(
@@ -303,6 +322,7 @@ class ServerConnection:
                 redactor=redactor,
                 max_tags=limits.max_tags,
                 content_view=view,
+                inbox=lane,
             ),
             inference=InferenceService(hosted.handlers, self._reporter, shell.notify_nowait, log=log),
             channels=channel_service,
@@ -337,6 +357,9 @@ class ServerConnection:
             )
             self.inbound.input_streams = channel_service.input_streams = self.input_streams
             self.policy.on_grant_changed = self.input_streams.reconcile
+        if inbox is not None:
+            binding = hosted.binding
+            self.inbound.rendering = lambda: inbox.rendering(binding)
         self.hooks = HookCalls(
             shell,
             state,

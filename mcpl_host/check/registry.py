@@ -223,6 +223,22 @@ CHECKS: tuple[CheckSpec, ...] = (
         ),
     ),
     _spec(
+        "push.coalesce", "mcpl", "coalesce members of push/event params and channels/incoming messages are well-formed", "RFC-006 §13, §3.1", ["main", "listen"],
+        Compat(
+            "with an event inbox: refuses the push -32602 (data: field, reason) and a channel message coalesce_invalid; without one, coalesce is ignored and the event appended",
+            "not decided by the profile's description (RFC-006 postdates it)",
+            None,
+        ),
+    ),
+    _spec(
+        "push.render.answer", "mcpl", "push/render answers carry content blocks, within the host's bound", "RFC-006 §5.2, §5.3", ["main", "listen"],
+        Compat(
+            "shows the batch's fallback instead (an error, a malformed result or no answer within Limits.push_render_timeout_seconds)",
+            "the same",
+            True,
+        ),
+    ),
+    _spec(
         "inference.params", "mcpl", "inference/request params are valid and name a declared feature set", "MCPL §11.2, §6.5", ["main", "listen"],
         Compat("refuses the request (-32602, -32003 or -32001)", _PARAMS_04, False),
     ),

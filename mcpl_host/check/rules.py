@@ -48,8 +48,10 @@ from mcpl_host.check.registry import CHECKS, CheckResult, CheckSpec, Status
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS
 from mcpl_host.jsonrpc.envelope import is_number
 from mcpl_host.jsonrpc.errors import HandlerError
+from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import Redactor, escape_text
 from mcpl_host.mcpl.admission import INBOUND_GATES
+from mcpl_host.mcpl.coalescing import Lane, coalesce_problem
 from mcpl_host.mcpl.feature_sets import read_feature_sets
 from mcpl_host.mcpl.grants import INJECT_PREFIX, VOCABULARY
 from mcpl_host.mcpl.input_streams import advertises_input_streaming
@@ -1247,6 +1249,81 @@ def push_featureset_declared(main: MainEvidence) -> Verdict:
     return _judge_messages(main, frozenset({"push/event"}), judge, "no push/event was seen")
 
 
+def _coalesced_items(message: WireMessage) -> list[Mapping[str, Any]]:
+    """The params of a ``push/event``, or the messages of a ``channels/incoming``, that carry
+    ``coalesce`` (RFC-006 §13)."""
+    params = as_object(message.params) if message.message is not None else None
+    if params is None:
+        return []
+    if message.method == "push/event":
+        items: list[Mapping[str, Any]] = [params]
+    else:
+        messages: object = params.get("messages")
+        listed = cast(list[object], messages) if isinstance(messages, list) else []
+        items = [cast(Mapping[str, Any], m) for m in listed if is_object(m)]
+    return [item for item in items if "coalesce" in item]
+
+
+def _coalesce_problems(message: WireMessage) -> list[str]:
+    """RFC-006 §13 problems of the ``coalesce`` members of one ``push/event`` or
+    ``channels/incoming`` (``mcpl.coalescing.coalesce_problem``, the host's own rule)."""
+    lane: Lane = "push" if message.method == "push/event" else "channel"
+    problems: list[str] = []
+    for item in _coalesced_items(message):
+        problem = coalesce_problem(item, lane=lane, deferred_ok=True, channel_scoped_ok=True)
+        if problem is not None:
+            problems.append(f"{message.method}: {problem[0]} {problem[1]}")
+    return problems
+
+
+@_given(_mcpl)
+def push_coalesce(main: MainEvidence) -> Verdict:
+    methods = frozenset({"push/event", "channels/incoming"})
+    if not any(_coalesced_items(m) for m in main.transcript.server_messages_of(methods)):
+        return _skipped("no push/event or channels/incoming carrying coalesce was seen")
+    return _judge_messages(main, methods, _coalesce_problems, "no push/event was seen")
+
+
+def _render_problems(answer: WireMessage | None) -> str | None:
+    """What is wrong with one ``push/render`` answer (RFC-006 §5.2), or None."""
+    if answer is None:
+        return "no answer within the host's bound (RFC-006 §5.3: the fallback is shown)"
+    if answer.has_error:
+        error = as_object(answer.error) or {}
+        return f"an error answer ({error.get('code')}): the fallback is shown"
+    result = as_object(answer.result)
+    content: object = result.get("content") if result is not None else None
+    if not isinstance(content, list):
+        return "result.content is not an array of content blocks"
+    for index, block in enumerate(cast(list[object], content)):
+        if not (is_object(block) and isinstance(block.get("type"), str)):
+            return f"result.content[{index}] is not a content block"
+    timestamp = result.get("timestamp") if result is not None else None
+    if timestamp is not None and not isinstance(timestamp, str):
+        return "result.timestamp is not a string"
+    return None
+
+
+@_given(_mcpl)
+def push_render_answer(main: MainEvidence) -> Verdict:
+    sent = main.transcript.sent_requests("push/render")
+    if not sent:
+        return _skipped(
+            "the host sent no push/render (no deferred notice was pending after the listen window)"
+        )
+    problems: list[str] = []
+    evidence: list[Any] = []
+    for request in sent:
+        answer = main.transcript.answer_to(request)
+        problem = _render_problems(answer)
+        if problem is not None:
+            problems.append(problem)
+            evidence.append(_shown(answer if answer is not None else request))
+    if problems:
+        return _failed("; ".join(dict.fromkeys(problems)), evidence)
+    return _passed(f"{_plural(len(sent), 'push/render')} answered with content blocks")
+
+
 def _declared_then(main: MainEvidence, params: Mapping[str, object], problems: list[str]) -> list[str]:
     """The feature-set problem of ``params`` (if any), then ``problems``."""
     problem = _feature_set_problem(main, params, ready=False)
@@ -1552,6 +1629,8 @@ RULES: dict[str, _Rule] = {
     "mcpl.reduction.respected": mcpl_reduction_respected,
     "push.params": push_params,
     "push.featureset-declared": push_featureset_declared,
+    "push.coalesce": push_coalesce,
+    "push.render.answer": push_render_answer,
     "inference.params": inference_params,
     "channels.register.shape": channels_register_shape,
     "channels.register.itemized": channels_register_itemized,

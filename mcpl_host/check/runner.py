@@ -17,7 +17,9 @@ Rules of this module:
 - **Steps** (``registry.Step``) run only when a selected check needs them, in this order in
   the main session: handshake and initial policy; ``listen`` (MCPL servers: up to
   ``listen_seconds``, ended early by the first push/event after the receipt), then a liveness
-  ping after every channels/register answered itemized; ``reduction`` (revoke
+  ping after every channels/register answered itemized, then one drain of the session's
+  event inbox (RFC-006: the host advertises ``eventCoalescing``, so a pending deferred
+  notice is rendered with ``push/render``, each within ``Limits.push_render_timeout_seconds``); ``reduction`` (revoke
   ``pushEvents``, MCPL §6.7, then listen ``reduction_listen_seconds``); ``lists``; ``calls``;
   ``close`` (stdin closed; the time to the end of stdout is measured, bounded by
   ``Limits.close_grace_seconds``). Then, where the transport may carry MCP 2026-07-28
@@ -87,6 +89,7 @@ from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.stateless import LATEST_STATELESS_VERSION, discover_params
 from mcpl_host.transports.base import Transport, may_carry_stateless
 
@@ -320,6 +323,13 @@ def _validate_outputs(items: list[tuple[str, Any, Any]]) -> dict[str, list[str]]
 # --- the main session -----------------------------------------------------------------------------
 
 
+def _deferred(params: object) -> bool:
+    """A ``push/event``'s params carrying ``coalesce.deferred: true`` (RFC-006 §5.1)."""
+    found = as_object(params)
+    coalesce = as_object(found.get("coalesce")) if found is not None else None
+    return coalesce is not None and coalesce.get("deferred") is True
+
+
 class _LibrarySession:
     """The main session's driver: the server through the library, a ``HostedServer`` and
     its ``ServerConnection``, recorded into ``MainEvidence`` (module rules)."""
@@ -334,7 +344,9 @@ class _LibrarySession:
         self.evidence = MainEvidence(self.transcript)
         self.clock = _clock()
         self.opened: list[RecordingTransport] = []
-        self.hosted = target.hosted(handlers=CheckHandlers())
+        #: RFC-006: the check's host coalesces, so a server may show coalesced events.
+        self.inbox = EventInbox()
+        self.hosted = target.hosted(handlers=CheckHandlers(), event_inbox=self.inbox)
         # Judged as a strict MCPL 0.5 host sees it; each deviation's report says what the 0.4
         # profile would do with it.
         self.hosted.set_compat("strict")
@@ -489,6 +501,21 @@ class _LibrarySession:
         main.listen_seconds = self.clock() - started
         main.listen_window = (first, self.transcript.lines - 1)
         await self._ping_after_registrations()
+        await self._render()
+
+    def _batch_due(self) -> bool:
+        return bool(self.inbox.state.due_batches("main"))
+
+    async def _render(self) -> None:
+        """One drain of the event inbox: each pending deferred batch is rendered (RFC-006
+        §5.2; each ``push/render`` bounded by ``Limits.push_render_timeout_seconds``)."""
+        if self.evidence.dead is not None:
+            return
+        if any(_deferred(m.params) for m in self.transcript.server_messages_of(frozenset({"push/event"}))):
+            # A notice seen on the wire is admitted when its answer goes out: wait for that.
+            await self.waiter.wait_for(self._batch_due, self.options.listen_seconds)
+        if self.inbox.state.due_batches("main"):
+            await self.inbox.drain("main")
 
     async def _ping_after_registrations(self) -> None:
         """One liveness ping after every channels/register the host answered itemized (the

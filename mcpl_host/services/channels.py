@@ -31,7 +31,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from typing_extensions import TypeIs
 
@@ -46,6 +46,9 @@ from mcpl_host.mcpl.publish_target import incoming_thread_problem, publish_targe
 from mcpl_host.mcpl.references import MODEL_CONTENT, ContentView
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, ItemResult
 from mcpl_host.mcpl.tags import read_tags
+
+if TYPE_CHECKING:
+    from mcpl_host.services.coalescing import InboxLane
 
 __all__ = ["ChannelService", "InputStreamKeys"]
 
@@ -88,6 +91,8 @@ class ChannelService:
         content_view: ContentView | None = None,
     ) -> None:
         self._content_view = content_view
+        #: RFC-006: messages carrying ``coalesce`` go to the event inbox (set by the connection).
+        self.inbox: InboxLane | None = None
         self.name = name
         self._transport = transport
         self.registry = ChannelRegistry(max_channels=max_channels, max_descriptor_bytes=max_descriptor_bytes)
@@ -103,6 +108,10 @@ class ChannelService:
         #: RFC-009 (experimental): the connection's input streams, sharing the canonical
         #: message keys with ordinary incoming messages (docs/protocol.md IS7); None when off.
         self.input_streams: InputStreamKeys | None = None
+
+    def patterns(self) -> tuple[str, ...] | None:
+        """The application's channel-id patterns for this server now (§14.5), or None."""
+        return self._patterns()
 
     def _patterns(self) -> tuple[str, ...] | None:
         patterns = self._handlers.channel_policy(self.name)
@@ -176,6 +185,10 @@ class ChannelService:
                 delivered[MODEL_CONTENT] = self._content_view.model_content(
                     message.get("content"), f"message on channel {channel}"
                 )
+            if self.inbox is not None:  # the inbox holds ordinary messages too (EC1)
+                if "coalesce" in message:
+                    return self.inbox.message(message, delivered)
+                return self.inbox.ordinary_message(delivered)
             try:
                 conversation = await self._handlers.channel_message(context, delivered)
             except HandlerError as exc:

@@ -49,7 +49,7 @@ from mcpl_host.handlers import HostHandlers, RequestContext
 from mcpl_host.inbound import BackgroundJob, InboundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import Request, Response
-from mcpl_host.jsonrpc.errors import HandlerError
+from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
@@ -265,10 +265,16 @@ class InboundDispatcher:
             elif verdict == "last":
                 self._log.info("compatibility notes: more go unlogged for this server")
 
+    #: RFC-006 §5.3 (SPEC §10.7): True while a ``push/render`` to this server waits for its
+    #: answer; an ``inference/request`` then is refused ``-32600`` (set by the connection).
+    rendering: Callable[[], bool] | None = None
+
     def _route(self, request: Request) -> InboundJob:
         method, params = request.method, request.params
         if method == "push/event":
             return self._push_job
+        if method == "inference/request" and self.rendering is not None and self.rendering():
+            return _refused_while_rendering
         if method in ("inference/request", "model/info"):
             return self._inference_job
         context = RequestContext(self._name, request.id, method, self._transport)
@@ -349,3 +355,8 @@ class InboundDispatcher:
 
     def on_orphan_response(self, response: Response) -> None:
         self._reporter.orphan_response(response)
+
+
+async def _refused_while_rendering(_: object) -> Any:
+    """RFC-006 §5.3: a server handling ``push/render`` must not issue ``inference/request``."""
+    raise HandlerError(ErrorCode.INVALID_REQUEST, "inference/request refused while push/render is pending")

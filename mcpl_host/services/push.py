@@ -43,6 +43,7 @@ from mcpl_host.mcpl.tags import EventDeduplicator, read_tags
 
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter
+    from mcpl_host.services.coalescing import InboxLane
 
 __all__ = ["PushService", "checked_result", "event_fingerprint"]
 
@@ -122,8 +123,10 @@ class PushService:
         redactor: Redactor,
         max_tags: int = DEFAULT_MAX_TAGS,
         content_view: ContentView | None = None,
+        inbox: InboxLane | None = None,
     ) -> None:
         self._content_view = content_view
+        self._inbox = inbox  # RFC-006: pushes carrying ``coalesce`` go to the event inbox
         self._max_tags = max_tags
         self._handlers = handlers
         self._reporter = reporter
@@ -138,7 +141,20 @@ class PushService:
         """The result of an admitted ``push/event``; raises ``HandlerError``.
 
         The clock (``time.monotonic()``, seconds) is read once, on arrival: an id is
-        remembered for ``Limits.event_id_ttl_seconds`` from the arrival of its event."""
+        remembered for ``Limits.event_id_ttl_seconds`` from the arrival of its event.
+        With an event inbox, a push carrying ``coalesce`` is the inbox's
+        (``services.coalescing.InboxLane.push``: its own receipts, RFC-006 §3.1)."""
+        if self._inbox is not None and "coalesce" in params:
+            event = self._event(params)
+            try:
+                answer = await self._inbox.push(context, params, event)
+            except HandlerError as exc:
+                self._reporter.handled_push(context, params, error=exc.to_error())
+                raise
+            self._reporter.handled_push(
+                context, params, answer=answer, model_content=event.get(MODEL_CONTENT)
+            )
+            return answer
         event_id, dedupe = params["eventId"], self._dedupe
         fingerprint = event_fingerprint(params)
         marker = _InFlight(fingerprint, self._serial)
@@ -165,7 +181,10 @@ class PushService:
         event = self._event(params)
         model_content = event.get(MODEL_CONTENT)
         try:
-            raw = await self._handlers.push_event(context, event)
+            if self._inbox is not None:  # the inbox holds ordinary pushes too (EC1)
+                raw = self._inbox.ordinary(event)
+            else:
+                raw = await self._handlers.push_event(context, event)
             answered = result = self._checked(raw)
         except HandlerError as exc:
             self._reporter.handled_push(context, params, error=exc.to_error(), model_content=model_content)
