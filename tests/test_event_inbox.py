@@ -45,7 +45,8 @@ def _config(limits: Limits = FAST) -> ServerConfig:
 
 
 async def _tool(conn: ServerConnection, name: str, **arguments: Any) -> Any:
-    result = await conn.mcp.call_tool(name, arguments, timeout=20)
+    tool = name if name in ("seen", "notify") else f"co_{name}"  # the part's tools: co_<name>
+    result = await conn.mcp.call_tool(tool, arguments, timeout=20)
     assert not result.is_error, result.text
     return json.loads(result.text)
 

@@ -283,7 +283,8 @@ class Session:
 
     async def tool(self, name: str, server: str | None = None, **arguments: Any) -> Any:
         conn = self.conns[server or self.servers[0]]
-        result = await conn.mcp.call_tool(name, arguments, timeout=20)
+        tool = name if name in ("seen", "notify") else f"co_{name}"  # the part's tools: co_<name>
+        result = await conn.mcp.call_tool(tool, arguments, timeout=20)
         assert not result.is_error, result.text
         return json.loads(result.text)
 
