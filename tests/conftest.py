@@ -129,6 +129,16 @@ def _no_leftover_processes() -> Iterator[None]:
     assert not leftovers, "processes outlived the tests: " + "; ".join(leftovers.values())
 
 
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    """Each test starts from structlog's defaults: a command line run in this process
+    (``CliRunner``) configures logging for itself (``configure_logging``, level warning), and
+    a later test's ``capture_logs()`` would then miss every event under that level."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
 @pytest.fixture
 def rendered_logs() -> Iterator[io.StringIO]:
     """Every log line of the test as the command line renders it (``configure_logging``:
