@@ -187,29 +187,45 @@ def test_the_framework_example_does_what_it_says(runs: Runs) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     # A tool's classes and their source (RFC-008 §5): the server's _meta, or none (unclassed).
-    assert lines[:3] == [
+    assert lines[:5] == [
         "tool echo: classes ['body'] from server",
         "tool add: classes ['shell'] from server",
         "tool now: classes [] from none",
+        "tool note: classes ['notes'] from server",
+        "tool unnote: classes ['notes'] from server",
     ]
-    assert lines[3] == "turn 0: 'hello', system context from ['memory']"
-    assert lines[4] == "turn 1: 'tick 1', system context from ['memory']"
-    assert lines[5] == "turn 2: 'tick 2', system context from ['memory']"
-    # The reference on the last tick reaches the model as the host's stub (MCPL §19), and its
-    # URI, with the signature in its query, reaches no output at all.
-    stub = lines[6]
+    assert lines[5] == "turn 0: 'hello', system context from ['memory']"
+    # One model request per drain of the inbox: the two ticks, in order, in one or two
+    # requests (how many a drain holds depends on when it is made).
+    reply = lines.index("reply in thread 'ticks': delivered")  # echoed (RFC-011 §5)
+    turns = [line for line in lines[6:reply] if line.startswith("turn ")]
+    assert 1 <= len(turns) <= 2 and len(turns) + 1 == reply - 6, lines
+    read = [re.fullmatch(r"turn \d: '(.*)', system context from \['memory'\]", turn) for turn in turns]
+    assert all(read) and " / ".join(m.group(1) for m in read if m) == "tick 1 / tick 2", turns
+    # The reference on the last tick reaches the model as the host's stub (MCPL §19), printed
+    # before the request that reads it; its URI, with the signature in its query, reaches no
+    # output at all.
+    (stub,) = [line for line in lines[6:reply] if not line.startswith("turn ")]
     assert re.fullmatch(
         r'  the model sees: \[reference ref_[0-9a-f]+: name "tick-2\.wav", type audio/wav \(claimed\), '
         r"size 96044 bytes \(claimed\); from push event of demo\.clock\]",
         stub,
     ), stub
+    assert lines[lines.index(stub) + 1] == turns[-1]
     assert "demo.invalid" not in done.stdout and "not-for-models" not in done.stdout
-    # The reply went to the thread the tick came from, and the server echoed it (RFC-011 §5).
-    assert lines[7] == "reply in thread 'ticks': delivered"
-    assert lines[8:] == [
+    # RFC-006: a note retracted while unread is gone; read, its retraction is a notice.
+    assert lines[reply + 1 :] == [
+        "note 1: first",
+        "unnote 1: retracted",
+        "note 2: first",
+        "read: ['Note 2: call Ada']",
+        "unnote 2: noted",
+        "read: ['Note 2 was deleted.']",
         "pushEvents in force: False",
-        "2 + 3 = 5",
-        "closed: {'clock': 'closed', 'memory': 'closed'}",
+        # RFC-007: the call reported to the watcher, never to the clock itself.
+        "2 + 3 = 5 reported to ['watcher']",
+        "watcher saw: [('clock--add', 'started'), ('clock--add', 'completed')]",
+        "closed: {'clock': 'closed', 'memory': 'closed', 'watcher': 'closed'}",
     ]
 
 
