@@ -77,6 +77,11 @@ async def _open(conn: ServerConnection, stream_id: str, message_id: str) -> dict
         "expiresAt": now + 30_000,
     }
     lease = (await _call(conn, "channels/input/open", params))["result"]
+    return _envelope(stream_id, lease, now)
+
+
+def _envelope(stream_id: str, lease: dict[str, Any], started_at: int) -> dict[str, Any]:
+    """The envelope of alice's stream on the lobby under ``lease`` (RFC-009 §5.1)."""
     return {
         "streamId": stream_id,
         "transportEpoch": lease["transportEpoch"],
@@ -84,7 +89,7 @@ async def _open(conn: ServerConnection, stream_id: str, message_id: str) -> dict
         "channelId": "voice:lobby",
         "senderId": "alice",
         "contentType": "text/plain",
-        "startedAt": now,
+        "startedAt": started_at,
         "expiresAt": lease["expiresAt"],
     }
 
@@ -218,16 +223,7 @@ async def test_provisional_updates_are_events_and_the_final_one_ordinary_message
             )
             lease = opened["result"]
             assert lease["transportEpoch"] == "epoch-1" and lease["mode"] == "volatile"
-            envelope = {
-                "streamId": "u1",
-                "transportEpoch": lease["transportEpoch"],
-                "leaseId": lease["leaseId"],
-                "channelId": "voice:lobby",
-                "senderId": "alice",
-                "contentType": "text/plain",
-                "startedAt": now,
-                "expiresAt": lease["expiresAt"],
-            }
+            envelope = _envelope("u1", lease, now)
             for revision, text in ((1, "turn left"), (2, "turn right")):
                 answer = await _call(
                     conn, "channels/input/update", {**envelope, "revision": revision, "text": text}

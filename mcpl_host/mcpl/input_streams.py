@@ -657,6 +657,12 @@ def _open_problem(params: object) -> str | None:
         return "sender.id must be an identifier"
     if "name" in sender and not _identifier(sender["name"]):
         return f"sender.name must be 1 to {_MAX_ID} Unicode scalar values"
+    return _content_and_times_problem(params)
+
+
+def _content_and_times_problem(params: Mapping[str, Any]) -> str | None:
+    """The ``contentType``, ``startedAt`` and ``expiresAt`` every input request carries
+    (RFC-009 §4.1, §5.1), or None."""
     if params.get("contentType") != "text/plain":
         return "contentType must be text/plain"
     for key in ("startedAt", "expiresAt"):
@@ -676,11 +682,9 @@ def _envelope_problem(method: str, params: object) -> str | None:
     for key in ("streamId", "transportEpoch", "leaseId", "channelId", "senderId"):
         if not _identifier(params.get(key)):
             return f"{key} must be an identifier"
-    if params.get("contentType") != "text/plain":
-        return "contentType must be text/plain"
-    for key in ("startedAt", "expiresAt"):
-        if not _time(params.get(key)):
-            return f"{key} must be an integer of milliseconds from 0 to {_MAX_TIME}"
+    problem = _content_and_times_problem(params)
+    if problem is not None:
+        return problem
     if not _revision(params.get("revision")):
         return "revision must be a positive safe integer"
     if extra == "text" and not _scalars(params.get("text")):

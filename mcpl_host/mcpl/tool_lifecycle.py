@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcpl_host.json_size import json_size
+from mcpl_host.jsonrpc.envelope import json_kind
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, LocalProtocolError
 from mcpl_host.jsonrpc.values import JSONObject, is_array, is_mapping
 from mcpl_host.tool_classes import TOOL_CLASSES, InputsNarrowing, inputs_admitted, tool_pattern_matches
@@ -145,21 +146,9 @@ def _names(keys: list[Any]) -> str:
     return ", ".join(repr(k[:40]) for k in listed[:5]) + (", ..." if len(listed) > 5 else "")
 
 
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if is_array(value) else "an object" if is_mapping(value) else "not JSON"
-
-
 def _pattern_problem(value: object, where: str) -> str | None:
     if not isinstance(value, str):
-        return f"{where} must be a string, not {_kind(value)}"
+        return f"{where} must be a string, not {json_kind(value)}"
     if len(value) > MAX_PATTERN_CHARS:
         return f"{where} is longer than {MAX_PATTERN_CHARS} characters"
     return None
@@ -168,7 +157,7 @@ def _pattern_problem(value: object, where: str) -> str | None:
 def _parse_rule(index: int, value: object, max_paths: int) -> Rule | list[str] | HandlerError:
     at = f"rules[{index}]"
     if not is_mapping(value):
-        return [f"{at} must be an object, not {_kind(value)}"]
+        return [f"{at} must be an object, not {json_kind(value)}"]
     problems: list[str] = []
     unknown = [k for k in value if k not in _RULE_KEYS]
     if unknown:
@@ -179,7 +168,7 @@ def _parse_rule(index: int, value: object, max_paths: int) -> Rule | list[str] |
     match = value.get("match")
     if "match" in value:
         if not is_mapping(match):
-            problems.append(f"{at}.match must be an object, not {_kind(match)}")
+            problems.append(f"{at}.match must be an object, not {json_kind(match)}")
         else:
             bad = [k for k in match if k not in (*_MATCH_KEYS, "class")]
             if bad:
@@ -199,7 +188,7 @@ def _parse_rule(index: int, value: object, max_paths: int) -> Rule | list[str] |
                     fields["tool_class"] = tool_class
     if "report" in value:
         if not isinstance(value["report"], bool):
-            problems.append(f"{at}.report must be a boolean, not {_kind(value['report'])}")
+            problems.append(f"{at}.report must be a boolean, not {json_kind(value['report'])}")
         else:
             fields["report"] = value["report"]
     if "input" in value:
@@ -219,7 +208,9 @@ def _parse_rule(index: int, value: object, max_paths: int) -> Rule | list[str] |
                     paths.append(path)
             fields["input"] = tuple(paths)
         else:
-            problems.append(f"{at}.input must be a boolean or an array of field paths, not {_kind(wanted)}")
+            problems.append(
+                f"{at}.input must be a boolean or an array of field paths, not {json_kind(wanted)}"
+            )
     return problems if problems else Rule(**fields)
 
 
@@ -229,18 +220,18 @@ def parse_observe(params: object, *, max_rules: int, max_paths: int) -> ObserveR
     limit; ``data.problems`` otherwise). ``params`` is the JSON value as received (None for
     null or omitted: refused, docs/protocol.md TL3). Pure; never raises."""
     if not is_mapping(params):
-        return _invalid([f"params must be an object, not {_kind(params)}"])
+        return _invalid([f"params must be an object, not {json_kind(params)}"])
     problems: list[str] = []
     unknown = [k for k in params if k not in ("rules", "_meta")]
     if unknown:
         problems.append(f"params has members RFC-007 §6.1 does not define: {_names(unknown)}")
     if "_meta" in params and not is_mapping(params["_meta"]):
-        problems.append(f"_meta must be an object, not {_kind(params['_meta'])}")
+        problems.append(f"_meta must be an object, not {json_kind(params['_meta'])}")
     rules = params.get("rules")
     parsed: list[Rule] = []
     if rules is not None:
         if not is_array(rules):
-            problems.append(f"rules must be an array or null, not {_kind(rules)}")
+            problems.append(f"rules must be an array or null, not {json_kind(rules)}")
         elif len(rules) > max_rules:
             return _over_limit("rules", max_rules)
         else:
