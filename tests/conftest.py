@@ -36,6 +36,8 @@ from structlog.testing import capture_logs
 
 from mcpl_host.logging import configure_logging
 
+from . import forkserver
+
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 #: Marks every process this test session starts (``MCPL_HOST_TREE`` lineage).
 SESSION_MARKER = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
@@ -122,6 +124,7 @@ def _no_leftover_processes() -> Iterator[None]:
         yield
     finally:
         anyio.open_process = real_open_process  # type: ignore[assignment]
+    forkserver.SERVER.close()  # the fork server ends with the tests that use it
     leftovers = _leftovers(os.getpid(), groups)
     for pid in leftovers:  # do not leave them running after reporting them
         with contextlib.suppress(OSError):

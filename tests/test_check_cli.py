@@ -29,6 +29,7 @@ import pytest
 from mcpl_host.check.registry import CHECKS
 from mcpl_host.check.schemas import report_schema
 
+from . import forkserver
 from .conftest import FIXTURES
 from .wire import bridge_url
 
@@ -493,7 +494,7 @@ def test_terminal_summary_shows_failures_first_and_counts(tmp_path: Path) -> Non
 
 
 def test_list_names_every_check() -> None:
-    done = subprocess.run([*CLI, "--list"], capture_output=True, text=True, timeout=30)
+    done = forkserver.run([*CLI, "--list"], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0
     assert [line.split()[0] for line in done.stdout.splitlines()] == [spec.id for spec in CHECKS]
 

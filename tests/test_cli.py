@@ -1,5 +1,7 @@
-"""``mcpl-host probe`` end to end: the real console entry point as a child process, against
-the bundled demo server and the scripted fixture server (``fixtures/scripted_server.py``).
+"""``mcpl-host probe`` end to end: the CLI as a child process (forked from one that has
+imported it, tests/forkserver.py; the console script itself in
+``test_console_script_is_installed``), against the bundled demo server and the
+scripted fixture server (``fixtures/scripted_server.py``).
 
 No mocks and no sleeps: a test that must act mid-run (Ctrl-C) waits for a line of the
 CLI's output. Every child gets a generous timeout so a hang fails instead of blocking.
@@ -20,11 +22,12 @@ from typing import Any
 
 import pytest
 
+from . import forkserver
 from .conftest import FIXTURES
 
 TIMEOUT = 60  # seconds for any one CLI run
 SECRET = "supersecretvalue"
-CLI = [sys.executable, "-m", "mcpl_host.cli"]
+CLI = forkserver.CLI
 
 
 def _demo_module() -> Any:
@@ -36,7 +39,7 @@ def _demo_module() -> Any:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=TIMEOUT)
+    return forkserver.run([*CLI, *args], capture_output=True, text=True, timeout=TIMEOUT)
 
 
 def probe_json(*args: str, status: int = 0) -> tuple[dict[str, Any], str]:
@@ -372,7 +375,7 @@ def test_bidi_and_invisible_characters_are_escaped_alike_in_log_lines_and_the_re
         {"wait_for": {"method": "tools/list"}},
         {"reply": {"tools": [{"name": name, "description": f'say "{name}"', "inputSchema": {}}]}},
     ]
-    done = subprocess.run(
+    done = forkserver.run(
         [*CLI, "probe", "--stderr-level", "warning", *scripted(tmp_path, steps)],
         capture_output=True,
         text=True,

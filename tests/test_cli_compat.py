@@ -22,6 +22,7 @@ from typing import Any
 import anyio
 import pytest
 
+from . import forkserver
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, Running, probe_json, run_cli, scripted
 from .test_cli_run import interrupt, wait_for_all, write_config
@@ -132,7 +133,7 @@ def test_feature_sets_disabled_say_why_in_both_shapes() -> None:
 
 
 def test_shape3_in_strict_fails_within_15_s_with_the_one_sentence_explanation() -> None:
-    done = subprocess.run(
+    done = forkserver.run(
         [*CLI, "probe", "--json", *shape("shape3")], capture_output=True, text=True, timeout=15
     )
     assert done.returncode == 1, done.stderr
@@ -166,7 +167,7 @@ async def _shape3_with_the_04_profile(transport: str) -> None:
 
     async def probe(*target: str) -> dict[str, Any]:
         with anyio.fail_after(TIMEOUT):
-            done = await anyio.run_process([*CLI, "probe", "--json", "--compat", "0.4", *target], check=False)
+            done = await forkserver.run_async([*CLI, "probe", "--json", "--compat", "0.4", *target])
         assert done.returncode == 0, done.stderr.decode()
         return json.loads(done.stdout)
 

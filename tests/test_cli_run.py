@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
+from . import forkserver
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, Running, run_cli
 from .test_supervisor import processes_with
@@ -231,7 +231,7 @@ def test_probe_target_usage_errors_exit_2(args: list[str], message: str) -> None
 
 
 def test_probe_ignores_a_token_in_the_environment_without_ws() -> None:
-    done = subprocess.run(
+    done = forkserver.run(
         [*CLI, "probe", "--json"],
         capture_output=True,
         text=True,
@@ -256,7 +256,7 @@ async def test_probe_ws_with_a_token_never_shows_it(token_in: str) -> None:
                 check=False,
                 env={**os.environ, "MCPL_HOST_TOKEN": SECRET},
             )
-            refused = await anyio.run_process([*CLI, "probe", "--json", "--ws", url], check=False)
+            refused = await forkserver.run_async([*CLI, "probe", "--json", "--ws", url])
     out, err = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 0, err
     doc = json.loads(out)

@@ -39,6 +39,7 @@ from mcpl_host.client_features import (
     SamplingResult,
 )
 
+from . import forkserver
 from .conftest import FIXTURES
 from .wire import port_server, stop_server_process
 
@@ -275,17 +276,17 @@ def test_probe_reports_the_era_of_a_stateless_http_server(tmp_path: Path) -> Non
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline().split()[1])
-        cli = [sys.executable, "-m", "mcpl_host.cli", "probe"]
+        cli = [*forkserver.CLI, "probe"]
         url = f"http://127.0.0.1:{port}/mcp"
-        done = subprocess.run([*cli, "--json", "--url", url], capture_output=True, text=True, timeout=TIMEOUT)
+        done = forkserver.run([*cli, "--json", "--url", url], capture_output=True, text=True, timeout=TIMEOUT)
         assert done.returncode == 0, done.stderr
         doc = json.loads(done.stdout)
         assert doc["era"] == "stateless" and doc["protocolVersion"] == "2026-07-28"
         assert doc["supportedVersions"] == ["2026-07-28"] and doc["server"]["name"] == "sdk-features-fixture"
         assert {tool["name"] for tool in doc["tools"]} == {"add", "ask_client", "grow", "touch"}
-        text = subprocess.run([*cli, "--url", url], capture_output=True, text=True, timeout=TIMEOUT)
+        text = forkserver.run([*cli, "--url", url], capture_output=True, text=True, timeout=TIMEOUT)
         assert text.returncode == 0 and "2026-07-28 (stateless: server/discover)" in text.stdout
-        legacy = subprocess.run(
+        legacy = forkserver.run(
             [*cli, "--json", "--protocol", "handshake", "--url", url],
             capture_output=True,
             text=True,

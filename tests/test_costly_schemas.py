@@ -28,6 +28,7 @@ from mcpl_host.coerce import allowed_types
 from mcpl_host.host import Host
 from mcpl_host.output_schema import inline_check
 
+from . import forkserver
 from .conftest import FIXTURES
 from .test_check_cli import _bridge  # pyright: ignore[reportPrivateUsage]
 from .test_cli import CLI, Running, scripted
@@ -84,7 +85,7 @@ def test_call_with_a_doubling_output_schema_ends_within_the_bound(tmp_path: Path
         else:
             target = ["--url", stack.enter_context(_bridge("http_bridge.py", server[1:], "http")) + "mcp"]
         try:
-            done = subprocess.run(
+            done = forkserver.run(
                 [*CLI, "call", "t", *target], capture_output=True, text=True, timeout=HANG_SECONDS
             )
         except subprocess.TimeoutExpired:
@@ -146,7 +147,7 @@ def test_the_shell_checks_a_doubling_input_schema_within_the_bound(tmp_path: Pat
     ]
     server = scripted(tmp_path, steps)
     try:
-        done = subprocess.run(
+        done = forkserver.run(
             [*CLI, "shell", *server],
             input="call t a=1\n",
             capture_output=True,

@@ -31,6 +31,7 @@ from mcpl_host.events import LIFECYCLE_KINDS
 from mcpl_host.hosted import HostedServer
 from mcpl_host.stateless import probe_skipped
 
+from . import forkserver
 from .conftest import FIXTURES
 from .wire import port_line, stop_server_process
 
@@ -57,7 +58,7 @@ def methods_by_process(log: Path) -> list[list[str | None]]:
 
 def probe_cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "240"}  # the era line on one line of the panel
-    return subprocess.run([*CLI, "probe", *args], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    return forkserver.run([*CLI, "probe", *args], capture_output=True, text=True, timeout=TIMEOUT, env=env)
 
 
 # --- pure rules ------------------------------------------------------------------------------
@@ -292,7 +293,7 @@ async def test_probe_and_host_over_http_fall_back_and_come_back_after_a_session_
     log = tmp_path / "methods.jsonl"
     with anyio.fail_after(TIMEOUT):
         async with bridge(answer, log) as url:
-            done = await anyio.run_process([*CLI, "probe", "--json", "--url", url], check=False)
+            done = await forkserver.run_async([*CLI, "probe", "--json", "--url", url])
             assert done.returncode == 0, done.stderr.decode()
             doc = json.loads(done.stdout)
             assert doc["era"] == "handshake" and doc["eraProbe"]["fallback"] == "initialize"

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from typing import Any
+
+from . import forkserver
 
 TIMEOUT = 60
 DEMO = ["--env", "DEMO_COALESCING=1", "--env", "DEMO_PUSH_COUNT=1"]
 
 
 def _run(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcpl_host.cli", *args], capture_output=True, text=True, timeout=TIMEOUT
-    )
+    done = forkserver.run([*forkserver.CLI, *args], capture_output=True, text=True, timeout=TIMEOUT)
     assert "Traceback" not in done.stderr, done.stderr
     doc: dict[str, Any] = json.loads(done.stdout)
     return doc
@@ -62,8 +60,8 @@ def test_check_judges_coalesce_members_and_render_answers() -> None:
 
 
 def test_probe_coalesce_on_a_terminal_shows_outcomes_and_the_inbox() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mcpl_host.cli", "probe", "--coalesce", *DEMO, "--listen", "2"],
+    done = forkserver.run(
+        [*forkserver.CLI, "probe", "--coalesce", *DEMO, "--listen", "2"],
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

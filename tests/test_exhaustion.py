@@ -18,6 +18,7 @@ import pytest
 from mcpl_host import GrantPolicy, Limits, RequestContext
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateProblem
 
+from . import forkserver
 from .wire import FAST, FIXTURES, Script, TestHandlers, mcpl_handshake, mcpl_result, server_request
 
 pytestmark = pytest.mark.anyio
@@ -387,15 +388,14 @@ async def test_a_list_that_pages_forever_fails_naming_the_bound(
 
 
 def test_the_probe_reports_a_list_over_its_bound_as_a_failure(tmp_path: Path) -> None:
-    import subprocess
     import sys
 
     steps = [*PLAIN, *pages("tools/list", "tools", LISTS[0][3], 101), {"hang": True}]
     script = tmp_path / "pager.json"
     script.write_text(json.dumps(steps))
     command = [sys.executable, str(FIXTURES / "scripted_server.py"), str(script), str(tmp_path / "rec.jsonl")]
-    done = subprocess.run(
-        [sys.executable, "-m", "mcpl_host.cli", "probe", "--json", "--", *command],
+    done = forkserver.run(
+        [*forkserver.CLI, "probe", "--json", "--", *command],
         capture_output=True,
         text=True,
         timeout=60,

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from . import forkserver
 from .test_cli import CLI, TIMEOUT, run_cli, scripted
 
 HANG_SECONDS = 20
@@ -124,7 +125,7 @@ def test_an_output_schema_whose_dialect_is_not_a_string_is_a_clear_error(tmp_pat
         "outputSchema": {"$schema": 5, "type": "object"},
     }
     result: dict[str, Any] = {"content": [], "structuredContent": {}}
-    done = subprocess.run(
+    done = forkserver.run(
         [*CLI, "call", "t", *tool_server(tmp_path, tool, result)],
         capture_output=True,
         text=True,

@@ -21,6 +21,7 @@ from mcpl_host import limits
 from mcpl_host.config import load_config
 from mcpl_host.json_size import json_size
 
+from . import forkserver
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT
 
@@ -70,7 +71,7 @@ def test_channel_registrations_of_20000_channels_are_recorded_within_bytes() -> 
 
 
 def test_the_terminal_report_says_what_the_record_left_out() -> None:
-    done = subprocess.run(
+    done = forkserver.run(
         [*CLI, "probe", "--listen", "inf", "--", PY, HOSTILE, "channels-wide", "2", "exit"],
         capture_output=True,
         text=True,
@@ -184,7 +185,7 @@ def _bridged(program: str, scheme: str, count: int) -> tuple[subprocess.Popen[st
 def test_the_record_is_bounded_over_websocket(program: str, option: str, scheme: str, path: str) -> None:
     bridge, url = _bridged(program, scheme, 3)
     try:
-        done = subprocess.run(
+        done = forkserver.run(
             [*CLI, "probe", "--json", "--listen", "inf", option, url + path],
             capture_output=True,
             timeout=TIMEOUT,

@@ -26,6 +26,7 @@ import pytest
 from mcpl_host import GrantPolicy, InitializeError, Limits, ServerConfig, connect
 from mcpl_host.mcpl.policy_state import MCPLState
 
+from . import forkserver
 from .conftest import FIXTURES
 from .wire import MCPL_RESULT, SCRIPTED, Script, port_line, stop_server_process
 
@@ -129,7 +130,7 @@ def test_probe_blames_notifications_initialized_not_tools_list() -> None:
     try:
         assert process.stdout is not None
         port = int(process.stdout.readline().split()[1])
-        done = subprocess.run(
+        done = forkserver.run(
             [*CLI, "probe", "--timeout", "3", "--url", f"http://127.0.0.1:{port}/mcp"],
             capture_output=True,
             text=True,

@@ -54,7 +54,7 @@ from mcpl_host.transports.http_params import (
 )
 from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
 
-from . import wire
+from . import forkserver, wire
 from .conftest import FIXTURES
 from .test_client_features_real import everything_over_http
 from .wire import SCRIPTED, Script, port_server
@@ -648,7 +648,7 @@ async def test_a_config_entry_of_type_http_connects(tmp_path: Path) -> None:
 def test_probe_url_prints_the_report_and_fails_clearly(tmp_path: Path) -> None:
     import subprocess
 
-    cli = [sys.executable, "-m", "mcpl_host.cli"]
+    cli = forkserver.CLI
     process = subprocess.Popen(
         [sys.executable, str(BRIDGE), "--", *DEMO], stdin=PIPE, stdout=PIPE, start_new_session=True
     )
@@ -656,7 +656,7 @@ def test_probe_url_prints_the_report_and_fails_clearly(tmp_path: Path) -> None:
         assert process.stdout is not None
         port = int(process.stdout.readline().split()[1])
         url = f"http://127.0.0.1:{port}/mcp"
-        done = subprocess.run(
+        done = forkserver.run(
             [*cli, "probe", "--json", "--url", url, "--header", f"X-Key={SECRET}"],
             capture_output=True,
             text=True,
@@ -666,7 +666,7 @@ def test_probe_url_prints_the_report_and_fails_clearly(tmp_path: Path) -> None:
         doc = json.loads(done.stdout)
         assert doc["ok"] and doc["url"] == url and doc["server"]["name"] == "mcpl-demo"
         assert {tool["name"] for tool in doc["tools"]} >= {"add"}
-        text = subprocess.run([*cli, "probe", "--url", url], capture_output=True, text=True, timeout=TIMEOUT)
+        text = forkserver.run([*cli, "probe", "--url", url], capture_output=True, text=True, timeout=TIMEOUT)
         assert text.returncode == 0 and "mcpl-demo" in text.stdout
         assert SECRET not in done.stdout + done.stderr
     finally:
@@ -675,7 +675,7 @@ def test_probe_url_prints_the_report_and_fails_clearly(tmp_path: Path) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         free = sock.getsockname()[1]
-    failed = subprocess.run(
+    failed = forkserver.run(
         [*cli, "probe", "--url", f"http://127.0.0.1:{free}/mcp", "--token", SECRET],
         capture_output=True,
         text=True,

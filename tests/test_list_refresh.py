@@ -9,7 +9,6 @@ gets and the version of the list it answered.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,6 +21,7 @@ import pytest
 from mcpl_host import ServerConfig, ServerConnection, connect
 from mcpl_host.coalesce import Coalesce
 
+from . import forkserver
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT
 from .test_http_transport import bridge as http_bridge
@@ -111,7 +111,7 @@ async def test_a_burst_of_list_changed_costs_at_most_two_listings_and_keeps_the_
 
 def test_the_shell_refreshes_its_catalog_once_per_burst(tmp_path: Path) -> None:
     record = tmp_path / "lists.jsonl"
-    done = subprocess.run(
+    done = forkserver.run(
         [*CLI, "shell", "--", sys.executable, SERVER, str(record)],
         input=f"call burst n={BURST}\ncall burst n=1\n",
         capture_output=True,

@@ -24,6 +24,7 @@ from mcpl_host import report
 from mcpl_host.jsonrpc.framing import loads_line
 from mcpl_host.logging import get_logger
 
+from . import forkserver
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT
 
@@ -35,7 +36,7 @@ RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
 
 
 def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([*CLI, *args], capture_output=True, timeout=TIMEOUT)
+    return forkserver.run([*CLI, *args], capture_output=True, timeout=TIMEOUT)
 
 
 def strict_json(data: bytes) -> object:
@@ -96,7 +97,7 @@ def test_a_json_log_line_holding_a_lone_surrogate_is_strict_json(rendered_logs: 
 
 def test_shell_output_holds_no_raw_control_characters() -> None:
     commands = "servers\ntools\ncall echo text=hi\ncall nosuch\nresources\nprompts\nprompt hello who=x\n"
-    done = subprocess.run(
+    done = forkserver.run(
         [*CLI, "shell", *SERVER], input=commands.encode(), capture_output=True, timeout=TIMEOUT
     )
     out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8")

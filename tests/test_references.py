@@ -8,7 +8,6 @@ import gzip
 import hashlib
 import json
 import ssl
-import subprocess
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -42,6 +41,7 @@ from mcpl_host.mcpl.references import (
 )
 from mcpl_host.secrets import Redactor
 from mcpl_host.services.references import FetchPolicy, ReferenceFetcher, ReferenceFetchError
+from tests import forkserver
 from tests.conftest import FIXTURES
 from tests.reference_origin import Origin
 
@@ -393,9 +393,7 @@ async def test_host_gives_the_application_stubs_and_fetches_on_request_only(
 
 def test_probe_shows_the_demo_servers_reference_as_a_stub() -> None:
     command = [
-        sys.executable,
-        "-m",
-        "mcpl_host.cli",
+        *forkserver.CLI,
         "probe",
         "--json",
         "--env",
@@ -403,7 +401,7 @@ def test_probe_shows_the_demo_servers_reference_as_a_stub() -> None:
         "--listen",
         "1",
     ]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    done = forkserver.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     (push,) = [event for event in json.loads(done.stdout)["events"] if event.get("method") == "push/event"]
     assert "not-for-models" in json.dumps(push["params"])  # the application keeps the raw block

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from mcpl_host.transports.stdio import StdioParameters, StdioTransport
 from mcpl_host.transports.websocket import WebSocketTransport
 from mcpl_host.transports.ws_params import WebSocketParameters, shown_url
 
+from . import forkserver
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, initialize_reply, run_cli, scripted
 
@@ -591,7 +591,7 @@ def test_run_hides_every_secret_class(tmp_path: Path) -> None:
     outputs = {}
     for mode in ("--json", "--log-level"):
         options = ["--json"] if mode == "--json" else ["--log-level", "debug"]
-        done = subprocess.run(
+        done = forkserver.run(
             [*CLI, "run", *options, "--secret", f"EXTRA={EXPLICIT_SECRET}", str(config)],
             capture_output=True,
             text=True,

@@ -28,6 +28,7 @@ from prompt_toolkit.output import create_output
 
 from mcpl_host.shell.terminal import keys_not_signals, prompt_input
 
+from . import forkserver
 from .test_cli import CLI, TIMEOUT
 from .test_cli_run import demo_entry, write_config
 
@@ -208,7 +209,7 @@ def test_publish_to_a_thread_to_the_root_and_to_an_unknown_thread() -> None:
 
 
 def piped_shell(lines: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return forkserver.run(
         [*CLI, "shell", *args], input=lines, capture_output=True, text=True, timeout=TIMEOUT
     )
 

@@ -12,7 +12,6 @@ Pure rules by plain calls; the I/O over real pipes to ``fixtures/scripted_server
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Collection
 from pathlib import Path
@@ -51,6 +50,7 @@ from mcpl_host.stateless import (
     stateless_capabilities,
 )
 
+from . import forkserver
 from .wire import MCP_RESULT, SCRIPTED, Script, TestHandlers
 
 pytestmark = pytest.mark.anyio
@@ -435,11 +435,9 @@ def test_the_probe_json_keeps_a_refused_version_complete(tmp_path: Path) -> None
         "data": {"supported": ["2099-01-01"], "requested": "2026-07-28"},
     }
     script = Script(tmp_path, [STEPS, {"expect": {"method": "server/discover"}}, {"reply_error": refused}])
-    done = subprocess.run(
+    done = forkserver.run(
         [
-            sys.executable,
-            "-m",
-            "mcpl_host.cli",
+            *forkserver.CLI,
             "probe",
             "--json",
             "--",

@@ -43,6 +43,7 @@ from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.supervisor_policy import RestartPolicy
 from mcpl_host.transports import websocket
 
+from . import forkserver
 from .conftest import FIXTURES, record_vector
 from .wire import FAST, MCP_HANDSHAKE, SCRIPTED
 
@@ -431,8 +432,8 @@ def test_check_takes_an_mcpl_target(servers: Servers) -> None:
     uri = f"mcpl://127.0.0.1:{servers.mcpl_port}/p"
     # In a process of its own: check ends every descendant of its process when done.
     env = {**os.environ, "SSL_CERT_FILE": str(servers.certificates.ca_file)}
-    argv = [sys.executable, "-m", "mcpl_host.cli", "check", "--url", uri, "--only", "init.answers", "--json"]
-    done = subprocess.run(argv, env=env, capture_output=True, timeout=60, check=False)
+    argv = [*forkserver.CLI, "check", "--url", uri, "--only", "init.answers", "--json"]
+    done = forkserver.run(argv, env=env, capture_output=True, timeout=60, text=False)
     doc = json.loads(done.stdout)
     assert done.returncode == 0, done.stderr.decode()
     assert doc["target"] == {"shown": uri, "transport": "websocket"}

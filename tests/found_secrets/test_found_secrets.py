@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import subprocess
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from mcpl_host import secrets
 from mcpl_host.secrets import MIN_SECRET_CHARS, REDACTED, Redactor, server_secrets
 
+from .. import forkserver
 from ..test_cli import CLI, TIMEOUT
 
 TOKEN = "tok-3f9a7c21e8b4"
@@ -51,7 +51,7 @@ def _outputs(args: list[str], tmp_path: Path) -> tuple[int, str]:
     """Run the CLI; its exit status and everything it wrote (stdout, stderr, a --junit file)."""
     junit = tmp_path / "check.xml"
     args = [junit.as_posix() if arg == "{junit}" else arg for arg in args]
-    done = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=TIMEOUT)
+    done = forkserver.run([*CLI, *args], capture_output=True, text=True, timeout=TIMEOUT)
     assert "Traceback" not in done.stderr, done.stderr
     written = junit.read_text() if junit.exists() else ""
     return done.returncode, done.stdout + done.stderr + written

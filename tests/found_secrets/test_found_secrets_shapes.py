@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from mcpl_host.secrets import REDACTED
 
+from .. import forkserver
 from ..test_cli import CLI, TIMEOUT, Running
 from .conftest import ECHO, PY
 from .test_found_secrets import (
@@ -166,7 +166,7 @@ def test_a_websocket_refusal_that_repeats_the_token_is_hidden(ws_refusing: str, 
 def test_the_shell_shows_no_form_of_a_credential(config: tuple[Path, list[str]]) -> None:
     path, forms = config
     commands = "tools\ncall echo\nread echo://received\nprompt received\nservers\n@stdio call raise\n"
-    done = subprocess.run(
+    done = forkserver.run(
         [*CLI, "shell", "--config", str(path)],
         input=commands,
         capture_output=True,

@@ -1,0 +1,291 @@
+"""``mcpl-host`` runs for tests, each a real child process forked from a process that has
+already imported the CLI (a fork server, as ``multiprocessing``'s "forkserver" start method).
+
+Starting ``python -m mcpl_host.cli`` costs some 0.4 s of CPU before the command does
+anything (the interpreter and the imports), and the suite runs the CLI hundreds of times.
+Here one server process per test process imports the CLI once; each run is a ``fork()`` of
+it: a new process with its own pid, its own stdin, stdout and stderr (pipes the test made,
+passed over a Unix socket), the test's environment and working directory, its own exit
+status, and the interpreter's normal shutdown. What a test sees (exit status, bytes on
+stdout and stderr, the servers it starts, how it ends) is the same as for a process
+started from scratch, less the start-up. Tests that need the console entry point itself,
+a pseudo-terminal or signals sent to a process group start ``python -m mcpl_host.cli``.
+
+Run as a script, this module is the server: ``python forkserver.py FD`` serves requests on
+the Unix socket FD until the other end closes it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import locale
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: What a test names the CLI by (its ``args`` in a ``CompletedProcess``).
+CLI = [sys.executable, "-m", "mcpl_host.cli"]
+MAX_REQUEST = 1 << 20  # bytes: argv and environment of one run
+
+
+# --- the server (runs in its own process) --------------------------------------------------
+
+
+def _serve(sock_fd: int) -> list[str]:
+    """Fork a child per request; report each pid and, when it ends, its wait status.
+    Returns only in a child: the argv it is to run."""
+    import gc
+    import select
+
+    sock = socket.socket(fileno=sock_fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    gc.freeze()  # what was imported is shared with each child, not copied on its first GC
+    while True:
+        ready, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+            _reap(sock)
+        if sock not in ready:
+            continue
+        message, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 3)
+        if not message:  # the test process is gone
+            os._exit(0)
+        request = json.loads(message)
+        pid = os.fork()
+        if pid == 0:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for fd in (wake_r, wake_w):
+                os.close(fd)
+            sock.close()
+            return _become(request, fds)
+        for fd in fds:
+            os.close(fd)
+        sock.send(json.dumps({"request": request["request"], "pid": pid}).encode())
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock.send(json.dumps({"pid": pid, "status": status}).encode())
+
+
+def _become(request: dict[str, Any], fds: list[int]) -> list[str]:
+    """In the child: take the test's streams, environment and directory."""
+    import random
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    sys.path[0] = request["cwd"]
+    os.environ.clear()
+    os.environ.update(request["env"])
+    random.seed()  # not the server's sequence
+    # New standard streams on the new descriptors, buffered as at interpreter start-up:
+    # stdout by line on a terminal only, stderr by line always.
+    sys.stdin = sys.__stdin__ = _stream(0, sys.stdin, line_buffering=False)
+    sys.stdout = sys.__stdout__ = _stream(1, sys.stdout, line_buffering=os.isatty(1))
+    sys.stderr = sys.__stderr__ = _stream(2, sys.stderr, line_buffering=True)
+    sys.argv = [request["argv0"], *request["args"]]
+    return list(request["args"])
+
+
+def _stream(fd: int, like: Any, *, line_buffering: bool) -> io.TextIOWrapper:
+    raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
+    buffered: io.BufferedIOBase = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+    return io.TextIOWrapper(
+        buffered, encoding=like.encoding, errors=like.errors, line_buffering=line_buffering
+    )
+
+
+# --- the client (in the test process) ------------------------------------------------------
+
+
+class ForkServer:
+    """One fork server for this test process, started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._next = 0
+        self._spawned: dict[int, int] = {}  # request -> pid
+        self._ended: dict[int, int] = {}  # pid -> wait status
+        self._changed = threading.Condition(self._lock)
+        self._gone = False
+
+    def _start(self) -> socket.socket:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._gone = False
+        self._process = subprocess.Popen(
+            [sys.executable, __file__, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+        )
+        theirs.close()
+        threading.Thread(target=self._read, args=(ours,), daemon=True).start()
+        atexit.register(self.close)
+        return ours
+
+    def _read(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                message = sock.recv(4096)
+            except OSError:
+                message = b""
+            with self._changed:
+                if not message:
+                    self._gone = True
+                    self._changed.notify_all()
+                    return
+                answer = json.loads(message)
+                if "request" in answer:
+                    self._spawned[answer["request"]] = answer["pid"]
+                else:
+                    self._ended[answer["pid"]] = answer["status"]
+                self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._lock:
+            sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)  # the server reads the end; the reader wakes
+            sock.close()
+        process, self._process = self._process, None
+        if process is not None:
+            process.wait(timeout=10)
+
+    def spawn(self, args: Sequence[str], env: Mapping[str, str], cwd: str, fds: Sequence[int]) -> int:
+        """Fork a child running ``mcpl-host ARGS`` with ``fds`` as its stdin, stdout and
+        stderr; its pid."""
+        with self._changed:
+            if self._sock is None:
+                self._sock = self._start()
+            self._next += 1
+            request = self._next
+            body = {"request": request, "args": list(args), "env": dict(env), "cwd": cwd, "argv0": CLI[-1]}
+            socket.send_fds(self._sock, [json.dumps(body).encode()], list(fds))
+            while request not in self._spawned:
+                if self._gone:
+                    raise RuntimeError("the fork server has ended")
+                self._changed.wait()
+            return self._spawned.pop(request)
+
+    def wait(self, pid: int, timeout: float | None) -> int | None:
+        """The child's exit status as ``Popen.returncode`` gives it (``-N`` for signal N),
+        or None when ``timeout`` seconds passed first."""
+        with self._changed:
+            ended = self._changed.wait_for(lambda: pid in self._ended or self._gone, timeout)
+            if not ended:
+                return None
+            if pid not in self._ended:
+                raise RuntimeError("the fork server has ended")
+            return os.waitstatus_to_exitcode(self._ended.pop(pid))
+
+
+SERVER = ForkServer()
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    input: str | bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    timeout: float,
+    text: bool = False,
+    capture_output: bool = True,
+) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run(argv, capture_output=True, ...)`` for ``argv`` = ``[*CLI, *args]``,
+    forked: the same arguments, the same ``CompletedProcess`` (str with ``text``, else bytes).
+
+    Raises ``subprocess.TimeoutExpired`` (the child killed) after ``timeout`` seconds.
+    """
+    assert capture_output, "a forked run always captures stdout and stderr"
+    assert list(argv[: len(CLI)]) == CLI, argv
+    args = list(argv[len(CLI) :])
+    stdin_r, stdin_w = os.pipe() if input is not None else (os.dup(0), -1)
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        pid = SERVER.spawn(
+            args, os.environ if env is None else env, str(cwd or os.getcwd()), [stdin_r, out_w, err_w]
+        )
+    finally:
+        for fd in (stdin_r, out_w, err_w):
+            os.close(fd)
+    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+
+    def drain(fd: int) -> None:
+        with os.fdopen(fd, "rb") as stream:
+            chunks[fd].append(stream.read())
+
+    threads = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in (out_r, err_r)]
+    if stdin_w != -1:
+        data = input.encode(locale.getpreferredencoding(False)) if isinstance(input, str) else input or b""
+        threads.append(threading.Thread(target=_feed, args=(stdin_w, data), daemon=True))
+    for thread in threads:
+        thread.start()
+    status = SERVER.wait(pid, timeout)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        SERVER.wait(pid, None)
+        raise subprocess.TimeoutExpired(list(argv), timeout)
+    for thread in threads:
+        thread.join(timeout)
+    stdout, stderr = (b"".join(chunks[fd]) for fd in (out_r, err_r))
+    if text:
+        return subprocess.CompletedProcess(list(argv), status, _text(stdout), _text(stderr))
+    return subprocess.CompletedProcess(list(argv), status, stdout, stderr)
+
+
+def _feed(fd: int, data: bytes) -> None:
+    with os.fdopen(fd, "wb") as stream:
+        try:
+            stream.write(data)
+        except BrokenPipeError:
+            pass
+
+
+def _text(data: bytes) -> str:
+    """As ``text=True`` decodes: the locale's encoding, universal newlines."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding=locale.getpreferredencoding(False)).read()
+
+
+async def run_async(
+    argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[bytes]:
+    """``anyio.run_process(argv, check=False)`` for ``argv`` = ``[*CLI, *args]``, forked (the
+    wait in a worker thread)."""
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(lambda: run(argv, env=env, timeout=timeout, text=False))
+
+
+if __name__ == "__main__":
+    sys.path[0] = os.getcwd()  # as for ``python -m``: the working directory, not tests/
+    import mcpl_host.check.cli
+    import mcpl_host.cli
+    import mcpl_host.cli_call
+    import mcpl_host.shell.cli  # noqa: F401  (each command's module, imported once here)
+
+    argv = _serve(int(sys.argv[1]))
+    mcpl_host.cli.main(args=argv, prog_name="mcpl-host")
