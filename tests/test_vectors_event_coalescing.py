@@ -14,7 +14,13 @@ model-visible text blocks of the conversation so far), which the checks read.
 A host restart (``restart``, ``kill``) closes every connection and builds a new
 ``EventInbox`` from the same store file (``EventInbox(store=...)``); the server process is
 started again. Profile (docs/protocol.md EC13): ``initial`` establishes ``none``; shared
-consumption; conservative recovery; 64 notices; a one-hour window; no wake timers (the
+consumption (EC4), except that a variant requiring ``per-context-consumption`` (46) runs with
+``EventInbox(consumption="per-conversation")``, the only runs where the profile meets that
+precondition (``consumeContext``: one conversation's model request); the other variants with
+several conversations (12, 25, 49) run in both modes and count as passed only if both pass;
+a variant with one conversation runs once, in shared mode, since with one conversation the
+two modes are the same rule (a property in tests/test_coalescing_per_conversation.py);
+conservative recovery; 64 notices; a one-hour window; no wake timers (the
 application's wake policy: the turns here read ``pending()``); the advisory vector 37 is
 checked against the inbox's audit record. Variants whose ``requires``
 the profile does not meet are recorded "not applicable"; those the project reads
