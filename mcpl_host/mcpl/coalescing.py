@@ -750,7 +750,7 @@ class CoalescingState:
             readers = {str(name) for name in entry.get("readers") or ()} if same else set[str]()
             base: History = "none" if same and entry.get("base") == "none" else "unknown"
             if entry["occupant"] is not None:
-                history, readers = "unknown", set()
+                history, readers = "unknown", set[str]()
             target = entry.get("replyTarget")
             self._subjects[key] = _Subject(
                 history,

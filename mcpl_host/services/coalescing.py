@@ -23,7 +23,8 @@ Rules (docs/protocol.md EC1-EC14):
   within ``Limits.push_render_timeout_seconds`` of its server); a timeout, an error, a bad
   result or a closed transport materializes the fallback; authority is checked again when
   the answer arrives (a lapse drops the batch); then what the conversation has not read is
-  returned and consumed. ``Drained.model_needed`` is False when its only causes were batches
+  returned and consumed: history in every conversation, or with
+  ``EventInbox(consumption="per-conversation")`` in that one only (EC4). ``Drained.model_needed`` is False when its only causes were batches
   that materialized nothing (§5.2).
 - While the host waits for a server's ``push/render``, an ``inference/request`` from that
   server is refused ``-32600`` (§5.3, SPEC §10.7; ``EventInbox.rendering``).
