@@ -14,8 +14,9 @@ EC4), by plain calls and two properties:
 - The snapshot carries each conversation's history; a snapshot of the other mode, or an
   occupant some conversation had not read, degrades to ``unknown``.
 - Properties: in per-conversation mode a conversation never loses an occurrence it has read
-  (what comes later for the subject reaches it, appended or as a notice) and never holds a
-  replaced one it has not read; with one conversation the two modes decide alike.
+  (what comes later for the subject reaches it, appended or as a notice; a render read
+  elsewhere stays until it reads it) and never holds a replaced one it has not read; with one
+  conversation the two modes decide alike.
 """
 
 from __future__ import annotations
@@ -129,7 +130,8 @@ def test_a_notice_displaces_an_edit_only_where_it_is_unread() -> None:
     assert batch.audience == {"a", "b"} and state.due_batches("b") == [batch]  # one batch
     state.freeze(batch)
     assert state.settle(batch, [{"type": "text", "text": "R"}]) is True
-    assert _read(state, "a") == _read(state, "b") == ["n1"]  # rendered once, for both
+    assert state.due_batches("b") == []  # rendered once, for both
+    assert _read(state, "a") == _read(state, "b") == ["n1"]
 
 
 def test_a_render_read_in_one_conversation_stays_in_the_other() -> None:
@@ -224,7 +226,10 @@ KEYS = ("K", "L")
 _op = st.one_of(
     st.tuples(st.just("plain"), st.sampled_from(KEYS), st.booleans()),
     st.tuples(st.just("retract"), st.sampled_from(KEYS), st.booleans()),
+    st.tuples(st.just("notice"), st.sampled_from(KEYS), st.booleans()),
+    st.tuples(st.just("render"), st.sampled_from(CONVERSATIONS), st.booleans()),
     st.tuples(st.just("consume"), st.sampled_from(CONVERSATIONS), st.just(False)),
+    st.tuples(st.just("join"), st.just("c"), st.just(False)),
 )
 
 
@@ -237,11 +242,16 @@ def _key(name: str) -> SubjectKey:
 def test_a_conversation_never_loses_what_it_read_nor_holds_what_was_replaced_unread(
     ops: list[tuple[str, str, bool]],
 ) -> None:
-    state = CoalescingState(list(CONVERSATIONS), consumption=PER)
-    latest: dict[str, str | None] = dict.fromkeys(KEYS)  # the newest plain occurrence, until retracted
+    """Conversations ``a`` and ``b``, and ``c`` once it joins; plain occurrences, retractions,
+    notices, renders (a drain's, without its consumption: rendered or the fallback) and drains
+    of two subjects, in any order."""
+    state = CoalescingState(["a", "b"], consumption=PER)
+    latest: dict[str, str | None] = dict.fromkeys(KEYS)  # the newest plain occurrence, while unreplaced
     read: dict[str, set[str]] = {name: set() for name in CONVERSATIONS}  # keys each has read
     read_latest: dict[str, set[str]] = {key: set() for key in KEYS}  # who read latest[key]
     plain_of: dict[str, str] = {}  # eventId -> key, for plain occurrences
+    renders: set[str] = set()  # eventIds of materialized occurrences
+    kept: dict[str, set[str]] = {}  # a render read somewhere -> the conversations yet to read it
     for index, (op, arg, flag) in enumerate(ops):
         event_id = f"e{index}"
         if op == "plain":
@@ -250,28 +260,47 @@ def test_a_conversation_never_loses_what_it_read_nor_holds_what_was_replaced_unr
                 assert (outcome, prior) == ("appended", latest[arg])
             plain_of[event_id] = arg
             latest[arg], read_latest[arg] = event_id, set()
-            for name in CONVERSATIONS:
+            for name in state.conversations:
                 if arg in read[name]:  # a conversation that read the subject gets what follows
                     assert event_id in _pending(state, name)
         elif op == "retract":
             params = _push(event_id, "GONE" if flag else "", arg, retract=True)
             outcome, _ = state.retract(_key(arg), "push", event_id, params, empty=not flag)
             latest[arg], read_latest[arg] = None, set()
-            for name in CONVERSATIONS:
+            for name in state.conversations:
                 if arg in read[name]:  # it read a version: the notice reaches it
                     assert outcome == ("noted" if flag else "consumed")
                     assert (event_id in _pending(state, name)) is flag
-        else:
+        elif op == "notice":  # displaces an unread plain occupant where it is unread
+            state.notice(_key(arg), event_id, _push(event_id, "FB", arg, deferred=True), initial=flag)
+            latest[arg], read_latest[arg] = None, set()
+        elif op == "render":
+            for batch in state.due_batches(arg):
+                state.freeze(batch)
+                if state.settle(batch, [{"type": "text", "text": "R"}] if flag else None, fallback=not flag):
+                    renders.add(batch.notices[-1].event_id)
+        elif op == "consume":
             for occurrence in state.consume(arg).items:
+                kept.get(occurrence.event_id, set()).discard(arg)
+                if occurrence.event_id in renders and occurrence.event_id not in kept:
+                    kept[occurrence.event_id] = {
+                        n for n in state.conversations if occurrence.event_id in _pending(state, n)
+                    }
                 key = plain_of.get(occurrence.event_id)
                 if key is not None:
                     read[arg].add(key)
                     if occurrence.event_id == latest[key]:
                         read_latest[key].add(arg)
-        for name in CONVERSATIONS:  # unread plain occurrences of a key: its newest, at most
-            for pending in _pending(state, name):
-                if pending in plain_of:
-                    assert pending == latest[plain_of[pending]], (name, pending)
+        else:
+            state.add_conversation(arg)
+        for name in state.conversations:
+            pending = _pending(state, name)
+            for event in pending:  # unread plain occurrences of a key: its newest, at most
+                if event in plain_of:
+                    assert event == latest[plain_of[event]], (name, event)
+        for render, waiting in kept.items():  # a render read somewhere stays where unread (§3.3)
+            for name in waiting:
+                assert render in _pending(state, name), (render, name)
 
 
 _single_op = st.one_of(
