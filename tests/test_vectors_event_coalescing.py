@@ -14,7 +14,13 @@ model-visible text blocks of the conversation so far), which the checks read.
 A host restart (``restart``, ``kill``) closes every connection and builds a new
 ``EventInbox`` from the same store file (``EventInbox(store=...)``); the server process is
 started again. Profile (docs/protocol.md EC13): ``initial`` establishes ``none``; shared
-consumption; conservative recovery; 64 notices; a one-hour window; no wake timers (the
+consumption (EC4), except that a variant requiring ``per-context-consumption`` (46) runs with
+``EventInbox(consumption="per-conversation")``, the only runs where the profile meets that
+precondition (``consumeContext``: one conversation's model request); the other variants with
+several conversations (12, 25, 49) run in both modes and count as passed only if both pass;
+a variant with one conversation runs once, in shared mode, since with one conversation the
+two modes are the same rule (a property in tests/test_coalescing_per_conversation.py);
+conservative recovery; 64 notices; a one-hour window; no wake timers (the
 application's wake policy: the turns here read ``pending()``); the advisory vector 37 is
 checked against the inbox's audit record. Variants whose ``requires``
 the profile does not meet are recorded "not applicable"; those the project reads
@@ -36,6 +42,7 @@ import pytest
 
 from mcpl_host import GrantPolicy, HostHandlers, RequestContext, ServerConfig
 from mcpl_host.hosted import HostedServer
+from mcpl_host.mcpl.coalescing import Consumption
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.coalescing import EventInbox
@@ -61,6 +68,22 @@ PROFILE = {
     "changing-advertised-retry-window",
     "materialized-unread",
 }
+#: The precondition met only by the runs with per-conversation consumption (module docstring).
+PER_CONTEXT = "per-context-consumption"
+
+
+def _consumption(variant: dict[str, Any]) -> Consumption:
+    """The inbox's consumption for ``variant``: per conversation where it requires it."""
+    return "per-conversation" if PER_CONTEXT in variant["requires"] else "shared"
+
+
+#: Variants with several conversations that do not require per-context consumption: run in
+#: both modes (with one conversation the two modes are the same rule).
+ALSO_PER_CONVERSATION = [
+    (case, variant)
+    for case, variant in VARIANTS
+    if len(variant["setup"].get("agents") or ()) > 1 and _consumption(variant) == "shared"
+]
 #: Variants read differently (docs/protocol.md EC13), with the rule.
 READ_DIFFERENTLY: dict[str, str] = {
     "41/default": "EC14: a channel registration lives as long as the transport that made it (SPEC §14.5;"
@@ -193,6 +216,7 @@ class Session:
     earlier_renders: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     current_renders: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     turn_scope: anyio.CancelScope | None = None
+    consumption: Consumption = "shared"
 
     @property
     def setup(self) -> dict[str, Any]:
@@ -220,6 +244,7 @@ class Session:
             channel_scoped_push=advertised.get("channelScopedPush", True),
             retry_window_seconds=self.window,
             max_subjects=self.max_subjects,
+            consumption=self.consumption,
             clock=self.clock,
             store=self.store,
         )
@@ -429,6 +454,8 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
         await session.tool("render_plan", plan=step["plan"])
     elif op == "assemble":
         await agent.assemble(agent.names[0])
+    elif op == "consumeContext":  # one recipient's model request only
+        await agent.assemble(step["agent"])
     elif op == "turn":
         await agent.turn()
     elif op == "startTurn":
@@ -546,7 +573,9 @@ async def test_vector(
     case: dict[str, Any], variant: dict[str, Any], request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     vector = f"{case['id']}/{variant['name']}"
-    missing = [need for need in variant["requires"] if need not in PROFILE]
+    consumption = _consumption(variant)
+    profile = PROFILE | ({PER_CONTEXT} if consumption == "per-conversation" else set())
+    missing = [need for need in variant["requires"] if need not in profile]
     if missing:
         record_vector(request, FILE_NAME, vector, "not applicable")
         pytest.skip(f"profile lacks {missing}")
@@ -554,9 +583,32 @@ async def test_vector(
         record_vector(request, FILE_NAME, vector, "read differently")
         pytest.skip(READ_DIFFERENTLY[vector])
     record_vector(request, FILE_NAME, vector)  # first: a failure below counts as failed
+    await _run(case, variant, tmp_path, consumption)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("case", "variant"),
+    ALSO_PER_CONVERSATION,
+    ids=[f"{case['id']}/{variant['name']}" for case, variant in ALSO_PER_CONVERSATION],
+)
+async def test_vector_per_conversation(
+    case: dict[str, Any], variant: dict[str, Any], request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The variants with several conversations run again with per-conversation consumption
+    (the mode vector 46 runs in): the same expectations hold (module docstring). Recorded
+    under the same vector: it passes only if both runs pass."""
+    record_vector(request, FILE_NAME, f"{case['id']}/{variant['name']}")
+    await _run(case, variant, tmp_path, "per-conversation")
+
+
+async def _run(
+    case: dict[str, Any], variant: dict[str, Any], tmp_path: Path, consumption: Consumption
+) -> None:
     with anyio.fail_after(TIMEOUT):
         async with anyio.create_task_group() as group, AsyncExitStack() as stack:
             session = Session(case, variant, tmp_path / "inbox.json", stack, window=_window(variant))
+            session.consumption = consumption
             if any(step["op"] == "fillCapacity" for step in variant["steps"]):
                 session.max_subjects = 4
             await session.start()

@@ -4,14 +4,21 @@ logging; the caller passes ``now``). ``services/coalescing.py`` applies them.
 What is kept (docs/protocol.md EC1-EC12):
 
 - An **occurrence** is one model-visible item (a push's or a channel message's host copy,
-  ``modelContent`` included) with the conversations that have not read it (``unread``).
-  Consumption is shared (RFC-006 §3.3, the conservative rule, EC4): an occurrence read by
-  one conversation is history everywhere; it stays unread in the others until they drain.
+  ``modelContent`` included) with the conversations that have not read it (``unread``) and
+  those that have (``read``). Consumption (RFC-006 §3.3, EC4) is ``"shared"`` by default:
+  an occurrence read by one conversation is history everywhere; it stays unread in the
+  others until they drain. With ``"per-conversation"`` consumption it is history only where
+  it was read, and stays replaceable and withdrawable where it is unread (the receipt then
+  reports the more conservative outcome, §3.3); a materialized render read anywhere is
+  still history everywhere (§3.3's shared baseline), so batches are shared in both modes.
 - A **subject** (RFC-006 §3.2: ``(binding, scope kind, scope id, key)``) has its consumed
   history (``"none"`` / ``"some"`` / ``"unknown"``), at most one unconsumed occupant (a plain
   occurrence or a materialized render), at most one pending batch and one rendering batch
   (§5.4). History only rises, or degrades to ``"unknown"`` (``forget_history``); never to
-  ``"none"``.
+  ``"none"``. Per conversation (``history(key, conversation)``): ``"some"`` where the
+  conversation has read an occurrence of the subject (or holds a render read elsewhere),
+  else the subject's history before its first consumption; with shared consumption, the
+  subject's history.
 - A **batch** (§5.1) holds the retained notices (oldest first, at most ``retain_notices``;
   the older ones counted in ``dropped``), the latest notice's params (the fallback) and its
   audience. Its states: pending, rendering (frozen), cancelled, closed.
@@ -28,13 +35,14 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import orjson
 
 from mcpl_host.jsonrpc.values import is_mapping
 
 __all__ = [
+    "CONSUMPTIONS",
     "DEFAULT_RETRY_WINDOW_SECONDS",
     "EVICTION_SCAN",
     "MAX_DATA_BYTES",
@@ -43,6 +51,7 @@ __all__ = [
     "AuditWhat",
     "Batch",
     "CoalescingState",
+    "Consumption",
     "Drained",
     "History",
     "Lane",
@@ -57,6 +66,10 @@ __all__ = [
 History = Literal["none", "some", "unknown"]
 Outcome = Literal["first", "replaced", "appended", "retracted", "noted", "consumed"]
 Lane = Literal["push", "channel"]
+#: Where a consumed occurrence is history (RFC-006 §3.3; docs/protocol.md EC4): everywhere
+#: (``"shared"``, the conservative rule) or only in the conversations that read it.
+Consumption = Literal["shared", "per-conversation"]
+CONSUMPTIONS: tuple[Consumption, ...] = get_args(Consumption)
 #: ``(binding, scope kind, scope id, key)`` (RFC-006 §3.2).
 SubjectKey = tuple[str, str, str, str]
 #: RFC-006 §13: a key is 1..256 bytes of UTF-8; notice ``data`` at most 4 KiB serialized.
@@ -134,8 +147,9 @@ class Occurrence:
     event: dict[str, Any]
     subject: SubjectKey | None
     unread: set[str]
-    consumed: bool = False
+    consumed: bool = False  # read by some conversation
     materialized: bool = False  # a settled batch (render or fallback): a notice keeps it (§3.3)
+    read: set[str] = field(default_factory=set[str])  # the conversations that read it
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +209,11 @@ class _Subject:
     last_event_id: str | None = None  # the newest occurrence found consumed
     reply_target: dict[str, Any] | None = None  # the newest channel message's identity
     earlier: list[Occurrence] = field(default_factory=list["Occurrence"])  # renders kept unread
+    # Per-conversation history (EC4): the conversations where the subject is history (they
+    # read an occurrence of it, or hold a render read elsewhere), and what ``history`` was
+    # before its first consumption (``"none"`` / ``"unknown"``: the others' history).
+    readers: set[str] = field(default_factory=set[str])
+    base: History = "unknown"
 
 
 #: What an audit entry records (RFC-006 §11): an unread occurrence replaced (``displaced``)
@@ -249,7 +268,9 @@ class CoalescingState:
     ``max_subjects``: tracked subjects; past it the oldest idle one is forgotten (its
     history then reads ``"unknown"``), or, when none is idle, an occurrence of a new subject
     is appended as ordinary work (RFC-006 §11, EC8); ``retain_notices``: notices kept per
-    batch (≥ 64, §5.1); ``max_receipts``: receipts kept (the oldest goes first past it, EC9).
+    batch (≥ 64, §5.1); ``max_receipts``: receipts kept (the oldest goes first past it, EC9);
+    ``consumption``: ``"shared"`` or ``"per-conversation"`` (module rules, EC4; ``ValueError``
+    for another value).
     """
 
     conversations: list[str]
@@ -257,6 +278,7 @@ class CoalescingState:
     retain_notices: int = 64
     max_receipts: int = 100_000
     max_audit: int = 1000
+    consumption: Consumption = "shared"
     _subjects: dict[SubjectKey, _Subject] = field(default_factory=dict[SubjectKey, _Subject])
     _items: dict[int, Occurrence] = field(default_factory=dict[int, Occurrence])
     _batches: dict[int, Batch] = field(default_factory=dict[int, Batch])
@@ -265,6 +287,8 @@ class CoalescingState:
     _audit: deque[AuditEntry] = field(default_factory=deque[AuditEntry])
 
     def __post_init__(self) -> None:
+        if self.consumption not in CONSUMPTIONS:
+            raise ValueError(f"consumption must be one of {', '.join(CONSUMPTIONS)}")
         self._audit = deque(maxlen=self.max_audit)
 
     def audit(self) -> list[AuditEntry]:
@@ -331,7 +355,9 @@ class CoalescingState:
         for key in list(itertools.islice(subjects, EVICTION_SCAN)):
             subject = subjects.pop(key)
             occupant = subject.occupant
-            busy = (occupant is not None and not occupant.consumed) or subject.pending or subject.rendering
+            busy = (
+                (occupant is not None and self._replaceable(occupant)) or subject.pending or subject.rendering
+            )
             if not busy and not any(not r.consumed for r in subject.earlier):
                 return True
             subjects[key] = subject  # busy: to the end
@@ -350,17 +376,38 @@ class CoalescingState:
             self._items[occurrence.seq] = occurrence
         return occurrence
 
-    def _unoccupy(self, subject: _Subject, what: AuditWhat) -> tuple[set[str] | None, str | None]:
-        """Remove every unconsumed piece of work of ``subject`` (occupant, pending batch;
-        a rendering batch is cancelled, §5.4 rule 6): the audience it had (None: nothing was
-        removed) and the newest removed occurrence's eventId."""
+    def _replaceable(self, occurrence: Occurrence) -> set[str]:
+        """The conversations where ``occurrence`` may still be replaced or withdrawn: those
+        that have not read it, unless it is history everywhere (read somewhere with shared
+        consumption, or a render read anywhere: the shared baseline, RFC-006 §3.3; EC4)."""
+        if occurrence.consumed and (self.consumption == "shared" or occurrence.materialized):
+            return set()
+        return set(occurrence.unread)
+
+    def _history_in(self, subject: _Subject, conversation: str) -> History:
+        """The subject's consumed history in ``conversation`` (module rules, EC4)."""
+        if self.consumption == "shared" or subject.history != "some":
+            return subject.history
+        return "some" if conversation in subject.readers else subject.base
+
+    def _unoccupy(self, subject: _Subject, what: AuditWhat) -> tuple[set[str] | None, str | None, set[str]]:
+        """Remove every unconsumed piece of work of ``subject`` (the occupant where it is
+        replaceable, pending batch; a rendering batch is cancelled, §5.4 rule 6): the
+        conversations it was removed from (None: nothing was removed), the newest removed
+        occurrence's eventId, and the conversations that had read the removed occupant
+        (per-conversation consumption: it stays history there, EC4)."""
         audience: set[str] | None = None
         prior: str | None = None
+        read: set[str] = set()
         occupant = subject.occupant
-        if occupant is not None and not occupant.consumed:
-            audience = set(occupant.unread)
+        where = self._replaceable(occupant) if occupant is not None else set[str]()
+        if occupant is not None and where:
+            audience = where
             prior = occupant.event_id
-            self._items.pop(occupant.seq, None)
+            read = set(occupant.read)
+            occupant.unread -= where
+            if not occupant.unread:
+                self._items.pop(occupant.seq, None)
             self._record(what, occupant.event_id, occupant.subject)
         subject.occupant = None
         for render in subject.earlier:  # earlier unread renders: all older unconsumed work
@@ -377,21 +424,24 @@ class CoalescingState:
             self._batches.pop(batch.id, None)
             self._record("cancelled", prior, batch.subject, batch)
         subject.rendering = subject.pending = None
-        return audience, prior
+        return audience, prior, read
 
     def plain(
         self, key: SubjectKey, lane: Lane, event_id: str, event: dict[str, Any], *, initial: bool
     ) -> tuple[Outcome, str | None]:
         """A plain occurrence (RFC-006 §4): replaces the unconsumed occupant (and a pending or
-        rendering batch, §5.4 rule 6) in its audience, else appends."""
+        rendering batch, §5.4 rule 6) in its audience, else appends. Per conversation (EC4):
+        replaced where the occupant is unread, appended where it was read; ``"appended"``
+        then, the more conservative (§3.3), and it reaches the occupant's conversations."""
         subject = self._subject(key, initial)
         if subject is None:
             self._append(lane, event_id, event, None, self.conversations)
             return "appended", None
-        audience, prior = self._unoccupy(subject, "displaced")
+        audience, prior, read = self._unoccupy(subject, "displaced")
         if audience is not None:
-            outcome: Outcome = "replaced"
-            reach = [name for name in self.conversations if name in audience]  # only narrows (§3.2)
+            outcome: Outcome = "appended" if read else "replaced"
+            # the audience only narrows (§3.2): the conversations the occupant reached
+            reach = [name for name in self.conversations if name in audience or name in read]
         else:
             outcome = "first" if subject.history == "none" else "appended"
             prior = subject.last_event_id if subject.history == "some" else None
@@ -421,12 +471,20 @@ class CoalescingState:
         prior: str | None = None
         audience = set(self.conversations)
         # An unread plain occupant is displaced (§5.1); an unread materialized render stays:
-        # the next render describes what changed since it (§3.3, the shared baseline).
-        if occupant is not None and not occupant.consumed and not occupant.materialized:
-            self._items.pop(occupant.seq, None)
+        # the next render describes what changed since it (§3.3, the shared baseline). Per
+        # conversation (EC4): displaced where unread, history where read ("first" then, the
+        # more conservative; the batch reaches the occupant's conversations).
+        where = self._replaceable(occupant) if occupant is not None else set[str]()
+        if occupant is not None and where and not occupant.materialized:
+            occupant.unread -= where
+            if not occupant.unread:
+                self._items.pop(occupant.seq, None)
             self._record("displaced", occupant.event_id, key)
             subject.occupant = None
-            outcome, prior, audience = "replaced", occupant.event_id, set(occupant.unread)
+            if occupant.read:
+                audience = where | occupant.read
+            else:
+                outcome, prior, audience = "replaced", occupant.event_id, where
         batch = Batch(
             next(self._seq),
             next(self._seq),
@@ -442,21 +500,23 @@ class CoalescingState:
     def retract(
         self, key: SubjectKey, lane: Lane, event_id: str, event: dict[str, Any], *, empty: bool
     ) -> tuple[Outcome, str | None]:
-        """A retraction (RFC-006 §6): every unconsumed piece of work of the subject goes; the
-        notice is appended (an ordinary occurrence) when history is ``some`` or ``unknown``."""
+        """A retraction (RFC-006 §6): every unconsumed piece of work of the subject goes (per
+        conversation: where it is unread, EC4); the notice is appended (an ordinary
+        occurrence) for each conversation whose history is ``some`` or ``unknown``; the
+        outcome is ``noted`` / ``consumed`` when there is one such conversation (§3.3)."""
         subject = self._subject(key, initial=False)  # tracked from now on (None: no room)
         prior: str | None = None
-        history: History = "unknown"
+        heard = list(self.conversations)  # the conversations with some or unknown history
         if subject is not None:
-            _, prior = self._unoccupy(subject, "removed")
-            history = subject.history
-            if prior is None and history == "some":
+            _, prior, _ = self._unoccupy(subject, "removed")
+            if prior is None and subject.history == "some":
                 prior = subject.last_event_id
-        if history == "none":
+            heard = [name for name in heard if self._history_in(subject, name) != "none"]
+        if not heard:
             return "retracted", prior
         if empty:
             return "consumed", prior
-        self._append(lane, event_id, event, None, self.conversations)
+        self._append(lane, event_id, event, None, heard)
         return "noted", prior
 
     def ordinary(self, lane: Lane, event_id: str, event: dict[str, Any]) -> Occurrence:
@@ -467,14 +527,15 @@ class CoalescingState:
         """Operator intervention or loss of state (RFC-006 §3.3): every tracked subject's
         history degrades to ``"unknown"`` (never to ``"none"``)."""
         for subject in self._subjects.values():
-            subject.history = "unknown"
+            subject.history = subject.base = "unknown"
+            subject.readers.clear()
 
     def seal_pending(self) -> None:
         """Conservative recovery (RFC-006 §3.2, EC7): each unconsumed occupant becomes an
         ordinary occurrence and its subject's history ``"unknown"``; pending batches stay."""
         for subject in self._subjects.values():
             occupant = subject.occupant
-            if occupant is not None and not occupant.consumed:
+            if occupant is not None and self._replaceable(occupant):
                 occupant.subject = None
                 subject.occupant = None
                 subject.history = "unknown"
@@ -571,23 +632,29 @@ class CoalescingState:
 
     def consume(self, conversation: str, rendered: int = 0) -> Drained:
         """``conversation`` assembles a model request now: what it reads, each occurrence
-        consumed (shared consumption: history everywhere, EC4) and its subject's history
-        ``"some"``."""
+        consumed (history everywhere with shared consumption; with per-conversation
+        consumption, in ``conversation`` only, but a render in every conversation it reached:
+        the shared baseline, §3.3; EC4) and its subject's history ``"some"``."""
         items = self.unread(conversation)
         for occurrence in items:
             occurrence.unread.discard(conversation)
+            occurrence.read.add(conversation)
             if not occurrence.unread:
                 del self._items[occurrence.seq]
-            if occurrence.consumed:
+            first, occurrence.consumed = not occurrence.consumed, True
+            subject = self._subjects.get(occurrence.subject) if occurrence.subject is not None else None
+            if subject is None:
                 continue
-            occurrence.consumed = True
-            if occurrence.subject is not None:
-                subject = self._subjects.get(occurrence.subject)
-                if subject is not None:
-                    subject.history = "some"
-                    subject.last_event_id = occurrence.event_id
-                    if subject.occupant is occurrence:
-                        subject.occupant = None
+            if first:
+                if subject.history != "some":
+                    subject.base = subject.history
+                subject.history = "some"
+                subject.last_event_id = occurrence.event_id
+            subject.readers.add(conversation)
+            if occurrence.materialized:
+                subject.readers |= occurrence.unread
+            if subject.occupant is occurrence and not self._replaceable(occurrence):
+                subject.occupant = None
         return Drained(tuple(items), rendered)
 
     # --- durability (RFC-006 §3.1, §3.2; EC7) -----------------------------------------------
@@ -603,6 +670,8 @@ class CoalescingState:
                     "last": subject.last_event_id,
                     "occupant": subject.occupant.seq if subject.occupant is not None else None,
                     "replyTarget": subject.reply_target,
+                    "readers": sorted(subject.readers),
+                    "base": subject.base,
                 }
             )
         items = [
@@ -636,6 +705,7 @@ class CoalescingState:
         ]
         return {
             "conversations": list(self.conversations),
+            "consumption": self.consumption,
             "subjects": subjects,
             "items": items,
             "batches": batches,
@@ -648,8 +718,12 @@ class CoalescingState:
         unconsumed occupant is delivered as an ordinary occurrence and its subject's history
         is ``"unknown"`` (RFC-006 §3.2); each batch, pending or rendering, materializes its
         fallback once (an interrupted render is not replayed, §3.2, §5.3; the server that
-        would render it is another process now); receipts keep their expiry. Raises ``KeyError`` / ``TypeError`` / ``ValueError`` on a
-        snapshot of another shape (the caller starts empty then)."""
+        would render it is another process now); receipts keep their expiry. Per-conversation
+        history (EC4) is carried when the snapshot was taken with this consumption; else (or
+        from an older store) a subject's ``"some"`` reads ``"unknown"`` in every conversation
+        that is not known to have read it. Raises ``KeyError`` / ``TypeError`` /
+        ``ValueError`` on a snapshot of another shape (the caller starts empty then)."""
+        same = snapshot.get("consumption", "shared") == self.consumption
         for name in snapshot["conversations"]:
             self.add_conversation(str(name))
         for entry in snapshot["items"]:
@@ -673,13 +747,17 @@ class CoalescingState:
             history: History = (
                 entry["history"] if entry["history"] in ("none", "some", "unknown") else "unknown"
             )
+            readers = {str(name) for name in entry.get("readers") or ()} if same else set[str]()
+            base: History = "none" if same and entry.get("base") == "none" else "unknown"
             if entry["occupant"] is not None:
-                history = "unknown"
+                history, readers = "unknown", set[str]()
             target = entry.get("replyTarget")
             self._subjects[key] = _Subject(
                 history,
                 last_event_id=entry["last"],
                 reply_target=dict(target) if is_mapping(target) else None,
+                readers=readers,
+                base=base,
             )
         for entry in snapshot["batches"]:
             key = (
@@ -732,10 +810,13 @@ class CoalescingState:
         """Occurrences some conversation has not read."""
         return len(self._items)
 
-    def history(self, key: SubjectKey) -> History:
-        """A subject's consumed history; ``"unknown"`` for an untracked one."""
+    def history(self, key: SubjectKey, conversation: str | None = None) -> History:
+        """A subject's consumed history (in ``conversation``, module rules; None: in any);
+        ``"unknown"`` for an untracked one."""
         subject = self._subjects.get(key)
-        return "unknown" if subject is None else subject.history
+        if subject is None:
+            return "unknown"
+        return subject.history if conversation is None else self._history_in(subject, conversation)
 
     def __len__(self) -> int:
         return len(self._subjects)

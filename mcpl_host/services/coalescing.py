@@ -23,7 +23,8 @@ Rules (docs/protocol.md EC1-EC14):
   within ``Limits.push_render_timeout_seconds`` of its server); a timeout, an error, a bad
   result or a closed transport materializes the fallback; authority is checked again when
   the answer arrives (a lapse drops the batch); then what the conversation has not read is
-  returned and consumed. ``Drained.model_needed`` is False when its only causes were batches
+  returned and consumed: history in every conversation, or with
+  ``EventInbox(consumption="per-conversation")`` in that one only (EC4). ``Drained.model_needed`` is False when its only causes were batches
   that materialized nothing (§5.2).
 - While the host waits for a server's ``push/render``, an ``inference/request`` from that
   server is refused ``-32600`` (§5.3, SPEC §10.7; ``EventInbox.rendering``).
@@ -53,6 +54,7 @@ from mcpl_host.mcpl.coalescing import (
     AuditEntry,
     Batch,
     CoalescingState,
+    Consumption,
     Drained,
     Lane,
     Occurrence,
@@ -147,6 +149,10 @@ class EventInbox:
         max_unread: occurrences held unread (by any conversation) beyond which a new event is
             refused ``accepted: false``, reason ``inbox_full`` (a storage limit, RFC-006 §11:
             ordinary events are refused alike; an inbox nobody drains stays bounded).
+        consumption: ``"shared"`` (an occurrence one conversation read is history in every
+            conversation, RFC-006 §3.3's conservative rule) or ``"per-conversation"`` (history
+            only where it was read: unread elsewhere it stays replaceable and withdrawable);
+            docs/protocol.md EC4. ``ValueError`` for another value.
         clock: seconds since the epoch (``time.time``: a receipt's expiry outlives the
             process); tests pass their own.
         store: a file the state is written to after each change (write to a temporary
@@ -168,6 +174,7 @@ class EventInbox:
         max_receipts: int = 100_000,
         max_unread: int = 10_000,
         max_audit: int = 1000,
+        consumption: Consumption = "shared",
         clock: Callable[[], float] = time.time,
         store: Path | None = None,
     ) -> None:
@@ -182,6 +189,7 @@ class EventInbox:
             retain_notices=retain_notices,
             max_receipts=max_receipts,
             max_audit=max_audit,
+            consumption=consumption,
         )
         self.deferred = deferred
         self.channel_scoped_push = channel_scoped_push
@@ -208,6 +216,7 @@ class EventInbox:
                 retain_notices=self.state.retain_notices,
                 max_receipts=self.state.max_receipts,
                 max_audit=self.state.max_audit,
+                consumption=self.state.consumption,
             )
             recovered.recover(snapshot)
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, IndexError) as exc:
