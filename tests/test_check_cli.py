@@ -224,7 +224,7 @@ def http_bridge() -> Iterator[str]:
 
 def _run(args: list[str], junit: Path | None = None, json_output: bool = True) -> Run:
     argv = [*CLI, *(["--json"] if json_output else []), *(["--junit", str(junit)] if junit else []), *args]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    done = forkserver.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     return Run(done.returncode, done.stdout, done.stderr, junit)
 
 
