@@ -119,7 +119,15 @@ def test_an_ordinary_cause_delivered_early_keeps_its_own_deadline() -> None:
 
 @pytest.mark.parametrize(
     ("quiet", "bound"),
-    [(-1.0, 1.0), (math.nan, 1.0), (0.0, 0.0), (0.5, -1.0), (0.5, math.inf), (2.0, 1.0), (math.inf, math.inf)],
+    [
+        (-1.0, 1.0),
+        (math.nan, 1.0),
+        (0.0, 0.0),
+        (0.5, -1.0),
+        (0.5, math.inf),
+        (2.0, 1.0),
+        (math.inf, math.inf),
+    ],
 )
 def test_a_policy_out_of_range_is_refused(quiet: float, bound: float) -> None:
     with pytest.raises(ValueError, match="seconds"):
@@ -138,9 +146,7 @@ def test_a_non_finite_now_is_refused() -> None:
 
 
 #: A subject's traffic: gaps between arrivals (seconds) and whether each qualifies.
-traffic = st.lists(
-    st.tuples(st.floats(min_value=0.0, max_value=0.5), st.booleans()), min_size=1, max_size=60
-)
+traffic = st.lists(st.tuples(st.floats(min_value=0.0, max_value=0.5), st.booleans()), min_size=1, max_size=60)
 policies = st.tuples(st.floats(min_value=0.0, max_value=2.0), st.floats(min_value=0.01, max_value=5.0)).map(
     lambda qb: WakePolicy(quiet_seconds=qb[0], max_postpone_seconds=max(qb[0], qb[1]))
 )

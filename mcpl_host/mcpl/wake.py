@@ -128,7 +128,9 @@ class WakeSchedule:
         policy = self.policy
         cause = self._subjects.get(key)
         if cause is None:
-            cause = self._subjects[key] = WakeCause(next(self._tokens), key, now, now, now + policy.quiet_seconds)
+            cause = self._subjects[key] = WakeCause(
+                next(self._tokens), key, now, now, now + policy.quiet_seconds
+            )
             return cause
         cause.latest = max(cause.latest, now)
         cause.due = min(cause.latest + policy.quiet_seconds, cause.first + policy.max_postpone_seconds)

@@ -332,6 +332,11 @@ class EventInbox:
         Raises ``RuntimeError`` when the inbox has no wake policy."""
         return self._schedule(conversation).due(self._monotonic())
 
+    def causes(self, conversation: str = "main") -> list[WakeCause]:
+        """Every pending wake cause of ``conversation``, earliest deadline first (due or
+        not; EC15). Raises ``RuntimeError`` without a wake policy."""
+        return self._schedule(conversation).causes()
+
     def next_wake(self, conversation: str = "main") -> float | None:
         """When ``conversation``'s next wake is due, in seconds on the ``monotonic`` clock's
         scale (None: no cause pending). Raises ``RuntimeError`` without a wake policy."""
@@ -543,6 +548,10 @@ class Conversation:
     def due(self) -> list[WakeCause]:
         """``EventInbox.due`` of this conversation."""
         return self.inbox.due(self.name)
+
+    def next_wake(self) -> float | None:
+        """``EventInbox.next_wake`` of this conversation."""
+        return self.inbox.next_wake(self.name)
 
     async def prepare(self) -> int:
         """``EventInbox.prepare`` of this conversation."""
