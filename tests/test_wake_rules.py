@@ -117,6 +117,13 @@ def test_an_ordinary_cause_delivered_early_keeps_its_own_deadline() -> None:
     assert len(schedule) == 0
 
 
+def test_delivered_ordinary_causes_are_bounded_oldest_first() -> None:
+    schedule = WakeSchedule(POLICY, max_delivered=2)
+    causes = [schedule.ordinary(0.01 * i, qualifies=True) for i in range(4)]
+    schedule.consume(0.05)
+    assert schedule.causes() == causes[2:]
+
+
 @pytest.mark.parametrize(
     ("quiet", "bound"),
     [
@@ -127,6 +134,7 @@ def test_an_ordinary_cause_delivered_early_keeps_its_own_deadline() -> None:
         (0.5, math.inf),
         (2.0, 1.0),
         (math.inf, math.inf),
+        (True, 1.0),
     ],
 )
 def test_a_policy_out_of_range_is_refused(quiet: float, bound: float) -> None:

@@ -41,6 +41,11 @@ def qualifies_everything(event: Mapping[str, Any]) -> bool:
     return True
 
 
+def _seconds(value: object) -> bool:
+    """A finite number (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 @dataclass(frozen=True, slots=True)
 class WakePolicy:
     """The application's wake policy (RFC-006 §4.2, §16.6).
@@ -65,9 +70,9 @@ class WakePolicy:
 
     def __post_init__(self) -> None:
         quiet, bound = self.quiet_seconds, self.max_postpone_seconds
-        if not (isinstance(quiet, (int, float)) and math.isfinite(quiet) and quiet >= 0):
+        if not (_seconds(quiet) and quiet >= 0):
             raise ValueError("quiet_seconds must be a finite number of seconds, at least 0")
-        if not (isinstance(bound, (int, float)) and math.isfinite(bound) and bound > 0):
+        if not (_seconds(bound) and bound > 0):
             raise ValueError(
                 "max_postpone_seconds must be a finite number of seconds above 0 (RFC-006 §4.2: a finite bound)"
             )
@@ -98,9 +103,14 @@ def _finite(now: float) -> float:
 
 @dataclass(slots=True)
 class WakeSchedule:
-    """One conversation's pending causes and their deadlines (module rules)."""
+    """One conversation's pending causes and their deadlines (module rules).
+    ``max_delivered``: ordinary causes kept past a drain that delivered their content (≥ 1);
+    past it the oldest goes (a wake for content already read; a bound on memory when a
+    server pushes fast under a long quiet period). Undelivered causes are bounded by what
+    the inbox holds unread."""
 
     policy: WakePolicy
+    max_delivered: int = 10_000
     _ordinary: dict[int, WakeCause] = field(default_factory=dict[int, WakeCause])
     _subjects: dict[SubjectKey, WakeCause] = field(default_factory=dict[SubjectKey, WakeCause])
     _tokens: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -166,7 +176,9 @@ class WakeSchedule:
                 del self._ordinary[token]
             else:
                 cause.delivered = True
-        for key, cause in list(self._subjects.items()):
+        while len(self._ordinary) > max(1, self.max_delivered):  # all delivered now: oldest first
+            del self._ordinary[next(iter(self._ordinary))]
+        for key in list(self._subjects):
             if key not in keep:
                 del self._subjects[key]
 

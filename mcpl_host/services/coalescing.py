@@ -347,7 +347,7 @@ class EventInbox:
             raise RuntimeError("this EventInbox has no wake policy (EventInbox(wake=WakePolicy(...)))")
         found = self._schedules.get(conversation)
         if found is None:
-            found = self._schedules[conversation] = WakeSchedule(self.wake)
+            found = self._schedules[conversation] = WakeSchedule(self.wake, max_delivered=self.max_unread)
         return found
 
     def _wake_ordinary(self, event: Mapping[str, Any], audience: Sequence[str] | set[str]) -> None:
