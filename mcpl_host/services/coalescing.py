@@ -3,7 +3,7 @@ conversation until the application drains them for a model request. The decision
 ``mcpl/coalescing.py``'s; this module is their I/O: the ``push/render`` requests, the clock,
 re-checking authority on the current transport.
 
-Rules (docs/protocol.md EC1-EC14):
+Rules (docs/protocol.md EC1-EC15):
 
 - Off unless the application passes an ``EventInbox`` (``connect(..., event_inbox=)``,
   ``Host(..., event_inbox=)``): then the host advertises ``eventCoalescing``
