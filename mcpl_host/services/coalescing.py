@@ -553,6 +553,10 @@ class Conversation:
         """``EventInbox.next_wake`` of this conversation."""
         return self.inbox.next_wake(self.name)
 
+    def causes(self) -> list[WakeCause]:
+        """``EventInbox.causes`` of this conversation."""
+        return self.inbox.causes(self.name)
+
     async def prepare(self) -> int:
         """``EventInbox.prepare`` of this conversation."""
         return await self.inbox.prepare(self.name)
