@@ -31,6 +31,7 @@ from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.injections import BeforeInferenceResult, Injection
 from mcpl_host.mcpl.policy_state import MCPLState
+from mcpl_host.mcpl.wake import WakePolicy
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.coalescing import Conversation, EventInbox
 from mcpl_host.services.negotiation import PolicyChange
@@ -115,6 +116,7 @@ __all__ = [
     "Subscription",
     "Tool",
     "UnknownServer",
+    "WakePolicy",
     "close_on_signals",
     "connect",
     "load_config",

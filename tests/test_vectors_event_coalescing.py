@@ -20,9 +20,15 @@ precondition (``consumeContext``: one conversation's model request); the other v
 several conversations (12, 25, 49) run in both modes and count as passed only if both pass;
 a variant with one conversation runs once, in shared mode, since with one conversation the
 two modes are the same rule (a property in tests/test_coalescing_per_conversation.py);
-conservative recovery; 64 notices; a one-hour window; no wake timers (the
-application's wake policy: the turns here read ``pending()``); the advisory vector 37 is
-checked against the inbox's audit record. Variants whose ``requires``
+conservative recovery; 64 notices; a one-hour window; the library's wake
+rules (``EventInbox(wake=WakePolicy(...))``, RFC-006 §4.2, EC15): the setup's ``gate`` is
+played only as configuration (which tags qualify, its debounce as the quiet period), the
+inbox decides, and a ``turn`` drains each conversation with a wake due (``inbox.due``). The
+wake clock is a virtual monotonic clock (``WakeClock``) that ``wait`` and the timing ops
+advance, so no check depends on real time; ``continuousReplacements`` (36) and
+``unrelatedDebounce`` (44) send every occurrence over the wire at its virtual time and run
+each wake at its deadline. The advisory vector 37 is checked against the inbox's audit
+record. Variants whose ``requires``
 the profile does not meet are recorded "not applicable"; those the project reads
 differently are recorded "read differently" (docs/protocol.md EC13).
 """
@@ -30,6 +36,7 @@ differently are recorded "read differently" (docs/protocol.md EC13).
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from contextlib import AsyncExitStack
@@ -44,6 +51,7 @@ from mcpl_host import GrantPolicy, HostHandlers, RequestContext, ServerConfig
 from mcpl_host.hosted import HostedServer
 from mcpl_host.mcpl.coalescing import Consumption
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
+from mcpl_host.mcpl.wake import WakeCause, WakePolicy
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.coalescing import EventInbox
 
@@ -67,6 +75,12 @@ PROFILE = {
     "hard-subject-limit",
     "changing-advertised-retry-window",
     "materialized-unread",
+    # The runner constructs these (``continuousReplacements``, ``unrelatedDebounce``): sustained
+    # eligible replacements at a virtual cadence, the library's finite bound, and an
+    # ordinary-only control run beside the combined one.
+    "timing-observation",
+    "finite-wake-postponement-bound",
+    "paired-debounce-control",
 }
 #: The precondition met only by the runs with per-conversation consumption (module docstring).
 PER_CONTEXT = "per-context-consumption"
@@ -84,6 +98,8 @@ ALSO_PER_CONVERSATION = [
     for case, variant in VARIANTS
     if len(variant["setup"].get("agents") or ()) > 1 and _consumption(variant) == "shared"
 ]
+#: The host's stated no-starvation bound in this profile (``WakePolicy.max_postpone_seconds``).
+BOUND_SECONDS = 0.5
 #: Variants read differently (docs/protocol.md EC13), with the rule.
 READ_DIFFERENTLY: dict[str, str] = {
     "41/default": "EC14: a channel registration lives as long as the transport that made it (SPEC §14.5;"
@@ -130,6 +146,50 @@ class Clock:
         return time.time() + self.offset
 
 
+class WakeClock:
+    """The inbox's monotonic wake clock (seconds): virtual, moved only by the runner."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _gate_qualifies(gate: dict[str, Any] | None) -> Any:
+    """The setup's gate as a ``WakePolicy.qualifies``: a policy whose ``tagsAny`` matches
+    qualifies unless it says skip; else the default (everything qualifies with no gate)."""
+
+    def qualifies(event: Any) -> bool:
+        if gate is None:
+            return True
+        tags = set(event.get("tags") or [])
+        for policy in gate.get("policies", []):
+            if tags & set(policy["match"].get("tagsAny", [])):
+                return bool(policy.get("behavior") != "skip")
+        return bool(gate.get("default") != "skip")
+
+    return qualifies
+
+
+def _quiet_seconds(variant: dict[str, Any]) -> float:
+    """The configured quiet period: the timing op's, else the gate's one debounce, else 0."""
+    for step in variant["steps"]:
+        if step["op"] == "continuousReplacements":
+            return float(step["quietMs"]) / 1000
+        if step["op"] == "unrelatedDebounce":
+            return float(step["ordinaryQuietMs"]) / 1000
+    gate = variant["setup"].get("gate")
+    debounces = {
+        p["behavior"]["debounce"] for p in (gate or {}).get("policies", []) if isinstance(p["behavior"], dict)
+    }
+    assert len(debounces) <= 1, debounces  # one quiet period per inbox
+    return float(debounces.pop()) / 1000 if debounces else 0.0
+
+
 @dataclass
 class Agent:
     """The application: conversations, their histories and the model requests made."""
@@ -143,7 +203,6 @@ class Agent:
     queued: bool = False
     suppressed: set[str] = field(default_factory=set[str])
     summary_level: int = 0
-    gate: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for name in self.names:
@@ -168,10 +227,7 @@ class Agent:
                 self.suppressed.discard(name)
                 continue
             cause = self.queued and name == self.names[0]
-            has_work = any(self.wakes(i.event) for i in self.inbox.pending(name)) or any(
-                self.wakes(b.fallback) for b in self.inbox.state.due_batches(name)
-            )
-            if not (cause or has_work):
+            if not (cause or self.inbox.due(name)):  # the library's wake decision (§4.2)
                 continue
             drained = await self.inbox.drain(name)
             for item in drained.items:
@@ -180,17 +236,6 @@ class Agent:
                 self.model(name)
             if name == self.names[0]:
                 self.queued = False
-
-    def wakes(self, event: dict[str, Any]) -> bool:
-        """The application's wake policy (the setup's ``gate``): a policy whose ``tagsAny``
-        matches wakes unless it says skip; else the default (wake when no gate)."""
-        if self.gate is None:
-            return True
-        tags = set(event.get("tags") or [])
-        for policy in self.gate.get("policies", []):
-            if tags & set(policy["match"].get("tagsAny", [])):
-                return policy.get("behavior") != "skip"
-        return self.gate.get("default") != "skip"
 
     def context(self, name: str) -> list[str]:
         pending = [t for item in self.inbox.pending(name) for t in _texts(item.event)]
@@ -204,6 +249,7 @@ class Session:
     store: Path
     stack: AsyncExitStack
     clock: Clock = field(default_factory=Clock)
+    wake_clock: WakeClock = field(default_factory=WakeClock)
     hosted: dict[str, HostedServer] = field(default_factory=dict[str, HostedServer])
     conns: dict[str, ServerConnection] = field(default_factory=dict[str, ServerConnection])
     observations: dict[str, Any] = field(default_factory=dict[str, Any])
@@ -247,9 +293,15 @@ class Session:
             consumption=self.consumption,
             clock=self.clock,
             store=self.store,
+            wake=WakePolicy(
+                quiet_seconds=_quiet_seconds(self.variant),
+                max_postpone_seconds=BOUND_SECONDS,
+                qualifies=_gate_qualifies(self.setup.get("gate")),
+            ),
+            monotonic=self.wake_clock,
         )
         if self.agent is None:
-            self.agent = Agent(inbox, list(names), gate=self.setup.get("gate"))
+            self.agent = Agent(inbox, list(names))
         else:
             self.agent.inbox = inbox
             for name in names:
@@ -439,6 +491,10 @@ def _check(check: dict[str, Any], observed: dict[str, Any], session: Session) ->
         assert value.get("accepted") is True and "coalesce" not in value, (check, value)
     if check.get("capacitySaturated"):
         assert value["subjects"] >= value["max"], (check, value)
+    if check.get("timing") == "replacement":
+        _check_replacement_timing(value)
+    if check.get("timing") == "ordinary-preserved":
+        _check_ordinary_preserved(value)
 
 
 async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str, Any] | None:
@@ -446,6 +502,7 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
     agent = session.agent
     assert agent is not None
     reply: Any = None
+    timing: dict[str, Any] | None = None
     if op == "send":
         reply = await session.tool("send", step.get("server"), method=step["method"], params=step["params"])
     elif op == "register":
@@ -487,8 +544,14 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
         await agent.assemble(agent.names[0])  # the summarizer's request consumes (§3.3)
         agent.requests.pop()
         agent.summary_level += 1
-    elif op in ("observe", "wait"):
+    elif op == "observe":
         pass
+    elif op == "wait":
+        session.wake_clock.advance(step["ms"] / 1000)
+    elif op == "continuousReplacements":
+        timing = await _continuous_replacements(session, step)
+    elif op == "unrelatedDebounce":
+        timing = await _unrelated_debounce(session, step)
     elif op == "channelTool":
         conn = session.conns[session.servers[0]]
         if step["name"] == "channel_close":
@@ -544,6 +607,7 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
             await session.open(name)
     elif op == "advanceClock":
         session.clock.offset += step["ms"] / 1000
+        session.wake_clock.advance(step["ms"] / 1000)
     elif op == "materializeWithoutConsume":
         assert session.inbox is not None
         await session.inbox.prepare(agent.names[0])
@@ -552,10 +616,233 @@ async def _step(session: Session, step: dict[str, Any], group: Any) -> dict[str,
     else:
         raise AssertionError(f"op {op!r} has no driver")
     observed = await session.observe(reply)
+    observed["timing"] = timing
     session.observations[step["id"]] = observed
     for check in step.get("checks", []):
         _check(check, observed, session)
     return observed
+
+
+#: The clock allowance of the timing checks (seconds): the wake clock is virtual, so only
+#: float rounding separates a deadline from its arrival + quiet period.
+EPSILON = 1e-9
+
+
+@dataclass
+class Wake:
+    """One wake the runner ran: when (the wake clock), the causes due (copies, as the inbox
+    reported them), and the model requests the turn made."""
+
+    at: float
+    causes: list[WakeCause]
+    requests: list[str]
+
+
+async def _send_push(session: Session, event_id: str, text: str, *, key: str | None, tags: list[str]) -> Any:
+    """One ``push/event`` over the wire (the fixture's ``send``); its accepted result."""
+    params: dict[str, Any] = {
+        "featureSet": "doc",
+        "eventId": event_id,
+        "timestamp": "2026-01-01T00:00:00Z",
+        "payload": {"content": [{"type": "text", "text": text}]},
+    }
+    if key is not None:
+        params["coalesce"] = {"key": key}
+    if tags:
+        params["tags"] = tags
+    reply = await session.tool("send", method="push/event", params=params)
+    result = reply.get("result")
+    assert isinstance(result, dict) and result.get("accepted") is True, reply
+    return result
+
+
+async def _wakes_until(session: Session, limit: float, wakes: list[Wake]) -> None:
+    """Run each wake of the agent's first conversation due at or before ``limit`` (the wake
+    clock set to its deadline, then a ``turn``), in order."""
+    agent, inbox, clock = session.agent, session.inbox, session.wake_clock
+    assert agent is not None and inbox is not None
+    name = agent.names[0]
+    while True:
+        deadline = inbox.next_wake(name)
+        if deadline is None or deadline > limit:
+            return
+        clock.now = max(clock.now, deadline)
+        causes = [replace(cause) for cause in inbox.due(name)]
+        assert causes, "next_wake named a deadline with nothing due"
+        before = len(agent.requests)
+        await agent.turn()
+        wakes.append(Wake(clock.now, causes, [text for _, text in agent.requests[before:]]))
+
+
+def _qualifying_tags(session: Session) -> list[str]:
+    """A tag the setup's gate makes qualifying (none without a gate: everything qualifies)."""
+    gate = session.setup.get("gate")
+    for policy in (gate or {}).get("policies", []):
+        if policy.get("behavior") != "skip":
+            return list(policy["match"]["tagsAny"][:1])
+    return []
+
+
+async def _continuous_replacements(session: Session, step: dict[str, Any]) -> dict[str, Any]:
+    """Vector 36: an ordinary-event control, then ``count`` eligible same-subject
+    replacements ``intervalMs`` apart (faster than ``quietMs``), each sent over the wire at its
+    virtual time, every wake run at its deadline. What happened, for the ``replacement`` check."""
+    clock = session.wake_clock
+    tags = _qualifying_tags(session)
+    quiet, interval = step["quietMs"] / 1000, step["intervalMs"] / 1000
+    control_at = clock.now
+    await _send_push(session, "wake-control", "CONTROL-ORDINARY", key=None, tags=tags)
+    control: list[Wake] = []
+    await _wakes_until(session, math.inf, control)
+    start = clock.now
+    arrivals: list[tuple[float, str]] = []
+    stream: list[Wake] = []
+    for index in range(step["count"]):
+        at = start + index * interval
+        await _wakes_until(session, at, stream)
+        clock.now = at
+        text = f"REPLACEMENT-{index:02d}"
+        result = await _send_push(session, f"wake-r{index}", text, key="wake-subject", tags=tags)
+        assert result["coalesce"]["outcome"] in ("first", "replaced", "appended"), result
+        arrivals.append((at, text))
+    await _wakes_until(session, math.inf, stream)
+    return {
+        "quiet": quiet,
+        "interval": interval,
+        "bound": BOUND_SECONDS,
+        "controlAt": control_at,
+        "control": control,
+        "arrivals": arrivals,
+        "wakes": stream,
+    }
+
+
+def _check_replacement_timing(timing: dict[str, Any]) -> None:
+    """Vector 36 (RFC-006 §4.2 no starvation): the control woke once, its quiet period after
+    it arrived; replacements came faster than the quiet period; every wake of the stream was
+    the subject's one cause, came at most ``bound`` after the first pending arrival and
+    carried the content current then; superseded content reached no request; the last
+    content was delivered; the stream outlasted the bound and delivery came while it still
+    went on."""
+    quiet, interval, bound = timing["quiet"], timing["interval"], timing["bound"]
+    [control] = timing["control"]
+    [control_cause] = control.causes
+    assert control_cause.subject is None
+    assert abs(control.at - timing["controlAt"] - quiet) <= EPSILON, control
+    assert len(control.requests) == 1 and "CONTROL-ORDINARY" in control.requests[0], control
+    assert interval < quiet, timing  # the precondition: replacements faster than the quiet period
+    arrivals: list[tuple[float, str]] = timing["arrivals"]
+    wakes: list[Wake] = timing["wakes"]
+    timeline = sorted(
+        [(w.at, 0, w) for w in wakes] + [(at, 1, text) for at, text in arrivals], key=lambda x: x[:2]
+    )
+    pending_since: float | None = None
+    current = ""
+    delivered: list[str] = []
+    for at, _, item in timeline:
+        if isinstance(item, str):
+            current = item
+            pending_since = at if pending_since is None else pending_since
+            continue
+        assert pending_since is not None, item  # a wake has a cause
+        assert [c.subject is not None for c in item.causes] == [True], item  # one cause, the subject's
+        assert at - pending_since <= bound + EPSILON, (at, pending_since, bound)
+        assert len(item.requests) == 1 and current in item.requests[0], (current, item)
+        delivered.append(current)
+        pending_since = None
+    assert pending_since is None and delivered and delivered[-1] == arrivals[-1][1], delivered
+    every_request = "\n".join(r for w in wakes for r in w.requests)
+    for _, text in arrivals:
+        assert (text in every_request) == (text in delivered), text  # superseded content never shown
+    # The condition constructed: replacements went on past the stated bound, and the bound
+    # fired while they did (a host without one wakes only once they stop).
+    assert arrivals[-1][0] - arrivals[0][0] > bound, (arrivals, bound)
+    assert wakes[0].at < arrivals[-1][0], wakes
+
+
+async def _unrelated_debounce(session: Session, step: dict[str, Any]) -> dict[str, Any]:
+    """Vector 44: an ordinary-only control, then a coalesced subject replaced every fifth of
+    the quiet period until it reaches its bound while an ordinary event (sent half a quiet
+    period before the bound) still awaits its quiet period; every occurrence sent over the
+    wire at its virtual time, every wake run at its deadline, and the ordinary cause's deadline
+    read after each step. What happened, for the ``ordinary-preserved`` check."""
+    agent, inbox, clock = session.agent, session.inbox, session.wake_clock
+    assert agent is not None and inbox is not None
+    quiet = step["ordinaryQuietMs"] / 1000
+    control_at = clock.now
+    await _send_push(session, "ordinary-control", "ORDINARY-CONTROL", key=None, tags=[])
+    control: list[Wake] = []
+    await _wakes_until(session, math.inf, control)
+    start = clock.now
+    ordinary_at = start + BOUND_SECONDS - quiet / 2
+    sends = [
+        (start + index * quiet / 5, f"SUBJECT-{index:02d}")
+        for index in range(int(5 * (BOUND_SECONDS + quiet) / quiet))
+    ]
+    sends.append((ordinary_at, "ORDINARY-COMBINED"))
+    sends.sort(key=lambda send: (send[0], send[1] != "ORDINARY-COMBINED"))
+    wakes: list[Wake] = []
+    deadlines: list[tuple[int, float]] = []  # the ordinary cause's (token, deadline), read after each step
+    for at, text in sends:
+        await _wakes_until(session, at, wakes)
+        clock.now = at
+        ordinary = text.startswith("ORDINARY")
+        await _send_push(session, text.lower(), text, key=None if ordinary else "wake-subject", tags=[])
+        deadlines += [(c.token, c.due) for c in inbox.causes(agent.names[0]) if c.subject is None]
+    while (deadline := inbox.next_wake(agent.names[0])) is not None:
+        deadlines += [(c.token, c.due) for c in inbox.causes(agent.names[0]) if c.subject is None]
+        await _wakes_until(session, deadline, wakes)
+    return {
+        "quiet": quiet,
+        "bound": BOUND_SECONDS,
+        "controlAt": control_at,
+        "control": control,
+        "ordinaryAt": ordinary_at,
+        "sends": sends,
+        "wakes": wakes,
+        "deadlines": deadlines,
+    }
+
+
+def _check_ordinary_preserved(timing: dict[str, Any]) -> None:
+    """Vector 44 (RFC-006 §4.2 last bullet): the ordinary-only control woke once, its quiet
+    period after it arrived; in the combined run the subject's bound wake came at its first
+    arrival + bound, caused by the subject alone, while the ordinary cause was pending and not
+    yet due, and carried the subject's current content; the ordinary cause kept one deadline
+    throughout and woke once, its own cause, at the control's offset (EC15: the bound wake's
+    request may already have carried its content)."""
+    quiet, bound = timing["quiet"], timing["bound"]
+    [control] = timing["control"]
+    [control_cause] = control.causes
+    offset = control.at - timing["controlAt"]
+    assert control_cause.subject is None and abs(offset - quiet) <= EPSILON, control
+    assert len(control.requests) == 1 and "ORDINARY-CONTROL" in control.requests[0], control
+    wakes: list[Wake] = timing["wakes"]
+    ordinary_at = timing["ordinaryAt"]
+    bound_wakes = [
+        w
+        for w in wakes
+        for c in w.causes
+        if c.subject is not None and abs(c.due - (c.first + bound)) <= EPSILON
+    ]
+    assert bound_wakes, wakes  # the subject reached its bound
+    bound_wake = bound_wakes[0]
+    assert [c.subject is not None for c in bound_wake.causes] == [True], bound_wake
+    assert ordinary_at < bound_wake.at < ordinary_at + quiet, (bound_wake, ordinary_at)  # still pending
+    current = [text for at, text in timing["sends"] if at < bound_wake.at and text.startswith("SUBJECT")][-1]
+    assert len(bound_wake.requests) == 1 and current in bound_wake.requests[0], (current, bound_wake)
+    tokens = {token for token, _ in timing["deadlines"]}
+    assert len(tokens) == 1, timing["deadlines"]  # the ordinary cause, uniquely identified
+    assert all(abs(due - (ordinary_at + quiet)) <= EPSILON for _, due in timing["deadlines"]), timing[
+        "deadlines"
+    ]
+    ordinary_wakes = [w for w in wakes if any(c.subject is None for c in w.causes)]
+    assert len(ordinary_wakes) == 1, ordinary_wakes
+    [ordinary_wake] = ordinary_wakes
+    [ordinary_cause] = [c for c in ordinary_wake.causes if c.subject is None]
+    assert ordinary_cause.token in tokens and ordinary_cause.first == ordinary_at, ordinary_cause
+    assert abs((ordinary_wake.at - ordinary_at) - offset) <= EPSILON, (ordinary_wake, offset)
+    assert len(ordinary_wake.requests) == 1 and "ORDINARY-COMBINED" in ordinary_wake.requests[0]
 
 
 def _window(variant: dict[str, Any]) -> float:

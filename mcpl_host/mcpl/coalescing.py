@@ -806,6 +806,22 @@ class CoalescingState:
             subject.reply_target = target
         return target
 
+    def audience(self, key: SubjectKey) -> set[str]:
+        """The conversations that have subject ``key``'s unconsumed work unread (its
+        occupant, earlier unread renders, its pending or rendering batch); empty for an
+        untracked subject (the wake rules, ``mcpl/wake.py``, follow a replacement there)."""
+        subject = self._subjects.get(key)
+        if subject is None:
+            return set()
+        reach: set[str] = set()
+        for occurrence in (subject.occupant, *subject.earlier):
+            if occurrence is not None and not occurrence.consumed:
+                reach |= occurrence.unread
+        for batch in (subject.pending, subject.rendering):
+            if batch is not None:
+                reach |= batch.audience
+        return reach
+
     def unread_count(self) -> int:
         """Occurrences some conversation has not read."""
         return len(self._items)

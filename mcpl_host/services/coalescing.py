@@ -3,7 +3,7 @@ conversation until the application drains them for a model request. The decision
 ``mcpl/coalescing.py``'s; this module is their I/O: the ``push/render`` requests, the clock,
 re-checking authority on the current transport.
 
-Rules (docs/protocol.md EC1-EC14):
+Rules (docs/protocol.md EC1-EC15):
 
 - Off unless the application passes an ``EventInbox`` (``connect(..., event_inbox=)``,
   ``Host(..., event_inbox=)``): then the host advertises ``eventCoalescing``
@@ -28,6 +28,10 @@ Rules (docs/protocol.md EC1-EC14):
   that materialized nothing (§5.2).
 - While the host waits for a server's ``push/render``, an ``inference/request`` from that
   server is refused ``-32600`` (§5.3, SPEC §10.7; ``EventInbox.rendering``).
+- Wake (§4.2, EC13, EC15): with ``EventInbox(wake=WakePolicy(...))`` each conversation has a
+  ``WakeSchedule`` (``mcpl/wake.py``) fed from every admission's outcome and every drain;
+  ``wait()`` returns when a wake is due, ``due()`` says which causes are due now. Without
+  one, ``wait()`` returns as soon as something is unread.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from mcpl_host.mcpl.coalescing import (
 )
 from mcpl_host.mcpl.references import MODEL_CONTENT, ContentView
 from mcpl_host.mcpl.server_shapes import ChannelRegistry, channel_allowed
+from mcpl_host.mcpl.wake import WakeCause, WakePolicy, WakeSchedule
 
 __all__ = [
     "CHANNEL_NOT_PERMITTED",
@@ -159,6 +164,15 @@ class EventInbox:
             file, then rename) and recovered from when the inbox is made (conservatively,
             ``CoalescingState.recover``; EC7); None keeps it in memory only. Each write
             costs the size of what is pending and remembered.
+        wake: the wake policy (RFC-006 §4.2; ``mcpl.wake.WakePolicy``: quiet period,
+            no-starvation bound, which occurrences qualify): ``wait()`` then returns when a
+            wake is due and ``due()`` reports the causes (EC15). None: ``wait()`` returns as
+            soon as something is unread, and the wake policy is the application's alone.
+        monotonic: the wake clock, seconds on a monotonic scale (``time.monotonic``);
+            tests pass their own.
+
+    Raises:
+        ValueError: a bound out of range.
     """
 
     def __init__(
@@ -177,6 +191,8 @@ class EventInbox:
         consumption: Consumption = "shared",
         clock: Callable[[], float] = time.time,
         store: Path | None = None,
+        wake: WakePolicy | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not (math.isfinite(retry_window_seconds) and retry_window_seconds >= DEFAULT_RETRY_WINDOW_SECONDS):
             raise ValueError("retry_window_seconds must be at least 3600 (RFC-006 §3.1)")
@@ -204,8 +220,16 @@ class EventInbox:
         self._store = store
         self._store_failures = LogBudget(STORE_FAILURES_LOGGED)
         self._arrived: anyio.Event | None = None  # made by the first wait(), set at a change
+        self.wake = wake
+        self._monotonic = monotonic
+        self._schedules: dict[str, WakeSchedule] = {}
         if store is not None and store.exists():
             self._recover(store)
+        if wake is not None:  # recovered work wakes as if it arrived now (EC15)
+            now = monotonic()
+            for name in self.state.conversations:
+                if self.state.unread(name) or self.state.due_batches(name):
+                    self._schedule(name).ordinary(now, qualifies=True)
 
     def _recover(self, store: Path) -> None:
         try:
@@ -290,19 +314,89 @@ class EventInbox:
         return self.state.unread(conversation)
 
     async def wait(self, conversation: str = "main") -> None:
-        """Return once ``conversation`` has something to read: an unread occurrence or a
-        pending batch (the application's wake; what wakes it is the application's policy)."""
+        """With a wake policy: return once a wake of ``conversation`` is due (``due()`` is
+        not empty; RFC-006 §4.2), sleeping until the next deadline and looking again at
+        each change of the inbox. Without one: once ``conversation`` has something to read
+        (an unread occurrence or a pending batch; the wake is then the application's)."""
         state = self.state
-        while not (state.unread(conversation) or state.due_batches(conversation)):
+        if self.wake is None:
+            while not (state.unread(conversation) or state.due_batches(conversation)):
+                if self._arrived is None:
+                    self._arrived = anyio.Event()
+                await self._arrived.wait()
+            return
+        while not self.due(conversation):
             if self._arrived is None:
                 self._arrived = anyio.Event()
-            await self._arrived.wait()
+            deadline = self.next_wake(conversation)
+            if deadline is None:
+                await self._arrived.wait()
+            else:
+                with anyio.move_on_after(max(0.0, deadline - self._monotonic())):
+                    await self._arrived.wait()
+
+    def due(self, conversation: str = "main") -> list[WakeCause]:
+        """The causes whose wake is due now for ``conversation``, earliest first (an
+        application with its own loop drains when this is not empty; RFC-006 §4.2, EC15).
+        Raises ``RuntimeError`` when the inbox has no wake policy."""
+        return self._schedule(conversation).due(self._monotonic())
+
+    def causes(self, conversation: str = "main") -> list[WakeCause]:
+        """Every pending wake cause of ``conversation``, earliest deadline first (due or
+        not; EC15). Raises ``RuntimeError`` without a wake policy."""
+        return self._schedule(conversation).causes()
+
+    def next_wake(self, conversation: str = "main") -> float | None:
+        """When ``conversation``'s next wake is due, in seconds on the ``monotonic`` clock's
+        scale (None: no cause pending). Raises ``RuntimeError`` without a wake policy."""
+        return self._schedule(conversation).next_deadline()
+
+    def _schedule(self, conversation: str) -> WakeSchedule:
+        if self.wake is None:
+            raise RuntimeError("this EventInbox has no wake policy (EventInbox(wake=WakePolicy(...)))")
+        found = self._schedules.get(conversation)
+        if found is None:
+            found = self._schedules[conversation] = WakeSchedule(self.wake, max_delivered=self.max_unread)
+        return found
+
+    def _wake_ordinary(self, event: Mapping[str, Any], audience: Sequence[str] | set[str]) -> None:
+        """An ordinary occurrence arrived for ``audience``: its cause in each schedule."""
+        wake = self.wake
+        if wake is None:
+            return
+        now, qualifies = self._monotonic(), wake.qualifies(event)
+        for name in audience:
+            self._schedule(name).ordinary(now, qualifies=qualifies)
+
+    def _wake_subject(self, key: SubjectKey, outcome: Outcome, event: Mapping[str, Any]) -> None:
+        """The wake rules' part of one coalesced admission (``mcpl/wake.py``)."""
+        wake = self.wake
+        if wake is None:
+            return
+        state = self.state
+        if event["coalesce"].get("retract") is True:
+            for name in state.conversations:
+                self._schedule(name).withdraw(key)
+            if outcome == "noted":  # the deletion notice: an ordinary occurrence (§6)
+                self._wake_ordinary(event, state.conversations)
+            return
+        audience = state.audience(key)
+        if not audience:  # past capacity: appended as ordinary work (EC8)
+            self._wake_ordinary(event, state.conversations)
+            return
+        now, qualifies = self._monotonic(), wake.qualifies(event)
+        for name in state.conversations:
+            if name in audience:
+                self._schedule(name).subject(key, now, qualifies=qualifies)
 
     async def drain(self, conversation: str = "main") -> Drained:
         """What ``conversation``'s model request includes now (module rules); consumed."""
         async with self._locks.setdefault(conversation, anyio.Lock()):
             rendered = self._prepared.pop(conversation, 0) + await self._render_due(conversation)
             drained = self.state.consume(conversation, rendered)
+            if self.wake is not None:
+                pending = {batch.subject for batch in self.state.due_batches(conversation)}
+                self._schedule(conversation).consume(self._monotonic(), keep=pending)
             self.save()
             return drained
 
@@ -415,10 +509,20 @@ class EventInbox:
             if content is None:
                 payload = event.get("payload") if lane == "push" else event
                 content = payload.get("content") if is_mapping(payload) else None
-            return state.retract(key, lane, event_id, event, empty=not content)
-        if coalesce.get("deferred") is True:
-            return state.notice(key, event_id, event, initial=coalesce.get("initial") is True)
-        return state.plain(key, lane, event_id, event, initial=coalesce.get("initial") is True)
+            result = state.retract(key, lane, event_id, event, empty=not content)
+        elif coalesce.get("deferred") is True:
+            result = state.notice(key, event_id, event, initial=coalesce.get("initial") is True)
+        else:
+            result = state.plain(key, lane, event_id, event, initial=coalesce.get("initial") is True)
+        self._wake_subject(key, result[0], event)
+        return result
+
+    def ordinary(self, lane: Lane, event_id: str, event: dict[str, Any]) -> Occurrence:
+        """Append an occurrence without ``coalesce`` for every conversation (and its wake
+        cause, with a wake policy); the caller saves."""
+        occurrence = self.state.ordinary(lane, event_id, event)
+        self._wake_ordinary(event, occurrence.unread)
+        return occurrence
 
     def remember(self, binding: str, params: Mapping[str, Any], answer: JSONObject) -> None:
         """Keep the answer for the retry window (the one advertised now), then save."""
@@ -449,6 +553,18 @@ class Conversation:
     async def wait(self) -> None:
         """``EventInbox.wait`` of this conversation."""
         await self.inbox.wait(self.name)
+
+    def due(self) -> list[WakeCause]:
+        """``EventInbox.due`` of this conversation."""
+        return self.inbox.due(self.name)
+
+    def next_wake(self) -> float | None:
+        """``EventInbox.next_wake`` of this conversation."""
+        return self.inbox.next_wake(self.name)
+
+    def causes(self) -> list[WakeCause]:
+        """``EventInbox.causes`` of this conversation."""
+        return self.inbox.causes(self.name)
 
     async def prepare(self) -> int:
         """``EventInbox.prepare`` of this conversation."""
@@ -513,7 +629,7 @@ class InboxLane:
         de-duplication, MCPL §9.4): appended for every conversation; ``{accepted: true}``."""
         if self.inbox.full():
             return dict(INBOX_FULL)
-        self.inbox.state.ordinary("push", str(event.get("eventId")), event)
+        self.inbox.ordinary("push", str(event.get("eventId")), event)
         self.inbox.save()
         return {"accepted": True}
 
@@ -523,7 +639,7 @@ class InboxLane:
         if self.inbox.full():
             return {"messageId": delivered.get("messageId"), **INBOX_FULL}
         event_id = delivered.get("eventId", delivered.get("messageId"))
-        self.inbox.state.ordinary("channel", str(event_id), delivered)
+        self.inbox.ordinary("channel", str(event_id), delivered)
         self.inbox.save()
         return {"messageId": delivered.get("messageId"), "accepted": True}
 
