@@ -15,33 +15,19 @@ over real pipes to ``fixtures/current_spec/server.py`` (its ``coalescing`` part 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from mcpl_host import EventInbox, GrantPolicy, Host, ServerConfig
+from mcpl_host import EventInbox, Host
 from mcpl_host.mcpl.coalescing import Consumption
 from mcpl_host.server_connection import ServerConnection
 
-from .conftest import FIXTURES
-from .wire import FAST
+from .test_event_inbox import TIMEOUT, _config  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = pytest.mark.anyio
-SERVER = str(FIXTURES / "current_spec" / "server.py")
-TIMEOUT = 30
-
-
-def _config() -> ServerConfig:
-    return ServerConfig(
-        name="editor",
-        command=sys.executable,
-        args=(SERVER,),
-        grant_policy=GrantPolicy(grant_all_advertised=True),
-        limits=FAST,
-    )
 
 
 async def _send(conn: ServerConnection, method: str, params: dict[str, Any]) -> Any:

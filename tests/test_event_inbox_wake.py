@@ -10,31 +10,16 @@ duration); and the service's own arguments and recovery by direct calls on a vir
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from mcpl_host import EventInbox, GrantPolicy, Host, ServerConfig, WakePolicy
+from mcpl_host import EventInbox, Host, WakePolicy
 from mcpl_host.server_connection import ServerConnection
 
-from .conftest import FIXTURES
-from .wire import FAST
-
-SERVER = str(FIXTURES / "current_spec" / "server.py")
-TIMEOUT = 30
-
-
-def _config() -> ServerConfig:
-    return ServerConfig(
-        name="editor",
-        command=sys.executable,
-        args=(SERVER,),
-        grant_policy=GrantPolicy(grant_all_advertised=True),
-        limits=FAST,
-    )
+from .test_event_inbox import TIMEOUT, _config  # pyright: ignore[reportPrivateUsage]
 
 
 async def _send(conn: ServerConnection, params: dict[str, Any]) -> Any:
