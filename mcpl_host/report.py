@@ -48,6 +48,7 @@ from mcpl_host.logging import Redactor, escape_text, json_safe
 from mcpl_host.mcp_records import Tool
 from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.mcpl.publish_target import publish_target, publish_target_problem
+from mcpl_host.tables import IDENTIFIER, PROSE, WORDS, Column, print_table
 
 if TYPE_CHECKING:
     from mcpl_host.server_connection import ServerConnection
@@ -69,6 +70,7 @@ __all__ = [
     "render_omitted",
     "render_events",
     "render_failure",
+    "render_lists",
     "render_listen_end",
     "render_listen_start",
     "render_notes",
@@ -83,6 +85,7 @@ __all__ = [
     "no_grant_warning",
     "refusal_text",
     "run_event",
+    "prose_text",
     "safe_text",
     "silence",
     "state_line",
@@ -398,6 +401,25 @@ def _text(value: object, *, newlines: bool = False) -> Text:
     return _none() if value is None or value == "" else Text(safe_text(value, newlines=newlines))
 
 
+def prose_text(value: object) -> str:
+    """A description as one line: its runs of white space (newlines, tabs, line separators)
+    folded to one space, then ``safe_text`` (cut, escaped): a table or a listing never shows
+    a literal ``\\n``."""
+    return safe_text(" ".join(value.split()) if isinstance(value, str) else value)
+
+
+def _prose(value: object) -> Text:
+    return _none() if value is None or value == "" else Text(prose_text(value))
+
+
+def _identifier(value: object) -> Text:
+    """A name or URI a person copies into another command: escaped, never cut (the list it
+    comes from is bounded by ``Limits.max_list_bytes``), bold."""
+    if not isinstance(value, str):
+        value = _dumps(value).decode()
+    return Text(escape_text(value, quotes=False), style="bold")
+
+
 def _names(values: Any) -> Text:
     return Text(", ".join(safe_text(v) for v in values)) if values else _none()
 
@@ -502,23 +524,6 @@ def _arguments(names: Sequence[object], required: object) -> Text:
     return _names([f"{name}*" if name in needed else name for name in names])
 
 
-def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Text:
-    if not rows:
-        return Text(f"{title}: none", style="dim")
-    table = Table(
-        title=f"{title} ({len(rows)})",
-        title_justify="left",
-        title_style="bold",
-        caption="* required argument" if "Arguments" in columns else None,
-        caption_justify="left",
-    )
-    for column in columns:  # names stay whole; other long values fold
-        table.add_column(column, overflow="fold", no_wrap=column.startswith("Name"))
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
 def tool_class_json(tool: Tool) -> dict[str, Any]:
     """A tool's effective classes and their source (RFC-008 §5, §6), as the probe's JSON
     document and the shell show them: ``{"name", "classes", "source"}``."""
@@ -535,36 +540,59 @@ def class_text(classes: Sequence[object], source: object) -> str:
 def _tool_row(tool: Mapping[str, object], classing: Mapping[str, object]) -> list[Text]:
     schema = v if is_object(v := tool.get("inputSchema")) else {}
     props = v if is_object(v := schema.get("properties")) else {}
-    name = Text(safe_text(tool.get("name")), style="bold")
+    name = _identifier(tool.get("name"))
     name.append("\n" + class_text(_list(classing.get("classes")), classing.get("source")), style="dim")
-    return [name, _text(tool.get("description")), _arguments(list(props), schema.get("required"))]
+    return [name, _prose(tool.get("description")), _arguments(list(props), schema.get("required"))]
 
 
 def _prompt_row(prompt: Mapping[str, object]) -> list[Text]:
     args = [a for a in _list(prompt.get("arguments")) if is_object(a)]
     required = [a.get("name") for a in args if a.get("required")]
     return [
-        Text(safe_text(prompt.get("name")), style="bold"),
-        _text(prompt.get("description")),
+        _identifier(prompt.get("name")),
+        _prose(prompt.get("description")),
         _arguments([a.get("name") for a in args], required),
     ]
 
 
 def _resource_row(resource: Mapping[str, object]) -> list[Text]:
-    return [_text(resource.get(key)) for key in ("uri", "name", "mimeType", "description")]
+    return [
+        _identifier(resource.get("uri")),
+        _text(resource.get("name")),
+        _text(resource.get("mimeType")),
+        _prose(resource.get("description")),
+    ]
 
 
 def _template_row(template: Mapping[str, object]) -> list[Text]:
-    return [_text(template.get(key)) for key in ("uriTemplate", "name", "description")]
+    return [
+        _identifier(template.get("uriTemplate")),
+        _text(template.get("name")),
+        _prose(template.get("description")),
+    ]
 
 
-# (document key, title, column headers, row builder)
+_DESCRIPTION, _ARGUMENTS = Column("Description", PROSE), Column("Arguments", WORDS)
+# (document key, title, columns, row builder)
 _TABLES = (
-    ("tools", "Tools", ["Name (class)", "Description", "Arguments"], None),
-    ("resources", "Resources", ["URI", "Name", "MIME type", "Description"], _resource_row),
-    ("resourceTemplates", "Resource templates", ["URI template", "Name", "Description"], _template_row),
-    ("prompts", "Prompts", ["Name", "Description", "Arguments"], _prompt_row),
+    ("tools", "Tools", [Column("Name (class)", IDENTIFIER), _DESCRIPTION, _ARGUMENTS], None),
+    (
+        "resources",
+        "Resources",
+        [Column("URI", IDENTIFIER), Column("Name", PROSE), Column("MIME type", WORDS), _DESCRIPTION],
+        _resource_row,
+    ),
+    (
+        "resourceTemplates",
+        "Resource templates",
+        [Column("URI template", IDENTIFIER), Column("Name", PROSE), _DESCRIPTION],
+        _template_row,
+    ),
+    ("prompts", "Prompts", [Column("Name", IDENTIFIER), _DESCRIPTION, _ARGUMENTS], _prompt_row),
 )
+#: The keys of the probe document's lists, in the order shown.
+LIST_KEYS = tuple(key for key, _, _, _ in _TABLES)
+_CHANNEL_COLUMNS = [Column("ID", IDENTIFIER), Column("Direction", WORDS), Column("Publish target", WORDS)]
 
 
 _ERAS = {"handshake": "handshake era: initialize", "stateless": "stateless: server/discover"}
@@ -656,7 +684,19 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
         body = Group(*parts) if len(parts) > 1 else parts[0]
     console.print(Panel(body, title=Text("Grant", style="bold"), title_align="left"))
 
+    render_lists(console, doc)
+    channels = [_channel_row(_obj(item)) for item in _list(doc.get("channels"))]
+    if channels:  # registered ones only; none for most servers, so no "none" line
+        print_table(console, "Channels", _CHANNEL_COLUMNS, channels)
+
+
+def render_lists(console: Console, doc: Mapping[str, object], keys: Sequence[str] = LIST_KEYS) -> None:
+    """Print the lists ``keys`` (of ``LIST_KEYS``) of a (redacted) probe document, each a
+    table (``tables.print_table``: identifiers whole, descriptions folded to one line), or
+    the line saying it was not offered (``skipped``) or unavailable (``unavailable``)."""
     for key, title, columns, row in _TABLES:
+        if key not in keys:
+            continue
         unavailable = _obj(doc.get("unavailable")).get(key)
         if key in _list(doc.get("skipped")):
             console.print(Text(f"{title}: not offered (capability not advertised)", style="dim"))
@@ -675,10 +715,8 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
                 table_rows = [_tool_row(item, _obj(classings.get(item.get("name")))) for item in items]
             else:
                 table_rows = [row(item) for item in items]
-            console.print(_table(title, columns, table_rows))
-    channels = [_channel_row(_obj(item)) for item in _list(doc.get("channels"))]
-    if channels:  # registered ones only; none for most servers, so no "none" line
-        console.print(_table("Channels", ["ID", "Direction", "Publish target"], channels))
+            caption = "* required argument" if _ARGUMENTS in columns else None
+            print_table(console, title, columns, table_rows, caption=caption)
 
 
 def _channel_row(channel: Mapping[str, object]) -> list[Text]:
@@ -686,7 +724,7 @@ def _channel_row(channel: Mapping[str, object]) -> list[Text]:
     it declares none, "invalid" for a value other than exact or root)."""
     target = publish_target(channel)
     shown = target or ("invalid" if publish_target_problem(channel) else "none")
-    return [Text(safe_text(channel.get("id")), style="bold"), _text(channel.get("direction")), Text(shown)]
+    return [_identifier(channel.get("id")), _text(channel.get("direction")), Text(shown)]
 
 
 def content_text(content: object) -> str:

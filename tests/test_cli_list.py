@@ -1,0 +1,224 @@
+"""``mcpl-host tools``, ``resources`` and ``prompts`` end to end (the CLI as a child process
+against the bundled demo server, ``mcp-server-time`` and the scripted fixture server), and
+the tables every command prints: identifiers (tool and prompt names, URIs, URI templates)
+stay whole on one line at 80 columns, descriptions show no literal ``\\n``. The layout rule
+itself (``mcpl_host.tables.fit_widths``) is tested by plain calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from mcpl_host.tables import IDENTIFIER, PROSE, WORDS, Column, fit_widths, print_table
+
+from . import forkserver
+from .test_cli import CLI, TIMEOUT, probe_json, run_cli, scripted
+from .wire import initialize_steps
+
+TIME = ["--", sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
+# Resources as server-everything lists them: URIs longer than an 80-column table leaves.
+LONG_URIS = [
+    "demo://resource/static/document/architecture.md",
+    "demo://resource/static/document/how-to-build-a-host-that-never-cuts.md",
+    "file:///home/someone/projects/a-project-with-a-long-name/docs/a-very-long-document-name.md",
+]
+SHORT_URIS = ["demo://resource/static/a.md", "demo://resource/static/b.md"]
+
+
+def run_at(columns: int, *args: str) -> Any:
+    """The CLI with its stdout a pipe and COLUMNS set (the width rich uses off a terminal)."""
+    return forkserver.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "COLUMNS": str(columns)},
+    )
+
+
+def one_document(stdout: str) -> Any:
+    return json.loads(stdout)
+
+
+def resource_steps(uris: list[str], *, templates: Any = None) -> list[Any]:
+    """A server with resources at ``uris`` (one description holds blank lines) and one
+    resource template; ``templates``: the answer to resources/templates/list instead."""
+    resources = [
+        {
+            "uri": uri,
+            "name": uri.rsplit("/", 1)[-1],
+            "mimeType": "text/markdown",
+            "description": "Static document.\n\nExposed for demonstration purposes.",
+        }
+        for uri in uris
+    ]
+    template = {"uriTemplate": "demo://resource/dynamic/text/{resourceId}", "name": "dynamic-text"}
+    return [
+        *initialize_steps({"resources": {}}, {"name": "resourceful", "version": "1"}),
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "resources/list"}},
+        {"reply": {"resources": resources}},
+        {"expect": {"method": "resources/templates/list"}},
+        {"reply": {"resourceTemplates": [template]}} if templates is None else templates,
+    ]
+
+
+# --- the commands against real servers ---------------------------------------------------------
+
+
+def test_tools_lists_the_demo_tools_as_a_table() -> None:
+    done = run_at(80, "tools")
+    assert done.returncode == 0, done.stderr
+    assert "Tools (3)" in done.stdout
+    for name, description in (("echo", "Echo the given text back."), ("add", "Add two numbers.")):
+        assert any(name in line for line in done.stdout.splitlines())
+        assert description in done.stdout
+    assert "Grant" not in done.stdout and "Resources" not in done.stdout  # the listing alone
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("command", "keys"),
+    [("tools", ["tools"]), ("resources", ["resources", "resourceTemplates"]), ("prompts", ["prompts"])],
+)
+def test_json_lists_equal_what_probe_json_lists(command: str, keys: list[str]) -> None:
+    done = run_cli(command, "--json")
+    assert done.returncode == 0, done.stderr
+    probed, _ = probe_json()
+    assert one_document(done.stdout) == {key: probed[key] for key in keys}
+
+
+def test_tools_against_mcp_server_time_table_json_and_schema() -> None:
+    table = run_at(80, "tools", *TIME)
+    assert table.returncode == 0, table.stderr
+    assert "Tools (2)" in table.stdout
+    assert "get_current_time" in table.stdout and "convert_time" in table.stdout
+    listed = one_document(run_cli("tools", "--json", *TIME).stdout)
+    assert sorted(tool["name"] for tool in listed["tools"]) == ["convert_time", "get_current_time"]
+    schemas = run_at(80, "tools", "--schema", *TIME)
+    assert schemas.returncode == 0, schemas.stderr
+    # each input schema, pretty: one member a line, indented
+    assert '    "required": [\n      "timezone"\n    ]' in schemas.stdout
+    assert schemas.stdout.count('"type": "object"') == 2
+
+
+def test_a_list_the_server_does_not_offer_is_not_asked_for_and_exits_0(tmp_path: Path) -> None:
+    steps = [
+        *initialize_steps({"tools": {}}, {"name": "toolsonly", "version": "1"}),
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "ping"}},  # prompts/list instead fails the script (exit 98)
+        {"reply": {}},
+    ]
+    done = run_at(80, "prompts", *scripted(tmp_path, steps))
+    assert done.returncode == 0, done.stderr
+    assert "Prompts: not offered (capability not advertised)" in done.stdout
+    as_json = run_cli("prompts", "--json", *scripted(tmp_path, steps))
+    assert as_json.returncode == 0, as_json.stderr
+    assert one_document(as_json.stdout) == {"prompts": [], "skipped": ["prompts"]}
+    entries = [json.loads(line) for line in (tmp_path / "record.jsonl").read_text().splitlines()]
+    methods = {json.loads(entry["line"]).get("method") for entry in entries if "line" in entry}
+    assert "prompts/list" not in methods
+
+
+def test_pages_are_followed_by_next_cursor(tmp_path: Path) -> None:
+    steps = [
+        *initialize_steps({"tools": {}}, {"name": "paged", "version": "1"}),
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "tools/list"}},
+        {"reply": {"tools": [{"name": "first", "inputSchema": {"type": "object"}}], "nextCursor": "page-2"}},
+        {"expect": {"method": "tools/list", "params": {"cursor": "page-2"}}},
+        {"reply": {"tools": [{"name": "second", "inputSchema": {"type": "object"}}]}},
+    ]
+    done = run_cli("tools", "--json", *scripted(tmp_path, steps))
+    assert done.returncode == 0, done.stderr
+    assert [tool["name"] for tool in one_document(done.stdout)["tools"]] == ["first", "second"]
+    table = run_at(80, "tools", *scripted(tmp_path, steps))
+    assert table.returncode == 0, table.stderr
+    assert "Tools (2)" in table.stdout
+
+
+def test_a_list_answered_with_an_error_exits_1_showing_what_was_listed(tmp_path: Path) -> None:
+    error = {"reply_error": {"code": -32601, "message": "Method not found"}}
+    steps = resource_steps(SHORT_URIS, templates=error)
+    done = run_at(80, "resources", *scripted(tmp_path, steps))
+    assert done.returncode == 1
+    assert SHORT_URIS[0] in done.stdout
+    assert "Resource templates: unavailable (server error -32601: Method not found)" in done.stdout
+    as_json = run_cli("resources", "--json", *scripted(tmp_path, steps))
+    assert as_json.returncode == 1
+    document = one_document(as_json.stdout)
+    assert [r["uri"] for r in document["resources"]] == SHORT_URIS
+    assert document["unavailable"] == {
+        "resourceTemplates": {"code": -32601, "message": "Method not found", "data": None}
+    }
+    assert "resources/templates/list" in as_json.stderr and "-32601" in as_json.stderr
+
+
+def test_a_usage_error_exits_2() -> None:
+    done = run_cli("tools", "--json", "extra")
+    assert done.returncode == 2
+    assert done.stdout == ""
+
+
+# --- tables that keep identifiers whole ----------------------------------------------------
+
+
+@pytest.mark.parametrize("uris", [SHORT_URIS, LONG_URIS], ids=["table", "too-wide-for-a-table"])
+@pytest.mark.parametrize("command", ["resources", "probe"])
+def test_each_uri_stays_whole_on_one_line_at_80_columns(
+    tmp_path: Path, command: str, uris: list[str]
+) -> None:
+    done = run_at(80, command, *scripted(tmp_path, resource_steps(uris)))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for uri in [*uris, "demo://resource/dynamic/text/{resourceId}"]:
+        assert any(uri in line for line in lines), (uri, done.stdout)
+    wide = [line for line in lines if len(line) > 80 and not any(uri in line for uri in uris)]
+    assert wide == [], done.stdout  # only an identifier longer than the width goes past it
+
+
+def test_a_description_with_blank_lines_shows_no_literal_newline(tmp_path: Path) -> None:
+    tool = {"name": "t", "description": "First paragraph.\n\nSecond\tparagraph.", "inputSchema": {}}
+    steps = [
+        *initialize_steps({"tools": {}}, {"name": "s", "version": "1"}),
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "tools/list"}},
+        {"reply": {"tools": [tool]}},
+    ]
+    for command in ("tools", "probe"):
+        done = run_at(200, command, *scripted(tmp_path, steps))
+        assert done.returncode == 0, done.stderr
+        assert "First paragraph. Second paragraph." in done.stdout
+        assert "\\n" not in done.stdout and "\\t" not in done.stdout
+
+
+# --- the layout rule, by plain calls ---------------------------------------------------------
+
+
+def test_fit_widths_gives_each_column_what_it_needs_and_the_rest_to_who_wants_it() -> None:
+    # 3 columns: 4 borders and 6 of padding leave 70 of 80.
+    assert fit_widths([10, 20, 5], [10, 200, 5], 80) == [10, 55, 5]
+    assert fit_widths([10, 20, 5], [10, 30, 5], 80) == [10, 30, 5]  # narrower than the screen
+    assert fit_widths([50, 20, 5], [50, 200, 5], 80) is None  # the identifier cannot stay whole
+    assert fit_widths([50, 15, 5], [50, 200, 5], 80) == [50, 15, 5]  # exactly
+
+
+def test_print_table_keeps_identifiers_whole_and_wraps_prose() -> None:
+    columns = [Column("URI", IDENTIFIER), Column("Arguments", WORDS), Column("Description", PROSE)]
+    uri = "demo://resource/static/document/architecture.md"
+    rows = [[Text(uri), Text("resourceId*, kind"), Text("word " * 30)]]
+    for terminal in (True, False):
+        console = Console(width=80, record=True, force_terminal=terminal, file=open(os.devnull, "w"))
+        print_table(console, "Resources", columns, rows)
+        lines = console.export_text().splitlines()
+        assert any(uri in line for line in lines)
+        assert any("resourceId*," in line for line in lines)
+        assert max(len(line) for line in lines) <= 80
