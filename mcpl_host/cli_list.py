@@ -114,7 +114,7 @@ def _show(keys: Sequence[str], schemas: bool) -> Callable[[Any], None]:
 
     def show(document: Any) -> None:
         console = report.ReportConsole(highlight=False)
-        report.render_lists(console, document, keys)
+        report.render_lists(console, document, keys, short=True)
         if schemas and document.get("tools"):
             render_schemas(console, document["tools"])
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
@@ -95,6 +96,11 @@ __all__ = [
 #: Characters of one server value shown in a table cell or an event line.
 MAX_CELL_CHARS = 300
 MAX_EVENT_CHARS = 160
+#: Characters of a description in the tables of ``tools``, ``resources`` and ``prompts``
+#: (``prose_text(short=True)``; ``--json`` has it whole).
+MAX_SHORT_DESCRIPTION_CHARS = 160
+#: A blank line: where a description's first paragraph ends.
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
 #: Characters of a sentence the host wrote about a server (a ``stalled`` explanation) shown
 #: whole in one ``run`` line; it holds no server text but method names.
 MAX_SENTENCE_CHARS = 1000
@@ -401,15 +407,26 @@ def _text(value: object, *, newlines: bool = False) -> Text:
     return _none() if value is None or value == "" else Text(safe_text(value, newlines=newlines))
 
 
-def prose_text(value: object) -> str:
+def prose_text(value: object, *, short: bool = False) -> str:
     """A description as one line: its runs of white space (newlines, tabs, line separators)
     folded to one space, then ``safe_text`` (cut, escaped): a table or a listing never shows
-    a literal ``\\n``."""
-    return safe_text(" ".join(value.split()) if isinstance(value, str) else value)
+    a literal ``\\n``. ``short``: its first paragraph only, at most
+    ``MAX_SHORT_DESCRIPTION_CHARS`` cut after a word, with ``…`` when anything was left out."""
+    if not isinstance(value, str):
+        return safe_text(value)
+    paragraphs = _PARAGRAPH_BREAK.split(value.strip(), maxsplit=1) if short else [value]
+    folded = " ".join(paragraphs[0].split())
+    if short and len(folded) > MAX_SHORT_DESCRIPTION_CHARS:
+        kept = folded[: MAX_SHORT_DESCRIPTION_CHARS + 1]
+        kept = kept.rsplit(" ", 1)[0] if " " in kept else kept[:-1]
+        folded = kept.rstrip() + "…"
+    elif len(paragraphs) > 1:
+        folded += " …"
+    return safe_text(folded, max_chars=max(MAX_CELL_CHARS, len(folded)) if short else MAX_CELL_CHARS)
 
 
-def _prose(value: object) -> Text:
-    return _none() if value is None or value == "" else Text(prose_text(value))
+def _prose(value: object, short: bool = False) -> Text:
+    return _none() if value is None or value == "" else Text(prose_text(value, short=short))
 
 
 def _identifier(value: object) -> Text:
@@ -537,38 +554,38 @@ def class_text(classes: Sequence[object], source: object) -> str:
     return f"{', '.join(safe_text(c) for c in classes)} ({safe_text(source)})"
 
 
-def _tool_row(tool: Mapping[str, object], classing: Mapping[str, object]) -> list[Text]:
+def _tool_row(tool: Mapping[str, object], classing: Mapping[str, object], short: bool) -> list[Text]:
     schema = v if is_object(v := tool.get("inputSchema")) else {}
     props = v if is_object(v := schema.get("properties")) else {}
     name = _identifier(tool.get("name"))
     name.append("\n" + class_text(_list(classing.get("classes")), classing.get("source")), style="dim")
-    return [name, _prose(tool.get("description")), _arguments(list(props), schema.get("required"))]
+    return [name, _prose(tool.get("description"), short), _arguments(list(props), schema.get("required"))]
 
 
-def _prompt_row(prompt: Mapping[str, object]) -> list[Text]:
+def _prompt_row(prompt: Mapping[str, object], short: bool) -> list[Text]:
     args = [a for a in _list(prompt.get("arguments")) if is_object(a)]
     required = [a.get("name") for a in args if a.get("required")]
     return [
         _identifier(prompt.get("name")),
-        _prose(prompt.get("description")),
+        _prose(prompt.get("description"), short),
         _arguments([a.get("name") for a in args], required),
     ]
 
 
-def _resource_row(resource: Mapping[str, object]) -> list[Text]:
+def _resource_row(resource: Mapping[str, object], short: bool) -> list[Text]:
     return [
         _identifier(resource.get("uri")),
         _text(resource.get("name")),
         _text(resource.get("mimeType")),
-        _prose(resource.get("description")),
+        _prose(resource.get("description"), short),
     ]
 
 
-def _template_row(template: Mapping[str, object]) -> list[Text]:
+def _template_row(template: Mapping[str, object], short: bool) -> list[Text]:
     return [
         _identifier(template.get("uriTemplate")),
         _text(template.get("name")),
-        _prose(template.get("description")),
+        _prose(template.get("description"), short),
     ]
 
 
@@ -579,13 +596,13 @@ _TABLES = (
     (
         "resources",
         "Resources",
-        [Column("URI", IDENTIFIER), Column("Name", PROSE), Column("MIME type", WORDS), _DESCRIPTION],
+        [Column("URI", IDENTIFIER), Column("Name", WORDS), Column("MIME type", WORDS), _DESCRIPTION],
         _resource_row,
     ),
     (
         "resourceTemplates",
         "Resource templates",
-        [Column("URI template", IDENTIFIER), Column("Name", PROSE), _DESCRIPTION],
+        [Column("URI template", IDENTIFIER), Column("Name", WORDS), _DESCRIPTION],
         _template_row,
     ),
     ("prompts", "Prompts", [Column("Name", IDENTIFIER), _DESCRIPTION, _ARGUMENTS], _prompt_row),
@@ -690,10 +707,13 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
         print_table(console, "Channels", _CHANNEL_COLUMNS, channels)
 
 
-def render_lists(console: Console, doc: Mapping[str, object], keys: Sequence[str] = LIST_KEYS) -> None:
+def render_lists(
+    console: Console, doc: Mapping[str, object], keys: Sequence[str] = LIST_KEYS, *, short: bool = False
+) -> None:
     """Print the lists ``keys`` (of ``LIST_KEYS``) of a (redacted) probe document, each a
-    table (``tables.print_table``: identifiers whole, descriptions folded to one line), or
-    the line saying it was not offered (``skipped``) or unavailable (``unavailable``)."""
+    table (``tables.print_table``: identifiers whole, descriptions folded to one line; with
+    ``short``, their first paragraph, cut: ``prose_text``), or the line saying it was not
+    offered (``skipped``) or unavailable (``unavailable``)."""
     for key, title, columns, row in _TABLES:
         if key not in keys:
             continue
@@ -712,9 +732,9 @@ def render_lists(console: Console, doc: Mapping[str, object], keys: Sequence[str
             items = [_obj(item) for item in _list(doc.get(key))]
             if row is None:  # tools: each with its classes (RFC-008 §6), listed in the same order
                 classings = {c.get("name"): c for c in map(_obj, _list(doc.get("toolClasses")))}
-                table_rows = [_tool_row(item, _obj(classings.get(item.get("name")))) for item in items]
+                table_rows = [_tool_row(item, _obj(classings.get(item.get("name"))), short) for item in items]
             else:
-                table_rows = [row(item) for item in items]
+                table_rows = [row(item, short) for item in items]
             caption = "* required argument" if _ARGUMENTS in columns else None
             print_table(console, title, columns, table_rows, caption=caption)
 

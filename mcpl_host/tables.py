@@ -12,10 +12,11 @@ Rules of this module:
   folded (a description is read, not copied).
 - The layout is decided by ``fit_widths`` (pure): each column gets what it needs (an
   identifier or a word whole; a prose column ``MIN_PROSE_WIDTH`` or less), then the room
-  left goes to the columns that want more, the narrowest first. When what is needed is
+  left goes to the columns that want more, those furthest from their natural width first. When what is needed is
   wider than the console, there is no table: each row becomes a block (``print_table``),
   its identifier alone on a line that is never wrapped by us (a terminal may show it on two
-  rows; copied, it is one line), the other cells below it, indented, labelled.
+  rows; copied, it is one line), the other cells below it, indented, labelled: the short
+  ones on one line, each prose one on its own.
 - The same rule holds on a terminal and in a file or pipe (rich's width there: ``COLUMNS``,
   else 80). Cells are ``rich.text.Text`` that the caller has already made safe
   (``report.safe_text``); this module adds no server text of its own.
@@ -86,8 +87,9 @@ def fit_widths(needs: Sequence[int], naturals: Sequence[int], width: int) -> lis
     """The width of each column (cells, padding and borders excluded) of a table drawn with
     a border around and between the columns and one cell of padding on each side of each,
     in ``width`` cells: each column at least its ``needs`` entry, at most its ``naturals``
-    entry (or its need, if larger); the room left goes one cell at a time to the narrowest
-    column that wants more. None: the needs do not fit. Pure."""
+    entry (or its need, if larger); the room left goes one cell at a time to the column
+    furthest from its natural width (the least width / natural), so a long description
+    gets more than a short list of names. None: the needs do not fit. Pure."""
     count = len(needs)
     room = width - (count + 1) - 2 * count
     widths = list(needs)
@@ -99,8 +101,8 @@ def fit_widths(needs: Sequence[int], naturals: Sequence[int], width: int) -> lis
         growing = [index for index in range(count) if widths[index] < wants[index]]
         if not growing:
             break
-        narrowest = min(growing, key=lambda index: widths[index])
-        widths[narrowest] += 1
+        hungriest = min(growing, key=lambda index: widths[index] / wants[index])
+        widths[hungriest] += 1
         spare -= 1
     return widths
 
@@ -149,17 +151,22 @@ def _print_blocks(
     caption: str | None,
 ) -> None:
     """Each row as a block: the first line of its first cell (the identifier) alone and never
-    wrapped, then the rest of that cell and each other non-empty cell, labelled, indented."""
+    wrapped; under it, indented, one line with the rest of that cell and every other
+    non-empty cell that is not prose, labelled; then each prose cell on its own lines,
+    labelled."""
     console.print(Text(heading, style="bold"))
     for row in rows:
         first, *others = row
         lines = first.split("\n")
         console.print(lines[0], soft_wrap=True)
-        details: list[Text] = list(lines[1:])
+        short: list[Text] = list(lines[1:])
+        prose: list[Text] = []
         for column, cell in zip(columns[1:], others, strict=True):
             if cell.plain not in _EMPTY:
-                details.append(Text.assemble((f"{column.header}: ", "dim"), cell))
-        for detail in details:
-            console.print(Padding(detail, (0, 0, 0, BLOCK_INDENT)))
+                labelled = Text.assemble((f"{column.header}: ", "dim"), cell)
+                (prose if column.kind == PROSE else short).append(labelled)
+        details = [Text("  ").join(short)] if short else []
+        for detail in [*details, *prose]:
+            console.print(Padding(detail, (0, 0, 0, BLOCK_INDENT), expand=False))
     if caption:
         console.print(Text(caption, style="dim"))

@@ -17,6 +17,7 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
+from mcpl_host import report
 from mcpl_host.tables import IDENTIFIER, PROSE, WORDS, Column, fit_widths, print_table
 
 from . import forkserver
@@ -186,26 +187,49 @@ def test_each_uri_stays_whole_on_one_line_at_80_columns(
 
 
 def test_a_description_with_blank_lines_shows_no_literal_newline(tmp_path: Path) -> None:
-    tool = {"name": "t", "description": "First paragraph.\n\nSecond\tparagraph.", "inputSchema": {}}
+    description = "First line,\nsecond\tline.\n\nSecond paragraph."
+    tool = {"name": "t", "description": description, "inputSchema": {}}
     steps = [
         *initialize_steps({"tools": {}}, {"name": "s", "version": "1"}),
         {"expect": {"method": "notifications/initialized"}},
         {"expect": {"method": "tools/list"}},
         {"reply": {"tools": [tool]}},
     ]
-    for command in ("tools", "probe"):
+    for command, shown in (
+        ("tools", "First line, second line. …"),  # the short form: the first paragraph
+        ("probe", "First line, second line. Second paragraph."),
+    ):
         done = run_at(200, command, *scripted(tmp_path, steps))
         assert done.returncode == 0, done.stderr
-        assert "First paragraph. Second paragraph." in done.stdout
+        assert shown in done.stdout
         assert "\\n" not in done.stdout and "\\t" not in done.stdout
 
 
-# --- the layout rule, by plain calls ---------------------------------------------------------
+# --- the layout rule and the short description, by plain calls ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("description", "shown"),
+    [
+        ("One line.", "One line."),
+        ("Get the time.\n\nArgs:\n    timezone: IANA name", "Get the time. …"),
+        ("Spaced \u2028 out\r\n  text", "Spaced out text"),
+        ("word " * 50, ("word " * 32).strip() + "…"),  # 160 characters, cut after a word
+        ("x" * 200, "x" * 160 + "…"),
+        ("\u001b[2J\n\nrest", "\\u001b[2J …"),  # still escaped
+    ],
+)
+def test_the_short_description_is_the_first_paragraph_on_one_line_cut_after_a_word(
+    description: str, shown: str
+) -> None:
+    assert report.prose_text(description, short=True) == shown
 
 
 def test_fit_widths_gives_each_column_what_it_needs_and_the_rest_to_who_wants_it() -> None:
     # 3 columns: 4 borders and 6 of padding leave 70 of 80.
     assert fit_widths([10, 20, 5], [10, 200, 5], 80) == [10, 55, 5]
+    # the room goes to the column furthest from its natural width: the long description
+    assert fit_widths([30, 20, 13], [30, 300, 26], 80) == [30, 27, 13]
     assert fit_widths([10, 20, 5], [10, 30, 5], 80) == [10, 30, 5]  # narrower than the screen
     assert fit_widths([50, 20, 5], [50, 200, 5], 80) is None  # the identifier cannot stay whole
     assert fit_widths([50, 15, 5], [50, 200, 5], 80) == [50, 15, 5]  # exactly
