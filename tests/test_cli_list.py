@@ -246,3 +246,22 @@ def test_print_table_keeps_identifiers_whole_and_wraps_prose() -> None:
         assert any(uri in line for line in lines)
         assert any("resourceId*," in line for line in lines)
         assert max(len(line) for line in lines) <= 80
+
+
+def test_a_refresh_cut_short_by_the_close_is_not_a_warning(tmp_path: Path) -> None:
+    # server-everything says its tools changed while the host lists them: the host refreshes
+    # the list after the answer, and closes before the refresh is answered.
+    tool = {"name": "t", "inputSchema": {"type": "object"}}
+    steps = [
+        *initialize_steps({"tools": {"listChanged": True}}, {"name": "changing", "version": "1"}),
+        {"expect": {"method": "notifications/initialized"}},
+        {"expect": {"method": "tools/list"}},
+        {"send": {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}},
+        {"reply": {"tools": [tool]}},
+        {"expect": {"method": "tools/list"}},  # the refresh: never answered
+        {"hang": True},
+    ]
+    done = run_cli("tools", "--json", *scripted(tmp_path, steps))
+    assert done.returncode == 0, done.stderr
+    assert one_document(done.stdout) == {"tools": [tool]}
+    assert done.stderr == ""
