@@ -7,12 +7,14 @@ itself (``mcpl_host.tables.fit_widths``) is tested by plain calls.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 from rich.console import Console
 from rich.text import Text
@@ -21,9 +23,22 @@ from mcpl_host import report
 from mcpl_host.tables import IDENTIFIER, PROSE, WORDS, Column, fit_widths, print_table
 
 from . import forkserver
+from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, probe_json, run_cli, scripted
+from .test_terminal_output import pty_env, terminal_lines
 from .wire import initialize_steps
 
+
+def _fixture_module(name: str) -> Any:
+    """A fixture server's module, for its lists (to compare with what is shown)."""
+    spec = importlib.util.spec_from_file_location(name, FIXTURES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+listing_server = _fixture_module("listing_server")
 TIME = ["--", sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
 # Resources as server-everything lists them: URIs longer than an 80-column table leaves.
 LONG_URIS = [
@@ -265,3 +280,40 @@ def test_a_refresh_cut_short_by_the_close_is_not_a_warning(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert one_document(done.stdout) == {"tools": [tool]}
     assert done.stderr == ""
+
+
+LISTING = ["--", sys.executable, str(FIXTURES / "listing_server.py")]
+
+
+def test_the_shell_shows_each_description_on_one_line() -> None:
+    done = forkserver.run(
+        [*CLI, "shell", *LISTING],
+        input="tools\nresources\nprompts\n",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert "get-resource-reference(resourceId*)  Returns a resource reference. …  [unclassed]" in lines
+    assert "simple-prompt()  A prompt without arguments." in lines
+    assert "\\n" not in done.stdout and "\\t" not in done.stdout
+
+
+def test_a_terminal_of_80_columns_keeps_each_uri_whole() -> None:
+    child = pexpect.spawn(
+        CLI[0],
+        [*CLI[1:], "resources", *LISTING],
+        encoding="utf-8",
+        timeout=TIMEOUT,
+        dimensions=(50, 80),
+        env=pty_env(),
+    )
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    lines = terminal_lines(child.before or "")
+    uris = [*listing_server.URIS, "demo://resource/dynamic/text/{resourceId}"]
+    for uri in uris:  # written whole: a terminal shows a longer one on two rows, copied as one line
+        assert any(uri in line for line in lines), (uri, lines)
+    assert [line for line in lines if len(line) > 80 and not any(uri in line for uri in uris)] == []
