@@ -25,8 +25,7 @@ Rules of this module:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -57,8 +56,7 @@ BLOCK_INDENT = 4
 _EMPTY = ("", "—")
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
+class Column(NamedTuple):
     """One column: its ``header`` and its ``kind`` (module rules)."""
 
     header: str
