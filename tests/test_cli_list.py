@@ -25,8 +25,9 @@ from mcpl_host.tables import IDENTIFIER, PROSE, WORDS, Column, fit_widths, print
 from . import forkserver
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, probe_json, run_cli, scripted
+from .test_cli_run import demo_entry, write_config
 from .test_terminal_output import pty_env, terminal_lines
-from .wire import initialize_steps
+from .wire import bridge_url, initialize_steps
 
 
 def _fixture_module(name: str) -> Any:
@@ -101,26 +102,31 @@ def test_tools_lists_the_demo_tools_as_a_table() -> None:
     assert done.stderr == ""
 
 
+@pytest.fixture(scope="module")
+def probed() -> dict[str, Any]:
+    """``probe --json`` of the demo server, once for the module."""
+    return probe_json()[0]
+
+
 @pytest.mark.parametrize(
     ("command", "keys"),
     [("tools", ["tools"]), ("resources", ["resources", "resourceTemplates"]), ("prompts", ["prompts"])],
 )
-def test_json_lists_equal_what_probe_json_lists(command: str, keys: list[str]) -> None:
+def test_json_lists_equal_what_probe_json_lists(
+    command: str, keys: list[str], probed: dict[str, Any]
+) -> None:
     done = run_cli(command, "--json")
     assert done.returncode == 0, done.stderr
-    probed, _ = probe_json()
     assert one_document(done.stdout) == {key: probed[key] for key in keys}
 
 
 def test_tools_against_mcp_server_time_table_json_and_schema() -> None:
-    table = run_at(80, "tools", *TIME)
-    assert table.returncode == 0, table.stderr
-    assert "Tools (2)" in table.stdout
-    assert "get_current_time" in table.stdout and "convert_time" in table.stdout
     listed = one_document(run_cli("tools", "--json", *TIME).stdout)
     assert sorted(tool["name"] for tool in listed["tools"]) == ["convert_time", "get_current_time"]
     schemas = run_at(80, "tools", "--schema", *TIME)
     assert schemas.returncode == 0, schemas.stderr
+    assert "Tools (2)" in schemas.stdout
+    assert "│ get_current_time │" in schemas.stdout and "│ convert_time     │" in schemas.stdout
     # each input schema, pretty: one member a line, indented
     assert '    "required": [\n      "timezone"\n    ]' in schemas.stdout
     assert schemas.stdout.count('"type": "object"') == 2
@@ -317,3 +323,22 @@ def test_a_terminal_of_80_columns_keeps_each_uri_whole() -> None:
     for uri in uris:  # written whole: a terminal shows a longer one on two rows, copied as one line
         assert any(uri in line for line in lines), (uri, lines)
     assert [line for line in lines if len(line) > 80 and not any(uri in line for uri in uris)] == []
+
+
+def test_the_targets_of_probe_and_call_a_config_entry_and_an_http_url(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"demo": demo_entry(tmp_path)})
+    from_config = run_cli("tools", "--json", "--config", str(config), "--server", "demo")
+    assert from_config.returncode == 0, from_config.stderr
+    assert [tool["name"] for tool in one_document(from_config.stdout)["tools"]] == ["echo", "add", "now"]
+    bridge = [
+        sys.executable,
+        str(FIXTURES / "http_bridge.py"),
+        "--",
+        sys.executable,
+        str(FIXTURES / "listing_server.py"),
+    ]
+    with bridge_url(bridge, "http") as url:
+        over_http = run_cli("resources", "--json", "--url", url + "mcp")
+    assert over_http.returncode == 0, over_http.stderr
+    document = one_document(over_http.stdout)
+    assert document == {"resources": listing_server.RESOURCES, "resourceTemplates": listing_server.TEMPLATES}
