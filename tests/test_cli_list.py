@@ -342,3 +342,26 @@ def test_the_targets_of_probe_and_call_a_config_entry_and_an_http_url(tmp_path: 
     assert over_http.returncode == 0, over_http.stderr
     document = one_document(over_http.stdout)
     assert document == {"resources": listing_server.RESOURCES, "resourceTemplates": listing_server.TEMPLATES}
+
+
+def test_server_everything_listings_are_short_and_keep_each_uri_whole() -> None:
+    executable = os.environ.get("MCPL_TEST_SERVER_EVERYTHING")
+    if not executable:
+        pytest.skip("set MCPL_TEST_SERVER_EVERYTHING to the mcp-server-everything executable (.ci/run does)")
+    everything = ["--", executable, "stdio"]
+    listed = run_cli("resources", "--json", *everything)
+    assert listed.returncode == 0, listed.stderr
+    document = one_document(listed.stdout)
+    uris = [r["uri"] for r in document["resources"]] + [
+        t["uriTemplate"] for t in document["resourceTemplates"]
+    ]
+    assert uris
+    shown = run_at(80, "resources", *everything)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stderr == ""
+    lines = shown.stdout.splitlines()
+    for uri in uris:
+        assert any(uri in line for line in lines), (uri, shown.stdout)
+    tools = run_at(80, "tools", *everything)
+    assert tools.returncode == 0 and tools.stderr == "", tools.stderr
+    assert "Grant" not in tools.stdout and max(len(line) for line in tools.stdout.splitlines()) <= 80
