@@ -1,5 +1,6 @@
 """The ``mcpl-host`` command line: ``mcpl-host probe`` and ``mcpl-host run`` here; ``call``,
-``read``, ``prompt`` and ``send`` (``mcpl_host.cli_call``) and ``shell``
+``read``, ``prompt`` and ``send`` (``mcpl_host.cli_call``), ``tools``, ``resources`` and
+``prompts`` (``mcpl_host.cli_list``, through this module's ``list_offers``) and ``shell``
 (``mcpl_host.shell.cli``) are registered on the same group.
 
 Rules of this module:

@@ -152,13 +152,16 @@ Examples:
   mcpl-host tools                                   # the bundled demo server
   mcpl-host tools -- python -m mcp_server_time
   mcpl-host tools --schema -- python -m mcp_server_time
-  mcpl-host tools --json -- npx -y @modelcontextprotocol/server-everything | jq '.tools[].name'
+  mcpl-host tools --json -- npx -y @modelcontextprotocol/server-everything stdio | jq -r '.tools[].name'
   mcpl-host tools --url https://mcp.example.com/mcp
   mcpl-host tools --config servers.json --server time"""
 )
 @_JSON
 @click.option(
-    "--schema", "schemas", is_flag=True, help="Also show each tool's input schema (JSON, indented)."
+    "--schema",
+    "schemas",
+    is_flag=True,
+    help="Also show each tool's input schema, indented JSON (--json has them already).",
 )
 @server_options(verb="list")
 @click.pass_context
@@ -184,7 +187,7 @@ def tools(ctx: click.Context, /, as_json: bool, schemas: bool, **options: Any) -
     """\b
 Examples:
   mcpl-host resources                               # the bundled demo server
-  mcpl-host resources --json -- npx -y @modelcontextprotocol/server-everything
+  mcpl-host resources --json -- npx -y @modelcontextprotocol/server-everything stdio
   mcpl-host resources --config servers.json --server files"""
 )
 @_JSON
@@ -213,7 +216,7 @@ def resources(ctx: click.Context, /, as_json: bool, **options: Any) -> None:
     """\b
 Examples:
   mcpl-host prompts                                 # the bundled demo server
-  mcpl-host prompts --json -- npx -y @modelcontextprotocol/server-everything"""
+  mcpl-host prompts --json -- npx -y @modelcontextprotocol/server-everything stdio"""
 )
 @_JSON
 @server_options(verb="list")

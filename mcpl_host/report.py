@@ -15,6 +15,9 @@ Rules of this module:
   format characters and line separators are shown as escapes; quotes and backslashes are
   kept; long values are cut. Server text always goes into ``rich.text.Text`` objects, never
   into markup, so ``[bold]`` in a description is literal.
+- Tables (``mcpl_host.tables``): an identifier (a tool or prompt name, a URI, a URI
+  template, a channel id) is escaped but never cut nor split; a description is folded to
+  one line (``prose_text``: no literal ``\\n``) and wraps between words.
 - What MCPL did is in the document, for both ``featureSets`` shapes: ``mcplState`` (the
   state in one line: ready with the profile used, MCP-only and why), ``compat`` (setting,
   profile, why, the notes of the 0.4 profile, requests held), ``grant.featureSets`` (each set
