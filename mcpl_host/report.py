@@ -434,7 +434,9 @@ def _prose(value: object, short: bool = False) -> Text:
 
 def _identifier(value: object) -> Text:
     """A name or URI a person copies into another command: escaped, never cut (the list it
-    comes from is bounded by ``Limits.max_list_bytes``), bold."""
+    comes from is bounded by ``Limits.max_list_bytes``), bold; none is a dim dash."""
+    if value is None or value == "":
+        return _none()
     if not isinstance(value, str):
         value = _dumps(value).decode()
     return Text(escape_text(value, quotes=False), style="bold")
