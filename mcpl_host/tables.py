@@ -135,6 +135,8 @@ def print_table(
         title=heading, title_justify="left", title_style="bold", caption=caption, caption_justify="left"
     )
     for column, column_width in zip(columns, widths, strict=True):
+        # Every identifier and word fits its column (fit_widths): folding can only ever
+        # split a prose word wider than its column.
         table.add_column(column.header, width=column_width, overflow="fold")
     for row in rows:
         table.add_row(*row)

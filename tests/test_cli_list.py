@@ -8,6 +8,7 @@ itself (``mcpl_host.tables.fit_widths``) is tested by plain calls.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import sys
@@ -261,7 +262,7 @@ def test_print_table_keeps_identifiers_whole_and_wraps_prose() -> None:
     uri = "demo://resource/static/document/architecture.md"
     rows = [[Text(uri), Text("resourceId*, kind"), Text("word " * 30)]]
     for terminal in (True, False):
-        console = Console(width=80, record=True, force_terminal=terminal, file=open(os.devnull, "w"))
+        console = Console(width=80, record=True, force_terminal=terminal, file=io.StringIO())
         print_table(console, "Resources", columns, rows)
         lines = console.export_text().splitlines()
         assert any(uri in line for line in lines)
