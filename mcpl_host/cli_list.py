@@ -134,8 +134,13 @@ def _list_command(
     )
 
 
-def _command(epilog: str) -> Callable[[Callable[..., Any]], click.Command]:
-    return click.command(cls=ServerCommandLast, context_settings={"max_content_width": 100}, epilog=epilog)
+def _command(short_help: str, epilog: str) -> Callable[[Callable[..., Any]], click.Command]:
+    return click.command(
+        cls=ServerCommandLast,
+        context_settings={"max_content_width": 100},
+        short_help=short_help,
+        epilog=epilog,
+    )
 
 
 _JSON = click.option(
@@ -147,6 +152,7 @@ _JSON = click.option(
 
 
 @_command(
+    "List the tools of a server (tools/list).",
     """\b
 Examples:
   mcpl-host tools                                   # the bundled demo server
@@ -154,7 +160,7 @@ Examples:
   mcpl-host tools --schema -- python -m mcp_server_time
   mcpl-host tools --json -- npx -y @modelcontextprotocol/server-everything stdio | jq -r '.tools[].name'
   mcpl-host tools --url https://mcp.example.com/mcp
-  mcpl-host tools --config servers.json --server time"""
+  mcpl-host tools --config servers.json --server time""",
 )
 @_JSON
 @click.option(
@@ -184,11 +190,12 @@ def tools(ctx: click.Context, /, as_json: bool, schemas: bool, **options: Any) -
 
 
 @_command(
+    "List the resources and resource templates of a server.",
     """\b
 Examples:
   mcpl-host resources                               # the bundled demo server
   mcpl-host resources --json -- npx -y @modelcontextprotocol/server-everything stdio
-  mcpl-host resources --config servers.json --server files"""
+  mcpl-host resources --config servers.json --server files""",
 )
 @_JSON
 @server_options(verb="list")
@@ -213,10 +220,11 @@ def resources(ctx: click.Context, /, as_json: bool, **options: Any) -> None:
 
 
 @_command(
+    "List the prompts of a server (prompts/list).",
     """\b
 Examples:
   mcpl-host prompts                                 # the bundled demo server
-  mcpl-host prompts --json -- npx -y @modelcontextprotocol/server-everything stdio"""
+  mcpl-host prompts --json -- npx -y @modelcontextprotocol/server-everything stdio""",
 )
 @_JSON
 @server_options(verb="list")

@@ -366,3 +366,28 @@ def test_server_everything_listings_are_short_and_keep_each_uri_whole() -> None:
     tools = run_at(80, "tools", *everything)
     assert tools.returncode == 0 and tools.stderr == "", tools.stderr
     assert "Grant" not in tools.stdout and max(len(line) for line in tools.stdout.splitlines()) <= 80
+
+
+def test_a_list_that_pages_past_the_limit_fails_naming_the_bound(tmp_path: Path) -> None:
+    page = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}], "nextCursor": "again"}
+    steps = [
+        *initialize_steps({"tools": {}}, {"name": "endless", "version": "1"}),
+        {"expect": {"method": "notifications/initialized"}},
+        *[
+            step
+            for cursor in ("p1", "p2")
+            for step in ({"expect": {"method": "tools/list"}}, {"reply": {**page, "nextCursor": cursor}})
+        ],
+    ]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(steps), encoding="utf-8")
+    entry = {
+        "command": sys.executable,
+        "args": [str(FIXTURES / "scripted_server.py"), str(script), str(tmp_path / "record.jsonl")],
+        "limits": {"maxListPages": 2},
+    }
+    config = write_config(tmp_path, {"endless": entry})
+    done = run_cli("tools", "--json", "--config", str(config), "--server", "endless")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert "max_list_pages" in done.stderr and "Traceback" not in done.stderr
