@@ -638,6 +638,9 @@ def _protocol(doc: Mapping[str, object]) -> Text:
     return text
 
 
+#: Cells a panel takes from the width (a border and a cell of padding on each side), and
+#: between the label and the value of a field (``_fields``).
+_PANEL_FRAME, _FIELD_GAP = 4, 2
 #: The probe document's ``endpoint`` keys (MCPL §18.4) and their labels.
 _ENDPOINT_ROWS = (
     ("configuredUri", "Configured URI"),
@@ -656,15 +659,23 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
         ("Capabilities", _capabilities(_obj(doc.get("capabilities")))),
     ]
     endpoint = _obj(doc.get("endpoint"))
+    uris: list[tuple[str, Text]] = []
     for key, label in _ENDPOINT_ROWS:  # MCPL §18.4: three values, each on its own
         if key in endpoint:
-            rows.append((label, _text(endpoint[key])))
+            uris.append((label, Text(escape_text(str(endpoint[key]), quotes=False))))
+    rows.extend(uris)
     mcpl = doc.get("mcpl")
     if is_object(mcpl):
         rows.append(("MCPL", _manifest(mcpl)))
     if doc.get("instructions"):
         rows.append(("Instructions", _text(doc["instructions"], newlines=True)))
-    console.print(Panel(_fields(rows), title=Text(title.strip(), style="bold"), title_align="left"))
+    # A URI is never cut (mcpl_host.tables): one wider than the panel leaves goes under it.
+    room = console.width - _PANEL_FRAME - max(len(label) for label, _ in rows) - _FIELD_GAP
+    below = [(label, value) for label, value in uris if value.cell_len > room]
+    shown = [row for row in rows if row not in below]
+    console.print(Panel(_fields(shown), title=Text(title.strip(), style="bold"), title_align="left"))
+    for label, value in below:
+        console.print(Text.assemble((f"{label}: ", "bold"), value), soft_wrap=True)
 
     grant = _obj(doc.get("grant"))
     state = _obj(doc.get("mcplState"))

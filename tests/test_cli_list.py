@@ -391,3 +391,18 @@ def test_a_list_that_pages_past_the_limit_fails_naming_the_bound(tmp_path: Path)
     assert done.returncode == 1
     assert done.stdout == ""
     assert "max_list_pages" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_endpoint_uri_wider_than_the_probe_panel_is_shown_whole_under_it() -> None:
+    long_uri = "mcpl://mcpl.example.com/v1/" + "a-long-path-segment/" * 4
+    doc = {
+        "server": {"name": "s"},
+        "capabilities": {},
+        "endpoint": {"configuredUri": long_uri, "canonicalUri": "mcpl://mcpl.example.com/v1/"},
+    }
+    console = Console(width=80, record=True, file=io.StringIO())
+    report.render_report(console, doc)
+    lines = console.export_text().splitlines()
+    assert f"Configured URI: {long_uri}" in lines  # whole, on its own line
+    assert any("Canonical URI  mcpl://mcpl.example.com/v1/" in line for line in lines)  # fits: in the panel
+    assert max(len(line) for line in lines if long_uri not in line) <= 80
