@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.text import Text
 
 from mcpl_host import report
+from mcpl_host.cli_list import listing_outcome
 from mcpl_host.tables import IDENTIFIER, PROSE, WORDS, Column, fit_widths, print_table
 
 from . import forkserver
@@ -406,3 +407,27 @@ def test_an_endpoint_uri_wider_than_the_probe_panel_is_shown_whole_under_it() ->
     assert f"Configured URI: {long_uri}" in lines  # whole, on its own line
     assert any("Canonical URI  mcpl://mcpl.example.com/v1/" in line for line in lines)  # fits: in the panel
     assert max(len(line) for line in lines if long_uri not in line) <= 80
+
+
+def test_listing_outcome_keeps_the_lists_asked_and_fails_on_an_error_answer() -> None:
+    doc = report.new_document([])
+    doc.update(
+        capabilities={"resources": {}},
+        resources=[{"uri": "demo://a"}],
+        skipped=["tools", "prompts"],
+        unavailable={"resourceTemplates": {"code": -32601, "message": "Method not found", "data": None}},
+    )
+    listed = listing_outcome(doc, ["resources", "resourceTemplates"], tool_classes=False)
+    assert listed.document == {
+        "resources": [{"uri": "demo://a"}],
+        "resourceTemplates": [],
+        "unavailable": {"resourceTemplates": {"code": -32601, "message": "Method not found", "data": None}},
+    }
+    assert listed.status == 1
+    assert listed.message == "resources/templates/list: server error -32601: Method not found"
+    skipped = listing_outcome(doc, ["tools"], tool_classes=True)
+    assert (skipped.document, skipped.status, skipped.message) == (
+        {"tools": [], "toolClasses": [], "skipped": ["tools"]},
+        0,
+        None,
+    )
