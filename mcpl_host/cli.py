@@ -1,5 +1,6 @@
 """The ``mcpl-host`` command line: ``mcpl-host probe`` and ``mcpl-host run`` here; ``call``,
-``read``, ``prompt`` and ``send`` (``mcpl_host.cli_call``) and ``shell``
+``read``, ``prompt`` and ``send`` (``mcpl_host.cli_call``), ``tools``, ``resources`` and
+``prompts`` (``mcpl_host.cli_list``, through this module's ``list_offers``) and ``shell``
 (``mcpl_host.shell.cli``) are registered on the same group.
 
 Rules of this module:
@@ -41,7 +42,7 @@ import functools
 import importlib
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -95,7 +96,7 @@ from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.signals import StopRouter, watch_stdout_reader
 
-__all__ = ["ProbeRecorder", "main"]
+__all__ = ["ProbeRecorder", "list_offers", "main"]
 
 #: Host-wide (the probe report, not a server bound): events kept for the report; later ones
 #: are only counted (``eventsNotKept``).
@@ -191,8 +192,21 @@ class ProbeRecorder:
             self.on_event(shown)
 
 
-async def _list_offers(doc: dict[str, Any], conn: ServerConnection) -> None:
+async def list_offers(
+    doc: dict[str, Any], conn: ServerConnection, keys: Collection[str] = report.LIST_KEYS
+) -> None:
+    """List what the server offers into the probe document ``doc`` (its ``capabilities``
+    read first): each of ``keys`` (``tools``, ``resources``, ``resourceTemplates``,
+    ``prompts``) as the objects sent, every page followed (``MCPClient``, within the
+    ``Limits``), ``toolClasses`` with the tools; a list whose capability is not advertised
+    goes into ``skipped`` unasked, one answered with an error into ``unavailable``.
+
+    Raises:
+        MCPLHostError: the server failed, or a list went past a bound (``LimitExceeded``).
+    """
     for key, capability, listing in _LISTS:
+        if key not in keys:
+            continue
         if capability not in doc["capabilities"]:
             doc["skipped"].append(key)
             continue
@@ -250,7 +264,7 @@ async def _probe(
                 async with conn:
                     phase = "the listing"
                     report.read_connection(doc, conn)
-                    await _list_offers(doc, conn)
+                    await list_offers(doc, conn)
                     report.read_connection(doc, conn)  # after the listing: held requests decided
                     notes_shown = len(_notes(doc))
                     watch.clear()
@@ -366,6 +380,9 @@ _LAZY_COMMANDS = {
     "read": "mcpl_host.cli_call:read",
     "prompt": "mcpl_host.cli_call:prompt",
     "send": "mcpl_host.cli_call:send",
+    "tools": "mcpl_host.cli_list:tools",
+    "resources": "mcpl_host.cli_list:resources",
+    "prompts": "mcpl_host.cli_list:prompts",
     "shell": "mcpl_host.shell.cli:shell",
     # `mcpl-host check` lives in its own package; it imports nothing from this module.
     "check": "mcpl_host.check.cli:check",

@@ -70,7 +70,7 @@ from mcpl_host.logging import configure_logging, escape_text
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter
 
-__all__ = ["call", "prompt", "read", "send"]
+__all__ = ["Outcome", "ServerCommandLast", "call", "finish", "prompt", "read", "send"]
 
 #: ``ctx.meta`` key of the words after ``--``.
 SERVER_COMMAND = "mcpl_host.server_command"
@@ -265,9 +265,18 @@ async def _run(selection: Selection, action: Action) -> _Done:
     return _Done(outcome, conn.hosted.redactor)
 
 
-def _finish(ctx: click.Context, options: dict[str, Any], action: Action, *, as_text: bool) -> None:
+def finish(
+    ctx: click.Context,
+    options: dict[str, Any],
+    action: Action,
+    *,
+    as_text: bool,
+    show: Callable[[Any], None] | None = None,
+) -> None:
     """Select the server from the command's ``options`` (``select_servers``), run ``action``
-    against it, print the outcome, exit (module rules)."""
+    against it, print the outcome, exit (module rules). ``show``: prints the outcome's
+    document (redacted) instead of the JSON (``tools``, ``resources``, ``prompts``'s tables,
+    ``mcpl_host.cli_list``)."""
     selection = select_servers(ctx, options, tuple(ctx.meta.get(SERVER_COMMAND, ())))
     configure_logging(options["log_level"])
     owned = own_children(not options["no_subreaper"])
@@ -283,7 +292,9 @@ def _finish(ctx: click.Context, options: dict[str, Any], action: Action, *, as_t
         report.render_failure(report.ReportConsole(stderr=True, highlight=False), shown)
         ctx.exit(EXIT_SERVER_FAILED)
     if outcome.document is not None:
-        if as_text and outcome.text is not None:  # an error answer has no text form
+        if show is not None:
+            show(report.redact_json(outcome.document, redactor))
+        elif as_text and outcome.text is not None:  # an error answer has no text form
             terminal = sys.stdout.isatty()
             for text in report.redact_json(outcome.text, redactor):
                 shown = report.safe_text(text, max_chars=len(text), newlines=True) if terminal else text
@@ -334,7 +345,7 @@ def call(ctx: click.Context, /, tool: str, arguments: tuple[str, ...], as_text: 
       2    usage error, unknown tool, arguments that do not fit its schema: nothing sent
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
-    _finish(ctx, options, lambda conn: _call_tool(conn, tool, arguments), as_text=as_text)
+    finish(ctx, options, lambda conn: _call_tool(conn, tool, arguments), as_text=as_text)
 
 
 @_server_command(
@@ -357,7 +368,7 @@ def read(ctx: click.Context, /, uri: str, as_text: bool, **options: Any) -> None
       2    usage error
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
-    _finish(ctx, options, lambda conn: _read(conn, uri), as_text=as_text)
+    finish(ctx, options, lambda conn: _read(conn, uri), as_text=as_text)
 
 
 @_server_command(
@@ -386,7 +397,7 @@ def prompt(
       2    usage error, unknown prompt, an argument missing or unknown: nothing sent
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
-    _finish(ctx, options, lambda conn: _prompt(conn, name, arguments), as_text=as_text)
+    finish(ctx, options, lambda conn: _prompt(conn, name, arguments), as_text=as_text)
 
 
 @_server_command(
@@ -420,4 +431,4 @@ def send(ctx: click.Context, /, method: str, params: str | None, **options: Any)
             raise click.UsageError(f"PARAMS is not JSON: {exc}") from None
         if not isinstance(value, (dict, list)):
             raise click.UsageError("PARAMS must be a JSON object or array (JSON-RPC 2.0 §4.2)")
-    _finish(ctx, options, lambda conn: _send(conn, method, value), as_text=False)
+    finish(ctx, options, lambda conn: _send(conn, method, value), as_text=False)

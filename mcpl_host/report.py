@@ -15,6 +15,9 @@ Rules of this module:
   format characters and line separators are shown as escapes; quotes and backslashes are
   kept; long values are cut. Server text always goes into ``rich.text.Text`` objects, never
   into markup, so ``[bold]`` in a description is literal.
+- Tables (``mcpl_host.tables``): an identifier (a tool or prompt name, a URI, a URI
+  template, a channel id) is escaped but never cut nor split; a description is folded to
+  one line (``prose_text``: no literal ``\\n``) and wraps between words.
 - What MCPL did is in the document, for both ``featureSets`` shapes: ``mcplState`` (the
   state in one line: ready with the profile used, MCP-only and why), ``compat`` (setting,
   profile, why, the notes of the 0.4 profile, requests held), ``grant.featureSets`` (each set
@@ -32,6 +35,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO, cast
@@ -48,6 +52,7 @@ from mcpl_host.logging import Redactor, escape_text, json_safe
 from mcpl_host.mcp_records import Tool
 from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.mcpl.publish_target import publish_target, publish_target_problem
+from mcpl_host.tables import IDENTIFIER, PROSE, WORDS, Column, print_table
 
 if TYPE_CHECKING:
     from mcpl_host.server_connection import ServerConnection
@@ -69,6 +74,7 @@ __all__ = [
     "render_omitted",
     "render_events",
     "render_failure",
+    "render_lists",
     "render_listen_end",
     "render_listen_start",
     "render_notes",
@@ -83,6 +89,7 @@ __all__ = [
     "no_grant_warning",
     "refusal_text",
     "run_event",
+    "prose_text",
     "safe_text",
     "silence",
     "state_line",
@@ -92,6 +99,11 @@ __all__ = [
 #: Characters of one server value shown in a table cell or an event line.
 MAX_CELL_CHARS = 300
 MAX_EVENT_CHARS = 160
+#: Characters of a description in the tables of ``tools``, ``resources`` and ``prompts``
+#: (``prose_text(short=True)``; ``--json`` has it whole).
+MAX_SHORT_DESCRIPTION_CHARS = 160
+#: A blank line: where a description's first paragraph ends.
+_PARAGRAPH_BREAK = re.compile(r"\n[^\S\n]*\n")
 #: Characters of a sentence the host wrote about a server (a ``stalled`` explanation) shown
 #: whole in one ``run`` line; it holds no server text but method names.
 MAX_SENTENCE_CHARS = 1000
@@ -398,6 +410,38 @@ def _text(value: object, *, newlines: bool = False) -> Text:
     return _none() if value is None or value == "" else Text(safe_text(value, newlines=newlines))
 
 
+def prose_text(value: object, *, short: bool = False) -> str:
+    """A description as one line: its runs of white space (newlines, tabs, line separators)
+    folded to one space, then ``safe_text`` (cut, escaped): a table or a listing never shows
+    a literal ``\\n``. ``short``: its first paragraph only, at most
+    ``MAX_SHORT_DESCRIPTION_CHARS`` cut after a word, with ``…`` when anything was left out."""
+    if not isinstance(value, str):
+        return safe_text(value)
+    paragraphs = _PARAGRAPH_BREAK.split(value.strip(), maxsplit=1) if short else [value]
+    folded = " ".join(paragraphs[0].split())
+    if short and len(folded) > MAX_SHORT_DESCRIPTION_CHARS:
+        kept = folded[: MAX_SHORT_DESCRIPTION_CHARS + 1]
+        kept = kept.rsplit(" ", 1)[0] if " " in kept else kept[:-1]
+        folded = kept.rstrip() + "…"
+    elif len(paragraphs) > 1:
+        folded += " …"
+    return safe_text(folded, max_chars=max(MAX_CELL_CHARS, len(folded)) if short else MAX_CELL_CHARS)
+
+
+def _prose(value: object, short: bool = False) -> Text:
+    return _none() if value is None or value == "" else Text(prose_text(value, short=short))
+
+
+def _identifier(value: object) -> Text:
+    """A name or URI a person copies into another command: escaped, never cut (the list it
+    comes from is bounded by ``Limits.max_list_bytes``), bold; none is a dim dash."""
+    if value is None or value == "":
+        return _none()
+    if not isinstance(value, str):
+        value = _dumps(value).decode()
+    return Text(escape_text(value, quotes=False), style="bold")
+
+
 def _names(values: Any) -> Text:
     return Text(", ".join(safe_text(v) for v in values)) if values else _none()
 
@@ -502,23 +546,6 @@ def _arguments(names: Sequence[object], required: object) -> Text:
     return _names([f"{name}*" if name in needed else name for name in names])
 
 
-def _table(title: str, columns: list[str], rows: list[list[Text]]) -> Table | Text:
-    if not rows:
-        return Text(f"{title}: none", style="dim")
-    table = Table(
-        title=f"{title} ({len(rows)})",
-        title_justify="left",
-        title_style="bold",
-        caption="* required argument" if "Arguments" in columns else None,
-        caption_justify="left",
-    )
-    for column in columns:  # names stay whole; other long values fold
-        table.add_column(column, overflow="fold", no_wrap=column.startswith("Name"))
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
 def tool_class_json(tool: Tool) -> dict[str, Any]:
     """A tool's effective classes and their source (RFC-008 §5, §6), as the probe's JSON
     document and the shell show them: ``{"name", "classes", "source"}``."""
@@ -532,39 +559,62 @@ def class_text(classes: Sequence[object], source: object) -> str:
     return f"{', '.join(safe_text(c) for c in classes)} ({safe_text(source)})"
 
 
-def _tool_row(tool: Mapping[str, object], classing: Mapping[str, object]) -> list[Text]:
+def _tool_row(tool: Mapping[str, object], classing: Mapping[str, object], short: bool) -> list[Text]:
     schema = v if is_object(v := tool.get("inputSchema")) else {}
     props = v if is_object(v := schema.get("properties")) else {}
-    name = Text(safe_text(tool.get("name")), style="bold")
+    name = _identifier(tool.get("name"))
     name.append("\n" + class_text(_list(classing.get("classes")), classing.get("source")), style="dim")
-    return [name, _text(tool.get("description")), _arguments(list(props), schema.get("required"))]
+    return [name, _prose(tool.get("description"), short), _arguments(list(props), schema.get("required"))]
 
 
-def _prompt_row(prompt: Mapping[str, object]) -> list[Text]:
+def _prompt_row(prompt: Mapping[str, object], short: bool) -> list[Text]:
     args = [a for a in _list(prompt.get("arguments")) if is_object(a)]
     required = [a.get("name") for a in args if a.get("required")]
     return [
-        Text(safe_text(prompt.get("name")), style="bold"),
-        _text(prompt.get("description")),
+        _identifier(prompt.get("name")),
+        _prose(prompt.get("description"), short),
         _arguments([a.get("name") for a in args], required),
     ]
 
 
-def _resource_row(resource: Mapping[str, object]) -> list[Text]:
-    return [_text(resource.get(key)) for key in ("uri", "name", "mimeType", "description")]
+def _resource_row(resource: Mapping[str, object], short: bool) -> list[Text]:
+    return [
+        _identifier(resource.get("uri")),
+        _text(resource.get("name")),
+        _text(resource.get("mimeType")),
+        _prose(resource.get("description"), short),
+    ]
 
 
-def _template_row(template: Mapping[str, object]) -> list[Text]:
-    return [_text(template.get(key)) for key in ("uriTemplate", "name", "description")]
+def _template_row(template: Mapping[str, object], short: bool) -> list[Text]:
+    return [
+        _identifier(template.get("uriTemplate")),
+        _text(template.get("name")),
+        _prose(template.get("description"), short),
+    ]
 
 
-# (document key, title, column headers, row builder)
+_DESCRIPTION, _ARGUMENTS = Column("Description", PROSE), Column("Arguments", WORDS)
+# (document key, title, columns, row builder)
 _TABLES = (
-    ("tools", "Tools", ["Name (class)", "Description", "Arguments"], None),
-    ("resources", "Resources", ["URI", "Name", "MIME type", "Description"], _resource_row),
-    ("resourceTemplates", "Resource templates", ["URI template", "Name", "Description"], _template_row),
-    ("prompts", "Prompts", ["Name", "Description", "Arguments"], _prompt_row),
+    ("tools", "Tools", [Column("Name (class)", IDENTIFIER), _DESCRIPTION, _ARGUMENTS], None),
+    (
+        "resources",
+        "Resources",
+        [Column("URI", IDENTIFIER), Column("Name", WORDS), Column("MIME type", WORDS), _DESCRIPTION],
+        _resource_row,
+    ),
+    (
+        "resourceTemplates",
+        "Resource templates",
+        [Column("URI template", IDENTIFIER), Column("Name", WORDS), _DESCRIPTION],
+        _template_row,
+    ),
+    ("prompts", "Prompts", [Column("Name", IDENTIFIER), _DESCRIPTION, _ARGUMENTS], _prompt_row),
 )
+#: The keys of the probe document's lists, in the order shown.
+LIST_KEYS = tuple(key for key, _, _, _ in _TABLES)
+_CHANNEL_COLUMNS = [Column("ID", IDENTIFIER), Column("Direction", WORDS), Column("Publish target", WORDS)]
 
 
 _ERAS = {"handshake": "handshake era: initialize", "stateless": "stateless: server/discover"}
@@ -588,6 +638,9 @@ def _protocol(doc: Mapping[str, object]) -> Text:
     return text
 
 
+#: Cells a panel takes from the width (a border and a cell of padding on each side), and
+#: between the label and the value of a field (``_fields``).
+_PANEL_FRAME, _FIELD_GAP = 4, 2
 #: The probe document's ``endpoint`` keys (MCPL §18.4) and their labels.
 _ENDPOINT_ROWS = (
     ("configuredUri", "Configured URI"),
@@ -606,15 +659,23 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
         ("Capabilities", _capabilities(_obj(doc.get("capabilities")))),
     ]
     endpoint = _obj(doc.get("endpoint"))
+    uris: list[tuple[str, Text]] = []
     for key, label in _ENDPOINT_ROWS:  # MCPL §18.4: three values, each on its own
         if key in endpoint:
-            rows.append((label, _text(endpoint[key])))
+            uris.append((label, Text(escape_text(str(endpoint[key]), quotes=False))))
+    rows.extend(uris)
     mcpl = doc.get("mcpl")
     if is_object(mcpl):
         rows.append(("MCPL", _manifest(mcpl)))
     if doc.get("instructions"):
         rows.append(("Instructions", _text(doc["instructions"], newlines=True)))
-    console.print(Panel(_fields(rows), title=Text(title.strip(), style="bold"), title_align="left"))
+    # A URI is never cut (mcpl_host.tables): one wider than the panel leaves goes under it.
+    room = console.width - _PANEL_FRAME - max(len(label) for label, _ in rows) - _FIELD_GAP
+    below = [(label, value) for label, value in uris if value.cell_len > room]
+    shown = [row for row in rows if row not in below]
+    console.print(Panel(_fields(shown), title=Text(title.strip(), style="bold"), title_align="left"))
+    for label, value in below:
+        console.print(Text.assemble((f"{label}: ", "bold"), value), soft_wrap=True)
 
     grant = _obj(doc.get("grant"))
     state = _obj(doc.get("mcplState"))
@@ -656,7 +717,22 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
         body = Group(*parts) if len(parts) > 1 else parts[0]
     console.print(Panel(body, title=Text("Grant", style="bold"), title_align="left"))
 
+    render_lists(console, doc)
+    channels = [_channel_row(_obj(item)) for item in _list(doc.get("channels"))]
+    if channels:  # registered ones only; none for most servers, so no "none" line
+        print_table(console, "Channels", _CHANNEL_COLUMNS, channels)
+
+
+def render_lists(
+    console: Console, doc: Mapping[str, object], keys: Sequence[str] = LIST_KEYS, *, short: bool = False
+) -> None:
+    """Print the lists ``keys`` (of ``LIST_KEYS``) of a (redacted) probe document, each a
+    table (``tables.print_table``: identifiers whole, descriptions folded to one line; with
+    ``short``, their first paragraph, cut: ``prose_text``), or the line saying it was not
+    offered (``skipped``) or unavailable (``unavailable``)."""
     for key, title, columns, row in _TABLES:
+        if key not in keys:
+            continue
         unavailable = _obj(doc.get("unavailable")).get(key)
         if key in _list(doc.get("skipped")):
             console.print(Text(f"{title}: not offered (capability not advertised)", style="dim"))
@@ -672,13 +748,11 @@ def render_report(console: Console, doc: Mapping[str, object]) -> None:
             items = [_obj(item) for item in _list(doc.get(key))]
             if row is None:  # tools: each with its classes (RFC-008 §6), listed in the same order
                 classings = {c.get("name"): c for c in map(_obj, _list(doc.get("toolClasses")))}
-                table_rows = [_tool_row(item, _obj(classings.get(item.get("name")))) for item in items]
+                table_rows = [_tool_row(item, _obj(classings.get(item.get("name"))), short) for item in items]
             else:
-                table_rows = [row(item) for item in items]
-            console.print(_table(title, columns, table_rows))
-    channels = [_channel_row(_obj(item)) for item in _list(doc.get("channels"))]
-    if channels:  # registered ones only; none for most servers, so no "none" line
-        console.print(_table("Channels", ["ID", "Direction", "Publish target"], channels))
+                table_rows = [row(item, short) for item in items]
+            caption = "* required argument" if _ARGUMENTS in columns else None
+            print_table(console, title, columns, table_rows, caption=caption)
 
 
 def _channel_row(channel: Mapping[str, object]) -> list[Text]:
@@ -686,7 +760,7 @@ def _channel_row(channel: Mapping[str, object]) -> list[Text]:
     it declares none, "invalid" for a value other than exact or root)."""
     target = publish_target(channel)
     shown = target or ("invalid" if publish_target_problem(channel) else "none")
-    return [Text(safe_text(channel.get("id")), style="bold"), _text(channel.get("direction")), Text(shown)]
+    return [_identifier(channel.get("id")), _text(channel.get("direction")), Text(shown)]
 
 
 def content_text(content: object) -> str:

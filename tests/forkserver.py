@@ -285,6 +285,7 @@ if __name__ == "__main__":
     import mcpl_host.check.cli
     import mcpl_host.cli
     import mcpl_host.cli_call
+    import mcpl_host.cli_list
     import mcpl_host.shell.cli  # noqa: F401  (each command's module, imported once here)
 
     argv = _serve(int(sys.argv[1]))

@@ -57,6 +57,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "",
             "cli",
             "cli_call",
+            "cli_list",
+            "tables",
             "cli_target",
             "report",
             "probing",

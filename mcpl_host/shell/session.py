@@ -101,6 +101,13 @@ class Session:
         redacted = report.redact_json(value, self.host.server(server).hosted.redactor)
         return report.safe_text(redacted, max_chars=max_chars)
 
+    def _description(self, server: str, value: object) -> str:
+        """A description, redacted, as the listing commands show it: its first paragraph on
+        one line (``report.prose_text``; never a literal ``\\n``)."""
+        return report.prose_text(
+            report.redact_json(value, self.host.server(server).hosted.redactor), short=True
+        )
+
     def say(self, text: str, style: str | None = None) -> None:
         self.out.line(Text(text, style=style or ""))
 
@@ -270,7 +277,7 @@ class Session:
         line = Text(self._shown(server, name), style="bold")
         line.append(f"({self._shown(server, ', '.join(arguments))})")
         if description:
-            line.append(f"  {self._shown(server, description)}", style="dim")
+            line.append(f"  {self._description(server, description)}", style="dim")
         return line
 
     async def _do_resources(self, command: Command, server: str) -> None:
@@ -280,9 +287,11 @@ class Session:
             self.say("no resources", "dim")
         for resource in resources:
             line = Text(self._shown(server, resource.uri), style="bold")
-            for extra in (resource.name, resource.mime_type, resource.description):
+            for extra in (resource.name, resource.mime_type):
                 if extra:
                     line.append(f"  {self._shown(server, extra)}", style="dim")
+            if resource.description:
+                line.append(f"  {self._description(server, resource.description)}", style="dim")
             self.out.line(line)
 
     async def _do_prompts(self, command: Command, server: str) -> None:
