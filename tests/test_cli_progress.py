@@ -56,3 +56,41 @@ def test_no_progress_line_in_a_pipe(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "waiting for" not in done.stderr + done.stdout
     assert "\x1b[2K" not in done.stderr + done.stdout
+
+
+#: What rich writes to erase a transient line (up a line, then erase it).
+ERASED = "\x1b[2K"
+
+
+def _pty_run(*args: str) -> str:
+    child = pexpect.spawn(CLI[0], [*CLI[1:], *args], encoding="utf-8", timeout=TIMEOUT, env=pty_env())
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    return child.before or ""
+
+
+def test_check_shows_its_step_on_a_terminal_and_erases_it_before_the_summary() -> None:
+    seen = _pty_run("check", "--only", "jsonrpc.ping", "--only", "init.answers")
+    steps = re.findall(r"checking: ([^…\r\n]+)…", seen)
+    assert "the handshake and the policy exchange" in steps
+    assert "server/discover and the raw JSON-RPC probes" in steps
+    last, summary = seen.rfind("checking:"), seen.find("mcpl-host check")
+    assert 0 <= last < seen.find(ERASED, last) < summary
+
+
+def test_check_shows_no_progress_in_a_pipe_nor_with_json() -> None:
+    piped = run_cli("check", "--only", "jsonrpc.ping")
+    assert piped.returncode == 0, piped.stderr
+    assert "checking:" not in piped.stderr + piped.stdout and ERASED not in piped.stderr
+    seen = _pty_run("check", "--only", "jsonrpc.ping", "--json")
+    assert "checking:" not in seen
+
+
+def test_call_shows_what_it_waits_for_on_a_terminal_and_erases_it() -> None:
+    seen = _pty_run("call", "--text", "add", "a=1", "b=2")
+    waiting = seen.rfind("waiting for mcpl-demo")
+    erased = seen.find(ERASED, waiting)
+    assert 0 <= waiting < erased and seen[erased + len(ERASED) :].startswith("3\r\n")
+    piped = run_cli("call", "--text", "add", "a=1", "b=2")
+    assert piped.returncode == 0 and "waiting for" not in piped.stderr and piped.stdout == "3\n"

@@ -112,6 +112,12 @@ WITHOUT_PUSH = GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
 CLIENT = ClientInfo(name="mcpl-host-check", version="0.1.0")
 _ID = "mcpl-host-check-"
 _log = get_logger("mcpl_host.check")
+#: Told a few words as each step of the run starts (None: nobody).
+StepReport = Callable[[str], None] | None
+
+
+def _quiet(_what: str) -> None:
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,10 +340,13 @@ class _LibrarySession:
     """The main session's driver: the server through the library, a ``HostedServer`` and
     its ``ServerConnection``, recorded into ``MainEvidence`` (module rules)."""
 
-    def __init__(self, target: Target, options: CheckOptions, steps: frozenset[Step]) -> None:
+    def __init__(
+        self, target: Target, options: CheckOptions, steps: frozenset[Step], on_step: StepReport = None
+    ) -> None:
         self.target = target
         self.options = options
         self.steps = steps
+        self.on_step = on_step or _quiet
         self.limits = options.limits
         self.waiter = _Waiter()
         self.transcript = _new_transcript(self.limits, self.waiter)
@@ -424,20 +433,26 @@ class _LibrarySession:
     # the session
 
     async def run(self) -> MainEvidence:
-        main = self.evidence
+        main, say = self.evidence, self.on_step
         try:
+            say("the handshake and the policy exchange")
             async with self.conn:
                 self._read_handshake()
                 await self._after_policy()
                 if "listen" in self.steps:
+                    say("listening for what the server sends unasked")
                     await self._listen()
                 if "reduction" in self.steps:
+                    say("revoking pushEvents")
                     await self._reduce()
                 if "lists" in self.steps:
+                    say("listing tools, resources and prompts")
                     await self._lists()
                 if "calls" in self.steps:
+                    say("calling tools")
                     await self._calls()
                 if "close" in self.steps:
+                    say("closing the server's stdin")
                     await self._close()
         except InitializeError as exc:
             main.init_error = str(exc)
@@ -1013,9 +1028,13 @@ class _RawSession:
 # --- the run ---------------------------------------------------------------------------------------
 
 
-async def run_checks(target: Target, options: CheckOptions, steps: frozenset[Step]) -> RunEvidence:
+async def run_checks(
+    target: Target, options: CheckOptions, steps: frozenset[Step], on_step: StepReport = None
+) -> RunEvidence:
     """Gather the evidence the ``steps`` need (module rules) and return it. Never raises for
-    anything the server does; cancellation closes every session (bounded by the graces)."""
+    anything the server does; cancellation closes every session (bounded by the graces).
+    ``on_step`` is called with a few words as each step starts (a progress line)."""
+    say = on_step or _quiet
     evidence = RunEvidence(
         transport=target.transport,
         steps=frozenset(steps),
@@ -1025,12 +1044,13 @@ async def run_checks(target: Target, options: CheckOptions, steps: frozenset[Ste
     )
     if steps & {"main", "listen", "reduction", "lists", "calls", "close"}:
         started = anyio.current_time()
-        main = _LibrarySession(target, options, steps)
+        main = _LibrarySession(target, options, steps, on_step)
         evidence.main = await main.run()
         evidence.stderr_tail = main.stderr_tail
         evidence.step_seconds["main"] = round(anyio.current_time() - started, 3)
     if steps & {"raw", "sigterm"}:
         started = anyio.current_time()
+        say("server/discover and the raw JSON-RPC probes")
         discovered = (
             await _RawSession(target, options, steps, discover_only=True).run() if "raw" in steps else None
         )
