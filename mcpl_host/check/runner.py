@@ -56,6 +56,8 @@ import anyio
 import anyio.to_process
 
 from mcpl_host.check.evidence import (
+    EXCHANGE_CHARS,
+    EXCHANGE_LINES,
     CallEvidence,
     ListEvidence,
     MainEvidence,
@@ -347,6 +349,9 @@ class _LibrarySession:
         self.options = options
         self.steps = steps
         self.on_step = on_step or _quiet
+        #: Seconds each step took (``RunEvidence.phase_seconds``).
+        self.phase_seconds: dict[str, float] = {}
+        self._mark = 0.0
         self.limits = options.limits
         self.waiter = _Waiter()
         self.transcript = _new_transcript(self.limits, self.waiter)
@@ -433,27 +438,34 @@ class _LibrarySession:
     # the session
 
     async def run(self) -> MainEvidence:
-        main, say = self.evidence, self.on_step
+        main, say, lap = self.evidence, self.on_step, self._lap
+        self._mark = anyio.current_time()
         try:
             say("the handshake and the policy exchange")
             async with self.conn:
                 self._read_handshake()
                 await self._after_policy()
+                lap("main")
                 if "listen" in self.steps:
                     say("listening for what the server sends unasked")
                     await self._listen()
+                    lap("listen")
                 if "reduction" in self.steps:
                     say("revoking pushEvents")
                     await self._reduce()
+                    lap("reduction")
                 if "lists" in self.steps:
                     say("listing tools, resources and prompts")
                     await self._lists()
+                    lap("lists")
                 if "calls" in self.steps:
                     say("calling tools")
                     await self._calls()
+                    lap("calls")
                 if "close" in self.steps:
                     say("closing the server's stdin")
                     await self._close()
+                    lap("close")
         except InitializeError as exc:
             main.init_error = str(exc)
             main.init_error_code = exc.code
@@ -462,6 +474,12 @@ class _LibrarySession:
         self.stderr_tail = self.conn.connection.stderr_tail
         self._time_handshake()
         return main
+
+    def _lap(self, step: str) -> None:
+        """``step`` ended now: its seconds since the last lap."""
+        now = anyio.current_time()
+        self.phase_seconds[step] = round(now - self._mark, 3)
+        self._mark = now
 
     def _time_handshake(self) -> None:
         request = self.transcript.sent("initialize")
@@ -806,6 +824,8 @@ class _RawSession:
         self.recorder: RecordingTransport | None = None
         self.dead: str | None = None
         self.alive_pings = 0
+        #: Seconds the ``sigterm`` step took (0 when it did not run).
+        self.sigterm_seconds = 0.0
         #: The ids a probe waits for (``id_key``) and the first response naming each; matched
         #: on every line read, so an answer past the transcript's bound is still seen.
         self.awaited: dict[tuple[str, Any], WireMessage | None] = {}
@@ -872,11 +892,16 @@ class _RawSession:
         seconds = self.options.probe_timeout_seconds if timeout is None else timeout
         self._await([*ids, *([None] if null else [])])
         started = self.clock()
+        first = self.transcript.lines
+        outcome.sent = data[:EXCHANGE_CHARS].decode("utf-8", errors="replace").rstrip("\r\n")
         if not await self._send(data):
             outcome.failure = f"not sent: {self.dead}"
             return outcome
         await self.waiter.wait_for(lambda: self._answer() is not None or self._gone(), seconds)
         outcome.seconds = self.clock() - started
+        outcome.received = tuple(
+            m.head for m in self.transcript.messages[first:] if m.direction == "in" and m.seq >= first
+        )[:EXCHANGE_LINES]
         answer = self._answer()
         if answer is None:
             if self._gone():
@@ -925,7 +950,9 @@ class _RawSession:
                     else:
                         await self._session()
                         if "sigterm" in self.steps:
+                            started = anyio.current_time()
                             await self._sigterm()
+                            self.sigterm_seconds = anyio.current_time() - started
                     tg.cancel_scope.cancel()
         except (MCPLHostError, OSError) as exc:
             self.evidence.init_error = self.evidence.init_error or str(exc)
@@ -1046,6 +1073,7 @@ async def run_checks(
         started = anyio.current_time()
         main = _LibrarySession(target, options, steps, on_step)
         evidence.main = await main.run()
+        evidence.phase_seconds.update(main.phase_seconds)
         evidence.stderr_tail = main.stderr_tail
         evidence.step_seconds["main"] = round(anyio.current_time() - started, 3)
     if steps & {"raw", "sigterm"}:
@@ -1054,8 +1082,12 @@ async def run_checks(
         discovered = (
             await _RawSession(target, options, steps, discover_only=True).run() if "raw" in steps else None
         )
-        evidence.raw = await _RawSession(target, options, steps).run()
+        session = _RawSession(target, options, steps)
+        evidence.raw = await session.run()
         if discovered is not None and "discover" in discovered.probes:
             evidence.raw.probes["discover"] = discovered.probes["discover"]
         evidence.step_seconds["raw"] = round(anyio.current_time() - started, 3)
+        evidence.phase_seconds["raw"] = round(evidence.step_seconds["raw"] - session.sigterm_seconds, 3)
+        if "sigterm" in steps:
+            evidence.phase_seconds["sigterm"] = round(session.sigterm_seconds, 3)
     return evidence
