@@ -363,7 +363,7 @@ STEP_ORDER: tuple[Step, ...] = ("main", "listen", "reduction", "lists", "calls",
 def check_step(spec: CheckSpec, ran: Mapping[str, float]) -> Step | None:
     """The step whose evidence decides ``spec``: the last one it needs (in ``STEP_ORDER``)
     that ran (``ran``: step -> its measured seconds); None when none ran."""
-    found = [step for step in STEP_ORDER if step in spec.steps and step in ran]
+    found: list[Step] = [step for step in STEP_ORDER if step in spec.steps and step in ran]
     return found[-1] if found else None
 
 
