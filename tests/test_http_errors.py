@@ -134,3 +134,21 @@ async def test_json_in_a_stateless_error_is_shown_once_unescaped(tmp_path: Path)
     assert "HTTP 400 (bad request)" in message
     assert '"message": "Bad \\"thing\\" here"' in message  # the body as sent, escaped nowhere
     assert "\\\\" not in message
+
+
+def test_check_of_a_closed_port_says_the_connection_was_refused_in_every_check() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    done = forkserver.run(
+        [*CLI, "check", "--url", f"http://127.0.0.1:{port}/mcp", "--only", "init.*"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stderr
+    assert (
+        f"could not connect to http://127.0.0.1:{port}/mcp for the POST of initialize: connection refused"
+        in done.stdout
+    )
+    assert "went away" not in done.stdout

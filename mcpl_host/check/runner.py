@@ -826,6 +826,8 @@ class _RawSession:
         self.alive_pings = 0
         #: Seconds the ``sigterm`` step took (0 when it did not run).
         self.sigterm_seconds = 0.0
+        #: How the transport ended, once it has.
+        self.ended: ConnectionLost | ConnectionClosed | None = None
         #: The ids a probe waits for (``id_key``) and the first response naming each; matched
         #: on every line read, so an answer past the transcript's bound is still seen.
         self.awaited: dict[tuple[str, Any], WireMessage | None] = {}
@@ -847,7 +849,8 @@ class _RawSession:
         while True:
             try:
                 await self.recorder.receive()
-            except (ConnectionLost, ConnectionClosed):
+            except (ConnectionLost, ConnectionClosed) as exc:
+                self.ended = exc
                 self.waiter.notify()
                 return
             message = self.recorder.last_received
@@ -907,6 +910,10 @@ class _RawSession:
             if self._gone():
                 self.dead = "the server went away"
                 outcome.failure = "the server went away before answering"
+                if isinstance(self.ended, ConnectionLost) and self.ended.step is not None:
+                    # An HTTP failure that is no going away (it names its step: connect, TLS,
+                    # a status): said as it is.
+                    self.dead = outcome.failure = str(self.ended)
             else:
                 outcome.failure = f"no answer within {seconds:g} s" + await self._still_there()
             return outcome
