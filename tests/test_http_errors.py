@@ -73,6 +73,10 @@ def test_an_html_body_is_shown_as_its_text_and_bounded() -> None:
     assert body_text('  {"a": "b"}\n', "application/json", max_chars=200) == '{"a": "b"}'
     assert body_text("x" * 500, None, max_chars=100) == "x" * 100 + "…"
     assert body_text("<p></p>", "text/html", max_chars=100) == ""
+    # Unclosed, the element or comment runs to the end; a tag name that only starts so is a tag.
+    assert body_text("a<script>x</scrip", "text/html", max_chars=100) == "a"
+    assert body_text("a<!-- x", "text/html", max_chars=100) == "a"
+    assert body_text("<scripts>b</scripts>", "text/html", max_chars=100) == "b"
 
 
 def test_a_fallback_shows_the_same_body_once() -> None:

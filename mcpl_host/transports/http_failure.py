@@ -41,8 +41,8 @@ ConnectStep = Literal["connect", "tls", "exchange"]
 #: What comes before the body's text in a refusal sentence.
 BODY_SAID = "; it said: "
 
-_HIDDEN = re.compile(r"<(script|style)\b[^>]*>.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]{0,2000}>")
+#: Elements whose text is no text of the page.
+_HIDDEN_ELEMENTS = ("script", "style")
 _SPACE = re.compile(r"\s+")
 _MARKUP_TYPES = ("text/html", "application/xhtml+xml", "text/xml", "application/xml")
 
@@ -134,13 +134,47 @@ def unreachable_sentence(found: Unreached, *, shown_url: str, what: str, reason:
     return f"the connection to {shown_url} failed during {what} ({reason})"
 
 
+def _strip_markup(text: str) -> str:
+    """``text`` with every tag, comment, and script or style element (with its content)
+    replaced by a space; an unclosed one runs to the end. One pass: each search starts where
+    the last ended (a hostile body costs time linear in its length)."""
+    lower = text.lower()
+    out: list[str] = []
+    at, end = 0, len(text)
+    while at < end:
+        start = text.find("<", at)
+        if start < 0:
+            out.append(text[at:])
+            break
+        out.append(text[at:start])
+        out.append(" ")
+        if text.startswith("<!--", start):
+            close = text.find("-->", start + 4)
+            at = end if close < 0 else close + 3
+            continue
+        hidden = next(
+            (
+                name
+                for name in _HIDDEN_ELEMENTS
+                if lower.startswith(name, start + 1)
+                and lower[start + 1 + len(name) : start + 2 + len(name)] in (">", " ", "\t", "\n", "\r", "/")
+            ),
+            None,
+        )
+        if hidden is not None:
+            close = lower.find(f"</{hidden}", start + 1)
+            start = end if close < 0 else close
+        close = text.find(">", start + 1)
+        at = end if close < 0 else close + 1
+    return "".join(out)
+
+
 def body_text(body: str, content_type: str | None, *, max_chars: int) -> str:
     """What a refusal sentence shows of an HTTP error ``body`` (module rules); the empty
     string when nothing is left. ``content_type``: the media type, lower case (None: none)."""
     text = body
     if content_type in _MARKUP_TYPES or text.lstrip()[:1] == "<":
-        text = _TAG.sub(" ", _HIDDEN.sub(" ", text))
-        text = html.unescape(text)
+        text = html.unescape(_strip_markup(text))
     text = _SPACE.sub(" ", text).strip()
     if len(text) > max_chars:
         text = text[:max_chars].rstrip() + "…"
