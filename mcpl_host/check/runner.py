@@ -29,6 +29,11 @@ Rules of this module:
   raw session: ``initialize`` and its probes one at a time, each waiting
   ``probe_timeout_seconds`` for its answer; ``sigterm`` last. The main session speaks the
   handshake era only (``protocol="handshake"``).
+- **Progress and timing.** ``run_checks``' ``on_step`` is told a few words as each step
+  starts (``check``'s progress line); the seconds of each step go to
+  ``RunEvidence.phase_seconds`` (a check's measured duration: ``registry.check_seconds``).
+  A raw probe keeps the start of the line it sent and of the lines that came back while it
+  waited (``RequestOutcome.sent``, ``received``), the evidence of a probe left unanswered.
 - **A server that stops answering** is noticed once: after a request times out, one ping
   (``probe_timeout_seconds``) decides; if it goes unanswered too, every later request of the
   session fails at once with one sentence naming what went unanswered (``MainEvidence.dead``),
