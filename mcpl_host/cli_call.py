@@ -27,8 +27,10 @@ Rules of this module:
 - **Exit status:** 0 done; 1 the result has ``isError``, the server answered an error, or
   the server failed (did not start, exited, timed out); 2 usage error, unknown tool or
   prompt, arguments that do not fit (nothing sent); 130 interrupted.
-- **Progress.** When stderr is a terminal, each ``notifications/progress`` of the call
-  (MCP 2025-11-25 "Progress") is one line on stderr: ``progress 2/5: step 2``.
+- **Progress.** When stderr is a terminal, a line says what is awaited while the command
+  runs (``mcpl_host.progress``; erased before the output), and each
+  ``notifications/progress`` of the call (MCP 2025-11-25 "Progress") is one line on stderr:
+  ``progress 2/5: step 2``.
 - Ctrl-C, SIGTERM and SIGHUP cancel the request (the server is sent
   ``notifications/cancelled``), close the server and exit 130.
 """
@@ -67,6 +69,7 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import configure_logging, escape_text
+from mcpl_host.progress import progress
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter
 
@@ -280,8 +283,11 @@ def finish(
     selection = select_servers(ctx, options, tuple(ctx.meta.get(SERVER_COMMAND, ())))
     configure_logging(options["log_level"])
     owned = own_children(not options["no_subreaper"])
+    server = selection.only.name or selection.only.describe
     try:
-        done = anyio.run(_run, selection, action, backend="asyncio")
+        # On a terminal, a line while the server is awaited (cleared before any output).
+        with progress(f"waiting for {report.safe_text(server, max_chars=60)}… (Ctrl-C stops)"):
+            done = anyio.run(_run, selection, action, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
         end_children(owned)
         ctx.exit(EXIT_INTERRUPTED)

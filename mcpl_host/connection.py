@@ -600,6 +600,7 @@ class Connection:
         link = self._require_link()
         slot = Slot(None, self.redactor, self._new_event())
         pending = self._send_request(link, method, params, slot)
+        slot.sent = time.monotonic()  # what waiting() counts from
         with anyio.move_on_after(window):
             await slot.event.wait()
         if not slot.done:

@@ -65,6 +65,15 @@ def lost_phrase(lost: ConnectionLost) -> str:
     return "the server closed its output"
 
 
+def lost_sentence(method: str, lost: ConnectionLost) -> str:
+    """Why ``method`` got no answer: the transport's own sentence when it names the step that
+    failed (an HTTP connect, TLS or status failure, ``ConnectionLost.step``: the server never
+    went away, it was never reached or it refused), else that the server went away."""
+    if lost.step is not None:
+        return str(lost)
+    return f"the server went away before answering {method} ({lost})"
+
+
 def discover_refusal(exc: RemoteError) -> str:
     """What a refusal of ``server/discover`` was, for the era line (no server text)."""
     data = exc.data
@@ -208,7 +217,7 @@ class Opening:
                     await self._restart(exc)
                     continue
                 raise self._failure(
-                    f"the server went away before answering initialize ({exc})",
+                    lost_sentence("initialize", exc),
                     exit_status=exc.exit_status,
                     stderr_tail=exc.stderr_tail or self._connection.stderr_tail,
                 ) from None
@@ -243,13 +252,13 @@ class Opening:
         except ConnectionLost as exc:
             if protocol == "stateless" or not self._restartable:
                 raise self._failure(
-                    f"the server went away before answering server/discover ({exc})",
+                    lost_sentence("server/discover", exc),
                     exit_status=exc.exit_status,
                     stderr_tail=exc.stderr_tail or connection.stderr_tail,
                 ) from None
             # S3a: the probe cost the server its transport; the caller starts it again.
             self.era_probe = EraProbe("server/discover", f"{lost_phrase(exc)} before answering")
-            return FallBack(f"the server went away before answering server/discover ({exc})")
+            return FallBack(lost_sentence("server/discover", exc))
         if result is None:
             self._probe_timed_out = True
             if protocol == "stateless":
@@ -281,7 +290,7 @@ class Opening:
             return await self._probe(refusal.version, retried=True)
         if self._protocol == "stateless":
             raise self._failure(
-                f"the server refused server/discover: {log_value(exc.message, redactor)}",
+                f"the server refused server/discover: {log_value(exc.message, redactor, quotes=False)}",
                 code=exc.code,
                 data=exc.data,
             ) from None

@@ -349,7 +349,7 @@ def _mutual(versions: list[str]) -> str | None:
 
 def _refused(what: str, code: int, message: str, data: object, redactor: Redactor | None) -> InitializeError:
     supported = _supported(data)
-    shown = log_value(message, redactor)
+    shown = log_value(message, redactor, quotes=False)  # shown once, as sent (escaped for a terminal)
     if supported is not None:
         names = ", ".join(log_value(v, redactor, max_units=40) for v in supported[:20]) or "none"
         implemented = ", ".join((*STATELESS_PROTOCOL_VERSIONS, *SUPPORTED_PROTOCOL_VERSIONS))

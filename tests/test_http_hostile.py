@@ -170,7 +170,7 @@ async def test_an_error_body_is_decoded_within_its_bound_too() -> None:
                 finally:
                     tracemalloc.stop()
     assert "answered the POST of tools/list with HTTP 500" in str(info.value)
-    assert 'it said: {\\"jsonrpc\\":\\"2.0\\",\\"id\\":0,' in str(info.value)
+    assert 'it said: {"jsonrpc":"2.0","id":0,' in str(info.value)
     assert peak < 16 * MIB, f"peak traced memory {peak / MIB:.1f} MiB"
 
 

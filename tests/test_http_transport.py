@@ -189,15 +189,15 @@ def test_refusal_sentences() -> None:
     )
     assert oauth == (
         "the server at http://h/mcp answered the POST of initialize with HTTP 401 (unauthorized): the server "
-        'wants OAuth authorization (WWW-Authenticate: Bearer realm=\\"x\\"), which mcpl-host does not implement;'
+        'wants OAuth authorization (WWW-Authenticate: Bearer realm="x"), which mcpl-host does not implement;'
         " give a token it accepts (token, --token, or an Authorization header)"
     )
     moved = refusal_message(302, what="x", shown_url=shown, location=f"http://other/?token={SECRET}")
     assert "a redirect to http://other/?token=[redacted]; redirects are not followed" in moved
     assert "ended the MCP session" in refusal_message(404, what="x", shown_url=shown, had_session=True)
     assert "is the URL the server's MCP endpoint?" in refusal_message(404, what="x", shown_url=shown)
-    said = refusal_message(500, what="x", shown_url=shown, excerpt="boom\nline")
-    assert said.endswith("HTTP 500 (internal server error); it said: boom\\nline")
+    said = refusal_message(500, what="x", shown_url=shown, excerpt="boom\nline\x1b[31m")
+    assert said.endswith("HTTP 500 (internal server error); it said: boom line\\u001b[31m")
 
 
 def test_event_bytes_are_counted_across_chunks_and_reset_by_a_blank_line() -> None:
@@ -533,7 +533,10 @@ async def test_a_closed_port_is_unreachable() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     message = await _entry_error(f"http://127.0.0.1:{port}/mcp", transport="streamable-http")
-    assert f"could not reach http://127.0.0.1:{port}/mcp for the POST of server/discover (" in message
+    assert (
+        f"could not connect to http://127.0.0.1:{port}/mcp for the POST of server/discover: connection refused"
+        in message
+    )
 
 
 # -- bounds ------------------------------------------------------------------------------------------
@@ -682,7 +685,9 @@ def test_probe_url_prints_the_report_and_fails_clearly(tmp_path: Path) -> None:
         timeout=TIMEOUT,
     )
     assert failed.returncode == 1
-    assert f"could not reach http://127.0.0.1:{free}/mcp" in failed.stderr and SECRET not in failed.stderr
+    assert (
+        f"could not connect to http://127.0.0.1:{free}/mcp" in failed.stderr and SECRET not in failed.stderr
+    )
 
 
 # -- real servers --------------------------------------------------------------------------------------

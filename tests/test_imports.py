@@ -62,6 +62,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "cli_target",
             "report",
             "probing",
+            "progress",
             "probe_features",
             "coerce",
             "signals",

@@ -13,6 +13,8 @@ Rules of this module:
 - ``--only`` / ``--skip`` select checks by id or category glob (``registry.select``); a pattern
   that matches no check is a usage error. ``--expected-failures FILE`` names ids expected to
   fail (``registry.parse_expected_failures``; an unknown id is a usage error).
+- While the checks run, a progress line on stderr names the step (``mcpl_host.progress``:
+  only when stderr is a terminal and without ``--json``; erased before the summary).
 - Output: the terminal summary on stdout (``report.render_summary``), or with ``--json``
   exactly one JSON document on stdout (``report.schema.json``); ``--junit FILE`` also writes
   JUnit XML. Logs go to stderr (``--log-level``, default ``error``: the check provokes the
@@ -41,7 +43,7 @@ from mcpl_host.check import registry
 from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.report import build_document, junit_xml, render_summary
 from mcpl_host.check.rules import evaluate
-from mcpl_host.check.runner import GRANT_ALL, CheckOptions, Target, run_checks
+from mcpl_host.check.runner import GRANT_ALL, CheckOptions, StepReport, Target, run_checks
 from mcpl_host.cli_target import (
     EXIT_INTERRUPTED,
     LEVELS,
@@ -55,6 +57,7 @@ from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
 from mcpl_host.logging import configure_logging
 from mcpl_host.mcpl.endpoint_uri import is_mcpl_uri
+from mcpl_host.progress import progress
 from mcpl_host.report import ReportConsole, print_json, safe_text
 from mcpl_host.secrets import Redactor
 from mcpl_host.signals import close_on_signals
@@ -377,7 +380,16 @@ def check(
     )
     begin = datetime.datetime.now(datetime.timezone.utc)
     try:
-        evidence, stopped_by = anyio.run(_run, target, options, steps, backend="asyncio")
+        # On a terminal (never with --json nor in a pipe): what the run is doing, erased before
+        # the summary.
+        with progress("checking: starting", enabled=not as_json) as line:
+
+            def say(what: str) -> None:
+                line.update(f"checking: {what}… (Ctrl-C stops)")
+
+            evidence, stopped_by = anyio.run(
+                _run, target, options, steps, say if line.shown else None, backend="asyncio"
+            )
     except KeyboardInterrupt:  # before the signal receiver was in place
         evidence, stopped_by = None, "SIGINT"
     if owned:
@@ -411,13 +423,14 @@ def check(
 
 
 async def _run(
-    target: Target, options: CheckOptions, steps: frozenset[registry.Step]
+    target: Target, options: CheckOptions, steps: frozenset[registry.Step], on_step: StepReport = None
 ) -> tuple[RunEvidence | None, str | None]:
     """The run, stopped by SIGINT, SIGTERM or SIGHUP as by Ctrl-C (``close_on_signals``:
-    every session closes, bounded by its graces): (evidence, None), or (None, the signal)."""
+    every session closes, bounded by its graces): (evidence, None), or (None, the signal).
+    ``on_step``: told as each step starts (the progress line)."""
     evidence: RunEvidence | None = None
     async with close_on_signals() as stop:
-        evidence = await run_checks(target, options, steps)
+        evidence = await run_checks(target, options, steps, on_step)
     return (evidence, None) if stop.reason is None else (None, stop.reason)
 
 

@@ -275,7 +275,9 @@ class Transcript:
 class RequestOutcome:
     """One request the check made: ``result`` or ``error`` (the error object), else
     ``failure`` (one sentence: no answer in time, connection lost, not sent). ``seconds``:
-    from sending to the answer (or the failure)."""
+    from sending to the answer (or the failure). A raw probe also keeps what it ``sent`` (the
+    line's start, at most ``EXCHANGE_CHARS`` characters) and what was ``received`` while it
+    waited (the starts of at most ``EXCHANGE_LINES`` lines), for the evidence of a failure."""
 
     method: str
     params: Any = None
@@ -283,6 +285,8 @@ class RequestOutcome:
     error: dict[str, Any] | None = None
     failure: str | None = None
     seconds: float = 0.0
+    sent: str | None = None
+    received: tuple[str, ...] = ()
 
     @property
     def answered(self) -> bool:
@@ -292,6 +296,12 @@ class RequestOutcome:
     def error_code(self) -> int | None:
         code = self.error.get("code") if self.error is not None else None
         return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+#: Characters of a raw probe's line kept as ``RequestOutcome.sent``.
+EXCHANGE_CHARS = 1000
+#: Lines received while a raw probe waited, kept as ``RequestOutcome.received``.
+EXCHANGE_LINES = 2
 
 
 @dataclass
@@ -422,4 +432,7 @@ class RunEvidence:
     listen_seconds: float = 0.0
     reduction_listen_seconds: float = 0.0
     step_seconds: dict[str, float] = field(default_factory=dict[str, float])
+    #: Seconds each ``registry.Step`` took (``main``: the handshake and initial policy;
+    #: ``raw``: both raw sessions but for ``sigterm``), for each check's duration.
+    phase_seconds: dict[str, float] = field(default_factory=dict[str, float])
     stderr_tail: list[str] = field(default_factory=list[str])

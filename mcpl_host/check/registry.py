@@ -24,7 +24,7 @@ Rules of this module (pure: no I/O, no clock):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from typing import Literal
@@ -40,7 +40,10 @@ __all__ = [
     "ExpectedFailuresError",
     "Status",
     "Step",
+    "STEP_ORDER",
     "Summary",
+    "check_seconds",
+    "check_step",
     "exit_status",
     "judge_expected",
     "parse_expected_failures",
@@ -306,6 +309,8 @@ class CheckResult:
     evidence: tuple[str, ...] = ()
     expected: bool = False
     stale: bool = False
+    #: Seconds measured for the step that decided it (``check_seconds``).
+    seconds: float = 0.0
 
     @property
     def id(self) -> str:
@@ -328,6 +333,7 @@ class CheckResult:
             "reason": self.reason,
             "spec": spec.spec,
             "evidence": list(self.evidence),
+            "seconds": round(self.seconds, 3),
             "expectedFailure": self.expected,
             "staleExpectedFailure": self.stale,
             "compat": spec.compat.to_json() if shows_compat and spec.compat is not None else None,
@@ -348,6 +354,24 @@ def select(only: Sequence[str] = (), skip: Sequence[str] = ()) -> tuple[list[Che
         if (not only or any(_matches(p, spec) for p in only)) and not any(_matches(p, spec) for p in skip)
     ]
     return chosen, unmatched
+
+
+#: The steps in the order the runner takes them.
+STEP_ORDER: tuple[Step, ...] = ("main", "listen", "reduction", "lists", "calls", "close", "raw", "sigterm")
+
+
+def check_step(spec: CheckSpec, ran: Mapping[str, float]) -> Step | None:
+    """The step whose evidence decides ``spec``: the last one it needs (in ``STEP_ORDER``)
+    that ran (``ran``: step -> its measured seconds); None when none ran."""
+    found: list[Step] = [step for step in STEP_ORDER if step in spec.steps and step in ran]
+    return found[-1] if found else None
+
+
+def check_seconds(spec: CheckSpec, ran: Mapping[str, float]) -> float:
+    """A check's measured duration in seconds: that of the step that decides it
+    (``check_step``), 0 when none ran (JUnit ``time``, the report's ``seconds``)."""
+    step = check_step(spec, ran)
+    return ran[step] if step is not None else 0.0
 
 
 def steps_needed(specs: Iterable[CheckSpec], transport: str) -> frozenset[Step]:

@@ -10,7 +10,8 @@ Rules of this module:
   tail are here.
 - The terminal summary (``render_summary``, rich) shows the failures first (each with its
   reason, spec section, evidence and, for an MCPL deviation, what a strict 0.5 host and the
-  0.4 profile do), then the warnings, then each category with its counts and its checks.
+  0.4 profile do), then the warnings, then each category with its counts and its checks
+  (the skipped checks of one reason on one line saying how many: ``listing_rows``).
   Server text only ever goes into ``rich.text.Text`` objects, never into markup.
 - ``junit_xml`` writes JUnit XML with ``xml.etree.ElementTree``: ``<testsuites>`` with one
   ``<testsuite>`` per category and one ``<testcase>`` per check (``classname``
@@ -20,7 +21,10 @@ Rules of this module:
   suite's ``<system-out>``. Every text is made of XML 1.0 characters (``logging.xml_text``
   escapes the others). The attributes the common JUnit schemas require are all present
   (``testsuite``: name, tests, failures, errors, skipped, time, timestamp, hostname, id,
-  package; ``testcase``: name, classname, time).
+  package; ``testcase``: name, classname, time). A case's ``time`` is the check's measured
+  ``seconds`` (those of the step whose evidence decided it: checks of one step share it); a
+  suite's is the sum of the steps that decided its cases, each once (``phaseSeconds``);
+  ``<testsuites>``' is the run's duration.
 """
 
 from __future__ import annotations
@@ -36,13 +40,13 @@ from rich.text import Text
 
 import mcpl_host
 from mcpl_host.check.evidence import RunEvidence, as_object
-from mcpl_host.check.registry import CATEGORIES, STATUSES, CheckResult, summary
+from mcpl_host.check.registry import CATEGORIES, CHECKS_BY_ID, STATUSES, CheckResult, check_step, summary
 from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
 from mcpl_host.logging import Redactor, xml_text
 from mcpl_host.mcpl.feature_sets import read_feature_sets
 from mcpl_host.report import redact_json, safe_text
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "build_document", "junit_xml", "render_summary"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "build_document", "junit_xml", "listing_rows", "render_summary"]
 
 FORMAT = "mcpl-host-check-report"
 FORMAT_VERSION = 1
@@ -110,6 +114,7 @@ def build_document(
         },
         "checks": [result.to_json() for result in results],
         "stepSeconds": dict(evidence.step_seconds),
+        "phaseSeconds": dict(evidence.phase_seconds),
         "stderrTail": list(evidence.stderr_tail),
     }
     return redact_json(doc, redactor) if redactor is not None else doc
@@ -160,6 +165,26 @@ def _detail(console: Console, result: dict[str, Any]) -> None:
         console.print(line, soft_wrap=True)
 
 
+def listing_rows(checks: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """The lines of a category's listing as ``(check, count)``: the skipped checks that share
+    a reason are one line, where the first of them is, with how many they are; every other
+    check is a line of its own (count 1). The JSON report and JUnit list each check."""
+    skipped: dict[str, int] = {}
+    for check in checks:
+        if check["status"] == "skipped" and not check["staleExpectedFailure"]:
+            skipped[check["reason"]] = skipped.get(check["reason"], 0) + 1
+    rows: list[tuple[dict[str, Any], int]] = []
+    placed: set[str] = set()
+    for check in checks:
+        reason = check["reason"]
+        if check["status"] != "skipped" or check["staleExpectedFailure"]:
+            rows.append((check, 1))
+        elif reason not in placed:
+            placed.add(reason)
+            rows.append((check, skipped[reason]))
+    return rows
+
+
 def render_summary(console: Console, doc: dict[str, Any]) -> None:
     """The terminal summary of a (redacted) document (module rules)."""
     header = Text("mcpl-host check  ", style="bold")
@@ -205,11 +230,11 @@ def render_summary(console: Console, doc: dict[str, Any]) -> None:
     for category in doc["categories"]:
         console.print()
         console.print(Text(category, style="bold underline"))
-        for result in (c for c in checks if c["category"] == category):
+        for result, count in listing_rows([c for c in checks if c["category"] == category]):
             line = Text("  ")
             line.append_text(_status_text(result))
             line.append("  ")
-            line.append(result["id"])
+            line.append(result["id"] if count == 1 else f"{count} checks")
             line.append("  ")
             line.append(safe_text(result["reason"], max_chars=160), style="dim")
             console.print(line, soft_wrap=True)
@@ -252,6 +277,12 @@ def _xml_safe(value: object) -> Any:
     return value
 
 
+def _suite_seconds(members: Sequence[dict[str, Any]], phases: Mapping[str, float]) -> float:
+    """The seconds of the steps that decided a suite's checks, each step once."""
+    steps = {check_step(CHECKS_BY_ID[c["id"]], phases) for c in members if c["id"] in CHECKS_BY_ID}
+    return sum(phases[step] for step in steps if step is not None)
+
+
 def junit_xml(doc: Mapping[str, object]) -> bytes:
     """JUnit XML of a (redacted) document (module rules), UTF-8 with its declaration; a
     character XML 1.0 cannot hold (XML 1.0 §2.2: NUL, most controls, U+FFFE, a lone
@@ -286,7 +317,7 @@ def junit_xml(doc: Mapping[str, object]) -> bytes:
             failures=str(failures),
             errors="0",
             skipped=str(skipped),
-            time="0",
+            time=f"{_suite_seconds(members, doc.get('phaseSeconds') or {}):.3f}",
         )
         properties = ET.SubElement(suite, "properties")
         ET.SubElement(properties, "property", name="target", value=doc["target"]["shown"])
@@ -301,7 +332,11 @@ def junit_xml(doc: Mapping[str, object]) -> bytes:
         warnings: list[str] = []
         for result in members:
             case = ET.SubElement(
-                suite, "testcase", name=result["id"], classname=f"mcpl-host.check.{category}", time="0"
+                suite,
+                "testcase",
+                name=result["id"],
+                classname=f"mcpl-host.check.{category}",
+                time=f"{result['seconds']:.3f}",
             )
             if result["staleExpectedFailure"]:
                 failure = ET.SubElement(

@@ -44,7 +44,7 @@ from mcpl_host.check.evidence import (
     as_object,
     id_key,
 )
-from mcpl_host.check.registry import CHECKS, CheckResult, CheckSpec, Status
+from mcpl_host.check.registry import CHECKS, CheckResult, CheckSpec, Status, check_seconds
 from mcpl_host.handshake import SUPPORTED_PROTOCOL_VERSIONS
 from mcpl_host.jsonrpc.envelope import is_number
 from mcpl_host.jsonrpc.errors import HandlerError
@@ -233,6 +233,15 @@ def _no_answer(outcome: RequestOutcome) -> str:
     return outcome.failure or "no answer"
 
 
+def _exchange(outcome: RequestOutcome) -> list[str]:
+    """The evidence of a raw probe that got no answer: the line it sent, and what came back
+    while it waited (or that nothing did); ``evaluate`` redacts, cuts and escapes them."""
+    if outcome.sent is None:
+        return []
+    came = [f"received: {line}" for line in outcome.received] or ["received: nothing"]
+    return [f"sent: {outcome.sent}", *came]
+
+
 # --- lifecycle -------------------------------------------------------------------------------
 
 
@@ -395,7 +404,7 @@ def init_before_initialized(ev: RunEvidence) -> Verdict:
 @_given(_probe("ping"))
 def jsonrpc_ping(outcome: RequestOutcome) -> Verdict:
     if not outcome.answered:
-        return _failed(f"ping was not answered: {_no_answer(outcome)}")
+        return _failed(f"ping was not answered: {_no_answer(outcome)}", _exchange(outcome))
     if outcome.error is not None:
         return _failed("ping was answered with an error", [outcome.error])
     if outcome.result != {}:
@@ -407,7 +416,7 @@ def _error_probe(outcome: RequestOutcome, what: str, code: int, code_name: str) 
     """A probe that must be answered with the error ``code``: unanswered or answered with a
     result fails, another error code warns (JSON-RPC 2.0 §5.1)."""
     if not outcome.answered:
-        return _failed(f"{what} was not answered: {_no_answer(outcome)}")
+        return _failed(f"{what} was not answered: {_no_answer(outcome)}", _exchange(outcome))
     if outcome.error is None:
         return _failed(f"{what} was answered with a result", [outcome.result])
     if outcome.error_code != code:
@@ -428,7 +437,9 @@ def jsonrpc_invalid_request(outcome: RequestOutcome) -> Verdict:
 @_given(_probe("id-null"))
 def jsonrpc_id_null(outcome: RequestOutcome) -> Verdict:
     if not outcome.answered:
-        return _failed(f'a request with "id": null was not answered: {_no_answer(outcome)}')
+        return _failed(
+            f'a request with "id": null was not answered: {_no_answer(outcome)}', _exchange(outcome)
+        )
     if outcome.error is not None:
         return _passed(f"answered with an error ({outcome.error_code}); MCP forbids null ids")
     return _passed("answered with a result")
@@ -437,7 +448,7 @@ def jsonrpc_id_null(outcome: RequestOutcome) -> Verdict:
 @_given(_probe("crlf"))
 def jsonrpc_crlf(outcome: RequestOutcome) -> Verdict:
     if not outcome.answered or outcome.error is not None:
-        shown = [outcome.error] if outcome.error is not None else []
+        shown = [outcome.error] if outcome.error is not None else _exchange(outcome)
         detail = _no_answer(outcome) if not outcome.answered else f"error {outcome.error_code}"
         return _warned(
             f"a ping ending in CRLF was not answered as a ping ({detail}); real hosts send LF only, "
@@ -453,7 +464,7 @@ def jsonrpc_big_message(ev: RunEvidence) -> Verdict:
         return outcome
     size = f"{ev.big_message_bytes / (1024 * 1024):g} MiB" if ev.big_message_bytes else "big"
     if not outcome.answered:
-        return _failed(f"a {size} ping was not answered: {_no_answer(outcome)}")
+        return _failed(f"a {size} ping was not answered: {_no_answer(outcome)}", _exchange(outcome))
     if outcome.error is not None:
         return _passed(
             f"a {size} ping was refused with an error ({outcome.error_code}), and the server went on"
@@ -1733,5 +1744,8 @@ def evaluate(
             except Exception as exc:  # a bug in a rule: say so, keep the other checks
                 verdict = _failed(f"the check itself failed ({type(exc).__name__}: {exc}); please report it")
         evidence = tuple(_evidence_text(value, redactor) for value in verdict.evidence)
-        results.append(CheckResult(spec, verdict.status, _reason(verdict.reason, redactor), evidence))
+        seconds = check_seconds(spec, ev.phase_seconds)
+        results.append(
+            CheckResult(spec, verdict.status, _reason(verdict.reason, redactor), evidence, seconds=seconds)
+        )
     return results

@@ -29,6 +29,11 @@ Rules of this module:
   raw session: ``initialize`` and its probes one at a time, each waiting
   ``probe_timeout_seconds`` for its answer; ``sigterm`` last. The main session speaks the
   handshake era only (``protocol="handshake"``).
+- **Progress and timing.** ``run_checks``' ``on_step`` is told a few words as each step
+  starts (``check``'s progress line); the seconds of each step go to
+  ``RunEvidence.phase_seconds`` (a check's measured duration: ``registry.check_seconds``).
+  A raw probe keeps the start of the line it sent and of the lines that came back while it
+  waited (``RequestOutcome.sent``, ``received``), the evidence of a probe left unanswered.
 - **A server that stops answering** is noticed once: after a request times out, one ping
   (``probe_timeout_seconds``) decides; if it goes unanswered too, every later request of the
   session fails at once with one sentence naming what went unanswered (``MainEvidence.dead``),
@@ -56,6 +61,8 @@ import anyio
 import anyio.to_process
 
 from mcpl_host.check.evidence import (
+    EXCHANGE_CHARS,
+    EXCHANGE_LINES,
     CallEvidence,
     ListEvidence,
     MainEvidence,
@@ -112,6 +119,12 @@ WITHOUT_PUSH = GrantPolicy(grant_all_advertised=True, deny=("pushEvents",))
 CLIENT = ClientInfo(name="mcpl-host-check", version="0.1.0")
 _ID = "mcpl-host-check-"
 _log = get_logger("mcpl_host.check")
+#: Told a few words as each step of the run starts (None: nobody).
+StepReport = Callable[[str], None] | None
+
+
+def _quiet(_what: str) -> None:
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,10 +347,16 @@ class _LibrarySession:
     """The main session's driver: the server through the library, a ``HostedServer`` and
     its ``ServerConnection``, recorded into ``MainEvidence`` (module rules)."""
 
-    def __init__(self, target: Target, options: CheckOptions, steps: frozenset[Step]) -> None:
+    def __init__(
+        self, target: Target, options: CheckOptions, steps: frozenset[Step], on_step: StepReport = None
+    ) -> None:
         self.target = target
         self.options = options
         self.steps = steps
+        self.on_step = on_step or _quiet
+        #: Seconds each step took (``RunEvidence.phase_seconds``).
+        self.phase_seconds: dict[str, float] = {}
+        self._mark = 0.0
         self.limits = options.limits
         self.waiter = _Waiter()
         self.transcript = _new_transcript(self.limits, self.waiter)
@@ -424,21 +443,34 @@ class _LibrarySession:
     # the session
 
     async def run(self) -> MainEvidence:
-        main = self.evidence
+        main, say, lap = self.evidence, self.on_step, self._lap
+        self._mark = anyio.current_time()
         try:
+            say("the handshake and the policy exchange")
             async with self.conn:
                 self._read_handshake()
                 await self._after_policy()
+                lap("main")
                 if "listen" in self.steps:
+                    say("listening for what the server sends unasked")
                     await self._listen()
+                    lap("listen")
                 if "reduction" in self.steps:
+                    say("revoking pushEvents")
                     await self._reduce()
+                    lap("reduction")
                 if "lists" in self.steps:
+                    say("listing tools, resources and prompts")
                     await self._lists()
+                    lap("lists")
                 if "calls" in self.steps:
+                    say("calling tools")
                     await self._calls()
+                    lap("calls")
                 if "close" in self.steps:
+                    say("closing the server's stdin")
                     await self._close()
+                    lap("close")
         except InitializeError as exc:
             main.init_error = str(exc)
             main.init_error_code = exc.code
@@ -447,6 +479,12 @@ class _LibrarySession:
         self.stderr_tail = self.conn.connection.stderr_tail
         self._time_handshake()
         return main
+
+    def _lap(self, step: str) -> None:
+        """``step`` ended now: its seconds since the last lap."""
+        now = anyio.current_time()
+        self.phase_seconds[step] = round(now - self._mark, 3)
+        self._mark = now
 
     def _time_handshake(self) -> None:
         request = self.transcript.sent("initialize")
@@ -791,6 +829,10 @@ class _RawSession:
         self.recorder: RecordingTransport | None = None
         self.dead: str | None = None
         self.alive_pings = 0
+        #: Seconds the ``sigterm`` step took (0 when it did not run).
+        self.sigterm_seconds = 0.0
+        #: How the transport ended, once it has.
+        self.ended: ConnectionLost | ConnectionClosed | None = None
         #: The ids a probe waits for (``id_key``) and the first response naming each; matched
         #: on every line read, so an answer past the transcript's bound is still seen.
         self.awaited: dict[tuple[str, Any], WireMessage | None] = {}
@@ -812,7 +854,8 @@ class _RawSession:
         while True:
             try:
                 await self.recorder.receive()
-            except (ConnectionLost, ConnectionClosed):
+            except (ConnectionLost, ConnectionClosed) as exc:
+                self.ended = exc
                 self.waiter.notify()
                 return
             message = self.recorder.last_received
@@ -857,16 +900,25 @@ class _RawSession:
         seconds = self.options.probe_timeout_seconds if timeout is None else timeout
         self._await([*ids, *([None] if null else [])])
         started = self.clock()
+        first = self.transcript.lines
+        outcome.sent = data[:EXCHANGE_CHARS].decode("utf-8", errors="replace").rstrip("\r\n")
         if not await self._send(data):
             outcome.failure = f"not sent: {self.dead}"
             return outcome
         await self.waiter.wait_for(lambda: self._answer() is not None or self._gone(), seconds)
         outcome.seconds = self.clock() - started
+        outcome.received = tuple(
+            m.head for m in self.transcript.messages[first:] if m.direction == "in" and m.seq >= first
+        )[:EXCHANGE_LINES]
         answer = self._answer()
         if answer is None:
             if self._gone():
                 self.dead = "the server went away"
                 outcome.failure = "the server went away before answering"
+                if isinstance(self.ended, ConnectionLost) and self.ended.step is not None:
+                    # An HTTP failure that is no going away (it names its step: connect, TLS,
+                    # a status): said as it is.
+                    self.dead = outcome.failure = str(self.ended)
             else:
                 outcome.failure = f"no answer within {seconds:g} s" + await self._still_there()
             return outcome
@@ -910,7 +962,9 @@ class _RawSession:
                     else:
                         await self._session()
                         if "sigterm" in self.steps:
+                            started = anyio.current_time()
                             await self._sigterm()
+                            self.sigterm_seconds = anyio.current_time() - started
                     tg.cancel_scope.cancel()
         except (MCPLHostError, OSError) as exc:
             self.evidence.init_error = self.evidence.init_error or str(exc)
@@ -1013,9 +1067,13 @@ class _RawSession:
 # --- the run ---------------------------------------------------------------------------------------
 
 
-async def run_checks(target: Target, options: CheckOptions, steps: frozenset[Step]) -> RunEvidence:
+async def run_checks(
+    target: Target, options: CheckOptions, steps: frozenset[Step], on_step: StepReport = None
+) -> RunEvidence:
     """Gather the evidence the ``steps`` need (module rules) and return it. Never raises for
-    anything the server does; cancellation closes every session (bounded by the graces)."""
+    anything the server does; cancellation closes every session (bounded by the graces).
+    ``on_step`` is called with a few words as each step starts (a progress line)."""
+    say = on_step or _quiet
     evidence = RunEvidence(
         transport=target.transport,
         steps=frozenset(steps),
@@ -1025,17 +1083,23 @@ async def run_checks(target: Target, options: CheckOptions, steps: frozenset[Ste
     )
     if steps & {"main", "listen", "reduction", "lists", "calls", "close"}:
         started = anyio.current_time()
-        main = _LibrarySession(target, options, steps)
+        main = _LibrarySession(target, options, steps, on_step)
         evidence.main = await main.run()
+        evidence.phase_seconds.update(main.phase_seconds)
         evidence.stderr_tail = main.stderr_tail
         evidence.step_seconds["main"] = round(anyio.current_time() - started, 3)
     if steps & {"raw", "sigterm"}:
         started = anyio.current_time()
+        say("server/discover and the raw JSON-RPC probes")
         discovered = (
             await _RawSession(target, options, steps, discover_only=True).run() if "raw" in steps else None
         )
-        evidence.raw = await _RawSession(target, options, steps).run()
+        session = _RawSession(target, options, steps)
+        evidence.raw = await session.run()
         if discovered is not None and "discover" in discovered.probes:
             evidence.raw.probes["discover"] = discovered.probes["discover"]
         evidence.step_seconds["raw"] = round(anyio.current_time() - started, 3)
+        evidence.phase_seconds["raw"] = round(evidence.step_seconds["raw"] - session.sigterm_seconds, 3)
+        if "sigterm" in steps:
+            evidence.phase_seconds["sigterm"] = round(session.sigterm_seconds, 3)
     return evidence

@@ -106,7 +106,10 @@ class ConnectionLost(MCPLHostError):
     """The server went away: its process exited, its stdout ended, or a write failed.
 
     Attributes: ``exit_status`` (int or None; negative for a signal, as in
-    ``subprocess``), ``stderr_tail`` (the server's last stderr lines, redacted).
+    ``subprocess``), ``stderr_tail`` (the server's last stderr lines, redacted), ``step``
+    (an HTTP transport's failure that is no going away: ``connect``, ``tls``, ``exchange``
+    or ``http`` (a status), ``transports.http_failure``; None otherwise). With a ``step``
+    the message already says what failed and where.
     """
 
     def __init__(
@@ -115,10 +118,12 @@ class ConnectionLost(MCPLHostError):
         *,
         exit_status: int | None = None,
         stderr_tail: Sequence[str] = (),
+        step: str | None = None,
     ) -> None:
         super().__init__(message)
         self.exit_status = exit_status
         self.stderr_tail = list(stderr_tail)
+        self.step = step
 
 
 class RequestEnded(MCPLHostError):

@@ -273,8 +273,8 @@ class StreamableHTTPTransport:
             headers["MCP-Protocol-Version"] = self._protocol_version
         return headers
 
-    def _lose(self, message: str) -> ConnectionLost | ConnectionClosed:
-        return self._inbox.lose(message)
+    def _lose(self, message: str, step: str | None = None) -> ConnectionLost | ConnectionClosed:
+        return self._inbox.lose(message, step)
 
     def _spawn(self, function: Callable[..., Any], *args: Any) -> None:
         """Run ``function(*args)`` in a task of the runner; ``aclose()`` stops it."""
@@ -292,7 +292,7 @@ class StreamableHTTPTransport:
         if self._life.closing:
             raise ConnectionClosed("the HTTP transport was closed")
         if self._inbox.lost is not None:
-            raise ConnectionLost(self._inbox.lost)
+            raise ConnectionLost(self._inbox.lost, step=self._inbox.lost_step)
         with anyio.CancelScope() as scope:
             self._send_scopes.add(scope)
             try:
@@ -319,7 +319,7 @@ class StreamableHTTPTransport:
         try:
             return await self._open(method, what, headers, content)
         except Unreachable as exc:
-            raise self._lose(str(exc)) from None
+            raise self._lose(str(exc), exc.step) from None
 
     def _refusal(self, response: httpx.Response, what: str, body: str, *, had_session: bool) -> str:
         return refusal_of(
@@ -438,7 +438,7 @@ class StreamableHTTPTransport:
                         response = await self._open("POST", what, headers, line)
                     except Unreachable as exc:  # S3a: a connection closed unanswered refuses it
                         if exc.connecting:  # no server there: initialize would not reach it either
-                            raise self._lose(str(exc)) from None
+                            raise self._lose(str(exc), exc.step) from None
                         await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
                         return
                 else:
@@ -502,7 +502,7 @@ class StreamableHTTPTransport:
             if answer_refusal is not None and (probe_refused or status in FALLBACK_STATUSES):
                 await self._inbox.put(orjson.dumps(http_refusal_answer(answer_refusal, status, message)))
                 return False
-            raise self._lose(message)
+            raise self._lose(message, "http")
         kind = media_type(response.headers.get("content-type"))
         if kind not in ("application/json", "text/event-stream"):
             shown = log_value(kind or "none", self._redactor, max_units=80)
@@ -538,7 +538,7 @@ class StreamableHTTPTransport:
                 f"the server at {self._shown} did not answer {what} within {describe_seconds(timeout)}"
             ) from None
         if status in (401, 403) or 300 <= status < 400 or (status == 404 and had_session):
-            raise self._lose(message)
+            raise self._lose(message, "http")
         verdict = self._refusals.take()
         if verdict != "quiet":
             suffix = "; further refusals go unlogged" if verdict == "last" else ""
@@ -688,7 +688,7 @@ class StreamableHTTPTransport:
             return f"the server at {self._shown} answered {what} with Content-Type {shown}"
         message = self._refusal(response, what, body, had_session=self._session_id is not None)
         if (status == 404 and self._session_id is not None) or status in (401, 403) or 300 <= status < 400:
-            raise self._lose(message)
+            raise self._lose(message, "http")
         if 400 <= status < 500 and status not in (408, 429):
             self._logger.warning(
                 "event stream refused; messages the server sends unasked will not arrive", reason=message

@@ -50,7 +50,13 @@ from mcpl_host.transports.content_coding import (
     LayerTooLarge,
     codings_of,
 )
-from mcpl_host.transports.http_params import HTTPParameters, refusal_message, sends_cleartext_credential
+from mcpl_host.transports.http_failure import classify_unreachable, unreachable_sentence
+from mcpl_host.transports.http_params import (
+    HTTPParameters,
+    media_type,
+    refusal_message,
+    sends_cleartext_credential,
+)
 
 __all__ = [
     "USER_AGENT",
@@ -92,9 +98,11 @@ class Unreachable(Exception):
     sentence for ``ConnectionLost``. ``connecting``: it failed before a connection was
     made (refused, timed out, TLS): nothing of the server answered at all."""
 
-    def __init__(self, message: str, *, connecting: bool = False) -> None:
+    def __init__(self, message: str, *, connecting: bool = False, step: str = "exchange") -> None:
         super().__init__(message)
         self.connecting = connecting
+        #: ``http_failure.ConnectStep``: connect, tls or exchange.
+        self.step = step
 
 
 def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
@@ -141,6 +149,7 @@ def refusal_of(
         www_authenticate=response.headers.get("www-authenticate"),
         location=response.headers.get("location"),
         excerpt=body,
+        content_type=media_type(response.headers.get("content-type")),
         had_session=had_session,
         redactor=redactor,
     )
@@ -171,15 +180,21 @@ def unreachable(what: str, shown_url: str, redactor: Redactor) -> Generator[None
     try:
         yield
     except httpx.TimeoutException as exc:
+        found = classify_unreachable(exc)
+        if found.step == "exchange":
+            message = f"could not reach {shown_url} for {what}: timed out writing"
+        else:
+            message = unreachable_sentence(found, shown_url=shown_url, what=what, reason="")
         raise Unreachable(
-            f"could not reach {shown_url} for {what}: timed out connecting or writing",
-            connecting=isinstance(exc, httpx.ConnectTimeout),
+            message, connecting=isinstance(exc, httpx.ConnectTimeout), step=found.step
         ) from None
     except (httpx.HTTPError, httpx.StreamError, OSError, anyio.BrokenResourceError) as exc:
-        reason = log_value(redactor.redact(_reason(exc)), redactor, max_units=200)
+        found = classify_unreachable(exc)
+        reason = log_value(redactor.redact(_reason(exc)), redactor, max_units=200, quotes=False)
         raise Unreachable(
-            f"could not reach {shown_url} for {what} ({reason})",
+            unreachable_sentence(found, shown_url=shown_url, what=what, reason=reason),
             connecting=isinstance(exc, httpx.ConnectError),
+            step=found.step,
         ) from None
 
 
@@ -463,12 +478,14 @@ class Inbox:
     out, then raises the loss (``ConnectionLost``) or ``ConnectionClosed``.
     """
 
-    __slots__ = ("_changed", "_items", "closed", "lost")
+    __slots__ = ("_changed", "_items", "closed", "lost", "lost_step")
 
     def __init__(self) -> None:
         self._items: deque[ReadItem] = deque()
         self._changed = anyio.Event()
         self.lost: str | None = None
+        #: The ``ConnectionLost.step`` of ``lost``.
+        self.lost_step: str | None = None
         self.closed = False
 
     def _wake(self) -> None:
@@ -488,7 +505,7 @@ class Inbox:
         if self.closed:
             raise ConnectionClosed("the HTTP transport was closed")
         if self.lost is not None:
-            raise ConnectionLost(self.lost)
+            raise ConnectionLost(self.lost, step=self.lost_step)
 
     async def get(self) -> ReadItem:
         """The next line. Raises ``ConnectionClosed`` (closed, lines not taken are dropped)
@@ -503,15 +520,15 @@ class Inbox:
             self._check()
             await self._changed.wait()
 
-    def lose(self, message: str) -> ConnectionLost | ConnectionClosed:
-        """Record why the server went away (the first reason is kept) and return the
-        exception to raise."""
+    def lose(self, message: str, step: str | None = None) -> ConnectionLost | ConnectionClosed:
+        """Record why the server went away (the first reason is kept; ``step``: what failed,
+        ``ConnectionLost.step``) and return the exception to raise."""
         if self.closed:
             return ConnectionClosed("the HTTP transport was closed")
         if self.lost is None:
-            self.lost = message
+            self.lost, self.lost_step = message, step
             self._wake()
-        return ConnectionLost(self.lost)
+        return ConnectionLost(self.lost, step=self.lost_step)
 
     def close(self) -> None:
         self.closed = True

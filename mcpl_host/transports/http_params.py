@@ -25,6 +25,7 @@ from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit, urlunspli
 
 from mcpl_host.logging import REDACTED, Redactor, log_value
 from mcpl_host.secrets import server_secrets
+from mcpl_host.transports.http_failure import BODY_SAID, body_text
 from mcpl_host.transports.url_checks import check_headers, check_token, split_url
 from mcpl_host.transports.ws_params import is_loopback_host
 
@@ -61,6 +62,8 @@ _RESERVED_HEADERS = frozenset({
     "host", "connection", "content-length", "transfer-encoding", "content-type", "accept",
     "mcp-session-id", "mcp-protocol-version", "last-event-id", "upgrade", "te", "trailer",
 })  # fmt: skip
+#: Characters of an HTTP error body a refusal sentence shows (markup stripped first).
+_BODY_CHARS = 200
 _STATUS_WORDS = {
     400: "bad request",
     401: "unauthorized",
@@ -195,26 +198,30 @@ def refusal_message(
     www_authenticate: str | None = None,
     location: str | None = None,
     excerpt: str = "",
+    content_type: str | None = None,
     had_session: bool = False,
     redactor: Redactor | None = None,
 ) -> str:
     """The error sentence for an HTTP answer ``status`` (not 2xx) to ``what`` (e.g. ``"the
     POST of initialize"``) sent to ``shown_url``. ``www_authenticate``, ``location`` and
-    ``excerpt`` (the start of the body) are server text: escaped, cut and redacted here.
+    ``excerpt`` (the start of the body) are server text: redacted, cut and escaped for a
+    terminal here (quotes kept as sent: JSON is shown once, as it came), the body's markup
+    stripped (``http_failure.body_text``; ``content_type`` its media type).
     ``had_session``: the request carried an ``Mcp-Session-Id``.
     """
     word = _STATUS_WORDS.get(status)
     head = f"the server at {shown_url} answered {what} with HTTP {status}" + (f" ({word})" if word else "")
-    body = f"; it said: {log_value(excerpt, redactor, max_units=200)}" if excerpt.strip() else ""
+    text = body_text(excerpt, content_type, max_chars=_BODY_CHARS)
+    body = f"{BODY_SAID}{log_value(text, redactor, max_units=_BODY_CHARS, quotes=False)}" if text else ""
     if 300 <= status < 400:
         target = (
-            f" to {log_value(shown_http_url(location, redactor), redactor, max_units=200)}"
+            f" to {log_value(shown_http_url(location, redactor), redactor, max_units=200, quotes=False)}"
             if location
             else ""
         )
         return f"{head}, a redirect{target}; redirects are not followed: configure the final URL"
     if status == 401 and www_authenticate:
-        challenge = log_value(www_authenticate, redactor, max_units=200)
+        challenge = log_value(www_authenticate, redactor, max_units=200, quotes=False)
         return (
             f"{head}: the server wants OAuth authorization (WWW-Authenticate: {challenge}), "
             "which mcpl-host does not implement; give a token it accepts (token, --token, "

@@ -52,6 +52,7 @@ from mcpl_host.transports.http_common import (
     trim,
     unreachable,
 )
+from mcpl_host.transports.http_failure import fallback_sentence
 from mcpl_host.transports.http_params import (
     ACCEPT_SSE,
     HTTPParameters,
@@ -164,7 +165,7 @@ class SSETransport:
             with unreachable(what, self._shown, self._redactor):
                 response = await self._client.send(request, stream=True)
         except Unreachable as exc:
-            raise self._inbox.lose(str(exc)) from None
+            raise self._inbox.lose(str(exc), exc.step) from None
         status, kind = response.status_code, media_type(response.headers.get("content-type"))
         if status == 200 and kind == "text/event-stream":
             return response
@@ -177,7 +178,7 @@ class SSETransport:
             raise self._inbox.lose(
                 f"the server at {self._shown} answered {what} with Content-Type {shown}; expected text/event-stream"
             )
-        raise self._inbox.lose(self._refusal(response, what, body))
+        raise self._inbox.lose(self._refusal(response, what, body), "http")
 
     def _refusal(self, response: httpx.Response, what: str, body: str) -> str:
         had_session = self._endpoint is not None
@@ -243,7 +244,7 @@ class SSETransport:
             if self._life.closing:
                 raise ConnectionClosed("the HTTP transport was closed")
             if self._inbox.lost is not None:
-                raise ConnectionLost(self._inbox.lost)
+                raise ConnectionLost(self._inbox.lost, step=self._inbox.lost_step)
             with anyio.CancelScope() as scope:
                 self._send_scope = scope
                 await self._post(line)
@@ -272,12 +273,12 @@ class SSETransport:
                 f"the server at {self._shown} did not answer {what} within {describe_seconds(timeout)}"
             ) from None
         except Unreachable as exc:
-            raise self._inbox.lose(str(exc)) from None
+            raise self._inbox.lose(str(exc), exc.step) from None
         if 200 <= status < 300:
             return
         message = self._refusal(response, what, body)
         if kind == "request" or status in (401, 403, 404) or 300 <= status < 400:
-            raise self._inbox.lose(message)
+            raise self._inbox.lose(message, "http")
         verdict = self._refusals.take()
         if verdict != "quiet":
             suffix = "; further refusals go unlogged" if verdict == "last" else ""
@@ -417,9 +418,9 @@ class AutoHTTPTransport:
             try:
                 await self._task_group.start(self._hold, sse)
             except ConnectionLost as exc:
-                self._lost = f"{refusal}; the older HTTP+SSE transport failed too: {exc}"
+                self._lost = fallback_sentence(str(refusal), str(exc))
                 self._chosen_or_closed.set()
-                raise ConnectionLost(self._lost) from None
+                raise ConnectionLost(self._lost, step="http") from None
             self._choose(sse, "sse")
             await sse.send(data)
         except BaseException:
@@ -446,7 +447,7 @@ class AutoHTTPTransport:
         if self._inner is None:
             await self._chosen_or_closed.wait()
         if self._lost is not None:
-            raise ConnectionLost(self._lost)
+            raise ConnectionLost(self._lost, step="http")
         if self._inner is None or self._closing:
             raise ConnectionClosed("the HTTP transport was closed")
         return await self._inner.receive()
