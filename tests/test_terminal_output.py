@@ -36,7 +36,28 @@ def pty_env() -> dict[str, str]:
 
 
 def terminal_lines(output: str) -> list[str]:
-    return [line.rstrip() for line in ANSI.sub("", output).split("\n")]
+    """The lines a terminal shows for ``output``: a new line moves the cursor to the next row,
+    a carriage return to the first column (what follows writes over the row), ESC [nA n rows
+    up, ESC [2K blanks the row (the transient progress line is written and erased so); other
+    escape sequences show nothing."""
+    rows, row, column = [""], 0, 0
+    for part in re.split(r"(\n|\r|\x1b\[2K|\x1b\[\d*A)", output):
+        if part == "\n":
+            row, column = row + 1, 0
+            if row == len(rows):
+                rows.append("")
+        elif part == "\r":
+            column = 0
+        elif part == "\x1b[2K":
+            rows[row] = ""
+        elif part.startswith("\x1b[") and part.endswith("A"):
+            row = max(0, row - int(part[2:-1] or 1))
+        else:
+            text = ANSI.sub("", part)
+            line = rows[row]
+            rows[row] = line[:column].ljust(column) + text + line[column + len(text) :]
+            column += len(text)
+    return [line.rstrip() for line in rows]
 
 
 def test_event_lines_wrap_at_word_boundaries_at_60_columns() -> None:
