@@ -130,6 +130,9 @@ class Converted:
     shape: Shape | None
     locations: dict[str, str] = field(default_factory=dict[str, str])
     shadowed: tuple[str, ...] = ()
+    #: Problems found while converting (located in the file's shape); ``parse_any_config``
+    #: lists them with ``parse_config``'s.
+    problems: tuple[ConfigProblem, ...] = ()
 
 
 def _at(loc: str, key: str | int) -> str:
@@ -173,7 +176,8 @@ def strip_jsonc(text: str) -> str:
 
 def expand(value: str, place: Place, loc: str, problems: list[ConfigProblem], secrets: list[str]) -> str:
     """``value`` with its ``${...}`` references replaced (module rules); each unusable one
-    adds a problem at ``loc`` naming the reference (never a value); each value taken from
+    adds a problem at ``loc`` naming the reference (never a value) and is left as written;
+    each value taken from
     the environment is appended to ``secrets``."""
 
     def one(match: re.Match[str]) -> str:
@@ -188,7 +192,7 @@ def expand(value: str, place: Place, loc: str, problems: list[ConfigProblem], se
                     "put the value in an environment variable and write ${env:NAME}",
                 )
             )
-            return ""
+            return match.group()
         default: str | None = None
         if inner.startswith("env:"):
             name = inner[4:]
@@ -198,13 +202,13 @@ def expand(value: str, place: Place, loc: str, problems: list[ConfigProblem], se
         if not _NAME.fullmatch(name):
             shown = inner if len(inner) <= 60 else inner[:60] + "…"
             problems.append(ConfigProblem(loc, f"${{{shown}}} is not a variable mcpl-host expands"))
-            return ""
+            return match.group()
         got = place.environ.get(name)
         if default is not None and not got:
             return default
         if got is None:
             problems.append(ConfigProblem(loc, f"${{{inner}}}: the environment variable {name} is not set"))
-            return ""
+            return match.group()
         secrets.append(got)
         return got
 
@@ -289,9 +293,9 @@ def _entry(
 
 
 def to_host_shape(data: object, place: Place) -> Converted:
-    """The decoded file ``data`` in the host's shape (module rules). Raises ``ConfigError``
-    (without a source: the caller names the file) listing every problem found while
-    converting; the entries' own keys are checked afterwards by ``parse_config``."""
+    """The decoded file ``data`` in the host's shape (module rules), with the problems found
+    while converting (``Converted.problems``); the entries' own keys are checked afterwards
+    by ``parse_config``. Never raises."""
     shape = detect_shape(data)
     if shape is None or not is_object(data):  # parse_config says what is wrong, near misses too
         return Converted(data, None)
@@ -336,15 +340,13 @@ def to_host_shape(data: object, place: Place) -> Converted:
                     continue
             locations[name] = _at(prefix, name)
             target[name] = _entry(name, entry, _at(prefix, name), shape, place, problems)
-    if problems:
-        raise ConfigError(problems)
     converted: dict[str, Any] = {}
     if shape == "mcp":  # other keys: parse_config's near-miss hints ("mcpServer")
         converted.update((k, v) for k, v in data.items() if k not in ("mcpServers", "mcplServers"))
     converted["mcpServers"] = servers
     if ours:
         converted["mcplServers"] = ours
-    return Converted(converted, shape, locations, tuple(shadowed))
+    return Converted(converted, shape, locations, tuple(shadowed), tuple(problems))
 
 
 def _relocated(problem: ConfigProblem, locations: Mapping[str, str]) -> ConfigProblem:
@@ -361,14 +363,15 @@ def parse_any_config(
 ) -> tuple[HostConfig, Converted]:
     """``to_host_shape`` then ``parse_config``, every problem located in the file's shape.
     Raises ``ConfigError`` naming ``source``."""
-    try:
-        converted = to_host_shape(data, place)
-    except ConfigError as exc:
-        raise ConfigError(exc.problems, source) from None
+    converted = to_host_shape(data, place)
+    found = list(converted.problems)
+    config: HostConfig | None = None
     try:
         config = parse_config(converted.data, base_dir=base_dir, source=source)
     except ConfigError as exc:
-        raise ConfigError([_relocated(p, converted.locations) for p in exc.problems], source) from None
+        found += [_relocated(p, converted.locations) for p in exc.problems]
+    if found or config is None:
+        raise ConfigError(found, source)
     return config, converted
 
 
