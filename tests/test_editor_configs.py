@@ -254,7 +254,9 @@ def test_well_known_paths_come_from_home_xdg_and_cwd() -> None:
     assert mac["Claude Desktop"] == "/h/Library/Application Support/Claude/claude_desktop_config.json"
     assert mac["VS Code (user)"] == "/h/Library/Application Support/Code/User/mcp.json"
     relative_xdg = Place({"XDG_CONFIG_HOME": "rel"}, "/p", "/h")
-    assert str(well_known_paths(relative_xdg, "linux")[4][1]) == "/h/.config/Claude/claude_desktop_config.json"
+    assert (
+        str(well_known_paths(relative_xdg, "linux")[4][1]) == "/h/.config/Claude/claude_desktop_config.json"
+    )
 
 
 def test_auto_passes_over_missing_files_and_files_without_servers(tmp_path: Path) -> None:
