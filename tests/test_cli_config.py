@@ -5,6 +5,7 @@ with HOME pointed at a temporary folder."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -13,12 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from . import forkserver
 from .conftest import FIXTURES
 from .test_cli import CLI, TIMEOUT, Running
 from .test_cli_run import wait_for_all
+from .test_http_transport import bridge, headers_of
 
 DEMO = str(FIXTURES / "demo_server.py")
 ECHO = str(FIXTURES / "echo_secret_server.py")
@@ -217,3 +220,36 @@ def test_run_hosts_an_editor_config(tmp_path: Path, shape: str) -> None:
     )
     out, err = _run_until_ready(write(tmp_path / "c.json", data), "time  ready")
     assert "Hosting 1 server(s)" in out and "gives no grant" not in out + err
+
+
+# --- HTTP entries -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("shape", ["vscode", "windsurf"])
+async def test_an_http_entry_reaches_the_server_with_its_expanded_header(tmp_path: Path, shape: str) -> None:
+    headers = {"Authorization": "Bearer ${env:API_TOKEN}"}
+    if shape == "vscode":
+        data: dict[str, Any] = {
+            "servers": {"web": {"type": "http", "url": "${env:DEMO_URL}", "headers": headers}}
+        }
+    else:
+        data = {"mcpServers": {"web": {"serverUrl": "${DEMO_URL}", "headers": headers}}}
+    config = write(tmp_path / "c.json", data)
+    async with bridge(tmp_path) as server:
+        done = await anyio.to_thread.run_sync(
+            functools.partial(
+                cli,
+                "probe",
+                "--json",
+                "--config",
+                str(config),
+                home=tmp_path,
+                DEMO_URL=server.url(),
+                API_TOKEN=SECRET,
+            )
+        )
+        rows = server.requests()
+    assert "add" in tool_names(done)
+    assert headers_of(rows, "POST")[0]["authorization"] == f"Bearer {SECRET}"
+    assert SECRET not in done.stdout + done.stderr
