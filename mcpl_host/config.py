@@ -54,7 +54,8 @@ keys, read from a file (``load_config``) or from an object held in memory
   value is ``.`` or ``..`` or starts with ``./`` or ``../``. Anything else (``-m``,
   ``server.py``, ``--dir=./x``, a package name) is passed as written, so the meaning of a
   config never depends on which files happen to exist. Neither ``~`` nor ``${VAR}`` is
-  expanded; a ``cwd`` starting with ``~`` is a problem.
+  expanded here; a ``cwd`` starting with ``~`` is a problem. (The CLI reads files through
+  ``mcpl_host.editor_configs``, which expands ``${VAR}`` first: docs/protocol.md CF1.)
 """
 
 from __future__ import annotations
