@@ -624,6 +624,7 @@ async def _host(
     epilog="""\b
 Examples:
   mcpl-host run servers.json
+  mcpl-host run auto                                # the first editor config found
   mcpl-host run --json servers.json | jq 'select(.kind == "push_event")'""",
 )
 @click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False))
@@ -686,7 +687,9 @@ def run(
     """Host the servers in CONFIG and print what happens until Ctrl-C (or SIGTERM, SIGHUP).
 
     CONFIG is the usual {"mcpServers": {...}} JSON (also "mcplServers"), with our keys for
-    grants, feature sets, timeouts, restart policy and secrets. Every problem in it is listed
+    grants, feature sets, timeouts, restart policy and secrets; or an editor's MCP config as
+    it is (Claude Desktop, Claude Code, Cursor, VS Code, Windsurf); 'auto': the first of those
+    found (mcpl-host config list shows them). Every problem in it is listed
     before anything starts. Each enabled server is started at once and kept running: one that
     exits or drops its socket is restarted with backoff, until it crashes too often. Each event
     (connecting, ready, degraded, disconnected, reconnecting, gave_up, push_event, notification,

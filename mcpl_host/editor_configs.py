@@ -268,9 +268,7 @@ def detect_shape(data: object) -> Shape | None:
     return None
 
 
-def _entry(
-    name: str, entry: object, loc: str, shape: Shape, place: Place, problems: list[ConfigProblem]
-) -> object:
+def _entry(entry: object, loc: str, place: Place, problems: list[ConfigProblem]) -> object:
     """One editor entry as the host's (module rules), or ``entry`` unchanged when it is not an
     object (``parse_config`` says what it must be)."""
     if not is_object(entry):
@@ -339,7 +337,7 @@ def to_host_shape(data: object, place: Place) -> Converted:
                     target[name] = entry
                     continue
             locations[name] = _at(prefix, name)
-            target[name] = _entry(name, entry, _at(prefix, name), shape, place, problems)
+            target[name] = _entry(entry, _at(prefix, name), place, problems)
     converted: dict[str, Any] = {}
     if shape == "mcp":  # other keys: parse_config's near-miss hints ("mcpServer")
         converted.update((k, v) for k, v in data.items() if k not in ("mcpServers", "mcplServers"))
@@ -434,17 +432,13 @@ class Found:
         return self.error is not None or (self.config is not None and bool(self.config.servers))
 
 
-def _no_servers(data: object) -> bool:
-    return detect_shape(data) is None
-
-
 def look_at(client: str, path: Path, place: Place, *, max_bytes: int = CONFIG_MAX_BYTES) -> Found:
     """Read one well-known path (``Found``)."""
     if not path.is_file():
         return Found(client, path, path.exists())
     try:
         data = read_config_json(path, max_bytes=max_bytes, prepare=strip_jsonc)
-        if _no_servers(data):
+        if detect_shape(data) is None:
             return Found(client, path, True)
         config, converted = parse_any_config(data, place, base_dir=path.absolute().parent, source=str(path))
     except ConfigError as exc:
