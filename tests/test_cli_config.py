@@ -130,6 +130,26 @@ def test_config_auto_takes_the_first_well_known_config_found(tmp_path: Path) -> 
     assert "get_current_time" in tool_names(windsurf_only)
 
 
+@pytest.mark.parametrize("where", ["claude-desktop-xdg", "vscode-settings"])
+def test_config_auto_finds_the_user_level_configs(tmp_path: Path, where: str) -> None:
+    xdg = tmp_path / "xdg"
+    if where == "claude-desktop-xdg":
+        write(
+            xdg / "Claude" / "claude_desktop_config.json",
+            {"globalShortcut": "", "mcpServers": {"time": TIME}},
+        )
+    else:
+        settings = xdg / "Code" / "User" / "settings.json"
+        settings.parent.mkdir(parents=True)
+        entry = json.dumps({"type": "stdio", **TIME})
+        settings.write_text(
+            f'{{\n  // user settings\n  "editor.tabSize": 2,\n  "mcp": {{"servers": {{"time": {entry},}}}},\n}}\n'
+        )
+    done = cli("probe", "--json", "--config", "auto", home=tmp_path, XDG_CONFIG_HOME=str(xdg))
+    assert "get_current_time" in tool_names(done)
+    assert "--config auto: using " + str(xdg) in done.stderr
+
+
 def test_config_auto_with_nothing_found_says_where_it_looked(tmp_path: Path) -> None:
     done = cli("probe", "--config", "auto", home=tmp_path)
     assert done.returncode == 2
