@@ -67,9 +67,11 @@ from mcpl_host.cli_target import (
 )
 from mcpl_host.config import HostConfig
 from mcpl_host.events import (
+    Degraded,
     HeldMessage,
     HostEvent,
     PushEvent,
+    Ready,
     Refusal,
     ServerNotification,
     ServerRequest,
@@ -386,6 +388,7 @@ _LAZY_COMMANDS = {
     "shell": "mcpl_host.shell.cli:shell",
     # `mcpl-host check` lives in its own package; it imports nothing from this module.
     "check": "mcpl_host.check.cli:check",
+    "config": "mcpl_host.cli_config:config",
 }
 
 
@@ -524,7 +527,6 @@ def probe(
         return selection.hosted(handlers=handlers, observer=recorder, event_inbox=inbox).open_connection()
 
     configure_logging(options["log_level"], json_lines=as_json)
-    _warn_no_grant(no_grant, as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
     run = functools.partial(
         _probe,
@@ -545,6 +547,9 @@ def probe(
         exit_now_if_abandoned(EXIT_INTERRUPTED)
         ctx.exit(EXIT_INTERRUPTED)
     end_children(owned)
+    state = doc.get("mcplState")
+    if is_object(state) and state.get("state") == "ready" and state.get("grantsNothing"):
+        _warn_no_grant(no_grant, as_json)
     if as_json:
         report.print_json(doc)
     if doc["error"] is not None:
@@ -561,7 +566,10 @@ def probe(
 
 
 def _warn_no_grant(names: list[str], as_json: bool) -> None:
-    """A warning per config entry that gives no grant: MCPL is granted nothing."""
+    """The notice for servers that speak MCPL while their config entry gives no grant, so
+    MCPL is granted nothing (docs/protocol.md CF2): on stderr, one line per server, never
+    wrapped (a JSON log line with ``--json``). A plain MCP server needs no grant: callers
+    tell only servers whose MCPL became ready."""
     for name in names:
         if as_json:
             get_logger("mcpl_host.cli").warning(
@@ -592,18 +600,23 @@ async def _host(
             async with Host(
                 config, handlers_factory=lambda name: HostHandlers(), health_interval_seconds=health
             ) as host:
-                no_grant = [
+                no_grant = {
                     name
                     for name, server in config.enabled_servers.items()
                     if server.grant_policy.grants_nothing
-                ]
+                }
                 if out is not None:
-                    report.render_run_start(out, config.source, host.servers, no_grant)
+                    report.render_run_start(out, config.source, host.servers)
                     console, count = out, len(host.servers)
                     stops.on_stop = lambda reason: report.render_stopping(console, count)
-                else:
-                    _warn_no_grant(no_grant, as_json=True)
                 async for event in host.events():  # a refusal never before its ready line
+                    if (
+                        isinstance(event, (Ready, Degraded))
+                        and event.grants_nothing
+                        and event.server in no_grant
+                    ):
+                        no_grant.discard(event.server)  # told once per server, not at each restart
+                        _warn_no_grant([event.server], as_json=out is None)
                     shown = report.run_event(event_json(event), host.server(event.server).hosted.redactor)
                     if out is None:
                         written = report.print_json_line(shown)
@@ -628,6 +641,7 @@ async def _host(
     epilog="""\b
 Examples:
   mcpl-host run servers.json
+  mcpl-host run auto                                # the first editor config found
   mcpl-host run --json servers.json | jq 'select(.kind == "push_event")'""",
 )
 @click.argument("config_file", metavar="CONFIG", type=click.Path(dir_okay=False))
@@ -690,7 +704,9 @@ def run(
     """Host the servers in CONFIG and print what happens until Ctrl-C (or SIGTERM, SIGHUP).
 
     CONFIG is the usual {"mcpServers": {...}} JSON (also "mcplServers"), with our keys for
-    grants, feature sets, timeouts, restart policy and secrets. Every problem in it is listed
+    grants, feature sets, timeouts, restart policy and secrets; or an editor's MCP config as
+    it is (Claude Desktop, Claude Code, Cursor, VS Code, Windsurf); 'auto': the first of those
+    found (mcpl-host config list shows them). Every problem in it is listed
     before anything starts. Each enabled server is started at once and kept running: one that
     exits or drops its socket is restarted with backoff, until it crashes too often. Each event
     (connecting, ready, degraded, disconnected, reconnecting, gave_up, push_event, notification,

@@ -5,7 +5,11 @@ Rules of this module:
 
 - A target is exactly one of: a command (after ``--``; none at all: the bundled demo
   server), ``--ws URL``, ``--url URL`` (HTTP), or ``--config FILE --server NAME``
-  (``shell`` also takes ``--config FILE`` alone: every enabled server of the file). Giving
+  (``--server`` may be left out when the file has one enabled server; otherwise the error
+  lists the names, at most ``editor_configs.MAX_NAMES_SHOWN``; ``shell`` also takes
+  ``--config FILE`` alone: every enabled server of the file). FILE is read in any shape of
+  ``editor_configs`` (Claude Desktop, Claude Code, Cursor, VS Code, Windsurf, ours), and
+  ``auto`` is the first well-known one found. Giving
   two is a usage error (exit 2), as is an option that does not apply to the target
   (``--token`` without ``--ws`` or ``--url``, ``--token-in`` without ``--ws``, ``--header``
   and ``--transport`` without ``--url``, ``--env``, ``--cwd`` and ``--inherit-env`` without a
@@ -39,8 +43,8 @@ import anyio
 import click
 
 import mcpl_host
-from mcpl_host import report
-from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config
+from mcpl_host import editor_configs, report
+from mcpl_host.config import ConfigError, HostConfig, ServerConfig
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
@@ -56,6 +60,7 @@ from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
 from mcpl_host.transports.ws_params import shown_url
 
 __all__ = [
+    "AUTO",
     "DEMO_NAME",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
@@ -76,6 +81,7 @@ __all__ = [
     "reap_strays",
     "root_option",
     "select_servers",
+    "server_names",
     "server_options",
 ]
 
@@ -86,6 +92,8 @@ EXIT_OK, EXIT_SERVER_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 LEVELS = ["debug", "info", "warning", "error"]
 #: The name of the bundled demo server when it is the target.
 DEMO_NAME = "mcpl-demo"
+#: ``--config auto``: the first well-known config found (``editor_configs.look_around``).
+AUTO = "auto"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -199,7 +207,7 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
     server_help = (
         "With --config: the server to use (default: every enabled server of the file)."
         if many
-        else f"With --config: the server to {verb}."
+        else f"With --config: the server to {verb} (not needed when the file has one)."
     )
     options = [
         click.option(
@@ -260,9 +268,11 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
             "config_file",
             type=click.Path(dir_okay=False),
             metavar="FILE",
-            help="Use a server of this config file (with --server), with its settings: command or "
-            "URL, env, grant and feature-set policy, timeouts. --grant/--deny and an explicit "
-            "--timeout/--request-timeout override the file.",
+            help="Use a server of this config file, with its settings: command or URL, env, grant "
+            "and feature-set policy, timeouts. The file may be ours or Claude Desktop's, Claude "
+            "Code's, Cursor's, VS Code's or Windsurf's; 'auto': the first of those found (see "
+            "mcpl-host config list). --grant/--deny and an explicit --timeout/--request-timeout "
+            "override the file.",
         ),
         click.option("--server", "server_name", metavar="NAME", help=server_help),
         click.option(
@@ -433,17 +443,44 @@ class Selection:
 
 
 def load_config_or_exit(ctx: click.Context, path: str) -> HostConfig:
-    """The config at ``path``; on problems, print every one to stderr and exit 2."""
+    """The config at ``path``, in any shape ``editor_configs`` reads (``auto``: the first
+    well-known one found, said on stderr; its ``source`` is the path); on problems, print
+    every one to stderr and exit 2. ``click.UsageError`` when ``auto`` finds none."""
+    place = editor_configs.Place.here()
+    if path == AUTO:
+        looked = editor_configs.look_around(place, sys.platform, first_only=True)
+        chosen = looked[-1] if looked and looked[-1].usable else None
+        if chosen is None:
+            raise click.UsageError(
+                "--config auto: no MCP config found (looked at "
+                + ", ".join(report.safe_text(str(found.path), max_chars=300) for found in looked)
+                + "); see mcpl-host config list"
+            )
+        click.echo(
+            f"mcpl-host: --config auto: using {report.safe_text(str(chosen.path), max_chars=1000)} "
+            f"({chosen.client})",
+            err=True,
+        )
+        path = str(chosen.path)
     try:
-        return load_config(path)
+        config, _ = editor_configs.load_any_config(path, place)
     except ConfigError as exc:
         count = len(exc.problems)
         click.echo(
-            f"Error: {path} has {count} problem{'s' if count != 1 else ''}; nothing was started:", err=True
+            f"Error: {report.safe_text(path, max_chars=1000)} has {count} problem{'s' if count != 1 else ''}; "
+            "nothing was started:",
+            err=True,
         )
         for problem in exc.problems:
             click.echo(f"  {report.safe_text(str(problem), max_chars=1000)}", err=True)
         ctx.exit(EXIT_USAGE)
+    return config
+
+
+def server_names(servers: Mapping[str, object]) -> str:
+    """The names of ``servers`` for a message: safe to print, at most
+    ``editor_configs.MAX_NAMES_SHOWN`` of them, then how many more."""
+    return editor_configs.names_phrase([report.safe_text(name, max_chars=100) for name in servers]) or "none"
 
 
 def config_server(
@@ -453,8 +490,10 @@ def config_server(
     loaded). Exits 2 on config problems; ``click.UsageError`` for a name the file lacks."""
     found = load_config_or_exit(ctx, path).servers if servers is None else servers
     if name not in found:
-        known = ", ".join(found) or "none"
-        raise click.UsageError(f"--server: no server named {name!r} in {path} (it has: {known})")
+        raise click.UsageError(
+            f"--server: no server named {report.safe_text(name, max_chars=100)!r} in "
+            f"{report.safe_text(path, max_chars=1000)} (it has: {server_names(found)})"
+        )
     return found[name]
 
 
@@ -488,9 +527,7 @@ def check_target(
         raise click.UsageError(
             f"give a command, --ws URL, --url URL or --config FILE, not {' and '.join(targets)}"
         )
-    if not many and (config_file is None) != (options["server_name"] is None):
-        raise click.UsageError("--config FILE and --server NAME go together")
-    if many and options["server_name"] is not None and config_file is None:
+    if options["server_name"] is not None and config_file is None:
         raise click.UsageError("--server NAME goes with --config FILE")
     mcpl_target = any(isinstance(url, str) and is_mcpl_uri(url) for url in (ws_url, http_url))
     if options.get("mcp_only_fallback") and not (mcpl_target or config_file):
@@ -553,13 +590,21 @@ def select_servers(
 
     config_file, server_name = options["config_file"], options["server_name"]
     if config_file is not None:
-        servers = load_config_or_exit(ctx, config_file).servers
+        loaded = load_config_or_exit(ctx, config_file)
+        servers, config_file = loaded.servers, loaded.source
         if server_name is not None:
             chosen = {server_name: config_server(ctx, config_file, server_name, servers)}
         else:
             chosen = {name: server for name, server in servers.items() if not server.disabled}
+            shown = report.safe_text(config_file, max_chars=1000)
             if not chosen:
-                raise click.UsageError(f"{config_file} has no enabled server")
+                raise click.UsageError(f"{shown} has no enabled server")
+            if not many and len(chosen) > 1:
+                raise click.UsageError(
+                    f"{shown} has {len(chosen)} servers: give --server NAME, one of {server_names(chosen)}"
+                )
+            if not many:
+                server_name = next(iter(chosen))
         overridden = {
             field: value
             for option, field, value in (

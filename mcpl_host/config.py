@@ -54,7 +54,8 @@ keys, read from a file (``load_config``) or from an object held in memory
   value is ``.`` or ``..`` or starts with ``./`` or ``../``. Anything else (``-m``,
   ``server.py``, ``--dir=./x``, a package name) is passed as written, so the meaning of a
   config never depends on which files happen to exist. Neither ``~`` nor ``${VAR}`` is
-  expanded; a ``cwd`` starting with ``~`` is a problem.
+  expanded here; a ``cwd`` starting with ``~`` is a problem. (The CLI reads files through
+  ``mcpl_host.editor_configs``, which expands ``${VAR}`` first: docs/protocol.md CF1.)
 """
 
 from __future__ import annotations
@@ -79,7 +80,14 @@ from mcpl_host.jsonrpc.values import (
     is_mapping,
     is_object,
 )
-from mcpl_host.limits import CONFIG_KEYS, CONFIG_MAX_DEPTH, Limits, limit_problem, limits_with
+from mcpl_host.limits import (
+    CONFIG_KEYS,
+    CONFIG_MAX_BYTES,
+    CONFIG_MAX_DEPTH,
+    Limits,
+    limit_problem,
+    limits_with,
+)
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting, checked_compat
 from mcpl_host.mcpl.endpoint_uri import EndpointURI, EndpointURIError, is_mcpl_uri, resolve_endpoint_uri
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
@@ -114,6 +122,7 @@ __all__ = [
     "default_server_name",
     "load_config",
     "parse_config",
+    "read_config_json",
 ]
 
 #: Top-level keys holding servers, in merge order.
@@ -601,19 +610,43 @@ class _JSONObject(dict[str, Any]):
 
 
 def load_config(path: str | os.PathLike[str]) -> HostConfig:
-    """Read and check the config file at ``path`` (UTF-8 JSON, a BOM allowed). Relative paths
-    in it resolve against its folder. Raises ``ConfigError`` listing every problem (an
-    unreadable file or invalid JSON is one problem)."""
+    """Read and check the config file at ``path`` (UTF-8 JSON, a BOM allowed; at most
+    ``limits.CONFIG_MAX_BYTES``). Relative paths in it resolve against its folder. Raises
+    ``ConfigError`` listing every problem (an unreadable file or invalid JSON is one
+    problem)."""
+    data = read_config_json(path)
+    return parse_config(data, base_dir=Path(path).absolute().parent, source=str(path))
+
+
+def read_config_json(
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = CONFIG_MAX_BYTES,
+    prepare: Callable[[str], str] | None = None,
+) -> object:
+    """The decoded JSON of the file at ``path``: UTF-8 (a BOM allowed), at most ``max_bytes``
+    bytes (never more is read), nested at most ``limits.CONFIG_MAX_DEPTH`` levels, no key
+    repeated in one object (``ConfigError`` from ``parse_config`` names it). ``prepare``
+    changes the text before it is parsed, keeping lines and columns (e.g. removing JSONC
+    comments). Raises ``ConfigError`` with one problem, located at a byte, or a line and
+    column, never quoting the file."""
     path = Path(path)
     source = str(path)
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        with path.open("rb") as file:
+            raw = file.read(max_bytes + 1)
     except OSError as exc:
         raise ConfigError(
             [ConfigProblem("", f"cannot read the file: {exc.strerror or exc}")], source
         ) from exc
+    if len(raw) > max_bytes:
+        raise ConfigError([ConfigProblem("", f"the file is larger than {max_bytes} bytes")], source)
+    try:
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError([ConfigProblem(f"byte {exc.start}", "the file is not UTF-8 text")], source) from exc
+    if prepare is not None:
+        text = prepare(text)
     too_deep = nesting_beyond(text, CONFIG_MAX_DEPTH)
     if too_deep is not None:
         line, column = too_deep
@@ -623,13 +656,12 @@ def load_config(path: str | os.PathLike[str]) -> HostConfig:
         )
         raise ConfigError([problem], source)
     try:
-        data = json.loads(text, object_pairs_hook=_JSONObject.from_pairs)
+        return json.loads(text, object_pairs_hook=_JSONObject.from_pairs)
     except json.JSONDecodeError as exc:
         problem = ConfigProblem(f"line {exc.lineno}, column {exc.colno}", f"invalid JSON: {exc.msg}")
         raise ConfigError([problem], source) from exc
     except RecursionError:  # not reached within CONFIG_MAX_DEPTH; never a traceback all the same
         raise ConfigError([ConfigProblem("", "nested too deeply to read")], source) from None
-    return parse_config(data, base_dir=path.absolute().parent, source=source)
 
 
 # Strings (whose brackets do not count) and brackets, in JSON text.

@@ -7,7 +7,7 @@ any field, in code (``dataclasses.replace(Limits(), ...)``) or in the config fil
 ``_seconds``, counts otherwise. A bound hit by a call raises ``LimitExceeded``, which names
 the field.
 
-Host-wide bounds, the same for every server, are not fields: ``CONFIG_MAX_DEPTH`` (the config
+Host-wide bounds, the same for every server, are not fields: ``CONFIG_MAX_DEPTH`` and ``CONFIG_MAX_BYTES`` (the config
 file), ``logging.DEFAULT_LOG_VALUE_MAX_UNITS`` and ``logging.LOG_VALUE_REDACTION_MARGIN_CHARS``
 (the host's own log format, kept with it), and the explicit parameters of the CLI (``cli.MAX_KEPT_EVENTS``), the
 probe report (``report.MAX_REPORT_DEPTH``...) and ``Host`` (``max_queued_events``...).
@@ -303,6 +303,10 @@ DEFAULT_RENDER_FAILURES_LOGGED = 10
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
+#: Largest config file read, in bytes: 64 MiB. A config needs a few KiB, but Claude Code's
+#: ``~/.claude.json`` keeps each project's history beside its servers and grows to tens of
+#: MiB; beyond this a file is refused (one problem), never read whole. Not per server.
+CONFIG_MAX_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -1080,11 +1080,8 @@ def print_json_line(value: object) -> bool:
     return True
 
 
-def render_run_start(
-    console: Console, source: str, servers: list[str], grants_nothing: list[str] | None = None
-) -> None:
-    """The first lines of ``run``: what is hosted, and a warning for each server whose
-    config entry gives no grant (``grants_nothing``): MCPL is granted nothing."""
+def render_run_start(console: Console, source: str, servers: list[str]) -> None:
+    """The first line of ``run``: what is hosted."""
     console.print(
         Text(
             f"Hosting {len(servers)} server(s) from {safe_text(source)}: "
@@ -1093,8 +1090,6 @@ def render_run_start(
         ),
         soft_wrap=not console.is_terminal,
     )
-    for name in grants_nothing or ():
-        console.print(Text(no_grant_warning(name), style="yellow"))
 
 
 def no_grant_warning(name: str) -> str:

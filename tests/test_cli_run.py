@@ -209,8 +209,8 @@ def test_probe_config_problems_and_unknown_server_exit_2(tmp_path: Path) -> None
     [
         (["--ws", "ws://127.0.0.1:9/", "--", "python3", "x.py"], "not a command and --ws"),
         (["--ws", "ws://127.0.0.1:9/", "--config", "c.json", "--server", "x"], "not --ws and --config"),
-        (["--config", "c.json"], "--config FILE and --server NAME go together"),
-        (["--server", "demo"], "--config FILE and --server NAME go together"),
+        (["--config", "c.json"], "c.json has 1 problem; nothing was started:\n  cannot read the file"),
+        (["--server", "demo"], "--server NAME goes with --config FILE"),
         (["--token", SECRET], "--token applies only with --ws or --url"),
         (["--token-in", "query", "--url", "http://127.0.0.1:9/mcp"], "--token-in applies only with --ws"),
         (["--header", f"X-Key={SECRET}"], "--header and --transport apply only with --url"),

@@ -49,7 +49,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("handlers", ["handlers", "observe", "events"]),
     ("services", ["services", "services.*", "stall_watch"]),
     ("server connection", ["server_connection"]),
-    ("hosted", ["supervisor_policy", "config", "connect", "hosted"]),
+    ("hosted", ["supervisor_policy", "config", "editor_configs", "connect", "hosted"]),
     ("host", ["supervisor", "record", "host"]),
     (
         "applications",
@@ -60,6 +60,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "cli_list",
             "tables",
             "cli_target",
+            "cli_config",
             "report",
             "probing",
             "progress",
