@@ -568,6 +568,31 @@ def built_config(prefix: str, **settings: Any) -> ServerConfig:
         raise click.UsageError(f"{prefix}: {exc}") from None
 
 
+def config_servers(
+    ctx: click.Context, path: str, name: str | None, *, many: bool = False
+) -> tuple[dict[str, ServerConfig], str, str | None]:
+    """The servers of the config at ``path`` a command runs: ``name``'s, or with none every
+    enabled one (``many``) or the only enabled one. Returns them by name, the file's source
+    path and the server's name (None for ``many`` without ``name``). Exits 2 on config
+    problems; ``click.UsageError`` for a name the file lacks, a file with no enabled server,
+    or several when one is wanted (the error lists their names, bounded)."""
+    loaded = load_config_or_exit(ctx, path)
+    servers, source = loaded.servers, loaded.source
+    if name is not None:
+        return {name: config_server(ctx, source, name, servers)}, source, name
+    chosen = {key: server for key, server in servers.items() if not server.disabled}
+    shown = report.safe_text(source, max_chars=1000)
+    if not chosen:
+        raise click.UsageError(f"{shown} has no enabled server")
+    if many:
+        return chosen, source, None
+    if len(chosen) > 1:
+        raise click.UsageError(
+            f"{shown} has {len(chosen)} servers: give --server NAME, one of {server_names(chosen)}"
+        )
+    return chosen, source, next(iter(chosen))
+
+
 def select_servers(
     ctx: click.Context, options: dict[str, Any], command: tuple[str, ...], *, many: bool = False
 ) -> Selection:
@@ -590,21 +615,7 @@ def select_servers(
 
     config_file, server_name = options["config_file"], options["server_name"]
     if config_file is not None:
-        loaded = load_config_or_exit(ctx, config_file)
-        servers, config_file = loaded.servers, loaded.source
-        if server_name is not None:
-            chosen = {server_name: config_server(ctx, config_file, server_name, servers)}
-        else:
-            chosen = {name: server for name, server in servers.items() if not server.disabled}
-            shown = report.safe_text(config_file, max_chars=1000)
-            if not chosen:
-                raise click.UsageError(f"{shown} has no enabled server")
-            if not many and len(chosen) > 1:
-                raise click.UsageError(
-                    f"{shown} has {len(chosen)} servers: give --server NAME, one of {server_names(chosen)}"
-                )
-            if not many:
-                server_name = next(iter(chosen))
+        chosen, config_file, server_name = config_servers(ctx, config_file, server_name, many=many)
         overridden = {
             field: value
             for option, field, value in (

@@ -72,6 +72,17 @@ def test_several_servers_and_no_server_lists_the_names_bounded(tmp_path: Path) -
     assert "never-started" not in done.stderr
 
 
+def test_check_picks_the_one_server_of_a_file_and_lists_several(tmp_path: Path) -> None:
+    one = write(tmp_path / "one" / ".vscode" / "mcp.json", {"servers": {"demo": DEMO_ENTRY}})
+    done = cli("check", "--json", "--only", "init.answers", "--config", str(one), home=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["summary"]["passed"] == 1
+    several = write(tmp_path / "mcp.json", {"mcpServers": {"a": DEMO_ENTRY, "b": DEMO_ENTRY}})
+    done = cli("check", "--config", str(several), home=tmp_path)
+    assert done.returncode == 2
+    assert "has 2 servers: give --server NAME, one of a, b" in done.stderr.replace("\n", " ")
+
+
 def test_vscode_servers_shape_is_accepted(tmp_path: Path) -> None:
     config = write(
         tmp_path / ".vscode" / "mcp.json",

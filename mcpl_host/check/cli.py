@@ -3,7 +3,7 @@
 Rules of this module:
 
 - It targets one server, as ``probe`` does: a command after ``--`` (default: the bundled demo
-  server), ``--ws URL``, ``--url URL`` (HTTP) or ``--config FILE --server NAME``; two targets,
+  server), ``--ws URL``, ``--url URL`` (HTTP) or ``--config FILE [--server NAME]``; two targets,
   or an option that does not apply to the target, is a usage error. The target becomes a
   ``ServerConfig`` and a ``runner.Target`` whose ``hosted()`` builds a ``HostedServer`` of
   it, with the policy that grants everything advertised. The run is bounded by that
@@ -50,7 +50,7 @@ from mcpl_host.cli_target import (
     EnvPair,
     built_config,
     check_target,
-    config_server,
+    config_servers,
     demo_server_path,
 )
 from mcpl_host.hosted import HostedServer
@@ -158,9 +158,14 @@ Examples:
     "config_file",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="Check a server of this config file (with --server).",
+    help="Check a server of this config file (--server NAME when it has several; auto: the first editor config found).",
 )
-@click.option("--server", "server_name", metavar="NAME", help="With --config: the server to check.")
+@click.option(
+    "--server",
+    "server_name",
+    metavar="NAME",
+    help="With --config: the server to check (the only one when omitted).",
+)
 @click.option(
     "--env",
     "env",
@@ -458,8 +463,8 @@ def _target(
     exit 2)."""
     common: dict[str, Any] = {"grant_policy": GRANT_ALL, "limits": limits, "secrets": explicit_secrets}
     if config_file is not None:
-        assert server_name is not None
-        server = config_server(ctx, config_file, server_name)
+        chosen, config_file, server_name = config_servers(ctx, config_file, server_name)
+        (server,) = chosen.values()
         server = dataclasses.replace(
             server,
             grant_policy=GRANT_ALL,
