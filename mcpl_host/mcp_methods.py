@@ -871,6 +871,8 @@ class MCPClient:
             while True:
                 try:
                     await getattr(self, f"list_{name}")(refresh=True)
+                except ConnectionClosed:
+                    break  # this host closed the connection: nothing to refresh, nothing to say
                 except MCPLHostError as exc:
                     self._log.warning(
                         "could not refresh a list the server said changed", list=name, error=str(exc)

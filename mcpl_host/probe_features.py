@@ -1,8 +1,12 @@
 """Client features for testing a server by hand (``mcpl-host probe --root/--sampling-reply/
---elicit-reply/--ask``): canned answers, or a prompt on the terminal.
+--elicit-reply/--ask``, and ``call``, ``read``, ``prompt``, ``send``): canned answers, or a
+prompt on the terminal.
 
 Rules of this module:
 
+- The four options are declared once, here (``client_feature_options``), and every command
+  that takes them takes them from here; ``feature_handlers`` turns their values into the
+  handlers (usage errors as ``click.UsageError``, exit 2, never repeating a reply).
 - ``CannedSampling`` answers every ``sampling/createMessage`` with one text; ``CannedElicitation``
   answers every ``elicitation/create`` with one action (and, for an accepted form, one
   content object), in both modes (MCP 2025-11-25 "Elicitation").
@@ -27,6 +31,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import click
 
+from mcpl_host.cli_target import root_option
 from mcpl_host.client_features import (
     ElicitationAction,
     ElicitationMode,
@@ -50,12 +55,15 @@ __all__ = [
     "TerminalElicitation",
     "TerminalSampling",
     "elicitation_reply",
+    "client_feature_options",
     "exit_now_if_abandoned",
+    "feature_handlers",
     "probe_handlers",
 ]
 
 _BOTH_MODES: tuple[ElicitationMode, ...] = ("form", "url")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 _ACTIONS: dict[str, ElicitationAction] = {"accept": "accept", "decline": "decline", "cancel": "cancel"}
 
 
@@ -266,3 +274,55 @@ def probe_handlers(
     if inference_reply is not None:
         return InferenceReply(inference_reply, roots=served, sampling=sampling, elicitation=elicitation)
     return HostHandlers(roots=served, sampling=sampling, elicitation=elicitation)
+
+
+_FEATURE_OPTIONS = (
+    root_option,
+    click.option(
+        "--sampling-reply",
+        metavar="TEXT",
+        help="Serve sampling/createMessage with this canned answer: the host then advertises sampling.",
+    ),
+    click.option(
+        "--elicit-reply",
+        metavar="JSON|ACTION",
+        help="Serve elicitation/create (form and URL modes): a JSON object accepts a form with it "
+        "(and accepts a URL); accept, decline or cancel answers every elicitation so.",
+    ),
+    click.option(
+        "--ask",
+        is_flag=True,
+        help="Serve sampling and elicitation by asking on this terminal (what no canned reply "
+        "answers); needs a terminal on stdin.",
+    ),
+)
+
+
+def client_feature_options(function: F) -> F:
+    """``--root PATH`` (repeatable), ``--sampling-reply TEXT``, ``--elicit-reply JSON|ACTION``
+    and ``--ask``: the command gets ``roots``, ``sampling_reply``, ``elicit_reply``, ``ask``."""
+    for option in reversed(_FEATURE_OPTIONS):
+        function = option(function)
+    return function
+
+
+def feature_handlers(
+    roots: Collection[str],
+    sampling_reply: str | None,
+    elicit_reply: str | None,
+    ask: bool,
+    *,
+    inference_reply: str | None = None,
+) -> HostHandlers | None:
+    """``probe_handlers`` for the values of ``client_feature_options``, checked as usage:
+
+    Raises:
+        click.UsageError: ``ask`` without a terminal on stdin, a root that is neither a path
+            nor a ``file://`` URI, an ``elicit_reply`` that is no answer (never repeated).
+    """
+    if ask and not sys.stdin.isatty():
+        raise click.UsageError("--ask needs a terminal on stdin")
+    try:
+        return probe_handlers(roots, sampling_reply, elicit_reply, ask, inference_reply=inference_reply)
+    except ValueError as exc:  # never repeats the reply
+        raise click.UsageError(str(exc)) from None

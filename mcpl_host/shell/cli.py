@@ -15,6 +15,8 @@ Rules of this module:
   ``--elicit-reply JSON|ACTION`` every elicitation.
   ``--root PATH`` serves ``roots/list`` (``client_features.Roots``); without it the host
   does not advertise roots.
+- History (interactive only): kept, redacted, in ``shell.terminal.default_history_file``
+  unless ``--history FILE`` names another or ``--no-history`` keeps it in memory.
 - Exit status: 0 when the session ended (interactive), or every piped command succeeded;
   1 when a piped command failed; 2 usage or configuration error; 130 interrupted before
   the session began.
@@ -22,7 +24,9 @@ Rules of this module:
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -45,7 +49,14 @@ from mcpl_host.logging import configure_logging
 from mcpl_host.probe_features import elicitation_reply
 from mcpl_host.shell.held import HeldRequests, ShellHandlers
 from mcpl_host.shell.session import Printer, Session
-from mcpl_host.shell.terminal import PipePrinter, TerminalPrinter, interactive, is_interactive, piped
+from mcpl_host.shell.terminal import (
+    PipePrinter,
+    TerminalPrinter,
+    default_history_file,
+    interactive,
+    is_interactive,
+    piped,
+)
 
 __all__ = ["shell"]
 
@@ -113,7 +124,14 @@ Examples:
     "history",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="Keep the command history in FILE (lines redacted); default: for this session only.",
+    help="Keep the command history in FILE (lines redacted); default: "
+    "$XDG_STATE_HOME/mcpl-host/shell_history (~/.local/state when unset).",
+)
+@click.option(
+    "--no-history",
+    "no_history",
+    is_flag=True,
+    help="Keep the command history for this session only (nothing written).",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
@@ -124,6 +142,7 @@ def shell(
     elicit_reply: str | None,
     roots: tuple[str, ...],
     history: str | None,
+    no_history: bool,
     command: tuple[str, ...],
     **options: Any,
 ) -> None:
@@ -144,6 +163,10 @@ def shell(
       130  interrupted before the session began
     """
     selection = select_servers(ctx, options, command, many=True)
+    if no_history and history is not None:
+        raise click.UsageError("--history FILE and --no-history exclude each other")
+    if not no_history and history is None:
+        history = str(default_history_file(os.environ, Path.home()))
     try:
         served = Roots(list(roots)) if roots else None
     except ValueError as exc:
