@@ -63,6 +63,7 @@ from mcpl_host.cli_target import (
     select_servers,
     server_options,
 )
+from mcpl_host.cli_text import not_shown
 from mcpl_host.coerce import (
     ArgumentError,
     UnusableSchema,
@@ -72,7 +73,6 @@ from mcpl_host.coerce import (
     prompt_arguments,
     unknown_arguments,
 )
-from mcpl_host.cli_text import not_shown
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import JSONObject
@@ -243,7 +243,11 @@ async def _prompt(conn: ServerConnection, name: str, words: Sequence[str]) -> Ou
     except ArgumentError as exc:
         raise UsageProblem(f"{exc}; nothing was sent") from None
     result = await conn.mcp.get_prompt(name, arguments)
-    hidden = [block for message in _objects(result.raw.get("messages")) for block in _objects(message.get("content"))]
+    hidden = [
+        block
+        for message in _objects(result.raw.get("messages"))
+        for block in _objects(message.get("content"))
+    ]
     texts = [text for message in result.messages for text in _texts(message.content)]
     return Outcome(result.raw, texts, hidden=hidden)
 

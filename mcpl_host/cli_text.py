@@ -18,7 +18,7 @@ Rules of this module:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from mcpl_host.report import safe_text
 
@@ -76,7 +76,9 @@ def _kind_and_detail(item: Mapping[str, Any]) -> tuple[str, str] | None:
         parts.append(safe_text(source.get("uri"), max_chars=_MAX_VALUE_CHARS))
     if source.get("mimeType") is not None:
         parts.append(safe_text(source.get("mimeType"), max_chars=_MAX_VALUE_CHARS))
-    size = len(data.encode()) if kind == "resource" and isinstance(data, str) and "blob" not in source else None
+    size = (
+        len(data.encode()) if kind == "resource" and isinstance(data, str) and "blob" not in source else None
+    )
     size = _decoded_size(data) if size is None else size
     if size is not None:
         parts.append(describe_size(size))
@@ -91,17 +93,19 @@ def not_shown(items: Iterable[object]) -> str | None:
     for item in items:
         if not isinstance(item, Mapping):
             continue
-        found = _kind_and_detail(item)
+        found = _kind_and_detail(cast("Mapping[str, Any]", item))
         if found is not None:
             kinds.setdefault(found[0], []).append(found[1])
     if not kinds:
         return None
-    phrases = []
+    phrases: list[str] = []
     for kind, details in kinds.items():
         one, many = _WORDS.get(kind, (f"block of {kind}", f"blocks of {kind}"))
         named = "; ".join(detail for detail in details[:MAX_DETAILS] if detail)
         more = f"; {len(details) - MAX_DETAILS} more" if len(details) > MAX_DETAILS and named else ""
-        phrases.append(f"{len(details)} {one if len(details) == 1 else many}" + (f" ({named}{more})" if named else ""))
+        phrases.append(
+            f"{len(details)} {one if len(details) == 1 else many}" + (f" ({named}{more})" if named else "")
+        )
     listed = phrases[0] if len(phrases) == 1 else ", ".join(phrases[:-1]) + " and " + phrases[-1]
     total = sum(len(details) for details in kinds.values())
     return f"{listed} not shown; leave out --text to see {'it' if total == 1 else 'them'} in the JSON"

@@ -408,7 +408,9 @@ async def checked_schema_problems(
         raise UnusableSchema(str(exc)) from None
 
 
-def prompt_arguments(words: Sequence[str], declared: Sequence[Any], *, prompt: str | None = None) -> dict[str, str]:
+def prompt_arguments(
+    words: Sequence[str], declared: Sequence[Any], *, prompt: str | None = None
+) -> dict[str, str]:
     """The ``arguments`` of ``prompts/get`` from the command line ``words``: strings only;
     ``declared`` is the prompt's ``arguments`` list (``{name, required?}`` objects, as
     sent); ``prompt`` its name, for the message. Raises ``ArgumentError`` for a value that

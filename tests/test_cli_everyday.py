@@ -15,7 +15,9 @@ from typing import Any
 
 import pexpect
 
+from mcpl_host.cli_text import not_shown
 from mcpl_host.mcpl.policy_state import MCPLState
+from mcpl_host.shell.terminal import default_history_file
 
 from . import forkserver
 from .test_cli import CLI, TIMEOUT, run_cli, scripted
@@ -102,7 +104,10 @@ def test_a_misspelled_prompt_argument_gets_the_closest_name() -> None:
 
 def test_the_shell_refuses_a_misspelled_argument_with_the_closest_name() -> None:
     done = forkserver.run(
-        [*CLI, "shell"], input="call echo txet=hi\nprompt greet nmae=Ada\n", capture_output=True, text=True,
+        [*CLI, "shell"],
+        input="call echo txet=hi\nprompt greet nmae=Ada\n",
+        capture_output=True,
+        text=True,
         timeout=TIMEOUT,
     )
     assert done.returncode == 1
@@ -186,7 +191,9 @@ def test_text_says_what_it_left_out(tmp_path: Path) -> None:
     done = run_cli("call", "--text", "t", *scripted(tmp_path, steps))
     assert (done.returncode, done.stdout) == (0, "a picture:\n"), done.stderr
     assert "1 image (image/png, 12 KiB) not shown; leave out --text to see it in the JSON" in done.stderr
-    steps = tool_steps([{"name": "t", "inputSchema": {"type": "object"}}], call_reply={"content": content[:1]})
+    steps = tool_steps(
+        [{"name": "t", "inputSchema": {"type": "object"}}], call_reply={"content": content[:1]}
+    )
     plain = run_cli("call", "--text", "t", *scripted(tmp_path, steps))
     assert plain.returncode == 0 and plain.stderr == ""
 
@@ -213,11 +220,19 @@ def test_bare_mcpl_host_prints_help_and_exits_0() -> None:
 
 def test_shell_completion_script_and_command_names() -> None:
     script = forkserver.run(
-        CLI, env={**os.environ, "_MCPL_HOST_COMPLETE": "bash_source"}, capture_output=True, text=True,
+        CLI,
+        env={**os.environ, "_MCPL_HOST_COMPLETE": "bash_source"},
+        capture_output=True,
+        text=True,
         timeout=TIMEOUT,
     )
     assert script.returncode == 0 and "_mcpl_host_completion" in script.stdout
-    env = {**os.environ, "_MCPL_HOST_COMPLETE": "bash_complete", "COMP_WORDS": "mcpl-host pr", "COMP_CWORD": "1"}
+    env = {
+        **os.environ,
+        "_MCPL_HOST_COMPLETE": "bash_complete",
+        "COMP_WORDS": "mcpl-host pr",
+        "COMP_CWORD": "1",
+    }
     offered = forkserver.run(CLI, env=env, capture_output=True, text=True, timeout=TIMEOUT)
     assert offered.stdout.splitlines() == ["plain,probe", "plain,prompt"]
     words = " ".join(run_cli("--help").stdout.split())
@@ -263,3 +278,40 @@ def test_the_mcpl_state_prints_as_its_value() -> None:
     """The README's first example prints ``server.mcpl_state``: \"ready\", not ``MCPLState.READY``."""
     assert f"{MCPLState.READY}" == str(MCPLState.READY) == "ready"
     assert str(MCPLState.MCP_ONLY) == "mcp-only"
+
+
+# --- pure decisions, by plain calls -----------------------------------------------------------------
+
+
+def test_not_shown_names_each_kind_with_its_media_type_size_or_uri() -> None:
+    assert not_shown([{"type": "text", "text": "x"}, {"uri": "a://b", "text": "t"}]) is None
+    line = not_shown(
+        [
+            {"type": "image", "data": "YQ==", "mimeType": "image/png"},
+            {
+                "type": "image",
+                "data": base64.b64encode(bytes(3 * 1024 * 1024)).decode(),
+                "mimeType": "image/gif",
+            },
+            {"type": "audio", "data": "YWI=", "mimeType": "audio/wav"},
+            {"type": "resource_link", "uri": "file:///x", "name": "x"},
+            {"type": "resource", "resource": {"uri": "a://b", "blob": "YWJj"}},
+            {"type": "hologram\x1b[2J"},
+        ]
+    )
+    assert line == (
+        "2 images (image/png, 1 byte; image/gif, 3.0 MiB), 1 audio clip (audio/wav, 2 bytes), "
+        "1 resource link (file:///x), 1 embedded resource (a://b, 3 bytes) and 1 block of type "
+        "hologram\\u001b[2J not shown; leave out --text to see them in the JSON"
+    )
+    assert not_shown([{"uri": "a://b", "blob": "YWJjZA", "mimeType": "application/pdf"}]) == (
+        "1 binary content (application/pdf, 4 bytes) not shown; leave out --text to see it in the JSON"
+    )
+
+
+def test_the_history_file_is_under_the_xdg_state_directory() -> None:
+    home = Path("/home/ada")
+    assert default_history_file({}, home) == home / ".local/state/mcpl-host/shell_history"
+    assert default_history_file({"XDG_STATE_HOME": "/s"}, home) == Path("/s/mcpl-host/shell_history")
+    relative = default_history_file({"XDG_STATE_HOME": "rel"}, home)  # ignored, as the spec says
+    assert relative == home / ".local/state/mcpl-host/shell_history"

@@ -213,7 +213,9 @@ def test_prompt_arguments_are_strings_checked_against_the_declaration() -> None:
     assert prompt_arguments(['{"name": "Ada"}'], declared) == {"name": "Ada"}
     with pytest.raises(ArgumentError, match="argument 'name' is required"):
         prompt_arguments(["tone=dry"], declared)
-    with pytest.raises(ArgumentError, match=r"the prompt has no argument 'nme'; did you mean 'name'\? \(it has: name, tone\)"):
+    with pytest.raises(
+        ArgumentError, match=r"the prompt has no argument 'nme'; did you mean 'name'\? \(it has: name, tone\)"
+    ):
         prompt_arguments(["nme=Ada"], declared)
     with pytest.raises(ArgumentError, match="argument 'name' must be a string"):
         prompt_arguments(['{"name": 1}'], declared)

@@ -100,7 +100,10 @@ def _history_store(filename: str | None, redactors: Callable[[], Iterable[Redact
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     except OSError as exc:
         shown = report.safe_text(str(path), max_chars=500)
-        print(f"mcpl-host: history kept for this session only: cannot write {shown} ({exc.strerror})", file=sys.stderr)
+        print(
+            f"mcpl-host: history kept for this session only: cannot write {shown} ({exc.strerror})",
+            file=sys.stderr,
+        )
         return InMemoryHistory()
     return RedactingFileHistory(str(path), redactors)
 
