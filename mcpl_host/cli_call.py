@@ -347,6 +347,7 @@ Examples:
   mcpl-host call add a=2 b=3                          # the bundled demo server
   mcpl-host call add '{"a": 2, "b": 3}' | jq .structuredContent.sum
   mcpl-host call --text echo text=hello
+  mcpl-host call --env DEMO_EXTRAS=1 --sampling-reply forty-two sample question=why
   mcpl-host call get_current_time timezone=Europe/Paris -- python -m mcp_server_time
   mcpl-host call --config servers.json --server demo now"""
 )

@@ -37,7 +37,9 @@ Rules of this module:
   ``notifications/tools/list_changed`` (or resources, prompts) a list that was listed
   before is listed again in the background, coalesced (``mcpl_host.coalesce``: one refresh
   in flight and one pending per list, however many changes are announced meanwhile; the
-  last starts after the last change); ``lists_settled()`` waits for them. In the stateless era a list is served from
+  last starts after the last change); ``lists_settled()`` waits for them. A refresh that
+  fails is a warning, except when this host closed the connection under it
+  (``ConnectionClosed``: nothing is wrong). In the stateless era a list is served from
   its cache without a request while its ``ttlMs`` / ``cacheScope`` hints say it is fresh
   (``caching``; ``clock``, monotonic seconds), and listed again once stale, when said
   changed, or when asked with ``refresh=True``; ``cache_freshness`` holds each list's.

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pexpect
+import pytest
 
 from mcpl_host.cli_text import not_shown
 from mcpl_host.mcpl.policy_state import MCPLState
@@ -153,6 +154,25 @@ def test_read_prompt_and_send_take_the_same_options() -> None:
             assert option in words, (command, option)
     ping = run_cli("send", "--sampling-reply", "x", "--root", "/", "ping")
     assert ping.returncode == 0, ping.stderr
+
+
+def test_server_everything_offers_its_sampling_tool_to_call_with_a_sampling_reply() -> None:
+    """The filed defect: server-everything lists trigger-sampling-request only to a host
+    advertising sampling, and misspelled arguments went by as missing ones."""
+    executable = os.environ.get("MCPL_TEST_SERVER_EVERYTHING")
+    if not executable or not os.path.exists(executable):
+        pytest.skip("set MCPL_TEST_SERVER_EVERYTHING to the mcp-server-everything executable (.ci/run does)")
+    server = ["--", executable, "stdio"]
+    sampled = run_cli(
+        "call", "--sampling-reply", "forty-two", "trigger-sampling-request", "prompt=hi", *server
+    )
+    assert sampled.returncode == 0, sampled.stderr
+    assert "forty-two" in sampled.stdout
+    misspelled = run_cli("call", "echo", "mesage=hi", *server)
+    assert misspelled.returncode == 2
+    assert "the tool 'echo' has no argument 'mesage'; did you mean 'message'?" in misspelled.stderr
+    image = run_cli("call", "--text", "get-tiny-image", *server)
+    assert image.returncode == 0 and "1 image (image/png, " in image.stderr
 
 
 # --- the refresh that races the host's own close ----------------------------------------------
