@@ -9,7 +9,10 @@ Rules of this module:
   handlers (usage errors as ``click.UsageError``, exit 2, never repeating a reply).
 - ``CannedSampling`` answers every ``sampling/createMessage`` with one text; ``CannedElicitation``
   answers every ``elicitation/create`` with one action (and, for an accepted form, one
-  content object), in both modes (MCP 2025-11-25 "Elicitation").
+  content object), in both modes (MCP 2025-11-25 "Elicitation"). An accepted form carries,
+  for each field the reply leaves out, the ``default`` its ``requestedSchema`` declares
+  (``form_defaults``): what a person accepting the form as pre-filled would send (SEP-1034,
+  defaults for every primitive type). The terminal's questions offer the same defaults.
 - ``TerminalSampling`` and ``TerminalElicitation`` ask the person at the terminal (stderr
   and stdin, through click), one question at a time (a lock), from a worker thread so the
   event loop goes on. Every text the server sent is shown escaped (``report.safe_text``);
@@ -57,6 +60,7 @@ __all__ = [
     "elicitation_reply",
     "client_feature_options",
     "exit_now_if_abandoned",
+    "form_defaults",
     "feature_handlers",
     "probe_handlers",
 ]
@@ -80,6 +84,18 @@ class CannedSampling:
         return SamplingResult.text(self.text, self.model)
 
 
+def form_defaults(schema: object) -> JSONObject:
+    """The ``default`` of each property of a form's ``requestedSchema`` that declares one
+    (MCP 2025-11-25 "Elicitation": a flat object of primitives), by property name; ``{}``
+    for anything else."""
+    properties = schema.get("properties") if is_object(schema) else None
+    if not is_object(properties):
+        return {}
+    return {
+        name: spec["default"] for name, spec in properties.items() if is_object(spec) and "default" in spec
+    }
+
+
 class CannedElicitation:
     """Answers every elicitation with ``action``; an accepted form gets ``content``."""
 
@@ -92,7 +108,9 @@ class CannedElicitation:
     async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
         if self.action != "accept" or request.mode == "url":
             return ElicitationResult(self.action)
-        return ElicitationResult("accept", dict(self.content or {}))
+        return ElicitationResult(
+            "accept", {**form_defaults(request.requested_schema), **(self.content or {})}
+        )
 
 
 class _Terminal:
@@ -205,8 +223,20 @@ class TerminalElicitation:
                 label = safe_text(spec.get("title") or name)
                 choices = spec.get("enum")
                 shown = f" ({', '.join(safe_text(c) for c in choices)})" if is_array(choices) else ""
-                text = click.prompt(f"  {label}{shown}", default="", show_default=False, err=True)
-                if text != "":
+                default = spec.get("default")
+                offered = (
+                    ""
+                    if default is None
+                    else str(default).lower()
+                    if isinstance(default, bool)
+                    else str(default)
+                )
+                text = click.prompt(
+                    f"  {label}{shown}", default=offered, show_default=default is not None, err=True
+                )
+                if text == offered and default is not None:
+                    content[name] = default
+                elif text != "":
                     try:
                         content[name] = _convert(spec.get("type"), text)
                     except ValueError:
@@ -216,16 +246,23 @@ class TerminalElicitation:
         return await _TERMINAL.ask(question)
 
 
-def elicitation_reply(text: str, mode: ElicitationMode = "form") -> ElicitationResult:
+def elicitation_reply(
+    text: str, mode: ElicitationMode = "form", requested_schema: object = None
+) -> ElicitationResult:
     """The answer to an elicitation that ``text`` gives (MCP 2025-11-25 "Elicitation"):
     ``accept``, ``decline`` or ``cancel``, or a JSON object, which accepts a form with that
-    content. A URL-mode elicitation carries no content: a JSON object accepts it.
+    content. A URL-mode elicitation carries no content: a JSON object accepts it. An accepted
+    form carries the defaults of ``requested_schema`` for the fields left out
+    (``form_defaults``).
 
     Raises:
         ValueError: ``text`` is none of these (the message never repeats it).
     """
     word = text.strip()
     action = _ACTIONS.get(word)
+    defaults = form_defaults(requested_schema) if mode == "form" else {}
+    if action == "accept" and defaults:
+        return ElicitationResult("accept", defaults)
     if action is not None:
         return ElicitationResult(action)
     try:
@@ -236,7 +273,9 @@ def elicitation_reply(text: str, mode: ElicitationMode = "form") -> ElicitationR
         raise ValueError(
             "an elicitation answer is a JSON object (accept a form with it), accept, decline or cancel"
         )
-    return ElicitationResult("accept") if mode == "url" else ElicitationResult("accept", dict(content))
+    return (
+        ElicitationResult("accept") if mode == "url" else ElicitationResult("accept", {**defaults, **content})
+    )
 
 
 def probe_handlers(

@@ -18,6 +18,7 @@ import pytest
 
 from mcpl_host.cli_text import not_shown
 from mcpl_host.mcpl.policy_state import MCPLState
+from mcpl_host.probe_features import elicitation_reply, form_defaults
 from mcpl_host.shell.terminal import default_history_file
 
 from . import forkserver
@@ -26,6 +27,14 @@ from .test_shell import PROMPT, end, terminal_env
 from .wire import initialize_steps
 
 EXTRAS = ["--env", "DEMO_EXTRAS=1"]
+
+
+def fresh(tmp_path: Path) -> Path:
+    """A directory of its own under ``tmp_path``, for one run's script and record (the
+    scripted server appends to its record)."""
+    where = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+    where.mkdir()
+    return where
 
 
 def sent_methods(tmp_path: Path) -> list[str]:
@@ -86,14 +95,16 @@ def test_an_unknown_argument_is_refused_before_anything_is_sent(tmp_path: Path) 
 def test_unknown_arguments_go_when_the_schema_allows_them_or_with_allow_unknown(tmp_path: Path) -> None:
     open_schema = {**SUM["inputSchema"], "additionalProperties": True}
     steps = tool_steps([{**SUM, "inputSchema": open_schema}], call_reply={"content": []})
-    allowed = run_cli("call", "get-sum", "a=1", "b=2", "bb=3", *scripted(tmp_path, steps))
+    first = fresh(tmp_path)
+    allowed = run_cli("call", "get-sum", "a=1", "b=2", "bb=3", *scripted(first, steps))
     assert allowed.returncode == 0, allowed.stderr
-    call = next(m for m in sent_messages(tmp_path) if m.get("method") == "tools/call")
+    call = next(m for m in sent_messages(first) if m.get("method") == "tools/call")
     assert call["params"]["arguments"] == {"a": 1, "b": 2, "bb": 3}
     steps = tool_steps([SUM], call_reply={"content": []})
-    forced = run_cli("call", "--allow-unknown", "get-sum", "a=1", "b=2", "bb=3", *scripted(tmp_path, steps))
+    second = fresh(tmp_path)
+    forced = run_cli("call", "--allow-unknown", "get-sum", "a=1", "b=2", "bb=3", *scripted(second, steps))
     assert forced.returncode == 0, forced.stderr
-    call = next(m for m in sent_messages(tmp_path) if m.get("method") == "tools/call")
+    call = next(m for m in sent_messages(second) if m.get("method") == "tools/call")
     assert call["params"]["arguments"] == {"a": 1, "b": 2, "bb": 3}
 
 
@@ -145,6 +156,43 @@ def test_call_serves_roots(tmp_path: Path) -> None:
     assert "roots" in initialize["params"]["capabilities"]
     answer = next(m for m in messages if m.get("id") == "r1")
     assert answer["result"]["roots"][0]["uri"] == tmp_path.as_uri()
+
+
+FORM_WITH_DEFAULTS = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "default": "Ada"},
+        "count": {"type": "integer", "default": 3},
+        "tone": {"type": "string", "enum": ["warm", "dry"], "default": "dry"},
+        "loud": {"type": "boolean", "default": False},
+        "note": {"type": "string"},
+    },
+}
+
+
+def test_an_accepted_form_gets_the_defaults_of_the_fields_the_reply_leaves_out(tmp_path: Path) -> None:
+    """The conformance scenario for elicitation defaults (SEP-1034), through call: a canned
+    accept fills each omitted field that declares a default."""
+    for reply, expected in (
+        ("accept", {"name": "Ada", "count": 3, "tone": "dry", "loud": False}),
+        (
+            '{"name": "Grace", "note": "hi"}',
+            {"name": "Grace", "count": 3, "tone": "dry", "loud": False, "note": "hi"},
+        ),
+    ):
+        elicit = {"mode": "form", "message": "Who?", "requestedSchema": FORM_WITH_DEFAULTS}
+        steps = [
+            *tool_steps([{"name": "t", "inputSchema": {"type": "object"}}]),
+            {"expect": {"method": "tools/call"}},
+            {"send": {"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": elicit}},
+            {"wait_response": "e1"},
+            {"reply": {"content": [{"type": "text", "text": "asked"}]}},
+        ]
+        where = fresh(tmp_path)
+        done = run_cli("call", "--elicit-reply", reply, "--text", "t", *scripted(where, steps))
+        assert (done.returncode, done.stdout) == (0, "asked\n"), done.stderr
+        answer = next(m for m in sent_messages(where) if m.get("id") == "e1")
+        assert answer["result"] == {"action": "accept", "content": expected}
 
 
 def test_read_prompt_and_send_take_the_same_options() -> None:
@@ -335,3 +383,72 @@ def test_the_history_file_is_under_the_xdg_state_directory() -> None:
     assert default_history_file({"XDG_STATE_HOME": "/s"}, home) == Path("/s/mcpl-host/shell_history")
     relative = default_history_file({"XDG_STATE_HOME": "rel"}, home)  # ignored, as the spec says
     assert relative == home / ".local/state/mcpl-host/shell_history"
+
+
+def test_call_ask_offers_the_form_defaults_on_the_terminal(tmp_path: Path) -> None:
+    """``call --ask``: a question on the terminal shows each field's default, and Enter takes it."""
+    schema = {"type": "object", "properties": {"name": {"type": "string", "default": "Ada"}}}
+    elicit = {"mode": "form", "message": "Who?", "requestedSchema": schema}
+    steps = [
+        *tool_steps([{"name": "t", "inputSchema": {"type": "object"}}]),
+        {"expect": {"method": "tools/call"}},
+        {"send": {"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": elicit}},
+        {"wait_response": "e1"},
+        {"reply": {"content": [{"type": "text", "text": "asked"}]}},
+    ]
+    command = [*CLI, "call", "--ask", "--text", "t", *scripted(tmp_path, steps)]
+    child = pexpect.spawn(command[0], command[1:], timeout=TIMEOUT, encoding="utf-8")
+    try:
+        child.expect_exact("answer this form?")
+        child.sendline("y")
+        child.expect_exact("name [Ada]:")
+        child.sendline("")
+        child.expect_exact("asked")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    answer = next(m for m in sent_messages(tmp_path) if m.get("id") == "e1")
+    assert answer["result"] == {"action": "accept", "content": {"name": "Ada"}}
+
+
+def test_the_shell_elicit_reply_fills_the_form_defaults_too(tmp_path: Path) -> None:
+    elicit = {"mode": "form", "message": "Who?", "requestedSchema": FORM_WITH_DEFAULTS}
+    steps = [
+        *tool_steps([{"name": "t", "inputSchema": {"type": "object"}}]),
+        {"expect": {"method": "tools/list"}},  # the shell lists them again for the call
+        {"reply": {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}},
+        {"expect": {"method": "tools/call"}},
+        {"send": {"jsonrpc": "2.0", "id": "e1", "method": "elicitation/create", "params": elicit}},
+        {"wait_response": "e1"},
+        {"reply": {"content": [{"type": "text", "text": "asked"}]}},
+    ]
+    done = forkserver.run(
+        [*CLI, "shell", "--elicit-reply", '{"note": "hi"}', *scripted(tmp_path, steps)],
+        input="call t\n",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    answer = next(m for m in sent_messages(tmp_path) if m.get("id") == "e1")
+    expected = {"name": "Ada", "count": 3, "tone": "dry", "loud": False, "note": "hi"}
+    assert answer["result"] == {"action": "accept", "content": expected}
+
+
+def test_elicitation_reply_fills_defaults_only_for_an_accepted_form() -> None:
+    assert elicitation_reply("accept", "form", FORM_WITH_DEFAULTS).content == {
+        "name": "Ada",
+        "count": 3,
+        "tone": "dry",
+        "loud": False,
+    }
+    assert elicitation_reply('{"count": 9}', "form", FORM_WITH_DEFAULTS).content == {
+        "name": "Ada",
+        "count": 9,
+        "tone": "dry",
+        "loud": False,
+    }
+    assert elicitation_reply("decline", "form", FORM_WITH_DEFAULTS).content is None
+    assert elicitation_reply("accept", "url", FORM_WITH_DEFAULTS).content is None
+    assert form_defaults({"properties": {"x": "not a schema"}}) == {} == form_defaults(None)
