@@ -58,6 +58,7 @@ from mcpl_host.cli_target import (
     EXIT_SERVER_FAILED,
     EXIT_USAGE,
     Selection,
+    allow_unknown_option,
     end_children,
     own_children,
     select_servers,
@@ -354,12 +355,7 @@ Examples:
 @click.argument("tool")
 @click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
 @_TEXT
-@click.option(
-    "--allow-unknown",
-    is_flag=True,
-    help="Send arguments the tool's inputSchema does not name (by default refused when its "
-    "properties say which names there are and additionalProperties does not allow more).",
-)
+@allow_unknown_option
 @client_feature_options
 @server_options(verb="call")
 @click.pass_context

@@ -32,7 +32,7 @@ Rules of this module:
   object, ``additionalProperties`` is absent or ``false``, and no ``patternProperties``,
   ``$ref``, ``allOf``/``anyOf``/``oneOf``, ``if``, ``dependentSchemas`` or
   ``unevaluatedProperties`` at its top level could declare more. The caller may skip it
-  (``call --allow-unknown``).
+  (``--allow-unknown`` of ``call`` and ``shell``).
 - **Prompts** (``prompt_arguments``): values are strings, as MCP 2025-11-25 "Prompts" has
   them; a required argument left out and a name the prompt does not declare are errors
   (the latter naming the closest declared one).

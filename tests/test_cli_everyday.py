@@ -125,6 +125,15 @@ def test_the_shell_refuses_a_misspelled_argument_with_the_closest_name() -> None
     assert done.returncode == 1
     assert "has no argument 'txet'; did you mean 'text'?" in done.stdout + done.stderr
     assert "has no argument 'nmae'; did you mean 'name'?" in done.stdout + done.stderr
+    allowed = forkserver.run(
+        [*CLI, "shell", "--allow-unknown"],
+        input="call echo text=hi extra=1\n",
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert "has no argument" not in allowed.stdout
 
 
 # --- roots, sampling and elicitation for call, read, prompt, send ------------------------------

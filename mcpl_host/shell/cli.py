@@ -15,6 +15,8 @@ Rules of this module:
   ``--elicit-reply JSON|ACTION`` every elicitation.
   ``--root PATH`` serves ``roots/list`` (``client_features.Roots``); without it the host
   does not advertise roots.
+- ``--allow-unknown``: ``call`` sends argument names the tool does not declare
+  (docs/protocol.md CL1; refused otherwise, as by ``mcpl-host call``).
 - History (interactive only): kept, redacted, in ``shell.terminal.default_history_file``
   unless ``--history FILE`` names another or ``--no-history`` keeps it in memory.
 - Exit status: 0 when the session ended (interactive), or every piped command succeeded;
@@ -36,6 +38,7 @@ from mcpl_host.cli_target import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SERVER_FAILED,
+    allow_unknown_option,
     end_children,
     own_children,
     root_option,
@@ -68,6 +71,7 @@ async def _session(
     roots: Roots | None,
     history: str | None,
     log_level: str,
+    allow_unknown: bool = False,
 ) -> int:
     held = HeldRequests()
 
@@ -85,12 +89,14 @@ async def _session(
             configure_logging(log_level, stream=sys.stderr)  # above the prompt too
             async with Host(servers, handlers_factory=handlers) as host:
                 session = Session(host, held, TerminalPrinter(), current=host.servers[0])
+                session.allow_unknown = allow_unknown
                 await interactive(session, history=history)
         return EXIT_OK
     configure_logging(log_level)
     printer: Printer = PipePrinter()
     async with Host(servers, handlers_factory=handlers) as host:
         session = Session(host, held, printer, current=host.servers[0])
+        session.allow_unknown = allow_unknown
         await piped(session)
     return EXIT_SERVER_FAILED if session.failures else EXIT_OK
 
@@ -119,6 +125,7 @@ Examples:
     "accepts a URL); accept, decline or cancel answers so (default: hold each one).",
 )
 @root_option
+@allow_unknown_option
 @click.option(
     "--history",
     "history",
@@ -141,6 +148,7 @@ def shell(
     auto_answer: str | None,
     elicit_reply: str | None,
     roots: tuple[str, ...],
+    allow_unknown: bool,
     history: str | None,
     no_history: bool,
     command: tuple[str, ...],
@@ -188,6 +196,7 @@ def shell(
             served,
             history,
             options["log_level"],
+            allow_unknown,
             backend="asyncio",
         )
     except KeyboardInterrupt:

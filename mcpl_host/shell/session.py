@@ -86,6 +86,8 @@ class Session:
         self.out = printer
         self.catalog = Catalog(servers=host.servers, current=current)
         self.failures = 0
+        #: ``call`` sends argument names the tool does not declare (``--allow-unknown``).
+        self.allow_unknown = False
         self._tg: anyio.abc.TaskGroup | None = None
         #: Per server: the following of its lists after ``list_changed`` (one in flight, one pending).
         self._followed: dict[str, Coalesce] = {}
@@ -307,7 +309,8 @@ class Session:
         name, words = command.words[0], command.words[1:]
         tool = await self._tool(server, name)
         arguments = parse_arguments(words, tool.input_schema)
-        unknown_arguments(list(arguments), tool.input_schema, tool=name)  # docs/protocol.md CL1
+        if not self.allow_unknown:  # docs/protocol.md CL1
+            unknown_arguments(list(arguments), tool.input_schema, tool=name)
         try:
             limits = self.host.server(server).hosted.limits
             problems = await checked_schema_problems(
