@@ -57,6 +57,7 @@ __all__ = [
     "CannedSampling",
     "TerminalElicitation",
     "TerminalSampling",
+    "elicit_reply_option",
     "elicitation_reply",
     "client_feature_options",
     "exit_now_if_abandoned",
@@ -315,6 +316,16 @@ def probe_handlers(
     return HostHandlers(roots=served, sampling=sampling, elicitation=elicitation)
 
 
+#: ``--elicit-reply JSON|ACTION``: of the commands below and of ``shell`` (which holds each
+#: elicitation for an answer by hand without it).
+elicit_reply_option = click.option(
+    "--elicit-reply",
+    metavar="JSON|ACTION",
+    help="Answer every elicitation/create (form and URL modes) at once: a JSON object accepts a "
+    "form with it (and accepts a URL), the form's defaults filling the fields it leaves out; "
+    "accept, decline or cancel answers so (the shell, without it: holds each one).",
+)
+
 _FEATURE_OPTIONS = (
     root_option,
     click.option(
@@ -322,12 +333,7 @@ _FEATURE_OPTIONS = (
         metavar="TEXT",
         help="Serve sampling/createMessage with this canned answer: the host then advertises sampling.",
     ),
-    click.option(
-        "--elicit-reply",
-        metavar="JSON|ACTION",
-        help="Serve elicitation/create (form and URL modes): a JSON object accepts a form with it "
-        "(and accepts a URL); accept, decline or cancel answers every elicitation so.",
-    ),
+    elicit_reply_option,
     click.option(
         "--ask",
         is_flag=True,

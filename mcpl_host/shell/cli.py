@@ -49,7 +49,7 @@ from mcpl_host.client_features import Roots
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.logging import configure_logging
-from mcpl_host.probe_features import elicitation_reply
+from mcpl_host.probe_features import elicit_reply_option, elicitation_reply
 from mcpl_host.shell.held import HeldRequests, ShellHandlers
 from mcpl_host.shell.session import Printer, Session
 from mcpl_host.shell.terminal import (
@@ -118,12 +118,7 @@ Examples:
     help="Answer every inference/request and sampling/createMessage with TEXT (default: hold "
     "each one until you answer it: pending, answer ID TEXT; elicitations are always held).",
 )
-@click.option(
-    "--elicit-reply",
-    metavar="JSON|ACTION",
-    help="Answer every elicitation/create at once: a JSON object accepts a form with it (and "
-    "accepts a URL); accept, decline or cancel answers so (default: hold each one).",
-)
+@elicit_reply_option
 @root_option
 @allow_unknown_option
 @click.option(
