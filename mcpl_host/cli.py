@@ -61,7 +61,6 @@ from mcpl_host.cli_target import (
     load_config_or_exit,
     own_children,
     reap_strays,
-    root_option,
     select_servers,
     server_options,
 )
@@ -90,7 +89,7 @@ from mcpl_host.limits import (
 from mcpl_host.logging import configure_logging, get_logger
 from mcpl_host.mcp_methods import MCPClient, Prompt, Resource, ResourceTemplate, Tool
 from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
-from mcpl_host.probe_features import exit_now_if_abandoned, probe_handlers
+from mcpl_host.probe_features import client_feature_options, exit_now_if_abandoned, feature_handlers
 from mcpl_host.probing import ProbeWatch
 from mcpl_host.record import EventRecord
 from mcpl_host.report import tool_class_json
@@ -309,7 +308,7 @@ async def _probe(
                     "type": "ServerStalled",
                     "message": explanation,
                     "code": None,
-                    "stderr_tail": conn.connection.stderr_tail,
+                    "stderrTail": conn.connection.stderr_tail,
                 }
                 status = EXIT_SERVER_FAILED
             elif probe_scope.cancelled_caught:
@@ -317,7 +316,7 @@ async def _probe(
                     "type": "Interrupted",
                     "message": f"interrupted by {interrupts.reason} during {phase}",
                     "code": None,
-                    "stderr_tail": conn.connection.stderr_tail,
+                    "stderrTail": conn.connection.stderr_tail,
                 }
                 status = EXIT_INTERRUPTED
             elif require_mcpl and doc["mcplState"]["state"] != "ready":
@@ -325,7 +324,7 @@ async def _probe(
                     "type": "MCPLNotReady",
                     "message": f"MCPL did not become ready (--require-mcpl): {doc['mcplState']['line']}",
                     "code": None,
-                    "stderr_tail": conn.connection.stderr_tail,
+                    "stderrTail": conn.connection.stderr_tail,
                 }
                 status = EXIT_SERVER_FAILED
         except (MCPLHostError, OSError) as exc:
@@ -396,11 +395,24 @@ _LAZY_COMMANDS = {
     name="mcpl-host",
     cls=_LazyCommands,
     lazy=_LAZY_COMMANDS,
+    invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="""\b
+Shell completion (bash, zsh, fish), through click:
+  eval "$(_MCPL_HOST_COMPLETE=bash_source mcpl-host)"     # in ~/.bashrc
+  eval "$(_MCPL_HOST_COMPLETE=zsh_source mcpl-host)"      # in ~/.zshrc
+  _MCPL_HOST_COMPLETE=fish_source mcpl-host | source      # in ~/.config/fish/completions/mcpl-host.fish""",
 )
 @click.version_option(mcpl_host.__version__, prog_name="mcpl-host")
-def main() -> None:
-    """Host MCPL (MCP Live) and plain MCP servers over stdio, WebSocket and HTTP."""
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Host MCPL (MCP Live) and plain MCP servers over stdio, WebSocket and HTTP.
+
+    Run a command with --help for its options; with no command, this help (exit 0).
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+        ctx.exit(EXIT_OK)
 
 
 @main.command(
@@ -424,24 +436,7 @@ Examples:
     help="Seconds to listen for push events, notifications and server requests after "
     "listing ('inf': until Ctrl-C).",
 )
-@root_option
-@click.option(
-    "--sampling-reply",
-    metavar="TEXT",
-    help="Serve sampling/createMessage with this canned answer: the host then advertises sampling.",
-)
-@click.option(
-    "--elicit-reply",
-    metavar="JSON|ACTION",
-    help="Serve elicitation/create (form and URL modes): a JSON object accepts a form with it "
-    "(and accepts a URL); accept, decline or cancel answers every elicitation so.",
-)
-@click.option(
-    "--ask",
-    is_flag=True,
-    help="Serve sampling and elicitation by asking on this terminal (what no canned reply "
-    "answers); needs a terminal on stdin.",
-)
+@client_feature_options
 @click.option(
     "--json",
     "as_json",
@@ -509,12 +504,7 @@ def probe(
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP) before the listing was done
     """
     selection = select_servers(ctx, options, command)
-    if ask and not sys.stdin.isatty():
-        raise click.UsageError("--ask needs a terminal on stdin")
-    try:
-        handlers = probe_handlers(roots, sampling_reply, elicit_reply, ask, inference_reply=inference_reply)
-    except ValueError as exc:  # never repeats the reply
-        raise click.UsageError(str(exc)) from None
+    handlers = feature_handlers(roots, sampling_reply, elicit_reply, ask, inference_reply=inference_reply)
     no_grant = [
         name
         for name, server in selection.servers.items()

@@ -13,7 +13,13 @@ Rules of this module:
   the tool's ``inputSchema`` and checked against it before anything is sent
   (``mcpl_host.coerce``); the tool or prompt must be in the server's list. A schema the
   validator cannot use is named in a warning on stderr and the arguments go unchecked.
-  ``send METHOD [PARAMS]`` sends PARAMS (a JSON object or array) as they are.
+  A name the tool or prompt does not declare is refused first, naming the closest declared
+  one (``coerce.unknown_arguments``, docs/protocol.md CL1; ``call --allow-unknown`` sends
+  it). ``send METHOD [PARAMS]`` sends PARAMS (a JSON object or array) as they are.
+- **Client features.** Every command takes probe's ``--root``, ``--sampling-reply``,
+  ``--elicit-reply`` and ``--ask`` (``probe_features.client_feature_options``): a server
+  that asks for roots, sampling or elicitation during the request is answered, and one
+  that offers a tool only to a host advertising sampling offers it.
 - **Output.** stdout carries exactly one JSON document (indent 2): the result as the
   server sent it (``call``: ``content``, ``structuredContent``, ``isError``...; ``read``:
   ``contents``; ``prompt``: ``messages``; ``send``: whatever the result is), or
@@ -21,7 +27,9 @@ Rules of this module:
   ``--text``, the text alone instead (``call``: the text blocks; ``read``: the text
   contents; ``prompt``: the text of each message), one after another on their own lines,
   escaped (``report.safe_text``, newlines kept) when stdout is a terminal, as sent
-  otherwise. Every value is redacted with the server's ``Redactor`` first. Nothing else goes
+  otherwise; what has no text form (an image, audio, a resource, a blob) is named in one
+  line on stderr (``cli_text.not_shown``). Every value is redacted with the server's
+  ``Redactor`` first. Nothing else goes
   to stdout: errors are one sentence on stderr (with the server's stderr tail when it
   failed), logs go to stderr.
 - **Exit status:** 0 done; 1 the result has ``isError``, the server answered an error, or
@@ -39,7 +47,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 import anyio
@@ -52,11 +60,13 @@ from mcpl_host.cli_target import (
     EXIT_SERVER_FAILED,
     EXIT_USAGE,
     Selection,
+    allow_unknown_option,
     end_children,
     own_children,
     select_servers,
     server_options,
 )
+from mcpl_host.cli_text import not_shown
 from mcpl_host.coerce import (
     ArgumentError,
     UnusableSchema,
@@ -64,11 +74,13 @@ from mcpl_host.coerce import (
     parse_arguments,
     parse_json,
     prompt_arguments,
+    unknown_arguments,
 )
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import configure_logging, escape_text
+from mcpl_host.probe_features import client_feature_options, exit_now_if_abandoned, feature_handlers
 from mcpl_host.progress import progress
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter
@@ -110,6 +122,8 @@ class Outcome:
     text: list[str] | None = None
     status: int = EXIT_OK
     message: str | None = None
+    #: What the text form leaves out (content blocks, resource contents), for ``--text``.
+    hidden: list[Any] = field(default_factory=list[Any])
 
 
 Action = Callable[[ServerConnection], Awaitable[Outcome]]
@@ -180,13 +194,17 @@ def _named(offers: Sequence[_Offer], name: str, kind: str) -> _Offer:
     return found
 
 
-async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) -> Outcome:
+async def _call_tool(
+    conn: ServerConnection, tool: str, words: Sequence[str], allow_unknown: bool = False
+) -> Outcome:
     _require(conn, "tools")
     found = _named(await conn.mcp.list_tools(), tool, "tool")
     try:
         arguments = parse_arguments(words, found.input_schema)
+        if not allow_unknown:  # docs/protocol.md CL1
+            unknown_arguments(list(arguments), found.input_schema, tool=tool)
     except ArgumentError as exc:
-        raise UsageProblem(str(exc)) from None
+        raise UsageProblem(f"{exc}; nothing was sent") from None
     try:
         problems = await checked_schema_problems(
             arguments,
@@ -207,25 +225,35 @@ async def _call_tool(conn: ServerConnection, tool: str, words: Sequence[str]) ->
             f"the arguments do not fit the inputSchema of {tool!r}; nothing was sent:\n  {lines}"
         )
     result = await conn.mcp.call_tool(tool, arguments, progress=progress_callback())
+    hidden = _objects(result.raw.get("content"))
     if result.is_error:
-        return Outcome(result.raw, _texts(result.content), EXIT_SERVER_FAILED, "the tool answered isError")
-    return Outcome(result.raw, _texts(result.content))
+        return Outcome(
+            result.raw, _texts(result.content), EXIT_SERVER_FAILED, "the tool answered isError", hidden
+        )
+    return Outcome(result.raw, _texts(result.content), hidden=hidden)
 
 
 async def _read(conn: ServerConnection, uri: str) -> Outcome:
     result = await conn.mcp.read_resource(uri)
-    return Outcome(result.raw, [c.text for c in result.contents if c.text is not None])
+    texts = [c.text for c in result.contents if c.text is not None]
+    return Outcome(result.raw, texts, hidden=_objects(result.raw.get("contents")))
 
 
 async def _prompt(conn: ServerConnection, name: str, words: Sequence[str]) -> Outcome:
     _require(conn, "prompts")
     found = _named(await conn.mcp.list_prompts(), name, "prompt")
     try:
-        arguments = prompt_arguments(words, _objects(found.raw.get("arguments")))
+        arguments = prompt_arguments(words, _objects(found.raw.get("arguments")), prompt=name)
     except ArgumentError as exc:
-        raise UsageProblem(str(exc)) from None
+        raise UsageProblem(f"{exc}; nothing was sent") from None
     result = await conn.mcp.get_prompt(name, arguments)
-    return Outcome(result.raw, [text for message in result.messages for text in _texts(message.content)])
+    hidden = [
+        block
+        for message in _objects(result.raw.get("messages"))
+        for block in _objects(message.get("content"))
+    ]
+    texts = [text for message in result.messages for text in _texts(message.content)]
+    return Outcome(result.raw, texts, hidden=hidden)
 
 
 async def _send(conn: ServerConnection, method: str, params: Any) -> Outcome:
@@ -239,9 +267,10 @@ class _Done:
     failure: dict[str, Any] | None = None  # report.error_object of a server that failed
 
 
-async def _run(selection: Selection, action: Action) -> _Done:
-    """Connect, run ``action``, close (module rules)."""
-    conn = selection.hosted(handlers=HostHandlers()).open_connection()
+async def _run(selection: Selection, action: Action, handlers: HostHandlers | None = None) -> _Done:
+    """Connect (``handlers``: those of the client feature options, else the defaults), run
+    ``action``, close (module rules)."""
+    conn = selection.hosted(handlers=handlers or HostHandlers()).open_connection()
     interrupts = StopRouter()
     outcome = Outcome(None, status=EXIT_INTERRUPTED, message="interrupted")
     async with anyio.create_task_group() as tg:
@@ -281,15 +310,21 @@ def finish(
     document (redacted) instead of the JSON (``tools``, ``resources``, ``prompts``'s tables,
     ``mcpl_host.cli_list``)."""
     selection = select_servers(ctx, options, tuple(ctx.meta.get(SERVER_COMMAND, ())))
+    handlers = feature_handlers(
+        options["roots"], options["sampling_reply"], options["elicit_reply"], options["ask"]
+    )
     configure_logging(options["log_level"])
     owned = own_children(not options["no_subreaper"])
     server = selection.only.name or selection.only.describe
     try:
-        # On a terminal, a line while the server is awaited (cleared before any output).
-        with progress(f"waiting for {report.safe_text(server, max_chars=60)}… (Ctrl-C stops)"):
-            done = anyio.run(_run, selection, action, backend="asyncio")
+        # On a terminal, a line while the server is awaited (cleared before any output; not
+        # with --ask, whose questions have the terminal).
+        waiting = f"waiting for {report.safe_text(server, max_chars=60)}… (Ctrl-C stops)"
+        with progress(waiting, enabled=not options["ask"]):
+            done = anyio.run(_run, selection, action, handlers, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
         end_children(owned)
+        exit_now_if_abandoned(EXIT_INTERRUPTED)
         ctx.exit(EXIT_INTERRUPTED)
     end_children(owned)
     outcome, redactor = done.outcome, done.redactor
@@ -305,10 +340,14 @@ def finish(
             for text in report.redact_json(outcome.text, redactor):
                 shown = report.safe_text(text, max_chars=len(text), newlines=True) if terminal else text
                 click.echo(shown, nl=not shown.endswith("\n"))
+            left_out = not_shown(report.redact_json(outcome.hidden, redactor))
+            if left_out is not None:  # never dropped without a word
+                click.echo(left_out, err=True)
         else:
             report.print_json(report.redact_json(outcome.document, redactor))
     if outcome.message is not None:
         click.echo(f"Error: {escape_text(outcome.message, quotes=False, newlines=True)}", err=True)
+    exit_now_if_abandoned(outcome.status)  # a question left on the terminal (--ask)
     ctx.exit(outcome.status)
 
 
@@ -328,15 +367,26 @@ Examples:
   mcpl-host call add a=2 b=3                          # the bundled demo server
   mcpl-host call add '{"a": 2, "b": 3}' | jq .structuredContent.sum
   mcpl-host call --text echo text=hello
+  mcpl-host call --env DEMO_EXTRAS=1 --sampling-reply forty-two sample question=why
   mcpl-host call get_current_time timezone=Europe/Paris -- python -m mcp_server_time
   mcpl-host call --config servers.json --server demo now"""
 )
 @click.argument("tool")
 @click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
 @_TEXT
+@allow_unknown_option
+@client_feature_options
 @server_options(verb="call")
 @click.pass_context
-def call(ctx: click.Context, /, tool: str, arguments: tuple[str, ...], as_text: bool, **options: Any) -> None:
+def call(
+    ctx: click.Context,
+    /,
+    tool: str,
+    arguments: tuple[str, ...],
+    as_text: bool,
+    allow_unknown: bool,
+    **options: Any,
+) -> None:
     """Call the tool TOOL of a server and print its result as JSON.
 
     The arguments are one JSON object, or KEY=VALUE words read by the tool's inputSchema
@@ -351,7 +401,7 @@ def call(ctx: click.Context, /, tool: str, arguments: tuple[str, ...], as_text: 
       2    usage error, unknown tool, arguments that do not fit its schema: nothing sent
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
-    finish(ctx, options, lambda conn: _call_tool(conn, tool, arguments), as_text=as_text)
+    finish(ctx, options, lambda conn: _call_tool(conn, tool, arguments, allow_unknown), as_text=as_text)
 
 
 @_server_command(
@@ -362,6 +412,7 @@ Examples:
 )
 @click.argument("uri")
 @_TEXT
+@client_feature_options
 @server_options(verb="read from")
 @click.pass_context
 def read(ctx: click.Context, /, uri: str, as_text: bool, **options: Any) -> None:
@@ -386,6 +437,7 @@ Examples:
 @click.argument("name")
 @click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
 @_TEXT
+@client_feature_options
 @server_options(verb="use")
 @click.pass_context
 def prompt(
@@ -415,6 +467,7 @@ Examples:
 )
 @click.argument("method")
 @click.argument("params", required=False, metavar="[PARAMS]")
+@client_feature_options
 @server_options(verb="send to")
 @click.pass_context
 def send(ctx: click.Context, /, method: str, params: str | None, **options: Any) -> None:

@@ -42,6 +42,7 @@ from mcpl_host.cli_call import Outcome, ServerCommandLast, finish
 from mcpl_host.cli_target import EXIT_SERVER_FAILED, server_options
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import escape_text
+from mcpl_host.probe_features import client_feature_options
 from mcpl_host.server_connection import ServerConnection
 
 __all__ = ["LISTS", "METHODS", "listing_outcome", "prompts", "resources", "tools"]
@@ -169,6 +170,7 @@ Examples:
     is_flag=True,
     help="Also show each tool's input schema, indented JSON (--json has them already).",
 )
+@client_feature_options
 @server_options(verb="list")
 @click.pass_context
 def tools(ctx: click.Context, /, as_json: bool, schemas: bool, **options: Any) -> None:
@@ -198,6 +200,7 @@ Examples:
   mcpl-host resources --config servers.json --server files""",
 )
 @_JSON
+@client_feature_options
 @server_options(verb="list")
 @click.pass_context
 def resources(ctx: click.Context, /, as_json: bool, **options: Any) -> None:
@@ -227,6 +230,7 @@ Examples:
   mcpl-host prompts --json -- npx -y @modelcontextprotocol/server-everything stdio""",
 )
 @_JSON
+@client_feature_options
 @server_options(verb="list")
 @click.pass_context
 def prompts(ctx: click.Context, /, as_json: bool, **options: Any) -> None:

@@ -80,6 +80,7 @@ __all__ = [
     "config_server",
     "reap_strays",
     "root_option",
+    "allow_unknown_option",
     "select_servers",
     "server_names",
     "server_options",
@@ -408,6 +409,17 @@ root_option = click.option(
     multiple=True,
     metavar="PATH",
     help="Serve roots/list with this directory (or file:// URI; repeatable): the host then advertises roots.",
+)
+
+
+#: ``--allow-unknown`` of the commands that call tools (call, shell): send argument names the
+#: tool's inputSchema does not declare (docs/protocol.md CL1).
+allow_unknown_option = click.option(
+    "--allow-unknown",
+    is_flag=True,
+    help="Send argument names a tool's inputSchema does not declare (by default refused, naming "
+    "the closest, when its properties say which names there are and additionalProperties does "
+    "not allow more).",
 )
 
 

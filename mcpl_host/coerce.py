@@ -26,8 +26,16 @@ Rules of this module:
   ``MAX_PROBLEMS`` are listed. Only local references resolve (nothing is fetched). A schema
   the validator cannot use (invalid, nested too deep, an unresolvable ``$ref``) raises
   ``UnusableSchema``: the caller decides (the command line warns and sends unchecked).
+- **Names** (``unknown_arguments``, before anything is sent; docs/protocol.md CL1): a name
+  the tool's ``inputSchema`` does not declare is refused, naming the closest declared one
+  (``suggest.closest``), when the schema says which names there are: ``properties`` is an
+  object, ``additionalProperties`` is absent or ``false``, and no ``patternProperties``,
+  ``$ref``, ``allOf``/``anyOf``/``oneOf``, ``if``, ``dependentSchemas`` or
+  ``unevaluatedProperties`` at its top level could declare more. The caller may skip it
+  (``--allow-unknown`` of ``call`` and ``shell``).
 - **Prompts** (``prompt_arguments``): values are strings, as MCP 2025-11-25 "Prompts" has
-  them; a required argument left out and a name the prompt does not declare are errors.
+  them; a required argument left out and a name the prompt does not declare are errors
+  (the latter naming the closest declared one).
 - JSON is read by the standard library, without ``NaN`` or ``Infinity``; a value nested
   too deep for it is an error naming the argument, never a crash.
 """
@@ -50,6 +58,7 @@ import referencing.jsonschema
 from mcpl_host.jsonrpc.values import JSONObject, JSONValue
 from mcpl_host.output_schema import SchemaCheckTimeout, inline_check, validate_bounded
 from mcpl_host.schema_check import METASCHEMAS
+from mcpl_host.suggest import closest
 
 __all__ = [
     "JSON_TYPES",
@@ -66,6 +75,7 @@ __all__ = [
     "parse_json",
     "prompt_arguments",
     "schema_problems",
+    "unknown_arguments",
 ]
 
 #: The JSON Schema type names.
@@ -76,6 +86,20 @@ MAX_SCHEMA_WALK = 8
 MAX_SCHEMA_VISITS = 256
 #: Problems listed by ``schema_problems``; further ones are counted in one last line.
 MAX_PROBLEMS = 10
+#: Declared names listed in "(it has: ...)" when a name is unknown; characters of each.
+MAX_NAMES_LISTED, MAX_NAME_CHARS = 30, 80
+#: Top-level keywords of an ``inputSchema`` that can declare names ``properties`` does not.
+OPEN_KEYWORDS = (
+    "patternProperties",
+    "$ref",
+    "$dynamicRef",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "if",
+    "dependentSchemas",
+    "unevaluatedProperties",
+)
 
 
 class ArgumentError(ValueError):
@@ -263,6 +287,39 @@ def argument_names(schema: Mapping[str, Any] | None) -> list[str]:
     return [str(name) for name in _properties(schema)]
 
 
+def _shown_name(name: str) -> str:
+    return repr(name if len(name) <= MAX_NAME_CHARS else name[:MAX_NAME_CHARS] + "…")
+
+
+def _unknown_name(what: str, key: str, declared: Sequence[str]) -> str:
+    """``the tool 'echo' has no argument 'txet'; did you mean 'text'? (it has: text)``."""
+    hint = closest(key, declared)
+    listed = ", ".join(_shown_name(name)[1:-1] for name in declared[:MAX_NAMES_LISTED])
+    more = f", and {len(declared) - MAX_NAMES_LISTED} more" if len(declared) > MAX_NAMES_LISTED else ""
+    suggestion = f"; did you mean {_shown_name(hint)}?" if hint is not None else ""
+    return f"{what} has no argument {_shown_name(key)}{suggestion} (it has: {listed + more or 'none'})"
+
+
+def unknown_arguments(names: Sequence[str], schema: Mapping[str, Any] | None, *, tool: str) -> None:
+    """Refuse the argument ``names`` the tool ``tool``'s ``inputSchema`` does not declare,
+    when it says which it declares (module rules, docs/protocol.md CL1); otherwise return.
+
+    Raises:
+        ArgumentError: naming the first unknown name and the closest declared one.
+    """
+    if not isinstance(schema, Mapping) or not isinstance(schema.get("properties"), Mapping):
+        return
+    if schema.get("additionalProperties", False) is not False or any(k in schema for k in OPEN_KEYWORDS):
+        return
+    declared = argument_names(schema)
+    unknown = [name for name in names if name not in declared]
+    if unknown:
+        message = _unknown_name(f"the tool {_shown_name(tool)}", unknown[0], declared)
+        if len(unknown) > 1:
+            message += f", nor {', '.join(_shown_name(name) for name in unknown[1:MAX_NAMES_LISTED])}"
+        raise ArgumentError(message, unknown[0])
+
+
 def _words(words: Sequence[str]) -> dict[str, str] | JSONObject:
     """``key=value`` words as a dict of texts, or the one JSON object word as a dict."""
     if len(words) == 1 and words[0].lstrip().startswith("{"):
@@ -351,11 +408,14 @@ async def checked_schema_problems(
         raise UnusableSchema(str(exc)) from None
 
 
-def prompt_arguments(words: Sequence[str], declared: Sequence[Any]) -> dict[str, str]:
+def prompt_arguments(
+    words: Sequence[str], declared: Sequence[Any], *, prompt: str | None = None
+) -> dict[str, str]:
     """The ``arguments`` of ``prompts/get`` from the command line ``words``: strings only;
     ``declared`` is the prompt's ``arguments`` list (``{name, required?}`` objects, as
-    sent). Raises ``ArgumentError`` for a value that is not a string, a name the prompt does
-    not declare, or a required argument left out."""
+    sent); ``prompt`` its name, for the message. Raises ``ArgumentError`` for a value that
+    is not a string, a name the prompt does not declare (naming the closest declared one),
+    or a required argument left out."""
     given = _words(words)
     for key, value in given.items():
         if not isinstance(value, str):
@@ -364,8 +424,8 @@ def prompt_arguments(words: Sequence[str], declared: Sequence[Any]) -> dict[str,
     names = [d.get("name") for d in entries if isinstance(d.get("name"), str)]
     for key in given:
         if key not in names:
-            known = ", ".join(cast("list[str]", names)) or "none"
-            raise ArgumentError(f"the prompt has no argument {key!r} (it has: {known})", key)
+            what = "the prompt" if prompt is None else f"the prompt {_shown_name(prompt)}"
+            raise ArgumentError(_unknown_name(what, key, cast("list[str]", names)), key)
     for entry in entries:
         if entry.get("required") is True and entry.get("name") not in given:
             raise ArgumentError(f"argument {entry.get('name')!r} is required", str(entry.get("name")))

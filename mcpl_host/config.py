@@ -104,6 +104,7 @@ from mcpl_host.secrets import (
     shown_env,
 )
 from mcpl_host.stateless import PROTOCOL_CHOICES, ProtocolChoice, checked_protocol
+from mcpl_host.suggest import closest
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
 from mcpl_host.tool_classes import TOOL_CLASSES
 from mcpl_host.transports.http_params import HTTPParameters, shown_http_url
@@ -731,11 +732,10 @@ def parse_config(
 
 
 def _close_matches(word: str, candidates: Sequence[str], cutoff: float = 0.6) -> list[str]:
-    """The closest of ``candidates`` to ``word`` (at most one), for a "did you mean" hint;
-    difflib loads with the first hint, not with the package."""
-    import difflib
-
-    return difflib.get_close_matches(word, candidates, n=1, cutoff=cutoff)
+    """The closest of ``candidates`` to ``word`` (at most one), for a "did you mean" hint
+    (``suggest.closest``, the one matcher)."""
+    found = closest(word, candidates, cutoff=cutoff)
+    return [found] if found is not None else []
 
 
 def _at(loc: str, key: str | int) -> str:

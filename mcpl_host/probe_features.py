@@ -1,11 +1,18 @@
 """Client features for testing a server by hand (``mcpl-host probe --root/--sampling-reply/
---elicit-reply/--ask``): canned answers, or a prompt on the terminal.
+--elicit-reply/--ask``, and ``call``, ``read``, ``prompt``, ``send``): canned answers, or a
+prompt on the terminal.
 
 Rules of this module:
 
+- The four options are declared once, here (``client_feature_options``), and every command
+  that takes them takes them from here; ``feature_handlers`` turns their values into the
+  handlers (usage errors as ``click.UsageError``, exit 2, never repeating a reply).
 - ``CannedSampling`` answers every ``sampling/createMessage`` with one text; ``CannedElicitation``
   answers every ``elicitation/create`` with one action (and, for an accepted form, one
-  content object), in both modes (MCP 2025-11-25 "Elicitation").
+  content object), in both modes (MCP 2025-11-25 "Elicitation"). An accepted form carries,
+  for each field the reply leaves out, the ``default`` its ``requestedSchema`` declares
+  (``form_defaults``): what a person accepting the form as pre-filled would send (SEP-1034,
+  defaults for every primitive type). The terminal's questions offer the same defaults.
 - ``TerminalSampling`` and ``TerminalElicitation`` ask the person at the terminal (stderr
   and stdin, through click), one question at a time (a lock), from a worker thread so the
   event loop goes on. Every text the server sent is shown escaped (``report.safe_text``);
@@ -27,6 +34,7 @@ import anyio.from_thread
 import anyio.lowlevel
 import click
 
+from mcpl_host.cli_target import root_option
 from mcpl_host.client_features import (
     ElicitationAction,
     ElicitationMode,
@@ -49,13 +57,18 @@ __all__ = [
     "CannedSampling",
     "TerminalElicitation",
     "TerminalSampling",
+    "elicit_reply_option",
     "elicitation_reply",
+    "client_feature_options",
     "exit_now_if_abandoned",
+    "form_defaults",
+    "feature_handlers",
     "probe_handlers",
 ]
 
 _BOTH_MODES: tuple[ElicitationMode, ...] = ("form", "url")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 _ACTIONS: dict[str, ElicitationAction] = {"accept": "accept", "decline": "decline", "cancel": "cancel"}
 
 
@@ -72,6 +85,18 @@ class CannedSampling:
         return SamplingResult.text(self.text, self.model)
 
 
+def form_defaults(schema: object) -> JSONObject:
+    """The ``default`` of each property of a form's ``requestedSchema`` that declares one
+    (MCP 2025-11-25 "Elicitation": a flat object of primitives), by property name; ``{}``
+    for anything else."""
+    properties = schema.get("properties") if is_object(schema) else None
+    if not is_object(properties):
+        return {}
+    return {
+        name: spec["default"] for name, spec in properties.items() if is_object(spec) and "default" in spec
+    }
+
+
 class CannedElicitation:
     """Answers every elicitation with ``action``; an accepted form gets ``content``."""
 
@@ -84,7 +109,9 @@ class CannedElicitation:
     async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
         if self.action != "accept" or request.mode == "url":
             return ElicitationResult(self.action)
-        return ElicitationResult("accept", dict(self.content or {}))
+        return ElicitationResult(
+            "accept", {**form_defaults(request.requested_schema), **(self.content or {})}
+        )
 
 
 class _Terminal:
@@ -197,8 +224,20 @@ class TerminalElicitation:
                 label = safe_text(spec.get("title") or name)
                 choices = spec.get("enum")
                 shown = f" ({', '.join(safe_text(c) for c in choices)})" if is_array(choices) else ""
-                text = click.prompt(f"  {label}{shown}", default="", show_default=False, err=True)
-                if text != "":
+                default = spec.get("default")
+                offered = (
+                    ""
+                    if default is None
+                    else str(default).lower()
+                    if isinstance(default, bool)
+                    else str(default)
+                )
+                text = click.prompt(
+                    f"  {label}{shown}", default=offered, show_default=default is not None, err=True
+                )
+                if text == offered and default is not None:
+                    content[name] = default
+                elif text != "":
                     try:
                         content[name] = _convert(spec.get("type"), text)
                     except ValueError:
@@ -208,16 +247,23 @@ class TerminalElicitation:
         return await _TERMINAL.ask(question)
 
 
-def elicitation_reply(text: str, mode: ElicitationMode = "form") -> ElicitationResult:
+def elicitation_reply(
+    text: str, mode: ElicitationMode = "form", requested_schema: object = None
+) -> ElicitationResult:
     """The answer to an elicitation that ``text`` gives (MCP 2025-11-25 "Elicitation"):
     ``accept``, ``decline`` or ``cancel``, or a JSON object, which accepts a form with that
-    content. A URL-mode elicitation carries no content: a JSON object accepts it.
+    content. A URL-mode elicitation carries no content: a JSON object accepts it. An accepted
+    form carries the defaults of ``requested_schema`` for the fields left out
+    (``form_defaults``).
 
     Raises:
         ValueError: ``text`` is none of these (the message never repeats it).
     """
     word = text.strip()
     action = _ACTIONS.get(word)
+    defaults = form_defaults(requested_schema) if mode == "form" else {}
+    if action == "accept" and defaults:
+        return ElicitationResult("accept", defaults)
     if action is not None:
         return ElicitationResult(action)
     try:
@@ -228,7 +274,9 @@ def elicitation_reply(text: str, mode: ElicitationMode = "form") -> ElicitationR
         raise ValueError(
             "an elicitation answer is a JSON object (accept a form with it), accept, decline or cancel"
         )
-    return ElicitationResult("accept") if mode == "url" else ElicitationResult("accept", dict(content))
+    return (
+        ElicitationResult("accept") if mode == "url" else ElicitationResult("accept", {**defaults, **content})
+    )
 
 
 def probe_handlers(
@@ -266,3 +314,60 @@ def probe_handlers(
     if inference_reply is not None:
         return InferenceReply(inference_reply, roots=served, sampling=sampling, elicitation=elicitation)
     return HostHandlers(roots=served, sampling=sampling, elicitation=elicitation)
+
+
+#: ``--elicit-reply JSON|ACTION``: of the commands below and of ``shell`` (which holds each
+#: elicitation for an answer by hand without it).
+elicit_reply_option = click.option(
+    "--elicit-reply",
+    metavar="JSON|ACTION",
+    help="Answer every elicitation/create (form and URL modes) at once: a JSON object accepts a "
+    "form with it (and accepts a URL), the form's defaults filling the fields it leaves out; "
+    "accept, decline or cancel answers so (the shell, without it: holds each one).",
+)
+
+_FEATURE_OPTIONS = (
+    root_option,
+    click.option(
+        "--sampling-reply",
+        metavar="TEXT",
+        help="Serve sampling/createMessage with this canned answer: the host then advertises sampling.",
+    ),
+    elicit_reply_option,
+    click.option(
+        "--ask",
+        is_flag=True,
+        help="Serve sampling and elicitation by asking on this terminal (what no canned reply "
+        "answers); needs a terminal on stdin.",
+    ),
+)
+
+
+def client_feature_options(function: F) -> F:
+    """``--root PATH`` (repeatable), ``--sampling-reply TEXT``, ``--elicit-reply JSON|ACTION``
+    and ``--ask``: the command gets ``roots``, ``sampling_reply``, ``elicit_reply``, ``ask``."""
+    for option in reversed(_FEATURE_OPTIONS):
+        function = option(function)
+    return function
+
+
+def feature_handlers(
+    roots: Collection[str],
+    sampling_reply: str | None,
+    elicit_reply: str | None,
+    ask: bool,
+    *,
+    inference_reply: str | None = None,
+) -> HostHandlers | None:
+    """``probe_handlers`` for the values of ``client_feature_options``, checked as usage:
+
+    Raises:
+        click.UsageError: ``ask`` without a terminal on stdin, a root that is neither a path
+            nor a ``file://`` URI, an ``elicit_reply`` that is no answer (never repeated).
+    """
+    if ask and not sys.stdin.isatty():
+        raise click.UsageError("--ask needs a terminal on stdin")
+    try:
+        return probe_handlers(roots, sampling_reply, elicit_reply, ask, inference_reply=inference_reply)
+    except ValueError as exc:  # never repeats the reply
+        raise click.UsageError(str(exc)) from None

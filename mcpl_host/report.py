@@ -274,7 +274,7 @@ def read_connection(doc: dict[str, Any], conn: ServerConnection) -> None:
 
 
 def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
-    """``{type, message, code, data, stderr_tail}`` for a failure: ``code`` and ``data`` when
+    """``{type, message, code, data, stderrTail}`` for a failure: ``code`` and ``data`` when
     the server sent them (``InitializeError``/``RemoteError``; a refused protocol version
     keeps the server's ``supported`` list there), else None; the exception's own stderr
     tail if it carries one, else ``stderr_tail``."""
@@ -284,7 +284,7 @@ def error_object(exc: BaseException, stderr_tail: list[str]) -> dict[str, Any]:
         "message": str(exc) or type(exc).__name__,
         "code": code if isinstance(code, int) else None,
         "data": getattr(exc, "data", None),
-        "stderr_tail": list(getattr(exc, "stderr_tail", None) or stderr_tail),
+        "stderrTail": list(getattr(exc, "stderr_tail", None) or stderr_tail),
     }
 
 
@@ -354,7 +354,7 @@ _TOO_DEEP = f"[nested deeper than {MAX_REPORT_DEPTH} levels]"
 HOST_KEYS = frozenset(new_document([])) | frozenset({
     # grant, error, config target, unavailable lists, events
     "state", "advertisedCapabilities", "effectiveCapabilities", "deniedCapabilities", "receipt",
-    "defects", "type", "message", "code", "stderr_tail", "data", "file", "server", "url",
+    "defects", "type", "message", "code", "data", "file", "server", "url",
     "kind", "method", "params", "answer", "time", "era", "supportedVersions", "inputRequest",
     "sent", "outcome",  # eraProbe (with "fallback" below)
     # run event data (mcpl_host.supervisor, mcpl_host.host)
@@ -998,7 +998,7 @@ def render_failure(console: Console, error: Mapping[str, object]) -> None:
         console.print(Text("What happened before:", style="dim"))
         for number, step in enumerate(chain, 1):
             console.print(Text(f"  {number}. {safe_text(step, max_chars=1000)}"), soft_wrap=True)
-    tail = _list(error.get("stderr_tail"))
+    tail = _list(error.get("stderrTail"))
     if tail:
         lines = "line" if len(tail) == 1 else f"{len(tail)} lines"
         console.print(Text(f"Server stderr (last {lines}):", style="dim"))

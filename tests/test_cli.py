@@ -262,7 +262,7 @@ def test_server_exiting_at_once_shows_its_stderr_tail(tmp_path: Path) -> None:
     steps = [{"stderr": "fatal: no config file"}, {"stderr": "giving up"}, {"exit": 3}]
     args = scripted(tmp_path, steps)
     doc, _ = probe_json(*args, status=1)
-    assert doc["error"]["stderr_tail"] == ["fatal: no config file", "giving up"]
+    assert doc["error"]["stderrTail"] == ["fatal: no config file", "giving up"]
     assert "status 3" in doc["error"]["message"]
     done = run_cli("probe", *args)  # on a terminal: the sentence, then the tail under it
     assert done.returncode == 1 and done.stdout == ""
@@ -291,7 +291,7 @@ def test_secrets_never_reach_the_output(tmp_path: Path) -> None:
     ]
     args = ["--env", f"TOKEN={SECRET}", "--log-level", "debug", *scripted(tmp_path, steps)]
     doc, _ = probe_json(*args, status=1)
-    assert "env TOKEN=[redacted]" in doc["error"]["stderr_tail"]
+    assert "env TOKEN=[redacted]" in doc["error"]["stderrTail"]
     assert "[redacted]" in doc["error"]["message"]
     for done in (run_cli("probe", "--json", *args), run_cli("probe", *args)):
         assert done.returncode == 1
@@ -469,7 +469,7 @@ def test_server_exiting_while_listening_is_a_failure(tmp_path: Path) -> None:
     doc, _ = probe_json("--listen", "30", *scripted(tmp_path, steps), status=1)
     assert doc["ok"] is False
     assert "status 7" in doc["error"]["message"]
-    assert any("server giving up" in line for line in doc["error"]["stderr_tail"])
+    assert any("server giving up" in line for line in doc["error"]["stderrTail"])
 
 
 def test_deeply_nested_tool_schema_is_cut_in_the_report(tmp_path: Path) -> None:

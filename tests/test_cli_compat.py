@@ -149,7 +149,7 @@ def test_shape3_in_strict_fails_within_15_s_with_the_one_sentence_explanation() 
         'and stop at a refusal): use --compat 0.4 (or "compat": "0.4" in a config file)'
     )
     assert "\n" not in error["message"]
-    assert any('"code": -32002' in line for line in error["stderr_tail"])  # quotes shown as text
+    assert any('"code": -32002' in line for line in error["stderrTail"])  # quotes shown as text
     assert error["chain"][0].endswith(
         "the host refused channels/register: Capability denied: the policy is not yet in force (-32002)"
     )
@@ -268,7 +268,7 @@ def test_inference_reply_answers_streamed_and_is_advertised_only_then(tmp_path: 
 def test_server_stderr_is_shown_as_text(tmp_path: Path) -> None:
     steps = [{"stderr": 'config "prod" missing \u001b[31m'}, {"exit": 3}]
     doc, _ = probe_json(*scripted(tmp_path, steps), status=1)
-    assert doc["error"]["stderr_tail"] == ['config "prod" missing \\u001b[31m']
+    assert doc["error"]["stderrTail"] == ['config "prod" missing \\u001b[31m']
     done = run_cli("probe", *scripted(tmp_path, steps))
     assert 'config "prod" missing \\u001b[31m' in done.stderr and "\x1b[31m" not in done.stderr
 

@@ -18,6 +18,7 @@ from mcpl_host.coerce import (
     parse_arguments,
     prompt_arguments,
     schema_problems,
+    unknown_arguments,
 )
 
 ADD = {
@@ -212,7 +213,42 @@ def test_prompt_arguments_are_strings_checked_against_the_declaration() -> None:
     assert prompt_arguments(['{"name": "Ada"}'], declared) == {"name": "Ada"}
     with pytest.raises(ArgumentError, match="argument 'name' is required"):
         prompt_arguments(["tone=dry"], declared)
-    with pytest.raises(ArgumentError, match=r"the prompt has no argument 'nme' \(it has: name, tone\)"):
+    with pytest.raises(
+        ArgumentError, match=r"the prompt has no argument 'nme'; did you mean 'name'\? \(it has: name, tone\)"
+    ):
         prompt_arguments(["nme=Ada"], declared)
     with pytest.raises(ArgumentError, match="argument 'name' must be a string"):
         prompt_arguments(['{"name": 1}'], declared)
+
+
+@pytest.mark.parametrize(
+    ("schema", "refused"),
+    [
+        (ADD, True),  # properties given, additionalProperties absent: the names are these
+        ({**ADD, "additionalProperties": False}, True),
+        ({**ADD, "additionalProperties": True}, False),  # the tool takes any name
+        ({**ADD, "additionalProperties": {"type": "string"}}, False),  # ... of this schema
+        ({**ADD, "patternProperties": {"^x-": {}}}, False),  # names declared elsewhere too
+        ({**ADD, "allOf": [{"properties": {"bb": {}}}]}, False),
+        ({**ADD, "$ref": "#/$defs/more"}, False),
+        ({"type": "object"}, False),  # no properties: nothing says which names there are
+        (None, False),
+    ],
+)
+def test_unknown_arguments_are_refused_where_the_schema_says_which_names_there_are(
+    schema: dict[str, Any] | None, refused: bool
+) -> None:
+    if not refused:
+        unknown_arguments(["a", "bb"], schema, tool="get-sum")
+        return
+    with pytest.raises(ArgumentError) as caught:
+        unknown_arguments(["a", "bb"], schema, tool="get-sum")
+    assert str(caught.value) == "the tool 'get-sum' has no argument 'bb'; did you mean 'b'? (it has: a, b)"
+    assert caught.value.argument == "bb"
+
+
+def test_an_unknown_argument_far_from_every_name_gets_no_hint_and_each_one_is_named() -> None:
+    with pytest.raises(ArgumentError) as caught:
+        unknown_arguments(["zzzz", "a", "qqqq"], ADD, tool="get-sum")
+    assert str(caught.value) == "the tool 'get-sum' has no argument 'zzzz' (it has: a, b), nor 'qqqq'"
+    unknown_arguments(["a", "b"], ADD, tool="get-sum")  # all declared: nothing to say

@@ -21,7 +21,20 @@ PACKAGE = Path(__file__).resolve().parent.parent / "mcpl_host"
 #: package itself); a pattern ending in ``.*`` takes a package's modules.
 LAYERS: list[tuple[str, list[str]]] = [
     # JSON-RPC 2.0 and what every module uses: bounds, log safety, secrets, JSON measures.
-    ("jsonrpc", ["jsonrpc", "jsonrpc.*", "_keywords", "limits", "logging", "secrets", "json_size", "_tasks"]),
+    (
+        "jsonrpc",
+        [
+            "jsonrpc",
+            "jsonrpc.*",
+            "_keywords",
+            "limits",
+            "logging",
+            "secrets",
+            "json_size",
+            "_tasks",
+            "suggest",
+        ],
+    ),
     # The MCP revisions' pure rules the transports follow too.
     (
         "mcp rules",
@@ -59,6 +72,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "cli_call",
             "cli_list",
             "tables",
+            "cli_text",
             "cli_target",
             "cli_config",
             "report",

@@ -535,7 +535,7 @@ def test_no_secret_reaches_any_probe_output(tmp_path: Path, fail: bool) -> None:
     assert doc["command"][-len(EXTRA_ARGS) :] == redact_command(EXTRA_ARGS)
     assert "--log-level" in doc["command"] and "error" in doc["command"]
     if fail:
-        tail = doc["error"]["stderr_tail"]
+        tail = doc["error"]["stderrTail"]
         assert "env MODE=tools" in tail and "env LOG_LEVEL=error" in tail
         assert f"env GITHUB_TOKEN={REDACTED}" in tail and f"env EXTRA={REDACTED}" in tail
         assert "env MODE=tools" in human.stderr  # the tail as the human failure report shows it

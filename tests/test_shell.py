@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import termios
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,8 @@ from .test_cli import CLI, TIMEOUT
 from .test_cli_run import demo_entry, write_config
 
 EXTRAS = ["--env", "DEMO_EXTRAS=1"]
+#: The state directory of the shells started here (never the user's own).
+STATE_HOME = tempfile.mkdtemp(prefix="mcpl-host-shell-state-")
 PROMPT = "mcpl-demo>"
 
 
@@ -41,6 +44,7 @@ def terminal_env() -> dict[str, str]:
     from the test session), and no cursor position requests (pexpect does not answer them)."""
     env = {key: value for key, value in os.environ.items() if key not in ("COLUMNS", "LINES")}
     env["PROMPT_TOOLKIT_NO_CPR"] = "1"
+    env["XDG_STATE_HOME"] = STATE_HOME  # the history file the shell keeps by default
     return env
 
 

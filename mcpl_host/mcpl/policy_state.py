@@ -68,7 +68,7 @@ REFUSAL_ACTIONS: tuple[RefusalAction, ...] = get_args(RefusalAction)
 
 
 class MCPLState(Enum):
-    """Where the MCPL layer of a connection stands (MCPL §5.3, §6.7)."""
+    """Where the MCPL layer of a connection stands (MCPL §5.3, §6.7); ``str()`` is its value."""
 
     #: Plain MCP server (no ``experimental.mcpl``): no MCPL traffic at all.
     NONE = "none"
@@ -80,6 +80,10 @@ class MCPLState(Enum):
     READY = "ready"
     #: The policy exchange failed or was refused: tools, resources, prompts only (§6.7).
     MCP_ONLY = "mcp-only"
+
+    def __str__(self) -> str:
+        """The value (``"ready"``), as printed and in f-strings; ``repr`` stays the member's."""
+        return self.value
 
 
 @dataclass(frozen=True, slots=True)

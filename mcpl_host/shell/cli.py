@@ -15,6 +15,10 @@ Rules of this module:
   ``--elicit-reply JSON|ACTION`` every elicitation.
   ``--root PATH`` serves ``roots/list`` (``client_features.Roots``); without it the host
   does not advertise roots.
+- ``--allow-unknown``: ``call`` sends argument names the tool does not declare
+  (docs/protocol.md CL1; refused otherwise, as by ``mcpl-host call``).
+- History (interactive only): kept, redacted, in ``shell.terminal.default_history_file``
+  unless ``--history FILE`` names another or ``--no-history`` keeps it in memory.
 - Exit status: 0 when the session ended (interactive), or every piped command succeeded;
   1 when a piped command failed; 2 usage or configuration error; 130 interrupted before
   the session began.
@@ -22,7 +26,9 @@ Rules of this module:
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -32,6 +38,7 @@ from mcpl_host.cli_target import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SERVER_FAILED,
+    allow_unknown_option,
     end_children,
     own_children,
     root_option,
@@ -42,10 +49,17 @@ from mcpl_host.client_features import Roots
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.logging import configure_logging
-from mcpl_host.probe_features import elicitation_reply
+from mcpl_host.probe_features import elicit_reply_option, elicitation_reply
 from mcpl_host.shell.held import HeldRequests, ShellHandlers
 from mcpl_host.shell.session import Printer, Session
-from mcpl_host.shell.terminal import PipePrinter, TerminalPrinter, interactive, is_interactive, piped
+from mcpl_host.shell.terminal import (
+    PipePrinter,
+    TerminalPrinter,
+    default_history_file,
+    interactive,
+    is_interactive,
+    piped,
+)
 
 __all__ = ["shell"]
 
@@ -57,6 +71,7 @@ async def _session(
     roots: Roots | None,
     history: str | None,
     log_level: str,
+    allow_unknown: bool = False,
 ) -> int:
     held = HeldRequests()
 
@@ -74,12 +89,14 @@ async def _session(
             configure_logging(log_level, stream=sys.stderr)  # above the prompt too
             async with Host(servers, handlers_factory=handlers) as host:
                 session = Session(host, held, TerminalPrinter(), current=host.servers[0])
+                session.allow_unknown = allow_unknown
                 await interactive(session, history=history)
         return EXIT_OK
     configure_logging(log_level)
     printer: Printer = PipePrinter()
     async with Host(servers, handlers_factory=handlers) as host:
         session = Session(host, held, printer, current=host.servers[0])
+        session.allow_unknown = allow_unknown
         await piped(session)
     return EXIT_SERVER_FAILED if session.failures else EXIT_OK
 
@@ -101,19 +118,22 @@ Examples:
     help="Answer every inference/request and sampling/createMessage with TEXT (default: hold "
     "each one until you answer it: pending, answer ID TEXT; elicitations are always held).",
 )
-@click.option(
-    "--elicit-reply",
-    metavar="JSON|ACTION",
-    help="Answer every elicitation/create at once: a JSON object accepts a form with it (and "
-    "accepts a URL); accept, decline or cancel answers so (default: hold each one).",
-)
+@elicit_reply_option
 @root_option
+@allow_unknown_option
 @click.option(
     "--history",
     "history",
     type=click.Path(dir_okay=False),
     metavar="FILE",
-    help="Keep the command history in FILE (lines redacted); default: for this session only.",
+    help="Keep the command history in FILE (lines redacted); default: "
+    "$XDG_STATE_HOME/mcpl-host/shell_history (~/.local/state when unset).",
+)
+@click.option(
+    "--no-history",
+    "no_history",
+    is_flag=True,
+    help="Keep the command history for this session only (nothing written).",
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
@@ -123,7 +143,9 @@ def shell(
     auto_answer: str | None,
     elicit_reply: str | None,
     roots: tuple[str, ...],
+    allow_unknown: bool,
     history: str | None,
+    no_history: bool,
     command: tuple[str, ...],
     **options: Any,
 ) -> None:
@@ -144,6 +166,10 @@ def shell(
       130  interrupted before the session began
     """
     selection = select_servers(ctx, options, command, many=True)
+    if no_history and history is not None:
+        raise click.UsageError("--history FILE and --no-history exclude each other")
+    if not no_history and history is None:
+        history = str(default_history_file(os.environ, Path.home()))
     try:
         served = Roots(list(roots)) if roots else None
     except ValueError as exc:
@@ -165,6 +191,7 @@ def shell(
             served,
             history,
             options["log_level"],
+            allow_unknown,
             backend="asyncio",
         )
     except KeyboardInterrupt:

@@ -22,11 +22,11 @@ Rules of this module:
 
 from __future__ import annotations
 
-import difflib
 import shlex
 from dataclasses import dataclass, replace
 
 from mcpl_host.mcpl.grants import INJECT_PREFIX, GrantPolicy, matches, pattern_problem
+from mcpl_host.suggest import closest
 
 __all__ = [
     "COMMANDS",
@@ -134,8 +134,8 @@ class Command:
 
 
 def _closest(word: str, choices: list[str]) -> str:
-    found = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"; did you mean {found[0]!r}?" if found else "; type help for the commands"
+    found = closest(word, choices)
+    return f"; did you mean {found!r}?" if found is not None else "; type help for the commands"
 
 
 def parse_line(line: str) -> Command | None:

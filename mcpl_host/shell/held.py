@@ -258,6 +258,6 @@ class _HeldElicitation:
             else await self._handlers.answer(context, request.raw, automatic=False)
         )
         try:
-            return elicitation_reply(text, request.mode)
+            return elicitation_reply(text, request.mode, request.requested_schema)
         except ValueError as exc:  # the shell checks an answer before it is taken
             raise HandlerError(ErrorCode.INTERNAL_ERROR, f"Internal error: {exc}") from None

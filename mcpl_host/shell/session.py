@@ -34,6 +34,7 @@ from mcpl_host.coerce import (
     checked_schema_problems,
     parse_arguments,
     prompt_arguments,
+    unknown_arguments,
 )
 from mcpl_host.events import ChannelsChanged, Degraded, Ready, ServerNotification, event_json
 from mcpl_host.host import Host, ServerNotConnected, UnknownServer
@@ -85,6 +86,8 @@ class Session:
         self.out = printer
         self.catalog = Catalog(servers=host.servers, current=current)
         self.failures = 0
+        #: ``call`` sends argument names the tool does not declare (``--allow-unknown``).
+        self.allow_unknown = False
         self._tg: anyio.abc.TaskGroup | None = None
         #: Per server: the following of its lists after ``list_changed`` (one in flight, one pending).
         self._followed: dict[str, Coalesce] = {}
@@ -315,6 +318,8 @@ class Session:
         name, words = command.words[0], command.words[1:]
         tool = await self._tool(server, name)
         arguments = parse_arguments(words, tool.input_schema)
+        if not self.allow_unknown:  # docs/protocol.md CL1
+            unknown_arguments(list(arguments), tool.input_schema, tool=name)
         try:
             limits = self.host.server(server).hosted.limits
             problems = await checked_schema_problems(
@@ -375,7 +380,7 @@ class Session:
             names = ", ".join(report.safe_text(p.name, max_chars=80) for p in prompts[:30]) or "none"
             raise _Failed(f"no prompt {report.safe_text(name)!r} (there are: {names})")
         result = await (await self._conn(server)).mcp.get_prompt(
-            name, prompt_arguments(words, _objects(found.raw.get("arguments")))
+            name, prompt_arguments(words, _objects(found.raw.get("arguments")), prompt=name)
         )
         for message in _objects(
             report.redact_json(result.raw.get("messages"), self.host.server(server).hosted.redactor)

@@ -4,8 +4,11 @@ command per line from a pipe.
 Rules of this module:
 
 - **Interactive** (stdin and stdout are terminals): a prompt_toolkit prompt with history
-  (in memory; ``--history FILE`` keeps it in FILE, each line redacted with every server's
-  ``Redactor`` before it is written) and completion (``completion.complete``, on Tab).
+  (kept in a file, each line redacted with every server's ``Redactor`` before it is
+  written: by default ``default_history_file()``, the XDG state directory's
+  ``mcpl-host/shell_history``, made owner-only; ``--history FILE`` another file;
+  ``--no-history`` in memory only; a file that cannot be made is said once, and the
+  history is kept in memory) and completion (``completion.complete``, on Tab).
   Everything printed while the prompt is up (events, results, held requests) goes above it
   (``print_formatted_text`` with the application running), and the line being typed is
   drawn again below, as it was. Each command runs in its own task, so the prompt is back at
@@ -31,9 +34,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import sys
 import termios
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
+from pathlib import Path
 from typing import TextIO
 
 import anyio
@@ -61,6 +66,7 @@ __all__ = [
     "PipePrinter",
     "RedactingFileHistory",
     "ShellCompleter",
+    "default_history_file",
     "StaysRawInput",
     "TerminalPrinter",
     "interactive",
@@ -68,6 +74,38 @@ __all__ = [
     "piped",
     "prompt_input",
 ]
+
+
+#: The history file under the state directory (XDG Base Directory Specification 0.8).
+HISTORY_FILE = Path("mcpl-host", "shell_history")
+
+
+def default_history_file(environ: Mapping[str, str], home: Path) -> Path:
+    """The shell's history file: ``$XDG_STATE_HOME/mcpl-host/shell_history``, or under
+    ``~/.local/state`` when ``XDG_STATE_HOME`` is unset, empty or relative (the XDG Base
+    Directory Specification says to ignore a relative one)."""
+    state = environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if state and Path(state).is_absolute() else home / ".local" / "state"
+    return base / HISTORY_FILE
+
+
+def _history_store(filename: str | None, redactors: Callable[[], Iterable[Redactor]]) -> History:
+    """The history kept in ``filename`` (its directory made, the file owner-only), or in
+    memory when ``filename`` is None or cannot be made (said on stderr)."""
+    if filename is None:
+        return InMemoryHistory()
+    path = Path(filename)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    except OSError as exc:
+        shown = report.safe_text(str(path), max_chars=500)
+        print(
+            f"mcpl-host: history kept for this session only: cannot write {shown} ({exc.strerror})",
+            file=sys.stderr,
+        )
+        return InMemoryHistory()
+    return RedactingFileHistory(str(path), redactors)
 
 
 def is_interactive() -> bool:
@@ -228,13 +266,7 @@ def keys_not_signals(fd: int) -> Generator[None, None, None]:
 async def interactive(session: Session, *, history: str | None) -> None:
     """The interactive loop (module rules) until the person leaves or a signal arrives."""
     hosted = session.host
-    store: History = (
-        RedactingFileHistory(
-            history, lambda: [hosted.server(name).hosted.redactor for name in hosted.servers]
-        )
-        if history
-        else InMemoryHistory()
-    )
+    store = _history_store(history, lambda: [hosted.server(name).hosted.redactor for name in hosted.servers])
     prompt: PromptSession[str] = PromptSession(
         history=store,
         completer=ShellCompleter(session),
