@@ -289,7 +289,9 @@ def test_the_links_between_pages_lead_somewhere(page: str) -> None:
         linked = ((ROOT / page).parent / path).resolve() if path else ROOT / page
         assert linked.is_file(), f"{page}: {target} leads to no file"
         if anchor:
-            assert anchor in anchors(linked.read_text(encoding="utf-8")), f"{page}: {target} leads to no anchor"
+            assert anchor in anchors(linked.read_text(encoding="utf-8")), (
+                f"{page}: {target} leads to no anchor"
+            )
 
 
 def test_the_environment_list_is_the_same_in_the_docs_help_and_code() -> None:
