@@ -1,7 +1,7 @@
 """mcpl-host: host MCPL (MCP Live) and plain MCP servers.
 
 The public API: what an application needs to connect to servers, call them, serve what they
-ask and host many of them (README.md, "The library"). Everything else is reachable in its
+ask and host many of them (docs/library.md). Everything else is reachable in its
 submodule: the typed events in ``mcpl_host.events``, the client features (roots, sampling,
 elicitation) in ``mcpl_host.client_features``, the MCP records in ``mcpl_host.mcp_records``,
 the MCPL rules in ``mcpl_host.mcpl``, every error in ``mcpl_host.jsonrpc.errors``

@@ -298,9 +298,9 @@ def test_probe_reports_the_era_of_a_stateless_http_server(tmp_path: Path) -> Non
         server.wait(TIMEOUT)
 
 
-def test_the_readme_client_features_example_runs_as_written(tmp_path: Path) -> None:
+def test_the_library_pages_client_features_example_runs_as_written(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parent.parent
-    section = (root / "README.md").read_text().split("## Roots, sampling and elicitation", 1)[1]
+    section = (root / "docs" / "library.md").read_text().split("## Roots, sampling and elicitation", 1)[1]
     found = re.search(r"```python\n(.*?)```", section, re.S)
     assert found, "no python block under 'Roots, sampling and elicitation'"
     program = tmp_path / "client_features.py"

@@ -1,5 +1,5 @@
 """``mcpl-host probe --ask`` under a careless operator: Ctrl-C while a server's question is
-on the terminal (mcpl_host/probe_features.py ``_Terminal.ask``). README "Signals": Ctrl-C
+on the terminal (mcpl_host/probe_features.py ``_Terminal.ask``). docs/cli.md "Signals": Ctrl-C
 closes every server and the probe exits (0 while listening, 130 before).
 
 The CLI runs in a real pseudo-terminal (pexpect) against ``fixtures/scripted_server.py``,

@@ -1,7 +1,7 @@
 """A hostile stateless (MCP 2026-07-28) server against the multi round-trip loop
 (mcpl_host/mcp_methods.py ``MCPClient._call``, mcpl_host/stateless.py ``input_required``):
 the keys of ``inputRequests`` are server text, so a configured secret in them must be
-redacted in every error that names them (README "Secrets": errors are an output).
+redacted in every error that names them (docs/cli.md "Secrets": errors are an output).
 
 Over real pipes to ``fixtures/scripted_server.py`` (``"discover": "steps"``: the script
 answers the era probe itself).

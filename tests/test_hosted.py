@@ -186,7 +186,7 @@ async def test_forty_pushes_to_a_slow_application_are_each_taken_or_refused_with
 async def test_an_unread_default_subscription_never_holds_back_the_one_the_application_reads(
     tmp_path: Path,
 ) -> None:
-    # The README's framework example: the application reads only its own subscription to
+    # The framework example (docs/library.md): the application reads only its own subscription to
     # one server's pushes; the default subscription (made with the host) is never read.
     # More pushes than a subscription holds (``max_queued_events``; MAX_QUEUED_EVENTS, 1,024,
     # by default: set smaller here, the rule is the same at any bound) must each be taken by

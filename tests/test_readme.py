@@ -1,17 +1,21 @@
-"""README.md as a new user meets it: every command example of its ``sh`` blocks, and every
-``python`` block as a program, runs as written in a copy of the repository whose ``.venv``
-was made by the README's first command (once per test session).
+"""README.md and the reference pages it links (``PAGES``: docs/cli.md, docs/library.md) as a
+new user meets them: every command example of their ``sh`` blocks, and every ``python`` block
+as a program, runs as written in a copy of the repository whose ``.venv`` was made by the
+README's first command (once per test session).
 
-- The first ``sh`` block is the set-up: its first command makes the ``.venv`` (it is run
-  here, and is the fixture); its second runs this test suite, which is where we are, so it
-  is not run again.
+- The README's first ``sh`` block is the set-up: its first command makes the ``.venv`` (it
+  is run here, and is the fixture); its second runs this test suite, which is where we are,
+  so it is not run again.
 - Each example must exit 0 with no traceback. One that needs a program the machine lacks
-  (``npx``, ``jq``) is skipped, naming it.
+  (``npx``, ``jq``) is skipped, naming it. A line or program shown on two pages (the
+  README's everyday commands are also in docs/cli.md) runs once.
 - ``text`` blocks are for shapes and placeholders: a ``mcpl-host`` line there must be a
   synopsis (``[OPTIONS]``) or name a placeholder host (``example.com``), so that nothing
   runnable escapes these tests.
-- The environment list in the README is the code's (``transports.stdio.ENV_ALLOWLIST``) and
-  ``--help``'s.
+- A relative link between the pages (and to docs/protocol.md, docs/architecture.md) leads
+  to a file that exists and, with ``#anchor``, to a heading or ``<a id>`` there.
+- The environment list in docs/cli.md is the code's (``transports.stdio.ENV_ALLOWLIST``)
+  and ``--help``'s.
 """
 
 from __future__ import annotations
@@ -34,12 +38,17 @@ from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
 from .test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: The pages whose examples run here: the README first (its first ``sh`` block is the set-up),
+#: then the reference it links.
+PAGES = ("README.md", "docs/cli.md", "docs/library.md")
+TEXTS = {page: (ROOT / page).read_text(encoding="utf-8") for page in PAGES}
+README = TEXTS["README.md"]
 #: Seconds for the set-up command (it installs from the package registry) and for one example.
 SETUP_TIMEOUT = 900
 EXAMPLE_TIMEOUT = 300
 _FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
-BLOCKS = [(language, body) for _indent, language, body in _FENCE.findall(README)]
+#: Every fenced block of every page, in page order: (page, language, body).
+BLOCKS = [(page, language, body) for page in PAGES for _indent, language, body in _FENCE.findall(TEXTS[page])]
 
 
 def commands(body: str) -> list[str]:
@@ -47,19 +56,31 @@ def commands(body: str) -> list[str]:
     return [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-SH_BLOCKS = [commands(body) for language, body in BLOCKS if language == "sh"]
+SH_BLOCKS = [commands(body) for _page, language, body in BLOCKS if language == "sh"]
 SETUP, SUITE = SH_BLOCKS[0][0], SH_BLOCKS[0][1]
-EXAMPLES = [line for block in SH_BLOCKS[1:] for line in block]
-PROGRAMS = [body for language, body in BLOCKS if language == "python"]
+EXAMPLES = list(dict.fromkeys(line for block in SH_BLOCKS[1:] for line in block))
+PROGRAMS = list(dict.fromkeys(body for _page, language, body in BLOCKS if language == "python"))
+
+
+def program_under(heading: str) -> int:
+    """The number (in ``PROGRAMS``) of the first ``python`` block after the heading (of any
+    level) named ``heading``, on whichever page has it."""
+    pattern = re.compile(rf"^#+ {re.escape(heading)}\n(.*?)^```python\n(.*?)^```", re.S | re.M)
+    found = [match.group(2) for text in TEXTS.values() for match in pattern.finditer(text)]
+    assert len(found) == 1, f"no single python block under {heading!r} in {PAGES}"
+    return PROGRAMS.index(found[0])
 
 
 def test_the_readme_has_what_these_tests_expect() -> None:
+    assert next(page for page, language, _ in BLOCKS if language == "sh") == "README.md"
     assert SETUP.startswith("python3 -m venv .venv && .venv/bin/pip install")
     assert SUITE.endswith(".venv/bin/pytest")
     assert len(EXAMPLES) >= 15 and len(PROGRAMS) >= 2
-    assert all(language in ("sh", "python", "text", "yaml") for language, _ in BLOCKS), (
-        "a block without a language"
-    )
+    for page in PAGES:  # each reference page is linked from the README and has examples
+        assert page == "README.md" or f"]({page})" in README, f"the README does not link {page}"
+        assert any(p == page and language in ("sh", "python") for p, language, _ in BLOCKS), page
+    for page, language, _ in BLOCKS:
+        assert language in ("sh", "python", "text", "yaml"), f"a block without a language in {page}"
 
 
 @pytest.fixture(scope="session")
@@ -178,12 +199,9 @@ def test_each_python_block_is_a_program_that_runs(runs: Runs, number: int) -> No
 
 
 def test_the_framework_example_does_what_it_says(runs: Runs) -> None:
-    """The program under "For framework authors", run above as written in the fresh
-    checkout, prints what the README says it prints."""
-    section = README.split("## For framework authors", 1)[1]
-    found = re.search(r"```python\n(.*?)```", section, re.S)
-    assert found, "no python block under 'For framework authors'"
-    done = runs.programs[PROGRAMS.index(found.group(1))].result()
+    """The program under "For framework authors" (docs/library.md), run above as written in
+    the fresh checkout, prints what the page says it prints."""
+    done = runs.programs[program_under("For framework authors")].result()
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     # A tool's classes and their source (RFC-008 §5): the server's _meta, or none (unclassed).
@@ -237,18 +255,49 @@ def test_the_host_program_calls_a_tool_and_ends_by_itself(runs: Runs) -> None:
 
 
 def test_text_blocks_hold_no_runnable_example() -> None:
-    for language, body in BLOCKS:
+    for page, language, body in BLOCKS:
         if language != "text":
             continue
         for line in body.splitlines():
             if line.startswith("mcpl-host"):
-                assert "[OPTIONS]" in line or "example.com" in line, f"runnable but not run: {line}"
+                assert "[OPTIONS]" in line or "example.com" in line, f"{page}: runnable but not run: {line}"
 
 
-def test_the_environment_list_is_the_same_in_the_readme_help_and_code() -> None:
+def anchors(text: str) -> set[str]:
+    """The anchors of a Markdown page as GitHub makes them: each heading's text lowercased,
+    without punctuation (``§``, backticks, colons...), spaces as hyphens; and every
+    ``<a id="...">``."""
+    outside = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    slugs = {
+        re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        for heading in re.findall(r"^#+ (.*)$", outside, re.M)
+    }
+    return slugs | set(re.findall(r'<a id="([^"]+)"></a>', text))
+
+
+LINKED = (*PAGES, "docs/architecture.md", "docs/protocol.md")
+
+
+@pytest.mark.parametrize("page", LINKED)
+def test_the_links_between_pages_lead_somewhere(page: str) -> None:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    outside = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    for target in re.findall(r"\]\(([^)\s]+)\)", outside):
+        if re.match(r"[a-z]+:", target):
+            continue  # https:, mailto: and the like: not ours to check
+        path, _, anchor = target.partition("#")
+        linked = ((ROOT / page).parent / path).resolve() if path else ROOT / page
+        assert linked.is_file(), f"{page}: {target} leads to no file"
+        if anchor:
+            assert anchor in anchors(linked.read_text(encoding="utf-8")), (
+                f"{page}: {target} leads to no anchor"
+            )
+
+
+def test_the_environment_list_is_the_same_in_the_docs_help_and_code() -> None:
     listed = passed_environment()
     assert set(listed.split(", ")) == set(ENV_ALLOWLIST) | {f"{p}*" for p in ENV_ALLOWLIST_PREFIXES}
-    assert listed in " ".join(README.split())
+    assert listed in " ".join(TEXTS["docs/cli.md"].split())
     for command in ("probe", "call", "shell"):
         shown = run_cli(command, "--help").stdout
         assert listed in " ".join(shown.split()), command
