@@ -78,12 +78,13 @@ def _serve(sock_fd: int) -> list[str]:
 def _reap(sock: socket.socket) -> None:
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
-        sock.send(json.dumps({"pid": pid, "status": status}).encode())
+        cpu = usage.ru_utime + usage.ru_stime  # the child's and its reaped descendants'
+        sock.send(json.dumps({"pid": pid, "status": status, "cpu": cpu}).encode())
 
 
 def _become(request: dict[str, Any], fds: list[int]) -> list[str]:
@@ -130,6 +131,9 @@ class ForkServer:
         self._ended: dict[int, int] = {}  # pid -> wait status
         self._changed = threading.Condition(self._lock)
         self._gone = False
+        #: CPU seconds of the children that ended (theirs and their reaped descendants'):
+        #: what a child process's run costs, for the suite's measurements.
+        self.cpu_seconds = 0.0
 
     def _start(self) -> socket.socket:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -161,6 +165,7 @@ class ForkServer:
                     self._spawned[answer["request"]] = answer["pid"]
                 else:
                     self._ended[answer["pid"]] = answer["status"]
+                    self.cpu_seconds += answer["cpu"]
                 self._changed.notify_all()
 
     def close(self) -> None:

@@ -28,6 +28,9 @@ ECHO = str(FIXTURES / "echo_secret_server.py")
 SECRET = "an-expanded-value-4c1f9"
 TIME = {"command": sys.executable, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]}
 DEMO_ENTRY = {"command": sys.executable, "args": [DEMO], "env": {"DEMO_PUSH_COUNT": "0"}}
+#: The demo with its extra tools (``steps`` among them): a second server told apart by its
+#: tools, and cheaper to start than mcp_server_time (a plain MCP server, kept where one is needed).
+EXTRAS = {"command": sys.executable, "args": [DEMO], "env": {"DEMO_PUSH_COUNT": "0", "DEMO_EXTRAS": "1"}}
 
 
 def cli(*args: str, home: Path, cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
@@ -56,9 +59,9 @@ def tool_names(done: subprocess.CompletedProcess[str]) -> list[str]:
 
 
 def test_one_server_in_the_file_is_picked_without_server(tmp_path: Path) -> None:
-    config = write(tmp_path / "claude_desktop_config.json", {"mcpServers": {"time": TIME}})
+    config = write(tmp_path / "claude_desktop_config.json", {"mcpServers": {"time": EXTRAS}})
     done = cli("probe", "--json", "--config", str(config), home=tmp_path)
-    assert "get_current_time" in tool_names(done)
+    assert "steps" in tool_names(done)
     assert json.loads(done.stdout)["config"] == {"file": str(config), "server": "time"}
 
 
@@ -86,13 +89,13 @@ def test_check_picks_the_one_server_of_a_file_and_lists_several(tmp_path: Path) 
 def test_vscode_servers_shape_is_accepted(tmp_path: Path) -> None:
     config = write(
         tmp_path / ".vscode" / "mcp.json",
-        {"servers": {"time": {"type": "stdio", **TIME}}, "inputs": []},
+        {"servers": {"time": {"type": "stdio", **EXTRAS}}, "inputs": []},
     )
-    assert "get_current_time" in tool_names(cli("probe", "--json", "--config", str(config), home=tmp_path))
+    assert "steps" in tool_names(cli("probe", "--json", "--config", str(config), home=tmp_path))
 
 
 def test_vscode_input_reference_is_a_clear_error_naming_the_input(tmp_path: Path) -> None:
-    entry = {"type": "stdio", **TIME, "env": {"KEY": "${input:api-key}"}}
+    entry = {"type": "stdio", **EXTRAS, "env": {"KEY": "${input:api-key}"}}
     config = write(tmp_path / "mcp.json", {"servers": {"time": entry}, "inputs": [{"id": "api-key"}]})
     done = cli("probe", "--config", str(config), home=tmp_path)
     assert done.returncode == 2
@@ -120,11 +123,11 @@ def test_claude_code_project_servers_are_taken_from_claude_json(tmp_path: Path) 
         {
             "numStartups": 7,
             "mcpServers": {"time": {"command": "/nonexistent/user-scope"}},
-            "projects": {str(project): {"mcpServers": {"time": {"type": "stdio", **TIME}}}},
+            "projects": {str(project): {"mcpServers": {"time": {"type": "stdio", **EXTRAS}}}},
         },
     )
     done = cli("probe", "--json", "--config", str(tmp_path / ".claude.json"), home=tmp_path, cwd=project)
-    assert "get_current_time" in tool_names(done)
+    assert "steps" in tool_names(done)
 
 
 # --- --config auto, config list -----------------------------------------------------------------
@@ -133,12 +136,12 @@ def test_claude_code_project_servers_are_taken_from_claude_json(tmp_path: Path) 
 def test_config_auto_takes_the_first_well_known_config_found(tmp_path: Path) -> None:
     project = tmp_path / "proj"
     write(project / ".cursor" / "mcp.json", {"mcpServers": {"demo": DEMO_ENTRY}})
-    write(tmp_path / ".codeium" / "windsurf" / "mcp_config.json", {"mcpServers": {"time": TIME}})
+    write(tmp_path / ".codeium" / "windsurf" / "mcp_config.json", {"mcpServers": {"time": EXTRAS}})
     done = cli("probe", "--json", "--config", "auto", home=tmp_path, cwd=project)
     assert "add" in tool_names(done)
     assert f"--config auto: using {project / '.cursor' / 'mcp.json'} (Cursor (project))" in done.stderr
     windsurf_only = cli("probe", "--json", "--config", "auto", home=tmp_path, cwd=tmp_path)
-    assert "get_current_time" in tool_names(windsurf_only)
+    assert "steps" in tool_names(windsurf_only)
 
 
 @pytest.mark.parametrize("where", ["claude-desktop-xdg", "vscode-settings"])
@@ -147,17 +150,17 @@ def test_config_auto_finds_the_user_level_configs(tmp_path: Path, where: str) ->
     if where == "claude-desktop-xdg":
         write(
             xdg / "Claude" / "claude_desktop_config.json",
-            {"globalShortcut": "", "mcpServers": {"time": TIME}},
+            {"globalShortcut": "", "mcpServers": {"time": EXTRAS}},
         )
     else:
         settings = xdg / "Code" / "User" / "settings.json"
         settings.parent.mkdir(parents=True)
-        entry = json.dumps({"type": "stdio", **TIME})
+        entry = json.dumps({"type": "stdio", **EXTRAS})
         settings.write_text(
             f'{{\n  // user settings\n  "editor.tabSize": 2,\n  "mcp": {{"servers": {{"time": {entry},}}}},\n}}\n'
         )
     done = cli("probe", "--json", "--config", "auto", home=tmp_path, XDG_CONFIG_HOME=str(xdg))
-    assert "get_current_time" in tool_names(done)
+    assert "steps" in tool_names(done)
     assert "--config auto: using " + str(xdg) in done.stderr
 
 
@@ -170,7 +173,7 @@ def test_config_auto_with_nothing_found_says_where_it_looked(tmp_path: Path) -> 
 
 def test_config_list_shows_each_path_and_its_servers_redacted(tmp_path: Path) -> None:
     project = tmp_path / "proj"
-    write(project / ".vscode" / "mcp.json", {"servers": {"time": {"type": "stdio", **TIME}}})
+    write(project / ".vscode" / "mcp.json", {"servers": {"time": {"type": "stdio", **EXTRAS}}})
     remote = {"serverUrl": "https://mcp.example.invalid/mcp?token=${REMOTE_TOKEN}"}
     write(tmp_path / ".codeium" / "windsurf" / "mcp_config.json", {"mcpServers": {"remote": remote}})
     write(tmp_path / ".cursor" / "mcp.json", {"mcpServers": {"bad": {"command": 3}}})
@@ -183,7 +186,7 @@ def test_config_list_shows_each_path_and_its_servers_redacted(tmp_path: Path) ->
         f"VS Code (workspace): {project / '.vscode' / 'mcp.json'}: found, 1 server (--config auto takes this one)"
         in lines
     )
-    assert any(line.startswith("  time  stdio") and "mcp_server_time" in line for line in lines)
+    assert any(line.startswith("  time  stdio") and "demo_server.py" in line for line in lines)
     assert f"Claude Code: {tmp_path / '.claude.json'}: not found" in lines
     assert f"Cursor: {tmp_path / '.cursor' / 'mcp.json'}: found, 1 problem" in lines
     assert "  mcpServers.bad.command: must be a non-empty string, not a number" in lines

@@ -20,7 +20,7 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Collection, Iterator
 from pathlib import Path
 from subprocess import PIPE
 from typing import Any
@@ -119,6 +119,22 @@ async def everything_over_http(mode: str) -> AsyncIterator[int]:
         yield port
     finally:
         await stop_server_process(process, TIMEOUT)
+
+
+@contextlib.contextmanager
+def sdk_over_http_for_module(*options: str) -> Iterator[int]:
+    """``sdk_over_http`` for a module-scoped fixture (no event loop): the server's port; it
+    is stopped on exit. For tests that leave no state in the server (its stateless mode)."""
+    argv = [sys.executable, str(SDK_FEATURES), "streamable-http", *options]
+    process = subprocess.Popen(
+        argv, stdout=PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True
+    )
+    try:
+        assert process.stdout is not None
+        yield int(process.stdout.readline().split()[1])
+    finally:
+        process.terminate()
+        process.wait(TIMEOUT)
 
 
 @contextlib.asynccontextmanager

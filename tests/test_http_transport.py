@@ -19,8 +19,9 @@ import contextlib
 import functools
 import json
 import socket
+import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from subprocess import PIPE
@@ -693,13 +694,32 @@ def test_probe_url_prints_the_report_and_fails_clearly(tmp_path: Path) -> None:
 # -- real servers --------------------------------------------------------------------------------------
 
 
-@contextlib.asynccontextmanager
-async def sdk_server(*args: str) -> AsyncIterator[int]:
-    async with port_server([sys.executable, str(SDK_SERVER), *args], stderr=PIPE, seconds=TIMEOUT) as (
-        _,
-        port,
-    ):
+@pytest.fixture(scope="module")
+def sdk_ports() -> Iterator[Callable[[tuple[str, ...]], int]]:
+    """The port of the SDK fixture server started with ``args`` (one process per ``args``
+    for the module: the tests only list and call, so both backends and both transports of a
+    mode share it; each start costs some 0.9 CPU-s of the SDK's imports)."""
+    started: dict[tuple[str, ...], tuple[subprocess.Popen[str], int]] = {}
+
+    def port(args: tuple[str, ...]) -> int:
+        if args not in started:
+            process = subprocess.Popen(
+                [sys.executable, str(SDK_SERVER), *args],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                start_new_session=True,
+            )
+            assert process.stdout is not None
+            started[args] = (process, int(process.stdout.readline().split()[1]))
+        return started[args][1]
+
+    try:
         yield port
+    finally:
+        for process, _ in started.values():
+            process.terminate()
+            process.wait(TIMEOUT)
 
 
 @pytest.mark.parametrize(
@@ -712,17 +732,19 @@ async def sdk_server(*args: str) -> AsyncIterator[int]:
         (["sse"], "/sse", "http"),
     ],
 )
-async def test_the_mcp_python_sdk_server(args: list[str], path: str, transport: str) -> None:
-    async with sdk_server(*args) as port:
-        conn = connect(ServerConfig(url=f"http://127.0.0.1:{port}{path}", transport=transport, limits=FAST))  # type: ignore[arg-type]
-        with anyio.fail_after(TIMEOUT):
-            async with conn:
-                assert conn.server_info is not None and conn.server_info.name == "sdk-http-fixture"
-                assert {tool.name for tool in await conn.mcp.list_tools()} == {"add", "echo"}
-                assert (await conn.mcp.call_tool("add", {"a": 20, "b": 22})).text == "42"
-                assert [r.uri for r in await conn.mcp.list_resources()] == ["demo://greeting"]
-                assert [p.name for p in await conn.mcp.list_prompts()] == ["greet"]
-                await conn.mcp.ping()
+async def test_the_mcp_python_sdk_server(
+    sdk_ports: Callable[[tuple[str, ...]], int], args: list[str], path: str, transport: str
+) -> None:
+    port = sdk_ports(tuple(args))
+    conn = connect(ServerConfig(url=f"http://127.0.0.1:{port}{path}", transport=transport, limits=FAST))  # type: ignore[arg-type]
+    with anyio.fail_after(TIMEOUT):
+        async with conn:
+            assert conn.server_info is not None and conn.server_info.name == "sdk-http-fixture"
+            assert {tool.name for tool in await conn.mcp.list_tools()} == {"add", "echo"}
+            assert (await conn.mcp.call_tool("add", {"a": 20, "b": 22})).text == "42"
+            assert [r.uri for r in await conn.mcp.list_resources()] == ["demo://greeting"]
+            assert [p.name for p in await conn.mcp.list_prompts()] == ["greet"]
+            await conn.mcp.ping()
 
 
 @pytest.mark.parametrize(("mode", "path"), [("streamableHttp", "/mcp"), ("sse", "/sse")])

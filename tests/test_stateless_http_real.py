@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -22,7 +23,7 @@ import pytest
 from mcpl_host import Limits, ServerConfig, connect
 from mcpl_host.limits import LimitExceeded
 
-from .test_client_features_real import FAST, SDK_FEATURES, TIMEOUT, sdk_over_http
+from .test_client_features_real import FAST, SDK_FEATURES, TIMEOUT, sdk_over_http, sdk_over_http_for_module
 
 pytestmark = pytest.mark.anyio
 
@@ -30,6 +31,14 @@ pytestmark = pytest.mark.anyio
 BASE = {"add", "ask_client", "grow", "touch"}
 VALID = {"route", *BASE}
 HOSTILE = {"bad_token", "too_many", "number_typed"}
+
+
+@pytest.fixture(scope="module")
+def header_tools_port() -> Iterator[int]:
+    """One stateless server with the header tools for the tests that only call it (a
+    stateless server keeps nothing between requests; each start costs the SDK's imports)."""
+    with sdk_over_http_for_module("--stateless", "--header-tools") as port:
+        yield port
 
 
 def rendered(stream: io.StringIO) -> list[dict[str, Any]]:
@@ -42,29 +51,29 @@ async def count(conn: Any) -> int:
 
 @pytest.mark.parametrize("transport", ["http", "streamable-http"])
 async def test_marked_parameters_reach_the_sdk_server_as_mcp_param_headers(
-    rendered_logs: io.StringIO, transport: Any
+    rendered_logs: io.StringIO, transport: Any, header_tools_port: int
 ) -> None:
-    async with sdk_over_http("--stateless", "--header-tools") as port:
-        with anyio.fail_after(TIMEOUT):
-            url = f"http://127.0.0.1:{port}/mcp"
-            async with connect(ServerConfig(url=url, transport=transport, limits=FAST)) as conn:
-                assert conn.era == "stateless"
-                # Hostile schemas: left out of tools/list, each with one warning naming it.
-                assert {tool.name for tool in await conn.mcp.list_tools()} == VALID
-                route = await conn.mcp.call_tool(
-                    "route", {"region": "us-west1", "shard": 7, "note": "Hello, 世界"}
-                )
-                assert not route.is_error, route.text
-                assert json.loads(route.text) == {
-                    "mcp-param-region": "us-west1",
-                    "mcp-param-shard": "7",
-                    "mcp-param-note": "=?base64?SGVsbG8sIOS4lueVjA==?=",
-                }
-                # An argument not given: no header (and the SDK does not expect one).
-                assert json.loads((await conn.mcp.call_tool("route", {"region": "eu"})).text) == {
-                    "mcp-param-region": "eu"
-                }
-                assert (await conn.mcp.call_tool("add", {"a": 1, "b": 2})).text == "3"
+    port = header_tools_port
+    with anyio.fail_after(TIMEOUT):
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with connect(ServerConfig(url=url, transport=transport, limits=FAST)) as conn:
+            assert conn.era == "stateless"
+            # Hostile schemas: left out of tools/list, each with one warning naming it.
+            assert {tool.name for tool in await conn.mcp.list_tools()} == VALID
+            route = await conn.mcp.call_tool(
+                "route", {"region": "us-west1", "shard": 7, "note": "Hello, 世界"}
+            )
+            assert not route.is_error, route.text
+            assert json.loads(route.text) == {
+                "mcp-param-region": "us-west1",
+                "mcp-param-shard": "7",
+                "mcp-param-note": "=?base64?SGVsbG8sIOS4lueVjA==?=",
+            }
+            # An argument not given: no header (and the SDK does not expect one).
+            assert json.loads((await conn.mcp.call_tool("route", {"region": "eu"})).text) == {
+                "mcp-param-region": "eu"
+            }
+            assert (await conn.mcp.call_tool("add", {"a": 1, "b": 2})).text == "3"
     warnings = [line for line in rendered(rendered_logs) if "x-mcp-header" in line["event"]]
     assert {line["tool"] for line in warnings} == HOSTILE
     bad = next(line for line in warnings if line["tool"] == "bad_token")
@@ -77,33 +86,35 @@ async def test_marked_parameters_reach_the_sdk_server_as_mcp_param_headers(
     assert many["reason"] == "the tool marks more than 32 parameters x-mcp-header (Limits.max_param_headers)"
 
 
-async def test_a_call_before_any_listing_is_refused_then_listed_and_sent_again() -> None:
-    async with sdk_over_http("--stateless", "--header-tools") as port:
-        with anyio.fail_after(TIMEOUT):
-            async with connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST)) as conn:
-                # Unlisted, the call carries no Mcp-Param header: the SDK answers -32020, the
-                # host lists the tools and sends the call again with the headers.
-                route = await conn.mcp.call_tool("route", {"region": "ap-south1"})
-                assert json.loads(route.text) == {"mcp-param-region": "ap-south1"}
-                assert conn.mcp.cached_tools is not None
+async def test_a_call_before_any_listing_is_refused_then_listed_and_sent_again(
+    header_tools_port: int,
+) -> None:
+    port = header_tools_port
+    with anyio.fail_after(TIMEOUT):
+        async with connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST)) as conn:
+            # Unlisted, the call carries no Mcp-Param header: the SDK answers -32020, the
+            # host lists the tools and sends the call again with the headers.
+            route = await conn.mcp.call_tool("route", {"region": "ap-south1"})
+            assert json.loads(route.text) == {"mcp-param-region": "ap-south1"}
+            assert conn.mcp.cached_tools is not None
 
 
-async def test_headers_over_the_byte_bound_fail_the_call_before_it_is_sent() -> None:
+async def test_headers_over_the_byte_bound_fail_the_call_before_it_is_sent(header_tools_port: int) -> None:
     limits = Limits(
         close_grace_seconds=2.0,
         terminate_grace_seconds=1.0,
         handshake_timeout_seconds=30.0,
         max_param_header_bytes=64,
     )
-    async with sdk_over_http("--stateless", "--header-tools") as port:
-        with anyio.fail_after(TIMEOUT):
-            async with connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits)) as conn:
-                await conn.mcp.list_tools()
-                with pytest.raises(LimitExceeded, match="max_param_header_bytes"):
-                    await conn.mcp.call_tool("route", {"region": "r" * 100})
-                assert json.loads((await conn.mcp.call_tool("route", {"region": "r"})).text) == {
-                    "mcp-param-region": "r"
-                }
+    port = header_tools_port
+    with anyio.fail_after(TIMEOUT):
+        async with connect(ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=limits)) as conn:
+            await conn.mcp.list_tools()
+            with pytest.raises(LimitExceeded, match="max_param_header_bytes"):
+                await conn.mcp.call_tool("route", {"region": "r" * 100})
+            assert json.loads((await conn.mcp.call_tool("route", {"region": "r"})).text) == {
+                "mcp-param-region": "r"
+            }
 
 
 async def test_the_handshake_era_mirrors_nothing_and_lists_every_tool() -> None:
