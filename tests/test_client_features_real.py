@@ -20,7 +20,7 @@ import re
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Collection, Iterator
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from pathlib import Path
 from subprocess import PIPE
 from typing import Any
@@ -229,6 +229,22 @@ async def test_sdk_server_over_stdio_in_each_era(tmp_path: Path, protocol: Any, 
             await conn.mcp.ping()
 
 
+@pytest.fixture(scope="module")
+def sdk_http_ports() -> Iterator[Callable[[tuple[str, ...]], int]]:
+    """The port of the fixture over Streamable HTTP with ``options``, one process per
+    ``options`` for the module (the tests that take it list, call and ask, which leaves no
+    state in the server; each start costs the SDK's imports)."""
+    with contextlib.ExitStack() as stack:
+        ports: dict[tuple[str, ...], int] = {}
+
+        def port(options: tuple[str, ...]) -> int:
+            if options not in ports:
+                ports[options] = stack.enter_context(sdk_over_http_for_module(*options))
+            return ports[options]
+
+        yield port
+
+
 @pytest.mark.parametrize(
     "options",
     [
@@ -238,24 +254,24 @@ async def test_sdk_server_over_stdio_in_each_era(tmp_path: Path, protocol: Any, 
     ],
 )
 async def test_sdk_server_over_streamable_http_speaks_the_stateless_revision(
-    tmp_path: Path, options: list[str]
+    tmp_path: Path, options: list[str], sdk_http_ports: Callable[[tuple[str, ...]], int]
 ) -> None:
     handlers, _, _ = served(tmp_path)
-    async with sdk_over_http(*options) as port:
-        with anyio.fail_after(TIMEOUT):
-            async with connect(
-                ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST), handlers=handlers
-            ) as conn:
-                assert conn.era == "stateless"
-                assert {tool.name for tool in await conn.mcp.list_tools()} == {
-                    "add",
-                    "ask_client",
-                    "grow",
-                    "touch",
-                }
-                assert (await conn.mcp.call_tool("add", {"a": 1, "b": 2})).text == "3"
-                _asked((await conn.mcp.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
-                await conn.mcp.ping()
+    port = sdk_http_ports(tuple(options))
+    with anyio.fail_after(TIMEOUT):
+        async with connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=FAST), handlers=handlers
+        ) as conn:
+            assert conn.era == "stateless"
+            assert {tool.name for tool in await conn.mcp.list_tools()} == {
+                "add",
+                "ask_client",
+                "grow",
+                "touch",
+            }
+            assert (await conn.mcp.call_tool("add", {"a": 1, "b": 2})).text == "3"
+            _asked((await conn.mcp.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
+            await conn.mcp.ping()
 
 
 async def test_sdk_server_over_streamable_http_in_the_handshake_era(tmp_path: Path) -> None:

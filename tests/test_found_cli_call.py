@@ -33,7 +33,7 @@ def call_within(args: list[str], seconds: float) -> subprocess.CompletedProcess[
     """Run ``mcpl-host call`` (``args``): it must end within ``seconds`` (else it was still
     checking the arguments) and without a traceback."""
     try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=seconds)
+        done = forkserver.run(args, capture_output=True, text=True, timeout=seconds)
     except subprocess.TimeoutExpired:
         pytest.fail(f"mcpl-host call was still checking the arguments after {seconds} s")
     assert "Traceback" not in done.stderr
