@@ -285,13 +285,40 @@ async def run_async(
     return await anyio.to_thread.run_sync(lambda: run(argv, env=env, timeout=timeout, text=False))
 
 
+#: What a run imports beyond the commands' modules (the event loop's backend, the logging
+#: configuration, rich's pieces for tracebacks and tables): imported once here, not per run.
+PRELOADED = (
+    "mcpl_host.check.cli",
+    "mcpl_host.cli",
+    "mcpl_host.cli_call",
+    "mcpl_host.cli_config",
+    "mcpl_host.cli_list",
+    "mcpl_host.shell.cli",
+    "anyio._backends._asyncio",
+    "anyio.streams.stapled",
+    "anyio.streams.tls",
+    "anyio.to_thread",
+    "difflib",
+    "rich._emoji_codes",
+    "rich.columns",
+    "rich.pretty",
+    "rich.syntax",
+    "rich.traceback",
+    "structlog",
+    "structlog.dev",
+    "structlog.processors",
+    "structlog.stdlib",
+    "structlog.testing",
+)
+
+
 if __name__ == "__main__":
+    import importlib
+
     sys.path[0] = os.getcwd()  # as for ``python -m``: the working directory, not tests/
-    import mcpl_host.check.cli
+    for name in PRELOADED:
+        importlib.import_module(name)
     import mcpl_host.cli
-    import mcpl_host.cli_call
-    import mcpl_host.cli_list
-    import mcpl_host.shell.cli  # noqa: F401  (each command's module, imported once here)
 
     argv = _serve(int(sys.argv[1]))
     mcpl_host.cli.main(args=argv, prog_name="mcpl-host")
