@@ -262,6 +262,49 @@ def run(
     return subprocess.CompletedProcess(list(argv), status, stdout, stderr)
 
 
+class Forked:
+    """A forked run as ``subprocess.Popen`` gives one with ``stdout`` and ``stderr`` piped in
+    text mode (what the tests that act mid-run use: the streams, ``pid``, ``send_signal``,
+    ``poll``, ``wait``, ``kill``, ``returncode``)."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+        assert list(argv[: len(CLI)]) == CLI, argv
+        self.args = list(argv)
+        stdin = os.dup(0)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            self.pid = SERVER.spawn(
+                argv[len(CLI) :], os.environ if env is None else env, os.getcwd(), [stdin, out_w, err_w]
+            )
+        finally:
+            for fd in (stdin, out_w, err_w):
+                os.close(fd)
+        encoding = locale.getpreferredencoding(False)
+        self.stdout = open(out_r, encoding=encoding)  # noqa: SIM115 (closed with the run)
+        self.stderr = open(err_r, encoding=encoding)  # noqa: SIM115
+        self.returncode: int | None = None
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = SERVER.wait(self.pid, 0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = SERVER.wait(self.pid, timeout)
+            if self.returncode is None:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self.returncode
+
+
 def _feed(fd: int, data: bytes) -> None:
     with os.fdopen(fd, "wb") as stream:
         try:

@@ -77,12 +77,11 @@ def initialize_reply(capabilities: dict[str, Any] | None = None, version: str = 
 
 
 class Running:
-    """The CLI as a running child whose stdout and stderr lines are pumped into queues."""
+    """The CLI as a running child (forked, ``forkserver.Forked``) whose stdout and stderr lines
+    are pumped into queues."""
 
     def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+        self.process = forkserver.Forked([*CLI, *args])
         self.lines: dict[str, queue.Queue[str | None]] = {}
         self.seen: dict[str, list[str]] = {"stdout": [], "stderr": []}
         for name in ("stdout", "stderr"):
