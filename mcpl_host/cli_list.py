@@ -135,12 +135,23 @@ def _list_command(
     )
 
 
-def _command(short_help: str, epilog: str) -> Callable[[Callable[..., Any]], click.Command]:
+#: The listing commands' exit statuses, shown after each one's examples.
+_EXIT_STATUS = """\b
+Exit status:
+  0    listed
+  1    a list was answered with an error (what was listed is still shown), or the
+       server failed (did not start, exited, timed out)
+  2    usage or configuration error
+  130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)"""
+
+
+def _command(short_help: str, examples: str) -> Callable[[Callable[..., Any]], click.Command]:
+    """A listing command: ``examples`` and the exit statuses as its help's epilog."""
     return click.command(
         cls=ServerCommandLast,
         context_settings={"max_content_width": 100},
         short_help=short_help,
-        epilog=epilog,
+        epilog=f"{examples}\n\n{_EXIT_STATUS}",
     )
 
 
@@ -180,13 +191,6 @@ def tools(ctx: click.Context, /, as_json: bool, schemas: bool, **options: Any) -
     A name is never cut nor split: on a terminal too narrow for a table that keeps every
     name whole, each tool is shown as a block, its name alone on its line.
 
-    \b
-    Exit status:
-      0    listed
-      1    a list was answered with an error (what was listed is still shown), or the
-           server failed (did not start, exited, timed out)
-      2    usage or configuration error
-      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
     _list_command(ctx, options, "tools", as_json, schemas)
 
@@ -211,13 +215,6 @@ def resources(ctx: click.Context, /, as_json: bool, **options: Any) -> None:
     terminal too narrow for a table that keeps every URI whole, each resource is shown as
     a block, its URI alone on its line.
 
-    \b
-    Exit status:
-      0    listed
-      1    a list was answered with an error (what was listed is still shown), or the
-           server failed (did not start, exited, timed out)
-      2    usage or configuration error
-      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
     _list_command(ctx, options, "resources", as_json, False)
 
@@ -237,12 +234,5 @@ def prompts(ctx: click.Context, /, as_json: bool, **options: Any) -> None:
     """List the prompts of a server (prompts/list, every page): name, description and
     arguments (* required).
 
-    \b
-    Exit status:
-      0    listed
-      1    a list was answered with an error (what was listed is still shown), or the
-           server failed (did not start, exited, timed out)
-      2    usage or configuration error
-      130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
     _list_command(ctx, options, "prompts", as_json, False)

@@ -121,6 +121,7 @@ __all__ = [
     "HostConfig",
     "ServerConfig",
     "default_server_name",
+    "key_location",
     "load_config",
     "parse_config",
     "read_config_json",
@@ -705,7 +706,7 @@ def parse_config(
         for key in data:
             close = _close_matches(key, SECTIONS, cutoff=0.8)
             if key not in SECTIONS and close:
-                p.add(_at("", key), f'unknown key; did you mean "{close[0]}"?')
+                p.add(key_location("", key), f'unknown key; did you mean "{close[0]}"?')
         if not any(section in data for section in SECTIONS):
             p.add("", 'no "mcpServers" object: the servers go in {"mcpServers": {name: {...}}}')
         where: dict[str, str] = {}
@@ -716,7 +717,7 @@ def parse_config(
                 if not isinstance(name, str):
                     p.add(section, f"a server name must be a string, not {_kind(name)}")
                     continue
-                loc = _at(section, name)
+                loc = key_location(section, name)
                 if not name:
                     p.add(loc, "a server name must not be empty")
                 if name in where:
@@ -738,7 +739,9 @@ def _close_matches(word: str, candidates: Sequence[str], cutoff: float = 0.6) ->
     return [found] if found is not None else []
 
 
-def _at(loc: str, key: str | int) -> str:
+def key_location(loc: str, key: str | int) -> str:
+    """Where ``key`` of the value at ``loc`` is: ``loc.key``, ``loc[0]`` or ``loc["odd key"]``
+    (how every config problem is located)."""
     if isinstance(key, int):
         return f"{loc}[{key}]"
     if _PLAIN_KEY.fullmatch(key):
@@ -796,13 +799,14 @@ class _Problems:
         if value is _ABSENT or self.typed(value, loc, lambda v: is_object(v), expected) is None:
             return None
         for key in getattr(value, "repeated", ()):
-            self.add(_at(loc, key), "this key appears more than once in the same object")
+            self.add(key_location(loc, key), "this key appears more than once in the same object")
         if known is not None:
             for key in value:
                 if key not in known:
                     close = _close_matches(key, sorted(known))
                     self.add(
-                        _at(loc, key), "unknown key" + (f'; did you mean "{close[0]}"?' if close else "")
+                        key_location(loc, key),
+                        "unknown key" + (f'; did you mean "{close[0]}"?' if close else ""),
                     )
         return cast("dict[str, Any]", value)
 
@@ -818,7 +822,8 @@ class _Problems:
         if self.typed(value, loc, lambda v: is_array(v), "an array of strings") is None:
             return None
         good = [
-            self.typed(v, _at(loc, i), lambda v: isinstance(v, str), "a string") for i, v in enumerate(value)
+            self.typed(v, key_location(loc, i), lambda v: isinstance(v, str), "a string")
+            for i, v in enumerate(value)
         ]
         return tuple(good) if None not in good else None
 
@@ -826,7 +831,8 @@ class _Problems:
         if self.obj(value, loc, "an object of strings") is None:
             return None
         good = {
-            k: self.typed(v, _at(loc, k), lambda v: isinstance(v, str), "a string") for k, v in value.items()
+            k: self.typed(v, key_location(loc, k), lambda v: isinstance(v, str), "a string")
+            for k, v in value.items()
         }
         return good if None not in good.values() else None
 
@@ -834,10 +840,10 @@ class _Problems:
         if value is _ABSENT or self.typed(value, loc, lambda v: is_array(v), "an array") is None:
             return ()
         for i, pattern in enumerate(value):
-            if self.string(pattern, _at(loc, i)):
+            if self.string(pattern, key_location(loc, i)):
                 problem = pattern_problem(pattern)
                 if problem is not None:
-                    self.add(_at(loc, i), problem)
+                    self.add(key_location(loc, i), problem)
         return tuple(value)
 
 
@@ -853,7 +859,7 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
         for key in [key for key in entry if key in _KEYS and _KEYS[key][2] in inactive_groups]:
             if not explicit or (key == "tokenIn" and transport in HTTP_TRANSPORTS):
                 p.add(
-                    _at(loc, key),
+                    key_location(loc, key),
                     f"applies only to {_group_name(_KEYS[key][2])} servers, and this one is {transport}",
                 )
     required = "command" if transport == "stdio" else "url"
@@ -862,14 +868,14 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
     kw: dict[str, Any] = {"name": name, "transport": transport}
     for key, (attr, reader, _) in _KEYS.items():
         if reader and key in entry:
-            kw[attr] = getattr(p, reader)(entry[key], _at(loc, key))
+            kw[attr] = getattr(p, reader)(entry[key], key_location(loc, key))
     if kw.get("command"):
         kw["command"] = str(base_dir / kw["command"]) if _relative(kw["command"]) else kw["command"]
     if kw.get("args"):
         kw["args"] = tuple(str(base_dir / arg) if _relative(arg) else arg for arg in kw["args"])
     if kw.get("cwd"):
         if kw["cwd"].startswith("~"):
-            p.add(_at(loc, "cwd"), '"~" is not expanded; write the path in full')
+            p.add(key_location(loc, "cwd"), '"~" is not expanded; write the path in full')
         kw["cwd"] = str(base_dir / kw["cwd"])
     schemes = ("http", "https") if transport in HTTP_TRANSPORTS else ("ws", "wss", "mcpl")
     url: str | None = kw.get("url")  # read by _Parse.string
@@ -881,30 +887,30 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
         pass  # resolved by ServerConfig: MCPL §18.1.1's rules, each named
     elif scheme not in schemes:  # the URL itself is never shown: it may hold a token
         why = f'its scheme is "{scheme}"' if scheme else "it has no scheme"
-        p.add(_at(loc, "url"), f"must be {wanted}; {why}")
+        p.add(key_location(loc, "url"), f"must be {wanted}; {why}")
     elif not host:
-        p.add(_at(loc, "url"), f"must be {wanted}; it has no host")
+        p.add(key_location(loc, "url"), f"must be {wanted}; it has no host")
     if "tokenIn" in entry:
         kw["token_in"] = p.typed(
             entry["tokenIn"],
-            _at(loc, "tokenIn"),
+            key_location(loc, "tokenIn"),
             lambda v: v in ("header", "query"),
             '"header" or "query"',
             show=True,
         )
         if "token" not in entry:
-            p.add(_at(loc, "tokenIn"), 'has no effect without "token"')
+            p.add(key_location(loc, "tokenIn"), 'has no effect without "token"')
     if "mcpOnlyFallback" in entry and not (url is not None and is_mcpl_uri(url)):
-        p.add(_at(loc, "mcpOnlyFallback"), 'applies only to an "mcpl://" url (MCPL §18.5)')
+        p.add(key_location(loc, "mcpOnlyFallback"), 'applies only to an "mcpl://" url (MCPL §18.5)')
     for i, secret in enumerate(kw.get("secrets") or ()):
         if len(secret) < MIN_SECRET_CHARS:
             p.add(
-                _at(_at(loc, "secrets"), i),
+                key_location(key_location(loc, "secrets"), i),
                 f"is shorter than {MIN_SECRET_CHARS} characters, so it would not be redacted",
             )
     kw["grant_policy"] = GrantPolicy(
-        p.patterns(entry.get("grant", _ABSENT), _at(loc, "grant")),
-        p.patterns(entry.get("deny", _ABSENT), _at(loc, "deny")),
+        p.patterns(entry.get("grant", _ABSENT), key_location(loc, "grant")),
+        p.patterns(entry.get("deny", _ABSENT), key_location(loc, "deny")),
         bool(kw.pop("grant_all_advertised", False)),
         bool(kw.pop("ignore_injections", False)),
     )
@@ -912,35 +918,37 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
     for key, choices in (("compat", COMPAT_SETTINGS), ("protocol", PROTOCOL_CHOICES)):
         if key in entry:
             wanted = " or ".join(", ".join(f'"{c}"' for c in choices).rsplit(", ", 1))
-            value = p.typed(entry[key], _at(loc, key), choices.__contains__, wanted, show=True)
+            value = p.typed(entry[key], key_location(loc, key), choices.__contains__, wanted, show=True)
             if value is not None:
                 kw[key] = value
     if "toolClasses" in entry:
-        kw["tool_classes"] = _tool_classes(entry["toolClasses"], _at(loc, "toolClasses"), p)
+        kw["tool_classes"] = _tool_classes(entry["toolClasses"], key_location(loc, "toolClasses"), p)
     if "toolLifecycle" in entry:
-        kw["tool_lifecycle"] = _tool_lifecycle(entry["toolLifecycle"], _at(loc, "toolLifecycle"), p)
-    kw["feature_set_policy"] = _feature_sets(entry.get("featureSets", _ABSENT), _at(loc, "featureSets"), p)
+        kw["tool_lifecycle"] = _tool_lifecycle(entry["toolLifecycle"], key_location(loc, "toolLifecycle"), p)
+    kw["feature_set_policy"] = _feature_sets(
+        entry.get("featureSets", _ABSENT), key_location(loc, "featureSets"), p
+    )
     kw["limits"] = _limits(entry, loc, p)
-    kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), _at(loc, "restart"), p)
+    kw["restart_policy"] = _restart(entry.get("restart", _ABSENT), key_location(loc, "restart"), p)
     if len(p.problems) > before or transport is None:
         return None
     inactive = {attr for attr, _, group in _KEYS.values() if group in inactive_groups}
     try:
         return ServerConfig(**{k: v for k, v in kw.items() if k not in inactive})
     except ValueError as exc:  # an unusable token or header: the message holds none of them
-        p.add(_at(loc, "url") if isinstance(exc, EndpointURIError) else loc, str(exc))
+        p.add(key_location(loc, "url") if isinstance(exc, EndpointURIError) else loc, str(exc))
         return None
 
 
 def _transport(entry: Mapping[str, object], loc: str, p: _Problems) -> Transport | None:
     if "transport" in entry and "type" in entry:
-        p.add(_at(loc, "type"), 'give "transport" or "type", not both')
+        p.add(key_location(loc, "type"), 'give "transport" or "type", not both')
         return None
     key = "transport" if "transport" in entry else "type"
     if key in entry:
         named = p.typed(
             entry[key],
-            _at(loc, key),
+            key_location(loc, key),
             lambda v: v in TRANSPORTS,
             '"stdio", "websocket", "http", "streamable-http" or "sse"',
             show=True,
@@ -958,7 +966,9 @@ def _transport(entry: Mapping[str, object], loc: str, p: _Problems) -> Transport
             return "http"
         if scheme not in ("ws", "wss", "mcpl"):
             why = f'its scheme is "{scheme}"' if scheme else "it has no scheme"
-            p.add(_at(loc, "url"), f"must be a ws://, wss://, mcpl://, http:// or https:// URL; {why}")
+            p.add(
+                key_location(loc, "url"), f"must be a ws://, wss://, mcpl://, http:// or https:// URL; {why}"
+            )
             return None
         return "websocket"
     p.add(loc, 'needs "command" (a stdio server) or "url" (a websocket or HTTP server)')
@@ -994,14 +1004,17 @@ def _tool_classes(value: object, loc: str, p: _Problems) -> dict[str, tuple[str,
     block = p.obj(value, loc, "an object of tool names to arrays of classes") or {}
     table: dict[str, tuple[str, ...]] = {}
     for name, classes in block.items():
-        where = _at(loc, name)
+        where = key_location(loc, name)
         listed = p.strings(classes, where)
         if listed is None:
             continue
         for i, item in enumerate(listed):
             if item not in TOOL_CLASSES:
                 close = _close_matches(item, list(TOOL_CLASSES))
-                p.add(_at(where, i), "not a tool class" + (f'; did you mean "{close[0]}"?' if close else ""))
+                p.add(
+                    key_location(where, i),
+                    "not a tool class" + (f'; did you mean "{close[0]}"?' if close else ""),
+                )
         table[name] = listed
     return table
 
@@ -1018,34 +1031,39 @@ def _narrowing(value: object, loc: str, p: _Problems) -> Narrowing | None:
     )
     if block is None:
         return None
-    tools = p.strings(block["tools"], _at(loc, "tools")) if "tools" in block else None
+    tools = p.strings(block["tools"], key_location(loc, "tools")) if "tools" in block else None
     conversations = (
-        p.strings(block["conversations"], _at(loc, "conversations")) if "conversations" in block else None
+        p.strings(block["conversations"], key_location(loc, "conversations"))
+        if "conversations" in block
+        else None
     )
     classes: tuple[str, ...] | None = None
     if block.get("classes") == "default":
         classes = DEFAULT_INPUTS_CLASSES
     elif "classes" in block:
-        classes = p.strings(block["classes"], _at(loc, "classes"))
+        classes = p.strings(block["classes"], key_location(loc, "classes"))
         for i, item in enumerate(classes or ()):
             if item not in TOOL_CLASSES:
-                p.add(_at(_at(loc, "classes"), i), 'not a tool class (or "default" for the whole list)')
+                p.add(
+                    key_location(key_location(loc, "classes"), i),
+                    'not a tool class (or "default" for the whole list)',
+                )
     return Narrowing(tools=tools, classes=classes, conversations=conversations)
 
 
 def _tool_lifecycle(value: object, loc: str, p: _Problems) -> ToolLifecyclePolicy:
     """The ``toolLifecycle`` key: ``{"observe": narrowing, "inputs": narrowing}``."""
     block = p.obj(value, loc, "an object with observe and inputs", known=("observe", "inputs")) or {}
-    observe = _narrowing(block["observe"], _at(loc, "observe"), p) if "observe" in block else None
-    inputs = _narrowing(block["inputs"], _at(loc, "inputs"), p) if "inputs" in block else None
+    observe = _narrowing(block["observe"], key_location(loc, "observe"), p) if "observe" in block else None
+    inputs = _narrowing(block["inputs"], key_location(loc, "inputs"), p) if "inputs" in block else None
     return ToolLifecyclePolicy(observe=observe, inputs=inputs)
 
 
 def _feature_sets(value: object, loc: str, p: _Problems) -> FeatureSetPolicy:
     block = p.obj(value, loc, known=("enabled", "disabled")) or {}
     enabled = block.get("enabled")
-    enabled = p.strings(enabled, _at(loc, "enabled")) if enabled is not None else None
-    disabled = p.strings(block["disabled"], _at(loc, "disabled")) if "disabled" in block else ()
+    enabled = p.strings(enabled, key_location(loc, "enabled")) if enabled is not None else None
+    disabled = p.strings(block["disabled"], key_location(loc, "disabled")) if "disabled" in block else ()
     return FeatureSetPolicy(enabled=enabled, disabled=disabled or ())
 
 
@@ -1054,10 +1072,10 @@ def _limits(entry: Mapping[str, object], loc: str, p: _Problems) -> Limits:
     ``limits`` (each field given once; values per ``limits.limit_problem``)."""
     changes: JSONObject = {}
     given_at: dict[str, str] = {}  # field -> where the entry sets it
-    block = p.obj(entry.get("timeouts", _ABSENT), _at(loc, "timeouts"), known=_TIMEOUTS) or {}
+    block = p.obj(entry.get("timeouts", _ABSENT), key_location(loc, "timeouts"), known=_TIMEOUTS) or {}
     for key in (key for key in block if key in _TIMEOUTS):
         attr, zero_ok = _TIMEOUTS[key]
-        given_at[attr] = _at(_at(loc, "timeouts"), key)
+        given_at[attr] = key_location(key_location(loc, "timeouts"), key)
         changes[attr] = p.typed(
             block[key],
             given_at[attr],
@@ -1066,7 +1084,7 @@ def _limits(entry: Mapping[str, object], loc: str, p: _Problems) -> Limits:
             show=True,
         )
     if "maxLineBytes" in entry:
-        given_at["max_line_bytes"] = _at(loc, "maxLineBytes")
+        given_at["max_line_bytes"] = key_location(loc, "maxLineBytes")
         changes["max_line_bytes"] = p.typed(
             entry["maxLineBytes"],
             given_at["max_line_bytes"],
@@ -1074,16 +1092,16 @@ def _limits(entry: Mapping[str, object], loc: str, p: _Problems) -> Limits:
             "a positive whole number of bytes",
             show=True,
         )
-    where = _at(loc, "limits")
+    where = key_location(loc, "limits")
     block = p.obj(entry.get("limits", _ABSENT), where, "an object of Limits fields", known=CONFIG_KEYS) or {}
     for key in (key for key in block if key in CONFIG_KEYS):
         attr, value = CONFIG_KEYS[key], block[key]
         if attr in given_at:
-            p.add(_at(where, key), f"is also given as {given_at[attr]}; give it once")
+            p.add(key_location(where, key), f"is also given as {given_at[attr]}; give it once")
             continue
         problem = limit_problem(attr, value)
         if problem is not None:
-            p.add(_at(where, key), f"{problem}, not {_kind(value, show=True)}")
+            p.add(key_location(where, key), f"{problem}, not {_kind(value, show=True)}")
             continue
         changes[attr] = value
     valid = {attr: value for attr, value in changes.items() if limit_problem(attr, value) is None}
@@ -1096,8 +1114,8 @@ def _restart(value: object, loc: str, p: _Problems) -> RestartPolicy:
     problems = restart_policy_problems(values)
     for key, attr in _RESTART.items():
         if attr in problems and key in block:
-            p.add(_at(loc, key), f"{problems[attr]}, not {_kind(block[key], show=True)}")
+            p.add(key_location(loc, key), f"{problems[attr]}, not {_kind(block[key], show=True)}")
         elif attr in problems:  # a rule between keys, broken by this key's default
             default = RestartPolicy.__dataclass_fields__[attr].default
-            p.add(_at(loc, key), f"{problems[attr]}; it is {default:g} by default")
+            p.add(key_location(loc, key), f"{problems[attr]}; it is {default:g} by default")
     return RestartPolicy(**values) if not problems else RestartPolicy()

@@ -60,6 +60,7 @@ from mcpl_host.config import (
     ConfigProblem,
     HostConfig,
     ServerConfig,
+    key_location,
     parse_config,
     read_config_json,
 )
@@ -97,7 +98,6 @@ MAX_NAMES_SHOWN = 20
 _EXPANDED = ("command", "args", "env", "url", "serverUrl", "headers", "cwd")
 _REFERENCE = re.compile(r"\$\{([^{}]*)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 #: The variables that are not the environment's, and their values.
 _PLACES: dict[str, Callable[[Place], str]] = {
     "workspaceFolder": lambda place: place.cwd,
@@ -136,17 +136,6 @@ class Converted:
     #: Problems found while converting (located in the file's shape); ``parse_any_config``
     #: lists them with ``parse_config``'s.
     problems: tuple[ConfigProblem, ...] = ()
-
-
-def _at(loc: str, key: str | int) -> str:
-    """``loc.key``, ``loc[0]`` or ``loc["odd key"]``, as ``mcpl_host.config`` locates."""
-    import json
-
-    if isinstance(key, int):
-        return f"{loc}[{key}]"
-    if _PLAIN_KEY.fullmatch(key):
-        return f"{loc}.{key}" if loc else key
-    return f"{loc}[{json.dumps(key, ensure_ascii=False)}]"
 
 
 def names_phrase(names: list[str], limit: int = MAX_NAMES_SHOWN) -> str:
@@ -227,19 +216,19 @@ def _expanded_entry(
     out = dict(entry)
     for key in _EXPANDED:
         value = out.get(key)
-        where = _at(loc, key)
+        where = key_location(loc, key)
         if isinstance(value, str):
             out[key] = expand(value, place, where, problems, found)
         elif is_array(value):
             out[key] = [
-                expand(v, place, _at(where, i), problems, found) if isinstance(v, str) else v
+                expand(v, place, key_location(where, i), problems, found) if isinstance(v, str) else v
                 for i, v in enumerate(value)
             ]
         elif is_object(value):
             copied = copy.copy(value)  # keeps the repeated keys parse_config reports
             for k, v in value.items():
                 if isinstance(v, str):
-                    copied[k] = expand(v, place, _at(where, k), problems, found)
+                    copied[k] = expand(v, place, key_location(where, k), problems, found)
             out[key] = copied
     kept = [value for value in dict.fromkeys(found) if len(value) >= MIN_SECRET_CHARS]
     if kept:
@@ -278,17 +267,21 @@ def _entry(entry: object, loc: str, place: Place, problems: list[ConfigProblem])
         return entry
     out: dict[str, Any] = {k: v for k, v in entry.items() if k not in EDITOR_ONLY_KEYS}
     problems.extend(
-        ConfigProblem(_at(loc, key), "this key appears more than once in the same object")
+        ConfigProblem(key_location(loc, key), "this key appears more than once in the same object")
         for key in getattr(entry, "repeated", ())
     )
     if "serverUrl" in out:
         if "url" in out:
-            problems.append(ConfigProblem(_at(loc, "serverUrl"), 'give "url" or "serverUrl", not both'))
+            problems.append(
+                ConfigProblem(key_location(loc, "serverUrl"), 'give "url" or "serverUrl", not both')
+            )
         out["url"] = out.pop("serverUrl")
     if "envFile" in out:
         del out["envFile"]
         problems.append(
-            ConfigProblem(_at(loc, "envFile"), 'is not read by mcpl-host: put the variables in "env"')
+            ConfigProblem(
+                key_location(loc, "envFile"), 'is not read by mcpl-host: put the variables in "env"'
+            )
         )
     return _expanded_entry(out, place, loc, problems)
 
@@ -301,7 +294,7 @@ def to_host_shape(data: object, place: Place) -> Converted:
     if shape is None or not is_object(data):  # parse_config says what is wrong, near misses too
         return Converted(data, None)
     problems: list[ConfigProblem] = [
-        ConfigProblem(_at("", key), "this key appears more than once in the same object")
+        ConfigProblem(key_location("", key), "this key appears more than once in the same object")
         for key in getattr(data, "repeated", ())
     ]
     sections: list[tuple[str, object]] = []
@@ -315,7 +308,9 @@ def to_host_shape(data: object, place: Place) -> Converted:
         projects: dict[str, Any] = data["projects"]
         key = place.cwd.rstrip("/") or "/"
         if key in projects and is_object(projects[key]) and "mcpServers" in projects[key]:
-            sections.append((_at(_at("projects", key), "mcpServers"), projects[key]["mcpServers"]))
+            sections.append(
+                (key_location(key_location("projects", key), "mcpServers"), projects[key]["mcpServers"])
+            )
         if "mcpServers" in data:
             sections.append(("mcpServers", data["mcpServers"]))
     servers: dict[str, Any] = {}
@@ -328,7 +323,7 @@ def to_host_shape(data: object, place: Place) -> Converted:
             continue
         for key in getattr(block, "repeated", ()):
             problems.append(
-                ConfigProblem(_at(prefix, key), "this key appears more than once in the same object")
+                ConfigProblem(key_location(prefix, key), "this key appears more than once in the same object")
             )
         target = ours if prefix == "mcplServers" else servers
         for name, entry in block.items():
@@ -339,8 +334,8 @@ def to_host_shape(data: object, place: Place) -> Converted:
                 if prefix == "mcplServers":  # parse_config names the clash
                     target[name] = entry
                     continue
-            locations[name] = _at(prefix, name)
-            target[name] = _entry(entry, _at(prefix, name), place, problems)
+            locations[name] = key_location(prefix, name)
+            target[name] = _entry(entry, key_location(prefix, name), place, problems)
     converted: dict[str, Any] = {}
     if shape == "mcp":  # other keys: parse_config's near-miss hints ("mcpServer")
         converted.update((k, v) for k, v in data.items() if k not in ("mcpServers", "mcplServers"))
@@ -353,7 +348,7 @@ def to_host_shape(data: object, place: Place) -> Converted:
 def _relocated(problem: ConfigProblem, locations: Mapping[str, str]) -> ConfigProblem:
     """``problem`` located in the file's own shape (``mcpServers.x...`` -> ``servers.x...``)."""
     for name, where in locations.items():
-        ours = _at("mcpServers", name)
+        ours = key_location("mcpServers", name)
         if problem.location == ours or problem.location.startswith((ours + ".", ours + "[")):
             return ConfigProblem(where + problem.location[len(ours) :], problem.message)
     return problem

@@ -64,20 +64,28 @@ def _config(name: str, *, on: bool, limits: Any = LIMITS) -> ServerConfig:
     )
 
 
-async def _open(conn: ServerConnection, stream_id: str, message_id: str) -> dict[str, Any]:
-    """Open a stream on the lobby for alice; its envelope for the later calls."""
+async def _open_call(
+    conn: ServerConnection, stream_id: str, message_id: str, sender: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], int]:
+    """Ask to open a stream on the lobby for ``sender`` (alice): the answer as sent and the
+    ``startedAt`` given (milliseconds since the epoch)."""
     now = int(time.time() * 1000)
     params = {
         "streamId": stream_id,
         "channelId": "voice:lobby",
         "messageId": message_id,
-        "sender": {"id": "alice"},
+        "sender": sender or {"id": "alice"},
         "contentType": "text/plain",
         "startedAt": now,
         "expiresAt": now + 30_000,
     }
-    lease = (await _call(conn, "channels/input/open", params))["result"]
-    return _envelope(stream_id, lease, now)
+    return await _call(conn, "channels/input/open", params), now
+
+
+async def _open(conn: ServerConnection, stream_id: str, message_id: str) -> dict[str, Any]:
+    """Open a stream on the lobby for alice; its envelope for the later calls."""
+    answer, now = await _open_call(conn, stream_id, message_id)
+    return _envelope(stream_id, answer["result"], now)
 
 
 def _envelope(stream_id: str, lease: dict[str, Any], started_at: int) -> dict[str, Any]:
@@ -123,20 +131,7 @@ async def test_ordinary_incoming_and_streams_share_one_message_key(anyio_backend
             done = await _call(conn, "channels/input/complete", {**envelope, "revision": 1, "text": "spoken"})
             committed = await _incoming(conn, "m1")
             typed = await _incoming(conn, "m2")
-            now = int(time.time() * 1000)
-            reopened = await _call(
-                conn,
-                "channels/input/open",
-                {
-                    "streamId": "u2",
-                    "channelId": "voice:lobby",
-                    "messageId": "m2",
-                    "sender": {"id": "alice"},
-                    "contentType": "text/plain",
-                    "startedAt": now,
-                    "expiresAt": now + 30_000,
-                },
-            )
+            reopened, _ = await _open_call(conn, "u2", "m2")
     assert held == {"messageId": "m1", "accepted": False, "reason": "duplicate"}
     assert done["result"]["status"] == "completed"
     assert committed == {"messageId": "m1", "accepted": False, "reason": "duplicate"}
@@ -207,20 +202,7 @@ async def test_provisional_updates_are_events_and_the_final_one_ordinary_message
             assert conn.policy.state.grant is not None
             assert conn.policy.state.grant.allows("channels.incoming.streaming")
             await conn.mcp.call_tool("input_channels", {"channels": [LOBBY]})
-            now = int(time.time() * 1000)
-            opened = await _call(
-                conn,
-                "channels/input/open",
-                {
-                    "streamId": "u1",
-                    "channelId": "voice:lobby",
-                    "messageId": "u1-final",
-                    "sender": {"id": "alice", "name": "Alice"},
-                    "contentType": "text/plain",
-                    "startedAt": now,
-                    "expiresAt": now + 30_000,
-                },
-            )
+            opened, now = await _open_call(conn, "u1", "u1-final", {"id": "alice", "name": "Alice"})
             lease = opened["result"]
             assert lease["transportEpoch"] == "epoch-1" and lease["mode"] == "volatile"
             envelope = _envelope("u1", lease, now)
