@@ -29,7 +29,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 #: What a test names the CLI by (its ``args`` in a ``CompletedProcess``).
 CLI = [sys.executable, "-m", "mcpl_host.cli"]
@@ -225,38 +225,29 @@ def run(
     Raises ``subprocess.TimeoutExpired`` (the child killed) after ``timeout`` seconds.
     """
     assert capture_output, "a forked run always captures stdout and stderr"
-    assert list(argv[: len(CLI)]) == CLI, argv
-    args = list(argv[len(CLI) :])
-    stdin_r, stdin_w = os.pipe() if input is not None else (os.dup(0), -1)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    try:
-        pid = SERVER.spawn(
-            args, os.environ if env is None else env, str(cwd or os.getcwd()), [stdin_r, out_w, err_w]
-        )
-    finally:
-        for fd in (stdin_r, out_w, err_w):
-            os.close(fd)
-    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    stdin_r, stdin_w = os.pipe() if input is not None else (None, -1)
+    process = Forked(argv, env, cwd, stdin=stdin_r, text=False)
+    chunks: dict[str, bytes] = {}
 
-    def drain(fd: int) -> None:
-        with os.fdopen(fd, "rb") as stream:
-            chunks[fd].append(stream.read())
+    def drain(name: str) -> None:
+        with getattr(process, name) as stream:
+            chunks[name] = stream.read()
 
-    threads = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in (out_r, err_r)]
+    threads = [threading.Thread(target=drain, args=(name,), daemon=True) for name in ("stdout", "stderr")]
     if stdin_w != -1:
         data = input.encode(locale.getpreferredencoding(False)) if isinstance(input, str) else input or b""
         threads.append(threading.Thread(target=_feed, args=(stdin_w, data), daemon=True))
     for thread in threads:
         thread.start()
-    status = SERVER.wait(pid, timeout)
-    if status is None:
-        os.kill(pid, signal.SIGKILL)
-        SERVER.wait(pid, None)
-        raise subprocess.TimeoutExpired(list(argv), timeout)
+    try:
+        status = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
     for thread in threads:
         thread.join(timeout)
-    stdout, stderr = (b"".join(chunks[fd]) for fd in (out_r, err_r))
+    stdout, stderr = chunks.get("stdout", b""), chunks.get("stderr", b"")
     if text:
         return subprocess.CompletedProcess(list(argv), status, _text(stdout), _text(stderr))
     return subprocess.CompletedProcess(list(argv), status, stdout, stderr)
@@ -267,22 +258,36 @@ class Forked:
     text mode (what the tests that act mid-run use: the streams, ``pid``, ``send_signal``,
     ``poll``, ``wait``, ``kill``, ``returncode``)."""
 
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        *,
+        stdin: int | None = None,
+        text: bool = True,
+    ) -> None:
+        """Fork ``argv`` = ``[*CLI, *args]`` in ``env`` (default: this one) and ``cwd`` (this
+        one), reading ``stdin`` (a descriptor, closed here; default: this process's stdin)."""
         assert list(argv[: len(CLI)]) == CLI, argv
         self.args = list(argv)
-        stdin = os.dup(0)
+        stdin = os.dup(0) if stdin is None else stdin
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
             self.pid = SERVER.spawn(
-                argv[len(CLI) :], os.environ if env is None else env, os.getcwd(), [stdin, out_w, err_w]
+                argv[len(CLI) :],
+                os.environ if env is None else env,
+                str(cwd or os.getcwd()),
+                [stdin, out_w, err_w],
             )
         finally:
             for fd in (stdin, out_w, err_w):
                 os.close(fd)
-        encoding = locale.getpreferredencoding(False)
-        self.stdout = open(out_r, encoding=encoding)  # noqa: SIM115 (closed with the run)
-        self.stderr = open(err_r, encoding=encoding)  # noqa: SIM115
+        encoding = locale.getpreferredencoding(False) if text else None
+        mode = "r" if text else "rb"
+        self.stdout: IO[Any] = open(out_r, mode, encoding=encoding)  # noqa: SIM115 (the caller reads it to its end)
+        self.stderr: IO[Any] = open(err_r, mode, encoding=encoding)  # noqa: SIM115
         self.returncode: int | None = None
 
     def send_signal(self, signum: int) -> None:
