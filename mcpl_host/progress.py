@@ -7,10 +7,11 @@ Rules of this module:
 - ``progress(text)`` is a context manager; it shows the line only when the stream (stderr by
   default) is a terminal and ``enabled`` is true (a command passes ``enabled=not as_json``):
   never in a pipe, a file or with ``--json``. Elsewhere it shows nothing and costs nothing.
-- On a terminal it is rich's ``Status`` (a ``Live`` display, transient): the line is
-  redrawn in place, erased when the block ends (normally, by an exception or by a
-  cancellation), and whatever the command prints to stdout or stderr meanwhile goes above
-  it. ``Progress.update(text)`` replaces the sentence.
+- On a terminal it is a spinner in rich's ``Live`` display (transient): the line is drawn
+  when the block starts and again at once when ``Progress.update(text)`` replaces the
+  sentence (a step shorter than the spinner's frame is still shown), redrawn in place
+  meanwhile, erased when the block ends (normally, by an exception or by a cancellation);
+  whatever the command prints to stdout or stderr meanwhile goes above it.
 - ``text`` is the caller's sentence; server text in it must already be safe for a terminal
   (``report.safe_text``). It is shown as plain text, never as rich markup.
 - rich is imported only when a line is shown (a command in a pipe does not load it).
@@ -24,7 +25,8 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from rich.status import Status
+    from rich.live import Live
+    from rich.spinner import Spinner
 
 __all__ = ["Progress", "is_terminal", "progress"]
 
@@ -40,22 +42,24 @@ def is_terminal(stream: TextIO) -> bool:
 class Progress:
     """The line of one ``progress`` block; ``shown`` is False where nothing is shown."""
 
-    def __init__(self, status: Status | None, text: str) -> None:
-        self._status = status
+    def __init__(self, line: tuple[Live, Spinner] | None, text: str) -> None:
+        self._line = line
         #: The sentence shown last.
         self.text = text
 
     @property
     def shown(self) -> bool:
-        return self._status is not None
+        return self._line is not None
 
     def update(self, text: str) -> None:
         """Show ``text`` instead (plain text)."""
         self.text = text
-        if self._status is not None:
+        if self._line is not None:
             from rich.text import Text
 
-            self._status.update(Text(text))
+            live, spinner = self._line
+            spinner.update(text=Text(text))
+            live.refresh()
 
 
 @contextlib.contextmanager
@@ -69,12 +73,14 @@ def progress(
         yield Progress(None, text)
         return
     from rich.console import Console
+    from rich.live import Live
+    from rich.spinner import Spinner
     from rich.text import Text
 
-    console = Console(file=out, highlight=False)
-    status = console.status(Text(text), spinner="dots")
-    status.start()
+    spinner = Spinner("dots", text=Text(text))
+    live = Live(spinner, console=Console(file=out, highlight=False), refresh_per_second=12.5, transient=True)
+    live.start(refresh=True)
     try:
-        yield Progress(status, text)
+        yield Progress((live, spinner), text)
     finally:
-        status.stop()
+        live.stop()
