@@ -339,6 +339,14 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
             help="Seconds to wait for each later answer.",
         ),
         click.option(
+            "--max-total-timeout",
+            type=Seconds(allow_zero=False),
+            default=None,
+            help="Let progress notifications extend --request-timeout, up to this many seconds "
+            "in all for one request (a long tool that reports progress; default: progress "
+            "does not extend it).",
+        ),
+        click.option(
             "--grant",
             "grants",
             multiple=True,
@@ -623,7 +631,12 @@ def select_servers(
     timeout, request_timeout = options["timeout"], options["request_timeout"]
     explicit_secrets = tuple(value for _, value in options["secrets"] if value)
     stderr_log_level = options.get("stderr_level") or "debug"
-    limits_fields = {"handshake_timeout_seconds": timeout, "request_timeout_seconds": request_timeout}
+    max_total = options["max_total_timeout"]
+    limits_fields = {
+        "handshake_timeout_seconds": timeout,
+        "request_timeout_seconds": request_timeout,
+        "max_total_request_seconds": max_total,
+    }
 
     config_file, server_name = options["config_file"], options["server_name"]
     if config_file is not None:
@@ -633,6 +646,7 @@ def select_servers(
             for option, field, value in (
                 ("timeout", "handshake_timeout_seconds", timeout),
                 ("request_timeout", "request_timeout_seconds", request_timeout),
+                ("max_total_timeout", "max_total_request_seconds", max_total),
             )
             if option in explicit
         }

@@ -77,7 +77,7 @@ from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
-from mcpl_host.timer import Timer, due
+from mcpl_host.timer import Timer, due, progress_deadline
 from mcpl_host.transports.base import StartsServer, Transport
 
 __all__ = [
@@ -92,6 +92,21 @@ __all__ = [
 
 #: Called (from the read loop; must not block) with each ``notifications/progress`` params.
 ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+def _extending(slot: Slot, progress: ProgressCallback | None) -> ProgressCallback:
+    """A progress callback that starts ``slot``'s timeout again at each progress (never past
+    ``slot.sent + slot.total``), then calls ``progress``. The timer needs no telling: a later
+    deadline is found when it wakes at the earlier one (timer module rules)."""
+
+    def extend(params: dict[str, Any]) -> None:
+        assert slot.total is not None
+        if not slot.done:
+            slot.deadline = progress_deadline(time.monotonic(), slot.seconds, slot.sent, slot.total)
+        if progress is not None:
+            progress(params)
+
+    return extend
 
 
 class _Default:
@@ -112,10 +127,11 @@ Timeout = float | None | _Default
 class RequestOptions(TypedDict, total=False):
     """The keywords of ``Connection.request`` after ``method`` and ``params``, each optional
     and meaning what that method says: ``timeout`` (seconds, ``DEFAULT`` or None),
-    ``progress``, ``on_answer``, ``long_lived`` and ``on_sent``. Whatever passes a request
+    ``max_total_timeout`` (the same), ``progress``, ``on_answer``, ``long_lived`` and ``on_sent``. Whatever passes a request
     on (``mcp_methods.EraRequester``) takes and gives them as one ``**options``."""
 
     timeout: Timeout
+    max_total_timeout: Timeout
     progress: ProgressCallback | None
     on_answer: AnswerHook | None
     long_lived: bool
@@ -463,6 +479,7 @@ class Connection:
         params: Any = None,
         *,
         timeout: Timeout = DEFAULT,
+        max_total_timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
         on_answer: AnswerHook | None = None,
         long_lived: bool = False,
@@ -474,6 +491,11 @@ class Connection:
             method, params: the request; ``params`` a dict, a list or None.
             timeout: seconds; ``DEFAULT`` is ``limits.request_timeout_seconds``; None waits
                 for ever.
+            max_total_timeout: seconds; when set, each ``notifications/progress`` for this
+                request starts ``timeout`` again, up to this many seconds in all since it
+                was sent (MCP 2025-11-25 "Lifecycle", Timeouts; docs/protocol.md R8);
+                ``DEFAULT`` is ``limits.max_total_request_seconds``; None: progress does
+                not extend ``timeout``. Adds ``_meta.progressToken`` when it applies.
             progress: called (from the read loop; must not block) with the params of each
                 ``notifications/progress`` for this request; adds ``_meta.progressToken``.
             on_answer: runs in the read loop when the answer arrives, before the next line.
@@ -498,6 +520,18 @@ class Connection:
         link = self._link
         if link is None or link.closed or self._closed:
             link = self._require_link()
+        seconds = None if long_lived else self._request_timeout if timeout is DEFAULT else timeout
+        assert not isinstance(seconds, _Default)
+        slot = Slot(on_answer, self.redactor, self._new_event())
+        slot.long_lived = long_lived
+        if seconds is not None and method != "initialize":  # the handshake has its own deadline
+            total = (
+                self.limits.max_total_request_seconds if max_total_timeout is DEFAULT else max_total_timeout
+            )
+            assert not isinstance(total, _Default)
+            if total is not None:
+                slot.total = total
+                progress = _extending(slot, progress)
         token = None
         if progress is not None:
             token = f"progress-{next(self._progress_tokens)}"
@@ -505,8 +539,6 @@ class Connection:
             meta = params.get("_meta")
             params["_meta"] = {**(meta if is_object(meta) else {}), "progressToken": token}
             self._progress[token] = progress
-        slot = Slot(on_answer, self.redactor, self._new_event())
-        slot.long_lived = long_lived
         try:
             pending = self._send_request(link, method, params, slot)
         except BaseException:
@@ -516,10 +548,8 @@ class Connection:
         slot.sent = now = time.monotonic()
         if on_sent is not None:
             on_sent(pending.id)
-        seconds = None if long_lived else self._request_timeout if timeout is DEFAULT else timeout
         if seconds is not None:
-            assert not isinstance(seconds, _Default)
-            slot.deadline = deadline = now + seconds
+            slot.deadline = deadline = now + (seconds if slot.total is None else min(seconds, slot.total))
             slot.seconds = seconds
             self._timer.arm(deadline)
         pool = self.pool
@@ -644,7 +674,11 @@ class Connection:
         expired, following = due(self._session.pending_requests(), now)
         for pending in expired:
             self._abandon(pending, link, "timeout")
-            pending.slot.fail(RequestTimeout(pending.method, pending.slot.seconds))
+            slot = pending.slot
+            ended_in_all = slot.total is not None and slot.deadline >= slot.sent + slot.total
+            slot.fail(
+                RequestTimeout(pending.method, slot.seconds, total=slot.total if ended_in_all else None)
+            )
         return following
 
     # --- transport tasks ---------------------------------------------------------------------

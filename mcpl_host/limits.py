@@ -66,6 +66,12 @@ DEFAULT_STDERR_TAIL_LINES = 50
 DEFAULT_HANDSHAKE_TIMEOUT_SECONDS = 30.0
 #: Seconds a host request waits for its answer unless the call says otherwise.
 DEFAULT_REQUEST_TIMEOUT_SECONDS = 60.0
+#: When set (seconds), each ``notifications/progress`` for a pending request starts its
+#: timeout (``request_timeout_seconds`` or the call's own) again, up to this many seconds in
+#: all since it was sent; None: progress does not extend a timeout (as both official SDKs'
+#: defaults). MCP 2025-11-25 "Lifecycle", Timeouts: a host MAY reset the timeout on
+#: progress and SHOULD always enforce a maximum.
+DEFAULT_MAX_TOTAL_REQUEST_SECONDS: float | None = None
 #: Seconds to wait for exit after closing the child's stdin, then after SIGTERM.
 DEFAULT_CLOSE_GRACE_SECONDS = 2.0
 DEFAULT_TERMINATE_GRACE_SECONDS = 2.0
@@ -329,6 +335,7 @@ class Limits:
     stderr_tail_lines: int = DEFAULT_STDERR_TAIL_LINES
     handshake_timeout_seconds: float = DEFAULT_HANDSHAKE_TIMEOUT_SECONDS
     request_timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT_SECONDS
+    max_total_request_seconds: float | None = DEFAULT_MAX_TOTAL_REQUEST_SECONDS
     close_grace_seconds: float = DEFAULT_CLOSE_GRACE_SECONDS
     terminate_grace_seconds: float = DEFAULT_TERMINATE_GRACE_SECONDS
     max_list_pages: int = DEFAULT_MAX_LIST_PAGES
@@ -423,7 +430,7 @@ _ZERO_OK = frozenset(
     {"close_grace_seconds", "terminate_grace_seconds", "eof_exit_wait_seconds", "max_reference_redirects"}
 )
 #: Fields that may be None (JSON null): the feature they time is off.
-_NONE_OK = frozenset({"websocket_keepalive_interval_seconds"})
+_NONE_OK = frozenset({"websocket_keepalive_interval_seconds", "max_total_request_seconds"})
 _FIELDS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Limits)}
 
 

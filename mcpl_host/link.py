@@ -63,7 +63,8 @@ class Slot:
 
     ``event`` is the waiter's ``anyio.Event`` (the connection makes it with the event type of
     its backend, found once). ``deadline`` (``time.monotonic()`` seconds; ``math.inf``: none)
-    and ``seconds`` (the timeout it came from) are the shell's, read by its timer; ``sent``
+    and ``seconds`` (the timeout it came from) are the shell's, read by its timer; ``total``
+    (seconds or None) is the cap when progress starts the timeout again; ``sent``
     (``time.monotonic()`` seconds) is when the request went out. ``long_lived``: a request
     whose answer may never come (``subscriptions/listen``): no deadline, not ``waiting``,
     and the server may end it with ``notifications/cancelled``.
@@ -80,6 +81,7 @@ class Slot:
         "long_lived",
         "seconds",
         "sent",
+        "total",
     )
 
     def __init__(
@@ -97,6 +99,7 @@ class Slot:
         self.deadline = math.inf
         self.seconds = 0.0
         self.sent = 0.0
+        self.total: float | None = None
         self.long_lived = False
 
     def settle(self, response: Response) -> None:

@@ -896,6 +896,7 @@ class MCPClient:
         params: Mapping[str, object],
         *,
         timeout: Timeout,
+        max_total_timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
     ) -> JSONObject:
         """One request, and on a stateless connection its retries while the server answers
@@ -905,7 +906,10 @@ class MCPClient:
         rounds = self._limits.max_input_rounds
         for round_number in range(rounds + 1):
             result = _object(
-                await self._requester.request(method, params, timeout=timeout, progress=progress), method
+                await self._requester.request(
+                    method, params, timeout=timeout, max_total_timeout=max_total_timeout, progress=progress
+                ),
+                method,
             )
             if not self.stateless or result_type(result, method) == "complete":
                 return result
@@ -952,10 +956,12 @@ class MCPClient:
         arguments: dict[str, Any] | None = None,
         *,
         timeout: Timeout = DEFAULT,
+        max_total_timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
     ) -> CallToolResult:
         """``tools/call`` (MCP 2025-11-25 "Tools"). A tool failure is a result with
-        ``is_error`` True, not an exception. Raises ``OutputSchemaError`` when the tool is
+        ``is_error`` True, not an exception. ``timeout``, ``max_total_timeout`` and
+        ``progress`` mean what they mean for ``request``. Raises ``OutputSchemaError`` when the tool is
         in the tools cache with an ``outputSchema`` that a successful result does not
         satisfy (module rules), ``LimitExceeded`` (``max_param_header_bytes``) before
         sending when its ``Mcp-Param-*`` headers would be too long, and what ``_call``
@@ -969,14 +975,18 @@ class MCPClient:
                 declared, params["arguments"], tool=name, max_bytes=self._limits.max_param_header_bytes
             )
         try:
-            answer = await self._call("tools/call", params, timeout=timeout, progress=progress)
+            answer = await self._call(
+                "tools/call", params, timeout=timeout, max_total_timeout=max_total_timeout, progress=progress
+            )
         except RemoteError as exc:
             if exc.code != HEADER_MISMATCH or not (self.stateless and self.mirrors_param_headers):
                 raise
             # The tool's inputSchema may have changed: list the tools and send it again, once
             # (MCP 2026-07-28 "Streamable HTTP", client behavior).
             await self.list_tools(refresh=True)
-            answer = await self._call("tools/call", params, timeout=timeout, progress=progress)
+            answer = await self._call(
+                "tools/call", params, timeout=timeout, max_total_timeout=max_total_timeout, progress=progress
+            )
         result = call_tool_result(answer)
         if self._content_view is not None:  # MCPL §19.4: a tool result is a reference lane
             result = dataclasses.replace(
@@ -1099,20 +1109,27 @@ class MCPClient:
         params: object = None,
         *,
         timeout: Timeout = DEFAULT,
+        max_total_timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
     ) -> Any:
         """Send any request (JSON-RPC 2.0 §4) and return its ``result``, unread: the call for a
         method with no typed call here. On a stateless connection ``params`` (an object or
         None) get the per-request ``_meta`` (``EraRequester``; MCP 2026-07-28).
         ``timeout``: seconds (default ``Limits.request_timeout_seconds``; None waits for
-        ever); ``progress``: called with each ``notifications/progress`` of it (MCP
-        2025-11-25 "Utilities: Progress").
+        ever); ``max_total_timeout``: seconds (default
+        ``Limits.max_total_request_seconds``; None: progress does not extend ``timeout``):
+        each ``notifications/progress`` of it starts ``timeout`` again, up to this many
+        seconds in all (MCP 2025-11-25 "Lifecycle", Timeouts; docs/protocol.md R8);
+        ``progress``: called with each ``notifications/progress`` of it (MCP 2025-11-25
+        "Utilities: Progress").
 
         Raises: ``RemoteError`` (an error answer), ``RequestTimeout``
         (``notifications/cancelled`` was sent), ``ConnectionLost`` / ``ConnectionClosed``,
         ``LocalProtocolError``, ``MessageTooLarge``.
         Cancellation: ``notifications/cancelled`` is sent; a late answer is an orphan."""
-        return await self._requester.request(method, params, timeout=timeout, progress=progress)
+        return await self._requester.request(
+            method, params, timeout=timeout, max_total_timeout=max_total_timeout, progress=progress
+        )
 
     def notify_nowait(self, method: str, params: object = None) -> None:
         """Queue a notification (JSON-RPC 2.0 §4.1) without waiting. Raises

@@ -25,7 +25,7 @@ import anyio
 
 from mcpl_host.jsonrpc.session import PendingRequest
 
-__all__ = ["Timer", "due"]
+__all__ = ["Timer", "due", "progress_deadline"]
 
 
 def due(pending: Iterable[PendingRequest], now: float) -> tuple[list[PendingRequest], float]:
@@ -41,6 +41,14 @@ def due(pending: Iterable[PendingRequest], now: float) -> tuple[list[PendingRequ
         elif deadline < following:
             following = deadline
     return expired, following
+
+
+def progress_deadline(now: float, seconds: float, sent: float, total: float) -> float:
+    """A request's deadline when a progress notification for it arrives at ``now``: its
+    timeout of ``seconds`` starts again, never past ``total`` seconds since it was ``sent``
+    (``time.monotonic()`` seconds; MCP 2025-11-25 "Lifecycle", Timeouts; docs/protocol.md
+    R8). Pure."""
+    return min(now + seconds, sent + total)
 
 
 class Timer:

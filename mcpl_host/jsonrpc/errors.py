@@ -142,16 +142,25 @@ def describe_seconds(seconds: float) -> str:
 
 
 class RequestTimeout(MCPLHostError, TimeoutError):
-    """A request got no answer within its timeout (seconds).
+    """A request got no answer within its timeout (seconds), or, when progress notifications
+    kept extending that timeout, within ``total`` seconds in all (``total`` None otherwise).
 
     ``notifications/cancelled`` was sent for it (never for ``initialize``) and a late answer
     is dropped as an orphan (docs/protocol.md R5).
     """
 
-    def __init__(self, method: str, timeout: float) -> None:
-        super().__init__(f"{method!r} got no answer within {describe_seconds(timeout)}")
+    def __init__(self, method: str, timeout: float, *, total: float | None = None) -> None:
+        if total is None:
+            message = f"{method!r} got no answer within {describe_seconds(timeout)}"
+        else:
+            message = (
+                f"{method!r} got no answer within {describe_seconds(total)} in all"
+                f" (its progress kept extending its {describe_seconds(timeout)} timeout)"
+            )
+        super().__init__(message)
         self.method = method
         self.timeout = timeout
+        self.total = total
 
 
 class UnreadableAnswer(MCPLHostError):
