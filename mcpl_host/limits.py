@@ -306,6 +306,13 @@ DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS = 5.0
 #: Failed ``push/render`` answers (an error, a malformed result, none in time) logged per
 #: connection before one "more go unlogged" line.
 DEFAULT_RENDER_FAILURES_LOGGED = 10
+#: The poll interval of a task (the MCP tasks extension, "Task Polling"; docs/protocol.md
+#: TK3), in seconds: the server's ``pollIntervalMs``, or the default when it sent none,
+#: never less than the least (a server that asks for 0 costs no busy loop) nor more than
+#: the most (a task that ends is seen within it).
+DEFAULT_TASK_POLL_DEFAULT_SECONDS = 1.0
+DEFAULT_TASK_POLL_MIN_SECONDS = 0.25
+DEFAULT_TASK_POLL_MAX_SECONDS = 30.0
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -422,6 +429,9 @@ class Limits:
     max_input_message_keys: int = DEFAULT_MAX_INPUT_MESSAGE_KEYS
     push_render_timeout_seconds: float = DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS
     render_failures_logged: int = DEFAULT_RENDER_FAILURES_LOGGED
+    task_poll_default_seconds: float = DEFAULT_TASK_POLL_DEFAULT_SECONDS
+    task_poll_min_seconds: float = DEFAULT_TASK_POLL_MIN_SECONDS
+    task_poll_max_seconds: float = DEFAULT_TASK_POLL_MAX_SECONDS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

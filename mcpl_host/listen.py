@@ -13,7 +13,9 @@ Rules of this module:
   ``toolsListChanged`` / ``resourcesListChanged`` / ``promptsListChanged`` for each list the
   application has listed whose capability says ``listChanged``, and ``resourceSubscriptions``
   for the URIs it subscribed to (``subscribe_resource``; sorted, so the same set gives the
-  same filter). A change of the filter re-issues the listen; the old one is cancelled.
+  same filter), and ``taskIds`` for the tasks being waited on when the server advertises
+  the tasks extension (the listen then declares it). A change of the filter re-issues the
+  listen; the old one is cancelled.
 - A resource subscription needs the server's ``resources.subscribe`` (``may_subscribe``);
   one the server's acknowledgment leaves out is refused (``honors_uri``).
 - Frames carry the listen's id in ``_meta`` (``subscription_id``); the acknowledgment's
@@ -33,12 +35,14 @@ from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 from mcpl_host.jsonrpc.values import JSONObject, is_object
+from mcpl_host.mcp_tasks import TASKS_EXTENSION
 
 __all__ = [
     "ACKNOWLEDGED",
     "FILTER_KEYS",
     "LISTEN",
     "SUBSCRIPTION_ID_KEY",
+    "TASK_IDS",
     "Ending",
     "acknowledged_filter",
     "after_end",
@@ -50,6 +54,8 @@ __all__ = [
 ]
 
 LISTEN = "subscriptions/listen"
+#: The filter field of the task status notifications (the tasks extension).
+TASK_IDS = "taskIds"
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 #: The ``_meta`` key of every frame of a listen stream; its value is the listen's JSON-RPC id.
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
@@ -72,18 +78,25 @@ def _capability(capabilities: Mapping[str, object], name: str) -> Mapping[str, A
 
 
 def wanted_filter(
-    capabilities: Mapping[str, object], listed: Collection[str], resources: Collection[str]
+    capabilities: Mapping[str, object],
+    listed: Collection[str],
+    resources: Collection[str],
+    tasks: Collection[str] = (),
 ) -> dict[str, Any] | None:
     """The ``SubscriptionFilter`` the host listens with (module rules), or None when there is
     nothing to listen for. ``capabilities``: the server's (its discover result);
     ``listed``: the lists the application listed (``"tools"``, ``"resources"``,
-    ``"prompts"``); ``resources``: the URIs it subscribed to."""
+    ``"prompts"``); ``resources``: the URIs it subscribed to; ``tasks``: the ids of the
+    tasks being waited on, asked for as ``taskIds`` (sorted) when the server advertises the
+    tasks extension (its "Task Status Notifications"; docs/protocol.md TK6)."""
     wanted: JSONObject = {}
     for name, key in FILTER_KEYS.items():
         if name in listed and _capability(capabilities, name).get("listChanged") is True:
             wanted[key] = True
     if resources:
         wanted["resourceSubscriptions"] = sorted(resources)
+    if tasks and TASKS_EXTENSION in _capability(capabilities, "extensions"):
+        wanted[TASK_IDS] = sorted(tasks)
     return wanted or None
 
 

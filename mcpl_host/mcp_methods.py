@@ -99,6 +99,7 @@ from mcpl_host.listen import (
     ACKNOWLEDGED,
     FILTER_KEYS,
     LISTEN,
+    TASK_IDS,
     Ending,
     acknowledged_filter,
     after_end,
@@ -134,6 +135,7 @@ from mcpl_host.mcp_records import (
     read_resource_template,
     read_tool,
 )
+from mcpl_host.mcp_tasks import Task, TaskCancelled, TaskFailed, declaration, final_result
 from mcpl_host.output_schema import OutputSchemaError, check_structured_content
 from mcpl_host.param_headers import ParamHeader, Rejected, declared_headers, param_headers
 from mcpl_host.stateless import (
@@ -146,7 +148,9 @@ from mcpl_host.stateless import (
     retry_params,
     stamped,
     stateless_capabilities,
+    with_extensions,
 )
+from mcpl_host.task_polling import TaskPolling
 from mcpl_host.tool_classes import ToolClassTables, slot_findings
 
 if TYPE_CHECKING:
@@ -173,6 +177,9 @@ __all__ = [
     "ResourceTemplate",
     "ResourceTemplateReference",
     "SubscriptionRefused",
+    "Task",
+    "TaskCancelled",
+    "TaskFailed",
     "Tool",
     "ToolAnnotations",
     "call_tool_result",
@@ -267,6 +274,7 @@ class _Listening:
         spawn: Callable[[BackgroundJob], bool] | None,
         capabilities: Callable[[], Mapping[str, Any]],
         listed: Callable[[], set[str]],
+        tasks: Callable[[], list[str]],
         refetch: Callable[[], None],
         log: Logger,
         redactor: Redactor | None,
@@ -277,6 +285,7 @@ class _Listening:
         self._spawn = spawn
         self._capabilities = capabilities
         self._listed = listed
+        self._tasks = tasks
         self._log = log
         self._redactor = redactor
         self.uris: set[str] = set()
@@ -288,7 +297,7 @@ class _Listening:
         self._stopped: dict[str, Any] | None = None  # the filter whose listening stopped
 
     def wanted(self) -> dict[str, Any] | None:
-        return wanted_filter(self._capabilities(), self._listed(), self.uris)
+        return wanted_filter(self._capabilities(), self._listed(), self.uris, self._tasks())
 
     def refresh(self) -> None:
         """The filter's inputs changed: start the loop, wake it, or cancel the listen in
@@ -375,6 +384,7 @@ class _Listening:
                     timeout=None,
                     long_lived=True,
                     on_sent=attempt.set_id,
+                    extensions=declaration() if TASK_IDS in attempt.filter else None,
                 )
             except RequestEnded:
                 ending = "cancelled"
@@ -480,7 +490,14 @@ class _Requester(Protocol):
     """What ``MCPClient`` sends through: ``request`` taking ``Connection.request``'s options
     (an ``EraRequester``)."""
 
-    async def request(self, method: str, params: Any = None, **options: Unpack[RequestOptions]) -> Any: ...
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        extensions: Mapping[str, Any] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> Any: ...
 
 
 class EraRequester:
@@ -504,18 +521,30 @@ class EraRequester:
         info = self._shell.server_info
         return info is not None and info.is_stateless
 
-    def stamp(self, params: object) -> Any:
-        """``params`` with the stateless ``_meta`` on a stateless connection, else as given."""
+    def stamp(self, params: object, extensions: Mapping[str, Any] | None = None) -> Any:
+        """``params`` with the stateless ``_meta`` on a stateless connection, else as given.
+        ``extensions``: extensions this one request declares in its client capabilities
+        (identifier -> settings; ``stateless.with_extensions``), such as the tasks extension
+        (docs/protocol.md TK1)."""
         info = self._shell.server_info
         if info is None or not info.is_stateless:
             return params
         caps = stateless_capabilities(self._capabilities())
+        if extensions:
+            caps = with_extensions(caps, extensions)
         return stamped(params, request_meta(info.protocol_version, self._client, caps, self.log_level))
 
-    async def request(self, method: str, params: Any = None, **options: Unpack[RequestOptions]) -> Any:
-        """``Connection.request`` with ``params`` stamped (``stamp``), the ``options`` passed on.
-        Raises as it does."""
-        return await self._shell.request(method, self.stamp(params), **options)
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        extensions: Mapping[str, Any] | None = None,
+        **options: Unpack[RequestOptions],
+    ) -> Any:
+        """``Connection.request`` with ``params`` stamped (``stamp``, with ``extensions``), the
+        ``options`` passed on. Raises as it does."""
+        return await self._shell.request(method, self.stamp(params, extensions), **options)
 
 
 class MCPClient:
@@ -602,7 +631,17 @@ class MCPClient:
             spawn=spawn,
             capabilities=self._server_capabilities,
             listed=self._listed,
+            tasks=lambda: self._tasks.watched(),
             refetch=self._refetch_listed,
+            log=self._log,
+            redactor=redactor,
+        )
+        self._tasks = TaskPolling(
+            requester,
+            limits,
+            answer_inputs=self._answer_inputs,
+            stateless=self._stateless,
+            listen_changed=self._listen_changed,
             log=self._log,
             redactor=redactor,
         )
@@ -833,6 +872,7 @@ class MCPClient:
         its refresh, coalesced (``mcpl_host.coalesce``: one in flight, one pending); the
         acknowledgment of a ``subscriptions/listen`` is recorded."""
         self._listening.on_notification(method, params)
+        self._tasks.on_notification(method, params)
         name = LIST_CHANGED.get(method)
         if name is None:
             return
@@ -898,20 +938,29 @@ class MCPClient:
         timeout: Timeout,
         max_total_timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
+        task: bool = False,
     ) -> JSONObject:
         """One request, and on a stateless connection its retries while the server answers
-        ``input_required`` (module rules). Raises ``RemoteProtocolError`` past
+        ``input_required`` (module rules). ``task``: the request declares the tasks extension
+        (stateless era only; docs/protocol.md TK1), and a ``resultType: "task"`` answer is
+        returned as it came (TK2). Raises ``RemoteProtocolError`` past
         ``limits.max_input_rounds`` rounds or for a malformed ``InputRequiredResult``,
         ``InputRefused`` when a handler refuses an input request."""
         rounds = self._limits.max_input_rounds
+        declared = task and self.stateless
         for round_number in range(rounds + 1):
             result = _object(
                 await self._requester.request(
-                    method, params, timeout=timeout, max_total_timeout=max_total_timeout, progress=progress
+                    method,
+                    params,
+                    timeout=timeout,
+                    max_total_timeout=max_total_timeout,
+                    progress=progress,
+                    extensions=declaration() if declared else None,
                 ),
                 method,
             )
-            if not self.stateless or result_type(result, method) == "complete":
+            if not self.stateless or result_type(result, method, task_declared=declared) != "input_required":
                 return result
             if round_number == rounds:
                 break
@@ -958,6 +1007,8 @@ class MCPClient:
         timeout: Timeout = DEFAULT,
         max_total_timeout: Timeout = DEFAULT,
         progress: ProgressCallback | None = None,
+        task: bool = False,
+        on_task: Callable[[Task], None] | None = None,
     ) -> CallToolResult:
         """``tools/call`` (MCP 2025-11-25 "Tools"). A tool failure is a result with
         ``is_error`` True, not an exception. ``timeout``, ``max_total_timeout`` and
@@ -966,7 +1017,99 @@ class MCPClient:
         satisfy (module rules), ``LimitExceeded`` (``max_param_header_bytes``) before
         sending when its ``Mcp-Param-*`` headers would be too long, and what ``_call``
         raises (a ``RemoteError`` ``-32020`` only when the call sent again after listing the
-        tools is refused too)."""
+        tools is refused too).
+
+        ``task``: on a stateless connection the call declares the tasks extension
+        (``io.modelcontextprotocol/tasks``), and when the server answers with a task it is
+        waited for (``wait_task``: polled, its input requests answered) and its final result
+        returned (docs/protocol.md TK1-TK7); ``on_task`` is called with each state of it
+        (it must not block). A handshake-era connection makes a plain call. Raises also
+        ``TaskFailed`` (the task failed: its JSON-RPC error) and ``TaskCancelled``."""
+        answer = await self._tool_call(
+            name,
+            arguments,
+            timeout=timeout,
+            max_total_timeout=max_total_timeout,
+            progress=progress,
+            task=task,
+        )
+        if isinstance(answer, Task):
+            answer = final_result(await self.wait_task(answer, on_task=on_task), redactor=self._redactor)
+        return await self._tool_result(name, answer)
+
+    async def start_tool_task(
+        self, name: str, arguments: dict[str, Any] | None = None, *, timeout: Timeout = DEFAULT
+    ) -> Task | CallToolResult:
+        """``tools/call`` declaring the tasks extension, without waiting for a task: the
+        ``Task`` the server made (its id is what ``get_task``, ``wait_task``,
+        ``cancel_task`` take), or the ``CallToolResult`` when the server answered at once
+        (the server decides: docs/protocol.md TK2). Raises ``LocalProtocolError`` on a
+        handshake-era connection (TK1), and what ``call_tool`` raises."""
+        self._tasks.checked_era("tools/call with a task")
+        answer = await self._tool_call(name, arguments, timeout=timeout, task=True)
+        return answer if isinstance(answer, Task) else await self._tool_result(name, answer)
+
+    async def get_task(self, task_id: str, *, timeout: Timeout = DEFAULT) -> Task:
+        """``tasks/get`` (the tasks extension, "Task Polling"): the task's state now.
+        Raises ``RemoteError`` (``-32602``: the server does not know the task, or no longer
+        keeps it), ``RemoteProtocolError`` (a malformed task), ``LocalProtocolError`` (a
+        handshake-era connection: docs/protocol.md TK1), and what ``request`` raises."""
+        return await self._tasks.get(task_id, timeout=timeout)
+
+    async def update_task(
+        self, task_id: str, input_responses: Mapping[str, Any], *, timeout: Timeout = DEFAULT
+    ) -> None:
+        """``tasks/update`` ("Task Update Requests"): the responses (key -> the result of the
+        input request, as MRTR's ``inputResponses``) to a task's input requests. ``wait_task``
+        sends it by itself. Raises as ``get_task``."""
+        await self._tasks.update(task_id, input_responses, timeout=timeout)
+
+    async def cancel_task(self, task_id: str, *, timeout: Timeout = DEFAULT) -> None:
+        """``tasks/cancel`` ("Task Cancellation"; never ``notifications/cancelled``): the
+        server acknowledges; cancellation is cooperative, so the task may still end otherwise
+        (docs/protocol.md TK7). Raises as ``get_task``."""
+        await self._tasks.cancel(task_id, timeout=timeout)
+
+    async def wait_task(
+        self,
+        task: Task | str,
+        *,
+        on_task: Callable[[Task], None] | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> Task:
+        """Wait until ``task`` (a ``Task``, or its id: then ``tasks/get`` first) is terminal
+        and return that state: polled at its ``pollIntervalMs`` within
+        ``Limits.task_poll_min_seconds`` and ``task_poll_max_seconds``, woken by its status
+        notifications where the server sends them, its input requests answered by the
+        connection's handlers (docs/protocol.md TK3-TK6). ``on_task``: called with each
+        state seen (it must not block); ``timeout``: of each request. No deadline of its
+        own: cancel the caller to stop waiting (the task goes on at the server).
+
+        Raises: ``InputRefused`` (a handler refused an input request; the task was
+        cancelled), ``RemoteProtocolError``, and what ``get_task`` raises."""
+        if isinstance(task, str):
+            task = await self.get_task(task, timeout=timeout)
+        return await self._tasks.wait(task, on_task=on_task, timeout=timeout)
+
+    async def task_tool_result(self, task: Task, tool: str | None = None) -> CallToolResult:
+        """The ``CallToolResult`` of a terminal ``tools/call`` task, read and checked as
+        ``call_tool`` reads its result (``tool``: the tool's name, for its ``outputSchema``;
+        None: not checked). Raises ``TaskFailed``, ``TaskCancelled``, ``ValueError`` (the task
+        is not terminal), and what ``call_tool`` raises for a result."""
+        return await self._tool_result(tool, final_result(task, redactor=self._redactor))
+
+    async def _tool_call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        *,
+        timeout: Timeout,
+        max_total_timeout: Timeout = DEFAULT,
+        progress: ProgressCallback | None = None,
+        task: bool,
+    ) -> JSONObject | Task:
+        """The ``tools/call`` request (``call_tool``'s rules): its answer, or the ``Task``
+        the server made instead."""
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         declared = self._param_headers.get(name)
         if declared and self.stateless and self.mirrors_param_headers:
@@ -976,7 +1119,12 @@ class MCPClient:
             )
         try:
             answer = await self._call(
-                "tools/call", params, timeout=timeout, max_total_timeout=max_total_timeout, progress=progress
+                "tools/call",
+                params,
+                timeout=timeout,
+                max_total_timeout=max_total_timeout,
+                progress=progress,
+                task=task,
             )
         except RemoteError as exc:
             if exc.code != HEADER_MISMATCH or not (self.stateless and self.mirrors_param_headers):
@@ -985,17 +1133,29 @@ class MCPClient:
             # (MCP 2026-07-28 "Streamable HTTP", client behavior).
             await self.list_tools(refresh=True)
             answer = await self._call(
-                "tools/call", params, timeout=timeout, max_total_timeout=max_total_timeout, progress=progress
+                "tools/call",
+                params,
+                timeout=timeout,
+                max_total_timeout=max_total_timeout,
+                progress=progress,
+                task=task,
             )
+        if answer.get("resultType") == "task" and task and self.stateless:
+            return self._tasks.read(answer, "the tools/call result")
+        return answer
+
+    async def _tool_result(self, name: str | None, answer: JSONObject) -> CallToolResult:
+        """A ``tools/call`` answer as a ``CallToolResult`` (``call_tool``'s rules: the
+        content view, the ``outputSchema`` check when the tool is known)."""
         result = call_tool_result(answer)
         if self._content_view is not None:  # MCPL §19.4: a tool result is a reference lane
             result = dataclasses.replace(
-                result, model_content=self._content_view(result.content, f"tool {name}")
+                result, model_content=self._content_view(result.content, f"tool {name or '(a task)'}")
             )
-        tool = self._tools_by_name.get(name)
+        tool = self._tools_by_name.get(name) if name is not None else None
         if tool is not None and tool.output_schema is not None and not result.is_error:
             await check_structured_content(
-                name,
+                name or "",
                 tool.output_schema,
                 result.structured_content,
                 max_schema_bytes=self._limits.max_output_schema_bytes,

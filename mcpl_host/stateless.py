@@ -81,6 +81,7 @@ __all__ = [
     "result_type",
     "retry_params",
     "stamped",
+    "with_extensions",
 ]
 
 #: Stateless protocol versions this host implements, newest first.
@@ -212,6 +213,16 @@ def request_meta(
     return meta
 
 
+def with_extensions(capabilities: Mapping[str, Any], extensions: Mapping[str, Any]) -> dict[str, Any]:
+    """``capabilities`` with ``extensions`` (identifier -> settings) added to their
+    ``extensions`` object: the per-request declaration of an extension (MCP 2026-07-28
+    "Overview", client capabilities; the tasks extension, "Capability Negotiation")."""
+    out = dict(capabilities)
+    existing = out.get("extensions")
+    out["extensions"] = {**(existing if is_object(existing) else {}), **extensions}
+    return out
+
+
 def stamped(params: object, meta: Mapping[str, object]) -> JSONObject:
     """A copy of request ``params`` (an object or None) whose ``_meta`` holds ``meta`` (our
     reserved keys win; the caller's other ``_meta`` keys, such as ``progressToken``, stay).
@@ -261,7 +272,15 @@ def is_stateless_request(message: object) -> bool:
 
 #: Requests whose ``Mcp-Name`` header mirrors a params field (MCP 2026-07-28 "Streamable
 #: HTTP", standard request headers).
-_NAME_FIELDS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_FIELDS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # The tasks extension, "Streamable HTTP: Routing Headers" (docs/protocol.md TK8).
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 _HEADER_SAFE = frozenset(chr(c) for c in range(0x20, 0x7F))
 
 
@@ -436,18 +455,33 @@ def after_discover_result(
 # --- results -----------------------------------------------------------------------------------
 
 
-def result_type(result: object, method: str) -> Literal["complete", "input_required"]:
+def result_type(
+    result: object, method: str, *, task_declared: bool = False
+) -> Literal["complete", "input_required", "task"]:
     """The ``resultType`` of a result (MCP 2026-07-28 "Overview", ResultType): absent
     (an earlier server) is ``"complete"``; ``"input_required"`` only where the revision
-    allows it (``MRTR_METHODS``).
+    allows it (``MRTR_METHODS``); ``"task"`` (the tasks extension, "Polymorphic Results")
+    only for ``tools/call`` sent with the extension declared (``task_declared``;
+    docs/protocol.md TK2).
 
     Raises:
         RemoteProtocolError: an unknown ``resultType`` (the revision: invalid), or
-            ``input_required`` on a method that may not return it.
+            ``input_required`` or ``task`` on a request that may not return it.
     """
     kind = result.get("resultType", "complete") if is_object(result) else "complete"
     if kind == "complete":
         return "complete"
+    if kind == "task":
+        if method != "tools/call" or not task_declared:
+            raise RemoteProtocolError(
+                f"the server answered {method} with a task, which"
+                + (
+                    " only tools/call may return"
+                    if method != "tools/call"
+                    else " the request did not ask for"
+                )
+            )
+        return "task"
     if kind == "input_required":
         if method not in MRTR_METHODS:
             raise RemoteProtocolError(

@@ -38,7 +38,16 @@ LAYERS: list[tuple[str, list[str]]] = [
     # The MCP revisions' pure rules the transports follow too.
     (
         "mcp rules",
-        ["handshake", "stateless", "param_headers", "listen", "caching", "tool_classes", "mcp_records"],
+        [
+            "handshake",
+            "stateless",
+            "param_headers",
+            "mcp_tasks",
+            "listen",
+            "caching",
+            "tool_classes",
+            "mcp_records",
+        ],
     ),
     ("transports", ["transports", "transports.*"]),
     # One transport without MCPL: the connection shell and the MCP client calls.
@@ -52,6 +61,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "opening",
             "client_features",
             "mcp_methods",
+            "task_polling",
             "output_schema",
             "schema_check",
             "coalesce",
@@ -75,6 +85,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "cli_text",
             "cli_target",
             "cli_config",
+            "cli_task",
+            "task_store",
             "report",
             "probing",
             "progress",
