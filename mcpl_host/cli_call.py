@@ -45,9 +45,11 @@ Rules of this module:
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 import anyio
@@ -77,15 +79,29 @@ from mcpl_host.coerce import (
     unknown_arguments,
 )
 from mcpl_host.handlers import HostHandlers
-from mcpl_host.jsonrpc.errors import MCPLHostError, RemoteError
+from mcpl_host.jsonrpc.errors import LocalProtocolError, MCPLHostError, RemoteError
 from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.logging import configure_logging, escape_text
+from mcpl_host.mcp_tasks import Task
 from mcpl_host.probe_features import client_feature_options, exit_now_if_abandoned, feature_handlers
 from mcpl_host.progress import progress
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.signals import StopRouter
+from mcpl_host.task_store import TaskStore, default_store_path
 
-__all__ = ["Outcome", "ServerCommandLast", "call", "finish", "prompt", "read", "send"]
+__all__ = [
+    "Outcome",
+    "ServerCommandLast",
+    "UsageProblem",
+    "call",
+    "finish",
+    "keep_task",
+    "prompt",
+    "read",
+    "send",
+    "server_command",
+    "text_option",
+]
 
 #: ``ctx.meta`` key of the words after ``--``.
 SERVER_COMMAND = "mcpl_host.server_command"
@@ -194,8 +210,23 @@ def _named(offers: Sequence[_Offer], name: str, kind: str) -> _Offer:
     return found
 
 
+def keep_task(conn: ServerConnection, task: Task, tool: str | None) -> None:
+    """Keep a state of ``task`` in the task store (``task_store``; docs/protocol.md TK9); a
+    store that cannot be written is one warning line on stderr."""
+    try:
+        TaskStore(default_store_path(os.environ, Path.home())).record(
+            task, server=conn.hosted.name, tool=tool
+        )
+    except OSError as exc:
+        click.echo(f"warning: the task was not kept in the task store: {exc.strerror or exc}", err=True)
+
+
 async def _call_tool(
-    conn: ServerConnection, tool: str, words: Sequence[str], allow_unknown: bool = False
+    conn: ServerConnection,
+    tool: str,
+    words: Sequence[str],
+    allow_unknown: bool = False,
+    run_async: bool = False,
 ) -> Outcome:
     _require(conn, "tools")
     found = _named(await conn.mcp.list_tools(), tool, "tool")
@@ -224,7 +255,18 @@ async def _call_tool(
         raise UsageProblem(
             f"the arguments do not fit the inputSchema of {tool!r}; nothing was sent:\n  {lines}"
         )
-    result = await conn.mcp.call_tool(tool, arguments, progress=progress_callback())
+    if run_async:  # docs/protocol.md TK9: the task is made, its id printed and kept
+        try:
+            started = await conn.mcp.start_tool_task(tool, arguments)
+        except LocalProtocolError as exc:
+            raise UsageProblem(f"--async: {exc}; nothing was sent") from None
+        if isinstance(started, Task):
+            keep_task(conn, started, tool)
+            return Outcome(started.to_json(), [started.task_id])
+        click.echo("note: the server answered at once; no task was made", err=True)
+        result = started
+    else:
+        result = await conn.mcp.call_tool(tool, arguments, progress=progress_callback())
     hidden = _objects(result.raw.get("content"))
     if result.is_error:
         return Outcome(
@@ -351,17 +393,17 @@ def finish(
     ctx.exit(outcome.status)
 
 
-def _server_command(epilog: str) -> Callable[[Callable[..., Any]], click.Command]:
+def server_command(epilog: str) -> Callable[[Callable[..., Any]], click.Command]:
     """The ``click.command`` of a command that acts on one server (``ServerCommandLast``)."""
     return click.command(cls=ServerCommandLast, context_settings={"max_content_width": 100}, epilog=epilog)
 
 
-_TEXT = click.option(
+text_option = click.option(
     "--text", "as_text", is_flag=True, help="Print the text content alone, not the JSON document."
 )
 
 
-@_server_command(
+@server_command(
     """\b
 Examples:
   mcpl-host call add a=2 b=3                          # the bundled demo server
@@ -369,11 +411,19 @@ Examples:
   mcpl-host call --text echo text=hello
   mcpl-host call --env DEMO_EXTRAS=1 --sampling-reply forty-two sample question=why
   mcpl-host call get_current_time timezone=Europe/Paris -- python -m mcp_server_time
-  mcpl-host call --config servers.json --server demo now"""
+  mcpl-host call --config servers.json --server demo now
+  mcpl-host call --async --text count polls=3 -- python fixtures/tasks_server.py"""
 )
 @click.argument("tool")
 @click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
-@_TEXT
+@text_option
+@click.option(
+    "--async",
+    "run_async",
+    is_flag=True,
+    help="Ask for a task (MCP tasks, 2026-07-28): print the task the server made (with --text, "
+    "its id alone), keep its id, and exit without waiting; 'mcpl-host task get ID --wait' waits.",
+)
 @allow_unknown_option
 @client_feature_options
 @server_options(verb="call")
@@ -384,6 +434,7 @@ def call(
     tool: str,
     arguments: tuple[str, ...],
     as_text: bool,
+    run_async: bool,
     allow_unknown: bool,
     **options: Any,
 ) -> None:
@@ -393,6 +444,7 @@ def call(
     (a number, true/false, null, a JSON array or object where the schema says so; text
     otherwise), and are checked against the schema before the call. The result, as the
     server sent it (content, structuredContent, isError), is one JSON document on stdout.
+    With --async the call asks for a task and prints the task instead (see 'mcpl-host task').
 
     \b
     Exit status:
@@ -401,17 +453,22 @@ def call(
       2    usage error, unknown tool, arguments that do not fit its schema: nothing sent
       130  interrupted by Ctrl-C (or SIGTERM, SIGHUP)
     """
-    finish(ctx, options, lambda conn: _call_tool(conn, tool, arguments, allow_unknown), as_text=as_text)
+    finish(
+        ctx,
+        options,
+        lambda conn: _call_tool(conn, tool, arguments, allow_unknown, run_async),
+        as_text=as_text,
+    )
 
 
-@_server_command(
+@server_command(
     """\b
 Examples:
   mcpl-host read demo://readme
   mcpl-host read --text demo://readme"""
 )
 @click.argument("uri")
-@_TEXT
+@text_option
 @client_feature_options
 @server_options(verb="read from")
 @click.pass_context
@@ -428,7 +485,7 @@ def read(ctx: click.Context, /, uri: str, as_text: bool, **options: Any) -> None
     finish(ctx, options, lambda conn: _read(conn, uri), as_text=as_text)
 
 
-@_server_command(
+@server_command(
     """\b
 Examples:
   mcpl-host prompt greet name=Ada
@@ -436,7 +493,7 @@ Examples:
 )
 @click.argument("name")
 @click.argument("arguments", nargs=-1, metavar="[KEY=VALUE...|JSON]")
-@_TEXT
+@text_option
 @client_feature_options
 @server_options(verb="use")
 @click.pass_context
@@ -458,7 +515,7 @@ def prompt(
     finish(ctx, options, lambda conn: _prompt(conn, name, arguments), as_text=as_text)
 
 
-@_server_command(
+@server_command(
     """\b
 Examples:
   mcpl-host send ping

@@ -174,7 +174,6 @@ def read_task(
             f"the server's task {log_value(task_id, redactor, max_units=60)} in {where} has an unknown"
             f" status {log_value(status, redactor, max_units=40)}"
         )
-    status = cast("TaskStatus", status)
     requests: dict[str, tuple[str, Any]] = {}
     result = error = None
     if status == "input_required":
