@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from subprocess import PIPE
 from typing import Any
 
@@ -41,6 +43,9 @@ from mcpl_host.mcp_tasks import (
 )
 from mcpl_host.stateless import http_request_headers, result_type, with_extensions
 
+from . import forkserver
+from .test_cli import CLI
+from .test_cli import TIMEOUT as CLI_TIMEOUT
 from .test_client_features_real import Elicitor
 from .wire import FIXTURES
 
@@ -343,3 +348,72 @@ async def test_the_task_calls_need_the_stateless_era() -> None:
             await conn.mcp.get_task("t1")
         with pytest.raises(LocalProtocolError, match="handshake era"):
             await conn.mcp.start_tool_task("echo", {"text": "x"})
+
+
+# -- the command line: call --async, task get | cancel | list, each a new process -----------------
+
+
+def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a new (forked) process whose task store is under ``tmp_path``."""
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    return forkserver.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT)
+
+
+def stored(tmp_path: Path) -> list[dict[str, Any]]:
+    return json.loads((tmp_path / "mcpl-host" / "tasks.json").read_text(encoding="utf-8"))["tasks"]
+
+
+def test_a_task_started_by_one_process_is_waited_for_by_another(tmp_path: Path, http_port: int) -> None:
+    server = ["--url", f"http://127.0.0.1:{http_port}/mcp"]
+    started = cli(tmp_path, "call", "--async", "--text", "count", "polls=2", *server)
+    assert started.returncode == 0, started.stderr
+    task_id = started.stdout.strip()
+    assert [(e["taskId"], e["tool"], e["status"]) for e in stored(tmp_path)] == [
+        (task_id, "count", "working")
+    ]
+    assert (tmp_path / "mcpl-host" / "tasks.json").stat().st_mode & 0o777 == 0o600
+    waited = cli(tmp_path, "task", "get", "--wait", "--text", task_id, *server)
+    assert (waited.returncode, waited.stdout) == (0, "counted 2\n"), waited.stderr
+    assert [(e["taskId"], e["tool"], e["status"]) for e in stored(tmp_path)] == [
+        (task_id, "count", "completed")
+    ]
+    listed = cli(tmp_path, "task", "list", "--json")
+    assert [e["taskId"] for e in json.loads(listed.stdout)["tasks"]] == [task_id]
+
+
+def test_a_stdio_server_that_keeps_its_tasks_is_asked_again_after_a_restart(tmp_path: Path) -> None:
+    server = ["--", sys.executable, str(TASKS_SERVER), "--state", str(tmp_path / "server-state.json")]
+    started = cli(tmp_path, "call", "--async", "fail", *server)
+    assert started.returncode == 0, started.stderr
+    task = json.loads(started.stdout)
+    assert task["status"] == "working" and "resultType" not in task
+    failed = cli(tmp_path, "task", "get", "--wait", task["taskId"], *server)
+    assert failed.returncode == 1 and "the task failed: the tool broke" in failed.stderr
+    assert json.loads(failed.stdout)["error"] == {"code": -32603, "message": "the tool broke"}
+
+
+def test_task_cancel_prints_the_cancelled_task(tmp_path: Path, http_port: int) -> None:
+    server = ["--url", f"http://127.0.0.1:{http_port}/mcp"]
+    task_id = cli(tmp_path, "call", "--async", "--text", "slow", *server).stdout.strip()
+    cancelled = cli(tmp_path, "task", "cancel", task_id, *server)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["status"] == "cancelled"
+    assert stored(tmp_path)[0]["status"] == "cancelled"
+
+
+def test_a_task_the_server_does_not_know_leaves_the_store(tmp_path: Path, http_port: int) -> None:
+    server = ["--url", f"http://127.0.0.1:{http_port}/mcp"]
+    task_id = cli(tmp_path, "call", "--async", "--text", "slow", *server).stdout.strip()
+    elsewhere = ["--", sys.executable, str(TASKS_SERVER)]  # a server without the task
+    unknown = cli(tmp_path, "task", "get", task_id, *elsewhere)
+    assert unknown.returncode == 1 and json.loads(unknown.stdout)["error"]["code"] == -32602
+    assert "no longer keeps this task" in unknown.stderr
+    assert stored(tmp_path) == []
+
+
+def test_call_async_against_a_handshake_era_server_is_a_usage_error(tmp_path: Path) -> None:
+    done = cli(
+        tmp_path, "call", "--async", "echo", "text=hi", "--", sys.executable, str(FIXTURES / "demo_server.py")
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert "handshake era" in done.stderr and "nothing was sent" in done.stderr
