@@ -42,6 +42,7 @@ from mcpl_host.mcp_tasks import (
     read_task,
 )
 from mcpl_host.stateless import http_request_headers, result_type, with_extensions
+from mcpl_host.task_store import TaskStore, default_store_path, entry, recorded
 
 from . import forkserver
 from .test_cli import CLI
@@ -194,6 +195,40 @@ def test_the_listen_asks_for_task_ids_only_of_a_server_that_advertises_the_exten
     assert wanted_filter(advertises, (), (), ["b", "a"]) == {"taskIds": ["a", "b"]}
     assert wanted_filter({"extensions": {}}, (), (), ["a"]) is None
     assert wanted_filter(advertises, (), (), []) is None
+
+
+def test_the_store_keeps_the_newest_state_of_each_task_newest_first() -> None:
+    first = entry(task(), server="s", tool="count", seen_at="1")
+    other = entry(task(taskId="t2"), server="s", tool="slow", seen_at="2")
+    done = entry(task(status="cancelled"), server="s", tool=None, seen_at="3")
+    entries = recorded(recorded([], first), other)
+    assert [e["taskId"] for e in entries] == ["t2", "t1"]
+    entries = recorded(entries, done)
+    assert [(e["taskId"], e["status"], e["tool"]) for e in entries] == [
+        ("t1", "cancelled", "count"),
+        ("t2", "working", "slow"),
+    ]
+    assert [e["taskId"] for e in recorded(entries, other, keep=1)] == ["t2"]
+
+
+def test_the_store_lives_under_xdg_state_home_unless_it_is_relative() -> None:
+    home = Path("/home/u")
+    assert default_store_path({"XDG_STATE_HOME": "/s"}, home) == Path("/s/mcpl-host/tasks.json")
+    for unset in ({}, {"XDG_STATE_HOME": ""}, {"XDG_STATE_HOME": "rel"}):
+        assert default_store_path(unset, home) == home / ".local/state/mcpl-host/tasks.json"
+
+
+def test_an_unreadable_store_is_empty_and_bad_entries_are_dropped(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path / "tasks.json")
+    assert store.entries() == []
+    store.path.write_text("not json", encoding="utf-8")
+    assert store.entries() == []
+    good = entry(task(), server="s", tool="count", seen_at="1")
+    store.path.write_text(json.dumps({"tasks": [good, {"taskId": 3}, "x"]}), encoding="utf-8")
+    assert store.entries() == [good]
+    store.record(task(status="completed", result={"content": []}), server="s")
+    assert [(e["status"], e["tool"]) for e in store.entries()] == [("completed", "count")]
+    assert store.forget("t1") and not store.forget("t1") and store.entries() == []
 
 
 # -- against the fixture server, over stdio and Streamable HTTP ----------------------------------
