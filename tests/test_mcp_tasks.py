@@ -375,6 +375,19 @@ async def test_a_status_notification_ends_the_wait_without_a_poll(transport: str
             assert (await stats(conn, seen[0].task_id))["gets"] == 0
 
 
+@TRANSPORTS
+async def test_malformed_status_notifications_are_not_taken_and_the_wait_goes_on(
+    transport: str, http_port: int
+) -> None:
+    slow_polls = Limits(task_poll_max_seconds=600.0, close_grace_seconds=1.0)
+    async with tasks_server(transport, http_port, limits=slow_polls) as conn:
+        with anyio.fail_after(TIMEOUT):
+            seen: list[Task] = []
+            result = await conn.mcp.call_tool("bad_notify", task=True, on_task=seen.append)
+            assert result.text == "notified"
+            assert [t.status for t in seen] == ["working", "completed"]
+
+
 async def test_the_task_calls_need_the_stateless_era() -> None:
     config = ServerConfig(command=sys.executable, args=(str(FIXTURES / "demo_server.py"),), limits=FAST)
     async with connect(config) as conn:
