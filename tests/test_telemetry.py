@@ -1,0 +1,230 @@
+"""OpenTelemetry (mcpl_host/telemetry.py) against fixtures/trace_server.py over real pipes:
+the spans seen by the SDK's in-memory exporter (names, kinds, attributes, parent and child
+across a server request served during a tool call), the trace context the server received
+in ``params._meta``, the metrics read by the in-memory reader, and the package without
+OpenTelemetry (a fresh interpreter)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import anyio
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from mcpl_host import GrantPolicy, HostedServer, HostHandlers, Limits, RequestContext, ServerConfig, connect
+from mcpl_host.telemetry import Telemetry
+
+from .wire import FIXTURES
+
+pytestmark = pytest.mark.anyio
+SERVER = (str(FIXTURES / "trace_server.py"),)
+LIMITS = Limits(close_grace_seconds=1, terminate_grace_seconds=1)
+
+
+class Recorded:
+    """An SDK tracer provider and meter provider writing to memory, as a ``Telemetry``."""
+
+    def __init__(self) -> None:
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+        self.metrics = InMemoryMetricReader()
+        self.telemetry = Telemetry(
+            tracer_provider=self.tracer_provider, meter_provider=MeterProvider(metric_readers=[self.metrics])
+        )
+
+    def named(self, name: str) -> list[ReadableSpan]:
+        return [span for span in self.spans.get_finished_spans() if span.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        (span,) = self.named(name)
+        return span
+
+    def points(self, metric: str) -> list[HistogramDataPoint]:
+        data = self.metrics.get_metrics_data()
+        assert data is not None
+        found: list[HistogramDataPoint] = []
+        for resource in data.resource_metrics:
+            for scope in resource.scope_metrics:
+                for each in scope.metrics:
+                    if each.name == metric:
+                        found.extend(p for p in each.data.data_points if isinstance(p, HistogramDataPoint))
+        return found
+
+
+class Handlers(HostHandlers):
+    """Answers a push inside a span of the application's own (it must nest under the
+    host's ``SERVER`` span)."""
+
+    def __init__(self, tracer: trace.Tracer) -> None:
+        super().__init__()
+        self.tracer = tracer
+
+    async def push_event(self, context: RequestContext, params: dict[str, Any]) -> dict[str, Any]:
+        with self.tracer.start_as_current_span("app handles the push"):
+            return {"accepted": True}
+
+
+def fixture(recorded: Recorded) -> Any:
+    config = ServerConfig(
+        command=sys.executable,
+        args=SERVER,
+        grant_policy=GrantPolicy(grant_all_advertised=True),
+        limits=LIMITS,
+    )
+    handlers = Handlers(recorded.tracer_provider.get_tracer("app"))
+    return connect(config, handlers=handlers, telemetry=recorded.telemetry)
+
+
+async def tool(conn: Any, name: str, **arguments: Any) -> Any:
+    result = await conn.mcp.call_tool(name, arguments, timeout=20)
+    return json.loads(result.text)
+
+
+def traceparent(span: ReadableSpan) -> str:
+    context = span.get_span_context()
+    assert context is not None
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{int(context.trace_flags):02x}"
+
+
+async def test_a_push_served_during_a_tool_call_is_a_child_of_the_call_and_parents_the_handlers_spans() -> (
+    None
+):
+    recorded = Recorded()
+    app = recorded.tracer_provider.get_tracer("app")
+    with anyio.fail_after(30):
+        async with fixture(recorded) as conn:
+            with app.start_as_current_span("agent turn") as turn:
+                assert await tool(conn, "push") == {"accepted": True}
+            assert await tool(conn, "push", propagate=False) == {"accepted": True}
+            version = conn.server_info.protocol_version
+    call = recorded.named("tools/call push")[0]
+    served, unparented = recorded.named("push/event")
+    handler = recorded.named("app handles the push")[0]
+    assert call.kind is SpanKind.CLIENT and served.kind is SpanKind.SERVER
+    assert call.parent is not None and call.parent.span_id == turn.get_span_context().span_id
+    assert served.parent is not None and served.parent.is_remote
+    assert (served.parent.trace_id, served.parent.span_id) == (call.context.trace_id, call.context.span_id)
+    assert handler.parent is not None and handler.parent.span_id == served.context.span_id
+    assert call.attributes == {
+        "mcp.method.name": "tools/call",
+        "gen_ai.tool.name": "push",
+        "gen_ai.operation.name": "execute_tool",
+        "mcp.protocol.version": version,
+        "network.transport": "pipe",
+        "jsonrpc.request.id": call.attributes["jsonrpc.request.id"],
+    }
+    assert served.attributes is not None and served.attributes["mcp.method.name"] == "push/event"
+    assert served.attributes["jsonrpc.request.id"] == "1"
+    assert served.attributes["network.transport"] == "pipe"
+    # Without trace context in _meta the served request is not a child of the call.
+    assert unparented.context.trace_id != call.context.trace_id
+
+
+async def test_the_server_sees_the_calls_trace_context_in_params_meta_and_failures_are_marked() -> None:
+    recorded = Recorded()
+    with anyio.fail_after(30):
+        async with fixture(recorded) as conn:
+            await conn.mcp.ping()
+            seen = await tool(conn, "meta")
+            with pytest.raises(Exception, match="bad arguments"):
+                await conn.mcp.call_tool("fail", {}, timeout=20)
+            broken = await conn.mcp.call_tool("broken", {}, timeout=20)
+            unknown = await tool(conn, "unknown")
+    assert broken.is_error
+    assert unknown["error"]["code"] == -32601
+    assert seen["meta"] == {"traceparent": traceparent(recorded.one("tools/call meta"))}
+    assert seen["seen"]["ping"] == {"traceparent": traceparent(recorded.one("ping"))}
+    assert seen["seen"]["initialize"] == {"traceparent": traceparent(recorded.one("initialize"))}
+    fail = recorded.one("tools/call fail")
+    assert fail.attributes is not None
+    assert fail.attributes["error.type"] == fail.attributes["rpc.response.status_code"] == "-32602"
+    assert fail.status.status_code is StatusCode.ERROR and fail.status.description == "bad arguments for fail"
+    tool_error = recorded.one("tools/call broken")
+    assert tool_error.attributes is not None and tool_error.attributes["error.type"] == "tool_error"
+    assert tool_error.status.status_code is StatusCode.ERROR
+    refused = recorded.one("fx/unknown")
+    assert refused.kind is SpanKind.SERVER and refused.attributes is not None
+    assert refused.attributes["error.type"] == "-32601" and refused.status.status_code is StatusCode.ERROR
+    assert "mcp.protocol.version" not in (recorded.one("initialize").attributes or {})
+
+
+async def test_operation_and_session_durations_are_recorded_in_seconds_with_the_conventions_attributes() -> (
+    None
+):
+    recorded = Recorded()
+    with anyio.fail_after(30):
+        async with fixture(recorded) as conn:
+            await conn.mcp.ping()
+            await conn.mcp.ping()
+            with pytest.raises(Exception, match="bad arguments"):
+                await conn.mcp.call_tool("fail", {}, timeout=20)
+            version = conn.server_info.protocol_version
+    operations = recorded.points("mcp.client.operation.duration")
+    pings = [
+        p
+        for p in operations
+        if p.attributes
+        == {"mcp.method.name": "ping", "mcp.protocol.version": version, "network.transport": "pipe"}
+    ]
+    assert len(pings) == 1 and pings[0].count == 2 and 0 < pings[0].sum < 60
+    assert pings[0].explicit_bounds[:3] == (0.01, 0.02, 0.05)
+    failed = [p for p in operations if (p.attributes or {}).get("gen_ai.tool.name") == "fail"]
+    assert len(failed) == 1 and failed[0].attributes is not None
+    assert failed[0].attributes["error.type"] == failed[0].attributes["rpc.response.status_code"] == "-32602"
+    assert all("jsonrpc.request.id" not in (p.attributes or {}) for p in operations)
+    (session,) = recorded.points("mcp.client.session.duration")
+    assert session.count == 1
+    assert session.attributes == {"mcp.protocol.version": version, "network.transport": "pipe"}
+
+
+async def test_with_the_api_and_no_sdk_configured_no_context_is_sent_and_telemetry_false_is_off() -> None:
+    config = ServerConfig(command=sys.executable, args=SERVER, limits=LIMITS)
+    assert HostedServer(config, telemetry=False).connection_telemetry() is None
+    with anyio.fail_after(30):
+        async with connect(config) as conn:  # the global providers: none configured
+            assert conn.connection.telemetry is not None
+            await conn.mcp.ping()
+            seen = await tool(conn, "meta")
+    assert seen["meta"] is None and seen["seen"]["ping"] is None
+
+
+def test_the_package_imports_and_connects_without_opentelemetry() -> None:
+    code = (
+        "import json, sys\n"
+        "sys.modules['opentelemetry'] = None  # not installed\n"
+        "import anyio, mcpl_host\n"
+        "loaded = [m for m, module in sys.modules.items()\n"
+        "          if module is not None and m.startswith(('opentelemetry', 'mcpl_host.telemetry'))]\n"
+        "async def main():\n"
+        f"    config = mcpl_host.ServerConfig(command=sys.executable, args={SERVER!r})\n"
+        "    async with mcpl_host.connect(config) as conn:\n"
+        "        await conn.mcp.ping()\n"
+        "        return conn.connection.telemetry\n"
+        "telemetry = anyio.run(main)\n"
+        "print(json.dumps([loaded, telemetry is None]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == [[], True]
+    plain = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, mcpl_host; print([m for m in sys.modules if 'opentelemetry' in m])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert plain.stdout.strip() == "[]", plain.stderr
