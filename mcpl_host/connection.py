@@ -81,7 +81,7 @@ from mcpl_host.timer import Timer, due
 from mcpl_host.transports.base import HasSession, StartsServer, Transport
 
 if TYPE_CHECKING:
-    from mcpl_host.telemetry import ConnectionTelemetry
+    from mcpl_host.telemetry import ClientCall, ConnectionTelemetry
 
 __all__ = [
     "DEFAULT",
@@ -507,17 +507,15 @@ class Connection:
         ``params._meta`` (``mcpl_host.telemetry``).
         """
         telemetry = self.telemetry
-        if telemetry is None:
-            return await self._request(method, params, timeout, progress, on_answer, long_lived, on_sent)
+        if telemetry is None or not telemetry.settings.live():
+            return await self._request(
+                method, params, timeout, progress, on_answer, long_lived, on_sent, None
+            )
         call = telemetry.client_call(method, params)
-
-        def sent(request_id: int) -> None:
-            call.sent(request_id)
-            if on_sent is not None:
-                on_sent(request_id)
-
         try:
-            result = await self._request(method, call.params, timeout, progress, on_answer, long_lived, sent)
+            result = await self._request(
+                method, call.params, timeout, progress, on_answer, long_lived, on_sent, call
+            )
         except BaseException as exc:
             call.failed(exc)
             raise
@@ -533,8 +531,9 @@ class Connection:
         on_answer: AnswerHook | None,
         long_lived: bool,
         on_sent: Callable[[int], None] | None,
+        call: ClientCall | None,
     ) -> Any:
-        """``request`` without telemetry (same arguments, positional)."""
+        """``request``'s work (its arguments, positional); ``call`` is told the id sent."""
         link = self._link
         if link is None or link.closed or self._closed:
             link = self._require_link()
@@ -556,6 +555,8 @@ class Connection:
         slot.sent = now = time.monotonic()
         if on_sent is not None:
             on_sent(pending.id)
+        if call is not None:
+            call.sent(pending.id)
         seconds = None if long_lived else self._request_timeout if timeout is DEFAULT else timeout
         if seconds is not None:
             assert not isinstance(seconds, _Default)

@@ -82,23 +82,15 @@ __all__ = [
 INSTRUMENTATION_NAME = "mcpl_host"
 #: Seconds: the convention's ``ExplicitBucketBoundaries`` of both duration histograms.
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+# The class of the API's global meter provider until one is set (not public, unlike
+# ``trace.ProxyTracerProvider``).
+_PROXY_METER_PROVIDER = "_ProxyMeterProvider"
 _TARGETS = {"tools/call": "gen_ai.tool.name", "prompts/get": "gen_ai.prompt.name"}
 _RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
-# The attributes of a span that also go on the operation-duration metric (the convention's
-# metric attributes: none of them an id).
-_METRIC_KEYS = (
-    "mcp.method.name",
-    "error.type",
-    "gen_ai.tool.name",
-    "gen_ai.prompt.name",
-    "gen_ai.operation.name",
-    "rpc.response.status_code",
-    "mcp.protocol.version",
-    "network.transport",
-    "network.protocol.name",
-    "server.address",
-    "server.port",
-)
+# The attributes of a client span that stay off the operation-duration metric (ids: the
+# convention's metric attributes name none of them; ``jsonrpc.request.id`` is set on the
+# span alone).
+_NOT_METRIC_KEYS = frozenset({"mcp.session.id", "mcp.resource.uri"})
 
 
 class Telemetry:
@@ -110,6 +102,7 @@ class Telemetry:
     turns telemetry off."""
 
     __slots__ = (
+        "_live",
         "_meter",
         "_tracer",
         "meter_provider",
@@ -126,6 +119,8 @@ class Telemetry:
     ) -> None:
         self.tracer_provider = tracer_provider
         self.meter_provider = meter_provider
+        # Whether something records; stays True once it is (a global provider is set once).
+        self._live = tracer_provider is not None or meter_provider is not None
         version = _package_version()
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, version, tracer_provider)
         self._meter = metrics.get_meter(INSTRUMENTATION_NAME, version or "", meter_provider)
@@ -149,6 +144,19 @@ class Telemetry:
     @property
     def tracer(self) -> trace.Tracer:
         return self._tracer
+
+    def live(self) -> bool:
+        """Whether any span or measurement can be recorded: a provider was given, or a global
+        one is set (the OpenTelemetry API's own proxies, in place until an SDK is configured,
+        record nothing, and with them a request costs this check alone). Once True, always
+        True (a global provider cannot be unset)."""
+        if self._live:
+            return True
+        if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) or (
+            type(metrics.get_meter_provider()).__name__ != _PROXY_METER_PROVIDER
+        ):
+            self._live = True
+        return self._live
 
     def for_connection(self, static: Mapping[str, AttributeValue], redactor: Redactor) -> ConnectionTelemetry:
         """The telemetry of one transport, with ``static`` attributes (``transport_attributes``)
@@ -242,6 +250,7 @@ class ConnectionTelemetry:
         self.session_id: str | None = None
 
     def attributes(self, method: str) -> dict[str, AttributeValue]:
+        """The attributes every span of ``method`` on this transport has (a new dict)."""
         attributes: dict[str, AttributeValue] = {"mcp.method.name": method, **self._static}
         if self.protocol_version is not None:
             attributes["mcp.protocol.version"] = self.protocol_version
@@ -295,6 +304,8 @@ class ConnectionTelemetry:
         """``decision`` (the job that serves a server's request, or the error it is refused
         with at once), traced: a refusal's ``SERVER`` span ends now; a job is wrapped so its
         span covers the handler, current while it runs (module rules)."""
+        if not self.settings.live():
+            return decision
         if isinstance(decision, HandlerError):
             span = self._server_span(method, request_id, params)
             _failed(span, decision, self.redactor)
@@ -403,7 +414,9 @@ class ClientCall:
     def _end(self) -> None:
         self._span.end()
         attributes = self.attributes
-        chosen = {key: attributes[key] for key in _METRIC_KEYS if key in attributes}
+        chosen = attributes
+        if "mcp.session.id" in attributes or "mcp.resource.uri" in attributes:
+            chosen = {key: value for key, value in attributes.items() if key not in _NOT_METRIC_KEYS}
         self._owner.settings.operation_duration.record(time.perf_counter() - self._start, chosen)
 
 
