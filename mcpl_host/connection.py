@@ -507,7 +507,7 @@ class Connection:
         ``params._meta`` (``mcpl_host.telemetry``).
         """
         telemetry = self.telemetry
-        if telemetry is None or not telemetry.settings.live():
+        if telemetry is None:
             return await self._request(
                 method, params, timeout, progress, on_answer, long_lived, on_sent, None
             )

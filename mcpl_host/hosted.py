@@ -468,8 +468,9 @@ class HostedServer:
 
     def connection_telemetry(self) -> ConnectionTelemetry | None:
         """The telemetry of a new transport (``telemetry.ConnectionTelemetry``: the server's
-        transport attributes and redactor), None when telemetry is off."""
-        if self._telemetry is None:
+        transport attributes and redactor), None when telemetry is off or nothing would be
+        recorded (``Telemetry.live``: the global providers with no SDK configured yet)."""
+        if self._telemetry is None or not self._telemetry.live():
             return None
         from mcpl_host.telemetry import transport_attributes  # noqa: PLC0415 (loaded already)
 

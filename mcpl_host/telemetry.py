@@ -2,8 +2,11 @@
 
 This module imports ``opentelemetry`` (the API only) at the top: nothing imports it but
 ``hosted.resolve_telemetry``, when a ``HostedServer`` is made with telemetry on, so
-``import mcpl_host`` never loads OpenTelemetry, and a connection without telemetry holds
-None where its ``ConnectionTelemetry`` would be (one ``is None`` check per request).
+``import mcpl_host`` never loads OpenTelemetry. A connection without telemetry holds None
+where its ``ConnectionTelemetry`` would be (one ``is None`` check per request): telemetry
+off, the API not installed, or, with the global providers, no SDK configured yet when the
+transport was opened (``Telemetry.live``; a later transport of the server, after a restart
+or on a new ``connect``, sees an SDK configured since).
 
 What is emitted follows the OpenTelemetry semantic conventions for the Model Context
 Protocol (semantic-conventions-genai, docs/gen-ai/mcp.md, status Development; "Spans",
@@ -148,8 +151,9 @@ class Telemetry:
     def live(self) -> bool:
         """Whether any span or measurement can be recorded: a provider was given, or a global
         one is set (the OpenTelemetry API's own proxies, in place until an SDK is configured,
-        record nothing, and with them a request costs this check alone). Once True, always
-        True (a global provider cannot be unset)."""
+        record nothing). Once True, always True (a global provider cannot be unset). Asked
+        once per transport (``HostedServer.connection_telemetry``): reading the global
+        providers costs microseconds, too much for every request."""
         if self._live:
             return True
         if not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider) or (
@@ -304,8 +308,6 @@ class ConnectionTelemetry:
         """``decision`` (the job that serves a server's request, or the error it is refused
         with at once), traced: a refusal's ``SERVER`` span ends now; a job is wrapped so its
         span covers the handler, current while it runs (module rules)."""
-        if not self.settings.live():
-            return decision
         if isinstance(decision, HandlerError):
             span = self._server_span(method, request_id, params)
             _failed(span, decision, self.redactor)

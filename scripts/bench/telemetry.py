@@ -4,8 +4,8 @@ same run:
 
 - ``off``: ``connect(..., telemetry=False)``: the connection holds no telemetry;
 - ``api``: the default with the OpenTelemetry API installed and no SDK configured (the
-  global providers are the API's proxies: every span is a non-recording one and nothing is
-  injected into ``params._meta``);
+  global providers are the API's proxies, which record nothing: the connection is made
+  without telemetry, ``Telemetry.live``);
 - ``sdk``: ``Telemetry`` with an SDK ``TracerProvider`` exporting to an
   ``InMemorySpanExporter`` through a ``SimpleSpanProcessor`` and an SDK ``MeterProvider``
   with an ``InMemoryMetricReader`` (every span recorded, the trace context injected).
@@ -73,7 +73,8 @@ async def open_variant(variant: Variant, server: Path) -> AsyncGenerator[Driver,
     policy = mcpl_host.GrantPolicy(grant=("pushEvents",))
     config = mcpl_host.ServerConfig(command=str(server), args=("--mcpl",), grant_policy=policy)
     async with mcpl_host.connect(config, telemetry=telemetry) as conn:
-        if (conn.connection.telemetry is None) != (variant == "off"):
+        expected = {"off": (False, False), "api": (True, False), "sdk": (True, True)}[variant]
+        if (conn.hosted.telemetry is not None, conn.connection.telemetry is not None) != expected:
             raise RuntimeError(
                 f"telemetry variant {variant!r} is not in force (is opentelemetry-api installed?)"
             )
