@@ -200,10 +200,10 @@ def transport_attributes(url: str | None) -> dict[str, AttributeValue]:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         found["network.protocol.name"] = "websocket" if scheme in ("ws", "wss") else "http"
-        if parts.hostname:
-            found["server.address"] = parts.hostname
-            port = parts.port or (443 if scheme in ("https", "wss") else 80)
-            found["server.port"] = port
+        host, port = parts.hostname, parts.port  # .port raises for a port that is no number
+        if host:
+            found["server.address"] = host
+            found["server.port"] = port or (443 if scheme in ("https", "wss") else 80)
     except ValueError:
         pass
     return found
@@ -232,9 +232,11 @@ def error_type(exc: BaseException) -> str:
         return str(exc.code)
     if isinstance(exc, RequestTimeout):
         return "timeout"
-    if isinstance(exc, anyio.get_cancelled_exc_class()):
-        return "cancelled"
-    return type(exc).__qualname__
+    try:
+        cancelled = anyio.get_cancelled_exc_class()
+    except RuntimeError:  # no event loop: nothing was cancelled
+        return type(exc).__qualname__
+    return "cancelled" if isinstance(exc, cancelled) else type(exc).__qualname__
 
 
 class ConnectionTelemetry:

@@ -21,8 +21,21 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from mcpl_host import GrantPolicy, HostedServer, HostHandlers, Limits, RequestContext, ServerConfig, connect
-from mcpl_host.telemetry import Telemetry
+from mcpl_host import (
+    ConnectionLost,
+    GrantPolicy,
+    HandlerError,
+    Host,
+    HostedServer,
+    HostHandlers,
+    Limits,
+    RemoteError,
+    RequestContext,
+    RequestTimeout,
+    ServerConfig,
+    connect,
+)
+from mcpl_host.telemetry import Telemetry, error_type, transport_attributes
 
 from .wire import FIXTURES
 
@@ -188,7 +201,9 @@ async def test_operation_and_session_durations_are_recorded_in_seconds_with_the_
     assert session.attributes == {"mcp.protocol.version": version, "network.transport": "pipe"}
 
 
-async def test_with_the_api_and_no_sdk_configured_the_connection_has_no_telemetry_and_sends_no_context() -> None:
+async def test_with_the_api_and_no_sdk_configured_the_connection_has_no_telemetry_and_sends_no_context() -> (
+    None
+):
     config = ServerConfig(command=sys.executable, args=SERVER, limits=LIMITS)
     assert HostedServer(config, telemetry=False).connection_telemetry() is None
     with anyio.fail_after(30):
@@ -228,3 +243,37 @@ def test_the_package_imports_and_connects_without_opentelemetry() -> None:
         timeout=60,
     )
     assert plain.stdout.strip() == "[]", plain.stderr
+
+
+def test_transport_attributes_follow_the_conventions_table_of_mcp_transports() -> None:
+    assert transport_attributes(None) == {"network.transport": "pipe"}
+    assert transport_attributes("https://user:pw@example.com/mcp") == {
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "server.address": "example.com",
+        "server.port": 443,
+    }
+    assert transport_attributes("ws://127.0.0.1:8765/") == {
+        "network.transport": "tcp",
+        "network.protocol.name": "websocket",
+        "server.address": "127.0.0.1",
+        "server.port": 8765,
+    }
+    assert transport_attributes("http://[::1]:notaport/") == {
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+    }
+
+
+def test_error_type_is_the_json_rpc_code_then_timeout_then_the_class_name() -> None:
+    assert error_type(RemoteError(-32602, "bad")) == "-32602"
+    assert error_type(HandlerError(-32001, "no")) == "-32001"
+    assert error_type(RequestTimeout("tools/call", 1.0)) == "timeout"
+    assert error_type(ConnectionLost("gone")) == "ConnectionLost"
+
+
+async def test_a_host_gives_its_telemetry_to_every_server_and_false_turns_it_off() -> None:
+    recorded = Recorded()
+    configs = {"a": ServerConfig(command=sys.executable, args=SERVER)}
+    assert Host(configs, telemetry=recorded.telemetry).server("a").hosted.telemetry is recorded.telemetry
+    assert Host(configs, telemetry=False).server("a").hosted.telemetry is None
