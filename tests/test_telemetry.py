@@ -7,6 +7,7 @@ OpenTelemetry (a fresh interpreter)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from typing import Any
@@ -277,3 +278,24 @@ async def test_a_host_gives_its_telemetry_to_every_server_and_false_turns_it_off
     configs = {"a": ServerConfig(command=sys.executable, args=SERVER)}
     assert Host(configs, telemetry=recorded.telemetry).server("a").hosted.telemetry is recorded.telemetry
     assert Host(configs, telemetry=False).server("a").hosted.telemetry is None
+
+
+def test_the_library_pages_example_prints_the_spans_of_a_tool_call() -> None:
+    page = (FIXTURES.parent / "docs" / "library.md").read_text(encoding="utf-8")
+    found = re.search(r"^## OpenTelemetry\n.*?^```text\n(.*?)^```", page, re.S | re.M)
+    assert found is not None
+    done = subprocess.run(
+        [sys.executable, "-c", found.group(1)],
+        cwd=FIXTURES.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "5"
+    assert (
+        "CLIENT initialize " in lines
+        and "CLIENT tools/call add add" in lines
+        and "INTERNAL agent turn " in lines
+    )
