@@ -45,6 +45,8 @@ Protocol (semantic-conventions-genai, docs/gen-ai/mcp.md, status Development; "S
   ``ConnectionLost`` when the server went away), both with the convention's bucket
   boundaries.
 
+The project's readings where the convention leaves a choice: docs/protocol.md OT1-OT5.
+
 Not emitted: spans for notifications, the ``server/discover`` era probe
 (``Connection.request_within``), ``mcp.server.*`` metrics, and the opt-in
 ``gen_ai.tool.call.arguments`` / ``result``.
