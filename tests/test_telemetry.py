@@ -38,7 +38,7 @@ from mcpl_host import (
 )
 from mcpl_host.telemetry import Telemetry, error_type, transport_attributes
 
-from .wire import FIXTURES
+from .wire import FIXTURES, bridge_url
 
 pytestmark = pytest.mark.anyio
 SERVER = (str(FIXTURES / "trace_server.py"),)
@@ -298,4 +298,42 @@ def test_the_library_pages_example_prints_the_spans_of_a_tool_call() -> None:
         "CLIENT initialize " in lines
         and "CLIENT tools/call add add" in lines
         and "INTERNAL agent turn " in lines
+    )
+
+
+async def test_over_streamable_http_spans_carry_the_session_id_and_the_servers_address() -> None:
+    recorded = Recorded()
+    bridge = [sys.executable, str(FIXTURES / "http_bridge.py"), "--", sys.executable, *SERVER]
+    with bridge_url(bridge, "http") as url, anyio.fail_after(30):
+        config = ServerConfig(
+            url=url,
+            transport="streamable-http",
+            grant_policy=GrantPolicy(grant_all_advertised=True),
+            limits=LIMITS,
+        )
+        handlers = Handlers(recorded.tracer_provider.get_tracer("app"))
+        async with connect(config, handlers=handlers, telemetry=recorded.telemetry) as conn:
+            assert await tool(conn, "push") == {"accepted": True}
+            session = conn.connection.transport.session_id
+    assert isinstance(session, str) and session
+    port = int(url.rsplit(":", 1)[1].strip("/"))
+    remote = {
+        "network.transport": "tcp",
+        "network.protocol.name": "http",
+        "server.address": "127.0.0.1",
+        "server.port": port,
+    }
+    call, served = recorded.one("tools/call push"), recorded.one("push/event")
+    for span in (call, served):
+        assert span.attributes is not None
+        assert {key: span.attributes.get(key) for key in remote} == remote
+        assert span.attributes["mcp.session.id"] == session
+    assert served.parent is not None and served.parent.span_id == call.context.span_id
+    (operation,) = [
+        p
+        for p in recorded.points("mcp.client.operation.duration")
+        if (p.attributes or {}).get("gen_ai.tool.name")
+    ]
+    assert (
+        "mcp.session.id" not in (operation.attributes or {}) and operation.attributes["server.port"] == port
     )
