@@ -337,3 +337,26 @@ async def test_over_streamable_http_spans_carry_the_session_id_and_the_servers_a
     assert (
         "mcp.session.id" not in (operation.attributes or {}) and operation.attributes["server.port"] == port
     )
+
+
+async def test_a_push_refused_by_the_grant_has_a_server_span_with_its_code_and_no_secret_reaches_a_span() -> (
+    None
+):
+    recorded = Recorded()
+    config = ServerConfig(command=sys.executable, args=SERVER, limits=LIMITS)  # grants nothing
+    with anyio.fail_after(30):
+        async with connect(config, telemetry=recorded.telemetry) as conn:
+            refused = await tool(conn, "push")
+            with pytest.raises(RemoteError):
+                await conn.mcp.read_resource(
+                    "https://user:hunter2secret@example.com/r?access_token=abcdef123456"
+                )
+    call, served = recorded.one("tools/call push"), recorded.one("push/event")
+    assert served.kind is SpanKind.SERVER and served.attributes is not None
+    assert served.attributes["error.type"] == str(refused["error"]["code"])
+    assert served.status.status_code is StatusCode.ERROR
+    assert served.parent is not None and served.parent.span_id == call.context.span_id
+    read = recorded.one("resources/read")
+    assert read.attributes is not None
+    shown = str(read.attributes["mcp.resource.uri"])
+    assert shown.startswith("https://user:") and "hunter2secret" not in shown and "abcdef123456" not in shown
