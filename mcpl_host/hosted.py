@@ -37,7 +37,7 @@ Rules of this module:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from typing_extensions import TypedDict, Unpack
 
@@ -115,7 +115,7 @@ def resolve_telemetry(option: Telemetry | bool | None) -> Telemetry | None:
     """The ``Telemetry`` a ``ServerRuntime.telemetry`` option means: None for False, and for
     None or True when the OpenTelemetry API is not installed (``mcpl_host.telemetry`` is
     imported here and only here); the shared one of the global providers for None or True;
-    a ``Telemetry`` as given."""
+    a ``Telemetry`` as given. Raises ``TypeError`` for anything else."""
     if option is False:
         return None
     if option is None or option is True:
@@ -126,7 +126,12 @@ def resolve_telemetry(option: Telemetry | bool | None) -> Telemetry | None:
                 return None
             raise
         return global_telemetry()
-    return option
+    from mcpl_host.telemetry import Telemetry  # noqa: PLC0415 (importable: one was made)
+
+    given = cast(object, option)  # the type is the caller's promise, not checked by Python
+    if not isinstance(given, Telemetry):
+        raise TypeError(f"telemetry must be a bool, None or a Telemetry, not {type(given).__name__}")
+    return given
 
 
 class HostedServer:

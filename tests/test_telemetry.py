@@ -360,3 +360,8 @@ async def test_a_push_refused_by_the_grant_has_a_server_span_with_its_code_and_n
     assert read.attributes is not None
     shown = str(read.attributes["mcp.resource.uri"])
     assert shown.startswith("https://user:") and "hunter2secret" not in shown and "abcdef123456" not in shown
+
+
+def test_a_telemetry_option_of_another_type_is_refused_when_the_server_is_made() -> None:
+    with pytest.raises(TypeError, match="telemetry must be a bool, None or a Telemetry, not str"):
+        HostedServer(ServerConfig(command=sys.executable, args=SERVER), telemetry="on")  # type: ignore[arg-type]
