@@ -111,6 +111,11 @@ class ServerRuntime(TypedDict, total=False):
     telemetry: Telemetry | bool | None
 
 
+#: Holds the missing module's name once importing ``mcpl_host.telemetry`` failed for want
+#: of OpenTelemetry (the API is not installed): later servers do not look again.
+_without_opentelemetry: list[str] = []
+
+
 def resolve_telemetry(option: Telemetry | bool | None) -> Telemetry | None:
     """The ``Telemetry`` a ``ServerRuntime.telemetry`` option means: None for False, and for
     None or True when the OpenTelemetry API is not installed (``mcpl_host.telemetry`` is
@@ -119,10 +124,13 @@ def resolve_telemetry(option: Telemetry | bool | None) -> Telemetry | None:
     if option is False:
         return None
     if option is None or option is True:
+        if _without_opentelemetry:
+            return None
         try:
             from mcpl_host.telemetry import global_telemetry  # noqa: PLC0415 (lazy: the extra)
         except ModuleNotFoundError as exc:
             if exc.name is not None and exc.name.startswith("opentelemetry"):
+                _without_opentelemetry.append(exc.name)  # not looked for again (an import costs ms)
                 return None
             raise
         return global_telemetry()
