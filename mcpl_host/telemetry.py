@@ -54,7 +54,6 @@ Not emitted: spans for notifications, the ``server/discover`` era probe
 
 from __future__ import annotations
 
-import importlib.metadata
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -126,9 +125,10 @@ class Telemetry:
         self.meter_provider = meter_provider
         # Whether something records; stays True once it is (a global provider is set once).
         self._live = tracer_provider is not None or meter_provider is not None
-        version = _package_version()
-        self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, version, tracer_provider)
-        self._meter = metrics.get_meter(INSTRUMENTATION_NAME, version or "", meter_provider)
+        # The scope has no version: reading the installed package's (importlib.metadata)
+        # costs a scan of sys.path, and the layers below hold no copy of it.
+        self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, None, tracer_provider)
+        self._meter = metrics.get_meter(INSTRUMENTATION_NAME, "", meter_provider)
         self.operation_duration = self._meter.create_histogram(
             "mcp.client.operation.duration",
             unit="s",
@@ -168,14 +168,6 @@ class Telemetry:
         """The telemetry of one transport, with ``static`` attributes (``transport_attributes``)
         and the server's ``redactor`` for the server values shown."""
         return ConnectionTelemetry(self, static, redactor)
-
-
-def _package_version() -> str | None:
-    """The installed package's version (the instrumentation scope's), None when unknown."""
-    try:
-        return importlib.metadata.version("mcpl-host")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 _shared: list[Telemetry] = []  # the global providers' one Telemetry, once made
