@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Generator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, contextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
@@ -78,7 +78,10 @@ from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
 from mcpl_host.timer import Timer, due, progress_deadline
-from mcpl_host.transports.base import StartsServer, Transport
+from mcpl_host.transports.base import HasSession, StartsServer, Transport
+
+if TYPE_CHECKING:
+    from mcpl_host.telemetry import ClientCall, ConnectionTelemetry
 
 __all__ = [
     "DEFAULT",
@@ -258,6 +261,9 @@ class Connection:
         self._unmatched = LogBudget(self.limits.unmatched_errors_logged)
         self._invalid = LogBudget(self.limits.invalid_requests_logged)
         self._noise = Noise()  # what the server wrote that was not an answer (this transport)
+        #: OpenTelemetry spans and metrics of this transport (``mcpl_host.telemetry``), or
+        #: None when telemetry is off: then a request pays one ``is None`` check.
+        self.telemetry: ConnectionTelemetry | None = None
 
     def _new_session(self) -> Session:
         return Session(
@@ -376,6 +382,8 @@ class Connection:
                 link.close()
             self._task_scope.cancel()
             self._ended.set()
+            if self.telemetry is not None:
+                self.telemetry.ended(None)
 
     async def _run_tasks(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
         with self._task_scope:
@@ -516,7 +524,47 @@ class Connection:
 
         Cancellation: the pending entry is dropped, ``notifications/cancelled`` is sent (never
         for ``initialize``) and a late answer is treated as an orphan.
+
+        With ``telemetry`` the request has a ``CLIENT`` span and carries its trace context in
+        ``params._meta`` (``mcpl_host.telemetry``).
         """
+        telemetry = self.telemetry
+        if telemetry is None:
+            return await self._request(
+                method, params, timeout, max_total_timeout, progress, on_answer, long_lived, on_sent, None
+            )
+        call = telemetry.client_call(method, params)
+        try:
+            result = await self._request(
+                method,
+                call.params,
+                timeout,
+                max_total_timeout,
+                progress,
+                on_answer,
+                long_lived,
+                on_sent,
+                call,
+            )
+        except BaseException as exc:
+            call.failed(exc)
+            raise
+        call.succeeded(result)
+        return result
+
+    async def _request(
+        self,
+        method: str,
+        params: Any,
+        timeout: Timeout,
+        max_total_timeout: Timeout,
+        progress: ProgressCallback | None,
+        on_answer: AnswerHook | None,
+        long_lived: bool,
+        on_sent: Callable[[int], None] | None,
+        call: ClientCall | None,
+    ) -> Any:
+        """``request``'s work (its arguments, positional); ``call`` is told the id sent."""
         link = self._link
         if link is None or link.closed or self._closed:
             link = self._require_link()
@@ -548,6 +596,8 @@ class Connection:
         slot.sent = now = time.monotonic()
         if on_sent is not None:
             on_sent(pending.id)
+        if call is not None:
+            call.sent(pending.id)
         if seconds is not None:
             slot.deadline = deadline = now + (seconds if slot.total is None else min(seconds, slot.total))
             slot.seconds = seconds
@@ -645,6 +695,10 @@ class Connection:
         when the transport is gone."""
         link = self._require_link()
         self.server_info = info
+        if self.telemetry is not None:
+            transport = link.transport
+            session = transport.session_id if isinstance(transport, HasSession) else None
+            self.telemetry.opened(info.protocol_version, session)
         if info.is_stateless:
             self._session.discover_completed()
         else:
@@ -737,6 +791,8 @@ class Connection:
             self._lost = lost
             self._log.info("transport closed", reason=ServerValue(str(exc), self.redactor))
         self._ended.set()
+        if self.telemetry is not None:
+            self.telemetry.ended(None if self._closed else lost)
         failure: BaseException = exc if isinstance(exc, (ConnectionLost, ConnectionClosed)) else lost
         for pending in self._session.close():  # T3: fail at once
             pending.slot.fail(failure)

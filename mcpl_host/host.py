@@ -52,7 +52,7 @@ import itertools
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -98,6 +98,9 @@ from mcpl_host.services.turns import (
 )
 from mcpl_host.supervisor import Supervisor, SupervisorState
 from mcpl_host.tool_classes import known_classes
+
+if TYPE_CHECKING:
+    from mcpl_host.telemetry import Telemetry
 
 __all__ = [
     "MAX_QUEUED_EVENTS",
@@ -423,6 +426,9 @@ class Host:
             advertises ``eventCoalescing`` and pushes and channel messages wait in it for the
             application's drain instead of reaching ``subscribe()`` / the handlers; None (the
             default): off, nothing changes.
+        telemetry: OpenTelemetry spans and metrics of every server (``hosted.ServerRuntime``
+            ``telemetry``; ``mcpl_host.telemetry``): None (the default) or True, the global
+            providers when the OpenTelemetry API is installed; a ``Telemetry``; False: off.
     """
 
     def __init__(
@@ -442,6 +448,7 @@ class Host:
         clock: Callable[[], float] = anyio.current_time,
         rng: Callable[[], float] = random.random,
         event_inbox: EventInbox | None = None,
+        telemetry: Telemetry | bool | None = None,
     ) -> None:
         self._event_inbox = event_inbox
         if push_delivery not in ("wait", "refuse"):
@@ -478,6 +485,7 @@ class Host:
                 client_info=client_info,
                 state_store=state_store_factory(name) if state_store_factory is not None else None,
                 event_inbox=event_inbox,
+                telemetry=telemetry,
             )
             self._hosted[name] = hosted
             self._connected[name] = anyio.Event()

@@ -37,7 +37,9 @@ Rules of this module:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import sys
+
+from typing import TYPE_CHECKING, Any, cast
 
 from typing_extensions import TypedDict, Unpack
 
@@ -72,8 +74,9 @@ from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
     from mcpl_host.config import ServerConfig
+    from mcpl_host.telemetry import ConnectionTelemetry, Telemetry
 
-__all__ = ["HostedServer", "ServerRuntime", "TransportFactory", "connect"]
+__all__ = ["HostedServer", "ServerRuntime", "TransportFactory", "connect", "resolve_telemetry"]
 
 
 class ServerRuntime(TypedDict, total=False):
@@ -94,6 +97,11 @@ class ServerRuntime(TypedDict, total=False):
     - ``event_inbox``: an ``EventInbox`` (``services.coalescing``; RFC-006): the host
       advertises ``eventCoalescing`` and coalesced events wait there; None (the default):
       not advertised, and ``coalesce`` members are ignored as before.
+    - ``telemetry``: OpenTelemetry spans and metrics (``mcpl_host.telemetry``; the
+      ``mcpl-host[otel]`` extra): None or True (the default) uses the global tracer and
+      meter providers when the OpenTelemetry API is installed, and is off when it is not;
+      a ``Telemetry(tracer_provider=..., meter_provider=...)`` uses those (the API must be
+      installed); False is off.
     """
 
     handlers: HostHandlers | None
@@ -102,6 +110,41 @@ class ServerRuntime(TypedDict, total=False):
     state_store: StateStore | None
     client_info: ClientInfo | None
     event_inbox: EventInbox | None
+    telemetry: Telemetry | bool | None
+
+
+#: Holds the missing module's name once importing ``mcpl_host.telemetry`` failed for want
+#: of OpenTelemetry (the API is not installed): later servers do not look again.
+_without_opentelemetry: list[str] = []
+
+
+def resolve_telemetry(option: Telemetry | bool | None) -> Telemetry | None:
+    """The ``Telemetry`` a ``ServerRuntime.telemetry`` option means: None for False, and for
+    None or True when the OpenTelemetry API is not installed or nothing in the process has
+    imported ``opentelemetry.trace`` yet (``mcpl_host.telemetry`` is imported here and only
+    here); the shared one of the global providers for None or True;
+    a ``Telemetry`` as given. Raises ``TypeError`` for anything else."""
+    if option is False:
+        return None
+    if option is None or option is True:
+        if _without_opentelemetry or "opentelemetry.trace" not in sys.modules:
+            # Nothing in this process configured a provider (that imports the API), so
+            # nothing would record: the API is not even imported (docs/protocol.md OT4).
+            return None
+        try:
+            from mcpl_host.telemetry import global_telemetry  # noqa: PLC0415 (lazy: the extra)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and exc.name.startswith("opentelemetry"):
+                _without_opentelemetry.append(exc.name)  # not looked for again (an import costs ms)
+                return None
+            raise
+        return global_telemetry()
+    from mcpl_host.telemetry import Telemetry  # noqa: PLC0415 (importable: one was made)
+
+    given = cast(object, option)  # the type is the caller's promise, not checked by Python
+    if not isinstance(given, Telemetry):
+        raise TypeError(f"telemetry must be a bool, None or a Telemetry, not {type(given).__name__}")
+    return given
 
 
 class HostedServer:
@@ -144,6 +187,7 @@ class HostedServer:
         )
         self._describe = config.describe
         self._event_inbox = runtime.get("event_inbox")
+        self._telemetry = resolve_telemetry(runtime.get("telemetry"))
         self._event_dedupe = EventDeduplicator(
             max_entries=self._limits.max_remembered_event_ids, ttl_seconds=self._limits.event_id_ttl_seconds
         )
@@ -434,6 +478,23 @@ class HostedServer:
         ``sequence``, the ``RequestContext.transport`` of what comes on it)."""
         self._sequence += 1
         return self._sequence
+
+    @property
+    def telemetry(self) -> Telemetry | None:
+        """Where this server's spans and metrics go (``ServerRuntime.telemetry``), None: off."""
+        return self._telemetry
+
+    def connection_telemetry(self) -> ConnectionTelemetry | None:
+        """The telemetry of a new transport (``telemetry.ConnectionTelemetry``: the server's
+        transport attributes and redactor), None when telemetry is off or nothing would be
+        recorded (``Telemetry.live``: the global providers with no SDK configured yet)."""
+        if self._telemetry is None or not self._telemetry.live():
+            return None
+        from mcpl_host.telemetry import transport_attributes  # noqa: PLC0415 (loaded already)
+
+        endpoint = self._config.endpoint
+        url = endpoint.resolved_transport if endpoint is not None else self._config.url
+        return self._telemetry.for_connection(transport_attributes(url), self._redactor)
 
     def open_connection(self) -> ServerConnection:
         """A new, unopened ``ServerConnection`` over a new transport."""

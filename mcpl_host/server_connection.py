@@ -33,7 +33,7 @@ Rules of this module:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcpl_host.client_features import ClientFeatures, ClientFeatureService
 from mcpl_host.connection import ClientInfo, Connection
@@ -82,6 +82,9 @@ from mcpl_host.stall_watch import StallWatch
 from mcpl_host.stateless import Era, EraProbe, ProtocolChoice
 from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transports.base import TransportFactory
+
+if TYPE_CHECKING:
+    from mcpl_host.telemetry import ConnectionTelemetry
 
 __all__ = ["ConnectionOwner", "ServerConnection"]
 
@@ -159,6 +162,10 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
 
     def next_sequence(self) -> int:
         """The number of a new connection: 1 for the first, one more for each after it."""
+        ...
+
+    def connection_telemetry(self) -> ConnectionTelemetry | None:
+        """The OpenTelemetry of a new transport, None when off (``HostedServer``)."""
         ...
 
     def attach(self, conn: ServerConnection) -> None:
@@ -339,6 +346,7 @@ class ServerConnection:
             tool_observe=self.tool_observe,
         )
         shell.inbound = self.inbound
+        shell.telemetry = self.inbound.telemetry = hosted.connection_telemetry()
         #: RFC-009 input streams on this connection (experimental), or None when off.
         self.input_streams: InputStreamService | None = None
         if machine is not None:

@@ -76,6 +76,7 @@ from mcpl_host.services.tool_lifecycle import ObserveFilters
 
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter
+    from mcpl_host.telemetry import ConnectionTelemetry
 
 __all__ = ["LIBRARY_SERVED", "InboundDispatcher"]
 
@@ -164,7 +165,19 @@ class InboundDispatcher:
 
     # --- requests ------------------------------------------------------------------------------
 
+    #: OpenTelemetry (``mcpl_host.telemetry``): each served request gets a ``SERVER`` span,
+    #: parented by the trace context in its ``params._meta``; None: off (set by the
+    #: connection).
+    telemetry: ConnectionTelemetry | None = None
+
     def on_request(self, request: Request) -> InboundJob | HandlerError:
+        decision = self._decide(request)
+        telemetry = self.telemetry
+        if telemetry is None:
+            return decision
+        return telemetry.served(request.method, request.id, request.params, decision)
+
+    def _decide(self, request: Request) -> InboundJob | HandlerError:
         method, params = request.method, request.params
         if method in INPUT_METHODS and self.input_streams is None:
             return self._route(request)  # RFC-009 off: unknown methods, as before (IS2)

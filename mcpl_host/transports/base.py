@@ -24,6 +24,7 @@ from mcpl_host.secrets import Redactor
 
 __all__ = [
     "CarriesStateless",
+    "HasSession",
     "SendsNow",
     "StartsServer",
     "Transport",
@@ -101,6 +102,18 @@ class CarriesStateless(Protocol):
     @property
     def carries_stateless(self) -> bool:
         """Whether MCP 2026-07-28 may go over this transport now."""
+        ...
+
+
+@runtime_checkable
+class HasSession(Protocol):
+    """A transport whose server may name a session (Streamable HTTP's ``Mcp-Session-Id``,
+    MCP 2025-11-25 "Transports", Session Management): read for telemetry
+    (``mcp.session.id``)."""
+
+    @property
+    def session_id(self) -> str | None:
+        """The session the server named, None when it named none (or not yet)."""
         ...
 
 

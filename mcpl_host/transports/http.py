@@ -189,6 +189,12 @@ class StreamableHTTPTransport:
         return f"<StreamableHTTPTransport {self._shown} {state} session={self._session_id is not None}>"
 
     @property
+    def session_id(self) -> str | None:
+        """The ``Mcp-Session-Id`` the server gave in its ``initialize`` answer, None without
+        one (``HasSession``)."""
+        return self._session_id
+
+    @property
     def protocol_version(self) -> str | None:
         """The ``MCP-Protocol-Version`` sent from now on (None before the handshake)."""
         return self._protocol_version

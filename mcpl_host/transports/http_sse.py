@@ -344,6 +344,11 @@ class AutoHTTPTransport:
     def __repr__(self) -> str:
         return f"<AutoHTTPTransport {self.describe()} chosen={self.chosen}>"
 
+    @property
+    def session_id(self) -> str | None:
+        """The Streamable HTTP session id, when that transport was chosen (``HasSession``)."""
+        return self._streamable.session_id if self._inner is self._streamable else None
+
     def mirror_params(self, source: Callable[[Mapping[str, Any]], dict[str, str]]) -> None:
         """Passed on to Streamable HTTP (``StreamableHTTPTransport.mirror_params``): only
         stateless requests carry them, and those never go over HTTP+SSE."""

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["TARGETS", "Results", "Row", "Target", "rows_for", "target_table", "figure_table"]
+__all__ = ["TARGETS", "Results", "Row", "Target", "figure_table", "rows_for", "spread", "target_table"]
 
 #: The backend key of figures that do not depend on the event loop (imports).
 NO_BACKEND = "-"
@@ -124,6 +124,10 @@ def _spread(values: list[float]) -> str:
     if len(values) == 1:
         return _number(values[0])
     return f"{_number(min(values))} / **{_number(statistics.median(values))}** / {_number(max(values))}"
+
+
+#: min / **median** / max of one figure's values, as the tables show it.
+spread = _spread
 
 
 def _ratio(ours: float | None, other: float | None) -> str:

@@ -41,11 +41,12 @@ from bench.measure import (
 )
 from bench.report import FRAMING_ROWS, IMPORT_ROWS, NO_BACKEND, Results, figure_table, rows_for, target_table
 from bench.server import build_echo_server
+from bench.telemetry import measure_telemetry, sdk_installed, telemetry_table
 
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("seq", "inflight", "flood", "big", "import", "idle", "framing")
+SECTIONS = ("seq", "inflight", "flood", "big", "import", "idle", "framing", "telemetry")
 
 Cell = tuple[str, Callable[[Driver], Awaitable[dict[str, float]]]]
 
@@ -100,6 +101,19 @@ async def _sequential(
         _note(f"  rep {rep + 1} {backend} seq {client}: {_short(metrics)}")
 
 
+async def _telemetry(backend: str, rep: int, server: Path, settings: Settings, results: Results) -> None:
+    gc.collect()
+    try:
+        with anyio.fail_after(settings.cell_timeout_seconds):
+            figures = await measure_telemetry(backend, server, settings, results)
+    except Exception as exc:  # recorded and reported; the run goes on
+        results.fail(backend, "telemetry", "mcpl-host", f"{type(exc).__name__}: {exc}"[:300])
+        _note(f"  rep {rep + 1} {backend} telemetry: FAILED {type(exc).__name__}: {exc}")
+        return
+    for variant, metrics in figures.items():
+        _note(f"  rep {rep + 1} {backend} telemetry {variant}: {_short(metrics)}")
+
+
 async def _round(
     backend: str,
     rep: int,
@@ -112,6 +126,8 @@ async def _round(
 ) -> None:
     if "seq" in sections:
         await _sequential(backend, rep, clients, server, settings, results)
+    if "telemetry" in sections:
+        await _telemetry(backend, rep, server, settings, results)
     for index, (measure, run) in enumerate(cells):
         for client in _rotated(clients, rep + index + 1):
             gc.collect()
@@ -283,6 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "trio columns skipped: the `trio` package is not installed (`pip install -e '.[bench]'`)."
         )
         _note(notes[-1])
+    if "telemetry" in sections and not sdk_installed():
+        sections.remove("telemetry")
+        notes.append("telemetry skipped: `opentelemetry-sdk` is not installed (`pip install -e '.[bench]'`).")
+        _note(notes[-1])
     if not backends:
         _parser().error("no backend left to measure")
     server = build_echo_server()
@@ -296,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before, started = _loadavg(), time.perf_counter()
     results = Results()
     cells = _cells(settings, sections)
-    in_process = bool(cells) or "seq" in sections
+    in_process = bool(cells) or "seq" in sections or "telemetry" in sections
     for rep in range(settings.reps if in_process else 0):
         for backend in backends:
             _note(f"repetition {rep + 1}/{settings.reps}, {backend}")
@@ -336,6 +356,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for backend in backends:
         out += [f"## All figures, {backend}", "", figure_table(results, backend, rows, clients), ""]
+    if "telemetry" in sections:
+        for backend in backends:
+            out += [
+                f"## OpenTelemetry, {backend} (mcpl-host three ways, same run; scripts/bench/telemetry.py)",
+                "",
+                telemetry_table(results, backend),
+                "",
+            ]
     if "import" in sections:
         out += [
             "## Imports (fresh interpreter)",
