@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +54,7 @@ __all__ = [
     "context_credentials",
     "main",
     "protocol_for",
+    "run_request",
     "run_scenario",
     "server_config",
 ]
@@ -272,26 +273,33 @@ def _context(raw: str | None) -> dict[str, Any]:
     return dict(value)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the scenario ``MCP_CONFORMANCE_SCENARIO`` against the URL that ends ``argv``;
-    the exit status (module rules)."""
-    args = sys.argv[1:] if argv is None else argv
-    scenario = os.environ.get(SCENARIO_ENV, "")
+async def run_request(args: Sequence[str], environ: Mapping[str, str]) -> tuple[int, str | None]:
+    """One scenario as the suite asks for it: ``args`` end with the server's URL and
+    ``environ`` holds the ``MCP_CONFORMANCE_*`` variables. The exit status (module rules)
+    and the line to print on stderr, if any."""
+    scenario = environ.get(SCENARIO_ENV, "")
     if not args or not scenario:
-        print(f"usage: {SCENARIO_ENV}=<scenario> python -m mcpl_host.conformance_client URL", file=sys.stderr)
-        return 2
+        return 2, f"usage: {SCENARIO_ENV}=<scenario> python -m mcpl_host.conformance_client URL"
     try:
-        context = _context(os.environ.get(CONTEXT_ENV))
+        context = _context(environ.get(CONTEXT_ENV))
     except ValueError as error:
-        print(f"conformance client: {error}", file=sys.stderr)
-        return 2
-    version = os.environ.get(PROTOCOL_VERSION_ENV) or None
+        return 2, f"conformance client: {error}"
+    version = environ.get(PROTOCOL_VERSION_ENV) or None
     try:
-        anyio.run(lambda: run_scenario(scenario, args[-1], context=context, protocol_version=version))
+        await run_scenario(scenario, args[-1], context=context, protocol_version=version)
     except Exception as error:  # one line for the suite's stderr.txt, whatever the host raised
-        print(f"conformance client: {scenario}: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
-    return 0
+        return 1, f"conformance client: {scenario}: {type(error).__name__}: {error}"
+    return 0, None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mcpl_host.conformance_client URL``: ``run_request`` with this process's
+    arguments and environment; the exit status."""
+    args = sys.argv[1:] if argv is None else argv
+    status, line = anyio.run(run_request, args, dict(os.environ))
+    if line is not None:
+        print(line, file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":
