@@ -43,6 +43,7 @@ from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import connect
 from mcpl_host.jsonrpc.values import is_array, is_object
+from mcpl_host.limits import Limits
 from mcpl_host.mcp_methods import Tool
 from mcpl_host.probe_features import CannedElicitation, CannedSampling
 from mcpl_host.server_connection import ServerConnection
@@ -114,11 +115,16 @@ def protocol_for(version: str | None) -> ProtocolChoice:
     return "stateless" if version in STATELESS_PROTOCOL_VERSIONS else "handshake"
 
 
-def server_config(url: str, *, protocol: ProtocolChoice, credentials: ContextCredentials) -> ServerConfig:
-    """The ``ServerConfig`` of one scenario's server. The credentials' secrets are
-    redacted from every output; the host's OAuth settings (client registration, client
-    credentials) belong here once the library has them."""
-    return ServerConfig(name="conformance", url=url, protocol=protocol, secrets=credentials.secrets)
+def server_config(
+    url: str, *, protocol: ProtocolChoice, credentials: ContextCredentials, limits: Limits | None = None
+) -> ServerConfig:
+    """The ``ServerConfig`` of one scenario's server (``limits``: the host's bounds, by
+    default ``Limits()``). The credentials' secrets are redacted from every output; the
+    host's OAuth settings (client registration, client credentials) belong here once the
+    library has them."""
+    return ServerConfig(
+        name="conformance", url=url, protocol=protocol, secrets=credentials.secrets, limits=limits or Limits()
+    )
 
 
 Scenario = Callable[[ServerConnection, Mapping[str, Any]], Awaitable[None]]
@@ -252,13 +258,19 @@ def handlers_for(scenario: str) -> HostHandlers:
 
 
 async def run_scenario(
-    scenario: str, url: str, *, context: Mapping[str, Any], protocol_version: str | None
+    scenario: str,
+    url: str,
+    *,
+    context: Mapping[str, Any],
+    protocol_version: str | None,
+    limits: Limits | None = None,
 ) -> None:
     """Connect to ``url`` as ``scenario`` asks, run its steps, close. Raises what the host
     raises (``InitializeError``, ``RemoteError``, ``ConnectionLost``...)."""
     steps = SCENARIOS.get(scenario, auth_flow if scenario.startswith("auth/") else list_tools_only)
+    credentials = context_credentials(context)
     config = server_config(
-        url, protocol=protocol_for(protocol_version), credentials=context_credentials(context)
+        url, protocol=protocol_for(protocol_version), credentials=credentials, limits=limits
     )
     async with connect(config, handlers=handlers_for(scenario), client_info=CLIENT_INFO) as conn:
         await steps(conn, context)
@@ -273,10 +285,12 @@ def _context(raw: str | None) -> dict[str, Any]:
     return dict(value)
 
 
-async def run_request(args: Sequence[str], environ: Mapping[str, str]) -> tuple[int, str | None]:
+async def run_request(
+    args: Sequence[str], environ: Mapping[str, str], *, limits: Limits | None = None
+) -> tuple[int, str | None]:
     """One scenario as the suite asks for it: ``args`` end with the server's URL and
-    ``environ`` holds the ``MCP_CONFORMANCE_*`` variables. The exit status (module rules)
-    and the line to print on stderr, if any."""
+    ``environ`` holds the ``MCP_CONFORMANCE_*`` variables (``limits``: as ``server_config``).
+    The exit status (module rules) and the line to print on stderr, if any."""
     scenario = environ.get(SCENARIO_ENV, "")
     if not args or not scenario:
         return 2, f"usage: {SCENARIO_ENV}=<scenario> python -m mcpl_host.conformance_client URL"
@@ -286,7 +300,7 @@ async def run_request(args: Sequence[str], environ: Mapping[str, str]) -> tuple[
         return 2, f"conformance client: {error}"
     version = environ.get(PROTOCOL_VERSION_ENV) or None
     try:
-        await run_scenario(scenario, args[-1], context=context, protocol_version=version)
+        await run_scenario(scenario, args[-1], context=context, protocol_version=version, limits=limits)
     except Exception as error:  # one line for the suite's stderr.txt, whatever the host raised
         return 1, f"conformance client: {scenario}: {type(error).__name__}: {error}"
     return 0, None
