@@ -53,6 +53,7 @@ SUITE_PACKAGE = "@modelcontextprotocol/conformance"
 #: The suite's version, pinned: a new release cannot fail a build that passed.
 SUITE_VERSION = "0.2.0-alpha.12"
 REVISIONS = ("2025-11-25", "2026-07-28")
+INSTALL_SECONDS = 300
 BASELINE = ROOT / "tests" / "conformance" / "expected-failures.yml"
 DEFAULT_SUITE_DIR = ROOT / ".ci" / "conformance"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -119,7 +120,12 @@ def ensure_suite(suite_dir: Path, node: str, npm: list[str]) -> Path:
         print(f"installing {SUITE_PACKAGE}@{SUITE_VERSION} in {suite_dir}", file=sys.stderr)
         env = {**os.environ, "PATH": f"{Path(node).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         command = [*npm, "install", "--no-save", "--no-audit", "--no-fund", "--prefix", str(suite_dir)]
-        done = subprocess.run([*command, f"{SUITE_PACKAGE}@{SUITE_VERSION}"], env=env, check=False)
+        try:
+            done = subprocess.run(
+                [*command, f"{SUITE_PACKAGE}@{SUITE_VERSION}"], env=env, check=False, timeout=INSTALL_SECONDS
+            )
+        except subprocess.TimeoutExpired:
+            raise Unrunnable(f"npm did not install {SUITE_PACKAGE} within {INSTALL_SECONDS} s") from None
         if done.returncode != 0 or installed_version(suite_dir) != SUITE_VERSION:
             raise Unrunnable(f"could not install {SUITE_PACKAGE}@{SUITE_VERSION}")
     return suite_entry(suite_dir)
@@ -406,6 +412,7 @@ def report(
     started = time.monotonic()
     for number, run in enumerate(runs):
         folder = output / f"{number:02d}-{run.name.replace('/', '_')}"
+        shutil.rmtree(folder, ignore_errors=True)  # the results of an earlier run in --output
         common = {"command": command, "env": env, "baseline": baseline, "timeout": options.timeout}
         status, found, text = run_suite(node, entry, run, output=folder, **common)
         if status != 0 and run.selection[0] == "--requirements":
