@@ -134,9 +134,15 @@ def _placeholder(schema: object) -> Any:
     """A value of a property's ``type`` (a string, a number...), for a call whose
     arguments only need to be well formed."""
     kind = schema.get("type") if is_object(schema) else None
-    return {"string": "x", "number": 1, "integer": 1, "boolean": True, "array": [], "object": {}}.get(
-        kind if isinstance(kind, str) else "", "x"
-    )
+    values: dict[str, Any] = {
+        "string": "x",
+        "number": 1,
+        "integer": 1,
+        "boolean": True,
+        "array": [],
+        "object": {},
+    }
+    return values.get(kind if isinstance(kind, str) else "", "x")
 
 
 def _placeholder_arguments(tool: Tool) -> dict[str, Any]:
@@ -176,9 +182,10 @@ async def request_state(conn: ServerConnection, context: Mapping[str, Any]) -> N
     tool answers with input requests the host serves (the elicitation handler accepts) and
     retries with; ``test_mrtr_unrelated`` is called between, carrying nothing of them."""
     await conn.mcp.list_tools()
+    no_arguments: dict[str, Any] = {}
     async with anyio.create_task_group() as group:
-        group.start_soon(conn.mcp.call_tool, "test_mrtr_echo_state", {})
-        group.start_soon(conn.mcp.call_tool, "test_mrtr_unrelated", {})
+        group.start_soon(conn.mcp.call_tool, "test_mrtr_echo_state", no_arguments)
+        group.start_soon(conn.mcp.call_tool, "test_mrtr_unrelated", no_arguments)
     await conn.mcp.call_tool("test_mrtr_no_state", {})
     await conn.mcp.call_tool("test_mrtr_no_result_type", {})
 
