@@ -303,7 +303,8 @@ def serve(path: str, timeout: float) -> None:
 
 def start_server(folder: Path, timeout: float) -> tuple[subprocess.Popen[str], str, dict[str, str]]:
     """The shared process, listening; the client command for the suite and its environment."""
-    path = str(folder / "client.sock")
+    # A short path (AF_UNIX takes some 100 bytes), not one under a deep --output.
+    path = str(Path(tempfile.mkdtemp(prefix="mcpl-conformance-")) / "client.sock")
     log = (folder / "client-process.log").open("w")
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve", path, "--timeout", str(timeout)],
