@@ -377,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if server is not None:
             server.terminate()
             server.wait()
+            shutil.rmtree(Path(env["MCPL_CONFORMANCE_SOCKET"]).parent, ignore_errors=True)
 
 
 def unexpected_failures(text: str) -> list[str]:
