@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,7 @@ def test_the_shared_process_answers_a_relay(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(30)
+        shutil.rmtree(Path(env["MCPL_CONFORMANCE_SOCKET"]).parent, ignore_errors=True)
     assert os.path.exists(tmp_path / "client-process.log")
 
 
