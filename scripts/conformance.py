@@ -47,6 +47,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
@@ -397,49 +398,84 @@ def unexpected_failures(text: str) -> list[str]:
     return names
 
 
+def alone(node: str, entry: Path, revision: str, scenario: str, folder: Path, **common: Any) -> str:
+    """A scenario's verdict when it runs alone at ``revision`` (``common``: as ``run_suite``)."""
+    solo = Run(scenario, ["--scenario", scenario, "--spec-version", revision, "--force"], {})
+    where = folder / "alone" / scenario.replace("/", "_")
+    return run_suite(node, entry, solo, output=where, baseline=None, **common)[1].get(scenario, "failed")
+
+
+def baseline_entries(baseline: Path) -> set[str]:
+    """The scenarios the baseline lists whole (``client:``; a ``scenario:check`` entry
+    excuses one check and is left to the suite)."""
+    import yaml  # noqa: PLC0415  (a test dependency)
+
+    data = yaml.safe_load(baseline.read_text()) or {}
+    return {str(entry) for entry in data.get("client") or [] if ":" not in str(entry)}
+
+
 def report(
     options: argparse.Namespace, runs: list[Run], *, node: str, entry: Path, command: str,
     env: dict[str, str], baseline: Path | None, output: Path,
 ) -> int:  # fmt: skip
     """Run the suite as planned, print the counts per group; the exit status.
 
+    The suite judges a requirement set's scored scenarios against the baseline; this judges
+    the rest of the set the same way, which the suite runs without judging: an unscored
+    scenario that failed and is not listed is a regression, one listed that passed a stale
+    entry. A required scenario none of whose checks ran (the client never got there, which
+    the suite counts as a pass) is a failure too.
+
     A scenario that failed, unexpected, in a run of many is run once more alone, as the
     official SDKs' CI does: in parallel on a busy machine a scenario can miss the suite's
     real-time tolerances (the reconnection delay of ``sse-retry``). Passing alone, it counts
     as passed and is named in the report; failing alone, the run fails. A stale baseline
     entry is never run again."""
+    listed_whole = baseline_entries(baseline) if baseline is not None else set[str]()
     tallies: dict[str, Tally] = {}
-    failed_runs: list[str] = []
+    problems: list[str] = []
     rescued: list[str] = []
     started = time.monotonic()
     for number, run in enumerate(runs):
         folder = output / f"{number:02d}-{run.name.replace('/', '_')}"
         shutil.rmtree(folder, ignore_errors=True)  # the results of an earlier run in --output
-        common = {"command": command, "env": env, "baseline": baseline, "timeout": options.timeout}
-        status, found, text = run_suite(node, entry, run, output=folder, **common)
-        if status != 0 and run.selection[0] == "--requirements":
-            again = unexpected_failures(text)
+        common: dict[str, Any] = {"command": command, "env": env, "timeout": options.timeout}
+        status, found, text = run_suite(node, entry, run, output=folder, baseline=baseline, **common)
+        requirements = run.selection[0] == "--requirements"
+
+        if status != 0 and requirements and (again := unexpected_failures(text)):
             for scenario in again:
-                solo = Run(scenario, ["--scenario", scenario, "--spec-version", run.name, "--force"], {})
-                solo_status, solo_found, _ = run_suite(node, entry, solo, output=folder / "alone", **common)
-                if solo_status != 0:
+                found[scenario] = alone(node, entry, run.name, scenario, folder, **common)
+                if found[scenario] == "failed":
                     break
-                found[scenario] = solo_found.get(scenario, "failed")
                 rescued.append(f"{scenario} ({run.name})")
             else:
-                status = 0 if again else status
+                status = 0
+        if status != 0:
+            notes = baseline_notes(text) or text.strip().splitlines()[-5:]
+            problems.append(f"{run.name}: the suite exited {status}\n" + "\n".join(notes))
         for scenario, group in run.groups.items():
-            tally = tallies.setdefault(group, Tally())
             verdict = found.get(scenario, "failed")  # not run at all: a failure
+            if requirements and baseline is not None and "not scored" in group:
+                if verdict == "failed" and scenario not in listed_whole:
+                    verdict = found[scenario] = alone(node, entry, run.name, scenario, folder, **common)
+                    if verdict != "failed":
+                        rescued.append(f"{scenario} ({run.name})")
+                    else:
+                        problems.append(
+                            f"{run.name}: {scenario} (unscored) failed and is not in the baseline"
+                        )
+                elif verdict != "failed" and scenario in listed_whole:
+                    problems.append(f"{run.name}: {scenario} (unscored) passed: a stale baseline entry")
+            elif requirements and baseline is not None and verdict == "unexercised":
+                problems.append(f"{run.name}: {scenario} is required and none of its checks ran")
+            tally = tallies.setdefault(group, Tally())
             {"passed": tally.passed, "failed": tally.failed, "unexercised": tally.unexercised}[
                 verdict
             ].append(scenario)
-        if status != 0:
-            failed_runs.append(run.name)
-            notes = baseline_notes(text) or text.strip().splitlines()[-5:]
-            print(f"== {run.name}: the suite exited {status}", file=sys.stderr)
-            print("\n".join(notes), file=sys.stderr)
 
+    for problem in problems:
+        print(f"== {problem}", file=sys.stderr)
     print(f"{options.label} ({command}) against {SUITE_PACKAGE}@{SUITE_VERSION}")
     for group, tally in tallies.items():
         line = f"  {group}: {len(tally.passed)}/{tally.total} passed"
@@ -449,9 +485,9 @@ def report(
     if rescued:
         print("  failed beside the others, passed alone: " + ", ".join(rescued))
     if baseline is not None:
-        print(f"baseline {baseline}: " + ("kept" if not failed_runs else "NOT kept"))
+        print(f"baseline {baseline}: " + ("kept" if not problems else "NOT kept"))
     print(f"{time.monotonic() - started:.0f} s; the suite's results are in {output}")
-    return 1 if failed_runs and baseline is not None else 0
+    return 1 if problems and baseline is not None else 0
 
 
 if __name__ == "__main__":

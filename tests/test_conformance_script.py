@@ -98,3 +98,9 @@ def test_a_node_older_than_22_is_passed_over(tmp_path: Path, version: str) -> No
     except conformance.Unrunnable:
         node = None
     assert (node == str(given)) == (version == "v24.19.0")
+
+
+def test_the_baseline_lists_whole_scenarios_only_where_oauth_or_an_extension_is_missing() -> None:
+    entries = conformance.baseline_entries(conformance.BASELINE)
+    assert "auth/metadata-default" in entries and "auth/dpop" in entries
+    assert all(entry.startswith("auth/") for entry in entries)  # the core scenarios all pass
