@@ -1,5 +1,6 @@
 """The client the official MCP conformance suite (``@modelcontextprotocol/conformance``) drives:
-``python -m mcpl_host.conformance_client URL``, one process per scenario.
+``python -m mcpl_host.conformance_client URL``, one process per scenario (or ``run_request``,
+one task per scenario, in a process that serves many: ``scripts/conformance.py``).
 
 The suite starts a test server for a client scenario, runs this module with the server's
 URL as its last argument and the scenario named in ``MCP_CONFORMANCE_SCENARIO``, and judges
@@ -21,9 +22,9 @@ Rules of this module:
   that is where the host's OAuth settings go once the library has them. Until then an
   ``auth/*`` scenario connects without a token and ends at the server's 401.
 - Exit status: 0 when the scenario's steps ran, 1 with one line on stderr when a step
-  failed (the suite reads the wire, not the status, except for scenarios that expect the
-  client to stop); 2 for a usage error. Nothing secret is printed: errors are the host's,
-  which redact.
+  failed (the suite judges the wire; a scenario run alone also fails on a status other than
+  0, unless it expects the client to give up); 2 for a usage error. Nothing secret is
+  printed: errors are the host's, which redact.
 """
 
 from __future__ import annotations
