@@ -170,8 +170,8 @@ class HostedServer:
         self._sequence = 0
         self._learned_era: Era | None = None
         self._current: ServerConnection | None = None
-        self._reporter = Reporter(self._name, self._handlers, self._observer)
         self._recorder = runtime.get("record")
+        self._reporter = Reporter(self._name, self._handlers, self._observer, self._recorder)
         if self._recorder is not None:
             self._recorder.set_redactor(self._name, self._redactor)
 
@@ -456,7 +456,8 @@ class HostedServer:
             config = self._config
             label = recorded_transport(config.transport)
             url = config.url if label != "stdio" else None
-            factory = recording_factory(factory, self._recorder, self._name, label, url=url)
+            command = config.command if label == "stdio" else None
+            factory = recording_factory(factory, self._recorder, self._name, label, url=url, command=command)
         return ServerConnection(self, factory)
 
     @property

@@ -55,6 +55,7 @@ from typing import Any, Literal, Protocol
 import anyio
 import orjson
 
+from mcpl_host.jsonrpc.errors import ConnectionLost
 from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem, dumps_message, loads_line, peek_id
 from mcpl_host.jsonrpc.values import is_list_or_tuple, is_object
 from mcpl_host.limits import Limits
@@ -394,6 +395,10 @@ class Recorder:
         self._connections[server] = number
         return number
 
+    def current_connection(self, server: str) -> int:
+        """The ``connection`` number of ``server``'s newest transport (1 before any)."""
+        return self._connections.get(server, 1)
+
     @property
     def entries(self) -> int:
         """How many entries were made (``seq`` of the last one)."""
@@ -524,7 +529,14 @@ class RecordingTransport:
     (``TRANSPORTS``; an automatic HTTP transport says ``"sse"`` once its ``chosen`` is).
     Everything else is the held transport's: its other attributes (``pid``, ``send_now``,
     ``terminate_now``, ``carries_stateless``...) are read from it, ``send_now`` recorded
-    too."""
+    too.
+
+    Its lifecycle entries, read from what the held transport says of itself: ``"http-session"``
+    when its ``session_id`` (Streamable HTTP) is new, after a send or a receive;
+    ``"exit"`` (``status``) once, when a receive ends with ``ConnectionLost`` holding an exit
+    status or, for a transport with an ``exit_status`` (stdio), when it is closed;
+    ``"ws-close"`` (``code``, ``reason``) once, for a transport with a ``close_code``
+    (WebSocket); ``"closed"`` when it is closed."""
 
     def __init__(
         self, inner: _Recorded, recorder: Recorder, server: str, connection: int, transport: str
@@ -535,6 +547,31 @@ class RecordingTransport:
         self._connection = connection
         self._transport = transport
         self._partial = b""  # the start of a line send_now wrote only part of
+        self._session: str | None = None
+        self._exited = False
+        self._ws_closed = False
+        self._closed = False
+
+    def _lifecycle(self, event: str, **fields: Any) -> None:
+        self._recorder.entry(self._server, self._connection, "lifecycle", event=event, **fields)
+
+    def _check_session(self) -> None:
+        session = getattr(self._inner, "session_id", None)
+        if isinstance(session, str) and session != self._session:
+            self._session = session
+            self._lifecycle("http-session", sessionId=session)
+
+    def _check_ended(self, status: object = None, *, closing: bool = False) -> None:
+        if not self._exited and (status is not None or (closing and hasattr(self._inner, "exit_status"))):
+            self._exited = True
+            if status is None:
+                status = getattr(self._inner, "exit_status", None)
+            self._lifecycle("exit", status=status if isinstance(status, int) else None)
+        code = getattr(self._inner, "close_code", None)
+        if not self._ws_closed and isinstance(code, int):
+            self._ws_closed = True
+            reason = getattr(self._inner, "close_reason", None)
+            self._lifecycle("ws-close", code=code, reason=reason if isinstance(reason, str) else "")
 
     @property
     def inner(self) -> _Recorded:
@@ -571,6 +608,7 @@ class RecordingTransport:
         """Send ``data`` (whole lines) and record each line written."""
         await self._inner.send(data)
         self._record_sent(data)
+        self._check_session()
 
     def _send_now(self, data: bytes) -> int:
         send_now: Callable[[bytes], int] = getattr(self._inner, "send_now")  # noqa: B009
@@ -580,7 +618,12 @@ class RecordingTransport:
 
     async def receive(self) -> ReadItem:
         """The next line read, recorded (a ``LineTooLong`` as its size and id)."""
-        item = await self._inner.receive()
+        try:
+            item = await self._inner.receive()
+        except ConnectionLost as exc:
+            self._check_ended(exc.exit_status)
+            raise
+        self._check_session()
         recorder = self._recorder
         if isinstance(item, LineTooLong):
             fields = too_long_fields(item, recorder.redactor(self._server))
@@ -590,7 +633,14 @@ class RecordingTransport:
         return item
 
     async def aclose(self) -> None:
-        await self._inner.aclose()
+        """Close the held transport; record its end (once)."""
+        try:
+            await self._inner.aclose()
+        finally:
+            if not self._closed:
+                self._closed = True
+                self._check_ended(closing=True)
+                self._lifecycle("closed")
 
     @property
     def stderr_tail(self) -> Sequence[str]:
@@ -622,17 +672,21 @@ def recording_factory(
     transport: str,
     *,
     url: str | None = None,
+    command: str | None = None,
 ) -> Callable[[], AbstractAsyncContextManager[RecordingTransport]]:
     """``factory`` (opens one transport each call) with each transport it opens recorded:
-    a new ``connection`` number per transport (``Recorder.next_connection``) and a
-    ``"connect"`` lifecycle entry once it is open (``url`` through ``redact_url``: a remote
-    server)."""
+    a new ``connection`` number per transport (``Recorder.next_connection``), a ``"spawn"``
+    lifecycle entry when it started a process (its ``pid``; ``command``: argv[0]) and a
+    ``"connect"`` one once it is open (``url`` through ``redact_url``: a remote server)."""
 
     @asynccontextmanager
     async def recorded() -> AsyncGenerator[RecordingTransport, None]:
         async with factory() as inner:
             connection = recorder.next_connection(server)
             wrapped = RecordingTransport(inner, recorder, server, connection, transport)
+            pid = getattr(inner, "pid", None)
+            if isinstance(pid, int):
+                recorder.entry(server, connection, "lifecycle", event="spawn", pid=pid, command=command or "")
             fields: dict[str, Any] = {"event": "connect", "transport": transport}
             if url is not None:
                 fields["url"] = redact_url(url)
