@@ -637,10 +637,15 @@ class RecordingTransport:
         try:
             await self._inner.aclose()
         finally:
-            if not self._closed:
-                self._closed = True
-                self._check_ended(closing=True)
-                self._lifecycle("closed")
+            self.record_end()
+
+    def record_end(self) -> None:
+        """Record that the held transport is closed (its exit status, its close code), once:
+        by ``aclose()``, or when the context it was opened in exits."""
+        if not self._closed:
+            self._closed = True
+            self._check_ended(closing=True)
+            self._lifecycle("closed")
 
     @property
     def stderr_tail(self) -> Sequence[str]:
@@ -681,16 +686,23 @@ def recording_factory(
 
     @asynccontextmanager
     async def recorded() -> AsyncGenerator[RecordingTransport, None]:
-        async with factory() as inner:
-            connection = recorder.next_connection(server)
-            wrapped = RecordingTransport(inner, recorder, server, connection, transport)
-            pid = getattr(inner, "pid", None)
-            if isinstance(pid, int):
-                recorder.entry(server, connection, "lifecycle", event="spawn", pid=pid, command=command or "")
-            fields: dict[str, Any] = {"event": "connect", "transport": transport}
-            if url is not None:
-                fields["url"] = redact_url(url)
-            recorder.entry(server, connection, "lifecycle", **fields)
-            yield wrapped
+        wrapped: RecordingTransport | None = None
+        try:
+            async with factory() as inner:
+                connection = recorder.next_connection(server)
+                wrapped = RecordingTransport(inner, recorder, server, connection, transport)
+                pid = getattr(inner, "pid", None)
+                if isinstance(pid, int):
+                    recorder.entry(
+                        server, connection, "lifecycle", event="spawn", pid=pid, command=command or ""
+                    )
+                fields: dict[str, Any] = {"event": "connect", "transport": transport}
+                if url is not None:
+                    fields["url"] = redact_url(url)
+                recorder.entry(server, connection, "lifecycle", **fields)
+                yield wrapped
+        finally:
+            if wrapped is not None:  # closed now (its process reaped), however it ended
+                wrapped.record_end()
 
     return recorded

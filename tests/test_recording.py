@@ -249,7 +249,7 @@ async def test_recording_transport_records_whole_lines_sent_in_parts() -> None:
 
 
 @pytest.mark.anyio
-async def test_host_records_a_real_server_both_ways(tmp_path: Path) -> None:
+async def test_host_records_a_real_server_both_ways_with_its_lifecycle_and_decisions(tmp_path: Path) -> None:
     path = tmp_path / "demo.jsonl"
     config = ServerConfig(
         command=sys.executable,
@@ -266,7 +266,11 @@ async def test_host_records_a_real_server_both_ways(tmp_path: Path) -> None:
             assert SECRET in result.text  # the host got it; the recording must not
     entries = valid_file(path)
     assert SECRET.encode() not in path.read_bytes()
-    assert entries[0]["kind"] == "lifecycle" and entries[0]["event"] == "connect"
+    lifecycle = [(entry["event"], entry.get("status")) for entry in entries if entry["kind"] == "lifecycle"]
+    assert lifecycle == [("spawn", None), ("connect", None), ("exit", 0), ("closed", None)]
+    assert entries[0]["pid"] > 0 and entries[0]["command"] == sys.executable
+    receipt = next(entry for entry in entries if entry["kind"] == "decision")
+    assert receipt["event"] == "policy_receipt" and receipt["data"]["accepted"] is True
     assert {entry["server"] for entry in entries} == {"demo"}
     assert {entry["connection"] for entry in entries} == {1}
     sent = {
