@@ -136,9 +136,10 @@ def text_fields(line: bytes, max_bytes: int, redactor: Redactor) -> dict[str, An
 
 def message_fields(line: bytes, max_bytes: int, redactor: Redactor) -> dict[str, Any]:
     """What a sent or received entry holds of one line (``line`` without its newline):
-    ``{"message": <parsed, redacted>}``; ``{"omitted": {"bytes": N}, "method"?, "id"?}`` when
-    its compact JSON is over ``max_bytes`` (``N``: that size); ``text_fields`` when it is not
-    JSON. Never raises."""
+    ``{"message": <parsed>}``; ``{"omitted": {"bytes": N}, "method"?, "id"?}`` when its
+    compact JSON is over ``max_bytes`` (``N``: that size); ``text_fields`` (redacted with
+    ``redactor`` before the cut) when it is not JSON. The entry made of them
+    (``build_entry``) redacts every string. Never raises."""
     try:
         message = loads_line(line)
     except ValueError:
@@ -149,22 +150,22 @@ def message_fields(line: bytes, max_bytes: int, redactor: Redactor) -> dict[str,
         if isinstance(message, dict):
             method = message.get("method")  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
             if isinstance(method, str):
-                fields["method"] = redactor.redact(method)
+                fields["method"] = method
             ident = message.get("id")  # pyright: ignore[reportUnknownMemberType,reportUnknownVariableType]
             if isinstance(ident, (int, str)) and not isinstance(ident, bool):
-                fields["id"] = redactor.redact(ident) if isinstance(ident, str) else ident
+                fields["id"] = ident
         return fields
-    return {"message": redacted(message, redactor)}
+    return {"message": message}
 
 
-def too_long_fields(item: LineTooLong, redactor: Redactor) -> dict[str, Any]:
+def too_long_fields(item: LineTooLong) -> dict[str, Any]:
     """What a received entry holds of a line the transport dropped as over
     ``Limits.max_line_bytes``: ``{"omitted": {"bytes": size}}`` and its ``id`` when its
     head shows one (``framing.peek_id``)."""
     fields: dict[str, Any] = {"omitted": {"bytes": item.size}}
     ident = peek_id(item.head)
     if ident is not None:
-        fields["id"] = redactor.redact(ident) if isinstance(ident, str) else ident
+        fields["id"] = ident
     return fields
 
 
@@ -626,7 +627,7 @@ class RecordingTransport:
         self._check_session()
         recorder = self._recorder
         if isinstance(item, LineTooLong):
-            fields = too_long_fields(item, recorder.redactor(self._server))
+            fields = too_long_fields(item)
             recorder.entry(self._server, self._connection, "received", transport=self._label(), **fields)
         else:
             self._record_lines(item + b"\n", "received")

@@ -69,11 +69,13 @@ def test_header_names_format_version_and_host() -> None:
     VALIDATOR.validate(made)
 
 
-def test_message_fields_keep_the_parsed_message_redacted() -> None:
-    line = orjson.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"text": SECRET}})
-    assert message_fields(line, 1000, REDACTOR) == {
-        "message": {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"text": REDACTED}}
-    }
+def test_message_fields_keep_the_parsed_message_and_the_entry_redacts_it() -> None:
+    message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"text": SECRET}}
+    fields = message_fields(orjson.dumps(message), 1000, REDACTOR)
+    assert fields == {"message": message}
+    entry = build_entry(1, 0.0, "s", 1, "sent", {"transport": "stdio", **fields}, REDACTOR)
+    assert entry["message"]["params"] == {"text": REDACTED}
+    VALIDATOR.validate(entry)
 
 
 def test_message_over_the_bound_keeps_size_method_and_id() -> None:
@@ -92,7 +94,7 @@ def test_line_that_is_not_json_is_text_redacted_then_cut() -> None:
 
 def test_line_too_long_keeps_its_size_and_id() -> None:
     item = LineTooLong(max_line_bytes=10, size=99, head=b'{"jsonrpc":"2.0","id":7,"result":')
-    assert too_long_fields(item, REDACTOR) == {"omitted": {"bytes": 99}, "id": 7}
+    assert too_long_fields(item) == {"omitted": {"bytes": 99}, "id": 7}
 
 
 def test_redacted_hides_every_string_keys_included_at_any_depth() -> None:

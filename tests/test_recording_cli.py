@@ -40,7 +40,7 @@ def record(tmp_path: Path, *args: str, input: str | None = None, status: int = 0
     done = forkserver.run(argv, input=input, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == status, done.stderr
     assert "Traceback" not in done.stderr
-    data = path.read_bytes()
+    data = path.read_bytes().replace(b"\\n", b"")  # a secret cut by a line break is still one
     for secret in ALL_SECRETS:
         assert secret.encode() not in data, secret
     return valid_file(path)
@@ -194,3 +194,15 @@ def test_websocket_close_code_is_recorded(tmp_path: Path) -> None:
     closes = [entry for entry in entries if entry["kind"] == "lifecycle" and entry["event"] == "ws-close"]
     assert [entry["code"] for entry in closes] == [1011]
     assert {entry["transport"] for entry in entries if entry["kind"] in ("sent", "received")} == {"websocket"}
+
+
+@pytest.mark.parametrize("shape", ["plain", "escaped", "split"])
+def test_a_server_echoing_its_secret_leaves_none_in_the_recording(tmp_path: Path, shape: str) -> None:
+    """A hostile server repeats its environment secret in everything it sends (serverInfo,
+    descriptions, results, a log notification, a line that is not JSON), plainly, with JSON
+    escapes or cut by a line break: the recording holds it nowhere."""
+    server = ["--", PY, str(FIXTURES / "echo_secret_server.py"), "--shape", shape, "API_TOKEN"]
+    entries = record(tmp_path, "call", "echo", "text=hi", "--env", f"API_TOKEN={SECRET}", *server)
+    received = [entry for entry in entries if entry["kind"] == "received"]
+    assert any("text" in entry for entry in received)  # the line that is not JSON, kept as text
+    assert "[redacted]" in json.dumps(received)
