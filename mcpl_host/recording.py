@@ -44,6 +44,7 @@ JSON-RPC 2.0 §4-§5 (the messages); JSON Lines (one JSON text, RFC 8259, per li
 from __future__ import annotations
 
 import datetime
+import hashlib
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
@@ -82,6 +83,7 @@ __all__ = [
     "redacted",
     "rotation_moves",
     "schema",
+    "session_fingerprint",
     "shrunk",
     "text_fields",
     "too_long_fields",
@@ -240,6 +242,14 @@ def shrunk(entry: dict[str, Any]) -> dict[str, Any]:
     already: object = before.get("bytes", 0) if is_object(before) else 0
     small["omitted"] = {"bytes": removed + (already if isinstance(already, int) else 0)}
     return small
+
+
+def session_fingerprint(session_id: str) -> str:
+    """What a recording shows of an ``Mcp-Session-Id``: ``"sha256:"`` and the first 16 hex
+    digits of its SHA-256. The id lets whoever holds it act in the session (MCP 2025-11-25
+    "Transports", session management; the host never shows it: ``session`` is a secret name),
+    so the recording tells sessions apart without holding one."""
+    return "sha256:" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def must_rotate(file_bytes: int, entry_bytes: int, max_bytes: int, *, has_entries: bool) -> bool:
@@ -560,7 +570,7 @@ class RecordingTransport:
         session = getattr(self._inner, "session_id", None)
         if isinstance(session, str) and session != self._session:
             self._session = session
-            self._lifecycle("http-session", sessionId=session)
+            self._lifecycle("http-session", sessionId=session_fingerprint(session))
 
     def _check_ended(self, status: object = None, *, closing: bool = False) -> None:
         if not self._exited and (status is not None or (closing and hasattr(self._inner, "exit_status"))):

@@ -33,6 +33,7 @@ from mcpl_host.recording import (
     redacted,
     rotation_moves,
     schema,
+    session_fingerprint,
     shrunk,
     text_fields,
     too_long_fields,
@@ -127,6 +128,12 @@ def test_shrunk_leaves_out_the_content_with_its_size() -> None:
     small = shrunk(entry)
     assert "data" not in small and small["omitted"] == {"bytes": len(b'{"a":"b"}')}
     VALIDATOR.validate(small)
+
+
+def test_a_session_id_is_shown_as_a_fingerprint_only() -> None:
+    shown = session_fingerprint("a-session-id-worth-a-session")
+    assert shown == session_fingerprint("a-session-id-worth-a-session") != session_fingerprint("another")
+    assert shown.startswith("sha256:") and len(shown) == 7 + 16 and "session" not in shown
 
 
 def test_rotation_decision() -> None:

@@ -141,15 +141,25 @@ def test_an_unwritable_record_file_is_a_usage_error(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    """The demo server over Streamable HTTP (a new child per session)."""
-    with bridge_url(
-        [PY, str(FIXTURES / "http_bridge.py"), "--", PY, str(FIXTURES / "demo_server.py")], "http"
-    ) as url:
-        yield f"{url}mcp"
+def http_bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The demo server over Streamable HTTP (a new child per session): its URL, and the log
+    of the requests it received."""
+    log = tmp_path_factory.mktemp("http") / "requests.jsonl"
+    argv = [
+        PY,
+        str(FIXTURES / "http_bridge.py"),
+        "--log",
+        str(log),
+        "--",
+        PY,
+        str(FIXTURES / "demo_server.py"),
+    ]
+    with bridge_url(argv, "http") as url:
+        yield f"{url}mcp", log
 
 
-def test_http_secrets_never_reach_the_recording(tmp_path: Path, http_url: str) -> None:
+def test_http_secrets_never_reach_the_recording(tmp_path: Path, http_bridge: tuple[str, Path]) -> None:
+    http_url, log = http_bridge
     entries = record(
         tmp_path,
         "call",
@@ -165,7 +175,13 @@ def test_http_secrets_never_reach_the_recording(tmp_path: Path, http_url: str) -
     connect = next(entry for entry in entries if entry["kind"] == "lifecycle")
     assert connect["event"] == "connect" and connect["transport"] == "http"
     assert connect["url"] == f"{http_url}?token=[redacted]"
-    assert "http-session" in lifecycle(entries)
+    sessions = [entry["sessionId"] for entry in entries if entry.get("event") == "http-session"]
+    assert len(sessions) == 1 and sessions[0].startswith("sha256:")
+    rows = [json.loads(row) for row in log.read_text().splitlines() if row]
+    ids = {
+        value for row in rows for name, value in row["headers"].items() if name.lower() == "mcp-session-id"
+    }
+    assert ids and not any(value.encode() in (tmp_path / "session.jsonl").read_bytes() for value in ids)
     assert {entry["transport"] for entry in entries if entry["kind"] in ("sent", "received")} == {"http"}
     answer = next(
         entry
