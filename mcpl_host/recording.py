@@ -248,7 +248,7 @@ def session_fingerprint(session_id: str) -> str:
     """What a recording shows of an ``Mcp-Session-Id``: ``"sha256:"`` and the first 16 hex
     digits of its SHA-256. The id lets whoever holds it act in the session (MCP 2025-11-25
     "Transports", session management; the host never shows it: ``session`` is a secret name),
-    so the recording tells sessions apart without holding one."""
+    so the recording tells sessions apart without holding one (docs/protocol.md L2b)."""
     return "sha256:" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
