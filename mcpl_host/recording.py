@@ -598,12 +598,12 @@ class RecordingTransport:
         chosen = getattr(self._inner, "chosen", None)
         return "sse" if chosen == "sse" else self._transport
 
-    def _record_lines(self, data: bytes, kind: Kind) -> None:
+    def _record_lines(self, lines: Iterable[bytes], kind: Kind) -> None:
         recorder, server = self._recorder, self._server
         max_bytes = recorder.limits.max_recorded_message_bytes
         redactor = recorder.redactor(server)
         label = self._label()
-        for line in _lines(data):
+        for line in lines:
             fields = message_fields(line, max_bytes, redactor)
             recorder.entry(server, self._connection, kind, transport=label, **fields)
 
@@ -613,7 +613,7 @@ class RecordingTransport:
         end = data.rfind(b"\n") + 1
         if end < len(data):
             self._partial = data[end:]
-        self._record_lines(data[:end], "sent")
+        self._record_lines(_lines(data[:end]), "sent")
 
     async def send(self, data: bytes) -> None:
         """Send ``data`` (whole lines) and record each line written."""
@@ -640,7 +640,7 @@ class RecordingTransport:
             fields = too_long_fields(item)
             recorder.entry(self._server, self._connection, "received", transport=self._label(), **fields)
         else:
-            self._record_lines(item + b"\n", "received")
+            self._record_lines((item,), "received")  # one item, one message (as the host reads it)
         return item
 
     async def aclose(self) -> None:
