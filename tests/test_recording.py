@@ -263,32 +263,42 @@ async def test_host_records_a_real_server_both_ways_with_its_lifecycle_and_decis
     config = ServerConfig(
         command=sys.executable,
         args=(str(FIXTURES / "demo_server.py"),),
-        env={"DEMO_API_TOKEN": SECRET},
+        # pushEvents is not granted: the demo pushes one tick anyway, which the host refuses.
+        env={"DEMO_API_TOKEN": SECRET, "DEMO_PUSH_COUNT": "1"},
         grant_policy=GrantPolicy(grant=("tools",)),
     )
     with Recorder(path) as recorder:
         async with Host({"demo": config}, record=recorder) as host:
+            refusals = host.subscribe(kinds=["refused"])
             with anyio.fail_after(30):
                 conn = await host.server("demo").connected()
                 assert isinstance(conn.connection.transport, RecordingTransport)
                 result = await conn.mcp.call_tool("echo", {"text": f"say {SECRET}"})
+                refused = await refusals.__anext__()
             assert SECRET in result.text  # the host got it; the recording must not
     entries = valid_file(path)
     assert SECRET.encode() not in path.read_bytes()
     lifecycle = [(entry["event"], entry.get("status")) for entry in entries if entry["kind"] == "lifecycle"]
     assert lifecycle == [("spawn", None), ("connect", None), ("exit", 0), ("closed", None)]
     assert entries[0]["pid"] > 0 and entries[0]["command"] == sys.executable
-    receipt = next(entry for entry in entries if entry["kind"] == "decision")
-    assert receipt["event"] == "policy_receipt" and receipt["data"]["accepted"] is True
+    decisions = [entry for entry in entries if entry["kind"] == "decision"]
+    assert [entry["event"] for entry in decisions] == ["policy_receipt", "refused"]
+    assert decisions[0]["data"]["accepted"] is True
+    assert decisions[1]["data"]["method"] == "push/event"
+    assert decisions[1]["data"]["reason"] == refused.reason and refused.reason
     assert {entry["server"] for entry in entries} == {"demo"}
     assert {entry["connection"] for entry in entries} == {1}
     sent = {
         entry["message"]["id"]: entry
         for entry in entries
-        if entry["kind"] == "sent" and "id" in entry["message"]
+        if entry["kind"] == "sent" and "method" in entry["message"] and "id" in entry["message"]
     }
     received = [entry for entry in entries if entry["kind"] == "received" and "id" in entry["message"]]
-    assert sent["1" if "1" in sent else 1]["message"]["method"] in ("initialize", "server/discover")
+    assert sent[1]["message"]["method"] in ("initialize", "server/discover")
+    answer_to_push = next(
+        entry for entry in entries if entry["kind"] == "sent" and "error" in entry["message"]
+    )
+    assert answer_to_push["message"]["id"] == decisions[1]["data"]["id"]  # the refused push, answered
     call = next(entry for entry in sent.values() if entry["message"]["method"] == "tools/call")
     assert call["message"]["params"]["arguments"] == {"text": f"say {REDACTED}"}
     answer = next(entry for entry in received if entry["message"]["id"] == call["message"]["id"])
