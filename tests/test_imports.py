@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "_tasks",
             "suggest",
             "telemetry",
+            "recording",
         ],
     ),
     # The MCP revisions' pure rules the transports follow too.

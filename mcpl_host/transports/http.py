@@ -190,8 +190,8 @@ class StreamableHTTPTransport:
 
     @property
     def session_id(self) -> str | None:
-        """The ``Mcp-Session-Id`` the server gave in its ``initialize`` answer, None without
-        one (``HasSession``)."""
+        """The ``Mcp-Session-Id`` the server gave in its ``initialize`` answer (MCP 2025-11-25
+        "Transports", session management), None without one (``HasSession``)."""
         return self._session_id
 
     @property
