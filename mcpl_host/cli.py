@@ -388,6 +388,7 @@ _LAZY_COMMANDS = {
     # `mcpl-host check` lives in its own package; it imports nothing from this module.
     "check": "mcpl_host.check.cli:check",
     "config": "mcpl_host.cli_config:config",
+    "replay": "mcpl_host.replay.cli:replay",
 }
 
 

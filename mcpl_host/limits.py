@@ -300,6 +300,10 @@ DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS = 5.0
 #: Failed ``push/render`` answers (an error, a malformed result, none in time) logged per
 #: connection before one "more go unlogged" line.
 DEFAULT_RENDER_FAILURES_LOGGED = 10
+#: Longest wait of ``mcpl-host replay --keep-timing`` before one line, in seconds: the gap
+#: a recording shows between a host message and the server's line (or between two lines)
+#: is kept up to this (docs/protocol.md RP7).
+DEFAULT_REPLAY_MAX_GAP_SECONDS = 5.0
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -415,6 +419,7 @@ class Limits:
     max_input_message_keys: int = DEFAULT_MAX_INPUT_MESSAGE_KEYS
     push_render_timeout_seconds: float = DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS
     render_failures_logged: int = DEFAULT_RENDER_FAILURES_LOGGED
+    replay_max_gap_seconds: float = DEFAULT_REPLAY_MAX_GAP_SECONDS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

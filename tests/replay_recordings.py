@@ -85,9 +85,19 @@ def echo_session(book: Book | None = None) -> Book:
     book.notify("notifications/initialized")
     book.request(2, "tools/list", {}, {"tools": [ECHO_TOOL]})
     call = {"name": "echo", "arguments": {"text": "hi"}}
-    book.request(3, "tools/call", {**call, "_meta": {"progressToken": 3}}, {"content": [{"type": "text", "text": "hi 1"}]})
+    book.request(
+        3,
+        "tools/call",
+        {**call, "_meta": {"progressToken": 3}},
+        {"content": [{"type": "text", "text": "hi 1"}]},
+    )
     book.notify("notifications/message", {"level": "info", "data": "called"}, received=True)
     book.request(4, "tools/call", call, {"content": [{"type": "text", "text": "hi 2"}]})
     book.request(5, "tools/call", {"name": "echo", "arguments": {"text": "yo"}},
                  {"content": [{"type": "text", "text": "yo 1"}]})  # fmt: skip
+    # A server request during a call: the answer waits for the host's answer to it.
+    book.request(6, "tools/call", {"name": "ask", "arguments": {}})
+    book.received({"jsonrpc": "2.0", "id": "s1", "method": "roots/list"})
+    book.sent({"jsonrpc": "2.0", "id": "s1", "result": {"roots": []}})
+    book.received({"jsonrpc": "2.0", "id": 6, "result": {"content": [{"type": "text", "text": "asked"}]}})
     return book

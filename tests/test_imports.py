@@ -85,6 +85,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "check.*",
             "shell",
             "shell.*",
+            "replay",
+            "replay.*",
         ],
     ),
 ]

@@ -51,11 +51,11 @@ def test_a_recording_is_read_as_cues_and_gated_outputs() -> None:
     assert script.server == "demo"
     methods = [cue.method for cue in script.cues]
     assert methods == ["server/discover", "initialize", "notifications/initialized", "tools/list",
-                       "tools/call", "tools/call", "tools/call"]  # fmt: skip
+                       "tools/call", "tools/call", "tools/call", "tools/call", None]  # fmt: skip
     log = next(o for o in script.outputs if o.method == "notifications/message")
     assert script.cues[log.gate].method == "tools/call" and log.answers is None
     answers = [o.answers for o in script.outputs if o.answers is not None]
-    assert answers == [0, 1, 3, 4, 5, 6]
+    assert answers == [0, 1, 3, 4, 5, 6, 7]
 
 
 def test_reading_refuses_what_is_no_recording_and_asks_which_server() -> None:
@@ -77,9 +77,9 @@ def test_reading_refuses_what_is_no_recording_and_asks_which_server() -> None:
 
 def test_requests_match_by_method_and_params_with_ids_remapped_and_meta_ignored() -> None:
     matcher = Matcher(read_script(echo_session().lines()))
-    assert _messages(matcher.receive({"jsonrpc": "2.0", "id": 70, "method": "initialize", "params": {"x": 1}})) == [
-        {"jsonrpc": "2.0", "id": 70, "result": echo_session().entries[3]["message"]["result"]}
-    ]
+    assert _messages(
+        matcher.receive({"jsonrpc": "2.0", "id": 70, "method": "initialize", "params": {"x": 1}})
+    ) == [{"jsonrpc": "2.0", "id": 70, "result": echo_session().entries[3]["message"]["result"]}]
     # RP2: the recorded call had a progress token, this one another: _meta is not compared.
     first = _messages(matcher.receive(_call("a", "hi", {"progressToken": "zz"})))
     assert first[0]["id"] == "a" and _text(first[0]) == "hi 1"
@@ -106,7 +106,10 @@ def test_the_first_request_that_differs_is_named_with_its_params_diff_and_place(
 
 def test_notifications_and_unrecorded_answers_never_differ() -> None:
     matcher = Matcher(read_script(echo_session().lines()))
-    assert _reply(matcher.receive({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}})).writes == ()
+    assert (
+        _reply(matcher.receive({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}})).writes
+        == ()
+    )
     assert _reply(matcher.receive({"jsonrpc": "2.0", "id": "s9", "result": {}})).writes == ()
 
 
@@ -139,7 +142,10 @@ def test_omitted_answers_become_errors_and_a_restart_ends_the_transport() -> Non
     assert discover.writes == () and discover.end  # RP7: the recorded server went away here
     init = _reply(Matcher(script).receive({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {}}))
     assert not init.end
-    assert init.writes[0].message["id"] == 5 and "omitted this answer (9000000 bytes)" in init.writes[0].message["error"]["message"]
+    assert (
+        init.writes[0].message["id"] == 5
+        and "omitted this answer (9000000 bytes)" in init.writes[0].message["error"]["message"]
+    )
     assert len(init.writes) == 1 and "omitted this notifications/message" in init.skipped[0]
 
 
@@ -161,4 +167,6 @@ def test_lines_that_were_not_json_are_written_back_and_opening_lines_come_first(
     script = read_script(book.lines())
     matcher = Matcher(script)
     assert [w.text for w in matcher.opening().writes] == ["starting up..."]
-    assert _messages(matcher.receive({"jsonrpc": "2.0", "id": 2, "method": "ping"})) == [{"jsonrpc": "2.0", "id": 2, "result": {}}]
+    assert _messages(matcher.receive({"jsonrpc": "2.0", "id": 2, "method": "ping"})) == [
+        {"jsonrpc": "2.0", "id": 2, "result": {}}
+    ]

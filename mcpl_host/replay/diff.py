@@ -45,7 +45,9 @@ class Difference:
 
     def sentence(self) -> str:
         """``at /path: recorded X, live Y`` with both values cut to ``SHOWN_CHARS``."""
-        return f"at {self.path or '(the whole value)'}: recorded {shown(self.recorded)}, live {shown(self.live)}"
+        return (
+            f"at {self.path or '(the whole value)'}: recorded {shown(self.recorded)}, live {shown(self.live)}"
+        )
 
 
 def pointer(parts: tuple[str | int, ...]) -> str:

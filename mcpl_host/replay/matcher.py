@@ -9,8 +9,9 @@ sent anything; ``receive(message)`` takes one parsed message from the host and r
 error the replay answers it with before it stops). The rules (docs/protocol.md RP1-RP7):
 
 - RP2 A request matches a recorded request of the same method whose params are equal once
-  the top-level ``_meta`` is left out of both (progress tokens, trace context); the id is
-  never compared. ``initialize``, ``server/discover`` and ``ping`` match by method alone
+  the top-level ``_meta`` is left out of both (progress tokens, trace context) and absent
+  params are read as ``{}`` (JSON-RPC 2.0 §4.2 lets them be omitted); the id is never
+  compared. ``initialize``, ``server/discover`` and ``ping`` match by method alone
   (their params describe the host, not what it asks). A recorded request whose message
   was omitted for its size matches by method alone.
 - RP3 Among the recorded requests that match, the first not yet matched (recorded order)
@@ -91,9 +92,11 @@ class Mismatch:
 
 def match_params(method: str, params: object) -> object:
     """What of a request's params is compared (RP2): None for ``METHOD_ONLY`` methods, the
-    params without a top-level ``_meta`` otherwise."""
+    params without a top-level ``_meta`` otherwise (absent params: ``{}``)."""
     if method in METHOD_ONLY:
         return None
+    if params is None:
+        return {}
     if is_object(params) and "_meta" in params:
         return {key: value for key, value in params.items() if key != "_meta"}
     return params
@@ -108,7 +111,10 @@ def _key(method: str, params: object) -> tuple[str, bytes]:
 
 
 def _id_key(value: object) -> tuple[str, object]:
-    return (type(value).__name__, value if isinstance(value, (str, int, float, bool)) or value is None else repr(value))
+    return (
+        type(value).__name__,
+        value if isinstance(value, (str, int, float, bool)) or value is None else repr(value),
+    )
 
 
 class Matcher:

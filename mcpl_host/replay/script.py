@@ -117,7 +117,9 @@ def _header(line: bytes) -> None:
     except NotReadableJSON as exc:
         raise RecordingError(f"line 1 is not JSON ({exc}): not an mcpl-host recording") from None
     if not is_object(header) or header.get("format") != FORMAT:
-        raise RecordingError(f'line 1 is not the header {{"format": "{FORMAT}", ...}}: not an mcpl-host recording')
+        raise RecordingError(
+            f'line 1 is not the header {{"format": "{FORMAT}", ...}}: not an mcpl-host recording'
+        )
     version = header.get("version")
     if version not in VERSIONS:
         raise RecordingError(
@@ -209,7 +211,10 @@ def _answered_id(output: Output, entry: dict[str, Any]) -> tuple[bool, Any]:
 
 
 def _id_key(value: object) -> tuple[str, object]:
-    return (type(value).__name__, value if isinstance(value, (str, int, float, bool)) or value is None else repr(value))
+    return (
+        type(value).__name__,
+        value if isinstance(value, (str, int, float, bool)) or value is None else repr(value),
+    )
 
 
 def read_script(lines: Iterable[bytes], server: str | None = None) -> Script:
@@ -227,10 +232,14 @@ def read_script(lines: Iterable[bytes], server: str | None = None) -> Script:
                 if names
                 else "the recording holds no entry of any server"
             )
-        server = names[0]
+        chosen = names[0]
     elif server not in names:
-        raise RecordingError(f"the recording has no server {server!r} (it holds: {', '.join(names) or 'none'})")
-    mine = [entry for entry in entries if entry["server"] == server]
+        raise RecordingError(
+            f"the recording has no server {server!r} (it holds: {', '.join(names) or 'none'})"
+        )
+    else:
+        chosen = server
+    mine = [entry for entry in entries if entry["server"] == chosen]
     cues: list[Cue] = []
     outputs: list[Output] = []
     gated: dict[int, list[int]] = {}
@@ -264,9 +273,19 @@ def read_script(lines: Iterable[bytes], server: str | None = None) -> Script:
     ending = {last_of[c] for c in later[:-1]}
     finished = tuple(
         Cue(
-            cue.index, cue.seq, cue.t, cue.connection, cue.kind, cue.method, cue.params, cue.id,
-            cue.params_known, tuple(gated.get(cue.index, ())), cue.index in ending, cue.line,
+            cue.index,
+            cue.seq,
+            cue.t,
+            cue.connection,
+            cue.kind,
+            cue.method,
+            cue.params,
+            cue.id,
+            cue.params_known,
+            tuple(gated.get(cue.index, ())),
+            cue.index in ending,
+            cue.line,
         )  # fmt: skip
         for cue in cues
     )
-    return Script(server, finished, tuple(outputs), tuple(gated.get(-1, ())))
+    return Script(chosen, finished, tuple(outputs), tuple(gated.get(-1, ())))
