@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
 
 import anyio
 import click
@@ -32,10 +31,11 @@ import click
 from mcpl_host.cli_target import EXIT_OK, EXIT_SERVER_FAILED, EXIT_USAGE, LEVELS
 from mcpl_host.limits import Limits, limit_problem
 from mcpl_host.logging import configure_logging, escape_text
-from mcpl_host.replay.script import RecordingError, Script, read_script
+from mcpl_host.replay.load import load_script
+from mcpl_host.replay.script import RecordingError, Script
 from mcpl_host.replay.serve import Outcome, ReplayOptions, serve_http, serve_stdio, serve_websocket
 
-__all__ = ["load_script", "parse_address", "replay"]
+__all__ = ["parse_address", "replay"]
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -45,16 +45,6 @@ def parse_address(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(f"{text!r} is not HOST:PORT (e.g. 127.0.0.1:0, port 0 for a free one)")
     return host.removeprefix("[").removesuffix("]"), int(port)
-
-
-def load_script(path: str | Path, server: str | None) -> Script:
-    """The script of ``server`` in the recording at ``path``. Raises ``RecordingError`` (a
-    file that cannot be read included)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise RecordingError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return read_script(data.splitlines(), server)
 
 
 def _say(url: str) -> None:
