@@ -62,8 +62,8 @@ import anyio.to_process
 
 from mcpl_host.check.evidence import (
     EXCHANGE_CHARS,
-    AgainstEvidence,
     EXCHANGE_LINES,
+    AgainstEvidence,
     CallEvidence,
     ListEvidence,
     MainEvidence,
