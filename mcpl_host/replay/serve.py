@@ -15,8 +15,9 @@ Rules of this module:
 - ``--keep-timing``: each write waits its ``Write.delay`` (already bounded by
   ``Limits.replay_max_gap_seconds``); this is the recorded pace, never synchronisation.
 - HTTP: the endpoint is any path. A POST carries one message; ``initialize`` without
-  ``Mcp-Session-Id`` starts a session (its id in the answer's header); any other POST needs
-  that id (400 without it, 404 for one the replay does not know). A POST of a request is
+  ``Mcp-Session-Id`` starts a session (its id in the answer's header); any other POST
+  carries that id (404 for one the replay does not know) or none: the POSTs without a
+  session (the stateless revision's requests, the era probe) share one matcher. A POST of a request is
   answered with an event stream carrying what the matcher writes for it until its answer;
   a POST of a notification or a response is answered 202. Lines written after an answer,
   or for a notification, go to the session's GET stream (queued until one is open). A
@@ -458,9 +459,14 @@ async def _http_request(
         session_id = random_tokens.token_hex(16)
         sessions[session_id] = _HttpSession(options.matcher(script))
         extra.append(("mcp-session-id", session_id))
-    session = sessions.get(session_id) if session_id else None
-    if session is None or session_id is None:
-        return await _respond(conn, stream, 400 if not session_id else 404, b"no such session")
+    if not session_id:
+        # No session: the stateless revision's requests, or a host's era probe. They share
+        # one matcher, as a server without sessions has one state.
+        session_id = ""
+        sessions.setdefault("", _HttpSession(options.matcher(script)))
+    session = sessions.get(session_id)
+    if session is None:
+        return await _respond(conn, stream, 404, b"no such session")
     sid = session_id
     key = _id_key(envelope.id) if isinstance(envelope, Request) else None
     receive: MemoryObjectReceiveStream[bytes] | None = None
