@@ -140,8 +140,9 @@ def replay(
     options = ReplayOptions(keep_timing=keep_timing, limits=limits)
     try:
         outcome = anyio.run(functools.partial(_run, script, options, ws, http))
-    except OSError as exc:  # the address cannot be bound
-        click.echo(f"mcpl-host replay: cannot listen: {exc.strerror or exc}", err=True)
+    except OSError as exc:  # the address cannot be bound, stdin or stdout cannot be used
+        what = "cannot listen" if ws is not None or http is not None else "cannot serve on stdin and stdout"
+        click.echo(f"mcpl-host replay: {what}: {exc.strerror or exc}", err=True)
         ctx.exit(EXIT_USAGE)
     except KeyboardInterrupt:
         ctx.exit(EXIT_OK)

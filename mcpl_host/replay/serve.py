@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import secrets as random_tokens
+import stat
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import h11
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from wsproto import ConnectionType, WSConnection
@@ -156,9 +158,16 @@ async def serve_stdio(script: Script, options: ReplayOptions, outcome: Outcome) 
 
     reader = LineReader(limits.max_line_bytes, limits.line_head_bytes)
     fd = sys.stdin.fileno()
+    # Pipes, sockets and terminals are polled; a file or /dev/null (``replay FILE <
+    # requests``) is always readable, and polling refuses it.
+    mode = os.fstat(fd).st_mode
+    regular = not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd))
     await _deliver(matcher.opening(), send, outcome)
     while True:
-        await anyio.wait_readable(fd)
+        if regular:
+            await anyio.lowlevel.checkpoint()
+        else:
+            await anyio.wait_readable(fd)
         data = os.read(fd, limits.read_chunk_bytes)
         items = reader.feed(data) if data else reader.finish()
         for item in items:
