@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 from mcpl_host import ServerConfig, connect
@@ -112,3 +113,31 @@ def test_an_unusable_recording_is_a_usage_error(tmp_path: Path) -> None:
         forkserver.run([*REPLAY, str(path), "--server", "other", "--ws", "nowhere"], timeout=30).returncode
         == 2
     )
+
+
+def test_over_http_the_request_that_differs_is_answered_then_the_replay_exits_1(recording: Path) -> None:
+    process = forkserver.Forked(
+        [*REPLAY, str(recording), "--http", "127.0.0.1:0"], stdin=os.open(os.devnull, os.O_RDONLY)
+    )
+    try:
+        url = process.stdout.readline().strip()
+        accept = {"accept": "application/json, text/event-stream"}
+        with httpx.Client(timeout=30) as client:
+            init = client.post(
+                url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}, headers=accept
+            )
+            assert init.status_code == 200 and '"recorded-echo"' in init.text
+            session = {**accept, "mcp-session-id": init.headers["mcp-session-id"]}
+            call = {"name": "echo", "arguments": {"text": "HI"}}
+            differs = client.post(
+                url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}, headers=session
+            )
+        assert '"id":2,"error"' in differs.text and "differs from the recording" in differs.text
+        assert process.wait(30) == 1
+        assert 'recorded "hi", live "HI"' in process.stderr.read()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        process.stdout.close()
+        process.stderr.close()

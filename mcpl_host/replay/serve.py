@@ -87,7 +87,7 @@ class ReplayOptions:
 @dataclass(slots=True)
 class Outcome:
     """How the replay ended: ``mismatch`` (the first request that differed), ``done`` set
-    once it must stop."""
+    once it must stop (by the transport, after it wrote the mismatch's answer)."""
 
     mismatch: Mismatch | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -96,7 +96,6 @@ class Outcome:
     def differ(self, mismatch: Mismatch) -> None:
         if self.mismatch is None:
             self.mismatch = mismatch
-        self.done.set()
 
 
 def _line_of(write: Write) -> bytes:
@@ -254,6 +253,8 @@ async def _websocket(
                     message = _parse(item, limits, outcome)
                     if message is not None and not await _take(matcher, message, send, outcome):
                         await stream.send(ws.send(CloseConnection(code=1000, reason="replay ended")))
+                        if outcome.mismatch is not None:
+                            outcome.done.set()
                         return
                 elif isinstance(event, Ping):
                     await stream.send(ws.send(event.response()))
@@ -497,3 +498,5 @@ async def _http_request(
     async with anyio.create_task_group() as tg:
         tg.start_soon(answer)
         await _event_stream(conn, stream, receive, extra, outcome)
+    if outcome.mismatch is not None:
+        outcome.done.set()

@@ -1,0 +1,142 @@
+"""What the issue asks replay to show: a recording of each fixture server the suite uses (the
+demo MCPL server, the MCPL fixture, the SDK-based server) and of server-everything (when
+``MCPL_TEST_SERVER_EVERYTHING`` names it), replayed by ``mcpl-host replay``; the same host
+test (the handshake, the lists, a tool call, and server requests served during a call)
+gives the same answers against the replay as against the live server.
+
+Each server is recorded once per module (module-scoped: a live run with ``record=``), and
+each backend replays it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcpl_host import GrantPolicy, HostHandlers, RequestContext, ServerConfig, connect
+from mcpl_host.client_features import (
+    ElicitationRequest,
+    ElicitationResult,
+    Roots,
+    SamplingRequest,
+    SamplingResult,
+)
+from mcpl_host.limits import Limits
+
+from .conftest import FIXTURES
+
+pytestmark = pytest.mark.anyio
+TIMEOUT = 60
+FAST = Limits(close_grace_seconds=2.0, terminate_grace_seconds=1.0, handshake_timeout_seconds=30.0)
+
+
+class Sampler:
+    """Answers every sampling request with one fixed text."""
+
+    supports_tools = False
+
+    async def create_message(self, context: RequestContext, request: SamplingRequest) -> SamplingResult:
+        return SamplingResult.text("forty-two", "test-model")
+
+
+class Elicitor:
+    """Accepts every form with one fixed name."""
+
+    modes = ("form",)
+
+    async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
+        return ElicitationResult("accept", {"name": "Ada"})
+
+
+def handlers() -> HostHandlers:
+    """Roots, sampling and elicitation served: the servers' requests during a call are
+    answered (and replayed)."""
+    return HostHandlers(roots=Roots([Path("/srv/replay-root")]), sampling=Sampler(), elicitation=Elicitor())
+
+
+@dataclass(frozen=True)
+class Server:
+    """A server the suite uses and the host test's calls for it (tool -> arguments)."""
+
+    name: str
+    command: str
+    args: tuple[str, ...]
+    calls: Mapping[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+
+
+def _everything() -> str | None:
+    executable = os.environ.get("MCPL_TEST_SERVER_EVERYTHING")
+    return executable if executable and os.path.exists(executable) else None
+
+
+SERVERS = [
+    Server(
+        "demo",
+        sys.executable,
+        (str(FIXTURES / "demo_server.py"),),
+        {"add": {"a": 2, "b": 3}, "echo": {"text": "hi"}},
+    ),
+    Server(
+        "mcpl-fixture",
+        sys.executable,
+        (str(FIXTURES / "mcpl_server.py"),),
+        {"push": {"text": "pushed"}, "model": {}},
+    ),
+    Server(
+        "sdk",
+        sys.executable,
+        (str(FIXTURES / "sdk_features_server.py"), "stdio"),
+        {"add": {"a": 1, "b": 2}, "ask_client": {"topic": "replay"}},
+    ),
+    Server(
+        "everything",
+        _everything() or "",
+        ("stdio",),
+        {
+            "echo": {"message": "hello"},
+            "get-sum": {"a": 1, "b": 2},
+            "trigger-sampling-request": {"prompt": "hi", "maxTokens": 10},
+        },
+    ),
+]
+
+
+def config(server: Server) -> ServerConfig:
+    return ServerConfig(
+        name=server.name,
+        command=server.command,
+        args=server.args,
+        env=dict(server.env),
+        grant_policy=GrantPolicy(grant_all_advertised=True),
+        limits=FAST,
+    )
+
+
+async def host_test(
+    server_config: ServerConfig, calls: Mapping[str, dict[str, Any]], **runtime: Any
+) -> dict[str, Any]:
+    """What the host sees of a server: its info, MCPL state, lists and the calls' results."""
+    seen: dict[str, Any] = {}
+    with anyio.fail_after(TIMEOUT):
+        async with connect(server_config, handlers=handlers(), **runtime) as conn:
+            info = conn.server_info
+            assert info is not None
+            seen["server"] = [info.name, info.version, info.capabilities]
+            seen["mcpl"] = conn.mcpl_state.name
+            seen["tools"] = sorted(tool.name for tool in await conn.mcp.list_tools())
+            if "resources" in info.capabilities:
+                seen["resources"] = sorted(resource.uri for resource in await conn.mcp.list_resources())
+            if "prompts" in info.capabilities:
+                seen["prompts"] = sorted(prompt.name for prompt in await conn.mcp.list_prompts())
+            for name, arguments in calls.items():
+                result = await conn.mcp.call_tool(name, arguments)
+                seen[f"call {name}"] = [result.is_error, result.text]
+    return seen
