@@ -52,6 +52,8 @@ from mcpl_host.cli_target import (
     check_target,
     config_servers,
     demo_server_path,
+    open_recorder,
+    record_option,
 )
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
@@ -311,6 +313,7 @@ Examples:
     help="With --against: the recorded server to compare with (needed when the recording holds several).",
 )
 @click.option("--list", "list_only", is_flag=True, help="List the checks (id, category, title) and exit.")
+@record_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
 def check(
@@ -344,6 +347,7 @@ def check(
     against_file: str | None,
     against_server: str | None,
     list_only: bool,
+    record: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Check a server against MCP and MCPL the way a real host exercises it.
@@ -400,6 +404,9 @@ def check(
         cwd=cwd,
         limits=limits,
     )
+    recorder = open_recorder(ctx, record)
+    if recorder is not None:  # the library's sessions are recorded (not the raw JSON-RPC probes)
+        target = dataclasses.replace(target, hosted=functools.partial(target.hosted, record=recorder))
     options = CheckOptions(
         limits=limits,
         listen_seconds=listen_seconds,
