@@ -4,13 +4,15 @@ demo MCPL server, the MCPL fixture, the SDK-based server) and of server-everythi
 test (the handshake, the lists, a tool call, and server requests served during a call)
 gives the same answers against the replay as against the live server.
 
-Each server is recorded once per module (module-scoped: a live run with ``record=``), and
-each backend replays it.
+Each server is recorded once per module (a live run with ``record=``, on first use), and
+each backend replays it: the demo over stdio (the CLI as the server's command), the others
+over Streamable HTTP (the CLI forked, without its start-up cost).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 
 from mcpl_host import GrantPolicy, HostHandlers, RequestContext, ServerConfig, connect
@@ -29,7 +32,9 @@ from mcpl_host.client_features import (
     SamplingResult,
 )
 from mcpl_host.limits import Limits
+from mcpl_host.recording import Recorder
 
+from . import forkserver
 from .conftest import FIXTURES
 
 pytestmark = pytest.mark.anyio
@@ -70,6 +75,9 @@ class Server:
     args: tuple[str, ...]
     calls: Mapping[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     env: Mapping[str, str] = field(default_factory=dict[str, str])
+    #: How the replay is served: "stdio" (the CLI as the server's command) or "http" (the
+    #: CLI forked, tests/forkserver.py, serving Streamable HTTP: no start-up cost).
+    replay_over: str = "http"
 
 
 def _everything() -> str | None:
@@ -140,3 +148,64 @@ async def host_test(
                 result = await conn.mcp.call_tool(name, arguments)
                 seen[f"call {name}"] = [result.is_error, result.text]
     return seen
+
+
+@dataclass
+class Recorded:
+    """A server's live run, recorded: the recording's path and what the host test saw."""
+
+    path: Path
+    seen: dict[str, Any]
+
+
+def _present(server: Server) -> None:
+    if server.name == "everything" and _everything() is None:
+        pytest.skip("set MCPL_TEST_SERVER_EVERYTHING to the mcp-server-everything executable (.ci/run does)")
+
+
+@pytest.fixture(scope="module")
+def recorded() -> dict[str, Recorded]:
+    """Each server run live once, recorded (``record=``), on asyncio; filled on first use."""
+    return {}
+
+
+def _recorded(server: Server, cache: dict[str, Recorded], folder: Path) -> Recorded:
+    if server.name not in cache:
+        path = folder / f"{server.name}.jsonl"
+
+        async def live() -> dict[str, Any]:
+            with Recorder(path) as recorder:
+                return await host_test(config(server), server.calls, record=recorder)
+
+        cache[server.name] = Recorded(path, anyio.run(live))
+    return cache[server.name]
+
+
+@pytest.mark.parametrize("server", SERVERS, ids=[server.name for server in SERVERS])
+async def test_the_replay_answers_the_host_test_as_the_live_server_did(
+    server: Server, recorded: dict[str, Recorded], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    _present(server)
+    live = await anyio.to_thread.run_sync(_recorded, server, recorded, tmp_path_factory.mktemp("rec"))
+    policy = GrantPolicy(grant_all_advertised=True)
+    if server.replay_over == "stdio":
+        command = ServerConfig(
+            name=server.name, command=sys.executable, args=("-m", "mcpl_host.cli", "replay", str(live.path)),
+            grant_policy=policy, limits=FAST,
+        )  # fmt: skip
+        assert await host_test(command, server.calls) == live.seen
+        return
+    # Over HTTP the host probes the era as over stdio (docs/protocol.md S1).
+    process = forkserver.Forked(
+        [*forkserver.CLI, "replay", str(live.path), "--http", "127.0.0.1:0"],
+        stdin=os.open(os.devnull, os.O_RDONLY),
+    )
+    try:
+        url = await anyio.to_thread.run_sync(process.stdout.readline)
+        replay = ServerConfig(name=server.name, url=url.strip(), grant_policy=policy, limits=FAST)
+        assert await host_test(replay, server.calls) == live.seen
+    finally:
+        process.send_signal(signal.SIGTERM)
+        await anyio.to_thread.run_sync(process.wait, 10)
+        process.stdout.close()
+        process.stderr.close()

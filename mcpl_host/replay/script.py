@@ -34,6 +34,7 @@ from typing import Any, Literal
 from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
 from mcpl_host.jsonrpc.framing import NotReadableJSON, loads_line
 from mcpl_host.jsonrpc.values import is_object
+from mcpl_host.recording import FORMAT, FORMAT_VERSION
 
 __all__ = [
     "FORMAT",
@@ -47,9 +48,8 @@ __all__ = [
     "server_names",
 ]
 
-FORMAT = "mcpl-host-recording"
-#: The format versions this reader knows.
-VERSIONS = (1,)
+#: The format versions this reader knows (the recorder writes ``FORMAT_VERSION``).
+VERSIONS = (FORMAT_VERSION,)
 CueKind = Literal["request", "notification", "response", "other"]
 
 
