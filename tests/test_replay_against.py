@@ -1,6 +1,8 @@
 """``mcpl-host check --against FILE``: the live server's answers compared with a recording
 (check ``recording.same``, docs/protocol.md RP8), the first difference named. The recording
-is made here from a raw session with the demo server (stdlib fixture) in the format."""
+is made once per module by the host (``record=``) with the demo server (stdlib fixture); a
+changed server is the same demo with ``DEMO_EXTRAS=1`` (more tools, one more capability).
+The pure comparison is also tested by plain calls, on a recording of a raw session."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from mcpl_host import GrantPolicy, ServerConfig, connect
+from mcpl_host.recording import Recorder
 from mcpl_host.replay.against import Asked, RecordedRequest, first_answer_difference, requests_to_ask
 from mcpl_host.replay.script import read_script
 from tests.conftest import FIXTURES
@@ -51,8 +56,22 @@ def _raw_recording(env: dict[str, str]) -> Book:
 
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The host's session with the demo server (handshake, policy, a listing, a call), recorded."""
     path = tmp_path_factory.mktemp("against") / "demo.jsonl"
-    path.write_bytes(_raw_recording(dict(os.environ)).text())
+
+    async def session() -> None:
+        config = ServerConfig(
+            name="demo",
+            command=DEMO[0],
+            args=tuple(DEMO[1:]),
+            grant_policy=GrantPolicy(grant_all_advertised=True),
+        )
+        with Recorder(path) as recorder, anyio.fail_after(60):
+            async with connect(config, record=recorder) as conn:
+                await conn.mcp.list_tools()
+                await conn.mcp.call_tool("echo", {"text": "hello"})
+
+    anyio.run(session)
     return path
 
 
@@ -67,14 +86,17 @@ def _check(recording: Path, *options: str) -> tuple[int, dict[str, Any]]:
 def test_the_same_server_answers_as_recorded(recording: Path) -> None:
     status, entry = _check(recording)
     assert (status, entry["status"]) == (0, "passed"), entry
-    assert entry["reason"] == "initialize and 2 recorded requests answered as recorded"
+    assert (
+        entry["reason"] == "initialize and 2 recorded requests answered as recorded"
+    )  # tools/list, tools/call
 
 
 def test_a_changed_server_is_named_at_its_first_difference(recording: Path) -> None:
     status, entry = _check(recording, "--env", "DEMO_EXTRAS=1")
     assert (status, entry["status"]) == (1, "failed"), entry
     assert entry["reason"].startswith(
-        "initialize (recorded entry seq 1, line 2) is answered differently at /result/capabilities/"
+        "initialize (recorded entry seq 5, line 6) is answered differently at "
+        "/result/capabilities/experimental/mcpl/featureSets/demo.ask: recorded (absent), live {"
     )
 
 
