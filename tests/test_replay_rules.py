@@ -9,7 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
+from mcpl_host.limits import Limits
 from mcpl_host.replay.diff import MISSING, first_difference
+from mcpl_host.replay.load import load_script
 from mcpl_host.replay.matcher import Matcher, Mismatch, Reply
 from mcpl_host.replay.script import RecordingError, read_script, server_names
 from tests.replay_recordings import HEADER, Book, echo_session
@@ -170,3 +172,13 @@ def test_lines_that_were_not_json_are_written_back_and_opening_lines_come_first(
     assert _messages(matcher.receive({"jsonrpc": "2.0", "id": 2, "method": "ping"})) == [
         {"jsonrpc": "2.0", "id": 2, "result": {}}
     ]
+
+
+def test_a_recording_over_the_bound_is_refused_unread(tmp_path: Any) -> None:
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(echo_session().text())
+    assert load_script(path, None).server == "demo"
+    with pytest.raises(RecordingError, match=r"over 100 bytes \(Limits.max_recording_bytes"):
+        load_script(path, None, Limits(max_recording_bytes=100))
+    with pytest.raises(RecordingError, match="cannot read"):
+        load_script(tmp_path / "absent.jsonl", None)

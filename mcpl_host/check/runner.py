@@ -21,6 +21,8 @@ Rules of this module:
   event inbox (RFC-006: the host advertises ``eventCoalescing``, so a pending deferred
   notice is rendered with ``push/render``, each within ``Limits.push_render_timeout_seconds``); ``reduction`` (revoke
   ``pushEvents``, MCPL §6.7, then listen ``reduction_listen_seconds``); ``lists``; ``calls``;
+  ``against`` (``check --against FILE``: each request of the recording asked again, in
+  recorded order, ``replay.against.requests_to_ask``; docs/protocol.md RP8);
   ``close`` (stdin closed; the time to the end of stdout is measured, bounded by
   ``Limits.close_grace_seconds``). Then, where the transport may carry MCP 2026-07-28
   (stdio, Streamable HTTP), a session of its own sends ``server/discover`` as its first and
