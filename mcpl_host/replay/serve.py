@@ -238,7 +238,9 @@ async def _websocket(
             ws.receive_data(data)
             for event in ws.events():
                 if isinstance(event, WSRequest):
-                    await stream.send(ws.send(AcceptConnection()))
+                    # A client that offers the "mcp" subprotocol gets it; none is required.
+                    chosen = "mcp" if "mcp" in event.subprotocols else None
+                    await stream.send(ws.send(AcceptConnection(subprotocol=chosen)))
                     await _deliver(matcher.opening(), send, outcome)
                 elif isinstance(event, TextMessage):
                     size += len(event.data)
