@@ -313,6 +313,9 @@ DEFAULT_RENDER_FAILURES_LOGGED = 10
 #: a recording shows between a host message and the server's line (or between two lines)
 #: is kept up to this (docs/protocol.md RP7).
 DEFAULT_REPLAY_MAX_GAP_SECONDS = 5.0
+#: HTTP sessions ``mcpl-host replay --http`` keeps at once; a new one past it ends the
+#: oldest (its next request gets 404, as from a server that expired it).
+DEFAULT_REPLAY_MAX_SESSIONS = 64
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -432,6 +435,7 @@ class Limits:
     push_render_timeout_seconds: float = DEFAULT_PUSH_RENDER_TIMEOUT_SECONDS
     render_failures_logged: int = DEFAULT_RENDER_FAILURES_LOGGED
     replay_max_gap_seconds: float = DEFAULT_REPLAY_MAX_GAP_SECONDS
+    replay_max_sessions: int = DEFAULT_REPLAY_MAX_SESSIONS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

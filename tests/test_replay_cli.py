@@ -18,6 +18,9 @@ import pytest
 
 from mcpl_host import ServerConfig, connect
 from mcpl_host.jsonrpc.errors import RemoteError
+from mcpl_host.limits import Limits
+from mcpl_host.replay.load import load_script
+from mcpl_host.replay.serve import Outcome, ReplayOptions, serve_http
 from tests.replay_recordings import echo_session
 
 from . import forkserver
@@ -141,3 +144,35 @@ def test_over_http_the_request_that_differs_is_answered_then_the_replay_exits_1(
             process.wait(10)
         process.stdout.close()
         process.stderr.close()
+
+
+async def test_http_sessions_past_the_bound_end_the_oldest(recording: Path) -> None:
+    script = load_script(recording, None)
+    options = ReplayOptions(limits=Limits(replay_max_sessions=1))
+    outcome = Outcome()
+    urls: list[str] = []
+    accept = {"accept": "application/json, text/event-stream"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            ready = anyio.Event()
+
+            def listening(url: str) -> None:
+                urls.append(url)
+                ready.set()
+
+            tg.start_soon(serve_http, script, options, outcome, "127.0.0.1", 0, listening)
+            await ready.wait()
+            async with httpx.AsyncClient(timeout=30) as client:
+                first = (await client.post(urls[0], json=initialize, headers=accept)).headers[
+                    "mcp-session-id"
+                ]
+                second = (await client.post(urls[0], json=initialize, headers=accept)).headers[
+                    "mcp-session-id"
+                ]
+                old = await client.post(urls[0], json=listing, headers={**accept, "mcp-session-id": first})
+                new = await client.post(urls[0], json=listing, headers={**accept, "mcp-session-id": second})
+            tg.cancel_scope.cancel()
+    assert old.status_code == 404
+    assert new.status_code == 200 and '"echo"' in new.text

@@ -21,7 +21,8 @@ Rules of this module:
   answered with an event stream carrying what the matcher writes for it until its answer;
   a POST of a notification or a response is answered 202. Lines written after an answer,
   or for a notification, go to the session's GET stream (queued until one is open). A
-  DELETE ends the session. A body over ``Limits.max_line_bytes`` is refused 413.
+  DELETE ends the session. A body over ``Limits.max_line_bytes`` is refused 413. At most
+  ``Limits.replay_max_sessions`` sessions are kept: a new one past it ends the oldest.
 - Lines written are the recorded ones (server values as recorded, ids remapped): the replay
   reproduces what a server sent, so it never escapes them; what it logs goes through
   ``log_value``.
@@ -469,6 +470,8 @@ async def _http_request(
     extra: list[tuple[str, str]] = []
     if isinstance(envelope, Request) and envelope.method == "initialize" and not session_id:
         session_id = random_tokens.token_hex(16)
+        while len(sessions) >= options.limits.replay_max_sessions:
+            sessions.pop(next(iter(sessions))).end()  # the oldest (dicts keep insertion order)
         sessions[session_id] = _HttpSession(options.matcher(script))
         extra.append(("mcp-session-id", session_id))
     if not session_id:
