@@ -91,6 +91,16 @@ SERVERS = [
         sys.executable,
         (str(FIXTURES / "demo_server.py"),),
         {"add": {"a": 2, "b": 3}, "echo": {"text": "hi"}},
+        replay_over="stdio",
+    ),
+    # The era probe costs it its transport (exit 0 on server/discover): the replay ends there
+    # too (docs/protocol.md RP7) and the host's second transport is answered from initialize.
+    Server(
+        "probe-killed",
+        sys.executable,
+        (str(FIXTURES / "unknown_first_server.py"), "exit0"),
+        {"echo": {"text": "x"}},
+        replay_over="stdio",
     ),
     Server(
         "mcpl-fixture",
@@ -131,7 +141,8 @@ def config(server: Server) -> ServerConfig:
 async def host_test(
     server_config: ServerConfig, calls: Mapping[str, dict[str, Any]], **runtime: Any
 ) -> dict[str, Any]:
-    """What the host sees of a server: its info, MCPL state, lists and the calls' results."""
+    """What the host sees of a server: its info, the era probe's fallback, MCPL state, lists
+    and the calls' results."""
     seen: dict[str, Any] = {}
     with anyio.fail_after(TIMEOUT):
         async with connect(server_config, handlers=handlers(), **runtime) as conn:
@@ -139,6 +150,9 @@ async def host_test(
             assert info is not None
             seen["server"] = [info.name, info.version, info.capabilities]
             seen["mcpl"] = conn.mcpl_state.name
+            # What followed the era probe: "initialize on a restarted server" when it cost
+            # the server its transport (docs/protocol.md S3a; the replay's RP7).
+            seen["era"] = conn.era_probe.fallback if conn.era_probe is not None else None
             seen["tools"] = sorted(tool.name for tool in await conn.mcp.list_tools())
             if "resources" in info.capabilities:
                 seen["resources"] = sorted(resource.uri for resource in await conn.mcp.list_resources())
