@@ -182,3 +182,11 @@ def test_a_recording_over_the_bound_is_refused_unread(tmp_path: Any) -> None:
         load_script(path, None, Limits(max_recording_bytes=100))
     with pytest.raises(RecordingError, match="cannot read"):
         load_script(tmp_path / "absent.jsonl", None)
+
+
+def test_the_opening_lines_do_not_wait_for_the_recorders_start() -> None:
+    book = Book()
+    book._add("received", transport="stdio", text="banner")
+    book.entries[-1]["t"] = 40.0
+    matcher = Matcher(read_script(book.lines()), keep_timing=True, max_gap_seconds=5.0)
+    assert [write.delay for write in matcher.opening().writes] == [0.0]

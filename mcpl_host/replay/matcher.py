@@ -250,7 +250,8 @@ class Matcher:
     ) -> Reply:
         writes: list[Write] = []
         skipped: list[str] = []
-        previous = cue.t if cue is not None else 0.0
+        first = self.script.outputs[indexes[0]].t if indexes else 0.0
+        previous = cue.t if cue is not None else first
         for index in indexes:
             output = self.script.outputs[index]
             if not repeat:

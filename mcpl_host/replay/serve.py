@@ -291,7 +291,10 @@ class _HttpSession:
     def route(self, line: bytes, post: tuple[str, object] | None) -> None:
         """Send ``line`` where it belongs: an answer to its request's stream (then closed);
         anything else to ``post``'s stream while open, else the GET stream (else queued)."""
-        message = loads_line(line.rstrip(b"\n")) if line.startswith(b"{") else None
+        try:
+            message = loads_line(line.rstrip(b"\n"))
+        except ValueError:  # a recorded line that was not JSON
+            message = None
         envelope = classify(message) if message is not None else None
         if isinstance(envelope, Response):
             target = self.posts.pop(_id_key(envelope.id), None)
