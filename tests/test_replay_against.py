@@ -127,3 +127,15 @@ def test_the_first_answer_that_differs_is_named_by_plain_calls() -> None:
         moved
         == 'initialize (recorded entry seq 1, line 2) is answered differently at /result/serverInfo/version: recorded "1", live "2"'
     )
+
+
+def test_an_unusable_against_is_a_usage_error(tmp_path: Path) -> None:
+    not_a_recording = tmp_path / "notes.txt"
+    not_a_recording.write_text("hello\n")
+    for options in (["--against", str(not_a_recording)], ["--against-server", "demo"]):
+        done = forkserver.run([*forkserver.CLI, "check", "--only", "recording", *options], timeout=60)
+        assert done.returncode == 2, done.stderr
+    assert (
+        b"not an mcpl-host recording"
+        in forkserver.run([*forkserver.CLI, "check", "--against", str(not_a_recording)], timeout=60).stderr
+    )
