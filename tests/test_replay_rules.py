@@ -190,3 +190,10 @@ def test_the_opening_lines_do_not_wait_for_the_recorders_start() -> None:
     book.entries[-1]["t"] = 40.0
     matcher = Matcher(read_script(book.lines()), keep_timing=True, max_gap_seconds=5.0)
     assert [write.delay for write in matcher.opening().writes] == [0.0]
+
+
+def test_a_ping_the_recording_lacks_is_answered_empty_never_a_difference() -> None:
+    matcher = Matcher(read_script(echo_session().lines()))
+    assert _messages(matcher.receive({"jsonrpc": "2.0", "id": "p", "method": "ping"})) == [
+        {"jsonrpc": "2.0", "id": "p", "result": {}}
+    ]

@@ -17,7 +17,8 @@ error the replay answers it with before it stops). The rules (docs/protocol.md R
 - RP3 Among the recorded requests that match, the first not yet matched (recorded order)
   is taken: identical requests are answered in the order they were recorded. A request
   that matches only recorded requests already taken is answered as the last of them was
-  (the answer alone, nothing it was followed by).
+  (the answer alone, nothing it was followed by). A ``ping`` the recording does not hold
+  is answered ``{}`` (MCP 2025-11-25, Utilities, Ping: a host pings when it likes).
 - RP4 What the server wrote after a host message and before the next one (its requests,
   notifications, lines that were not JSON, answers) is written once that host message is
   matched; an answer is written with the id of the live request it answers (ids remapped),
@@ -211,6 +212,9 @@ class Matcher:
             self._last[key] = index
             return self._match(index, live_id)
         last = self._last.get(key)
+        if last is None and method == "ping":
+            # A host pings when it likes (a stall watch, a keepalive): never a difference.
+            return Reply((Write(0, message={"jsonrpc": "2.0", "id": live_id, "result": {}}),))
         if last is not None:
             answer = self._answer_of.get(last)
             if answer is None:
