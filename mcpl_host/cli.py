@@ -392,6 +392,7 @@ _LAZY_COMMANDS = {
     "check": "mcpl_host.check.cli:check",
     "config": "mcpl_host.cli_config:config",
     "task": "mcpl_host.cli_task:task",
+    "replay": "mcpl_host.replay.cli:replay",
 }
 
 

@@ -322,6 +322,13 @@ DEFAULT_RENDER_FAILURES_LOGGED = 10
 DEFAULT_TASK_POLL_DEFAULT_SECONDS = 1.0
 DEFAULT_TASK_POLL_MIN_SECONDS = 0.25
 DEFAULT_TASK_POLL_MAX_SECONDS = 30.0
+#: Longest wait of ``mcpl-host replay --keep-timing`` before one line, in seconds: the gap
+#: a recording shows between a host message and the server's line (or between two lines)
+#: is kept up to this (docs/protocol.md RP7).
+DEFAULT_REPLAY_MAX_GAP_SECONDS = 5.0
+#: HTTP sessions ``mcpl-host replay --http`` keeps at once; a new one past it ends the
+#: oldest (its next request gets 404, as from a server that expired it).
+DEFAULT_REPLAY_MAX_SESSIONS = 64
 #: Deepest nesting of arrays and objects in a config file (a config needs about 6; the
 #: standard library's parser would hit Python's recursion limit near 1,000). Not per server.
 CONFIG_MAX_DEPTH = 100
@@ -444,6 +451,8 @@ class Limits:
     task_poll_default_seconds: float = DEFAULT_TASK_POLL_DEFAULT_SECONDS
     task_poll_min_seconds: float = DEFAULT_TASK_POLL_MIN_SECONDS
     task_poll_max_seconds: float = DEFAULT_TASK_POLL_MAX_SECONDS
+    replay_max_gap_seconds: float = DEFAULT_REPLAY_MAX_GAP_SECONDS
+    replay_max_sessions: int = DEFAULT_REPLAY_MAX_SESSIONS
 
 
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may

@@ -100,6 +100,8 @@ LAYERS: list[tuple[str, list[str]]] = [
             "check.*",
             "shell",
             "shell.*",
+            "replay",
+            "replay.*",
         ],
     ),
 ]

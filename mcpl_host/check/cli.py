@@ -60,6 +60,8 @@ from mcpl_host.limits import Limits
 from mcpl_host.logging import configure_logging
 from mcpl_host.mcpl.endpoint_uri import is_mcpl_uri
 from mcpl_host.progress import progress
+from mcpl_host.replay.load import load_script
+from mcpl_host.replay.script import RecordingError, Script
 from mcpl_host.report import ReportConsole, print_json, safe_text
 from mcpl_host.secrets import Redactor
 from mcpl_host.signals import close_on_signals
@@ -105,6 +107,19 @@ def _expected(path: str | None) -> frozenset[str]:
         return registry.parse_expected_failures(text, path)
     except registry.ExpectedFailuresError as exc:
         raise click.BadParameter(str(exc), param_hint="--expected-failures") from None
+
+
+def _against(path: str | None, server: str | None) -> Script | None:
+    """The recorded server's script for ``--against`` (None without it); a file that is no
+    recording, or a server it lacks, is a usage error."""
+    if path is None:
+        if server is not None:
+            raise click.UsageError("--against-server needs --against FILE")
+        return None
+    try:
+        return load_script(path, server)
+    except RecordingError as exc:
+        raise click.UsageError(f"--against {path}: {exc}") from None
 
 
 @click.command(
@@ -284,6 +299,19 @@ Examples:
     show_default=True,
     help="Least level of log lines on stderr.",
 )
+@click.option(
+    "--against",
+    "against_file",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Compare the server with a recording (--record FILE): its initialize and the recorded requests asked again (check recording.same).",
+)
+@click.option(
+    "--against-server",
+    "against_server",
+    metavar="NAME",
+    help="With --against: the recorded server to compare with (needed when the recording holds several).",
+)
 @click.option("--list", "list_only", is_flag=True, help="List the checks (id, category, title) and exit.")
 @record_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
@@ -316,6 +344,8 @@ def check(
     shutdown_timeout: float,
     big_message_bytes: int,
     log_level: str,
+    against_file: str | None,
+    against_server: str | None,
     list_only: bool,
     record: str | None,
     command: tuple[str, ...],
@@ -350,6 +380,7 @@ def check(
     if not specs:
         raise click.UsageError("--only and --skip leave no check to run")
     expected = _expected(expected_file)
+    against = _against(against_file, against_server)
     limits = Limits(
         handshake_timeout_seconds=timeout,
         request_timeout_seconds=request_timeout,
@@ -383,6 +414,7 @@ def check(
         probe_timeout_seconds=probe_timeout,
         big_message_bytes=big_message_bytes,
         calls=calls,
+        against=against,
     )
     configure_logging(log_level, json_lines=as_json)
     steps = registry.steps_needed(specs, target.transport)

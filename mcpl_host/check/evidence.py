@@ -38,6 +38,7 @@ from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem, loads_line, peek_en
 from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.mcpl.server_shapes import SERVER_METHODS
+from mcpl_host.replay.against import Asked, RecordedRequest
 
 __all__ = [
     "HEAD_CHARS",
@@ -45,6 +46,7 @@ __all__ = [
     "as_list",
     "as_object",
     "PRIVILEGED_METHODS",
+    "AgainstEvidence",
     "CallEvidence",
     "Direction",
     "ListEvidence",
@@ -365,6 +367,15 @@ class ShutdownEvidence:
 
 
 @dataclass
+class AgainstEvidence:
+    """``check --against FILE``: the recording's ``initialize`` answer (None: none recorded)
+    and each recorded request asked again with the live answer (``replay.against``)."""
+
+    initialize: RecordedRequest | None = None
+    asked: list[Asked] = field(default_factory=list[Asked])
+
+
+@dataclass
 class MainEvidence:
     """The session driven through the library (``ServerConnection``)."""
 
@@ -404,6 +415,8 @@ class MainEvidence:
     #: ``tools/list``'s items, key) -> problems; None when not checked.
     tool_schema_problems: dict[tuple[int, str], list[str]] | None = None
     calls: CallEvidence | None = None
+    #: ``check --against``: None when no recording was given or the step did not run.
+    against: AgainstEvidence | None = None
     shutdown: ShutdownEvidence | None = None
 
 

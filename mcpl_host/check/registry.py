@@ -58,11 +58,21 @@ STATUSES: tuple[Status, ...] = ("passed", "failed", "warned", "skipped")
 #: ``main`` the handshake and initial policy through the library; ``listen`` the listen
 #: window for what the server sends unasked; ``reduction`` a policy reduction revoking
 #: ``pushEvents`` and a second window; ``lists`` tools/resources/prompts listings;
-#: ``calls`` tool calls, an unknown tool and prompt, a resource read; ``close`` closing the
+#: ``calls`` tool calls, an unknown tool and prompt, a resource read; ``against`` the
+#: requests of a recording asked again (``check --against FILE``); ``close`` closing the
 #: server's stdin; ``raw`` a second session speaking raw JSON-RPC; ``sigterm`` SIGTERM at
 #: the end of the raw session.
-Step = Literal["main", "listen", "reduction", "lists", "calls", "close", "raw", "sigterm"]
-CATEGORIES: tuple[str, ...] = ("lifecycle", "jsonrpc", "tools", "resources", "prompts", "mcpl", "shutdown")
+Step = Literal["main", "listen", "reduction", "lists", "calls", "against", "close", "raw", "sigterm"]
+CATEGORIES: tuple[str, ...] = (
+    "lifecycle",
+    "jsonrpc",
+    "tools",
+    "resources",
+    "prompts",
+    "mcpl",
+    "recording",
+    "shutdown",
+)
 
 MCP = "MCP 2025-11-25"
 JSONRPC = "JSON-RPC 2.0"
@@ -289,6 +299,8 @@ CHECKS: tuple[CheckSpec, ...] = (
         "mcpl.input-streaming", "mcpl", "input streaming (experimental) is advertised only by channels.inputStreaming: true, beside channels.incoming", "MCPL RFC-009 §2.1, §2.2", ["main"],
         Compat("reads only the explicit member; grants channels.incoming.streaming only with ServerConfig.input_streams and a policy naming it", "the same: the profile does not widen to the experimental path", True),
     ),
+    # --- recording (check --against FILE) --------------------------------------------------------
+    _spec("recording.same", "recording", "the server answers as the recording shows (--against FILE)", "docs/protocol.md RP8", ["main", "against"]),
     # --- shutdown ---------------------------------------------------------------------------
     _spec("shutdown.stdin-close", "shutdown", "the server exits within the bound after its stdin closes", f"{MCP} Lifecycle, Shutdown (stdio)", ["main", "close"], transports=["stdio"]),
     _spec("shutdown.sigterm", "shutdown", "the server exits within the bound after SIGTERM", f"{MCP} Lifecycle, Shutdown (stdio)", ["raw", "sigterm"], transports=["stdio"]),
@@ -357,7 +369,17 @@ def select(only: Sequence[str] = (), skip: Sequence[str] = ()) -> tuple[list[Che
 
 
 #: The steps in the order the runner takes them.
-STEP_ORDER: tuple[Step, ...] = ("main", "listen", "reduction", "lists", "calls", "close", "raw", "sigterm")
+STEP_ORDER: tuple[Step, ...] = (
+    "main",
+    "listen",
+    "reduction",
+    "lists",
+    "calls",
+    "against",
+    "close",
+    "raw",
+    "sigterm",
+)
 
 
 def check_step(spec: CheckSpec, ran: Mapping[str, float]) -> Step | None:

@@ -68,6 +68,7 @@ from mcpl_host.mcpl.server_shapes import (
 )
 from mcpl_host.mcpl.tags import validate_push_event
 from mcpl_host.mcpl.tool_lifecycle import parse_observe
+from mcpl_host.replay.against import first_answer_difference
 from mcpl_host.report import MAX_REPORT_DEPTH, redact_json
 from mcpl_host.stateless import (
     HEADER_MISMATCH,
@@ -1592,6 +1593,20 @@ def _shutdown(outcome: ShutdownEvidence | None, what: str) -> Verdict:
 
 
 @_given(_main)
+def recording_same(main: MainEvidence) -> Verdict:
+    """docs/protocol.md RP8: the live answers against a recording (``replay.against``)."""
+    against = main.against
+    if against is None:
+        return _skipped("no recording to compare with (--against FILE)")
+    answer = _initialize_answer(main)
+    live_init = answer.result if answer is not None and not answer.has_error else None
+    found = first_answer_difference(against.initialize, live_init, against.asked)
+    if found is not None:
+        return _failed(found)
+    return _passed(f"initialize and {_plural(len(against.asked), 'recorded request')} answered as recorded")
+
+
+@_given(_main)
 def shutdown_stdin_close(main: MainEvidence) -> Verdict:
     return _shutdown(main.shutdown, "its stdin was closed")
 
@@ -1653,6 +1668,7 @@ RULES: dict[str, _Rule] = {
     "references.fields": references_fields,
     "mcpl.context-injection": mcpl_context_injection,
     "mcpl.input-streaming": mcpl_input_streaming,
+    "recording.same": recording_same,
     "shutdown.stdin-close": shutdown_stdin_close,
     "shutdown.sigterm": shutdown_sigterm,
 }

@@ -21,6 +21,8 @@ Rules of this module:
   event inbox (RFC-006: the host advertises ``eventCoalescing``, so a pending deferred
   notice is rendered with ``push/render``, each within ``Limits.push_render_timeout_seconds``); ``reduction`` (revoke
   ``pushEvents``, MCPL §6.7, then listen ``reduction_listen_seconds``); ``lists``; ``calls``;
+  ``against`` (``check --against FILE``: each request of the recording asked again, in
+  recorded order, ``replay.against.requests_to_ask``; docs/protocol.md RP8);
   ``close`` (stdin closed; the time to the end of stdout is measured, bounded by
   ``Limits.close_grace_seconds``). Then, where the transport may carry MCP 2026-07-28
   (stdio, Streamable HTTP), a session of its own sends ``server/discover`` as its first and
@@ -63,6 +65,7 @@ import anyio.to_process
 from mcpl_host.check.evidence import (
     EXCHANGE_CHARS,
     EXCHANGE_LINES,
+    AgainstEvidence,
     CallEvidence,
     ListEvidence,
     MainEvidence,
@@ -96,6 +99,8 @@ from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.replay.against import Asked, recorded_initialize, requests_to_ask
+from mcpl_host.replay.script import Script
 from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.stateless import LATEST_STATELESS_VERSION, discover_params
 from mcpl_host.transports.base import Transport, may_carry_stateless
@@ -150,6 +155,8 @@ class CheckOptions:
     probe_timeout_seconds: float = 2.0
     big_message_bytes: int = 1024 * 1024
     calls: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    #: ``--against FILE``: the recorded server's script (``replay.script``), or None.
+    against: Script | None = None
 
 
 class CheckHandlers(HostHandlers):
@@ -467,6 +474,10 @@ class _LibrarySession:
                     say("calling tools")
                     await self._calls()
                     lap("calls")
+                if "against" in self.steps and self.options.against is not None:
+                    say("asking the recorded requests again")
+                    await self._against(self.options.against)
+                    lap("against")
                 if "close" in self.steps:
                     say("closing the server's stdin")
                     await self._close()
@@ -732,6 +743,20 @@ class _LibrarySession:
                 },
                 timeout=min(self.limits.hook_timeout_seconds, self.limits.request_timeout_seconds),
             )
+
+    async def _against(self, script: Script) -> None:
+        """``check --against``: each recorded request asked again, in recorded order
+        (``replay.against.requests_to_ask``; docs/protocol.md RP8)."""
+        against = self.evidence.against = AgainstEvidence(initialize=recorded_initialize(script))
+        for recorded in requests_to_ask(script):
+            outcome = await self.ask(recorded.method, recorded.params)
+            if outcome.failure is not None:
+                live: dict[str, Any] = {"failure": outcome.failure}
+            elif outcome.error is not None:
+                live = {"error": outcome.error}
+            else:
+                live = {"result": outcome.result}
+            against.asked.append(Asked(recorded, live))
 
     async def _tool_calls(self, calls: CallEvidence) -> None:
         listing = self.evidence.lists.get("tools/list")
@@ -1081,7 +1106,7 @@ async def run_checks(
         listen_seconds=options.listen_seconds,
         reduction_listen_seconds=options.reduction_listen_seconds,
     )
-    if steps & {"main", "listen", "reduction", "lists", "calls", "close"}:
+    if steps & {"main", "listen", "reduction", "lists", "calls", "against", "close"}:
         started = anyio.current_time()
         main = _LibrarySession(target, options, steps, on_step)
         evidence.main = await main.run()
