@@ -85,11 +85,25 @@ LAYERS: list[tuple[str, list[str]]] = [
             "check.*",
             "shell",
             "shell.*",
+            "inspector",
+            "inspector.*",
         ],
     ),
 ]
 
-HEAVY = ["structlog", "rich", "pygments", "httpx", "wsproto", "h11", "ssl", "jsonschema"]
+HEAVY = [
+    "structlog",
+    "rich",
+    "pygments",
+    "httpx",
+    "wsproto",
+    "h11",
+    "ssl",
+    "jsonschema",
+    # the inspector's extra (mcpl-host[inspect]): only when an inspector starts
+    "starlette",
+    "hypercorn",
+]
 LATER = [
     "mcpl_host.host",
     "mcpl_host.config",

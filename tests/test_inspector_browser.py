@@ -54,7 +54,9 @@ def _chromium() -> str:
         # an event: its status file is looked for twice a second, within the bound.
         while not os.path.exists(status):
             if time.monotonic() > deadline:
-                pytest.fail(f"Chromium was not installed within {CHROMIUM_INSTALL_WAIT_SECONDS:g} s (.ci/run)")
+                pytest.fail(
+                    f"Chromium was not installed within {CHROMIUM_INSTALL_WAIT_SECONDS:g} s (.ci/run)"
+                )
             time.sleep(0.5)
         if Path(status).read_text(encoding="utf-8").strip() != "ok":
             pytest.skip("Debian's chromium package could not be installed on this machine (.ci/run)")
@@ -168,7 +170,7 @@ def test_a_tool_call_from_the_form_returns_its_result(page: Any, artifacts: Path
 def test_a_held_inference_request_is_answered_from_the_page(page: Any, artifacts: Path) -> None:
     expect = _expect()
     _call(page, "ask", question="What is six times seven?")
-    held = page.locator('#held [data-held]')
+    held = page.locator("#held [data-held]")
     expect(held).to_contain_text("inference/request", timeout=SHOW_MS)
     expect(held).to_contain_text("What is six times seven?")
     page.screenshot(path=str(artifacts / "4a-held.png"), full_page=True)
@@ -200,4 +202,6 @@ def test_a_request_without_the_token_is_refused(inspector_url: str) -> None:
         assert httpx.get(base + path + "?token=not-the-token").status_code == 403
     refused = httpx.post(base + "/api/policy", json={"server": SERVER, "verb": "deny", "pattern": "tools"})
     assert refused.status_code == 403
-    assert httpx.get(base + "/api/state", params={"token": inspector_url.rsplit("=", 1)[1]}).status_code == 200
+    assert (
+        httpx.get(base + "/api/state", params={"token": inspector_url.rsplit("=", 1)[1]}).status_code == 200
+    )

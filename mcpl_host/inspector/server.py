@@ -46,7 +46,7 @@ import json
 import logging
 import re
 import socket
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from secrets import token_urlsafe
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -57,14 +57,21 @@ import orjson
 
 from mcpl_host.events import DELIVERY_KINDS, EVENT_KINDS, Subscription, event_json
 from mcpl_host.handlers import HostHandlers
+from mcpl_host.inspector.view import TOKEN_COOKIE, form_arguments, form_fields, grant_rows, token_allows
 from mcpl_host.jsonrpc.errors import MCPLHostError
 from mcpl_host.limits import DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS
 from mcpl_host.logging import get_logger, json_safe
-from mcpl_host.inspector.view import TOKEN_COOKIE, form_arguments, form_fields, grant_rows, token_allows
 from mcpl_host.report import redact_json, run_event
 from mcpl_host.secrets import Redactor
 from mcpl_host.shell.commands import CommandError, changed_policy, still_denied
-from mcpl_host.shell.held import HeldRequest, HeldRequests, ShellHandlers, answer_hint, asked, elicitation_mode
+from mcpl_host.shell.held import (
+    HeldRequest,
+    HeldRequests,
+    ShellHandlers,
+    answer_hint,
+    asked,
+    elicitation_mode,
+)
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -338,7 +345,7 @@ class Inspector:
                 listed = await conn.mcp.list_tools()
             except MCPLHostError as exc:
                 return reply({"error": self._redactor(name).redact(str(exc))}, 502)
-            shown = []
+            shown: list[dict[str, Any]] = []
             for tool in listed:
                 fields, omitted = form_fields(tool.input_schema)
                 shown.append(
@@ -354,7 +361,7 @@ class Inspector:
 
         async def call(request: Request) -> Response:
             body = await self._body(request)
-            if not isinstance(body, dict):
+            if body is None:
                 return reply({"error": "the body must be a JSON object"}, 400)
             name, tool_name, values = body.get("server"), body.get("tool"), body.get("values", {})
             if not (isinstance(name, str) and isinstance(tool_name, str) and isinstance(values, dict)):
@@ -382,7 +389,7 @@ class Inspector:
 
         async def policy(request: Request) -> Response:
             body = await self._body(request)
-            if not isinstance(body, dict):
+            if body is None:
                 return reply({"error": "the body must be a JSON object"}, 400)
             name, verb, pattern = body.get("server"), body.get("verb"), body.get("pattern")
             if not (isinstance(name, str) and verb in ("grant", "deny") and isinstance(pattern, str)):
@@ -409,7 +416,7 @@ class Inspector:
 
         async def answer(request: Request) -> Response:
             body = await self._body(request)
-            if not isinstance(body, dict):
+            if body is None:
                 return reply({"error": "the body must be a JSON object"}, 400)
             held_id, text = body.get("id"), body.get("text")
             if not (isinstance(held_id, str) and isinstance(text, str)):
@@ -434,7 +441,10 @@ class Inspector:
             if path is None:
                 return reply({"error": "this host keeps no recording"}, 404)
             return FileResponse(
-                path, media_type="application/x-ndjson", filename="recording.jsonl", headers={"Cache-Control": "no-store"}
+                path,
+                media_type="application/x-ndjson",
+                filename="recording.jsonl",
+                headers={"Cache-Control": "no-store"},
             )
 
         app = Starlette(
@@ -453,7 +463,9 @@ class Inspector:
         async def guarded(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope["type"] == "http":
                 request = Request(scope)
-                if not token_allows(self.token, request.query_params.get("token"), request.cookies.get(TOKEN_COOKIE)):
+                if not token_allows(
+                    self.token, request.query_params.get("token"), request.cookies.get(TOKEN_COOKIE)
+                ):
                     await PlainTextResponse("403 Forbidden: this page needs its token", status_code=403)(
                         scope, receive, send
                     )
@@ -474,7 +486,8 @@ class Inspector:
             return []  # the command line's rule: sent unchecked
 
     @staticmethod
-    async def _body(request: Request) -> object:
+    async def _body(request: Request) -> dict[str, Any] | None:
+        """The request's JSON object, or None (not one, or over ``MAX_BODY_BYTES``)."""
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.stream():
@@ -483,17 +496,19 @@ class Inspector:
                 return None
             chunks.append(chunk)
         try:
-            return json.loads(b"".join(chunks))
+            body: object = json.loads(b"".join(chunks))
         except ValueError:
             return None
+        return cast("dict[str, Any]", body) if isinstance(body, dict) else None
 
     def _recording_path(self) -> str | None:
-        path = getattr(self.recorder, "path", None) if self.recorder is not None else None
+        path: Any = self.recorder.path if self.recorder is not None else None
         if path is None:
             return None
         import os
 
-        return os.fspath(path) if os.path.exists(path) else None
+        shown = os.fspath(cast("str | os.PathLike[str]", path))
+        return shown if os.path.exists(shown) else None
 
     def _server_json(self, host: Host, name: str) -> dict[str, Any]:
         handle = host.server(name)
@@ -508,19 +523,25 @@ class Inspector:
             "grantAllAdvertised": policy.grant_all_advertised,
         }
         snapshot["grant"] = grant_rows(
-            policy, grant.advertised if grant is not None else frozenset(), grant.paths if grant is not None else None
+            policy,
+            grant.advertised if grant is not None else frozenset(),
+            grant.paths if grant is not None else None,
         )
         return cast("dict[str, Any]", redact_json(snapshot, hosted.redactor))
 
     # --- serving -------------------------------------------------------------------------
 
-    async def serve(self, host: Host, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
+    async def serve(
+        self, host: Host, *, task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
         """Serve the page for ``host`` until the host closes (module rules). Calls
         ``task_status.started(url)`` once listening. Raises ``OSError`` when the port cannot
         be bound, ``ImportError`` (naming the extra) without ``mcpl-host[inspect]``."""
         try:
-            import hypercorn  # noqa: F401
-            import starlette  # noqa: F401
+            import hypercorn
+            import starlette
+
+            del hypercorn, starlette
         except ImportError as exc:
             raise ImportError(
                 f"the inspector needs the extra mcpl-host[inspect] (starlette, hypercorn): {exc}"
@@ -569,10 +590,16 @@ class Inspector:
 
         import sniffio
 
+        backend_serve: Callable[..., Awaitable[None]]
         if sniffio.current_async_library() == "trio":
-            from hypercorn.trio import serve as backend_serve
+            from hypercorn.trio import serve as trio_serve  # pyright: ignore[reportUnknownVariableType]
+
+            backend_serve = cast("Callable[..., Awaitable[None]]", trio_serve)
         else:
-            from hypercorn.asyncio import serve as backend_serve
+            from hypercorn.asyncio import serve as asyncio_serve  # pyright: ignore[reportUnknownVariableType]
+
+            backend_serve = cast("Callable[..., Awaitable[None]]", asyncio_serve)
+
         async def run_server() -> None:
             # Shielded: hypercorn stops by its shutdown trigger only (gracefully, within
             # GRACEFUL_SECONDS), never by a cancellation in the middle of its own tasks.

@@ -62,7 +62,8 @@ def token_allows(expected: str, query_token: str | None, cookie_token: str | Non
     ``TOKEN_COOKIE`` cookie) may be served (module rules). Constant time in the token."""
     wanted = expected.encode()
     return any(
-        given is not None and hmac.compare_digest(given.encode(), wanted) for given in (query_token, cookie_token)
+        given is not None and hmac.compare_digest(given.encode(), wanted)
+        for given in (query_token, cookie_token)
     )
 
 
@@ -136,6 +137,7 @@ class FormField:
 
 
 def _kind(schema: object, root: Mapping[str, Any]) -> tuple[str, tuple[object, ...]]:
+    whole = schema  # before isinstance narrows it
     if isinstance(schema, Mapping):
         enum = cast("Mapping[str, Any]", schema).get("enum")
         if (
@@ -144,7 +146,7 @@ def _kind(schema: object, root: Mapping[str, Any]) -> tuple[str, tuple[object, .
             and all(isinstance(v, (str, int, float, bool)) for v in cast("list[object]", enum))
         ):
             return "enum", tuple(cast("list[object]", enum))
-    types = allowed_types(schema, root)
+    types = allowed_types(whole, root)
     if types is not None and len(types) == 1:
         (only,) = types
         if only in ("string", "number", "integer", "boolean"):
@@ -174,13 +176,15 @@ def form_fields(schema: object) -> tuple[list[FormField], int]:
     for name in names[:MAX_FORM_FIELDS]:
         prop = cast("Mapping[str, Any]", properties)[name]
         kind, choices = _kind(prop, root)
-        description = prop.get("description") if isinstance(prop, Mapping) else None
+        description: object = (
+            cast("Mapping[str, Any]", prop).get("description") if isinstance(prop, Mapping) else None
+        )
         fields.append(
             FormField(
                 name,
                 kind,
                 name in required,
-                cast("str", description) if isinstance(description, str) else None,
+                description if isinstance(description, str) else None,
                 choices,
             )
         )
@@ -194,7 +198,9 @@ def form_arguments(values: Mapping[str, object], schema: Mapping[str, Any] | Non
     (naming the argument) or ``ValueError`` (a value that is not a string)."""
     root = schema if isinstance(schema, Mapping) else None
     properties = root.get("properties") if root is not None else None
-    props = cast("Mapping[str, Any]", properties) if isinstance(properties, Mapping) else {}
+    props: Mapping[str, Any] = (
+        cast("Mapping[str, Any]", properties) if isinstance(properties, Mapping) else {}
+    )
     arguments: dict[str, Any] = {}
     for name, text in values.items():
         if not isinstance(text, str):
