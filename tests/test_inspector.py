@@ -20,6 +20,7 @@ from mcpl_host.coerce import ArgumentError
 from mcpl_host.config import ServerConfig
 from mcpl_host.host import Host
 from mcpl_host.inspector import Inspector
+from mcpl_host.inspector.server import MAX_ITEM_BYTES, item_line
 from mcpl_host.inspector.view import (
     MAX_FORM_FIELDS,
     form_arguments,
@@ -164,6 +165,33 @@ def test_submitted_values_are_coerced_as_the_command_line_does() -> None:
         form_arguments({"count": "many"}, SCHEMA)
     with pytest.raises(ValueError, match="not text"):
         form_arguments({"count": 3}, SCHEMA)
+
+
+def test_a_live_item_too_large_goes_without_the_servers_data() -> None:
+    big = "x" * (2 * MAX_ITEM_BYTES)
+    small = {"type": "event", "event": {"server": "s", "kind": "notification", "data": {"method": "m"}}}
+    assert json.loads(item_line(small)) == small
+    event = {
+        "type": "event",
+        "event": {"server": "s", "kind": "push_event", "data": {"id": 7, "params": big}},
+    }
+    line = item_line(event)
+    assert len(line) <= MAX_ITEM_BYTES
+    assert json.loads(line)["event"] == {
+        "server": "s",
+        "kind": "push_event",
+        "data": {"id": 7, "omitted": {"bytes": len(json.dumps(event, separators=(",", ":")))}},
+    }
+    entry = {
+        "seq": 3,
+        "server": "s",
+        "kind": "received",
+        "message": {"id": 1, "method": big[:300], "params": big},
+    }
+    shown = json.loads(item_line({"type": "traffic", "entry": entry}))["entry"]
+    assert shown["seq"] == 3 and len(shown["method"]) == 200 and "params" not in shown
+    held = {"type": "held", "held": {"id": "1", "asked": big, "params": {"p": big}}}
+    assert len(item_line(held)) <= MAX_ITEM_BYTES
 
 
 # --- Host(inspector=...) on both backends --------------------------------------------------------

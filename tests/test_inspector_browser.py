@@ -167,6 +167,14 @@ def test_a_tool_call_from_the_form_returns_its_result(page: Any, artifacts: Path
     page.screenshot(path=str(artifacts / "3-tool-call.png"), full_page=True)
 
 
+def test_a_servers_text_is_shown_as_text_never_as_markup(page: Any) -> None:
+    expect = _expect()
+    markup = '<img id="injected" src="x"><b id="bold">not bold</b>'
+    _call(page, "echo", text=markup)
+    expect(page.locator("#call-result")).to_contain_text(markup, timeout=SHOW_MS)
+    assert page.locator("#injected, #bold").count() == 0
+
+
 def test_a_held_inference_request_is_answered_from_the_page(page: Any, artifacts: Path) -> None:
     expect = _expect()
     _call(page, "ask", question="What is six times seven?")

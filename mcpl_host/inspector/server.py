@@ -27,10 +27,11 @@ Rules of this module:
   grants and denies a capability pattern at run time (``/api/policy``:
   ``shell.commands.changed_policy``, then ``HostedServer.update_policy``, as the shell's
   ``grant`` and ``deny``), and gives the recording file (``/api/recording``).
-- **Bounds**: the live history a new page gets (``max_history`` items), each open page's
-  queue (``max_page_queue`` items; past it the oldest are dropped and the page is told how
-  many), the body of a request (``MAX_BODY_BYTES``), the pages open at once
-  (``max_pages``; past it 503).
+- **Bounds**: each live item (``MAX_ITEM_BYTES`` of JSON; a larger one goes without the
+  server's data, its size said), the live history a new page gets (``max_history`` items),
+  each open page's queue (``max_page_queue`` items; past it the oldest are dropped and the
+  page is told how many), the body of a request (``MAX_BODY_BYTES``), the pages open at
+  once (``max_pages``; past it 503).
 - **Life**: ``serve(host)`` (a ``host.HostCompanion``: ``Host(inspector=...)`` starts it
   before its servers) listens, then calls ``task_status.started(url)``; it returns once the
   host has closed (its event subscription ended), open pages told and closed.
@@ -87,14 +88,18 @@ __all__ = [
     "MAX_BODY_BYTES",
     "Inspector",
     "TrafficSource",
+    "item_line",
 ]
 
 #: Live items (events, traffic, held requests) a page gets when it opens.
 DEFAULT_MAX_HISTORY = 500
 #: Items queued for one open page that has not read them; past it the oldest are dropped.
-DEFAULT_MAX_PAGE_QUEUE = 2000
+DEFAULT_MAX_PAGE_QUEUE = 1000
 #: Pages (live streams) open at once.
-DEFAULT_MAX_PAGES = 16
+DEFAULT_MAX_PAGES = 4
+#: Bytes of one live item as JSON: a larger one is sent without its data (its size said), so
+#: the history and each page's queue hold at most this many bytes per item.
+MAX_ITEM_BYTES = 16 * 1024
 #: Bytes of one request body (an answer, a form, a policy change).
 MAX_BODY_BYTES = 1024 * 1024
 #: Seconds hypercorn waits for open connections when the inspector stops.
@@ -118,6 +123,53 @@ def _dumps(value: object) -> bytes:
         return orjson.dumps(value, default=repr)
     except orjson.JSONEncodeError:  # a lone surrogate, an integer beyond 64 bits
         return json.dumps(json_safe(value), default=repr, allow_nan=False).encode()
+
+
+def item_line(item: Mapping[str, Any]) -> bytes:
+    """One live item as the JSON the stream sends: at most ``MAX_ITEM_BYTES`` (module rules;
+    a larger one goes as ``_without_data`` makes it)."""
+    line = _dumps(item)
+    return line if len(line) <= MAX_ITEM_BYTES else _dumps(_without_data(item, len(line)))
+
+
+def _without_data(item: Mapping[str, Any], size: int) -> dict[str, Any]:
+    """``item`` without the server's data that made it larger than ``MAX_ITEM_BYTES``:
+    its kind, server, method and id kept, ``{"omitted": {"bytes": size}}`` instead."""
+    omitted = {"omitted": {"bytes": size}}
+    shown = dict(item)
+    if item.get("type") == "event":
+        event = dict(cast("Mapping[str, Any]", item["event"]))
+        data: Any = event.get("data")
+        kept: dict[Any, Any] = {
+            key: data[key] for key in ("method", "id", "featureSet") if isinstance(data, dict) and key in data
+        }
+        event["data"] = {**_short(kept), **omitted}
+        shown["event"] = event
+    elif item.get("type") == "traffic":
+        entry = cast("Mapping[str, Any]", item["entry"])
+        message: Any = entry.get("message")
+        kept = {key: message[key] for key in ("method", "id") if isinstance(message, dict) and key in message}
+        small = {
+            key: entry[key]
+            for key in ("seq", "t", "server", "connection", "kind", "event", "transport")
+            if key in entry
+        }
+        shown["entry"] = {**small, **_short(kept), **omitted}
+    elif item.get("type") == "held":
+        held = dict(cast("Mapping[str, Any]", item["held"]))
+        held["params"] = omitted
+        held["asked"] = str(held.get("asked", ""))[:1000]
+        shown["held"] = held
+    return shown
+
+
+def _short(values: dict[Any, Any]) -> dict[str, Any]:
+    """Values kept in a summary: strings cut to 200 characters, ids and numbers as they are."""
+    return {
+        str(key): (value[:200] if isinstance(value, str) else value)
+        for key, value in values.items()
+        if isinstance(value, (str, int, float)) or value is None
+    }
 
 
 class _Page:
@@ -212,7 +264,7 @@ class Inspector:
     # --- the live stream -----------------------------------------------------------------
 
     def _publish(self, item: Mapping[str, Any]) -> None:
-        line = _dumps(item)
+        line = item_line(item)
         self._history.append(line)
         for page in self._pages:
             if len(page.queue) == page.queue.maxlen:
