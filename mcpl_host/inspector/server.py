@@ -600,6 +600,8 @@ class Inspector:
             ) from None
         from hypercorn.config import Config
 
+        if self._host is not None:
+            raise RuntimeError("an Inspector serves one host, once")
         self._host = host
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
