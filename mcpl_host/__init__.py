@@ -32,6 +32,7 @@ from mcpl_host.mcpl.grants import Grant, GrantPolicy
 from mcpl_host.mcpl.injections import BeforeInferenceResult, Injection
 from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.mcpl.wake import WakePolicy
+from mcpl_host.recording import Recorder
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.coalescing import Conversation, EventInbox
 from mcpl_host.services.negotiation import PolicyChange
@@ -105,6 +106,7 @@ __all__ = [
     "PolicyChange",
     "Prompt",
     "ReadResourceResult",
+    "Recorder",
     "RemoteError",
     "RequestContext",
     "RequestTimeout",

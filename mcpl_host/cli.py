@@ -59,8 +59,10 @@ from mcpl_host.cli_target import (
     Seconds,
     end_children,
     load_config_or_exit,
+    open_recorder,
     own_children,
     reap_strays,
+    record_option,
     select_servers,
     server_options,
 )
@@ -92,6 +94,7 @@ from mcpl_host.mcpl.compat import COMPAT_SETTINGS, CompatSetting
 from mcpl_host.probe_features import client_feature_options, exit_now_if_abandoned, feature_handlers
 from mcpl_host.probing import ProbeWatch
 from mcpl_host.record import EventRecord
+from mcpl_host.recording import Recorder
 from mcpl_host.report import tool_class_json
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.coalescing import EventInbox
@@ -574,7 +577,11 @@ def _warn_no_grant(names: list[str], as_json: bool) -> None:
 
 
 async def _host(
-    config: HostConfig, out: report.ReportConsole | None, health: float | None, owned: bool = False
+    config: HostConfig,
+    out: report.ReportConsole | None,
+    health: float | None,
+    owned: bool = False,
+    recorder: Recorder | None = None,
 ) -> int:
     """Host every enabled server of ``config`` and print each event until a stop (SIGINT,
     SIGTERM, SIGHUP or stdout's reader going away: EXIT_OK) or until every server has
@@ -589,7 +596,10 @@ async def _host(
                 tg.start_soon(reap_strays, DEFAULT_PROCESS_TREE_SCAN_SECONDS)
             # Servers' requests are answered -32601 (push events accepted) and reported.
             async with Host(
-                config, handlers_factory=lambda name: HostHandlers(), health_interval_seconds=health
+                config,
+                handlers_factory=lambda name: HostHandlers(),
+                health_interval_seconds=health,
+                record=recorder,
             ) as host:
                 no_grant = {
                     name
@@ -681,6 +691,7 @@ Examples:
     help='Compatibility profile of every server, instead of each entry\'s "compat" (default '
     "'auto': strict for a server that says MCPL 0.5, else 0.4).",
 )
+@record_option
 @click.pass_context
 def run(
     ctx: click.Context,
@@ -691,6 +702,7 @@ def run(
     health_interval: float | None,
     no_subreaper: bool,
     compat: CompatSetting | None,
+    record: str | None,
 ) -> None:
     """Host the servers in CONFIG and print what happens until Ctrl-C (or SIGTERM, SIGHUP).
 
@@ -729,11 +741,12 @@ def run(
                 for name, server in config.servers.items()
             },
         )
+    recorder = open_recorder(ctx, record)
     configure_logging(log_level, json_lines=as_json)
     out = None if as_json else report.ReportConsole(highlight=False)
     owned = own_children(not no_subreaper)
     try:
-        status = anyio.run(_host, config, out, health_interval, owned, backend="asyncio")
+        status = anyio.run(_host, config, out, health_interval, owned, recorder, backend="asyncio")
     except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
         status = EXIT_INTERRUPTED
     end_children(owned)

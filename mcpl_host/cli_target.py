@@ -25,6 +25,9 @@ Rules of this module:
 - ``--secret KEY=VALUE``: VALUE is a secret of every selected server; for a command,
   ``KEY=VALUE`` is also set in its environment. The command shown goes through
   ``redact_command``, a URL through ``shown_url`` / ``shown_http_url``.
+- ``--record FILE`` (``record_option``, one definition: every command that connects, ``check``
+  and ``run`` included) records the session there (``mcpl_host.recording``): ``open_recorder``
+  opens it once the options are checked, and it is closed when the command ends.
 - The environment passed to a command is described once, from
   ``transports.stdio.ENV_ALLOWLIST`` (``passed_environment()``), for ``--help``.
 """
@@ -52,6 +55,7 @@ from mcpl_host.mcpl.compat import COMPAT_SETTINGS
 from mcpl_host.mcpl.endpoint_uri import is_mcpl_uri
 from mcpl_host.mcpl.grants import GrantPolicy, pattern_problem
 from mcpl_host.observe import ConnectionObserver
+from mcpl_host.recording import Recorder
 from mcpl_host.secrets import redact_command
 from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.stateless import PROTOCOL_CHOICES
@@ -74,6 +78,8 @@ __all__ = [
     "demo_server_path",
     "end_children",
     "load_config_or_exit",
+    "open_recorder",
+    "record_option",
     "own_children",
     "passed_environment",
     "check_target",
@@ -383,6 +389,7 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
                 help="Level at which the server's stderr lines are logged.",
             )
         )
+    options.append(record_option)
     options.append(
         click.option(
             "--no-subreaper",
@@ -400,6 +407,32 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
         return function
 
     return decorate
+
+
+#: ``--record FILE`` of every command that connects (module rules; defined once, here).
+record_option = click.option(
+    "--record",
+    "record",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Record the session to FILE as JSON Lines (every line both ways, the lifecycle, the host's "
+    "decisions; secrets redacted; rotated at maxRecordingBytes to FILE.1...). Format: docs/cli.md, "
+    '"Recording".',
+)
+
+
+def open_recorder(ctx: click.Context, path: str | None) -> Recorder | None:
+    """A ``Recorder`` writing to ``path`` (``--record``), closed when the command ends
+    (``ctx.call_on_close``); None without a path. ``click.UsageError`` (exit 2) when the
+    file cannot be written."""
+    if path is None:
+        return None
+    try:
+        recorder = Recorder(path)
+    except OSError as exc:
+        raise click.UsageError(f"--record: cannot write {path}: {exc.strerror or exc}") from None
+    ctx.call_on_close(recorder.close)
+    return recorder
 
 
 #: ``--root PATH`` (repeatable) of the commands that serve ``roots/list`` (probe, shell).
@@ -430,10 +463,12 @@ allow_unknown_option = click.option(
 class Selection:
     """What the options selected: ``servers`` (name -> ``ServerConfig``; one entry, except
     ``shell --config FILE`` without ``--server``) and ``target`` (for the probe document:
-    ``command`` shown redacted, and ``url`` or ``config``)."""
+    ``command`` shown redacted, and ``url`` or ``config``), ``recorder`` (``--record``, or
+    None)."""
 
     servers: dict[str, ServerConfig]
     target: dict[str, Any]
+    recorder: Recorder | None = None
 
     @property
     def only(self) -> ServerConfig:
@@ -451,7 +486,9 @@ class Selection:
         """A ``HostedServer`` of the one server selected (``event_inbox``: RFC-006, see
         ``HostedServer``). Its configuration was checked by ``select_servers``, so this does
         not raise."""
-        return HostedServer(self.only, handlers=handlers, observer=observer, event_inbox=event_inbox)
+        return HostedServer(
+            self.only, handlers=handlers, observer=observer, event_inbox=event_inbox, record=self.recorder
+        )
 
 
 def load_config_or_exit(ctx: click.Context, path: str) -> HostConfig:
@@ -657,7 +694,7 @@ def select_servers(
             "config": {"file": config_file, "server": server_name},
             **endpoint_target(first),
         }
-        return Selection(chosen, target)
+        return Selection(chosen, target, open_recorder(ctx, options.get("record")))
 
     common: dict[str, Any] = {
         "grant_policy": policy,
@@ -712,4 +749,4 @@ def select_servers(
             **common,
         )
         target = {"command": redact_command(words)}
-    return Selection({server.name: server}, target)
+    return Selection({server.name: server}, target, open_recorder(ctx, options.get("record")))

@@ -84,6 +84,7 @@ from mcpl_host.logging import LogBudget, get_logger
 from mcpl_host.mcpl.references import MODEL_CONTENT
 from mcpl_host.mcpl.state import StateStore
 from mcpl_host.mcpl.tool_lifecycle import CallFacts, ToolLifecyclePolicy, call_id_for
+from mcpl_host.recording import Recorder
 from mcpl_host.secrets import Redactor
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.coalescing import Conversation, EventInbox
@@ -433,6 +434,10 @@ class Host:
             advertises ``eventCoalescing`` and pushes and channel messages wait in it for the
             application's drain instead of reaching ``subscribe()`` / the handlers; None (the
             default): off, nothing changes.
+        record: a ``recording.Recorder`` every server records to (``ServerRuntime.record``):
+            each line, lifecycle and decision, each server's with its ``Redactor``; None
+            (the default): nothing is recorded, no transport is wrapped. The application
+            owns it (closes it after the host).
         inspector: a ``HostCompanion`` (``mcpl_host.inspector.Inspector``: the live web
             inspector) started with the host, before its servers, and ended with it.
     """
@@ -454,6 +459,7 @@ class Host:
         clock: Callable[[], float] = anyio.current_time,
         rng: Callable[[], float] = random.random,
         event_inbox: EventInbox | None = None,
+        record: Recorder | None = None,
         inspector: HostCompanion | None = None,
     ) -> None:
         self._event_inbox = event_inbox
@@ -495,6 +501,7 @@ class Host:
                 client_info=client_info,
                 state_store=state_store_factory(name) if state_store_factory is not None else None,
                 event_inbox=event_inbox,
+                record=record,
             )
             self._hosted[name] = hosted
             self._connected[name] = anyio.Event()

@@ -61,6 +61,7 @@ from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy
 from mcpl_host.observe import ConnectionObserver, Reporter
+from mcpl_host.recording import Recorder, recording_factory
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
 from mcpl_host.services.coalescing import EventInbox
@@ -91,6 +92,9 @@ class ServerRuntime(TypedDict, total=False):
       "Lifecycle"; default: ``ClientInfo()``).
     - ``input_clock``: the clocks input-stream leases run on (RFC-009 §4.1, §8;
       ``services.input_streams.InputClock``; default: the system's).
+    - ``record``: a ``recording.Recorder``: every line of every transport of the server, its
+      lifecycle and the host's decisions are recorded there (the server's ``Redactor``
+      applied); None (the default): nothing is recorded, no transport is wrapped.
     - ``event_inbox``: an ``EventInbox`` (``services.coalescing``; RFC-006): the host
       advertises ``eventCoalescing`` and coalesced events wait there; None (the default):
       not advertised, and ``coalesce`` members are ignored as before.
@@ -102,6 +106,7 @@ class ServerRuntime(TypedDict, total=False):
     state_store: StateStore | None
     client_info: ClientInfo | None
     event_inbox: EventInbox | None
+    record: Recorder | None
 
 
 class HostedServer:
@@ -165,7 +170,10 @@ class HostedServer:
         self._sequence = 0
         self._learned_era: Era | None = None
         self._current: ServerConnection | None = None
-        self._reporter = Reporter(self._name, self._handlers, self._observer)
+        self._recorder = runtime.get("record")
+        self._reporter = Reporter(self._name, self._handlers, self._observer, self._recorder)
+        if self._recorder is not None:
+            self._recorder.set_redactor(self._name, self._redactor)
 
     # --- what it is: fixed when it is made ----------------------------------------------------
 
@@ -435,9 +443,22 @@ class HostedServer:
         self._sequence += 1
         return self._sequence
 
+    @property
+    def recorder(self) -> Recorder | None:
+        """Where this server's session is recorded (``ServerRuntime.record``), or None."""
+        return self._recorder
+
     def open_connection(self) -> ServerConnection:
-        """A new, unopened ``ServerConnection`` over a new transport."""
-        return ServerConnection(self, self.transport_factory)
+        """A new, unopened ``ServerConnection`` over a new transport (each transport it
+        opens recorded when a recorder was given: ``recording.recording_factory``)."""
+        factory = self.transport_factory
+        if self._recorder is not None:
+            config = self._config
+            label = recorded_transport(config.transport)
+            url = config.url if label != "stdio" else None
+            command = config.command if label == "stdio" else None
+            factory = recording_factory(factory, self._recorder, self._name, label, url=url, command=command)
+        return ServerConnection(self, factory)
 
     @property
     def current(self) -> ServerConnection | None:
@@ -481,6 +502,13 @@ class HostedServer:
             return await conn.policy.update(policy, feature_set_policy)
         self.set_policy(policy, feature_set_policy)
         return PolicyChange(proposed=None, in_force=None, outcome=None, deferred=True)
+
+
+def recorded_transport(transport: str | None) -> str:
+    """The ``transport`` of a recording's entries for a ``ServerConfig.transport``:
+    ``"stdio"``, ``"websocket"``, ``"sse"``, else ``"http"`` (Streamable HTTP, or the
+    automatic choice until it chose HTTP+SSE: ``RecordingTransport`` reads that)."""
+    return transport if transport is not None and transport in ("stdio", "websocket", "sse") else "http"
 
 
 def reference_binding(config: ServerConfig) -> AuthBinding:

@@ -229,6 +229,15 @@ DEFAULT_MAX_INPUT_MESSAGE_KEYS = 100_000
 #: their bytes. Per server; the probe also keeps at most ``cli.MAX_KEPT_EVENTS`` events.
 DEFAULT_MAX_RECORDED_EVENT_BYTES = 64 * 1024
 DEFAULT_MAX_RECORDED_BYTES = 8 * 1024 * 1024
+#: A session recording (``mcpl_host.recording``; ``--record FILE``, ``record=``): one file is
+#: at most ``max_recording_bytes`` (the entry that would pass it goes to a new file: FILE
+#: becomes FILE.1, FILE.1 becomes FILE.2, ..., keeping ``recording_files_kept`` of them, the
+#: oldest deleted), and a message over ``max_recorded_message_bytes`` of compact JSON is
+#: recorded without its content (its size, method and id kept); a line that is not JSON is
+#: cut to that many bytes. Read from the ``Recorder``'s own ``Limits``.
+DEFAULT_MAX_RECORDING_BYTES = 64 * 1024 * 1024
+DEFAULT_RECORDING_FILES_KEPT = 3
+DEFAULT_MAX_RECORDED_MESSAGE_BYTES = 1024 * 1024
 #: Bytes asked for in one read from a server's stdout, stderr or socket; also the most one
 #: decoding layer of an HTTP body inflates at a time (``transports/content_coding``).
 DEFAULT_READ_CHUNK_BYTES = 64 * 1024
@@ -399,6 +408,9 @@ class Limits:
     max_cache_ttl_seconds: float = DEFAULT_MAX_CACHE_TTL_SECONDS
     max_recorded_event_bytes: int = DEFAULT_MAX_RECORDED_EVENT_BYTES
     max_recorded_bytes: int = DEFAULT_MAX_RECORDED_BYTES
+    max_recording_bytes: int = DEFAULT_MAX_RECORDING_BYTES
+    recording_files_kept: int = DEFAULT_RECORDING_FILES_KEPT
+    max_recorded_message_bytes: int = DEFAULT_MAX_RECORDED_MESSAGE_BYTES
     max_reference_records: int = DEFAULT_MAX_REFERENCE_RECORDS
     reference_label_chars: int = DEFAULT_REFERENCE_LABEL_CHARS
     max_reference_bytes: int = DEFAULT_MAX_REFERENCE_BYTES

@@ -14,6 +14,10 @@ Rules of this module:
   called from the read loop or a request's task and must not block.
 - Event values are JSON values as sent by the server (the observer shows them through the
   server's redactor).
+- With a ``recording.Recorder``, each of the host's decisions (``DECISION_KINDS``: a refusal,
+  a held message, a policy receipt, a manifest change, the channels registered, a stall, an
+  input-stream fact) is also recorded as a ``"decision"`` entry: ``event`` its ``kind``,
+  ``data`` its ``to_json()``, on the server's newest transport.
 """
 
 from __future__ import annotations
@@ -37,13 +41,20 @@ from mcpl_host.jsonrpc.envelope import RequestId, Response
 from mcpl_host.jsonrpc.errors import ConnectionLost
 from mcpl_host.mcpl.input_streams import InputStreamUpdate
 from mcpl_host.mcpl.policy import PolicyOutcome
+from mcpl_host.recording import Recorder
 
 if TYPE_CHECKING:
     from mcpl_host.handlers import HostHandlers, RequestContext
     from mcpl_host.mcpl.explain import Stall
     from mcpl_host.mcpl.manifest_diff import ChangeReceipt
 
-__all__ = ["ConnectionObserver", "Reporter"]
+__all__ = ["DECISION_KINDS", "ConnectionObserver", "Reporter"]
+
+#: The events a recording keeps as the host's decisions (``kind`` of ``mcpl_host.events``);
+#: the others report messages, which the recording has as lines.
+DECISION_KINDS = frozenset({
+    "refused", "held", "policy_receipt", "manifest_change", "channels_changed", "stalled", "input_stream",
+})  # fmt: skip
 
 
 class ConnectionObserver(Protocol):
@@ -56,18 +67,29 @@ class ConnectionObserver(Protocol):
 
 class Reporter:
     """Reports what happened on connections to server ``name``: the application's hook first,
-    then the observer (module rules)."""
+    then the observer, then the recorder (module rules)."""
 
-    __slots__ = ("handlers", "name", "observer")
+    __slots__ = ("handlers", "name", "observer", "recorder")
 
-    def __init__(self, name: str, handlers: HostHandlers, observer: ConnectionObserver | None) -> None:
+    def __init__(
+        self,
+        name: str,
+        handlers: HostHandlers,
+        observer: ConnectionObserver | None,
+        recorder: Recorder | None = None,
+    ) -> None:
         self.name = name
         self.handlers = handlers
         self.observer = observer
+        self.recorder = recorder
 
     def _observe(self, event: HostEvent) -> None:
         if self.observer is not None:
             self.observer.observe(event)
+        recorder = self.recorder
+        if recorder is not None and event.kind in DECISION_KINDS:
+            connection = recorder.current_connection(self.name)
+            recorder.entry(self.name, connection, "decision", event=event.kind, data=event.to_json())
 
     def handled_push(
         self,

@@ -62,6 +62,7 @@ from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy, policy_diagnostics
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.opening import Opening
+from mcpl_host.recording import Recorder
 from mcpl_host.services.channel_calls import (
     ChannelCalls,
     PublishSettings,
@@ -94,6 +95,8 @@ class ConnectionOwner(PolicySource, PublishSettings, Protocol):
     def name(self) -> str: ...
     @property
     def handlers(self) -> HostHandlers: ...
+    @property
+    def recorder(self) -> Recorder | None: ...
     @property
     def observer(self) -> ConnectionObserver | None: ...
     @property
@@ -212,7 +215,7 @@ class ServerConnection:
             compat=hosted.compat,
             withheld=frozenset() if machine is not None else EXPLICIT_ONLY,  # RFC-009 §2.2, IS2
         )
-        self._reporter = Reporter(name, hosted.handlers, hosted.observer)
+        self._reporter = Reporter(name, hosted.handlers, hosted.observer, hosted.recorder)
         self.connection = shell = Connection(
             transport_factory,
             name=name,

@@ -350,6 +350,16 @@ class Supervisor:
                 )
                 return
             self._set_state("reconnecting")
+            recorder = self.hosted.recorder
+            if recorder is not None:  # the lifecycle of a recording (mcpl_host.recording)
+                recorder.entry(
+                    self.name,
+                    recorder.current_connection(self.name),
+                    "lifecycle",
+                    event="restart",
+                    attempt=decision.attempt,
+                    delaySeconds=decision.delay_seconds,
+                )
             await self._emit_event(
                 Reconnecting(server=self.name, attempt=decision.attempt, delay_seconds=decision.delay_seconds)
             )

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "json_size",
             "_tasks",
             "suggest",
+            "recording",
         ],
     ),
     # The MCP revisions' pure rules the transports follow too.

@@ -52,6 +52,8 @@ from mcpl_host.cli_target import (
     check_target,
     config_servers,
     demo_server_path,
+    open_recorder,
+    record_option,
 )
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
@@ -283,6 +285,7 @@ Examples:
     help="Least level of log lines on stderr.",
 )
 @click.option("--list", "list_only", is_flag=True, help="List the checks (id, category, title) and exit.")
+@record_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARG...]]")
 @click.pass_context
 def check(
@@ -314,6 +317,7 @@ def check(
     big_message_bytes: int,
     log_level: str,
     list_only: bool,
+    record: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Check a server against MCP and MCPL the way a real host exercises it.
@@ -369,6 +373,9 @@ def check(
         cwd=cwd,
         limits=limits,
     )
+    recorder = open_recorder(ctx, record)
+    if recorder is not None:  # the library's sessions are recorded (not the raw JSON-RPC probes)
+        target = dataclasses.replace(target, hosted=functools.partial(target.hosted, record=recorder))
     options = CheckOptions(
         limits=limits,
         listen_seconds=listen_seconds,

@@ -50,6 +50,7 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.logging import configure_logging
 from mcpl_host.probe_features import elicit_reply_option, elicitation_reply
+from mcpl_host.recording import Recorder
 from mcpl_host.shell.held import HeldRequests, ShellHandlers
 from mcpl_host.shell.session import Printer, Session
 from mcpl_host.shell.terminal import (
@@ -72,6 +73,7 @@ async def _session(
     history: str | None,
     log_level: str,
     allow_unknown: bool = False,
+    recorder: Recorder | None = None,
 ) -> int:
     held = HeldRequests()
 
@@ -87,14 +89,14 @@ async def _session(
 
         with patch_stdout(raw=True):
             configure_logging(log_level, stream=sys.stderr)  # above the prompt too
-            async with Host(servers, handlers_factory=handlers) as host:
+            async with Host(servers, handlers_factory=handlers, record=recorder) as host:
                 session = Session(host, held, TerminalPrinter(), current=host.servers[0])
                 session.allow_unknown = allow_unknown
                 await interactive(session, history=history)
         return EXIT_OK
     configure_logging(log_level)
     printer: Printer = PipePrinter()
-    async with Host(servers, handlers_factory=handlers) as host:
+    async with Host(servers, handlers_factory=handlers, record=recorder) as host:
         session = Session(host, held, printer, current=host.servers[0])
         session.allow_unknown = allow_unknown
         await piped(session)
@@ -192,6 +194,7 @@ def shell(
             history,
             options["log_level"],
             allow_unknown,
+            selection.recorder,
             backend="asyncio",
         )
     except KeyboardInterrupt:

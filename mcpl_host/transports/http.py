@@ -180,6 +180,12 @@ class StreamableHTTPTransport:
         """Always empty: an HTTP server has no stderr channel."""
         return []
 
+    @property
+    def session_id(self) -> str | None:
+        """The ``Mcp-Session-Id`` the server gave (MCP 2025-11-25 "Transports", session
+        management), None before one or after it ended."""
+        return self._session_id
+
     def describe(self) -> str:
         """The URL without credentials (``shown_http_url``)."""
         return self._shown

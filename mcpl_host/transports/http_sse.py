@@ -341,6 +341,12 @@ class AutoHTTPTransport:
         """The URL without credentials."""
         return self._streamable.describe()
 
+    @property
+    def session_id(self) -> str | None:
+        """The Streamable HTTP ``Mcp-Session-Id`` (``StreamableHTTPTransport.session_id``);
+        None over HTTP+SSE, which has none."""
+        return self._streamable.session_id if self.chosen != "sse" else None
+
     def __repr__(self) -> str:
         return f"<AutoHTTPTransport {self.describe()} chosen={self.chosen}>"
 

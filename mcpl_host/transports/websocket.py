@@ -143,6 +143,9 @@ class WebSocketTransport:
         self._binary_budget = LogBudget(self._limits.dropped_lines_logged)
         self._control: list[bytes] = []  # pongs and close replies not yet written
         self._lost: str | None = None  # why the server went away, once it has
+        #: The code and reason (redacted) of the first close frame read, None before one.
+        self.close_code: int | None = None
+        self.close_reason: str | None = None
         self._open = False
         self._life = Lifetime("a WebSocketTransport")
         self._keepalive_scope = anyio.CancelScope()
@@ -461,6 +464,8 @@ class WebSocketTransport:
 
     def _on_close(self, event: CloseConnection) -> None:
         code = int(event.code)
+        if self.close_code is None:
+            self.close_code, self.close_reason = code, self._redactor.redact(event.reason or "")
         reason = f", reason {log_value(event.reason, self._redactor)}" if event.reason else ""
         state = self._ws.state
         if state is ConnectionState.REMOTE_CLOSING:  # the server's close: answer it
