@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -30,6 +31,7 @@ from mcpl_host.inspector.view import (
 )
 from mcpl_host.limits import Limits
 from mcpl_host.mcpl.grants import GrantPolicy
+from mcpl_host.recording import Recorder
 
 from .conftest import FIXTURES
 
@@ -217,12 +219,26 @@ async def _live_items(client: httpx.AsyncClient) -> AsyncIterator[dict[str, Any]
                 yield json.loads(line[6:])
 
 
+async def _first(client: httpx.AsyncClient, wanted: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """The first item of the live stream (its history first) that is ``wanted``."""
+    async with aclosing(_live_items(client)) as items:
+        async for item in items:
+            if wanted(item):
+                return item
+    raise AssertionError("the live stream ended")
+
+
 @pytest.mark.anyio
 async def test_an_embedded_host_serves_its_inspector_and_answers_held_requests_from_it() -> None:
-    inspector = Inspector()
+    recorder = Recorder(None)  # the traffic, for subscribers only: no file
+    inspector = Inspector(recorder=recorder)
     configs = _demo()
     async with Host(
-        configs, handlers_factory=inspector.handlers, inspector=inspector, subscribe_all=False
+        configs,
+        handlers_factory=inspector.handlers,
+        inspector=inspector,
+        subscribe_all=False,
+        record=recorder,
     ) as host:
         url = inspector.url
         assert url is not None and url.startswith("http://127.0.0.1:")
@@ -259,17 +275,27 @@ async def test_an_embedded_host_serves_its_inspector_and_answers_held_requests_f
             with anyio.fail_after(20):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(ask)
-                    async for item in _live_items(client):
-                        if item["type"] == "held":
-                            held = item["held"]
-                            assert (held["server"], held["method"]) == ("demo", "inference/request")
-                            assert held["asked"] == "six times seven?"
-                            reply = await client.post("/api/answer", json={"id": held["id"], "text": "42"})
-                            assert reply.status_code == 200
-                            break
+                    item = await _first(client, lambda item: item["type"] == "held")
+                    held = item["held"]
+                    assert (held["server"], held["method"]) == ("demo", "inference/request")
+                    assert held["asked"] == "six times seven?"
+                    reply = await client.post("/api/answer", json={"id": held["id"], "text": "42"})
+                    assert reply.status_code == 200
             assert answered == ["42"]  # what the server received
             again = await client.post("/api/answer", json={"id": held["id"], "text": "43"})
             assert again.status_code == 404
+            # The traffic is the recorder's: the request the server sent is in it.
+            with anyio.fail_after(20):
+                item = await _first(
+                    client,
+                    lambda item: (
+                        item["type"] == "traffic"
+                        and item["entry"]["kind"] == "received"
+                        and item["entry"]["message"].get("method") == "inference/request"
+                    ),
+                )
+            assert item["entry"]["server"] == "demo" and item["entry"]["transport"] == "stdio"
+            assert (await client.get("/api/recording")).status_code == 404  # no file to give
     # The host has closed: so has its inspector.
     async with httpx.AsyncClient() as after:
         with pytest.raises(httpx.ConnectError):

@@ -11,6 +11,7 @@ and is skipped only when the package could not be installed.
 
 from __future__ import annotations
 
+import json
 import os
 import selectors
 import signal
@@ -74,11 +75,27 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def inspector_url() -> Iterator[str]:
-    """``mcpl-host inspect`` on the demo server: the URL it prints (with its token)."""
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("inspector-recording") / "session.jsonl"
+
+
+@pytest.fixture(scope="module")
+def inspector_url(recording: Path) -> Iterator[str]:
+    """``mcpl-host inspect --record FILE`` on the demo server: the URL it prints (with its
+    token)."""
     env_options = [word for pair in DEMO_ENV for word in ("--env", pair)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "mcpl_host.cli", "inspect", *env_options, "--request-timeout", "30"],
+        [
+            sys.executable,
+            "-m",
+            "mcpl_host.cli",
+            "inspect",
+            *env_options,
+            "--request-timeout",
+            "30",
+            "--record",
+            str(recording),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
@@ -149,6 +166,29 @@ def test_live_pushes_appear(page: Any, artifacts: Path) -> None:
     page.screenshot(path=str(artifacts / "2-pushes.png"), full_page=True)
 
 
+def test_live_traffic_is_filtered_and_paused(page: Any, artifacts: Path) -> None:
+    expect = _expect()
+    traffic = page.locator('#live .row[data-source="traffic"]')
+    expect(traffic.locator('xpath=self::*[@data-method="push/event"]').first).to_be_visible(timeout=SHOW_MS)
+    page.locator("#filter-source").select_option("traffic")
+    page.locator("#filter-method").fill("tools/call")
+    assert page.locator('#live .row[data-source="event"]:visible').count() == 0
+    assert page.locator('#live .row[data-method="push/event"]:visible').count() == 0
+    calls = page.locator('#live .row[data-method="tools/call"]:visible')
+    before = calls.count()
+    page.locator("#pause").check()
+    _call(page, "add", a="1", b="1")
+    expect(page.locator("#call-result")).to_contain_text('"sum": 2', timeout=SHOW_MS)
+    expect(page.locator("#live-count")).to_contain_text("waiting", timeout=SHOW_MS)
+    assert calls.count() == before  # paused: what arrived waits
+    page.screenshot(path=str(artifacts / "3a-paused.png"), full_page=True)
+    page.locator("#pause").uncheck()
+    expect(calls).to_have_count(before + 1, timeout=SHOW_MS)  # the tools/call the host sent
+    page.screenshot(path=str(artifacts / "3b-filtered.png"), full_page=True)
+    page.locator("#filter-source").select_option("")
+    page.locator("#filter-method").fill("")
+
+
 def _call(page: Any, tool: str, **values: str) -> None:
     page.locator("#tool-server").select_option(SERVER)
     page.locator("#tools-refresh").click()
@@ -201,6 +241,18 @@ def test_a_capability_denied_from_the_page_is_refused_afterwards(page: Any, arti
     expect(page.locator("#call-result")).to_contain_text("-32002", timeout=SHOW_MS)
     expect(page.locator('#live .row[data-kind="refused"]').first).to_contain_text("inference/request")
     page.screenshot(path=str(artifacts / "5-denied.png"), full_page=True)
+
+
+def test_the_recording_is_downloaded_from_the_page(page: Any, artifacts: Path) -> None:
+    with page.expect_download(timeout=SHOW_MS) as downloading:
+        page.locator("#download").click()
+    lines = Path(downloading.value.path()).read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["format"] == "mcpl-host-recording"
+    entries = [json.loads(line) for line in lines[1:]]
+    methods = {(e["kind"], (e.get("message") or {}).get("method")) for e in entries}
+    assert ("received", "push/event") in methods and ("sent", "tools/call") in methods
+    # The host's refusal of the denied inference/request is in it, as a decision.
+    assert any(e["kind"] == "decision" and e["event"] == "refused" for e in entries)
 
 
 def test_a_request_without_the_token_is_refused(inspector_url: str) -> None:

@@ -11,6 +11,8 @@ Rules of this module:
 - ``inference/request``, ``sampling/createMessage`` and ``elicitation/create`` are held
   until answered from the page, for ``Limits.held_request_timeout_seconds``
   (``Inspector.handlers``); push events are accepted.
+- The live traffic is the recorder's (``--record FILE``, which the page also offers for
+  download; without it a recorder with no file feeds the page only).
 - The URL (with its token) is the one line on stdout; ``--port`` picks the port (default: a
   free one). Nothing is opened: the token is for whoever runs the command.
 - Exit status: 0 when stopped by a signal; 1 when the inspector could not start (the port
@@ -39,13 +41,14 @@ from mcpl_host.handlers import HostHandlers
 from mcpl_host.host import Host
 from mcpl_host.inspector.server import Inspector
 from mcpl_host.logging import configure_logging
+from mcpl_host.recording import Recorder
 from mcpl_host.signals import StopRouter
 
 __all__ = ["inspect"]
 
 
-async def _inspect(servers: dict[str, Any], port: int) -> int:
-    inspector = Inspector(port=port)
+async def _inspect(servers: dict[str, Any], port: int, recorder: Recorder) -> int:
+    inspector = Inspector(port=port, recorder=recorder)
 
     def handlers(name: str) -> HostHandlers:
         return inspector.handlers(name, timeout=servers[name].limits.held_request_timeout_seconds)
@@ -55,7 +58,13 @@ async def _inspect(servers: dict[str, Any], port: int) -> int:
         await tg.start(stops.watch)
         with stops.phase():
             try:
-                host = Host(servers, handlers_factory=handlers, inspector=inspector, subscribe_all=False)
+                host = Host(
+                    servers,
+                    handlers_factory=handlers,
+                    inspector=inspector,
+                    subscribe_all=False,
+                    record=recorder,
+                )
                 async with host:
                     click.echo(inspector.url)
                     sys.stdout.flush()
@@ -105,10 +114,14 @@ def inspect(ctx: click.Context, /, port: int, command: tuple[str, ...], **option
     """
     selection = select_servers(ctx, options, command, many=True)
     configure_logging(options["log_level"])
+    # Without --record the traffic is still shown: a recorder with no file feeds the page.
+    recorder = selection.recorder or Recorder(None)
     owned = own_children(not options["no_subreaper"])
     try:
-        status = anyio.run(_inspect, selection.servers, port, backend="asyncio")
+        status = anyio.run(_inspect, selection.servers, port, recorder, backend="asyncio")
     except KeyboardInterrupt:
         status = EXIT_INTERRUPTED
+    finally:
+        recorder.close()
     end_children(owned)
     ctx.exit(status)

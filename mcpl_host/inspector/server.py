@@ -47,10 +47,10 @@ import json
 import logging
 import re
 import socket
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from importlib import resources
 from secrets import token_urlsafe
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
@@ -62,6 +62,7 @@ from mcpl_host.inspector.view import TOKEN_COOKIE, form_arguments, form_fields, 
 from mcpl_host.jsonrpc.errors import MCPLHostError
 from mcpl_host.limits import DEFAULT_HELD_REQUEST_TIMEOUT_SECONDS
 from mcpl_host.logging import get_logger, json_safe
+from mcpl_host.recording import Recorder, RecordingSubscription
 from mcpl_host.report import redact_json, run_event
 from mcpl_host.secrets import Redactor
 from mcpl_host.shell.commands import CommandError, changed_policy, still_denied
@@ -87,7 +88,6 @@ __all__ = [
     "DEFAULT_MAX_PAGE_QUEUE",
     "MAX_BODY_BYTES",
     "Inspector",
-    "TrafficSource",
     "item_line",
 ]
 
@@ -104,17 +104,6 @@ MAX_ITEM_BYTES = 16 * 1024
 MAX_BODY_BYTES = 1024 * 1024
 #: Seconds hypercorn waits for open connections when the inspector stops.
 GRACEFUL_SECONDS = 2.0
-
-
-class TrafficSource(Protocol):
-    """What the inspector reads the traffic from (``recording.Recorder``): ``subscribe(n)`` is
-    an async iterable of recording entries (dicts, redacted already) holding at most ``n``
-    unread; ``path`` the recording file (or None)."""
-
-    @property
-    def path(self) -> Any: ...
-
-    def subscribe(self, max_buffered: int) -> AsyncIterable[Mapping[str, Any]]: ...
 
 
 def _dumps(value: object) -> bytes:
@@ -215,8 +204,9 @@ class Inspector:
     Args:
         port: the loopback port (0: a free one).
         token: the URL's token (default ``secrets.token_urlsafe(32)``).
-        recorder: the host's recorder (``TrafficSource``): its entries are the traffic and
-            its file the download; None: the traffic panel shows the host's events only.
+        recorder: the ``recording.Recorder`` given to the host (``Host(record=...)``): its
+            entries are the live traffic and its file (when it has one) the download; None:
+            the live view shows the host's events only.
         max_history / max_page_queue / max_pages: the bounds (module rules).
     """
 
@@ -225,7 +215,7 @@ class Inspector:
         *,
         port: int = 0,
         token: str | None = None,
-        recorder: TrafficSource | None = None,
+        recorder: Recorder | None = None,
         max_history: int = DEFAULT_MAX_HISTORY,
         max_page_queue: int = DEFAULT_MAX_PAGE_QUEUE,
         max_pages: int = DEFAULT_MAX_PAGES,
@@ -315,9 +305,14 @@ class Inspector:
             shown = run_event(event_json(event), self._redactor(event.server))
             self._publish({"type": "event", "event": shown})
 
-    async def _pump_traffic(self, entries: AsyncIterable[Mapping[str, Any]]) -> None:
-        async for entry in entries:
-            self._publish({"type": "traffic", "entry": entry})
+    async def _pump_traffic(self, entries: RecordingSubscription) -> None:
+        told = 0
+        with entries:  # closed (unsubscribed) when the host has closed
+            async for entry in entries:
+                if entries.dropped > told:  # entries the recorder could not hand over
+                    told = entries.dropped
+                    self._publish({"type": "traffic-lost", "count": told})
+                self._publish({"type": "traffic", "entry": entry})
 
     async def _live(self, page: _Page) -> AsyncIterator[bytes]:
         try:
@@ -554,13 +549,12 @@ class Inspector:
         return cast("dict[str, Any]", body) if isinstance(body, dict) else None
 
     def _recording_path(self) -> str | None:
-        path: Any = self.recorder.path if self.recorder is not None else None
+        path = self.recorder.path if self.recorder is not None else None
         if path is None:
             return None
         import os
 
-        shown = os.fspath(cast("str | os.PathLike[str]", path))
-        return shown if os.path.exists(shown) else None
+        return path if os.path.exists(path) else None
 
     def _server_json(self, host: Host, name: str) -> dict[str, Any]:
         handle = host.server(name)
