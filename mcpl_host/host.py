@@ -545,9 +545,9 @@ class Host:
         if self._inspector is not None:
             try:
                 await tg.start(functools.partial(self._inspector.serve, self))
-            except BaseException as exc:
-                tg.cancel_scope.cancel()
-                await tg.__aexit__(type(exc), exc, exc.__traceback__)
+            except BaseException:
+                tg.cancel_scope.cancel()  # nothing else runs in it yet: the error is the starter's
+                await tg.__aexit__(None, None, None)
                 raise
         self._tg = tg
         for name, supervisor in self._supervisors.items():

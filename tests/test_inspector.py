@@ -300,3 +300,18 @@ async def test_an_embedded_host_serves_its_inspector_and_answers_held_requests_f
     async with httpx.AsyncClient() as after:
         with pytest.raises(httpx.ConnectError):
             await after.get(url)
+
+
+@pytest.mark.anyio
+async def test_an_inspector_that_cannot_listen_fails_the_host_before_any_server_starts() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        inspector = Inspector(port=taken.getsockname()[1])
+        host = Host(_demo(), inspector=inspector)
+        with pytest.raises(OSError):
+            async with host:
+                pass
+        assert host.server("demo").hosted.connections_opened == 0  # never started
