@@ -282,6 +282,27 @@ async def test_an_embedded_host_serves_its_inspector_and_answers_held_requests_f
                     reply = await client.post("/api/answer", json={"id": held["id"], "text": "42"})
                     assert reply.status_code == 200
             assert answered == ["42"]  # what the server received
+
+            async def form() -> None:
+                done = await client.post("/api/call", json={"server": "demo", "tool": "form", "values": {}})
+                answered.append(done.json()["result"]["content"][0]["text"])
+
+            with anyio.fail_after(20):  # an elicitation: an action or the form's content as JSON
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(form)
+                    item = await _first(
+                        client,
+                        lambda item: (
+                            item["type"] == "held" and item["held"]["method"] == "elicitation/create"
+                        ),
+                    )
+                    form_id = item["held"]["id"]
+                    assert item["held"]["mode"] == "form"
+                    wrong = await client.post("/api/answer", json={"id": form_id, "text": "maybe"})
+                    assert wrong.status_code == 400  # still held: answered again below
+                    reply = await client.post("/api/answer", json={"id": form_id, "text": '{"name": "Ada"}'})
+                    assert reply.status_code == 200
+            assert answered[-1] == "accept: Ada"
             again = await client.post("/api/answer", json={"id": held["id"], "text": "43"})
             assert again.status_code == 404
             # The traffic is the recorder's: the request the server sent is in it.
