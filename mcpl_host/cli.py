@@ -388,6 +388,7 @@ _LAZY_COMMANDS = {
     "resources": "mcpl_host.cli_list:resources",
     "prompts": "mcpl_host.cli_list:prompts",
     "shell": "mcpl_host.shell.cli:shell",
+    "inspect": "mcpl_host.inspector.cli:inspect",
     # `mcpl-host check` lives in its own package; it imports nothing from this module.
     "check": "mcpl_host.check.cli:check",
     "config": "mcpl_host.cli_config:config",

@@ -52,7 +52,7 @@ import itertools
 import random
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 import anyio.abc
@@ -109,6 +109,7 @@ __all__ = [
     "MAX_QUEUED_LIFECYCLE_EVENTS",
     "MAX_REMEMBERED_CALL_IDS",
     "Host",
+    "HostCompanion",
     "PushDelivery",
     "ServerNotConnected",
     "ServerHandle",
@@ -136,6 +137,15 @@ DROPPED_EVENTS_LOGGED = 3
 _NOT_ANSWERED = "Internal error: not answered by the host application"
 #: What a push nobody can take gets: wait for a consumer, or refuse at once when full.
 PushDelivery = Literal["wait", "refuse"]
+
+
+class HostCompanion(Protocol):
+    """What ``Host(inspector=...)`` runs beside its servers (``mcpl_host.inspector.Inspector``):
+    ``serve(host, task_status=...)`` is started in the host's task group before any server,
+    calls ``task_status.started(...)`` once it watches the host (its subscriptions made), and
+    returns once the host has closed (its subscriptions ended)."""
+
+    async def serve(self, host: Host, *, task_status: anyio.abc.TaskStatus[Any]) -> None: ...
 
 
 class UnknownServer(MCPLHostError, LookupError):
@@ -434,6 +444,8 @@ class Host:
             each line, lifecycle and decision, each server's with its ``Redactor``; None
             (the default): nothing is recorded, no transport is wrapped. The application
             owns it (closes it after the host).
+        inspector: a ``HostCompanion`` (``mcpl_host.inspector.Inspector``: the live web
+            inspector) started with the host, before its servers, and ended with it.
     """
 
     def __init__(
@@ -455,8 +467,11 @@ class Host:
         event_inbox: EventInbox | None = None,
         telemetry: Telemetry | bool | None = None,
         record: Recorder | None = None,
+        inspector: HostCompanion | None = None,
     ) -> None:
         self._event_inbox = event_inbox
+        self._inspector = inspector
+        self._delivering: set[str] = set()  # servers without application handlers
         if push_delivery not in ("wait", "refuse"):
             raise ValueError(f"push_delivery must be 'wait' or 'refuse', not {push_delivery!r}")
         servers = configs.servers if isinstance(configs, HostConfig) else configs
@@ -478,6 +493,8 @@ class Host:
         self._stalls: dict[str, str] = {}  # the last stall's explanation, per server, this attempt
         for name, config in self._configs.items():
             app_handlers = handlers_factory(name) if handlers_factory is not None else None
+            if app_handlers is None:
+                self._delivering.add(name)
             handlers = app_handlers or _DeliveringHandlers(
                 self._deliver,
                 name,
@@ -533,6 +550,13 @@ class Host:
         self._entered = True
         tg = anyio.create_task_group()
         await tg.__aenter__()
+        if self._inspector is not None:
+            try:
+                await tg.start(functools.partial(self._inspector.serve, self))
+            except BaseException:
+                tg.cancel_scope.cancel()  # nothing else runs in it yet: the error is the starter's
+                await tg.__aexit__(None, None, None)
+                raise
         self._tg = tg
         for name, supervisor in self._supervisors.items():
             tg.start_soon(supervisor.run, name=f"supervisor {name!r}")
@@ -689,6 +713,12 @@ class Host:
     def servers(self) -> list[str]:
         """The names of the servers hosted (enabled ones), in config order."""
         return list(self._supervisors)
+
+    @property
+    def delivering_servers(self) -> frozenset[str]:
+        """The servers whose push events and requests are deliveries (no application
+        handlers: module rules); a consumer that only watches must not take those kinds."""
+        return frozenset(self._delivering)
 
     def states(self) -> dict[str, SupervisorState]:
         """Each server's ``Supervisor.state``."""

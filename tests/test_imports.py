@@ -102,11 +102,25 @@ LAYERS: list[tuple[str, list[str]]] = [
             "shell.*",
             "replay",
             "replay.*",
+            "inspector",
+            "inspector.*",
         ],
     ),
 ]
 
-HEAVY = ["structlog", "rich", "pygments", "httpx", "wsproto", "h11", "ssl", "jsonschema"]
+HEAVY = [
+    "structlog",
+    "rich",
+    "pygments",
+    "httpx",
+    "wsproto",
+    "h11",
+    "ssl",
+    "jsonschema",
+    # the inspector's extra (mcpl-host[inspect]): only when an inspector starts
+    "starlette",
+    "hypercorn",
+]
 LATER = [
     "mcpl_host.host",
     "mcpl_host.config",
