@@ -534,6 +534,13 @@ def _lines(data: bytes) -> Iterable[bytes]:
         start = end + 1
 
 
+#: The capabilities of ``transports.base`` a ``RecordingTransport`` takes from the transport it
+#: holds, as they are (``send_now`` is recorded: its own).
+_FORWARDED = ("terminate_now", "carries_stateless")
+#: Attributes of a ``RecordingTransport`` itself, never read from the held transport.
+_OWN = frozenset({"_inner", "_recorder", "_server", "_connection", "_transport", "_partial", "send_now"})
+
+
 class RecordingTransport:
     """A transport (``transports.base.Transport``) that records each line it sends and
     receives on ``recorder`` as ``server``'s ``connection``, ``transport`` naming it
@@ -558,6 +565,15 @@ class RecordingTransport:
         self._connection = connection
         self._transport = transport
         self._partial = b""  # the start of a line send_now wrote only part of
+        # The capabilities of transports.base (SendsNow, StartsServer, CarriesStateless) are
+        # instance attributes, present exactly when the held transport has them: a
+        # runtime_checkable Protocol's isinstance() reads them statically (Python 3.12+), so
+        # __getattr__ alone would hide them. Each is a method or a constant of its class.
+        if hasattr(inner, "send_now"):
+            self.send_now = self._send_now
+        for name in _FORWARDED:
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
         self._session: str | None = None
         self._exited = False
         self._ws_closed = False
@@ -669,11 +685,9 @@ class RecordingTransport:
         self._inner.negotiated(protocol_version)
 
     def __getattr__(self, name: str) -> Any:
-        # Called only for what this class does not define: the held transport's capabilities.
-        if name == "send_now":
-            getattr(self._inner, "send_now")  # noqa: B009 - AttributeError when it has none
-            return self._send_now
-        if name.startswith("__") or name in ("_inner", "_recorder"):
+        # Called only for what neither this class nor the instance has: the held transport's
+        # other attributes (pid, exit_status, chosen...), read when asked.
+        if name.startswith("__") or name in _OWN:
             raise AttributeError(name)
         return getattr(self._inner, name)
 

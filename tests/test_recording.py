@@ -7,6 +7,7 @@ subscriptions, and a real server (``fixtures/demo_server.py``) recorded through 
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -39,6 +40,7 @@ from mcpl_host.recording import (
     too_long_fields,
 )
 from mcpl_host.secrets import REDACTED, Redactor
+from mcpl_host.transports.base import CarriesStateless, SendsNow, StartsServer
 
 from .conftest import FIXTURES
 
@@ -251,7 +253,10 @@ async def test_recording_transport_records_whole_lines_sent_in_parts() -> None:
         ("sent", "b"),
         ("received", None),
     ]
-    assert not hasattr(RecordingTransport(object(), recorder, "s", 1, "stdio"), "send_now")  # type: ignore[arg-type]
+    # Read statically too, as isinstance() of a runtime_checkable Protocol does (Python 3.12+).
+    assert inspect.getattr_static(transport, "send_now") is not None
+    bare = RecordingTransport(object(), recorder, "s", 1, "stdio")  # type: ignore[arg-type]
+    assert not hasattr(bare, "send_now") and not isinstance(bare, (SendsNow, StartsServer, CarriesStateless))
 
 
 # --- a real server through the Host -----------------------------------------------------------
@@ -272,7 +277,12 @@ async def test_host_records_a_real_server_both_ways_with_its_lifecycle_and_decis
             refusals = host.subscribe(kinds=["refused"])
             with anyio.fail_after(30):
                 conn = await host.server("demo").connected()
-                assert isinstance(conn.connection.transport, RecordingTransport)
+                transport = conn.connection.transport
+                assert isinstance(transport, RecordingTransport)
+                # The stdio transport's capabilities, seen statically (isinstance, Python 3.12+).
+                for name in ("send_now", "terminate_now", "carries_stateless"):
+                    inspect.getattr_static(transport, name)
+                assert all(isinstance(transport, kind) for kind in (SendsNow, StartsServer, CarriesStateless))
                 result = await conn.mcp.call_tool("echo", {"text": f"say {SECRET}"})
                 refused = await refusals.__anext__()
             assert SECRET in result.text  # the host got it; the recording must not
