@@ -349,8 +349,8 @@ class Recorder:
 
     ``failed``: an I/O error stopped the writing (logged once); ``unwritten``: entries left
     out of the file because even without their content (``shrunk``) they do not fit in
-    an empty one (a ``max_recording_bytes`` smaller than the host's own fields); ``path``;
-    ``limits``."""
+    an empty one (a ``max_recording_bytes`` smaller than the host's own fields), or hold a
+    value that is not JSON (a caller's bug; the first is logged); ``path``; ``limits``."""
 
     def __init__(self, path: str | os.PathLike[str] | None, *, limits: Limits = _DEFAULT_LIMITS) -> None:
         self.path = os.fspath(path) if path is not None else None
@@ -425,13 +425,19 @@ class Recorder:
         made = build_entry(
             self._seq, time.monotonic() - self._t0, server, connection, kind, fields, self.redactor(server)
         )
+        try:
+            line = encode(made)
+        except TypeError:  # a value that is not JSON: a caller's bug, never the host's crash
+            self.unwritten += 1
+            if self.unwritten == 1:
+                self._log.error("recording entry is not JSON", kind=kind)
+            return
         if self._fd is not None:
-            self._file(made)
+            self._file(made, line)
         for subscription in list(self._subscriptions):
             subscription.offer(made)
 
-    def _file(self, made: dict[str, Any]) -> None:
-        line = encode(made)
+    def _file(self, made: dict[str, Any], line: bytes) -> None:
         limit = self.limits.max_recording_bytes
         if len(self._header) + len(line) > limit:
             line = encode(shrunk(made))

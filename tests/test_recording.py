@@ -187,6 +187,13 @@ def test_io_error_stops_the_recording_without_raising(tmp_path: Path, logs: list
     recorder.close()
 
 
+def test_a_value_that_is_not_json_is_counted_not_raised(tmp_path: Path) -> None:
+    with Recorder(tmp_path / "rec.jsonl") as recorder:
+        recorder.entry("s", 1, "decision", event="refused", data={"x": object()})
+        recorder.entry("s", 1, "lifecycle", event="closed")
+    assert recorder.unwritten == 1 and [entry["seq"] for entry in valid_file(tmp_path / "rec.jsonl")] == [2]
+
+
 def test_no_path_writes_nothing_and_counts(tmp_path: Path) -> None:
     with Recorder(None) as recorder:
         recorder.entry("s", 1, "lifecycle", event="closed")
