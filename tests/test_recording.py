@@ -24,6 +24,9 @@ from mcpl_host.host import Host
 from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem
 from mcpl_host.recording import (
     FORMAT,
+    MEMO_ENTRIES,
+    MEMO_MAX_CHARS,
+    MemoRedactor,
     Recorder,
     RecordingTransport,
     build_entry,
@@ -114,6 +117,16 @@ def test_redacted_hides_every_string_keys_included_at_any_depth() -> None:
     for _ in range(5000):
         shown = shown[0]
     assert shown == REDACTED
+
+
+def test_memo_redactor_answers_as_the_redactor_and_stays_bounded() -> None:
+    memo = MemoRedactor(REDACTOR)
+    texts = [SECRET, f"a {SECRET} b", "Bearer abcdefghijkl", "plain", "x" * (MEMO_MAX_CHARS + 1) + SECRET]
+    for text in texts * 2:  # the second time from memory
+        assert memo.redact(text) == REDACTOR.redact(text)
+    for index in range(MEMO_ENTRIES * 2):
+        memo.redact(str(index))
+    assert len(memo._seen) <= MEMO_ENTRIES  # pyright: ignore[reportPrivateUsage]
 
 
 def test_build_entry_puts_the_common_fields_first_and_redacts() -> None:
