@@ -70,6 +70,7 @@ __all__ = [
     "LIFECYCLE_EVENTS",
     "TRANSPORTS",
     "Kind",
+    "MemoRedactor",
     "Recorder",
     "RecordingSubscription",
     "RecordingTransport",
@@ -103,6 +104,42 @@ LIFECYCLE_EVENTS = ("spawn", "exit", "connect", "http-session", "ws-close", "clo
 CONTENT_FIELDS = ("message", "text", "data")
 
 
+class Redacts(Protocol):
+    """What hides secrets in an entry: ``secrets.Redactor``, or a ``MemoRedactor`` of one."""
+
+    def redact(self, text: str) -> str: ...
+
+
+#: Strings up to this many characters have their redaction remembered (``MemoRedactor``):
+#: keys, names, types and enumerations repeat in every message.
+MEMO_MAX_CHARS = 256
+#: Strings remembered per server; the memory is emptied when it is full.
+MEMO_ENTRIES = 4096
+
+
+class MemoRedactor:
+    """A ``Redactor`` with a bounded memory of its answers for short strings
+    (``MEMO_MAX_CHARS``, ``MEMO_ENTRIES``): ``Redactor.redact`` is a function of its text, and
+    an entry has hundreds of strings (a ``tools/list`` result), most of them seen before."""
+
+    __slots__ = ("_redactor", "_seen")
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._seen: dict[str, str] = {}
+
+    def redact(self, text: str) -> str:
+        """``Redactor.redact(text)``, remembered for a short ``text``."""
+        if len(text) > MEMO_MAX_CHARS:
+            return self._redactor.redact(text)
+        shown = self._seen.get(text)
+        if shown is None:
+            if len(self._seen) >= MEMO_ENTRIES:
+                self._seen.clear()
+            shown = self._seen[text] = self._redactor.redact(text)
+        return shown
+
+
 def _package_version() -> str:
     try:
         return metadata.version("mcpl-host")
@@ -127,7 +164,7 @@ def _cut_utf8(data: bytes, max_bytes: int) -> str:
     return data[:max_bytes].decode("utf-8", errors="ignore" if len(data) > max_bytes else "replace")
 
 
-def text_fields(line: bytes, max_bytes: int, redactor: Redactor) -> dict[str, Any]:
+def text_fields(line: bytes, max_bytes: int, redactor: Redacts) -> dict[str, Any]:
     """``{"text": ...}`` for a line that is not JSON: redacted first (its first
     ``max_bytes`` bytes and a margin of ``LOG_VALUE_REDACTION_MARGIN_CHARS``), then cut to
     ``max_bytes`` bytes of UTF-8, so a secret is never left half visible."""
@@ -136,7 +173,7 @@ def text_fields(line: bytes, max_bytes: int, redactor: Redactor) -> dict[str, An
     return {"text": _cut_utf8(shown, max_bytes)}
 
 
-def message_fields(line: bytes, max_bytes: int, redactor: Redactor) -> dict[str, Any]:
+def message_fields(line: bytes, max_bytes: int, redactor: Redacts) -> dict[str, Any]:
     """What a sent or received entry holds of one line (``line`` without its newline):
     ``{"message": <parsed>}``; ``{"omitted": {"bytes": N}, "method"?, "id"?}`` when its
     compact JSON is over ``max_bytes`` (``N``: that size); ``text_fields`` (redacted with
@@ -171,7 +208,7 @@ def too_long_fields(item: LineTooLong) -> dict[str, Any]:
     return fields
 
 
-def redacted(value: Any, redactor: Redactor) -> Any:
+def redacted(value: Any, redactor: Redacts) -> Any:
     """A copy of a JSON value with ``redactor`` applied to every string, object keys
     included (a key that became the same as another gets `` #2``, `` #3``...: the structure
     is kept). Iterative: any depth ``loads_line`` gives. Never raises."""
@@ -211,7 +248,7 @@ def redacted(value: Any, redactor: Redactor) -> Any:
 
 
 def build_entry(
-    seq: int, t: float, server: str, connection: int, kind: str, fields: dict[str, Any], redactor: Redactor
+    seq: int, t: float, server: str, connection: int, kind: str, fields: dict[str, Any], redactor: Redacts
 ) -> dict[str, Any]:
     """One entry (module rules): ``seq``, ``t`` (seconds, rounded to microseconds),
     ``server``, ``connection``, ``kind``, then ``fields`` with every string redacted.
@@ -349,8 +386,8 @@ class Recorder:
 
     ``failed``: an I/O error stopped the writing (logged once); ``unwritten``: entries left
     out of the file because even without their content (``shrunk``) they do not fit in
-    an empty one (a ``max_recording_bytes`` smaller than the host's own fields); ``path``;
-    ``limits``."""
+    an empty one (a ``max_recording_bytes`` smaller than the host's own fields), or hold a
+    value that is not JSON (a caller's bug; the first is logged); ``path``; ``limits``."""
 
     def __init__(self, path: str | os.PathLike[str] | None, *, limits: Limits = _DEFAULT_LIMITS) -> None:
         self.path = os.fspath(path) if path is not None else None
@@ -366,10 +403,10 @@ class Recorder:
         self._fd: int | None = None
         self._file_bytes = 0
         self._file_entries = 0
-        self._redactors: dict[str, Redactor] = {}
+        self._redactors: dict[str, MemoRedactor] = {}
         self._connections: dict[str, int] = {}
         self._subscriptions: list[RecordingSubscription] = []
-        self._shapes = Redactor()
+        self._shapes = MemoRedactor(Redactor())
         if self.path is not None:
             self._open()
 
@@ -393,10 +430,10 @@ class Recorder:
 
     def set_redactor(self, server: str, redactor: Redactor) -> None:
         """Redact every later entry of ``server`` with ``redactor`` (its
-        ``HostedServer.redactor``)."""
-        self._redactors[server] = redactor
+        ``HostedServer.redactor``; through a ``MemoRedactor``)."""
+        self._redactors[server] = MemoRedactor(redactor)
 
-    def redactor(self, server: str) -> Redactor:
+    def redactor(self, server: str) -> MemoRedactor:
         """The redactor of ``server``'s entries (the shapes-only one when it was not set)."""
         return self._redactors.get(server, self._shapes)
 
@@ -425,13 +462,19 @@ class Recorder:
         made = build_entry(
             self._seq, time.monotonic() - self._t0, server, connection, kind, fields, self.redactor(server)
         )
+        try:
+            line = encode(made)
+        except TypeError:  # a value that is not JSON: a caller's bug, never the host's crash
+            self.unwritten += 1
+            if self.unwritten == 1:
+                self._log.error("recording entry is not JSON", kind=kind)
+            return
         if self._fd is not None:
-            self._file(made)
+            self._file(made, line)
         for subscription in list(self._subscriptions):
             subscription.offer(made)
 
-    def _file(self, made: dict[str, Any]) -> None:
-        line = encode(made)
+    def _file(self, made: dict[str, Any], line: bytes) -> None:
         limit = self.limits.max_recording_bytes
         if len(self._header) + len(line) > limit:
             line = encode(shrunk(made))
@@ -534,6 +577,13 @@ def _lines(data: bytes) -> Iterable[bytes]:
         start = end + 1
 
 
+#: The capabilities of ``transports.base`` a ``RecordingTransport`` takes from the transport it
+#: holds, as they are (``send_now`` is recorded: its own).
+_FORWARDED = ("terminate_now", "carries_stateless")
+#: Attributes of a ``RecordingTransport`` itself, never read from the held transport.
+_OWN = frozenset({"_inner", "_recorder", "_server", "_connection", "_transport", "_partial", "send_now"})
+
+
 class RecordingTransport:
     """A transport (``transports.base.Transport``) that records each line it sends and
     receives on ``recorder`` as ``server``'s ``connection``, ``transport`` naming it
@@ -558,6 +608,15 @@ class RecordingTransport:
         self._connection = connection
         self._transport = transport
         self._partial = b""  # the start of a line send_now wrote only part of
+        # The capabilities of transports.base (SendsNow, StartsServer, CarriesStateless) are
+        # instance attributes, present exactly when the held transport has them: a
+        # runtime_checkable Protocol's isinstance() reads them statically (Python 3.12+), so
+        # __getattr__ alone would hide them. Each is a method or a constant of its class.
+        if hasattr(inner, "send_now"):
+            self.send_now = self._send_now
+        for name in _FORWARDED:
+            if hasattr(inner, name):
+                setattr(self, name, getattr(inner, name))
         self._session: str | None = None
         self._exited = False
         self._ws_closed = False
@@ -669,11 +728,9 @@ class RecordingTransport:
         self._inner.negotiated(protocol_version)
 
     def __getattr__(self, name: str) -> Any:
-        # Called only for what this class does not define: the held transport's capabilities.
-        if name == "send_now":
-            getattr(self._inner, "send_now")  # noqa: B009 - AttributeError when it has none
-            return self._send_now
-        if name.startswith("__") or name in ("_inner", "_recorder"):
+        # Called only for what neither this class nor the instance has: the held transport's
+        # other attributes (pid, exit_status, chosen...), read when asked.
+        if name.startswith("__") or name in _OWN:
             raise AttributeError(name)
         return getattr(self._inner, name)
 

@@ -7,6 +7,7 @@ subscriptions, and a real server (``fixtures/demo_server.py``) recorded through 
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 import sys
 from pathlib import Path
@@ -23,6 +24,9 @@ from mcpl_host.host import Host
 from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem
 from mcpl_host.recording import (
     FORMAT,
+    MEMO_ENTRIES,
+    MEMO_MAX_CHARS,
+    MemoRedactor,
     Recorder,
     RecordingTransport,
     build_entry,
@@ -39,6 +43,7 @@ from mcpl_host.recording import (
     too_long_fields,
 )
 from mcpl_host.secrets import REDACTED, Redactor
+from mcpl_host.transports.base import CarriesStateless, SendsNow, StartsServer
 
 from .conftest import FIXTURES
 
@@ -114,6 +119,16 @@ def test_redacted_hides_every_string_keys_included_at_any_depth() -> None:
     assert shown == REDACTED
 
 
+def test_memo_redactor_answers_as_the_redactor_and_stays_bounded() -> None:
+    memo = MemoRedactor(REDACTOR)
+    texts = [SECRET, f"a {SECRET} b", "Bearer abcdefghijkl", "plain", "x" * (MEMO_MAX_CHARS + 1) + SECRET]
+    for text in texts * 2:  # the second time from memory
+        assert memo.redact(text) == REDACTOR.redact(text)
+    for index in range(MEMO_ENTRIES * 2):
+        memo.redact(str(index))
+    assert len(memo._seen) <= MEMO_ENTRIES  # pyright: ignore[reportPrivateUsage]
+
+
 def test_build_entry_puts_the_common_fields_first_and_redacts() -> None:
     entry = build_entry(
         4, 1.5, "srv", 2, "lifecycle", {"event": "spawn", "command": SECRET, "pid": 9}, REDACTOR
@@ -185,6 +200,13 @@ def test_io_error_stops_the_recording_without_raising(tmp_path: Path, logs: list
     recorder.close()
 
 
+def test_a_value_that_is_not_json_is_counted_not_raised(tmp_path: Path) -> None:
+    with Recorder(tmp_path / "rec.jsonl") as recorder:
+        recorder.entry("s", 1, "decision", event="refused", data={"x": object()})
+        recorder.entry("s", 1, "lifecycle", event="closed")
+    assert recorder.unwritten == 1 and [entry["seq"] for entry in valid_file(tmp_path / "rec.jsonl")] == [2]
+
+
 def test_no_path_writes_nothing_and_counts(tmp_path: Path) -> None:
     with Recorder(None) as recorder:
         recorder.entry("s", 1, "lifecycle", event="closed")
@@ -251,7 +273,10 @@ async def test_recording_transport_records_whole_lines_sent_in_parts() -> None:
         ("sent", "b"),
         ("received", None),
     ]
-    assert not hasattr(RecordingTransport(object(), recorder, "s", 1, "stdio"), "send_now")  # type: ignore[arg-type]
+    # Read statically too, as isinstance() of a runtime_checkable Protocol does (Python 3.12+).
+    assert inspect.getattr_static(transport, "send_now") is not None
+    bare = RecordingTransport(object(), recorder, "s", 1, "stdio")  # type: ignore[arg-type]
+    assert not hasattr(bare, "send_now") and not isinstance(bare, (SendsNow, StartsServer, CarriesStateless))
 
 
 # --- a real server through the Host -----------------------------------------------------------
@@ -272,7 +297,12 @@ async def test_host_records_a_real_server_both_ways_with_its_lifecycle_and_decis
             refusals = host.subscribe(kinds=["refused"])
             with anyio.fail_after(30):
                 conn = await host.server("demo").connected()
-                assert isinstance(conn.connection.transport, RecordingTransport)
+                transport = conn.connection.transport
+                assert isinstance(transport, RecordingTransport)
+                # The stdio transport's capabilities, seen statically (isinstance, Python 3.12+).
+                for name in ("send_now", "terminate_now", "carries_stateless"):
+                    inspect.getattr_static(transport, name)
+                assert all(isinstance(transport, kind) for kind in (SendsNow, StartsServer, CarriesStateless))
                 result = await conn.mcp.call_tool("echo", {"text": f"say {SECRET}"})
                 refused = await refusals.__anext__()
             assert SECRET in result.text  # the host got it; the recording must not
