@@ -71,15 +71,28 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
     return fields[0].decode(), int(fields[1]), int(fields[2])
 
 
-def _marked(pid: int) -> bool:
-    """Whether the environment of ``pid`` carries this session's marker (as the lineage's
-    first segment: nested hosts append theirs)."""
+def _marker(pid: int) -> bytes | None:
+    """The ``MCPL_HOST_TREE`` entry of the environment of ``pid`` (None: none, or unreadable)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             entries = f.read().split(b"\0")
     except OSError:
-        return False
-    return any(entry == _MARKER_ENTRY or entry.startswith(_MARKER_ENTRY + b"/") for entry in entries)
+        return None
+    return next((entry for entry in entries if entry.startswith(b"MCPL_HOST_TREE=")), None)
+
+
+def _marked(pid: int) -> bool:
+    """Whether the environment of ``pid`` carries this session's marker (as the lineage's
+    first segment: nested hosts append theirs)."""
+    entry = _marker(pid)
+    return entry is not None and (entry == _MARKER_ENTRY or entry.startswith(_MARKER_ENTRY + b"/"))
+
+
+def _another_sessions(pid: int) -> bool:
+    """Whether ``pid`` carries the marker of another test session: a process group id a test
+    of ours recorded can be a pid reused by then, on a machine where other suites run."""
+    entry = _marker(pid)
+    return entry is not None and entry.startswith(b"MCPL_HOST_TREE=pytest-") and not _marked(pid)
 
 
 def _leftovers(me: int, groups: set[int]) -> dict[int, str]:
@@ -97,7 +110,10 @@ def _leftovers(me: int, groups: set[int]) -> dict[int, str]:
             reason
             for reason, holds in (
                 ("our child", ppid == me),
-                ("in a test's process group", pgrp in groups and state != "Z"),
+                (
+                    "in a test's process group",
+                    pgrp in groups and state != "Z" and not _another_sessions(int(entry)),
+                ),
                 ("marked by this session", state != "Z" and _marked(int(entry))),
             )
             if holds

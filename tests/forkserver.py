@@ -8,8 +8,10 @@ it: a new process with its own pid, its own stdin, stdout and stderr (pipes the 
 passed over a Unix socket), the test's environment and working directory, its own exit
 status, and the interpreter's normal shutdown. What a test sees (exit status, bytes on
 stdout and stderr, the servers it starts, how it ends) is the same as for a process
-started from scratch, less the start-up. Tests that need the console entry point itself,
-a pseudo-terminal or signals sent to a process group start ``python -m mcpl_host.cli``.
+started from scratch, less the start-up. A run may have a pseudo-terminal instead of pipes
+(``tests/forkpty.py``): the child then starts a session of its own whose controlling
+terminal it is, as ``pexpect.spawn`` does. Tests that need the console entry point itself
+or signals sent to a process group start ``python -m mcpl_host.cli``.
 
 Run as a script, this module is the server: ``python forkserver.py FD`` serves requests on
 the Unix socket FD until the other end closes it.
@@ -94,6 +96,12 @@ def _become(request: dict[str, Any], fds: list[int]) -> list[str]:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    if request.get("tty"):  # a session of its own, the terminal on fd 0 its controlling one
+        import fcntl
+        import termios
+
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     os.chdir(request["cwd"])
     sys.path[0] = request["cwd"]
     os.environ.clear()
@@ -178,15 +186,25 @@ class ForkServer:
         if process is not None:
             process.wait(timeout=10)
 
-    def spawn(self, args: Sequence[str], env: Mapping[str, str], cwd: str, fds: Sequence[int]) -> int:
+    def spawn(
+        self, args: Sequence[str], env: Mapping[str, str], cwd: str, fds: Sequence[int], *, tty: bool = False
+    ) -> int:
         """Fork a child running ``mcpl-host ARGS`` with ``fds`` as its stdin, stdout and
-        stderr; its pid."""
+        stderr (with ``tty``, a new session whose controlling terminal is the one on its
+        stdin); its pid."""
         with self._changed:
             if self._sock is None:
                 self._sock = self._start()
             self._next += 1
             request = self._next
-            body = {"request": request, "args": list(args), "env": dict(env), "cwd": cwd, "argv0": CLI[-1]}
+            body = {
+                "request": request,
+                "args": list(args),
+                "env": dict(env),
+                "cwd": cwd,
+                "argv0": CLI[-1],
+                "tty": tty,
+            }
             socket.send_fds(self._sock, [json.dumps(body).encode()], list(fds))
             while request not in self._spawned:
                 if self._gone:

@@ -17,6 +17,7 @@ import pexpect
 import pytest
 
 from .conftest import FIXTURES
+from .forkpty import spawn_pty
 from .test_cli import CLI, TIMEOUT, run_cli, scripted
 from .wire import initialize_steps
 
@@ -161,7 +162,7 @@ def test_usage_errors_exit_2() -> None:
 
 
 def test_progress_is_shown_on_stderr_when_it_is_a_terminal() -> None:
-    child = pexpect.spawn(
+    child = spawn_pty(
         CLI[0], [*CLI[1:], "call", *EXTRAS, "--text", "steps", "count=3"], encoding="utf-8", timeout=TIMEOUT
     )
     child.expect_exact("progress 1/3: step 1")

@@ -22,6 +22,7 @@ from mcpl_host.probe_features import elicitation_reply, form_defaults
 from mcpl_host.shell.terminal import default_history_file
 
 from . import forkserver
+from .forkpty import spawn_pty
 from .test_cli import CLI, TIMEOUT, run_cli, scripted
 from .test_shell import PROMPT, end, terminal_env
 from .wire import initialize_steps
@@ -323,7 +324,7 @@ def test_shell_history_is_kept_by_default_redacted_and_off_with_no_history(tmp_p
     secret = "hunter2-very-secret"
     env = {**terminal_env(), "XDG_STATE_HOME": str(tmp_path)}
     for flags in ([], ["--no-history"]):
-        child = pexpect.spawn(
+        child = spawn_pty(
             CLI[0],
             [*CLI[1:], "shell", "--secret", f"X={secret}", *flags],
             encoding="utf-8",
@@ -406,7 +407,7 @@ def test_call_ask_offers_the_form_defaults_on_the_terminal(tmp_path: Path) -> No
         {"reply": {"content": [{"type": "text", "text": "asked"}]}},
     ]
     command = [*CLI, "call", "--ask", "--text", "t", *scripted(tmp_path, steps)]
-    child = pexpect.spawn(command[0], command[1:], timeout=TIMEOUT, encoding="utf-8")
+    child = spawn_pty(command[0], command[1:], timeout=TIMEOUT, encoding="utf-8")
     try:
         child.expect_exact("answer this form?")
         child.sendline("y")

@@ -26,6 +26,7 @@ from mcpl_host.tables import IDENTIFIER, PROSE, WORDS, Column, fit_widths, print
 
 from . import forkserver
 from .conftest import FIXTURES
+from .forkpty import spawn_pty
 from .test_cli import CLI, TIMEOUT, probe_json, run_cli, scripted
 from .test_cli_run import demo_entry, write_config
 from .test_terminal_output import pty_env, terminal_lines
@@ -309,7 +310,7 @@ def test_the_shell_shows_each_description_on_one_line() -> None:
 
 
 def test_a_terminal_of_80_columns_keeps_each_uri_whole() -> None:
-    child = pexpect.spawn(
+    child = spawn_pty(
         CLI[0],
         [*CLI[1:], "resources", *LISTING],
         encoding="utf-8",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pexpect
 
+from .forkpty import spawn_pty
 from .test_cli import CLI, TIMEOUT, run_cli, scripted
 from .test_terminal_output import pty_env
 from .wire import initialize_steps
@@ -34,7 +35,7 @@ def _slow_discover_steps(seconds: float) -> list[object]:
 def test_waiting_for_server_discover_counts_from_when_it_was_sent(tmp_path: Path) -> None:
     """The defect: ``server/discover`` never recorded when it was sent, so the line counted
     from the machine's boot (``server/discover (592 s)`` under a second after the start)."""
-    child = pexpect.spawn(
+    child = spawn_pty(
         CLI[0],
         [*CLI[1:], "probe", *scripted(tmp_path, _slow_discover_steps(2.5))],
         encoding="utf-8",
@@ -63,7 +64,7 @@ ERASED = "\x1b[2K"
 
 
 def _pty_run(*args: str) -> str:
-    child = pexpect.spawn(CLI[0], [*CLI[1:], *args], encoding="utf-8", timeout=TIMEOUT, env=pty_env())
+    child = spawn_pty(CLI[0], [*CLI[1:], *args], encoding="utf-8", timeout=TIMEOUT, env=pty_env())
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0, child.before

@@ -274,17 +274,19 @@ async def test_sdk_server_over_streamable_http_speaks_the_stateless_revision(
             await conn.mcp.ping()
 
 
-async def test_sdk_server_over_streamable_http_in_the_handshake_era(tmp_path: Path) -> None:
+async def test_sdk_server_over_streamable_http_in_the_handshake_era(
+    tmp_path: Path, sdk_http_ports: Callable[[tuple[str, ...]], int]
+) -> None:
     handlers, _, _ = served(tmp_path)
-    async with sdk_over_http() as port:
-        with anyio.fail_after(TIMEOUT):
-            async with connect(
-                ServerConfig(url=f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST),
-                handlers=handlers,
-            ) as conn:
-                assert conn.era == "handshake" and conn.server_info is not None
-                assert conn.server_info.protocol_version == "2025-11-25"
-                _asked((await conn.mcp.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
+    port = sdk_http_ports(())  # the module's server with sessions: this connection has its own
+    with anyio.fail_after(TIMEOUT):
+        async with connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST),
+            handlers=handlers,
+        ) as conn:
+            assert conn.era == "handshake" and conn.server_info is not None
+            assert conn.server_info.protocol_version == "2025-11-25"
+            _asked((await conn.mcp.call_tool("ask_client", {"topic": "numbers"})).text, tmp_path)
 
 
 async def test_mcp_server_time_speaks_the_stateless_revision_over_stdio() -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pexpect
 
+from .forkpty import spawn_pty
 from .test_cli import CLI
 from .wire import MCP_HANDSHAKE, SCRIPTED
 
@@ -44,7 +45,7 @@ def test_ctrl_c_while_a_question_is_asked_stops_the_probe(tmp_path: Path) -> Non
         str(script),
         str(tmp_path / "r.jsonl"),
     ]
-    child = pexpect.spawn(command[0], command[1:], timeout=30, encoding="utf-8")
+    child = spawn_pty(command[0], command[1:], timeout=30, encoding="utf-8")
     try:
         child.expect("answer this form")
         child.sendintr()

@@ -41,6 +41,14 @@ def header_tools_port() -> Iterator[int]:
         yield port
 
 
+@pytest.fixture(scope="module")
+def handshake_header_tools_port() -> Iterator[int]:
+    """One server with sessions and the header tools for the handshake-era test on each
+    backend (each connection has a session of its own; the test only lists and calls)."""
+    with sdk_over_http_for_module("--header-tools") as port:
+        yield port
+
+
 def rendered(stream: io.StringIO) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stream.getvalue().splitlines()]
 
@@ -117,15 +125,17 @@ async def test_headers_over_the_byte_bound_fail_the_call_before_it_is_sent(heade
             }
 
 
-async def test_the_handshake_era_mirrors_nothing_and_lists_every_tool() -> None:
-    async with sdk_over_http("--header-tools") as port:
-        with anyio.fail_after(TIMEOUT):
-            async with connect(
-                ServerConfig(url=f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST)
-            ) as conn:
-                assert conn.era == "handshake"
-                assert {tool.name for tool in await conn.mcp.list_tools()} == VALID | HOSTILE
-                assert json.loads((await conn.mcp.call_tool("route", {"region": "us"})).text) == {}
+async def test_the_handshake_era_mirrors_nothing_and_lists_every_tool(
+    handshake_header_tools_port: int,
+) -> None:
+    port = handshake_header_tools_port
+    with anyio.fail_after(TIMEOUT):
+        async with connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", protocol="handshake", limits=FAST)
+        ) as conn:
+            assert conn.era == "handshake"
+            assert {tool.name for tool in await conn.mcp.list_tools()} == VALID | HOSTILE
+            assert json.loads((await conn.mcp.call_tool("route", {"region": "us"})).text) == {}
 
 
 @pytest.mark.parametrize("scope", ["public", "private"])

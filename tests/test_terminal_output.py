@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pexpect
 
+from .forkpty import spawn_pty
 from .test_cli import CLI, TIMEOUT, Running, probe_json, run_cli, scripted
 from .test_cli_run import demo_entry, interrupt, wait_for_all, write_config
 from .wire import initialize_steps, server_notification
@@ -61,7 +62,7 @@ def terminal_lines(output: str) -> list[str]:
 
 
 def test_event_lines_wrap_at_word_boundaries_at_60_columns() -> None:
-    child = pexpect.spawn(
+    child = spawn_pty(
         CLI[0],
         [*CLI[1:], "probe", "--listen", "1", "--env", "DEMO_PUSH_INTERVAL=0.1", "--env", "DEMO_PUSH_COUNT=4"],
         encoding="utf-8",
