@@ -1,0 +1,406 @@
+"""The I/O of OAuth for one MCP server: metadata discovery, client registration, the
+authorization code flow with PKCE through a loopback redirect, the client credentials
+grant, refresh. It applies the decisions of ``discovery`` (pure) and leaves OAuth itself
+to Authlib: the authorization URL with its S256 code challenge
+(``AsyncOAuth2Client.create_authorization_url``), token requests and refreshes
+(``fetch_token``, ``refresh_token``) and the ``private_key_jwt`` client assertion
+(``authlib.oauth2.rfc7523.PrivateKeyJWT``, signed by joserfc). Authlib is imported when a
+flow first runs (``import mcpl_host`` does not load it).
+
+Every token, refresh token, client secret and code verifier is given to the connection's
+``Redactor`` (``Redactor.add``) the moment it is obtained or made, before anything could
+log it. Every document read is bounded by ``Limits.max_oauth_document_bytes``.
+Specifications: see ``discovery``; docs/protocol.md OA1-OA12.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets as _secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx
+
+from mcpl_host.auth.discovery import (
+    AuthorizationFailed,
+    Challenge,
+    ResourceMetadata,
+    ServerMetadata,
+    authorization_server_urls,
+    bearer_challenge,
+    callback_code,
+    canonical_resource,
+    choose_registration,
+    choose_scopes,
+    expires_at,
+    protected_resource_urls,
+    read_registration,
+    read_resource_metadata,
+    read_server_metadata,
+    registration_request,
+    require_pkce,
+    token_auth_method,
+)
+from mcpl_host.auth.loopback import LoopbackListener
+from mcpl_host.auth.settings import OAuthSettings
+from mcpl_host.auth.store import StoredGrant
+
+if TYPE_CHECKING:
+    import ssl
+
+    from mcpl_host.limits import Limits
+    from mcpl_host.logging import Redactor
+
+__all__ = ["Browser", "Discovery", "OAuthFlow"]
+
+#: What shows the authorization URL to the person logging in: opens a browser, or prints
+#: it. It returns once shown; the login then waits for the loopback redirect.
+Browser = Callable[[str], Awaitable[None]]
+_PROBE = b'{"jsonrpc":"2.0","id":0,"method":"ping"}'
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """What discovery found: the protected resource's metadata (None when it has none),
+    the authorization server's, the ``resource`` to send (RFC 8707) and the ``scope`` to
+    ask for (None: leave it out)."""
+
+    resource_metadata: ResourceMetadata | None
+    server: ServerMetadata
+    resource: str
+    scope: str | None
+
+
+def _authlib_client(**kwargs: Any) -> Any:
+    from authlib.integrations.httpx_client import AsyncOAuth2Client  # pyright: ignore[reportMissingTypeStubs]
+
+    return AsyncOAuth2Client(**kwargs)  # pyright: ignore[reportUnknownVariableType]
+
+
+class OAuthFlow:
+    """OAuth for the MCP server at ``server_url``. ``settings``: the operator's
+    (``OAuthSettings``). ``browser``: None when no person may be asked (then only stored
+    grants, refresh and client credentials are used). ``limits``, ``redactor``,
+    ``ssl_context``: the server's."""
+
+    def __init__(
+        self,
+        server_url: str,
+        settings: OAuthSettings,
+        *,
+        limits: Limits,
+        redactor: Redactor,
+        ssl_context: ssl.SSLContext | None = None,
+        browser: Browser | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.server_url = canonical_resource(server_url)
+        self._url = server_url
+        self.settings = settings
+        self._limits = limits
+        self._redactor = redactor
+        self._ssl = ssl_context
+        self.browser = browser
+        self._clock = clock
+        redactor.add(*settings.secrets())
+
+    def __repr__(self) -> str:
+        return f"<OAuthFlow {self.server_url}>"
+
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            follow_redirects=False,
+            timeout=httpx.Timeout(self._limits.http_connect_timeout_seconds, read=self._limits.http_reply_timeout_seconds),
+            verify=self._ssl if self._ssl is not None else True,
+        )
+
+    # --- discovery ---------------------------------------------------------------------
+
+    async def _document(self, client: httpx.AsyncClient, url: str) -> object | None:
+        """The JSON document at ``url``: None for an answer other than 200, an unreachable
+        URL, or a body that is no JSON; past ``max_oauth_document_bytes``, ``metadata``."""
+        try:
+            async with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
+                if response.status_code != 200:
+                    return None
+                body = await self._bounded(response)
+        except httpx.HTTPError:
+            return None
+        try:
+            return json.loads(body)
+        except ValueError:
+            return None
+
+    async def _bounded(self, response: httpx.Response) -> bytes:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > self._limits.max_oauth_document_bytes:
+                raise AuthorizationFailed(
+                    "metadata", "an OAuth document is longer than Limits.max_oauth_document_bytes"
+                )
+        return bytes(body)
+
+    async def challenge(self) -> Challenge | None:
+        """The ``Bearer`` challenge of the server's 401 to a request without a token (the
+        first step of MCP 2025-11-25 Authorization, Authorization Flow Steps), or None."""
+        async with self._client() as client:
+            try:
+                response = await client.post(
+                    self._url,
+                    content=_PROBE,
+                    headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+                )
+            except httpx.HTTPError:
+                return None
+            await response.aclose()
+            if response.status_code not in (401, 403):
+                return None
+            return bearer_challenge(response.headers.get("www-authenticate"))
+
+    async def discover(self, challenge: Challenge | None) -> Discovery:
+        """Protected resource metadata (``protected_resource_urls``), then the first
+        authorization server's metadata (``authorization_server_urls``), both checked.
+
+        Raises:
+            AuthorizationFailed: ``metadata`` (none found), ``issuer`` (a mismatch).
+        """
+        async with self._client() as client:
+            resource_metadata: ResourceMetadata | None = None
+            for url in protected_resource_urls(self._url, challenge):
+                document = await self._document(client, url)
+                if document is not None:
+                    resource_metadata = read_resource_metadata(document, self._url)
+                    break
+            if resource_metadata is None:
+                raise AuthorizationFailed(
+                    "metadata", "the server publishes no protected resource metadata (RFC 9728), so its authorization server is unknown"
+                )
+            issuer = resource_metadata.authorization_servers[0]
+            server: ServerMetadata | None = None
+            for url in authorization_server_urls(issuer):
+                document = await self._document(client, url)
+                if document is not None:
+                    server = read_server_metadata(document, issuer)
+                    break
+            if server is None:
+                raise AuthorizationFailed(
+                    "metadata", "the authorization server publishes no metadata (RFC 8414 nor OpenID Connect Discovery)"
+                )
+        scope = self.settings.scope or choose_scopes(challenge, resource_metadata)
+        return Discovery(resource_metadata, server, resource_metadata.resource, scope)
+
+    # --- registration --------------------------------------------------------------------
+
+    async def _register(self, found: Discovery, redirect_uri: str) -> tuple[str, str | None]:
+        how = choose_registration(
+            found.server, client_id=self.settings.client_id, metadata_document_url=self.settings.client_metadata_url
+        )
+        if how == "pre-registered":
+            assert self.settings.client_id is not None
+            return self.settings.client_id, self.settings.client_secret
+        if how == "metadata-document":
+            assert self.settings.client_metadata_url is not None
+            return self.settings.client_metadata_url, None
+        assert found.server.registration_endpoint is not None
+        async with self._client() as client:
+            try:
+                async with client.stream(
+                    "POST",
+                    found.server.registration_endpoint,
+                    json=registration_request(redirect_uri, found.scope),
+                    headers={"Accept": "application/json"},
+                ) as response:
+                    body = await self._bounded(response)
+                    status = response.status_code
+            except httpx.HTTPError:
+                raise AuthorizationFailed(
+                    "registration", "the registration endpoint could not be reached"
+                ) from None
+        if status not in (200, 201):
+            raise AuthorizationFailed("registration", f"the authorization server refused the dynamic registration (HTTP {status})")
+        try:
+            document = json.loads(body)
+        except ValueError:
+            document = None
+        client_id, secret = read_registration(document)
+        self._redactor.add(secret)
+        return client_id, secret
+
+    # --- tokens --------------------------------------------------------------------------
+
+    def _grant(
+        self,
+        found: Discovery | StoredGrant,
+        token: Any,
+        *,
+        client_id: str,
+        secret: str | None,
+        method: str,
+        asked: str | None,
+        old: StoredGrant | None = None,
+        grant_type: str = "authorization_code",
+    ) -> StoredGrant:
+        now = self._clock()
+        access = token.get("access_token")
+        kind = str(token.get("token_type") or "bearer").lower()
+        if not isinstance(access, str) or not access or kind != "bearer":
+            raise AuthorizationFailed("token", "the token endpoint's answer holds no bearer access token")
+        refresh = token.get("refresh_token")
+        refresh = refresh if isinstance(refresh, str) and refresh else (old.refresh_token if old else None)
+        self._redactor.add(access, refresh)
+        scope = token.get("scope")
+        issuer = found.server.issuer if isinstance(found, Discovery) else found.issuer
+        endpoint = found.server.token_endpoint if isinstance(found, Discovery) else found.token_endpoint
+        return StoredGrant(
+            server_url=self.server_url,
+            resource=found.resource,
+            issuer=issuer,
+            token_endpoint=endpoint,
+            client_id=client_id,
+            access_token=access,
+            refresh_token=refresh,
+            client_secret=secret,
+            token_endpoint_auth_method=method,
+            scope=scope if isinstance(scope, str) and scope else asked,
+            expires_at=expires_at(token.get("expires_in"), now),
+            grant_type=grant_type,
+        )
+
+    def _oauth(self, *, client_id: str, secret: str | None, method: str, token_endpoint: str, **kwargs: Any) -> Any:
+        client_secret: Any = secret
+        if method == "private_key_jwt":
+            from authlib.oauth2.rfc7523 import PrivateKeyJWT  # pyright: ignore[reportMissingTypeStubs]
+
+            assert self.settings.private_key_file is not None
+            client_secret = Path(self.settings.private_key_file).read_text(encoding="utf-8")
+            self._redactor.add(client_secret)
+        client = _authlib_client(
+            client_id=client_id,
+            client_secret=client_secret,
+            token_endpoint_auth_method=method,
+            follow_redirects=False,
+            timeout=httpx.Timeout(self._limits.http_connect_timeout_seconds, read=self._limits.http_reply_timeout_seconds),
+            verify=self._ssl if self._ssl is not None else True,
+            **kwargs,
+        )
+        if method == "private_key_jwt":
+            client.register_client_auth_method(PrivateKeyJWT(token_endpoint, alg=self.settings.private_key_alg))  # pyright: ignore[reportPossiblyUnboundVariable]
+        return client
+
+    async def _token_call(self, call: Callable[[], Awaitable[Any]], what: str) -> Any:
+        from authlib.integrations.base_client import OAuthError  # pyright: ignore[reportMissingTypeStubs]
+
+        try:
+            return await call()
+        except OAuthError as exc:  # pyright: ignore[reportUnknownVariableType]
+            error = str(getattr(exc, "error", "") or "an error")  # pyright: ignore[reportUnknownArgumentType]
+            shown = error if error.replace("_", "").isalpha() and len(error) <= 64 else "an error"
+            step = "scope" if shown == "invalid_scope" else "token"
+            raise AuthorizationFailed(step, f"the token endpoint refused {what} ({shown})") from None
+        except (httpx.HTTPError, ValueError, KeyError):
+            raise AuthorizationFailed("token", f"the token endpoint could not be used for {what}") from None
+
+    async def authorize(self, challenge: Challenge | None, *, scope: str | None = None) -> StoredGrant:
+        """A new grant: the client credentials grant for a machine client
+        (``OAuthSettings.machine``, when no person may be asked or ``client_credentials``
+        is set), else the authorization code flow with PKCE S256 through the browser.
+        ``scope`` replaces the chosen scopes (a step-up's union).
+
+        Raises:
+            AuthorizationFailed: the step that failed; ``login`` when a person would be
+                needed and ``browser`` is None.
+        """
+        found = await self.discover(challenge)
+        if scope is not None:
+            found = replace(found, scope=scope)
+        if self.settings.machine and (self.browser is None or self.settings.client_credentials):
+            return await self._client_credentials(found)
+        if self.browser is None:
+            raise AuthorizationFailed(
+                "login",
+                f"no stored token for {self.server_url} and no login may be asked for here; run `mcpl-host login {self.server_url}` first",
+            )
+        require_pkce(found.server)
+        return await self._authorization_code(found, self.browser)
+
+    async def _client_credentials(self, found: Discovery) -> StoredGrant:
+        assert self.settings.client_id is not None
+        method = token_auth_method(
+            found.server, has_secret=self.settings.client_secret is not None, has_key=self.settings.private_key_file is not None
+        )
+        extra: dict[str, Any] = {"resource": found.resource}
+        if found.scope:
+            extra["scope"] = found.scope
+        async with self._oauth(
+            client_id=self.settings.client_id, secret=self.settings.client_secret, method=method, token_endpoint=found.server.token_endpoint
+        ) as client:
+            token = await self._token_call(
+                lambda: client.fetch_token(found.server.token_endpoint, grant_type="client_credentials", **extra),
+                "the client credentials",
+            )
+        return self._grant(found, token, client_id=self.settings.client_id, secret=self.settings.client_secret, method=method, asked=found.scope, grant_type="client_credentials")
+
+    async def _authorization_code(self, found: Discovery, browser: Browser) -> StoredGrant:
+        assert found.server.authorization_endpoint is not None
+        async with LoopbackListener(max_bytes=self._limits.max_oauth_document_bytes) as listener:
+            client_id, secret = await self._register(found, listener.redirect_uri)
+            method = token_auth_method(found.server, has_secret=secret is not None, has_key=False)
+            verifier = _secrets.token_urlsafe(64)
+            state = _secrets.token_urlsafe(24)
+            self._redactor.add(verifier)
+            extra: dict[str, Any] = {"resource": found.resource}
+            if found.scope:
+                extra["scope"] = found.scope
+            async with self._oauth(
+                client_id=client_id,
+                secret=secret,
+                method=method,
+                token_endpoint=found.server.token_endpoint,
+                redirect_uri=listener.redirect_uri,
+                code_challenge_method="S256",
+            ) as client:
+                url, _ = client.create_authorization_url(
+                    found.server.authorization_endpoint, state=state, code_verifier=verifier, **extra
+                )
+                await browser(str(url))
+                with anyio.fail_after(self._limits.oauth_login_timeout_seconds):
+                    query = await listener.wait()
+                code = callback_code(query, state=state, metadata=found.server)
+                self._redactor.add(code)
+                token = await self._token_call(
+                    lambda: client.fetch_token(
+                        found.server.token_endpoint,
+                        grant_type="authorization_code",
+                        code=code,
+                        code_verifier=verifier,
+                        redirect_uri=listener.redirect_uri,
+                        resource=found.resource,
+                    ),
+                    "the authorization code",
+                )
+        return self._grant(found, token, client_id=client_id, secret=secret, method=method, asked=found.scope)
+
+    async def refresh(self, grant: StoredGrant) -> StoredGrant:
+        """``grant`` refreshed with its refresh token (RFC 6749 §6), ``resource`` sent (RFC
+        8707 §2.2), the new absolute expiry set.
+
+        Raises:
+            AuthorizationFailed: ``token`` (no refresh token, or refused).
+        """
+        if not grant.refresh_token:
+            raise AuthorizationFailed("token", "the stored token has expired and has no refresh token")
+        refresh_token = grant.refresh_token
+        async with self._oauth(
+            client_id=grant.client_id, secret=grant.client_secret, method=grant.token_endpoint_auth_method, token_endpoint=grant.token_endpoint
+        ) as client:
+            token = await self._token_call(
+                lambda: client.refresh_token(grant.token_endpoint, refresh_token=refresh_token, resource=grant.resource),
+                "the refresh token",
+            )
+        return self._grant(grant, token, client_id=grant.client_id, secret=grant.client_secret, method=grant.token_endpoint_auth_method, asked=grant.scope, old=grant, grant_type=grant.grant_type)

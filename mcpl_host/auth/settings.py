@@ -1,0 +1,54 @@
+"""What an operator says about a server's OAuth (config key ``oauth``; the CLI's
+``--client-id``, ``--client-secret``, ``--private-key-jwt``, ``--scope``,
+``--stored-auth-only``). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["OAuthSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthSettings:
+    """A server's OAuth settings (MCP 2025-11-25 Authorization).
+
+    ``enabled``: False turns OAuth off for the server (a 401 then ends the connection).
+    ``client_id``: a pre-registered client id (used before any other registration).
+    ``client_secret``: its secret; with it (or ``private_key_file``) and no person to log
+    in, the client credentials grant (RFC 6749 §4.4) is used. ``private_key_file``: a PEM
+    private key for ``private_key_jwt`` (RFC 7523 §2.2), signed with ``private_key_alg``.
+    ``scope``: the scopes to ask for (default: the server's challenge, then its
+    ``scopes_supported``). ``client_metadata_url``: the ``https://`` URL of this client's
+    metadata document (used when the server advertises
+    ``client_id_metadata_document_supported``). ``client_credentials``: use the client
+    credentials grant even when a person could log in.
+
+    Raises:
+        ValueError: ``private_key_file`` and ``client_secret`` both given, or either
+            without ``client_id``.
+    """
+
+    enabled: bool = True
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    private_key_file: str | None = None
+    private_key_alg: str = "RS256"
+    scope: str | None = None
+    client_metadata_url: str | None = None
+    client_credentials: bool = False
+
+    def __post_init__(self) -> None:
+        if self.client_secret is not None and self.private_key_file is not None:
+            raise ValueError("give a client secret or a private key for private_key_jwt, not both")
+        if (self.client_secret is not None or self.private_key_file is not None) and not self.client_id:
+            raise ValueError("a client secret or a private key needs a client id")
+
+    @property
+    def machine(self) -> bool:
+        """Whether this client can authenticate itself (a secret or a key)."""
+        return self.client_secret is not None or self.private_key_file is not None
+
+    def secrets(self) -> list[str]:
+        """Values to redact."""
+        return [self.client_secret] if self.client_secret else []
