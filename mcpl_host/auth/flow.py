@@ -76,10 +76,21 @@ class Discovery:
     scope: str | None
 
 
-def _authlib_client(**kwargs: Any) -> Any:
-    from authlib.integrations.httpx_client import AsyncOAuth2Client  # pyright: ignore[reportMissingTypeStubs]
+def _authlib() -> Any:
+    """Authlib's OAuth message builders (loaded on first use): ``prepare_grant_uri``,
+    ``prepare_token_request``, ``create_s256_code_challenge``, ``ClientAuth``,
+    ``PrivateKeyJWT``."""
+    from authlib.oauth2 import rfc6749, rfc7523, rfc7636  # pyright: ignore[reportMissingTypeStubs]
+    from authlib.oauth2.auth import ClientAuth  # pyright: ignore[reportMissingTypeStubs]
 
-    return AsyncOAuth2Client(**kwargs)  # pyright: ignore[reportUnknownVariableType]
+    class Lib:
+        prepare_grant_uri = staticmethod(rfc6749.parameters.prepare_grant_uri)  # pyright: ignore[reportUnknownMemberType]
+        prepare_token_request = staticmethod(rfc6749.parameters.prepare_token_request)  # pyright: ignore[reportUnknownMemberType]
+        create_s256_code_challenge = staticmethod(rfc7636.create_s256_code_challenge)  # pyright: ignore[reportUnknownMemberType]
+        client_auth = ClientAuth
+        private_key_jwt = rfc7523.PrivateKeyJWT  # pyright: ignore[reportUnknownMemberType]
+
+    return Lib
 
 
 class OAuthFlow:
@@ -272,39 +283,48 @@ class OAuthFlow:
             grant_type=grant_type,
         )
 
-    def _oauth(self, *, client_id: str, secret: str | None, method: str, token_endpoint: str, **kwargs: Any) -> Any:
-        client_secret: Any = secret
-        if method == "private_key_jwt":
-            from authlib.oauth2.rfc7523 import PrivateKeyJWT  # pyright: ignore[reportMissingTypeStubs]
+    async def _token_request(
+        self, endpoint: str, grant_type: str, *, client_id: str, secret: str | None, method: str, what: str, **params: Any
+    ) -> dict[str, Any]:
+        """POST a token request (RFC 6749 §4.1.3, §4.4.2, §6): the body and the client's
+        authentication built by Authlib (``prepare_token_request``; ``ClientAuth`` with
+        ``none``, ``client_secret_basic``, ``client_secret_post`` or ``PrivateKeyJWT``),
+        the answer read within ``max_oauth_document_bytes``.
 
+        Raises:
+            AuthorizationFailed: ``token`` (``scope`` for ``invalid_scope``).
+        """
+        lib = _authlib()
+        body = lib.prepare_token_request(grant_type, **{k: v for k, v in params.items() if v})
+        auth_method: Any = method
+        credential: Any = secret
+        if method == "private_key_jwt":
             assert self.settings.private_key_file is not None
-            client_secret = Path(self.settings.private_key_file).read_text(encoding="utf-8")
-            self._redactor.add(client_secret)
-        client = _authlib_client(
-            client_id=client_id,
-            client_secret=client_secret,
-            token_endpoint_auth_method=method,
-            follow_redirects=False,
-            timeout=httpx.Timeout(self._limits.http_connect_timeout_seconds, read=self._limits.http_reply_timeout_seconds),
-            verify=self._ssl if self._ssl is not None else True,
-            **kwargs,
-        )
-        if method == "private_key_jwt":
-            client.register_client_auth_method(PrivateKeyJWT(token_endpoint, alg=self.settings.private_key_alg))  # pyright: ignore[reportPossiblyUnboundVariable]
-        return client
-
-    async def _token_call(self, call: Callable[[], Awaitable[Any]], what: str) -> Any:
-        from authlib.integrations.base_client import OAuthError  # pyright: ignore[reportMissingTypeStubs]
-
+            credential = Path(self.settings.private_key_file).read_text(encoding="utf-8")
+            self._redactor.add(credential)
+            auth_method = lib.private_key_jwt(endpoint, alg=self.settings.private_key_alg)
+        headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
+        _, headers, body = lib.client_auth(client_id, credential, auth_method).prepare("POST", endpoint, headers, body)
+        async with self._client() as client:
+            try:
+                async with client.stream("POST", endpoint, content=str(body).encode(), headers=headers) as response:
+                    raw = await self._bounded(response)
+                    status = response.status_code
+            except httpx.HTTPError:
+                raise AuthorizationFailed("token", f"the token endpoint could not be reached for {what}") from None
         try:
-            return await call()
-        except OAuthError as exc:  # pyright: ignore[reportUnknownVariableType]
-            error = str(getattr(exc, "error", "") or "an error")  # pyright: ignore[reportUnknownArgumentType]
-            shown = error if error.replace("_", "").isalpha() and len(error) <= 64 else "an error"
+            answer: object = json.loads(raw)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            raise AuthorizationFailed("token", f"the token endpoint answered {what} with no JSON object (HTTP {status})")
+        document: dict[str, Any] = answer  # pyright: ignore[reportUnknownVariableType]
+        if status != 200 or "error" in document:
+            error = document.get("error")
+            shown = error if isinstance(error, str) and error.replace("_", "").isalpha() and len(error) <= 64 else "an error"
             step = "scope" if shown == "invalid_scope" else "token"
-            raise AuthorizationFailed(step, f"the token endpoint refused {what} ({shown})") from None
-        except (httpx.HTTPError, ValueError, KeyError):
-            raise AuthorizationFailed("token", f"the token endpoint could not be used for {what}") from None
+            raise AuthorizationFailed(step, f"the token endpoint refused {what} ({shown}, HTTP {status})")
+        return document
 
     async def authorize(self, challenge: Challenge | None, *, scope: str | None = None) -> StoredGrant:
         """A new grant: the client credentials grant for a machine client
@@ -332,59 +352,94 @@ class OAuthFlow:
     async def _client_credentials(self, found: Discovery) -> StoredGrant:
         assert self.settings.client_id is not None
         method = token_auth_method(
-            found.server, has_secret=self.settings.client_secret is not None, has_key=self.settings.private_key_file is not None
+            found.server,
+            has_secret=self.settings.client_secret is not None,
+            has_key=self.settings.private_key_file is not None,
         )
-        extra: dict[str, Any] = {"resource": found.resource}
-        if found.scope:
-            extra["scope"] = found.scope
-        async with self._oauth(
-            client_id=self.settings.client_id, secret=self.settings.client_secret, method=method, token_endpoint=found.server.token_endpoint
-        ) as client:
-            token = await self._token_call(
-                lambda: client.fetch_token(found.server.token_endpoint, grant_type="client_credentials", **extra),
-                "the client credentials",
-            )
-        return self._grant(found, token, client_id=self.settings.client_id, secret=self.settings.client_secret, method=method, asked=found.scope, grant_type="client_credentials")
+        token = await self._token_request(
+            found.server.token_endpoint,
+            "client_credentials",
+            client_id=self.settings.client_id,
+            secret=self.settings.client_secret,
+            method=method,
+            what="the client credentials",
+            scope=found.scope,
+            resource=found.resource,
+        )
+        return self._grant(
+            found,
+            token,
+            client_id=self.settings.client_id,
+            secret=self.settings.client_secret,
+            method=method,
+            asked=found.scope,
+            grant_type="client_credentials",
+        )
 
     async def _authorization_code(self, found: Discovery, browser: Browser) -> StoredGrant:
         assert found.server.authorization_endpoint is not None
+        lib = _authlib()
         async with LoopbackListener(max_bytes=self._limits.max_oauth_document_bytes) as listener:
             client_id, secret = await self._register(found, listener.redirect_uri)
             method = token_auth_method(found.server, has_secret=secret is not None, has_key=False)
-            verifier = _secrets.token_urlsafe(64)
+            verifier = _secrets.token_urlsafe(64)  # RFC 7636 §4.1: 86 characters
             state = _secrets.token_urlsafe(24)
             self._redactor.add(verifier)
-            extra: dict[str, Any] = {"resource": found.resource}
-            if found.scope:
-                extra["scope"] = found.scope
-            async with self._oauth(
+            url = lib.prepare_grant_uri(
+                found.server.authorization_endpoint,
+                client_id,
+                "code",
+                redirect_uri=listener.redirect_uri,
+                scope=found.scope,
+                state=state,
+                code_challenge=lib.create_s256_code_challenge(verifier),
+                code_challenge_method="S256",
+                resource=found.resource,
+            )
+            query = await self._wait_for_redirect(listener, browser, str(url))
+            code = callback_code(query, state=state, metadata=found.server)
+            self._redactor.add(code)
+            token = await self._token_request(
+                found.server.token_endpoint,
+                "authorization_code",
                 client_id=client_id,
                 secret=secret,
                 method=method,
-                token_endpoint=found.server.token_endpoint,
+                what="the authorization code",
                 redirect_uri=listener.redirect_uri,
-                code_challenge_method="S256",
-            ) as client:
-                url, _ = client.create_authorization_url(
-                    found.server.authorization_endpoint, state=state, code_verifier=verifier, **extra
-                )
-                await browser(str(url))
-                with anyio.fail_after(self._limits.oauth_login_timeout_seconds):
-                    query = await listener.wait()
-                code = callback_code(query, state=state, metadata=found.server)
-                self._redactor.add(code)
-                token = await self._token_call(
-                    lambda: client.fetch_token(
-                        found.server.token_endpoint,
-                        grant_type="authorization_code",
-                        code=code,
-                        code_verifier=verifier,
-                        redirect_uri=listener.redirect_uri,
-                        resource=found.resource,
-                    ),
-                    "the authorization code",
-                )
+                code=code,
+                code_verifier=verifier,
+                resource=found.resource,
+            )
         return self._grant(found, token, client_id=client_id, secret=secret, method=method, asked=found.scope)
+
+    async def _wait_for_redirect(self, listener: LoopbackListener, browser: Browser, url: str) -> str:
+        """Show ``url`` (``browser``) while the listener waits for the redirect, at most
+        ``Limits.oauth_login_timeout_seconds``.
+
+        Raises:
+            AuthorizationFailed: ``login`` when the browser could not be shown the URL or
+                nothing came back in time.
+        """
+        found: list[str] = []
+
+        async def serve() -> None:
+            found.append(await listener.wait())
+
+        try:
+            with anyio.fail_after(self._limits.oauth_login_timeout_seconds):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(serve)
+                    try:
+                        await browser(url)
+                    except Exception:  # whatever showing the URL raised, the login is over
+                        tasks.cancel_scope.cancel()
+                        raise AuthorizationFailed("login", "the authorization URL could not be shown") from None
+        except TimeoutError:
+            raise AuthorizationFailed(
+                "login", "the browser did not come back to the loopback redirect in time (Limits.oauth_login_timeout_seconds)"
+            ) from None
+        return found[0]
 
     async def refresh(self, grant: StoredGrant) -> StoredGrant:
         """``grant`` refreshed with its refresh token (RFC 6749 §6), ``resource`` sent (RFC
@@ -395,12 +450,23 @@ class OAuthFlow:
         """
         if not grant.refresh_token:
             raise AuthorizationFailed("token", "the stored token has expired and has no refresh token")
-        refresh_token = grant.refresh_token
-        async with self._oauth(
-            client_id=grant.client_id, secret=grant.client_secret, method=grant.token_endpoint_auth_method, token_endpoint=grant.token_endpoint
-        ) as client:
-            token = await self._token_call(
-                lambda: client.refresh_token(grant.token_endpoint, refresh_token=refresh_token, resource=grant.resource),
-                "the refresh token",
-            )
-        return self._grant(grant, token, client_id=grant.client_id, secret=grant.client_secret, method=grant.token_endpoint_auth_method, asked=grant.scope, old=grant, grant_type=grant.grant_type)
+        token = await self._token_request(
+            grant.token_endpoint,
+            "refresh_token",
+            client_id=grant.client_id,
+            secret=grant.client_secret,
+            method=grant.token_endpoint_auth_method,
+            what="the refresh token",
+            refresh_token=grant.refresh_token,
+            resource=grant.resource,
+        )
+        return self._grant(
+            grant,
+            token,
+            client_id=grant.client_id,
+            secret=grant.client_secret,
+            method=grant.token_endpoint_auth_method,
+            asked=grant.scope,
+            old=grant,
+            grant_type=grant.grant_type,
+        )

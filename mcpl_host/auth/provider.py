@@ -89,6 +89,10 @@ class OAuth(httpx.Auth):
         """The grant in hand (its repr shows no secret)."""
         return self._grant
 
+    def httpx_auth(self) -> httpx.Auth:
+        """Itself (``HTTPAuthorizer``)."""
+        return self
+
     def refusal_for(self, response: httpx.Response) -> str | None:
         """The sentence of the step that failed when ``response`` (a 401 or 403) could not
         be healed, or None."""

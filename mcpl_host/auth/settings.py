@@ -4,7 +4,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mcpl_host.auth.store import TokenStore
 
 __all__ = ["OAuthSettings"]
 
@@ -24,6 +29,11 @@ class OAuthSettings:
     ``client_id_metadata_document_supported``). ``client_credentials``: use the client
     credentials grant even when a person could log in.
 
+    Not from a config file: ``browser`` shows the authorization URL to a person (None: no
+    person may be asked; a login is then refused in one sentence); ``store``: where grants
+    live (None: ``TokenStore()``, the keyring or ``tokens.json``); ``keep_tokens`` False:
+    no grant is read from nor written to a store.
+
     Raises:
         ValueError: ``private_key_file`` and ``client_secret`` both given, or either
             without ``client_id``.
@@ -37,6 +47,9 @@ class OAuthSettings:
     scope: str | None = None
     client_metadata_url: str | None = None
     client_credentials: bool = False
+    browser: Callable[[str], Awaitable[None]] | None = field(default=None, compare=False, repr=False)
+    store: TokenStore | None = field(default=None, compare=False, repr=False)
+    keep_tokens: bool = True
 
     def __post_init__(self) -> None:
         if self.client_secret is not None and self.private_key_file is not None:
