@@ -388,6 +388,9 @@ _LAZY_COMMANDS = {
     # `mcpl-host check` lives in its own package; it imports nothing from this module.
     "check": "mcpl_host.check.cli:check",
     "config": "mcpl_host.cli_config:config",
+    "login": "mcpl_host.cli_auth:login",
+    "logout": "mcpl_host.cli_auth:logout",
+    "auth": "mcpl_host.cli_auth:auth",
 }
 
 

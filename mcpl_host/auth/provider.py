@@ -3,11 +3,11 @@
 
 docs/protocol.md OA1 and OA8-OA11:
 
-- A request goes with the grant in hand (``Authorization: Bearer``), refreshed first when
-  it is at most ``discovery.STALE_MARGIN_SECONDS`` from its absolute expiry. Before any
-  grant is in hand, the first request goes without one.
-- A 401: the stored grant of the server (``TokenStore.find``) if it is not the token just
-  refused; else a refresh of the grant in hand; else a new authorization
+- The first request reads the store (``TokenStore.find``: the server's grant, by its
+  canonical URL). A request goes with the grant in hand (``Authorization: Bearer``),
+  refreshed first when it is at most ``discovery.STALE_MARGIN_SECONDS`` from its absolute
+  expiry; with none, without ``Authorization``.
+- A 401: a refresh of the grant just refused; else a new authorization
   (``OAuthFlow.authorize``: discovery, registration, PKCE, interactive only with a
   ``browser``, or client credentials). The request is then sent once more; a second 401 is
   the server's answer.
@@ -105,6 +105,11 @@ class OAuth(httpx.Auth):
 
     async def async_auth_flow(self, request: httpx.Request) -> AsyncGenerator[httpx.Request, httpx.Response]:
         """Module rules: send, heal a 401 or an ``insufficient_scope`` 403 once, send again."""
+        if self._grant is None and not self._looked_up:
+            async with self._lock:
+                stored = await self._stored()
+                if stored is not None and self._grant is None:
+                    self._grant = stored
         sent = await self._fresh(self._grant)
         self._authorize(request, sent)
         response = yield request
