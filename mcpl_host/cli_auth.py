@@ -85,7 +85,9 @@ def _oauth(url: str, settings: OAuthSettings) -> Any:
     from mcpl_host.secrets import Redactor
 
     try:
-        return OAuth(url, settings, limits=Limits(), redactor=Redactor(), store=TokenStore(), browser=settings.browser)
+        return OAuth(
+            url, settings, limits=Limits(), redactor=Redactor(), store=TokenStore(), browser=settings.browser
+        )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 

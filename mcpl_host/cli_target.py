@@ -202,7 +202,11 @@ class HeaderPair(_PairType):
         cut = min(i for i in (colon, equals, len(text)) if i >= 0)
         key, val = text[:cut].strip(), text[cut + 1 :]
         if cut == len(text) or not key or "\0" in text:
-            self.fail("expected 'NAME: VALUE' or NAME=VALUE with a non-empty NAME (the value is not shown)", param, ctx)
+            self.fail(
+                "expected 'NAME: VALUE' or NAME=VALUE with a non-empty NAME (the value is not shown)",
+                param,
+                ctx,
+            )
         return key, val.strip() if cut == colon else val
 
 

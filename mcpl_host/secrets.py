@@ -446,7 +446,9 @@ class Redactor:
         """Hide ``secrets`` too from now on: a credential obtained while the connection runs
         (an OAuth access or refresh token, a client secret, a PKCE code verifier;
         ``mcpl_host.auth``), registered the moment it is obtained. Never raises."""
-        fresh = [s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_CHARS and s not in self._kept]
+        fresh = [
+            s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_CHARS and s not in self._kept
+        ]
         if fresh:
             self._compile(fresh)
 

@@ -41,6 +41,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         ["handshake", "stateless", "param_headers", "listen", "caching", "tool_classes", "mcp_records"],
     ),
     ("transports", ["transports", "transports.*"]),
+    # OAuth for the HTTP transports (they hold it through HTTPParameters.auth, a Protocol).
+    ("auth", ["auth", "auth.*"]),
     # One transport without MCPL: the connection shell and the MCP client calls.
     (
         "core",
@@ -75,6 +77,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "cli_text",
             "cli_target",
             "cli_config",
+            "cli_auth",
             "report",
             "probing",
             "progress",
@@ -89,7 +92,18 @@ LAYERS: list[tuple[str, list[str]]] = [
     ),
 ]
 
-HEAVY = ["structlog", "rich", "pygments", "httpx", "wsproto", "h11", "ssl", "jsonschema"]
+HEAVY = [
+    "structlog",
+    "rich",
+    "pygments",
+    "httpx",
+    "wsproto",
+    "h11",
+    "ssl",
+    "jsonschema",
+    "authlib",
+    "keyring",
+]
 LATER = [
     "mcpl_host.host",
     "mcpl_host.config",

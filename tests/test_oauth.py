@@ -98,12 +98,18 @@ def _metadata(**changes: Any) -> ServerMetadata:
 
 def test_metadata_for_another_issuer_or_resource_is_refused() -> None:
     with pytest.raises(AuthorizationFailed) as caught:
-        read_server_metadata({"issuer": "https://evil/t", "token_endpoint": "https://a/t/token"}, "https://a/t")
+        read_server_metadata(
+            {"issuer": "https://evil/t", "token_endpoint": "https://a/t/token"}, "https://a/t"
+        )
     assert caught.value.step == "issuer"
     with pytest.raises(AuthorizationFailed) as caught:
-        read_resource_metadata({"resource": "https://other/mcp", "authorization_servers": ["https://a"]}, "https://h/mcp")
+        read_resource_metadata(
+            {"resource": "https://other/mcp", "authorization_servers": ["https://a"]}, "https://h/mcp"
+        )
     assert caught.value.step == "issuer"
-    found = read_resource_metadata({"resource": "https://h", "authorization_servers": ["https://a"]}, "https://h/mcp")
+    found = read_resource_metadata(
+        {"resource": "https://h", "authorization_servers": ["https://a"]}, "https://h/mcp"
+    )
     assert found.authorization_servers == ("https://a",)
 
 
@@ -117,8 +123,14 @@ def test_a_server_without_s256_is_refused() -> None:
 
 def test_registration_follows_the_specifications_order() -> None:
     both = _metadata(registration_endpoint="https://a/reg", client_id_metadata_document_supported=True)
-    assert choose_registration(both, client_id="pre", metadata_document_url="https://c/m.json") == "pre-registered"
-    assert choose_registration(both, client_id=None, metadata_document_url="https://c/m.json") == "metadata-document"
+    assert (
+        choose_registration(both, client_id="pre", metadata_document_url="https://c/m.json")
+        == "pre-registered"
+    )
+    assert (
+        choose_registration(both, client_id=None, metadata_document_url="https://c/m.json")
+        == "metadata-document"
+    )
     assert choose_registration(both, client_id=None, metadata_document_url=None) == "dynamic"
     with pytest.raises(AuthorizationFailed) as caught:
         choose_registration(_metadata(), client_id=None, metadata_document_url="https://c/m.json")
@@ -201,10 +213,14 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     keys = tmp_path_factory.mktemp("keys")
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     (keys / "private.pem").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
     )
     (keys / "public.pem").write_bytes(
-        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
     )
     found = Servers(keys)
     yield found
@@ -229,7 +245,9 @@ async def play_browser(url: str) -> None:
 
 def _config(url: str, store: TokenStore | None, **settings: Any) -> ServerConfig:
     oauth = OAuthSettings(browser=play_browser, store=store, keep_tokens=store is not None, **settings)
-    return ServerConfig(url=url, transport="streamable-http", oauth=oauth, limits=settings.pop("limits", FAST))
+    return ServerConfig(
+        url=url, transport="streamable-http", oauth=oauth, limits=settings.pop("limits", FAST)
+    )
 
 
 def _store(tmp_path: Path) -> TokenStore:
@@ -263,7 +281,9 @@ async def test_login_with_pkce_and_dynamic_registration_stores_a_grant_the_next_
 
 
 @pytest.mark.anyio
-async def test_a_403_insufficient_scope_asks_again_with_the_union_of_scopes(servers: Servers, tmp_path: Path) -> None:
+async def test_a_403_insufficient_scope_asks_again_with_the_union_of_scopes(
+    servers: Servers, tmp_path: Path
+) -> None:
     url = servers.url(*MAIN)
     async with connect(_config(url, _store(tmp_path))) as conn:
         assert (await conn.mcp.call_tool("whoami", {})).content[0]["text"] == "whoami: mcp"
@@ -333,7 +353,9 @@ def _cli(state: Path) -> tuple[list[str], dict[str, str]]:
 
 def _run(state: Path, *args: str, outputs: list[str]) -> subprocess.CompletedProcess[str]:
     argv, env = _cli(state)
-    done = subprocess.run([*argv, *args], capture_output=True, text=True, env=env, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [*argv, *args], capture_output=True, text=True, env=env, timeout=TIMEOUT, stdin=subprocess.DEVNULL
+    )
     outputs.extend([done.stdout, done.stderr])
     return done
 
@@ -341,7 +363,11 @@ def _run(state: Path, *args: str, outputs: list[str]) -> subprocess.CompletedPro
 def _login(state: Path, url: str, outputs: list[str]) -> None:
     argv, env = _cli(state)
     process = subprocess.Popen(
-        [*argv, "login", url, "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [*argv, "login", url, "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     assert process.stderr is not None and process.stdout is not None
     lines: list[str] = []
@@ -366,7 +392,9 @@ def test_a_login_on_the_command_line_is_refreshed_by_a_new_process_and_no_token_
     first = json.loads(tokens_file.read_text())["grants"]
     (entry,) = first.values()
     assert stat.S_IMODE(tokens_file.stat().st_mode) == 0o600 and entry["expires_at"] > 0
-    httpx.post(url.replace("/mcp", "/control/revoke"), timeout=TIMEOUT)  # the stored access token stops working
+    httpx.post(
+        url.replace("/mcp", "/control/revoke"), timeout=TIMEOUT
+    )  # the stored access token stops working
     done = _run(tmp_path, "call", "--url", url, "--stored-auth-only", "--text", "whoami", outputs=outputs)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "whoami: mcp"
@@ -410,7 +438,16 @@ def test_client_credentials_on_the_command_line(servers: Servers, tmp_path: Path
 
 def test_a_header_is_taken_as_curl_writes_it(servers: Servers, tmp_path: Path) -> None:
     url = servers.url(*MAIN)
-    done = _run(tmp_path, "call", "--url", url, "--header", "Authorization: Bearer not-a-valid-token-123", "whoami", outputs=[])
+    done = _run(
+        tmp_path,
+        "call",
+        "--url",
+        url,
+        "--header",
+        "Authorization: Bearer not-a-valid-token-123",
+        "whoami",
+        outputs=[],
+    )
     assert done.returncode == 1
     assert "OAuth is off for it" in done.stderr and "not-a-valid-token-123" not in done.stderr
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 __all__ = [
@@ -49,7 +49,16 @@ __all__ = [
 
 #: The steps a refusal names (``AuthorizationFailed.step``).
 Step = Literal["metadata", "issuer", "pkce", "registration", "scope", "login", "callback", "token"]
-STEPS: tuple[Step, ...] = ("metadata", "issuer", "pkce", "registration", "scope", "login", "callback", "token")
+STEPS: tuple[Step, ...] = (
+    "metadata",
+    "issuer",
+    "pkce",
+    "registration",
+    "scope",
+    "login",
+    "callback",
+    "token",
+)
 #: How a client is registered (MCP 2025-11-25 Authorization, Client Registration).
 Registration = Literal["pre-registered", "metadata-document", "dynamic"]
 _PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -191,8 +200,13 @@ def authorization_server_urls(issuer: str) -> list[str]:
 
 def _strings(value: object) -> tuple[str, ...]:
     if isinstance(value, list):
-        return tuple(v for v in value if isinstance(v, str))  # pyright: ignore[reportUnknownVariableType]
+        items = cast("list[object]", value)
+        return tuple(v for v in items if isinstance(v, str))
     return ()
+
+
+def _optional_strings(value: object) -> tuple[str, ...] | None:
+    return None if not isinstance(value, list) else _strings(cast("object", value))
 
 
 def _same_issuer(a: str, b: str) -> bool:
@@ -225,23 +239,25 @@ def read_resource_metadata(document: object, server_url: str) -> ResourceMetadat
     """
     if not isinstance(document, Mapping):
         raise AuthorizationFailed("metadata", "the protected resource metadata is not a JSON object")
-    resource = document.get("resource")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    servers = _strings(document.get("authorization_servers"))  # pyright: ignore[reportUnknownMemberType]
+    doc: Mapping[str, object] = document  # pyright: ignore[reportUnknownVariableType]
+    resource = doc.get("resource")
+    servers = _strings(doc.get("authorization_servers"))
     wanted = canonical_resource(server_url)
     if not isinstance(resource, str) or not resource:
         raise AuthorizationFailed("metadata", "the protected resource metadata has no resource")
     try:
         named = canonical_resource(resource)
     except ValueError:
-        raise AuthorizationFailed("metadata", "the protected resource metadata's resource is no URL") from None
+        raise AuthorizationFailed(
+            "metadata", "the protected resource metadata's resource is no URL"
+        ) from None
     if not (wanted == named or wanted.startswith(named.rstrip("/") + "/")):
         raise AuthorizationFailed(
             "issuer", "the protected resource metadata is for another resource than the server's URL"
         )
     if not servers:
         raise AuthorizationFailed("metadata", "the protected resource metadata names no authorization server")
-    scopes = document.get("scopes_supported")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    return ResourceMetadata(resource, servers, _strings(scopes) if isinstance(scopes, list) else None)
+    return ResourceMetadata(resource, servers, _optional_strings(doc.get("scopes_supported")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,13 +299,12 @@ def read_server_metadata(document: object, issuer: str) -> ServerMetadata:
         value = doc.get(key)
         return value if isinstance(value, str) and value else None
 
-    scopes = doc.get("scopes_supported")
     return ServerMetadata(
         issuer=named,
         authorization_endpoint=text("authorization_endpoint"),
         token_endpoint=token,
         registration_endpoint=text("registration_endpoint"),
-        scopes_supported=_strings(scopes) if isinstance(scopes, list) else None,
+        scopes_supported=_optional_strings(doc.get("scopes_supported")),
         code_challenge_methods_supported=_strings(doc.get("code_challenge_methods_supported")),
         client_id_metadata_document_supported=doc.get("client_id_metadata_document_supported") is True,
         authorization_response_iss_parameter_supported=(
@@ -308,10 +323,13 @@ def require_pkce(metadata: ServerMetadata) -> None:
         AuthorizationFailed: ``pkce``; ``metadata`` when it has no authorization endpoint.
     """
     if metadata.authorization_endpoint is None:
-        raise AuthorizationFailed("metadata", "the authorization server metadata has no authorization_endpoint")
+        raise AuthorizationFailed(
+            "metadata", "the authorization server metadata has no authorization_endpoint"
+        )
     if "S256" not in metadata.code_challenge_methods_supported:
         raise AuthorizationFailed(
-            "pkce", "the authorization server does not advertise PKCE with S256 (code_challenge_methods_supported)"
+            "pkce",
+            "the authorization server does not advertise PKCE with S256 (code_challenge_methods_supported)",
         )
 
 
@@ -338,7 +356,8 @@ def step_up_scopes(granted: str | None, challenge: Challenge, *, step_ups: int, 
     """
     if step_ups >= max_step_ups:
         raise AuthorizationFailed(
-            "scope", f"the server still wants more scopes after {step_ups} step-up(s) (Limits.max_oauth_step_ups)"
+            "scope",
+            f"the server still wants more scopes after {step_ups} step-up(s) (Limits.max_oauth_step_ups)",
         )
     have = (granted or "").split()
     wanted = [s for s in (challenge.scope or "").split() if _SCOPE_TOKEN.match(s)]
@@ -420,7 +439,9 @@ def callback_code(query: str, *, state: str, metadata: ServerMetadata) -> str:
     params = dict(parse_qsl(query, keep_blank_values=True))
     iss = params.get("iss")
     if iss is not None and not _same_issuer(iss, metadata.issuer):
-        raise AuthorizationFailed("issuer", "the authorization response came from another issuer (iss, RFC 9207)")
+        raise AuthorizationFailed(
+            "issuer", "the authorization response came from another issuer (iss, RFC 9207)"
+        )
     if iss is None and metadata.authorization_response_iss_parameter_supported:
         raise AuthorizationFailed(
             "issuer", "the authorization response has no iss though the server advertises it (RFC 9207)"
@@ -430,7 +451,9 @@ def callback_code(query: str, *, state: str, metadata: ServerMetadata) -> str:
     if "error" in params:
         error = params["error"] if re.fullmatch(r"[a-z_]{1,64}", params["error"]) else "an error"
         if error == "invalid_scope":
-            raise AuthorizationFailed("scope", "the authorization server refused the scopes asked for (invalid_scope)")
+            raise AuthorizationFailed(
+                "scope", "the authorization server refused the scopes asked for (invalid_scope)"
+            )
         raise AuthorizationFailed("callback", f"the authorization server answered the login with {error}")
     code = params.get("code")
     if not code:

@@ -31,6 +31,7 @@ from mcpl_host.auth.discovery import (
     Challenge,
     ResourceMetadata,
     ServerMetadata,
+    Step,
     authorization_server_urls,
     bearer_challenge,
     callback_code,
@@ -77,20 +78,24 @@ class Discovery:
 
 
 def _authlib() -> Any:
-    """Authlib's OAuth message builders (loaded on first use): ``prepare_grant_uri``,
-    ``prepare_token_request``, ``create_s256_code_challenge``, ``ClientAuth``,
-    ``PrivateKeyJWT``."""
-    from authlib.oauth2 import rfc6749, rfc7523, rfc7636  # pyright: ignore[reportMissingTypeStubs]
-    from authlib.oauth2.auth import ClientAuth  # pyright: ignore[reportMissingTypeStubs]
+    """Authlib's OAuth message builders, loaded on first use (Authlib ships no type
+    information; each is used as documented): ``prepare_grant_uri`` and
+    ``prepare_token_request`` (RFC 6749 §4.1.1, §4.1.3), ``create_s256_code_challenge``
+    (RFC 7636 §4.2), ``ClientAuth`` (RFC 6749 §2.3) and ``PrivateKeyJWT`` (RFC 7523 §2.2)."""
+    import importlib
+    import types
 
-    class Lib:
-        prepare_grant_uri = staticmethod(rfc6749.parameters.prepare_grant_uri)  # pyright: ignore[reportUnknownMemberType]
-        prepare_token_request = staticmethod(rfc6749.parameters.prepare_token_request)  # pyright: ignore[reportUnknownMemberType]
-        create_s256_code_challenge = staticmethod(rfc7636.create_s256_code_challenge)  # pyright: ignore[reportUnknownMemberType]
-        client_auth = ClientAuth
-        private_key_jwt = rfc7523.PrivateKeyJWT  # pyright: ignore[reportUnknownMemberType]
-
-    return Lib
+    parameters: Any = importlib.import_module("authlib.oauth2.rfc6749.parameters")
+    pkce: Any = importlib.import_module("authlib.oauth2.rfc7636")
+    auth: Any = importlib.import_module("authlib.oauth2.auth")
+    jwt: Any = importlib.import_module("authlib.oauth2.rfc7523")
+    return types.SimpleNamespace(
+        prepare_grant_uri=parameters.prepare_grant_uri,
+        prepare_token_request=parameters.prepare_token_request,
+        create_s256_code_challenge=pkce.create_s256_code_challenge,
+        client_auth=auth.ClientAuth,
+        private_key_jwt=jwt.PrivateKeyJWT,
+    )
 
 
 class OAuthFlow:
@@ -126,7 +131,9 @@ class OAuthFlow:
     def _client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             follow_redirects=False,
-            timeout=httpx.Timeout(self._limits.http_connect_timeout_seconds, read=self._limits.http_reply_timeout_seconds),
+            timeout=httpx.Timeout(
+                self._limits.http_connect_timeout_seconds, read=self._limits.http_reply_timeout_seconds
+            ),
             verify=self._ssl if self._ssl is not None else True,
         )
 
@@ -143,9 +150,10 @@ class OAuthFlow:
         except httpx.HTTPError:
             return None
         try:
-            return json.loads(body)
+            document: object = json.loads(body)
         except ValueError:
             return None
+        return document
 
     async def _bounded(self, response: httpx.Response) -> bytes:
         body = bytearray()
@@ -165,7 +173,10 @@ class OAuthFlow:
                 response = await client.post(
                     self._url,
                     content=_PROBE,
-                    headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+                    headers={
+                        "Content-Type": "application/json",
+                        "Accept": "application/json, text/event-stream",
+                    },
                 )
             except httpx.HTTPError:
                 return None
@@ -190,7 +201,8 @@ class OAuthFlow:
                     break
             if resource_metadata is None:
                 raise AuthorizationFailed(
-                    "metadata", "the server publishes no protected resource metadata (RFC 9728), so its authorization server is unknown"
+                    "metadata",
+                    "the server publishes no protected resource metadata (RFC 9728), so its authorization server is unknown",
                 )
             issuer = resource_metadata.authorization_servers[0]
             server: ServerMetadata | None = None
@@ -201,7 +213,8 @@ class OAuthFlow:
                     break
             if server is None:
                 raise AuthorizationFailed(
-                    "metadata", "the authorization server publishes no metadata (RFC 8414 nor OpenID Connect Discovery)"
+                    "metadata",
+                    "the authorization server publishes no metadata (RFC 8414 nor OpenID Connect Discovery)",
                 )
         scope = self.settings.scope or choose_scopes(challenge, resource_metadata)
         return Discovery(resource_metadata, server, resource_metadata.resource, scope)
@@ -210,7 +223,9 @@ class OAuthFlow:
 
     async def _register(self, found: Discovery, redirect_uri: str) -> tuple[str, str | None]:
         how = choose_registration(
-            found.server, client_id=self.settings.client_id, metadata_document_url=self.settings.client_metadata_url
+            found.server,
+            client_id=self.settings.client_id,
+            metadata_document_url=self.settings.client_metadata_url,
         )
         if how == "pre-registered":
             assert self.settings.client_id is not None
@@ -234,7 +249,9 @@ class OAuthFlow:
                     "registration", "the registration endpoint could not be reached"
                 ) from None
         if status not in (200, 201):
-            raise AuthorizationFailed("registration", f"the authorization server refused the dynamic registration (HTTP {status})")
+            raise AuthorizationFailed(
+                "registration", f"the authorization server refused the dynamic registration (HTTP {status})"
+            )
         try:
             document = json.loads(body)
         except ValueError:
@@ -284,7 +301,15 @@ class OAuthFlow:
         )
 
     async def _token_request(
-        self, endpoint: str, grant_type: str, *, client_id: str, secret: str | None, method: str, what: str, **params: Any
+        self,
+        endpoint: str,
+        grant_type: str,
+        *,
+        client_id: str,
+        secret: str | None,
+        method: str,
+        what: str,
+        **params: Any,
     ) -> dict[str, Any]:
         """POST a token request (RFC 6749 §4.1.3, §4.4.2, §6): the body and the client's
         authentication built by Authlib (``prepare_token_request``; ``ClientAuth`` with
@@ -304,25 +329,37 @@ class OAuthFlow:
             self._redactor.add(credential)
             auth_method = lib.private_key_jwt(endpoint, alg=self.settings.private_key_alg)
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
-        _, headers, body = lib.client_auth(client_id, credential, auth_method).prepare("POST", endpoint, headers, body)
+        _, headers, body = lib.client_auth(client_id, credential, auth_method).prepare(
+            "POST", endpoint, headers, body
+        )
         async with self._client() as client:
             try:
-                async with client.stream("POST", endpoint, content=str(body).encode(), headers=headers) as response:
+                async with client.stream(
+                    "POST", endpoint, content=str(body).encode(), headers=headers
+                ) as response:
                     raw = await self._bounded(response)
                     status = response.status_code
             except httpx.HTTPError:
-                raise AuthorizationFailed("token", f"the token endpoint could not be reached for {what}") from None
+                raise AuthorizationFailed(
+                    "token", f"the token endpoint could not be reached for {what}"
+                ) from None
         try:
             answer: object = json.loads(raw)
         except ValueError:
             answer = None
         if not isinstance(answer, dict):
-            raise AuthorizationFailed("token", f"the token endpoint answered {what} with no JSON object (HTTP {status})")
+            raise AuthorizationFailed(
+                "token", f"the token endpoint answered {what} with no JSON object (HTTP {status})"
+            )
         document: dict[str, Any] = answer  # pyright: ignore[reportUnknownVariableType]
         if status != 200 or "error" in document:
             error = document.get("error")
-            shown = error if isinstance(error, str) and error.replace("_", "").isalpha() and len(error) <= 64 else "an error"
-            step = "scope" if shown == "invalid_scope" else "token"
+            shown = (
+                error
+                if isinstance(error, str) and error.replace("_", "").isalpha() and len(error) <= 64
+                else "an error"
+            )
+            step: Step = "scope" if shown == "invalid_scope" else "token"
             raise AuthorizationFailed(step, f"the token endpoint refused {what} ({shown}, HTTP {status})")
         return document
 
@@ -434,10 +471,13 @@ class OAuthFlow:
                         await browser(url)
                     except Exception:  # whatever showing the URL raised, the login is over
                         tasks.cancel_scope.cancel()
-                        raise AuthorizationFailed("login", "the authorization URL could not be shown") from None
+                        raise AuthorizationFailed(
+                            "login", "the authorization URL could not be shown"
+                        ) from None
         except TimeoutError:
             raise AuthorizationFailed(
-                "login", "the browser did not come back to the loopback redirect in time (Limits.oauth_login_timeout_seconds)"
+                "login",
+                "the browser did not come back to the loopback redirect in time (Limits.oauth_login_timeout_seconds)",
             ) from None
         return found[0]
 

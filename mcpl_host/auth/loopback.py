@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from types import TracebackType
+from typing import cast
 
 import anyio
 import anyio.abc
@@ -37,8 +38,9 @@ class LoopbackListener:
 
     async def __aenter__(self) -> LoopbackListener:
         listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        (self._listener,) = listener.listeners  # one address: 127.0.0.1
-        self.port = int(self._listener.extra(anyio.abc.SocketAttribute.local_port))
+        (only,) = listener.listeners  # one address: 127.0.0.1
+        self.port = int(only.extra(anyio.abc.SocketAttribute.local_port))
+        self._listener = cast("anyio.abc.SocketListener", only)  # a TCP listener: it has accept()
         return self
 
     async def __aexit__(

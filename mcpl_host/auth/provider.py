@@ -31,7 +31,13 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from mcpl_host.auth.discovery import AuthorizationFailed, Challenge, bearer_challenge, is_stale, step_up_scopes
+from mcpl_host.auth.discovery import (
+    AuthorizationFailed,
+    Challenge,
+    bearer_challenge,
+    is_stale,
+    step_up_scopes,
+)
 from mcpl_host.auth.flow import Browser, OAuthFlow
 from mcpl_host.auth.settings import OAuthSettings
 from mcpl_host.auth.store import StoredGrant, TokenStore
@@ -68,7 +74,13 @@ class OAuth(httpx.Auth):
     ) -> None:
         extra: dict[str, Any] = {} if clock is None else {"clock": clock}
         self.flow = OAuthFlow(
-            server_url, settings, limits=limits, redactor=redactor, ssl_context=ssl_context, browser=browser, **extra
+            server_url,
+            settings,
+            limits=limits,
+            redactor=redactor,
+            ssl_context=ssl_context,
+            browser=browser,
+            **extra,
         )
         self._clock = self.flow._clock  # pyright: ignore[reportPrivateUsage]
         self._limits = limits
@@ -115,7 +127,9 @@ class OAuth(httpx.Auth):
         response = yield request
         status = response.status_code
         challenge = bearer_challenge(response.headers.get("www-authenticate"))
-        if status == 401 or (status == 403 and challenge is not None and challenge.error == "insufficient_scope"):
+        if status == 401 or (
+            status == 403 and challenge is not None and challenge.error == "insufficient_scope"
+        ):
             try:
                 grant = await self._heal(status, sent, challenge)
             except AuthorizationFailed as exc:

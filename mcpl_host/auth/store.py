@@ -22,7 +22,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["KEYRING_SERVICE", "StoredGrant", "TokenStore", "default_store_path", "keyring_usable"]
 
@@ -108,13 +108,21 @@ class TokenStore:
     def _read(self) -> dict[str, dict[str, Any]]:
         try:
             with self.path.open("rb") as file:
-                data = json.loads(file.read(16 * 1024 * 1024))
+                data: object = json.loads(file.read(16 * 1024 * 1024))
         except (OSError, ValueError):
             return {}
-        grants = data.get("grants") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return {}
+        table: dict[object, object] = data  # pyright: ignore[reportUnknownVariableType]
+        grants = table.get("grants")
         if not isinstance(grants, dict):
             return {}
-        return {k: v for k, v in grants.items() if isinstance(k, str) and isinstance(v, dict)}  # pyright: ignore[reportUnknownVariableType]
+        entries: dict[object, object] = grants  # pyright: ignore[reportUnknownVariableType]
+        return {
+            k: cast("dict[str, Any]", v)
+            for k, v in entries.items()
+            if isinstance(k, str) and isinstance(v, dict)
+        }
 
     def _write(self, grants: Mapping[str, Mapping[str, Any]]) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -127,7 +135,7 @@ class TokenStore:
         os.replace(temporary, self.path)
 
     def _grant(self, entry: Mapping[str, Any]) -> StoredGrant | None:
-        fields = {k: entry.get(k) for k in StoredGrant.__dataclass_fields__}
+        fields: dict[str, Any] = {k: entry.get(k) for k in StoredGrant.__dataclass_fields__}
         if entry.get("secrets_in") == "keyring":
             secrets = self._keyring_get(f"{entry.get('issuer')} {entry.get('resource')}")
             if secrets is None:
@@ -137,8 +145,8 @@ class TokenStore:
             grant = StoredGrant(**fields)
         except TypeError:
             return None
-        text_fields = (grant.server_url, grant.resource, grant.issuer, grant.token_endpoint, grant.client_id)
-        if not all(isinstance(v, str) and v for v in (*text_fields, grant.access_token)):
+        names = ("server_url", "resource", "issuer", "token_endpoint", "client_id", "access_token")
+        if not all(isinstance(fields.get(n), str) and fields.get(n) for n in names):
             return None
         return grant
 
