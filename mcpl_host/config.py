@@ -959,6 +959,7 @@ _OAUTH_KEYS = {
     "scope": ("scope", ""),
     "clientMetadataUrl": ("client_metadata_url", "string"),
     "clientCredentials": ("client_credentials", "boolean"),
+    "callbackPort": ("callback_port", ""),
 }
 
 
@@ -981,6 +982,14 @@ def _oauth(value: object, loc: str, p: _Problems) -> OAuthSettings:
         else:
             scopes = p.strings(scope, key_location(loc, "scope"))
             kw["scope"] = " ".join(scopes) if scopes else None
+    if "callbackPort" in entry:
+        kw["callback_port"] = p.typed(
+            entry["callbackPort"],
+            key_location(loc, "callbackPort"),
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536,
+            "a port number (1 to 65535)",
+            show=True,
+        )
     if "privateKeyFile" in entry and isinstance(kw.get("private_key_file"), str):
         if kw["private_key_file"].startswith("~"):
             kw["private_key_file"] = str(Path(kw["private_key_file"]).expanduser())

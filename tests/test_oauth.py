@@ -15,7 +15,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from mcpl_host.auth.discovery import (
 )
 from mcpl_host.auth.provider import OAuth
 from mcpl_host.auth.settings import OAuthSettings
-from mcpl_host.auth.store import TokenStore
+from mcpl_host.auth.store import StoredGrant, TokenStore
 from mcpl_host.jsonrpc.errors import InitializeError, MCPLHostError
 from mcpl_host.limits import Limits
 from mcpl_host.secrets import Redactor
@@ -171,6 +171,55 @@ def test_a_token_is_stale_shortly_before_its_absolute_expiry() -> None:
     assert is_stale(1000.0, 990.0)
 
 
+def test_a_credential_added_to_the_redactor_is_hidden_from_then_on() -> None:
+    redactor = Redactor(["configured-secret-1"])
+    redactor.add("rt-obtained-later-42", "ab")
+    assert redactor.redact("configured-secret-1 rt-obtained-later-42 ab") == "[redacted] [redacted] ab"
+    assert redactor.redact('{"t": "rt-obtained\\u002dlater-42"}') == '{"t": "[redacted]"}'
+
+
+def test_with_a_keyring_the_file_holds_no_secret(tmp_path: Path) -> None:
+    import keyring
+    from keyring.backend import KeyringBackend
+
+    class Memory(KeyringBackend):
+        priority = 1  # type: ignore[assignment]
+        kept: dict[tuple[str, str], str] = {}
+
+        def get_password(self, service: str, username: str) -> str | None:
+            return self.kept.get((service, username))
+
+        def set_password(self, service: str, username: str, password: str) -> None:
+            self.kept[(service, username)] = password
+
+        def delete_password(self, service: str, username: str) -> None:
+            self.kept.pop((service, username), None)
+
+    before = keyring.get_keyring()
+    keyring.set_keyring(Memory())
+    try:
+        store = TokenStore(tmp_path / "tokens.json")
+        assert store.uses_keyring
+        grant = StoredGrant(
+            "https://h/mcp",
+            "https://h/mcp",
+            "https://a",
+            "https://a/token",
+            "c",
+            "at-0123456789",
+            "rt-0123456789",
+        )
+        store.save(grant)
+        text = store.path.read_text()
+        assert (
+            "at-0123456789" not in text and "rt-0123456789" not in text and '"secrets_in": "keyring"' in text
+        )
+        assert store.find("https://h/mcp") == grant
+        assert store.remove("https://h/mcp") == 1 and Memory.kept == {}
+    finally:
+        keyring.set_keyring(before)
+
+
 # --- against a real authorization server ---------------------------------------------------
 
 
@@ -254,9 +303,6 @@ def _store(tmp_path: Path) -> TokenStore:
     return TokenStore(tmp_path / "tokens.json", use_keyring=False)
 
 
-pytestmark_anyio = pytest.mark.anyio
-
-
 @pytest.mark.anyio
 async def test_login_with_pkce_and_dynamic_registration_stores_a_grant_the_next_connection_uses(
     servers: Servers, tmp_path: Path, logs: list[dict[str, Any]]
@@ -309,6 +355,8 @@ async def test_step_ups_stop_at_the_limit_with_one_sentence(servers: Servers, tm
         ("--wrong-issuer", "issuer", "names another issuer"),
         ("--no-pkce", "pkce", "S256"),
         ("--bad-iss", "issuer", "another issuer (iss, RFC 9207)"),
+        ("--no-prm", "metadata", "no protected resource metadata"),
+        ("--refuse-registration", "registration", "refused the dynamic registration (HTTP 400)"),
     ],
 )
 async def test_a_server_failing_a_check_is_refused_naming_the_step(
@@ -450,6 +498,3 @@ def test_a_header_is_taken_as_curl_writes_it(servers: Servers, tmp_path: Path) -
     )
     assert done.returncode == 1
     assert "OAuth is off for it" in done.stderr and "not-a-valid-token-123" not in done.stderr
-
-
-Factory = Callable[..., Any]

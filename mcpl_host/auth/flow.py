@@ -416,7 +416,10 @@ class OAuthFlow:
     async def _authorization_code(self, found: Discovery, browser: Browser) -> StoredGrant:
         assert found.server.authorization_endpoint is not None
         lib = _authlib()
-        async with LoopbackListener(max_bytes=self._limits.max_oauth_document_bytes) as listener:
+        listening = LoopbackListener(
+            max_bytes=self._limits.max_oauth_document_bytes, port=self.settings.callback_port or 0
+        )
+        async with listening as listener:
             client_id, secret = await self._register(found, listener.redirect_uri)
             method = token_auth_method(found.server, has_secret=secret is not None, has_key=False)
             verifier = _secrets.token_urlsafe(64)  # RFC 7636 §4.1: 86 characters

@@ -1,7 +1,7 @@
 """The loopback redirect listener of an interactive login (RFC 8252 §7.3, MCP 2025-11-25
 Authorization: redirect URIs are ``localhost`` or ``https``).
 
-``LoopbackListener`` listens on ``127.0.0.1`` on a port the system picks;
+``LoopbackListener`` listens on ``127.0.0.1`` on a port the system picks (or the one given);
 ``redirect_uri`` is ``http://127.0.0.1:<port>/callback``. ``wait()`` answers each
 connection once and returns the query of the first ``GET /callback`` (other paths get 404).
 A request head longer than ``max_bytes`` is refused. Nothing here logs the query: it holds
@@ -26,8 +26,9 @@ class LoopbackListener:
     """``async with LoopbackListener(max_bytes=...) as listener:``, then
     ``listener.redirect_uri`` and ``await listener.wait()`` (bounded by the caller)."""
 
-    def __init__(self, *, max_bytes: int) -> None:
+    def __init__(self, *, max_bytes: int, port: int = 0) -> None:
         self._max_bytes = max_bytes
+        self._wanted_port = port
         self._listener: anyio.abc.SocketListener | None = None
         self.port = 0
 
@@ -37,7 +38,7 @@ class LoopbackListener:
         return f"http://127.0.0.1:{self.port}/callback"
 
     async def __aenter__(self) -> LoopbackListener:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self._wanted_port)
         (only,) = listener.listeners  # one address: 127.0.0.1
         self.port = int(only.extra(anyio.abc.SocketAttribute.local_port))
         self._listener = cast("anyio.abc.SocketListener", only)  # a TCP listener: it has accept()

@@ -27,7 +27,9 @@ class OAuthSettings:
     ``scopes_supported``). ``client_metadata_url``: the ``https://`` URL of this client's
     metadata document (used when the server advertises
     ``client_id_metadata_document_supported``). ``client_credentials``: use the client
-    credentials grant even when a person could log in.
+    credentials grant even when a person could log in. ``callback_port``: the loopback
+    redirect's port (config key ``callbackPort``, as Claude Code writes it; default: a free
+    port the system picks), for a pre-registered client whose redirect URI names one.
 
     Not from a config file: ``browser`` shows the authorization URL to a person (None: no
     person may be asked; a login is then refused in one sentence); ``store``: where grants
@@ -47,11 +49,14 @@ class OAuthSettings:
     scope: str | None = None
     client_metadata_url: str | None = None
     client_credentials: bool = False
+    callback_port: int | None = None
     browser: Callable[[str], Awaitable[None]] | None = field(default=None, compare=False, repr=False)
     store: TokenStore | None = field(default=None, compare=False, repr=False)
     keep_tokens: bool = True
 
     def __post_init__(self) -> None:
+        if self.callback_port is not None and not 0 < self.callback_port < 65536:
+            raise ValueError("the callback port must be 1 to 65535")
         if self.client_secret is not None and self.private_key_file is not None:
             raise ValueError("give a client secret or a private key for private_key_jwt, not both")
         if (self.client_secret is not None or self.private_key_file is not None) and not self.client_id:
