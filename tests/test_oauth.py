@@ -327,6 +327,33 @@ async def test_login_with_pkce_and_dynamic_registration_stores_a_grant_the_next_
 
 
 @pytest.mark.anyio
+async def test_a_token_near_its_absolute_expiry_is_refreshed_before_it_is_sent(
+    servers: Servers, tmp_path: Path
+) -> None:
+    url = servers.url(*MAIN)
+    now = [1_000_000_000.0]
+    oauth = OAuth(
+        url,
+        OAuthSettings(),
+        limits=FAST,
+        redactor=Redactor(),
+        store=_store(tmp_path),
+        browser=play_browser,
+        clock=lambda: now[0],
+    )
+    first = await oauth.login()
+    assert first.expires_at == now[0] + 3600
+    now[0] += 3600  # the token's expiry: it is not sent again
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    async with httpx.AsyncClient(auth=oauth.httpx_auth(), timeout=TIMEOUT) as client:
+        answer = await client.post(url, content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 200
+    assert oauth.grant is not None and oauth.grant.access_token != first.access_token
+    assert oauth.grant.expires_at == now[0] + 3600
+    assert _store(tmp_path).find(url) == oauth.grant
+
+
+@pytest.mark.anyio
 async def test_a_403_insufficient_scope_asks_again_with_the_union_of_scopes(
     servers: Servers, tmp_path: Path
 ) -> None:
