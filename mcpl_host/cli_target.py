@@ -614,6 +614,11 @@ def check_target(
         raise click.UsageError("--token-in applies only with --ws")
     if http_url is None and explicit & {"http_headers", "http_transport"}:
         raise click.UsageError("--header and --transport apply only with --url")
+    oauth_given = explicit & {"oauth_client_id", "oauth_client_secret", "oauth_private_key", "oauth_scope"}
+    if http_url is None and config_file is None and oauth_given:
+        raise click.UsageError(
+            "--client-id, --client-secret, --private-key-jwt and --scope apply only with --url or --config"
+        )
     if isinstance(http_url, str) and is_mcpl_uri(http_url) and "http_transport" in explicit:
         raise click.UsageError("--transport applies only to an http:// or https:// URL, not mcpl://")
     if (ws_url or http_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:

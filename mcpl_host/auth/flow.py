@@ -202,7 +202,8 @@ class OAuthFlow:
             if resource_metadata is None:
                 raise AuthorizationFailed(
                     "metadata",
-                    "the server publishes no protected resource metadata (RFC 9728), so its authorization server is unknown",
+                    "the server publishes no protected resource metadata (RFC 9728), so its authorization server is "
+                    "unknown; if it takes a token instead, give it (--token, or an Authorization header)",
                 )
             issuer = resource_metadata.authorization_servers[0]
             server: ServerMetadata | None = None
