@@ -60,6 +60,8 @@ def oauth_settings(base: OAuthSettings, options: dict[str, Any]) -> OAuthSetting
     ):
         if options.get(option):
             changes[field] = options[option]
+    if "client_secret" in changes and not (changes.get("client_id") or base.client_id):
+        del changes["client_secret"]  # $MCPL_HOST_CLIENT_SECRET goes with a client id only
     stored_only = bool(options.get("stored_auth_only"))
     changes["browser"] = None if stored_only or not _on_terminal() else terminal_browser()
     try:
