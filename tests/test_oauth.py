@@ -476,6 +476,18 @@ def test_a_login_on_the_command_line_is_refreshed_by_a_new_process_and_no_token_
     (after,) = json.loads(tokens_file.read_text())["grants"].values()
     assert after["access_token"] != entry["access_token"] and after["expires_at"] >= entry["expires_at"]
     assert url in servers.log(url)["refresh_token_resource"]
+    report = _run(
+        tmp_path,
+        "probe",
+        "--url",
+        url,
+        "--stored-auth-only",
+        "--json",
+        "--log-level",
+        "debug",
+        outputs=outputs,
+    )
+    assert report.returncode == 0, report.stderr
     status = _run(tmp_path, "auth", "status", "--json", outputs=outputs)
     (row,) = json.loads(status.stdout)["logins"]
     assert (row["server"], row["issuer"], row["scope"]) == (url, url.replace("/mcp", "/as"), "mcp")
