@@ -46,6 +46,8 @@ from mcpl_host.jsonrpc.errors import InitializeError, MCPLHostError
 from mcpl_host.limits import Limits
 from mcpl_host.secrets import Redactor
 
+from . import forkserver
+
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "oauth_server.py"
 TIMEOUT = 60
 FAST = Limits(handshake_timeout_seconds=30.0, close_grace_seconds=1.0)
@@ -417,34 +419,25 @@ async def test_client_credentials_for_machines(servers: Servers, how: str) -> No
 # --- the command line, in processes of its own ---------------------------------------------
 
 
-def _cli(state: Path) -> tuple[list[str], dict[str, str]]:
-    env = {
+def _env(state: Path) -> dict[str, str]:
+    """The environment of a command-line run: its own state folder, and no keyring (the
+    grants in the file, whatever this machine has)."""
+    return {
         **os.environ,
         "XDG_STATE_HOME": str(state),
         "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
     }
-    return [sys.executable, "-c", "from mcpl_host.cli import main; main()"], env
 
 
 def _run(state: Path, *args: str, outputs: list[str]) -> subprocess.CompletedProcess[str]:
-    argv, env = _cli(state)
-    done = subprocess.run(
-        [*argv, *args], capture_output=True, text=True, env=env, timeout=TIMEOUT, stdin=subprocess.DEVNULL
-    )
+    done = forkserver.run([*forkserver.CLI, *args], env=_env(state), timeout=TIMEOUT, text=True, input="")
     outputs.extend([done.stdout, done.stderr])
     return done
 
 
 def _login(state: Path, url: str, outputs: list[str]) -> None:
-    argv, env = _cli(state)
-    process = subprocess.Popen(
-        [*argv, "login", url, "--no-browser"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert process.stderr is not None and process.stdout is not None
+    """``mcpl-host login URL --no-browser``, its printed URL opened as a browser would."""
+    process = forkserver.Forked([*forkserver.CLI, "login", url, "--no-browser"], _env(state))
     lines: list[str] = []
     for line in process.stderr:
         lines.append(line)

@@ -129,12 +129,17 @@ class OAuthFlow:
         return f"<OAuthFlow {self.server_url}>"
 
     def _client(self) -> httpx.AsyncClient:
+        """A client for one exchange with the authorization server: redirects never
+        followed, the transport's timeouts, one SSL context per flow (building one per
+        client costs tenths of a second)."""
+        if self._ssl is None:
+            self._ssl = httpx.create_ssl_context()
         return httpx.AsyncClient(
             follow_redirects=False,
             timeout=httpx.Timeout(
                 self._limits.http_connect_timeout_seconds, read=self._limits.http_reply_timeout_seconds
             ),
-            verify=self._ssl if self._ssl is not None else True,
+            verify=self._ssl,
         )
 
     # --- discovery ---------------------------------------------------------------------
