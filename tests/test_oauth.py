@@ -329,6 +329,22 @@ async def test_login_with_pkce_and_dynamic_registration_stores_a_grant_the_next_
 
 
 @pytest.mark.anyio
+async def test_a_client_id_metadata_document_url_comes_before_dynamic_registration(
+    servers: Servers, tmp_path: Path
+) -> None:
+    url = servers.url("--cimd")
+    document = "https://client.example/mcpl-host.json"
+    settings = OAuthSettings(client_metadata_url=document)
+    oauth = OAuth(
+        url, settings, limits=FAST, redactor=Redactor(), store=_store(tmp_path), browser=play_browser
+    )
+    grant = await oauth.login()
+    assert grant.client_id == document
+    seen = servers.log(url)
+    assert document in seen["authorize_client_id"] and "application_type" not in seen
+
+
+@pytest.mark.anyio
 async def test_a_token_near_its_absolute_expiry_is_refreshed_before_it_is_sent(
     servers: Servers, tmp_path: Path
 ) -> None:
