@@ -423,7 +423,9 @@ class OAuthFlow:
         assert found.server.authorization_endpoint is not None
         lib = _authlib()
         listening = LoopbackListener(
-            max_bytes=self._limits.max_oauth_document_bytes, port=self.settings.callback_port or 0
+            max_bytes=self._limits.max_oauth_document_bytes,
+            head_seconds=self._limits.http_reply_timeout_seconds,
+            port=self.settings.callback_port or 0,
         )
         async with listening as listener:
             client_id, secret = await self._register(found, listener.redirect_uri)

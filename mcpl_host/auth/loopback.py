@@ -4,7 +4,9 @@ Authorization: redirect URIs are ``localhost`` or ``https``).
 ``LoopbackListener`` listens on ``127.0.0.1`` on a port the system picks (or the one given);
 ``redirect_uri`` is ``http://127.0.0.1:<port>/callback``. ``wait()`` answers each
 connection once and returns the query of the first ``GET /callback`` (other paths get 404).
-A request head longer than ``max_bytes`` is refused. Nothing here logs the query: it holds
+A request head longer than ``max_bytes``, or not received within ``head_seconds``, is
+refused. A port that cannot be listened on is
+``AuthorizationFailed`` (``login``). Nothing here logs the query: it holds
 the authorization code.
 """
 
@@ -17,17 +19,20 @@ from typing import cast
 import anyio
 import anyio.abc
 
+from mcpl_host.auth.discovery import AuthorizationFailed
+
 __all__ = ["LoopbackListener"]
 
 _DONE_PAGE = b"mcpl-host: the login is complete; this window may be closed.\n"
 
 
 class LoopbackListener:
-    """``async with LoopbackListener(max_bytes=...) as listener:``, then
+    """``async with LoopbackListener(max_bytes=..., head_seconds=...) as listener:``, then
     ``listener.redirect_uri`` and ``await listener.wait()`` (bounded by the caller)."""
 
-    def __init__(self, *, max_bytes: int, port: int = 0) -> None:
+    def __init__(self, *, max_bytes: int, head_seconds: float, port: int = 0) -> None:
         self._max_bytes = max_bytes
+        self._head_seconds = head_seconds
         self._wanted_port = port
         self._listener: anyio.abc.SocketListener | None = None
         self.port = 0
@@ -38,7 +43,13 @@ class LoopbackListener:
         return f"http://127.0.0.1:{self.port}/callback"
 
     async def __aenter__(self) -> LoopbackListener:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self._wanted_port)
+        try:
+            listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self._wanted_port)
+        except OSError:
+            raise AuthorizationFailed(
+                "login",
+                f"the loopback redirect could not listen on 127.0.0.1 port {self._wanted_port or 'any'}",
+            ) from None
         (only,) = listener.listeners  # one address: 127.0.0.1
         self.port = int(only.extra(anyio.abc.SocketAttribute.local_port))
         self._listener = cast("anyio.abc.SocketListener", only)  # a TCP listener: it has accept()
@@ -62,7 +73,7 @@ class LoopbackListener:
 
     async def _answer(self, stream: anyio.abc.SocketStream) -> str | None:
         head = b""
-        with anyio.move_on_after(10):
+        with anyio.move_on_after(self._head_seconds):
             while b"\r\n\r\n" not in head and len(head) <= self._max_bytes:
                 try:
                     chunk = await stream.receive(4096)

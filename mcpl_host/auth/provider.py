@@ -160,7 +160,15 @@ class OAuth(httpx.Auth):
         """Hold ``grant``; store it when a person's login obtained it (module rules)."""
         self._grant = grant
         if self._store is not None and grant.grant_type == "authorization_code":
-            await anyio.to_thread.run_sync(self._store.save, grant)
+            try:
+                await anyio.to_thread.run_sync(self._store.save, grant)
+            except Exception as exc:  # a keyring backend may raise anything; the grant stays in memory
+                if self._logger is not None:
+                    self._logger.warning(
+                        "the OAuth grant could not be stored; it is kept for this process only",
+                        store=repr(self._store),
+                        error=type(exc).__name__,
+                    )
         return grant
 
     async def _stored(self) -> StoredGrant | None:
