@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -502,6 +503,7 @@ def test_a_login_on_the_command_line_is_refreshed_by_a_new_process_and_no_token_
     assert (row["server"], row["issuer"], row["scope"]) == (url, url.replace("/mcp", "/as"), "mcp")
     secrets = [entry["access_token"], entry["refresh_token"], after["access_token"], after["refresh_token"]]
     for text in outputs:
+        assert FIXTURE_TOKEN.search(text) is None
         for secret in secrets:
             assert secret not in text
     assert _run(tmp_path, "logout", url, outputs=outputs).returncode == 0
@@ -530,6 +532,30 @@ def test_client_credentials_on_the_command_line(servers: Servers, tmp_path: Path
     assert done.stdout.strip() == "whoami: mcp"
     assert not (tmp_path / "mcpl-host" / "tokens.json").exists()  # a machine's token is not stored
     assert all(secret not in text for text in outputs)
+
+
+#: Every token the fixture issues (``at-`` and ``rt-`` and 32 characters).
+FIXTURE_TOKEN = re.compile(r"\b[ar]t-[A-Za-z0-9_-]{32}")
+
+
+def test_check_with_client_credentials_writes_no_credential_to_its_junit(
+    servers: Servers, tmp_path: Path
+) -> None:
+    url = servers.url(*MAIN)
+    outputs: list[str] = []
+    junit = tmp_path / "junit.xml"
+    secret = "machine-secret-0123456789"
+    done = _run(
+        tmp_path,
+        "check", "--url", url, "--stored-auth-only", "--client-id", "machine", "--client-secret", secret,
+        "--only", "lifecycle", "--junit", str(junit), "--log-level", "debug",
+        outputs=outputs,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    outputs.append(junit.read_text())
+    assert "init.initialized" in outputs[-1]
+    for text in outputs:
+        assert secret not in text and FIXTURE_TOKEN.search(text) is None
 
 
 def test_a_header_is_taken_as_curl_writes_it(servers: Servers, tmp_path: Path) -> None:
