@@ -311,6 +311,7 @@ Examples:
 @click.pass_context
 def check(
     ctx: click.Context,
+    /,
     ws_url: str | None,
     http_url: str | None,
     http_transport: Literal["auto", "streamable-http", "sse"],
