@@ -194,7 +194,6 @@ def status(as_json: bool) -> None:
             "resource": row.get("resource"),
             "scope": row.get("scope"),
             "expiresAt": _when(row.get("expires_at")),
-            "refreshable": row.get("secrets_in") is not None,
             "secretsIn": row.get("secrets_in"),
         }
         for row in store.entries()
