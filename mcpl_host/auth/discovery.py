@@ -24,6 +24,7 @@ from typing import Literal, cast
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 __all__ = [
+    "STALE_MARGIN_SECONDS",
     "STEPS",
     "AuthorizationFailed",
     "Challenge",
@@ -41,10 +42,13 @@ __all__ = [
     "is_stale",
     "parse_challenges",
     "protected_resource_urls",
+    "read_registration",
     "read_resource_metadata",
     "read_server_metadata",
+    "registration_request",
     "require_pkce",
     "step_up_scopes",
+    "token_auth_method",
 ]
 
 #: The steps a refusal names (``AuthorizationFailed.step``).
@@ -477,14 +481,6 @@ def is_stale(expiry: float | None, now: float) -> bool:
     """Whether a token expiring at ``expiry`` (None: unknown) is to be refreshed before it
     is sent at ``now`` (``STALE_MARGIN_SECONDS`` before its expiry)."""
     return expiry is not None and now >= expiry - STALE_MARGIN_SECONDS
-
-
-def scope_union(*scopes: str | None) -> str | None:
-    """Scope strings joined without repeats, in order; None when empty."""
-    seen: list[str] = []
-    for scope in scopes:
-        seen.extend(s for s in (scope or "").split() if s not in seen)
-    return " ".join(seen) or None
 
 
 def token_auth_method(metadata: ServerMetadata, *, has_secret: bool, has_key: bool) -> str:

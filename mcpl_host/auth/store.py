@@ -20,7 +20,7 @@ import contextlib
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -203,8 +203,3 @@ class TokenStore:
         if gone:
             self._write({k: v for k, v in grants.items() if k not in gone})
         return len(gone)
-
-
-def updated(grant: StoredGrant, **changes: Any) -> StoredGrant:
-    """``grant`` with ``changes`` (``dataclasses.replace``)."""
-    return replace(grant, **changes)
