@@ -331,7 +331,12 @@ class OAuthFlow:
         credential: Any = secret
         if method == "private_key_jwt":
             assert self.settings.private_key_file is not None
-            credential = Path(self.settings.private_key_file).read_text(encoding="utf-8")
+            try:
+                credential = Path(self.settings.private_key_file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                raise AuthorizationFailed(
+                    "token", "the private key file for private_key_jwt could not be read"
+                ) from None
             self._redactor.add(credential)
             auth_method = lib.private_key_jwt(endpoint, alg=self.settings.private_key_alg)
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
