@@ -340,9 +340,14 @@ class OAuthFlow:
             self._redactor.add(credential)
             auth_method = lib.private_key_jwt(endpoint, alg=self.settings.private_key_alg)
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
-        _, headers, body = lib.client_auth(client_id, credential, auth_method).prepare(
-            "POST", endpoint, headers, body
-        )
+        try:
+            _, headers, body = lib.client_auth(client_id, credential, auth_method).prepare(
+                "POST", endpoint, headers, body
+            )
+        except Exception:  # a key joserfc cannot use (wrong PEM, wrong algorithm) raises its own errors
+            raise AuthorizationFailed(
+                "token", "the client could not authenticate itself (its key or method is unusable)"
+            ) from None
         async with self._client() as client:
             try:
                 async with client.stream(
