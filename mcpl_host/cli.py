@@ -394,6 +394,9 @@ _LAZY_COMMANDS = {
     "config": "mcpl_host.cli_config:config",
     "task": "mcpl_host.cli_task:task",
     "replay": "mcpl_host.replay.cli:replay",
+    "login": "mcpl_host.cli_auth:login",
+    "logout": "mcpl_host.cli_auth:logout",
+    "auth": "mcpl_host.cli_auth:auth",
 }
 
 

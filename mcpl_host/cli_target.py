@@ -47,7 +47,7 @@ import click
 
 import mcpl_host
 from mcpl_host import editor_configs, report
-from mcpl_host.config import ConfigError, HostConfig, ServerConfig
+from mcpl_host.config import HTTP_TRANSPORTS, ConfigError, HostConfig, ServerConfig
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits
@@ -194,6 +194,28 @@ class EnvPair(_PairType):
         return key, val
 
 
+class HeaderPair(_PairType):
+    """``Name: Value`` (as curl and the MCP Inspector take it) or ``Name=Value``; the value
+    may be a secret, so an error message never repeats it."""
+
+    name = "'NAME: VALUE'"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, str]:
+        if isinstance(value, tuple):
+            return cast("tuple[str, str]", value)
+        text = str(value)
+        colon, equals = text.find(":"), text.find("=")
+        cut = min(i for i in (colon, equals, len(text)) if i >= 0)
+        key, val = text[:cut].strip(), text[cut + 1 :]
+        if cut == len(text) or not key or "\0" in text:
+            self.fail(
+                "expected 'NAME: VALUE' or NAME=VALUE with a non-empty NAME (the value is not shown)",
+                param,
+                ctx,
+            )
+        return key, val.strip() if cut == colon else val
+
+
 def _check_patterns(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     """Refuse a ``--grant``/``--deny`` pattern that matches no capability path (exit 2)."""
     for pattern in value:
@@ -250,11 +272,45 @@ def server_options(*, verb: str = "probe", stderr_level: bool = True, many: bool
         click.option(
             "--header",
             "http_headers",
-            type=EnvPair(),
+            type=HeaderPair(),
             multiple=True,
-            metavar="NAME=VALUE",
-            help="With --url: a header sent on every request (repeatable). Values are secrets: "
-            "they are redacted from all output.",
+            metavar="'NAME: VALUE'",
+            help="With --url: a header sent on every request (repeatable; 'Name: Value' as curl "
+            "takes it, or Name=Value). Values are secrets: they are redacted from all output.",
+        ),
+        click.option(
+            "--stored-auth-only",
+            is_flag=True,
+            help="HTTP servers behind OAuth: use only stored logins (mcpl-host login), their refresh "
+            "and client credentials; never open a browser nor wait for a person. For CI.",
+        ),
+        click.option(
+            "--client-id",
+            "oauth_client_id",
+            metavar="ID",
+            help="With --url: the OAuth client id registered with the server's authorization server.",
+        ),
+        click.option(
+            "--client-secret",
+            "oauth_client_secret",
+            envvar="MCPL_HOST_CLIENT_SECRET",
+            metavar="SECRET",
+            help="With --client-id: its secret, for the client credentials grant (default: "
+            "$MCPL_HOST_CLIENT_SECRET). Redacted from all output.",
+        ),
+        click.option(
+            "--private-key-jwt",
+            "oauth_private_key",
+            type=click.Path(dir_okay=False, exists=True),
+            metavar="FILE",
+            help="With --client-id: a PEM private key; the client authenticates with private_key_jwt "
+            "(RFC 7523) for the client credentials grant.",
+        ),
+        click.option(
+            "--scope",
+            "oauth_scope",
+            metavar="SCOPES",
+            help="With --url: the OAuth scopes to ask for (space-separated; default: what the server asks).",
         ),
         click.option(
             "--token",
@@ -595,6 +651,11 @@ def check_target(
         raise click.UsageError("--token-in applies only with --ws")
     if http_url is None and explicit & {"http_headers", "http_transport"}:
         raise click.UsageError("--header and --transport apply only with --url")
+    oauth_given = explicit & {"oauth_client_id", "oauth_client_secret", "oauth_private_key", "oauth_scope"}
+    if http_url is None and config_file is None and oauth_given:
+        raise click.UsageError(
+            "--client-id, --client-secret, --private-key-jwt and --scope apply only with --url or --config"
+        )
     if isinstance(http_url, str) and is_mcpl_uri(http_url) and "http_transport" in explicit:
         raise click.UsageError("--transport applies only to an http:// or https:// URL, not mcpl://")
     if (ws_url or http_url or config_file) and explicit & {"env", "cwd", "inherit_env"}:
@@ -708,7 +769,7 @@ def select_servers(
             "config": {"file": config_file, "server": server_name},
             **endpoint_target(first),
         }
-        return Selection(chosen, target, open_recorder(ctx, options.get("record")))
+        return Selection(_with_oauth(chosen, options), target, open_recorder(ctx, options.get("record")))
 
     common: dict[str, Any] = {
         "grant_policy": policy,
@@ -763,4 +824,21 @@ def select_servers(
             **common,
         )
         target = {"command": redact_command(words)}
-    return Selection({server.name: server}, target, open_recorder(ctx, options.get("record")))
+    return Selection(
+        _with_oauth({server.name: server}, options), target, open_recorder(ctx, options.get("record"))
+    )
+
+
+def _with_oauth(servers: dict[str, ServerConfig], options: dict[str, Any]) -> dict[str, ServerConfig]:
+    """Each HTTP server of ``servers`` with the OAuth options applied (``--client-id``,
+    ``--client-secret``, ``--private-key-jwt``, ``--scope``) and the person to ask: the
+    terminal's browser (``cli_auth.terminal_browser``) unless ``--stored-auth-only`` or no
+    terminal."""
+    from mcpl_host.cli_auth import oauth_settings
+
+    return {
+        name: dataclasses.replace(server, oauth=oauth_settings(server.oauth, options))
+        if server.transport in HTTP_TRANSPORTS
+        else server
+        for name, server in servers.items()
+    }

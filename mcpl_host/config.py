@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 from urllib.parse import urlsplit
 
+from mcpl_host.auth.settings import OAuthSettings
 from mcpl_host.jsonrpc.errors import MCPLHostError
 from mcpl_host.jsonrpc.values import (
     JSONObject,
@@ -138,6 +139,7 @@ _GROUPS = {
     "stdio": frozenset({"stdio"}),
     "remote": frozenset({"websocket", *HTTP_TRANSPORTS}),
     "websocket": frozenset({"websocket"}),
+    "http": HTTP_TRANSPORTS,
 }
 #: Server key -> (``ServerConfig`` field, ``_Problems`` reader, its group in ``_GROUPS``).
 #: An empty field or reader: read by its own code in ``_server``.
@@ -152,6 +154,7 @@ _KEYS = {
     "tokenIn": ("token_in", "", "websocket"),
     "mcpOnlyFallback": ("mcp_only_fallback", "boolean", "websocket"),
     "headers": ("headers", "string_map", "remote"),
+    "oauth": ("oauth", "", "http"),
     "secrets": ("secrets", "strings", ""),
     "disabled": ("disabled", "boolean", ""),
     "grantAllAdvertised": ("grant_all_advertised", "boolean", ""),
@@ -342,6 +345,9 @@ class ServerConfig:
     token_in: Literal["header", "query"] = "header"
     headers: dict[str, str] = field(default_factory=dict[str, str])
     ssl_context: ssl.SSLContext | None = field(default=None, compare=False)
+    #: OAuth for an HTTP server (config key ``oauth``; ``mcpl_host.auth``): on unless a
+    #: ``token`` or an ``Authorization`` header is configured or ``enabled`` is False.
+    oauth: OAuthSettings = OAuthSettings()
     grant_policy: GrantPolicy = GrantPolicy()
     feature_set_policy: FeatureSetPolicy = FeatureSetPolicy()
     on_refusal: RefusalAction = "follow"
@@ -447,7 +453,7 @@ class ServerConfig:
             url=self.url,
             token=self.token,
             headers=self.headers,
-            explicit=self.secrets,
+            explicit=(*self.secrets, *self.oauth.secrets()),
         )
 
     def redactor(self) -> Redactor:
@@ -501,6 +507,7 @@ _OBJECTS = (
     ("limits", Limits),
     ("restart_policy", RestartPolicy),
     ("tool_lifecycle", ToolLifecyclePolicy),
+    ("oauth", OAuthSettings),
 )
 
 
@@ -921,6 +928,8 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
             value = p.typed(entry[key], key_location(loc, key), choices.__contains__, wanted, show=True)
             if value is not None:
                 kw[key] = value
+    if "oauth" in entry:
+        kw["oauth"] = _oauth(entry["oauth"], key_location(loc, "oauth"), p)
     if "toolClasses" in entry:
         kw["tool_classes"] = _tool_classes(entry["toolClasses"], key_location(loc, "toolClasses"), p)
     if "toolLifecycle" in entry:
@@ -938,6 +947,58 @@ def _server(name: str, entry: object, loc: str, base_dir: Path, p: _Problems) ->
     except ValueError as exc:  # an unusable token or header: the message holds none of them
         p.add(key_location(loc, "url") if isinstance(exc, EndpointURIError) else loc, str(exc))
         return None
+
+
+#: ``oauth`` key -> ``OAuthSettings`` field, reader.
+_OAUTH_KEYS = {
+    "enabled": ("enabled", "boolean"),
+    "clientId": ("client_id", "string"),
+    "clientSecret": ("client_secret", "string"),
+    "privateKeyFile": ("private_key_file", "string"),
+    "privateKeyAlg": ("private_key_alg", "string"),
+    "scope": ("scope", ""),
+    "clientMetadataUrl": ("client_metadata_url", "string"),
+    "clientCredentials": ("client_credentials", "boolean"),
+    "callbackPort": ("callback_port", ""),
+}
+
+
+def _oauth(value: object, loc: str, p: _Problems) -> OAuthSettings:
+    """The ``oauth`` object of an HTTP server (``OAuthSettings``): ``false`` turns OAuth
+    off; ``scope`` is a string or an array of strings. Never shows a value."""
+    if value is False:
+        return OAuthSettings(enabled=False)
+    entry = p.obj(value, loc, known=_OAUTH_KEYS)
+    if entry is None:
+        return OAuthSettings()
+    kw: dict[str, Any] = {}
+    for key, (attr, reader) in _OAUTH_KEYS.items():
+        if key in entry and reader:
+            kw[attr] = getattr(p, reader)(entry[key], key_location(loc, key))
+    if "scope" in entry:
+        scope = entry["scope"]
+        if isinstance(scope, str):
+            kw["scope"] = scope
+        else:
+            scopes = p.strings(scope, key_location(loc, "scope"))
+            kw["scope"] = " ".join(scopes) if scopes else None
+    if "callbackPort" in entry:
+        kw["callback_port"] = p.typed(
+            entry["callbackPort"],
+            key_location(loc, "callbackPort"),
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 < v < 65536,
+            "a port number (1 to 65535)",
+            show=True,
+        )
+    if "privateKeyFile" in entry and isinstance(kw.get("private_key_file"), str):
+        if kw["private_key_file"].startswith("~"):
+            kw["private_key_file"] = str(Path(kw["private_key_file"]).expanduser())
+    kw = {k: v for k, v in kw.items() if v is not None}
+    try:
+        return OAuthSettings(**kw)
+    except ValueError as exc:
+        p.add(loc, str(exc))
+        return OAuthSettings()
 
 
 def _transport(entry: Mapping[str, object], loc: str, p: _Problems) -> Transport | None:
@@ -976,7 +1037,7 @@ def _transport(entry: Mapping[str, object], loc: str, p: _Problems) -> Transport
 
 
 def _group_name(group: str) -> str:
-    return {"stdio": "stdio", "websocket": "websocket", "remote": "websocket and HTTP"}[group]
+    return {"stdio": "stdio", "websocket": "websocket", "remote": "websocket and HTTP", "http": "HTTP"}[group]
 
 
 def checked_tool_classes(table: object, what: str = "tool_classes") -> dict[str, tuple[str, ...]]:

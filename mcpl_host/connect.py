@@ -33,7 +33,9 @@ def transport_factory(config: ServerConfig, redactor: Redactor) -> TransportFact
     ``"streamable-http"`` (MCP 2025-11-25 "Transports", Streamable HTTP), ``"sse"`` (the
     HTTP+SSE transport of MCP 2024-11-05) or ``"http"`` (Streamable HTTP, then HTTP+SSE at
     the same URL when the ``initialize`` POST is answered 400, 404 or 405). Redirects are not
-    followed; OAuth is not implemented (a 401 with ``WWW-Authenticate`` says so). Every log
+    followed. An HTTP server without a token nor an ``Authorization`` header gets OAuth
+    (``mcpl_host.auth.OAuth``, one per call of this function, so a grant outlives a
+    reconnect) unless ``config.oauth.enabled`` is False. Every log
     line and error of the transport goes through ``redactor``; the transports' errors
     surface on entry as ``InitializeError``. Raises ``ValueError`` as
     ``ServerConfig.parameters()`` (never for a ``ServerConfig`` already built)."""
@@ -63,6 +65,25 @@ def transport_factory(config: ServerConfig, redactor: Redactor) -> TransportFact
 
     http_parameters: HTTPParameters = parameters
     logger = get_logger("mcpl_host.http", server=config.name)
+    if config.oauth.enabled and not parameters.has_credential_header:
+        import dataclasses
+
+        from mcpl_host.auth.provider import OAuth
+        from mcpl_host.auth.store import TokenStore
+
+        settings = config.oauth
+        store = (settings.store or TokenStore()) if settings.keep_tokens else None
+        oauth = OAuth(
+            parameters.url,
+            settings,
+            limits=limits,
+            redactor=redactor,
+            logger=logger,
+            store=store,
+            browser=settings.browser,
+            ssl_context=parameters.ssl_context,
+        )
+        http_parameters = dataclasses.replace(parameters, auth=oauth)
     kind = config.transport
 
     def http() -> StreamableHTTPTransport | SSETransport | AutoHTTPTransport:

@@ -158,6 +158,16 @@ DEFAULT_MAX_CONTENT_CODINGS = 4
 #: HTTP requests to one server open at once (POSTs waiting for answers, event streams);
 #: one more waits for a free connection.
 DEFAULT_MAX_HTTP_CONNECTIONS = 64
+#: OAuth (``mcpl_host.auth``): the bytes of one OAuth document read or received (protected
+#: resource metadata, authorization server metadata, a registration or token answer, the
+#: request reaching the loopback redirect listener): 256 KiB.
+DEFAULT_MAX_OAUTH_DOCUMENT_BYTES = 256 * 1024
+#: Seconds an interactive login waits for the browser to come back to the loopback listener.
+DEFAULT_OAUTH_LOGIN_TIMEOUT_SECONDS = 300.0
+#: Step-ups (a 403 ``insufficient_scope`` answered by authorizing again with more scopes)
+#: one server may cause before its 403 is final (MCP 2025-11-25 Authorization, Scope
+#: Challenge Handling; docs/protocol.md OA7).
+DEFAULT_MAX_OAUTH_STEP_UPS = 2
 #: Reconnecting an event stream that ended or broke: the first delay when the server gave
 #: no ``retry`` field, doubled after each failed attempt, and after each stream in a row
 #: that delivered no message, up to the maximum; a server's ``retry`` (milliseconds, any
@@ -374,6 +384,9 @@ class Limits:
     max_http_error_body_bytes: int = DEFAULT_MAX_HTTP_ERROR_BODY_BYTES
     max_content_codings: int = DEFAULT_MAX_CONTENT_CODINGS
     max_http_connections: int = DEFAULT_MAX_HTTP_CONNECTIONS
+    max_oauth_document_bytes: int = DEFAULT_MAX_OAUTH_DOCUMENT_BYTES
+    oauth_login_timeout_seconds: float = DEFAULT_OAUTH_LOGIN_TIMEOUT_SECONDS
+    max_oauth_step_ups: int = DEFAULT_MAX_OAUTH_STEP_UPS
     sse_reconnect_delay_seconds: float = DEFAULT_SSE_RECONNECT_DELAY_SECONDS
     sse_min_reconnect_delay_seconds: float = DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS
     sse_max_reconnect_delay_seconds: float = DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS
@@ -458,7 +471,13 @@ class Limits:
 #: Fields that may be 0: budgets of log lines (``*_logged``: 0 logs none) and waits that may
 #: be skipped. Every other count or size is at least 1, every other duration above 0.
 _ZERO_OK = frozenset(
-    {"close_grace_seconds", "terminate_grace_seconds", "eof_exit_wait_seconds", "max_reference_redirects"}
+    {
+        "close_grace_seconds",
+        "terminate_grace_seconds",
+        "eof_exit_wait_seconds",
+        "max_reference_redirects",
+        "max_oauth_step_ups",
+    }
 )
 #: Fields that may be None (JSON null): the feature they time is off.
 _NONE_OK = frozenset({"websocket_keepalive_interval_seconds", "max_total_request_seconds"})

@@ -436,20 +436,35 @@ class Redactor:
     Built once per connection, normally from ``server_secrets()``.
     """
 
-    __slots__ = ("_exact", "_loose")
+    __slots__ = ("_exact", "_kept", "_loose")
 
     def __init__(self, secrets: Iterable[object] = ()) -> None:
-        forms: set[str] = set()
-        kept: set[str] = set()
+        self._kept: set[str] = set()
+        self._compile(secrets)
+
+    def add(self, *secrets: object) -> None:
+        """Hide ``secrets`` too from now on: a credential obtained while the connection runs
+        (an OAuth access or refresh token, a client secret, a PKCE code verifier;
+        ``mcpl_host.auth``), registered the moment it is obtained. Never raises."""
+        fresh = [
+            s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_CHARS and s not in self._kept
+        ]
+        if fresh:
+            self._compile(fresh)
+
+    def _compile(self, secrets: Iterable[object]) -> None:
+        kept = set(self._kept)
         for secret in secrets:
-            if not isinstance(secret, str) or len(secret) < MIN_SECRET_CHARS:
-                continue
-            kept.add(secret)
+            if isinstance(secret, str) and len(secret) >= MIN_SECRET_CHARS:
+                kept.add(secret)
+        forms: set[str] = set()
+        for secret in kept:
             forms.add(secret)
             forms.add(json.dumps(secret)[1:-1])
             forms.add(json.dumps(secret, ensure_ascii=False)[1:-1])
         ordered = sorted(forms, key=len, reverse=True)  # longest first: no partial leaks
         self._exact = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        self._kept = kept
         # Compiled on first use: most texts hold no escape nor line break.
         self._loose: re.Pattern[str] | tuple[str, ...] | None = (
             tuple(sorted(kept, key=len, reverse=True)) if kept else None

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mcpl_host.auth.settings import OAuthSettings
 from mcpl_host.config import (
     ConfigError,
     ConfigProblem,
@@ -823,3 +824,34 @@ def test_input_streams_are_off_unless_the_entry_turns_them_on() -> None:
     assert server.input_streams is True and server.limits.max_input_streams == 2
     with pytest.raises(ValueError, match="input_stream_mode"):
         ServerConfig(command="x", input_stream_mode="loud")
+
+
+def test_an_http_servers_oauth_object_in_the_mcp_servers_shape() -> None:
+    server = one(
+        {
+            "url": "https://h.example/mcp",
+            "oauth": {
+                "clientId": "app",
+                "clientSecret": "secret-12345",
+                "scope": ["mcp", "admin"],
+                "callbackPort": 8765,
+            },
+        }
+    )
+    assert server.oauth == OAuthSettings(
+        client_id="app", client_secret="secret-12345", scope="mcp admin", callback_port=8765
+    )
+    assert "secret-12345" in server.secrets_for_redaction
+    assert "secret-12345" not in repr(server)
+    assert one({"url": "https://h.example/mcp", "oauth": False}).oauth.enabled is False
+
+
+def test_oauth_problems_are_named_without_their_values() -> None:
+    found = problems_of_entry(
+        {"url": "https://h.example/mcp", "oauth": {"clientSecret": "secret-12345", "clientID": "x"}}
+    )
+    assert any("oauth.clientID" in p and 'did you mean "clientId"' in p for p in found)
+    assert any("needs a client id" in p for p in found)
+    assert not any("secret-12345" in p for p in found)
+    stdio = problems_of_entry({"command": "x", "oauth": {"clientId": "app"}})
+    assert any("applies only to HTTP servers" in p for p in stdio)

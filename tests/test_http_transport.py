@@ -41,6 +41,7 @@ from mcpl_host import (
     RequestTimeout,
     connect,
 )
+from mcpl_host.auth.settings import OAuthSettings
 from mcpl_host.config import ServerConfig
 from mcpl_host.jsonrpc.framing import dumps_message, loads_line
 from mcpl_host.transports.base import Transport
@@ -190,8 +191,14 @@ def test_refusal_sentences() -> None:
     )
     assert oauth == (
         "the server at http://h/mcp answered the POST of initialize with HTTP 401 (unauthorized): the server "
-        'wants OAuth authorization (WWW-Authenticate: Bearer realm="x"), which mcpl-host does not implement;'
-        " give a token it accepts (token, --token, or an Authorization header)"
+        'wants OAuth authorization (WWW-Authenticate: Bearer realm="x"), and OAuth is off for it (a token or an'
+        ' Authorization header is configured, or "oauth": {"enabled": false}); give a token it accepts, or leave'
+        " OAuth on"
+    )
+    healed = refusal_message(403, what="x", shown_url=shown, auth_failure="OAuth failed at pkce: no S256")
+    assert (
+        healed
+        == "the server at http://h/mcp answered x with HTTP 403 (forbidden): OAuth failed at pkce: no S256"
     )
     moved = refusal_message(302, what="x", shown_url=shown, location=f"http://other/?token={SECRET}")
     assert "a redirect to http://other/?token=[redacted]; redirects are not followed" in moved
@@ -451,15 +458,20 @@ async def _entry_error(url: str, **kwargs: Any) -> str:
 
 
 @pytest.mark.parametrize("transport", ["streamable-http", "http"])
-async def test_401_with_www_authenticate_says_the_server_wants_oauth(tmp_path: Path, transport: str) -> None:
-    challenge = 'Bearer resource_metadata="http://127.0.0.1/.well-known/oauth-protected-resource"'
+async def test_401_with_www_authenticate_says_which_oauth_step_failed(tmp_path: Path, transport: str) -> None:
+    challenge = 'Bearer resource_metadata="http://127.0.0.1:9/.well-known/oauth-protected-resource"'
     async with bridge(tmp_path, "--status", "401", "--www-authenticate", challenge) as server:
-        message = await _entry_error(server.url(), transport=transport)
+        message = await _entry_error(
+            server.url(), transport=transport, oauth=OAuthSettings(keep_tokens=False)
+        )
+        off = await _entry_error(server.url(), transport=transport, oauth=OAuthSettings(enabled=False))
     # The first POST is the era probe (MCP 2026-07-28): the refusal comes to it.
     assert (
-        "answered the POST of server/discover with HTTP 401 (unauthorized): the server wants OAuth" in message
+        "answered the POST of server/discover with HTTP 401 (unauthorized): OAuth failed at metadata"
+        in message
     )
-    assert "WWW-Authenticate: Bearer resource_metadata=" in message and "does not implement" in message
+    assert "the server wants OAuth authorization (WWW-Authenticate: Bearer resource_metadata=" in off
+    assert "OAuth is off for it" in off
 
 
 async def test_a_refused_token_is_said_and_never_shown(tmp_path: Path, logs: list[dict[str, Any]]) -> None:

@@ -52,6 +52,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("transports", ["transports", "transports.*"]),
+    # OAuth for the HTTP transports (they hold it through HTTPParameters.auth, a Protocol).
+    ("auth", ["auth", "auth.*"]),
     # One transport without MCPL: the connection shell and the MCP client calls.
     (
         "core",
@@ -89,6 +91,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "cli_config",
             "cli_task",
             "task_store",
+            "cli_auth",
             "report",
             "probing",
             "progress",
@@ -120,6 +123,8 @@ HEAVY = [
     # the inspector's extra (mcpl-host[inspect]): only when an inspector starts
     "starlette",
     "hypercorn",
+    "authlib",
+    "keyring",
 ]
 LATER = [
     "mcpl_host.host",

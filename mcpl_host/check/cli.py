@@ -44,10 +44,12 @@ from mcpl_host.check.evidence import RunEvidence, as_object
 from mcpl_host.check.report import build_document, junit_xml, render_summary
 from mcpl_host.check.rules import evaluate
 from mcpl_host.check.runner import GRANT_ALL, CheckOptions, StepReport, Target, run_checks
+from mcpl_host.cli_auth import oauth_settings
 from mcpl_host.cli_target import (
     EXIT_INTERRUPTED,
     LEVELS,
     EnvPair,
+    HeaderPair,
     built_config,
     check_target,
     config_servers,
@@ -55,6 +57,7 @@ from mcpl_host.cli_target import (
     open_recorder,
     record_option,
 )
+from mcpl_host.config import HTTP_TRANSPORTS
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import Limits
 from mcpl_host.logging import configure_logging
@@ -153,10 +156,31 @@ Examples:
     "--header",
     "http_headers",
     multiple=True,
-    type=EnvPair(),
-    metavar="NAME=VALUE",
-    help="With --url: a header on every request (repeatable; a secret).",
+    type=HeaderPair(),
+    metavar="'NAME: VALUE'",
+    help="With --url: a header on every request (repeatable; 'Name: Value' or Name=Value; a secret).",
 )
+@click.option(
+    "--stored-auth-only",
+    is_flag=True,
+    help="A server behind OAuth: stored logins (mcpl-host login) and client credentials only, never a browser.",
+)
+@click.option("--client-id", "oauth_client_id", metavar="ID", help="With --url: the OAuth client id.")
+@click.option(
+    "--client-secret",
+    "oauth_client_secret",
+    envvar="MCPL_HOST_CLIENT_SECRET",
+    metavar="SECRET",
+    help="With --client-id: its secret, for the client credentials grant (default: $MCPL_HOST_CLIENT_SECRET).",
+)
+@click.option(
+    "--private-key-jwt",
+    "oauth_private_key",
+    type=click.Path(dir_okay=False, exists=True),
+    metavar="FILE",
+    help="With --client-id: a PEM private key for private_key_jwt (RFC 7523).",
+)
+@click.option("--scope", "oauth_scope", metavar="SCOPES", help="With --url: the OAuth scopes to ask for.")
 @click.option(
     "--token",
     envvar="MCPL_HOST_TOKEN",
@@ -318,6 +342,7 @@ Examples:
 @click.pass_context
 def check(
     ctx: click.Context,
+    /,
     ws_url: str | None,
     http_url: str | None,
     http_transport: Literal["auto", "streamable-http", "sse"],
@@ -349,6 +374,7 @@ def check(
     list_only: bool,
     record: str | None,
     command: tuple[str, ...],
+    **oauth_options: Any,
 ) -> None:
     """Check a server against MCP and MCPL the way a real host exercises it.
 
@@ -403,6 +429,7 @@ def check(
         inherit_env=inherit_env,
         cwd=cwd,
         limits=limits,
+        oauth_options=oauth_options,
     )
     recorder = open_recorder(ctx, record)
     if recorder is not None:  # the library's sessions are recorded (not the raw JSON-RPC probes)
@@ -495,6 +522,7 @@ def _target(
     inherit_env: bool,
     cwd: str | None,
     limits: Limits,
+    oauth_options: dict[str, Any],
 ) -> tuple[Target, Redactor, Limits]:
     """The ``Target``, the redactor of what is shown about it, and the ``Limits`` of the run:
     ``limits`` (the command line's handshake, request and close bounds), or for ``--config``
@@ -535,6 +563,8 @@ def _target(
             env=env, cwd=cwd, inherit_env=inherit_env, **common,
         )  # fmt: skip
         shown = safe_text(server.describe, max_chars=300)
+    if server.transport in HTTP_TRANSPORTS:
+        server = dataclasses.replace(server, oauth=oauth_settings(server.oauth, oauth_options))
     transport = (
         "stdio" if server.transport == "stdio" else "websocket" if server.transport == "websocket" else "http"
     )

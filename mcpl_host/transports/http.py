@@ -329,7 +329,13 @@ class StreamableHTTPTransport:
 
     def _refusal(self, response: httpx.Response, what: str, body: str, *, had_session: bool) -> str:
         return refusal_of(
-            response, what, body, shown_url=self._shown, had_session=had_session, redactor=self._redactor
+            response,
+            what,
+            body,
+            shown_url=self._shown,
+            had_session=had_session,
+            redactor=self._redactor,
+            auth=self._params.auth,
         )
 
     # --- sending -------------------------------------------------------------------------

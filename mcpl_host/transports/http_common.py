@@ -52,6 +52,7 @@ from mcpl_host.transports.content_coding import (
 )
 from mcpl_host.transports.http_failure import classify_unreachable, unreachable_sentence
 from mcpl_host.transports.http_params import (
+    HTTPAuthorizer,
     HTTPParameters,
     media_type,
     refusal_message,
@@ -106,7 +107,8 @@ class Unreachable(Exception):
 
 
 def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
-    """The httpx client of one transport: the configured headers and token on every request,
+    """The httpx client of one transport: the configured headers and token on every request
+    (or ``params.auth``'s OAuth),
     redirects never followed, ``Accept-Encoding`` only what ``content_coding`` decodes (not
     the optional decoders httpx could load), connect and write timeouts from ``limits`` (reads wait: an
     event stream may be idle for long, and a request's answer is bounded by its own
@@ -125,6 +127,7 @@ def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
             max_keepalive_connections=min(limits.max_http_connections, 16),
         ),
         verify=params.ssl_context if params.ssl_context is not None else True,
+        auth=params.auth.httpx_auth() if params.auth is not None else None,
     )
 
 
@@ -138,10 +141,18 @@ def open_client(params: HTTPParameters, limits: Limits, logger: Logger, shown_ur
 
 
 def refusal_of(
-    response: httpx.Response, what: str, body: str, *, shown_url: str, had_session: bool, redactor: Redactor
+    response: httpx.Response,
+    what: str,
+    body: str,
+    *,
+    shown_url: str,
+    had_session: bool,
+    redactor: Redactor,
+    auth: HTTPAuthorizer | None = None,
 ) -> str:
     """``refusal_message`` for an HTTP ``response`` that is not 2xx: its status, its
-    ``WWW-Authenticate`` and ``Location`` headers and ``body`` (the start of it)."""
+    ``WWW-Authenticate`` and ``Location`` headers, ``body`` (the start of it) and, with
+    ``auth``, why OAuth could not heal it."""
     return refusal_message(
         response.status_code,
         what=what,
@@ -152,6 +163,7 @@ def refusal_of(
         content_type=media_type(response.headers.get("content-type")),
         had_session=had_session,
         redactor=redactor,
+        auth_failure=auth.refusal_for(response) if auth is not None else None,
     )
 
 

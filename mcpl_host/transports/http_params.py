@@ -10,9 +10,10 @@ Rules:
   loopback is worth a warning (``sends_cleartext_credential``).
 - Settings are checked when the parameters are built; no error message repeats a secret.
 - What an HTTP status means for a transport is decided here (``refusal_message``), once:
-  redirects are never followed (a credential must not travel to another origin), 401 with
-  ``WWW-Authenticate`` names OAuth (not supported), 404 for a request that carried a
-  session id means the session is over.
+  redirects are never followed (a credential must not travel to another origin), a 401 or
+  403 that OAuth could not heal says which step failed (``auth_failure``, from
+  ``HTTPAuthorizer.refusal_for``), a 401 with ``WWW-Authenticate`` and OAuth off says so,
+  404 for a request that carried a session id means the session is over.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 from urllib.parse import SplitResult, unquote_plus, urljoin, urlsplit, urlunsplit
 
 from mcpl_host.logging import REDACTED, Redactor, log_value
@@ -32,10 +33,13 @@ from mcpl_host.transports.ws_params import is_loopback_host
 if TYPE_CHECKING:
     import ssl
 
+    import httpx
+
 __all__ = [
     "ACCEPT_POST",
     "ACCEPT_SSE",
     "FALLBACK_STATUSES",
+    "HTTPAuthorizer",
     "HTTPParameters",
     "HTTPTransportKind",
     "join_endpoint",
@@ -80,6 +84,19 @@ _STATUS_WORDS = {
 }
 
 
+class HTTPAuthorizer(Protocol):
+    """What authorizes an HTTP transport's requests (``mcpl_host.auth.OAuth``): the
+    ``httpx.Auth`` its client is given, and the sentence for a 401 or 403 it could not heal."""
+
+    def httpx_auth(self) -> httpx.Auth:
+        """The ``httpx.Auth`` of the transport's client."""
+        ...
+
+    def refusal_for(self, response: httpx.Response) -> str | None:
+        """Why ``response`` (a 401 or 403) could not be healed: one sentence, or None."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class HTTPParameters:
     """How to reach a server over HTTP.
@@ -88,7 +105,9 @@ class HTTPParameters:
     the older HTTP+SSE transport, the URL of its event stream (often ``.../sse``).
     ``token``: sent as ``Authorization: Bearer <token>`` on every request. ``headers``:
     extra request headers sent on every request (their values are secrets). ``ssl_context``:
-    verifies an ``https://`` server (default: the system's CAs, through httpx).
+    verifies an ``https://`` server (default: the system's CAs, through httpx). ``auth``:
+    OAuth (``mcpl_host.auth.OAuth``), which supplies ``Authorization`` and heals a 401 or
+    403 (not with ``token`` nor an ``Authorization`` header).
 
     Raises:
         ValueError: an unusable URL, token or header; the message never holds a secret.
@@ -98,6 +117,7 @@ class HTTPParameters:
     token: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict[str, str])
     ssl_context: ssl.SSLContext | None = None
+    auth: HTTPAuthorizer | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "headers", MappingProxyType(dict(self.headers)))
@@ -106,7 +126,14 @@ class HTTPParameters:
             check_token(self.token)
             if any(n.lower() == "authorization" for n in self.headers):
                 raise ValueError("a token and an Authorization header are both given")
+        if self.auth is not None and self.has_credential_header:
+            raise ValueError("OAuth and a token or an Authorization header are both given")
         check_headers(self.headers.items(), reserved=_RESERVED_HEADERS, set_by="the HTTP transport")
+
+    @property
+    def has_credential_header(self) -> bool:
+        """A token or an ``Authorization`` header is configured."""
+        return self.token is not None or any(n.lower() == "authorization" for n in self.headers)
 
     def secrets(self) -> list[str]:
         """Every value to redact: ``server_secrets`` of the URL, the headers (each value with
@@ -201,13 +228,15 @@ def refusal_message(
     content_type: str | None = None,
     had_session: bool = False,
     redactor: Redactor | None = None,
+    auth_failure: str | None = None,
 ) -> str:
     """The error sentence for an HTTP answer ``status`` (not 2xx) to ``what`` (e.g. ``"the
     POST of initialize"``) sent to ``shown_url``. ``www_authenticate``, ``location`` and
     ``excerpt`` (the start of the body) are server text: redacted, cut and escaped for a
     terminal here (quotes kept as sent: JSON is shown once, as it came), the body's markup
     stripped (``http_failure.body_text``; ``content_type`` its media type).
-    ``had_session``: the request carried an ``Mcp-Session-Id``.
+    ``had_session``: the request carried an ``Mcp-Session-Id``. ``auth_failure``: why
+    OAuth could not heal this 401 or 403 (one sentence, no credential in it).
     """
     word = _STATUS_WORDS.get(status)
     head = f"the server at {shown_url} answered {what} with HTTP {status}" + (f" ({word})" if word else "")
@@ -220,12 +249,14 @@ def refusal_message(
             else ""
         )
         return f"{head}, a redirect{target}; redirects are not followed: configure the final URL"
+    if status in (401, 403) and auth_failure:
+        return f"{head}: {log_value(auth_failure, redactor, max_units=400, quotes=False)}"
     if status == 401 and www_authenticate:
         challenge = log_value(www_authenticate, redactor, max_units=200, quotes=False)
         return (
             f"{head}: the server wants OAuth authorization (WWW-Authenticate: {challenge}), "
-            "which mcpl-host does not implement; give a token it accepts (token, --token, "
-            "or an Authorization header)"
+            "and OAuth is off for it (a token or an Authorization header is configured, or "
+            '"oauth": {"enabled": false}); give a token it accepts, or leave OAuth on'
         )
     if status in (401, 403):
         return f"{head}: the credentials were refused or are missing{body}"

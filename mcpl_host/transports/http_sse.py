@@ -183,7 +183,13 @@ class SSETransport:
     def _refusal(self, response: httpx.Response, what: str, body: str) -> str:
         had_session = self._endpoint is not None
         return refusal_of(
-            response, what, body, shown_url=self._shown, had_session=had_session, redactor=self._redactor
+            response,
+            what,
+            body,
+            shown_url=self._shown,
+            had_session=had_session,
+            redactor=self._redactor,
+            auth=self._params.auth,
         )
 
     async def _read_stream(
