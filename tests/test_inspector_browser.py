@@ -11,6 +11,7 @@ and is skipped only when the package could not be installed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -126,11 +127,48 @@ def _stderr(process: subprocess.Popen[bytes]) -> str:
     return process.stderr.read().decode(errors="replace")[-2000:]
 
 
+def _children() -> dict[int, str]:
+    """This process's children: pid -> state letter (from /proc)."""
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == os.getpid():
+            found[int(entry)] = fields[0]
+    return found
+
+
+def _wait_children_gone(before: set[int], seconds: float) -> None:
+    """Wait until the children started since ``before`` (Playwright's driver) have exited,
+    reaping them: ``stop()`` closes the driver's pipe and returns before the driver exits,
+    and a driver still running when the session ends is a leftover process. There is no
+    event for another library's child exiting, so /proc is looked at (bounded)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        started = {pid: state for pid, state in _children().items() if pid not in before}
+        for pid, state in started.items():
+            if state == "Z":
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+        running = [pid for pid, state in started.items() if state != "Z"]
+        if not running:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"Playwright's processes {running} still run {seconds} s after it stopped")
+        time.sleep(0.05)
+
+
 @pytest.fixture(scope="module")
 def page(inspector_url: str, artifacts: Path) -> Iterator[Any]:
     executable = _chromium()
     from playwright.sync_api import sync_playwright
 
+    before = set(_children())
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS, headless=True)
         try:
@@ -139,6 +177,7 @@ def page(inspector_url: str, artifacts: Path) -> Iterator[Any]:
             yield opened
         finally:
             browser.close()
+    _wait_children_gone(before, 30.0)
 
 
 def _expect() -> Any:
