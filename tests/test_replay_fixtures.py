@@ -114,6 +114,14 @@ SERVERS = [
         (str(FIXTURES / "sdk_features_server.py"), "stdio"),
         {"add": {"a": 1, "b": 2}, "ask_client": {"topic": "replay"}},
     ),
+    Server("listing", sys.executable, (str(FIXTURES / "listing_server.py"),)),
+    Server(
+        "current-spec",
+        sys.executable,
+        (str(FIXTURES / "current_spec" / "server.py"),),
+    ),
+    Server("trace", sys.executable, (str(FIXTURES / "trace_server.py"),), {"meta": {}}),
+    Server("tasks", sys.executable, (str(FIXTURES / "tasks_server.py"),), {"count": {"polls": 1}}),
     Server(
         "everything",
         _everything() or "",
