@@ -82,6 +82,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "probing",
             "progress",
             "probe_features",
+            "conformance_client",
             "coerce",
             "signals",
             "check",
