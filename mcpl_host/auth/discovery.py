@@ -40,6 +40,7 @@ __all__ = [
     "choose_scopes",
     "expires_at",
     "is_stale",
+    "jwk_key_type",
     "parse_challenges",
     "protected_resource_urls",
     "read_registration",
@@ -496,3 +497,30 @@ def token_auth_method(metadata: ServerMetadata, *, has_secret: bool, has_key: bo
             return "client_secret_post"
         return "client_secret_basic"
     return "none"
+
+
+#: The JWK key type (RFC 7517 §4.1 ``kty``) of each asymmetric JWS algorithm a
+#: ``private_key_jwt`` assertion may be signed with (RFC 7518 §3.1, RFC 8037 §3.1).
+_KEY_TYPES: dict[str, Literal["RSA", "EC", "OKP"]] = {
+    **{f"{family}{bits}": "RSA" for family in ("RS", "PS") for bits in (256, 384, 512)},
+    **{f"ES{bits}": "EC" for bits in (256, 384, 512)},
+    "ES256K": "EC",
+    "EdDSA": "OKP",
+    "Ed25519": "OKP",
+}
+
+
+def jwk_key_type(alg: str) -> Literal["RSA", "EC", "OKP"]:
+    """The key type of the private key that signs a ``private_key_jwt`` client assertion
+    (RFC 7523 §2.2) with JWS algorithm ``alg`` (RFC 7518 §3.1: ``RS*``/``PS*`` RSA, ``ES*``
+    EC; RFC 8037 §3.1: ``EdDSA`` OKP).
+
+    Raises:
+        AuthorizationFailed: ``token`` for an algorithm that is no asymmetric signature.
+    """
+    kind = _KEY_TYPES.get(alg)
+    if kind is None:
+        raise AuthorizationFailed(
+            "token", "the private_key_jwt algorithm is no asymmetric JWS algorithm (RS256, ES256, EdDSA...)"
+        )
+    return kind
