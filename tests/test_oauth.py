@@ -177,6 +177,16 @@ def test_the_authorization_response_is_checked_for_state_and_iss() -> None:
         assert caught.value.step == step, query
 
 
+def test_the_iss_of_an_authorization_response_is_compared_without_normalization() -> None:
+    """docs/protocol.md OA3: a trailing slash, case or a default port make another issuer."""
+    meta = _metadata(issuer="https://a", authorization_response_iss_parameter_supported=True)
+    assert callback_code("code=c1&state=s&iss=https%3A%2F%2Fa", state="s", metadata=meta) == "c1"
+    for iss in ("https%3A%2F%2Fa%2F", "HTTPS%3A%2F%2FA", "https%3A%2F%2Fa%3A443"):
+        with pytest.raises(AuthorizationFailed) as caught:
+            callback_code(f"code=c1&state=s&iss={iss}", state="s", metadata=meta)
+        assert caught.value.step == "issuer", iss
+
+
 def test_a_token_is_stale_shortly_before_its_absolute_expiry() -> None:
     assert not is_stale(None, 1e9)
     assert not is_stale(1000.0, 900.0)

@@ -433,9 +433,10 @@ def read_registration(document: object) -> tuple[str, str | None]:
 
 def callback_code(query: str, *, state: str, metadata: ServerMetadata) -> str:
     """The authorization code of the redirect's ``query`` (RFC 6749 §4.1.2), checked: the
-    ``state`` is the one sent; the ``iss`` parameter (RFC 9207 §2.4) is the issuer when
-    present, and must be present when the server advertises
-    ``authorization_response_iss_parameter_supported``.
+    ``state`` is the one sent; the ``iss`` parameter (RFC 9207 §2.4) is the metadata's
+    ``issuer`` when present, compared as strings without any normalization (MCP 2026-07-28
+    Authorization; docs/protocol.md OA3: not even a trailing slash), and must be present
+    when the server advertises ``authorization_response_iss_parameter_supported``.
 
     Raises:
         AuthorizationFailed: ``issuer`` for an ``iss`` mismatch or absence; ``callback`` for
@@ -443,7 +444,7 @@ def callback_code(query: str, *, state: str, metadata: ServerMetadata) -> str:
     """
     params = dict(parse_qsl(query, keep_blank_values=True))
     iss = params.get("iss")
-    if iss is not None and not _same_issuer(iss, metadata.issuer):
+    if iss is not None and iss != metadata.issuer:
         raise AuthorizationFailed(
             "issuer", "the authorization response came from another issuer (iss, RFC 9207)"
         )
