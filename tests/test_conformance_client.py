@@ -20,6 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from mcpl_host import connect
 from mcpl_host.conformance_client import (
     CLIENT_METADATA_URL,
     ContextCredentials,
@@ -149,3 +150,38 @@ def test_the_module_runs_as_a_command() -> None:
         env={"PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 2 and "usage:" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def oauth_server_url() -> Iterator[str]:
+    """``fixtures/oauth_server.py``: a loopback authorization server (Authlib) in front of an
+    MCP endpoint, approving every authorization request at once."""
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "oauth_server.py"
+    process = subprocess.Popen(
+        [sys.executable, str(fixture)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdin is not None
+    line = process.stdout.readline()
+    assert line.startswith("PORT "), line
+    yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+    process.stdin.close()
+    process.wait(TIMEOUT)
+
+
+@pytest.mark.anyio
+async def test_a_scenarios_config_logs_in_through_its_browser_and_keeps_the_grant_in_its_folder(
+    oauth_server_url: str, tmp_path: Path
+) -> None:
+    """``approve_in_browser`` follows the authorization redirect to the loopback listener
+    (dynamic registration, PKCE); the grant lands in the scenario's own ``tokens.json``."""
+    config = server_config(
+        oauth_server_url, protocol="auto", credentials=ContextCredentials(), folder=tmp_path
+    )
+    with anyio.fail_after(TIMEOUT):
+        async with connect(config) as conn:
+            result = await conn.mcp.call_tool("whoami", {})
+    assert result.content[0]["text"] == "whoami: mcp"
+    assert config.oauth.store is not None
+    grant = config.oauth.store.find(oauth_server_url)
+    assert grant is not None and grant.grant_type == "authorization_code"
+    assert (tmp_path / "tokens.json").exists()
