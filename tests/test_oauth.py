@@ -492,6 +492,20 @@ async def test_a_private_key_of_another_type_than_its_algorithm_fails_at_token_i
     assert "PRIVATE KEY" not in text and "\n" not in text
 
 
+@pytest.mark.anyio
+async def test_an_unusable_private_key_fails_at_token_in_one_sentence(
+    servers: Servers, tmp_path: Path
+) -> None:
+    url = servers.url(*MAIN, *_jwt_args(servers))
+    key = tmp_path / "not-a-key.pem"
+    key.write_text("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+    settings = OAuthSettings(keep_tokens=False, client_id="signer", private_key_file=str(key))
+    with pytest.raises(InitializeError) as caught:
+        async with connect(ServerConfig(url=url, transport="streamable-http", oauth=settings, limits=FAST)):
+            pass
+    assert "OAuth failed at token: the client could not authenticate itself" in str(caught.value)
+
+
 # --- the command line, in processes of its own ---------------------------------------------
 
 

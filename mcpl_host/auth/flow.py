@@ -353,7 +353,8 @@ class OAuthFlow:
             except Exception:  # joserfc and cryptography raise several kinds for a bad PEM
                 raise AuthorizationFailed(
                     "token",
-                    f"the private key file for private_key_jwt holds no {kind} private key (for {alg})",
+                    "the client could not authenticate itself: the private key file for private_key_jwt "
+                    f"holds no {kind} private key (for {alg})",
                 ) from None
             # The audience is the authorization server's issuer identifier, which RFC 9126 §2
             # says to use and every authorization server to accept (RFC 7523 §3 left it open),
@@ -364,9 +365,9 @@ class OAuthFlow:
             _, headers, body = lib.client_auth(client_id, credential, auth_method).prepare(
                 "POST", endpoint, headers, body
             )
-        except Exception:  # signing: a key that does not fit the algorithm (an EC key's curve)
+        except Exception:  # a key joserfc cannot use (wrong PEM, wrong algorithm) raises its own errors
             raise AuthorizationFailed(
-                "token", f"the token request's client authentication ({method}) could not be prepared"
+                "token", "the client could not authenticate itself (its key or method is unusable)"
             ) from None
         async with self._client() as client:
             try:
