@@ -9,7 +9,7 @@ revision; RFC 9728 (protected resource metadata), RFC 8414 (authorization server
 metadata), OpenID Connect Discovery 1.0, RFC 7636 (PKCE), RFC 8707 (resource indicators),
 RFC 9207 (the ``iss`` authorization response parameter), RFC 7591 (dynamic client
 registration), the OAuth Client ID Metadata Document draft. The project's readings are
-docs/protocol.md OA1-OA12.
+docs/protocol.md OA1-OA13.
 
 Every refusal is ``AuthorizationFailed``: ``step`` names the step that failed (``STEPS``),
 ``str()`` is one sentence that holds no credential.

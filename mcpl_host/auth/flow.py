@@ -10,7 +10,7 @@ flow first runs (``import mcpl_host`` does not load it).
 Every token, refresh token, client secret and code verifier is given to the connection's
 ``Redactor`` (``Redactor.add``) the moment it is obtained or made, before anything could
 log it. Every document read is bounded by ``Limits.max_oauth_document_bytes``.
-Specifications: see ``discovery``; docs/protocol.md OA1-OA12.
+Specifications: see ``discovery``; docs/protocol.md OA1-OA13.
 """
 
 from __future__ import annotations
@@ -356,7 +356,7 @@ class OAuthFlow:
                     "the client could not authenticate itself: the private key file for private_key_jwt "
                     f"holds no {kind} private key (for {alg})",
                 ) from None
-            # The audience is the authorization server's issuer identifier, which RFC 9126 §2
+            # docs/protocol.md OA13: the audience is the issuer identifier, which RFC 9126 §2
             # says to use and every authorization server to accept (RFC 7523 §3 left it open),
             # not Authlib's default, the token endpoint, which some refuse.
             auth_method = lib.private_key_jwt(endpoint, alg=alg, claims={"aud": issuer})
