@@ -47,8 +47,7 @@ from typing import Any
 import anyio
 import httpx
 
-from mcpl_host.auth.settings import OAuthSettings
-from mcpl_host.auth.store import TokenStore
+from mcpl_host.auth import OAuthSettings, TokenStore
 from mcpl_host.client_features import Roots
 from mcpl_host.config import ServerConfig
 from mcpl_host.connection import ClientInfo
