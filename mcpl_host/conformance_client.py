@@ -132,14 +132,21 @@ def protocol_for(version: str | None) -> ProtocolChoice:
     return "stateless" if version in STATELESS_PROTOCOL_VERSIONS else "handshake"
 
 
-async def approve_in_browser(url: str) -> None:
-    """The person of a login, as the suite's authorization server needs one: request the
-    authorization ``url`` (GET) and follow its redirects (at most
-    ``MAX_BROWSER_REDIRECTS``) to the loopback redirect listener, which takes the code.
-    Raises ``httpx.HTTPError`` when a request fails (the flow then fails at ``login``)."""
-    async with httpx.AsyncClient(follow_redirects=True, max_redirects=MAX_BROWSER_REDIRECTS) as client:
-        response = await client.get(url)
-        await response.aclose()
+def approve_in_browser(timeout_seconds: float) -> Callable[[str], Awaitable[None]]:
+    """The person of a login, as the suite's authorization server needs one: a browser
+    (``OAuthSettings.browser``) that requests the authorization URL (GET) and follows its
+    redirects (at most ``MAX_BROWSER_REDIRECTS``) to the loopback redirect listener, which
+    takes the code; each request within ``timeout_seconds``. It raises
+    ``httpx.HTTPError`` when a request fails (the flow then fails at ``login``)."""
+
+    async def browser(url: str) -> None:
+        async with httpx.AsyncClient(
+            follow_redirects=True, max_redirects=MAX_BROWSER_REDIRECTS, timeout=timeout_seconds
+        ) as client:
+            response = await client.get(url)
+            await response.aclose()
+
+    return browser
 
 
 def server_config(
@@ -155,9 +162,11 @@ def server_config(
     default ``Limits()``), with the host's OAuth (module rules): the context's client
     credentials, the private key written to ``folder`` (the scenario's own temporary
     folder, which also holds its token store, ``tokens.json``, secrets in the file: never
-    the system keyring), ``CLIENT_METADATA_URL``, logins by ``approve_in_browser``;
+    the system keyring), ``CLIENT_METADATA_URL``, logins by ``approve_in_browser`` (each
+    request within ``limits.http_reply_timeout_seconds``);
     ``client_credentials``: the client credentials grant rather than a login. The
     credentials' secrets are redacted from every output."""
+    limits = limits or Limits()
     client_id = credentials.client_id
     key_file: str | None = None
     if client_id is not None and credentials.private_key_pem is not None:
@@ -171,7 +180,7 @@ def server_config(
         private_key_alg=credentials.signing_algorithm or "RS256",
         client_metadata_url=CLIENT_METADATA_URL,
         client_credentials=client_credentials,
-        browser=approve_in_browser,
+        browser=approve_in_browser(limits.http_reply_timeout_seconds),
         store=TokenStore(folder / "tokens.json", use_keyring=False),
     )
     return ServerConfig(
@@ -179,7 +188,7 @@ def server_config(
         url=url,
         protocol=protocol,
         secrets=credentials.secrets,
-        limits=limits or Limits(),
+        limits=limits,
         oauth=oauth,
     )
 
