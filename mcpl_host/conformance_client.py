@@ -16,11 +16,17 @@ Rules of this module:
   measures is the library as an application gets it. What each scenario does is one
   function in ``SCENARIOS``; a scenario not named there lists the tools (what every
   scenario's server answers).
-- Authorization: the host has no OAuth flow yet (README, "Not built yet"). The client
-  credentials of the context are read into ``ContextCredentials`` (``context_credentials``)
-  and handed to ``server_config``, the one place a scenario's ``ServerConfig`` is built;
-  that is where the host's OAuth settings go once the library has them. Until then an
-  ``auth/*`` scenario connects without a token and ends at the server's 401.
+- Authorization: the host's OAuth (``mcpl_host.auth``), set in ``server_config``, the one
+  place a scenario's ``ServerConfig`` is built. The client credentials of the context are
+  read into ``ContextCredentials`` (``context_credentials``; its repr hides the secrets):
+  ``client_id`` (pre-registered) with ``client_secret`` or ``private_key_pem`` (written to a
+  file of the scenario's folder for ``private_key_jwt``). The client ID metadata document
+  URL is ``CLIENT_METADATA_URL`` (the one the suite's CIMD scenario expects). Each scenario
+  has its own token store in its own temporary folder, so no grant passes from one scenario
+  to the next. A person's login is played by ``approve_in_browser``: the suite's
+  authorization server approves at once, so requesting the authorization URL and following
+  its redirect to the loopback listener is the whole login. ``auth/client-credentials-*``
+  scenarios use the client credentials grant (a machine: no login).
 - Exit status: 0 when the scenario's steps ran, 1 with one line on stderr when a step
   failed (the suite judges the wire; a scenario run alone also fails on a status other than
   0, unless it expects the client to give up); 2 for a usage error. Nothing secret is
@@ -32,12 +38,16 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 
+from mcpl_host.auth import OAuthSettings, TokenStore
 from mcpl_host.client_features import Roots
 from mcpl_host.config import ServerConfig
 from mcpl_host.connection import ClientInfo
@@ -51,7 +61,9 @@ from mcpl_host.server_connection import ServerConnection
 from mcpl_host.stateless import STATELESS_PROTOCOL_VERSIONS, ProtocolChoice
 
 __all__ = [
+    "CLIENT_METADATA_URL",
     "SCENARIOS",
+    "approve_in_browser",
     "ContextCredentials",
     "context_credentials",
     "main",
@@ -65,6 +77,10 @@ SCENARIO_ENV = "MCP_CONFORMANCE_SCENARIO"
 CONTEXT_ENV = "MCP_CONFORMANCE_CONTEXT"
 PROTOCOL_VERSION_ENV = "MCP_CONFORMANCE_PROTOCOL_VERSION"
 CLIENT_INFO = ClientInfo(name="mcpl-host-conformance", version="1.0.0")
+#: This client's ID metadata document URL (the suite's ``auth/basic-cimd`` expects it).
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+#: The redirects the login's "browser" follows from the authorization URL.
+MAX_BROWSER_REDIRECTS = 5
 
 
 @dataclass(frozen=True)
@@ -116,15 +132,64 @@ def protocol_for(version: str | None) -> ProtocolChoice:
     return "stateless" if version in STATELESS_PROTOCOL_VERSIONS else "handshake"
 
 
+def approve_in_browser(timeout_seconds: float) -> Callable[[str], Awaitable[None]]:
+    """The person of a login, as the suite's authorization server needs one: a browser
+    (``OAuthSettings.browser``) that requests the authorization URL (GET) and follows its
+    redirects (at most ``MAX_BROWSER_REDIRECTS``) to the loopback redirect listener, which
+    takes the code; each request within ``timeout_seconds``. It raises
+    ``httpx.HTTPError`` when a request fails (the flow then fails at ``login``)."""
+
+    async def browser(url: str) -> None:
+        async with httpx.AsyncClient(
+            follow_redirects=True, max_redirects=MAX_BROWSER_REDIRECTS, timeout=timeout_seconds
+        ) as client:
+            response = await client.get(url)
+            await response.aclose()
+
+    return browser
+
+
 def server_config(
-    url: str, *, protocol: ProtocolChoice, credentials: ContextCredentials, limits: Limits | None = None
+    url: str,
+    *,
+    protocol: ProtocolChoice,
+    credentials: ContextCredentials,
+    folder: Path,
+    client_credentials: bool = False,
+    limits: Limits | None = None,
 ) -> ServerConfig:
     """The ``ServerConfig`` of one scenario's server (``limits``: the host's bounds, by
-    default ``Limits()``). The credentials' secrets are redacted from every output; the
-    host's OAuth settings (client registration, client credentials) belong here once the
-    library has them."""
+    default ``Limits()``), with the host's OAuth (module rules): the context's client
+    credentials, the private key written to ``folder`` (the scenario's own temporary
+    folder, which also holds its token store, ``tokens.json``, secrets in the file: never
+    the system keyring), ``CLIENT_METADATA_URL``, logins by ``approve_in_browser`` (each
+    request within ``limits.http_reply_timeout_seconds``);
+    ``client_credentials``: the client credentials grant rather than a login. The
+    credentials' secrets are redacted from every output."""
+    limits = limits or Limits()
+    client_id = credentials.client_id
+    key_file: str | None = None
+    if client_id is not None and credentials.private_key_pem is not None:
+        key_file = str(folder / "private-key.pem")
+        with os.fdopen(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+            file.write(credentials.private_key_pem)
+    oauth = OAuthSettings(
+        client_id=client_id,
+        client_secret=credentials.client_secret if client_id is not None and key_file is None else None,
+        private_key_file=key_file,
+        private_key_alg=credentials.signing_algorithm or "RS256",
+        client_metadata_url=CLIENT_METADATA_URL,
+        client_credentials=client_credentials,
+        browser=approve_in_browser(limits.http_reply_timeout_seconds),
+        store=TokenStore(folder / "tokens.json", use_keyring=False),
+    )
     return ServerConfig(
-        name="conformance", url=url, protocol=protocol, secrets=credentials.secrets, limits=limits or Limits()
+        name="conformance",
+        url=url,
+        protocol=protocol,
+        secrets=credentials.secrets,
+        limits=limits,
+        oauth=oauth,
     )
 
 
@@ -277,11 +342,17 @@ async def run_scenario(
     raises (``InitializeError``, ``RemoteError``, ``ConnectionLost``...)."""
     steps = SCENARIOS.get(scenario, auth_flow if scenario.startswith("auth/") else list_tools_only)
     credentials = context_credentials(context)
-    config = server_config(
-        url, protocol=protocol_for(protocol_version), credentials=credentials, limits=limits
-    )
-    async with connect(config, handlers=handlers_for(scenario), client_info=CLIENT_INFO) as conn:
-        await steps(conn, context)
+    with tempfile.TemporaryDirectory(prefix="mcpl-conformance-") as folder:
+        config = server_config(
+            url,
+            protocol=protocol_for(protocol_version),
+            credentials=credentials,
+            folder=Path(folder),
+            client_credentials=scenario.startswith("auth/client-credentials-"),
+            limits=limits,
+        )
+        async with connect(config, handlers=handlers_for(scenario), client_info=CLIENT_INFO) as conn:
+            await steps(conn, context)
 
 
 def _context(raw: str | None) -> dict[str, Any]:

@@ -11,14 +11,18 @@ itself runs in CI (``scripts/conformance.py``, docs/conformance.md).
 from __future__ import annotations
 
 import socket
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
 
+from mcpl_host import connect
 from mcpl_host.conformance_client import (
+    CLIENT_METADATA_URL,
     ContextCredentials,
     context_credentials,
     protocol_for,
@@ -51,7 +55,7 @@ def test_the_revision_the_suite_names_chooses_the_era() -> None:
     assert protocol_for(None) == "auto"
 
 
-def test_context_credentials_are_read_and_hidden() -> None:
+def test_context_credentials_are_read_and_hidden(tmp_path: Path) -> None:
     context = {
         "client_id": "conformance-client",
         "client_secret": "s3cret-value",
@@ -61,9 +65,46 @@ def test_context_credentials_are_read_and_hidden() -> None:
     assert credentials.client_id == "conformance-client"
     assert credentials.secrets == ("s3cret-value", "PEM-KEY")
     assert "s3cret-value" not in repr(credentials) and "PEM-KEY" not in repr(credentials)
-    config = server_config("http://127.0.0.1:1/mcp", protocol="handshake", credentials=credentials)
+    config = server_config(
+        "http://127.0.0.1:1/mcp", protocol="handshake", credentials=credentials, folder=tmp_path
+    )
     assert "s3cret-value" in config.secrets  # redacted wherever the host writes
     assert context_credentials({}) == ContextCredentials()
+
+
+def test_the_oauth_settings_hold_the_contexts_credentials_and_a_store_of_the_scenarios_own(
+    tmp_path: Path,
+) -> None:
+    url = "http://127.0.0.1:1/mcp"
+    with_secret = server_config(
+        url,
+        protocol="handshake",
+        credentials=context_credentials({"client_id": "pre", "client_secret": "s3cret-value"}),
+        folder=tmp_path / "a",
+    )
+    oauth = with_secret.oauth
+    assert (oauth.client_id, oauth.client_secret, oauth.private_key_file) == ("pre", "s3cret-value", None)
+    assert oauth.client_metadata_url == CLIENT_METADATA_URL and oauth.browser is not None
+    assert oauth.store is not None and oauth.store.path == tmp_path / "a" / "tokens.json"
+    assert not oauth.store.uses_keyring and not oauth.client_credentials
+
+    (tmp_path / "b").mkdir()
+    context = {"client_id": "signer", "private_key_pem": "PEM-KEY", "signing_algorithm": "ES256"}
+    with_key = server_config(
+        url,
+        protocol="stateless",
+        credentials=context_credentials(context),
+        folder=tmp_path / "b",
+        client_credentials=True,
+    ).oauth
+    assert with_key.private_key_file is not None and with_key.client_secret is None
+    key_file = Path(with_key.private_key_file)
+    assert key_file.read_text() == "PEM-KEY" and stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert (with_key.private_key_alg, with_key.client_credentials) == ("ES256", True)
+
+    (tmp_path / "c").mkdir()
+    anonymous = server_config(url, protocol="auto", credentials=ContextCredentials(), folder=tmp_path / "c")
+    assert anonymous.oauth.client_id is None and list((tmp_path / "c").iterdir()) == []
 
 
 @pytest.mark.anyio
@@ -109,3 +150,38 @@ def test_the_module_runs_as_a_command() -> None:
         env={"PATH": "/usr/bin:/bin"},
     )
     assert done.returncode == 2 and "usage:" in done.stderr
+
+
+@pytest.fixture(scope="module")
+def oauth_server_url() -> Iterator[str]:
+    """``fixtures/oauth_server.py``: a loopback authorization server (Authlib) in front of an
+    MCP endpoint, approving every authorization request at once."""
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "oauth_server.py"
+    process = subprocess.Popen(
+        [sys.executable, str(fixture)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdin is not None
+    line = process.stdout.readline()
+    assert line.startswith("PORT "), line
+    yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
+    process.stdin.close()
+    process.wait(TIMEOUT)
+
+
+@pytest.mark.anyio
+async def test_a_scenarios_config_logs_in_through_its_browser_and_keeps_the_grant_in_its_folder(
+    oauth_server_url: str, tmp_path: Path
+) -> None:
+    """``approve_in_browser`` follows the authorization redirect to the loopback listener
+    (dynamic registration, PKCE); the grant lands in the scenario's own ``tokens.json``."""
+    config = server_config(
+        oauth_server_url, protocol="auto", credentials=ContextCredentials(), folder=tmp_path
+    )
+    with anyio.fail_after(TIMEOUT):
+        async with connect(config) as conn:
+            result = await conn.mcp.call_tool("whoami", {})
+    assert result.content[0]["text"] == "whoami: mcp"
+    assert config.oauth.store is not None
+    grant = config.oauth.store.find(oauth_server_url)
+    assert grant is not None and grant.grant_type == "authorization_code"
+    assert (tmp_path / "tokens.json").exists()

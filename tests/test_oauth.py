@@ -34,6 +34,7 @@ from mcpl_host.auth.discovery import (
     choose_registration,
     choose_scopes,
     is_stale,
+    jwk_key_type,
     protected_resource_urls,
     read_resource_metadata,
     read_server_metadata,
@@ -124,6 +125,14 @@ def test_a_server_without_s256_is_refused() -> None:
         assert caught.value.step == "pkce"
 
 
+def test_a_private_key_jwt_algorithm_names_its_key_type() -> None:
+    assert [jwk_key_type(alg) for alg in ("RS256", "PS384", "ES256", "EdDSA")] == ["RSA", "RSA", "EC", "OKP"]
+    for alg in ("HS256", "none", "es256"):
+        with pytest.raises(AuthorizationFailed) as caught:
+            jwk_key_type(alg)
+        assert caught.value.step == "token"
+
+
 def test_registration_follows_the_specifications_order() -> None:
     both = _metadata(registration_endpoint="https://a/reg", client_id_metadata_document_supported=True)
     assert (
@@ -166,6 +175,16 @@ def test_the_authorization_response_is_checked_for_state_and_iss() -> None:
         with pytest.raises(AuthorizationFailed) as caught:
             callback_code(query, state="s", metadata=meta)
         assert caught.value.step == step, query
+
+
+def test_the_iss_of_an_authorization_response_is_compared_without_normalization() -> None:
+    """docs/protocol.md OA3: a trailing slash, case or a default port make another issuer."""
+    meta = _metadata(issuer="https://a", authorization_response_iss_parameter_supported=True)
+    assert callback_code("code=c1&state=s&iss=https%3A%2F%2Fa", state="s", metadata=meta) == "c1"
+    for iss in ("https%3A%2F%2Fa%2F", "HTTPS%3A%2F%2FA", "https%3A%2F%2Fa%3A443"):
+        with pytest.raises(AuthorizationFailed) as caught:
+            callback_code(f"code=c1&state=s&iss={iss}", state="s", metadata=meta)
+        assert caught.value.step == "issuer", iss
 
 
 def test_a_token_is_stale_shortly_before_its_absolute_expiry() -> None:
@@ -260,7 +279,7 @@ class Servers:
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
     keys = tmp_path_factory.mktemp("keys")
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -274,6 +293,17 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    (keys / "ec-private.pem").write_bytes(
+        ec_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    (keys / "ec-public.pem").write_bytes(
+        ec_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
     found = Servers(keys)
     yield found
     found.close()
@@ -283,7 +313,12 @@ MAIN = ("--client", "machine:machine-secret-0123456789")
 
 
 def _jwt_args(servers: Servers) -> tuple[str, ...]:
-    return ("--jwt-client", f"signer:{servers.keys / 'public.pem'}")
+    return (
+        "--jwt-client",
+        f"signer:{servers.keys / 'public.pem'}",
+        "--jwt-client",
+        f"ec-signer:{servers.keys / 'ec-public.pem'}",
+    )
 
 
 async def play_browser(url: str) -> None:
@@ -416,14 +451,20 @@ async def test_a_server_failing_a_check_is_refused_naming_the_step(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("how", ["secret", "private_key_jwt"])
+@pytest.mark.parametrize("how", ["secret", "private_key_jwt", "private_key_jwt_es256"])
 async def test_client_credentials_for_machines(servers: Servers, how: str) -> None:
+    """A client secret, an RSA key (RS256) or an EC key (ES256): the fixture takes an
+    assertion whose audience is its issuer only (RFC 9126 §2)."""
     url = servers.url(*MAIN, *_jwt_args(servers))
-    settings: dict[str, Any] = (
-        {"client_id": "machine", "client_secret": "machine-secret-0123456789"}
-        if how == "secret"
-        else {"client_id": "signer", "private_key_file": str(servers.keys / "private.pem")}
-    )
+    settings: dict[str, Any] = {
+        "secret": {"client_id": "machine", "client_secret": "machine-secret-0123456789"},
+        "private_key_jwt": {"client_id": "signer", "private_key_file": str(servers.keys / "private.pem")},
+        "private_key_jwt_es256": {
+            "client_id": "ec-signer",
+            "private_key_file": str(servers.keys / "ec-private.pem"),
+            "private_key_alg": "ES256",
+        },
+    }[how]
     config = ServerConfig(
         url=url, transport="streamable-http", oauth=OAuthSettings(keep_tokens=False, **settings), limits=FAST
     )
@@ -431,6 +472,24 @@ async def test_client_credentials_for_machines(servers: Servers, how: str) -> No
         result = await conn.mcp.call_tool("whoami", {})
     assert result.content[0]["text"] == "whoami: mcp"
     assert url in servers.log(url)["client_credentials_resource"]
+
+
+@pytest.mark.anyio
+async def test_a_private_key_of_another_type_than_its_algorithm_fails_at_token_in_one_sentence(
+    servers: Servers,
+) -> None:
+    """An EC key with the default ``RS256``: refused before any token request, naming the
+    step and the key type wanted, never the key."""
+    url = servers.url(*MAIN, *_jwt_args(servers))
+    key_file = servers.keys / "ec-private.pem"
+    oauth = OAuthSettings(keep_tokens=False, client_id="ec-signer", private_key_file=str(key_file))
+    config = ServerConfig(url=url, transport="streamable-http", oauth=oauth, limits=FAST)
+    with pytest.raises(InitializeError) as caught:
+        async with connect(config):
+            pass
+    text = str(caught.value)
+    assert "OAuth failed at token" in text and "holds no RSA private key (for RS256)" in text
+    assert "PRIVATE KEY" not in text and "\n" not in text
 
 
 @pytest.mark.anyio

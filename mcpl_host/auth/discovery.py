@@ -9,7 +9,7 @@ revision; RFC 9728 (protected resource metadata), RFC 8414 (authorization server
 metadata), OpenID Connect Discovery 1.0, RFC 7636 (PKCE), RFC 8707 (resource indicators),
 RFC 9207 (the ``iss`` authorization response parameter), RFC 7591 (dynamic client
 registration), the OAuth Client ID Metadata Document draft. The project's readings are
-docs/protocol.md OA1-OA12.
+docs/protocol.md OA1-OA13.
 
 Every refusal is ``AuthorizationFailed``: ``step`` names the step that failed (``STEPS``),
 ``str()`` is one sentence that holds no credential.
@@ -40,6 +40,7 @@ __all__ = [
     "choose_scopes",
     "expires_at",
     "is_stale",
+    "jwk_key_type",
     "parse_challenges",
     "protected_resource_urls",
     "read_registration",
@@ -432,9 +433,10 @@ def read_registration(document: object) -> tuple[str, str | None]:
 
 def callback_code(query: str, *, state: str, metadata: ServerMetadata) -> str:
     """The authorization code of the redirect's ``query`` (RFC 6749 §4.1.2), checked: the
-    ``state`` is the one sent; the ``iss`` parameter (RFC 9207 §2.4) is the issuer when
-    present, and must be present when the server advertises
-    ``authorization_response_iss_parameter_supported``.
+    ``state`` is the one sent; the ``iss`` parameter (RFC 9207 §2.4) is the metadata's
+    ``issuer`` when present, compared as strings without any normalization (MCP 2026-07-28
+    Authorization; docs/protocol.md OA3: not even a trailing slash), and must be present
+    when the server advertises ``authorization_response_iss_parameter_supported``.
 
     Raises:
         AuthorizationFailed: ``issuer`` for an ``iss`` mismatch or absence; ``callback`` for
@@ -442,7 +444,7 @@ def callback_code(query: str, *, state: str, metadata: ServerMetadata) -> str:
     """
     params = dict(parse_qsl(query, keep_blank_values=True))
     iss = params.get("iss")
-    if iss is not None and not _same_issuer(iss, metadata.issuer):
+    if iss is not None and iss != metadata.issuer:
         raise AuthorizationFailed(
             "issuer", "the authorization response came from another issuer (iss, RFC 9207)"
         )
@@ -496,3 +498,30 @@ def token_auth_method(metadata: ServerMetadata, *, has_secret: bool, has_key: bo
             return "client_secret_post"
         return "client_secret_basic"
     return "none"
+
+
+#: The JWK key type (RFC 7517 §4.1 ``kty``) of each asymmetric JWS algorithm a
+#: ``private_key_jwt`` assertion may be signed with (RFC 7518 §3.1, RFC 8037 §3.1).
+_KEY_TYPES: dict[str, Literal["RSA", "EC", "OKP"]] = {
+    **{f"{family}{bits}": "RSA" for family in ("RS", "PS") for bits in (256, 384, 512)},
+    **{f"ES{bits}": "EC" for bits in (256, 384, 512)},
+    "ES256K": "EC",
+    "EdDSA": "OKP",
+    "Ed25519": "OKP",
+}
+
+
+def jwk_key_type(alg: str) -> Literal["RSA", "EC", "OKP"]:
+    """The key type of the private key that signs a ``private_key_jwt`` client assertion
+    (RFC 7523 §2.2) with JWS algorithm ``alg`` (RFC 7518 §3.1: ``RS*``/``PS*`` RSA, ``ES*``
+    EC; RFC 8037 §3.1: ``EdDSA`` OKP).
+
+    Raises:
+        AuthorizationFailed: ``token`` for an algorithm that is no asymmetric signature.
+    """
+    kind = _KEY_TYPES.get(alg)
+    if kind is None:
+        raise AuthorizationFailed(
+            "token", "the private_key_jwt algorithm is no asymmetric JWS algorithm (RS256, ES256, EdDSA...)"
+        )
+    return kind

@@ -10,7 +10,7 @@ flow first runs (``import mcpl_host`` does not load it).
 Every token, refresh token, client secret and code verifier is given to the connection's
 ``Redactor`` (``Redactor.add``) the moment it is obtained or made, before anything could
 log it. Every document read is bounded by ``Limits.max_oauth_document_bytes``.
-Specifications: see ``discovery``; docs/protocol.md OA1-OA12.
+Specifications: see ``discovery``; docs/protocol.md OA1-OA13.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from mcpl_host.auth.discovery import (
     choose_registration,
     choose_scopes,
     expires_at,
+    jwk_key_type,
     protected_resource_urls,
     read_registration,
     read_resource_metadata,
@@ -81,7 +82,8 @@ def _authlib() -> Any:
     """Authlib's OAuth message builders, loaded on first use (Authlib ships no type
     information; each is used as documented): ``prepare_grant_uri`` and
     ``prepare_token_request`` (RFC 6749 §4.1.1, §4.1.3), ``create_s256_code_challenge``
-    (RFC 7636 §4.2), ``ClientAuth`` (RFC 6749 §2.3) and ``PrivateKeyJWT`` (RFC 7523 §2.2)."""
+    (RFC 7636 §4.2), ``ClientAuth`` (RFC 6749 §2.3) and ``PrivateKeyJWT`` (RFC 7523 §2.2), with
+    joserfc's ``import_key`` for its signing key (RFC 7517)."""
     import importlib
     import types
 
@@ -89,12 +91,14 @@ def _authlib() -> Any:
     pkce: Any = importlib.import_module("authlib.oauth2.rfc7636")
     auth: Any = importlib.import_module("authlib.oauth2.auth")
     jwt: Any = importlib.import_module("authlib.oauth2.rfc7523")
+    jwk: Any = importlib.import_module("joserfc.jwk")
     return types.SimpleNamespace(
         prepare_grant_uri=parameters.prepare_grant_uri,
         prepare_token_request=parameters.prepare_token_request,
         create_s256_code_challenge=pkce.create_s256_code_challenge,
         client_auth=auth.ClientAuth,
         private_key_jwt=jwt.PrivateKeyJWT,
+        import_key=jwk.import_key,
     )
 
 
@@ -315,15 +319,19 @@ class OAuthFlow:
         secret: str | None,
         method: str,
         what: str,
+        issuer: str,
         **params: Any,
     ) -> dict[str, Any]:
         """POST a token request (RFC 6749 §4.1.3, §4.4.2, §6): the body and the client's
         authentication built by Authlib (``prepare_token_request``; ``ClientAuth`` with
         ``none``, ``client_secret_basic``, ``client_secret_post`` or ``PrivateKeyJWT``),
-        the answer read within ``max_oauth_document_bytes``.
+        the answer read within ``max_oauth_document_bytes``. ``issuer``: the authorization
+        server's, the audience of a ``private_key_jwt`` assertion (RFC 9126 §2), signed with
+        ``OAuthSettings.private_key_alg`` by a key of its type (``discovery.jwk_key_type``).
 
         Raises:
-            AuthorizationFailed: ``token`` (``scope`` for ``invalid_scope``).
+            AuthorizationFailed: ``token`` (``scope`` for ``invalid_scope``; a private key
+                that cannot be read or cannot sign).
         """
         lib = _authlib()
         body = lib.prepare_token_request(grant_type, **{k: v for k, v in params.items() if v})
@@ -338,7 +346,20 @@ class OAuthFlow:
                     "token", "the private key file for private_key_jwt could not be read"
                 ) from None
             self._redactor.add(credential)
-            auth_method = lib.private_key_jwt(endpoint, alg=self.settings.private_key_alg)
+            alg = self.settings.private_key_alg
+            kind = jwk_key_type(alg)
+            try:  # the key of the algorithm's type: Authlib would read any PEM as RSA
+                credential = lib.import_key(credential, kind)
+            except Exception:  # joserfc and cryptography raise several kinds for a bad PEM
+                raise AuthorizationFailed(
+                    "token",
+                    "the client could not authenticate itself: the private key file for private_key_jwt "
+                    f"holds no {kind} private key (for {alg})",
+                ) from None
+            # docs/protocol.md OA13: the audience is the issuer identifier, which RFC 9126 §2
+            # says to use and every authorization server to accept (RFC 7523 §3 left it open),
+            # not Authlib's default, the token endpoint, which some refuse.
+            auth_method = lib.private_key_jwt(endpoint, alg=alg, claims={"aud": issuer})
         headers = {"Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"}
         try:
             _, headers, body = lib.client_auth(client_id, credential, auth_method).prepare(
@@ -416,6 +437,7 @@ class OAuthFlow:
             secret=self.settings.client_secret,
             method=method,
             what="the client credentials",
+            issuer=found.server.issuer,
             scope=found.scope,
             resource=found.resource,
         )
@@ -464,6 +486,7 @@ class OAuthFlow:
                 secret=secret,
                 method=method,
                 what="the authorization code",
+                issuer=found.server.issuer,
                 redirect_uri=listener.redirect_uri,
                 code=code,
                 code_verifier=verifier,
@@ -518,6 +541,7 @@ class OAuthFlow:
             secret=grant.client_secret,
             method=grant.token_endpoint_auth_method,
             what="the refresh token",
+            issuer=grant.issuer,
             refresh_token=grant.refresh_token,
             resource=grant.resource,
         )
