@@ -46,6 +46,7 @@ from mcpl_host.recording import Recorder
 if TYPE_CHECKING:
     from mcpl_host.handlers import HostHandlers, RequestContext
     from mcpl_host.mcpl.explain import Stall
+    from mcpl_host.mcpl.grants import Grant
     from mcpl_host.mcpl.manifest_diff import ChangeReceipt
 
 __all__ = ["DECISION_KINDS", "ConnectionObserver", "Reporter"]
@@ -191,6 +192,19 @@ class Reporter:
                 defects=outcome.defects,
             )
         )
+
+    def grant_in_force(self, grant: Grant | None, settled_by: str) -> None:
+        """The capability grant now in force on the connection (MCPL §5.3), and what settled
+        it (``receipt``, ``notification``: the 0.4 profile's assumption). Only the recording
+        keeps it, as a ``grant`` decision (``{"paths", "settledBy"}``): the application sees
+        the grant on the connection itself."""
+        recorder = self.recorder
+        if recorder is not None:
+            paths = sorted(grant.paths) if grant is not None else []
+            data = {"paths": paths, "settledBy": settled_by}
+            recorder.entry(
+                self.name, recorder.current_connection(self.name), "decision", event="grant", data=data
+            )
 
     def manifest_change(self, receipt: ChangeReceipt) -> None:
         self.handlers.on_manifest_change(self.name, receipt)

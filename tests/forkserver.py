@@ -130,7 +130,12 @@ def _stream(fd: int, like: Any, *, line_buffering: bool) -> io.TextIOWrapper:
 class ForkServer:
     """One fork server for this test process, started on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, python: str | None = None, cwd: str | None = None) -> None:
+        """``python``: the interpreter the server runs on (default: this one), in ``cwd``
+        (default: this one), whose packages each run then imports: another virtual
+        environment's (tests/test_readme.py: the README's fresh ``.venv``)."""
+        self._python = python or sys.executable
+        self._cwd = cwd
         self._lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -147,7 +152,8 @@ class ForkServer:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._gone = False
         self._process = subprocess.Popen(
-            [sys.executable, __file__, str(theirs.fileno())],
+            [self._python, __file__, str(theirs.fileno())],
+            cwd=self._cwd,
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -236,6 +242,7 @@ def run(
     timeout: float,
     text: bool = False,
     capture_output: bool = True,
+    server: ForkServer | None = None,
 ) -> subprocess.CompletedProcess[Any]:
     """``subprocess.run(argv, capture_output=True, ...)`` for ``argv`` = ``[*CLI, *args]``,
     forked: the same arguments, the same ``CompletedProcess`` (str with ``text``, else bytes).
@@ -244,7 +251,7 @@ def run(
     """
     assert capture_output, "a forked run always captures stdout and stderr"
     stdin_r, stdin_w = os.pipe() if input is not None else (None, -1)
-    process = Forked(argv, env, cwd, stdin=stdin_r, text=False)
+    process = Forked(argv, env, cwd, stdin=stdin_r, text=False, server=server)
     chunks: dict[str, bytes] = {}
 
     def drain(name: str) -> None:
@@ -284,16 +291,19 @@ class Forked:
         *,
         stdin: int | None = None,
         text: bool = True,
+        server: ForkServer | None = None,
     ) -> None:
         """Fork ``argv`` = ``[*CLI, *args]`` in ``env`` (default: this one) and ``cwd`` (this
-        one), reading ``stdin`` (a descriptor, closed here; default: this process's stdin)."""
+        one), reading ``stdin`` (a descriptor, closed here; default: this process's stdin),
+        forked by ``server`` (default: ``SERVER``)."""
         assert list(argv[: len(CLI)]) == CLI, argv
         self.args = list(argv)
         stdin = os.dup(0) if stdin is None else stdin
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            self.pid = SERVER.spawn(
+            self._server = server or SERVER
+            self.pid = self._server.spawn(
                 argv[len(CLI) :],
                 os.environ if env is None else env,
                 str(cwd or os.getcwd()),
@@ -317,12 +327,12 @@ class Forked:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = SERVER.wait(self.pid, 0)
+            self.returncode = self._server.wait(self.pid, 0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = SERVER.wait(self.pid, timeout)
+            self.returncode = self._server.wait(self.pid, timeout)
             if self.returncode is None:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return self.returncode
@@ -359,7 +369,15 @@ PRELOADED = (
     "mcpl_host.cli_call",
     "mcpl_host.cli_config",
     "mcpl_host.cli_list",
+    "mcpl_host.cli_task",
+    "mcpl_host.replay.cli",
     "mcpl_host.shell.cli",
+    # what a run over HTTP or WebSocket imports (OAuth is on for an HTTP server by default)
+    "httpx",
+    "mcpl_host.auth.provider",
+    "mcpl_host.transports.http",
+    "mcpl_host.transports.http_sse",
+    "mcpl_host.transports.websocket",
     "anyio._backends._asyncio",
     "anyio.streams.stapled",
     "anyio.streams.tls",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,7 @@ import pytest
 from mcpl_host.cli_target import passed_environment
 from mcpl_host.transports.stdio import ENV_ALLOWLIST, ENV_ALLOWLIST_PREFIXES
 
+from . import forkserver
 from .test_cli import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,7 +133,43 @@ def _missing(line: str) -> list[str]:
     return [program for program in _needs(line) if shutil.which(program) is None]
 
 
-def _run_example(checkout: Path, line: str) -> subprocess.CompletedProcess[str]:
+#: The command of the README's examples, as a new user's shell finds it.
+SCRIPT = ".venv/bin/mcpl-host"
+
+
+def forkable(line: str) -> list[str] | None:
+    """The arguments of an example that is the command alone (``.venv/bin/mcpl-host ARGS``,
+    a trailing comment allowed), or None for a line the shell must run: one with operators,
+    expansions or globs (``|``, ``;``, ``&&``, ``$``, quotes around ``$``...)."""
+    if any(char in line for char in "$`*?[~{"):
+        return None
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    if not tokens or tokens[0] != SCRIPT or any(set(token) <= set("();<>|&") for token in tokens):
+        return None
+    return tokens[1:]
+
+
+def _run_example(checkout: Path, line: str, forks: forkserver.ForkServer) -> subprocess.CompletedProcess[str]:
+    """``line`` run in the checkout: by the shell, or, for the command alone, as a fork of
+    ``forks``, a server on the checkout's ``.venv`` interpreter that imported the CLI from
+    it (the same packages, without an interpreter's start per example; the set-up ran the
+    installed script itself)."""
+    args = forkable(line)
+    if args is not None:
+        return forkserver.run(
+            [*forkserver.CLI, *args],
+            input="",
+            env=user_env(),
+            cwd=checkout,
+            timeout=EXAMPLE_TIMEOUT,
+            text=True,
+            server=forks,
+        )
     return subprocess.run(
         ["sh", "-c", line],
         cwd=checkout,
@@ -170,15 +208,17 @@ def runs(fresh_checkout: Path) -> Iterator[Runs]:
     """Every example and program, started together, four at a time in threads: each is a
     child process that spends most of its time waiting on its servers (``--listen 3``,
     ``check``'s windows)."""
+    forks = forkserver.ForkServer(str(fresh_checkout / ".venv" / "bin" / "python"), str(fresh_checkout))
     with ThreadPoolExecutor(max_workers=4) as pool:
         yield Runs(
             {
-                line: pool.submit(_run_example, fresh_checkout, line)
+                line: pool.submit(_run_example, fresh_checkout, line, forks)
                 for line in EXAMPLES
                 if not _missing(line)
             },
             {number: pool.submit(_run_program, fresh_checkout, number) for number in range(len(PROGRAMS))},
         )
+    forks.close()
 
 
 @pytest.mark.parametrize("line", EXAMPLES)

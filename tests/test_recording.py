@@ -312,10 +312,12 @@ async def test_host_records_a_real_server_both_ways_with_its_lifecycle_and_decis
     assert lifecycle == [("spawn", None), ("connect", None), ("exit", 0), ("closed", None)]
     assert entries[0]["pid"] > 0 and entries[0]["command"] == sys.executable
     decisions = [entry for entry in entries if entry["kind"] == "decision"]
-    assert [entry["event"] for entry in decisions] == ["policy_receipt", "refused"]
+    assert [entry["event"] for entry in decisions] == ["policy_receipt", "grant", "refused"]
     assert decisions[0]["data"]["accepted"] is True
-    assert decisions[1]["data"]["method"] == "push/event"
-    assert decisions[1]["data"]["reason"] == refused.reason and refused.reason
+    # The grant in force: tools only (pushEvents advertised, not granted), by the receipt.
+    assert decisions[1]["data"] == {"paths": ["tools"], "settledBy": "receipt"}
+    assert decisions[2]["data"]["method"] == "push/event"
+    assert decisions[2]["data"]["reason"] == refused.reason and refused.reason
     assert {entry["server"] for entry in entries} == {"demo"}
     assert {entry["connection"] for entry in entries} == {1}
     sent = {
@@ -328,7 +330,7 @@ async def test_host_records_a_real_server_both_ways_with_its_lifecycle_and_decis
     answer_to_push = next(
         entry for entry in entries if entry["kind"] == "sent" and "error" in entry["message"]
     )
-    assert answer_to_push["message"]["id"] == decisions[1]["data"]["id"]  # the refused push, answered
+    assert answer_to_push["message"]["id"] == decisions[2]["data"]["id"]  # the refused push, answered
     call = next(entry for entry in sent.values() if entry["message"]["method"] == "tools/call")
     assert call["message"]["params"]["arguments"] == {"text": f"say {REDACTED}"}
     answer = next(entry for entry in received if entry["message"]["id"] == call["message"]["id"])

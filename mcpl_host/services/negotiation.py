@@ -223,6 +223,7 @@ class PolicyExchange:
         """0.4 profile: send ``proposal`` as a notification and put it in force (module rules)."""
         self._requester.notify_nowait("featureSets/update", proposal.params)
         self._state.assume(proposal, why)
+        self._reporter.grant_in_force(self._state.grant, "notification")
         return PolicyChange(proposal.grant, self._state.grant, None)
 
     async def _exchange_locked(self, proposal: Proposal, within: float | None = None) -> PolicyChange:
@@ -277,6 +278,7 @@ class PolicyExchange:
             return PolicyChange(proposal.grant, state.grant, None, str(exc))
         verdict = verdicts[0]
         self._report(verdict.outcome)
+        self._reporter.grant_in_force(state.grant, "receipt")
         if verdict.retell is not None:
             # The manifest shrank while the request was out: tell the server what is in force.
             retold = state.propose_grant(verdict.retell, proposal.feature_set_policy, initial=False)
