@@ -215,53 +215,39 @@ async def test_with_the_api_and_no_sdk_configured_the_connection_has_no_telemetr
     assert seen["meta"] is None and seen["seen"]["ping"] is None
 
 
-def test_the_package_imports_and_connects_without_opentelemetry() -> None:
+def connected_in_a_new_process(before: str = "") -> list[Any]:
+    """In a new interpreter, after ``before`` (code): ``import mcpl_host``, connect to the
+    trace fixture and ping; the OpenTelemetry modules then loaded and whether the connection
+    had no telemetry."""
     code = (
         "import json, sys\n"
-        "sys.modules['opentelemetry'] = None  # not installed\n"
+        f"{before}"
         "import anyio, mcpl_host\n"
-        "loaded = [m for m, module in sys.modules.items()\n"
-        "          if module is not None and m.startswith(('opentelemetry', 'mcpl_host.telemetry'))]\n"
         "async def main():\n"
         f"    config = mcpl_host.ServerConfig(command=sys.executable, args={SERVER!r})\n"
         "    async with mcpl_host.connect(config) as conn:\n"
         "        await conn.mcp.ping()\n"
         "        return conn.connection.telemetry\n"
         "telemetry = anyio.run(main)\n"
+        "loaded = [m for m, module in sys.modules.items()\n"
+        "          if module is not None and m.startswith(('opentelemetry', 'mcpl_host.telemetry'))]\n"
         "print(json.dumps([loaded, telemetry is None]))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == [[], True]
-    plain = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, mcpl_host; print([m for m in sys.modules if 'opentelemetry' in m])",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert plain.stdout.strip() == "[]", plain.stderr
+    result: list[Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def test_the_package_imports_and_connects_without_opentelemetry() -> None:
+    not_installed = "sys.modules['opentelemetry'] = None\n"
+    assert connected_in_a_new_process(not_installed) == [[], True]
 
 
 def test_nothing_imports_opentelemetry_until_the_application_does() -> None:
     """Installed but not configured (the command line, an application without an SDK): a
     connection made with the default option never imports the API (docs/protocol.md OT4)."""
-    code = (
-        "import json, sys, anyio, mcpl_host\n"
-        "async def main():\n"
-        f"    config = mcpl_host.ServerConfig(command=sys.executable, args={SERVER!r})\n"
-        "    async with mcpl_host.connect(config) as conn:\n"
-        "        await conn.mcp.ping()\n"
-        "        return conn.connection.telemetry\n"
-        "telemetry = anyio.run(main)\n"
-        "print(json.dumps([[m for m in sys.modules if m.startswith('opentelemetry')], telemetry is None]))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == [[], True]
+    assert connected_in_a_new_process() == [[], True]
 
 
 def test_transport_attributes_follow_the_conventions_table_of_mcp_transports() -> None:
