@@ -57,7 +57,14 @@ import anyio
 import orjson
 
 from mcpl_host.jsonrpc.errors import ConnectionLost
-from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem, dumps_message, loads_line, peek_id
+from mcpl_host.jsonrpc.framing import (
+    LineTooLong,
+    NotReadableJSON,
+    ReadItem,
+    dumps_message,
+    loads_line,
+    peek_id,
+)
 from mcpl_host.jsonrpc.values import is_list_or_tuple, is_object
 from mcpl_host.limits import Limits
 from mcpl_host.logging import LOG_VALUE_REDACTION_MARGIN_CHARS, get_logger
@@ -79,6 +86,8 @@ __all__ = [
     "header",
     "message_fields",
     "must_rotate",
+    "RecordingError",
+    "numbered_entries",
     "read_recording",
     "recording_factory",
     "redacted",
@@ -314,19 +323,54 @@ def schema() -> dict[str, Any]:
     return loaded
 
 
+class RecordingError(ValueError):
+    """A file is no recording of this format and version, or one of its lines is no entry;
+    the message names the line (1 is the header)."""
+
+
+def numbered_entries(lines: Iterable[bytes]) -> list[tuple[int, dict[str, Any]]]:
+    """The entries of a recording's lines (its header first), each with its line number;
+    blank lines are skipped. The one reader of the format (the replay reads through it).
+    Raises ``RecordingError``: the first line is no header of ``FORMAT`` version
+    ``FORMAT_VERSION``, or a later line is not JSON or not an entry (an object with
+    ``server`` and ``kind``)."""
+    entries: list[tuple[int, dict[str, Any]]] = []
+    for number, line in enumerate(lines, start=1):
+        if number > 1 and not line.strip():
+            continue
+        try:
+            value: object = loads_line(line)
+        except NotReadableJSON as exc:
+            suffix = ": not an mcpl-host recording" if number == 1 else ""
+            raise RecordingError(f"line {number} is not JSON ({exc}){suffix}") from None
+        if number == 1:
+            if not is_object(value) or value.get("format") != FORMAT:
+                raise RecordingError(
+                    f'line 1 is not the header {{"format": "{FORMAT}", ...}}: not an mcpl-host recording'
+                )
+            version = value.get("version")
+            if version != FORMAT_VERSION:
+                raise RecordingError(
+                    f"line 1: recording format version {version!r}; this mcpl-host reads version {FORMAT_VERSION}"
+                )
+            continue
+        if not is_object(value) or not isinstance(value.get("server"), str) or "kind" not in value:
+            raise RecordingError(f"line {number} is not an entry (an object with server and kind)")
+        entries.append((number, value))
+    return entries
+
+
 def read_recording(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The header and the entries of one file of a recording (JSON Lines). Raises
-    ``ValueError`` when its first line is no header of this format and version, or a line
-    is not JSON; ``OSError`` as ``open``."""
+    ``RecordingError`` (a ``ValueError``) as ``numbered_entries``, also for an empty file;
+    ``OSError`` as ``open``."""
     with open(path, "rb") as file:
-        lines = [line for line in file.read().split(b"\n") if line]
-    if not lines:
-        raise ValueError("an empty file is no recording")
-    head: object = orjson.loads(lines[0])
-    if not is_object(head) or head.get("format") != FORMAT or head.get("version") != FORMAT_VERSION:
-        raise ValueError(f"the first line is no {FORMAT} version {FORMAT_VERSION} header")
-    entries: list[dict[str, Any]] = [orjson.loads(line) for line in lines[1:]]
-    return head, entries
+        lines = file.read().split(b"\n")
+    if not lines or not lines[0].strip():
+        raise RecordingError("an empty file is no recording")
+    entries = numbered_entries(lines)
+    header: dict[str, Any] = loads_line(lines[0])
+    return header, [entry for _, entry in entries]
 
 
 _DEFAULT_LIMITS = Limits()

@@ -32,13 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
-from mcpl_host.jsonrpc.framing import NotReadableJSON, loads_line
 from mcpl_host.jsonrpc.values import is_object
-from mcpl_host.recording import FORMAT, FORMAT_VERSION
+from mcpl_host.recording import RecordingError, numbered_entries
 
 __all__ = [
-    "FORMAT",
-    "VERSIONS",
     "Cue",
     "CueKind",
     "Output",
@@ -48,13 +45,7 @@ __all__ = [
     "server_names",
 ]
 
-#: The format versions this reader knows (the recorder writes ``FORMAT_VERSION``).
-VERSIONS = (FORMAT_VERSION,)
 CueKind = Literal["request", "notification", "response", "other"]
-
-
-class RecordingError(ValueError):
-    """A recording that cannot be replayed: one sentence naming the line and the problem."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,39 +102,10 @@ class Script:
     opening: tuple[int, ...] = field(default=())
 
 
-def _header(line: bytes) -> None:
-    try:
-        header = loads_line(line)
-    except NotReadableJSON as exc:
-        raise RecordingError(f"line 1 is not JSON ({exc}): not an mcpl-host recording") from None
-    if not is_object(header) or header.get("format") != FORMAT:
-        raise RecordingError(
-            f'line 1 is not the header {{"format": "{FORMAT}", ...}}: not an mcpl-host recording'
-        )
-    version = header.get("version")
-    if version not in VERSIONS:
-        raise RecordingError(
-            f"line 1: recording format version {version!r}; this mcpl-host reads version {', '.join(map(str, VERSIONS))}"
-        )
-
-
 def _entries(lines: Iterable[bytes]) -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, start=1):
-        if number == 1:
-            _header(line)
-            continue
-        if not line.strip():
-            continue
-        try:
-            entry = loads_line(line)
-        except NotReadableJSON as exc:
-            raise RecordingError(f"line {number} is not JSON ({exc})") from None
-        if not is_object(entry) or not isinstance(entry.get("server"), str) or "kind" not in entry:
-            raise RecordingError(f"line {number} is not an entry (an object with server and kind)")
-        entry["_line"] = number
-        entries.append(entry)
-    return entries
+    """The recording's entries (``recording.numbered_entries``), each with its line number
+    as ``_line`` (what a difference names)."""
+    return [{**entry, "_line": number} for number, entry in numbered_entries(lines)]
 
 
 def server_names(lines: Iterable[bytes]) -> list[str]:
