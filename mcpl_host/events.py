@@ -92,6 +92,7 @@ __all__ = [
     "Reconnecting",
     "Refusal",
     "ServerRequest",
+    "SessionRenewed",
     "Stalled",
     "Subscription",
     "event_json",
@@ -115,6 +116,7 @@ EventKind = Literal[
     "channels_changed",
     "stalled",
     "input_stream",
+    "session_renewed",
 ]
 #: Every ``HostEvent.kind``: the supervisor's state changes, then what servers send.
 EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
@@ -618,6 +620,23 @@ class Stalled:
         }
 
 
+@dataclass(frozen=True, kw_only=True)
+class SessionRenewed:
+    """``session_renewed``: the server ended its Streamable HTTP session (HTTP 404 for its
+    session id) and the transport started a new one on the same connection (MCP 2025-11-25
+    "Transports", session management; docs/protocol.md HS1-HS4); ``renewals``: how many the
+    connection has started. The lists it listed are read again, its resource subscriptions
+    and log level sent again, the MCPL grant in force proposed again. JSON: ``{"renewals"}``."""
+
+    kind: ClassVar[Literal["session_renewed"]] = "session_renewed"
+    server: str
+    renewals: int
+    time: float = field(default_factory=_now)
+
+    def to_json(self) -> JSONObject:
+        return {"renewals": self.renewals}
+
+
 #: Something that happened to one server: one of the event values above (module rules).
 HostEvent: TypeAlias = (
     Connecting
@@ -636,6 +655,7 @@ HostEvent: TypeAlias = (
     | ChannelsChanged
     | Stalled
     | InputStream
+    | SessionRenewed
 )
 #: The events a supervisor emits (``LIFECYCLE_KINDS``).
 LifecycleEvent: TypeAlias = Connecting | Ready | Degraded | Disconnected | Reconnecting | GaveUp

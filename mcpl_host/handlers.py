@@ -234,6 +234,11 @@ class HostHandlers:
         its ``exit_status`` and ``stderr_tail``. Not called when the host closes. Must not
         block."""
 
+    def on_session_renewed(self, server: str, renewals: int) -> None:
+        """The server ended its Streamable HTTP session and the connection goes on in a new
+        one (``renewals``: how many so far; docs/protocol.md HS1-HS4): a ``tools/call`` in
+        flight then failed (it may have run), the lists are read again. Must not block."""
+
     def on_orphan_response(self, server: str, response: Response) -> None:
         """A response naming no pending request: a late answer after a timeout or a
         cancellation (docs/protocol.md R5). Must not block."""

@@ -177,6 +177,11 @@ DEFAULT_SSE_RECONNECT_DELAY_SECONDS = 1.0
 DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS = 0.1
 DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS = 30.0
 DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS = 5
+#: New Streamable HTTP sessions started after the server ended one (HTTP 404 for its session
+#: id) within the window (seconds); one more loses the transport (``transports.http_session``,
+#: docs/protocol.md HS4). 0: never; a session that ends loses the transport.
+DEFAULT_MAX_SESSION_RENEWALS = 3
+DEFAULT_SESSION_RENEWAL_WINDOW_SECONDS = 60.0
 #: Seconds between two looks at a stdio server's descendants (Linux), so that one that
 #: leaves the process group is still known when the server is closed.
 DEFAULT_PROCESS_TREE_SCAN_SECONDS = 1.0
@@ -391,6 +396,8 @@ class Limits:
     sse_min_reconnect_delay_seconds: float = DEFAULT_SSE_MIN_RECONNECT_DELAY_SECONDS
     sse_max_reconnect_delay_seconds: float = DEFAULT_SSE_MAX_RECONNECT_DELAY_SECONDS
     sse_max_reconnect_attempts: int = DEFAULT_SSE_MAX_RECONNECT_ATTEMPTS
+    max_session_renewals: int = DEFAULT_MAX_SESSION_RENEWALS
+    session_renewal_window_seconds: float = DEFAULT_SESSION_RENEWAL_WINDOW_SECONDS
     process_tree_scan_seconds: float = DEFAULT_PROCESS_TREE_SCAN_SECONDS
     max_check_messages: int = DEFAULT_MAX_CHECK_MESSAGES
     max_check_message_bytes: int = DEFAULT_MAX_CHECK_MESSAGE_BYTES
@@ -477,6 +484,7 @@ _ZERO_OK = frozenset(
         "eof_exit_wait_seconds",
         "max_reference_redirects",
         "max_oauth_step_ups",
+        "max_session_renewals",
     }
 )
 #: Fields that may be None (JSON null): the feature they time is off.

@@ -617,6 +617,10 @@ class MCPClient:
         self._settled: anyio.Event | None = None
         #: Called (it must not block) with a list's name after a background refresh.
         self.on_list_refreshed: Callable[[str], None] | None = None
+        #: What a handshake-era session holds on the server and a new session must be told
+        #: again (``session_renewed``): the log level set, the resources subscribed.
+        self._log_level: str | None = None
+        self._subscribed: set[str] = set()
         #: Monotonic seconds, for the freshness of cached lists (tests may replace it).
         self.clock: Callable[[], float] = time.monotonic
         #: List name -> how long its cache is fresh (stateless era only; module rules).
@@ -887,6 +891,27 @@ class MCPClient:
             self._held.add(name)
         elif getattr(self, f"cached_{name}") is not None and state.ask():
             self._start_refresh(name)
+
+    async def session_renewed(self) -> None:
+        """The transport started a new session after the server ended one (MCP 2025-11-25
+        "Transports", session management; docs/protocol.md HS3): each list listed is read
+        again in the background (as after its ``list_changed``; ``lists_settled()`` waits
+        for it), and in the handshake era the log level set and the resources subscribed
+        are sent again, in that order, before this returns. Never raises: a failure is
+        logged (``ConnectionClosed`` ends it quietly)."""
+        for method in LIST_CHANGED:
+            self.on_notification(method, None)
+        if self.stateless:
+            return
+        try:
+            if self._log_level is not None:
+                await self._requester.request("logging/setLevel", {"level": self._log_level})
+            for uri in sorted(self._subscribed):
+                await self._requester.request("resources/subscribe", {"uri": uri})
+        except ConnectionClosed:
+            return
+        except MCPLHostError as exc:
+            self._log.warning("could not restore the session's state on the new session", error=str(exc))
 
     async def lists_settled(self) -> None:
         """Return once no refresh of a list is in flight or pending (after a burst of
@@ -1214,6 +1239,7 @@ class MCPClient:
                 self._requester.log_level = level
             return
         await self._requester.request("logging/setLevel", {"level": level}, timeout=timeout)
+        self._log_level = level
 
     @property
     def resource_subscriptions(self) -> frozenset[str]:
@@ -1234,6 +1260,7 @@ class MCPClient:
         listen), ``RequestTimeout``; in the handshake era what ``request()`` raises."""
         if not self.stateless:
             await self._requester.request("resources/subscribe", {"uri": uri}, timeout=timeout)
+            self._subscribed.add(uri)
             return
         if not may_subscribe(self._server_capabilities()):
             raise SubscriptionRefused(uri, "it does not advertise resources.subscribe", self._redactor)
@@ -1257,6 +1284,7 @@ class MCPClient:
         (handshake era) what ``request()`` raises."""
         if not self.stateless:
             await self._requester.request("resources/unsubscribe", {"uri": uri}, timeout=timeout)
+            self._subscribed.discard(uri)
             return
         self._listening.uris.discard(uri)
         self._listening.refresh()

@@ -35,6 +35,7 @@ from mcpl_host.events import (
     Refusal,
     ServerNotification,
     ServerRequest,
+    SessionRenewed,
     Stalled,
 )
 from mcpl_host.jsonrpc.envelope import RequestId, Response
@@ -55,6 +56,7 @@ __all__ = ["DECISION_KINDS", "ConnectionObserver", "Reporter"]
 #: the others report messages, which the recording has as lines.
 DECISION_KINDS = frozenset({
     "refused", "held", "policy_receipt", "manifest_change", "channels_changed", "stalled", "input_stream",
+    "session_renewed",
 })  # fmt: skip
 
 
@@ -232,6 +234,12 @@ class Reporter:
                 profile=profile,
             )
         )
+
+    def session_renewed(self, renewals: int) -> None:
+        """The transport started a new HTTP session after the server ended one
+        (``SessionRenewed``)."""
+        self.handlers.on_session_renewed(self.name, renewals)
+        self._observe(SessionRenewed(server=self.name, renewals=renewals))
 
     def connection_lost(self, error: ConnectionLost) -> None:
         self.handlers.on_connection_lost(self.name, error)

@@ -1155,6 +1155,8 @@ def _run_summary(kind: str, d: Mapping[str, object]) -> tuple[str, str]:
         return safe_text(d.get("reason"), max_chars=MAX_EVENT_CHARS), "bold red"
     if kind == "stalled":
         return safe_text(d.get("explanation"), max_chars=MAX_SENTENCE_CHARS), "yellow"
+    if kind == "session_renewed":
+        return f"the server ended the HTTP session; new session {d.get('renewals')} started", "yellow"
     if kind == "policy_receipt":
         if d.get("accepted") is True:
             return "accepted" + (f" ({safe_text(d.get('mode'))})" if d.get("mode") else ""), ""

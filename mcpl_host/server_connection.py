@@ -32,6 +32,7 @@ Rules of this module:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -401,6 +402,9 @@ class ServerConnection:
         if callable(mirror):  # Streamable HTTP: tool parameters marked x-mcp-header (S10)
             mirror(self.mcp.param_headers)
             self.mcp.mirrors_param_headers = True
+        watch = getattr(shell.transport, "watch_session", None)
+        if callable(watch):  # Streamable HTTP: a session the server ends is renewed (HS3)
+            watch(self._on_session_renewed)
         try:
             hosted = self.hosted
             self._opening = Opening(
@@ -451,6 +455,26 @@ class ServerConnection:
             "the mcpl:// server did not advertise MCPL: hosted as plain MCP (MCP-only fallback)",
             endpoint=shown,
         )
+
+    def _on_session_renewed(self) -> None:
+        """The transport started a new HTTP session after the server ended one
+        (docs/protocol.md HS3). In the background: the MCP client sets the session's state
+        again (``MCPClient.session_renewed``), the MCPL grant in force is proposed again
+        (MCPL §6.7), then the application is told (``SessionRenewed``)."""
+        renewals = getattr(self.connection.transport, "renewals", 0)
+        count = renewals if isinstance(renewals, int) else 0
+        policy, reporter = self.policy, self._reporter
+
+        async def restore() -> None:
+            await self.mcp.session_renewed()
+            state = policy.state
+            grant = state.grant
+            if state.is_ready and grant is not None:
+                with contextlib.suppress(ConnectionLost, ConnectionClosed):
+                    await policy.exchange_grant(grant)
+            reporter.session_renewed(count)
+
+        self.connection.pool.start_job(restore, counted=False)
 
     def _on_roots_changed(self) -> None:
         self.mcp.roots_changed()

@@ -273,6 +273,7 @@ def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:
         Reconnecting,
         Refusal,
         ServerRequest,
+        SessionRenewed,
         Stalled,
         event_json,
     )
@@ -416,6 +417,7 @@ def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:
             Stalled(server="s", explanation="e", silent_seconds=1.0),
             {"explanation": "e", "silentSeconds": 1.0, "waiting": [], "refused": None, "profile": None},
         ),
+        (SessionRenewed(server="s", renewals=2), {"renewals": 2}),
     ]
     assert sorted({event.kind for event, _ in cases}) == sorted(EVENT_KINDS)
     for event, data in cases:

@@ -16,6 +16,7 @@ followed, every bound from ``Limits``, a clear sentence for each refusal.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import socket
@@ -431,9 +432,11 @@ async def test_a_get_stream_refused_with_405_leaves_the_session_working(tmp_path
                 assert conn.is_open
 
 
-async def test_an_expired_session_loses_the_transport_at_once(tmp_path: Path) -> None:
+async def test_an_expired_session_loses_the_transport_at_once_with_renewal_off(tmp_path: Path) -> None:
+    # With renewal on (the default) a new session starts: tests/test_http_session_renewal.py.
+    limits = dataclasses.replace(FAST, max_session_renewals=0)
     async with bridge(tmp_path, "--no-get", "--expire-after", "4") as server:
-        conn = connect(ServerConfig(url=server.url(), limits=FAST))
+        conn = connect(ServerConfig(url=server.url(), limits=limits))
         with anyio.fail_after(TIMEOUT):
             async with conn:  # initialize, initialized, featureSets/update: three POSTs
                 await conn.mcp.call_tool("add", {"a": 1, "b": 1})  # the fourth

@@ -26,6 +26,11 @@ Rules of this module:
 - Headers: ``Mcp-Session-Id`` from the initialize answer on every later request;
   ``MCP-Protocol-Version`` from the handshake on: given by ``negotiated()`` (the connection
   calls it) or else read from the initialize result that passes through.
+- A session the server ended (404 to a request, a notification, a response or a GET that
+  carried its id) is renewed on the same transport: a new ``initialize`` and
+  ``notifications/initialized`` (the first ones, under a renewal id), then what was in flight
+  is sent again or failed with an error answer made here, and ``watch_session``'s callback
+  is called (``transports.http_session``; docs/protocol.md HS1-HS4).
 - ``aclose()`` sends DELETE with the session id (bounded by ``limits.close_grace_seconds``).
 - Stateless requests (MCP 2026-07-28 "Streamable HTTP"; their ``_meta`` names the protocol
   version: ``stateless.is_stateless_request``) are posted like any request, with the
@@ -44,7 +49,7 @@ Rules of this module:
   connection closed before or while answering) is passed on as an error answer made here
   (docs/protocol.md S3a), and the connection falls back to ``initialize``.
 - Errors (``refusal_message``): a redirect is never followed; 401/403, 404 for a request
-  carrying the session id (the session ended), a wrong content type, a body or event over
+  carrying the session id when no new session can be started, a wrong content type, a body or event over
   its bound, or an unreachable server lose the transport (``ConnectionLost``) with one clear
   sentence. Any other refusal of a request loses it too (its answer cannot come), unless the
   body is the server's JSON-RPC answer to it; a refused notification or response is logged
@@ -104,11 +109,28 @@ from mcpl_host.transports.http_params import (
     media_type,
     shown_http_url,
 )
+from mcpl_host.transports.http_session import (
+    after_session_ended,
+    manifest_of,
+    renewal_initialize,
+    renewal_problem,
+    renewal_refused,
+    session_ended_answer,
+)
 
 __all__ = ["FallBack", "StreamableHTTPTransport"]
 
 _VISIBLE_ASCII = re.compile(r"[\x21-\x7e]+\Z")
 _VERSION = re.compile(r"[0-9A-Za-z._-]{1,64}\Z")
+
+
+class _SessionEnded(Exception):
+    """The server answered 404 to a request that carried session id ``session`` (module
+    rules: the session ended)."""
+
+    def __init__(self, session: str | None) -> None:
+        super().__init__("the HTTP session ended")
+        self.session = session
 
 
 class FallBack(Exception):
@@ -166,6 +188,27 @@ class StreamableHTTPTransport:
         self._refusals = LogBudget(self._limits.invalid_requests_logged)
         self._life = Lifetime("a StreamableHTTPTransport")
         self._param_source: Callable[[Mapping[str, Any]], dict[str, str]] | None = None
+        # The session's renewal (module rules, transports.http_session).
+        self._initialize_line: bytes | None = None
+        self._initialized_line: bytes | None = None
+        self._manifest: bytes | None = None
+        self._renew_lock = anyio.Lock()
+        self._renewing: anyio.Event | None = None  # set while a new session is being opened
+        self._renewed_at: list[float] = []  # when the recent renewals were (renewal_refused)
+        self._renewals = 0
+        self._on_renewed: Callable[[], None] | None = None
+
+    def watch_session(self, on_renewed: Callable[[], None]) -> None:
+        """From now on ``on_renewed()`` is called (in the task that opened it) each time the
+        transport started a new session after the server ended one (module rules): the
+        session's state on the server (subscriptions, log level, the MCPL grant) is gone
+        and the caller sets it again. It must not block."""
+        self._on_renewed = on_renewed
+
+    @property
+    def renewals(self) -> int:
+        """How many new sessions this transport started after the server ended one."""
+        return self._renewals
 
     def mirror_params(self, source: Callable[[Mapping[str, Any]], dict[str, str]]) -> None:
         """From now on each stateless ``tools/call`` also carries ``source(message)`` (its
@@ -369,13 +412,21 @@ class StreamableHTTPTransport:
             )
         elif kind == "request":
             self._spawn(
-                self._post_request, line, id_key(request_id), f"the POST of {method}", None, request_id
+                self._post_request,
+                line,
+                id_key(request_id),
+                f"the POST of {method}",
+                None,
+                request_id,
+                method,
             )
         elif method == "notifications/cancelled" and self._cancels_stateless(message):
             return  # its stream was closed: that is the cancellation (module rules)
         else:
             what = f"the POST of {method}" if method else "the POST of a response"
-            await self._post_message(line, what)
+            if method == "notifications/initialized":
+                self._initialized_line = line
+            await self._post_message(line, what, kind, method)
             if method == "notifications/initialized" and not self._get_started:
                 self._get_started = True
                 self._spawn(self._run_stream, None, _Stream(key=None))
@@ -388,6 +439,7 @@ class StreamableHTTPTransport:
 
     async def _post_initialize(self, line: bytes, key: bytes, request_id: object) -> None:
         self._initialize_key = key
+        self._initialize_line = line
         self._session_id = None
         headers = self._headers(ACCEPT_POST, json_body=True)
         response = await self._open_or_lose("POST", "the POST of initialize", headers, line)
@@ -411,6 +463,124 @@ class StreamableHTTPTransport:
         else:
             await response.aclose()
 
+    # --- a new session after the server ended one (module rules) ---------------------------
+
+    async def _session_ready(self) -> None:
+        """Wait while a new session is being opened. Raises ``ConnectionLost`` when opening
+        it failed (the transport is lost)."""
+        renewing = self._renewing
+        if renewing is not None:
+            await renewing.wait()
+            if self._inbox.lost is not None:
+                raise ConnectionLost(self._inbox.lost, step=self._inbox.lost_step)
+
+    async def _renew(self, ended: str | None) -> None:
+        """Start a new session after the server ended session ``ended`` (a 404 to it; MCP
+        2025-11-25 "Transports", session management): the first ``initialize`` again,
+        under an id of its own, then ``notifications/initialized``; nothing when another
+        task has already done it. At most ``limits.max_session_renewals`` within
+        ``limits.session_renewal_window_seconds`` (``renewal_refused``), each within
+        ``limits.handshake_timeout_seconds``.
+        Raises ``ConnectionLost`` (the transport lost, with the reason) when a new session
+        cannot be started."""
+        async with self._renew_lock:
+            if self._session_id != ended:
+                return  # a new session is in force already
+            limits = self._limits
+            lead = f"the server at {self._shown} ended the HTTP session (404 for its session id)"
+            if self._initialize_line is None:
+                raise self._lose(f"{lead} before the handshake", "http")
+            now = anyio.current_time()
+            refused = renewal_refused(self._renewed_at, now, limits)
+            if refused is not None:
+                raise self._lose(f"the server at {self._shown} ended the HTTP session {refused}", "http")
+            self._renewed_at.append(now)
+            self._renewals += 1
+            done = self._renewing = anyio.Event()
+            try:
+                problem: str | None = None
+                with anyio.move_on_after(limits.handshake_timeout_seconds) as deadline:
+                    problem = await self._open_session(self._initialize_line, self._renewals)
+                if deadline.cancelled_caught:
+                    problem = f"it did not answer within {describe_seconds(limits.handshake_timeout_seconds)}"
+                if problem is not None:
+                    raise self._lose(f"{lead}, and a new session could not be started: {problem}", "http")
+            finally:
+                self._renewing = None
+                done.set()
+        self._logger.warning("the server ended the HTTP session; a new session was started", url=self._shown)
+        if self._on_renewed is not None:
+            self._on_renewed()
+
+    async def _open_session(self, first: bytes, number: int) -> str | None:
+        """Open renewal ``number``'s session: ``initialize`` (``first`` under its own id),
+        its answer checked (``renewal_problem``), then ``notifications/initialized``.
+        Returns why it failed (a phrase), None when the new session is in force. Other
+        messages on the initialize's event stream are passed on."""
+        line, request_id = renewal_initialize(first, number)
+        self._session_id = None
+        what = "the POST of initialize"
+        try:
+            response = await self._open("POST", what, self._headers(ACCEPT_POST, json_body=True), line)
+        except Unreachable as exc:
+            return str(exc)
+        try:
+            status = response.status_code
+            if not 200 <= status < 300:
+                body = await error_excerpt(response, self._limits)
+                return self._refusal(response, what, body, had_session=False)
+            session = response.headers.get("mcp-session-id")
+            if session is not None and not _VISIBLE_ASCII.match(session):
+                return "it sent an Mcp-Session-Id that is not visible ASCII"
+            answer = await self._renewal_answer(response, request_id)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+        if answer is None:
+            return "it sent no answer to initialize"
+        problem = renewal_problem(answer, protocol_version=self._protocol_version, manifest=self._manifest)
+        if problem is not None:
+            return problem
+        self._session_id = session
+        if self._initialized_line is not None:
+            what = "the POST of notifications/initialized"
+            try:
+                response = await self._open(
+                    "POST", what, self._headers(ACCEPT_POST, json_body=True), self._initialized_line
+                )
+            except Unreachable as exc:
+                return str(exc)
+            status = response.status_code
+            await response.aclose()
+            if not 200 <= status < 300:
+                return f"it refused notifications/initialized (HTTP {status})"
+        return None
+
+    async def _renewal_answer(self, response: httpx.Response, request_id: str) -> object:
+        """The answer to a renewal's ``initialize`` (``request_id``), parsed, from a JSON body
+        or an event stream (other messages on it are passed on); None when none came."""
+        limits = self._limits
+        key = id_key(request_id)
+        with (
+            contextlib.suppress(Unreachable, UnreadableBody),
+            unreachable("the answer to initialize", self._shown, self._redactor),
+        ):
+            if media_type(response.headers.get("content-type")) == "application/json":
+                body = await read_body(
+                    response, limits.max_line_bytes, limits.read_chunk_bytes, limits.max_content_codings
+                )
+                kind, answer_id, _, message = peek(trim(body))
+                return message if kind == "response" and id_key(answer_id) == key else None
+            async for event in sse_events(response, limits):
+                data = trim(event.data.encode("utf-8"))
+                if event.event != "message" or not data:
+                    continue
+                kind, answer_id, _, message = peek(data)
+                if kind == "response" and id_key(answer_id) == key:
+                    return message
+                await self._deliver(data, None)
+        return None
+
     def _cancels_stateless(self, message: dict[str, Any] | None) -> bool:
         """A ``notifications/cancelled`` of a stateless request: close its stream (True)."""
         params: Any = message.get("params") if message is not None else None
@@ -431,50 +601,75 @@ class StreamableHTTPTransport:
         what: str,
         stateless_headers: dict[str, str] | None = None,
         request_id: object = None,
+        method: str | None = None,
     ) -> None:
         with anyio.CancelScope() as scope:
             self._streams[key] = scope
             if stateless_headers is not None:
                 self._stateless.add(key)
             try:
-                had_session = self._session_id is not None
-                headers = self._headers(ACCEPT_POST, json_body=True)
-                if stateless_headers is not None:
-                    headers.pop("Mcp-Session-Id", None)
-                    headers.update(stateless_headers)
-                probe = (
-                    stateless_headers is not None and stateless_headers.get("Mcp-Method") == "server/discover"
-                )
-                if probe:
+                while True:
+                    await self._session_ready()
                     try:
-                        response = await self._open("POST", what, headers, line)
-                    except Unreachable as exc:  # S3a: a connection closed unanswered refuses it
-                        if exc.connecting:  # no server there: initialize would not reach it either
-                            raise self._lose(str(exc), exc.step) from None
-                        await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
+                        await self._post_request_once(line, key, what, stateless_headers, request_id)
                         return
-                else:
-                    response = await self._open_or_lose("POST", what, headers, line)
-                try:
-                    answer_refusal = request_id if stateless_headers is not None else None
-                    if await self._check_answer(
-                        response,
-                        what,
-                        key,
-                        had_session=had_session,
-                        answer_refusal=answer_refusal,
-                        probe=probe,
-                    ):
-                        answered = await self._read_answer(response, key, request_id, what, probe=probe)
-                        if not answered and stateless_headers is not None and not self._life.closing:
-                            # Nothing can resume it: the request fails now, not at its timeout.
-                            await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await response.aclose()
+                    except _SessionEnded as ended:
+                        session = ended.session
+                    # The server ended the session (module rules): a new one, then the
+                    # request again or its error answer.
+                    await self._renew(session)
+                    if after_session_ended("request", method) != "resend":
+                        answer = session_ended_answer(request_id, method or "the request", self._shown)
+                        await self._inbox.put(orjson.dumps(answer))
+                        return
             finally:
                 self._streams.pop(key, None)
                 self._stateless.discard(key)
+
+    async def _post_request_once(
+        self,
+        line: bytes,
+        key: bytes,
+        what: str,
+        stateless_headers: dict[str, str] | None,
+        request_id: object,
+    ) -> None:
+        """POST one request and read its answer. Raises ``_SessionEnded`` when the server
+        answers 404 to the session id it carried (on the POST or a resumption)."""
+        had_session = self._session_id is not None
+        headers = self._headers(ACCEPT_POST, json_body=True)
+        if stateless_headers is not None:
+            headers.pop("Mcp-Session-Id", None)
+            headers.update(stateless_headers)
+        probe = stateless_headers is not None and stateless_headers.get("Mcp-Method") == "server/discover"
+        if probe:
+            try:
+                response = await self._open("POST", what, headers, line)
+            except Unreachable as exc:  # S3a: a connection closed unanswered refuses it
+                if exc.connecting:  # no server there: initialize would not reach it either
+                    raise self._lose(str(exc), exc.step) from None
+                await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
+                return
+        else:
+            response = await self._open_or_lose("POST", what, headers, line)
+        try:
+            answer_refusal = request_id if stateless_headers is not None else None
+            if await self._check_answer(
+                response,
+                what,
+                key,
+                had_session=had_session,
+                answer_refusal=answer_refusal,
+                probe=probe,
+                session=headers.get("Mcp-Session-Id"),
+            ):
+                answered = await self._read_answer(response, key, request_id, what, probe=probe)
+                if not answered and stateless_headers is not None and not self._life.closing:
+                    # Nothing can resume it: the request fails now, not at its timeout.
+                    await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
 
     async def _check_answer(
         self,
@@ -486,6 +681,7 @@ class StreamableHTTPTransport:
         fall_back: bool = False,
         answer_refusal: object = None,
         probe: bool = False,
+        session: str | None = None,
     ) -> bool:
         """Check the head of a request's answer: True to read it, False when there is
         nothing to read (202: the answer comes on another stream). Raises ``ConnectionLost``
@@ -494,7 +690,8 @@ class StreamableHTTPTransport:
         instead (then False), and so is the error answer made here for a stateless request
         (``answer_refusal``: its id) refused with a status in ``FALLBACK_STATUSES`` or, for
         the era probe (``probe``), with any status but 401, 403 and a redirect, or any
-        content type (module rules)."""
+        content type (module rules). Raises ``_SessionEnded`` for a 404 to a request that
+        carried ``session`` (its session id)."""
         status = response.status_code
         if status == 202:
             self._logger.debug("request accepted without an answer on its POST", url=self._shown)
@@ -505,6 +702,8 @@ class StreamableHTTPTransport:
             if kind == "response" and id_key(answer_id) == key and not (status == 404 and had_session):
                 await self._inbox.put(body.encode("utf-8"))
                 return False
+            if status == 404 and session is not None and self._limits.max_session_renewals > 0:
+                raise _SessionEnded(session)
             message = self._refusal(response, what, body, had_session=had_session)
             if fall_back and status in FALLBACK_STATUSES:
                 raise FallBack(message)
@@ -528,8 +727,36 @@ class StreamableHTTPTransport:
             raise self._lose(message)
         return True
 
-    async def _post_message(self, line: bytes, what: str) -> None:
-        """POST a notification or response; wait for the server to accept it."""
+    async def _post_message(
+        self, line: bytes, what: str, kind: str | None = None, method: str | None = None
+    ) -> None:
+        """POST a notification or response (``kind``, ``method``: what ``peek`` read of it);
+        wait for the server to accept it. After a 404 to its session id: a new session, then
+        the message again or not at all (``after_session_ended``, module rules)."""
+        await self._session_ready()
+        while True:
+            session = self._session_id
+            status, message = await self._post_message_once(line, what)
+            if status is None:
+                return
+            if status == 404 and session is not None and self._limits.max_session_renewals > 0:
+                await self._renew(session)
+                if after_session_ended(kind, method) == "resend":
+                    continue
+                self._logger.info("not sent: the session it belonged to had ended", what=what)
+                return
+            if status in (401, 403) or 300 <= status < 400 or (status == 404 and session is not None):
+                raise self._lose(message, "http")
+            verdict = self._refusals.take()
+            if verdict != "quiet":
+                suffix = "; further refusals go unlogged" if verdict == "last" else ""
+                self._logger.warning(f"the server refused a message{suffix}", reason=message)
+            return
+
+    async def _post_message_once(self, line: bytes, what: str) -> tuple[int | None, str]:
+        """POST one notification or response: (None, "") when the server accepted it, else
+        its status and the refusal sentence. Raises ``ConnectionLost`` when the server
+        cannot be reached or does not answer within ``limits.http_reply_timeout_seconds``."""
         had_session = self._session_id is not None
         timeout = self._limits.http_reply_timeout_seconds
         try:
@@ -539,9 +766,9 @@ class StreamableHTTPTransport:
                 try:
                     status = response.status_code
                     if 200 <= status < 300:
-                        return
+                        return None, ""
                     body = await error_excerpt(response, self._limits)
-                    message = self._refusal(response, what, body, had_session=had_session)
+                    return status, self._refusal(response, what, body, had_session=had_session)
                 finally:
                     with anyio.CancelScope(shield=True):
                         await response.aclose()
@@ -549,12 +776,6 @@ class StreamableHTTPTransport:
             raise self._lose(
                 f"the server at {self._shown} did not answer {what} within {describe_seconds(timeout)}"
             ) from None
-        if status in (401, 403) or 300 <= status < 400 or (status == 404 and had_session):
-            raise self._lose(message, "http")
-        verdict = self._refusals.take()
-        if verdict != "quiet":
-            suffix = "; further refusals go unlogged" if verdict == "last" else ""
-            self._logger.warning(f"the server refused a message{suffix}", reason=message)
 
     # --- receiving -------------------------------------------------------------------------
 
@@ -613,10 +834,11 @@ class StreamableHTTPTransport:
         """Pass one message on; True when it is the answer to request ``key``."""
         kind, answer_id, _, message = peek(line)
         answered = kind == "response" and key is not None and id_key(answer_id) == key
-        if answered and key == self._initialize_key and not self._told_version:
+        if answered and key == self._initialize_key:
             result: Any = message.get("result") if message is not None else None
+            self._manifest = manifest_of(result)
             version: Any = result.get("protocolVersion") if is_object(result) else None
-            if isinstance(version, str) and _VERSION.match(version):
+            if not self._told_version and isinstance(version, str) and _VERSION.match(version):
                 self._protocol_version = version
         await self._inbox.put(line)
         return answered
@@ -652,7 +874,15 @@ class StreamableHTTPTransport:
                 await anyio.sleep(
                     reconnect_delay(limits, failures=failures, empty=empty, retry_ms=stream.retry_ms)
                 )
-            opened = await self._open_get(stream)
+            try:
+                opened = await self._open_get(stream)
+            except _SessionEnded as ended:
+                if stream.key is not None:
+                    raise  # the request's own task decides (module rules)
+                await self._renew(ended.session)
+                stream.last_id = ""  # its event ids belonged to the ended session
+                failures, response = 0, None
+                continue
             if isinstance(opened, str):
                 failures, last_failure, response = failures + 1, opened, None
                 if failures >= limits.sse_max_reconnect_attempts:
@@ -671,8 +901,11 @@ class StreamableHTTPTransport:
         response (200 with an event stream), a sentence for a failure worth retrying, or
         None when the server offers no stream (405, or a refusal retrying cannot change: a
         4xx other than 408 and 429, logged). Raises ``ConnectionLost`` when the session is
-        over, the credentials are refused, or the server redirects."""
+        over, the credentials are refused, or the server redirects; ``_SessionEnded`` for a
+        404 to its session id."""
+        await self._session_ready()
         headers = self._headers(ACCEPT_SSE)
+        session = headers.get("Mcp-Session-Id")
         if stream.last_id:
             headers["Last-Event-ID"] = stream.last_id
         what = "the GET of its event stream"
@@ -698,8 +931,10 @@ class StreamableHTTPTransport:
         if status == 200:
             shown = log_value(kind or "none", self._redactor, max_units=80)
             return f"the server at {self._shown} answered {what} with Content-Type {shown}"
-        message = self._refusal(response, what, body, had_session=self._session_id is not None)
-        if (status == 404 and self._session_id is not None) or status in (401, 403) or 300 <= status < 400:
+        if status == 404 and session is not None and self._limits.max_session_renewals > 0:
+            raise _SessionEnded(session)
+        message = self._refusal(response, what, body, had_session=session is not None)
+        if (status == 404 and session is not None) or status in (401, 403) or 300 <= status < 400:
             raise self._lose(message, "http")
         if 400 <= status < 500 and status not in (408, 429):
             self._logger.warning(

@@ -360,6 +360,16 @@ class AutoHTTPTransport:
         stateless requests carry them, and those never go over HTTP+SSE."""
         self._streamable.mirror_params(source)
 
+    def watch_session(self, on_renewed: Callable[[], None]) -> None:
+        """Passed on to Streamable HTTP (``StreamableHTTPTransport.watch_session``): the
+        HTTP+SSE transport has no session to renew."""
+        self._streamable.watch_session(on_renewed)
+
+    @property
+    def renewals(self) -> int:
+        """New sessions Streamable HTTP started (``StreamableHTTPTransport.renewals``)."""
+        return self._streamable.renewals
+
     def negotiated(self, protocol_version: str) -> None:
         """Passed on to the transport in use (see ``StreamableHTTPTransport.negotiated``)."""
         if self._inner is not None:
