@@ -624,7 +624,7 @@ class Stalled:
 class SessionRenewed:
     """``session_renewed``: the server ended its Streamable HTTP session (HTTP 404 for its
     session id) and the transport started a new one on the same connection (MCP 2025-11-25
-    "Transports", session management; docs/protocol.md HS1-HS4); ``renewals``: how many the
+    "Transports", session management; docs/protocol.md HS1-HS5); ``renewals``: how many the
     connection has started. The lists it listed are read again, its resource subscriptions
     and log level sent again, the MCPL grant in force proposed again. JSON: ``{"renewals"}``."""
 

@@ -236,7 +236,7 @@ class HostHandlers:
 
     def on_session_renewed(self, server: str, renewals: int) -> None:
         """The server ended its Streamable HTTP session and the connection goes on in a new
-        one (``renewals``: how many so far; docs/protocol.md HS1-HS4): a ``tools/call`` in
+        one (``renewals``: how many so far; docs/protocol.md HS1-HS5): a ``tools/call`` in
         flight then failed (it may have run), the lists are read again. Must not block."""
 
     def on_orphan_response(self, server: str, response: Response) -> None:

@@ -1,7 +1,7 @@
 """A Streamable HTTP session the server ends is renewed on the same connection (MCP
 2025-11-25 "Transports", session management: a 404 to a request carrying the session id
 means the session ended, and the client starts a new one with a new ``initialize``;
-docs/protocol.md HS1-HS4).
+docs/protocol.md HS1-HS5).
 
 The pure decisions (``transports.http_session``) are tested by plain calls; the transport
 against ``fixtures/http_bridge.py`` on loopback, bridging each session to a new demo server
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,12 @@ from mcpl_host.transports.http_session import (
     renewal_initialize,
     renewal_problem,
     renewal_refused,
+    says_session_ended,
     session_ended_answer,
 )
 
-from .test_http_transport import FAST, TIMEOUT, Server, bridge
+from .test_client_features_real import everything_over_http
+from .test_http_transport import FAST, TIMEOUT, Server, bridge, sdk_ports  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.usefixtures("logs")]
 
@@ -98,6 +101,22 @@ def test_a_new_session_must_answer_as_the_first_did() -> None:
     assert renewal_problem({"result": 3}, protocol_version=None, manifest=None) == (
         "its initialize result is not an object"
     )
+
+
+def test_what_says_a_session_ended() -> None:
+    assert says_session_ended(404, "")
+    assert says_session_ended(404, "Session not found")
+    # The TypeScript SDK's example servers (server-everything): 400 and a JSON-RPC error.
+    typescript = '{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}'
+    assert says_session_ended(400, typescript)
+    assert not says_session_ended(400, "Bad Request: No valid session ID provided")  # not JSON-RPC
+    assert not says_session_ended(400, typescript.replace("null", "3"))  # answers a request
+    assert not says_session_ended(400, typescript.replace("session", "params"))
+    assert not says_session_ended(
+        400, '{"jsonrpc":"2.0","result":{},"id":null,"error":{"message":"session"}}'
+    )
+    assert not says_session_ended(500, typescript)
+    assert not says_session_ended(400, "")
 
 
 def test_new_sessions_are_bounded_within_a_window() -> None:
@@ -268,6 +287,32 @@ async def test_a_request_in_flight_when_the_session_ends(tmp_path: Path, method:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(("method", "resent"), [("tools/list", True), ("tools/call", False)])
+async def test_a_request_whose_stream_ended_unanswered_when_the_session_ended(
+    tmp_path: Path, method: str, resent: bool
+) -> None:
+    """No event ids: the request's stream ends without its answer and cannot be resumed; the
+    GET stream, ended with the session, meets the 404 when it reopens, and the request is
+    sent again or fails then (HS2), not at its timeout."""
+    seen = Seen()
+    async with bridge(tmp_path, "--end-session-on", method) as server:
+        conn = connect(ServerConfig(url=server.url(), limits=FAST, grant_policy=GRANT), observer=seen)
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                first = session_of(conn)
+                if resent:
+                    assert "add" in [tool.name for tool in await conn.mcp.list_tools()]
+                else:
+                    with pytest.raises(RemoteError, match="while tools/call was in flight"):
+                        await conn.mcp.call_tool("add", {"a": 1, "b": 1})
+                await seen.renewed.wait()
+                await conn.mcp.lists_settled()
+                assert session_of(conn) != first
+    assert not [row for row in server.requests() if "last-event-id" in row["headers"]]
+    assert len(posts(server, method)) == (3 if resent else 1)
+
+
+@pytest.mark.anyio
 async def test_the_get_stream_meeting_the_end_renews_the_session_unasked(tmp_path: Path) -> None:
     seen = Seen()
     async with bridge(tmp_path) as server:
@@ -303,3 +348,53 @@ async def test_a_server_that_ends_every_session_loses_the_transport(tmp_path: Pa
         "(Limits.max_session_renewals = 2, Limits.session_renewal_window_seconds = 60)"
     )
     assert len(posts(server, "initialize")) == 3
+
+
+@pytest.mark.anyio
+async def test_the_mcp_python_sdk_server_ending_a_session(request: pytest.FixtureRequest) -> None:
+    """The official SDK's server (``fixtures/sdk_http_server.py``) answers 404 for a session
+    it terminated (here by a DELETE from elsewhere, as a server that drops a session)."""
+    seen = Seen()
+    sdk_port: Callable[[tuple[str, ...]], int] = request.getfixturevalue("sdk_ports")
+    url = f"http://127.0.0.1:{sdk_port(('streamable-http',))}/mcp"
+    # The handshake era: the SDK's server answers the stateless probe too, and stateless
+    # requests have no session.
+    config = ServerConfig(url=url, transport="streamable-http", protocol="handshake", limits=FAST)
+    conn = connect(config, observer=seen)
+    with anyio.fail_after(TIMEOUT):
+        async with conn:
+            first = session_of(conn)
+            assert {tool.name for tool in await conn.mcp.list_tools()} == {"add", "echo"}
+            version = conn.connection.transport.protocol_version
+            async with httpx.AsyncClient() as client:
+                headers = {"Mcp-Session-Id": first, "MCP-Protocol-Version": version}
+                assert (await client.delete(url, headers=headers)).status_code == 200
+            with pytest.raises(RemoteError, match="while tools/call was in flight"):
+                await conn.mcp.call_tool("add", {"a": 1, "b": 1})
+            await seen.renewed.wait()
+            assert session_of(conn) != first
+            assert (await conn.mcp.call_tool("add", {"a": 20, "b": 22})).text == "42"
+            assert {tool.name for tool in await conn.mcp.list_tools()} == {"add", "echo"}
+
+
+@pytest.mark.anyio
+async def test_server_everything_ending_a_session() -> None:
+    """``@modelcontextprotocol/server-everything`` in its ``streamableHttp`` mode answers 404
+    for a session it ended (here by a DELETE from elsewhere)."""
+    seen = Seen()
+    async with everything_over_http("streamableHttp") as port:
+        url = f"http://127.0.0.1:{port}/mcp"
+        config = ServerConfig(url=url, transport="streamable-http", limits=FAST)
+        conn = connect(config, observer=seen)
+        with anyio.fail_after(60):
+            async with conn:
+                first = session_of(conn)
+                assert "echo" in {tool.name for tool in await conn.mcp.list_tools()}
+                version = conn.connection.transport.protocol_version
+                async with httpx.AsyncClient() as client:
+                    headers = {"Mcp-Session-Id": first, "MCP-Protocol-Version": version}
+                    assert (await client.delete(url, headers=headers)).status_code == 200
+                assert "echo" in {tool.name for tool in await conn.mcp.list_tools()}  # sent again
+                await seen.renewed.wait()
+                assert session_of(conn) != first
+                assert "hello again" in (await conn.mcp.call_tool("echo", {"message": "hello again"})).text

@@ -30,7 +30,7 @@ Rules of this module:
   carried its id) is renewed on the same transport: a new ``initialize`` and
   ``notifications/initialized`` (the first ones, under a renewal id), then what was in flight
   is sent again or failed with an error answer made here, and ``watch_session``'s callback
-  is called (``transports.http_session``; docs/protocol.md HS1-HS4).
+  is called (``transports.http_session``; docs/protocol.md HS1-HS5).
 - ``aclose()`` sends DELETE with the session id (bounded by ``limits.close_grace_seconds``).
 - Stateless requests (MCP 2026-07-28 "Streamable HTTP"; their ``_meta`` names the protocol
   version: ``stateless.is_stateless_request``) are posted like any request, with the
@@ -115,6 +115,7 @@ from mcpl_host.transports.http_session import (
     renewal_initialize,
     renewal_problem,
     renewal_refused,
+    says_session_ended,
     session_ended_answer,
 )
 
@@ -194,6 +195,7 @@ class StreamableHTTPTransport:
         self._manifest: bytes | None = None
         self._renew_lock = anyio.Lock()
         self._renewing: anyio.Event | None = None  # set while a new session is being opened
+        self._session_changed = anyio.Event()  # set (and made anew) when one was started
         self._renewed_at: list[float] = []  # when the recent renewals were (renewal_refused)
         self._renewals = 0
         self._on_renewed: Callable[[], None] | None = None
@@ -471,8 +473,15 @@ class StreamableHTTPTransport:
         renewing = self._renewing
         if renewing is not None:
             await renewing.wait()
-            if self._inbox.lost is not None:
-                raise ConnectionLost(self._inbox.lost, step=self._inbox.lost_step)
+        if self._inbox.lost is not None:
+            raise ConnectionLost(self._inbox.lost, step=self._inbox.lost_step)
+
+    async def _until_session_ends(self, session: str) -> None:
+        """Return once ``session`` is no longer the session in force (a new one was started,
+        or is being started). Cancelled with the request's task (its timeout, the
+        transport's close)."""
+        while self._session_id == session:
+            await self._session_changed.wait()
 
     async def _renew(self, ended: str | None) -> None:
         """Start a new session after the server ended session ``ended`` (a 404 to it; MCP
@@ -508,6 +517,8 @@ class StreamableHTTPTransport:
             finally:
                 self._renewing = None
                 done.set()
+                self._session_changed.set()
+                self._session_changed = anyio.Event()
         self._logger.warning("the server ended the HTTP session; a new session was started", url=self._shown)
         if self._on_renewed is not None:
             self._on_renewed()
@@ -610,9 +621,14 @@ class StreamableHTTPTransport:
             try:
                 while True:
                     await self._session_ready()
+                    session = self._session_id if stateless_headers is None else None
                     try:
-                        await self._post_request_once(line, key, what, stateless_headers, request_id)
-                        return
+                        lost = await self._post_request_once(line, key, what, stateless_headers, request_id)
+                        if not lost or session is None:
+                            return
+                        # Its stream ended unanswered, not to be resumed: the answer is lost,
+                        # unless the session ended (then HS2 applies, once a request meets it).
+                        await self._until_session_ends(session)
                     except _SessionEnded as ended:
                         session = ended.session
                     # The server ended the session (module rules): a new one, then the
@@ -633,9 +649,11 @@ class StreamableHTTPTransport:
         what: str,
         stateless_headers: dict[str, str] | None,
         request_id: object,
-    ) -> None:
-        """POST one request and read its answer. Raises ``_SessionEnded`` when the server
-        answers 404 to the session id it carried (on the POST or a resumption)."""
+    ) -> bool:
+        """POST one request and read its answer. Returns True when its event stream ended
+        without the answer and cannot be resumed (a stateless request's error answer is
+        then made here). Raises ``_SessionEnded`` when the server answers 404 to the session
+        id it carried (on the POST or a resumption)."""
         had_session = self._session_id is not None
         headers = self._headers(ACCEPT_POST, json_body=True)
         if stateless_headers is not None:
@@ -649,7 +667,7 @@ class StreamableHTTPTransport:
                 if exc.connecting:  # no server there: initialize would not reach it either
                     raise self._lose(str(exc), exc.step) from None
                 await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
-                return
+                return False
         else:
             response = await self._open_or_lose("POST", what, headers, line)
         try:
@@ -667,6 +685,8 @@ class StreamableHTTPTransport:
                 if not answered and stateless_headers is not None and not self._life.closing:
                     # Nothing can resume it: the request fails now, not at its timeout.
                     await self._inbox.put(orjson.dumps(stream_lost_answer(request_id, what)))
+                return not answered
+            return False
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -702,7 +722,11 @@ class StreamableHTTPTransport:
             if kind == "response" and id_key(answer_id) == key and not (status == 404 and had_session):
                 await self._inbox.put(body.encode("utf-8"))
                 return False
-            if status == 404 and session is not None and self._limits.max_session_renewals > 0:
+            if (
+                session is not None
+                and self._limits.max_session_renewals > 0
+                and says_session_ended(status, body)
+            ):
                 raise _SessionEnded(session)
             message = self._refusal(response, what, body, had_session=had_session)
             if fall_back and status in FALLBACK_STATUSES:
@@ -736,10 +760,14 @@ class StreamableHTTPTransport:
         await self._session_ready()
         while True:
             session = self._session_id
-            status, message = await self._post_message_once(line, what)
+            status, message, body = await self._post_message_once(line, what)
             if status is None:
                 return
-            if status == 404 and session is not None and self._limits.max_session_renewals > 0:
+            if (
+                session is not None
+                and self._limits.max_session_renewals > 0
+                and says_session_ended(status, body)
+            ):
                 await self._renew(session)
                 if after_session_ended(kind, method) == "resend":
                     continue
@@ -753,9 +781,9 @@ class StreamableHTTPTransport:
                 self._logger.warning(f"the server refused a message{suffix}", reason=message)
             return
 
-    async def _post_message_once(self, line: bytes, what: str) -> tuple[int | None, str]:
-        """POST one notification or response: (None, "") when the server accepted it, else
-        its status and the refusal sentence. Raises ``ConnectionLost`` when the server
+    async def _post_message_once(self, line: bytes, what: str) -> tuple[int | None, str, str]:
+        """POST one notification or response: (None, "", "") when the server accepted it,
+        else its status, the refusal sentence and the start of its body. Raises ``ConnectionLost`` when the server
         cannot be reached or does not answer within ``limits.http_reply_timeout_seconds``."""
         had_session = self._session_id is not None
         timeout = self._limits.http_reply_timeout_seconds
@@ -766,9 +794,9 @@ class StreamableHTTPTransport:
                 try:
                     status = response.status_code
                     if 200 <= status < 300:
-                        return None, ""
+                        return None, "", ""
                     body = await error_excerpt(response, self._limits)
-                    return status, self._refusal(response, what, body, had_session=had_session)
+                    return status, self._refusal(response, what, body, had_session=had_session), body
                 finally:
                     with anyio.CancelScope(shield=True):
                         await response.aclose()
@@ -866,7 +894,8 @@ class StreamableHTTPTransport:
                 if stream.key not in self._stateless:  # a stateless request fails at once instead
                     self._logger.warning(
                         "the server closed the stream of a request's answer before answering, "
-                        "without event ids to resume it; the request will time out",
+                        "without event ids to resume it; the request will time out unless the "
+                        "session ended",
                         url=self._shown,
                     )
                 return
@@ -931,7 +960,7 @@ class StreamableHTTPTransport:
         if status == 200:
             shown = log_value(kind or "none", self._redactor, max_units=80)
             return f"the server at {self._shown} answered {what} with Content-Type {shown}"
-        if status == 404 and session is not None and self._limits.max_session_renewals > 0:
+        if session is not None and self._limits.max_session_renewals > 0 and says_session_ended(status, body):
             raise _SessionEnded(session)
         message = self._refusal(response, what, body, had_session=session is not None)
         if (status == 404 and session is not None) or status in (401, 403) or 300 <= status < 400:

@@ -1,5 +1,5 @@
 """What a Streamable HTTP transport does when the server ends its session: the decisions,
-pure (no I/O, no clock), for ``StreamableHTTPTransport`` (docs/protocol.md HS1-HS4).
+pure (no I/O, no clock), for ``StreamableHTTPTransport`` (docs/protocol.md HS1-HS5).
 
 MCP 2025-11-25 "Transports", §Streamable HTTP, session management: "The server MAY
 terminate the session at any time, after which it MUST respond to requests containing that
@@ -46,6 +46,7 @@ __all__ = [
     "manifest_of",
     "renewal_initialize",
     "renewal_refused",
+    "says_session_ended",
     "renewal_problem",
     "session_ended_answer",
 ]
@@ -84,6 +85,28 @@ def after_session_ended(kind: str | None, method: str | None) -> Action:
             return "drop"
         return "resend"
     return "drop"
+
+
+def says_session_ended(status: int, body: str) -> bool:
+    """Whether an HTTP answer (``status``, the start of its ``body``) to a message that
+    carried a session id says the session ended: 404 (module rules), or 400 whose body is a
+    JSON-RPC error answer naming no request and whose message speaks of the session (the
+    TypeScript SDK's example servers, ``@modelcontextprotocol/server-everything`` among them,
+    answer an unknown session id ``400 {"error": {"code": -32000, "message": "Bad Request:
+    No valid session ID provided"}, "id": null}``; docs/protocol.md HS5)."""
+    if status == 404:
+        return True
+    if status != 400:
+        return False
+    try:
+        message = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    if not is_object(message) or message.get("id") is not None or "result" in message:
+        return False
+    error = message.get("error")
+    text = error.get("message") if is_object(error) else None
+    return isinstance(text, str) and "session" in text.lower()
 
 
 def renewal_refused(renewed_at: list[float], now: float, limits: Limits) -> str | None:
