@@ -655,6 +655,13 @@ async def test_without_a_person_a_server_publishing_no_metadata_is_refused_sayin
             pass
     text = str(caught.value)
     assert "OAuth failed at login" in text and "publishes no OAuth metadata" in text and "--token" in text
+    # A machine client: its client credentials grant finds no default token endpoint either.
+    machine = OAuthSettings(keep_tokens=False, client_id="machine", client_secret="machine-secret-0123456789")
+    with pytest.raises(InitializeError) as caught:
+        async with connect(dataclasses.replace(config, oauth=machine)):
+            pass
+    text = str(caught.value)
+    assert "OAuth failed at metadata" in text and "no /token either" in text and "machine-secret" not in text
 
 
 @pytest.mark.anyio
