@@ -100,11 +100,9 @@ def test_a_node_older_than_22_is_passed_over(tmp_path: Path, version: str) -> No
     assert (node == str(given)) == (version == "v24.19.0")
 
 
-def test_the_baseline_lists_only_mcp_2025_03_26_authorization_and_extensions_not_built() -> None:
+def test_the_baseline_lists_only_extensions_not_built() -> None:
     entries = conformance.baseline_entries(conformance.BASELINE)
     assert entries == {
-        "auth/2025-03-26-oauth-metadata-backcompat",
-        "auth/2025-03-26-oauth-endpoint-fallback",
         "auth/enterprise-managed-authorization",
         "auth/dpop",
         "auth/dpop-nonce",

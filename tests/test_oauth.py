@@ -1,9 +1,11 @@
-"""OAuth for HTTP servers (``mcpl_host.auth``; docs/protocol.md OA1-OA12): the decisions by
+"""OAuth for HTTP servers (``mcpl_host.auth``; docs/protocol.md OA1-OA14): the decisions by
 plain calls, then the whole flows against a real authorization server on loopback
 (``fixtures/oauth_server.py``, Authlib's server side): login with PKCE and dynamic
 registration, step-up, the issuer checks, PKCE refused, client credentials (secret and
-``private_key_jwt``), and through the command line a login, a refresh after the host process
-restarted, ``--stored-auth-only`` failing in one sentence, and no token printed anywhere.
+``private_key_jwt``), MCP 2025-03-26's discovery of a server without protected resource
+metadata (its origin's metadata, then the default endpoints), and through the command line
+a login, a refresh after the host process restarted, ``--stored-auth-only`` failing in one
+sentence, and no token printed anywhere.
 
 One authorization server per variant, shared by the module (started on first use)."""
 
@@ -28,18 +30,24 @@ from mcpl_host.auth.discovery import (
     AuthorizationFailed,
     Challenge,
     ServerMetadata,
+    authorization_base_url,
     authorization_server_urls,
     bearer_challenge,
     callback_code,
     choose_registration,
     choose_scopes,
+    default_endpoint_missing,
+    default_endpoints,
     is_stale,
     jwk_key_type,
+    login_refused,
     protected_resource_urls,
     read_resource_metadata,
     read_server_metadata,
+    require_no_resource_metadata,
     require_pkce,
     step_up_scopes,
+    token_auth_method,
 )
 from mcpl_host.auth.provider import OAuth
 from mcpl_host.auth.settings import OAuthSettings
@@ -123,6 +131,106 @@ def test_a_server_without_s256_is_refused() -> None:
         with pytest.raises(AuthorizationFailed) as caught:
             require_pkce(_metadata(code_challenge_methods_supported=methods))
         assert caught.value.step == "pkce"
+
+
+def test_the_authorization_base_url_is_the_canonical_origin() -> None:
+    """MCP 2025-03-26 Authorization §2.3.2: the path (and query) discarded."""
+    assert authorization_base_url("HTTPS://Example.COM:443/v1/mcp?key=1") == "https://example.com"
+    assert authorization_base_url("http://127.0.0.1:8080/mcp") == "http://127.0.0.1:8080"
+    assert authorization_base_url("http://[::1]:80/") == "http://[::1]"
+
+
+def test_2025_03_26_discovery_needs_every_resource_metadata_url_to_answer_404() -> None:
+    """docs/protocol.md OA14: only a server that says it has no protected resource metadata
+    (every well-known URL 404, no ``resource_metadata`` in its challenge) is discovered as
+    MCP 2025-03-26 did; metadata that exists but could not be read is refused."""
+    require_no_resource_metadata(None, [404, 404])
+    require_no_resource_metadata(Challenge("bearer", {"scope": "mcp"}), [404])
+    for challenge, statuses, words in (
+        (None, [404, 500], "could not be read (HTTP 404, HTTP 500)"),
+        (None, [None, 404], "(unreachable, HTTP 404)"),
+        (None, [200, 404], "(HTTP 200 with no JSON, HTTP 404)"),
+        (None, [404, 401], "HTTP 401"),
+        (None, [], "nothing asked"),
+        (Challenge("bearer", {"resource_metadata": "https://h/prm"}), [404], "challenge names"),
+    ):
+        with pytest.raises(AuthorizationFailed) as caught:
+            require_no_resource_metadata(challenge, statuses)
+        assert caught.value.step == "metadata" and words in str(caught.value), statuses
+
+
+def test_without_any_metadata_the_default_endpoints_are_at_the_origin_and_take_s256() -> None:
+    """MCP 2025-03-26 Authorization §2.3.3: ``/authorize``, ``/token``, ``/register`` at the
+    authorization base URL, its issuer; PKCE S256 though nothing advertises it (OA14)."""
+    found = default_endpoints("https://h:8443/v1/mcp", [404, 404])
+    assert (
+        found.issuer,
+        found.authorization_endpoint,
+        found.token_endpoint,
+        found.registration_endpoint,
+    ) == (
+        "https://h:8443",
+        "https://h:8443/authorize",
+        "https://h:8443/token",
+        "https://h:8443/register",
+    )
+    assert not found.published
+    require_pkce(found)
+    assert choose_registration(found, client_id=None, metadata_document_url="https://c/m.json") == "dynamic"
+    assert token_auth_method(found, has_secret=True, has_key=False) == "client_secret_basic"
+    with pytest.raises(AuthorizationFailed) as caught:
+        default_endpoints("https://h/mcp", [404, 503])
+    assert caught.value.step == "metadata" and "at its origin could not be read (HTTP 404, HTTP 503)" in str(
+        caught.value
+    )
+
+
+def test_the_origins_metadata_is_checked_as_any_issuers() -> None:
+    """OA14 with OA3 and OA5: the origin is the issuer the metadata must name, and metadata
+    without S256 is refused, as for any authorization server."""
+    base = authorization_base_url("https://h/v1/mcp")
+    document = {
+        "issuer": "https://h/",
+        "authorization_endpoint": "https://h/a",
+        "token_endpoint": "https://h/t",
+    }
+    found = read_server_metadata(document, base)
+    assert found.published and found.issuer == "https://h/"
+    with pytest.raises(AuthorizationFailed) as caught:
+        require_pkce(found)
+    assert caught.value.step == "pkce"
+    with pytest.raises(AuthorizationFailed) as caught:
+        read_server_metadata({**document, "issuer": "https://h/v1"}, base)
+    assert caught.value.step == "issuer"
+
+
+def test_the_iss_of_a_response_from_the_default_endpoints_must_be_the_origin() -> None:
+    found = default_endpoints("https://h/mcp", [404, 404])
+    assert callback_code("code=c1&state=s", state="s", metadata=found) == "c1"
+    assert callback_code("code=c1&state=s&iss=https%3A%2F%2Fh", state="s", metadata=found) == "c1"
+    with pytest.raises(AuthorizationFailed) as caught:
+        callback_code("code=c1&state=s&iss=https%3A%2F%2Fevil", state="s", metadata=found)
+    assert caught.value.step == "issuer"
+
+
+def test_a_missing_default_endpoint_says_that_the_server_has_no_oauth() -> None:
+    """OA14: a 404 from a default endpoint is told as ``metadata`` (no OAuth found), naming
+    the path only; any other answer, or a published endpoint, keeps its own sentence."""
+    found = default_endpoints("https://h/mcp?key=secret-in-query", [404, 404])
+    refusal = default_endpoint_missing(found, "https://h/register", 404)
+    assert refusal is not None and refusal.step == "metadata"
+    assert "no /register either" in str(refusal) and "--token" in str(refusal)
+    assert "https://h" not in str(refusal) and "secret-in-query" not in str(refusal)
+    assert default_endpoint_missing(found, "https://h/register", 400) is None
+    assert default_endpoint_missing(_metadata(), "https://a/t/token", 404) is None
+
+
+def test_a_login_refused_without_a_person_says_when_the_server_publishes_no_metadata() -> None:
+    plain = login_refused("https://h/mcp", _metadata())
+    assert plain.step == "login" and "run `mcpl-host login https://h/mcp` first" in str(plain)
+    assert "2025-03-26" not in str(plain)
+    bare = login_refused("https://h/mcp", default_endpoints("https://h/mcp", [404, 404]))
+    assert bare.step == "login" and "publishes no OAuth metadata" in str(bare) and "--token" in str(bare)
 
 
 def test_a_private_key_jwt_algorithm_names_its_key_type() -> None:
@@ -268,6 +376,11 @@ class Servers:
 
     def log(self, url: str) -> dict[str, list[Any]]:
         return httpx.get(url.replace("/mcp", "/control/log"), timeout=TIMEOUT).json()
+
+    def log_since(self, url: str, before: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """What the server saw since ``before`` (an earlier ``log``): a variant serves
+        every test of the module, on both backends."""
+        return {k: v[len(before.get(k, [])) :] for k, v in self.log(url).items()}
 
     def close(self) -> None:
         for process, _ in self._running.values():
@@ -436,18 +549,119 @@ async def test_step_ups_stop_at_the_limit_with_one_sentence(servers: Servers, tm
         ("--wrong-issuer", "issuer", "names another issuer"),
         ("--no-pkce", "pkce", "S256"),
         ("--bad-iss", "issuer", "another issuer (iss, RFC 9207)"),
-        ("--no-prm", "metadata", "no protected resource metadata"),
+        ("--no-prm", "metadata", "that the server's challenge names could not be read (HTTP 404)"),
+        ("--legacy metadata --no-pkce", "pkce", "S256"),
+        ("--legacy metadata --wrong-issuer", "issuer", "names another issuer"),
+        ("--legacy none", "metadata", "no /register either (the MCP 2025-03-26 default endpoint: HTTP 404)"),
         ("--refuse-registration", "registration", "refused the dynamic registration (HTTP 400)"),
     ],
 )
 async def test_a_server_failing_a_check_is_refused_naming_the_step(
     servers: Servers, tmp_path: Path, variant: str, step: str, words: str
 ) -> None:
-    url = servers.url(variant)
+    url = servers.url(*variant.split())
     with pytest.raises(InitializeError) as caught:
         async with connect(_config(url, _store(tmp_path))):
             pass
     assert f"OAuth failed at {step}" in str(caught.value) and words in str(caught.value)
+
+
+#: The well-known URLs a server without protected resource metadata is asked, in order
+#: (docs/protocol.md OA14): RFC 9728's two, then its origin's as an issuer's (OA4).
+LEGACY_WELL_KNOWN = [
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-authorization-server",
+]
+
+
+@pytest.mark.anyio
+async def test_a_server_without_resource_metadata_is_logged_in_through_its_origins_metadata(
+    servers: Servers, tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
+    """MCP 2025-03-26 §2.3 (OA14): the origin's RFC 8414 metadata, its issuer the origin; the
+    endpoints are the document's (under ``/as/``); the grant is keyed by the origin and the
+    server's canonical URL, and a later connection uses it."""
+    url = servers.url("--legacy", "metadata")
+    origin = url.removesuffix("/mcp")
+    store = _store(tmp_path)
+    redactor = Redactor()
+    oauth = OAuth(url, OAuthSettings(), limits=FAST, redactor=redactor, store=store, browser=play_browser)
+    before = servers.log(url)
+    grant = await oauth.login()
+    assert (grant.issuer, grant.resource, grant.token_endpoint) == (origin, url, f"{origin}/as/token")
+    assert json.loads(store.path.read_text())["grants"].keys() == {f"{origin} {url}"}
+    seen = servers.log_since(url, before)
+    assert seen["well_known"] == LEGACY_WELL_KNOWN
+    assert seen["code_challenge_method"] == ["S256"] and seen["authorization_code_resource"] == [url]
+    config = ServerConfig(url=url, transport="streamable-http", oauth=OAuthSettings(store=store), limits=FAST)
+    async with connect(config) as conn:
+        result = await conn.mcp.call_tool("whoami", {})
+    assert result.content[0]["text"] == "whoami: mcp"
+    assert redactor.redact(f"x {grant.access_token} y") == "x [redacted] y"
+    assert grant.access_token not in repr(logs) and grant.access_token not in repr(conn)
+
+
+@pytest.mark.anyio
+async def test_a_server_without_any_metadata_is_logged_in_at_the_default_endpoints_and_refreshed(
+    servers: Servers, tmp_path: Path, logs: list[dict[str, Any]]
+) -> None:
+    """MCP 2025-03-26 §2.3.3 (OA14): ``/register``, ``/authorize`` and ``/token`` at the
+    origin, PKCE S256 sent though nothing advertises it (the fixture's Authlib server
+    requires and checks it); the refresh goes to the default token endpoint too."""
+    url = servers.url("--legacy", "defaults")
+    origin = url.removesuffix("/mcp")
+    now = [1_000_000_000.0]
+    store = _store(tmp_path)
+    oauth = OAuth(
+        url,
+        OAuthSettings(),
+        limits=FAST,
+        redactor=Redactor(),
+        store=store,
+        browser=play_browser,
+        clock=lambda: now[0],
+    )
+    before = servers.log(url)
+    async with connect(_config(url, store)) as conn:  # the 401 heals through the same discovery
+        assert (await conn.mcp.call_tool("whoami", {})).content[0]["text"] == "whoami: mcp"
+    first = await oauth.login()
+    assert (first.issuer, first.resource, first.token_endpoint) == (origin, url, f"{origin}/token")
+    seen = servers.log_since(url, before)
+    assert seen["well_known"] == 2 * [*LEGACY_WELL_KNOWN, "/.well-known/openid-configuration"]
+    assert seen["code_challenge_method"] == ["S256", "S256"] and seen["application_type"] == ["native"] * 2
+    before = servers.log(url)
+    now[0] += 3600  # the token's expiry: it is refreshed at the default token endpoint
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    async with httpx.AsyncClient(auth=oauth.httpx_auth(), timeout=TIMEOUT) as client:
+        answer = await client.post(url, content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 200
+    assert oauth.grant is not None and oauth.grant.access_token != first.access_token
+    assert servers.log_since(url, before)["refresh_token_resource"] == [url]
+    for token in (first.access_token, oauth.grant.access_token):
+        assert token not in repr(logs)
+
+
+@pytest.mark.anyio
+async def test_without_a_person_a_server_publishing_no_metadata_is_refused_saying_so(
+    servers: Servers, tmp_path: Path
+) -> None:
+    url = servers.url("--legacy", "none")
+    config = ServerConfig(
+        url=url, transport="streamable-http", oauth=OAuthSettings(store=_store(tmp_path)), limits=FAST
+    )
+    with pytest.raises(InitializeError) as caught:
+        async with connect(config):
+            pass
+    text = str(caught.value)
+    assert "OAuth failed at login" in text and "publishes no OAuth metadata" in text and "--token" in text
+    # A machine client: its client credentials grant finds no default token endpoint either.
+    machine = OAuthSettings(keep_tokens=False, client_id="machine", client_secret="machine-secret-0123456789")
+    with pytest.raises(InitializeError) as caught:
+        async with connect(dataclasses.replace(config, oauth=machine)):
+            pass
+    text = str(caught.value)
+    assert "OAuth failed at metadata" in text and "no /token either" in text and "machine-secret" not in text
 
 
 @pytest.mark.anyio
@@ -581,6 +795,35 @@ def test_a_login_on_the_command_line_is_refreshed_by_a_new_process_and_no_token_
             assert secret not in text
     assert _run(tmp_path, "logout", url, outputs=outputs).returncode == 0
     assert json.loads(tokens_file.read_text())["grants"] == {}
+
+
+def test_a_login_at_the_default_endpoints_on_the_command_line_prints_no_token(
+    servers: Servers, tmp_path: Path
+) -> None:
+    """OA14 through the command line: ``login`` of a server that publishes no metadata, then
+    a call with the stored grant; no token the fixture issued appears in any output."""
+    url = servers.url("--legacy", "defaults")
+    outputs: list[str] = []
+    _login(tmp_path, url, outputs)
+    (entry,) = json.loads((tmp_path / "mcpl-host" / "tokens.json").read_text())["grants"].values()
+    origin = url.removesuffix("/mcp")
+    assert (entry["issuer"], entry["token_endpoint"]) == (origin, f"{origin}/token")
+    done = _run(
+        tmp_path,
+        "call",
+        "--url",
+        url,
+        "--stored-auth-only",
+        "--log-level",
+        "debug",
+        "--text",
+        "whoami",
+        outputs=outputs,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "whoami: mcp"
+    for text in outputs:
+        assert FIXTURE_TOKEN.search(text) is None and entry["access_token"] not in text
 
 
 def test_stored_auth_only_without_a_login_fails_in_one_sentence(servers: Servers, tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 """OAuth 2.1 for HTTP servers as MCP's authorization specification defines it (MCP
-2025-11-25 and 2026-07-28 "Authorization"; docs/protocol.md OA1-OA13).
+2025-11-25 and 2026-07-28 "Authorization", and 2025-03-26's discovery for a server
+without protected resource metadata; docs/protocol.md OA1-OA14).
 
 - ``discovery``: the decisions, pure (which metadata URLs, the issuer and PKCE checks,
   scopes, registration, the authorization response, expiry).

@@ -5,11 +5,13 @@ stale. No I/O, no clock (``now`` is passed in), no logging; ``flow`` and ``provi
 these decisions.
 
 Specifications: MCP 2025-11-25 "Authorization" (basic/authorization) and its 2026-07-28
-revision; RFC 9728 (protected resource metadata), RFC 8414 (authorization server
+revision, and for a server without protected resource metadata MCP 2025-03-26
+"Authorization" (§2.3.2 Authorization Base URL, §2.3.3 Fallbacks for Servers without
+Metadata Discovery); RFC 9728 (protected resource metadata), RFC 8414 (authorization server
 metadata), OpenID Connect Discovery 1.0, RFC 7636 (PKCE), RFC 8707 (resource indicators),
 RFC 9207 (the ``iss`` authorization response parameter), RFC 7591 (dynamic client
 registration), the OAuth Client ID Metadata Document draft. The project's readings are
-docs/protocol.md OA1-OA13.
+docs/protocol.md OA1-OA14.
 
 Every refusal is ``AuthorizationFailed``: ``step`` names the step that failed (``STEPS``),
 ``str()`` is one sentence that holds no credential.
@@ -32,21 +34,26 @@ __all__ = [
     "ResourceMetadata",
     "ServerMetadata",
     "Step",
+    "authorization_base_url",
     "authorization_server_urls",
     "bearer_challenge",
     "callback_code",
     "canonical_resource",
     "choose_registration",
     "choose_scopes",
+    "default_endpoint_missing",
+    "default_endpoints",
     "expires_at",
     "is_stale",
     "jwk_key_type",
+    "login_refused",
     "parse_challenges",
     "protected_resource_urls",
     "read_registration",
     "read_resource_metadata",
     "read_server_metadata",
     "registration_request",
+    "require_no_resource_metadata",
     "require_pkce",
     "step_up_scopes",
     "token_auth_method",
@@ -203,6 +210,15 @@ def authorization_server_urls(issuer: str) -> list[str]:
     return [f"{origin}{_AS_WELL_KNOWN}", f"{origin}{_OIDC_WELL_KNOWN}"]
 
 
+def authorization_base_url(server_url: str) -> str:
+    """The authorization base URL of MCP 2025-03-26 Authorization §2.3.2: the server's
+    canonical URL (``canonical_resource``) without its path, as ``https://host[:port]``;
+    docs/protocol.md OA14 takes it as the issuer of a server without protected resource
+    metadata. Raises ``ValueError`` as ``canonical_resource``."""
+    parts = urlsplit(canonical_resource(server_url))
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
 def _strings(value: object) -> tuple[str, ...]:
     if isinstance(value, list):
         items = cast("list[object]", value)
@@ -267,7 +283,9 @@ def read_resource_metadata(document: object, server_url: str) -> ResourceMetadat
 
 @dataclass(frozen=True, slots=True)
 class ServerMetadata:
-    """What the host reads of RFC 8414 / OpenID Connect Discovery metadata."""
+    """What the host reads of RFC 8414 / OpenID Connect Discovery metadata. ``published``:
+    False for MCP 2025-03-26's default endpoints of a server that publishes none
+    (``default_endpoints``)."""
 
     issuer: str
     authorization_endpoint: str | None
@@ -278,6 +296,7 @@ class ServerMetadata:
     client_id_metadata_document_supported: bool = False
     authorization_response_iss_parameter_supported: bool = False
     token_endpoint_auth_methods_supported: tuple[str, ...] = ()
+    published: bool = True
 
 
 def read_server_metadata(document: object, issuer: str) -> ServerMetadata:
@@ -322,7 +341,11 @@ def read_server_metadata(document: object, issuer: str) -> ServerMetadata:
 def require_pkce(metadata: ServerMetadata) -> None:
     """MCP 2025-11-25 Authorization, Authorization Code Protection: PKCE with ``S256`` is
     required; a server whose metadata does not list ``S256`` in
-    ``code_challenge_methods_supported`` (or has no such list) is refused.
+    ``code_challenge_methods_supported`` (or has no such list) is refused (docs/protocol.md
+    OA5). The default endpoints of a server that publishes no metadata (``published``
+    False) are not: MCP 2025-03-26 made clients use PKCE (§2.1: OAuth 2.1, whose
+    authorization code grant requires it), so S256 is sent though nothing advertises it
+    (OA14).
 
     Raises:
         AuthorizationFailed: ``pkce``; ``metadata`` when it has no authorization endpoint.
@@ -331,11 +354,114 @@ def require_pkce(metadata: ServerMetadata) -> None:
         raise AuthorizationFailed(
             "metadata", "the authorization server metadata has no authorization_endpoint"
         )
-    if "S256" not in metadata.code_challenge_methods_supported:
+    if metadata.published and "S256" not in metadata.code_challenge_methods_supported:
         raise AuthorizationFailed(
             "pkce",
             "the authorization server does not advertise PKCE with S256 (code_challenge_methods_supported)",
         )
+
+
+#: No OAuth metadata anywhere: the end of a sentence that says what a person can do then.
+_NO_OAUTH_HINT = "if it takes a token instead, give it (--token, or an Authorization header)"
+
+
+def _answers(statuses: Sequence[int | None]) -> str:
+    """What the metadata URLs answered, for a sentence: ``HTTP 404, unreachable``..."""
+    words = [
+        "unreachable" if s is None else "HTTP 200 with no JSON" if s == 200 else f"HTTP {s}" for s in statuses
+    ]
+    return ", ".join(words) or "nothing asked"
+
+
+def _all_absent(statuses: Sequence[int | None]) -> bool:
+    """Every URL asked answered 404 (docs/protocol.md OA14: "not published")."""
+    return bool(statuses) and all(s == 404 for s in statuses)
+
+
+def require_no_resource_metadata(challenge: Challenge | None, statuses: Sequence[int | None]) -> None:
+    """The condition of MCP 2025-03-26's discovery (docs/protocol.md OA14) when no protected
+    resource metadata was found: the 401's challenge named no ``resource_metadata`` and every
+    URL of ``protected_resource_urls`` answered 404. ``statuses``: what each URL asked
+    answered, in order (the HTTP status; None when unreachable; a 200 counts as no document
+    only when its body was no JSON).
+
+    Raises:
+        AuthorizationFailed: ``metadata``, naming what the URLs answered, when the condition
+            does not hold (the metadata may exist but could not be read: no fallback).
+    """
+    if challenge is not None and challenge.resource_metadata:
+        raise AuthorizationFailed(
+            "metadata",
+            "the protected resource metadata (RFC 9728) that the server's challenge names could not be read "
+            f"({_answers(statuses)})",
+        )
+    if not _all_absent(statuses):
+        raise AuthorizationFailed(
+            "metadata",
+            f"the server's protected resource metadata (RFC 9728) could not be read ({_answers(statuses)}), "
+            f"so its authorization server is unknown; {_NO_OAUTH_HINT}",
+        )
+
+
+def default_endpoints(server_url: str, statuses: Sequence[int | None]) -> ServerMetadata:
+    """The authorization server of a server that publishes no metadata at all (MCP
+    2025-03-26 Authorization §2.3.3; docs/protocol.md OA14): ``/authorize``, ``/token`` and
+    ``/register`` at the authorization base URL (``authorization_base_url``), which is its
+    ``issuer``; ``published`` False (PKCE S256 is used though nothing advertises it,
+    ``require_pkce``). ``statuses``: what the URLs of ``authorization_server_urls`` of the
+    base URL answered (as ``require_no_resource_metadata``).
+
+    Raises:
+        AuthorizationFailed: ``metadata`` unless every one answered 404 (a document that
+            exists but could not be read is no reason to guess endpoints).
+    """
+    if not _all_absent(statuses):
+        raise AuthorizationFailed(
+            "metadata",
+            "the server publishes no protected resource metadata (RFC 9728), and the authorization server "
+            f"metadata at its origin could not be read ({_answers(statuses)})",
+        )
+    base = authorization_base_url(server_url)
+    return ServerMetadata(
+        issuer=base,
+        authorization_endpoint=f"{base}/authorize",
+        token_endpoint=f"{base}/token",
+        registration_endpoint=f"{base}/register",
+        published=False,
+    )
+
+
+def default_endpoint_missing(
+    metadata: ServerMetadata, endpoint: str, status: int
+) -> AuthorizationFailed | None:
+    """The refusal when a default endpoint (``default_endpoints``: ``metadata.published``
+    False) answered 404: the server has no OAuth the host can find (docs/protocol.md OA14),
+    said as ``metadata``, naming the endpoint's path only; None otherwise (the caller's own
+    sentence then)."""
+    if metadata.published or status != 404:
+        return None
+    return AuthorizationFailed(
+        "metadata",
+        "the server publishes no OAuth metadata (no protected resource metadata, RFC 9728, nor authorization "
+        f"server metadata at its origin, RFC 8414) and its origin has no {urlsplit(endpoint).path} either "
+        f"(the MCP 2025-03-26 default endpoint: HTTP 404); {_NO_OAUTH_HINT}",
+    )
+
+
+def login_refused(server_url: str, metadata: ServerMetadata) -> AuthorizationFailed:
+    """The refusal when a login is needed and no person may be asked (docs/protocol.md
+    OA12), as ``login``; for a server that publishes no metadata (OA14) it says so, since it
+    may take no OAuth at all."""
+    sentence = (
+        f"no stored token for {server_url} and no login may be asked for here; "
+        f"run `mcpl-host login {server_url}` first"
+    )
+    if not metadata.published:
+        sentence += (
+            " (the server publishes no OAuth metadata: the login would use the MCP 2025-03-26 default "
+            f"endpoints at its origin; {_NO_OAUTH_HINT})"
+        )
+    return AuthorizationFailed("login", sentence)
 
 
 def choose_scopes(challenge: Challenge | None, resource: ResourceMetadata | None) -> str | None:
@@ -434,7 +560,8 @@ def read_registration(document: object) -> tuple[str, str | None]:
 def callback_code(query: str, *, state: str, metadata: ServerMetadata) -> str:
     """The authorization code of the redirect's ``query`` (RFC 6749 §4.1.2), checked: the
     ``state`` is the one sent; the ``iss`` parameter (RFC 9207 §2.4) is the metadata's
-    ``issuer`` when present, compared as strings without any normalization (MCP 2026-07-28
+    ``issuer`` when present (for MCP 2025-03-26's default endpoints, the authorization base
+    URL: docs/protocol.md OA14), compared as strings without any normalization (MCP 2026-07-28
     Authorization; docs/protocol.md OA3: not even a trailing slash), and must be present
     when the server advertises ``authorization_response_iss_parameter_supported``.
 

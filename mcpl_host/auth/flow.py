@@ -10,7 +10,7 @@ flow first runs (``import mcpl_host`` does not load it).
 Every token, refresh token, client secret and code verifier is given to the connection's
 ``Redactor`` (``Redactor.add``) the moment it is obtained or made, before anything could
 log it. Every document read is bounded by ``Limits.max_oauth_document_bytes``.
-Specifications: see ``discovery``; docs/protocol.md OA1-OA13.
+Specifications: see ``discovery``; docs/protocol.md OA1-OA14.
 """
 
 from __future__ import annotations
@@ -32,19 +32,24 @@ from mcpl_host.auth.discovery import (
     ResourceMetadata,
     ServerMetadata,
     Step,
+    authorization_base_url,
     authorization_server_urls,
     bearer_challenge,
     callback_code,
     canonical_resource,
     choose_registration,
     choose_scopes,
+    default_endpoint_missing,
+    default_endpoints,
     expires_at,
     jwk_key_type,
+    login_refused,
     protected_resource_urls,
     read_registration,
     read_resource_metadata,
     read_server_metadata,
     registration_request,
+    require_no_resource_metadata,
     require_pkce,
     token_auth_method,
 )
@@ -148,21 +153,23 @@ class OAuthFlow:
 
     # --- discovery ---------------------------------------------------------------------
 
-    async def _document(self, client: httpx.AsyncClient, url: str) -> object | None:
-        """The JSON document at ``url``: None for an answer other than 200, an unreachable
-        URL, or a body that is no JSON; past ``max_oauth_document_bytes``, ``metadata``."""
+    async def _fetch(self, client: httpx.AsyncClient, url: str) -> tuple[int | None, object | None]:
+        """The status of the answer to a GET of ``url`` (None: unreachable) and its JSON
+        document (None unless a 200 whose body is JSON); past
+        ``max_oauth_document_bytes``, ``metadata``."""
         try:
             async with client.stream("GET", url, headers={"Accept": "application/json"}) as response:
-                if response.status_code != 200:
-                    return None
+                status = response.status_code
+                if status != 200:
+                    return status, None
                 body = await self._bounded(response)
         except httpx.HTTPError:
-            return None
+            return None, None
         try:
             document: object = json.loads(body)
         except ValueError:
-            return None
-        return document
+            return status, None
+        return status, document
 
     async def _bounded(self, response: httpx.Response) -> bytes:
         body = bytearray()
@@ -196,38 +203,48 @@ class OAuthFlow:
 
     async def discover(self, challenge: Challenge | None) -> Discovery:
         """Protected resource metadata (``protected_resource_urls``), then the first
-        authorization server's metadata (``authorization_server_urls``), both checked.
+        authorization server's metadata (``authorization_server_urls``), both checked. A
+        server that publishes no protected resource metadata (``require_no_resource_metadata``)
+        is discovered as MCP 2025-03-26 did (docs/protocol.md OA14): its authorization base
+        URL is the issuer, its metadata looked for as any issuer's, and with none there the
+        default endpoints (``default_endpoints``); the ``resource`` sent is then the
+        server's canonical URL.
 
         Raises:
             AuthorizationFailed: ``metadata`` (none found), ``issuer`` (a mismatch).
         """
         async with self._client() as client:
             resource_metadata: ResourceMetadata | None = None
+            statuses: list[int | None] = []
             for url in protected_resource_urls(self._url, challenge):
-                document = await self._document(client, url)
+                status, document = await self._fetch(client, url)
+                statuses.append(status)
                 if document is not None:
                     resource_metadata = read_resource_metadata(document, self._url)
                     break
             if resource_metadata is None:
-                raise AuthorizationFailed(
-                    "metadata",
-                    "the server publishes no protected resource metadata (RFC 9728), so its authorization server is "
-                    "unknown; if it takes a token instead, give it (--token, or an Authorization header)",
-                )
-            issuer = resource_metadata.authorization_servers[0]
+                require_no_resource_metadata(challenge, statuses)
+                issuer = authorization_base_url(self._url)
+            else:
+                issuer = resource_metadata.authorization_servers[0]
             server: ServerMetadata | None = None
+            statuses = []
             for url in authorization_server_urls(issuer):
-                document = await self._document(client, url)
+                status, document = await self._fetch(client, url)
+                statuses.append(status)
                 if document is not None:
                     server = read_server_metadata(document, issuer)
                     break
-            if server is None:
-                raise AuthorizationFailed(
-                    "metadata",
-                    "the authorization server publishes no metadata (RFC 8414 nor OpenID Connect Discovery)",
-                )
+        if server is None and resource_metadata is None:
+            server = default_endpoints(self._url, statuses)
+        if server is None:
+            raise AuthorizationFailed(
+                "metadata",
+                "the authorization server publishes no metadata (RFC 8414 nor OpenID Connect Discovery)",
+            )
+        resource = resource_metadata.resource if resource_metadata is not None else self.server_url
         scope = self.settings.scope or choose_scopes(challenge, resource_metadata)
-        return Discovery(resource_metadata, server, resource_metadata.resource, scope)
+        return Discovery(resource_metadata, server, resource, scope)
 
     # --- registration --------------------------------------------------------------------
 
@@ -258,6 +275,9 @@ class OAuthFlow:
                 raise AuthorizationFailed(
                     "registration", "the registration endpoint could not be reached"
                 ) from None
+        missing = default_endpoint_missing(found.server, found.server.registration_endpoint, status)
+        if missing is not None:
+            raise missing
         if status not in (200, 201):
             raise AuthorizationFailed(
                 "registration", f"the authorization server refused the dynamic registration (HTTP {status})"
@@ -320,6 +340,7 @@ class OAuthFlow:
         method: str,
         what: str,
         issuer: str,
+        server: ServerMetadata | None = None,
         **params: Any,
     ) -> dict[str, Any]:
         """POST a token request (RFC 6749 §4.1.3, §4.4.2, §6): the body and the client's
@@ -328,10 +349,12 @@ class OAuthFlow:
         the answer read within ``max_oauth_document_bytes``. ``issuer``: the authorization
         server's, the audience of a ``private_key_jwt`` assertion (RFC 9126 §2), signed with
         ``OAuthSettings.private_key_alg`` by a key of its type (``discovery.jwk_key_type``).
+        ``server``: the metadata the endpoint came from, when discovery just found it.
 
         Raises:
             AuthorizationFailed: ``token`` (``scope`` for ``invalid_scope``; a private key
-                that cannot be read or cannot sign).
+                that cannot be read or cannot sign); ``metadata`` for a 404 from a default
+                endpoint (``discovery.default_endpoint_missing``).
         """
         lib = _authlib()
         body = lib.prepare_token_request(grant_type, **{k: v for k, v in params.items() if v})
@@ -380,6 +403,9 @@ class OAuthFlow:
                 raise AuthorizationFailed(
                     "token", f"the token endpoint could not be reached for {what}"
                 ) from None
+        missing = None if server is None else default_endpoint_missing(server, endpoint, status)
+        if missing is not None:
+            raise missing
         try:
             answer: object = json.loads(raw)
         except ValueError:
@@ -416,10 +442,7 @@ class OAuthFlow:
         if self.settings.machine and (self.browser is None or self.settings.client_credentials):
             return await self._client_credentials(found)
         if self.browser is None:
-            raise AuthorizationFailed(
-                "login",
-                f"no stored token for {self.server_url} and no login may be asked for here; run `mcpl-host login {self.server_url}` first",
-            )
+            raise login_refused(self.server_url, found.server)
         require_pkce(found.server)
         return await self._authorization_code(found, self.browser)
 
@@ -438,6 +461,7 @@ class OAuthFlow:
             method=method,
             what="the client credentials",
             issuer=found.server.issuer,
+            server=found.server,
             scope=found.scope,
             resource=found.resource,
         )
@@ -487,6 +511,7 @@ class OAuthFlow:
                 method=method,
                 what="the authorization code",
                 issuer=found.server.issuer,
+                server=found.server,
                 redirect_uri=listener.redirect_uri,
                 code=code,
                 code_verifier=verifier,
