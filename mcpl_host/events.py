@@ -31,6 +31,15 @@ Rules of this module:
     another consumer took it, a delivery still queued is an observation there (it may be
     dropped like one); a withdrawn one is removed. Only when no subscription has room does
     the emitter wait (``Host``: up to the delivery timeout, or refuse at once).
+  - **Waiting for room, one turn per take** (``Subscription.wait_turn``): each event a
+    consumer takes gives one waiting delivery its turn, the oldest first, so a take wakes
+    one emitter, not every one waiting (with thousands waiting, waking all cost each take
+    a pass over all of them). A delivery given its turn that finds the room gone (a new
+    one took it first) queues again at the head; one that leaves without using its turn
+    (cancelled, timed out) hands it on (``hand_on``); an ended or closed subscription
+    gives every waiter its turn at once. Checking for room costs the same whatever is
+    queued: a subscription passes over its queue only when a delivery in it was taken
+    elsewhere or withdrawn since it last did (``Delivery.take``, ``withdrawn``).
   - **observations** (everything else: ``notification``, ``refused``, ``held``, ``policy_receipt``,
     ``manifest_change``, ``channels_changed``, ``stalled``, and reports of requests the
     application's own handlers answered): past ``max_queued`` in a subscription the oldest
@@ -144,15 +153,45 @@ class Responder(Protocol):
 
 class Delivery:
     """The hand-over of one event the application must answer: ``taken`` is set when a
-    consumer receives it; ``withdrawn`` when it was given up on (it is then skipped);
-    ``holders``: the subscriptions whose queue holds it now."""
+    consumer receives it (``take()``); ``withdrawn`` when it was given up on (it is then
+    skipped); ``holders``: how many subscriptions' queues hold it now. Taking or withdrawing
+    it tells the other subscriptions holding it, so that they pass over their queue only
+    then (module rules)."""
 
-    __slots__ = ("holders", "taken", "withdrawn")
+    __slots__ = ("_queues", "_withdrawn", "taken")
 
     def __init__(self) -> None:
         self.taken = anyio.Event()
-        self.withdrawn = False
-        self.holders = 0
+        self._withdrawn = False
+        self._queues: list[Subscription] = []  # the subscriptions holding it
+
+    @property
+    def holders(self) -> int:
+        return len(self._queues)
+
+    @property
+    def withdrawn(self) -> bool:
+        return self._withdrawn
+
+    @withdrawn.setter
+    def withdrawn(self, value: bool) -> None:
+        if value and not self._withdrawn:
+            for queue in self._queues:
+                queue.settled_elsewhere()
+        self._withdrawn = value
+
+    def take(self, by: Subscription | None = None) -> None:
+        """A consumer received it (from ``by``, which no longer holds it)."""
+        self.taken.set()
+        for queue in self._queues:
+            if queue is not by:
+                queue.settled_elsewhere()
+
+    def held_by(self, queue: Subscription) -> None:
+        self._queues.append(queue)
+
+    def released_by(self, queue: Subscription) -> None:
+        self._queues.remove(queue)
 
 
 # --- the events ------------------------------------------------------------------------------
@@ -722,7 +761,8 @@ class Subscription:
         self._lifecycle = 0
         self._deliveries = 0
         self._arrived = anyio.Event()
-        self._room = anyio.Event()
+        self._turns: deque[anyio.Event] = deque()  # deliveries waiting for room, oldest first
+        self._settled = 0  # deliveries queued here taken elsewhere or withdrawn, not compacted
         self._ended = False
         self._closed = False
 
@@ -758,12 +798,17 @@ class Subscription:
             self._lifecycle += 1
         elif delivery is not None:
             self._deliveries += 1
-            delivery.holders += 1
+            delivery.held_by(self)
             self._bytes += json_bytes(event)
         else:
             self._observations += 1
             self._bytes += json_bytes(event)
         self._arrived.set()
+
+    def settled_elsewhere(self) -> None:
+        """A delivery queued here was taken from another subscription or withdrawn: the next
+        check for room passes over the queue (``Delivery``)."""
+        self._settled += 1
 
     def _drop_oldest(self, lifecycle: bool) -> bool:
         """Drop the oldest queued observation (or lifecycle event), counted; False when
@@ -811,18 +856,22 @@ class Subscription:
     def _compact(self) -> None:
         """Deliveries no longer waiting for this consumer stop counting as deliveries: a
         withdrawn one is removed, one another consumer took becomes an observation (then the
-        observation bound applies, oldest first)."""
+        observation bound applies, oldest first). Nothing to do unless one of them settled
+        since the last pass (``settled_elsewhere``)."""
+        if not self._settled:
+            return
+        self._settled = 0
         kept: deque[HostEvent] = deque()
         for queued in self._queue:
             delivery = delivery_of(queued)
             if delivery is not None and delivery.withdrawn:
                 self._deliveries -= 1
-                delivery.holders -= 1
+                delivery.released_by(self)
                 self._bytes -= json_bytes(queued)
                 continue
             if delivery is not None and delivery.taken.is_set():
                 self._deliveries -= 1
-                delivery.holders -= 1
+                delivery.released_by(self)
                 self._observations += 1
                 measured = json_bytes(queued)
                 assert isinstance(queued, (PushEvent, ServerRequest))  # it has a delivery
@@ -860,24 +909,43 @@ class Subscription:
         self._append(event)
         return True
 
-    def room_signal(self) -> anyio.Event:
-        """An event set the next time a consumer takes something from this subscription (or
-        it closes or ends: then it is set already). Take it *before* checking for room, with
-        no checkpoint between: a take after the check then sets it, however the waiter is
-        scheduled."""
-        if self._room.is_set() and not (self._ended or self._closed):
-            self._room = anyio.Event()
-        return self._room
+    def wait_turn(self, turn: anyio.Event, *, first: bool = False) -> None:
+        """Queue ``turn``, the waiting delivery's: it is set when a consumer takes an event
+        and every turn queued before it was given (module rules), or at once when this
+        subscription has ended or closed. ``first``: at the head (a delivery that was given
+        its turn and found the room gone). Queue it right after finding no room, with no
+        checkpoint between, so that no take is missed. A turn set by anyone else (another
+        subscription, or its delivery giving up) is skipped."""
+        if self._ended or self._closed:
+            turn.set()
+        elif first:
+            self._turns.appendleft(turn)
+        else:
+            self._turns.append(turn)
 
-    async def wait_room(self) -> None:
-        """Wait until a consumer took something from this subscription (or it closed)."""
-        await self.room_signal().wait()
+    def hand_on(self) -> None:
+        """Give the next waiting delivery its turn if there is room now: called by a
+        delivery that was given its turn and leaves without using it (module rules)."""
+        if self._turns and self.has_room_for_delivery():
+            self._next_turn()
+
+    def _next_turn(self) -> None:
+        while self._turns:
+            turn = self._turns.popleft()
+            if not turn.is_set():
+                turn.set()
+                return
+
+    def _every_turn(self) -> None:
+        for turn in self._turns:
+            turn.set()
+        self._turns.clear()
 
     def end(self) -> None:
         """The host has closed: iteration ends once the queue is empty."""
         self._ended = True
         self._arrived.set()
-        self._room.set()
+        self._every_turn()
 
     # --- consuming ---------------------------------------------------------------------------
 
@@ -890,16 +958,16 @@ class Subscription:
                 self._lifecycle -= 1
             elif delivery is not None:
                 self._deliveries -= 1
-                delivery.holders -= 1
+                delivery.released_by(self)
                 self._bytes -= json_bytes(event)
             else:
                 self._observations -= 1
                 self._bytes -= json_bytes(event)
-            self._room.set()
+            self._next_turn()
             if delivery is not None:
                 if delivery.withdrawn:
                     continue
-                delivery.taken.set()
+                delivery.take(by=self)
             return event
         if self._ended or self._closed:
             raise anyio.EndOfStream
@@ -935,13 +1003,13 @@ class Subscription:
         for event in self._queue:
             delivery = delivery_of(event)
             if delivery is not None:
-                delivery.holders -= 1
+                delivery.released_by(self)
                 if delivery.holders == 0 and not delivery.taken.is_set():
                     delivery.withdrawn = True  # no other subscription holds it
         self._queue.clear()
         self._bytes = 0
         self._arrived.set()
-        self._room.set()
+        self._every_turn()
 
 
 class EventBus:

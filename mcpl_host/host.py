@@ -235,11 +235,6 @@ class ServerRequestResponder:
 _Deliver = Callable[[DeliveryEvent, float], Awaitable[str | None]]
 
 
-async def _cancel_after(waiting: Callable[[], Awaitable[None]], scope: anyio.CancelScope) -> None:
-    await waiting()
-    scope.cancel()
-
-
 class _DeliveringHandlers(HostHandlers):
     """The host's own handlers for a server the application gave none: push events and
     server requests become deliveries (module rules). Not the application's handlers: those
@@ -684,20 +679,11 @@ class Host:
             if event.kind == "push_event" or self._supervisors[event.server].current is not None:
                 await self._connected[event.server].wait()  # after the ready event (module rules)
             dropped = self._bus.dropped
-            while True:
-                targets = self._bus.matching(event)
-                if not targets:
-                    return "no subscriber takes these events"
-                # The signals are taken before the check: a take after it wakes the wait,
-                # whenever the waiting tasks first run.
-                signals = [target.room_signal() for target in targets]
-                if any(target.has_room_for_delivery(json_bytes(event)) for target in targets):
-                    break
-                if refuse_when_full:
-                    return "the host application's event queue is full"
-                async with anyio.create_task_group() as tg:  # until one of them has room
-                    for signal in signals:
-                        tg.start_soon(_cancel_after, signal.wait, tg.cancel_scope)
+            targets = await self._room_for(event, refuse_when_full)
+            if targets is None:
+                return "no subscriber takes these events"
+            if not targets:
+                return "the host application's event queue is full"
             if self._bus.offer(event, targets)[1]:
                 self._said_dropped(event, "a delivery was not queued to it (another subscription has it)")
             elif self._bus.dropped > dropped:  # room was made: a taken delivery, now an observation
@@ -706,6 +692,37 @@ class Host:
             return None
         delivery.withdrawn = True
         return f"not taken by the host application within {timeout:g} seconds"
+
+    async def _room_for(self, event: DeliveryEvent, refuse_when_full: bool) -> list[Subscription] | None:
+        """The subscriptions ``event`` goes to once one of them has room for it (waiting its
+        turn, first come, first served: ``events`` module rules); None when no subscription
+        takes it; ``[]`` when none has room and ``refuse_when_full``.
+
+        **Cancellation:** a turn given and not used is handed on, so no waiting delivery
+        waits for a take that already happened."""
+        size = json_bytes(event)
+        turn: anyio.Event | None = None  # set: this delivery was given its turn
+        targets: list[Subscription] = []
+        try:
+            while True:
+                targets = self._bus.matching(event)
+                if not targets:
+                    return None
+                if any(target.has_room_for_delivery(size) for target in targets):
+                    turn = None  # used
+                    return targets
+                if refuse_when_full:
+                    return []
+                first, turn = turn is not None, anyio.Event()
+                for target in targets:  # no checkpoint since the check: no take is missed
+                    target.wait_turn(turn, first=first)
+                await turn.wait()
+        finally:
+            if turn is not None and turn.is_set():  # given a turn it did not use: hand it on
+                for target in targets:
+                    target.hand_on()
+            elif turn is not None:
+                turn.set()  # gave up waiting: skipped when its turn comes
 
     # --- servers -----------------------------------------------------------------------------
 

@@ -95,7 +95,7 @@ def test_taken_deliveries_turned_observations_are_bounded_oldest_first() -> None
     taken = delivery(3)
     assert sub.put_delivery(taken)
     assert taken.delivery is not None
-    taken.delivery.taken.set()
+    taken.delivery.take()  # another consumer took it
     sub.put_delivery(delivery(4))
     assert sub.put_delivery(delivery(5))  # compaction: 3 is an observation now, 1 dropped
     assert [n_of(sub.receive_nowait()) for _ in range(len(sub))] == [2, 3, 4, 5]
@@ -128,15 +128,113 @@ def test_connecting_order_holds_observations_until_the_event_that_ends_connectin
 
 
 @pytest.mark.anyio
-async def test_wait_room_wakes_when_the_consumer_takes_one() -> None:
+async def test_a_waiting_turn_wakes_when_the_consumer_takes_one() -> None:
     sub = Subscription(max_queued=1)
     assert sub.put_delivery(delivery(0))
+    turn = anyio.Event()
+    sub.wait_turn(turn)
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(sub.wait_room)
+            tg.start_soon(turn.wait)
             await anyio.wait_all_tasks_blocked()
             sub.receive_nowait()
     assert sub.has_room_for_delivery()
+
+
+@pytest.mark.anyio
+async def test_each_take_gives_one_waiting_delivery_its_turn_oldest_first() -> None:
+    # Thousands of servers pushing at once: waking every waiting delivery on each take
+    # cost each take a pass over all of them (a 1,000-server burst refused pushes at the
+    # delivery timeout). One take, one turn, in the order they queued.
+    sub = Subscription(max_queued=1)
+    assert sub.put_delivery(delivery(0))
+    turns = [anyio.Event() for _ in range(3)]
+    for turn in turns:
+        sub.wait_turn(turn)
+    sub.receive_nowait()
+    assert [turn.is_set() for turn in turns] == [True, False, False]
+    assert sub.put_delivery(delivery(1))  # the first one used its turn
+    sub.receive_nowait()
+    assert [turn.is_set() for turn in turns] == [True, True, False]
+
+
+@pytest.mark.anyio
+async def test_a_turn_given_up_is_skipped_and_a_turn_not_used_is_handed_on() -> None:
+    sub = Subscription(max_queued=1)
+    assert sub.put_delivery(delivery(0))
+    gone, first, second, third = (anyio.Event() for _ in range(4))
+    for turn in (gone, first, second, third):
+        sub.wait_turn(turn)
+    gone.set()  # its delivery timed out while waiting: skipped
+    sub.receive_nowait()
+    assert first.is_set() and not second.is_set()
+    # The first was cancelled before it used its turn: handed on, so the room is not lost.
+    sub.hand_on()
+    assert second.is_set() and not third.is_set()
+    assert sub.put_delivery(delivery(1))  # the second used it: no room to hand on now
+    sub.hand_on()
+    assert not third.is_set()
+
+
+@pytest.mark.anyio
+async def test_a_turn_found_used_queues_again_at_the_head() -> None:
+    sub = Subscription(max_queued=1)
+    assert sub.put_delivery(delivery(0))
+    first, later = anyio.Event(), anyio.Event()
+    sub.wait_turn(first)
+    sub.wait_turn(later)
+    sub.receive_nowait()
+    assert first.is_set()
+    assert sub.put_delivery(delivery(1))  # a new delivery took the room before it ran
+    again = anyio.Event()
+    sub.wait_turn(again, first=True)
+    sub.receive_nowait()
+    assert again.is_set() and not later.is_set()
+
+
+@pytest.mark.anyio
+async def test_closing_or_ending_gives_every_waiting_delivery_its_turn() -> None:
+    for stop in (Subscription.close, Subscription.end):
+        sub = Subscription(max_queued=1)
+        assert sub.put_delivery(delivery(0))
+        turns = [anyio.Event() for _ in range(3)]
+        for turn in turns:
+            sub.wait_turn(turn)
+        stop(sub)
+        assert all(turn.is_set() for turn in turns)
+        late = anyio.Event()
+        sub.wait_turn(late)
+        assert late.is_set()
+
+
+def test_a_full_subscription_passes_over_its_queue_only_after_a_delivery_in_it_settled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each check for room on a full subscription passed over its whole queue (1,024
+    # deliveries by default): with thousands of deliveries waiting, that was most of a burst.
+    import mcpl_host.events as events
+
+    bus = EventBus()
+    full = bus.add(Subscription(max_queued=2))
+    other = bus.add(Subscription(max_queued=4))
+    queued = [delivery(n) for n in range(2)]
+    for event in queued:
+        bus.offer(event, bus.matching(event))
+    looked: list[object] = []
+    original = events.delivery_of
+
+    def counting(event: HostEvent) -> Delivery | None:
+        looked.append(event)
+        return original(event)
+
+    monkeypatch.setattr(events, "delivery_of", counting)
+    for _ in range(5):
+        assert not full.has_room_for_delivery()
+    assert looked == []  # nothing settled: no pass over the queue
+    assert other.receive_nowait() is queued[0]  # taken elsewhere: one pass makes room
+    looked.clear()
+    assert full.has_room_for_delivery()
+    assert len(looked) == len(queued)
 
 
 def test_closing_one_subscription_withdraws_only_the_deliveries_nobody_else_holds() -> None:
@@ -238,25 +336,18 @@ def test_the_size_of_any_event_data_is_counted_without_raising() -> None:
 
 @pytest.mark.anyio
 async def test_a_take_between_the_room_check_and_the_wait_is_not_missed() -> None:
-    # The Host checks for room, then starts its waiters as new tasks: the consumer may take
-    # an event before a waiter runs. The signal is taken with the check, so that take wakes
-    # it (a waiter that made its own event then slept until the delivery timeout).
+    # The Host checks for room and queues its turn with no checkpoint between: the consumer
+    # may take an event before the waiting task runs, and that take still gives it the turn
+    # (a waiter that missed it slept until the delivery timeout).
     sub = Subscription(max_queued=1)
     assert sub.put_delivery(delivery(0))
-    signal = sub.room_signal()
     assert not sub.has_room_for_delivery()
-    sub.receive_nowait()  # the consumer runs before the waiter task does
+    turn = anyio.Event()
+    sub.wait_turn(turn)
+    sub.receive_nowait()  # the consumer runs before the waiting task does
     with anyio.fail_after(5):
-        await signal.wait()
+        await turn.wait()
     assert sub.has_room_for_delivery()
-
-
-@pytest.mark.anyio
-async def test_an_ended_subscription_signals_room_at_once() -> None:
-    sub = Subscription(max_queued=1)
-    sub.end()
-    with anyio.fail_after(5):
-        await sub.room_signal().wait()
 
 
 def test_each_kind_gives_the_json_mcpl_host_run_prints_keys_in_order() -> None:

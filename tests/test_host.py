@@ -19,6 +19,7 @@ from mcpl_host import GrantPolicy, HostEvent, HostHandlers, Limits, RequestConte
 from mcpl_host.config import ServerConfig, load_config
 from mcpl_host.events import (
     Connecting,
+    Delivery,
     PolicyReceipt,
     PushEvent,
     Ready,
@@ -319,6 +320,38 @@ async def test_a_full_subscription_drops_the_oldest_observation_never_a_lifecycl
         ]
     assert kinds == [("connecting", None), ("ready", None), ("notification", 4), ("notification", 5)]
     assert host.dropped_events == 4
+
+
+def pushed(n: int) -> PushEvent:
+    return PushEvent(server="s", id=n, feature_set="f", event_id=f"e{n}", params={}, delivery=Delivery())
+
+
+async def test_a_delivery_cancelled_after_its_turn_hands_it_on_and_one_that_gave_up_is_skipped() -> None:
+    # Each take gives one waiting delivery its turn (events module rules): a delivery that
+    # leaves without using it must not leave the room unused while the next one waits.
+    host = Host({}, max_queued_events=1, subscribe_all=False)
+    sub = host.subscribe(kinds=["push_event"])
+    assert sub.put_delivery(pushed(0))
+    done: list[int] = []
+    scopes: dict[int, anyio.CancelScope] = {}
+
+    async def wait_room(n: int) -> None:
+        with anyio.CancelScope() as scope:
+            scopes[n] = scope
+            if await host._room_for(pushed(n), refuse_when_full=False):
+                done.append(n)
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            for n in (1, 2, 3):
+                tg.start_soon(wait_room, n)
+                await anyio.wait_all_tasks_blocked()  # queued in this order
+            scopes[1].cancel()  # gave up before its turn: skipped when the turn comes
+            await anyio.wait_all_tasks_blocked()
+            scopes[2].cancel()  # cancelled, and before it runs ...
+            sub.receive_nowait()  # ... given the turn: it hands it on to 3
+            await anyio.wait_all_tasks_blocked()
+            assert done == [3]
 
 
 async def test_the_default_subscription_nobody_reads_holds_a_bounded_number_of_bytes(tmp_path: Path) -> None:

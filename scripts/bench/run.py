@@ -30,6 +30,7 @@ import anyio
 
 from bench.child import import_profile, run_idle, run_import
 from bench.drivers import CLIENTS, ClientKind, Driver, open_client, sdk_available
+from bench.fleet import FLEET_QUICK, FleetSettings
 from bench.framing import measure_framing
 from bench.measure import (
     QUICK,
@@ -46,7 +47,9 @@ from bench.telemetry import measure_telemetry, sdk_installed, telemetry_table
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("seq", "inflight", "flood", "big", "import", "idle", "framing", "telemetry")
+SECTIONS = ("seq", "inflight", "flood", "big", "import", "idle", "framing", "telemetry", "fleet")
+#: Run unless ``--only`` names them: the fleet starts 1,000 processes and takes minutes.
+ON_REQUEST = ("fleet",)
 
 Cell = tuple[str, Callable[[Driver], Awaitable[dict[str, float]]]]
 
@@ -247,6 +250,40 @@ def _pin(choice: str) -> str:
     return f"pinned to CPU {cpu} of {sorted(allowed)}, with every server and child interpreter (--cpu)"
 
 
+def _fleet_settings(args: argparse.Namespace) -> FleetSettings:
+    fleet = FLEET_QUICK if args.quick else FleetSettings()
+    if args.fleet:
+        fleet = replace(fleet, counts=tuple(int(n) for n in args.fleet.split(",") if n))
+    if args.reps:
+        fleet = replace(fleet, reps=args.reps)
+    return fleet
+
+
+def _run_fleet(
+    fleet: FleetSettings, base: str | None, backends: Sequence[str], server: Path, results: Results
+) -> str:
+    """The fleet section (``bench.fleet``); returns what limits it, in a sentence."""
+    import tempfile
+
+    from bench.fleet import base_tree, raise_fd_limit, remove_tree, run_fleet
+
+    soft, now, hard = raise_fd_limit()  # the children raise theirs too
+    with tempfile.TemporaryDirectory() as folder:
+        tree = base_tree(base, Path(folder)) if base else None
+        try:
+            run_fleet(fleet, backends, server, results, _note, tree)
+        finally:
+            if tree is not None:
+                remove_tree(tree)
+    tasks = os.sysconf("SC_CHILD_MAX") if hasattr(os, "sysconf") else -1
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 2**30
+    based = f"; `fleet-base-N`: mcpl-host at `{base}` in the same run" if base else ""
+    return (
+        f"limits: RLIMIT_NOFILE soft {soft} raised to {now} (hard {hard}); processes per user "
+        f"{tasks}; {memory:.0f} GiB memory; each measurement in a fresh interpreter{based}"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scripts/bench.py",
@@ -257,7 +294,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--reps", type=int, help="repetitions of each in-process measurement")
     parser.add_argument("--backends", default="asyncio,trio", help="comma-separated (default: asyncio,trio)")
     parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated (default: all three)")
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    parser.add_argument(
+        "--only",
+        default=",".join(s for s in SECTIONS if s not in ON_REQUEST),
+        help=f"comma-separated sections of {SECTIONS} (default: all but {', '.join(ON_REQUEST)})",
+    )
+    parser.add_argument("--fleet", help="fleet sizes, comma-separated (default 200,1000; --quick: 200)")
+    parser.add_argument(
+        "--fleet-base", help="the fleet also measures mcpl-host at this git revision, interleaved"
+    )
     parser.add_argument(
         "--cpu",
         help="pin the benchmark and every process it starts to this CPU number ('last': the highest "
@@ -306,7 +351,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not backends:
         _parser().error("no backend left to measure")
     server = build_echo_server()
+    fleet = _fleet_settings(args) if "fleet" in sections else None
     if args.profile:
+        if fleet is not None:
+            from bench.fleet import profile_fleet
+
+            print(profile_fleet(server, backends[0], fleet.counts[0]))
+            return 0
         from bench.profiling import profile_report
 
         print(profile_report(server, backends[0], settings))
@@ -325,6 +376,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     _note("fresh-interpreter and framing measurements")
     _process_measurements(settings, sections, backends, clients, server, results)
+    limits = ""
+    if fleet is not None:
+        _note("fleet measurements")
+        limits = _run_fleet(fleet, args.fleet_base, backends, server, results)
     load_after, elapsed = _loadavg(), time.perf_counter() - started
 
     out: list[str] = [
@@ -342,11 +397,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "- each figure: min / **median** / max over the repetitions; ratios are of the medians",
         *(f"- {note}" for note in notes),
         "",
-        "## Targets",
-        "",
-        target_table(results, backends, requests=settings.requests, idle=settings.idle_connections),
-        "",
     ]
+    if set(sections) - set(ON_REQUEST):
+        out += [
+            "## Targets",
+            "",
+            target_table(results, backends, requests=settings.requests, idle=settings.idle_connections),
+            "",
+        ]
     rows = rows_for(
         settings.requests,
         settings.in_flight,
@@ -354,8 +412,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.big_mib,
         settings.idle_connections,
     )
-    for backend in backends:
+    for backend in backends if set(sections) - set(ON_REQUEST) else ():
         out += [f"## All figures, {backend}", "", figure_table(results, backend, rows, clients), ""]
+    if fleet is not None:
+        from bench.fleet import fleet_report
+
+        out += fleet_report(results, backends, fleet, limits)
     if "telemetry" in sections:
         for backend in backends:
             out += [
