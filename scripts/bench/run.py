@@ -31,6 +31,7 @@ import anyio
 from bench.child import import_profile, run_idle, run_import
 from bench.drivers import CLIENTS, ClientKind, Driver, open_client, sdk_available
 from bench.framing import measure_framing
+from bench.http_ws import MODES, net_report, run_network
 from bench.measure import (
     QUICK,
     Settings,
@@ -47,6 +48,7 @@ __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = ("seq", "inflight", "flood", "big", "import", "idle", "framing", "telemetry")
+SECTIONS += MODES  # Streamable HTTP (JSON, SSE answers) and WebSocket: bench.http_ws
 
 Cell = tuple[str, Callable[[Driver], Awaitable[dict[str, float]]]]
 
@@ -306,6 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not backends:
         _parser().error("no backend left to measure")
     server = build_echo_server()
+    if args.profile and set(sections) <= set(MODES):
+        from bench.http_ws import net_profile_report
+
+        print(net_profile_report(sections, backends[0], quick=args.quick))
+        return 0
     if args.profile:
         from bench.profiling import profile_report
 
@@ -323,6 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             anyio.run(
                 _round, backend, rep, sections, cells, clients, server, settings, results, backend=backend
             )
+    net_settings = run_network(sections, backends, clients, results, quick=args.quick, reps=args.reps)
     _note("fresh-interpreter and framing measurements")
     _process_measurements(settings, sections, backends, clients, server, results)
     load_after, elapsed = _loadavg(), time.perf_counter() - started
@@ -385,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             figure_table(results, NO_BACKEND, FRAMING_ROWS, ["mcpl-host"]),
             "",
         ]
+    out += net_report(results, sections, backends, clients, net_settings)
     if results.errors:
         out += ["## Failures", ""]
         for (backend, measure, client), errors in results.errors.items():
