@@ -154,7 +154,7 @@ class StreamableHTTPTransport:
         self._tasks: anyio.abc.TaskGroup | None = None  # the runner's: every stream task
         self._tasks_scope = anyio.CancelScope()
         self._tasks_done = anyio.Event()
-        self._inbox = Inbox()
+        self._inbox = Inbox(self._limits.max_http_inbox_bytes)
         self._session_id: str | None = None
         self._protocol_version: str | None = None
         self._told_version = False  # negotiated() was called: the initialize answer is not read
