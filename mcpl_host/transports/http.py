@@ -610,9 +610,13 @@ class StreamableHTTPTransport:
                 await response.aclose()
 
     async def _deliver(self, line: bytes, key: bytes | None) -> bool:
-        """Pass one message on; True when it is the answer to request ``key``."""
+        """Pass one message on; True when it is the answer to request ``key``. A message of
+        the GET stream (``key`` None) answers no request of it, and is passed on unread."""
+        if key is None:
+            await self._inbox.put(line)
+            return False
         kind, answer_id, _, message = peek(line)
-        answered = kind == "response" and key is not None and id_key(answer_id) == key
+        answered = kind == "response" and id_key(answer_id) == key
         if answered and key == self._initialize_key and not self._told_version:
             result: Any = message.get("result") if message is not None else None
             version: Any = result.get("protocolVersion") if is_object(result) else None
