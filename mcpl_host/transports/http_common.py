@@ -322,6 +322,16 @@ class _EventBytes:
 
     def feed(self, chunk: bytes) -> None:
         """Raises ``BodyTooLarge`` when the current event goes past the bound."""
+        if b"\n" in chunk or b"\r" in chunk:
+            self._lines(chunk)
+        elif chunk:  # inside a line (a large message's data): no line to find
+            self._cr = False
+            self._line_empty = False
+            self._size += len(chunk)
+        if self._size > self._limit:
+            raise BodyTooLarge(f"a Server-Sent Event over {self._limit} bytes (limits.max_sse_event_bytes)")
+
+    def _lines(self, chunk: bytes) -> None:
         start = 1 if self._cr and chunk[:1] == b"\n" else 0
         self._cr = False
         for match in _TERMINATOR.finditer(chunk, start):
@@ -333,17 +343,14 @@ class _EventBytes:
             else:
                 self._size += content + len(match.group())
                 if self._size > self._limit:
-                    break
+                    return
             self._line_empty = True
             start = match.end()
             self._cr = match.group() == b"\r" and start == len(chunk)
-        else:
-            rest = len(chunk) - start
-            if rest:
-                self._line_empty = False
-                self._size += rest
-        if self._size > self._limit:
-            raise BodyTooLarge(f"a Server-Sent Event over {self._limit} bytes (limits.max_sse_event_bytes)")
+        rest = len(chunk) - start
+        if rest:
+            self._line_empty = False
+            self._size += rest
 
 
 class _CountedStream(httpx.AsyncByteStream):
