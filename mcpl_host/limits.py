@@ -158,6 +158,11 @@ DEFAULT_MAX_CONTENT_CODINGS = 4
 #: HTTP requests to one server open at once (POSTs waiting for answers, event streams);
 #: one more waits for a free connection.
 DEFAULT_MAX_HTTP_CONNECTIONS = 64
+#: Bytes of received messages an HTTP transport holds for its connection to take (the
+#: ``http_common.Inbox``): a message that would take the held ones past this waits, and its
+#: stream is not read, until the connection has taken every one held; a message larger
+#: than this is taken in alone. Memory per transport: this, or one message.
+DEFAULT_MAX_HTTP_INBOX_BYTES = 64 * 1024
 #: OAuth (``mcpl_host.auth``): the bytes of one OAuth document read or received (protected
 #: resource metadata, authorization server metadata, a registration or token answer, the
 #: request reaching the loopback redirect listener): 256 KiB.
@@ -389,6 +394,7 @@ class Limits:
     max_http_error_body_bytes: int = DEFAULT_MAX_HTTP_ERROR_BODY_BYTES
     max_content_codings: int = DEFAULT_MAX_CONTENT_CODINGS
     max_http_connections: int = DEFAULT_MAX_HTTP_CONNECTIONS
+    max_http_inbox_bytes: int = DEFAULT_MAX_HTTP_INBOX_BYTES
     max_oauth_document_bytes: int = DEFAULT_MAX_OAUTH_DOCUMENT_BYTES
     oauth_login_timeout_seconds: float = DEFAULT_OAUTH_LOGIN_TIMEOUT_SECONDS
     max_oauth_step_ups: int = DEFAULT_MAX_OAUTH_STEP_UPS

@@ -30,6 +30,12 @@ FIGURES = {
     "inflight-1000": [("req_per_s", "higher")],
     "flood": [("accepted_per_s", "higher"), ("refused", "lower")],
 }
+# Streamable HTTP and WebSocket (scripts/bench/http_ws.py; --only http-json,http-sse,ws).
+for _mode in ("http-json", "http-sse", "ws"):
+    for _width in (1, 16, 100):
+        FIGURES[f"{_mode}/inflight-{_width}"] = [("req_per_s", "higher"), ("cpu_us", "lower")]
+    FIGURES[f"{_mode}/notify"] = [("per_s", "higher"), ("cpu_us", "lower")]
+    FIGURES[f"{_mode}/big-8"] = [("ms", "lower"), ("cpu_ms", "lower")]
 
 
 def run_once(package_root: Path, only: str, out: Path) -> dict[str, list[float]]:

@@ -223,6 +223,20 @@ def test_event_bytes_are_counted_across_chunks_and_reset_by_a_blank_line() -> No
         counter.feed(b"x")  # a line that never ends
 
 
+def test_event_bytes_of_chunks_inside_a_line_and_a_crlf_split_by_an_empty_chunk() -> None:
+    counter = _EventBytes(20)
+    counter.feed(b"data: " + b"x" * 10)  # no line end in it: the line goes on
+    counter.feed(b"\n")  # ends that line (17 bytes), not an event
+    with pytest.raises(BodyTooLarge):
+        counter.feed(b"data: 0\n")
+    counter = _EventBytes(20)
+    counter.feed(b"data: 0123456789\r")
+    counter.feed(b"")
+    counter.feed(b"\n")  # completes the CRLF: not a blank line
+    with pytest.raises(BodyTooLarge):
+        counter.feed(b"data: 0\n")
+
+
 async def test_the_http_transports_implement_the_transport_protocol() -> None:
     params = HTTPParameters("http://127.0.0.1:9/mcp")
     for transport in (StreamableHTTPTransport(params), SSETransport(params), AutoHTTPTransport(params)):

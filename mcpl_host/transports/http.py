@@ -177,7 +177,7 @@ class StreamableHTTPTransport:
         self._tasks: anyio.abc.TaskGroup | None = None  # the runner's: every stream task
         self._tasks_scope = anyio.CancelScope()
         self._tasks_done = anyio.Event()
-        self._inbox = Inbox()
+        self._inbox = Inbox(self._limits.max_http_inbox_bytes)
         self._session_id: str | None = None
         self._protocol_version: str | None = None
         self._told_version = False  # negotiated() was called: the initialize answer is not read
@@ -859,9 +859,13 @@ class StreamableHTTPTransport:
                 await response.aclose()
 
     async def _deliver(self, line: bytes, key: bytes | None) -> bool:
-        """Pass one message on; True when it is the answer to request ``key``."""
+        """Pass one message on; True when it is the answer to request ``key``. A message of
+        the GET stream (``key`` None) answers no request of it, and is passed on unread."""
+        if key is None:
+            await self._inbox.put(line)
+            return False
         kind, answer_id, _, message = peek(line)
-        answered = kind == "response" and key is not None and id_key(answer_id) == key
+        answered = kind == "response" and id_key(answer_id) == key
         if answered and key == self._initialize_key:
             result: Any = message.get("result") if message is not None else None
             self._manifest = manifest_of(result)

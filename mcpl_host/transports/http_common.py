@@ -8,9 +8,13 @@ Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with
   past ``limits.max_sse_event_bytes`` the stream is refused (``BodyTooLarge``), so neither
   the parser's line buffer nor its data buffer can grow past the bound. An event's data
   (one JSON-RPC message) is bounded by ``limits.max_line_bytes``, as a JSON body is.
-- The ``Inbox`` holds at most one received line that ``receive()`` has not taken; a reader
-  with another waits (the HTTP stream is not read meanwhile), so memory stays bounded by
-  the open streams. Lines already received are returned before a loss is reported.
+- The ``Inbox`` holds the received lines ``receive()`` has not taken, up to
+  ``limits.max_http_inbox_bytes`` (one line larger than that alone): a reader with a line
+  that would pass the bound waits (its HTTP stream is not read meanwhile), and so does
+  every reader after it, until every line held is taken; so memory stays bounded, and the
+  lines of one read (many small events) pass to the connection together, not one task
+  switch each. Lines are taken in the order they were received. Lines already received
+  are returned before a loss is reported.
 - Bodies are read raw and decoded here (``content_coding.BodyDecoder``), never by httpx:
   every decoding layer counts against the bound of what is read (a JSON body:
   ``limits.max_line_bytes``; an event stream: ``limits.max_sse_event_bytes`` per event, and
@@ -41,7 +45,12 @@ from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem, dumps_message, loads_line, peek_envelope
-from mcpl_host.limits import DEFAULT_MAX_CONTENT_CODINGS, DEFAULT_READ_CHUNK_BYTES, Limits
+from mcpl_host.limits import (
+    DEFAULT_MAX_CONTENT_CODINGS,
+    DEFAULT_MAX_HTTP_INBOX_BYTES,
+    DEFAULT_READ_CHUNK_BYTES,
+    Limits,
+)
 from mcpl_host.logging import Logger, Redactor, log_value
 from mcpl_host.transports.content_coding import (
     ACCEPT_ENCODING,
@@ -313,6 +322,16 @@ class _EventBytes:
 
     def feed(self, chunk: bytes) -> None:
         """Raises ``BodyTooLarge`` when the current event goes past the bound."""
+        if b"\n" in chunk or b"\r" in chunk:
+            self._lines(chunk)
+        elif chunk:  # inside a line (a large message's data): no line to find
+            self._cr = False
+            self._line_empty = False
+            self._size += len(chunk)
+        if self._size > self._limit:
+            raise BodyTooLarge(f"a Server-Sent Event over {self._limit} bytes (limits.max_sse_event_bytes)")
+
+    def _lines(self, chunk: bytes) -> None:
         start = 1 if self._cr and chunk[:1] == b"\n" else 0
         self._cr = False
         for match in _TERMINATOR.finditer(chunk, start):
@@ -324,17 +343,14 @@ class _EventBytes:
             else:
                 self._size += content + len(match.group())
                 if self._size > self._limit:
-                    break
+                    return
             self._line_empty = True
             start = match.end()
             self._cr = match.group() == b"\r" and start == len(chunk)
-        else:
-            rest = len(chunk) - start
-            if rest:
-                self._line_empty = False
-                self._size += rest
-        if self._size > self._limit:
-            raise BodyTooLarge(f"a Server-Sent Event over {self._limit} bytes (limits.max_sse_event_bytes)")
+        rest = len(chunk) - start
+        if rest:
+            self._line_empty = False
+            self._size += rest
 
 
 class _CountedStream(httpx.AsyncByteStream):
@@ -486,31 +502,64 @@ def trim(data: bytes) -> bytes:
 class Inbox:
     """Received lines in arrival order, and why the transport ended (see the module rules).
 
-    ``put`` waits while a line is waiting to be taken; ``get`` returns lines until they run
-    out, then raises the loss (``ConnectionLost``) or ``ConnectionClosed``.
+    ``put`` waits while the lines held and its own would pass ``max_bytes`` (bytes of the
+    lines; a ``LineTooLong`` counts none), and from then on every ``put`` waits until every
+    line held is taken (the readers of the streams take turns, none overtaking); ``get``
+    returns lines until they run out, then raises the loss (``ConnectionLost``) or
+    ``ConnectionClosed``.
     """
 
-    __slots__ = ("_changed", "_items", "closed", "lost", "lost_step")
+    __slots__ = (
+        "_bytes",
+        "_changed",
+        "_draining",
+        "_items",
+        "_max_bytes",
+        "_waiting",
+        "closed",
+        "lost",
+        "lost_step",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, max_bytes: int = DEFAULT_MAX_HTTP_INBOX_BYTES) -> None:
         self._items: deque[ReadItem] = deque()
+        self._max_bytes = max_bytes
+        self._bytes = 0  # of the lines held
+        self._draining = False  # a put waited: none goes in until every line held is taken
         self._changed = anyio.Event()
+        self._waiting = 0  # tasks that began waiting on _changed since it was last set
         self.lost: str | None = None
         #: The ``ConnectionLost.step`` of ``lost``.
         self.lost_step: str | None = None
         self.closed = False
 
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        """Wake every task waiting for a change (none: nothing to do)."""
+        if self._waiting:
+            self._waiting = 0
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def _wait(self) -> None:
+        self._waiting += 1
+        await self._changed.wait()
 
     async def put(self, item: ReadItem) -> None:
-        """Queue one line (or ``LineTooLong``). Raises ``ConnectionClosed`` or
-        ``ConnectionLost`` once the transport has ended (the line is dropped)."""
-        while self._items and self.lost is None and not self.closed:
-            await self._changed.wait()
+        """Queue one line (or ``LineTooLong``), waiting as the class says. Raises
+        ``ConnectionClosed`` or ``ConnectionLost`` once the transport has ended (the line is
+        dropped)."""
+        size = len(item) if isinstance(item, bytes) else 0
+        while (
+            self._items
+            and (self._draining or self._bytes + size > self._max_bytes)
+            and self.lost is None
+            and not self.closed
+        ):
+            self._draining = True
+            await self._wait()
         self._check()
         self._items.append(item)
+        self._bytes += size
         self._wake()
 
     def _check(self) -> None:
@@ -527,10 +576,14 @@ class Inbox:
                 raise ConnectionClosed("the HTTP transport was closed")
             if self._items:
                 item = self._items.popleft()
-                self._wake()
+                if isinstance(item, bytes):
+                    self._bytes -= len(item)
+                if not self._items:
+                    self._draining = False
+                    self._wake()
                 return item
             self._check()
-            await self._changed.wait()
+            await self._wait()
 
     def lose(self, message: str, step: str | None = None) -> ConnectionLost | ConnectionClosed:
         """Record why the server went away (the first reason is kept; ``step``: what failed,
@@ -545,4 +598,5 @@ class Inbox:
     def close(self) -> None:
         self.closed = True
         self._items.clear()
+        self._bytes = 0
         self._wake()

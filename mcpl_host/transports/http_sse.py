@@ -81,7 +81,7 @@ class SSETransport:
         self._reader_scope = anyio.CancelScope()
         self._reader_done = anyio.Event()
         self._reader_started = False
-        self._inbox = Inbox()
+        self._inbox = Inbox(self._limits.max_http_inbox_bytes)
         self._endpoint: str | None = None
         self._endpoint_known = anyio.Event()
         self._send_scope: anyio.CancelScope | None = None

@@ -32,6 +32,7 @@ from bench.child import import_profile, run_idle, run_import
 from bench.drivers import CLIENTS, ClientKind, Driver, open_client, sdk_available
 from bench.fleet import FLEET_QUICK, FleetSettings
 from bench.framing import measure_framing
+from bench.http_ws import MODES, net_report, run_network
 from bench.measure import (
     QUICK,
     Settings,
@@ -48,6 +49,7 @@ __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTIONS = ("seq", "inflight", "flood", "big", "import", "idle", "framing", "telemetry", "fleet")
+SECTIONS += MODES  # Streamable HTTP (JSON, SSE answers) and WebSocket: bench.http_ws
 #: Run unless ``--only`` names them: the fleet starts 1,000 processes and takes minutes.
 ON_REQUEST = ("fleet",)
 
@@ -352,6 +354,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _parser().error("no backend left to measure")
     server = build_echo_server()
     fleet = _fleet_settings(args) if "fleet" in sections else None
+    if args.profile and set(sections) <= set(MODES):
+        from bench.http_ws import net_profile_report
+
+        print(net_profile_report(sections, backends[0], quick=args.quick))
+        return 0
     if args.profile:
         if fleet is not None:
             from bench.fleet import profile_fleet
@@ -374,6 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             anyio.run(
                 _round, backend, rep, sections, cells, clients, server, settings, results, backend=backend
             )
+    net_settings = run_network(sections, backends, clients, results, quick=args.quick, reps=args.reps)
     _note("fresh-interpreter and framing measurements")
     _process_measurements(settings, sections, backends, clients, server, results)
     limits = ""
@@ -447,6 +455,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             figure_table(results, NO_BACKEND, FRAMING_ROWS, ["mcpl-host"]),
             "",
         ]
+    out += net_report(results, sections, backends, clients, net_settings)
     if results.errors:
         out += ["## Failures", ""]
         for (backend, measure, client), errors in results.errors.items():
