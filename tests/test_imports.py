@@ -1,6 +1,7 @@
-"""What ``import mcpl_host`` loads: the connection layer, not the WebSocket and HTTP stacks,
-structlog (with its console renderer, rich and pygments) or the host layer, which load
-when first used. Each check runs in a fresh interpreter.
+"""What ``import mcpl_host`` loads (none of its modules: every public name loads on first
+use), and what a connection's names load: the connection layer, not the WebSocket and HTTP
+stacks, structlog (with its console renderer, rich and pygments) or the host layer, which
+load when first used. Each check runs in a fresh interpreter.
 
 How the package's modules import each other, read from the source (``ast``): no import
 circle, and no module imports one of a higher layer (``LAYERS``)."""
@@ -128,7 +129,7 @@ HEAVY = [
 ]
 LATER = [
     "mcpl_host.host",
-    "mcpl_host.config",
+    "mcpl_host.signals",
     "mcpl_host.supervisor",
     "mcpl_host.transports.websocket",
     "mcpl_host.transports.http",
@@ -143,9 +144,21 @@ def run(code: str) -> dict[str, object]:
     return {"out": json.loads(lines[-1]), "stderr": done.stderr}
 
 
-def test_importing_the_package_loads_no_heavy_stack() -> None:
+def test_what_a_connection_needs_loads_no_heavy_stack() -> None:
     result = run(
-        f"import json, sys, mcpl_host\nprint(json.dumps([m for m in {HEAVY + LATER!r} if m in sys.modules]))"
+        "import json, sys\n"
+        "from mcpl_host import GrantPolicy, ServerConfig, ServerConnection, connect\n"
+        f"print(json.dumps([m for m in {HEAVY + LATER!r} if m in sys.modules]))"
+    )
+    assert result["out"] == []
+
+
+def test_importing_the_package_loads_none_of_its_modules() -> None:
+    # Every public name is imported on first use: a submodule (mcpl_host.limits, the CLI)
+    # costs only what it imports itself.
+    result = run(
+        "import json, sys, mcpl_host\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('mcpl_host.'))))"
     )
     assert result["out"] == []
 
