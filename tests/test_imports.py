@@ -77,7 +77,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("handlers", ["handlers", "observe", "events"]),
     ("services", ["services", "services.*", "stall_watch"]),
     ("server connection", ["server_connection"]),
-    ("hosted", ["supervisor_policy", "config", "editor_configs", "connect", "hosted"]),
+    ("hosted", ["supervisor_policy", "config", "editor_configs", "transport_factory", "hosted"]),
     ("host", ["supervisor", "record", "host"]),
     (
         "applications",
@@ -174,6 +174,19 @@ def test_every_public_name_resolves_and_loads_its_layer_on_first_use() -> None:
     assert result["out"] == {"missing": [], "host": True, "dir": []}
 
 
+def test_every_public_name_is_its_modules_even_after_its_modules_are_imported() -> None:
+    # Importing a submodule sets it as the package's attribute of its name: a submodule
+    # named as a public name (a connect.py beside connect()) would replace that name.
+    result = run(
+        "import importlib, json, mcpl_host\n"
+        "for module in sorted(set(mcpl_host._LAZY.values())):\n"
+        "    importlib.import_module(module)\n"
+        "print(json.dumps([n for n, m in mcpl_host._LAZY.items()\n"
+        "    if getattr(mcpl_host, n) is not getattr(importlib.import_module(m), n)]))"
+    )
+    assert result["out"] == []
+
+
 def test_a_websocket_server_loads_its_stack_when_built() -> None:
     result = run(
         "import json, sys, mcpl_host\n"
@@ -188,7 +201,16 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() ->
     # JSON Patch (the first state patch), process workers (the first bounded schema check),
     # difflib (a refused grant pattern's hint) and ctypes (the subreaper) load when used.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
-    later = ["jsonpatch", "anyio.to_process", "difflib", "ctypes", "secrets"]
+    later = [
+        "jsonpatch",
+        "anyio.to_process",
+        "difflib",
+        "ctypes",
+        "secrets",
+        "importlib.metadata",
+        "ada_url",
+        "hashlib",
+    ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
         "async def main():\n"
