@@ -239,6 +239,23 @@ def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines
     assert result["out"] == []
 
 
+def test_listing_the_commands_loads_what_they_use_only_when_they_run() -> None:
+    # `mcpl-host --help` imports every command's module for its line of help: the shell's
+    # prompt (prompt_toolkit), the checks (jsonschema) and replay's HTTP and WebSocket
+    # servers (h11, wsproto) load when those commands run.
+    result = run(
+        "import json, sys\n"
+        "from mcpl_host.cli import main\n"
+        "try:\n"
+        "    main(['--help'], prog_name='mcpl-host')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "listed = all(name in sys.modules for name in ('mcpl_host.shell.cli', 'mcpl_host.check.cli', 'mcpl_host.replay.cli', 'mcpl_host.cli_call'))\n"
+        "print(json.dumps([listed, [m for m in ('prompt_toolkit', 'jsonschema', 'referencing', 'h11', 'wsproto') if m in sys.modules]]))"
+    )
+    assert result["out"] == [True, []]
+
+
 def test_a_debug_or_info_line_before_structlog_is_loaded_is_dropped_without_loading_it() -> None:
     result = run(
         "import json, sys\n"
