@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcpl_host import ConnectionClosed, ConnectionLost, Limits, ServerConfig, connect
@@ -49,6 +50,31 @@ async def test_cancelling_a_call_then_closing_leaves_no_process(tmp_path: Path) 
                 await conn.mcp.list_tools()
             pid = conn.connection.pid
     assert gone(pid)
+
+
+async def test_a_request_still_being_written_at_close_goes_out_whole_before_end_of_input(
+    tmp_path: Path,
+) -> None:
+    # Many pipe buffers long: the writer is still at it when the connection closes, and the
+    # close waits for it (within the close grace) before the server's stdin is closed.
+    script = Script(tmp_path, [*MCP_HANDSHAKE, {"hang": True}])
+    blob = "x" * (8 << 20)
+    with anyio.fail_after(10):
+        async with script.connect() as conn, anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                with pytest.raises(ConnectionClosed):
+                    await conn.mcp.call_tool("big", {"blob": blob})
+
+            tg.start_soon(call)
+            link = conn.connection._link  # white-box: close while the writer is still at it
+            assert link is not None
+            while not link.queued_bytes:  # until the call is sent (the pipe takes 64 KiB a turn)
+                await anyio.lowlevel.checkpoint()
+            await conn.aclose()
+    (called,) = [m for m in script.messages() if m.get("method") == "tools/call"]
+    assert called["params"]["arguments"]["blob"] == blob
+    assert not [row for row in script.rows() if row.get("partial")]
 
 
 async def test_close_of_a_server_ignoring_sigterm_goes_through_every_step_in_order(tmp_path: Path) -> None:
