@@ -64,7 +64,6 @@ from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.recording import Recorder, recording_factory
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
-from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.services.input_streams import InputClock, SystemInputClock
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
@@ -74,6 +73,7 @@ from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
     from mcpl_host.config import ServerConfig
+    from mcpl_host.services.coalescing import EventInbox
     from mcpl_host.telemetry import ConnectionTelemetry, Telemetry
 
 __all__ = ["HostedServer", "ServerRuntime", "TransportFactory", "connect", "resolve_telemetry"]

@@ -199,7 +199,9 @@ def test_a_websocket_server_loads_its_stack_when_built() -> None:
 
 def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() -> None:
     # JSON Patch (the first state patch), process workers (the first bounded schema check),
-    # difflib (a refused grant pattern's hint) and ctypes (the subreaper) load when used.
+    # difflib (a refused grant pattern's hint), ctypes (the subreaper), importlib.metadata
+    # (a recording's header), ada_url (an mcpl:// URI), hashlib (a manifest digest, an
+    # input stream) and the event inbox (RFC-006, a server given one) load when used.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
         "jsonpatch",
@@ -210,6 +212,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() ->
         "importlib.metadata",
         "ada_url",
         "hashlib",
+        "mcpl_host.services.coalescing",
+        "mcpl_host.mcpl.coalescing",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
