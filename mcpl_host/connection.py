@@ -779,8 +779,8 @@ class Connection:
 
     def _lost_link(self, exc: BaseException, link: Link) -> None:
         """``link``'s transport ended (a link that is no longer the current one, after
-        ``reopen``, is ignored)."""
-        if link is not self._link or link.closed:
+        ``reopen``, is ignored; so is the end of our own close: ``aclose()`` does the rest)."""
+        if link is not self._link or link.closed or self._closed:
             return
         link.close()
         lost = (

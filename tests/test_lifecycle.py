@@ -146,6 +146,42 @@ async def test_wait_closed_and_on_connection_lost_report_a_server_that_exits(tmp
     assert [e.exit_status for e in lost] == [4]
 
 
+async def test_our_own_close_is_no_loss_though_the_server_exits_during_it(tmp_path: Path) -> None:
+    # The server exits at the end of its input, while the close is under way: its end of
+    # output is not reported as a loss, a call still waiting fails as closed, and the
+    # process is reaped.
+    from .wire import TestHandlers
+
+    lost: list[ConnectionLost] = []
+
+    class Handlers(TestHandlers):
+        def on_connection_lost(self, server: str, error: ConnectionLost) -> None:
+            lost.append(error)
+
+    steps = [*MCP_HANDSHAKE, {"expect": {"method": "tools/list"}}, {"expect": {"method": "x"}, "timeout": 60}]
+    script = Script(tmp_path, steps)  # exits 0 at the end of its input (exit_on_eof)
+    with anyio.fail_after(10):
+        async with script.connect(handlers=Handlers()) as conn, anyio.create_task_group() as tg:
+            failed: list[BaseException] = []
+
+            async def call() -> None:
+                try:
+                    await conn.mcp.list_tools()
+                except ConnectionClosed as exc:
+                    failed.append(exc)
+
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            pid = conn.connection.pid
+            await conn.aclose()
+            reason = await conn.wait_closed()
+    assert isinstance(reason, ConnectionClosed) and not lost
+    assert len(failed) == 1
+    assert [e["event"] for e in script.events()][-1:] == ["stdin closed"]  # no SIGTERM: it exited
+    assert gone(pid) and conn.connection.transport is not None
+    assert conn.connection.transport.exit_status == 0
+
+
 async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:
     import sys
 

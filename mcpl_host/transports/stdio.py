@@ -477,7 +477,7 @@ class StdioTransport:
                 if process.returncode is not None:
                     break
             self._exited_at = anyio.current_time()
-            if self._stdout_ended:
+            if self._stdout_ended or self._life.closing:  # closing: aclose() ends the reads
                 return
             # A read that started before the exit runs with no cancel scope (none is entered
             # per read): at the deadline, if it still waits, stdout is closed under it.
