@@ -46,19 +46,17 @@ import json
 import math
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
-
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
-import referencing
-import referencing.exceptions
-import referencing.jsonschema
+from typing import TYPE_CHECKING, Any, cast
 
 from mcpl_host.jsonrpc.values import JSONObject, JSONValue
 from mcpl_host.output_schema import SchemaCheckTimeout, inline_check, validate_bounded
-from mcpl_host.schema_check import METASCHEMAS
 from mcpl_host.suggest import closest
+
+if TYPE_CHECKING:
+    import jsonschema.exceptions
+
+# jsonschema and referencing (some 40 ms to import) load with the first check or local $ref
+# followed, not with the commands that import this module (`mcpl-host --help` lists them).
 
 __all__ = [
     "JSON_TYPES",
@@ -160,6 +158,10 @@ def _resolve(schema: Mapping[str, object], root: Mapping[str, object]) -> Any:
     ref = schema.get("$ref")
     if not isinstance(ref, str) or not ref.startswith("#"):
         return schema
+    import referencing
+    import referencing.exceptions
+    import referencing.jsonschema
+
     try:
         resource: referencing.Resource[Any] = referencing.jsonschema.DRAFT202012.create_resource(root)
         registry: referencing.Registry[Any] = referencing.Registry()
@@ -372,6 +374,12 @@ def _problem(error: jsonschema.exceptions.ValidationError) -> str:
 def schema_problems(arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
     """Each way ``arguments`` breaks ``schema`` (module rules), one line each, sorted by
     argument; empty when they conform. Raises ``UnusableSchema``."""
+    import jsonschema
+    import jsonschema.exceptions
+    import jsonschema.validators
+
+    from mcpl_host.schema_check import METASCHEMAS
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # an unknown $schema: the 2020-12 default

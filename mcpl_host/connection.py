@@ -373,8 +373,9 @@ class Connection:
                 # The writer is shielded: it writes what is queued even when the task group
                 # around it is being cancelled, so the server sees end of input at once.
                 link.finish()
-                with anyio.move_on_after(self.limits.close_grace_seconds):
-                    await link.stopped.wait()
+                if link.queued_bytes:  # else there is nothing to wait for: it stops at once
+                    with anyio.move_on_after(self.limits.close_grace_seconds):
+                        await link.stopped.wait()
                 link.stop_writer()
             if link is not None:
                 # Before the tasks stop, so stderr written while exiting still reaches the tail.
@@ -778,8 +779,8 @@ class Connection:
 
     def _lost_link(self, exc: BaseException, link: Link) -> None:
         """``link``'s transport ended (a link that is no longer the current one, after
-        ``reopen``, is ignored)."""
-        if link is not self._link or link.closed:
+        ``reopen``, is ignored; so is the end of our own close: ``aclose()`` does the rest)."""
+        if link is not self._link or link.closed or self._closed:
             return
         link.close()
         lost = (

@@ -44,7 +44,6 @@ from typing_extensions import TypedDict, Unpack
 
 from mcpl_host._keywords import checked_keywords
 from mcpl_host.client_features import ClientFeatures
-from mcpl_host.connect import transport_factory
 from mcpl_host.connection import ClientInfo
 from mcpl_host.handlers import HostHandlers, client_features, serves_inference, serves_model_info
 from mcpl_host.handshake import host_advertisement
@@ -65,15 +64,16 @@ from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.recording import Recorder, recording_factory
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
-from mcpl_host.services.coalescing import EventInbox
 from mcpl_host.services.input_streams import InputClock, SystemInputClock
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
 from mcpl_host.tool_classes import ToolClassTables
+from mcpl_host.transport_factory import transport_factory
 from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
     from mcpl_host.config import ServerConfig
+    from mcpl_host.services.coalescing import EventInbox
     from mcpl_host.telemetry import ConnectionTelemetry, Telemetry
 
 __all__ = ["HostedServer", "ServerRuntime", "TransportFactory", "connect", "resolve_telemetry"]
@@ -164,7 +164,7 @@ class HostedServer:
     ``server/discover`` where the transport may carry MCP 2026-07-28 and falls back to
     ``initialize``; ``"handshake"`` sends only ``initialize``; ``"stateless"`` only
     ``server/discover``; read at each handshake) and ``transport_factory``
-    (``connect.transport_factory``: opens one transport).
+    (``transport_factory.transport_factory``: opens one transport).
 
     ``config`` was checked when it was made (``ServerConfig``).
     """

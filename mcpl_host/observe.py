@@ -14,6 +14,8 @@ Rules of this module:
   called from the read loop or a request's task and must not block.
 - Event values are JSON values as sent by the server (the observer shows them through the
   server's redactor).
+- An event is built only for an observer or a recorder to see (``mcpl_host.events`` is
+  imported then): a connection watched by neither never loads it.
 - With a ``recording.Recorder``, each of the host's decisions (``DECISION_KINDS``: a refusal,
   a held message, a policy receipt, a manifest change, the channels registered, a stall, an
   input-stream fact) is also recorded as a ``"decision"`` entry: ``event`` its ``kind``,
@@ -24,20 +26,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mcpl_host.events import (
-    ChannelsChanged,
-    HeldMessage,
-    HostEvent,
-    InputStream,
-    ManifestChange,
-    PolicyReceipt,
-    PushEvent,
-    Refusal,
-    ServerNotification,
-    ServerRequest,
-    SessionRenewed,
-    Stalled,
-)
 from mcpl_host.jsonrpc.envelope import RequestId, Response
 from mcpl_host.jsonrpc.errors import ConnectionLost
 from mcpl_host.mcpl.input_streams import InputStreamUpdate
@@ -45,6 +33,7 @@ from mcpl_host.mcpl.policy import PolicyOutcome
 from mcpl_host.recording import Recorder
 
 if TYPE_CHECKING:
+    from mcpl_host.events import HostEvent
     from mcpl_host.handlers import HostHandlers, RequestContext
     from mcpl_host.mcpl.explain import Stall
     from mcpl_host.mcpl.grants import Grant
@@ -86,6 +75,11 @@ class Reporter:
         self.observer = observer
         self.recorder = recorder
 
+    @property
+    def watched(self) -> bool:
+        """Whether an observer or a recorder sees this server's events (else none is built)."""
+        return self.observer is not None or self.recorder is not None
+
     def _observe(self, event: HostEvent) -> None:
         if self.observer is not None:
             self.observer.observe(event)
@@ -107,6 +101,8 @@ class Reporter:
         ``error`` (the error object); ``model_content``: the model-visible form of its
         content (MCPL §19.5); only the observer sees it (built only for one)."""
         if self.observer is not None:
+            from mcpl_host.events import PushEvent
+
             self.observer.observe(
                 PushEvent(
                     server=self.name,
@@ -132,6 +128,8 @@ class Reporter:
         """A server request was answered by the handlers or the library with ``answer`` or
         ``error``; only the observer sees it (built only for one)."""
         if self.observer is not None:
+            from mcpl_host.events import ServerRequest
+
             self.observer.observe(
                 ServerRequest(
                     server=self.name,
@@ -149,9 +147,12 @@ class Reporter:
         self, method: str, params: object, error: dict[str, Any] | None = None, reason: str | None = None
     ) -> None:
         self.handlers.on_notification(self.name, method, params)
-        self._observe(
-            ServerNotification(server=self.name, method=method, params=params, error=error, reason=reason)
-        )
+        if self.watched:
+            from mcpl_host.events import ServerNotification
+
+            self._observe(
+                ServerNotification(server=self.name, method=method, params=params, error=error, reason=reason)
+            )
 
     def refused(
         self,
@@ -164,36 +165,47 @@ class Reporter:
         notification: bool = False,
     ) -> None:
         self.handlers.on_refused(self.name, method, params, error)
-        self._observe(
-            Refusal(
-                server=self.name,
-                id=request_id,
-                method=method,
-                params=params,
-                error=error,
-                reason=reason,
-                notification=notification,
+        if self.watched:
+            from mcpl_host.events import Refusal
+
+            self._observe(
+                Refusal(
+                    server=self.name,
+                    id=request_id,
+                    method=method,
+                    params=params,
+                    error=error,
+                    reason=reason,
+                    notification=notification,
+                )
             )
-        )
 
     def held(self, method: str, params: object, request_id: RequestId, capability: str | None) -> None:
-        self._observe(
-            HeldMessage(server=self.name, method=method, params=params, id=request_id, capability=capability)
-        )
+        if self.watched:
+            from mcpl_host.events import HeldMessage
+
+            self._observe(
+                HeldMessage(
+                    server=self.name, method=method, params=params, id=request_id, capability=capability
+                )
+            )
 
     def policy_receipt(self, outcome: PolicyOutcome) -> None:
         self.handlers.on_policy_receipt(self.name, outcome)
-        self._observe(
-            PolicyReceipt(
-                server=self.name,
-                accepted=outcome.accepted,
-                mode=outcome.mode,
-                fallback=outcome.fallback,
-                reason=outcome.reason,
-                unavailable_features=outcome.unavailable_features,
-                defects=outcome.defects,
+        if self.watched:
+            from mcpl_host.events import PolicyReceipt
+
+            self._observe(
+                PolicyReceipt(
+                    server=self.name,
+                    accepted=outcome.accepted,
+                    mode=outcome.mode,
+                    fallback=outcome.fallback,
+                    reason=outcome.reason,
+                    unavailable_features=outcome.unavailable_features,
+                    defects=outcome.defects,
+                )
             )
-        )
 
     def grant_in_force(self, grant: Grant | None, settled_by: str) -> None:
         """The capability grant now in force on the connection (MCPL §5.3), and what settled
@@ -210,36 +222,51 @@ class Reporter:
 
     def manifest_change(self, receipt: ChangeReceipt) -> None:
         self.handlers.on_manifest_change(self.name, receipt)
-        self._observe(ManifestChange(server=self.name, domains=receipt.domains, impacts=receipt.impacts))
+        if self.watched:
+            from mcpl_host.events import ManifestChange
+
+            self._observe(ManifestChange(server=self.name, domains=receipt.domains, impacts=receipt.impacts))
 
     def channels_changed(self, channels: list[dict[str, Any]]) -> None:
         self.handlers.on_channels_changed(self.name, channels)
-        self._observe(ChannelsChanged(server=self.name, channels=channels))
+        if self.watched:
+            from mcpl_host.events import ChannelsChanged
+
+            self._observe(ChannelsChanged(server=self.name, channels=channels))
 
     def input_stream(self, update: InputStreamUpdate) -> None:
         """A provisional input-stream fact (RFC-009, experimental; ``InputStream``)."""
         self.handlers.on_input_stream(self.name, update)
-        self._observe(InputStream(server=self.name, update=update))
+        if self.watched:
+            from mcpl_host.events import InputStream
+
+            self._observe(InputStream(server=self.name, update=update))
 
     def stalled(self, stall: Stall, explanation: str, refused: str | None, profile: str | None) -> None:
         """The server stopped answering (``stall_watch``; ``Stalled``); only the observer
         sees it. Seconds are rounded to milliseconds."""
-        self._observe(
-            Stalled(
-                server=self.name,
-                explanation=explanation,
-                silent_seconds=round(stall.silent_seconds, 3),
-                waiting=[{"method": w.method, "seconds": round(w.seconds, 3)} for w in stall.waiting],
-                refused=refused,
-                profile=profile,
+        if self.watched:
+            from mcpl_host.events import Stalled
+
+            self._observe(
+                Stalled(
+                    server=self.name,
+                    explanation=explanation,
+                    silent_seconds=round(stall.silent_seconds, 3),
+                    waiting=[{"method": w.method, "seconds": round(w.seconds, 3)} for w in stall.waiting],
+                    refused=refused,
+                    profile=profile,
+                )
             )
-        )
 
     def session_renewed(self, renewals: int) -> None:
         """The transport started a new HTTP session after the server ended one
         (``SessionRenewed``)."""
         self.handlers.on_session_renewed(self.name, renewals)
-        self._observe(SessionRenewed(server=self.name, renewals=renewals))
+        if self.watched:
+            from mcpl_host.events import SessionRenewed
+
+            self._observe(SessionRenewed(server=self.name, renewals=renewals))
 
     def connection_lost(self, error: ConnectionLost) -> None:
         self.handlers.on_connection_lost(self.name, error)

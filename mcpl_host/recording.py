@@ -44,12 +44,10 @@ JSON-RPC 2.0 §4-§5 (the messages); JSON Lines (one JSON text, RFC 8259, per li
 from __future__ import annotations
 
 import datetime
-import hashlib
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from importlib import metadata, resources
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
@@ -150,6 +148,8 @@ class MemoRedactor:
 
 
 def _package_version() -> str:
+    from importlib import metadata  # 14 ms with email and zipfile: a recording's first file only
+
     try:
         return metadata.version("mcpl-host")
     except metadata.PackageNotFoundError:  # pragma: no cover - run from a bare checkout
@@ -295,6 +295,8 @@ def session_fingerprint(session_id: str) -> str:
     digits of its SHA-256. The id lets whoever holds it act in the session (MCP 2025-11-25
     "Transports", session management; the host never shows it: ``session`` is a secret name),
     so the recording tells sessions apart without holding one (docs/protocol.md L2b)."""
+    import hashlib  # OpenSSL's: an HTTP session's id only
+
     return "sha256:" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -318,6 +320,8 @@ def rotation_moves(path: str, kept: int) -> list[tuple[str, str | None]]:
 def schema() -> dict[str, Any]:
     """The recording's JSON Schema (2020-12), ``recording.schema.json`` of this package:
     one line (header or entry) is valid against it."""
+    from importlib import resources
+
     text = resources.files("mcpl_host").joinpath("recording.schema.json").read_bytes()
     loaded: dict[str, Any] = orjson.loads(text)
     return loaded

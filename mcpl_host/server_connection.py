@@ -69,7 +69,6 @@ from mcpl_host.services.channel_calls import (
     PublishSettings,
 )
 from mcpl_host.services.channels import ChannelService
-from mcpl_host.services.coalescing import EventInbox, TransportRoute
 from mcpl_host.services.dispatch import InboundDispatcher
 from mcpl_host.services.hooks import HookCalls
 from mcpl_host.services.inference import InferenceService
@@ -86,7 +85,11 @@ from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
+    from mcpl_host.services.coalescing import EventInbox
     from mcpl_host.telemetry import ConnectionTelemetry
+
+# The event inbox (services.coalescing, mcpl.coalescing, mcpl.wake: RFC-006) is imported by
+# the first connection of a server given one, not by every connection.
 
 __all__ = ["ConnectionOwner", "ServerConnection"]
 
@@ -282,6 +285,8 @@ class ServerConnection:
         inbox = hosted.event_inbox
         lane = None
         if inbox is not None:  # RFC-006: this transport becomes its binding's render route
+            from mcpl_host.services.coalescing import TransportRoute
+
             route = TransportRoute(
                 shell,
                 state,

@@ -29,6 +29,8 @@ FIGURES = {
     "inflight-100": [("req_per_s", "higher"), ("cpu_us", "lower")],
     "inflight-1000": [("req_per_s", "higher")],
     "flood": [("accepted_per_s", "higher"), ("refused", "lower")],
+    "import": [("import_ms", "lower"), ("package_import_ms", "lower"), ("rss_mib", "lower")],
+    "idle": [("rss_mib", "lower"), ("bringup_ms", "lower"), ("close_ms", "lower")],
 }
 # Streamable HTTP and WebSocket (scripts/bench/http_ws.py; --only http-json,http-sse,ws).
 for _mode in ("http-json", "http-sse", "ws"):

@@ -372,6 +372,15 @@ PRELOADED = (
     "mcpl_host.cli_task",
     "mcpl_host.replay.cli",
     "mcpl_host.shell.cli",
+    # what the commands import when they run, not when they are listed (--help)
+    "mcpl_host.check.schemas",
+    "jsonschema",
+    "mcpl_host.replay.serve",
+    "mcpl_host.shell.session",
+    "mcpl_host.shell.terminal",
+    "importlib.metadata",
+    "hashlib",
+    "ada_url",
     # what a run over HTTP or WebSocket imports (OAuth is on for an HTTP server by default)
     "httpx",
     "mcpl_host.auth.provider",

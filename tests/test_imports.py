@@ -1,6 +1,7 @@
-"""What ``import mcpl_host`` loads: the connection layer, not the WebSocket and HTTP stacks,
-structlog (with its console renderer, rich and pygments) or the host layer, which load
-when first used. Each check runs in a fresh interpreter.
+"""What ``import mcpl_host`` loads (none of its modules: every public name loads on first
+use), and what a connection's names load: the connection layer, not the WebSocket and HTTP
+stacks, structlog (with its console renderer, rich and pygments) or the host layer, which
+load when first used. Each check runs in a fresh interpreter.
 
 How the package's modules import each other, read from the source (``ast``): no import
 circle, and no module imports one of a higher layer (``LAYERS``)."""
@@ -76,7 +77,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("handlers", ["handlers", "observe", "events"]),
     ("services", ["services", "services.*", "stall_watch"]),
     ("server connection", ["server_connection"]),
-    ("hosted", ["supervisor_policy", "config", "editor_configs", "connect", "hosted"]),
+    ("hosted", ["supervisor_policy", "config", "editor_configs", "transport_factory", "hosted"]),
     ("host", ["supervisor", "record", "host"]),
     (
         "applications",
@@ -128,7 +129,7 @@ HEAVY = [
 ]
 LATER = [
     "mcpl_host.host",
-    "mcpl_host.config",
+    "mcpl_host.signals",
     "mcpl_host.supervisor",
     "mcpl_host.transports.websocket",
     "mcpl_host.transports.http",
@@ -143,9 +144,21 @@ def run(code: str) -> dict[str, object]:
     return {"out": json.loads(lines[-1]), "stderr": done.stderr}
 
 
-def test_importing_the_package_loads_no_heavy_stack() -> None:
+def test_what_a_connection_needs_loads_no_heavy_stack() -> None:
     result = run(
-        f"import json, sys, mcpl_host\nprint(json.dumps([m for m in {HEAVY + LATER!r} if m in sys.modules]))"
+        "import json, sys\n"
+        "from mcpl_host import GrantPolicy, ServerConfig, ServerConnection, connect\n"
+        f"print(json.dumps([m for m in {HEAVY + LATER!r} if m in sys.modules]))"
+    )
+    assert result["out"] == []
+
+
+def test_importing_the_package_loads_none_of_its_modules() -> None:
+    # Every public name is imported on first use: a submodule (mcpl_host.limits, the CLI)
+    # costs only what it imports itself.
+    result = run(
+        "import json, sys, mcpl_host\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('mcpl_host.'))))"
     )
     assert result["out"] == []
 
@@ -161,6 +174,19 @@ def test_every_public_name_resolves_and_loads_its_layer_on_first_use() -> None:
     assert result["out"] == {"missing": [], "host": True, "dir": []}
 
 
+def test_every_public_name_is_its_modules_even_after_its_modules_are_imported() -> None:
+    # Importing a submodule sets it as the package's attribute of its name: a submodule
+    # named as a public name (a connect.py beside connect()) would replace that name.
+    result = run(
+        "import importlib, json, mcpl_host\n"
+        "for module in sorted(set(mcpl_host._LAZY.values())):\n"
+        "    importlib.import_module(module)\n"
+        "print(json.dumps([n for n, m in mcpl_host._LAZY.items()\n"
+        "    if getattr(mcpl_host, n) is not getattr(importlib.import_module(m), n)]))"
+    )
+    assert result["out"] == []
+
+
 def test_a_websocket_server_loads_its_stack_when_built() -> None:
     result = run(
         "import json, sys, mcpl_host\n"
@@ -173,9 +199,24 @@ def test_a_websocket_server_loads_its_stack_when_built() -> None:
 
 def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() -> None:
     # JSON Patch (the first state patch), process workers (the first bounded schema check),
-    # difflib (a refused grant pattern's hint) and ctypes (the subreaper) load when used.
+    # difflib (a refused grant pattern's hint), ctypes (the subreaper), importlib.metadata
+    # (a recording's header), ada_url (an mcpl:// URI), hashlib (a manifest digest, an
+    # input stream), the event inbox (RFC-006, a server given one) and the events (for an
+    # observer or a recorder) load when used.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
-    later = ["jsonpatch", "anyio.to_process", "difflib", "ctypes", "secrets"]
+    later = [
+        "jsonpatch",
+        "anyio.to_process",
+        "difflib",
+        "ctypes",
+        "secrets",
+        "importlib.metadata",
+        "ada_url",
+        "hashlib",
+        "mcpl_host.services.coalescing",
+        "mcpl_host.mcpl.coalescing",
+        "mcpl_host.events",
+    ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
         "async def main():\n"
@@ -202,6 +243,23 @@ def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines
         "print(json.dumps([m for m in ('httpx', 'mcpl_host.transports.http', 'structlog') if m in sys.modules]))"
     )
     assert result["out"] == []
+
+
+def test_listing_the_commands_loads_what_they_use_only_when_they_run() -> None:
+    # `mcpl-host --help` imports every command's module for its line of help: the shell's
+    # prompt (prompt_toolkit), the checks (jsonschema) and replay's HTTP and WebSocket
+    # servers (h11, wsproto) load when those commands run.
+    result = run(
+        "import json, sys\n"
+        "from mcpl_host.cli import main\n"
+        "try:\n"
+        "    main(['--help'], prog_name='mcpl-host')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "listed = all(name in sys.modules for name in ('mcpl_host.shell.cli', 'mcpl_host.check.cli', 'mcpl_host.replay.cli', 'mcpl_host.cli_call'))\n"
+        "print(json.dumps([listed, [m for m in ('prompt_toolkit', 'jsonschema', 'referencing', 'h11', 'wsproto') if m in sys.modules]]))"
+    )
+    assert result["out"] == [True, []]
 
 
 def test_a_debug_or_info_line_before_structlog_is_loaded_is_dropped_without_loading_it() -> None:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcpl_host import ConnectionClosed, ConnectionLost, Limits, ServerConfig, connect
@@ -49,6 +50,31 @@ async def test_cancelling_a_call_then_closing_leaves_no_process(tmp_path: Path) 
                 await conn.mcp.list_tools()
             pid = conn.connection.pid
     assert gone(pid)
+
+
+async def test_a_request_still_being_written_at_close_goes_out_whole_before_end_of_input(
+    tmp_path: Path,
+) -> None:
+    # Many pipe buffers long: the writer is still at it when the connection closes, and the
+    # close waits for it (within the close grace) before the server's stdin is closed.
+    script = Script(tmp_path, [*MCP_HANDSHAKE, {"hang": True}])
+    blob = "x" * (8 << 20)
+    with anyio.fail_after(10):
+        async with script.connect() as conn, anyio.create_task_group() as tg:
+
+            async def call() -> None:
+                with pytest.raises(ConnectionClosed):
+                    await conn.mcp.call_tool("big", {"blob": blob})
+
+            tg.start_soon(call)
+            link = conn.connection._link  # white-box: close while the writer is still at it
+            assert link is not None
+            while not link.queued_bytes:  # until the call is sent (the pipe takes 64 KiB a turn)
+                await anyio.lowlevel.checkpoint()
+            await conn.aclose()
+    (called,) = [m for m in script.messages() if m.get("method") == "tools/call"]
+    assert called["params"]["arguments"]["blob"] == blob
+    assert not [row for row in script.rows() if row.get("partial")]
 
 
 async def test_close_of_a_server_ignoring_sigterm_goes_through_every_step_in_order(tmp_path: Path) -> None:
@@ -118,6 +144,42 @@ async def test_wait_closed_and_on_connection_lost_report_a_server_that_exits(tmp
             assert not conn.is_open
     assert isinstance(reason, ConnectionLost) and reason.exit_status == 4
     assert [e.exit_status for e in lost] == [4]
+
+
+async def test_our_own_close_is_no_loss_though_the_server_exits_during_it(tmp_path: Path) -> None:
+    # The server exits at the end of its input, while the close is under way: its end of
+    # output is not reported as a loss, a call still waiting fails as closed, and the
+    # process is reaped.
+    from .wire import TestHandlers
+
+    lost: list[ConnectionLost] = []
+
+    class Handlers(TestHandlers):
+        def on_connection_lost(self, server: str, error: ConnectionLost) -> None:
+            lost.append(error)
+
+    steps = [*MCP_HANDSHAKE, {"expect": {"method": "tools/list"}}, {"expect": {"method": "x"}, "timeout": 60}]
+    script = Script(tmp_path, steps)  # exits 0 at the end of its input (exit_on_eof)
+    with anyio.fail_after(10):
+        async with script.connect(handlers=Handlers()) as conn, anyio.create_task_group() as tg:
+            failed: list[BaseException] = []
+
+            async def call() -> None:
+                try:
+                    await conn.mcp.list_tools()
+                except ConnectionClosed as exc:
+                    failed.append(exc)
+
+            tg.start_soon(call)
+            await anyio.wait_all_tasks_blocked()
+            pid = conn.connection.pid
+            await conn.aclose()
+            reason = await conn.wait_closed()
+    assert isinstance(reason, ConnectionClosed) and not lost
+    assert len(failed) == 1
+    assert [e["event"] for e in script.events()][-1:] == ["stdin closed"]  # no SIGTERM: it exited
+    assert gone(pid) and conn.connection.transport is not None
+    assert conn.connection.transport.exit_status == 0
 
 
 async def test_stderr_written_while_shutting_down_reaches_the_tail() -> None:

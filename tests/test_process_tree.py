@@ -18,12 +18,15 @@ import anyio
 import pytest
 
 from mcpl_host.limits import Limits
-from mcpl_host.transports import process_tree
+from mcpl_host.transports import process_tree, stdio
 from mcpl_host.transports.process_tree import (
     TREE_ENV,
+    ProcessTree,
     ProcStat,
+    TableIndex,
     lineage,
     parse_stat,
+    token_candidates,
     tree_members,
     tree_tokens,
 )
@@ -96,6 +99,108 @@ def test_tree_members_never_include_the_excluded_process_nor_descend_through_it(
     assert tree_members(table, leader=(10, 100), exclude={99}) == {10}
 
 
+def test_one_index_serves_every_tree_of_a_table() -> None:
+    table = {
+        10: stat(10, 1, 10),
+        11: stat(11, 10, 10),
+        12: stat(12, 1, 10),  # an orphan of 10's tree, still in its session
+        20: stat(20, 1, 20),
+        21: stat(21, 99, 21),  # setsid daemon of 20, carrying its token
+        22: stat(22, 21, 21),
+        99: stat(99, 1, 99),
+    }
+    index = TableIndex(table)
+    first = tree_members(table, leader=(10, 100), exclude={99}, index=index)
+    second = tree_members(table, leader=(20, 100), marked={21}, exclude={99}, index=index)
+    assert (first, second) == ({10, 11, 12}, {20, 21, 22})
+    assert second == tree_members(table, leader=(20, 100), marked={21}, exclude={99})
+
+
+def test_token_candidates_are_live_processes_started_with_the_leader_or_later_but_the_excluded() -> None:
+    table = {
+        5: stat(5, 1, 5, start=50),  # older than the leader: the token did not exist yet
+        10: stat(10, 1, 10, start=100),  # the leader (same tick)
+        11: stat(11, 10, 10, start=101),
+        12: stat(12, 10, 10, start=102, state="Z"),  # a zombie has no environment left
+        13: stat(13, 99, 13, start=103),  # another server this host spawned (excluded)
+        99: stat(99, 1, 99, start=10),
+    }
+    assert sorted(token_candidates(table, since=100, exclude={99, 13})) == [10, 11]
+    assert sorted(token_candidates(table, since=-1)) == [5, 10, 11, 13, 99]  # start unknown: all
+
+
+class _FakeScans:
+    """``ProcessTree.scan`` replaced: records each look's trees, answers each tree by name."""
+
+    def __init__(self) -> None:
+        self.looks: list[list[str]] = []
+
+    def __call__(self, trees: list[ProcessTree]) -> list[dict[int, ProcStat]]:
+        self.looks.append([tree.token for tree in trees])
+        return [{int(tree.token): stat(int(tree.token), 1, 1)} for tree in trees]
+
+
+def _tree(number: int) -> ProcessTree:
+    return ProcessTree(2**22 + number, str(number))  # a pid above the default pid_max: none
+
+
+@pytest.fixture
+def looks(monkeypatch: pytest.MonkeyPatch) -> _FakeScans:
+    fake = _FakeScans()
+    monkeypatch.setattr(ProcessTree, "scan", staticmethod(fake))
+    return fake
+
+
+@pytest.mark.anyio
+async def test_transports_asking_together_share_one_look_and_each_gets_its_own_tree(
+    looks: _FakeScans,
+) -> None:
+    answers: dict[int, dict[int, ProcStat]] = {}
+
+    async def ask(number: int) -> None:
+        answers[number] = await stdio._tree_members(_tree(number))
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            for number in range(5):
+                tg.start_soon(ask, number)
+    assert [sorted(look) for look in looks.looks] == [["0", "1", "2", "3", "4"]]  # trio: any order
+    assert answers == {n: {n: stat(n, 1, 1)} for n in range(5)}
+
+
+@pytest.mark.anyio
+async def test_an_ask_after_a_look_gets_a_look_of_its_own(looks: _FakeScans) -> None:
+    with anyio.fail_after(TIMEOUT):
+        await stdio._tree_members(_tree(1))
+        await stdio._tree_members(_tree(1))  # within the gap: it waits for a new look
+    assert looks.looks == [["1"], ["1"]]
+
+
+@pytest.mark.anyio
+async def test_the_asker_making_the_look_answers_the_others_when_cancelled(
+    looks: _FakeScans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(stdio, "TREE_SCAN_GAP_SECONDS", 3600.0)  # the next look waits for ever
+    await stdio._tree_members(_tree(0))  # a look just happened
+    answered: dict[int, dict[int, ProcStat]] = {}
+    scopes: list[anyio.CancelScope] = []
+
+    async def ask(number: int) -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            answered[number] = await stdio._tree_members(_tree(number))
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ask, 1)  # makes the next look: waits for the gap
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(ask, 2)  # waits for that look
+            await anyio.wait_all_tasks_blocked()
+            scopes[0].cancel()  # the maker goes away: it looks at once, for both
+    assert [sorted(look) for look in looks.looks] == [["0"], ["1", "2"]]
+    assert answered == {2: {2: stat(2, 1, 1)}}
+
+
 # -- real processes ---------------------------------------------------------------------------
 
 
@@ -145,6 +250,38 @@ async def test_a_daemon_that_left_the_session_is_killed_on_close(mode: str) -> N
         await wait_gone(pidfd)  # it has exited (init reaps it: this process is no subreaper)
     finally:
         os.close(pidfd)
+
+
+@linux_only
+@pytest.mark.anyio
+async def test_the_daemons_of_servers_closed_together_are_all_killed() -> None:
+    # Their closes share looks at /proc; each daemon is found by its own server's token
+    # only (reparented to init, out of every session the host knows).
+    pidfds: list[int] = []
+
+    async def serve(ready: anyio.Event, stop: anyio.Event) -> None:
+        async with StdioTransport(daemon_server("double-fork"), limits=SHORT) as t:
+            daemon = await announced_daemon(t)
+            assert session_of(daemon) != t.pid
+            pidfds.append(os.pidfd_open(daemon))
+            ready.set()
+            await stop.wait()
+
+    stop = anyio.Event()
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with anyio.create_task_group() as tg:
+                for _ in range(4):
+                    ready = anyio.Event()
+                    tg.start_soon(serve, ready, stop)
+                    await ready.wait()
+                assert not any(select.select(pidfds, [], [], 0)[0])  # every daemon alive
+                stop.set()  # the four close at once
+        for pidfd in pidfds:
+            await wait_gone(pidfd)
+    finally:
+        for pidfd in pidfds:
+            os.close(pidfd)
 
 
 @linux_only

@@ -18,7 +18,7 @@ import jsonschema
 import orjson
 import pytest
 
-from mcpl_host import GrantPolicy, Limits
+from mcpl_host import GrantPolicy, Limits, connect
 from mcpl_host.config import ServerConfig
 from mcpl_host.host import Host
 from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem
@@ -336,6 +336,24 @@ async def test_host_records_a_real_server_both_ways_with_its_lifecycle_and_decis
     answer = next(entry for entry in received if entry["message"]["id"] == call["message"]["id"])
     assert answer["t"] >= call["t"] and answer["seq"] > call["seq"]
     assert [entry["seq"] for entry in entries] == list(range(1, len(entries) + 1))
+
+
+@pytest.mark.anyio
+async def test_a_connection_recorded_without_an_observer_still_records_its_decisions(tmp_path: Path) -> None:
+    # No Host and no observer: the events are built for the recorder alone.
+    path = tmp_path / "demo.jsonl"
+    config = ServerConfig(
+        command=sys.executable,
+        args=(str(FIXTURES / "demo_server.py"),),
+        env={"DEMO_PUSH_COUNT": "1"},
+        grant_policy=GrantPolicy(grant=("tools",)),
+    )
+    with Recorder(path) as recorder:
+        with anyio.fail_after(30):
+            async with connect(config, record=recorder) as conn:
+                await conn.mcp.call_tool("echo", {"text": "hi"})
+    decisions = [entry["event"] for entry in valid_file(path) if entry["kind"] == "decision"]
+    assert decisions[:2] == ["policy_receipt", "grant"]
 
 
 @pytest.mark.anyio

@@ -23,14 +23,16 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
-from typing import Any, cast
-
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.protocols
-import jsonschema.validators
+from typing import TYPE_CHECKING, Any, cast
 
 from mcpl_host.jsonrpc.values import JSONObject
+
+if TYPE_CHECKING:
+    import jsonschema.exceptions
+    import jsonschema.protocols
+
+# jsonschema (some 40 ms to import) loads with the first validation, in the process that
+# validates: `mcpl-host --help` imports the check command's modules to list it.
 
 __all__ = [
     "MAX_PROBLEMS",
@@ -68,6 +70,8 @@ def _validator(name: str) -> jsonschema.protocols.Validator:
     if name not in schema["$defs"]:
         raise KeyError(f"{name!r} is not defined in mcp.schema.json")
     root = {**schema, "$ref": f"#/$defs/{name}"}
+    import jsonschema
+
     return cast("jsonschema.protocols.Validator", jsonschema.Draft202012Validator(root))
 
 
@@ -104,6 +108,8 @@ def schema_problems(schema: object) -> list[str]:
     if not isinstance(schema, dict):
         return ["$: the schema is not a JSON object"]
     document = cast("dict[str, Any]", schema)
+    import jsonschema.validators
+
     try:
         cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft202012Validator)
         meta = cls(cls.META_SCHEMA)
@@ -121,6 +127,8 @@ def output_problems(schema: Any, instance: Any) -> list[str]:
     if not isinstance(schema, dict):
         return ["the outputSchema is not a JSON object"]
     document = cast("dict[str, Any]", schema)
+    import jsonschema.validators
+
     try:
         cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft202012Validator)
         validator = cls(document)

@@ -29,8 +29,6 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
-import ada_url
-
 __all__ = ["EndpointURI", "EndpointURIError", "RejectionRule", "is_mcpl_uri", "resolve_endpoint_uri"]
 
 SCHEME: Final = "mcpl"
@@ -98,6 +96,8 @@ def resolve_endpoint_uri(text: str) -> EndpointURI:
     """
     _reject(text)
     transport = f"{TRANSPORT_SCHEME}:{text[len(SCHEME) + 1 :]}"
+    import ada_url  # the WHATWG parser (a C extension): an mcpl:// URI's first use
+
     try:
         parsed = ada_url.URL(transport)
     except ValueError:

@@ -49,7 +49,6 @@ Rules:
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -121,6 +120,8 @@ def advertises_input_streaming(mcpl: object) -> bool:
 
 def content_digest(text: str) -> str:
     """``sha256:`` and the lowercase hex SHA-256 of the UTF-8 bytes of ``text`` (RFC-009 §3)."""
+    import hashlib  # OpenSSL's: the first input stream only
+
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

@@ -39,7 +39,6 @@ Everything here is pure: no I/O, no clock (``now`` is passed in), no logging.
 from __future__ import annotations
 
 import base64
-import hashlib
 import math
 import re
 from collections import deque
@@ -349,6 +348,8 @@ def manifest_digest(manifest: object) -> str:
     Raises:
         DigestError: as ``canonical_manifest_bytes``.
     """
+    import hashlib  # OpenSSL's: the first manifest only
+
     digest = hashlib.sha256(canonical_manifest_bytes(manifest)).digest()
     return "sha256:" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 

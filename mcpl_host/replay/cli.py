@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from typing import TYPE_CHECKING
 
 import anyio
 import click
@@ -33,7 +34,12 @@ from mcpl_host.limits import Limits, limit_problem
 from mcpl_host.logging import configure_logging, escape_text
 from mcpl_host.replay.load import load_script
 from mcpl_host.replay.script import RecordingError, Script
-from mcpl_host.replay.serve import Outcome, ReplayOptions, serve_http, serve_stdio, serve_websocket
+
+if TYPE_CHECKING:
+    from mcpl_host.replay.serve import Outcome, ReplayOptions
+
+# The serving module (h11 and wsproto) loads when a replay starts: `mcpl-host --help` imports
+# this module to list the command.
 
 __all__ = ["parse_address", "replay"]
 
@@ -53,6 +59,8 @@ def _say(url: str) -> None:
 
 
 async def _run(script: Script, options: ReplayOptions, ws: str | None, http: str | None) -> Outcome:
+    from mcpl_host.replay.serve import Outcome, serve_http, serve_stdio, serve_websocket
+
     outcome = Outcome()
     if ws is not None:
         host, port = parse_address(ws)
@@ -137,6 +145,8 @@ def replay(
     except (RecordingError, ValueError) as exc:
         click.echo(f"mcpl-host replay: {exc}", err=True)
         ctx.exit(EXIT_USAGE)
+    from mcpl_host.replay.serve import ReplayOptions
+
     options = ReplayOptions(keep_timing=keep_timing, limits=limits)
     try:
         outcome = anyio.run(functools.partial(_run, script, options, ws, http))

@@ -36,7 +36,6 @@ Rules (docs/protocol.md EC1-EC15):
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import time
@@ -132,6 +131,8 @@ def _fingerprint(params: Mapping[str, Any]) -> str:
         data = orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
     except (TypeError, orjson.JSONEncodeError):
         data = repr(sorted(params)).encode()
+    import hashlib  # OpenSSL's: the first coalesced occurrence only
+
     return hashlib.sha256(data).hexdigest()
 
 

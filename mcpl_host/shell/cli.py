@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -46,21 +46,16 @@ from mcpl_host.cli_target import (
     server_options,
 )
 from mcpl_host.client_features import Roots
-from mcpl_host.handlers import HostHandlers
-from mcpl_host.host import Host
 from mcpl_host.logging import configure_logging
 from mcpl_host.probe_features import elicit_reply_option, elicitation_reply
-from mcpl_host.recording import Recorder
-from mcpl_host.shell.held import HeldRequests, ShellHandlers
-from mcpl_host.shell.session import Printer, Session
-from mcpl_host.shell.terminal import (
-    PipePrinter,
-    TerminalPrinter,
-    default_history_file,
-    interactive,
-    is_interactive,
-    piped,
-)
+
+if TYPE_CHECKING:
+    from mcpl_host.handlers import HostHandlers
+    from mcpl_host.recording import Recorder
+    from mcpl_host.shell.session import Printer
+
+# The session and the terminal (prompt_toolkit, some 90 ms to import; rich) load when a
+# shell starts: `mcpl-host --help` imports this module to list the command.
 
 __all__ = ["shell"]
 
@@ -75,6 +70,11 @@ async def _session(
     allow_unknown: bool = False,
     recorder: Recorder | None = None,
 ) -> int:
+    from mcpl_host.host import Host
+    from mcpl_host.shell.held import HeldRequests, ShellHandlers
+    from mcpl_host.shell.session import Session
+    from mcpl_host.shell.terminal import PipePrinter, TerminalPrinter, interactive, is_interactive, piped
+
     held = HeldRequests()
 
     def handlers(name: str) -> HostHandlers:
@@ -171,6 +171,8 @@ def shell(
     if no_history and history is not None:
         raise click.UsageError("--history FILE and --no-history exclude each other")
     if not no_history and history is None:
+        from mcpl_host.shell.terminal import default_history_file
+
         history = str(default_history_file(os.environ, Path.home()))
     try:
         served = Roots(list(roots)) if roots else None

@@ -17,6 +17,12 @@ Rules of this module (MCP lifecycle (stdio shutdown): the host ends what it star
 - ``TREE_ENV`` holds a lineage: ``<inherited value>/<token>``. A host started by another
   host (or by a test run) keeps the outer value, so the outer host, or the test run, can
   find a whole nested tree by its own token.
+- Finding the marked processes reads the environment of a process only where it may hold
+  a token (``token_candidates``): one started no earlier than the leader (the token did not
+  exist before), live, and neither the host's own process nor a leader the host spawned
+  (``register_leader``: the host wrote those environments, each with its own token). One
+  look at ``/proc`` serves several trees at once (``ProcessTree.scan``): the stdio
+  transports closing together share it.
 - Signals go through a pidfd opened and checked against the member's start time
   (``pidfd_send_signal``), so a pid that was reused after the scan is never signalled.
 - Only members that are the host's own children (reparented to it as subreaper) are
@@ -46,7 +52,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = [
@@ -54,6 +60,7 @@ __all__ = [
     "TREE_ENV",
     "ProcStat",
     "ProcessTree",
+    "TableIndex",
     "become_child_subreaper",
     "end_descendants",
     "is_child_subreaper",
@@ -65,6 +72,7 @@ __all__ = [
     "new_token",
     "parse_stat",
     "supported",
+    "token_candidates",
     "tree_members",
     "tree_tokens",
 ]
@@ -303,6 +311,20 @@ def children_of(pid: int) -> list[int]:
 # --- the decision -----------------------------------------------------------------------------
 
 
+class TableIndex:
+    """A process table's pids by session id (``sessions``) and by parent (``children``),
+    built once for every tree looked up in it (``tree_members``). Pure."""
+
+    __slots__ = ("children", "sessions")
+
+    def __init__(self, table: Mapping[int, ProcStat]) -> None:
+        self.children: dict[int, list[int]] = {}
+        self.sessions: dict[int, list[int]] = {}
+        for pid, stat in table.items():
+            self.children.setdefault(stat.ppid, []).append(pid)
+            self.sessions.setdefault(stat.session, []).append(pid)
+
+
 def tree_members(
     table: Mapping[int, ProcStat],
     *,
@@ -310,6 +332,7 @@ def tree_members(
     recorded: Iterable[tuple[int, int]] = (),
     marked: Iterable[int] = (),
     exclude: Iterable[int] = (),
+    index: TableIndex | None = None,
 ) -> set[int]:
     """The pids of one server's tree in ``table`` (see the module rules).
 
@@ -320,25 +343,25 @@ def tree_members(
         marked: pids whose environment carries the server's token.
         exclude: pids never to include nor to descend through (this process: its other
             children are members only when marked themselves).
+        index: ``TableIndex(table)``, when several trees are looked up in one table.
 
     Returns:
         the members, zombies included (they may need reaping); never raises.
     """
+    if index is None:
+        index = TableIndex(table)
     leader_pid, leader_start = leader
     holder = table.get(leader_pid)
     # The session id names the tree unless the leader's pid now belongs to someone else.
     session = leader_pid if holder is None or holder.start == leader_start else None
-    identities = set(recorded) | {leader}
     excluded = set(exclude)
-    seeds = {
-        pid
-        for pid, stat in table.items()
-        if (session is not None and stat.session == session) or stat.identity in identities
-    }
+    seeds: set[int] = set(index.sessions.get(session, ())) if session is not None else set()
+    for pid, start in (*recorded, leader):
+        stat = table.get(pid)
+        if stat is not None and stat.start == start:
+            seeds.add(pid)
     seeds |= {pid for pid in marked if pid in table}
-    children: dict[int, list[int]] = {}
-    for pid, stat in table.items():
-        children.setdefault(stat.ppid, []).append(pid)
+    children = index.children
     members: set[int] = set()
     stack = [pid for pid in seeds if pid not in excluded]
     while stack:
@@ -348,6 +371,18 @@ def tree_members(
         members.add(pid)
         stack.extend(child for child in children.get(pid, ()) if child not in excluded)
     return members
+
+
+def token_candidates(table: Mapping[int, ProcStat], *, since: int, exclude: Iterable[int] = ()) -> list[int]:
+    """The pids in ``table`` whose environment may carry the token of a tree whose leader
+    started at ``since`` (clock ticks after boot; -1: unknown, every process): live ones
+    started then or later, other than ``exclude`` (module rules). Pure; never raises."""
+    excluded = set(exclude)
+    return [
+        pid
+        for pid, stat in table.items()
+        if stat.start >= since and stat.state != "Z" and pid not in excluded
+    ]
 
 
 # --- the I/O shell ----------------------------------------------------------------------------
@@ -394,15 +429,31 @@ class ProcessTree:
 
     def members(self) -> dict[int, ProcStat]:
         """Every member of the tree now (zombies included), by pid. Never raises."""
+        return ProcessTree.scan([self])[0]
+
+    @staticmethod
+    def scan(trees: Sequence[ProcessTree]) -> list[dict[int, ProcStat]]:
+        """``members()`` of each of ``trees``, in order, from one look at ``/proc``: the
+        process table read once, and the environment of each ``token_candidates`` process
+        once (module rules). Never raises."""
+        if not trees:
+            return []
         table = process_table()
         me = os.getpid()
-        marked = [
-            pid
-            for pid, stat in table.items()
-            if pid != me and stat.state != "Z" and self._token in tree_tokens(_read(f"/proc/{pid}/environ"))
-        ]
-        pids = tree_members(table, leader=self._leader, recorded=self._recorded, marked=marked, exclude={me})
-        return {pid: table[pid] for pid in pids}
+        since = min(tree._leader[1] for tree in trees)
+        tokens = {
+            pid: tree_tokens(_read(f"/proc/{pid}/environ"))
+            for pid in token_candidates(table, since=since, exclude={me, *_live_leaders})
+        }
+        index = TableIndex(table)
+        found: list[dict[int, ProcStat]] = []
+        for tree in trees:
+            marked = [pid for pid, held in tokens.items() if tree._token in held]
+            pids = tree_members(
+                table, leader=tree._leader, recorded=tree._recorded, marked=marked, exclude={me}, index=index
+            )
+            found.append({pid: table[pid] for pid in pids})
+        return found
 
     def signal(self, members: Mapping[int, ProcStat], signum: int) -> None:
         """Send ``signum`` to every live member that is still the process scanned."""

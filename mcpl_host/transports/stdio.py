@@ -25,7 +25,10 @@ docs/protocol.md H5, L1-L3, T3 and "stdio"):
   ``limits.process_tree_scan_seconds``, and each step of the shutdown signals, besides the
   group, every member of the tree (``process_tree``: a daemon that called ``setsid()``
   included); members reparented to the host (when it is a child subreaper) are reaped.
-  Elsewhere, or with ``keep_tree=False``, the process group only.
+  Elsewhere, or with ``keep_tree=False``, the process group only. The transports of one
+  event loop that close together share their looks at ``/proc`` (``_TreeScans``): each
+  look starts after every transport it answers asked, so none learns less than from a look
+  of its own, and many closes cost a few looks, not two each.
 - The server process itself is watched, not only its stdout: when it exits, ``receive()``
   raises ``ConnectionLost`` with its exit status within ``limits.eof_exit_wait_seconds``, even
   while a descendant still holds stdout open (the lines it wrote before exiting come first).
@@ -35,10 +38,11 @@ docs/protocol.md H5, L1-L3, T3 and "stdio"):
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from subprocess import PIPE
 from types import TracebackType
@@ -46,6 +50,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+from anyio.lowlevel import RunVar
 from typing_extensions import Unpack
 
 from mcpl_host._tasks import Lifetime
@@ -92,6 +97,9 @@ EOF_EXIT_WAIT_SECONDS = DEFAULT_EOF_EXIT_WAIT_SECONDS
 GROUP_POLL_SECONDS = 0.02
 #: Seconds between checks that a process tree is empty (each one scans ``/proc``).
 TREE_POLL_SECONDS = 0.05
+#: Seconds at least from one look at ``/proc`` for closing transports to the next
+#: (``_TreeScans``): the transports that ask meanwhile share the next look.
+TREE_SCAN_GAP_SECONDS = 0.01
 #: Levels the stderr pump may log at.
 STDERR_LOG_LEVELS = frozenset({"debug", "info", "warning", "error", "critical"})
 
@@ -178,21 +186,84 @@ async def _wait_group(process: anyio.abc.Process, seconds: float) -> bool:
     return False
 
 
+class _Asked:
+    """One transport's question to ``_TreeScans``: its tree, and the members once looked."""
+
+    __slots__ = ("done", "members", "tree")
+
+    def __init__(self, tree: ProcessTree) -> None:
+        self.tree = tree
+        self.members: dict[int, ProcStat] | None = None
+        self.done = anyio.Event()
+
+
+class _TreeScans:
+    """The looks at ``/proc`` for the trees of one event loop's closing transports (module
+    rules): ``members(tree)`` answers from a look (``ProcessTree.scan``) that starts after
+    it was called, shared with every transport that asked by then; a look starts
+    ``TREE_SCAN_GAP_SECONDS`` after the previous one at the earliest (at once, after one
+    checkpoint, when none was recent). The task that asks while no look is pending makes
+    the next one and answers every asker, even when it is cancelled while it waits (then it
+    looks at once): no asker waits on a task that went away. ``members`` never raises (but
+    cancellation)."""
+
+    __slots__ = ("_asked", "_last", "_looking")
+
+    def __init__(self) -> None:
+        self._asked: list[_Asked] = []
+        self._looking = False  # a task waits to make the next look
+        self._last = -math.inf  # anyio.current_time() when the last look ended
+
+    async def members(self, tree: ProcessTree) -> dict[int, ProcStat]:
+        asked = _Asked(tree)
+        self._asked.append(asked)
+        if self._looking:
+            await asked.done.wait()
+        else:
+            self._looking = True
+            try:
+                await anyio.sleep_until(self._last + TREE_SCAN_GAP_SECONDS)
+            finally:
+                self._look()
+        assert asked.members is not None  # set with done
+        return asked.members
+
+    def _look(self) -> None:
+        batch, self._asked = self._asked, []
+        self._looking = False
+        for one, members in zip(batch, ProcessTree.scan([one.tree for one in batch]), strict=True):
+            one.members = members
+            one.done.set()
+        self._last = anyio.current_time()
+
+
+_TREE_SCANS: RunVar[_TreeScans] = RunVar("mcpl_host.transports.stdio.tree_scans")
+
+
+def _tree_members(tree: ProcessTree) -> Awaitable[dict[int, ProcStat]]:
+    """``tree``'s members now, from the current event loop's shared look (``_TreeScans``)."""
+    scans = _TREE_SCANS.get(None)
+    if scans is None:
+        scans = _TreeScans()
+        _TREE_SCANS.set(scans)
+    return scans.members(tree)
+
+
 async def _wait_tree(process: anyio.abc.Process, tree: ProcessTree, seconds: float) -> bool:
     """Wait up to ``seconds`` for the leader to exit and every member of its tree to be
     gone (zombies that are our children are reaped meanwhile); True if they are."""
     with anyio.move_on_after(seconds):
         await process.wait()
-        while tree.alive(tree.members()):  # noqa: ASYNC110 (no event for "tree empty")
+        while tree.alive(await _tree_members(tree)):  # noqa: ASYNC110 (no event for "tree empty")
             await anyio.sleep(TREE_POLL_SECONDS)
         return True
     return False
 
 
-def _signal_tree(process: anyio.abc.Process, tree: ProcessTree, signum: int) -> dict[int, ProcStat]:
+async def _signal_tree(process: anyio.abc.Process, tree: ProcessTree, signum: int) -> dict[int, ProcStat]:
     """Send ``signum`` to the group, and to every member of the tree outside it (once
     each); return the members."""
-    members = tree.members()
+    members = await _tree_members(tree)
     _signal_group(process.pid, signum)
     tree.signal({pid: m for pid, m in members.items() if m.pgrp != process.pid}, signum)
     return members
@@ -406,7 +477,7 @@ class StdioTransport:
                 if process.returncode is not None:
                     break
             self._exited_at = anyio.current_time()
-            if self._stdout_ended:
+            if self._stdout_ended or self._life.closing:  # closing: aclose() ends the reads
                 return
             # A read that started before the exit runs with no cancel scope (none is entered
             # per read): at the deadline, if it still waits, stdout is closed under it.
@@ -478,16 +549,17 @@ class StdioTransport:
                     _signal_group(process.pid, signal.SIGKILL)
             await process.wait()  # reap: no zombie remains
             return
-        if not await _wait_tree(process, tree, limits.close_grace_seconds):
-            _signal_tree(process, tree, signal.SIGTERM)
-            if not await _wait_tree(process, tree, limits.terminate_grace_seconds):
-                members = _signal_tree(process, tree, signal.SIGKILL)
-                await process.wait()
-                with anyio.move_on_after(limits.terminate_grace_seconds):
-                    while tree.alive(members):  # noqa: ASYNC110 (reaping what SIGKILL ended)
-                        await anyio.sleep(GROUP_POLL_SECONDS)
+        if await _wait_tree(process, tree, limits.close_grace_seconds):
+            return  # its last look found no member running and reaped the zombies of ours
+        await _signal_tree(process, tree, signal.SIGTERM)
+        if not await _wait_tree(process, tree, limits.terminate_grace_seconds):
+            members = await _signal_tree(process, tree, signal.SIGKILL)
+            await process.wait()
+            with anyio.move_on_after(limits.terminate_grace_seconds):
+                while tree.alive(members):  # noqa: ASYNC110 (reaping what SIGKILL ended)
+                    await anyio.sleep(GROUP_POLL_SECONDS)
         await process.wait()  # reap: no zombie remains
-        tree.reap(tree.members())
+        tree.reap(await _tree_members(tree))
 
     async def receive(self) -> ReadItem:
         """Return the next stdout line (``bytes``, no newline, no trailing ``\\r``) or a

@@ -3,33 +3,54 @@
 The parent runs each in its own process (``run_import``, ``run_idle``) and reads one JSON
 object from its stdout. Resident memory is ``VmRSS`` from ``/proc/self/status`` (this process
 only, children excluded), in MiB.
+
+Each child runs in ``scripts/`` (its ``sys.path[0]``), so that the ``mcpl_host`` it imports
+is the installed one or ``PYTHONPATH``'s (``scripts/bench_compare.py``), never a checkout in
+the current directory. ``warm_bytecode`` first writes any missing bytecode of what each
+client imports: an editable install is not compiled by pip, and with
+``PYTHONDONTWRITEBYTECODE`` set every child would compile the package again.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
+import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IMPORTS", "import_profile", "import_statement", "rss_mib", "run_idle", "run_import"]
+__all__ = [
+    "IMPORTS",
+    "PACKAGE_IMPORT",
+    "import_profile",
+    "import_statement",
+    "rss_mib",
+    "run_idle",
+    "run_import",
+    "warm_bytecode",
+]
 
 SCRIPTS = Path(__file__).resolve().parents[1]
 
-#: The modules each client needs imported before it can connect.
-IMPORTS: dict[str, tuple[str, ...]] = {
-    "mcpl-host": ("mcpl_host",),
-    "sdk": ("mcp", "mcp.client.stdio"),
-    "floor": ("anyio", "orjson"),
+#: What each client needs imported before it can connect (``bench.drivers``), as one
+#: statement. ``import mcpl_host`` alone loads none of its modules (every public name is
+#: imported on first use): mcpl-host's is the names its driver uses.
+IMPORTS: dict[str, str] = {
+    "mcpl-host": "from mcpl_host import GrantPolicy, ServerConfig, connect",
+    "sdk": "import mcp, mcp.client.stdio",
+    "floor": "import anyio, orjson",
 }
+
+#: The package alone, the figure of the ``import mcpl_host`` target.
+PACKAGE_IMPORT = "import mcpl_host"
 
 
 def import_statement(kind: str) -> str:
-    """``import a, b``: what ``kind`` needs."""
-    return "import " + ", ".join(IMPORTS[kind])
+    """The statement that imports what ``kind`` needs (``IMPORTS``)."""
+    return IMPORTS[kind]
 
 
 _IMPORT_CODE = """
@@ -59,22 +80,43 @@ def rss_mib() -> float:
 
 
 def _run(argv: list[str], timeout: float) -> dict[str, Any]:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=SCRIPTS)
     if done.returncode != 0:
         raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip()[-500:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
-def run_import(kind: str, timeout: float = 60.0) -> dict[str, float]:
-    """Seconds to import what ``kind`` needs in a fresh interpreter, and RSS afterwards."""
-    return _run([sys.executable, "-c", _IMPORT_CODE.format(statement=import_statement(kind))], timeout)
+def warm_bytecode(kinds: Iterable[str], timeout: float = 120.0) -> None:
+    """Write the bytecode of what each client of ``kinds`` imports (``IMPORTS``) and of the
+    whole ``mcpl_host`` package (its modules loaded at the first connection too), untimed,
+    with ``PYTHONDONTWRITEBYTECODE`` unset (module docstring)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    code = "; ".join(
+        [
+            *(IMPORTS[kind] for kind in kinds),
+            "import compileall, os, mcpl_host",
+            "compileall.compile_dir(os.path.dirname(mcpl_host.__file__), quiet=1)",
+        ]
+    )
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=SCRIPTS, check=True, timeout=timeout)
+
+
+def run_import(kind: str, timeout: float = 60.0, statement: str | None = None) -> dict[str, float]:
+    """Seconds to import what ``kind`` needs (or to run ``statement``) in a fresh
+    interpreter, and RSS afterwards."""
+    code = _IMPORT_CODE.format(statement=statement or import_statement(kind))
+    return _run([sys.executable, "-c", code], timeout)
 
 
 def import_profile(statement: str = "import mcpl_host", top: int = 12) -> list[tuple[str, float]]:
     """``python -X importtime``: the ``top`` top-level packages by self time, in seconds."""
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-c", statement], capture_output=True, text=True, timeout=60
+        [sys.executable, "-X", "importtime", "-c", statement],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=SCRIPTS,
     )
     totals: dict[str, float] = {}
     for line in done.stderr.splitlines():
@@ -93,7 +135,8 @@ def import_profile(statement: str = "import mcpl_host", top: int = 12) -> list[t
 def run_idle(kind: str, backend: str, count: int, server: Path, timeout: float) -> dict[str, float]:
     """In a fresh interpreter: bring up ``count`` connections of ``kind`` at once on
     ``backend``; seconds until all are ready, RSS before (after imports) and with all of
-    them up and idle."""
+    them up and idle, then seconds to close them all at once (from the one signal to stop
+    until every client has closed its connection and its server has been reaped)."""
     code = f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); from bench.child import main; main()"
     return _run([sys.executable, "-c", code, kind, backend, str(count), str(server)], timeout)
 
@@ -115,7 +158,7 @@ async def _idle(kind: str, count: int, server: Path) -> dict[str, float]:
                 all_ready.set()
             await stop.wait()
 
-    bringup = rss = 0.0
+    bringup = rss = closing = 0.0
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for _ in range(count):
@@ -124,7 +167,9 @@ async def _idle(kind: str, count: int, server: Path) -> dict[str, float]:
         bringup = time.perf_counter() - start
         rss = rss_mib()
         stop.set()
-    return {"bringup_s": bringup, "rss_base_mib": base, "rss_mib": rss}
+        closing = time.perf_counter()
+    closing = time.perf_counter() - closing
+    return {"bringup_s": bringup, "rss_base_mib": base, "rss_mib": rss, "close_s": closing}
 
 
 def main() -> None:
@@ -132,6 +177,5 @@ def main() -> None:
     import anyio
 
     kind, backend, count, server = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
-    for module in IMPORTS[kind]:  # what the client needs, before the base RSS is read
-        importlib.import_module(module)
+    exec(IMPORTS[kind], {})  # what the client needs, before the base RSS is read
     print(json.dumps(anyio.run(_idle, kind, count, server, backend=backend)))

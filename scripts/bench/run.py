@@ -28,7 +28,7 @@ from pathlib import Path
 
 import anyio
 
-from bench.child import import_profile, run_idle, run_import
+from bench.child import IMPORTS, PACKAGE_IMPORT, import_profile, run_idle, run_import, warm_bytecode
 from bench.drivers import CLIENTS, ClientKind, Driver, open_client, sdk_available
 from bench.fleet import FLEET_QUICK, FleetSettings
 from bench.framing import measure_framing
@@ -156,6 +156,8 @@ def _process_measurements(
     server: Path,
     results: Results,
 ) -> None:
+    if "import" in sections or "idle" in sections:
+        warm_bytecode(clients)
     for rep in range(settings.process_reps):
         if "framing" in sections:
             figures = measure_framing()
@@ -169,6 +171,9 @@ def _process_measurements(
                     results.fail(NO_BACKEND, "import", client, str(exc)[:300])
                     continue
                 figures = {"import_ms": metrics["import_s"] * 1e3, "rss_mib": metrics["rss_mib"]}
+                if client == "mcpl-host":
+                    package = run_import(client, statement=PACKAGE_IMPORT)
+                    figures["package_import_ms"] = package["import_s"] * 1e3
                 results.add(NO_BACKEND, "import", client, figures)
                 _note(f"  rep {rep + 1} import {client}: {_short(figures)}")
         if "idle" in sections:
@@ -186,6 +191,7 @@ def _process_measurements(
                         "rss_base_mib": metrics["rss_base_mib"],
                         "rss_mib": metrics["rss_mib"],
                         "bringup_ms": metrics["bringup_s"] * 1e3,
+                        "close_ms": metrics["close_s"] * 1e3,
                     }
                     results.add(backend, "idle", client, figures)
                     _note(f"  rep {rep + 1} {backend} idle {client}: {_short(figures)}")
@@ -441,9 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             figure_table(results, NO_BACKEND, IMPORT_ROWS, clients),
             "",
         ]
-        heaviest = import_profile()
+        heaviest = import_profile(IMPORTS["mcpl-host"])
         out += [
-            "`python -X importtime -c 'import mcpl_host'`, self time by top-level package:",
+            f"`python -X importtime -c '{IMPORTS['mcpl-host']}'`, self time by top-level package:",
             "",
             ", ".join(f"{name} {seconds * 1e3:.0f} ms" for name, seconds in heaviest),
             "",
