@@ -46,7 +46,7 @@ import anyio
 
 from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService, reported_answer
 from mcpl_host.handlers import HostHandlers, RequestContext
-from mcpl_host.inbound import BackgroundJob, InboundJob
+from mcpl_host.inbound import BackgroundJob, EagerJob, InboundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import Request, Response
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
@@ -138,7 +138,7 @@ class InboundDispatcher:
         self._view = view
         self._handlers = handlers
         self._reporter = reporter
-        self._push_job = _service_job(push.serve, name, transport)
+        self._push_job = EagerJob(push.answer_now, _service_job(push.serve, name, transport))
         self._inference_job = _service_job(inference.serve, name, transport)
         self._channels = channels
         self._state = state
