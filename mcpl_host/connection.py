@@ -759,7 +759,8 @@ class Connection:
         pause_at = pool.pause_at
         try:
             while True:
-                if reader_pauses(pool.waiting, pool.awaiting_answers, pause_at):
+                # (reading pauses only with pause_at jobs waiting: told first, without a call)
+                if pool.waiting >= pause_at and reader_pauses(pool.waiting, pool.awaiting_answers, pause_at):
                     await pool.paused(link)
                 item = await receive()
                 self._last_received = time.monotonic()
@@ -808,7 +809,7 @@ class Connection:
     def _on_event(self, event: SessionEvent, link: Link) -> None:
         if type(event) is ResponseSettled:
             event.pending.slot.settle(event.response)  # runs its on_answer first (wire order)
-        elif isinstance(event, RequestReceived):
+        elif type(event) is RequestReceived:
             self._on_request(event.request, link)
         elif isinstance(event, NotificationReceived):
             self._on_notification(event.notification.method, event.notification.params)

@@ -157,6 +157,7 @@ class Link:
         "_outbox",
         "_ready",
         "_send_now",
+        "_told",
         "_writer_scope",
         "_writing",
         "closed",
@@ -184,6 +185,7 @@ class Link:
         self._writing = 0  # bytes handed to the transport and not yet written
         self._held = False  # a message went out in its sender's task since the writer's turn
         self._ready = new_event()
+        self._told = False  # ``_ready`` was set by ``send()`` since the writer's turn
         self._finishing = False
         self._writer_scope = anyio.CancelScope(shield=True)
         self._drained: anyio.Event | None = None  # set when the outbox has been written
@@ -217,13 +219,16 @@ class Link:
             # once goes out now, in this task. Whatever follows before the writer's next
             # turn is queued and goes out in one write (one write per turn, as before).
             self._held = True
+            self._told = True
             self._ready.set()
             written = self._send_now(data)
             if written == size:
                 return
             data = data[written:]
         self._outbox += data
-        self._ready.set()
+        if not self._told:  # once per turn of the writer: many answers are queued per turn
+            self._told = True
+            self._ready.set()
 
     @property
     def queued_bytes(self) -> int:
@@ -269,6 +274,7 @@ class Link:
                 while not self.closed:
                     await self._ready.wait()
                     self._ready = self._new_event()
+                    self._told = False
                     self._held = False
                     if self._outbox:
                         data = bytes(self._outbox)
