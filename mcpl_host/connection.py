@@ -75,7 +75,7 @@ from mcpl_host.jsonrpc.session import (
 )
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
-from mcpl_host.link import AnswerHook, Link, Slot
+from mcpl_host.link import AnswerHook, Link, Slot, Waiter, native_event_type
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
 from mcpl_host.timer import Timer, due, progress_deadline
 from mcpl_host.transports.base import HasSession, StartsServer, Transport
@@ -243,12 +243,12 @@ class Connection:
         self._held_loss: ConnectionLost | None = None
         self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, timer, workers, jobs
         self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
-        self._ended = anyio.Event()  # the transport has ended, for any reason
+        self._ended: Waiter = anyio.Event()  # the transport has ended, for any reason
         self._link: Link | None = None
         self._lost: ConnectionLost | None = None
         self._closed = False
-        # The running backend's own Event class (found when the connection opens).
-        self._new_event: Callable[[], anyio.Event] = anyio.Event
+        # The running backend's own event type (found when the connection opens).
+        self._new_event: Callable[[], Waiter] = anyio.Event
         self._timer = Timer(self._expire)
         #: The admitted server requests: their queue, the workers, back-pressure.
         self.pool = InboundPool(
@@ -281,7 +281,7 @@ class Connection:
     async def __aenter__(self) -> Connection:
         if self._stack is not None or self._closed:
             raise LocalProtocolError("a Connection can be opened only once")
-        self._new_event = type(anyio.Event())  # skips the backend look-up of anyio.Event()
+        self._new_event = native_event_type()  # no backend look-up, no wrapper per event
         self._deadline = anyio.current_time() + self.limits.handshake_timeout_seconds
         self._stack = AsyncExitStack()
         try:
@@ -568,15 +568,18 @@ class Connection:
         link = self._link
         if link is None or link.closed or self._closed:
             link = self._require_link()
-        seconds = None if long_lived else self._request_timeout if timeout is DEFAULT else timeout
-        assert not isinstance(seconds, _Default)
+        if long_lived:
+            seconds = None
+        else:
+            seconds = self._request_timeout if isinstance(timeout, _Default) else timeout
         slot = Slot(on_answer, self.redactor, self._new_event())
         slot.long_lived = long_lived
         if seconds is not None and method != "initialize":  # the handshake has its own deadline
             total = (
-                self.limits.max_total_request_seconds if max_total_timeout is DEFAULT else max_total_timeout
+                self.limits.max_total_request_seconds
+                if isinstance(max_total_timeout, _Default)
+                else max_total_timeout
             )
-            assert not isinstance(total, _Default)
             if total is not None:
                 slot.total = total
                 progress = _extending(slot, progress)
@@ -601,7 +604,9 @@ class Connection:
         if seconds is not None:
             slot.deadline = deadline = now + (seconds if slot.total is None else min(seconds, slot.total))
             slot.seconds = seconds
-            self._timer.arm(deadline)
+            timer = self._timer
+            if deadline < timer.at:  # (``arm`` only acts then: no call for the usual request)
+                timer.arm(deadline)
         pool = self.pool
         in_job = pool.in_job()
         if in_job:
@@ -808,6 +813,7 @@ class Connection:
 
     def _on_event(self, event: SessionEvent, link: Link) -> None:
         if type(event) is ResponseSettled:
+            link.answered()  # many answers at once: their requests' successors go out together
             event.pending.slot.settle(event.response)  # runs its on_answer first (wire order)
         elif type(event) is RequestReceived:
             self._on_request(event.request, link)

@@ -44,7 +44,7 @@ from mcpl_host.jsonrpc.envelope import Request
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MessageTooLarge
 from mcpl_host.jsonrpc.session import Session
 from mcpl_host.limits import Limits
-from mcpl_host.link import Link
+from mcpl_host.link import Link, Waiter
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 
 __all__ = [
@@ -181,7 +181,7 @@ class InboundPool:
         self.pause_at = max(1, limits.max_queued_inbound)
         self.backlog = limits.max_inbound_backlog
         self._tg: anyio.abc.TaskGroup | None = None
-        self._new_event: Callable[[], anyio.Event] = anyio.Event
+        self._new_event: Callable[[], Waiter] = anyio.Event
         self._queue: deque[_Inbound] = deque()
         self.waiting = 0  # of the queue, not cancelled
         self._jobs: dict[Any, _Inbound] = {}  # by request id, waiting or running
@@ -190,13 +190,13 @@ class InboundPool:
         self.running = 0  # jobs running
         self._working: set[anyio.CancelScope] = set()  # the scopes of the workers
         self.awaiting_answers = 0  # requests to the server from this pool's jobs
-        self._resume: anyio.Event | None = None  # set to wake a paused read loop
+        self._resume: Waiter | None = None  # set to wake a paused read loop
         self._not_answered = LogBudget(limits.invalid_requests_logged)
         self._busy = LogBudget(limits.invalid_requests_logged)
 
-    def open(self, task_group: anyio.abc.TaskGroup, new_event: Callable[[], anyio.Event]) -> None:
+    def open(self, task_group: anyio.abc.TaskGroup, new_event: Callable[[], Waiter]) -> None:
         """Run the workers in ``task_group`` (the connection's); ``new_event`` makes the
-        running backend's ``anyio.Event``."""
+        running backend's own event (``link.native_event_type``)."""
         self._tg = task_group
         self._new_event = new_event
 

@@ -184,7 +184,7 @@ def classify(value: object) -> Envelope:
         # E2: an id and no method is a response, whatever the id's value.
         if "id" in value:
             if "error" not in value:  # the common answer, built at once (_response otherwise)
-                return Response(value["id"], value.get("result"), None, False, False)
+                return tuple_new(Response, (value["id"], value.get("result"), None, False, False))
             return _response(value, value["id"])
         # E3: an error naming no request, only with "jsonrpc": "2.0".
         if "error" in value and value.get("jsonrpc") == "2.0":

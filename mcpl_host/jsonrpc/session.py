@@ -325,7 +325,7 @@ class Session:
             if type(message.id) is int:
                 pending = self._pending.pop(message.id, None)
                 if pending is not None:
-                    return ResponseSettled(pending, message)
+                    return tuple_new(ResponseSettled, (pending, message))  # as RequestReceived
             return self._route_response(message, self.phase is not _OPERATING)
         if type(message) is Request and self.phase is _OPERATING:  # the usual server request
             return tuple_new(RequestReceived, (message,))  # a named tuple, without its Python __new__
