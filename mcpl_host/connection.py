@@ -75,7 +75,7 @@ from mcpl_host.jsonrpc.session import (
 )
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
-from mcpl_host.link import AnswerHook, Link, Slot, Waiter, native_event_type
+from mcpl_host.link import AnswerHook, Link, Slot, Waiter, native_event_type, slot_waiter_type
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
 from mcpl_host.timer import Timer, due, progress_deadline
 from mcpl_host.transports.base import HasSession, StartsServer, Transport
@@ -247,8 +247,10 @@ class Connection:
         self._link: Link | None = None
         self._lost: ConnectionLost | None = None
         self._closed = False
-        # The running backend's own event type (found when the connection opens).
+        # The running backend's own event type, and a slot's waiter type (found when the
+        # connection opens: link module docstring).
         self._new_event: Callable[[], Waiter] = anyio.Event
+        self._new_waiter: Callable[[], Waiter] = anyio.Event
         self._timer = Timer(self._expire)
         #: The admitted server requests: their queue, the workers, back-pressure.
         self.pool = InboundPool(
@@ -282,6 +284,7 @@ class Connection:
         if self._stack is not None or self._closed:
             raise LocalProtocolError("a Connection can be opened only once")
         self._new_event = native_event_type()  # no backend look-up, no wrapper per event
+        self._new_waiter = slot_waiter_type(self._new_event)
         self._deadline = anyio.current_time() + self.limits.handshake_timeout_seconds
         self._stack = AsyncExitStack()
         try:
@@ -572,7 +575,7 @@ class Connection:
             seconds = None
         else:
             seconds = self._request_timeout if isinstance(timeout, _Default) else timeout
-        slot = Slot(on_answer, self.redactor, self._new_event())
+        slot = Slot(on_answer, self.redactor, self._new_waiter())
         slot.long_lived = long_lived
         if seconds is not None and method != "initialize":  # the handshake has its own deadline
             total = (
@@ -683,7 +686,7 @@ class Connection:
         then forgotten, a late answer is an orphan, and no ``notifications/cancelled`` is
         sent: the ``server/discover`` probe, docs/protocol.md S3). Raises as ``request``."""
         link = self._require_link()
-        slot = Slot(None, self.redactor, self._new_event())
+        slot = Slot(None, self.redactor, self._new_waiter())
         pending = self._send_request(link, method, params, slot)
         slot.sent = time.monotonic()  # what waiting() counts from
         with anyio.move_on_after(window):

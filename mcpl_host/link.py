@@ -6,10 +6,13 @@ in the caller's task; everything else is queued, and one writer task joins every
 into a single write (docs/architecture.md, "Outgoing traffic"). A ``Slot`` is a pending
 request's waiter: a ``Waiter`` (an event) plus the outcome.
 
-The connection's events (a slot's, the writer's) are the running backend's own
+The connection's events (the writer's, the pool's) are the running backend's own
 (``native_event_type``): ``asyncio.Event`` or ``trio.Event``, which anyio's ``Event`` only
 wraps (its wrapper costs a Python call more on each ``set`` and ``wait``, and two on making
-one: there is one per request). Both are cancelled by anyio's cancel scopes like any wait.
+one). A slot, made for every request and waited on by its requester alone, has a
+``slot_waiter_type``: on asyncio a ``FutureWaiter``, a bare future (an ``asyncio.Event``
+also takes a global lock at its first wait, and keeps a list of waiters), on trio a
+``trio.Event``. All are cancelled by anyio's cancel scopes like any wait.
 """
 
 from __future__ import annotations
@@ -35,7 +38,16 @@ from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import Redactor
 from mcpl_host.transports.base import Transport
 
-__all__ = ["AnswerHook", "Link", "Slot", "Waiter", "native_event_type", "response_outcome"]
+__all__ = [
+    "AnswerHook",
+    "FutureWaiter",
+    "Link",
+    "Slot",
+    "Waiter",
+    "native_event_type",
+    "response_outcome",
+    "slot_waiter_type",
+]
 
 #: Runs in the read loop when a request's answer arrives, before the next line is read.
 AnswerHook = Callable[[Response], None]
@@ -67,6 +79,33 @@ def native_event_type() -> Callable[[], Waiter]:
     except RuntimeError:
         return anyio.Event
     return asyncio.Event
+
+
+class FutureWaiter:
+    """An event on asyncio for one waiting task (a ``Slot``'s requester): a bare future.
+    Made in a running loop. If its waiter is cancelled, the future is cancelled with it, so
+    it must never have two waiters; ``set()`` after that does nothing."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def set(self) -> None:
+        if not self._future.done():
+            self._future.set_result(None)
+
+    def is_set(self) -> bool:
+        return self._future.done()
+
+    async def wait(self) -> None:
+        await self._future
+
+
+def slot_waiter_type(event_type: Callable[[], Waiter]) -> Callable[[], Waiter]:
+    """The waiter type of a ``Slot`` (module docstring), given ``native_event_type()``:
+    ``FutureWaiter`` on asyncio, else that event type."""
+    return FutureWaiter if event_type is asyncio.Event else event_type
 
 
 def response_outcome(response: Response, redactor: Redactor | None = None) -> Any:

@@ -26,7 +26,7 @@ from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
-from mcpl_host.link import Link, Slot, native_event_type
+from mcpl_host.link import FutureWaiter, Link, Slot, native_event_type, slot_waiter_type
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport, _PipeWriter
 
 from .conftest import FIXTURES
@@ -290,3 +290,30 @@ async def test_the_connections_events_are_the_running_backends_own_and_anyio_can
 
 def test_outside_a_run_the_event_type_is_anyios() -> None:
     assert native_event_type() is anyio.Event
+
+
+async def test_a_slots_waiter_is_set_once_and_its_cancelled_wait_leaves_set_harmless(
+    anyio_backend_name: str,
+) -> None:
+    make = slot_waiter_type(native_event_type())
+    assert (make is FutureWaiter) == (anyio_backend_name == "asyncio")
+    early = make()
+    early.set()
+    early.set()  # a second answer (or a failure after the answer) changes nothing
+    assert early.is_set()
+    with anyio.fail_after(TIMEOUT):
+        await early.wait()  # set before the wait: returns
+    waiter = make()
+    scope = anyio.CancelScope()
+
+    async def wait() -> None:
+        with scope:
+            await waiter.wait()
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    waiter.set()  # the answer read after its requester gave up: no error
