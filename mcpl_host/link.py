@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
@@ -60,7 +60,7 @@ class Waiter(Protocol):
 
     def is_set(self) -> bool: ...
 
-    async def wait(self) -> Any: ...
+    def wait(self) -> Awaitable[Any]: ...
 
 
 def native_event_type() -> Callable[[], Waiter]:
@@ -98,8 +98,8 @@ class FutureWaiter:
     def is_set(self) -> bool:
         return self._future.done()
 
-    async def wait(self) -> None:
-        await self._future
+    def wait(self) -> Awaitable[None]:
+        return self._future  # awaited as it is: no coroutine of its own
 
 
 def slot_waiter_type(event_type: Callable[[], Waiter]) -> Callable[[], Waiter]:
