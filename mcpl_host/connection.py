@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -484,7 +484,7 @@ class Connection:
 
     # --- host -> server --------------------------------------------------------------------
 
-    async def request(
+    def request(
         self,
         method: str,
         params: Any = None,
@@ -495,8 +495,10 @@ class Connection:
         on_answer: AnswerHook | None = None,
         long_lived: bool = False,
         on_sent: Callable[[int], None] | None = None,
-    ) -> Any:
-        """Send a request and return its ``result`` (JSON-RPC 2.0 §4).
+    ) -> Coroutine[Any, Any, Any]:
+        """Send a request and return its ``result`` (JSON-RPC 2.0 §4). Await it: it is the
+        coroutine that does the work (no coroutine of its own around it, one frame less in
+        every resumption of the waiting task); nothing is sent before it is awaited.
 
         Args:
             method, params: the request; ``params`` a dict, a list or None.
@@ -533,9 +535,26 @@ class Connection:
         """
         telemetry = self.telemetry
         if telemetry is None:
-            return await self._request(
+            return self._request(
                 method, params, timeout, max_total_timeout, progress, on_answer, long_lived, on_sent, None
             )
+        return self._traced_request(
+            telemetry, method, params, timeout, max_total_timeout, progress, on_answer, long_lived, on_sent
+        )
+
+    async def _traced_request(
+        self,
+        telemetry: ConnectionTelemetry,
+        method: str,
+        params: Any,
+        timeout: Timeout,
+        max_total_timeout: Timeout,
+        progress: ProgressCallback | None,
+        on_answer: AnswerHook | None,
+        long_lived: bool,
+        on_sent: Callable[[int], None] | None,
+    ) -> Any:
+        """``request`` with ``telemetry``: its ``CLIENT`` span (``mcpl_host.telemetry``)."""
         call = telemetry.client_call(method, params)
         try:
             result = await self._request(

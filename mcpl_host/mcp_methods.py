@@ -69,7 +69,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
@@ -491,14 +491,14 @@ class _Requester(Protocol):
     """What ``MCPClient`` sends through: ``request`` taking ``Connection.request``'s options
     (an ``EraRequester``)."""
 
-    async def request(
+    def request(
         self,
         method: str,
         params: Any = None,
         *,
         extensions: Mapping[str, Any] | None = None,
         **options: Unpack[RequestOptions],
-    ) -> Any: ...
+    ) -> Awaitable[Any]: ...
 
 
 class EraRequester:
@@ -538,20 +538,21 @@ class EraRequester:
             caps = with_extensions(caps, extensions)
         return stamped(params, request_meta(info.protocol_version, self._client, caps, self.log_level))
 
-    async def request(
+    def request(
         self,
         method: str,
         params: Any = None,
         *,
         extensions: Mapping[str, Any] | None = None,
         **options: Unpack[RequestOptions],
-    ) -> Any:
+    ) -> Coroutine[Any, Any, Any]:
         """``Connection.request`` with ``params`` stamped (``stamp``, with ``extensions``), the
-        ``options`` passed on. Raises as it does."""
+        ``options`` passed on: its coroutine, to await (as ``Connection.request``). Raises as
+        it does."""
         info = self._shell.server_info
         if info is not None and info.is_stateless:  # (``stamp``, without its call otherwise)
             params = self._stamped(info, params, extensions)
-        return await self._shell.request(method, params, **options)
+        return self._shell.request(method, params, **options)
 
 
 class MCPClient:
