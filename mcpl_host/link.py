@@ -12,7 +12,8 @@ wraps (its wrapper costs a Python call more on each ``set`` and ``wait``, and tw
 one). A slot, made for every request and waited on by its requester alone, has a
 ``slot_waiter_type``: on asyncio a ``FutureWaiter``, a bare future (an ``asyncio.Event``
 also takes a global lock at its first wait, and keeps a list of waiters), on trio a
-``trio.Event``. All are cancelled by anyio's cancel scopes like any wait.
+``TrioWaiter``, its task parked and rescheduled (a ``trio.Event`` parks it in a parking lot
+of its own). All are cancelled by anyio's cancel scopes like any wait.
 """
 
 from __future__ import annotations
@@ -104,8 +105,15 @@ class FutureWaiter:
 
 def slot_waiter_type(event_type: Callable[[], Waiter]) -> Callable[[], Waiter]:
     """The waiter type of a ``Slot`` (module docstring), given ``native_event_type()``:
-    ``FutureWaiter`` on asyncio, else that event type."""
-    return FutureWaiter if event_type is asyncio.Event else event_type
+    ``FutureWaiter`` on asyncio, ``TrioWaiter`` on trio, else that event type."""
+    if event_type is asyncio.Event:
+        return FutureWaiter
+    trio: Any = sys.modules.get("trio")
+    if trio is not None and event_type is trio.Event:
+        from mcpl_host._trio_waiter import TrioWaiter
+
+        return TrioWaiter
+    return event_type
 
 
 def response_outcome(response: Response, redactor: Redactor | None = None) -> Any:
