@@ -10,15 +10,15 @@ The connection's events (the writer's, the pool's) are the running backend's own
 (``native_event_type``): ``asyncio.Event`` or ``trio.Event``, which anyio's ``Event`` only
 wraps (its wrapper costs a Python call more on each ``set`` and ``wait``, and two on making
 one). A slot, made for every request and waited on by its requester alone, has a
-``slot_waiter_type``: on asyncio a ``FutureWaiter``, a bare future (an ``asyncio.Event``
-also takes a global lock at its first wait, and keeps a list of waiters), on trio a
-``TrioWaiter``, its task parked and rescheduled (a ``trio.Event`` parks it in a parking lot
-of its own). All are cancelled by anyio's cancel scopes like any wait.
+``slot_waiter_type``: on asyncio a ``FutureWaiter`` (``_asyncio_waiter``), a bare future
+(an ``asyncio.Event`` also takes a global lock at its first wait, and keeps a list of
+waiters); on trio a ``TrioWaiter`` (``_trio_waiter``), its task parked and rescheduled (a
+``trio.Event`` parks it in a parking lot of its own). Each is loaded only in a run of its
+backend. All are cancelled by anyio's cancel scopes like any wait.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import sys
 from collections.abc import Awaitable, Callable
@@ -41,7 +41,6 @@ from mcpl_host.transports.base import Transport
 
 __all__ = [
     "AnswerHook",
-    "FutureWaiter",
     "Link",
     "Slot",
     "Waiter",
@@ -67,7 +66,7 @@ class Waiter(Protocol):
 def native_event_type() -> Callable[[], Waiter]:
     """The running backend's own event type (module docstring): ``trio.Event`` in a trio
     run, ``asyncio.Event`` in an asyncio one, else ``anyio.Event``. Call it in a task."""
-    trio: Any = sys.modules.get("trio")
+    trio: Any = sys.modules.get("trio")  # (neither is imported unless it runs)
     if trio is not None:
         try:
             trio.lowlevel.current_task()
@@ -75,38 +74,24 @@ def native_event_type() -> Callable[[], Waiter]:
             pass
         else:
             return trio.Event  # type: ignore[no-any-return]
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return anyio.Event
-    return asyncio.Event
-
-
-class FutureWaiter:
-    """An event on asyncio for one waiting task (a ``Slot``'s requester): a bare future.
-    Made in a running loop. If its waiter is cancelled, the future is cancelled with it, so
-    it must never have two waiters; ``set()`` after that does nothing."""
-
-    __slots__ = ("_future",)
-
-    def __init__(self) -> None:
-        self._future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def set(self) -> None:
-        if not self._future.done():
-            self._future.set_result(None)
-
-    def is_set(self) -> bool:
-        return self._future.done()
-
-    def wait(self) -> Awaitable[None]:
-        return self._future  # awaited as it is: no coroutine of its own
+    asyncio: Any = sys.modules.get("asyncio")
+    if asyncio is not None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            return asyncio.Event  # type: ignore[no-any-return]
+    return anyio.Event
 
 
 def slot_waiter_type(event_type: Callable[[], Waiter]) -> Callable[[], Waiter]:
     """The waiter type of a ``Slot`` (module docstring), given ``native_event_type()``:
     ``FutureWaiter`` on asyncio, ``TrioWaiter`` on trio, else that event type."""
-    if event_type is asyncio.Event:
+    asyncio: Any = sys.modules.get("asyncio")
+    if asyncio is not None and event_type is asyncio.Event:
+        from mcpl_host._asyncio_waiter import FutureWaiter
+
         return FutureWaiter
     trio: Any = sys.modules.get("trio")
     if trio is not None and event_type is trio.Event:

@@ -59,6 +59,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "core",
         [
             "link",
+            "_asyncio_waiter",
+            "_trio_waiter",
             "timer",
             "inbound",
             "connection",
