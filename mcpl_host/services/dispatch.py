@@ -10,7 +10,8 @@ Rules:
     ``Limits.refusals_logged``); a declaration mismatch is logged too;
   - ``Admitted``: its compatibility notes are logged, each once per server (the server's
     ``NoteLedger``), and the job of the service that serves the method is returned:
-    ``push/event`` (``PushService``), ``inference/request`` and ``model/info``
+    ``push/event`` (``PushService``; an ``inbound.EagerJob``, which the pool may answer at
+    once: ``PushService.answer_now``), ``inference/request`` and ``model/info``
     (``InferenceService``), ``channels/*`` (``ChannelService``), ``state/*``
     (``StateService``), ``tools/observe`` (``ObserveFilters``, RFC-007 §6), ``roots/list``, ``sampling/createMessage`` and
     ``elicitation/create`` the ``ClientFeatureService`` when the application serves that

@@ -156,11 +156,11 @@ class PushService:
         self._default_handler = getattr(handlers.push_event, "__func__", None) is HostHandlers.push_event
 
     def answer_now(self, request: Request) -> Any:
-        """The result of an admitted ``push/event`` ``request`` answered in the read loop (module rules,
-        "Answered at once"): ``{"accepted": true}``, or the result remembered for a
-        duplicate; ``LATER`` when it must be served as a job (``serve``): the handler is the
-        application's, an observer or an event inbox is there, or a duplicate is in
-        flight. Never raises, never waits."""
+        """The result of an admitted ``push/event`` ``request``, answered in the read loop
+        (module rules, "Answered at once"): ``{"accepted": true}``, or the result
+        remembered for a duplicate; ``LATER`` when it must be served as a job (``serve``):
+        the handler is the application's, an observer or an event inbox is there, or a
+        duplicate is in flight. Never raises, never waits."""
         if not self._default_handler or self._inbox is not None or self._reporter.observer is not None:
             return LATER
         params = request.params
@@ -170,7 +170,7 @@ class PushService:
         seen = self._claim(event_id, fingerprint, kept, time.monotonic())
         if seen is None:
             if "tags" in params:
-                self._tag_problems(params["tags"])
+                self._closed_tags(params["tags"])
             return dict(_ACCEPTED)
         if isinstance(seen, _InFlight):
             return LATER
@@ -265,10 +265,10 @@ class PushService:
             feature_set = params.get("featureSet")
             event[MODEL_CONTENT] = self._content_view.model_content(content, f"push event of {feature_set}")
         if "tags" in params:
-            event["tags"] = self._tag_problems(params["tags"])
+            event["tags"] = self._closed_tags(params["tags"])
         return event
 
-    def _tag_problems(self, tags: object) -> list[str]:
+    def _closed_tags(self, tags: object) -> list[str]:
         """The core closure of ``tags`` (never authority), its problems logged (one line,
         at most ``Limits.max_tags`` + 1 problems)."""
         closure = read_tags(tags, max_tags=self._max_tags)
