@@ -11,9 +11,9 @@ Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0
   follows the ``initialize`` answer go out in read order. The writer joins everything
   queued into one write; on an idle stdio link a message is written at once, in its
   sender's task (``Link.send``).
-- A pending request is a small ``Slot`` (an ``anyio.Event`` of the backend's own type plus
-  the outcome) with a deadline; nothing is spawned and no cancel scope is entered per host
-  request. One ``timer.Timer`` per connection (run by the task that holds its task group)
+- A pending request is a small ``Slot`` (a waiter of the backend's own,
+  ``link.slot_waiter_type``, plus the outcome) with a deadline; nothing is spawned and no
+  cancel scope is entered per host request. One ``timer.Timer`` per connection (run by the task that holds its task group)
   sleeps until the earliest deadline, then fails every request past its own
   (``RequestTimeout``, and ``notifications/cancelled`` is sent).
 - It knows nothing of MCPL. What a server asks is handed to the ``InboundPort`` it was given:
