@@ -11,9 +11,9 @@ Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0
   follows the ``initialize`` answer go out in read order. The writer joins everything
   queued into one write; on an idle stdio link a message is written at once, in its
   sender's task (``Link.send``).
-- A pending request is a small ``Slot`` (an ``anyio.Event`` of the backend's own type plus
-  the outcome) with a deadline; nothing is spawned and no cancel scope is entered per host
-  request. One ``timer.Timer`` per connection (run by the task that holds its task group)
+- A pending request is a small ``Slot`` (a waiter of the backend's own,
+  ``link.slot_waiter_type``, plus the outcome) with a deadline; nothing is spawned and no
+  cancel scope is entered per host request. One ``timer.Timer`` per connection (run by the task that holds its task group)
   sleeps until the earliest deadline, then fails every request past its own
   (``RequestTimeout``, and ``notifications/cancelled`` is sent).
 - It knows nothing of MCPL. What a server asks is handed to the ``InboundPort`` it was given:
@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -75,7 +75,7 @@ from mcpl_host.jsonrpc.session import (
 )
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
-from mcpl_host.link import AnswerHook, Link, Slot
+from mcpl_host.link import AnswerHook, Link, Slot, Waiter, native_event_type, slot_waiter_type
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
 from mcpl_host.timer import Timer, due, progress_deadline
 from mcpl_host.transports.base import HasSession, StartsServer, Transport
@@ -243,12 +243,14 @@ class Connection:
         self._held_loss: ConnectionLost | None = None
         self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, timer, workers, jobs
         self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
-        self._ended = anyio.Event()  # the transport has ended, for any reason
+        self._ended: Waiter = anyio.Event()  # the transport has ended, for any reason
         self._link: Link | None = None
         self._lost: ConnectionLost | None = None
         self._closed = False
-        # The running backend's own Event class (found when the connection opens).
-        self._new_event: Callable[[], anyio.Event] = anyio.Event
+        # The running backend's own event type, and a slot's waiter type (found when the
+        # connection opens: link module docstring).
+        self._new_event: Callable[[], Waiter] = anyio.Event
+        self._new_waiter: Callable[[], Waiter] = anyio.Event
         self._timer = Timer(self._expire)
         #: The admitted server requests: their queue, the workers, back-pressure.
         self.pool = InboundPool(
@@ -281,7 +283,8 @@ class Connection:
     async def __aenter__(self) -> Connection:
         if self._stack is not None or self._closed:
             raise LocalProtocolError("a Connection can be opened only once")
-        self._new_event = type(anyio.Event())  # skips the backend look-up of anyio.Event()
+        self._new_event = native_event_type()  # no backend look-up, no wrapper per event
+        self._new_waiter = slot_waiter_type(self._new_event)
         self._deadline = anyio.current_time() + self.limits.handshake_timeout_seconds
         self._stack = AsyncExitStack()
         try:
@@ -482,7 +485,7 @@ class Connection:
 
     # --- host -> server --------------------------------------------------------------------
 
-    async def request(
+    def request(
         self,
         method: str,
         params: Any = None,
@@ -493,8 +496,10 @@ class Connection:
         on_answer: AnswerHook | None = None,
         long_lived: bool = False,
         on_sent: Callable[[int], None] | None = None,
-    ) -> Any:
-        """Send a request and return its ``result`` (JSON-RPC 2.0 §4).
+    ) -> Coroutine[Any, Any, Any]:
+        """Send a request and return its ``result`` (JSON-RPC 2.0 §4). Await it: it is the
+        coroutine that does the work (no coroutine of its own around it, one frame less in
+        every resumption of the waiting task); nothing is sent before it is awaited.
 
         Args:
             method, params: the request; ``params`` a dict, a list or None.
@@ -531,9 +536,26 @@ class Connection:
         """
         telemetry = self.telemetry
         if telemetry is None:
-            return await self._request(
+            return self._request(
                 method, params, timeout, max_total_timeout, progress, on_answer, long_lived, on_sent, None
             )
+        return self._traced_request(
+            telemetry, method, params, timeout, max_total_timeout, progress, on_answer, long_lived, on_sent
+        )
+
+    async def _traced_request(
+        self,
+        telemetry: ConnectionTelemetry,
+        method: str,
+        params: Any,
+        timeout: Timeout,
+        max_total_timeout: Timeout,
+        progress: ProgressCallback | None,
+        on_answer: AnswerHook | None,
+        long_lived: bool,
+        on_sent: Callable[[int], None] | None,
+    ) -> Any:
+        """``request`` with ``telemetry``: its ``CLIENT`` span (``mcpl_host.telemetry``)."""
         call = telemetry.client_call(method, params)
         try:
             result = await self._request(
@@ -569,15 +591,18 @@ class Connection:
         link = self._link
         if link is None or link.closed or self._closed:
             link = self._require_link()
-        seconds = None if long_lived else self._request_timeout if timeout is DEFAULT else timeout
-        assert not isinstance(seconds, _Default)
-        slot = Slot(on_answer, self.redactor, self._new_event())
+        if long_lived:
+            seconds = None
+        else:
+            seconds = self._request_timeout if isinstance(timeout, _Default) else timeout
+        slot = Slot(on_answer, self.redactor, self._new_waiter())
         slot.long_lived = long_lived
         if seconds is not None and method != "initialize":  # the handshake has its own deadline
             total = (
-                self.limits.max_total_request_seconds if max_total_timeout is DEFAULT else max_total_timeout
+                self.limits.max_total_request_seconds
+                if isinstance(max_total_timeout, _Default)
+                else max_total_timeout
             )
-            assert not isinstance(total, _Default)
             if total is not None:
                 slot.total = total
                 progress = _extending(slot, progress)
@@ -602,7 +627,9 @@ class Connection:
         if seconds is not None:
             slot.deadline = deadline = now + (seconds if slot.total is None else min(seconds, slot.total))
             slot.seconds = seconds
-            self._timer.arm(deadline)
+            timer = self._timer
+            if deadline < timer.at:  # (``arm`` only acts then: no call for the usual request)
+                timer.arm(deadline)
         pool = self.pool
         in_job = pool.in_job()
         if in_job:
@@ -679,7 +706,7 @@ class Connection:
         then forgotten, a late answer is an orphan, and no ``notifications/cancelled`` is
         sent: the ``server/discover`` probe, docs/protocol.md S3). Raises as ``request``."""
         link = self._require_link()
-        slot = Slot(None, self.redactor, self._new_event())
+        slot = Slot(None, self.redactor, self._new_waiter())
         pending = self._send_request(link, method, params, slot)
         slot.sent = time.monotonic()  # what waiting() counts from
         with anyio.move_on_after(window):
@@ -760,7 +787,8 @@ class Connection:
         pause_at = pool.pause_at
         try:
             while True:
-                if reader_pauses(pool.waiting, pool.awaiting_answers, pause_at):
+                # (reading pauses only with pause_at jobs waiting: told first, without a call)
+                if pool.waiting >= pause_at and reader_pauses(pool.waiting, pool.awaiting_answers, pause_at):
                     await pool.paused(link)
                 item = await receive()
                 self._last_received = time.monotonic()
@@ -808,8 +836,9 @@ class Connection:
 
     def _on_event(self, event: SessionEvent, link: Link) -> None:
         if type(event) is ResponseSettled:
+            link.answered()  # many answers at once: their requests' successors go out together
             event.pending.slot.settle(event.response)  # runs its on_answer first (wire order)
-        elif isinstance(event, RequestReceived):
+        elif type(event) is RequestReceived:
             self._on_request(event.request, link)
         elif isinstance(event, NotificationReceived):
             self._on_notification(event.notification.method, event.notification.params)

@@ -20,6 +20,10 @@ Rules of this module (docs/protocol.md, "Routing"; JSON-RPC 2.0 §4-§5; MCP 202
   exception text on the wire (docs/protocol.md R3).
 - An answer goes only to the transport its request came on; once that has closed nothing is
   written anywhere and a budgeted log line says so (docs/protocol.md T1, T2).
+- An ``EagerJob`` (a job that can often answer without waiting) is answered at once, in the
+  read loop, when no other admitted request waits for its turn (``queue``): handlers still
+  start in wire order, and a request answered at once has nothing to cancel. When its
+  ``now`` says ``LATER``, or others wait, it is queued like any job.
 
 The decisions (``starts_worker``, ``reader_pauses``, ``over_backlog``) are pure; the pool
 runs its workers in the connection's task group (``open``).
@@ -40,11 +44,13 @@ from mcpl_host.jsonrpc.envelope import Request
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MessageTooLarge
 from mcpl_host.jsonrpc.session import Session
 from mcpl_host.limits import Limits
-from mcpl_host.link import Link
+from mcpl_host.link import Link, Waiter
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue
 
 __all__ = [
+    "LATER",
     "BackgroundJob",
+    "EagerJob",
     "InboundJob",
     "InboundPool",
     "over_backlog",
@@ -58,6 +64,25 @@ __all__ = [
 InboundJob = Callable[[Request], Coroutine[Any, Any, Any]]
 #: Work a notification starts (a manifest fetch, a notification-form channel message).
 BackgroundJob = Callable[[], Coroutine[Any, Any, None]]
+
+#: What ``EagerJob.now`` returns when the request must wait for its turn as a job.
+LATER: Any = object()
+
+
+class EagerJob:
+    """An inbound job that may answer at once (module rules): ``now(request)`` is called in
+    the read loop and returns the ``result``, or ``LATER``; it must never wait or raise.
+    Called as a job (``InboundJob``), it runs ``later(request)``."""
+
+    __slots__ = ("later", "now")
+
+    def __init__(self, now: Callable[[Request], Any], later: InboundJob) -> None:
+        self.now = now
+        self.later = later
+
+    def __call__(self, request: Request) -> Coroutine[Any, Any, Any]:
+        return self.later(request)
+
 
 _INTERNAL_ERROR = {"code": int(ErrorCode.INTERNAL_ERROR), "message": "Internal error"}
 _HOST_BUSY = {**_INTERNAL_ERROR, "message": "Internal error: host busy"}
@@ -156,7 +181,7 @@ class InboundPool:
         self.pause_at = max(1, limits.max_queued_inbound)
         self.backlog = limits.max_inbound_backlog
         self._tg: anyio.abc.TaskGroup | None = None
-        self._new_event: Callable[[], anyio.Event] = anyio.Event
+        self._new_event: Callable[[], Waiter] = anyio.Event
         self._queue: deque[_Inbound] = deque()
         self.waiting = 0  # of the queue, not cancelled
         self._jobs: dict[Any, _Inbound] = {}  # by request id, waiting or running
@@ -165,13 +190,13 @@ class InboundPool:
         self.running = 0  # jobs running
         self._working: set[anyio.CancelScope] = set()  # the scopes of the workers
         self.awaiting_answers = 0  # requests to the server from this pool's jobs
-        self._resume: anyio.Event | None = None  # set to wake a paused read loop
+        self._resume: Waiter | None = None  # set to wake a paused read loop
         self._not_answered = LogBudget(limits.invalid_requests_logged)
         self._busy = LogBudget(limits.invalid_requests_logged)
 
-    def open(self, task_group: anyio.abc.TaskGroup, new_event: Callable[[], anyio.Event]) -> None:
+    def open(self, task_group: anyio.abc.TaskGroup, new_event: Callable[[], Waiter]) -> None:
         """Run the workers in ``task_group`` (the connection's); ``new_event`` makes the
-        running backend's ``anyio.Event``."""
+        running backend's own event (``link.native_event_type``)."""
         self._tg = task_group
         self._new_event = new_event
 
@@ -179,7 +204,15 @@ class InboundPool:
 
     def queue(self, request: Request, job: InboundJob, link: Link) -> None:
         """Queue an admitted ``request`` (read on ``link``) with its ``job``; answered
-        "host busy" at once when the queue and its backlog are full (module rules)."""
+        "host busy" at once when the queue and its backlog are full; an ``EagerJob`` is
+        answered at once while nothing waits (module rules)."""
+        if isinstance(job, EagerJob):
+            if not self.waiting:
+                result = job.now(request)
+                if result is not LATER:
+                    self._send_answer(request, link, Session.answer(request.id, result=result))
+                    return
+            job = job.later
         if over_backlog(self.waiting, self.pause_at, self.backlog):
             self._busy.warn(
                 self._log,
@@ -364,6 +397,11 @@ class InboundPool:
             return
         if line is None:
             return
+        self._send_answer(request, link, line)
+
+    def _send_answer(self, request: Request, link: Link, line: bytes) -> None:
+        """Send ``line``, the answer to ``request``, on ``link``; one over the outbox bound
+        is answered ``-32603`` instead (and logged)."""
         try:
             link.send(line)
         except MessageTooLarge as exc:

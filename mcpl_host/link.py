@@ -4,14 +4,25 @@ A ``Link`` is one transport with its outbox: ``send()`` never waits. On an idle 
 transport offers ``send_now()`` (the stdio pipe) it writes what the transport takes at once,
 in the caller's task; everything else is queued, and one writer task joins everything queued
 into a single write (docs/architecture.md, "Outgoing traffic"). A ``Slot`` is a pending
-request's waiter: an ``anyio.Event`` plus the outcome.
+request's waiter: a ``Waiter`` (an event) plus the outcome.
+
+The connection's events (the writer's, the pool's) are the running backend's own
+(``native_event_type``): ``asyncio.Event`` or ``trio.Event``, which anyio's ``Event`` only
+wraps (its wrapper costs a Python call more on each ``set`` and ``wait``, and two on making
+one). A slot, made for every request and waited on by its requester alone, has a
+``slot_waiter_type``: on asyncio a ``FutureWaiter`` (``_asyncio_waiter``), a bare future
+(an ``asyncio.Event`` also takes a global lock at its first wait, and keeps a list of
+waiters); on trio a ``TrioWaiter`` (``_trio_waiter``), its task parked and rescheduled (a
+``trio.Event`` parks it in a parking lot of its own). Each is loaded only in a run of its
+backend. All are cancelled by anyio's cancel scopes like any wait.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 import anyio
 
@@ -28,10 +39,66 @@ from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.logging import Redactor
 from mcpl_host.transports.base import Transport
 
-__all__ = ["AnswerHook", "Link", "Slot", "response_outcome"]
+__all__ = [
+    "AnswerHook",
+    "Link",
+    "Slot",
+    "Waiter",
+    "native_event_type",
+    "response_outcome",
+    "slot_waiter_type",
+]
 
 #: Runs in the read loop when a request's answer arrives, before the next line is read.
 AnswerHook = Callable[[Response], None]
+
+
+class Waiter(Protocol):
+    """An event: ``anyio.Event``, ``asyncio.Event`` and ``trio.Event`` all are one."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+    def wait(self) -> Awaitable[Any]: ...
+
+
+def native_event_type() -> Callable[[], Waiter]:
+    """The running backend's own event type (module docstring): ``trio.Event`` in a trio
+    run, ``asyncio.Event`` in an asyncio one, else ``anyio.Event``. Call it in a task."""
+    trio: Any = sys.modules.get("trio")  # (neither is imported unless it runs)
+    if trio is not None:
+        try:
+            trio.lowlevel.current_task()
+        except RuntimeError:
+            pass
+        else:
+            return trio.Event  # type: ignore[no-any-return]
+    asyncio: Any = sys.modules.get("asyncio")
+    if asyncio is not None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            return asyncio.Event  # type: ignore[no-any-return]
+    return anyio.Event
+
+
+def slot_waiter_type(event_type: Callable[[], Waiter]) -> Callable[[], Waiter]:
+    """The waiter type of a ``Slot`` (module docstring), given ``native_event_type()``:
+    ``FutureWaiter`` on asyncio, ``TrioWaiter`` on trio, else that event type."""
+    asyncio: Any = sys.modules.get("asyncio")
+    if asyncio is not None and event_type is asyncio.Event:
+        from mcpl_host._asyncio_waiter import FutureWaiter
+
+        return FutureWaiter
+    trio: Any = sys.modules.get("trio")
+    if trio is not None and event_type is trio.Event:
+        from mcpl_host._trio_waiter import TrioWaiter
+
+        return TrioWaiter
+    return event_type
 
 
 def response_outcome(response: Response, redactor: Redactor | None = None) -> Any:
@@ -61,7 +128,7 @@ class Slot:
     ``notifications/initialized``, putting a grant in force on its receipt) happens there. If
     it raises an ``MCPLHostError``, the request fails with it.
 
-    ``event`` is the waiter's ``anyio.Event`` (the connection makes it with the event type of
+    ``event`` is the waiter's ``Waiter`` (the connection makes it with the event type of
     its backend, found once). ``deadline`` (``time.monotonic()`` seconds; ``math.inf``: none)
     and ``seconds`` (the timeout it came from) are the shell's, read by its timer; ``total``
     (seconds or None) is the cap when progress starts the timeout again; ``sent``
@@ -88,9 +155,9 @@ class Slot:
         self,
         on_answer: AnswerHook | None = None,
         redactor: Redactor | None = None,
-        event: anyio.Event | None = None,
+        event: Waiter | None = None,
     ) -> None:
-        self.event = anyio.Event() if event is None else event
+        self.event: Waiter = anyio.Event() if event is None else event
         self.done = False
         self._on_answer = on_answer
         self._redactor = redactor
@@ -157,6 +224,8 @@ class Link:
         "_outbox",
         "_ready",
         "_send_now",
+        "_settled",
+        "_told",
         "_writer_scope",
         "_writing",
         "closed",
@@ -170,7 +239,7 @@ class Link:
         *,
         max_outbox_bytes: int,
         on_lost: Callable[[BaseException], None],
-        new_event: Callable[[], anyio.Event] = anyio.Event,
+        new_event: Callable[[], Waiter] = anyio.Event,
     ) -> None:
         self.transport = transport
         self._send_now: Callable[[bytes], int] | None = getattr(transport, "send_now", None)
@@ -183,10 +252,12 @@ class Link:
         self._outbox = bytearray()
         self._writing = 0  # bytes handed to the transport and not yet written
         self._held = False  # a message went out in its sender's task since the writer's turn
+        self._settled = 0  # answers read since the writer's turn (``answered``)
         self._ready = new_event()
+        self._told = False  # ``_ready`` was set by ``send()`` since the writer's turn
         self._finishing = False
         self._writer_scope = anyio.CancelScope(shield=True)
-        self._drained: anyio.Event | None = None  # set when the outbox has been written
+        self._drained: Waiter | None = None  # set when the outbox has been written
         #: Set when the writer task has returned (or never started).
         self.stopped = new_event()
 
@@ -217,13 +288,25 @@ class Link:
             # once goes out now, in this task. Whatever follows before the writer's next
             # turn is queued and goes out in one write (one write per turn, as before).
             self._held = True
+            self._told = True
             self._ready.set()
             written = self._send_now(data)
             if written == size:
                 return
             data = data[written:]
         self._outbox += data
-        self._ready.set()
+        if not self._told:  # once per turn of the writer: many answers are queued per turn
+            self._told = True
+            self._ready.set()
+
+    def answered(self) -> None:
+        """An answer to one of our requests was read. From the second since the writer's
+        last turn, messages are queued for the writer rather than written at once: the
+        tasks those answers wake are about to send together, and one write takes them all
+        (the sender of a lone answer's next request still writes at once)."""
+        self._settled += 1
+        if self._settled > 1:
+            self._held = True
 
     @property
     def queued_bytes(self) -> int:
@@ -269,7 +352,9 @@ class Link:
                 while not self.closed:
                     await self._ready.wait()
                     self._ready = self._new_event()
+                    self._told = False
                     self._held = False
+                    self._settled = 0
                     if self._outbox:
                         data = bytes(self._outbox)
                         self._outbox = bytearray()

@@ -69,7 +69,7 @@ import contextlib
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
@@ -156,6 +156,7 @@ from mcpl_host.tool_classes import ToolClassTables, slot_findings
 if TYPE_CHECKING:
     from mcpl_host.client_features import ClientFeatureService
     from mcpl_host.connection import Connection
+    from mcpl_host.handshake import ServerInfo
 
 __all__ = [
     "Annotations",
@@ -490,14 +491,14 @@ class _Requester(Protocol):
     """What ``MCPClient`` sends through: ``request`` taking ``Connection.request``'s options
     (an ``EraRequester``)."""
 
-    async def request(
+    def request(
         self,
         method: str,
         params: Any = None,
         *,
         extensions: Mapping[str, Any] | None = None,
         **options: Unpack[RequestOptions],
-    ) -> Any: ...
+    ) -> Awaitable[Any]: ...
 
 
 class EraRequester:
@@ -529,22 +530,29 @@ class EraRequester:
         info = self._shell.server_info
         if info is None or not info.is_stateless:
             return params
+        return self._stamped(info, params, extensions)
+
+    def _stamped(self, info: ServerInfo, params: object, extensions: Mapping[str, Any] | None) -> Any:
         caps = stateless_capabilities(self._capabilities())
         if extensions:
             caps = with_extensions(caps, extensions)
         return stamped(params, request_meta(info.protocol_version, self._client, caps, self.log_level))
 
-    async def request(
+    def request(
         self,
         method: str,
         params: Any = None,
         *,
         extensions: Mapping[str, Any] | None = None,
         **options: Unpack[RequestOptions],
-    ) -> Any:
+    ) -> Coroutine[Any, Any, Any]:
         """``Connection.request`` with ``params`` stamped (``stamp``, with ``extensions``), the
-        ``options`` passed on. Raises as it does."""
-        return await self._shell.request(method, self.stamp(params, extensions), **options)
+        ``options`` passed on: its coroutine, to await (as ``Connection.request``). Raises as
+        it does."""
+        info = self._shell.server_info
+        if info is not None and info.is_stateless:  # (``stamp``, without its call otherwise)
+            params = self._stamped(info, params, extensions)
+        return self._shell.request(method, params, **options)
 
 
 class MCPClient:
@@ -1350,7 +1358,7 @@ class MCPClient:
     async def ping(self, *, timeout: Timeout = DEFAULT) -> None:
         """MCP ``ping``; on a stateless connection ``server/discover`` instead (module
         rules). Returns when the server answers."""
-        if self.stateless:
+        if self._stateless():  # (``stateless``, without its property's call)
             await self._requester.request("server/discover", {}, timeout=timeout)
         else:
             await self._requester.request("ping", timeout=timeout)

@@ -53,14 +53,14 @@ __all__ = ["TaskPolling"]
 
 
 class _Requester(Protocol):
-    async def request(
+    def request(
         self,
         method: str,
         params: Any = None,
         *,
         extensions: Mapping[str, Any] | None = None,
         **options: Unpack[RequestOptions],
-    ) -> Any: ...
+    ) -> Awaitable[Any]: ...
 
 
 #: Answers input requests (key -> ``(method, params)``) for ``what``; returns the responses

@@ -66,6 +66,20 @@ async def test_a_request_times_out_at_its_deadline_and_not_before(tmp_path: Path
     } in script.messages()
 
 
+async def test_a_request_is_sent_when_it_is_awaited_and_not_before(tmp_path: Path) -> None:
+    # Connection.request and EraRequester.request hand back the coroutine that does the
+    # work: one never awaited sends nothing and takes no id.
+    script = Script(tmp_path, [*MCP_HANDSHAKE, {"expect": {"method": "ping", "id": 2}}, {"reply": {}}])
+    with anyio.fail_after(20):
+        async with script.connect(protocol=NO_PROBE) as conn:
+            for unawaited in (conn.connection.request("ping"), conn.mcp.request("ping")):
+                assert conn.connection.pending_count == 0
+                unawaited.close()
+            assert await conn.mcp.request("ping") == {}
+            await script.finished(conn)
+    assert [m.get("method") for m in script.messages() if "id" in m] == ["initialize", "ping"]
+
+
 async def test_a_shorter_deadline_started_later_is_kept_while_a_longer_one_waits(tmp_path: Path) -> None:
     # The timer sleeps towards the earliest deadline: a later request with a shorter timeout
     # must wake it, and the earlier request must go on waiting (then be answered).

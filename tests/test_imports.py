@@ -60,6 +60,8 @@ LAYERS: list[tuple[str, list[str]]] = [
         "core",
         [
             "link",
+            "_asyncio_waiter",
+            "_trio_waiter",
             "timer",
             "inbound",
             "connection",

@@ -3,7 +3,8 @@ pipe (``_PipeWriter``), on asyncio and trio.
 
 Rules under test: a message sent while the writer is idle goes out in its sender's task
 when the transport offers ``send_now()``; whatever follows before the writer's next turn is
-queued and written in one ``send()``, after what went out at once (order kept); a partial
+queued and written in one ``send()``, after what went out at once (order kept); after two
+answers read since the writer's turn, messages wait for the writer (``answered``); a partial
 immediate write leaves the rest first in the queue; a transport that takes nothing at once
 (full or broken pipe) leaves the message to the writer, whose ``send()`` reports the error.
 The pipe writer writes what a full pipe takes, waits for the rest, and wakes a waiting
@@ -21,10 +22,11 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import ConnectionLost
 from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.limits import Limits
-from mcpl_host.link import Link
+from mcpl_host.link import Link, Slot, native_event_type, slot_waiter_type
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport, _PipeWriter
 
 from .conftest import FIXTURES
@@ -107,6 +109,30 @@ async def test_after_the_writers_turn_an_idle_link_writes_at_once_again() -> Non
         await anyio.wait_all_tasks_blocked()  # the writer has had its turn, and waits
         link.send(b"two\n")
         assert transport.now == [b"one\n", b"two\n"] and transport.sent == []
+
+
+async def test_after_two_answers_read_in_one_turn_the_next_message_waits_for_the_writer() -> None:
+    # The tasks two answers wake send together: one write takes all they send. After one
+    # answer, the next message (the usual sequential request) still goes at once, and the
+    # count starts again at each turn of the writer.
+    transport, lost = ScriptedTransport(), []
+    link = make_link(transport, lost)
+    async with writing(link):
+        link.answered()
+        link.send(b"one\n")
+        assert transport.now == [b"one\n"]
+        await anyio.wait_all_tasks_blocked()  # the writer's turn
+        link.answered()
+        link.answered()
+        link.send(b"two\n")
+        link.send(b"three\n")
+        assert transport.now == [b"one\n"] and link.queued_bytes == len(b"two\nthree\n")
+        await transport.sent_event.wait()
+        assert transport.sent == [b"two\nthree\n"]
+        await anyio.wait_all_tasks_blocked()
+        link.answered()
+        link.send(b"four\n")
+        assert transport.now == [b"one\n", b"four\n"]
 
 
 async def test_a_partial_immediate_write_leaves_the_rest_first_in_the_queue() -> None:
@@ -233,3 +259,63 @@ async def test_over_a_real_pipe_every_line_reaches_the_server_once_whole_and_in_
                     link.close()  # the writer is shielded: nothing else stops it
     assert lost == []
     assert got == sent
+
+
+# -- the backend's own events -------------------------------------------------------------------
+
+
+async def test_the_connections_events_are_the_running_backends_own_and_anyio_cancels_their_wait(
+    anyio_backend_name: str,
+) -> None:
+    make = native_event_type()
+    assert make.__module__.split(".")[0] == anyio_backend_name  # asyncio.Event or trio.Event
+    slot = Slot(event=make())
+    scope = anyio.CancelScope()
+
+    async def wait() -> None:
+        with scope:
+            await slot.event.wait()
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()  # waiting, and nobody answers
+            scope.cancel()
+    assert scope.cancelled_caught
+    slot.settle(Response(1, {"ok": True}, None, False, False))
+    with anyio.fail_after(TIMEOUT):
+        await slot.event.wait()
+    assert slot.outcome() == {"ok": True}
+
+
+def test_outside_a_run_the_event_type_is_anyios() -> None:
+    assert native_event_type() is anyio.Event
+
+
+async def test_a_slots_waiter_is_set_once_and_its_cancelled_wait_leaves_set_harmless(
+    anyio_backend_name: str,
+) -> None:
+    make = slot_waiter_type(native_event_type())
+    assert make.__name__ == {"asyncio": "FutureWaiter", "trio": "TrioWaiter"}[anyio_backend_name]
+    early = make()
+    early.set()
+    early.set()  # a second answer (or a failure after the answer) changes nothing
+    assert early.is_set()
+    with anyio.fail_after(TIMEOUT):
+        await early.wait()  # set before the wait: returns
+    waiter = make()
+    scope = anyio.CancelScope()
+
+    async def wait() -> None:
+        with scope:
+            await waiter.wait()
+
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught
+    waiter.set()  # the answer read after its requester gave up: no error, no task woken
+    await anyio.lowlevel.checkpoint()
+    await anyio.wait_all_tasks_blocked()

@@ -314,3 +314,90 @@ def test_dedupe_never_exceeds_bound(events: list[tuple[int, float]]) -> None:
             dedupe.remember(str(event_id), {"id": event_id}, now)
         assert dedupe.check(str(event_id), now) == {"id": event_id}
         assert len(dedupe) <= 5
+
+
+class _ReferenceWindow:
+    """The window's rules written plainly: every call first forgets every entry
+    ``ttl`` old or older (scanning from the oldest inserted), as the window did before it
+    kept ``_oldest`` to skip that scan."""
+
+    def __init__(self, max_entries: int, ttl: float) -> None:
+        self.max_entries, self.ttl = max_entries, ttl
+        self.entries: dict[str, tuple[float, Any]] = {}
+
+    def expire(self, now: float) -> None:
+        for key, (stored_at, _) in list(self.entries.items()):
+            if now - stored_at < self.ttl:
+                break
+            del self.entries[key]
+
+    def check(self, key: str, now: float) -> Any:
+        self.expire(now)
+        entry = self.entries.get(key)
+        return None if entry is None else entry[1]
+
+    def claim(self, key: str, marker: Any, now: float) -> Any:
+        self.expire(now)
+        if key in self.entries:
+            return self.entries[key][1]
+        self.entries[key] = (now, marker)
+        if len(self.entries) > self.max_entries:
+            del self.entries[next(iter(self.entries))]
+        return None
+
+    def remember(self, key: str, result: Any, now: float) -> None:
+        self.expire(now)
+        self.entries.pop(key, None)
+        self.entries[key] = (now, result)
+        while len(self.entries) > self.max_entries:
+            del self.entries[next(iter(self.entries))]
+
+    def replace(self, key: str, old: Any, new: Any) -> bool:
+        entry = self.entries.get(key)
+        if entry is None or entry[1] is not old:
+            return False
+        if new is None:
+            del self.entries[key]
+        else:
+            self.entries[key] = (entry[0], new)
+        return True
+
+
+_OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["check", "claim", "remember", "forget", "settle"]),
+        st.integers(0, 6),
+        st.sampled_from([0.0, 0.0, 0.5, 3.0, 9.9, 10.0, 25.0]),
+    ),
+    max_size=80,
+)
+
+
+@given(_OPERATIONS)
+def test_the_window_expires_and_evicts_as_its_plain_rules_say(
+    operations: list[tuple[str, int, float]],
+) -> None:
+    # Whatever entries the bound evicted, a replace forgot or a remember moved, an entry is
+    # forgotten at ttl exactly as a scan at every call would forget it.
+    window, reference = EventDeduplicator(max_entries=4, ttl_seconds=10), _ReferenceWindow(4, 10)
+    now, serial = 0.0, 0
+    for operation, number, step in operations:
+        now += step
+        key = f"e{number}"
+        if operation == "check":
+            assert window.check(key, now) == reference.check(key, now)
+        elif operation == "claim":
+            serial += 1
+            marker = f"m{serial}"  # one object: replace() tells markers by identity
+            assert window.claim(key, marker, now) == reference.claim(key, marker, now)
+        elif operation == "remember":
+            serial += 1
+            result = f"r{serial}"
+            window.remember(key, result, now)
+            reference.remember(key, result, now)
+        else:
+            held = reference.entries.get(key)
+            old = held[1] if held is not None else "none"
+            new = None if operation == "forget" else f"s{serial}"
+            assert window.replace(key, old, new) == reference.replace(key, old, new)
+        assert len(window) == len(reference.entries)

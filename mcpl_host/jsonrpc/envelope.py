@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Any, Final, NamedTuple, Protocol, TypeAlias, TypeVar, cast
 
 from mcpl_host.jsonrpc.errors import ErrorCode
 from mcpl_host.jsonrpc.values import JSONObject, is_array, is_object
@@ -154,6 +154,17 @@ class Unrelated:
 
 Envelope: TypeAlias = "Request | Notification | Response | Invalid | Unrelated"
 
+_T = TypeVar("_T", bound=tuple[Any, ...])
+
+
+class _TupleNew(Protocol):
+    def __call__(self, cls: type[_T], items: tuple[Any, ...], /) -> _T: ...
+
+
+#: ``tuple.__new__``: builds a named tuple without its constructor, a Python function that
+#: costs twice as much (``Request`` and ``RequestReceived`` are made for nearly every line).
+tuple_new = cast("_TupleNew", tuple.__new__)  # pyright: ignore[reportUnknownMemberType]
+
 
 def classify(value: object) -> Envelope:
     """Classify one parsed JSON value (docs/protocol.md E1-E8). Pure; never raises.
@@ -173,7 +184,7 @@ def classify(value: object) -> Envelope:
         # E2: an id and no method is a response, whatever the id's value.
         if "id" in value:
             if "error" not in value:  # the common answer, built at once (_response otherwise)
-                return Response(value["id"], value.get("result"), None, False, False)
+                return tuple_new(Response, (value["id"], value.get("result"), None, False, False))
             return _response(value, value["id"])
         # E3: an error naming no request, only with "jsonrpc": "2.0".
         if "error" in value and value.get("jsonrpc") == "2.0":
@@ -186,7 +197,13 @@ def classify(value: object) -> Envelope:
     method_ok = isinstance(method, str)
     has_id = "id" in value
     id_value = value.get("id")
-    id_ok = (not has_id) or id_value is None or isinstance(id_value, str) or is_number(id_value)
+    id_ok = (
+        (not has_id)
+        or type(id_value) is int  # the usual id, told first (a bool is no int here)
+        or id_value is None
+        or isinstance(id_value, str)
+        or is_number(id_value)
+    )
 
     # E5: invalid request; A2-A3 build its answer.
     if not (method_ok and id_ok):
@@ -202,9 +219,10 @@ def classify(value: object) -> Envelope:
             message="Invalid Request: " + "; ".join(faults),
         )
 
-    # E6 (and E8: jsonrpc is not checked, params left to the handler).
+    # E6 (and E8: jsonrpc is not checked, params left to the handler). Built as a tuple: a
+    # named tuple's own constructor is a Python function, twice the cost.
     if has_id:
-        return Request(id_value, method, value.get("params"))
+        return tuple_new(Request, (id_value, method, value.get("params")))
     return Notification(method=method, params=value.get("params"))
 
 

@@ -39,6 +39,7 @@ from mcpl_host.jsonrpc.envelope import (
     Response,
     Unrelated,
     classify,
+    tuple_new,
 )
 from mcpl_host.jsonrpc.errors import LocalProtocolError
 from mcpl_host.jsonrpc.framing import JSONTooDeep, LineTooLong, dumps_message, loads_line, peek_envelope
@@ -324,8 +325,10 @@ class Session:
             if type(message.id) is int:
                 pending = self._pending.pop(message.id, None)
                 if pending is not None:
-                    return ResponseSettled(pending, message)
+                    return tuple_new(ResponseSettled, (pending, message))  # as RequestReceived
             return self._route_response(message, self.phase is not _OPERATING)
+        if type(message) is Request and self.phase is _OPERATING:  # the usual server request
+            return tuple_new(RequestReceived, (message,))  # a named tuple, without its Python __new__
         return self._route(message, line)
 
     def receive_too_long(self, item: LineTooLong) -> list[SessionEvent]:

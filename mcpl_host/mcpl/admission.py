@@ -192,16 +192,18 @@ Admission = Admitted | Held | Refused
 _ADMITTED = Admitted()
 
 
+#: Each gated method's paths, as ``required_capabilities`` gives them (made once).
+_GATE_PATHS: dict[str, tuple[str, ...]] = {method: (gate,) for method, gate in INBOUND_GATES.items()}
+_STREAMING_PATHS = (INBOUND_GATES["inference/request"], "inferenceRequest.streaming")
+
+
 def required_capabilities(method: str, params: object) -> tuple[str, ...]:
     """The capability paths ``method`` needs with these ``params`` (empty: ungated)."""
     if method in INPUT_METHODS:  # RFC-009 §2.2: both, neither grants the other
         return INPUT_STREAM_PATHS
-    gate = INBOUND_GATES.get(method)
-    if gate is None:
-        return ()
     if method == "inference/request" and is_object(params) and params.get("stream") is True:
-        return (gate, "inferenceRequest.streaming")
-    return (gate,)
+        return _STREAMING_PATHS
+    return _GATE_PATHS.get(method, ())
 
 
 def denial_reason(path: str, view: AdmissionView) -> DenialReason:

@@ -31,6 +31,7 @@ Rules (MCPL §9.2-§9.4, §16; docs/protocol.md, "Push idempotency"):
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -194,9 +195,13 @@ class EventDeduplicator:
     (any value but None); remembering an id again replaces its result and restarts its age,
     so a caller may store an in-flight marker first and the final result later. At most
     ``max_entries`` ids are kept; the oldest inserted goes first. ``now`` must not go back.
+
+    Entries are kept in insertion order, so their times never decrease along it; ``_oldest``
+    is a time no later than the first entry's (``math.inf`` while there is none), so a call
+    whose ``now`` is within ``ttl_seconds`` of it looks at no entry to expire them.
     """
 
-    __slots__ = ("_entries", "max_entries", "ttl_seconds")
+    __slots__ = ("_entries", "_oldest", "max_entries", "ttl_seconds")
 
     def __init__(
         self,
@@ -210,13 +215,25 @@ class EventDeduplicator:
         self.max_entries = max_entries
         self.ttl_seconds = ttl_seconds
         self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+        self._oldest = math.inf
 
     def _expire(self, now: float) -> None:
-        while self._entries:
-            stored_at, _ = next(iter(self._entries.values()))
+        """Forget every entry ``ttl_seconds`` old or older at ``now``."""
+        if now - self._oldest < self.ttl_seconds:  # not even the first entry can be
+            return
+        entries = self._entries
+        while entries:
+            stored_at, _ = next(iter(entries.values()))
             if now - stored_at < self.ttl_seconds:
-                break
-            self._entries.popitem(last=False)
+                self._oldest = stored_at
+                return
+            entries.popitem(False)
+        self._oldest = math.inf
+
+    def _stored(self, now: float) -> None:
+        """An entry was stored at ``now`` (at the end)."""
+        if now < self._oldest:
+            self._oldest = now
 
     def check(self, event_id: str, now: float) -> Any | None:
         """The original result for a duplicate ``event_id``, or None for a new one."""
@@ -228,16 +245,18 @@ class EventDeduplicator:
         """``check`` and, for a new ``event_id``, ``remember(event_id, marker, now)`` in one
         step: what is remembered for a duplicate, or None once ``marker`` is stored."""
         entries = self._entries
-        if entries:
+        if now - self._oldest >= self.ttl_seconds:  # (``_expire``'s own first test, inlined)
             self._expire(now)
-            entry = entries.get(event_id)
-            if entry is not None:
-                return entry[1]
+        entry = entries.get(event_id)
+        if entry is not None:
+            return entry[1]
         if marker is None:
             raise ValueError("a remembered result must not be None (check() uses None for 'new')")
         entries[event_id] = (now, marker)
+        if now < self._oldest:  # (``_stored``, inlined)
+            self._oldest = now
         if len(entries) > self.max_entries:
-            entries.popitem(last=False)
+            entries.popitem(False)  # the oldest
         return None
 
     def remember(self, event_id: str, result: object, now: float) -> None:
@@ -247,6 +266,7 @@ class EventDeduplicator:
         self._expire(now)
         self._entries.pop(event_id, None)
         self._entries[event_id] = (now, result)
+        self._stored(now)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
 

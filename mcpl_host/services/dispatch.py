@@ -10,7 +10,8 @@ Rules:
     ``Limits.refusals_logged``); a declaration mismatch is logged too;
   - ``Admitted``: its compatibility notes are logged, each once per server (the server's
     ``NoteLedger``), and the job of the service that serves the method is returned:
-    ``push/event`` (``PushService``), ``inference/request`` and ``model/info``
+    ``push/event`` (``PushService``; an ``inbound.EagerJob``, which the pool may answer at
+    once: ``PushService.answer_now``), ``inference/request`` and ``model/info``
     (``InferenceService``), ``channels/*`` (``ChannelService``), ``state/*``
     (``StateService``), ``tools/observe`` (``ObserveFilters``, RFC-007 §6), ``roots/list``, ``sampling/createMessage`` and
     ``elicitation/create`` the ``ClientFeatureService`` when the application serves that
@@ -46,7 +47,7 @@ import anyio
 
 from mcpl_host.client_features import CLIENT_FEATURE_METHODS, ClientFeatureService, reported_answer
 from mcpl_host.handlers import HostHandlers, RequestContext
-from mcpl_host.inbound import BackgroundJob, InboundJob
+from mcpl_host.inbound import BackgroundJob, EagerJob, InboundJob
 from mcpl_host.json_size import json_size
 from mcpl_host.jsonrpc.envelope import Request, Response
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
@@ -138,7 +139,7 @@ class InboundDispatcher:
         self._view = view
         self._handlers = handlers
         self._reporter = reporter
-        self._push_job = _service_job(push.serve, name, transport)
+        self._push_job = EagerJob(push.answer_now, _service_job(push.serve, name, transport))
         self._inference_job = _service_job(inference.serve, name, transport)
         self._channels = channels
         self._state = state

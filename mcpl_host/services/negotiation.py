@@ -63,7 +63,7 @@ class Requester(Protocol):
     @property
     def name(self) -> str: ...
 
-    async def request(
+    def request(
         self,
         method: str,
         params: object = None,
@@ -71,7 +71,7 @@ class Requester(Protocol):
         timeout: Timeout = ...,
         progress: ProgressCallback | None = None,
         on_answer: AnswerHook | None = None,
-    ) -> Any: ...
+    ) -> Awaitable[Any]: ...
 
     def notify_nowait(self, method: str, params: object = None) -> None: ...
 

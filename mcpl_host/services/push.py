@@ -20,6 +20,15 @@ Rules:
   ``Limits.max_remembered_event_ids`` entries) holds nothing the garbage collector walks.
 - A handler result of the wrong shape is the application's bug: ``-32603`` on the wire, the
   problems in a log line. ``accepted: false`` without a reason gets ``GENERIC_REFUSAL``.
+- **Answered at once** (``answer_now``, called in the read loop): while the application's
+  ``push_event`` is ``HostHandlers``' own (it accepts every event and looks at nothing),
+  no observer watches and no event inbox takes the pushes (with telemetry on, the
+  dispatcher's job is a traced one, never answered at once), a new event's result is
+  ``{"accepted": true}`` without a coroutine, a ``RequestContext``, the handler's copy of
+  the params or their model-visible form (whose references nobody could see; no record is
+  registered for them: docs/protocol.md, "Push idempotency"). De-duplication is the
+  same (``_claim``): a duplicate gets the result remembered; only a duplicate of an event
+  still in flight is left to ``serve`` (it waits for that event's result).
 """
 
 from __future__ import annotations
@@ -33,6 +42,8 @@ import anyio
 import orjson
 
 from mcpl_host.handlers import HostHandlers, RequestContext
+from mcpl_host.inbound import LATER
+from mcpl_host.jsonrpc.envelope import Request
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 from mcpl_host.limits import DEFAULT_MAX_TAGS
@@ -86,6 +97,10 @@ def _recalled(kept: bytes | dict[str, Any]) -> JSONObject:
 #: Numbers the push services (one per transport), for ``_InFlight.service`` and the results.
 _SERIALS = itertools.count(1)
 
+#: The default handler's result (``HostHandlers.push_event``), and as the window keeps it.
+_ACCEPTED: JSONObject = {"accepted": True}
+_ACCEPTED_KEPT = orjson.dumps(_ACCEPTED)
+
 
 class _InFlight:
     """A push still being handled. ``done`` is made only when a duplicate arrives meanwhile
@@ -136,6 +151,53 @@ class PushService:
         # Who handled a remembered push, as a number: an entry of numbers and bytes is no
         # work for the garbage collector (a flood keeps up to 1024 of them).
         self._serial = next(_SERIALS)
+        # The application's handler is HostHandlers' own, read once (module rules, "Answered
+        # at once"); an override on the instance counts as the application's too.
+        self._default_handler = getattr(handlers.push_event, "__func__", None) is HostHandlers.push_event
+
+    def answer_now(self, request: Request) -> Any:
+        """The result of an admitted ``push/event`` ``request``, answered in the read loop
+        (module rules, "Answered at once"): ``{"accepted": true}``, or the result
+        remembered for a duplicate; ``LATER`` when it must be served as a job (``serve``):
+        the handler is the application's, an observer or an event inbox is there, or a
+        duplicate is in flight. Never raises, never waits."""
+        if not self._default_handler or self._inbox is not None or self._reporter.observer is not None:
+            return LATER
+        params = request.params
+        event_id = params["eventId"]
+        fingerprint = event_fingerprint(params)
+        kept = (fingerprint, self._serial, _ACCEPTED_KEPT)
+        seen = self._claim(event_id, fingerprint, kept, time.monotonic())
+        if seen is None:
+            if "tags" in params:
+                self._closed_tags(params["tags"])
+            return dict(_ACCEPTED)
+        if isinstance(seen, _InFlight):
+            return LATER
+        return seen
+
+    def _claim(
+        self, event_id: str, fingerprint: int, marker: object, now: float
+    ) -> JSONObject | _InFlight | None:
+        """De-duplication (module rules): None once ``marker`` is stored for ``event_id``
+        (a new event, or a restarted server's reused id, logged); the result remembered for
+        a duplicate (a new dict); or the ``_InFlight`` marker of the event still in flight
+        that it duplicates (wait for it, then claim again)."""
+        dedupe = self._dedupe
+        seen = dedupe.claim(event_id, marker, now)  # None: the marker is stored, ours
+        if seen is None:
+            return None
+        if isinstance(seen, _InFlight):
+            if seen.service == self._serial or seen.fingerprint == fingerprint:
+                return seen
+        else:
+            remembered_fingerprint, service, original = seen
+            if service == self._serial or remembered_fingerprint == fingerprint:
+                return _recalled(original)  # §9.4: a duplicate gets the original result
+        # From an earlier transport with other params: a restarted server reusing the id.
+        self._reused(event_id)
+        dedupe.remember(event_id, marker, now)
+        return None
 
     async def serve(self, context: RequestContext, params: dict[str, Any]) -> JSONObject:
         """The result of an admitted ``push/event``; raises ``HandlerError``.
@@ -158,25 +220,12 @@ class PushService:
         event_id, dedupe = params["eventId"], self._dedupe
         fingerprint = event_fingerprint(params)
         marker = _InFlight(fingerprint, self._serial)
-        now = time.monotonic()
-        while True:
-            seen = dedupe.claim(event_id, marker, now)  # None: the marker is stored, ours
-            if seen is None:
-                break
-            if isinstance(seen, _InFlight):
-                if seen.service != self._serial and seen.fingerprint != fingerprint:
-                    self._reused(event_id)
-                    dedupe.remember(event_id, marker, now)
-                    break
-                await seen.wait()  # then look again: its result, or handle it anew
-                now = time.monotonic()
-                continue
-            remembered_fingerprint, service, original = seen
-            if service != self._serial and remembered_fingerprint != fingerprint:
-                self._reused(event_id)
-                dedupe.remember(event_id, marker, now)
-                break
-            return _recalled(original)  # §9.4: a duplicate gets the original result
+        seen = self._claim(event_id, fingerprint, marker, time.monotonic())
+        while seen is not None:
+            if not isinstance(seen, _InFlight):
+                return seen
+            await seen.wait()  # then look again: its result, or handle it anew
+            seen = self._claim(event_id, fingerprint, marker, time.monotonic())
         answered: dict[str, Any] | None = None  # set once the handler has answered
         event = self._event(params)
         model_content = event.get(MODEL_CONTENT)
@@ -216,11 +265,16 @@ class PushService:
             feature_set = params.get("featureSet")
             event[MODEL_CONTENT] = self._content_view.model_content(content, f"push event of {feature_set}")
         if "tags" in params:
-            closure = read_tags(params["tags"], max_tags=self._max_tags)  # never authority
-            event["tags"] = closure.tags
-            if closure.problems:  # one line, at most Limits.max_tags + 1 problems
-                self._log.debug("push/event tag problems", problems=closure.problems)
+            event["tags"] = self._closed_tags(params["tags"])
         return event
+
+    def _closed_tags(self, tags: object) -> list[str]:
+        """The core closure of ``tags`` (never authority), its problems logged (one line,
+        at most ``Limits.max_tags`` + 1 problems)."""
+        closure = read_tags(tags, max_tags=self._max_tags)
+        if closure.problems:
+            self._log.debug("push/event tag problems", problems=closure.problems)
+        return closure.tags
 
     def _checked(self, raw: object) -> JSONObject:
         """The handler's result as answered (module rules); raises ``HandlerError``."""
