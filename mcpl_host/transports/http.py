@@ -467,6 +467,14 @@ class StreamableHTTPTransport:
 
     # --- a new session after the server ended one (module rules) ---------------------------
 
+    def _ends_session(self, session: str | None, status: int, body: str) -> bool:
+        """Whether an answer (``status``, the start of ``body``) to a message that carried
+        ``session`` (None: none) ends it and starts a new one (``says_session_ended``;
+        never with ``limits.max_session_renewals`` 0)."""
+        return (
+            session is not None and self._limits.max_session_renewals > 0 and says_session_ended(status, body)
+        )
+
     async def _session_ready(self) -> None:
         """Wait while a new session is being opened. Raises ``ConnectionLost`` when opening
         it failed (the transport is lost)."""
@@ -555,16 +563,9 @@ class StreamableHTTPTransport:
         self._session_id = session
         if self._initialized_line is not None:
             what = "the POST of notifications/initialized"
-            try:
-                response = await self._open(
-                    "POST", what, self._headers(ACCEPT_POST, json_body=True), self._initialized_line
-                )
-            except Unreachable as exc:
-                return str(exc)
-            status = response.status_code
-            await response.aclose()
-            if not 200 <= status < 300:
-                return f"it refused notifications/initialized (HTTP {status})"
+            refused, refusal, _ = await self._post_message_once(self._initialized_line, what)
+            if refused is not None:
+                return refusal
         return None
 
     async def _renewal_answer(self, response: httpx.Response, request_id: str) -> object:
@@ -722,11 +723,7 @@ class StreamableHTTPTransport:
             if kind == "response" and id_key(answer_id) == key and not (status == 404 and had_session):
                 await self._inbox.put(body.encode("utf-8"))
                 return False
-            if (
-                session is not None
-                and self._limits.max_session_renewals > 0
-                and says_session_ended(status, body)
-            ):
+            if self._ends_session(session, status, body):
                 raise _SessionEnded(session)
             message = self._refusal(response, what, body, had_session=had_session)
             if fall_back and status in FALLBACK_STATUSES:
@@ -763,11 +760,7 @@ class StreamableHTTPTransport:
             status, message, body = await self._post_message_once(line, what)
             if status is None:
                 return
-            if (
-                session is not None
-                and self._limits.max_session_renewals > 0
-                and says_session_ended(status, body)
-            ):
+            if self._ends_session(session, status, body):
                 await self._renew(session)
                 if after_session_ended(kind, method) == "resend":
                     continue
@@ -964,7 +957,7 @@ class StreamableHTTPTransport:
         if status == 200:
             shown = log_value(kind or "none", self._redactor, max_units=80)
             return f"the server at {self._shown} answered {what} with Content-Type {shown}"
-        if session is not None and self._limits.max_session_renewals > 0 and says_session_ended(status, body):
+        if self._ends_session(session, status, body):
             raise _SessionEnded(session)
         message = self._refusal(response, what, body, had_session=session is not None)
         if (status == 404 and session is not None) or status in (401, 403) or 300 <= status < 400:
