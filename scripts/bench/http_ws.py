@@ -39,9 +39,9 @@ from typing import Any, Literal
 
 import anyio
 
-from bench.drivers import ClientKind, ToolOutcome
+from bench.drivers import ClientKind, ToolOutcome, _outcome
 from bench.measure import MIB, percentile, run_in_flight
-from bench.report import Results, Row, figure_table
+from bench.report import Results, Row, _number, figure_table
 
 __all__ = [
     "MODES",
@@ -144,14 +144,6 @@ class NetDriver:
     ping: Callable[[], Awaitable[object]]
     call_tool: Callable[[str, dict[str, Any]], Awaitable[ToolOutcome]]
     tally: Tally
-
-
-def _outcome(content: Any, structured: Any) -> ToolOutcome:
-    try:
-        text = content[0]["text"]
-    except (IndexError, KeyError, TypeError):
-        text = None
-    return ToolOutcome(len(text) if isinstance(text, str) else 0, structured)
 
 
 @asynccontextmanager
@@ -446,17 +438,6 @@ def targets_of(mode: Mode, settings: NetSettings) -> list[NetTarget]:
     big = f"{mode}: one {settings.big_mib} MiB result"
     targets.append(NetTarget(big, f"{mode}/big-{settings.big_mib}", "ms", "floor", "<=", 1.5, " ms"))
     return targets
-
-
-def _number(value: float) -> str:
-    size = abs(value)
-    if size >= 1000:
-        return f"{value:,.0f}"
-    if size >= 100:
-        return f"{value:.0f}"
-    if size >= 10:
-        return f"{value:.1f}"
-    return f"{value:.2f}"
 
 
 def target_table(
