@@ -19,7 +19,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from bench.drivers import CLIENTS, ClientKind, open_client, sdk_available  # noqa: E402
-from bench.measure import Settings, measure_big_line, measure_flood, measure_in_flight  # noqa: E402
+from bench.measure import Settings, measure_big_line, measure_flood, measure_in_flight, run_in_flight  # noqa: E402
+from bench.report import tally  # noqa: E402
 from bench.run import main  # noqa: E402
 from bench.server import build_echo_server  # noqa: E402
 
@@ -89,3 +90,46 @@ def test_the_report_renders(capsys: pytest.CaptureFixture[str]) -> None:
     assert "| sequential ping, median (µs) |" in report
     assert "mcpl-host (trio)" in report
     assert "- CPU: not pinned" in report
+
+
+@pytest.mark.anyio
+async def test_pings_in_flight_stop_starting_after_their_seconds() -> None:
+    calls = 0
+    release = anyio.Event()
+
+    async def call() -> None:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+
+    async def run() -> list[float]:
+        return await run_in_flight(call, 1000, 4, seconds=0.0)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            latencies: list[list[float]] = []
+
+            async def measure() -> None:
+                latencies.append(await run())
+
+            tg.start_soon(measure)
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+    # Each of the four tasks made its one call and started no other past the deadline.
+    assert calls == 4 and len(latencies[0]) == 4
+
+
+def test_the_tally_counts_each_target_row_by_its_verdict() -> None:
+    table = "\n".join(
+        [
+            "| measure | ours | target | met |",
+            "|---|---|---|---|",
+            "| a | 1 | <= 2x | **yes** |",
+            "| b | 3 | <= 2x | no |",
+            "| c | 1 / 3 | <= 2x | partly (yes / no) |",
+            "| d | n/a | <= 2x | not measured |",
+            "| e | n/a | <= 2x | partly measured (n/a / yes) |",
+            "| f | 120 KiB | stated | - |",
+        ]
+    )
+    assert tally([table]) == "5 targets: 1 met, 1 partly met, 1 not met, 2 not measured."

@@ -49,6 +49,7 @@ __all__ = [
     "base_tree",
     "child",
     "fleet_report",
+    "fleet_targets",
     "measure_fleet_floor",
     "measure_fleet_host",
     "raise_fd_limit",
@@ -65,13 +66,13 @@ class FleetSettings:
     seconds one measurement may take before it is recorded as failed."""
 
     counts: tuple[int, ...] = (200, 1000)
-    reps: int = 5
+    reps: int = 3
     events_each: int = 20
     timeout_seconds: float = 300.0
 
 
-#: ``--quick``: 200 servers only, 2 repetitions.
-FLEET_QUICK = FleetSettings(counts=(200,), reps=2, events_each=10, timeout_seconds=60.0)
+#: ``--quick``: 200 servers only, once.
+FLEET_QUICK = FleetSettings(counts=(200,), reps=1, events_each=10, timeout_seconds=60.0)
 
 
 def raise_fd_limit() -> tuple[int, int, int]:
@@ -381,13 +382,12 @@ def _met(verdicts: list[bool | None]) -> str:
     return "no"
 
 
-def fleet_report(
+def fleet_targets(
     results: Results, backends: Sequence[str], settings: FleetSettings, limits: str
 ) -> list[str]:
-    """The fleet's Markdown: the targets per size (each cell: the backends in order), then
-    every figure's min / **median** / max."""
+    """The fleet's targets per size, in Markdown (each cell: the backends in order)."""
     out = [
-        f"## Fleet: one Host, many stdio servers (scripts/bench/fleet.py; {settings.reps} repetitions, "
+        f"### Fleet: one Host, many stdio servers ({settings.reps} repetitions, "
         f"{settings.events_each} push/event per server in the burst)",
         "",
         f"- {limits}",
@@ -432,6 +432,14 @@ def fleet_report(
         out.append(
             f"| close all {count}, no process left | {' / '.join(cells)} | <= 1 s, 0 left | {_met(verdicts)} |"
         )
+    return out + [""]
+
+
+def fleet_report(results: Results, backends: Sequence[str], settings: FleetSettings) -> list[str]:
+    """Every fleet figure's min / **median** / max, in Markdown."""
+    out = [
+        f"## Fleet: every figure (scripts/bench/fleet.py; {settings.reps} repetitions)",
+    ]
     out += ["", "| figure | " + " | ".join(backends) + " |", "|---|" + "---|" * len(backends)]
     metrics = [
         ("ready_s", "ready (s)"),

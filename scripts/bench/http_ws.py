@@ -49,6 +49,7 @@ __all__ = [
     "NetSettings",
     "ServerProcess",
     "net_report",
+    "net_targets",
     "run_network",
 ]
 
@@ -63,19 +64,27 @@ SERVER_SCRIPT = Path(__file__).resolve().with_name("http_server.py")
 class NetSettings:
     """What the network measurements do. Counts are requests or notifications."""
 
-    reps: int = 5
+    reps: int = 3
     warmup: int = 100
     requests: int = 1000
     in_flight: tuple[int, ...] = (1, 16, 100)
     notifications: int = 5000
     big_mib: int = 32
+    #: Seconds after which a measurement of pings in flight starts no more pings.
+    cell_seconds: float = 1.0
     #: Seconds one measurement may take before it is recorded as failed.
     cell_timeout_seconds: float = 180.0
 
 
 #: ``--quick``: the same measurements, small: under a minute for the three modes.
 NET_QUICK = NetSettings(
-    reps=2, warmup=20, requests=100, notifications=1000, big_mib=8, cell_timeout_seconds=30.0
+    reps=1,
+    warmup=20,
+    requests=200,
+    notifications=1000,
+    big_mib=8,
+    cell_seconds=0.25,
+    cell_timeout_seconds=30.0,
 )
 
 
@@ -242,12 +251,13 @@ def open_net_client(kind: ClientKind, mode: Mode, url: str) -> AbstractAsyncCont
 async def measure_in_flight(
     driver: NetDriver, server: ServerProcess, settings: NetSettings, in_flight: int
 ) -> dict[str, float]:
-    """``requests`` pings with ``in_flight`` outstanding (closed loop): requests per second,
-    latency median and p99, the client's and the server's CPU per request."""
+    """``requests`` pings with ``in_flight`` outstanding (closed loop), or as many as
+    ``cell_seconds`` allow: requests per second, latency median and p99, the client's and
+    the server's CPU per request."""
     await run_in_flight(driver.ping, max(settings.warmup, in_flight), in_flight)
     served = server.cpu_seconds()
     cpu, wall = time.process_time(), time.perf_counter()
-    latencies = await run_in_flight(driver.ping, settings.requests, in_flight)
+    latencies = await run_in_flight(driver.ping, settings.requests, in_flight, settings.cell_seconds)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     served = server.cpu_seconds() - served
     latencies.sort()
@@ -383,7 +393,7 @@ def rows_of(mode: Mode, settings: NetSettings) -> list[Row]:
     """The rows of one mode's figure table, in reading order."""
     rows: list[Row] = []
     for width in settings.in_flight:
-        name = f"{settings.requests:,} pings, {width} in flight"
+        name = f"up to {settings.requests:,} pings, {width} in flight"
         measure = f"{mode}/inflight-{width}"
         rows += [
             Row(measure, "req_per_s", f"{name}: req/s"),
@@ -487,6 +497,21 @@ def target_table(
     return "\n".join(lines)
 
 
+def net_targets(
+    results: Results, sections: Sequence[str], backends: Sequence[str], settings: NetSettings | None
+) -> list[str]:
+    """The Markdown lines of the network targets (none when no mode ran)."""
+    if settings is None:
+        return []
+    modes = [mode for mode in MODES if mode in sections]
+    return [
+        "### Streamable HTTP and WebSocket (ratios of mcpl-host's median to the other client's)",
+        "",
+        target_table(results, modes, backends, settings),
+        "",
+    ]
+
+
 def net_report(
     results: Results,
     sections: Sequence[str],
@@ -494,7 +519,7 @@ def net_report(
     clients: Sequence[ClientKind],
     settings: NetSettings | None,
 ) -> list[str]:
-    """The Markdown lines of the network measurements (none when none ran)."""
+    """The Markdown lines of the network measurements' figures (none when none ran)."""
     if settings is None:
         return []
     modes = [mode for mode in MODES if mode in sections]
@@ -503,11 +528,9 @@ def net_report(
         "",
         f"- {settings.reps} repetitions; each measurement a fresh session on the loopback server "
         "of `scripts/bench/http_server.py` (one process per repetition and backend)",
+        f"- pings in flight: up to {settings.requests:,}, no new one started after "
+        f"{settings.cell_seconds:g} s",
         "- the SDK has no WebSocket client: n/a in `ws`",
-        "",
-        "### Targets (ratios of mcpl-host's median to the other client's)",
-        "",
-        target_table(results, modes, backends, settings),
         "",
     ]
     for mode in modes:

@@ -32,7 +32,7 @@ from bench.child import IMPORTS, PACKAGE_IMPORT, import_profile, run_idle, run_i
 from bench.drivers import CLIENTS, ClientKind, Driver, open_client, sdk_available
 from bench.fleet import FLEET_QUICK, FleetSettings
 from bench.framing import measure_framing
-from bench.http_ws import MODES, net_report, run_network
+from bench.http_ws import MODES, net_report, net_targets, run_network
 from bench.measure import (
     QUICK,
     Settings,
@@ -41,17 +41,26 @@ from bench.measure import (
     measure_in_flight,
     measure_sequential,
 )
-from bench.report import FRAMING_ROWS, IMPORT_ROWS, NO_BACKEND, Results, figure_table, rows_for, target_table
+from bench.report import (
+    FRAMING_ROWS,
+    IMPORT_ROWS,
+    NO_BACKEND,
+    Results,
+    figure_table,
+    rows_for,
+    tally,
+    target_table,
+)
 from bench.server import build_echo_server
 from bench.telemetry import measure_telemetry, sdk_installed, telemetry_table
 
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTIONS = ("seq", "inflight", "flood", "big", "import", "idle", "framing", "telemetry", "fleet")
-SECTIONS += MODES  # Streamable HTTP (JSON, SSE answers) and WebSocket: bench.http_ws
-#: Run unless ``--only`` names them: the fleet starts 1,000 processes and takes minutes.
-ON_REQUEST = ("fleet",)
+#: The sections over stdio, measured against the SDK and the floor by ``bench.measure``
+#: and ``bench.child``.
+STDIO_SECTIONS = ("seq", "inflight", "flood", "big", "import", "idle", "framing", "telemetry")
+SECTIONS = (*STDIO_SECTIONS, "fleet", *MODES)  # MODES: Streamable HTTP and WebSocket (bench.http_ws)
 
 Cell = tuple[str, Callable[[Driver], Awaitable[dict[str, float]]]]
 
@@ -304,8 +313,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--clients", default=",".join(CLIENTS), help="comma-separated (default: all three)")
     parser.add_argument(
         "--only",
-        default=",".join(s for s in SECTIONS if s not in ON_REQUEST),
-        help=f"comma-separated sections of {SECTIONS} (default: all but {', '.join(ON_REQUEST)})",
+        default=",".join(SECTIONS),
+        help=f"comma-separated sections of {SECTIONS} (default: all)",
     )
     parser.add_argument("--fleet", help="fleet sizes, comma-separated (default 200,1000; --quick: 200)")
     parser.add_argument(
@@ -407,18 +416,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"- load average (1, 5, 15 min): before {load_before}; after {load_after}",
         f"- CPU: {pinning}",
         f"- {settings.reps} repetitions in-process, {settings.process_reps} of each fresh-interpreter "
-        f"measurement; {elapsed:.0f} s in all",
+        f"measurement; pings in flight: up to {settings.requests:,}, no new one started after "
+        f"{settings.cell_seconds:g} s; {elapsed:.0f} s in all",
         "- each figure: min / **median** / max over the repetitions; ratios are of the medians",
         *(f"- {note}" for note in notes),
         "",
     ]
-    if set(sections) - set(ON_REQUEST):
-        out += [
-            "## Targets",
+    stdio = bool(set(sections) & set(STDIO_SECTIONS))
+    targets: list[str] = []
+    if stdio:
+        targets += [
+            "### stdio (ratios of mcpl-host's median to the floor's and the SDK's)",
             "",
             target_table(results, backends, requests=settings.requests, idle=settings.idle_connections),
             "",
         ]
+    targets += net_targets(results, sections, backends, net_settings)
+    if fleet is not None:
+        from bench.fleet import fleet_targets
+
+        targets += fleet_targets(results, backends, fleet, limits)
+    out += ["## Targets", "", tally(targets), "", *targets]
     rows = rows_for(
         settings.requests,
         settings.in_flight,
@@ -426,12 +444,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.big_mib,
         settings.idle_connections,
     )
-    for backend in backends if set(sections) - set(ON_REQUEST) else ():
+    for backend in backends if stdio else ():
         out += [f"## All figures, {backend}", "", figure_table(results, backend, rows, clients), ""]
     if fleet is not None:
         from bench.fleet import fleet_report
 
-        out += fleet_report(results, backends, fleet, limits)
+        out += fleet_report(results, backends, fleet)
     if "telemetry" in sections:
         for backend in backends:
             out += [
