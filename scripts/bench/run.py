@@ -331,7 +331,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="instead: profile mcpl-host (first backend): pings at 100 in flight, a 32 MiB line, a flood",
+        help="instead: profile mcpl-host (first backend): pings at 100 in flight, a 32 MiB line, a "
+        "flood; with --only fleet, a fleet's start-up, burst and close; with --only naming network "
+        "modes only, those",
     )
     return parser
 
@@ -375,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(net_profile_report(sections, backends[0], quick=args.quick))
         return 0
     if args.profile:
-        if fleet is not None:
+        if sections == ["fleet"] and fleet is not None:
             from bench.fleet import profile_fleet
 
             print(profile_fleet(server, backends[0], fleet.counts[0]))
