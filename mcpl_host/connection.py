@@ -78,7 +78,7 @@ from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot, Waiter, native_event_type, slot_waiter_type
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
 from mcpl_host.timer import Timer, due, progress_deadline
-from mcpl_host.transports.base import HasSession, StartsServer, Transport
+from mcpl_host.transports.base import Transport, has_session, starts_server
 
 if TYPE_CHECKING:
     from mcpl_host.telemetry import ClientCall, ConnectionTelemetry
@@ -321,7 +321,7 @@ class Connection:
         ``InitializeError`` when the new transport cannot open."""
         self._holding_loss = False
         stack, link = self._transport_stack, self._link
-        if link is not None and isinstance(link.transport, StartsServer):
+        if link is not None and starts_server(link.transport):
             link.transport.terminate_now()  # a server that closed its output gets no grace
         if stack is not None:
             # Not under a scope of its own: the transport's task group must be the current
@@ -725,7 +725,7 @@ class Connection:
         self.server_info = info
         if self.telemetry is not None:
             transport = link.transport
-            session = transport.session_id if isinstance(transport, HasSession) else None
+            session = transport.session_id if has_session(transport) else None
             self.telemetry.opened(info.protocol_version, session)
         if info.is_stateless:
             self._session.discover_completed()
