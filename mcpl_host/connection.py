@@ -42,6 +42,7 @@ import anyio
 import anyio.abc
 from typing_extensions import TypedDict
 
+from mcpl_host._tasks import LazyEvent
 from mcpl_host.handshake import Noise, ServerInfo, id_text
 from mcpl_host.inbound import BackgroundJob, InboundJob, InboundPool, reader_pauses
 from mcpl_host.jsonrpc.envelope import Request, Response, is_number
@@ -209,6 +210,44 @@ class Connection:
     server goes away on its own (not when we close).
     """
 
+    # Slots, for memory per connection: with more attributes than a shared-key dict holds
+    # (30), each instance had a dict of its own (1.6 KiB).
+    __slots__ = (
+        "_closed",
+        "_deadline",
+        "_dropped",
+        "_ended",
+        "_held_loss",
+        "_holding_loss",
+        "_invalid",
+        "_last_received",
+        "_link",
+        "_log",
+        "_lost",
+        "_new_event",
+        "_new_waiter",
+        "_noise",
+        "_on_lost_hook",
+        "_progress",
+        "_progress_tokens",
+        "_request_timeout",
+        "_session",
+        "_stack",
+        "_task_scope",
+        "_tg",
+        "_timer",
+        "_transport_factory",
+        "_transport_stack",
+        "_unmatched",
+        "inbound",
+        "limits",
+        "name",
+        "pool",
+        "redactor",
+        "server_info",
+        "telemetry",
+    )
+
     def __init__(
         self,
         transport_factory: Callable[[], AbstractAsyncContextManager[Transport]],
@@ -243,7 +282,7 @@ class Connection:
         self._held_loss: ConnectionLost | None = None
         self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, timer, workers, jobs
         self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
-        self._ended: Waiter = anyio.Event()  # the transport has ended, for any reason
+        self._ended: Waiter = LazyEvent()  # the transport has ended, for any reason
         self._link: Link | None = None
         self._lost: ConnectionLost | None = None
         self._closed = False
@@ -330,7 +369,7 @@ class Connection:
         self._session = self._new_session()
         self._lost = None
         self._held_loss = None
-        self._ended = self._new_event()
+        self._ended = LazyEvent(self._new_event)
         self._noise = Noise()
         self._start_link(await self._open_transport())
 
