@@ -5,17 +5,22 @@ The owner closes itself first (its tasks end), then leaves the group. Only a can
 handed to the group, whose scope may own it; any other exception propagates as it is, not
 wrapped in an ExceptionGroup. An owner is entered at most once and closed once: the first
 caller of its close does the work, a later caller waits for it to finish.
+
+``LazyEvent``: a once-only event that makes its backend event only when a task first waits
+on it (memory per connection: most such events are set before anyone waits, or never waited
+on).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 
-__all__ = ["Lifetime", "close_then_leave", "leave_task_group"]
+__all__ = ["LazyEvent", "Lifetime", "Waiter", "close_then_leave", "leave_task_group"]
 
 
 async def leave_task_group(
@@ -49,6 +54,47 @@ async def close_then_leave(
         await leave_task_group(task_group, exc_type, exc, tb)
 
 
+class Waiter(Protocol):
+    """An event: ``anyio.Event``, ``asyncio.Event`` and ``trio.Event`` all are one."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+    def wait(self) -> Awaitable[Any]: ...
+
+
+class LazyEvent:
+    """An event (``Waiter``) whose backend event, ``new_event()``, is made when a task first
+    waits on it, so that an event set before anyone waits, or never waited on, costs no
+    backend event (on asyncio an ``asyncio.Event`` and its deque, about 0.8 KiB; a
+    connection's once-only events are mostly such). It behaves as the event it makes: a
+    wait after ``set()`` is that event's wait once set."""
+
+    __slots__ = ("_event", "_is_set", "_new_event")
+
+    def __init__(self, new_event: Callable[[], Waiter] = anyio.Event) -> None:
+        self._new_event = new_event
+        self._event: Waiter | None = None
+        self._is_set = False
+
+    def set(self) -> None:
+        self._is_set = True
+        if self._event is not None:
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._is_set
+
+    def wait(self) -> Awaitable[Any]:
+        event = self._event
+        if event is None:
+            event = self._event = self._new_event()
+            if self._is_set:
+                event.set()
+        return event.wait()
+
+
 class Lifetime:
     """The life of an object with a task group of its own (a transport): ``entered`` once,
     ``closing`` from the first close on, ``closed`` set when that close is done.
@@ -62,7 +108,7 @@ class Lifetime:
         self._what = what
         self.entered = False
         self.closing = False
-        self.closed = anyio.Event()
+        self.closed = LazyEvent()  # waited on only by a second closer
         self.task_group: anyio.abc.TaskGroup | None = None
 
     def enter(self) -> None:

@@ -42,6 +42,7 @@ import anyio
 import anyio.abc
 from typing_extensions import TypedDict
 
+from mcpl_host._tasks import LazyEvent
 from mcpl_host.handshake import Noise, ServerInfo, id_text
 from mcpl_host.inbound import BackgroundJob, InboundJob, InboundPool, reader_pauses
 from mcpl_host.jsonrpc.envelope import Request, Response, is_number
@@ -78,7 +79,7 @@ from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot, Waiter, native_event_type, slot_waiter_type
 from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
 from mcpl_host.timer import Timer, due, progress_deadline
-from mcpl_host.transports.base import HasSession, StartsServer, Transport
+from mcpl_host.transports.base import Transport, has_session, starts_server
 
 if TYPE_CHECKING:
     from mcpl_host.telemetry import ClientCall, ConnectionTelemetry
@@ -209,6 +210,44 @@ class Connection:
     server goes away on its own (not when we close).
     """
 
+    # Slots, for memory per connection: with more attributes than a shared-key dict holds
+    # (30), each instance had a dict of its own (1.6 KiB).
+    __slots__ = (
+        "_closed",
+        "_deadline",
+        "_dropped",
+        "_ended",
+        "_held_loss",
+        "_holding_loss",
+        "_invalid",
+        "_last_received",
+        "_link",
+        "_log",
+        "_lost",
+        "_new_event",
+        "_new_waiter",
+        "_noise",
+        "_on_lost_hook",
+        "_progress",
+        "_progress_tokens",
+        "_request_timeout",
+        "_session",
+        "_stack",
+        "_task_scope",
+        "_tg",
+        "_timer",
+        "_transport_factory",
+        "_transport_stack",
+        "_unmatched",
+        "inbound",
+        "limits",
+        "name",
+        "pool",
+        "redactor",
+        "server_info",
+        "telemetry",
+    )
+
     def __init__(
         self,
         transport_factory: Callable[[], AbstractAsyncContextManager[Transport]],
@@ -243,7 +282,7 @@ class Connection:
         self._held_loss: ConnectionLost | None = None
         self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, timer, workers, jobs
         self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
-        self._ended: Waiter = anyio.Event()  # the transport has ended, for any reason
+        self._ended: Waiter = LazyEvent()  # the transport has ended, for any reason
         self._link: Link | None = None
         self._lost: ConnectionLost | None = None
         self._closed = False
@@ -321,7 +360,7 @@ class Connection:
         ``InitializeError`` when the new transport cannot open."""
         self._holding_loss = False
         stack, link = self._transport_stack, self._link
-        if link is not None and isinstance(link.transport, StartsServer):
+        if link is not None and starts_server(link.transport):
             link.transport.terminate_now()  # a server that closed its output gets no grace
         if stack is not None:
             # Not under a scope of its own: the transport's task group must be the current
@@ -330,7 +369,7 @@ class Connection:
         self._session = self._new_session()
         self._lost = None
         self._held_loss = None
-        self._ended = self._new_event()
+        self._ended = LazyEvent(self._new_event)
         self._noise = Noise()
         self._start_link(await self._open_transport())
 
@@ -725,7 +764,7 @@ class Connection:
         self.server_info = info
         if self.telemetry is not None:
             transport = link.transport
-            session = transport.session_id if isinstance(transport, HasSession) else None
+            session = transport.session_id if has_session(transport) else None
             self.telemetry.opened(info.protocol_version, session)
         if info.is_stateless:
             self._session.discover_completed()

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 
+from mcpl_host._tasks import LazyEvent, Waiter  # (Waiter: named here for the link's users)
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import (
     ConnectionClosed,
@@ -51,16 +52,6 @@ __all__ = [
 
 #: Runs in the read loop when a request's answer arrives, before the next line is read.
 AnswerHook = Callable[[Response], None]
-
-
-class Waiter(Protocol):
-    """An event: ``anyio.Event``, ``asyncio.Event`` and ``trio.Event`` all are one."""
-
-    def set(self) -> None: ...
-
-    def is_set(self) -> bool: ...
-
-    def wait(self) -> Awaitable[Any]: ...
 
 
 def native_event_type() -> Callable[[], Waiter]:
@@ -259,7 +250,7 @@ class Link:
         self._writer_scope = anyio.CancelScope(shield=True)
         self._drained: Waiter | None = None  # set when the outbox has been written
         #: Set when the writer task has returned (or never started).
-        self.stopped = new_event()
+        self.stopped = LazyEvent(new_event)  # waited on only by a close with bytes queued
 
     def send(self, data: bytes, method: str | None = None) -> None:
         """Queue whole lines for the writer; a closed link drops them (docs/protocol.md T1).

@@ -580,6 +580,44 @@ class MCPClient:
     the wrong shape. Cancellation: as ``request()``.
     """
 
+    # Slots, for memory per connection: with more attributes than a shared-key dict holds
+    # (30), each instance had a dict of its own (1.6 KiB).
+    __slots__ = (
+        "_class_budget",
+        "_class_findings",
+        "_content_view",
+        "_era",
+        "_features",
+        "_held",
+        "_in_flight",
+        "_limits",
+        "_listening",
+        "_log",
+        "_log_level",
+        "_notify",
+        "_param_headers",
+        "_redactor",
+        "_refreshes",
+        "_requester",
+        "_server",
+        "_server_capabilities",
+        "_settled",
+        "_spawn",
+        "_stateless",
+        "_subscribed",
+        "_tasks",
+        "_tool_classes",
+        "_tools_by_name",
+        "_transport",
+        "cache_freshness",
+        "cached_prompts",
+        "cached_resources",
+        "cached_tools",
+        "clock",
+        "mirrors_param_headers",
+        "on_list_refreshed",
+    )
+
     def __init__(
         self,
         requester: _Requester,

@@ -53,7 +53,7 @@ from mcpl_host.stateless import (
     discover_params,
     stateless_capabilities,
 )
-from mcpl_host.transports.base import StartsServer, may_carry_stateless
+from mcpl_host.transports.base import may_carry_stateless, starts_server
 
 __all__ = ["Opening"]
 
@@ -161,7 +161,7 @@ class Opening:
         # S3a: stdio only; the HTTP transports read an answer to the probe that is no
         # JSON-RPC answer as a refusal themselves, and what still loses them there would
         # hold for initialize too.
-        self._restartable = protocol == "auto" and isinstance(transport, StartsServer)
+        self._restartable = protocol == "auto" and starts_server(transport)
         self._probing = protocol != "handshake" and carries
         if protocol == "stateless" and not self._probing:
             raise self._failure("this transport does not carry the stateless MCP revision (2026-07-28)")

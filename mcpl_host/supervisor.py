@@ -51,7 +51,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 
-from mcpl_host._tasks import close_then_leave
+from mcpl_host._tasks import LazyEvent, close_then_leave
 from mcpl_host.events import (
     EVENT_KINDS,
     Connecting,
@@ -210,7 +210,7 @@ class Supervisor:
         self.health_timeout_seconds = health_timeout_seconds
         self.attempts = 0  # connection attempts made
         self._emit_event = emit
-        self._changed = anyio.Event()
+        self._changed = LazyEvent()  # waited on only by wait_changed()
         self._clock = clock
         self._state: SupervisorState = "new"
         self._current: ServerConnection | None = None
@@ -221,7 +221,7 @@ class Supervisor:
         self._tg: anyio.abc.TaskGroup | None = None
         self._attempt_scope: anyio.CancelScope | None = None  # the attempt restart() ends
         self._restart_asked = False
-        self._wake = anyio.Event()  # ends a backoff delay early (restart())
+        self._wake = LazyEvent()  # ends a backoff delay early (restart()); waited only then
         self._log = get_logger("mcpl_host.supervisor", server=name)
 
     def __repr__(self) -> str:
@@ -318,7 +318,7 @@ class Supervisor:
     def _set_state(self, state: SupervisorState) -> None:
         self._state = state
         self._changed.set()
-        self._changed = anyio.Event()
+        self._changed = LazyEvent()
 
     async def wait_changed(self) -> SupervisorState:
         """Wait for the next change of ``state`` and return the new state."""
@@ -334,7 +334,7 @@ class Supervisor:
             reason = await self._attempt(attempt)
             if self._restart_asked:  # asked for, not a failure: connect again at once
                 self._restart_asked = False
-                self._wake = anyio.Event()
+                self._wake = LazyEvent()
                 continue
             decision = self.tracker.record_failure(self._clock(), reason)
             if isinstance(decision, GiveUp):
@@ -366,7 +366,7 @@ class Supervisor:
             with anyio.move_on_after(decision.delay_seconds):  # the policy's output, the only wait
                 await self._wake.wait()  # ... unless restart() ends it
             self._restart_asked = False
-            self._wake = anyio.Event()
+            self._wake = LazyEvent()
 
     async def _attempt(self, attempt: int) -> str:
         """One connection from open to end; emits its events and returns the failure reason."""

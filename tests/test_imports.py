@@ -203,8 +203,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() ->
     # JSON Patch (the first state patch), process workers (the first bounded schema check),
     # difflib (a refused grant pattern's hint), ctypes (the subreaper), importlib.metadata
     # (a recording's header), ada_url (an mcpl:// URI), hashlib (a manifest digest, an
-    # input stream), the event inbox (RFC-006, a server given one) and the events (for an
-    # observer or a recorder) load when used.
+    # input stream), html (an HTTP error body shown in a refusal), the event inbox (RFC-006,
+    # a server given one) and the events (for an observer or a recorder) load when used.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
         "jsonpatch",
@@ -215,6 +215,7 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() ->
         "importlib.metadata",
         "ada_url",
         "hashlib",
+        "html",
         "mcpl_host.services.coalescing",
         "mcpl_host.mcpl.coalescing",
         "mcpl_host.events",

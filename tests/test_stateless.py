@@ -476,3 +476,46 @@ def test_a_transport_says_whether_it_carries_the_stateless_revision() -> None:
         carries_stateless = False
 
     assert isinstance(Says(), CarriesStateless) and not may_carry_stateless(Says())
+
+
+def test_the_capability_checks_agree_with_isinstance_of_their_protocols() -> None:
+    # starts_server / has_session / may_carry_stateless read one attribute instead of an
+    # isinstance() against the runtime-checkable Protocol: the same answer for each
+    # transport class, for a wrapper that sets the attribute on the instance only, for a
+    # method blocked by None, and for objects without the attribute.
+    from mcpl_host.transports.base import (
+        CarriesStateless,
+        HasSession,
+        StartsServer,
+        has_session,
+        may_carry_stateless,
+        starts_server,
+    )
+    from mcpl_host.transports.http import StreamableHTTPTransport
+    from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
+    from mcpl_host.transports.stdio import StdioTransport
+    from mcpl_host.transports.websocket import WebSocketTransport
+
+    class Bare:
+        pass
+
+    class Blocked:
+        terminate_now = None
+
+    class Stateless:
+        carries_stateless = False
+
+    wrapped = Bare()
+    wrapped.terminate_now = lambda: None  # type: ignore[attr-defined]
+    wrapped.session_id = None  # type: ignore[attr-defined]
+    wrapped.carries_stateless = True  # type: ignore[attr-defined]
+    samples: list[object] = [object(), Bare(), Blocked(), Stateless(), wrapped]
+    for cls in (StdioTransport, StreamableHTTPTransport, AutoHTTPTransport, SSETransport, WebSocketTransport):
+        samples.append(cls.__new__(cls))  # the class's attributes, no instance state
+    for sample in samples:
+        assert starts_server(sample) is isinstance(sample, StartsServer), sample
+        assert has_session(sample) is isinstance(sample, HasSession), sample
+        says = isinstance(sample, CarriesStateless) and bool(sample.carries_stateless)
+        assert may_carry_stateless(sample) is says, sample
+    assert starts_server(samples[-5]) and may_carry_stateless(samples[-5])  # stdio
+    assert starts_server(wrapped) and has_session(wrapped) and may_carry_stateless(wrapped)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from mcpl_host._tasks import LazyEvent
 from mcpl_host.connection import DEFAULT, ProgressCallback, Timeout
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import (
@@ -146,7 +147,7 @@ class PolicyExchange:
         self._fallback_seconds = fallback_seconds
         self._silence_hint = silence_hint
         #: Set once the initial exchange is over (module rules).
-        self.settled = anyio.Event()
+        self.settled = LazyEvent()
         self._requester = requester
         self._state = state
         self._source = source

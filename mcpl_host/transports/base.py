@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict, TypeIs
 
 from mcpl_host._keywords import checked_keywords
 from mcpl_host.jsonrpc.framing import ReadItem
@@ -31,7 +31,9 @@ __all__ = [
     "TransportArgs",
     "TransportFactory",
     "TransportOptions",
+    "has_session",
     "may_carry_stateless",
+    "starts_server",
     "transport_options",
 ]
 
@@ -117,10 +119,29 @@ class HasSession(Protocol):
         ...
 
 
+# The capability checks below read the one attribute that makes each capability, as
+# ``isinstance`` against the runtime-checkable Protocol does, without its cost (on Python
+# 3.11 each such ``isinstance`` walks the Protocol's attributes and the ABC caches: a few
+# µs a check on asyncio, more under trio's scheduler, three per connection opened). A
+# transport that forwards a capability (``recording._RecordedTransport``) sets the attribute
+# on the instance, which ``getattr`` sees as ``isinstance`` does.
+
+
 def may_carry_stateless(transport: object) -> bool:
     """Whether ``transport`` may carry MCP 2026-07-28 (``CarriesStateless``); a transport
     that does not say so may not."""
-    return isinstance(transport, CarriesStateless) and transport.carries_stateless
+    return bool(getattr(transport, "carries_stateless", False))
+
+
+def starts_server(transport: object) -> TypeIs[StartsServer]:
+    """Whether ``transport``'s opening starts its server (``StartsServer``: it has
+    ``terminate_now()``)."""
+    return getattr(transport, "terminate_now", None) is not None
+
+
+def has_session(transport: object) -> TypeIs[HasSession]:
+    """Whether ``transport`` may name a session (``HasSession``: it has ``session_id``)."""
+    return hasattr(transport, "session_id")
 
 
 #: Opens one transport: a callable returning an async context manager that yields it (each

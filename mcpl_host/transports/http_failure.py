@@ -20,7 +20,6 @@ Rules of this module:
 
 from __future__ import annotations
 
-import html
 import re
 import socket
 from dataclasses import dataclass
@@ -174,6 +173,8 @@ def body_text(body: str, content_type: str | None, *, max_chars: int) -> str:
     string when nothing is left. ``content_type``: the media type, lower case (None: none)."""
     text = body
     if content_type in _MARKUP_TYPES or text.lstrip()[:1] == "<":
+        import html  # (its entity table, about 0.3 MiB, only for a body shown as text)
+
         text = html.unescape(_strip_markup(text))
     text = _SPACE.sub(" ", text).strip()
     if len(text) > max_chars:

@@ -1,0 +1,116 @@
+"""What keeps a connection's memory down without changing what it does: ``LazyEvent``
+(``_tasks``) makes its backend event only when a task first waits, and the objects of one
+connection with more attributes than a shared-key dict holds have slots."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcpl_host._tasks import LazyEvent, Lifetime, Waiter
+from mcpl_host.connection import Connection
+from mcpl_host.hosted import HostedServer
+from mcpl_host.mcp_methods import MCPClient
+
+
+class Counting:
+    """An event factory that counts the events it made."""
+
+    def __init__(self) -> None:
+        self.made: list[anyio.Event] = []
+
+    def __call__(self) -> Waiter:
+        event = anyio.Event()
+        self.made.append(event)
+        return event
+
+
+@pytest.mark.anyio
+async def test_an_event_set_before_anyone_waits_makes_no_backend_event() -> None:
+    factory = Counting()
+    event = LazyEvent(factory)
+    assert not event.is_set()
+    event.set()
+    event.set()  # idempotent
+    assert event.is_set() and factory.made == []
+
+
+@pytest.mark.anyio
+async def test_a_wait_after_set_returns_with_the_event_it_makes_set() -> None:
+    factory = Counting()
+    event = LazyEvent(factory)
+    event.set()
+    with anyio.fail_after(5):
+        await event.wait()
+        await event.wait()
+    assert len(factory.made) == 1 and factory.made[0].is_set()
+
+
+@pytest.mark.anyio
+async def test_set_wakes_every_task_waiting_on_one_backend_event() -> None:
+    factory = Counting()
+    event = LazyEvent(factory)
+    woken: list[int] = []
+
+    async def waiter(number: int) -> None:
+        await event.wait()
+        woken.append(number)
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            for number in range(3):
+                tg.start_soon(waiter, number)
+            await anyio.wait_all_tasks_blocked()
+            assert woken == [] and not event.is_set()
+            event.set()
+    assert sorted(woken) == [0, 1, 2] and len(factory.made) == 1
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_wait_leaves_the_event_usable() -> None:
+    event = LazyEvent()
+    with anyio.move_on_after(0):
+        await event.wait()
+    assert not event.is_set()
+
+    async def set_later() -> None:
+        await anyio.wait_all_tasks_blocked()
+        event.set()
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(set_later)
+            await event.wait()
+    assert event.is_set()
+
+
+@pytest.mark.anyio
+async def test_a_second_close_of_a_lifetime_waits_for_the_first() -> None:
+    # Lifetime.closed is a LazyEvent: set by the first closer, waited on by a later one.
+    life = Lifetime("a thing")
+    entered, release, order = anyio.Event(), anyio.Event(), []
+
+    async def close(name: str) -> None:
+        first = await life.first_close()
+        if first:  # the owner's close: the work, then closed
+            entered.set()
+            await release.wait()
+            order.append("closed")
+            life.closed.set()
+        order.append(f"{name} first={first}")
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(close, "a")
+            await entered.wait()
+            tg.start_soon(close, "b")
+            await anyio.wait_all_tasks_blocked()
+            assert order == []
+            release.set()
+    assert order == ["closed", "a first=True", "b first=False"]
+
+
+def test_the_objects_of_one_connection_have_no_dict_of_their_own() -> None:
+    # More than 30 attributes each: without slots, each instance had a dict of 1.6 KiB.
+    for cls in (Connection, HostedServer, MCPClient):
+        assert "__dict__" not in dir(cls), cls
