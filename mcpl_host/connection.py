@@ -57,7 +57,7 @@ from mcpl_host.jsonrpc.errors import (
     RequestTimeout,
     UnreadableAnswer,
 )
-from mcpl_host.jsonrpc.framing import LineTooLong
+from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem
 from mcpl_host.jsonrpc.session import (
     DroppedLine,
     InvalidRequestReceived,
@@ -95,6 +95,12 @@ __all__ = [
 
 #: Called (from the read loop; must not block) with each ``notifications/progress`` params.
 ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+def _nothing_now() -> ReadItem | None:
+    """The ``receive_now`` of a transport that holds no lines already read (not
+    ``ReceivesNow``): every line comes from ``receive()``."""
+    return None
 
 
 def _extending(slot: Slot, progress: ProgressCallback | None) -> ProgressCallback:
@@ -783,6 +789,9 @@ class Connection:
 
     async def _read_loop(self, link: Link) -> None:
         session, on_event, receive = self._session, self._on_event, link.transport.receive
+        # Lines already read (one read of a pipe gives many) are taken without a coroutine
+        # each where the transport holds them (``ReceivesNow``: stdio).
+        receive_now: Callable[[], ReadItem | None] = getattr(link.transport, "receive_now", _nothing_now)
         pool = self.pool
         pause_at = pool.pause_at
         try:
@@ -790,7 +799,9 @@ class Connection:
                 # (reading pauses only with pause_at jobs waiting: told first, without a call)
                 if pool.waiting >= pause_at and reader_pauses(pool.waiting, pool.awaiting_answers, pause_at):
                     await pool.paused(link)
-                item = await receive()
+                item = receive_now()
+                if item is None:
+                    item = await receive()
                 self._last_received = time.monotonic()
                 try:
                     if type(item) is bytes:

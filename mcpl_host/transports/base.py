@@ -81,6 +81,18 @@ class SendsNow(Protocol):
 
 
 @runtime_checkable
+class ReceivesNow(Protocol):
+    """A transport that may hold lines already read (the stdio pipe's reader: one read of the
+    pipe gives many lines), handed over without a coroutine each."""
+
+    def receive_now(self) -> ReadItem | None:
+        """The next line already read (what ``receive()`` would return at once), or None when
+        none is held or the transport is closing (``receive()`` then waits or says why).
+        Never waits, never raises."""
+        ...
+
+
+@runtime_checkable
 class StartsServer(Protocol):
     """A transport whose opening starts its server (stdio): a new transport from the same
     factory starts the server again, which is how the era probe's restart works
