@@ -788,7 +788,8 @@ class Connection:
         self._tg.start_soon(link.write_loop)
 
     async def _read_loop(self, link: Link) -> None:
-        session, on_event, receive = self._session, self._on_event, link.transport.receive
+        session, on_event, on_request = self._session, self._on_event, self._on_request
+        receive = link.transport.receive
         # Lines already read (one read of a pipe gives many) are taken without a coroutine
         # each where the transport holds them (``ReceivesNow``: stdio).
         receive_now: Callable[[], ReadItem | None] = getattr(link.transport, "receive_now", _nothing_now)
@@ -809,7 +810,9 @@ class Connection:
                     else:
                         assert isinstance(item, LineTooLong)
                         event = session.receive_oversize(item)
-                    if event is not None:
+                    if type(event) is RequestReceived:  # the usual line of a flood, told first
+                        on_request(event.request, link)
+                    elif event is not None:
                         on_event(event, link)
                 except Exception:  # a bug here, or in a port's hook: never the connection
                     self._log.exception("failed to act on a line from the server")

@@ -129,7 +129,9 @@ def _timestamp_problem(value: object) -> str | None:
     return None
 
 
-def _content_problems(payload: object) -> list[str]:
+def _content_problems(payload: object) -> list[str] | None:
+    """The problems of ``payload``, or None (not an empty list: the usual case allocates
+    nothing)."""
     if not is_mapping(payload):
         return ["payload is missing or not an object"]
     content = payload.get("content")
@@ -139,7 +141,7 @@ def _content_problems(payload: object) -> list[str]:
         if not (is_mapping(block) and isinstance(block.get("type"), str)):
             break
     else:
-        return []
+        return None
     return [
         f"payload.content[{index}] is not an object with a string type"
         for index, block in enumerate(content)
@@ -175,7 +177,7 @@ def validate_push_event(params: object) -> list[str]:
     if timestamp is not None:
         problems.append(timestamp)
     content = _content_problems(get("payload"))
-    if content:
+    if content is not None:
         problems += content
     tags = get("tags")
     if tags is not None and not _tags_ok(tags):
