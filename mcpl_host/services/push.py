@@ -168,8 +168,10 @@ class PushService:
         params = request.params
         event_id = params["eventId"]
         fingerprint = event_fingerprint(params)
-        kept = (fingerprint, self._serial, _ACCEPTED_KEPT)
-        seen = self._claim(event_id, fingerprint, kept, time.monotonic())
+        kept, now = (fingerprint, self._serial, _ACCEPTED_KEPT), time.monotonic()
+        seen = self._dedupe.claim(event_id, kept, now)  # ``_claim``, its usual case first
+        if seen is not None:
+            seen = self._seen(event_id, fingerprint, kept, now, seen)
         if seen is None:
             if "tags" in params:
                 self._closed_tags(params["tags"])
@@ -186,10 +188,14 @@ class PushService:
         a duplicate, as kept (``_kept``: ``_recalled`` makes it a new dict); or the
         ``_InFlight`` marker of the event still in flight that it duplicates (wait for it,
         then claim again)."""
-        dedupe = self._dedupe
-        seen = dedupe.claim(event_id, marker, now)  # None: the marker is stored, ours
-        if seen is None:
-            return None
+        seen = self._dedupe.claim(event_id, marker, now)  # None: the marker is stored, ours
+        return None if seen is None else self._seen(event_id, fingerprint, marker, now, seen)
+
+    def _seen(
+        self, event_id: str, fingerprint: int, marker: object, now: float, seen: Any
+    ) -> bytes | dict[str, Any] | _InFlight | None:
+        """``_claim`` once the window holds ``seen`` for ``event_id``: a duplicate's kept
+        result or marker, or None once ``marker`` replaced a restarted server's entry."""
         if isinstance(seen, _InFlight):
             if seen.service == self._serial or seen.fingerprint == fingerprint:
                 return seen
@@ -200,7 +206,7 @@ class PushService:
                 return kept  # §9.4: a duplicate gets the original result
         # From an earlier transport with other params: a restarted server reusing the id.
         self._reused(event_id)
-        dedupe.remember(event_id, marker, now)
+        self._dedupe.remember(event_id, marker, now)
         return None
 
     async def serve(self, context: RequestContext, params: dict[str, Any]) -> JSONObject:
