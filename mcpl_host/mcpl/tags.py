@@ -118,10 +118,16 @@ def close_tags(tags: object) -> list[str]:
     return read_tags(tags).tags
 
 
+#: RFC 3339 §5.6's "Z", either case (ISO 8601 writes it upper case; RFC 3339 §5.6 takes both).
+_UTC_DESIGNATORS = ("Z", "z")
+
+
 def _timestamp_problem(value: object) -> str | None:
     if not isinstance(value, str):
         return "timestamp is missing or not a string"
-    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    # A UTC designator read as +00:00 (Python 3.10 takes no "Z"); the last character told by
+    # a slice and a tuple look-up, cheaper than ``endswith`` with a tuple.
+    text = value[:-1] + "+00:00" if value[-1:] in _UTC_DESIGNATORS else value
     try:
         datetime.fromisoformat(text)
     except ValueError:
