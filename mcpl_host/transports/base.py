@@ -25,6 +25,7 @@ from mcpl_host.secrets import Redactor
 __all__ = [
     "CarriesStateless",
     "HasSession",
+    "ReceivesNow",
     "SendsNow",
     "StartsServer",
     "Transport",
