@@ -26,9 +26,11 @@ Rules:
   dispatcher's job is a traced one, never answered at once), a new event's result is
   ``{"accepted": true}`` without a coroutine, a ``RequestContext``, the handler's copy of
   the params or their model-visible form (whose references nobody could see; no record is
-  registered for them: docs/protocol.md, "Push idempotency"). De-duplication is the
-  same (``_claim``): a duplicate gets the result remembered; only a duplicate of an event
-  still in flight is left to ``serve`` (it waits for that event's result).
+  registered for them: docs/protocol.md, "Push idempotency"). The result goes back as
+  the JSON text the window keeps (``inbound.EagerJob``: the pool splices it after the id).
+  De-duplication is the same (``_claim``'s two steps): a duplicate gets the result
+  remembered; a duplicate of an event still in flight, or one whose result is kept as a
+  dict (beyond orjson), is left to ``serve`` (which waits for the event in flight).
 """
 
 from __future__ import annotations
