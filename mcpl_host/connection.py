@@ -58,7 +58,7 @@ from mcpl_host.jsonrpc.errors import (
     RequestTimeout,
     UnreadableAnswer,
 )
-from mcpl_host.jsonrpc.framing import LineTooLong
+from mcpl_host.jsonrpc.framing import LineTooLong, ReadItem
 from mcpl_host.jsonrpc.session import (
     DroppedLine,
     InvalidRequestReceived,
@@ -96,6 +96,12 @@ __all__ = [
 
 #: Called (from the read loop; must not block) with each ``notifications/progress`` params.
 ProgressCallback = Callable[[dict[str, Any]], None]
+
+
+def _nothing_now() -> ReadItem | None:
+    """The ``receive_now`` of a transport that holds no lines already read (not
+    ``ReceivesNow``): every line comes from ``receive()``."""
+    return None
 
 
 def _extending(slot: Slot, progress: ProgressCallback | None) -> ProgressCallback:
@@ -821,7 +827,11 @@ class Connection:
         self._tg.start_soon(link.write_loop)
 
     async def _read_loop(self, link: Link) -> None:
-        session, on_event, receive = self._session, self._on_event, link.transport.receive
+        session, on_event, on_request = self._session, self._on_event, self._on_request
+        receive = link.transport.receive
+        # Lines already read (one read of a pipe gives many) are taken without a coroutine
+        # each where the transport holds them (``ReceivesNow``: stdio).
+        receive_now: Callable[[], ReadItem | None] = getattr(link.transport, "receive_now", _nothing_now)
         pool = self.pool
         pause_at = pool.pause_at
         try:
@@ -829,7 +839,9 @@ class Connection:
                 # (reading pauses only with pause_at jobs waiting: told first, without a call)
                 if pool.waiting >= pause_at and reader_pauses(pool.waiting, pool.awaiting_answers, pause_at):
                     await pool.paused(link)
-                item = await receive()
+                item = receive_now()
+                if item is None:
+                    item = await receive()
                 self._last_received = time.monotonic()
                 try:
                     if type(item) is bytes:
@@ -837,7 +849,9 @@ class Connection:
                     else:
                         assert isinstance(item, LineTooLong)
                         event = session.receive_oversize(item)
-                    if event is not None:
+                    if type(event) is RequestReceived:  # the usual line of a flood, told first
+                        on_request(event.request, link)
+                    elif event is not None:
                         on_event(event, link)
                 except Exception:  # a bug here, or in a port's hook: never the connection
                     self._log.exception("failed to act on a line from the server")

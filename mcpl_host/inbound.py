@@ -71,12 +71,13 @@ LATER: Any = object()
 
 class EagerJob:
     """An inbound job that may answer at once (module rules): ``now(request)`` is called in
-    the read loop and returns the ``result``, or ``LATER``; it must never wait or raise.
-    Called as a job (``InboundJob``), it runs ``later(request)``."""
+    the read loop and returns the ``result`` as compact JSON text (``framing.dumps_json``),
+    or ``LATER``; it must never wait or raise. Called as a job (``InboundJob``), it runs
+    ``later(request)``."""
 
     __slots__ = ("later", "now")
 
-    def __init__(self, now: Callable[[Request], Any], later: InboundJob) -> None:
+    def __init__(self, now: Callable[[Request], bytes], later: InboundJob) -> None:
         self.now = now
         self.later = later
 
@@ -210,7 +211,7 @@ class InboundPool:
             if not self.waiting:
                 result = job.now(request)
                 if result is not LATER:
-                    self._send_answer(request, link, Session.answer(request.id, result=result))
+                    self._send_answer(request, link, Session.answer_text(request.id, result))
                     return
             job = job.later
         if over_backlog(self.waiting, self.pause_at, self.backlog):

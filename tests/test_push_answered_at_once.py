@@ -77,10 +77,8 @@ def _push(request_id: int, event_id: str = "e1", **changes: Any) -> Request:
 def test_a_new_push_is_accepted_at_once_and_remembered() -> None:
     dedupe = EventDeduplicator()
     service = _service(dedupe=dedupe)
-    first = service.answer_now(_push(1))
-    assert first == {"accepted": True}
-    first["mutated"] = True  # each answer is a dict of its own
-    assert service.answer_now(_push(2)) == {"accepted": True}  # a duplicate: the result again
+    assert service.answer_now(_push(1)) == b'{"accepted":true}'  # the result's JSON text
+    assert service.answer_now(_push(2)) == b'{"accepted":true}'  # a duplicate: the result again
     assert len(dedupe) == 1
 
 
@@ -90,7 +88,15 @@ def test_a_duplicate_gets_the_result_remembered_whoever_answered_it() -> None:
     fingerprint = event_fingerprint(request.params)
     kept = json.dumps({"accepted": True, "inferenceId": "inf-7"}).encode()
     dedupe.remember("e1", (fingerprint, 0, kept), time.monotonic())  # another transport's
-    assert _service(dedupe=dedupe).answer_now(request) == {"accepted": True, "inferenceId": "inf-7"}
+    assert _service(dedupe=dedupe).answer_now(request) == kept  # the text kept, as it is
+
+
+def test_a_result_kept_beyond_orjson_is_served_as_a_job() -> None:
+    dedupe = EventDeduplicator()
+    request = _push(1)
+    kept = {"accepted": True, "inferenceId": 2**70}  # kept as a dict (services.push._kept)
+    dedupe.remember("e1", (event_fingerprint(request.params), 0, kept), time.monotonic())
+    assert _service(dedupe=dedupe).answer_now(request) is LATER
 
 
 def test_a_reused_id_with_other_params_from_another_transport_is_a_new_event() -> None:
@@ -98,7 +104,7 @@ def test_a_reused_id_with_other_params_from_another_transport_is_a_new_event() -
     kept = json.dumps({"accepted": False, "reason": "old"}).encode()
     dedupe.remember("e1", (12345, 0, kept), time.monotonic())  # another transport, other params
     with capture_logs() as logs:
-        assert _service(dedupe=dedupe).answer_now(_push(1)) == {"accepted": True}
+        assert _service(dedupe=dedupe).answer_now(_push(1)) == b'{"accepted":true}'
     assert [e["log_level"] for e in logs if e["event"].startswith("push/event reuses")] == ["info"]
 
 
@@ -133,7 +139,7 @@ def test_an_instance_handler_is_the_applications_too() -> None:
 
 
 def test_tag_problems_are_still_logged_at_once(logs: list[dict[str, Any]]) -> None:
-    assert _service().answer_now(_push(1, tags=["chat:dm", 7])) == {"accepted": True}
+    assert _service().answer_now(_push(1, tags=["chat:dm", 7])) == b'{"accepted":true}'
     assert [e["event"] for e in logs] == ["push/event tag problems"]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from mcpl_host.jsonrpc.envelope import NO_ID
 from mcpl_host.jsonrpc.errors import LocalProtocolError
-from mcpl_host.jsonrpc.framing import LineReader, LineTooLong
+from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, dumps_json
 from mcpl_host.jsonrpc.session import (
     DroppedLine,
     InvalidRequestReceived,
@@ -221,6 +221,19 @@ def test_r1_answer_echoes_id_with_its_type_including_null() -> None:
     assert json.loads(Session.answer("7", result={}))["id"] == "7"
     assert json.loads(Session.answer(7, result={}))["id"] == 7
     assert json.loads(Session.answer(None, result={}))["id"] is None
+
+
+@pytest.mark.parametrize(
+    "request_id", [7, "7", None, 1.5, -0.0, 2**70, 'q"\\\n\u2028\x00é', "\ud800", "x" * 300]
+)
+@pytest.mark.parametrize("result", [{"accepted": True}, {"accepted": False, "reason": "no ✓"}, {}])
+def test_an_answer_with_its_result_as_text_is_the_same_answer(request_id: object, result: object) -> None:
+    line = Session.answer_text(request_id, dumps_json(result))
+    expected = Session.answer(request_id, result=result)
+    assert line.endswith(b"}\n") and line.count(b"\n") == 1  # one line, valid UTF-8 (RFC 8259 §8.1)
+    assert json.loads(line.decode("utf-8")) == json.loads(expected.decode("utf-8"))
+    if not (request_id == 2**70 or request_id == "\ud800"):  # else the id's fallback escapes all of it
+        assert line == expected
 
 
 # -- lines that cannot be read: fail the request they answer at once -----------------------------

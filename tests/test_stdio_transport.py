@@ -26,7 +26,7 @@ from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor
-from mcpl_host.transports.base import Transport
+from mcpl_host.transports.base import ReceivesNow, Transport
 from mcpl_host.transports.stdio import (
     ENV_ALLOWLIST,
     StdioParameters,
@@ -104,6 +104,25 @@ async def test_echo_roundtrip_and_live_state() -> None:
     assert t.exit_status == 0  # the echo server exits when its stdin closes
     assert "closed" in repr(t)
     assert is_gone(t.pid)
+
+
+async def test_lines_already_read_are_handed_over_at_once_until_the_close() -> None:
+    t = StdioTransport(fixture("proc_exit.py", "0", '{"a":1}\n{"b":2}\n{"c":3}\n'))
+    with anyio.fail_after(TIMEOUT):
+        async with t:
+            assert isinstance(t, ReceivesNow)
+            assert t.receive_now() is None  # nothing read yet: receive() reads
+            assert await t.receive() == b'{"a":1}'
+            assert t.receive_now() == b'{"b":2}'  # one write, one read: the rest is held
+            with pytest.raises(ConnectionLost):
+                while True:  # each line once, in order, then the end as receive() says it
+                    assert await t.receive() == b'{"c":3}'
+        assert t.receive_now() is None
+    t = StdioTransport(fixture("proc_exit.py", "0", '{"a":1}\n{"b":2}\n'))
+    with anyio.fail_after(TIMEOUT):
+        async with t:
+            assert await t.receive() == b'{"a":1}'
+        assert t.receive_now() is None  # closed: a line still held is not handed over
 
 
 async def test_crlf_lines() -> None:

@@ -134,6 +134,7 @@ def valid_push(**changes: Any) -> dict[str, Any]:
         valid_push(),
         valid_push(timestamp="2025-01-01T00:00:00.123456+02:00"),
         valid_push(timestamp="2025-01-01T00:00:00.123Z"),
+        valid_push(timestamp="2025-01-01T00:00:00z"),  # RFC 3339 §5.6: either case
         valid_push(timestamp="2025-01-01T00:00:00"),
         valid_push(payload={"content": []}),
         valid_push(tags=["chat:dm"], origin={"source": "x"}, extra="tolerated"),
@@ -156,6 +157,10 @@ def test_valid_push_event(params: dict[str, Any]) -> None:
         (valid_push(timestamp=1735689600), "timestamp"),
         (valid_push(timestamp="yesterday"), "timestamp"),
         (valid_push(timestamp="2025-13-01T00:00:00Z"), "timestamp"),
+        (valid_push(timestamp=""), "timestamp"),
+        (valid_push(timestamp="Z"), "timestamp"),
+        (valid_push(timestamp="2025-01-01T00:00:00ZZ"), "timestamp"),
+        (valid_push(timestamp="2025-01-01T00:00:00+01:00Z"), "timestamp"),
         (valid_push(payload=...), "payload"),
         (valid_push(payload="tick"), "payload"),
         (valid_push(payload={}), "payload.content"),

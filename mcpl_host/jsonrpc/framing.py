@@ -60,6 +60,7 @@ __all__ = [
     "NotReadableJSON",
     "SMALL_PIECE_BYTES",
     "ReadItem",
+    "dumps_json",
     "dumps_message",
     "gather",
     "joined",
@@ -719,7 +720,23 @@ def dumps_message(message: object) -> bytes:
     try:
         return orjson.dumps(message, option=orjson.OPT_APPEND_NEWLINE)
     except TypeError:
-        # Integers beyond 64 bits and lone surrogates (ids echoed from a server): the
-        # standard library writes them, escaped to ASCII so the line is valid UTF-8.
-        text = json.dumps(message, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-        return text.encode("ascii") + b"\n"
+        return _dumps_beyond_orjson(message) + b"\n"
+
+
+def dumps_json(value: object) -> bytes:
+    """``value`` as compact JSON text, by the rule of ``dumps_message`` (no newline): the
+    piece of a line that is spliced into a line (``Session.answer_text``).
+
+    Raises:
+        TypeError: ``value`` holds a value that is not JSON (a bug in the caller).
+    """
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return _dumps_beyond_orjson(value)
+
+
+def _dumps_beyond_orjson(value: object) -> bytes:
+    """Integers beyond 64 bits and lone surrogates (ids echoed from a server): the standard
+    library writes them, escaped to ASCII so the text is valid UTF-8."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode("ascii")

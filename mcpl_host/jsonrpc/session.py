@@ -42,7 +42,14 @@ from mcpl_host.jsonrpc.envelope import (
     tuple_new,
 )
 from mcpl_host.jsonrpc.errors import LocalProtocolError
-from mcpl_host.jsonrpc.framing import JSONTooDeep, LineTooLong, dumps_message, loads_line, peek_envelope
+from mcpl_host.jsonrpc.framing import (
+    JSONTooDeep,
+    LineTooLong,
+    dumps_json,
+    dumps_message,
+    loads_line,
+    peek_envelope,
+)
 from mcpl_host.limits import (
     DEFAULT_LINE_HEAD_BYTES,
     DEFAULT_MAX_DEEP_JSON_BYTES,
@@ -81,6 +88,10 @@ class Phase(Enum):
 
 
 _OPERATING = Phase.OPERATING
+#: The pieces of an answer around its id and its result (``Session.answer_text``): what
+#: ``dumps_message`` writes for ``{"jsonrpc": "2.0", "id": ..., "result": ...}``.
+_ANSWER_HEAD = b'{"jsonrpc":"2.0","id":'
+_RESULT_KEY = b',"result":'
 
 
 @dataclass(eq=False, slots=True)
@@ -296,6 +307,13 @@ class Session:
         if error is not None:
             return dumps_message({"jsonrpc": "2.0", "id": request_id, "error": error})
         return dumps_message({"jsonrpc": "2.0", "id": request_id, "result": {} if result is None else result})
+
+    @staticmethod
+    def answer_text(request_id: object, result_text: bytes) -> bytes:
+        """``answer(request_id, result=...)`` for a result given as its compact JSON text
+        (``framing.dumps_json``, or kept as such), spliced in without parsing or serialising
+        it again; the id goes through ``dumps_json`` (echoed with its type; R1)."""
+        return b"".join((_ANSWER_HEAD, dumps_json(request_id), _RESULT_KEY, result_text, b"}\n"))
 
     # --- incoming --------------------------------------------------------------------------
 

@@ -172,21 +172,26 @@ class InboundDispatcher:
     telemetry: ConnectionTelemetry | None = None
 
     def on_request(self, request: Request) -> InboundJob | HandlerError:
-        decision = self._decide(request)
+        method = request.method
+        outcome: InboundJob | HandlerError
+        if method in INPUT_METHODS and self.input_streams is None:
+            outcome = self._route(request)  # RFC-009 off: unknown methods, as before (IS2)
+        else:
+            decision = admit(method, request.params, self._view)
+            if type(decision) is Admitted:  # the usual case, told first (no call more)
+                if decision.notes:
+                    self.note(decision.notes)
+                outcome = self._route(request)
+            else:
+                outcome = self._not_admitted(request, decision)
         telemetry = self.telemetry
         if telemetry is None:
-            return decision
-        return telemetry.served(request.method, request.id, request.params, decision)
+            return outcome
+        return telemetry.served(method, request.id, request.params, outcome)
 
-    def _decide(self, request: Request) -> InboundJob | HandlerError:
+    def _not_admitted(self, request: Request, decision: Admission) -> InboundJob | HandlerError:
+        """A request ``admit`` did not admit at once: held (as a job that waits) or refused."""
         method, params = request.method, request.params
-        if method in INPUT_METHODS and self.input_streams is None:
-            return self._route(request)  # RFC-009 off: unknown methods, as before (IS2)
-        decision = admit(method, params, self._view)
-        if type(decision) is Admitted:  # the usual case, told first
-            if decision.notes:
-                self.note(decision.notes)
-            return self._route(request)
         if isinstance(decision, Held):
             size = self._room_to_hold(params)
             if size is not None:

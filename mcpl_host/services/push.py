@@ -26,9 +26,11 @@ Rules:
   dispatcher's job is a traced one, never answered at once), a new event's result is
   ``{"accepted": true}`` without a coroutine, a ``RequestContext``, the handler's copy of
   the params or their model-visible form (whose references nobody could see; no record is
-  registered for them: docs/protocol.md, "Push idempotency"). De-duplication is the
-  same (``_claim``): a duplicate gets the result remembered; only a duplicate of an event
-  still in flight is left to ``serve`` (it waits for that event's result).
+  registered for them: docs/protocol.md, "Push idempotency"). The result goes back as
+  the JSON text the window keeps (``inbound.EagerJob``: the pool splices it after the id).
+  De-duplication is the same (``_claim``'s two steps): a duplicate gets the result
+  remembered; a duplicate of an event still in flight, or one whose result is kept as a
+  dict (beyond orjson), is left to ``serve`` (which waits for the event in flight).
 """
 
 from __future__ import annotations
@@ -155,48 +157,58 @@ class PushService:
         # at once"); an override on the instance counts as the application's too.
         self._default_handler = getattr(handlers.push_event, "__func__", None) is HostHandlers.push_event
 
-    def answer_now(self, request: Request) -> Any:
-        """The result of an admitted ``push/event`` ``request``, answered in the read loop
-        (module rules, "Answered at once"): ``{"accepted": true}``, or the result
-        remembered for a duplicate; ``LATER`` when it must be served as a job (``serve``):
-        the handler is the application's, an observer or an event inbox is there, or a
-        duplicate is in flight. Never raises, never waits."""
+    def answer_now(self, request: Request) -> bytes:
+        """The result of an admitted ``push/event`` ``request`` as compact JSON text, answered
+        in the read loop (module rules, "Answered at once"): ``{"accepted":true}``, or the
+        result remembered for a duplicate (the window keeps it as its text); ``LATER`` when
+        it must be served as a job (``serve``): the handler is the application's, an observer
+        or an event inbox is there, a duplicate is in flight, or the result remembered is
+        not kept as text. Never raises, never waits."""
+        later: bytes = LATER
         if not self._default_handler or self._inbox is not None or self._reporter.observer is not None:
-            return LATER
+            return later
         params = request.params
         event_id = params["eventId"]
         fingerprint = event_fingerprint(params)
-        kept = (fingerprint, self._serial, _ACCEPTED_KEPT)
-        seen = self._claim(event_id, fingerprint, kept, time.monotonic())
+        kept, now = (fingerprint, self._serial, _ACCEPTED_KEPT), time.monotonic()
+        seen = self._dedupe.claim(event_id, kept, now)  # ``_claim``, its usual case first
+        if seen is not None:
+            seen = self._seen(event_id, fingerprint, kept, now, seen)
         if seen is None:
             if "tags" in params:
                 self._closed_tags(params["tags"])
-            return dict(_ACCEPTED)
-        if isinstance(seen, _InFlight):
-            return LATER
-        return seen
+            return _ACCEPTED_KEPT
+        if isinstance(seen, bytes):
+            return seen
+        return later  # in flight, or a result beyond orjson (``serve`` recalls it)
 
     def _claim(
         self, event_id: str, fingerprint: int, marker: object, now: float
-    ) -> JSONObject | _InFlight | None:
+    ) -> bytes | dict[str, Any] | _InFlight | None:
         """De-duplication (module rules): None once ``marker`` is stored for ``event_id``
         (a new event, or a restarted server's reused id, logged); the result remembered for
-        a duplicate (a new dict); or the ``_InFlight`` marker of the event still in flight
-        that it duplicates (wait for it, then claim again)."""
-        dedupe = self._dedupe
-        seen = dedupe.claim(event_id, marker, now)  # None: the marker is stored, ours
-        if seen is None:
-            return None
+        a duplicate, as kept (``_kept``: ``_recalled`` makes it a new dict); or the
+        ``_InFlight`` marker of the event still in flight that it duplicates (wait for it,
+        then claim again)."""
+        seen = self._dedupe.claim(event_id, marker, now)  # None: the marker is stored, ours
+        return None if seen is None else self._seen(event_id, fingerprint, marker, now, seen)
+
+    def _seen(
+        self, event_id: str, fingerprint: int, marker: object, now: float, seen: Any
+    ) -> bytes | dict[str, Any] | _InFlight | None:
+        """``_claim`` once the window holds ``seen`` for ``event_id``: a duplicate's kept
+        result or marker, or None once ``marker`` replaced a restarted server's entry."""
         if isinstance(seen, _InFlight):
             if seen.service == self._serial or seen.fingerprint == fingerprint:
                 return seen
         else:
             remembered_fingerprint, service, original = seen
             if service == self._serial or remembered_fingerprint == fingerprint:
-                return _recalled(original)  # §9.4: a duplicate gets the original result
+                kept: bytes | dict[str, Any] = original
+                return kept  # §9.4: a duplicate gets the original result
         # From an earlier transport with other params: a restarted server reusing the id.
         self._reused(event_id)
-        dedupe.remember(event_id, marker, now)
+        self._dedupe.remember(event_id, marker, now)
         return None
 
     async def serve(self, context: RequestContext, params: dict[str, Any]) -> JSONObject:
@@ -223,7 +235,7 @@ class PushService:
         seen = self._claim(event_id, fingerprint, marker, time.monotonic())
         while seen is not None:
             if not isinstance(seen, _InFlight):
-                return seen
+                return _recalled(seen)
             await seen.wait()  # then look again: its result, or handle it anew
             seen = self._claim(event_id, fingerprint, marker, time.monotonic())
         answered: dict[str, Any] | None = None  # set once the handler has answered

@@ -25,6 +25,7 @@ from mcpl_host.secrets import Redactor
 __all__ = [
     "CarriesStateless",
     "HasSession",
+    "ReceivesNow",
     "SendsNow",
     "StartsServer",
     "Transport",
@@ -79,6 +80,18 @@ class SendsNow(Protocol):
         """Write what the link takes now of ``data``, without waiting; return how many bytes
         (0 to ``len(data)``). Only when no ``send()`` is in progress (the caller keeps the
         order). Never raises: an error is left for the next ``send()`` to report."""
+        ...
+
+
+@runtime_checkable
+class ReceivesNow(Protocol):
+    """A transport that may hold lines already read (the stdio pipe's reader: one read of the
+    pipe gives many lines), handed over without a coroutine each."""
+
+    def receive_now(self) -> ReadItem | None:
+        """The next line already read (what ``receive()`` would return at once), or None when
+        none is held or the transport is closing (``receive()`` then waits or says why).
+        Never waits, never raises."""
         ...
 
 

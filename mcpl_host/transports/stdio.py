@@ -10,6 +10,8 @@ docs/protocol.md H5, L1-L3, T3 and "stdio"):
 - stdin is the host's own non-blocking pipe (``_PipeWriter``: ``os.write``, and
   ``anyio.wait_writable`` only while the pipe is full), so ``send_now()`` writes an idle
   link's message at once, with no task switch (``transports/base.py`` ``SendsNow``).
+  Lines already read are handed over by ``receive_now()`` without a coroutine each
+  (``ReceivesNow``); ``receive()`` waits for more.
 - Every pipe has a reader. stdout feeds a ``LineReader``; stderr feeds a pump task that logs
   each line (escaped, redacted, cut, through ``log_value``; the lines of a private key block
   hidden by ``KeyBlockMasker``) and keeps the last ``limits.stderr_tail_lines`` lines to
@@ -560,6 +562,13 @@ class StdioTransport:
                     await anyio.sleep(GROUP_POLL_SECONDS)
         await process.wait()  # reap: no zombie remains
         tree.reap(await _tree_members(tree))
+
+    def receive_now(self) -> ReadItem | None:
+        """The next line already read from stdout, as ``receive()`` would return it at once
+        (``ReceivesNow``); None when none is held or the transport is closing."""
+        if self._items and not self._life.closing:
+            return self._items.popleft()
+        return None
 
     async def receive(self) -> ReadItem:
         """Return the next stdout line (``bytes``, no newline, no trailing ``\\r``) or a
