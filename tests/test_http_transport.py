@@ -30,6 +30,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import httpx
 import pytest
 
 from mcpl_host import (
@@ -47,7 +48,7 @@ from mcpl_host.config import ServerConfig
 from mcpl_host.jsonrpc.framing import dumps_message, loads_line
 from mcpl_host.transports.base import Transport
 from mcpl_host.transports.http import StreamableHTTPTransport
-from mcpl_host.transports.http_common import BodyTooLarge, _EventBytes
+from mcpl_host.transports.http_common import BodyTooLarge, _EventBytes, sse_events
 from mcpl_host.transports.http_params import (
     HTTPParameters,
     join_endpoint,
@@ -237,6 +238,28 @@ def test_event_bytes_of_chunks_inside_a_line_and_a_crlf_split_by_an_empty_chunk(
         counter.feed(b"data: 0\n")
 
 
+class _Chunks(httpx.AsyncByteStream):
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+async def test_event_data_is_utf8_split_anywhere_whatever_charset_the_server_names() -> None:
+    # The SSE spec: an event stream is UTF-8; a charset parameter changes nothing.
+    data = '{"text":"é✓"}'.encode()
+    body = b"event: message\ndata: " + data + b"\n\n"
+    for cut in range(len(body) + 1):
+        stream = _Chunks([body[:cut], body[cut:]])
+        response = httpx.Response(
+            200, headers={"content-type": "text/event-stream; charset=latin-1"}, stream=stream
+        )
+        events = [event async for event in sse_events(response, Limits())]
+        assert [(event.event, event.data) for event in events] == [("message", '{"text":"é✓"}')]
+
+
 async def test_the_http_transports_implement_the_transport_protocol() -> None:
     params = HTTPParameters("http://127.0.0.1:9/mcp")
     for transport in (StreamableHTTPTransport(params), SSETransport(params), AutoHTTPTransport(params)):
@@ -293,6 +316,32 @@ async def test_session_id_protocol_version_token_get_stream_and_delete(
     deletes = headers_of(rows, "DELETE")
     assert [h["mcp-session-id"] for h in deletes] == [session]
     assert_no_secret(logs, repr(conn))
+
+
+@pytest.mark.parametrize("answers", ["event-stream", "json"])
+async def test_every_post_gives_its_connection_back_so_two_connections_carry_a_session(
+    tmp_path: Path, answers: str
+) -> None:
+    # Two connections at most, one of them the GET stream's: each POST (a request read to
+    # its answer, a notification accepted with 202 and its empty body never read, the era
+    # probe refused) must give its connection back, or the next POST waits for ever. Every
+    # request goes to the URL as configured, its query included (parsed once).
+    limits = dataclasses.replace(FAST, max_http_connections=2)
+    options = ["--json"] if answers == "json" else []
+    async with bridge(tmp_path, *options) as server:
+        url = server.url("/mcp?team=blue")
+        conn = connect(ServerConfig(url=url, transport="streamable-http", limits=limits))
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                for _ in range(4):
+                    await conn.mcp.notify("notifications/roots/list_changed")
+                    await conn.mcp.ping()
+        rows = server.requests()
+    assert headers_of(rows, "GET")  # the GET stream held its connection meanwhile
+    assert {row["path"] for row in rows} == {"/mcp?team=blue"}
+    bodies = [row["body"] for row in rows if row["method"] == "POST"]
+    assert sum('"notifications/roots/list_changed"' in body for body in bodies) == 4
+    assert sum('"ping"' in body for body in bodies) == 4
 
 
 async def test_negotiated_sets_the_protocol_version_header_and_without_it_the_result_does(

@@ -89,6 +89,7 @@ from mcpl_host.transports.http_common import (
     Inbox,
     Unreachable,
     UnreadableBody,
+    close_response,
     error_excerpt,
     id_key,
     open_client,
@@ -174,6 +175,7 @@ class StreamableHTTPTransport:
         self._shown = shown_http_url(params.url, self._redactor)
         self._fall_back = fall_back
         self._client: httpx.AsyncClient | None = None
+        self._url: httpx.URL | None = None  # params.url parsed once (_open), not per request
         self._tasks: anyio.abc.TaskGroup | None = None  # the runner's: every stream task
         self._tasks_scope = anyio.CancelScope()
         self._tasks_done = anyio.Event()
@@ -359,7 +361,9 @@ class StreamableHTTPTransport:
         """Send one HTTP request and return its answer's head (the body still to read).
         Raises ``Unreachable`` when the server cannot be reached."""
         assert self._client is not None
-        request = self._client.build_request(method, self._params.url, headers=headers, content=content)
+        if self._url is None:
+            self._url = httpx.URL(self._params.url)
+        request = self._client.build_request(method, self._url, headers=headers, content=content)
         with unreachable(what, self._shown, self._redactor):
             return await self._client.send(request, stream=True)
 
@@ -689,8 +693,7 @@ class StreamableHTTPTransport:
                 return not answered
             return False
         finally:
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
+            await close_response(response)
 
     async def _check_answer(
         self,
@@ -791,8 +794,7 @@ class StreamableHTTPTransport:
                     body = await error_excerpt(response, self._limits)
                     return status, self._refusal(response, what, body, had_session=had_session), body
                 finally:
-                    with anyio.CancelScope(shield=True):
-                        await response.aclose()
+                    await close_response(response)
         except TimeoutError:
             raise self._lose(
                 f"the server at {self._shown} did not answer {what} within {describe_seconds(timeout)}"
@@ -848,8 +850,7 @@ class StreamableHTTPTransport:
             await self._run_stream(response, stream)
             return stream.answered
         finally:
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
+            await close_response(response)
 
     async def _deliver(self, line: bytes, key: bytes | None) -> bool:
         """Pass one message on; True when it is the answer to request ``key``. A message of

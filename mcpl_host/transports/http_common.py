@@ -76,6 +76,7 @@ __all__ = [
     "Unreachable",
     "UnreadableBody",
     "build_client",
+    "close_response",
     "decoded_body",
     "error_excerpt",
     "peek",
@@ -138,6 +139,16 @@ def build_client(params: HTTPParameters, limits: Limits) -> httpx.AsyncClient:
         verify=params.ssl_context if params.ssl_context is not None else True,
         auth=params.auth.httpx_auth() if params.auth is not None else None,
     )
+
+
+async def close_response(response: httpx.Response) -> None:
+    """Close ``response`` (its connection goes back to the pool, or is closed when its body
+    was not read to the end), shielded from cancellation; nothing when it is closed already
+    (a body read to its end closes it), so the reader's own close and its callers' cost no
+    cancel scope each."""
+    if not response.is_closed:
+        with anyio.CancelScope(shield=True):
+            await response.aclose()
 
 
 def open_client(params: HTTPParameters, limits: Limits, logger: Logger, shown_url: str) -> httpx.AsyncClient:
@@ -422,8 +433,9 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
         limits.max_content_codings,
     )
     counted = httpx.Response(
-        response.status_code, headers={"content-type": "text/event-stream; charset=utf-8"}, stream=stream
+        response.status_code, headers={"content-type": "text/event-stream"}, stream=stream
     )
+    counted.encoding = "utf-8"  # the SSE spec's, set: no charset parameter parsed per stream
     async for event in EventSource(counted).aiter_sse():
         data = event.data
         if len(data) > limits.max_line_bytes // 4 and len(data.encode("utf-8")) > limits.max_line_bytes:
