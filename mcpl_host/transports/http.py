@@ -91,6 +91,7 @@ from mcpl_host.transports.http_common import (
     UnreadableBody,
     error_excerpt,
     id_key,
+    may_answer,
     open_client,
     peek,
     read_body,
@@ -583,14 +584,15 @@ class StreamableHTTPTransport:
                 )
                 kind, answer_id, _, message = peek(trim(body))
                 return message if kind == "response" and id_key(answer_id) == key else None
-            async for event in sse_events(response, limits):
-                data = trim(event.data.encode("utf-8"))
-                if event.event != "message" or not data:
-                    continue
-                kind, answer_id, _, message = peek(data)
-                if kind == "response" and id_key(answer_id) == key:
-                    return message
-                await self._deliver(data, None)
+            async for events in sse_events(response, limits):
+                for event in events:
+                    data = trim(event.data)
+                    if event.event != "message" or not data:
+                        continue
+                    kind, answer_id, _, message = peek(data)
+                    if kind == "response" and id_key(answer_id) == key:
+                        return message
+                    await self._deliver(data, None)
         return None
 
     def _cancels_stateless(self, message: dict[str, Any] | None) -> bool:
@@ -853,8 +855,9 @@ class StreamableHTTPTransport:
 
     async def _deliver(self, line: bytes, key: bytes | None) -> bool:
         """Pass one message on; True when it is the answer to request ``key``. A message of
-        the GET stream (``key`` None) answers no request of it, and is passed on unread."""
-        if key is None:
+        the GET stream (``key`` None) answers no request of it, and one that cannot be an
+        answer (``may_answer``) answers none: either is passed on unread."""
+        if key is None or not may_answer(line):
             await self._inbox.put(line)
             return False
         kind, answer_id, _, message = peek(line)
@@ -981,18 +984,19 @@ class StreamableHTTPTransport:
                 contextlib.suppress(Unreachable),
                 unreachable("its event stream", self._shown, self._redactor),
             ):
-                async for event in sse_events(response, self._limits):
-                    if event.id:
-                        stream.last_id = event.id
-                    if event.retry is not None:
-                        stream.retry_ms = event.retry
-                    if event.event != "message":
-                        continue
-                    data = trim(event.data.encode("utf-8"))
-                    if data:
-                        delivered += 1
-                        if await self._deliver(data, stream.key):
-                            stream.answered = True
+                async for events in sse_events(response, self._limits):
+                    for event in events:
+                        if event.id:
+                            stream.last_id = event.id
+                        if event.retry is not None:
+                            stream.retry_ms = event.retry
+                        if event.event != "message":
+                            continue
+                        data = trim(event.data)
+                        if data:
+                            delivered += 1
+                            if await self._deliver(data, stream.key):
+                                stream.answered = True
         except UnreadableBody as exc:
             raise self._lose(f"the server at {self._shown} sent {exc}; the transport was closed") from None
         finally:
