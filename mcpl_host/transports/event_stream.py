@@ -118,65 +118,64 @@ class EventStreamParser:
             lines[0] = bytes(partial)
             partial.clear()
         events: list[ServerSentEvent] = []
-        size, limit, data = self._size, self._max_event, self._data
-        for line in lines:
-            if not line:
-                size = 0
-                if self._fields:
-                    events.append(self._dispatch())
-                    data = self._data
-                continue
-            size += len(line) + 1
-            if size > limit:
-                raise self._too_large()
-            if line[:5] == b"data:":
+        size, limit, data, fields = self._size, self._max_event, self._data, self._fields
+        event, event_id, retry = self._event, self._id, self._retry
+        for line in lines:  # the common lines first: data, then a blank line
+            if line.startswith(b"data:"):
+                size += len(line) + 1
+                if size > limit:
+                    raise self._too_large()
                 data.append(line[6:] if line[5:6] == b" " else line[5:])
-                self._fields = True
-            elif line[0] != 58:  # not a ":" comment
-                self._field(line)
-        self._size = size
+                fields = True
+            elif not line:
+                size = 0
+                if fields:
+                    events.append(self._dispatch(event, data, event_id, retry))
+                    data, event, event_id, retry, fields = [], b"", "", None, False
+            else:
+                size += len(line) + 1
+                if size > limit:
+                    raise self._too_large()
+                if line == b"event: message":  # what most servers send before each message
+                    event, fields = b"message", True
+                    continue
+                if line[0] == 58:  # ":": a comment
+                    continue
+                name, _, value = line.partition(b":")
+                if value[:1] == b" ":
+                    value = value[1:]
+                if name == b"event":
+                    event = value
+                elif name == b"data":
+                    data.append(value)
+                elif name == b"id":
+                    if b"\0" in value:
+                        continue
+                    event_id = value.decode("utf-8", "replace")
+                elif name == b"retry":
+                    if not value.isdigit():
+                        continue
+                    retry = int(value)
+                else:
+                    continue
+                fields = True
+        self._size, self._data, self._fields = size, data, fields
+        self._event, self._id, self._retry = event, event_id, retry
         if rest:
             partial += rest
             if size + len(partial) > limit:
                 raise self._too_large()
         return events
 
-    def _field(self, line: bytes) -> None:
-        name, _, value = line.partition(b":")
-        if value[:1] == b" ":
-            value = value[1:]
-        if name == b"data":
-            self._data.append(value)
-        elif name == b"event":
-            self._event = value
-        elif name == b"id":
-            if b"\0" in value:
-                return
-            self._id = value.decode("utf-8", "replace")
-        elif name == b"retry":
-            if not value.isdigit():
-                return
-            self._retry = int(value)
-        else:
-            return
-        self._fields = True
-
-    def _dispatch(self) -> ServerSentEvent:
-        data = self._data
+    def _dispatch(self, event: bytes, data: list[bytes], event_id: str, retry: int | None) -> ServerSentEvent:
         joined = data[0] if len(data) == 1 else b"\n".join(data)
         if len(joined) > self._max_data:
             raise EventTooLarge(f"a message over {self._max_data} bytes (limits.max_line_bytes)")
         if not joined.isascii():
             joined = joined.decode("utf-8", "replace").encode("utf-8")
-        event = self._event
-        kind = "message" if not event or event == b"message" else event.decode("utf-8", "replace")
-        dispatched = tuple_new(ServerSentEvent, (kind, joined, self._id, self._retry))
-        self._data = []
-        self._event = b""
-        self._id = ""
-        self._retry = None
-        self._fields = False
-        return dispatched
+        if event == b"message" or not event:
+            return tuple_new(ServerSentEvent, ("message", joined, event_id, retry))
+        return tuple_new(ServerSentEvent, (event.decode("utf-8", "replace"), joined, event_id, retry))
 
     def _too_large(self) -> EventTooLarge:
         return EventTooLarge(f"a Server-Sent Event over {self._max_event} bytes (limits.max_sse_event_bytes)")
