@@ -854,11 +854,18 @@ class StreamableHTTPTransport:
                 await response.aclose()
 
     async def _deliver(self, line: bytes, key: bytes | None) -> bool:
-        """Pass one message on; True when it is the answer to request ``key``. A message of
-        the GET stream (``key`` None) answers no request of it, and one that cannot be an
-        answer (``may_answer``) answers none: either is passed on unread."""
+        """Pass one message on; True when it is the answer to request ``key``
+        (``_answers``)."""
+        answered = self._answers(line, key)
+        await self._inbox.put(line)
+        return answered
+
+    def _answers(self, line: bytes, key: bytes | None) -> bool:
+        """Whether ``line`` is the answer to request ``key`` (for ``initialize``'s, its
+        manifest and protocol version are read here). A message of the GET stream (``key``
+        None) answers no request of it, and one that cannot be an answer (``may_answer``)
+        answers none: either is not parsed."""
         if key is None or not may_answer(line):
-            await self._inbox.put(line)
             return False
         kind, answer_id, _, message = peek(line)
         answered = kind == "response" and id_key(answer_id) == key
@@ -868,7 +875,6 @@ class StreamableHTTPTransport:
             version: Any = result.get("protocolVersion") if is_object(result) else None
             if not self._told_version and isinstance(version, str) and _VERSION.match(version):
                 self._protocol_version = version
-        await self._inbox.put(line)
         return answered
 
     async def _run_stream(self, response: httpx.Response | None, stream: _Stream) -> None:
@@ -984,7 +990,9 @@ class StreamableHTTPTransport:
                 contextlib.suppress(Unreachable),
                 unreachable("its event stream", self._shown, self._redactor),
             ):
+                key = stream.key
                 async for events in sse_events(response, self._limits):
+                    lines: list[bytes] = []  # the messages of one read go in together
                     for event in events:
                         if event.id:
                             stream.last_id = event.id
@@ -994,9 +1002,12 @@ class StreamableHTTPTransport:
                             continue
                         data = trim(event.data)
                         if data:
-                            delivered += 1
-                            if await self._deliver(data, stream.key):
+                            lines.append(data)
+                            if self._answers(data, key):
                                 stream.answered = True
+                    if lines:
+                        delivered += len(lines)
+                        await self._inbox.put_all(lines)
         except UnreadableBody as exc:
             raise self._lose(f"the server at {self._shown} sent {exc}; the transport was closed") from None
         finally:

@@ -473,6 +473,25 @@ class Inbox:
         self._bytes += size
         self._wake()
 
+    async def put_all(self, lines: list[bytes]) -> None:
+        """``put`` each of ``lines`` in order, with the same waits, but with no call per line
+        while they fit (the events of one read); a waiting reader is woken before any wait
+        here and once at the end. Raises as ``put``."""
+        items, max_bytes = self._items, self._max_bytes
+        for line in lines:
+            size = len(line)
+            if (
+                (items and (self._draining or self._bytes + size > max_bytes))
+                or self.closed
+                or self.lost is not None
+            ):
+                self._wake()  # what is held must be taken for this line to go in
+                await self.put(line)
+            else:
+                items.append(line)
+                self._bytes += size
+        self._wake()
+
     def _check(self) -> None:
         if self.closed:
             raise ConnectionClosed("the HTTP transport was closed")
