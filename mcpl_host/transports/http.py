@@ -993,17 +993,17 @@ class StreamableHTTPTransport:
                 key = stream.key
                 async for events in sse_events(response, self._limits):
                     lines: list[bytes] = []  # the messages of one read go in together
-                    for event in events:
-                        if event.id:
-                            stream.last_id = event.id
-                        if event.retry is not None:
-                            stream.retry_ms = event.retry
-                        if event.event != "message":
+                    for kind, raw, event_id, retry in events:
+                        if event_id:
+                            stream.last_id = event_id
+                        if retry is not None:
+                            stream.retry_ms = retry
+                        if kind != "message":
                             continue
-                        data = trim(event.data)
+                        data = trim(raw)
                         if data:
                             lines.append(data)
-                            if self._answers(data, key):
+                            if key is not None and self._answers(data, key):
                                 stream.answered = True
                     if lines:
                         delivered += len(lines)
