@@ -138,3 +138,48 @@ async def test_a_reader_cancelled_while_waiting_leaves_the_inbox_working() -> No
             await anyio.wait_all_tasks_blocked()
             await inbox.put(b"d")
         assert got == [b"d"]
+
+
+async def test_put_all_holds_what_fits_and_waits_mid_batch_as_put_does() -> None:
+    """``Inbox.put_all`` (the events of one read): the lines that fit go in at once and wake
+    the waiting reader; one that would pass the bound waits until every held line is taken
+    (the reader is woken first, or it would wait for ever); the rest follow in order."""
+    inbox = Inbox(max_bytes=30)
+    taken: list[bytes] = []
+    batch = [b"a" * 10, b"b" * 10, b"c" * 20, b"d" * 5]  # c: 10 + 10 + 20 > 30
+
+    async def reader(count: int) -> None:
+        for _ in range(count):
+            taken.append(await inbox.get())
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reader, 4)
+            await anyio.wait_all_tasks_blocked()  # the reader waits on an empty inbox
+            await inbox.put_all(batch)
+        assert taken == batch
+        await inbox.put_all([b"e" * 10, b"f" * 10])
+        assert [await inbox.get(), await inbox.get()] == [b"e" * 10, b"f" * 10]
+        inbox.lose("gone")
+        with pytest.raises(ConnectionLost):
+            await inbox.put_all([b"g"])
+
+
+async def test_put_all_waits_while_another_reader_waits_for_the_inbox_to_empty() -> None:
+    inbox = Inbox(max_bytes=30)
+    order: list[str] = []
+
+    async def put(name: str, lines: list[bytes]) -> None:
+        await inbox.put_all(lines)
+        order.append(name)
+
+    with anyio.fail_after(5):
+        await inbox.put(b"a" * 20)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(put, "big", [b"b" * 20])  # 40 > 30: waits
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(put, "small", [b"s"])  # would fit, but the big one waits first
+            await anyio.wait_all_tasks_blocked()
+            assert order == []
+            assert await inbox.get() == b"a" * 20
+        assert sorted(order) == ["big", "small"]

@@ -48,7 +48,7 @@ from mcpl_host.config import ServerConfig
 from mcpl_host.jsonrpc.framing import dumps_message, loads_line
 from mcpl_host.transports.base import Transport
 from mcpl_host.transports.http import StreamableHTTPTransport
-from mcpl_host.transports.http_common import BodyTooLarge, _EventBytes, sse_events
+from mcpl_host.transports.http_common import sse_events
 from mcpl_host.transports.http_params import (
     HTTPParameters,
     join_endpoint,
@@ -210,34 +210,6 @@ def test_refusal_sentences() -> None:
     assert said.endswith("HTTP 500 (internal server error); it said: boom line\\u001b[31m")
 
 
-def test_event_bytes_are_counted_across_chunks_and_reset_by_a_blank_line() -> None:
-    counter = _EventBytes(20)
-    for chunk in (b"data: 0123456789\r", b"\n\r", b"\n", b"data: 0123456789\n\n", b"data: 0123456789\r\r"):
-        counter.feed(chunk)  # each event is 17 or 18 bytes: under the bound
-    counter = _EventBytes(20)
-    counter.feed(b"data: 0123456789\n")
-    with pytest.raises(BodyTooLarge, match="max_sse_event_bytes"):
-        counter.feed(b"data: 0\n")  # two lines of one event: 25 bytes
-    counter = _EventBytes(20)
-    counter.feed(b"x" * 20)
-    with pytest.raises(BodyTooLarge):
-        counter.feed(b"x")  # a line that never ends
-
-
-def test_event_bytes_of_chunks_inside_a_line_and_a_crlf_split_by_an_empty_chunk() -> None:
-    counter = _EventBytes(20)
-    counter.feed(b"data: " + b"x" * 10)  # no line end in it: the line goes on
-    counter.feed(b"\n")  # ends that line (17 bytes), not an event
-    with pytest.raises(BodyTooLarge):
-        counter.feed(b"data: 0\n")
-    counter = _EventBytes(20)
-    counter.feed(b"data: 0123456789\r")
-    counter.feed(b"")
-    counter.feed(b"\n")  # completes the CRLF: not a blank line
-    with pytest.raises(BodyTooLarge):
-        counter.feed(b"data: 0\n")
-
-
 class _Chunks(httpx.AsyncByteStream):
     def __init__(self, chunks: list[bytes]) -> None:
         self.chunks = chunks
@@ -256,8 +228,8 @@ async def test_event_data_is_utf8_split_anywhere_whatever_charset_the_server_nam
         response = httpx.Response(
             200, headers={"content-type": "text/event-stream; charset=latin-1"}, stream=stream
         )
-        events = [event async for event in sse_events(response, Limits())]
-        assert [(event.event, event.data) for event in events] == [("message", '{"text":"é✓"}')]
+        events = [event async for batch in sse_events(response, Limits()) for event in batch]
+        assert [(event.event, event.data.decode()) for event in events] == [("message", '{"text":"é✓"}')]
 
 
 async def test_the_http_transports_implement_the_transport_protocol() -> None:

@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpl_host import ServerConfig, ServerConnection, connect
 from mcpl_host.jsonrpc.errors import UnreadableAnswer
 from mcpl_host.jsonrpc.framing import NotReadableJSON, loads_line
 from mcpl_host.jsonrpc.session import DroppedLine, Session, UnreadableResponse
-from mcpl_host.transports.http_common import id_key, peek
+from mcpl_host.transports.http_common import id_key, may_answer, peek
 
 from .conftest import FIXTURES
 from .wire import FAST, MCP_HANDSHAKE, SCRIPTED, Script, port_server
@@ -146,7 +149,44 @@ def test_http_routing_takes_an_unparsable_answer_for_the_answer_its_id_names(nam
     answer, _ = ANSWERS[name]
     line = answer.replace("$ID", "7").encode("utf-8", "surrogateescape")
     assert peek(line) == ("response", 7, None, None)
+    assert may_answer(line)  # so a request's event stream parses it
     assert id_key(10**30) != id_key(str(10**30))  # ids beyond 64 bits are keys too
+
+
+def test_only_a_line_that_cannot_name_an_id_skips_the_routing_parse() -> None:
+    """``http_common.may_answer``: a notification without ``"id"`` in it goes on unparsed;
+    an answer is always parsed, its ``id`` written with escapes or not."""
+    assert not may_answer(
+        b'{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x"}}'
+    )
+    assert not may_answer(b'{"jsonrpc":"2.0","method":"x","params":{"ids":[1],"idle":"did"}}')
+    for line in (
+        b'{"jsonrpc":"2.0","id":7,"result":{}}',
+        b'{"jsonrpc":"2.0","\\u0069d":7,"result":{}}',
+        b'{"jsonrpc":"2.0","i\\u0064":7,"result":{}}',
+        b'{"jsonrpc":"2.0","method":"x","params":{"id":1}}',  # a mention is enough to be parsed
+    ):
+        assert may_answer(line)
+    escaped = b'{"jsonrpc":"2.0","\\u0069d":7,"result":{}}'
+    assert peek(escaped)[:2] == ("response", 7)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["jsonrpc", "id", "method", "result", "error", "params", "idx"]),
+        st.one_of(
+            st.integers(), st.text(max_size=4), st.none(), st.dictionaries(st.text(max_size=3), st.integers())
+        ),
+    ),
+    st.booleans(),
+)
+def test_every_line_peek_reads_as_an_answer_may_be_one(message: dict[str, object], ascii_only: bool) -> None:
+    line = json.dumps(message, ensure_ascii=ascii_only).encode()
+    if ascii_only:  # every name escaped, as a server may write it
+        line = line.replace(b'"id"', b'"\\u0069\\u0064"')
+    if peek(line)[0] == "response":
+        assert may_answer(line)
 
 
 async def test_http_json_body_that_is_not_utf8() -> None:

@@ -98,9 +98,9 @@ class Request(NamedTuple):
     params: Any
 
 
-@dataclass(frozen=True, slots=True)
-class Notification:
-    """A notification (E6): a ``method`` and no ``id`` member; never answered."""
+class Notification(NamedTuple):
+    """A notification (E6): a ``method`` and no ``id`` member; never answered. A named
+    tuple, as ``Request`` (a stream of notifications makes one per line)."""
 
     method: str
     params: Any
@@ -223,7 +223,7 @@ def classify(value: object) -> Envelope:
     # named tuple's own constructor is a Python function, twice the cost.
     if has_id:
         return tuple_new(Request, (id_value, method, value.get("params")))
-    return Notification(method=method, params=value.get("params"))
+    return tuple_new(Notification, (method, value.get("params")))
 
 
 def _response(value: Mapping[str, object], id_value: object) -> Response:

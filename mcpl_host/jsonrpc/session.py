@@ -114,9 +114,9 @@ class RequestReceived(NamedTuple):
     request: Request
 
 
-@dataclass(frozen=True, slots=True)
-class NotificationReceived:
-    """A server notification, after the handshake (H3/H4: ignored before it)."""
+class NotificationReceived(NamedTuple):
+    """A server notification, after the handshake (H3/H4: ignored before it). A named
+    tuple, as ``RequestReceived``."""
 
     notification: Notification
 
@@ -347,6 +347,8 @@ class Session:
             return self._route_response(message, self.phase is not _OPERATING)
         if type(message) is Request and self.phase is _OPERATING:  # the usual server request
             return tuple_new(RequestReceived, (message,))  # a named tuple, without its Python __new__
+        if type(message) is Notification and self.phase is _OPERATING:  # as _route says
+            return tuple_new(NotificationReceived, (message,))
         return self._route(message, line)
 
     def receive_too_long(self, item: LineTooLong) -> list[SessionEvent]:

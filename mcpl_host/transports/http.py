@@ -92,6 +92,7 @@ from mcpl_host.transports.http_common import (
     close_response,
     error_excerpt,
     id_key,
+    may_answer,
     open_client,
     peek,
     read_body,
@@ -587,14 +588,15 @@ class StreamableHTTPTransport:
                 )
                 kind, answer_id, _, message = peek(trim(body))
                 return message if kind == "response" and id_key(answer_id) == key else None
-            async for event in sse_events(response, limits):
-                data = trim(event.data.encode("utf-8"))
-                if event.event != "message" or not data:
-                    continue
-                kind, answer_id, _, message = peek(data)
-                if kind == "response" and id_key(answer_id) == key:
-                    return message
-                await self._deliver(data, None)
+            async for events in sse_events(response, limits):
+                for event in events:
+                    data = trim(event.data)
+                    if event.event != "message" or not data:
+                        continue
+                    kind, answer_id, _, message = peek(data)
+                    if kind == "response" and id_key(answer_id) == key:
+                        return message
+                    await self._deliver(data, None)
         return None
 
     def _cancels_stateless(self, message: dict[str, Any] | None) -> bool:
@@ -853,10 +855,18 @@ class StreamableHTTPTransport:
             await close_response(response)
 
     async def _deliver(self, line: bytes, key: bytes | None) -> bool:
-        """Pass one message on; True when it is the answer to request ``key``. A message of
-        the GET stream (``key`` None) answers no request of it, and is passed on unread."""
-        if key is None:
-            await self._inbox.put(line)
+        """Pass one message on; True when it is the answer to request ``key``
+        (``_answers``)."""
+        answered = self._answers(line, key)
+        await self._inbox.put(line)
+        return answered
+
+    def _answers(self, line: bytes, key: bytes | None) -> bool:
+        """Whether ``line`` is the answer to request ``key`` (for ``initialize``'s, its
+        manifest and protocol version are read here). A message of the GET stream (``key``
+        None) answers no request of it, and one that cannot be an answer (``may_answer``)
+        answers none: either is not parsed."""
+        if key is None or not may_answer(line):
             return False
         kind, answer_id, _, message = peek(line)
         answered = kind == "response" and id_key(answer_id) == key
@@ -866,7 +876,6 @@ class StreamableHTTPTransport:
             version: Any = result.get("protocolVersion") if is_object(result) else None
             if not self._told_version and isinstance(version, str) and _VERSION.match(version):
                 self._protocol_version = version
-        await self._inbox.put(line)
         return answered
 
     async def _run_stream(self, response: httpx.Response | None, stream: _Stream) -> None:
@@ -982,18 +991,24 @@ class StreamableHTTPTransport:
                 contextlib.suppress(Unreachable),
                 unreachable("its event stream", self._shown, self._redactor),
             ):
-                async for event in sse_events(response, self._limits):
-                    if event.id:
-                        stream.last_id = event.id
-                    if event.retry is not None:
-                        stream.retry_ms = event.retry
-                    if event.event != "message":
-                        continue
-                    data = trim(event.data.encode("utf-8"))
-                    if data:
-                        delivered += 1
-                        if await self._deliver(data, stream.key):
-                            stream.answered = True
+                key = stream.key
+                async for events in sse_events(response, self._limits):
+                    lines: list[bytes] = []  # the messages of one read go in together
+                    for kind, raw, event_id, retry in events:
+                        if event_id:
+                            stream.last_id = event_id
+                        if retry is not None:
+                            stream.retry_ms = retry
+                        if kind != "message":
+                            continue
+                        data = trim(raw)
+                        if data:
+                            lines.append(data)
+                            if key is not None and self._answers(data, key):
+                                stream.answered = True
+                    if lines:
+                        delivered += len(lines)
+                        await self._inbox.put_all(lines)
         except UnreadableBody as exc:
             raise self._lose(f"the server at {self._shown} sent {exc}; the transport was closed") from None
         finally:

@@ -3,11 +3,12 @@ bodies and Server-Sent Events, the httpx client, and the one translation of http
 
 Rules (MCP 2025-11-25 "Transports" §Streamable HTTP; MCP 2024-11-05 §HTTP with SSE):
 
-- Server-Sent Events are parsed by httpx-sse. Before its parser sees a byte, the bytes of
-  the current event (every line since the last blank line) are counted as they arrive:
-  past ``limits.max_sse_event_bytes`` the stream is refused (``BodyTooLarge``), so neither
-  the parser's line buffer nor its data buffer can grow past the bound. An event's data
-  (one JSON-RPC message) is bounded by ``limits.max_line_bytes``, as a JSON body is.
+- Server-Sent Events are split on bytes by ``event_stream.EventStreamParser`` (WHATWG
+  HTML §9.2.6; docs/protocol.md SSE1), which counts the bytes of the current event (every
+  line since the last blank line, the unfinished one included) as they arrive: past
+  ``limits.max_sse_event_bytes`` the stream is refused (``BodyTooLarge``), so no buffer of
+  it grows past the bound. An event's data (one JSON-RPC message) is bounded by
+  ``limits.max_line_bytes``, as a JSON body is.
 - The ``Inbox`` holds the received lines ``receive()`` has not taken, up to
   ``limits.max_http_inbox_bytes`` (one line larger than that alone): a reader with a line
   that would pass the bound waits (its HTTP stream is not read meanwhile), and so does
@@ -31,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 from collections import deque
 from collections.abc import AsyncIterator, Generator
 from typing import Any
@@ -39,7 +39,6 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import httpx
-from httpx_sse import EventSource, ServerSentEvent
 
 from mcpl_host._tasks import Lifetime
 from mcpl_host.jsonrpc.envelope import NO_ID, Notification, Request, Response, classify
@@ -59,6 +58,7 @@ from mcpl_host.transports.content_coding import (
     LayerTooLarge,
     codings_of,
 )
+from mcpl_host.transports.event_stream import EventStreamParser, EventTooLarge, ServerSentEvent
 from mcpl_host.transports.http_failure import classify_unreachable, unreachable_sentence
 from mcpl_host.transports.http_params import (
     HTTPAuthorizer,
@@ -79,6 +79,7 @@ __all__ = [
     "close_response",
     "decoded_body",
     "error_excerpt",
+    "may_answer",
     "peek",
     "read_body",
     "reconnect_delay",
@@ -87,7 +88,6 @@ __all__ = [
 ]
 
 USER_AGENT = "mcpl-host"
-_TERMINATOR = re.compile(rb"\r\n|\r|\n")
 _BLANKS = b" \t\r\n"
 
 
@@ -319,105 +319,10 @@ async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
     return data.decode("utf-8", errors="replace").strip()
 
 
-class _EventBytes:
-    """Counts the bytes of the current Server-Sent Event (every line since the last blank
-    line; CR, LF and CRLF end a line, a CRLF split across chunks included)."""
-
-    __slots__ = ("_cr", "_limit", "_line_empty", "_size")
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._size = 0
-        self._line_empty = True  # nothing yet on the current line
-        self._cr = False  # the last chunk ended in CR (an LF may complete it)
-
-    def feed(self, chunk: bytes) -> None:
-        """Raises ``BodyTooLarge`` when the current event goes past the bound."""
-        if b"\n" in chunk or b"\r" in chunk:
-            self._lines(chunk)
-        elif chunk:  # inside a line (a large message's data): no line to find
-            self._cr = False
-            self._line_empty = False
-            self._size += len(chunk)
-        if self._size > self._limit:
-            raise BodyTooLarge(f"a Server-Sent Event over {self._limit} bytes (limits.max_sse_event_bytes)")
-
-    def _lines(self, chunk: bytes) -> None:
-        start = 1 if self._cr and chunk[:1] == b"\n" else 0
-        self._cr = False
-        for match in _TERMINATOR.finditer(chunk, start):
-            content = match.start() - start
-            if content:
-                self._line_empty = False
-            if self._line_empty:  # a blank line ends the event
-                self._size = 0
-            else:
-                self._size += content + len(match.group())
-                if self._size > self._limit:
-                    return
-            self._line_empty = True
-            start = match.end()
-            self._cr = match.group() == b"\r" and start == len(chunk)
-        rest = len(chunk) - start
-        if rest:
-            self._line_empty = False
-            self._size += rest
-
-
-class _CountedStream(httpx.AsyncByteStream):
-    """httpx's extension point for a response body: the bytes of ``response``, decoded
-    (``decoded_body``: each layer bounded from one message to the next, its count restarted
-    by ``message_delivered()``, never by an event without data: comments and empty events
-    cost a server a few bytes of wire each, compressed), each chunk counted by
-    ``_EventBytes`` before it is passed on. Pieces that end no
-    line are joined until one does (or ``step_bytes`` are held): the line decoder after it
-    keeps a line's pieces as a list, and a stream in chunks of 2 bytes is a piece each.
-    Nothing is held back that could complete an event (an event ends at a line end)."""
-
-    def __init__(
-        self,
-        response: httpx.Response,
-        counter: _EventBytes,
-        max_layer_bytes: int,
-        step_bytes: int,
-        max_codings: int,
-    ) -> None:
-        self._response = response
-        self._counter = counter
-        self._max_layer_bytes = max_layer_bytes
-        self._step_bytes = step_bytes
-        self._max_codings = max_codings
-        self._decoder: BodyDecoder | None = None
-
-    def message_delivered(self) -> None:
-        """An event with data was parsed: each decoding layer's count starts again."""
-        if self._decoder is not None:
-            self._decoder.restart_count()
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        decoder = body_decoder(self._response, self._max_layer_bytes, self._step_bytes, self._max_codings)
-        self._decoder = decoder
-        held = bytearray()
-        async for chunk in decoded_body(self._response, decoder, "limits.max_sse_event_bytes"):
-            self._counter.feed(chunk)
-            if b"\n" in chunk or b"\r" in chunk or len(held) + len(chunk) >= self._step_bytes:
-                if held:
-                    held += chunk
-                    chunk = bytes(held)
-                    held.clear()
-                yield chunk
-            else:
-                held += chunk
-        if held:
-            yield bytes(held)
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
-
-
-async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[ServerSentEvent]:
-    """The events of an event stream (``text/event-stream``; UTF-8 per the SSE spec), parsed
-    by httpx-sse, each bounded as the module rules say.
+async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[list[ServerSentEvent]]:
+    """The events of an event stream (``text/event-stream``), split by
+    ``event_stream.EventStreamParser`` as each decoded chunk arrives: the events one chunk
+    completes come together, in order. Each event is bounded as the module rules say.
 
     Raises:
         BodyTooLarge: an event over ``limits.max_sse_event_bytes`` (decoded, or in one
@@ -425,24 +330,20 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
         BadContentEncoding: a coding the host does not decode, or data not valid in it.
         httpx errors: as reading the body raises them (for ``unreachable``).
     """
-    stream = _CountedStream(
-        response,
-        _EventBytes(limits.max_sse_event_bytes),
-        limits.max_sse_event_bytes,
-        limits.read_chunk_bytes,
-        limits.max_content_codings,
-    )
-    counted = httpx.Response(
-        response.status_code, headers={"content-type": "text/event-stream"}, stream=stream
-    )
-    counted.encoding = "utf-8"  # the SSE spec's, set: no charset parameter parsed per stream
-    async for event in EventSource(counted).aiter_sse():
-        data = event.data
-        if len(data) > limits.max_line_bytes // 4 and len(data.encode("utf-8")) > limits.max_line_bytes:
-            raise BodyTooLarge(f"a message over {limits.max_line_bytes} bytes (limits.max_line_bytes)")
-        if data:
-            stream.message_delivered()
-        yield event
+    bound = limits.max_sse_event_bytes
+    decoder = body_decoder(response, bound, limits.read_chunk_bytes, limits.max_content_codings)
+    parser = EventStreamParser(bound, limits.max_line_bytes)
+    async for chunk in decoded_body(response, decoder, "limits.max_sse_event_bytes"):
+        try:
+            events = parser.feed(chunk)
+        except EventTooLarge as exc:
+            raise BodyTooLarge(str(exc)) from None
+        if events:
+            for event in events:
+                if event.data:  # each decoding layer's count starts again
+                    decoder.restart_count()
+                    break
+            yield events
 
 
 def reconnect_delay(limits: Limits, *, failures: int, empty: int, retry_ms: int | None) -> float:
@@ -498,6 +399,15 @@ def peek(line: bytes) -> tuple[str, Any, str | None, dict[str, Any] | None]:
     if isinstance(envelope, Response) and envelope.id is not NO_ID:
         return "response", envelope.id, None, decoded
     return "other", None, None, None
+
+
+def may_answer(line: bytes) -> bool:
+    """Whether ``line`` may be a JSON-RPC answer with an id (what ``peek`` reads as
+    ``"response"``). False only when no ``"id"`` member name can be in it: JSON writes that
+    name as ``"id"`` or with ``\\u`` escapes, so a line holding neither is no answer, and
+    its parse can be skipped (a notification among a request's events; docs/protocol.md
+    SSE1). Pure."""
+    return b'"id"' in line or b"\\u" in line
 
 
 def id_key(request_id: object) -> bytes:
@@ -572,6 +482,25 @@ class Inbox:
         self._check()
         self._items.append(item)
         self._bytes += size
+        self._wake()
+
+    async def put_all(self, lines: list[bytes]) -> None:
+        """``put`` each of ``lines`` in order, with the same waits, but with no call per line
+        while they fit (the events of one read); a waiting reader is woken before any wait
+        here and once at the end. Raises as ``put``."""
+        items, max_bytes = self._items, self._max_bytes
+        for line in lines:
+            size = len(line)
+            if (
+                (items and (self._draining or self._bytes + size > max_bytes))
+                or self.closed
+                or self.lost is not None
+            ):
+                self._wake()  # what is held must be taken for this line to go in
+                await self.put(line)
+            else:
+                items.append(line)
+                self._bytes += size
         self._wake()
 
     def _check(self) -> None:

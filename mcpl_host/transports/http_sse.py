@@ -204,8 +204,9 @@ class SSETransport:
                 with contextlib.suppress(ConnectionLost, ConnectionClosed):
                     try:
                         with unreachable("its event stream", self._shown, self._redactor):
-                            async for event in sse_events(response, self._limits):
-                                await self._on_event(event.event, event.data)
+                            async for events in sse_events(response, self._limits):
+                                for event in events:
+                                    await self._on_event(event.event, event.data)
                     except Unreachable as exc:
                         ended = str(exc)
                     except UnreadableBody as exc:
@@ -217,15 +218,15 @@ class SSETransport:
             self._endpoint_known.set()
             self._reader_done.set()
 
-    async def _on_event(self, kind: str, data: str) -> None:
+    async def _on_event(self, kind: str, data: bytes) -> None:
         if kind == "endpoint" and self._endpoint is None:
             try:
-                self._endpoint = join_endpoint(self._params.url, data)
+                self._endpoint = join_endpoint(self._params.url, data.decode("utf-8"))
             except ValueError as exc:
                 raise self._inbox.lose(f"the server at {self._shown}: {exc}") from None
             self._endpoint_known.set()
         elif kind == "message" and self._endpoint is not None:
-            line = trim(data.encode("utf-8"))
+            line = trim(data)
             if line:
                 await self._inbox.put(line)
 

@@ -1,0 +1,181 @@
+"""Server-Sent Events framing on bytes (WHATWG HTML §9.2.6 "Interpreting an event stream";
+MCP 2025-11-25 "Transports" §Streamable HTTP and MCP 2024-11-05 §HTTP with SSE carry their
+messages in it). Pure: no I/O; the HTTP transports feed it the decoded body.
+
+Rules (docs/protocol.md SSE1):
+
+- A line ends at CR, LF or CRLF (a CRLF split across two chunks, or by an empty chunk, is one
+  line end); one UTF-8 byte order mark at the start of the stream is dropped.
+- A blank line dispatches the event gathered since the last one; a line starting with ``:``
+  is a comment; any other line is ``field:value`` (one space after the colon dropped; a line
+  without a colon is a field with an empty value). ``data`` lines are joined with LF;
+  ``event`` names the type (``message`` when none); ``id`` (not holding NUL) is the event's
+  id; ``retry`` counts only when it is ASCII digits (milliseconds); other fields are ignored.
+  An event is dispatched when it set any of the four; one the stream ends before its blank
+  line is dropped.
+- Data and ids are UTF-8, decoding errors replaced (U+FFFD), as the standard decodes the
+  stream: data that is all ASCII passes unchanged, with no decoding at all.
+- Bounds: the bytes of the current event (every line since the last blank line, each line
+  end counted as one byte, the unfinished line included) past ``max_event_bytes``
+  (``Limits.max_sse_event_bytes``) raise at once, so no buffer here grows past it; an
+  event's data over ``max_data_bytes`` (``Limits.max_line_bytes``, one JSON-RPC message)
+  raises too.
+
+The rules are those httpx-sse follows, but for the byte order mark (it keeps it) and
+``retry`` (it takes whatever ``int()`` reads: signs, spaces, other digits); tests compare
+the two on generated streams.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from mcpl_host.jsonrpc.envelope import tuple_new
+
+__all__ = ["EventStreamParser", "EventTooLarge", "ServerSentEvent"]
+
+_BOM = b"\xef\xbb\xbf"
+
+
+class EventTooLarge(Exception):
+    """An event or its data went past its bound; ``str()`` names the bound."""
+
+
+class ServerSentEvent(NamedTuple):
+    """One dispatched event: its type (``"message"`` when the stream named none), its data
+    (the ``data`` lines joined with LF, UTF-8), its ``id`` (empty when it had none) and its
+    ``retry`` (milliseconds, None when it had none)."""
+
+    event: str
+    data: bytes
+    id: str
+    retry: int | None
+
+
+class EventStreamParser:
+    """Splits an event stream into events as its bytes arrive (module rules).
+    ``feed(chunk)`` returns the events the chunk completed, in order."""
+
+    __slots__ = (
+        "_cr",
+        "_data",
+        "_event",
+        "_fields",
+        "_head",
+        "_id",
+        "_max_data",
+        "_max_event",
+        "_partial",
+        "_retry",
+        "_size",
+    )
+
+    def __init__(self, max_event_bytes: int, max_data_bytes: int) -> None:
+        self._max_event = max_event_bytes
+        self._max_data = max_data_bytes
+        self._partial = bytearray()  # the unfinished line
+        self._size = 0  # bytes of the current event's finished lines, one per line end
+        self._data: list[bytes] = []
+        self._event = b""
+        self._id = ""
+        self._retry: int | None = None
+        self._fields = False  # the current event set a field: a blank line dispatches it
+        self._cr = False  # the last chunk ended in CR: an LF starting the next completes it
+        self._head: bytes | None = b""  # the stream's first bytes while a BOM may be in them
+
+    def feed(self, chunk: bytes) -> list[ServerSentEvent]:
+        """The events ``chunk`` completes. Raises ``EventTooLarge`` (module rules: bounds)."""
+        if not chunk:
+            return []
+        if self._head is not None:
+            head = self._head + chunk
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._head = head
+                return []
+            self._head = None
+            chunk = head[len(_BOM) :] if head.startswith(_BOM) else head
+            if not chunk:
+                return []
+        if self._cr:
+            self._cr = False
+            if chunk[0] == 10:  # LF: the second half of a CRLF
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        if b"\r" in chunk:
+            self._cr = chunk[-1] == 13
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = chunk.split(b"\n")
+        rest = lines.pop()  # after the last line end: the start of an unfinished line
+        partial = self._partial
+        if not lines:
+            partial += rest
+            if self._size + len(partial) > self._max_event:
+                raise self._too_large()
+            return []
+        if partial:
+            partial += lines[0]
+            lines[0] = bytes(partial)
+            partial.clear()
+        events: list[ServerSentEvent] = []
+        size, limit, data, fields = self._size, self._max_event, self._data, self._fields
+        event, event_id, retry = self._event, self._id, self._retry
+        for line in lines:  # the common lines first: data, then a blank line
+            if line.startswith(b"data:"):
+                size += len(line) + 1
+                if size > limit:
+                    raise self._too_large()
+                data.append(line[6:] if line[5:6] == b" " else line[5:])
+                fields = True
+            elif not line:
+                size = 0
+                if fields:
+                    events.append(self._dispatch(event, data, event_id, retry))
+                    data, event, event_id, retry, fields = [], b"", "", None, False
+            else:
+                size += len(line) + 1
+                if size > limit:
+                    raise self._too_large()
+                if line == b"event: message":  # what most servers send before each message
+                    event, fields = b"message", True
+                    continue
+                if line[0] == 58:  # ":": a comment
+                    continue
+                name, _, value = line.partition(b":")
+                if value[:1] == b" ":
+                    value = value[1:]
+                if name == b"event":
+                    event = value
+                elif name == b"data":
+                    data.append(value)
+                elif name == b"id":
+                    if b"\0" in value:
+                        continue
+                    event_id = value.decode("utf-8", "replace")
+                elif name == b"retry":
+                    if not value.isdigit():
+                        continue
+                    retry = int(value)
+                else:
+                    continue
+                fields = True
+        self._size, self._data, self._fields = size, data, fields
+        self._event, self._id, self._retry = event, event_id, retry
+        if rest:
+            partial += rest
+            if size + len(partial) > limit:
+                raise self._too_large()
+        return events
+
+    def _dispatch(self, event: bytes, data: list[bytes], event_id: str, retry: int | None) -> ServerSentEvent:
+        joined = data[0] if len(data) == 1 else b"\n".join(data)
+        if len(joined) > self._max_data:
+            raise EventTooLarge(f"a message over {self._max_data} bytes (limits.max_line_bytes)")
+        if not joined.isascii():
+            joined = joined.decode("utf-8", "replace").encode("utf-8")
+        if event == b"message" or not event:
+            return tuple_new(ServerSentEvent, ("message", joined, event_id, retry))
+        return tuple_new(ServerSentEvent, (event.decode("utf-8", "replace"), joined, event_id, retry))
+
+    def _too_large(self) -> EventTooLarge:
+        return EventTooLarge(f"a Server-Sent Event over {self._max_event} bytes (limits.max_sse_event_bytes)")
