@@ -629,7 +629,9 @@ def _lines(data: bytes) -> Iterable[bytes]:
 #: holds, as they are (``send_now`` is recorded: its own).
 _FORWARDED = ("terminate_now", "carries_stateless")
 #: Attributes of a ``RecordingTransport`` itself, never read from the held transport.
-_OWN = frozenset({"_inner", "_recorder", "_server", "_connection", "_transport", "_partial", "send_now"})
+_OWN = frozenset(
+    {"_inner", "_recorder", "_server", "_connection", "_transport", "_partial", "send_now", "receive_now"}
+)
 
 
 class RecordingTransport:
@@ -656,12 +658,14 @@ class RecordingTransport:
         self._connection = connection
         self._transport = transport
         self._partial = b""  # the start of a line send_now wrote only part of
-        # The capabilities of transports.base (SendsNow, StartsServer, CarriesStateless) are
+        # The capabilities of transports.base (SendsNow, ReceivesNow, StartsServer, CarriesStateless) are
         # instance attributes, present exactly when the held transport has them: a
         # runtime_checkable Protocol's isinstance() reads them statically (Python 3.12+), so
         # __getattr__ alone would hide them. Each is a method or a constant of its class.
         if hasattr(inner, "send_now"):
             self.send_now = self._send_now
+        if hasattr(inner, "receive_now"):  # ReceivesNow: each line it hands over is recorded too
+            self.receive_now = self._receive_now
         for name in _FORWARDED:
             if hasattr(inner, name):
                 setattr(self, name, getattr(inner, name))
@@ -742,13 +746,24 @@ class RecordingTransport:
             self._check_ended(exc.exit_status)
             raise
         self._check_session()
-        recorder = self._recorder
+        self._record_received(item)
+        return item
+
+    def _receive_now(self) -> ReadItem | None:
+        receive_now: Callable[[], ReadItem | None] = getattr(self._inner, "receive_now")  # noqa: B009
+        item = receive_now()
+        if item is not None:
+            self._record_received(item)
+        return item
+
+    def _record_received(self, item: ReadItem) -> None:
         if isinstance(item, LineTooLong):
             fields = too_long_fields(item)
-            recorder.entry(self._server, self._connection, "received", transport=self._label(), **fields)
+            self._recorder.entry(
+                self._server, self._connection, "received", transport=self._label(), **fields
+            )
         else:
             self._record_lines((item,), "received")  # one item, one message (as the host reads it)
-        return item
 
     async def aclose(self) -> None:
         """Close the held transport; record its end (once)."""
