@@ -239,7 +239,6 @@ class Connection:
         "_request_timeout",
         "_session",
         "_stack",
-        "_task_scope",
         "_tg",
         "_timer",
         "_transport_factory",
@@ -287,7 +286,6 @@ class Connection:
         self._holding_loss = False
         self._held_loss: ConnectionLost | None = None
         self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, timer, workers, jobs
-        self._task_scope = anyio.CancelScope()  # theirs alone, not the body of `async with`
         self._ended: Waiter = LazyEvent()  # the transport has ended, for any reason
         self._link: Link | None = None
         self._lost: ConnectionLost | None = None
@@ -420,27 +418,32 @@ class Connection:
             if link is not None and not link.closed:
                 # The writer is shielded: it writes what is queued even when the task group
                 # around it is being cancelled, so the server sees end of input at once.
-                link.finish()
-                if link.queued_bytes:  # else there is nothing to wait for: it stops at once
+                link.finish()  # with nothing queued, the writer returns when it next runs
+                if link.queued_bytes:
                     with anyio.move_on_after(self.limits.close_grace_seconds):
                         await link.stopped.wait()
-                link.stop_writer()
+                    link.stop_writer()
             if link is not None:
                 # Before the tasks stop, so stderr written while exiting still reaches the tail.
                 await link.transport.aclose()
                 link.close()
-            self._task_scope.cancel()
-            self._ended.set()
+            self._ended.set()  # (first: a task that waits for it ends before the timer)
+            self._timer.stop()  # its task then ends the others (_run_tasks)
             if self.telemetry is not None:
                 self.telemetry.ended(None)
 
     async def _run_tasks(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        with self._task_scope:
-            async with anyio.create_task_group() as tg:
-                self._tg = tg
-                self.pool.open(tg, self._new_event)
-                task_status.started()
-                await self._timer.run()  # the task that holds the group is the timer
+        """The task that holds the connection's task group runs its timer; once ``aclose()``
+        stopped it, the pool's jobs are cancelled, and the reader and the writer end on their
+        own (the transport is closed, the link finished): the group is left with no scope
+        cancelled in the usual close (each cancel costs anyio a formatted repr of the
+        current task)."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            self.pool.open(tg, self._new_event)
+            task_status.started()
+            await self._timer.run(self._new_event)
+            self.pool.close()
 
     @property
     def is_open(self) -> bool:

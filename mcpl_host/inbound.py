@@ -148,6 +148,7 @@ class InboundPool:
     """
 
     __slots__ = (
+        "_background",
         "_busy",
         "_is_open",
         "_jobs",
@@ -190,6 +191,7 @@ class InboundPool:
         self._starting = 0  # of them, started and not yet running
         self.running = 0  # jobs running
         self._working: set[anyio.CancelScope] = set()  # the scopes of the workers
+        self._background: set[anyio.CancelScope] = set()  # of the jobs not counted, running
         self.awaiting_answers = 0  # requests to the server from this pool's jobs
         self._resume: Waiter | None = None  # set to wake a paused read loop
         self._not_answered = LogBudget(limits.invalid_requests_logged)
@@ -242,8 +244,16 @@ class InboundPool:
                 return False
             self._enqueue(_Inbound(None, None, None, job))
         else:
-            self._tg.start_soon(job)
+            self._tg.start_soon(self._run_uncounted, job)
         return True
+
+    async def _run_uncounted(self, job: BackgroundJob) -> None:
+        with anyio.CancelScope() as scope:
+            self._background.add(scope)
+            try:
+                await job()
+            finally:
+                self._background.discard(scope)
 
     def cancel(self, request_id: object) -> None:
         """The server's ``notifications/cancelled`` for ``request_id`` (a string or a
@@ -269,6 +279,14 @@ class InboundPool:
         for scope in self._working:
             scope.cancel()
         self.wake_reader()
+
+    def close(self) -> None:
+        """The connection closed: as ``cancel_all``, and the jobs not counted that still run
+        are cancelled too (those that end with the connection on their own, such as the
+        stall watch, cost no cancel). Every task of the pool then ends."""
+        self.cancel_all()
+        for scope in self._background:
+            scope.cancel()
 
     def not_answering(self, request: Request) -> None:
         """Say (budgeted) that ``request`` is not answered: its transport has closed (T1, T2)."""

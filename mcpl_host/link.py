@@ -323,7 +323,7 @@ class Link:
         self.closed = True
         self._outbox = bytearray()
         self._ready.set()
-        self._writer_scope.cancel()
+        self.stop_writer()
         self._tell_drained()
 
     def finish(self) -> None:
@@ -332,8 +332,10 @@ class Link:
         self._ready.set()
 
     def stop_writer(self) -> None:
-        """Stop the writer now, even in the middle of a write."""
-        self._writer_scope.cancel()
+        """Stop the writer now, even in the middle of a write (nothing to do once it has
+        stopped: a cancel costs anyio a formatted repr of the current task)."""
+        if not self.stopped.is_set():
+            self._writer_scope.cancel()
 
     async def write_loop(self) -> None:
         """The writer task: write everything queued in one call, repeat until closed or

@@ -50,6 +50,10 @@ class Watched(Protocol):
     @property
     def last_received(self) -> float | None: ...
 
+    async def wait_closed(self) -> object:
+        """Return once the connection has ended (the server went away, or we closed)."""
+        ...
+
 
 class StallWatch:
     """Watches ``conn`` for stalls of ``bound`` seconds (module rules). ``profile()``: the
@@ -80,7 +84,8 @@ class StallWatch:
         return 0 < self._bound < math.inf
 
     async def run(self) -> None:
-        """Watch until cancelled (it runs in the connection's task group)."""
+        """Watch until the connection ends (it runs in the connection's task group, which
+        need not cancel it: each cancel costs anyio a formatted repr of the current task)."""
         if not self.enabled:
             return
         reported: tuple[float | None, float] | None = None
@@ -91,13 +96,22 @@ class StallWatch:
             verdict = stall_verdict(now, waiting, last, self._bound)
             if verdict is None:
                 due = stall_due(waiting, last, self._bound)
-                await anyio.sleep(self._bound if due is None else max(due - now, 0.0))
-                continue
-            silence = (last, min(sent for _, sent in waiting))
-            if silence != reported:
-                reported = silence
-                self._report(verdict)
-            await anyio.sleep(self._bound)
+                pause = self._bound if due is None else max(due - now, 0.0)
+            else:
+                silence = (last, min(sent for _, sent in waiting))
+                if silence != reported:
+                    reported = silence
+                    self._report(verdict)
+                pause = self._bound
+            if await self._ended_within(pause):
+                return
+
+    async def _ended_within(self, seconds: float) -> bool:
+        """Wait ``seconds``, or less if the connection ends meanwhile: True if it ended."""
+        with anyio.move_on_after(seconds):
+            await self._conn.wait_closed()
+            return True
+        return False
 
     def _report(self, stall: Stall) -> None:
         refusal = self._last_refusal()

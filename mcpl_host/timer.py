@@ -11,8 +11,10 @@ the server never answers must not wait for ever):
   when the next one falls; the connection fails those (``RequestTimeout``, and
   ``notifications/cancelled`` goes out). Settled requests are never looked at again, so
   the timer wakes about once per timeout period when nothing times out.
-- The ``Timer`` is run by the task that holds the connection's task group, until that
-  group is cancelled (the connection closes).
+- The ``Timer`` is run by the task that holds the connection's task group, until
+  ``stop()`` (the connection closes): it waits on an event (``wake`` sets it) under the
+  deadline, so neither a wake nor the stop cancels a scope (each cancel costs anyio a
+  formatted repr of the current task).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import Callable, Iterable
 import anyio
 
 from mcpl_host.jsonrpc.session import PendingRequest
+from mcpl_host.link import Waiter
 
 __all__ = ["Timer", "due", "progress_deadline"]
 
@@ -54,15 +57,17 @@ def progress_deadline(now: float, seconds: float, sent: float, total: float) -> 
 class Timer:
     """Sleeps until ``at`` (the earliest deadline, ``time.monotonic()`` seconds;
     ``math.inf``: none), then calls ``expire(now)``, which fails what is due and returns
-    the next deadline. ``arm`` and ``wake`` may be called from any task of the connection.
+    the next deadline. ``arm``, ``wake`` and ``stop`` may be called from any task of the
+    connection.
     """
 
-    __slots__ = ("_expire", "_scope", "at")
+    __slots__ = ("_expire", "_stopped", "_wakeup", "at")
 
     def __init__(self, expire: Callable[[float], float]) -> None:
         self._expire = expire
         self.at = math.inf
-        self._scope: anyio.CancelScope | None = None
+        self._wakeup: Waiter | None = None  # set to end the current sleep
+        self._stopped = False
 
     def arm(self, deadline: float) -> None:
         """A request was sent with ``deadline``: wake earlier if it is the earliest."""
@@ -71,21 +76,29 @@ class Timer:
             self.wake()
 
     def wake(self) -> None:
-        """Stop the current sleep (the deadlines changed: an earlier one, or a lost link)."""
-        if self._scope is not None:
-            self._scope.cancel()
+        """End the current sleep (the deadlines changed: an earlier one, or a lost link)."""
+        wakeup = self._wakeup
+        if wakeup is not None:
+            self._wakeup = None
+            wakeup.set()
 
-    async def run(self) -> None:
-        """The timer's loop; returns only by cancellation."""
-        while True:
+    def stop(self) -> None:
+        """End ``run()`` at its next turn (the connection closes). Idempotent."""
+        self._stopped = True
+        self.wake()
+
+    async def run(self, new_event: Callable[[], Waiter]) -> None:
+        """The timer's loop, until ``stop()``; ``new_event`` makes the event it sleeps on
+        (the running backend's own: ``link.native_event_type``)."""
+        while not self._stopped:
             now = time.monotonic()
             if now >= self.at:
                 self.at = self._expire(now)
                 continue
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self.at == math.inf:
-                    await anyio.sleep_forever()
-                else:
-                    await anyio.sleep(self.at - now)
-            self._scope = None
+            self._wakeup = wakeup = new_event()
+            if self.at == math.inf:
+                await wakeup.wait()
+            else:
+                with anyio.move_on_after(self.at - now):
+                    await wakeup.wait()
+            self._wakeup = None

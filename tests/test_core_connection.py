@@ -435,3 +435,38 @@ async def test_a_failure_in_the_handshakes_opening_hook_fails_the_handshake_at_o
                 await Opening(conn, ClientInfo(), None, protocol=NO_PROBE, on_opened=boom).run()
     assert "could not take up the server's initialize result" in str(caught.value)
     assert "opening hook failed" in str(caught.value)
+
+
+# --- closing: every task of the connection ends ----------------------------------------------
+
+
+async def test_closing_with_the_reader_paused_and_jobs_that_never_end_ends_every_task(tmp_path: Path) -> None:
+    # The close cancels no scope of its own: the reader ends with the transport, and the
+    # pool cancels its running jobs and the jobs not counted that still run; a reader held
+    # by back-pressure wakes. None of them may keep the connection from closing.
+    flood = [
+        {"send": {"jsonrpc": "2.0", "id": n, "method": "work", "params": {"n": n}}} for n in range(FLOOD)
+    ]
+    script = Script(tmp_path, [*MCP_HANDSHAKE, *flood, {"wait_for": {"method": "never/sent"}}])
+    handlers = Gated()  # the gate never opens: every served request waits for ever
+    cancelled: list[str] = []
+    started = anyio.Event()
+
+    async def forever() -> None:
+        try:
+            started.set()
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            cancelled.append("uncounted")
+            raise
+
+    with anyio.fail_after(30):
+        async with script.connect(handlers=handlers, limits=SMALL_BOUNDS) as conn:
+            pool = conn.connection.pool
+            while pool.waiting < SMALL_BOUNDS.max_queued_inbound:  # the reader pauses
+                await anyio.lowlevel.checkpoint()
+            assert pool.start_job(forever, counted=False)
+            await started.wait()
+            assert pool.running >= 1  # a job waits at the gate
+    assert cancelled == ["uncounted"]
+    assert pool.running == 0

@@ -409,6 +409,31 @@ async def test_a_hung_handshake_times_out_and_aclose_leaves_no_process(tmp_path:
         await sup.run()
 
 
+@pytest.mark.parametrize("health", [None, 60.0])
+async def test_closing_a_ready_server_emits_nothing_and_leaves_no_process(
+    tmp_path: Path, health: float | None
+) -> None:
+    # Without health checks aclose() closes the connection run() watches and run() returns
+    # on its own (no scope cancelled); with them it cancels run(). Either way, nothing is
+    # emitted for the close, no failure is recorded, and the process is reaped.
+    script = Script(tmp_path, [*MCP_HANDSHAKE, {"hang": True}])
+    log = EventLog()
+    sup = supervisor(
+        script.server(limits=QUICK, name="s"), RestartPolicy(), log, health_interval_seconds=health
+    )
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            await tg.start(sup.run)
+            await log.wait_for(Ready)
+            assert sup.current is not None and sup.current.connection.pid is not None
+            await sup.aclose()
+            assert sup.current is None
+    assert not processes_with(str(tmp_path))
+    assert log.kinds() == ["connecting", "ready"]  # closing emits nothing
+    assert sup.state == "closed"
+    assert sup.tracker.failures_in_window(anyio.current_time()) == 0  # (a close is no failure)
+
+
 def test_event_kinds_and_json() -> None:
     assert EVENT_KINDS[:6] == ("connecting", "ready", "degraded", "disconnected", "reconnecting", "gave_up")
     event = Connecting(server="s", attempt=1, time=5.0)

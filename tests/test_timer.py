@@ -5,6 +5,10 @@ clock (docs/architecture.md, "Outgoing traffic")."""
 from __future__ import annotations
 
 import math
+import time
+
+import anyio
+import pytest
 
 from mcpl_host.jsonrpc.session import PendingRequest
 from mcpl_host.link import Slot
@@ -44,3 +48,32 @@ def test_arming_keeps_the_earliest_deadline() -> None:
     timer.arm(5.0)
     assert timer.at == 5.0
     timer.wake()  # not sleeping: nothing to stop
+
+
+# --- the timer at work (both backends) -------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_running_timer_wakes_for_an_earlier_deadline_and_ends_at_stop() -> None:
+    # It sleeps on an event: arm() of an earlier deadline must wake it (no deadline before:
+    # it would sleep for ever), and stop() must end run() with nothing cancelled.
+    expired: list[float] = []
+    woken = anyio.Event()
+
+    def expire(now: float) -> float:
+        expired.append(now)
+        woken.set()
+        return math.inf
+
+    timer = Timer(expire)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(timer.run, anyio.Event)
+            await anyio.wait_all_tasks_blocked()  # asleep, with no deadline
+            timer.arm(time.monotonic())  # due at once
+            await woken.wait()
+            await anyio.wait_all_tasks_blocked()  # asleep again
+            timer.stop()
+        assert not tg.cancel_scope.cancel_called
+    assert len(expired) == 1
+    timer.stop()  # idempotent, and nothing runs

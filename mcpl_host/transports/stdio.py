@@ -362,6 +362,7 @@ class StdioTransport:
         self._lost: tuple[str, int | None] | None = None  # set once stdout ended
         self._tree: ProcessTree | None = None
         self._watch_scope = anyio.CancelScope()
+        self._watch_ended = False  # the process watcher has returned
         self._exited_at: float | None = None  # when the watcher saw the process exit
         self._reading = False  # a read without a deadline is in progress
         self._cut_off = False  # the watcher closed stdout under it (the server had exited)
@@ -468,6 +469,12 @@ class StdioTransport:
         """Note the tree every ``process_tree_scan_seconds`` until the server exits; then
         give the read in progress ``limits.eof_exit_wait_seconds`` for the rest of stdout."""
         interval = self._limits.process_tree_scan_seconds
+        try:
+            await self._watch(process, interval)
+        finally:
+            self._watch_ended = True
+
+    async def _watch(self, process: anyio.abc.Process, interval: float) -> None:
         with self._watch_scope:
             while True:
                 if self._tree is not None and interval > 0:
@@ -526,10 +533,15 @@ class StdioTransport:
                     await self._stop_process(process)
             finally:
                 try:
-                    self._watch_scope.cancel()
-                    self._pump_scope.cancel()
-                    if self._pump_started:  # it ends at once: it is cancelled
-                        await self._pump_done.wait()
+                    # Only what still runs is cancelled (each cancel costs anyio a formatted
+                    # repr of the current task): the watcher has usually returned at the
+                    # exit, and the pump at the end of stderr.
+                    if not self._watch_ended:
+                        self._watch_scope.cancel()
+                    if not self._pump_done.is_set():
+                        self._pump_scope.cancel()
+                        if self._pump_started:  # it ends at once: it is cancelled
+                            await self._pump_done.wait()
                     if process is not None:
                         await process.aclose()  # closes the pipes; the child is reaped
                         process_tree.unregister_leader(process.pid)

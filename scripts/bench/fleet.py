@@ -292,7 +292,9 @@ def run_child(
     if package is not None:
         env["PYTHONPATH"] = str(package)
     argv = [sys.executable, "-c", code, kind, backend, str(count), str(events_each), str(server)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+    # In scripts/: with the checkout as the current directory, first on a ``-c`` child's
+    # sys.path, the base's PYTHONPATH would be shadowed (both measured this checkout).
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=SCRIPTS)
     if done.returncode != 0:
         raise RuntimeError(f"exit {done.returncode}: {done.stderr.strip()[-400:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
