@@ -142,6 +142,23 @@ def test_data_over_its_bound_raises() -> None:
         _events([b"data: 123\ndata: 45\n\n"], max_data=5)  # joined: 6 bytes
 
 
+def test_the_events_a_chunk_completed_before_its_bound_was_passed_come_with_the_error() -> None:
+    # An answer and then a message over its bound, in one read: the answer is not lost with
+    # the chunk (httpx-sse handed over each event before the next was checked).
+    with pytest.raises(EventTooLarge, match="max_line_bytes") as data_over:
+        EventStreamParser(BIG, 5).feed(b"data: 1\n\ndata: 2\n\ndata: 123456\n\n")
+    assert data_over.value.events == [_message(b"1"), _message(b"2")]
+    with pytest.raises(EventTooLarge, match="max_sse_event_bytes") as event_over:
+        EventStreamParser(20, BIG).feed(b"data: 1\n\ndata: 0123456789\ndata: 0\n")
+    assert event_over.value.events == [_message(b"1")]
+    with pytest.raises(EventTooLarge) as unfinished_over:
+        EventStreamParser(20, BIG).feed(b"data: 1\n\n" + b"x" * 21)  # the unfinished line
+    assert unfinished_over.value.events == [_message(b"1")]
+    with pytest.raises(EventTooLarge) as nothing_before:
+        EventStreamParser(20, BIG).feed(b"x" * 21)
+    assert nothing_before.value.events == []
+
+
 # --- generated streams, compared with httpx-sse ---------------------------------------------
 
 # Values without line ends or a byte order mark (httpx-sse keeps a BOM; module rules).
