@@ -81,6 +81,15 @@ def test_event_type_id_and_retry() -> None:
     ]
 
 
+def test_a_retry_of_any_number_of_digits_is_read() -> None:
+    # int() refuses more than 4,300 digits: such a retry is beyond every delay, read as the
+    # largest the parser keeps; leading zeros do not count.
+    huge = b"1" + b"0" * 5000
+    assert _events([b"retry: " + huge + b"\ndata: x\n\n"]) == [_message(b"x", retry=10**18)]
+    assert _events([b"retry: " + b"0" * 5000 + b"25\ndata: x\n\n"]) == [_message(b"x", retry=25)]
+    assert _events([b"retry: " + b"0" * 5000 + b"\ndata: x\n\n"]) == [_message(b"x", retry=0)]
+
+
 def test_an_event_the_stream_ends_in_is_dropped_and_a_blank_line_alone_dispatches_nothing() -> None:
     assert _events([b"\n\n: only a comment\n\nunknown: x\n\n"]) == []
     assert _events([b"data: a\n\ndata: cut off\n"]) == [_message(b"a")]

@@ -10,7 +10,8 @@ Rules (docs/protocol.md SSE1):
   is a comment; any other line is ``field:value`` (one space after the colon dropped; a line
   without a colon is a field with an empty value). ``data`` lines are joined with LF;
   ``event`` names the type (``message`` when none); ``id`` (not holding NUL) is the event's
-  id; ``retry`` counts only when it is ASCII digits (milliseconds); other fields are ignored.
+  id; ``retry`` counts only when it is ASCII digits (milliseconds; more than 18 significant
+  digits read as 10**18, beyond every delay); other fields are ignored.
   An event is dispatched when it set any of the four; one the stream ends before its blank
   line is dropped.
 - Data and ids are UTF-8, decoding errors replaced (U+FFFD), as the standard decodes the
@@ -36,6 +37,15 @@ from mcpl_host.jsonrpc.envelope import tuple_new
 __all__ = ["EventStreamParser", "EventTooLarge", "ServerSentEvent"]
 
 _BOM = b"\xef\xbb\xbf"
+#: Significant digits of a ``retry`` read as they are; one with more is read as
+#: ``10**_RETRY_DIGITS`` ms, beyond every bound of a delay (``int()`` refuses over 4,300).
+_RETRY_DIGITS = 18
+
+
+def _retry_ms(digits: bytes) -> int:
+    """A ``retry`` field's ASCII digits as milliseconds (module rules), never raising."""
+    significant = digits.lstrip(b"0")
+    return int(significant or b"0") if len(significant) <= _RETRY_DIGITS else 10**_RETRY_DIGITS
 
 
 class EventTooLarge(Exception):
@@ -162,7 +172,7 @@ class EventStreamParser:
                 elif name == b"retry":
                     if not value.isdigit():
                         continue
-                    retry = int(value)
+                    retry = _retry_ms(value)
                 else:
                     continue
                 fields = True
