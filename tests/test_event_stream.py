@@ -151,6 +151,14 @@ def test_data_over_its_bound_raises() -> None:
         _events([b"data: 123\ndata: 45\n\n"], max_data=5)  # joined: 6 bytes
 
 
+def test_data_is_bounded_as_it_is_handed_over_after_decoding_errors_are_replaced() -> None:
+    # Each byte that is not UTF-8 becomes U+FFFD, three bytes: 5 such bytes are 15 bytes of
+    # data, over a bound of 10, though the stream sent 5 (the bound would hold 3 times over).
+    with pytest.raises(EventTooLarge, match="max_line_bytes"):
+        _events([b"data: \xff\xff\xff\xff\xff\n\n"], max_data=10)
+    assert _events([b"data: \xff\xff\xff\n\n"], max_data=9) == [_message("\ufffd\ufffd\ufffd".encode())]
+
+
 def test_the_events_a_chunk_completed_before_its_bound_was_passed_come_with_the_error() -> None:
     # An answer and then a message over its bound, in one read: the answer is not lost with
     # the chunk (httpx-sse handed over each event before the next was checked).

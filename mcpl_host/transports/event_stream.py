@@ -20,7 +20,8 @@ Rules (docs/protocol.md SSE1):
   end counted as one byte, the unfinished line included) past ``max_event_bytes``
   (``Limits.max_sse_event_bytes``) raise at once, so no buffer here grows past it; an
   event's data over ``max_data_bytes`` (``Limits.max_line_bytes``, one JSON-RPC message)
-  raises too. The error holds the events the same chunk completed before it, so none read
+  raises too, counted as handed over (after decoding errors are replaced: U+FFFD is three
+  bytes). The error holds the events the same chunk completed before it, so none read
   is lost with the chunk.
 
 The rules are those httpx-sse follows, but for the byte order mark (it keeps it) and
@@ -190,10 +191,10 @@ class EventStreamParser:
         """The event gathered; raises ``EventTooLarge`` (holding ``before``: the chunk's events
         so far) when its data is over its bound."""
         joined = data[0] if len(data) == 1 else b"\n".join(data)
+        if not joined.isascii():  # (bounded as handed over: each byte replaced grows to 3)
+            joined = joined.decode("utf-8", "replace").encode("utf-8")
         if len(joined) > self._max_data:
             raise EventTooLarge(f"a message over {self._max_data} bytes (limits.max_line_bytes)", before)
-        if not joined.isascii():
-            joined = joined.decode("utf-8", "replace").encode("utf-8")
         if event == b"message" or not event:
             return tuple_new(ServerSentEvent, ("message", joined, event_id, retry))
         return tuple_new(ServerSentEvent, (event.decode("utf-8", "replace"), joined, event_id, retry))
