@@ -81,6 +81,15 @@ def test_event_type_id_and_retry() -> None:
     ]
 
 
+def test_a_retry_of_any_number_of_digits_is_read() -> None:
+    # int() refuses more than 4,300 digits: such a retry is beyond every delay, read as the
+    # largest the parser keeps; leading zeros do not count.
+    huge = b"1" + b"0" * 5000
+    assert _events([b"retry: " + huge + b"\ndata: x\n\n"]) == [_message(b"x", retry=10**18)]
+    assert _events([b"retry: " + b"0" * 5000 + b"25\ndata: x\n\n"]) == [_message(b"x", retry=25)]
+    assert _events([b"retry: " + b"0" * 5000 + b"\ndata: x\n\n"]) == [_message(b"x", retry=0)]
+
+
 def test_an_event_the_stream_ends_in_is_dropped_and_a_blank_line_alone_dispatches_nothing() -> None:
     assert _events([b"\n\n: only a comment\n\nunknown: x\n\n"]) == []
     assert _events([b"data: a\n\ndata: cut off\n"]) == [_message(b"a")]
@@ -140,6 +149,31 @@ def test_data_over_its_bound_raises() -> None:
     assert _events([b"data: 12345\n\n"], max_data=5) == [_message(b"12345")]
     with pytest.raises(EventTooLarge, match="max_line_bytes"):
         _events([b"data: 123\ndata: 45\n\n"], max_data=5)  # joined: 6 bytes
+
+
+def test_data_is_bounded_as_it_is_handed_over_after_decoding_errors_are_replaced() -> None:
+    # Each byte that is not UTF-8 becomes U+FFFD, three bytes: 5 such bytes are 15 bytes of
+    # data, over a bound of 10, though the stream sent 5 (the bound would hold 3 times over).
+    with pytest.raises(EventTooLarge, match="max_line_bytes"):
+        _events([b"data: \xff\xff\xff\xff\xff\n\n"], max_data=10)
+    assert _events([b"data: \xff\xff\xff\n\n"], max_data=9) == [_message("\ufffd\ufffd\ufffd".encode())]
+
+
+def test_the_events_a_chunk_completed_before_its_bound_was_passed_come_with_the_error() -> None:
+    # An answer and then a message over its bound, in one read: the answer is not lost with
+    # the chunk (httpx-sse handed over each event before the next was checked).
+    with pytest.raises(EventTooLarge, match="max_line_bytes") as data_over:
+        EventStreamParser(BIG, 5).feed(b"data: 1\n\ndata: 2\n\ndata: 123456\n\n")
+    assert data_over.value.events == [_message(b"1"), _message(b"2")]
+    with pytest.raises(EventTooLarge, match="max_sse_event_bytes") as event_over:
+        EventStreamParser(20, BIG).feed(b"data: 1\n\ndata: 0123456789\ndata: 0\n")
+    assert event_over.value.events == [_message(b"1")]
+    with pytest.raises(EventTooLarge) as unfinished_over:
+        EventStreamParser(20, BIG).feed(b"data: 1\n\n" + b"x" * 21)  # the unfinished line
+    assert unfinished_over.value.events == [_message(b"1")]
+    with pytest.raises(EventTooLarge) as nothing_before:
+        EventStreamParser(20, BIG).feed(b"x" * 21)
+    assert nothing_before.value.events == []
 
 
 # --- generated streams, compared with httpx-sse ---------------------------------------------

@@ -303,6 +303,21 @@ async def test_a_retry_field_too_large_for_a_float_is_cut_to_the_maximum() -> No
     assert times[1] - times[0] >= 0.4 and times[2] - times[1] >= 0.4
 
 
+async def test_a_retry_field_of_more_digits_than_int_reads_is_cut_to_the_maximum() -> None:
+    """``retry: 1`` and 5,000 zeros: ``int()`` refuses more than 4,300 digits (a ValueError
+    out of the event stream's reader); the reopening waits ``sse_max_reconnect_delay_seconds``
+    and the connection goes on."""
+    async with retry_server("1" + "0" * 5000) as (port, stdout):
+        conn = connect(
+            ServerConfig(url=f"http://127.0.0.1:{port}/mcp", limits=RETRY_LIMITS, transport="streamable-http")
+        )
+        with anyio.fail_after(TIMEOUT):
+            async with conn:
+                times = await _get_times(stdout, 3)
+                await conn.mcp.ping()
+    assert times[1] - times[0] >= 0.4 and times[2] - times[1] >= 0.4
+
+
 def test_reconnect_delays_are_clamped_and_back_off_when_streams_deliver_nothing() -> None:
     delay = functools.partial(reconnect_delay, RETRY_LIMITS)
     assert delay(failures=0, empty=0, retry_ms=None) == 0.05

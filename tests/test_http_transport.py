@@ -48,7 +48,7 @@ from mcpl_host.config import ServerConfig
 from mcpl_host.jsonrpc.framing import dumps_message, loads_line
 from mcpl_host.transports.base import Transport
 from mcpl_host.transports.http import StreamableHTTPTransport
-from mcpl_host.transports.http_common import sse_events
+from mcpl_host.transports.http_common import BodyTooLarge, sse_events
 from mcpl_host.transports.http_params import (
     HTTPParameters,
     join_endpoint,
@@ -230,6 +230,19 @@ async def test_event_data_is_utf8_split_anywhere_whatever_charset_the_server_nam
         )
         events = [event async for batch in sse_events(response, Limits()) for event in batch]
         assert [(event.event, event.data.decode()) for event in events] == [("message", '{"text":"é✓"}')]
+
+
+async def test_the_events_read_with_one_over_its_bound_are_handed_over_before_the_error() -> None:
+    # One read holds an answer and then a message over Limits.max_line_bytes: the answer is
+    # passed on (its request answered) before the stream is refused.
+    answer = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+    body = b"data: " + answer + b"\n\ndata: " + b"x" * 100 + b"\n\n"
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Chunks([body]))
+    seen: list[bytes] = []
+    with pytest.raises(BodyTooLarge, match="max_line_bytes"):
+        async for batch in sse_events(response, Limits(max_line_bytes=64)):
+            seen += [event.data for event in batch]
+    assert seen == [answer]
 
 
 async def test_the_http_transports_implement_the_transport_protocol() -> None:

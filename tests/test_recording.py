@@ -43,7 +43,7 @@ from mcpl_host.recording import (
     too_long_fields,
 )
 from mcpl_host.secrets import REDACTED, Redactor
-from mcpl_host.transports.base import CarriesStateless, SendsNow, StartsServer
+from mcpl_host.transports.base import CarriesStateless, ReceivesNow, SendsNow, StartsServer
 
 from .conftest import FIXTURES
 
@@ -253,6 +253,37 @@ class PartialPipe:
 
     def negotiated(self, protocol_version: str) -> None:
         return None
+
+
+class HeldLines(PartialPipe):
+    """A transport that holds lines already read (``ReceivesNow``, as stdio does): one
+    read gave three."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held = [b'{"jsonrpc":"2.0","method":"b"}', b'{"jsonrpc":"2.0","method":"c"}']
+
+    def receive_now(self) -> ReadItem | None:
+        return self.held.pop(0) if self.held else None
+
+    async def receive(self) -> ReadItem:
+        return b'{"jsonrpc":"2.0","method":"a"}'
+
+
+@pytest.mark.anyio
+async def test_recording_transport_records_the_lines_handed_over_at_once() -> None:
+    # The read loop takes the lines a read gave with receive_now(): each is recorded, in
+    # order, as receive() records its own; a transport without it does not get one.
+    with Recorder(None) as recorder, recorder.subscribe(10) as subscription:
+        transport = RecordingTransport(HeldLines(), recorder, "s", 1, "stdio")
+        assert isinstance(transport, ReceivesNow)
+        assert not isinstance(RecordingTransport(PartialPipe(), recorder, "s", 2, "stdio"), ReceivesNow)
+        receive_now = transport.receive_now  # type: ignore[attr-defined]
+        taken = [await transport.receive(), receive_now(), receive_now(), receive_now()]
+        recorder.close()
+        seen = [entry async for entry in subscription]
+    assert taken[3] is None
+    assert [entry["message"]["method"] for entry in seen if entry["kind"] == "received"] == ["a", "b", "c"]
 
 
 @pytest.mark.anyio

@@ -10,7 +10,8 @@ Rules (docs/protocol.md SSE1):
   is a comment; any other line is ``field:value`` (one space after the colon dropped; a line
   without a colon is a field with an empty value). ``data`` lines are joined with LF;
   ``event`` names the type (``message`` when none); ``id`` (not holding NUL) is the event's
-  id; ``retry`` counts only when it is ASCII digits (milliseconds); other fields are ignored.
+  id; ``retry`` counts only when it is ASCII digits (milliseconds; more than 18 significant
+  digits read as 10**18, beyond every delay); other fields are ignored.
   An event is dispatched when it set any of the four; one the stream ends before its blank
   line is dropped.
 - Data and ids are UTF-8, decoding errors replaced (U+FFFD), as the standard decodes the
@@ -19,7 +20,9 @@ Rules (docs/protocol.md SSE1):
   end counted as one byte, the unfinished line included) past ``max_event_bytes``
   (``Limits.max_sse_event_bytes``) raise at once, so no buffer here grows past it; an
   event's data over ``max_data_bytes`` (``Limits.max_line_bytes``, one JSON-RPC message)
-  raises too.
+  raises too, counted as handed over (after decoding errors are replaced: U+FFFD is three
+  bytes). The error holds the events the same chunk completed before it, so none read
+  is lost with the chunk.
 
 The rules are those httpx-sse follows, but for the byte order mark (it keeps it) and
 ``retry`` (it takes whatever ``int()`` reads: signs, spaces, other digits); tests compare
@@ -35,10 +38,24 @@ from mcpl_host.jsonrpc.envelope import tuple_new
 __all__ = ["EventStreamParser", "EventTooLarge", "ServerSentEvent"]
 
 _BOM = b"\xef\xbb\xbf"
+#: Significant digits of a ``retry`` read as they are; one with more is read as
+#: ``10**_RETRY_DIGITS`` ms, beyond every bound of a delay (``int()`` refuses over 4,300).
+_RETRY_DIGITS = 18
+
+
+def _retry_ms(digits: bytes) -> int:
+    """A ``retry`` field's ASCII digits as milliseconds (module rules), never raising."""
+    significant = digits.lstrip(b"0")
+    return int(significant or b"0") if len(significant) <= _RETRY_DIGITS else 10**_RETRY_DIGITS
 
 
 class EventTooLarge(Exception):
-    """An event or its data went past its bound; ``str()`` names the bound."""
+    """An event or its data went past its bound; ``str()`` names the bound. ``events``: the
+    events the same chunk completed before it, in order (to be handed over first)."""
+
+    def __init__(self, message: str, events: list[ServerSentEvent]) -> None:
+        super().__init__(message)
+        self.events = events
 
 
 class ServerSentEvent(NamedTuple):
@@ -84,7 +101,8 @@ class EventStreamParser:
         self._head: bytes | None = b""  # the stream's first bytes while a BOM may be in them
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
-        """The events ``chunk`` completes. Raises ``EventTooLarge`` (module rules: bounds)."""
+        """The events ``chunk`` completes. Raises ``EventTooLarge`` (module rules: bounds),
+        holding those the chunk completed before the bound was passed."""
         if not chunk:
             return []
         if self._head is not None:
@@ -111,7 +129,7 @@ class EventStreamParser:
         if not lines:
             partial += rest
             if self._size + len(partial) > self._max_event:
-                raise self._too_large()
+                raise self._too_large([])
             return []
         if partial:
             partial += lines[0]
@@ -124,18 +142,18 @@ class EventStreamParser:
             if line.startswith(b"data:"):
                 size += len(line) + 1
                 if size > limit:
-                    raise self._too_large()
+                    raise self._too_large(events)
                 data.append(line[6:] if line[5:6] == b" " else line[5:])
                 fields = True
             elif not line:
                 size = 0
                 if fields:
-                    events.append(self._dispatch(event, data, event_id, retry))
+                    events.append(self._dispatch(event, data, event_id, retry, events))
                     data, event, event_id, retry, fields = [], b"", "", None, False
             else:
                 size += len(line) + 1
                 if size > limit:
-                    raise self._too_large()
+                    raise self._too_large(events)
                 if line == b"event: message":  # what most servers send before each message
                     event, fields = b"message", True
                     continue
@@ -155,7 +173,7 @@ class EventStreamParser:
                 elif name == b"retry":
                     if not value.isdigit():
                         continue
-                    retry = int(value)
+                    retry = _retry_ms(value)
                 else:
                     continue
                 fields = True
@@ -164,18 +182,24 @@ class EventStreamParser:
         if rest:
             partial += rest
             if size + len(partial) > limit:
-                raise self._too_large()
+                raise self._too_large(events)
         return events
 
-    def _dispatch(self, event: bytes, data: list[bytes], event_id: str, retry: int | None) -> ServerSentEvent:
+    def _dispatch(
+        self, event: bytes, data: list[bytes], event_id: str, retry: int | None, before: list[ServerSentEvent]
+    ) -> ServerSentEvent:
+        """The event gathered; raises ``EventTooLarge`` (holding ``before``: the chunk's events
+        so far) when its data is over its bound."""
         joined = data[0] if len(data) == 1 else b"\n".join(data)
-        if len(joined) > self._max_data:
-            raise EventTooLarge(f"a message over {self._max_data} bytes (limits.max_line_bytes)")
-        if not joined.isascii():
+        if not joined.isascii():  # (bounded as handed over: each byte replaced grows to 3)
             joined = joined.decode("utf-8", "replace").encode("utf-8")
+        if len(joined) > self._max_data:
+            raise EventTooLarge(f"a message over {self._max_data} bytes (limits.max_line_bytes)", before)
         if event == b"message" or not event:
             return tuple_new(ServerSentEvent, ("message", joined, event_id, retry))
         return tuple_new(ServerSentEvent, (event.decode("utf-8", "replace"), joined, event_id, retry))
 
-    def _too_large(self) -> EventTooLarge:
-        return EventTooLarge(f"a Server-Sent Event over {self._max_event} bytes (limits.max_sse_event_bytes)")
+    def _too_large(self, before: list[ServerSentEvent]) -> EventTooLarge:
+        return EventTooLarge(
+            f"a Server-Sent Event over {self._max_event} bytes (limits.max_sse_event_bytes)", before
+        )

@@ -326,7 +326,8 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
 
     Raises:
         BodyTooLarge: an event over ``limits.max_sse_event_bytes`` (decoded, or in one
-            decoding layer), or an event's data over ``limits.max_line_bytes``.
+            decoding layer), or an event's data over ``limits.max_line_bytes``; the events
+            its chunk completed before it are yielded first.
         BadContentEncoding: a coding the host does not decode, or data not valid in it.
         httpx errors: as reading the body raises them (for ``unreachable``).
     """
@@ -334,16 +335,19 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
     decoder = body_decoder(response, bound, limits.read_chunk_bytes, limits.max_content_codings)
     parser = EventStreamParser(bound, limits.max_line_bytes)
     async for chunk in decoded_body(response, decoder, "limits.max_sse_event_bytes"):
+        refused: str | None = None
         try:
             events = parser.feed(chunk)
-        except EventTooLarge as exc:
-            raise BodyTooLarge(str(exc)) from None
+        except EventTooLarge as exc:  # the events before it in the chunk still go first
+            events, refused = exc.events, str(exc)
         if events:
             for event in events:
                 if event.data:  # each decoding layer's count starts again
                     decoder.restart_count()
                     break
             yield events
+        if refused is not None:
+            raise BodyTooLarge(refused)
 
 
 def reconnect_delay(limits: Limits, *, failures: int, empty: int, retry_ms: int | None) -> float:
