@@ -357,7 +357,7 @@ class StreamableHTTPTransport:
             raise ConnectionClosed("the HTTP transport was closed")
 
     async def _open(
-        self, method: str, what: str, headers: dict[str, str], content: bytes | None = None
+        self, method: str, what: str, headers: dict[str, str] | httpx.Headers, content: bytes | None = None
     ) -> httpx.Response:
         """Send one HTTP request and return its answer's head (the body still to read).
         Raises ``Unreachable`` when the server cannot be reached."""
@@ -940,9 +940,11 @@ class StreamableHTTPTransport:
         over, the credentials are refused, or the server redirects; ``_SessionEnded`` for a
         404 to its session id."""
         await self._session_ready()
-        headers = self._headers(ACCEPT_SSE)
+        headers: dict[str, str] | httpx.Headers = self._headers(ACCEPT_SSE)
         session = headers.get("Mcp-Session-Id")
         if stream.last_id:
+            # An event id is any text (SSE1): its UTF-8 bytes, which httpx sends as given.
+            headers = httpx.Headers(headers, encoding="utf-8")
             headers["Last-Event-ID"] = stream.last_id
         what = "the GET of its event stream"
         timeout = self._limits.http_reply_timeout_seconds
