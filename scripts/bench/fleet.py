@@ -66,7 +66,7 @@ class FleetSettings:
     seconds one measurement may take before it is recorded as failed."""
 
     counts: tuple[int, ...] = (200, 1000)
-    reps: int = 3
+    reps: int = 2
     events_each: int = 20
     timeout_seconds: float = 300.0
 

@@ -64,14 +64,14 @@ SERVER_SCRIPT = Path(__file__).resolve().with_name("http_server.py")
 class NetSettings:
     """What the network measurements do. Counts are requests or notifications."""
 
-    reps: int = 3
+    reps: int = 2
     warmup: int = 100
     requests: int = 1000
     in_flight: tuple[int, ...] = (1, 16, 100)
     notifications: int = 5000
     big_mib: int = 32
     #: Seconds after which a measurement of pings in flight starts no more pings.
-    cell_seconds: float = 1.0
+    cell_seconds: float = 0.5
     #: Seconds one measurement may take before it is recorded as failed.
     cell_timeout_seconds: float = 180.0
 

@@ -35,7 +35,7 @@ Key = TypeVar("Key", bound=Hashable)
 class Settings:
     """What one run measures. Counts are requests, events, connections or repetitions."""
 
-    reps: int = 5
+    reps: int = 3
     warmup_pings: int = 200
     sequential_pings: int = 5000
     requests: int = 10_000
@@ -46,7 +46,7 @@ class Settings:
     process_reps: int = 3
     #: Seconds after which a measurement of pings in flight starts no more pings (the SDK
     #: would otherwise take most of the run's time).
-    cell_seconds: float = 1.0
+    cell_seconds: float = 0.5
     #: Seconds one measurement may take before it is recorded as failed.
     cell_timeout_seconds: float = 180.0
 
