@@ -183,3 +183,55 @@ async def test_put_all_waits_while_another_reader_waits_for_the_inbox_to_empty()
             assert order == []
             assert await inbox.get() == b"a" * 20
         assert sorted(order) == ["big", "small"]
+
+
+async def test_get_now_takes_what_is_held_in_order_and_never_waits() -> None:
+    inbox = Inbox(max_bytes=100)
+    assert inbox.get_now() is None  # nothing held: get() waits instead
+    with anyio.fail_after(5):
+        await inbox.put_all([b"one", b"two"])
+        await inbox.put(LineTooLong(max_line_bytes=8, size=200))
+    assert inbox.get_now() == b"one"
+    assert inbox.get_now() == b"two"
+    assert isinstance(inbox.get_now(), LineTooLong)
+    assert inbox.get_now() is None
+
+
+async def test_get_now_taking_the_last_held_line_lets_a_waiting_reader_in() -> None:
+    inbox = Inbox(max_bytes=30)
+    put_done = anyio.Event()
+
+    async def put_big() -> None:
+        await inbox.put(b"b" * 20)
+        put_done.set()
+
+    with anyio.fail_after(5):
+        await inbox.put(b"a" * 20)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(put_big)
+            await anyio.wait_all_tasks_blocked()
+            assert not put_done.is_set()  # 20 + 20 > 30
+            assert inbox.get_now() == b"a" * 20
+            await put_done.wait()  # woken by get_now emptying the inbox
+        assert inbox.get_now() == b"b" * 20
+        await inbox.put(b"c" * 20)  # the inbox drained: a put goes in at once again
+        assert inbox.get_now() == b"c" * 20
+
+
+@pytest.mark.parametrize("end", ["close", "lose"])
+async def test_get_now_after_the_end(end: str) -> None:
+    # Closed: lines held are dropped. Lost: they are taken first; get() then says why.
+    inbox = Inbox(max_bytes=100)
+    with anyio.fail_after(5):
+        await inbox.put(b"held")
+        if end == "close":
+            inbox.close()
+            assert inbox.get_now() is None
+            with pytest.raises(ConnectionClosed):
+                await inbox.get()
+        else:
+            inbox.lose("gone")
+            assert inbox.get_now() == b"held"
+            assert inbox.get_now() is None
+            with pytest.raises(ConnectionLost):
+                await inbox.get()

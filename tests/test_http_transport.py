@@ -46,7 +46,7 @@ from mcpl_host import (
 from mcpl_host.auth.settings import OAuthSettings
 from mcpl_host.config import ServerConfig
 from mcpl_host.jsonrpc.framing import dumps_message, loads_line
-from mcpl_host.transports.base import Transport
+from mcpl_host.transports.base import ReceivesNow, Transport
 from mcpl_host.transports.http import StreamableHTTPTransport
 from mcpl_host.transports.http_common import BodyTooLarge, sse_events
 from mcpl_host.transports.http_params import (
@@ -249,6 +249,8 @@ async def test_the_http_transports_implement_the_transport_protocol() -> None:
     params = HTTPParameters("http://127.0.0.1:9/mcp")
     for transport in (StreamableHTTPTransport(params), SSETransport(params), AutoHTTPTransport(params)):
         assert isinstance(transport, Transport)
+        assert isinstance(transport, ReceivesNow)  # the events of one read, taken without a call each
+        assert transport.receive_now() is None  # nothing received yet
         assert transport.describe() == "http://127.0.0.1:9/mcp"
         assert transport.stderr_tail == []
 

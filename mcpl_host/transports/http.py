@@ -804,6 +804,12 @@ class StreamableHTTPTransport:
 
     # --- receiving -------------------------------------------------------------------------
 
+    def receive_now(self) -> ReadItem | None:
+        """The next message already received, as ``receive()`` would return it at once
+        (``ReceivesNow``: the events of one read wait in the inbox); None when none is
+        held or the transport is closed."""
+        return self._inbox.get_now()
+
     async def receive(self) -> ReadItem:
         """The next message from the server (``bytes``, one JSON-RPC message), in arrival
         order across the streams. Raises ``ConnectionLost`` (once every line received is

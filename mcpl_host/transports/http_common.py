@@ -513,20 +513,30 @@ class Inbox:
         if self.lost is not None:
             raise ConnectionLost(self.lost, step=self.lost_step)
 
+    def get_now(self) -> ReadItem | None:
+        """The next line held, taken without waiting (the transports' ``receive_now``,
+        ``transports.base.ReceivesNow``); None when none is held (closing drops them: ``get``
+        then waits or raises). Never raises."""
+        items = self._items
+        if not items:
+            return None
+        item = items.popleft()
+        if isinstance(item, bytes):
+            self._bytes -= len(item)
+        if not items:
+            self._draining = False
+            self._wake()
+        return item
+
     async def get(self) -> ReadItem:
         """The next line. Raises ``ConnectionClosed`` (closed, lines not taken are dropped)
         or, once every line is taken, ``ConnectionLost``."""
         while True:
+            item = self.get_now()
+            if item is not None:
+                return item
             if self.closed:
                 raise ConnectionClosed("the HTTP transport was closed")
-            if self._items:
-                item = self._items.popleft()
-                if isinstance(item, bytes):
-                    self._bytes -= len(item)
-                if not self._items:
-                    self._draining = False
-                    self._wake()
-                return item
             self._check()
             await self._wait()
 

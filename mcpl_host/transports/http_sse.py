@@ -230,6 +230,11 @@ class SSETransport:
             if line:
                 await self._inbox.put(line)
 
+    def receive_now(self) -> ReadItem | None:
+        """The next line already read, as ``receive()`` would return it at once
+        (``ReceivesNow``); None when none is held or the transport is closed."""
+        return self._inbox.get_now()
+
     async def receive(self) -> ReadItem:
         """The next message of the event stream. Raises ``ConnectionLost`` (once every line
         received is taken) or ``ConnectionClosed``."""
@@ -455,6 +460,15 @@ class AutoHTTPTransport:
         if self._inner is None:
             self._inner, self.chosen = inner, name
         self._chosen_or_closed.set()
+
+    def receive_now(self) -> ReadItem | None:
+        """The next line the transport in use already holds (``ReceivesNow``); None before a
+        choice, after a loss or close (``receive()`` then waits or says why), or when it
+        holds none."""
+        inner = self._inner
+        if inner is None or self._closing or self._lost is not None:
+            return None
+        return inner.receive_now()
 
     async def receive(self) -> ReadItem:
         """The next line of the transport in use; before a choice, of Streamable HTTP (the
