@@ -271,17 +271,6 @@ async def _signal_tree(process: anyio.abc.Process, tree: ProcessTree, signum: in
     return members
 
 
-async def _release(process: anyio.abc.Process) -> None:
-    """Close the process's stdout and stderr and reap it: ``process.aclose()`` without
-    its wait when the child is already reaped (on trio that wait still takes a turn of
-    the process's wait lock, a task switch per server at every close)."""
-    for stream in (process.stdout, process.stderr):
-        if stream is not None:
-            await stream.aclose()
-    if process.returncode is None:
-        await process.wait()
-
-
 class _PipeWriter:
     """The host's end of a server's stdin: a non-blocking pipe written with ``os.write``,
     waiting (``anyio.wait_writable``) only while the pipe is full. One ``send()`` at a time;
@@ -554,7 +543,7 @@ class StdioTransport:
                         if self._pump_started:  # it ends at once: it is cancelled
                             await self._pump_done.wait()
                     if process is not None:
-                        await _release(process)
+                        await process.aclose()  # closes the pipes; the child is reaped
                         process_tree.unregister_leader(process.pid)
                 finally:
                     self._life.closed.set()
