@@ -41,7 +41,7 @@ import anyio
 import anyio.abc
 
 from bench.child import rss_mib
-from bench.report import Results, spread
+from bench.report import Results, met_cell, spread
 
 __all__ = [
     "FLEET_QUICK",
@@ -374,16 +374,6 @@ def _cell(value: float | None, unit: str, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:,.{digits}f}{unit}"
 
 
-def _met(verdicts: list[bool | None]) -> str:
-    if not verdicts or None in verdicts:
-        return "not measured"
-    if all(verdicts):
-        return "**yes**"
-    if any(verdicts):
-        return "partly (" + " / ".join("yes" if v else "no" for v in verdicts) + ")"
-    return "no"
-
-
 def fleet_targets(
     results: Results, backends: Sequence[str], settings: FleetSettings, limits: str
 ) -> list[str]:
@@ -408,7 +398,7 @@ def fleet_targets(
         ]
         verdicts = [None if x is None else x <= 2.0 for x in ratios]
         out.append(
-            f"| {count} servers ready (wait_ready) | {' / '.join(cells)} | <= 2x floor | {_met(verdicts)} |"
+            f"| {count} servers ready (wait_ready) | {' / '.join(cells)} | <= 2x floor | {met_cell(verdicts)} |"
         )
         rss = [_median(results, b, host, "rss_per_server_kib") for b in backends]
         srv = [_median(results, b, host, "server_rss_kib") for b in backends]
@@ -425,14 +415,14 @@ def fleet_targets(
         verdicts = [None if r is None else not f for r, f in zip(rate, failed)]
         out.append(
             f"| {count} x {settings.events_each} push/event at once, each taken exactly once | "
-            f"{' / '.join(cells)} | exactly once, rate stated | {_met(verdicts)} |"
+            f"{' / '.join(cells)} | exactly once, rate stated | {met_cell(verdicts)} |"
         )
         close = [_median(results, b, host, "close_s") for b in backends]
         left = [max(results.get(b, host, HOST, "left_alive"), default=None) for b in backends]
         cells = [f"{_cell(c, ' s')}, {_cell(n, ' left', 0)}" for c, n in zip(close, left)]
         verdicts = [None if c is None or n is None else c <= 1.0 and n == 0 for c, n in zip(close, left)]
         out.append(
-            f"| close all {count}, no process left | {' / '.join(cells)} | <= 1 s, 0 left | {_met(verdicts)} |"
+            f"| close all {count}, no process left | {' / '.join(cells)} | <= 1 s, 0 left | {met_cell(verdicts)} |"
         )
     return out + [""]
 

@@ -41,7 +41,7 @@ import anyio
 
 from bench.drivers import ClientKind, ToolOutcome, _outcome
 from bench.measure import MIB, percentile, run_in_flight
-from bench.report import Results, Row, _number, figure_table
+from bench.report import Results, Row, _number, figure_table, met_cell
 
 __all__ = [
     "MODES",
@@ -476,23 +476,9 @@ def target_table(
                 ratio_cells.append(f"{ratio:.2f}x")
                 verdicts.append(ratio <= target.limit if target.direction == "<=" else ratio >= target.limit)
             against = "SDK" if target.against == "sdk" else "floor"
-            if all(v is None for v in verdicts):
-                met = "not measured"
-            elif None in verdicts:
-                met = (
-                    "partly measured ("
-                    + " / ".join("n/a" if v is None else "yes" if v else "no" for v in verdicts)
-                    + ")"
-                )
-            elif all(verdicts):
-                met = "**yes**"
-            elif any(verdicts):
-                met = "partly (" + " / ".join("yes" if v else "no" for v in verdicts) + ")"
-            else:
-                met = "no"
             lines.append(
                 f"| {target.label} | {' / '.join(ours_cells)} | {against}: {' / '.join(other_cells)} | "
-                f"{' / '.join(ratio_cells)} | {target.direction} {target.limit:.2f}x {against} | {met} |"
+                f"{' / '.join(ratio_cells)} | {target.direction} {target.limit:.2f}x {against} | {met_cell(verdicts)} |"
             )
     return "\n".join(lines)
 

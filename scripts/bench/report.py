@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -15,6 +15,7 @@ __all__ = [
     "Row",
     "Target",
     "figure_table",
+    "met_cell",
     "rows_for",
     "spread",
     "tally",
@@ -197,6 +198,25 @@ TARGETS = [
 ]
 
 
+def met_cell(verdicts: Sequence[bool | None]) -> str:
+    """The "met" cell of a target row from its verdict on each backend (None: not measured
+    there): ``**yes**``, ``no``, ``partly (yes / no)``, ``partly measured (n/a / yes)`` or
+    ``not measured``; ``tally`` counts rows by these words."""
+    if all(v is None for v in verdicts):
+        return "not measured"
+    if None in verdicts:
+        return (
+            "partly measured ("
+            + " / ".join("n/a" if v is None else "yes" if v else "no" for v in verdicts)
+            + ")"
+        )
+    if all(verdicts):
+        return "**yes**"
+    if any(verdicts):
+        return "partly (" + " / ".join("yes" if v else "no" for v in verdicts) + ")"
+    return "no"
+
+
 def _meets(value: float, target: Target) -> bool:
     return value <= target.limit if target.direction == "<=" else value >= target.limit
 
@@ -231,17 +251,9 @@ def target_table(results: Results, backends: Iterable[str], *, requests: int, id
                 verdicts.append(_meets(ours / floor, target))
         limit = f"{target.limit:g}{target.unit}" if target.kind == "absolute" else f"{target.limit:.2f}x"
         goal = f"{target.direction} {limit}" + ("" if target.kind == "absolute" else " vs floor")
-        if None in verdicts:
-            met = "not measured"
-        elif all(verdicts):
-            met = "**yes**"
-        elif any(verdicts):
-            met = "partly (" + " / ".join("yes" if v else "no" for v in verdicts) + ")"
-        else:
-            met = "no"
         lines.append(
             f"| {target.label.format(requests=requests, idle=idle)} | {' / '.join(ours_cells)} | {' / '.join(sdk_cells)} | "
-            f"{' / '.join(floor_cells)} | {goal} | {met} |"
+            f"{' / '.join(floor_cells)} | {goal} | {met_cell(verdicts)} |"
         )
     return "\n".join(lines)
 
