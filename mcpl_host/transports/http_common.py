@@ -475,12 +475,7 @@ class Inbox:
         ``ConnectionClosed`` or ``ConnectionLost`` once the transport has ended (the line is
         dropped)."""
         size = len(item) if isinstance(item, bytes) else 0
-        while (
-            self._items
-            and (self._draining or self._bytes + size > self._max_bytes)
-            and self.lost is None
-            and not self.closed
-        ):
+        while not self._fits(size) and self.lost is None and not self.closed:
             self._draining = True
             await self._wait()
         self._check()
@@ -492,20 +487,21 @@ class Inbox:
         """``put`` each of ``lines`` in order, with the same waits, but with no call per line
         while they fit (the events of one read); a waiting reader is woken before any wait
         here and once at the end. Raises as ``put``."""
-        items, max_bytes = self._items, self._max_bytes
+        items = self._items
         for line in lines:
             size = len(line)
-            if (
-                (items and (self._draining or self._bytes + size > max_bytes))
-                or self.closed
-                or self.lost is not None
-            ):
+            if not self._fits(size) or self.closed or self.lost is not None:
                 self._wake()  # what is held must be taken for this line to go in
                 await self.put(line)
             else:
                 items.append(line)
                 self._bytes += size
         self._wake()
+
+    def _fits(self, size: int) -> bool:
+        """Whether a line of ``size`` bytes may go in now: the inbox is empty, or it is not
+        draining and the line keeps it within ``max_bytes``."""
+        return not self._items or (not self._draining and self._bytes + size <= self._max_bytes)
 
     def _check(self) -> None:
         if self.closed:
@@ -535,8 +531,6 @@ class Inbox:
             item = self.get_now()
             if item is not None:
                 return item
-            if self.closed:
-                raise ConnectionClosed("the HTTP transport was closed")
             self._check()
             await self._wait()
 
