@@ -61,7 +61,6 @@ from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
 from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy
 from mcpl_host.observe import ConnectionObserver, Reporter
-from mcpl_host.recording import Recorder, recording_factory
 from mcpl_host.server_connection import ServerConnection
 from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
 from mcpl_host.services.input_streams import InputClock, SystemInputClock
@@ -73,6 +72,7 @@ from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
     from mcpl_host.config import ServerConfig
+    from mcpl_host.recording import Recorder
     from mcpl_host.services.coalescing import EventInbox
     from mcpl_host.telemetry import ConnectionTelemetry, Telemetry
 
@@ -552,6 +552,8 @@ class HostedServer:
         opens recorded when a recorder was given: ``recording.recording_factory``)."""
         factory = self.transport_factory
         if self._recorder is not None:
+            from mcpl_host.recording import recording_factory  # noqa: PLC0415 (loaded: a Recorder was made)
+
             config = self._config
             label = recorded_transport(config.transport)
             url = config.url if label != "stdio" else None

@@ -30,7 +30,6 @@ from mcpl_host.jsonrpc.envelope import RequestId, Response
 from mcpl_host.jsonrpc.errors import ConnectionLost
 from mcpl_host.mcpl.input_streams import InputStreamUpdate
 from mcpl_host.mcpl.policy import PolicyOutcome
-from mcpl_host.recording import Recorder
 
 if TYPE_CHECKING:
     from mcpl_host.events import HostEvent
@@ -38,6 +37,7 @@ if TYPE_CHECKING:
     from mcpl_host.mcpl.explain import Stall
     from mcpl_host.mcpl.grants import Grant
     from mcpl_host.mcpl.manifest_diff import ChangeReceipt
+    from mcpl_host.recording import Recorder
 
 __all__ = ["DECISION_KINDS", "ConnectionObserver", "Reporter"]
 

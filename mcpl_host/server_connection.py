@@ -63,7 +63,6 @@ from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy, policy_diagnostics
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.opening import Opening
-from mcpl_host.recording import Recorder
 from mcpl_host.services.channel_calls import (
     ChannelCalls,
     PublishSettings,
@@ -85,6 +84,7 @@ from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
+    from mcpl_host.recording import Recorder
     from mcpl_host.services.coalescing import EventInbox
     from mcpl_host.telemetry import ConnectionTelemetry
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "mcpl_host"
 
 #: The layers, lowest first (docs/architecture.md, "Layers"): a module may import its own
@@ -199,12 +201,15 @@ def test_a_websocket_server_loads_its_stack_when_built() -> None:
     assert result["out"] == [False, True]
 
 
-def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() -> None:
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(backend: str) -> None:
     # JSON Patch (the first state patch), process workers (the first bounded schema check),
     # difflib (a refused grant pattern's hint), ctypes (the subreaper), importlib.metadata
     # (a recording's header), ada_url (an mcpl:// URI), hashlib (a manifest digest, an
     # input stream), html (an HTTP error body shown in a refusal), the event inbox (RFC-006,
-    # a server given one) and the events (for an observer or a recorder) load when used.
+    # a server given one), the events (for an observer or a recorder) and the recording
+    # (a server given a Recorder) load when used. What the backend itself loads to run a
+    # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
         "jsonpatch",
@@ -219,17 +224,42 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs() ->
         "mcpl_host.services.coalescing",
         "mcpl_host.mcpl.coalescing",
         "mcpl_host.events",
+        "mcpl_host.recording",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
+        "async def bare():\n"
+        "    await (await anyio.open_process([sys.executable, '-c', ''])).aclose()\n"
+        f"anyio.run(bare, backend={backend!r})\n"
+        "backend_loads = set(sys.modules)\n"
         "async def main():\n"
         f"    config = mcpl_host.ServerConfig(command=sys.executable, args=({str(server)!r},))\n"
         "    async with mcpl_host.connect(config) as conn:\n"
         "        await conn.mcp.ping()\n"
-        "anyio.run(main)\n"
-        f"print(json.dumps([m for m in {later!r} if m in sys.modules]))"
+        f"anyio.run(main, backend={backend!r})\n"
+        f"print(json.dumps([m for m in {later!r} if m in sys.modules and m not in backend_loads]))"
     )
     assert result["out"] == []
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) -> None:
+    # The deferred features work when a connection is given them in a fresh interpreter:
+    # a Recorder (recording.recording_factory, imported by the connection that has one)
+    # records the connection's lines.
+    server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
+    result = run(
+        "import json, sys, anyio, mcpl_host\n"
+        "from mcpl_host.recording import Recorder\n"
+        "async def main():\n"
+        f"    config = mcpl_host.ServerConfig(command=sys.executable, args=({str(server)!r},))\n"
+        "    with Recorder(None) as recorder:\n"
+        "        async with mcpl_host.connect(config, record=recorder) as conn:\n"
+        "            await conn.mcp.ping()\n"
+        "        return recorder.entries\n"
+        f"print(json.dumps({{'recorded': anyio.run(main, backend={backend!r}) > 0}}))"
+    )
+    assert result["out"] == {"recorded": True}
 
 
 def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines_not_shown() -> None:
