@@ -108,12 +108,16 @@ from mcpl_host.stateless import PROTOCOL_CHOICES, ProtocolChoice, checked_protoc
 from mcpl_host.suggest import closest
 from mcpl_host.supervisor_policy import RestartPolicy, restart_policy_problems
 from mcpl_host.tool_classes import TOOL_CLASSES
-from mcpl_host.transports.http_params import HTTPParameters, shown_http_url
 from mcpl_host.transports.stdio import STDERR_LOG_LEVELS, StdioParameters
-from mcpl_host.transports.ws_params import WebSocketParameters, shown_url
 
 if TYPE_CHECKING:
     import ssl
+
+    from mcpl_host.transports.http_params import HTTPParameters
+    from mcpl_host.transports.ws_params import WebSocketParameters
+
+# The WebSocket and HTTP parameters (their URL checks, ipaddress, the HTTP failure texts) are
+# imported by the first server of their transport: a stdio server never loads them.
 
 __all__ = [
     "SECTIONS",
@@ -412,6 +416,8 @@ class ServerConfig:
         ``limits.websocket_open_timeout_seconds`` and ``limits.handshake_timeout_seconds``)
         or ``HTTPParameters``. Raises ``ValueError`` as the class does."""
         if self.transport == "websocket":
+            from mcpl_host.transports.ws_params import WebSocketParameters  # noqa: PLC0415
+
             assert self.url is not None
             limits = self.limits
             return WebSocketParameters(
@@ -427,6 +433,8 @@ class ServerConfig:
                 ssl_context=self.ssl_context,
             )
         if self.transport in HTTP_TRANSPORTS:
+            from mcpl_host.transports.http_params import HTTPParameters  # noqa: PLC0415
+
             assert self.url is not None
             return HTTPParameters(
                 url=self.url, token=self.token, headers=self.headers, ssl_context=self.ssl_context
@@ -467,8 +475,12 @@ class ServerConfig:
         (``redact_command``), or the URL as shown (``shown_url``, ``shown_http_url``)."""
         redactor = self.redactor()
         if self.transport == "websocket":
+            from mcpl_host.transports.ws_params import shown_url  # noqa: PLC0415
+
             return shown_url(self.url or "", redactor)
         if self.transport in HTTP_TRANSPORTS:
+            from mcpl_host.transports.http_params import shown_http_url  # noqa: PLC0415
+
             return shown_http_url(self.url or "", redactor)
         return " ".join(redact_command([self.command or "", *self.args], redactor))
 

@@ -9,18 +9,18 @@ from typing import TYPE_CHECKING
 
 from mcpl_host.logging import Redactor, get_logger
 from mcpl_host.transports.base import TransportFactory
-from mcpl_host.transports.http_params import HTTPParameters
 from mcpl_host.transports.stdio import StdioParameters, StdioTransport
-from mcpl_host.transports.ws_params import WebSocketParameters
 
 if TYPE_CHECKING:
     from mcpl_host.config import ServerConfig
     from mcpl_host.transports.http import StreamableHTTPTransport
+    from mcpl_host.transports.http_params import HTTPParameters
     from mcpl_host.transports.http_sse import AutoHTTPTransport, SSETransport
     from mcpl_host.transports.websocket import WebSocketTransport
 
-# The WebSocket and HTTP transports (wsproto, h11, httpx) are imported by the first server
-# that uses them, not with the package: a stdio-only application never loads them.
+# The WebSocket and HTTP transports (wsproto, h11, httpx) and their parameters are imported
+# by the first server that uses them, not with the package: a stdio-only application never
+# loads them.
 
 __all__ = ["transport_factory"]
 
@@ -50,6 +50,8 @@ def transport_factory(config: ServerConfig, redactor: Redactor) -> TransportFact
             )
 
         return stdio
+    from mcpl_host.transports.ws_params import WebSocketParameters  # noqa: PLC0415 (loaded: made)
+
     if isinstance(parameters, WebSocketParameters):
         from mcpl_host.transports.websocket import WebSocketTransport
 

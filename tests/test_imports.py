@@ -201,6 +201,31 @@ def test_a_websocket_server_loads_its_stack_when_built() -> None:
     assert result["out"] == [False, True]
 
 
+def test_a_url_server_loads_its_parameters_when_its_config_is_made() -> None:
+    # A stdio server's config loads no URL parameters; a URL server's config checks its
+    # parameters as it is made (an unusable URL raises there), and describes it with the URL
+    # as shown, its secrets hidden.
+    result = run(
+        "import json, sys, mcpl_host\n"
+        "mcpl_host.ServerConfig(command=sys.executable).parameters()\n"
+        "before = [m in sys.modules for m in ('mcpl_host.transports.ws_params', 'mcpl_host.transports.http_params')]\n"
+        "ws = mcpl_host.ServerConfig(url='ws://127.0.0.1:9/?token=s3cret')\n"
+        "http = mcpl_host.ServerConfig(url='http://127.0.0.1:9/mcp', token='t0ken')\n"
+        "try:\n"
+        "    mcpl_host.ServerConfig(url='ws://127.0.0.1:99999/')\n"
+        "    refused = False\n"
+        "except ValueError:\n"
+        "    refused = True\n"
+        "print(json.dumps({'before': before, 'kinds': [type(ws.parameters()).__name__,\n"
+        "    type(http.parameters()).__name__], 'shown': [ws.describe, http.describe], 'refused': refused}))"
+    )
+    out = result["out"]
+    assert isinstance(out, dict)
+    assert out["before"] == [False, False]
+    assert out["kinds"] == ["WebSocketParameters", "HTTPParameters"] and out["refused"] is True
+    assert "s3cret" not in json.dumps(out["shown"]) and out["shown"][1].startswith("http://127.0.0.1:9/mcp")
+
+
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
 def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(backend: str) -> None:
     # JSON Patch (the first state patch), process workers (the first bounded schema check),
@@ -208,7 +233,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
     # (a recording's header), ada_url (an mcpl:// URI), hashlib (a manifest digest, an
     # input stream), html (an HTTP error body shown in a refusal), the event inbox (RFC-006,
     # a server given one), the events (for an observer or a recorder) and the recording
-    # (a server given a Recorder) load when used. What the backend itself loads to run a
+    # (a server given a Recorder) and the HTTP and WebSocket parameters (a server with a URL)
+    # load when used. What the backend itself loads to run a
     # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
@@ -225,6 +251,10 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.mcpl.coalescing",
         "mcpl_host.events",
         "mcpl_host.recording",
+        "mcpl_host.transports.http_params",
+        "mcpl_host.transports.ws_params",
+        "mcpl_host.transports.url_checks",
+        "mcpl_host.transports.http_failure",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
