@@ -62,9 +62,9 @@ from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.services.channel_calls import PUBLISH_MODES, PublishMode
 from mcpl_host.services.input_streams import InputClock, SystemInputClock
 from mcpl_host.services.negotiation import PolicyChange
+from mcpl_host.services.publish_settings import PUBLISH_MODES, PublishMode
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
 from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transport_factory import transport_factory

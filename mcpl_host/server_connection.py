@@ -63,19 +63,14 @@ from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy, policy_diagnostics
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.opening import Opening
-from mcpl_host.services.channel_calls import (
-    ChannelCalls,
-    PublishSettings,
-)
 from mcpl_host.services.channels import ChannelService
 from mcpl_host.services.dispatch import InboundDispatcher
-from mcpl_host.services.hooks import HookCalls
 from mcpl_host.services.inference import InferenceService
 from mcpl_host.services.input_streams import InputClock, InputStreamService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.negotiation import PolicyExchange, PolicySource
+from mcpl_host.services.publish_settings import PublishSettings
 from mcpl_host.services.push import PushService
-from mcpl_host.services.state_calls import StateCalls
 from mcpl_host.services.state_service import StateService
 from mcpl_host.services.tool_lifecycle import ObserveFilters
 from mcpl_host.stall_watch import StallWatch
@@ -85,7 +80,10 @@ from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
     from mcpl_host.recording import Recorder
+    from mcpl_host.services.channel_calls import ChannelCalls
     from mcpl_host.services.coalescing import EventInbox
+    from mcpl_host.services.hooks import HookCalls
+    from mcpl_host.services.state_calls import StateCalls
     from mcpl_host.telemetry import ConnectionTelemetry
 
 # The event inbox (services.coalescing, mcpl.coalescing, mcpl.wake: RFC-006) is imported by
@@ -377,20 +375,68 @@ class ServerConnection:
         if inbox is not None:
             binding = hosted.binding
             self.inbound.rendering = lambda: inbox.rendering(binding)
-        self.hooks = HookCalls(
-            shell,
-            state,
-            log=log,
-            redactor=redactor,
-            drops_logged=limits.dropped_injections_logged,
-            default_timeout=limits.hook_timeout_seconds,
-            content_view=view,
-            ignore_injections=lambda: hosted.policy.ignore_injections,
-        )
-        self.channels = ChannelCalls(shell, state, hosted, log=log, registry=channel_service.registry)
-        self.state = StateCalls(
-            shell, state, hosted.state_store, log=log, redactor=redactor, content_view=view
-        )
+        self._channel_registry = channel_service.registry
+        # hooks, channels and state (the outbound MCPL calls) are made on first use, with
+        # their modules: a connection that never calls them holds neither.
+        self._hooks: HookCalls | None = None
+        self._channels: ChannelCalls | None = None
+        self._state: StateCalls | None = None
+
+    @property
+    def hooks(self) -> HookCalls:
+        """``context/beforeInference`` (``HookCalls``; MCPL §10), made on first use."""
+        hooks = self._hooks
+        if hooks is None:
+            from mcpl_host.services.hooks import HookCalls  # noqa: PLC0415 (on first use)
+
+            hosted, limits = self.hosted, self.hosted.limits
+            hooks = self._hooks = HookCalls(
+                self.connection,
+                self.policy.state,
+                log=self._log,
+                redactor=hosted.redactor,
+                drops_logged=limits.dropped_injections_logged,
+                default_timeout=limits.hook_timeout_seconds,
+                content_view=self.content_view,
+                ignore_injections=lambda: hosted.policy.ignore_injections,
+            )
+        return hooks
+
+    @property
+    def channels(self) -> ChannelCalls:
+        """``channels/open``, ``/close``, ``/publish`` (``ChannelCalls``; MCPL §14.3), made on
+        first use."""
+        channels = self._channels
+        if channels is None:
+            from mcpl_host.services.channel_calls import ChannelCalls  # noqa: PLC0415 (on first use)
+
+            channels = self._channels = ChannelCalls(
+                self.connection,
+                self.policy.state,
+                self.hosted,
+                log=self._log,
+                registry=self._channel_registry,
+            )
+        return channels
+
+    @property
+    def state(self) -> StateCalls:
+        """Stateful ``tools/call`` and ``state/rollback`` (``StateCalls``; MCPL §8), made on
+        first use."""
+        state = self._state
+        if state is None:
+            from mcpl_host.services.state_calls import StateCalls  # noqa: PLC0415 (on first use)
+
+            hosted = self.hosted
+            state = self._state = StateCalls(
+                self.connection,
+                self.policy.state,
+                hosted.state_store,
+                log=self._log,
+                redactor=hosted.redactor,
+                content_view=self.content_view,
+            )
+        return state
 
     def __repr__(self) -> str:
         return (

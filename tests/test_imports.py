@@ -233,8 +233,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
     # (a recording's header), ada_url (an mcpl:// URI), hashlib (a manifest digest, an
     # input stream), html (an HTTP error body shown in a refusal), the event inbox (RFC-006,
     # a server given one), the events (for an observer or a recorder) and the recording
-    # (a server given a Recorder) and the HTTP and WebSocket parameters (a server with a URL)
-    # load when used. What the backend itself loads to run a
+    # (a server given a Recorder), the HTTP and WebSocket parameters (a server with a URL)
+    # and the outbound MCPL calls (conn.hooks, conn.channels, conn.state) load when used. What the backend itself loads to run a
     # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
@@ -255,6 +255,10 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.transports.ws_params",
         "mcpl_host.transports.url_checks",
         "mcpl_host.transports.http_failure",
+        "mcpl_host.services.hooks",
+        "mcpl_host.mcpl.injections",
+        "mcpl_host.services.channel_calls",
+        "mcpl_host.services.state_calls",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -276,7 +280,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
 def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) -> None:
     # The deferred features work when a connection is given them in a fresh interpreter:
     # a Recorder (recording.recording_factory, imported by the connection that has one)
-    # records the connection's lines.
+    # records the connection's lines; conn.hooks, conn.channels and conn.state are made on
+    # first use, once, on the connection's policy state.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -286,10 +291,19 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "    with Recorder(None) as recorder:\n"
         "        async with mcpl_host.connect(config, record=recorder) as conn:\n"
         "            await conn.mcp.ping()\n"
-        "        return recorder.entries\n"
-        f"print(json.dumps({{'recorded': anyio.run(main, backend={backend!r}) > 0}}))"
+        "            made = [part is not None for part in (conn._hooks, conn._channels, conn._state)]\n"
+        "            once = conn.hooks is conn.hooks and conn.channels is conn.channels and conn.state is conn.state\n"
+        "            calls = [conn.hooks.eligible, conn.channels.publish_target('none'),\n"
+        "                conn.state.store is conn.hosted.state_store]\n"
+        "        return {'recorded': recorder.entries > 0, 'made': made, 'once': once, 'calls': calls}\n"
+        f"print(json.dumps(anyio.run(main, backend={backend!r})))"
     )
-    assert result["out"] == {"recorded": True}
+    assert result["out"] == {
+        "recorded": True,
+        "made": [False, False, False],
+        "once": True,
+        "calls": [False, None, True],
+    }
 
 
 def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines_not_shown() -> None:

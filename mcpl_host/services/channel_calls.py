@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, overload
+from typing import Any, Literal, overload
 
 from mcpl_host.connection import DEFAULT, Timeout
 from mcpl_host.jsonrpc.errors import (
@@ -55,6 +55,7 @@ from mcpl_host.mcpl.publish_target import (
 )
 from mcpl_host.mcpl.server_shapes import ChannelRegistry
 from mcpl_host.services.negotiation import Requester
+from mcpl_host.services.publish_settings import PUBLISH_MODES, PublishMode, PublishSettings
 
 __all__ = [
     "ChannelCalls",
@@ -67,9 +68,6 @@ __all__ = [
     "PublishSettings",
     "TargetedPublishResult",
 ]
-
-PublishMode = Literal["request", "notification", "auto"]
-PUBLISH_MODES: tuple[PublishMode, ...] = ("request", "notification", "auto")
 
 
 class NotGranted(LocalProtocolError):
@@ -149,26 +147,6 @@ class ChannelOpenResult:
 
     channel: dict[str, Any] | None
     raw: Any = None
-
-
-class PublishSettings(Protocol):
-    """Where a server's publish behaviour is kept across transports (a ``HostedServer``):
-    read here, changed only through its methods."""
-
-    @property
-    def publish_mode(self) -> PublishMode: ...
-
-    @property
-    def publish_as_notification(self) -> bool: ...
-
-    def set_publish_mode(self, mode: PublishMode) -> None:
-        """The application's choice; forgets what ``"auto"`` learned. Raises ``ValueError``
-        for a mode not in ``PUBLISH_MODES``."""
-        ...
-
-    def learn_publish_as_notification(self) -> None:
-        """The server answered a ``channels/publish`` request with ``-32601``."""
-        ...
 
 
 def _blocks(content: object) -> list[Any]:
