@@ -191,6 +191,26 @@ def test_04_reads_uses_and_leaves_as_information_and_notes_each() -> None:
     )
 
 
+def test_unadvertised_leaf_is_noted_only_under_the_04_profile() -> None:
+    """A granted path the server did not advertise itself gives the note under the 0.4
+    profile only; the strict profile admits the same request with no note (plain calls,
+    each view set by hand: admission reads the profile only for the note)."""
+    incoming = {"messages": []}
+    for compat, notes in (
+        (
+            "0.4",
+            (CompatNote("unadvertised_leaf", method="channels/incoming", capability="channels.incoming"),),
+        ),
+        ("strict", ()),
+    ):
+        view = begun(SHAPE3, compat, ready=True)
+        paths = frozenset({"channels.register", "channels.incoming"})
+        view.grant = Grant(paths, paths)
+        view.advertised = frozenset({"channels.register"})  # channels.incoming: not its own
+        assert view.profile == compat
+        assert admit("channels/incoming", incoming, view) == Admitted(notes)
+
+
 def test_04_derivation_ignores_unknown_uses_and_notes_them() -> None:
     declarations = read_feature_sets(SHAPE3)
     grant = Grant(frozenset({"channels.register"}), frozenset({"channels.register"}))

@@ -176,27 +176,38 @@ def classify(value: object) -> Envelope:
         exactly one of ``Request``, ``Notification``, ``Response``, ``Invalid``,
         ``Unrelated``.
     """
+    if type(value) is dict:
+        # E6's usual case told first, the same rule's outcome: a parsed object whose method
+        # is a string and whose id is an int (a bool is none) is a request.
+        parsed: dict[str, Any] = value  # pyright: ignore[reportUnknownVariableType] (a parsed object)
+        method = parsed.get("method")
+        if type(method) is str:
+            request_id = parsed.get("id")
+            if type(request_id) is int:
+                return tuple_new(Request, (request_id, method, parsed.get("params")))
     # E1: only an object can be a message; a batch (array) is unrelated too (D1).
-    if not is_object(value):
+    elif not is_object(value):
         return Unrelated(kind=json_kind(value))
+    else:
+        parsed = value
 
-    if "method" not in value:
+    if "method" not in parsed:
         # E2: an id and no method is a response, whatever the id's value.
-        if "id" in value:
-            if "error" not in value:  # the common answer, built at once (_response otherwise)
-                return tuple_new(Response, (value["id"], value.get("result"), None, False, False))
-            return _response(value, value["id"])
+        if "id" in parsed:
+            if "error" not in parsed:  # the common answer, built at once (_response otherwise)
+                return tuple_new(Response, (parsed["id"], parsed.get("result"), None, False, False))
+            return _response(parsed, parsed["id"])
         # E3: an error naming no request, only with "jsonrpc": "2.0".
-        if "error" in value and value.get("jsonrpc") == "2.0":
-            return _response(value, NO_ID)
+        if "error" in parsed and parsed.get("jsonrpc") == "2.0":
+            return _response(parsed, NO_ID)
         # E4: any other object without a method.
         return Unrelated(kind="an object")
 
     # E7: from here on the method wins over any result/error member.
-    method = value["method"]
+    method = parsed["method"]
     method_ok = isinstance(method, str)
-    has_id = "id" in value
-    id_value = value.get("id")
+    has_id = "id" in parsed
+    id_value = parsed.get("id")
     id_ok = (
         (not has_id)
         or type(id_value) is int  # the usual id, told first (a bool is no int here)
@@ -222,8 +233,8 @@ def classify(value: object) -> Envelope:
     # E6 (and E8: jsonrpc is not checked, params left to the handler). Built as a tuple: a
     # named tuple's own constructor is a Python function, twice the cost.
     if has_id:
-        return tuple_new(Request, (id_value, method, value.get("params")))
-    return tuple_new(Notification, (method, value.get("params")))
+        return tuple_new(Request, (id_value, method, parsed.get("params")))
+    return tuple_new(Notification, (method, parsed.get("params")))
 
 
 def _response(value: Mapping[str, object], id_value: object) -> Response:

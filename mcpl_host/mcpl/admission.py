@@ -77,7 +77,7 @@ from mcpl_host.mcpl.server_shapes import (
     is_name,
     state_params_problems,
 )
-from mcpl_host.mcpl.tags import validate_push_event
+from mcpl_host.mcpl.tags import push_event_problems
 
 __all__ = [
     "DENIAL_TEXT",
@@ -247,18 +247,25 @@ def _feature_set_named(params: Mapping[str, object], view: AdmissionView) -> Han
 def admit(method: str, params: object, view: AdmissionView, *, may_hold: bool = True) -> Admission:
     """Whether the request (or channel notification) may be served (module rules): the
     ``Admitted``, ``Held`` or ``Refused`` decision. ``may_hold=False``: the second call for a
-    held request, which refuses what it would hold again."""
+    held request, which refuses what it would hold again.
+
+    The profile is read only where a step differs under it (holding, the two notes): the
+    usual request, granted, advertised and declared, never reads it."""
     grant = view.grant
-    lenient = view.profile == "0.4"
     required = required_capabilities(method, params)
-    if lenient and may_hold and view.state is MCPLState.PENDING and (required or method in STATE_METHODS):
+    if (
+        may_hold
+        and (required or method in STATE_METHODS)
+        and view.state is MCPLState.PENDING
+        and view.profile == "0.4"
+    ):
         return Held(required[0] if required else None)
     notes: list[CompatNote] | None = None  # made for the first note only
     for path in required:  # step 1
         if grant is None or not grant.allows(path):
             reason = denial_reason(path, view)
             return Refused(_denied(path, reason=reason), reason=reason)
-        if lenient and path not in view.advertised:
+        if path not in view.advertised and view.profile == "0.4":
             notes = notes or []
             notes.append(CompatNote("unadvertised_leaf", method=method, capability=path))
     if method not in OBJECT_PARAMS_METHODS:
@@ -273,14 +280,14 @@ def admit(method: str, params: object, view: AdmissionView, *, may_hold: bool = 
         for path in required:
             if path in declared.uses:
                 continue
-            if not lenient:
+            if view.profile != "0.4":
                 return Refused(_denied(path, declared.name), DeclarationMismatch(method, declared.name, path))
             notes = notes or []
             notes.append(CompatNote("uses_lacks", method=method, feature_set=declared.name, capability=path))
-    if state_method:  # step 4
+    if method == "push/event":  # step 4, the usual method first
+        problems = push_event_problems(params)
+    elif state_method:
         problems = state_params_problems(method, params)
-    elif method == "push/event":
-        problems = validate_push_event(params)
     elif method == "inference/request":
         problems = inference_params_problems(params)
     else:

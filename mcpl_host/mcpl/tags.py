@@ -48,6 +48,7 @@ __all__ = [
     "EventDeduplicator",
     "TagClosure",
     "close_tags",
+    "push_event_problems",
     "read_tags",
     "validate_push_event",
 ]
@@ -171,6 +172,12 @@ def validate_push_event(params: object) -> list[str]:
     """
     if not is_mapping(params):
         return ["params is missing or not an object"]
+    return push_event_problems(params)
+
+
+def push_event_problems(params: Mapping[str, object]) -> list[str]:
+    """``validate_push_event`` for params already known to be an object (admission has
+    checked that, MCPL §6.6 step 4): the same problems, the object check not made twice."""
     problems: list[str] = []
     get = params.get
     feature_set = get("featureSet")
