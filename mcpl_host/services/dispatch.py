@@ -141,6 +141,12 @@ class InboundDispatcher:
         self._reporter = reporter
         self._push_job = EagerJob(push.answer_now, _service_job(push.serve, name, transport))
         self._inference_job = _service_job(inference.serve, name, transport)
+        # The methods whose job depends on nothing but the method (``_route``'s first step;
+        # ``on_request`` reads it without the call).
+        self._fixed_routes: dict[str, InboundJob] = {
+            "push/event": self._push_job,
+            "model/info": self._inference_job,
+        }
         self._channels = channels
         self._state = state
         self._manifest = manifest
@@ -181,7 +187,7 @@ class InboundDispatcher:
             if type(decision) is Admitted:  # the usual case, told first (no call more)
                 if decision.notes:
                     self.note(decision.notes)
-                outcome = self._route(request)
+                outcome = self._fixed_routes.get(method) or self._route(request)
             else:
                 outcome = self._not_admitted(request, decision)
         telemetry = self.telemetry
@@ -290,11 +296,12 @@ class InboundDispatcher:
 
     def _route(self, request: Request) -> InboundJob:
         method, params = request.method, request.params
-        if method == "push/event":
-            return self._push_job
-        if method == "inference/request" and self.rendering is not None and self.rendering():
-            return _refused_while_rendering
-        if method in ("inference/request", "model/info"):
+        fixed = self._fixed_routes.get(method)
+        if fixed is not None:
+            return fixed
+        if method == "inference/request":
+            if self.rendering is not None and self.rendering():
+                return _refused_while_rendering
             return self._inference_job
         context = RequestContext(self._name, request.id, method, self._transport)
         if method in _CHANNEL_METHODS:

@@ -155,7 +155,10 @@ class PushService:
         self._serial = next(_SERIALS)
         # The application's handler is HostHandlers' own, read once (module rules, "Answered
         # at once"); an override on the instance counts as the application's too.
-        self._default_handler = getattr(handlers.push_event, "__func__", None) is HostHandlers.push_event
+        default_handler = getattr(handlers.push_event, "__func__", None) is HostHandlers.push_event
+        # ... and no event inbox (fixed for the service's life): the two tests of three that
+        # cannot change, read once.
+        self._may_answer_now = default_handler and inbox is None
 
     def answer_now(self, request: Request) -> bytes:
         """The result of an admitted ``push/event`` ``request`` as compact JSON text, answered
@@ -165,7 +168,7 @@ class PushService:
         or an event inbox is there, a duplicate is in flight, or the result remembered is
         not kept as text. Never raises, never waits."""
         later: bytes = LATER
-        if not self._default_handler or self._inbox is not None or self._reporter.observer is not None:
+        if not self._may_answer_now or self._reporter.observer is not None:
             return later
         params = request.params
         event_id = params["eventId"]
