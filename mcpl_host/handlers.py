@@ -41,10 +41,10 @@ from mcpl_host.client_features import (
 )
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import ConnectionLost, ErrorCode, HandlerError, MCPLHostError, MethodNotFound
-from mcpl_host.mcpl.input_streams import InputStreamUpdate, SenderBinding
 from mcpl_host.mcpl.policy import PolicyOutcome
 
 if TYPE_CHECKING:
+    from mcpl_host.mcpl.input_streams import InputStreamUpdate, SenderBinding
     from mcpl_host.mcpl.manifest_diff import ChangeReceipt
 
 __all__ = [

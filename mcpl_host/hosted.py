@@ -54,7 +54,6 @@ from mcpl_host.mcpl.compat import CompatSetting, NoteLedger, checked_compat
 from mcpl_host.mcpl.endpoint_uri import EndpointURI
 from mcpl_host.mcpl.feature_sets import FeatureSetPolicy
 from mcpl_host.mcpl.grants import GrantPolicy
-from mcpl_host.mcpl.input_streams import InputStreams, input_stream_settings
 from mcpl_host.mcpl.policy_state import RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ReferenceRegistry, origin_of
 from mcpl_host.mcpl.state import FeatureSetStateStore, StateStore
@@ -62,7 +61,6 @@ from mcpl_host.mcpl.tags import EventDeduplicator
 from mcpl_host.mcpl.tool_lifecycle import ToolLifecyclePolicy
 from mcpl_host.observe import ConnectionObserver, Reporter
 from mcpl_host.server_connection import ServerConnection
-from mcpl_host.services.input_streams import InputClock, SystemInputClock
 from mcpl_host.services.negotiation import PolicyChange
 from mcpl_host.services.publish_settings import PUBLISH_MODES, PublishMode
 from mcpl_host.stateless import Era, ProtocolChoice, checked_protocol, probe_skipped
@@ -72,8 +70,10 @@ from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
     from mcpl_host.config import ServerConfig
+    from mcpl_host.mcpl.input_streams import InputStreams
     from mcpl_host.recording import Recorder
     from mcpl_host.services.coalescing import EventInbox
+    from mcpl_host.services.input_streams import InputClock
     from mcpl_host.telemetry import ConnectionTelemetry, Telemetry
 
 __all__ = ["HostedServer", "ServerRuntime", "TransportFactory", "connect", "resolve_telemetry"]
@@ -241,12 +241,13 @@ class HostedServer:
         self._references = ReferenceRegistry(self._limits.max_reference_records)
         self._reference_binding = reference_binding(config)
         self._tool_classes = ToolClassTables(config.tool_classes, config.host_tool_classes)
-        self._input_clock: InputClock = runtime.get("input_clock") or SystemInputClock()
-        self._input_streams = (
-            InputStreams(input_stream_settings(self._limits, config.input_stream_mode))
-            if config.input_streams
-            else None
-        )
+        # The lease machine and the system's clocks load only for a server with input streams.
+        self._input_clock: InputClock | None = runtime.get("input_clock")
+        self._input_streams: InputStreams | None = None
+        if config.input_streams:
+            from mcpl_host.mcpl.input_streams import InputStreams, input_stream_settings  # noqa: PLC0415
+
+            self._input_streams = InputStreams(input_stream_settings(self._limits, config.input_stream_mode))
         self._channels: list[dict[str, Any]] = []
         self._connections_opened = 0
         self._sequence = 0
@@ -356,8 +357,14 @@ class HostedServer:
 
     @property
     def input_clock(self) -> InputClock:
-        """The clocks input-stream leases run on (``ServerRuntime.input_clock``)."""
-        return self._input_clock
+        """The clocks input-stream leases run on (``ServerRuntime.input_clock``; the
+        system's, made when first asked for, when none was given)."""
+        clock = self._input_clock
+        if clock is None:
+            from mcpl_host.services.input_streams import SystemInputClock  # noqa: PLC0415
+
+            clock = self._input_clock = SystemInputClock()
+        return clock
 
     @property
     def tool_classes(self) -> ToolClassTables:

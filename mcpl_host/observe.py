@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mcpl_host.jsonrpc.envelope import RequestId, Response
 from mcpl_host.jsonrpc.errors import ConnectionLost
-from mcpl_host.mcpl.input_streams import InputStreamUpdate
 from mcpl_host.mcpl.policy import PolicyOutcome
 
 if TYPE_CHECKING:
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from mcpl_host.handlers import HostHandlers, RequestContext
     from mcpl_host.mcpl.explain import Stall
     from mcpl_host.mcpl.grants import Grant
+    from mcpl_host.mcpl.input_streams import InputStreamUpdate
     from mcpl_host.mcpl.manifest_diff import ChangeReceipt
     from mcpl_host.recording import Recorder
 

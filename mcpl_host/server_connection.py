@@ -54,7 +54,6 @@ from mcpl_host.mcpl.feature_sets import (
     declaration_notes,
 )
 from mcpl_host.mcpl.grants import EXPLICIT_ONLY, Grant
-from mcpl_host.mcpl.input_streams import InputStreams
 from mcpl_host.mcpl.manifest import manifest_limit_problem
 from mcpl_host.mcpl.policy_state import MCPLState, PolicyState, RefusalAction
 from mcpl_host.mcpl.references import AuthBinding, ContentView, ReferenceRegistry
@@ -66,7 +65,6 @@ from mcpl_host.opening import Opening
 from mcpl_host.services.channels import ChannelService
 from mcpl_host.services.dispatch import InboundDispatcher
 from mcpl_host.services.inference import InferenceService
-from mcpl_host.services.input_streams import InputClock, InputStreamService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.negotiation import PolicyExchange, PolicySource
 from mcpl_host.services.publish_settings import PublishSettings
@@ -79,10 +77,12 @@ from mcpl_host.tool_classes import ToolClassTables
 from mcpl_host.transports.base import TransportFactory
 
 if TYPE_CHECKING:
+    from mcpl_host.mcpl.input_streams import InputStreams
     from mcpl_host.recording import Recorder
     from mcpl_host.services.channel_calls import ChannelCalls
     from mcpl_host.services.coalescing import EventInbox
     from mcpl_host.services.hooks import HookCalls
+    from mcpl_host.services.input_streams import InputClock, InputStreamService
     from mcpl_host.services.state_calls import StateCalls
     from mcpl_host.telemetry import ConnectionTelemetry
 
@@ -357,6 +357,8 @@ class ServerConnection:
         #: RFC-009 input streams on this connection (experimental), or None when off.
         self.input_streams: InputStreamService | None = None
         if machine is not None:
+            from mcpl_host.services.input_streams import InputStreamService  # noqa: PLC0415
+
             self.input_streams = InputStreamService(
                 name,
                 machine,

@@ -234,7 +234,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
     # input stream), html (an HTTP error body shown in a refusal), the event inbox (RFC-006,
     # a server given one), the events (for an observer or a recorder) and the recording
     # (a server given a Recorder), the HTTP and WebSocket parameters (a server with a URL)
-    # and the outbound MCPL calls (conn.hooks, conn.channels, conn.state) load when used. What the backend itself loads to run a
+    # the outbound MCPL calls (conn.hooks, conn.channels, conn.state) and the input-stream
+    # lease machine (RFC-009, a server with input_streams) load when used. What the backend itself loads to run a
     # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
@@ -259,6 +260,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.mcpl.injections",
         "mcpl_host.services.channel_calls",
         "mcpl_host.services.state_calls",
+        "mcpl_host.mcpl.input_streams",
+        "mcpl_host.services.input_streams",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -281,7 +284,8 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
     # The deferred features work when a connection is given them in a fresh interpreter:
     # a Recorder (recording.recording_factory, imported by the connection that has one)
     # records the connection's lines; conn.hooks, conn.channels and conn.state are made on
-    # first use, once, on the connection's policy state.
+    # first use, once, on the connection's policy state; a server with input_streams gets
+    # its lease machine, advertises input streaming and runs on the system's clocks.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -295,7 +299,15 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "            once = conn.hooks is conn.hooks and conn.channels is conn.channels and conn.state is conn.state\n"
         "            calls = [conn.hooks.eligible, conn.channels.publish_target('none'),\n"
         "                conn.state.store is conn.hosted.state_store]\n"
-        "        return {'recorded': recorder.entries > 0, 'made': made, 'once': once, 'calls': calls}\n"
+        "    streaming = mcpl_host.ServerConfig(command=sys.executable, args=config.args, input_streams=True)\n"
+        "    async with mcpl_host.connect(streaming) as conn:\n"
+        "        await conn.mcp.ping()\n"
+        "        hosted = conn.hosted\n"
+        "        streams = [type(conn.input_streams).__name__, type(hosted.input_clock).__name__,\n"
+        "            hosted.input_clock is hosted.input_clock,\n"
+        "            hosted.advertisement()['channels'].get('inputStreaming')]\n"
+        "    return {'recorded': recorder.entries > 0, 'made': made, 'once': once, 'calls': calls,\n"
+        "        'streams': streams}\n"
         f"print(json.dumps(anyio.run(main, backend={backend!r})))"
     )
     assert result["out"] == {
@@ -303,6 +315,7 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "made": [False, False, False],
         "once": True,
         "calls": [False, None, True],
+        "streams": ["InputStreamService", "SystemInputClock", True, True],
     }
 
 

@@ -64,7 +64,7 @@ from mcpl_host.mcpl.feature_sets import (
     FeatureSetDeclarations,
 )
 from mcpl_host.mcpl.grants import Grant
-from mcpl_host.mcpl.input_streams import INPUT_METHODS, INPUT_STREAM_PATHS
+from mcpl_host.mcpl.input_methods import INPUT_METHODS, INPUT_STREAM_PATHS
 from mcpl_host.mcpl.policy_state import MCPLState
 from mcpl_host.mcpl.server_shapes import (
     OBJECT_PARAMS_METHODS,

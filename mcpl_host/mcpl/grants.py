@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from mcpl_host.jsonrpc.values import JSONObject, is_mapping
-from mcpl_host.mcpl.input_streams import advertises_input_streaming
+from mcpl_host.mcpl.input_methods import advertises_input_streaming
 
 __all__ = [
     "PATTERN_HINTS",

@@ -56,6 +56,13 @@ from typing import Any, Literal
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError
 from mcpl_host.jsonrpc.values import JSONObject, is_mapping
+from mcpl_host.mcpl.input_methods import (
+    INPUT_METHODS,
+    INPUT_STREAM_PATHS,
+    advertises_input_streaming,
+    metadata_only,
+    rejected,
+)
 
 __all__ = [
     "ABORT_REASONS",
@@ -77,17 +84,10 @@ __all__ = [
     "rejected",
 ]
 
-#: The four Server -> Host requests (RFC-009 §3).
-INPUT_METHODS = frozenset(
-    {"channels/input/open", "channels/input/update", "channels/input/complete", "channels/input/abort"}
-)
-#: The capability paths every input method needs, in the order checked (RFC-009 §2.2).
-INPUT_STREAM_PATHS = ("channels.incoming", "channels.incoming.streaming")
 #: The lease treatments (RFC-009 §9).
 Mode = Literal["final-only", "volatile", "prepare", "incremental"]
 MODES: tuple[Mode, ...] = ("final-only", "volatile", "prepare", "incremental")
 ABORT_REASONS = frozenset({"cancelled", "no_speech", "source_error", "superseded"})
-INPUT_STREAM_REJECTED = -32025  # RFC-009 §11 (proposed)
 CHANNEL_NOT_PERMITTED = -32017  # MCPL Appendix A
 UNKNOWN_CHANNEL = -32023  # MCPL Appendix A
 
@@ -110,40 +110,11 @@ _OPEN_KEYS = frozenset(
 )
 
 
-def advertises_input_streaming(mcpl: object) -> bool:
-    """Whether an ``experimental.mcpl`` object advertises ``channels.incoming.streaming``
-    (RFC-009 §2.1): ``channels`` an object whose own ``inputStreaming`` is ``true``; no
-    ancestor boolean, nested ``incoming.streaming`` or dotted member counts."""
-    channels = mcpl.get("channels") if is_mapping(mcpl) else None
-    return is_mapping(channels) and channels.get("inputStreaming") is True
-
-
 def content_digest(text: str) -> str:
     """``sha256:`` and the lowercase hex SHA-256 of the UTF-8 bytes of ``text`` (RFC-009 §3)."""
     import hashlib  # OpenSSL's: the first input stream only
 
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def metadata_only(params: object) -> object:
-    """An input method's params or result as events and logs may show them (RFC-009 §10;
-    IS11): no ``text`` (its length in scalar values as ``textChars``), no ``contentDigest``,
-    the sender by id only."""
-    if not is_mapping(params):
-        return params
-    hidden = ("text", "sender", "contentDigest")
-    shown: dict[str, Any] = {k: v for k, v in params.items() if k not in hidden}
-    text, sender = params.get("text"), params.get("sender")
-    if isinstance(text, str):
-        shown["textChars"] = len(text)
-    if is_mapping(sender):
-        shown["sender"] = {"id": sender.get("id")}
-    return shown
-
-
-def rejected(reason: str) -> HandlerError:
-    """The ``-32025`` error with ``data.reason`` (RFC-009 §11)."""
-    return HandlerError(INPUT_STREAM_REJECTED, "Input stream rejected", {"reason": reason})
 
 
 def _invalid(problem: str) -> HandlerError:

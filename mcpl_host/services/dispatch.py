@@ -66,10 +66,9 @@ from mcpl_host.mcpl.admission import (
 )
 from mcpl_host.mcpl.compat import CompatNote, NoteLedger
 from mcpl_host.mcpl.explain import RefusalRecord
-from mcpl_host.mcpl.input_streams import INPUT_METHODS, metadata_only, rejected
+from mcpl_host.mcpl.input_methods import INPUT_METHODS, metadata_only, rejected
 from mcpl_host.services.channels import ChannelService
 from mcpl_host.services.inference import InferenceService
-from mcpl_host.services.input_streams import InputStreamService
 from mcpl_host.services.manifest_changes import ManifestWatcher
 from mcpl_host.services.push import PushService
 from mcpl_host.services.state_service import StateService
@@ -77,6 +76,7 @@ from mcpl_host.services.tool_lifecycle import ObserveFilters
 
 if TYPE_CHECKING:
     from mcpl_host.observe import Reporter
+    from mcpl_host.services.input_streams import InputStreamService
     from mcpl_host.telemetry import ConnectionTelemetry
 
 __all__ = ["LIBRARY_SERVED", "InboundDispatcher"]
