@@ -34,7 +34,6 @@ deterministic. No I/O, no clock, no logging.
 
 from __future__ import annotations
 
-import random
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -173,13 +172,18 @@ Decision = Restart | GiveUp
 class RestartTracker:
     """The restart history of one server under a ``RestartPolicy``; every method is a plain
     call taking ``now`` (seconds, monotonic). ``rng`` returns a float in [0, 1) for jitter
-    (default ``random.random``)."""
+    (default ``random.random``, imported by the first tracker: a config's ``RestartPolicy``
+    alone does not load ``random``)."""
 
     __slots__ = ("_attempt", "_failures", "_gave_up", "_rng", "_started_at", "policy")
 
     def __init__(
-        self, policy: RestartPolicy | None = None, *, rng: Callable[[], float] = random.random
+        self, policy: RestartPolicy | None = None, *, rng: Callable[[], float] | None = None
     ) -> None:
+        if rng is None:
+            import random  # noqa: PLC0415 (the first tracker: a Host's supervisor)
+
+            rng = random.random
         self.policy = policy if policy is not None else RestartPolicy()
         self._rng = rng
         self._failures: deque[float] = deque(maxlen=self.policy.max_failures)

@@ -235,7 +235,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
     # a server given one), the events (for an observer or a recorder) and the recording
     # (a server given a Recorder), the HTTP and WebSocket parameters (a server with a URL)
     # the outbound MCPL calls (conn.hooks, conn.channels, conn.state) and the input-stream
-    # lease machine (RFC-009, a server with input_streams) load when used. What the backend itself loads to run a
+    # lease machine (RFC-009, a server with input_streams) and random (a restart's jitter)
+    # load when used. What the backend itself loads to run a
     # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
@@ -262,6 +263,7 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.services.state_calls",
         "mcpl_host.mcpl.input_streams",
         "mcpl_host.services.input_streams",
+        "random",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -317,6 +319,23 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "calls": [False, None, True],
         "streams": ["InputStreamService", "SystemInputClock", True, True],
     }
+
+
+def test_a_restart_tracker_jitters_with_random_imported_when_it_is_made() -> None:
+    # A config's RestartPolicy alone loads no random; the first tracker (a Host's
+    # supervisor) imports it and its delays are jittered within the policy's bounds.
+    result = run(
+        "import json, sys\n"
+        "from mcpl_host.supervisor_policy import RestartPolicy, RestartTracker\n"
+        "policy = RestartPolicy()\n"
+        "before = 'random' in sys.modules\n"
+        "tracker = RestartTracker(policy)\n"
+        "tracker.record_start(0.0)\n"
+        "decision = tracker.record_failure(0.1, 'exited')\n"
+        "low, high = policy.delay(1, 0.0), policy.delay(1, 0.999999)\n"
+        "print(json.dumps([before, 'random' in sys.modules, low <= decision.delay_seconds <= high]))"
+    )
+    assert result["out"] == [False, True, True]
 
 
 def test_a_stdio_connection_loads_neither_the_http_stack_nor_structlog_for_lines_not_shown() -> None:
