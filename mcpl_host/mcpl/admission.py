@@ -5,7 +5,9 @@ Rules:
 
 - **Inbound requests**, and the notification forms of ``channels/changed`` and
   ``channels/incoming``, go through ``admit()``, called from exactly one place (the MCPL
-  inbound dispatcher), in the read loop, before any handler sees them. It returns
+  inbound dispatcher; for ``push/event`` through its ``PushAdmissions``, which runs step 4
+  alone for a feature set that passed steps 1-3 under the very objects still in force), in
+  the read loop, before any handler sees them. It returns
   ``Admitted`` (with the compatibility notes of what it let through), ``Refused`` (the
   error to answer with) or ``Held`` (0.4 profile: the policy is not settled yet; the
   dispatcher holds the request and calls ``admit()`` again, with ``may_hold=False``, once it
@@ -88,6 +90,7 @@ __all__ = [
     "Admitted",
     "DenialReason",
     "Held",
+    "PushAdmissions",
     "Refused",
     "admit",
     "admit_channel_message",
@@ -295,6 +298,72 @@ def admit(method: str, params: object, view: AdmissionView, *, may_hold: bool = 
     if problems:
         return Refused(_invalid(problems))
     return Admitted(tuple(notes)) if notes else _ADMITTED
+
+
+class PushAdmissions:
+    """One connection's ``admit("push/event", params, view)``, remembering which feature
+    sets passed steps 1-3 (MCPL §6.6) with no note, so that their next push runs step 4
+    (its params' shape) alone.
+
+    Steps 1-3 of a push read only the view's ``grant``, ``derivation``, ``feature_sets``,
+    ``advertised`` and ``state`` (and its profile only to hold or to note: a push admitted
+    with no note, in a state other than ``PENDING``, was neither held nor noted, whatever
+    the profile). Each is an immutable value (frozen dataclasses of frozensets and tuples,
+    an enum; the declarations' dict is never changed in place) that the policy state
+    replaces when a receipt, a manifest change or a refusal changes it: while all five are
+    the very objects they were when a feature set passed, it passes again. Any other push
+    (another feature set, a view changed since, params not a ``dict``) runs ``admit``
+    itself, and a push it admits with no note, outside ``PENDING``, is remembered."""
+
+    __slots__ = ("_advertised", "_derivation", "_feature_sets", "_grant", "_passed", "_state", "_view")
+
+    def __init__(self, view: AdmissionView) -> None:
+        self._view = view
+        self._passed: set[str] = set()  # feature set names; at most the declared ones
+        self._grant: Grant | None = None
+        self._derivation: Derivation | None = None
+        self._feature_sets: FeatureSetDeclarations | None = None
+        self._advertised: frozenset[str] | None = None
+        self._state: MCPLState | None = None
+
+    def admit(self, params: Any) -> Admission:
+        """``admit("push/event", params, view)``'s decision (the class's rules)."""
+        view = self._view
+        if (
+            view.grant is self._grant
+            and view.derivation is self._derivation
+            and view.feature_sets is self._feature_sets
+            and view.advertised is self._advertised
+            and view.state is self._state
+            and type(params) is dict
+        ):
+            fields: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType] (parsed)
+            if fields.get("featureSet") in self._passed:
+                problems = push_event_problems(fields)  # step 4, as ``admit`` takes it
+                return Refused(_invalid(problems)) if problems else _ADMITTED
+        return self._admit(params)
+
+    def _admit(self, params: Any) -> Admission:
+        """``admit`` itself, its decision remembered when it admits with no note outside
+        ``PENDING`` (the class's rules)."""
+        view = self._view
+        decision = admit("push/event", params, view)
+        if decision is _ADMITTED and view.state is not MCPLState.PENDING:
+            name: str = params["featureSet"]  # (admitted: an object naming a feature set)
+            grant, derivation, sets = view.grant, view.derivation, view.feature_sets
+            advertised, state = view.advertised, view.state
+            if not (
+                grant is self._grant
+                and derivation is self._derivation
+                and sets is self._feature_sets
+                and advertised is self._advertised
+                and state is self._state
+            ):
+                self._passed = set()
+                self._grant, self._derivation, self._feature_sets = grant, derivation, sets
+                self._advertised, self._state = advertised, state
+            self._passed.add(name)
+        return decision
 
 
 def admit_channel_message(

@@ -61,6 +61,7 @@ from mcpl_host.mcpl.admission import (
     AdmissionView,
     Admitted,
     Held,
+    PushAdmissions,
     Refused,
     admit,
 )
@@ -137,6 +138,7 @@ class InboundDispatcher:
         self._name = name
         self._transport = transport
         self._view = view
+        self._push_admissions = PushAdmissions(view)  # ``admit`` for push/event, remembering
         self._handlers = handlers
         self._reporter = reporter
         self._push_job = EagerJob(push.answer_now, _service_job(push.serve, name, transport))
@@ -183,7 +185,11 @@ class InboundDispatcher:
         if method in INPUT_METHODS and self.input_streams is None:
             outcome = self._route(request)  # RFC-009 off: unknown methods, as before (IS2)
         else:
-            decision = admit(method, request.params, self._view)
+            decision = (
+                self._push_admissions.admit(request.params)
+                if method == "push/event"
+                else admit(method, request.params, self._view)
+            )
             if type(decision) is Admitted:  # the usual case, told first (no call more)
                 if decision.notes:
                     self.note(decision.notes)
