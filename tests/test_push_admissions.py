@@ -208,3 +208,18 @@ def test_params_that_are_not_a_dict_run_admit() -> None:
     assert memo.admit(push()) == Admitted()
     decision = same_as_admit(memo, view, ["heartbeat"])
     assert isinstance(decision, Refused) and decision.error.code == -32602
+
+
+def test_nothing_is_remembered_for_a_path_the_server_did_not_advertise(admit_calls: list[str]) -> None:
+    """The strict profile admits, with no note, a granted path the server did not advertise
+    itself; the 0.4 profile notes it. Such a push is not remembered: were the profile then
+    0.4, the note would be given."""
+    view = ready()
+    view.advertised = frozenset()
+    memo = PushAdmissions(view)
+    assert memo.admit(push()) == Admitted()
+    assert memo.admit(push()) == Admitted()
+    assert len(admit_calls) == 2
+    view.choice = choose_profile("0.4", {**MANIFEST, "version": "0.4"})
+    decision = same_as_admit(memo, view, push())
+    assert isinstance(decision, Admitted) and [note.kind for note in decision.notes] == ["unadvertised_leaf"]

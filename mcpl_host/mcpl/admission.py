@@ -300,20 +300,26 @@ def admit(method: str, params: object, view: AdmissionView, *, may_hold: bool = 
     return Admitted(tuple(notes)) if notes else _ADMITTED
 
 
+_PUSH_PATH = INBOUND_GATES["push/event"]
+
+
 class PushAdmissions:
     """One connection's ``admit("push/event", params, view)``, remembering which feature
     sets passed steps 1-3 (MCPL §6.6) with no note, so that their next push runs step 4
     (its params' shape) alone.
 
     Steps 1-3 of a push read only the view's ``grant``, ``derivation``, ``feature_sets``,
-    ``advertised`` and ``state`` (and its profile only to hold or to note: a push admitted
-    with no note, in a state other than ``PENDING``, was neither held nor noted, whatever
-    the profile). Each is an immutable value (frozen dataclasses of frozensets and tuples,
-    an enum; the declarations' dict is never changed in place) that the policy state
-    replaces when a receipt, a manifest change or a refusal changes it: while all five are
-    the very objects they were when a feature set passed, it passes again. Any other push
+    ``advertised`` and ``state``, and its profile only to hold (in ``PENDING``) or to note
+    (a path not advertised by the server itself, or not in the set's ``uses``, which the
+    strict profile refuses): a push admitted with no note, outside ``PENDING``, its path
+    advertised, would be admitted so under either profile. Each of the five is an immutable
+    value (frozen dataclasses of frozensets and tuples, an enum; the declarations' dict is
+    never changed in place) that the policy state replaces when a receipt, a manifest
+    change or a refusal changes it: while all five are the very objects they were when a
+    feature set passed, it passes again. Any other push
     (another feature set, a view changed since, params not a ``dict``) runs ``admit``
-    itself, and a push it admits with no note, outside ``PENDING``, is remembered."""
+    itself, and a push it admits with no note, outside ``PENDING``, its path advertised, is
+    remembered."""
 
     __slots__ = ("_advertised", "_derivation", "_feature_sets", "_grant", "_passed", "_state", "_view")
 
@@ -345,10 +351,10 @@ class PushAdmissions:
 
     def _admit(self, params: Any) -> Admission:
         """``admit`` itself, its decision remembered when it admits with no note outside
-        ``PENDING`` (the class's rules)."""
+        ``PENDING``, the path advertised by the server itself (the class's rules)."""
         view = self._view
         decision = admit("push/event", params, view)
-        if decision is _ADMITTED and view.state is not MCPLState.PENDING:
+        if decision is _ADMITTED and view.state is not MCPLState.PENDING and _PUSH_PATH in view.advertised:
             name: str = params["featureSet"]  # (admitted: an object naming a feature set)
             grant, derivation, sets = view.grant, view.derivation, view.feature_sets
             advertised, state = view.advertised, view.state
