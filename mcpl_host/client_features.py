@@ -31,12 +31,14 @@ import os
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from mcpl_host.jsonrpc.errors import ErrorCode, HandlerError, MethodNotFound
 from mcpl_host.jsonrpc.values import JSONObject, finite_number, is_array, is_object
 from mcpl_host.logging import Logger
-from mcpl_host.mcp_records import Tool, read_tool
+
+if TYPE_CHECKING:
+    from mcpl_host.mcp_records import Tool
 
 __all__ = [
     "CLIENT_FEATURE_METHODS",
@@ -379,6 +381,8 @@ def read_sampling_request(params: object, *, tools_allowed: bool) -> SamplingReq
             "tools and toolChoice need the sampling.tools capability, which this host did not declare"
         )
     elif "tools" in params:
+        from mcpl_host.mcp_records import read_tool  # noqa: PLC0415 (a sampling request with tools)
+
         raw_tools = params.get("tools")
         read = [read_tool(t) for t in raw_tools if is_object(t)] if is_array(raw_tools) else None
         if read is None or any(t is None for t in read) or len(read) != len(cast("list[Any]", raw_tools)):

@@ -110,31 +110,6 @@ from mcpl_host.listen import (
     wanted_filter,
 )
 from mcpl_host.logging import LogBudget, Logger, Redactor, get_logger, log_value
-from mcpl_host.mcp_records import (
-    Annotations,
-    CallToolResult,
-    CompleteResult,
-    GetPromptResult,
-    Icon,
-    Prompt,
-    PromptArgument,
-    PromptMessage,
-    ReadResourceResult,
-    Resource,
-    ResourceContents,
-    ResourceTemplate,
-    Tool,
-    ToolAnnotations,
-    call_tool_result,
-    classified,
-    complete_result,
-    get_prompt_result,
-    read_prompt,
-    read_resource,
-    read_resource_result,
-    read_resource_template,
-    read_tool,
-)
 from mcpl_host.mcp_tasks import Task, TaskCancelled, TaskFailed, declaration, final_result
 from mcpl_host.output_schema import OutputSchemaError, check_structured_content
 from mcpl_host.param_headers import ParamHeader, Rejected, declared_headers, param_headers
@@ -157,6 +132,23 @@ if TYPE_CHECKING:
     from mcpl_host.client_features import ClientFeatureService
     from mcpl_host.connection import Connection
     from mcpl_host.handshake import ServerInfo
+    from mcpl_host.mcp_records import (
+        Annotations,
+        CallToolResult,
+        CompleteResult,
+        GetPromptResult,
+        Icon,
+        Prompt,
+        PromptArgument,
+        PromptMessage,
+        ReadResourceResult,
+        Resource,
+        ResourceContents,
+        ResourceTemplate,
+        Tool,
+        ToolAnnotations,
+        call_tool_result,
+    )
 
 __all__ = [
     "Annotations",
@@ -185,6 +177,39 @@ __all__ = [
     "ToolAnnotations",
     "call_tool_result",
 ]
+
+#: The MCP records this module re-exports (``mcp_records``), imported on first use (PEP 562):
+#: a connection that lists, reads, gets or calls nothing never loads them.
+_RECORDS = frozenset(
+    {
+        "Annotations",
+        "CallToolResult",
+        "CompleteResult",
+        "GetPromptResult",
+        "Icon",
+        "Prompt",
+        "PromptArgument",
+        "PromptMessage",
+        "ReadResourceResult",
+        "Resource",
+        "ResourceContents",
+        "ResourceTemplate",
+        "Tool",
+        "ToolAnnotations",
+        "call_tool_result",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _RECORDS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from mcpl_host import mcp_records  # noqa: PLC0415 (on first use)
+
+    value = getattr(mcp_records, name)
+    globals()[name] = value
+    return value
+
 
 #: An entry of a kept list (a ``Tool``, ``Resource`` or ``Prompt``).
 _Listed = TypeVar("_Listed")
@@ -770,6 +795,8 @@ class MCPClient:
         ``call_tool`` checks against). In the stateless era served from the cache while
         fresh, unless ``refresh`` (module rules); tools with invalid ``x-mcp-header``
         annotations are left out where the transport mirrors them."""
+        from mcpl_host.mcp_records import read_tool  # noqa: PLC0415 (on first use)
+
         if not refresh and self.cached_tools is not None and self._fresh("tools"):
             return list(self.cached_tools)
         return await self._list_kept("tools", read_tool, self._keep_tools)
@@ -777,12 +804,16 @@ class MCPClient:
     async def list_resources(self, *, refresh: bool = False) -> list[Resource]:
         """``resources/list``, every page; kept as ``cached_resources`` (served from it as
         ``list_tools`` says)."""
+        from mcpl_host.mcp_records import read_resource  # noqa: PLC0415 (on first use)
+
         if not refresh and self.cached_resources is not None and self._fresh("resources"):
             return list(self.cached_resources)
         return await self._list_kept("resources", read_resource, self._keep_resources)
 
     async def list_resource_templates(self) -> list[ResourceTemplate]:
         """``resources/templates/list``, every page."""
+        from mcpl_host.mcp_records import read_resource_template  # noqa: PLC0415 (on first use)
+
         return [
             t
             for item in await self._list_all("resources/templates/list", "resourceTemplates")
@@ -792,6 +823,8 @@ class MCPClient:
     async def list_prompts(self, *, refresh: bool = False) -> list[Prompt]:
         """``prompts/list``, every page; kept as ``cached_prompts`` (served from it as
         ``list_tools`` says)."""
+        from mcpl_host.mcp_records import read_prompt  # noqa: PLC0415 (on first use)
+
         if not refresh and self.cached_prompts is not None and self._fresh("prompts"):
             return list(self.cached_prompts)
         return await self._list_kept("prompts", read_prompt, self._keep_prompts)
@@ -815,6 +848,8 @@ class MCPClient:
         return list(kept)
 
     def _keep_tools(self, tools: list[Tool]) -> list[Tool]:
+        from mcpl_host.mcp_records import classified  # noqa: PLC0415 (on first use)
+
         tools = [classified(tool, self._tool_classes) for tool in self._screened(tools)]
         self._log_class_findings(tools)
         self.cached_tools = tools
@@ -1218,6 +1253,8 @@ class MCPClient:
     async def _tool_result(self, name: str | None, answer: JSONObject) -> CallToolResult:
         """A ``tools/call`` answer as a ``CallToolResult`` (``call_tool``'s rules: the
         content view, the ``outputSchema`` check when the tool is known)."""
+        from mcpl_host.mcp_records import call_tool_result  # noqa: PLC0415 (on first use)
+
         result = call_tool_result(answer)
         if self._content_view is not None:  # MCPL §19.4: a tool result is a reference lane
             result = dataclasses.replace(
@@ -1239,12 +1276,16 @@ class MCPClient:
     async def read_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> ReadResourceResult:
         """``resources/read``. Note: MCP's ``-32002`` here means "Resource not found" (MCP
         2026-07-28 uses ``-32602``)."""
+        from mcpl_host.mcp_records import read_resource_result  # noqa: PLC0415 (on first use)
+
         return read_resource_result(await self._call("resources/read", {"uri": uri}, timeout=timeout))
 
     async def get_prompt(
         self, name: str, arguments: dict[str, str] | None = None, *, timeout: Timeout = DEFAULT
     ) -> GetPromptResult:
         """``prompts/get``; ``arguments`` is sent whenever given, ``{}`` included."""
+        from mcpl_host.mcp_records import get_prompt_result  # noqa: PLC0415 (on first use)
+
         params: JSONObject = {"name": name}
         if arguments is not None:
             params["arguments"] = arguments
@@ -1264,6 +1305,8 @@ class MCPClient:
         """``completion/complete`` (MCP 2025-11-25 "Utilities: Completion"): values for
         ``argument`` of a prompt or resource template, given its partial ``value`` and the
         ``context`` arguments already chosen."""
+        from mcpl_host.mcp_records import complete_result  # noqa: PLC0415 (on first use)
+
         params: JSONObject = {"ref": ref.to_json(), "argument": {"name": argument, "value": value}}
         if context is not None:
             params["context"] = {"arguments": dict(context)}

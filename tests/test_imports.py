@@ -235,8 +235,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
     # a server given one), the events (for an observer or a recorder) and the recording
     # (a server given a Recorder), the HTTP and WebSocket parameters (a server with a URL)
     # the outbound MCPL calls (conn.hooks, conn.channels, conn.state) and the input-stream
-    # lease machine (RFC-009, a server with input_streams) and random (a restart's jitter)
-    # load when used. What the backend itself loads to run a
+    # lease machine (RFC-009, a server with input_streams), random (a restart's jitter) and
+    # the MCP records (the first list, read, get or call) load when used. What the backend itself loads to run a
     # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
@@ -264,6 +264,7 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.mcpl.input_streams",
         "mcpl_host.services.input_streams",
         "random",
+        "mcpl_host.mcp_records",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -287,7 +288,8 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
     # a Recorder (recording.recording_factory, imported by the connection that has one)
     # records the connection's lines; conn.hooks, conn.channels and conn.state are made on
     # first use, once, on the connection's policy state; a server with input_streams gets
-    # its lease machine, advertises input streaming and runs on the system's clocks.
+    # its lease machine, advertises input streaming and runs on the system's clocks; a
+    # listing and a call give the MCP records, the ones mcp_methods re-exports.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -304,12 +306,17 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "    streaming = mcpl_host.ServerConfig(command=sys.executable, args=config.args, input_streams=True)\n"
         "    async with mcpl_host.connect(streaming) as conn:\n"
         "        await conn.mcp.ping()\n"
+        "        tools = await conn.mcp.list_tools()\n"
+        "        called = await conn.mcp.call_tool('seen', {})\n"
+        "        from mcpl_host import mcp_methods, mcp_records\n"
+        "        records = [type(tools[0]) is mcp_methods.Tool is mcp_records.Tool,\n"
+        "            type(called) is mcp_methods.CallToolResult, called.is_error]\n"
         "        hosted = conn.hosted\n"
         "        streams = [type(conn.input_streams).__name__, type(hosted.input_clock).__name__,\n"
         "            hosted.input_clock is hosted.input_clock,\n"
         "            hosted.advertisement()['channels'].get('inputStreaming')]\n"
         "    return {'recorded': recorder.entries > 0, 'made': made, 'once': once, 'calls': calls,\n"
-        "        'streams': streams}\n"
+        "        'streams': streams, 'records': records}\n"
         f"print(json.dumps(anyio.run(main, backend={backend!r})))"
     )
     assert result["out"] == {
@@ -318,6 +325,7 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "once": True,
         "calls": [False, None, True],
         "streams": ["InputStreamService", "SystemInputClock", True, True],
+        "records": [True, True, False],
     }
 
 
