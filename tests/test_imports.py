@@ -236,7 +236,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
     # (a server given a Recorder), the HTTP and WebSocket parameters (a server with a URL)
     # the outbound MCPL calls (conn.hooks, conn.channels, conn.state) and the input-stream
     # lease machine (RFC-009, a server with input_streams), random (a restart's jitter) and
-    # the MCP records (the first list, read, get or call) load when used. What the backend itself loads to run a
+    # the MCP records (the first list, read, get or call) and the manifest diff (the first
+    # manifest change) load when used. What the backend itself loads to run a
     # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
@@ -265,6 +266,7 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.services.input_streams",
         "random",
         "mcpl_host.mcp_records",
+        "mcpl_host.mcpl.manifest_diff",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -327,6 +329,34 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "streams": ["InputStreamService", "SystemInputClock", True, True],
         "records": [True, True, False],
     }
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_a_manifest_change_loads_the_diff_and_gives_its_receipt(backend: str) -> None:
+    # The manifest diff (MCPL §17.5, §17.6) is imported by the first manifest change of a
+    # connection that loaded none, and the handlers get its receipt.
+    server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
+    result = run(
+        "import json, sys, anyio, mcpl_host\n"
+        "class Handlers(mcpl_host.HostHandlers):\n"
+        "    def __init__(self):\n"
+        "        self.changed, self.receipts = anyio.Event(), []\n"
+        "    def on_manifest_change(self, server, receipt):\n"
+        "        self.receipts.append(type(receipt).__name__)\n"
+        "        self.changed.set()\n"
+        "async def main():\n"
+        "    handlers = Handlers()\n"
+        f"    config = mcpl_host.ServerConfig(command=sys.executable, args=({str(server)!r},),\n"
+        "        grant_policy=mcpl_host.GrantPolicy(grant=('pushEvents',)))\n"
+        "    with anyio.fail_after(30):\n"
+        "        async with mcpl_host.connect(config, handlers=handlers) as conn:\n"
+        "            before = 'mcpl_host.mcpl.manifest_diff' in sys.modules\n"
+        "            await conn.mcp.call_tool('change_manifest', {})\n"
+        "            await handlers.changed.wait()\n"
+        "    return [before, handlers.receipts]\n"
+        f"print(json.dumps(anyio.run(main, backend={backend!r})))"
+    )
+    assert result["out"] == [False, ["ChangeReceipt"]]
 
 
 def test_a_restart_tracker_jitters_with_random_imported_when_it_is_made() -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from mcpl_host.jsonrpc.values import JSONObject
 from mcpl_host.mcpl.compat import CompatSetting, Profile, ProfileChoice, choose_profile, widen
@@ -44,8 +44,12 @@ from mcpl_host.mcpl.feature_sets import (
     read_feature_sets,
 )
 from mcpl_host.mcpl.grants import Grant, GrantPolicy, expand_advertisement
-from mcpl_host.mcpl.manifest_diff import ChangeReceipt, ManifestDiff, change_receipt, diff_manifests
 from mcpl_host.mcpl.policy import PolicyOutcome, read_receipt
+
+if TYPE_CHECKING:
+    from mcpl_host.mcpl.manifest_diff import ChangeReceipt, ManifestDiff
+
+# The manifest diff (MCPL §17.5, §17.6) is imported by the first manifest change.
 
 #: RFC-007 §4.5: the path whose revocation discards a ``tools/observe`` filter.
 LIFECYCLE_OBSERVE = "toolLifecycle.observe"
@@ -282,6 +286,8 @@ class PolicyState:
 
     def apply_manifest(self, new: dict[str, Any], feature_set_policy: FeatureSetPolicy) -> ManifestStep:
         """Put a fetched manifest in force (module rules; MCPL §17.5)."""
+        from mcpl_host.mcpl.manifest_diff import diff_manifests  # noqa: PLC0415 (a manifest change)
+
         old = self.manifest or {}
         diff = diff_manifests(old, new, tools=self.tools)
         old_grant = self.grant or Grant(advertised=self.bound)
@@ -301,6 +307,8 @@ class PolicyState:
 
     def change_receipt(self, step: ManifestStep, feature_set_policy: FeatureSetPolicy) -> ChangeReceipt:
         """The one receipt of the change ``step`` (§17.6), against the grant in force now."""
+        from mcpl_host.mcpl.manifest_diff import change_receipt  # noqa: PLC0415 (loaded: a step)
+
         new_grant = self.grant or step.kept
         enabled_after = self._derive(new_grant, feature_set_policy).enabled
         return change_receipt(
