@@ -1,16 +1,24 @@
 """What keeps a connection's memory down without changing what it does: ``LazyEvent``
 (``_tasks``) makes its backend event only when a task first waits, and the objects of one
-connection with more attributes than a shared-key dict holds have slots."""
+connection with more attributes than a shared-key dict holds have slots; the stderr tail and
+the manifest fetch window are made when first used."""
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 import anyio
 import pytest
 
 from mcpl_host._tasks import LazyEvent, Lifetime, Waiter
+from mcpl_host.config import ServerConfig
 from mcpl_host.connection import Connection
-from mcpl_host.hosted import HostedServer
+from mcpl_host.hosted import HostedServer, connect
 from mcpl_host.mcp_methods import MCPClient
+from mcpl_host.transports.stdio import StdioTransport
+
+MCPL_SERVER = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
 
 
 class Counting:
@@ -114,3 +122,21 @@ def test_the_objects_of_one_connection_have_no_dict_of_their_own() -> None:
     # More than 30 attributes each: without slots, each instance had a dict of 1.6 KiB.
     for cls in (Connection, HostedServer, MCPClient):
         assert "__dict__" not in dir(cls), cls
+
+
+@pytest.mark.anyio
+async def test_an_idle_connection_holds_no_stderr_tail_nor_fetch_window_until_used() -> None:
+    # The stderr tail (a deque of Limits.stderr_tail_lines) is made by the first stderr line
+    # and the manifest fetch window by the first fetch, each about 0.7 KiB: a connection
+    # whose server wrote no stderr and changed no manifest holds neither. What they keep
+    # once used: test_handshake (a crashing server's stderr tail), test_manifest (the window).
+    config = ServerConfig(command=sys.executable, args=(str(MCPL_SERVER),))
+    with anyio.fail_after(30):
+        async with connect(config) as conn:
+            await conn.mcp.ping()
+            transport = conn.connection.transport
+            assert isinstance(transport, StdioTransport)
+            limiter = conn.inbound._manifest._fetch_limiter  # pyright: ignore[reportPrivateUsage]
+            assert transport._tail is None and limiter._allowed is None  # pyright: ignore[reportPrivateUsage]
+            assert transport.stderr_tail == [] and "0/" in repr(limiter)
+            assert limiter.allow(0.0) and limiter._allowed is not None  # pyright: ignore[reportPrivateUsage]

@@ -445,16 +445,20 @@ class ManifestFetchLimiter:
             raise ValueError("per_seconds must be positive")
         self.max_fetches = max_fetches
         self.per_seconds = per_seconds
-        self._allowed: deque[float] = deque()
+        self._allowed: deque[float] | None = None  # made by the first fetch (most make none)
 
     def allow(self, now: float) -> bool:
         """True (and the fetch is counted) when a fetch at ``now`` stays within the bound."""
-        while self._allowed and self._allowed[0] <= now - self.per_seconds:
-            self._allowed.popleft()
-        if len(self._allowed) >= self.max_fetches:
+        allowed = self._allowed
+        if allowed is None:
+            allowed = self._allowed = deque()
+        while allowed and allowed[0] <= now - self.per_seconds:
+            allowed.popleft()
+        if len(allowed) >= self.max_fetches:
             return False
-        self._allowed.append(now)
+        allowed.append(now)
         return True
 
     def __repr__(self) -> str:
-        return f"<ManifestFetchLimiter {len(self._allowed)}/{self.max_fetches} per {self.per_seconds:g}s>"
+        count = len(self._allowed) if self._allowed is not None else 0
+        return f"<ManifestFetchLimiter {count}/{self.max_fetches} per {self.per_seconds:g}s>"

@@ -356,7 +356,7 @@ class StdioTransport:
         self._pump_started = False
         self._reader = LineReader(self._limits.max_line_bytes, self._limits.line_head_bytes)
         self._items: deque[ReadItem] = deque()
-        self._tail: deque[str] = deque(maxlen=self._limits.stderr_tail_lines)
+        self._tail: deque[str] | None = None  # made by the first stderr line (most write none)
         self._key_block = KeyBlockMasker()
         self._stdout_ended = False
         self._lost: tuple[str, int | None] | None = None  # set once stdout ended
@@ -385,7 +385,7 @@ class StdioTransport:
     @property
     def stderr_tail(self) -> list[str]:
         """A copy of the server's last stderr lines, escaped, redacted (docs/protocol.md H5)."""
-        return list(self._tail)
+        return list(self._tail) if self._tail is not None else []
 
     def negotiated(self, protocol_version: str) -> None:
         """Nothing to do: this transport carries no protocol version."""
@@ -402,7 +402,7 @@ class StdioTransport:
             state = "new" if self._process is None else "running" if status is None else "exited"
         return (
             f"<StdioTransport {self.describe()} {state} exit_status={status} "
-            f"buffered={len(self._items)} stderr_tail={len(self._tail)}>"
+            f"buffered={len(self._items)} stderr_tail={len(self.stderr_tail)}>"
         )
 
     async def __aenter__(self) -> StdioTransport:
@@ -608,7 +608,7 @@ class StdioTransport:
                 return self._items.popleft()
             if self._lost is not None:
                 message, status = self._lost
-                raise ConnectionLost(message, exit_status=status, stderr_tail=self._tail)
+                raise ConnectionLost(message, exit_status=status, stderr_tail=self.stderr_tail)
             if self._process is None or self._process.stdout is None:
                 raise ConnectionClosed("the stdio transport is not open")
             if self._stdout_ended:
@@ -700,7 +700,7 @@ class StdioTransport:
             status = process.returncode
             reason = "its stdin is closed" if status is None else _exit_message(status)
             message = f"could not write to the server ({reason})"
-            raise ConnectionLost(message, exit_status=status, stderr_tail=self._tail) from None
+            raise ConnectionLost(message, exit_status=status, stderr_tail=self.stderr_tail) from None
 
     async def _pump_stderr(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -731,11 +731,14 @@ class StdioTransport:
             self._pump_done.set()
 
     def _stderr_line(self, item: ReadItem, log: Callable[..., None]) -> None:
+        tail = self._tail
+        if tail is None:
+            tail = self._tail = deque(maxlen=self._limits.stderr_tail_lines)
         if isinstance(item, LineTooLong):
-            self._tail.append(f"[stderr line longer than {item.max_line_bytes} bytes dropped]")
+            tail.append(f"[stderr line longer than {item.max_line_bytes} bytes dropped]")
             log("server stderr line dropped", max_line_bytes=item.max_line_bytes)
             return
         text = self._key_block.line(item.decode("utf-8", errors="replace"))
         value = ServerValue(text, self._redactor, quotes=False)  # text: quotes stay quotes
-        self._tail.append(str(value))  # log_value(): control characters escaped, redacted, cut
+        tail.append(str(value))  # log_value(): control characters escaped, redacted, cut
         log("server stderr", line=value)
