@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
@@ -76,7 +77,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 import anyio
 from typing_extensions import Unpack
 
-from mcpl_host.caching import CacheHint, Freshness, cache_hint, is_fresh, list_freshness
 from mcpl_host.client_features import RequestContext
 from mcpl_host.coalesce import Coalesce
 from mcpl_host.connection import DEFAULT, ClientInfo, ProgressCallback, RequestOptions, Timeout
@@ -111,8 +111,6 @@ from mcpl_host.listen import (
 )
 from mcpl_host.logging import LogBudget, Logger, Redactor, get_logger, log_value
 from mcpl_host.mcp_tasks import Task, TaskCancelled, TaskFailed, declaration, final_result
-from mcpl_host.output_schema import OutputSchemaError, check_structured_content
-from mcpl_host.param_headers import ParamHeader, Rejected, declared_headers, param_headers
 from mcpl_host.stateless import (
     HEADER_MISMATCH,
     LOG_LEVELS,
@@ -129,6 +127,7 @@ from mcpl_host.task_polling import TaskPolling
 from mcpl_host.tool_classes import ToolClassTables, slot_findings
 
 if TYPE_CHECKING:
+    from mcpl_host.caching import CacheHint, Freshness
     from mcpl_host.client_features import ClientFeatureService
     from mcpl_host.connection import Connection
     from mcpl_host.handshake import ServerInfo
@@ -149,6 +148,8 @@ if TYPE_CHECKING:
         ToolAnnotations,
         call_tool_result,
     )
+    from mcpl_host.output_schema import OutputSchemaError
+    from mcpl_host.param_headers import ParamHeader
 
 __all__ = [
     "Annotations",
@@ -178,8 +179,9 @@ __all__ = [
     "call_tool_result",
 ]
 
-#: The MCP records this module re-exports (``mcp_records``), imported on first use (PEP 562):
-#: a connection that lists, reads, gets or calls nothing never loads them.
+#: The names this module re-exports, each imported from its module on first use (PEP 562):
+#: a connection that lists, reads, gets or calls nothing never loads the MCP records
+#: (``mcp_records``), nor one whose tools declare no output schema ``output_schema``.
 _RECORDS = frozenset(
     {
         "Annotations",
@@ -202,11 +204,10 @@ _RECORDS = frozenset(
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _RECORDS:
+    if name != "OutputSchemaError" and name not in _RECORDS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from mcpl_host import mcp_records  # noqa: PLC0415 (on first use)
-
-    value = getattr(mcp_records, name)
+    source = "output_schema" if name == "OutputSchemaError" else "mcp_records"
+    value = getattr(importlib.import_module(f"mcpl_host.{source}"), name)
     globals()[name] = value
     return value
 
@@ -761,6 +762,8 @@ class MCPClient:
             result = _object(await self._requester.request(method, params), method)
             result_type(result, method)  # a list is complete: anything else is an error (MCP 2026-07-28)
             if hints is not None:
+                from mcpl_host.caching import cache_hint  # noqa: PLC0415 (the stateless era's lists)
+
                 hints.append((self.clock(), cache_hint(result, max_ttl_seconds=limits.max_cache_ttl_seconds)))
             page = result.get(key, [])
             if not is_array(page):
@@ -886,12 +889,18 @@ class MCPClient:
         return prompts
 
     def _fresh(self, name: str) -> bool:
-        return self.stateless and is_fresh(self.cache_freshness.get(name), self.clock())
+        if not self.stateless:
+            return False
+        from mcpl_host.caching import is_fresh  # noqa: PLC0415 (the stateless era's lists)
+
+        return is_fresh(self.cache_freshness.get(name), self.clock())
 
     def _note_freshness(self, name: str, hints: list[tuple[float, CacheHint]]) -> None:
         """After a listing: its freshness, in the stateless era, unless the list was said
         changed while it was in flight (its answer may predate the change)."""
         if self.stateless and not self._refreshes[name].pending:
+            from mcpl_host.caching import list_freshness  # noqa: PLC0415 (the stateless era's lists)
+
             self.cache_freshness[name] = list_freshness(hints)
         else:
             self.cache_freshness.pop(name, None)
@@ -902,6 +911,8 @@ class MCPClient:
         self._param_headers = {}
         if not (self.stateless and self.mirrors_param_headers):
             return tools
+        from mcpl_host.param_headers import Rejected, declared_headers  # noqa: PLC0415 (mirrored)
+
         kept: list[Tool] = []
         for tool in tools:
             declared = declared_headers(tool.input_schema, max_headers=self._limits.max_param_headers)
@@ -928,6 +939,8 @@ class MCPClient:
         declared = self._param_headers.get(name) if isinstance(name, str) else None
         if not declared or not isinstance(name, str) or not is_object(arguments):
             return {}
+        from mcpl_host.param_headers import param_headers  # noqa: PLC0415 (loaded: declared)
+
         try:
             return param_headers(
                 declared, arguments, tool=name, max_bytes=self._limits.max_param_header_bytes
@@ -1219,6 +1232,8 @@ class MCPClient:
         params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
         declared = self._param_headers.get(name)
         if declared and self.stateless and self.mirrors_param_headers:
+            from mcpl_host.param_headers import param_headers  # noqa: PLC0415 (loaded: declared)
+
             # Over the bound: refused here, with the reason (the transport would send none).
             param_headers(
                 declared, params["arguments"], tool=name, max_bytes=self._limits.max_param_header_bytes
@@ -1262,6 +1277,8 @@ class MCPClient:
             )
         tool = self._tools_by_name.get(name) if name is not None else None
         if tool is not None and tool.output_schema is not None and not result.is_error:
+            from mcpl_host.output_schema import check_structured_content  # noqa: PLC0415 (a schema)
+
             await check_structured_content(
                 name or "",
                 tool.output_schema,

@@ -236,8 +236,9 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
     # (a server given a Recorder), the HTTP and WebSocket parameters (a server with a URL)
     # the outbound MCPL calls (conn.hooks, conn.channels, conn.state) and the input-stream
     # lease machine (RFC-009, a server with input_streams), random (a restart's jitter) and
-    # the MCP records (the first list, read, get or call) and the manifest diff (the first
-    # manifest change) load when used. What the backend itself loads to run a
+    # the MCP records (the first list, read, get or call), the manifest diff (the first
+    # manifest change), the list caching, output-schema and parameter-header rules (the
+    # stateless era's lists, a tool with an outputSchema or x-mcp-header) load when used. What the backend itself loads to run a
     # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
@@ -267,6 +268,9 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "random",
         "mcpl_host.mcp_records",
         "mcpl_host.mcpl.manifest_diff",
+        "mcpl_host.caching",
+        "mcpl_host.output_schema",
+        "mcpl_host.param_headers",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -310,9 +314,10 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "        await conn.mcp.ping()\n"
         "        tools = await conn.mcp.list_tools()\n"
         "        called = await conn.mcp.call_tool('seen', {})\n"
-        "        from mcpl_host import mcp_methods, mcp_records\n"
+        "        from mcpl_host import mcp_methods, mcp_records, output_schema\n"
         "        records = [type(tools[0]) is mcp_methods.Tool is mcp_records.Tool,\n"
-        "            type(called) is mcp_methods.CallToolResult, called.is_error]\n"
+        "            type(called) is mcp_methods.CallToolResult, called.is_error,\n"
+        "            mcp_methods.OutputSchemaError is output_schema.OutputSchemaError]\n"
         "        hosted = conn.hosted\n"
         "        streams = [type(conn.input_streams).__name__, type(hosted.input_clock).__name__,\n"
         "            hosted.input_clock is hosted.input_clock,\n"
@@ -327,7 +332,7 @@ def test_a_stdio_connection_given_what_was_deferred_still_uses_it(backend: str) 
         "once": True,
         "calls": [False, None, True],
         "streams": ["InputStreamService", "SystemInputClock", True, True],
-        "records": [True, True, False],
+        "records": [True, True, False, True],
     }
 
 
