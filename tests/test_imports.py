@@ -238,7 +238,8 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
     # lease machine (RFC-009, a server with input_streams), random (a restart's jitter) and
     # the MCP records (the first list, read, get or call), the manifest diff (the first
     # manifest change), the list caching, output-schema and parameter-header rules (the
-    # stateless era's lists, a tool with an outputSchema or x-mcp-header) load when used. What the backend itself loads to run a
+    # stateless era's lists, a tool with an outputSchema or x-mcp-header) and jsonpointer (a
+    # state patch's growth) load when used. What the backend itself loads to run a
     # process (trio: ctypes, hashlib) is not counted.
     server = Path(__file__).resolve().parent.parent / "fixtures" / "mcpl_server.py"
     later = [
@@ -271,6 +272,7 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.caching",
         "mcpl_host.output_schema",
         "mcpl_host.param_headers",
+        "jsonpointer",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
@@ -362,6 +364,26 @@ def test_a_manifest_change_loads_the_diff_and_gives_its_receipt(backend: str) ->
         f"print(json.dumps(anyio.run(main, backend={backend!r})))"
     )
     assert result["out"] == [False, ["ChangeReceipt"]]
+
+
+def test_a_state_patch_loads_jsonpointer_and_bounds_its_growth() -> None:
+    # A state patch's growth reads the members it replaces (RFC 6901, mcpl.state): the
+    # first patch imports jsonpointer, and a replacement past the bound is still refused.
+    result = run(
+        "import json, sys\n"
+        "from mcpl_host.limits import Limits\n"
+        "from mcpl_host.mcpl.state import FeatureSetStateStore\n"
+        "store = FeatureSetStateStore(Limits(max_state_bytes=64))\n"
+        "store.apply('fs', {'checkpoint': 'a', 'data': {'x': 1}})\n"
+        "before = 'jsonpointer' in sys.modules\n"
+        "small = store.apply('fs', {'checkpoint': 'b', 'parent': 'a',\n"
+        "    'patch': [{'op': 'replace', 'path': '/x', 'value': 2}]})\n"
+        "big = store.apply('fs', {'checkpoint': 'c', 'parent': 'b',\n"
+        "    'patch': [{'op': 'replace', 'path': '/x', 'value': 'y' * 100}]}, keep_reference_on_problem=False)\n"
+        "print(json.dumps([before, 'jsonpointer' in sys.modules, small is None,\n"
+        "    big is not None and big.reason, store.current('fs').data]))"
+    )
+    assert result["out"] == [False, True, True, "limit_exceeded", {"x": 2}]
 
 
 def test_a_restart_tracker_jitters_with_random_imported_when_it_is_made() -> None:

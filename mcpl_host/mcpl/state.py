@@ -41,7 +41,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-import jsonpointer
 import orjson
 
 from mcpl_host.json_size import json_size
@@ -175,6 +174,8 @@ def _member(doc: object, path: object) -> Any:
     """The value at ``path`` in ``doc`` (RFC 6901), or ``_MISSING`` (never raises)."""
     if not isinstance(path, str):
         return _MISSING
+    import jsonpointer  # noqa: PLC0415 (the first state patch that reads a member)
+
     try:
         return jsonpointer.resolve_pointer(doc, path, _MISSING)
     except (jsonpointer.JsonPointerException, TypeError, ValueError, KeyError, IndexError):
