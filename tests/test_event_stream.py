@@ -12,7 +12,7 @@ from httpx_sse._decoders import SSEDecoder, SSELineDecoder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpl_host.transports.event_stream import EventStreamParser, EventTooLarge, ServerSentEvent
+from mcpl_host.transports.event_stream import EventStreamParser, EventTooLarge, ServerSentEvent, as_event
 
 BIG = 1 << 20
 
@@ -21,7 +21,7 @@ def _events(chunks: Sequence[bytes], max_event: int = BIG, max_data: int = BIG) 
     parser = EventStreamParser(max_event, max_data)
     out: list[ServerSentEvent] = []
     for chunk in chunks:
-        out += parser.feed(chunk)
+        out += map(as_event, parser.feed(chunk))
     return out
 
 
@@ -164,13 +164,13 @@ def test_the_events_a_chunk_completed_before_its_bound_was_passed_come_with_the_
     # the chunk (httpx-sse handed over each event before the next was checked).
     with pytest.raises(EventTooLarge, match="max_line_bytes") as data_over:
         EventStreamParser(BIG, 5).feed(b"data: 1\n\ndata: 2\n\ndata: 123456\n\n")
-    assert data_over.value.events == [_message(b"1"), _message(b"2")]
+    assert list(map(as_event, data_over.value.events)) == [_message(b"1"), _message(b"2")]
     with pytest.raises(EventTooLarge, match="max_sse_event_bytes") as event_over:
         EventStreamParser(20, BIG).feed(b"data: 1\n\ndata: 0123456789\ndata: 0\n")
-    assert event_over.value.events == [_message(b"1")]
+    assert list(map(as_event, event_over.value.events)) == [_message(b"1")]
     with pytest.raises(EventTooLarge) as unfinished_over:
         EventStreamParser(20, BIG).feed(b"data: 1\n\n" + b"x" * 21)  # the unfinished line
-    assert unfinished_over.value.events == [_message(b"1")]
+    assert list(map(as_event, unfinished_over.value.events)) == [_message(b"1")]
     with pytest.raises(EventTooLarge) as nothing_before:
         EventStreamParser(20, BIG).feed(b"x" * 21)
     assert nothing_before.value.events == []
@@ -249,3 +249,70 @@ def test_generated_streams_read_as_httpx_sse_reads_them(case: tuple[bytes, list[
     ours = [(e.event, e.data.decode("utf-8"), e.id, e.retry) for e in _events(_chunks(stream, cuts))]
     assert _transport_view(ours) == _transport_view(_httpx_sse(_chunks(stream, cuts)))
     assert _events([stream]) == _events(_chunks(stream, cuts))
+
+
+# --- whole events of the common shapes, taken at once --------------------------------------
+
+_SHAPED_PART = st.one_of(
+    st.binary(max_size=6).map(lambda b: b"data: " + b + b"\n\n"),
+    st.binary(max_size=6).map(lambda b: b"event: message\ndata: " + b + b"\n\n"),
+    st.sampled_from(
+        [
+            b"id: 1\n",
+            b": c\n",
+            b"\n",
+            b"data: a\n",
+            b"data:a\n\n",
+            b"retry: 5\n",
+            b"event: message\n",
+            b"\r\n",
+        ]
+    ),
+)
+
+
+def _read(chunks: Sequence[bytes], max_event: int, max_data: int) -> tuple[list[ServerSentEvent], str | None]:
+    """The events read from ``chunks`` and the error that ended the reading (None)."""
+    parser = EventStreamParser(max_event, max_data)
+    out: list[ServerSentEvent] = []
+    for chunk in chunks:
+        try:
+            out += map(as_event, parser.feed(chunk))
+        except EventTooLarge as exc:
+            return out + list(map(as_event, exc.events)), str(exc)
+    return out, None
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    st.lists(_SHAPED_PART, max_size=24),
+    st.lists(st.integers(0, 400), max_size=4),
+    st.integers(8, 40),
+    st.integers(0, 12),
+)
+def test_whole_events_of_the_common_shapes_read_as_the_line_rules_read_them(
+    parts: list[bytes], cuts: list[int], max_event: int, max_data: int
+) -> None:
+    # Fed one byte at a time no chunk holds a whole event: each line goes by the line rules.
+    # In one chunk (or cut anywhere), runs of whole events of one shape are taken at once;
+    # what is read, and where a bound stops it, must be the same.
+    stream = b"".join(parts)
+    by_bytes = _read([stream[i : i + 1] for i in range(len(stream))], max_event, max_data)
+    assert _read([stream], max_event, max_data) == by_bytes
+    assert (
+        _read(_chunks(stream, sorted(c for c in cuts if c <= len(stream))), max_event, max_data) == by_bytes
+    )
+
+
+def test_plain_message_events_are_their_data_alone_and_others_are_events() -> None:
+    parser = EventStreamParser(BIG, BIG)
+    plain = b"event: message\ndata: {}\n\n" * 3
+    assert parser.feed(plain) == [b"{}", b"{}", b"{}"]
+    assert parser.feed(b"data: a\n\ndata: b\n\nid: 4\ndata: c\n\n") == [
+        b"a",
+        b"b",
+        ServerSentEvent("message", b"c", "4", None),
+    ]
+    # An event begun in one chunk is ended by the next, before the whole events after it.
+    assert parser.feed(b"data: x") == []
+    assert parser.feed(b"y\n\ndata: z\n\n") == [b"xy", b"z"]

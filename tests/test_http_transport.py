@@ -47,6 +47,7 @@ from mcpl_host.auth.settings import OAuthSettings
 from mcpl_host.config import ServerConfig
 from mcpl_host.jsonrpc.framing import dumps_message, loads_line
 from mcpl_host.transports.base import ReceivesNow, Transport
+from mcpl_host.transports.event_stream import as_event
 from mcpl_host.transports.http import StreamableHTTPTransport
 from mcpl_host.transports.http_common import BodyTooLarge, sse_events
 from mcpl_host.transports.http_params import (
@@ -228,7 +229,7 @@ async def test_event_data_is_utf8_split_anywhere_whatever_charset_the_server_nam
         response = httpx.Response(
             200, headers={"content-type": "text/event-stream; charset=latin-1"}, stream=stream
         )
-        events = [event async for batch in sse_events(response, Limits()) for event in batch]
+        events = [as_event(event) async for batch in sse_events(response, Limits()) for event in batch]
         assert [(event.event, event.data.decode()) for event in events] == [("message", '{"text":"é✓"}')]
 
 
@@ -241,7 +242,7 @@ async def test_the_events_read_with_one_over_its_bound_are_handed_over_before_th
     seen: list[bytes] = []
     with pytest.raises(BodyTooLarge, match="max_line_bytes"):
         async for batch in sse_events(response, Limits(max_line_bytes=64)):
-            seen += [event.data for event in batch]
+            seen += [as_event(event).data for event in batch]
     assert seen == [answer]
 
 

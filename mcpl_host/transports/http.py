@@ -85,6 +85,7 @@ from mcpl_host.stateless import (
     stream_lost_answer,
 )
 from mcpl_host.transports.base import TransportArgs, transport_options
+from mcpl_host.transports.event_stream import as_event
 from mcpl_host.transports.http_common import (
     Inbox,
     Unreachable,
@@ -589,7 +590,7 @@ class StreamableHTTPTransport:
                 kind, answer_id, _, message = peek(trim(body))
                 return message if kind == "response" and id_key(answer_id) == key else None
             async for events in sse_events(response, limits):
-                for event in events:
+                for event in map(as_event, events):
                     data = trim(event.data)
                     if event.event != "message" or not data:
                         continue
@@ -1002,14 +1003,18 @@ class StreamableHTTPTransport:
                 key = stream.key
                 async for events in sse_events(response, self._limits):
                     lines: list[bytes] = []  # the messages of one read go in together
-                    for kind, raw, event_id, retry in events:
-                        if event_id:
-                            stream.last_id = event_id
-                        if retry is not None:
-                            stream.retry_ms = retry
-                        if kind != "message":
-                            continue
-                        data = trim(raw)
+                    for event in events:
+                        if type(event) is bytes:  # a message event without id or retry
+                            data = trim(event)
+                        else:
+                            kind, raw, event_id, retry = as_event(event)
+                            if event_id:
+                                stream.last_id = event_id
+                            if retry is not None:
+                                stream.retry_ms = retry
+                            if kind != "message":
+                                continue
+                            data = trim(raw)
                         if data:
                             lines.append(data)
                             if key is not None and self._answers(data, key):

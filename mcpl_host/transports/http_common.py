@@ -58,7 +58,7 @@ from mcpl_host.transports.content_coding import (
     LayerTooLarge,
     codings_of,
 )
-from mcpl_host.transports.event_stream import EventStreamParser, EventTooLarge, ServerSentEvent
+from mcpl_host.transports.event_stream import Event, EventStreamParser, EventTooLarge
 from mcpl_host.transports.http_failure import classify_unreachable, unreachable_sentence
 from mcpl_host.transports.http_params import (
     HTTPAuthorizer,
@@ -319,10 +319,11 @@ async def error_excerpt(response: httpx.Response, limits: Limits) -> str:
     return data.decode("utf-8", errors="replace").strip()
 
 
-async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[list[ServerSentEvent]]:
+async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[list[Event]]:
     """The events of an event stream (``text/event-stream``), split by
     ``event_stream.EventStreamParser`` as each decoded chunk arrives: the events one chunk
-    completes come together, in order. Each event is bounded as the module rules say.
+    completes come together, in order (``event_stream.Event``: a plain ``message`` event
+    is its data alone). Each event is bounded as the module rules say.
 
     Raises:
         BodyTooLarge: an event over ``limits.max_sse_event_bytes`` (decoded, or in one
@@ -342,8 +343,8 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
             events, refused = exc.events, str(exc)
         if events:
             for event in events:
-                if event.data:  # each decoding layer's count starts again
-                    decoder.restart_count()
+                if event if isinstance(event, bytes) else event.data:  # each decoding layer's
+                    decoder.restart_count()  # count starts again
                     break
             yield events
         if refused is not None:

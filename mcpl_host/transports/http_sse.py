@@ -38,6 +38,7 @@ from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.logging import LogBudget, log_value
 from mcpl_host.stateless import is_stateless_request
 from mcpl_host.transports.base import TransportArgs, transport_options
+from mcpl_host.transports.event_stream import as_event
 from mcpl_host.transports.http import FallBack, StreamableHTTPTransport
 from mcpl_host.transports.http_common import (
     Inbox,
@@ -205,7 +206,7 @@ class SSETransport:
                     try:
                         with unreachable("its event stream", self._shown, self._redactor):
                             async for events in sse_events(response, self._limits):
-                                for event in events:
+                                for event in map(as_event, events):
                                     await self._on_event(event.event, event.data)
                     except Unreachable as exc:
                         ended = str(exc)
