@@ -831,6 +831,7 @@ class Connection:
 
     async def _read_loop(self, link: Link) -> None:
         session, on_event, on_request = self._session, self._on_event, self._on_request
+        on_notification = self._on_notification
         receive = link.transport.receive
         # Lines already read (one read of a pipe gives many) are taken without a coroutine
         # each where the transport holds them (``ReceivesNow``: stdio).
@@ -854,6 +855,9 @@ class Connection:
                         event = session.receive_oversize(item)
                     if type(event) is RequestReceived:  # the usual line of a flood, told first
                         on_request(event.request, link)
+                    elif type(event) is NotificationReceived:  # (as _on_event does, without its call)
+                        notification = event.notification
+                        on_notification(notification.method, notification.params)
                     elif event is not None:
                         on_event(event, link)
                 except Exception:  # a bug here, or in a port's hook: never the connection

@@ -25,6 +25,9 @@ import pytest
 
 from mcpl_host import ConnectionLost, HostHandlers, Limits, ServerConfig, connect
 from mcpl_host.transports import http_common
+from mcpl_host.transports.http import StreamableHTTPTransport, _Stream  # pyright: ignore[reportPrivateUsage]
+from mcpl_host.transports.http_common import id_key
+from mcpl_host.transports.http_params import HTTPParameters
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("logs")]
 
@@ -179,3 +182,23 @@ async def test_an_event_begun_in_one_read_is_read_to_its_end_before_the_whole_ev
         async with connect(ServerConfig(url=URL), handlers=seen) as conn:
             await conn.mcp.call_tool("notify", {})
             assert seen.uris == [f"n://{i}" for i in range(1, 5)]
+
+
+@pytest.mark.parametrize("reads", [1, 2])
+async def test_the_answer_is_found_among_the_notifications_of_its_read(reads: int) -> None:
+    # Whether a request's stream brought its answer decides whether a stream that ends is
+    # resumed; a read's lines are looked at for it only where the read may hold an answer.
+    named_id = orjson.dumps({"jsonrpc": "2.0", "method": NOTIFICATION, "params": {"uri": "n://x", "id": 7}})
+    other = orjson.dumps({"jsonrpc": "2.0", "id": 8, "result": {}})  # answers another request
+    messages = [_note(0), named_id, other, _note(1), _answer(7), _note(2)]
+    body = b"".join(_event(message, "named") for message in messages)
+    cut = len(body) // 2 if reads == 2 else len(body)
+    for key, answered in ((id_key(7), True), (id_key(9), False)):
+        async with StreamableHTTPTransport(HTTPParameters(URL)) as transport:
+            response = httpx.Response(
+                200, headers={"content-type": "text/event-stream"}, stream=_Chunks([body[:cut], body[cut:]])
+            )
+            stream = _Stream(key=key)
+            assert await transport._read_events(response, stream) == len(messages)  # pyright: ignore[reportPrivateUsage]
+            assert stream.answered is answered
+            assert [transport.receive_now() for _ in messages] == messages

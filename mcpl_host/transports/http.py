@@ -1004,20 +1004,22 @@ class StreamableHTTPTransport:
                 async for events in sse_events(response, self._limits):
                     lines: list[bytes] = []  # the messages of one read go in together
                     for event in events:
-                        if type(event) is bytes:  # a message event without id or retry
-                            data = trim(event)
-                        else:
-                            kind, raw, event_id, retry = as_event(event)
+                        if type(event) is not bytes:  # an event with an id or a retry, or no message
+                            kind, event, event_id, retry = as_event(event)
                             if event_id:
                                 stream.last_id = event_id
                             if retry is not None:
                                 stream.retry_ms = retry
                             if kind != "message":
                                 continue
-                            data = trim(raw)
+                        data = trim(event)
                         if data:
                             lines.append(data)
-                            if key is not None and self._answers(data, key):
+                    # A line of the read may answer only where the whole read may (may_answer:
+                    # no "id" member name spans the LF between two lines).
+                    if key is not None and lines and may_answer(b"\n".join(lines)):
+                        for line in lines:
+                            if self._answers(line, key):
                                 stream.answered = True
                     if lines:
                         delivered += len(lines)
