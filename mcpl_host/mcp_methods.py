@@ -110,6 +110,7 @@ from mcpl_host.listen import (
     wanted_filter,
 )
 from mcpl_host.logging import LogBudget, Logger, Redactor, get_logger, log_value
+from mcpl_host.mcp_tasks import NOTIFICATION as TASK_NOTIFICATION
 from mcpl_host.mcp_tasks import Task, TaskCancelled, TaskFailed, declaration, final_result
 from mcpl_host.stateless import (
     HEADER_MISMATCH,
@@ -221,6 +222,10 @@ LIST_CHANGED: dict[str, str] = {
     "notifications/resources/list_changed": "resources",
     "notifications/prompts/list_changed": "prompts",
 }
+#: The notifications ``_Listening`` and ``TaskPolling`` look at (each by its own method):
+#: a listen's acknowledgment (``listen.ACKNOWLEDGED``) and a task's status
+#: (``mcp_tasks.NOTIFICATION``); ``on_notification`` passes no other to them.
+_LOOKED_AT = frozenset({ACKNOWLEDGED, TASK_NOTIFICATION})
 
 
 def _object(result: object, method: str) -> JSONObject:
@@ -968,9 +973,11 @@ class MCPClient:
         """A server notification (from the read loop; does not block): a
         ``notifications/*/list_changed`` of a list listed before (or being listed) starts
         its refresh, coalesced (``mcpl_host.coalesce``: one in flight, one pending); the
-        acknowledgment of a ``subscriptions/listen`` is recorded."""
-        self._listening.on_notification(method, params)
-        self._tasks.on_notification(method, params)
+        acknowledgment of a ``subscriptions/listen`` is recorded; a task's status goes to
+        the task polling. Any other is looked at no further (one set look-up)."""
+        if method in _LOOKED_AT:
+            self._listening.on_notification(method, params)
+            self._tasks.on_notification(method, params)
         name = LIST_CHANGED.get(method)
         if name is None:
             return

@@ -83,6 +83,10 @@ if TYPE_CHECKING:
 __all__ = ["LIBRARY_SERVED", "InboundDispatcher"]
 
 _CHANNEL_METHODS = frozenset({"channels/register", "channels/changed", "channels/list", "channels/incoming"})
+_CHANNEL_NOTIFICATIONS = ("channels/changed", "channels/incoming")
+#: The notifications ``on_notification`` acts on before reporting them (any other is only
+#: reported, after one set look-up).
+_ACTED_ON = INPUT_METHODS | {"mcpl/manifestChanged", "featureSets/changed", *_CHANNEL_NOTIFICATIONS}
 _STATE_METHODS = frozenset({"state/update", "state/get"})
 #: Server requests the library itself serves (no application delivery), each reported as a
 #: ``server_request`` with its answer.
@@ -338,17 +342,19 @@ class InboundDispatcher:
 
     def on_notification(self, method: str, params: object) -> BackgroundJob | None:
         job: BackgroundJob | None = None
-        if method in INPUT_METHODS and self.input_streams is not None:
+        if method not in _ACTED_ON:
+            pass
+        elif method in INPUT_METHODS and self.input_streams is not None:
             # RFC-009 §11: ignored, a metadata-only diagnostic, no state changed (IS11)
             self._log.info("ignored an input-stream method sent as a notification", method=method)
             return None
-        if method == "mcpl/manifestChanged":
+        elif method == "mcpl/manifestChanged":
             job = self._manifest.on_changed(params)
         elif method == "featureSets/changed":  # removed in MCPL 0.5 (§6.7); a request is -32601
             self._log.info(
                 "ignored featureSets/changed: removed in MCPL 0.5, superseded by mcpl/manifestChanged"
             )
-        elif method in ("channels/changed", "channels/incoming"):
+        elif method in _CHANNEL_NOTIFICATIONS:
             job, refused = self._channel_notification(method, params, may_hold=True)
             if refused is not None:  # reported with the notification: no answer is possible
                 self._reporter.notification(method, params, refused.error.to_error(), refused.reason)
