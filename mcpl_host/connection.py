@@ -13,7 +13,7 @@ Rules of this module (docs/protocol.md, "Routing" and "Transports"; JSON-RPC 2.0
   sender's task (``Link.send``).
 - A pending request is a small ``Slot`` (a waiter of the backend's own,
   ``link.slot_waiter_type``, plus the outcome) with a deadline; nothing is spawned and no
-  cancel scope is entered per host request. One ``timer.Timer`` per connection (run by the task that holds its task group)
+  cancel scope is entered per host request. One ``timer.Timer`` per connection (run by a task of its one task group)
   sleeps until the earliest deadline, then fails every request past its own
   (``RequestTimeout``, and ``notifications/cancelled`` is sent).
 - It knows nothing of MCPL. What a server asks is handed to the ``InboundPort`` it was given:
@@ -331,8 +331,10 @@ class Connection:
         self._deadline = anyio.current_time() + self.limits.handshake_timeout_seconds
         self._stack = AsyncExitStack()
         try:
-            outer = await self._stack.enter_async_context(anyio.create_task_group())
-            await outer.start(self._run_tasks)
+            tg = await self._stack.enter_async_context(anyio.create_task_group())
+            self._tg = tg
+            self.pool.open(tg, self._new_event)
+            tg.start_soon(self._run_timer)
             self._start_link(await self._open_transport())
         except BaseException:
             await self.aclose()
@@ -428,22 +430,18 @@ class Connection:
                 await link.transport.aclose()
                 link.close()
             self._ended.set()  # (first: a task that waits for it ends before the timer)
-            self._timer.stop()  # its task then ends the others (_run_tasks)
+            self._timer.stop()  # its task then ends the others (_run_timer)
             if self.telemetry is not None:
                 self.telemetry.ended(None)
 
-    async def _run_tasks(self, *, task_status: anyio.abc.TaskStatus[None]) -> None:
-        """The task that holds the connection's task group runs its timer; once ``aclose()``
-        stopped it, the pool's jobs are cancelled, and the reader and the writer end on their
-        own (the transport is closed, the link finished): the group is left with no scope
-        cancelled in the usual close (each cancel costs anyio a formatted repr of the
-        current task)."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            self.pool.open(tg, self._new_event)
-            task_status.started()
-            await self._timer.run(self._new_event)
-            self.pool.close()
+    async def _run_timer(self) -> None:
+        """The connection's timer, in its one task group (with the reader, the writer and
+        the pool's jobs); once ``aclose()`` stopped it, the pool's jobs are cancelled, and
+        the reader and the writer end on their own (the transport is closed, the link
+        finished): the group is left with no scope cancelled in the usual close (each
+        cancel costs anyio a formatted repr of the current task)."""
+        await self._timer.run(self._new_event)
+        self.pool.close()
 
     @property
     def is_open(self) -> bool:

@@ -11,7 +11,7 @@ the server never answers must not wait for ever):
   when the next one falls; the connection fails those (``RequestTimeout``, and
   ``notifications/cancelled`` goes out). Settled requests are never looked at again, so
   the timer wakes about once per timeout period when nothing times out.
-- The ``Timer`` is run by the task that holds the connection's task group, until
+- The ``Timer`` is run by a task of the connection's task group, until
   ``stop()`` (the connection closes): it waits on an event (``wake`` sets it) under the
   deadline, so neither a wake nor the stop cancels a scope (each cancel costs anyio a
   formatted repr of the current task).
