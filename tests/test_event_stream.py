@@ -5,6 +5,7 @@ reading of them."""
 from __future__ import annotations
 
 import codecs
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -316,3 +317,15 @@ def test_plain_message_events_are_their_data_alone_and_others_are_events() -> No
     # An event begun in one chunk is ended by the next, before the whole events after it.
     assert parser.feed(b"data: x") == []
     assert parser.feed(b"y\n\ndata: z\n\n") == [b"xy", b"z"]
+
+
+def test_a_long_line_of_data_prefixes_is_read_in_linear_time() -> None:
+    # A shape is tried at line starts only: tried at each ``data: `` inside one line, each try
+    # reads on to the line's end, and a 128 KiB read of them took about 9 s (quadratic).
+    # Read linearly it takes about a millisecond; the bound leaves room for a loaded machine.
+    chunk = b"data: " * (128 * 1024 // 6) + b"\nx\n\n"
+    parser = EventStreamParser(BIG, BIG)
+    started = time.perf_counter()
+    events = parser.feed(chunk)
+    assert time.perf_counter() - started < 1.0
+    assert events == [b"data: " * (128 * 1024 // 6 - 1)]

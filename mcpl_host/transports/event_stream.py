@@ -45,10 +45,12 @@ _BOM = b"\xef\xbb\xbf"
 #: ``10**_RETRY_DIGITS`` ms, beyond every bound of a delay (``int()`` refuses over 4,300).
 _RETRY_DIGITS = 18
 #: The two shapes of event nearly every server sends, one line of data each, from an
-#: event's start to its blank line; with the bytes each adds to its data.
+#: event's start to its blank line; with the bytes each adds to its data. A match begins
+#: at a line's start (``^``, MULTILINE): one that may begin anywhere is tried again at each
+#: ``data: `` inside a long line, each try reading the rest of the line (quadratic CPU).
 _SHAPES = (
-    (b"event: message\ndata: ", re.compile(rb"event: message\ndata: ([^\n]*)\n\n"), 23),
-    (b"data: ", re.compile(rb"data: ([^\n]*)\n\n"), 8),
+    (b"event: message\ndata: ", re.compile(rb"(?m)^event: message\ndata: ([^\n]*)\n\n"), 23),
+    (b"data: ", re.compile(rb"(?m)^data: ([^\n]*)\n\n"), 8),
 )
 
 
