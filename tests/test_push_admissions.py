@@ -223,3 +223,15 @@ def test_nothing_is_remembered_for_a_path_the_server_did_not_advertise(admit_cal
     view.choice = choose_profile("0.4", {**MANIFEST, "version": "0.4"})
     decision = same_as_admit(memo, view, push())
     assert isinstance(decision, Admitted) and [note.kind for note in decision.notes] == ["unadvertised_leaf"]
+
+
+@pytest.mark.parametrize("feature_set", [["heartbeat"], {"name": "heartbeat"}, 1, True, None, ""])
+def test_a_feature_set_that_is_not_a_name_is_refused_as_admit_refuses_it(feature_set: Any) -> None:
+    """Once a feature set is remembered, a push naming one by a value that is not a string
+    (a list or an object cannot even be looked up in a set) is still refused by ``admit``'s
+    rule, not raised out of the read loop (which leaves the request unanswered)."""
+    view = ready()
+    memo = PushAdmissions(view)
+    assert memo.admit(push()) == Admitted()
+    decision = same_as_admit(memo, view, push(feature_set))
+    assert isinstance(decision, Refused) and decision.error.code == -32602

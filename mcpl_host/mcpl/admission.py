@@ -344,7 +344,8 @@ class PushAdmissions:
             and type(params) is dict
         ):
             fields: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType] (parsed)
-            if fields.get("featureSet") in self._passed:
+            name = fields.get("featureSet")  # (a list or an object is no key of a set: admit refuses it)
+            if type(name) is str and name in self._passed:
                 problems = push_event_problems(fields)  # step 4, as ``admit`` takes it
                 return Refused(_invalid(problems)) if problems else _ADMITTED
         return self._admit(params)
