@@ -592,3 +592,12 @@ def test_no_module_imports_a_higher_layer() -> None:
         if layer_of(target) > layer_of(name)
     ]
     assert upward == []
+
+
+def test_the_names_moved_to_input_methods_are_still_the_lease_modules() -> None:
+    # mcpl.input_methods was split off mcpl.input_streams: what the latter defined is still
+    # importable from it, the same objects.
+    from mcpl_host.mcpl import input_methods, input_streams  # noqa: PLC0415
+
+    for name in ("INPUT_METHODS", "INPUT_STREAM_PATHS", "INPUT_STREAM_REJECTED", "metadata_only", "rejected"):
+        assert getattr(input_streams, name) is getattr(input_methods, name)

@@ -59,6 +59,7 @@ from mcpl_host.jsonrpc.values import JSONObject, is_mapping
 from mcpl_host.mcpl.input_methods import (
     INPUT_METHODS,
     INPUT_STREAM_PATHS,
+    INPUT_STREAM_REJECTED,
     advertises_input_streaming,
     metadata_only,
     rejected,
@@ -68,6 +69,7 @@ __all__ = [
     "ABORT_REASONS",
     "INPUT_METHODS",
     "INPUT_STREAM_PATHS",
+    "INPUT_STREAM_REJECTED",
     "InputStreamUpdate",
     "SenderBinding",
     "MODES",
