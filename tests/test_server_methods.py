@@ -193,6 +193,26 @@ async def test_push_without_the_grant_is_refused_whatever_its_tags(tmp_path: Pat
     assert error(script, 1)["data"] == {"capability": "pushEvents"}
 
 
+async def test_a_list_or_object_feature_set_after_a_remembered_push_is_32602(tmp_path: Path) -> None:
+    # The first push leaves its feature set remembered (admission.PushAdmissions); a list or
+    # an object is still refused as admit refuses it, and the pushes after it are served.
+    script = Script(
+        tmp_path,
+        [
+            *handshake(),
+            push(1),
+            {"wait_response": 1},
+            push(2, "e2", featureSet=["demo"]),
+            {"wait_response": 2, "expect_error_code": -32602},
+            push(3, "e3", featureSet={"name": "demo"}),
+            {"wait_response": 3, "expect_error_code": -32602},
+            push(4, "e4"),
+            {"wait_response": 4},
+        ],
+    )
+    await run(script)
+
+
 async def test_push_event_missing_fields_is_32602(tmp_path: Path) -> None:
     broken = {
         2: {"eventId": None},
