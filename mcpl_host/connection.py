@@ -443,6 +443,12 @@ class Connection:
         await self._timer.run(self._new_event)
         self.pool.close()
 
+    def watch(self, look: Callable[[], float]) -> None:
+        """Have the connection's timer call ``look()`` now, then again whenever the seconds
+        it returns (``math.inf``: never again) have passed, until the connection closes
+        (``timer.Timer.watch``; the stall watch). ``look`` must not block."""
+        self._timer.watch(look)
+
     @property
     def is_open(self) -> bool:
         """True from the opening of the transport until it ends or we close."""

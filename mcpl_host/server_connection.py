@@ -471,7 +471,7 @@ class ServerConnection:
             )
             info = await self._opening.run()
             self._check_mcpl_present(info)
-            shell.pool.start_job(self._stalls.run, counted=False)  # the handshake's answer is in
+            self._stalls.begin(shell.watch)  # the handshake's answer is in
             if self.policy.state.state is MCPLState.PENDING:
                 # H7: the policy exchange is the last step under the handshake deadline.
                 within = min(hosted.limits.request_timeout_seconds, shell.handshake_remaining())

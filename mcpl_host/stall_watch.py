@@ -13,8 +13,10 @@ Rules of this module:
   or answered, is a new stall.
 - It only tells: nothing is cancelled or refused because of it. A request still ends at its
   own timeout, and a server that answers late is served (defaults never cost a server).
-- No polling: it sleeps until the moment a stall could begin (``mcpl.explain.stall_due``),
-  or for the bound while nothing waits, then looks again.
+- No polling, and no task of its own: the connection's timer (``timer.Timer.watch``) calls
+  ``look`` after the handshake, then again at the moment a stall could begin
+  (``mcpl.explain.stall_due``), or after the bound while nothing waits; once the connection
+  has ended it asks for no more looks (and the timer stops with the connection).
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ class Watched(Protocol):
     @property
     def last_received(self) -> float | None: ...
 
-    async def wait_closed(self) -> object:
-        """Return once the connection has ended (the server went away, or we closed)."""
+    @property
+    def is_open(self) -> bool:
+        """False once the connection has ended (the server went away, or we closed)."""
         ...
 
 
@@ -77,41 +80,37 @@ class StallWatch:
         self._bound = bound
         self._profile = profile
         self._log = log
+        self._reported: tuple[float | None, float] | None = None  # the silence last reported
         self.explanation: str | None = None
 
     @property
     def enabled(self) -> bool:
         return 0 < self._bound < math.inf
 
-    async def run(self) -> None:
-        """Watch until the connection ends (it runs in the connection's task group, which
-        need not cancel it: each cancel costs anyio a formatted repr of the current task)."""
-        if not self.enabled:
-            return
-        reported: tuple[float | None, float] | None = None
-        while True:
-            now = anyio.current_time()
-            waiting = self._conn.waiting()
-            last = self._conn.last_received
-            verdict = stall_verdict(now, waiting, last, self._bound)
-            if verdict is None:
-                due = stall_due(waiting, last, self._bound)
-                pause = self._bound if due is None else max(due - now, 0.0)
-            else:
-                silence = (last, min(sent for _, sent in waiting))
-                if silence != reported:
-                    reported = silence
-                    self._report(verdict)
-                pause = self._bound
-            if await self._ended_within(pause):
-                return
+    def begin(self, watch: Callable[[Callable[[], float]], None]) -> None:
+        """Start watching (after the handshake's answer): hand ``look`` to ``watch`` (the
+        connection's ``Connection.watch``), unless the bound turns the watch off."""
+        if self.enabled:
+            watch(self.look)
 
-    async def _ended_within(self, seconds: float) -> bool:
-        """Wait ``seconds``, or less if the connection ends meanwhile: True if it ended."""
-        with anyio.move_on_after(seconds):
-            await self._conn.wait_closed()
-            return True
-        return False
+    def look(self) -> float:
+        """Look at the connection once: a stall found is reported (once per silence). Returns
+        the seconds until the next look: until a stall could begin, or the bound while
+        nothing waits or after a report; ``math.inf`` once the connection has ended."""
+        if not self._conn.is_open:
+            return math.inf
+        now = anyio.current_time()
+        waiting = self._conn.waiting()
+        last = self._conn.last_received
+        verdict = stall_verdict(now, waiting, last, self._bound)
+        if verdict is None:
+            due = stall_due(waiting, last, self._bound)
+            return self._bound if due is None else max(due - now, 0.0)
+        silence = (last, min(sent for _, sent in waiting))
+        if silence != self._reported:
+            self._reported = silence
+            self._report(verdict)
+        return self._bound
 
     def _report(self, stall: Stall) -> None:
         refusal = self._last_refusal()

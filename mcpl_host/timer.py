@@ -15,6 +15,9 @@ the server never answers must not wait for ever):
   ``stop()`` (the connection closes): it waits on an event (``wake`` sets it) under the
   deadline, so neither a wake nor the stop cancels a scope (each cancel costs anyio a
   formatted repr of the current task).
+- It also runs one watch of the connection (``watch``: the stall watch), no task of its
+  own: ``look()`` is called at once, then again whenever the seconds it returned have
+  passed (``math.inf``: no more looks), until ``stop()``.
 """
 
 from __future__ import annotations
@@ -61,11 +64,13 @@ class Timer:
     connection.
     """
 
-    __slots__ = ("_expire", "_stopped", "_wakeup", "at")
+    __slots__ = ("_expire", "_look", "_look_at", "_stopped", "_wakeup", "at")
 
     def __init__(self, expire: Callable[[float], float]) -> None:
         self._expire = expire
         self.at = math.inf
+        self._look: Callable[[], float] | None = None  # the watch (``watch``)
+        self._look_at = math.inf  # when it looks next (time.monotonic() seconds)
         self._wakeup: Waiter | None = None  # set to end the current sleep
         self._stopped = False
 
@@ -82,6 +87,15 @@ class Timer:
             self._wakeup = None
             wakeup.set()
 
+    def watch(self, look: Callable[[], float]) -> None:
+        """Call ``look()`` now, then again whenever the seconds it returns (``math.inf``:
+        never again) have passed, until ``stop()`` (module rules). It must not block; what
+        it raises goes out of ``run()``. One watch: a second replaces the first."""
+        self._look = look
+        self._look_at = time.monotonic() + look()
+        if self._look_at < self.at:
+            self.wake()  # it may sleep towards a later moment, or with none
+
     def stop(self) -> None:
         """End ``run()`` at its next turn (the connection closes). Idempotent."""
         self._stopped = True
@@ -95,10 +109,15 @@ class Timer:
             if now >= self.at:
                 self.at = self._expire(now)
                 continue
+            if now >= self._look_at:
+                assert self._look is not None
+                self._look_at = now + self._look()
+                continue
+            until = min(self.at, self._look_at)
             self._wakeup = wakeup = new_event()
-            if self.at == math.inf:
+            if until == math.inf:
                 await wakeup.wait()
             else:
-                with anyio.move_on_after(self.at - now):
+                with anyio.move_on_after(until - now):
                     await wakeup.wait()
             self._wakeup = None
