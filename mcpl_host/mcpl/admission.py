@@ -335,40 +335,38 @@ class PushAdmissions:
     def admit(self, params: Any) -> Admission:
         """``admit("push/event", params, view)``'s decision (the class's rules)."""
         view = self._view
-        if (
+        in_force = (
             view.grant is self._grant
             and view.derivation is self._derivation
             and view.feature_sets is self._feature_sets
             and view.advertised is self._advertised
             and view.state is self._state
-            and type(params) is dict
-        ):
+        )
+        if in_force and type(params) is dict:
             fields: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType] (parsed)
             name = fields.get("featureSet")  # (a list or an object is no key of a set: admit refuses it)
             if type(name) is str and name in self._passed:
                 problems = push_event_problems(fields)  # step 4, as ``admit`` takes it
                 return Refused(_invalid(problems)) if problems else _ADMITTED
-        return self._admit(params)
+        return self._admit(params, in_force)
 
-    def _admit(self, params: Any) -> Admission:
+    def _admit(self, params: Any, in_force: bool) -> Admission:
         """``admit`` itself, its decision remembered when it admits with no note outside
-        ``PENDING``, the path advertised by the server itself (the class's rules)."""
+        ``PENDING``, the path advertised by the server itself (the class's rules).
+        ``in_force``: the five values remembered are the view's (``admit`` is pure: it
+        changes none of them)."""
         view = self._view
         decision = admit("push/event", params, view)
         if decision is _ADMITTED and view.state is not MCPLState.PENDING and _PUSH_PATH in view.advertised:
             name: str = params["featureSet"]  # (admitted: an object naming a feature set)
-            grant, derivation, sets = view.grant, view.derivation, view.feature_sets
-            advertised, state = view.advertised, view.state
-            if not (
-                grant is self._grant
-                and derivation is self._derivation
-                and sets is self._feature_sets
-                and advertised is self._advertised
-                and state is self._state
-            ):
+            if not in_force:
                 self._passed = set()
-                self._grant, self._derivation, self._feature_sets = grant, derivation, sets
-                self._advertised, self._state = advertised, state
+                self._grant, self._derivation, self._feature_sets = (
+                    view.grant,
+                    view.derivation,
+                    view.feature_sets,
+                )
+                self._advertised, self._state = view.advertised, view.state
             self._passed.add(name)
         return decision
 

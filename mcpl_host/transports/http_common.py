@@ -343,8 +343,9 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
             events, refused = exc.events, str(exc)
         if events:
             for event in events:
-                if event if isinstance(event, bytes) else event.data:  # each decoding layer's
-                    decoder.restart_count()  # count starts again
+                data = event if isinstance(event, bytes) else event.data
+                if data:  # each decoding layer's count starts again
+                    decoder.restart_count()
                     break
             yield events
         if refused is not None:
