@@ -145,36 +145,84 @@ def test_valid_push_event(params: dict[str, Any]) -> None:
     assert validate_push_event(params) == []
 
 
-@pytest.mark.parametrize(
-    ("params", "word"),
-    [
-        (valid_push(featureSet=...), "featureSet"),
-        (valid_push(featureSet=3), "featureSet"),
-        (valid_push(eventId=...), "eventId"),
-        (valid_push(eventId=""), "eventId"),
-        (valid_push(eventId=7), "eventId"),
-        (valid_push(timestamp=...), "timestamp"),
-        (valid_push(timestamp=1735689600), "timestamp"),
-        (valid_push(timestamp="yesterday"), "timestamp"),
-        (valid_push(timestamp="2025-13-01T00:00:00Z"), "timestamp"),
-        (valid_push(timestamp=""), "timestamp"),
-        (valid_push(timestamp="Z"), "timestamp"),
-        (valid_push(timestamp="2025-01-01T00:00:00ZZ"), "timestamp"),
-        (valid_push(timestamp="2025-01-01T00:00:00+01:00Z"), "timestamp"),
-        (valid_push(payload=...), "payload"),
-        (valid_push(payload="tick"), "payload"),
-        (valid_push(payload={}), "payload.content"),
-        (valid_push(payload={"content": "tick"}), "payload.content"),
-        (valid_push(payload={"content": ["tick"]}), "payload.content[0]"),
-        (valid_push(payload={"content": [{"text": "no type"}]}), "payload.content[0]"),
-        (valid_push(tags="chat:dm"), "tags"),
-        (valid_push(tags=["chat:dm", 3]), "tags"),
-        (valid_push(origin="discord"), "origin"),
-    ],
-)
+INVALID_PUSHES = [
+    (valid_push(featureSet=...), "featureSet"),
+    (valid_push(featureSet=3), "featureSet"),
+    (valid_push(eventId=...), "eventId"),
+    (valid_push(eventId=""), "eventId"),
+    (valid_push(eventId=7), "eventId"),
+    (valid_push(timestamp=...), "timestamp"),
+    (valid_push(timestamp=1735689600), "timestamp"),
+    (valid_push(timestamp="yesterday"), "timestamp"),
+    (valid_push(timestamp="2025-13-01T00:00:00Z"), "timestamp"),
+    (valid_push(timestamp=""), "timestamp"),
+    (valid_push(timestamp="Z"), "timestamp"),
+    (valid_push(timestamp="2025-01-01T00:00:00ZZ"), "timestamp"),
+    (valid_push(timestamp="2025-01-01T00:00:00+01:00Z"), "timestamp"),
+    (valid_push(payload=...), "payload"),
+    (valid_push(payload="tick"), "payload"),
+    (valid_push(payload={}), "payload.content"),
+    (valid_push(payload={"content": "tick"}), "payload.content"),
+    (valid_push(payload={"content": ["tick"]}), "payload.content[0]"),
+    (valid_push(payload={"content": [{"text": "no type"}]}), "payload.content[0]"),
+    (valid_push(tags="chat:dm"), "tags"),
+    (valid_push(tags=["chat:dm", 3]), "tags"),
+    (valid_push(origin="discord"), "origin"),
+    (valid_push(tags=["chat:dm"], origin="discord"), "origin"),
+    (valid_push(origin={"source": "x"}, tags=[None]), "tags"),
+    (valid_push(payload={"content": [{"type": "text"}, {"type": None}]}), "payload.content[1]"),
+]
+
+
+@pytest.mark.parametrize(("params", "word"), INVALID_PUSHES)
 def test_invalid_push_event(params: dict[str, Any], word: str) -> None:
     problems = validate_push_event(params)
     assert len(problems) == 1 and problems[0].startswith(word)
+
+
+@pytest.mark.parametrize(("params", "word"), INVALID_PUSHES)
+def test_a_remembered_good_timestamp_takes_no_other_rule_with_it(params: dict[str, Any], word: str) -> None:
+    # The timestamp last found good is not parsed again, and the usual push is told first:
+    # every other rule still holds for a push carrying it (each case right after a good push
+    # with the very timestamp it carries, or with the default one).
+    assert validate_push_event(valid_push()) == []
+    if isinstance(params.get("timestamp"), str):
+        validate_push_event(valid_push(timestamp=params["timestamp"]))
+    problems = validate_push_event(params)
+    assert len(problems) == 1 and problems[0].startswith(word)
+
+
+def test_a_bad_timestamp_is_refused_every_time() -> None:
+    # Only a text found good is remembered: a bad one is read (and refused) each time, and a
+    # text only close to the good one is no match.
+    assert validate_push_event(valid_push()) == []
+    for text in (
+        "2025-13-01T00:00:00Z",
+        "2025-13-01T00:00:00Z",
+        "2025-01-01T00:00:00Z ",
+        "2025-01-01T00:00:00"[:-1],
+    ):
+        problems = validate_push_event(valid_push(timestamp=text))
+        assert problems == ["timestamp is not an ISO 8601 date-time"], text
+    assert validate_push_event(valid_push()) == []
+
+
+class _EqualToAll(str):
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+def test_a_string_subclass_is_parsed_not_compared_with_the_remembered_timestamp() -> None:
+    assert validate_push_event(valid_push()) == []
+    assert validate_push_event(valid_push(timestamp=_EqualToAll("yesterday"))) == [
+        "timestamp is not an ISO 8601 date-time"
+    ]
+    assert validate_push_event(valid_push(timestamp=_EqualToAll("2025-01-02T00:00:00Z"))) == []
+    assert validate_push_event(valid_push(timestamp="yesterday")) == [
+        "timestamp is not an ISO 8601 date-time"
+    ]
 
 
 @pytest.mark.parametrize("params", [None, [], "x", 3])
