@@ -5,6 +5,8 @@ work, over real pipes, is tested in test_core_connection.py and test_routing.py.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mcpl_host.inbound import over_backlog, reader_pauses, starts_worker
@@ -65,3 +67,48 @@ def test_the_pool_pauses_at_the_bound_and_at_least_at_one(queued: int, pause_at:
 
 async def _never() -> None:
     raise AssertionError("never started")
+
+
+class _SentAtOnce:
+    """A transport that takes every line at once (``SendsNow``), kept in ``lines``."""
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+
+    def send_now(self, data: bytes) -> int:
+        self.lines.append(bytes(data))
+        return len(data)
+
+
+@pytest.mark.anyio
+async def test_an_answer_at_once_over_the_outbox_bound_is_answered_internal_error(
+    logs: list[dict[str, Any]],
+) -> None:
+    # The read loop's answer (``EagerJob.now``) goes through the same bound as a worker's:
+    # over ``max_outbox_bytes`` it is not sent, and -32603 is, on the same link (logged).
+    import json
+    from typing import cast
+
+    from mcpl_host.inbound import EagerJob, InboundPool
+    from mcpl_host.jsonrpc.envelope import Request
+    from mcpl_host.link import Link
+    from mcpl_host.logging import Redactor, get_logger
+
+    pipe = _SentAtOnce()
+    link = Link(cast(Any, pipe), max_outbox_bytes=200, on_lost=_never_lost)
+    pool = InboundPool(Limits(), log=get_logger("test"), redactor=Redactor(), is_open=lambda: True)
+    too_large = b'{"accepted":false,"reason":"' + b"x" * 300 + b'"}'
+    pool.queue(Request(7, "push/event", {}), EagerJob(lambda _: too_large, _never_job), link)
+    assert [json.loads(line) for line in pipe.lines] == [
+        {"jsonrpc": "2.0", "id": 7, "error": {"code": -32603, "message": "Internal error"}}
+    ]
+    assert [entry["event"] for entry in logs] == ["an answer is too large to send; answering -32603 instead"]
+    assert pool.waiting == 0 and pool.running == 0
+
+
+def _never_lost(exc: BaseException) -> None:
+    raise AssertionError(f"the link was lost: {exc!r}")
+
+
+async def _never_job(request: object) -> None:
+    raise AssertionError("never run")

@@ -91,6 +91,24 @@ def test_a_duplicate_gets_the_result_remembered_whoever_answered_it() -> None:
     assert _service(dedupe=dedupe).answer_now(request) == kept  # the text kept, as it is
 
 
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"payload": {"content": [{"type": "text", "text": "big"}], "n": 2**70}},
+        {"origin": {"z": 1, "a": [2]}},
+    ],
+)
+def test_the_fingerprint_kept_at_once_is_the_one_a_job_computes(changes: dict[str, Any]) -> None:
+    # A duplicate answered at once and one served as a job compare the same digest (MCPL
+    # §9.4: a retry from another transport), params beyond orjson (an integer over 64 bits) too.
+    dedupe = EventDeduplicator()
+    request = _push(1, **changes)
+    assert _service(dedupe=dedupe).answer_now(request) == b'{"accepted":true}'
+    kept = dedupe.check("e1", time.monotonic())
+    assert kept is not None and kept[0] == event_fingerprint(request.params)
+
+
 def test_a_result_kept_beyond_orjson_is_served_as_a_job() -> None:
     dedupe = EventDeduplicator()
     request = _push(1)

@@ -92,6 +92,9 @@ _OPERATING = Phase.OPERATING
 #: ``dumps_message`` writes for ``{"jsonrpc": "2.0", "id": ..., "result": ...}``.
 _ANSWER_HEAD = b'{"jsonrpc":"2.0","id":'
 _RESULT_KEY = b',"result":'
+#: The same answer for an id that is an exact ``int`` (the usual one), written by ``%``: ``%d``
+#: writes an integer's digits as ``dumps_json`` does (exactly, at any size).
+_INT_ANSWER = b'{"jsonrpc":"2.0","id":%d,"result":%b}\n'
 
 
 @dataclass(eq=False, slots=True)
@@ -312,7 +315,10 @@ class Session:
     def answer_text(request_id: object, result_text: bytes) -> bytes:
         """``answer(request_id, result=...)`` for a result given as its compact JSON text
         (``framing.dumps_json``, or kept as such), spliced in without parsing or serialising
-        it again; the id goes through ``dumps_json`` (echoed with its type; R1)."""
+        it again; the id goes through ``dumps_json`` (echoed with its type; R1), an exact
+        ``int`` through ``%d`` (a ``bool`` is none: it is written ``true`` or ``false``)."""
+        if type(request_id) is int:
+            return _INT_ANSWER % (request_id, result_text)
         return b"".join((_ANSWER_HEAD, dumps_json(request_id), _RESULT_KEY, result_text, b"}\n"))
 
     # --- incoming --------------------------------------------------------------------------
