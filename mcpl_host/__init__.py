@@ -12,7 +12,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mcpl_host.config import ConfigError, HostConfig, ServerConfig, load_config, parse_config
+    from mcpl_host.config import ConfigError, ServerConfig
+    from mcpl_host.config_file import HostConfig, load_config, parse_config
     from mcpl_host.connection import ClientInfo
     from mcpl_host.events import HostEvent, Subscription
     from mcpl_host.handlers import HostHandlers, RequestContext
@@ -69,7 +70,7 @@ _LAZY: dict[str, str] = {
     "GrantPolicy": "mcpl_host.mcpl.grants",
     "HandlerError": "mcpl_host.jsonrpc.errors",
     "Host": "mcpl_host.host",
-    "HostConfig": "mcpl_host.config",
+    "HostConfig": "mcpl_host.config_file",
     "HostEvent": "mcpl_host.events",
     "HostHandlers": "mcpl_host.handlers",
     "HostedServer": "mcpl_host.hosted",
@@ -98,8 +99,8 @@ _LAZY: dict[str, str] = {
     "WakePolicy": "mcpl_host.mcpl.wake",
     "close_on_signals": "mcpl_host.signals",
     "connect": "mcpl_host.hosted",
-    "load_config": "mcpl_host.config",
-    "parse_config": "mcpl_host.config",
+    "load_config": "mcpl_host.config_file",
+    "parse_config": "mcpl_host.config_file",
 }
 
 

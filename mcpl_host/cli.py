@@ -66,7 +66,7 @@ from mcpl_host.cli_target import (
     select_servers,
     server_options,
 )
-from mcpl_host.config import HostConfig
+from mcpl_host.config_file import HostConfig
 from mcpl_host.events import (
     Degraded,
     HeldMessage,

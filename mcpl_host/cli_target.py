@@ -47,7 +47,8 @@ import click
 
 import mcpl_host
 from mcpl_host import editor_configs, report
-from mcpl_host.config import HTTP_TRANSPORTS, ConfigError, HostConfig, ServerConfig
+from mcpl_host.config import HTTP_TRANSPORTS, ConfigError, ServerConfig
+from mcpl_host.config_file import HostConfig
 from mcpl_host.handlers import HostHandlers
 from mcpl_host.hosted import HostedServer
 from mcpl_host.limits import DEFAULT_HANDSHAKE_TIMEOUT_SECONDS, DEFAULT_REQUEST_TIMEOUT_SECONDS, Limits

@@ -55,15 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from mcpl_host.config import (
-    ConfigError,
-    ConfigProblem,
-    HostConfig,
-    ServerConfig,
-    key_location,
-    parse_config,
-    read_config_json,
-)
+from mcpl_host.config import ConfigError, ConfigProblem, ServerConfig
+from mcpl_host.config_file import HostConfig, key_location, parse_config, read_config_json
 from mcpl_host.jsonrpc.values import is_array, is_object
 from mcpl_host.limits import CONFIG_MAX_BYTES
 from mcpl_host.secrets import MIN_SECRET_CHARS

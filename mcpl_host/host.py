@@ -59,7 +59,8 @@ import anyio.abc
 from typing_extensions import Unpack
 
 from mcpl_host._tasks import close_then_leave
-from mcpl_host.config import HostConfig, ServerConfig
+from mcpl_host.config import ServerConfig
+from mcpl_host.config_file import HostConfig
 from mcpl_host.connection import ClientInfo
 from mcpl_host.events import (
     ConnectingOrder,

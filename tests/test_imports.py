@@ -81,7 +81,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("handlers", ["handlers", "observe", "events"]),
     ("services", ["services", "services.*", "stall_watch"]),
     ("server connection", ["server_connection"]),
-    ("hosted", ["supervisor_policy", "config", "editor_configs", "transport_factory", "hosted"]),
+    (
+        "hosted",
+        ["supervisor_policy", "config", "config_file", "editor_configs", "transport_factory", "hosted"],
+    ),
     ("host", ["supervisor", "record", "host"]),
     (
         "applications",
@@ -132,6 +135,7 @@ HEAVY = [
     "keyring",
 ]
 LATER = [
+    "mcpl_host.config_file",
     "mcpl_host.host",
     "mcpl_host.signals",
     "mcpl_host.supervisor",
@@ -273,6 +277,7 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.output_schema",
         "mcpl_host.param_headers",
         "jsonpointer",
+        "mcpl_host.config_file",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
