@@ -32,18 +32,17 @@ from typing_extensions import TypeIs
 
 from mcpl_host.client_features import (
     ClientFeatures,
-    ElicitationHandler,
     RequestContext,
     Roots,
     RootsProvider,
     RootsSource,
-    SamplingHandler,
 )
 from mcpl_host.jsonrpc.envelope import Response
 from mcpl_host.jsonrpc.errors import ConnectionLost, ErrorCode, HandlerError, MCPLHostError, MethodNotFound
 from mcpl_host.mcpl.policy import PolicyOutcome
 
 if TYPE_CHECKING:
+    from mcpl_host.client_requests import ElicitationHandler, SamplingHandler
     from mcpl_host.mcpl.input_streams import InputStreamUpdate, SenderBinding
     from mcpl_host.mcpl.manifest_diff import ChangeReceipt
 

@@ -69,6 +69,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "connection",
             "opening",
             "client_features",
+            "client_requests",
             "mcp_methods",
             "task_polling",
             "output_schema",
@@ -278,6 +279,7 @@ def test_a_stdio_connection_loads_no_module_that_only_a_later_feature_needs(back
         "mcpl_host.param_headers",
         "jsonpointer",
         "mcpl_host.config_file",
+        "mcpl_host.client_requests",
     ]
     result = run(
         "import json, sys, anyio, mcpl_host\n"
