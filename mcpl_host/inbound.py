@@ -184,7 +184,7 @@ class InboundPool:
         self.backlog = limits.max_inbound_backlog
         self._tg: anyio.abc.TaskGroup | None = None
         self._new_event: Callable[[], Waiter] = anyio.Event
-        self._queue: deque[_Inbound] = deque()
+        self._queue: deque[_Inbound] | None = None  # made by the first job (an idle connection has none)
         self.waiting = 0  # of the queue, not cancelled
         self._jobs: dict[Any, _Inbound] = {}  # by request id, waiting or running
         self._workers = 0  # worker tasks alive
@@ -275,9 +275,11 @@ class InboundPool:
     def cancel_all(self) -> None:
         """The transport ended: jobs never started are never answered (T1); running ones
         are cancelled; a paused read loop wakes."""
-        for waiting in self._queue:
-            waiting.cancelled = True
-        self._queue.clear()
+        queue = self._queue
+        if queue is not None:
+            for waiting in queue:
+                waiting.cancelled = True
+            queue.clear()
         self.waiting = 0
         self._jobs.clear()
         for scope in self._working:
@@ -332,7 +334,10 @@ class InboundPool:
     # --- workers ---------------------------------------------------------------------------
 
     def _enqueue(self, item: _Inbound) -> None:
-        self._queue.append(item)
+        queue = self._queue
+        if queue is None:
+            queue = self._queue = deque()
+        queue.append(item)
         self.waiting += 1
         self._add_worker()
 
@@ -355,6 +360,7 @@ class InboundPool:
         # an answer, such as the policy exchange) run before it, as they would in wire order.
         _JOB_OF.set(self)
         queue, answer = self._queue, Session.answer
+        assert queue is not None  # a worker starts for a job queued
         try:
             try:
                 await anyio.lowlevel.checkpoint()

@@ -1,7 +1,8 @@
 """What keeps a connection's memory down without changing what it does: ``LazyEvent``
 (``_tasks``) makes its backend event only when a task first waits, and the objects of one
-connection with more attributes than a shared-key dict holds have slots; the stderr tail and
-the manifest fetch window are made when first used."""
+connection with more attributes than a shared-key dict holds have slots; the stderr tail,
+the manifest fetch window and the inbound queue are made when first used, and the stderr
+pump's done event when a close first waits on it."""
 
 from __future__ import annotations
 
@@ -140,3 +141,22 @@ async def test_an_idle_connection_holds_no_stderr_tail_nor_fetch_window_until_us
             assert transport._tail is None and limiter._allowed is None  # pyright: ignore[reportPrivateUsage]
             assert transport.stderr_tail == [] and "0/" in repr(limiter)
             assert limiter.allow(0.0) and limiter._allowed is not None  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.anyio
+async def test_an_idle_connection_holds_no_inbound_queue_nor_pump_done_event_until_used() -> None:
+    # The inbound queue (a deque, about 0.75 KiB) is made by the first job the server sends,
+    # and the stderr pump's done event (an asyncio.Event and its deque, about 0.9 KiB) by the
+    # first close that waits for the pump: an idle connection holds neither. What they do
+    # once used: test_inbound (jobs queued, back-pressure), test_handshake and test_close
+    # (the pump's last lines read before a close ends).
+    config = ServerConfig(command=sys.executable, args=(str(MCPL_SERVER),))
+    with anyio.fail_after(30):
+        async with connect(config) as conn:
+            await conn.mcp.ping()
+            transport = conn.connection.transport
+            assert isinstance(transport, StdioTransport)
+            pump_done = transport._pump_done  # pyright: ignore[reportPrivateUsage]
+            assert isinstance(pump_done, LazyEvent) and pump_done._event is None  # pyright: ignore[reportPrivateUsage]
+            assert conn.connection.pool._queue is None  # pyright: ignore[reportPrivateUsage]
+        assert pump_done.is_set()

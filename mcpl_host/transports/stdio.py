@@ -55,7 +55,7 @@ import anyio.abc
 from anyio.lowlevel import RunVar
 from typing_extensions import Unpack
 
-from mcpl_host._tasks import Lifetime
+from mcpl_host._tasks import LazyEvent, Lifetime
 from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
 from mcpl_host.limits import (
@@ -352,7 +352,7 @@ class StdioTransport:
         self._process: anyio.abc.Process | None = None
         self._stdin: _PipeWriter | None = None
         self._pump_scope = anyio.CancelScope()
-        self._pump_done = anyio.Event()
+        self._pump_done = LazyEvent()  # waited on only by a close while the pump runs
         self._pump_started = False
         self._reader = LineReader(self._limits.max_line_bytes, self._limits.line_head_bytes)
         self._items: deque[ReadItem] = deque()
