@@ -351,7 +351,11 @@ class ServerConfig:
     def describe(self) -> str:
         """Where the server is, with no secret (for reports): the command line
         (``redact_command``), or the URL as shown (``shown_url``, ``shown_http_url``)."""
-        redactor = self.redactor()
+        return self.described(self.redactor())
+
+    def described(self, redactor: Redactor) -> str:
+        """``describe`` with ``redactor``, this server's own (``redactor()``), made once by
+        the caller that holds it: a ``HostedServer`` scans the settings for secrets once."""
         if self.transport == "websocket":
             from mcpl_host.transports.ws_params import shown_url  # noqa: PLC0415
 

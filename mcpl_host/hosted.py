@@ -228,7 +228,7 @@ class HostedServer:
         self._state_store: StateStore = (
             state_store if state_store is not None else FeatureSetStateStore(self._limits)
         )
-        self._describe = config.describe
+        self._describe = config.described(self._redactor)  # the settings scanned once
         self._event_inbox = runtime.get("event_inbox")
         self._telemetry = resolve_telemetry(runtime.get("telemetry"))
         self._event_dedupe = EventDeduplicator(
