@@ -790,8 +790,8 @@ class Connection:
         HTTP transport: the server accepted it): False when the link is still open with
         bytes queued (docs/protocol.md H7)."""
         link = self._link
-        if link is None:
-            return True
+        if link is None or link.closed or not link.queued_bytes:
+            return True  # written already (stdio, usually): no scope to enter, no checkpoint
         with anyio.move_on_after(within):
             await link.wait_written()
         return link.closed or not link.queued_bytes
