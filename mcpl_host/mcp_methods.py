@@ -706,26 +706,10 @@ class MCPClient:
         self.mirrors_param_headers = False
         self._param_headers: dict[str, tuple[ParamHeader, ...]] = {}
         self._server_capabilities: Callable[[], Mapping[str, Any]] = server_capabilities or _no_capabilities
-        self._listening = _Listening(
-            requester,
-            limits,
-            spawn=spawn,
-            capabilities=self._server_capabilities,
-            listed=self._listed,
-            tasks=lambda: self._tasks.watched(),
-            refetch=self._refetch_listed,
-            log=self._log,
-            redactor=redactor,
-        )
-        self._tasks = TaskPolling(
-            requester,
-            limits,
-            answer_inputs=self._answer_inputs,
-            stateless=self._stateless,
-            listen_changed=self._listen_changed,
-            log=self._log,
-            redactor=redactor,
-        )
+        # The listen of the stateless era and the tasks calls are made on first use: a
+        # connection that never uses them (every handshake-era one) holds neither.
+        self._listening: _Listening | None = None
+        self._tasks: TaskPolling | None = None
 
     def _listed(self) -> set[str]:
         return {name for name in FILTER_KEYS if getattr(self, f"cached_{name}") is not None}
@@ -737,9 +721,46 @@ class MCPClient:
             if getattr(self, f"cached_{name}") is not None:
                 self.on_notification(method, None)
 
+    def _listener(self) -> _Listening:
+        """The listen of the stateless era (``_Listening``), made on first use."""
+        listening = self._listening
+        if listening is None:
+            listening = self._listening = _Listening(
+                self._requester,
+                self._limits,
+                spawn=self._spawn,
+                capabilities=self._server_capabilities,
+                listed=self._listed,
+                tasks=self._watched_tasks,
+                refetch=self._refetch_listed,
+                log=self._log,
+                redactor=self._redactor,
+            )
+        return listening
+
+    def _task_polling(self) -> TaskPolling:
+        """The tasks calls (``TaskPolling``), made on first use."""
+        tasks = self._tasks
+        if tasks is None:
+            tasks = self._tasks = TaskPolling(
+                self._requester,
+                self._limits,
+                answer_inputs=self._answer_inputs,
+                stateless=self._stateless,
+                listen_changed=self._listen_changed,
+                log=self._log,
+                redactor=self._redactor,
+            )
+        return tasks
+
+    def _watched_tasks(self) -> list[str]:
+        """The ids of the tasks being waited on (none before the tasks calls are made)."""
+        tasks = self._tasks
+        return tasks.watched() if tasks is not None else []
+
     def _listen_changed(self) -> None:
         if self.stateless:
-            self._listening.refresh()
+            self._listener().refresh()
 
     @property
     def stateless(self) -> bool:
@@ -976,8 +997,12 @@ class MCPClient:
         acknowledgment of a ``subscriptions/listen`` is recorded; a task's status goes to
         the task polling. Any other is looked at no further (one set look-up)."""
         if method in _LOOKED_AT:
-            self._listening.on_notification(method, params)
-            self._tasks.on_notification(method, params)
+            # (neither made yet: no listen in flight, no task waited on; nothing to do)
+            listening, tasks = self._listening, self._tasks
+            if listening is not None:
+                listening.on_notification(method, params)
+            if tasks is not None:
+                tasks.on_notification(method, params)
         name = LIST_CHANGED.get(method)
         if name is None:
             return
@@ -1171,7 +1196,7 @@ class MCPClient:
         ``cancel_task`` take), or the ``CallToolResult`` when the server answered at once
         (the server decides: docs/protocol.md TK2). Raises ``LocalProtocolError`` on a
         handshake-era connection (TK1), and what ``call_tool`` raises."""
-        self._tasks.checked_era("tools/call with a task")
+        self._task_polling().checked_era("tools/call with a task")
         answer = await self._tool_call(name, arguments, timeout=timeout, task=True)
         return answer if isinstance(answer, Task) else await self._tool_result(name, answer)
 
@@ -1180,7 +1205,7 @@ class MCPClient:
         Raises ``RemoteError`` (``-32602``: the server does not know the task, or no longer
         keeps it), ``RemoteProtocolError`` (a malformed task), ``LocalProtocolError`` (a
         handshake-era connection: docs/protocol.md TK1), and what ``request`` raises."""
-        return await self._tasks.get(task_id, timeout=timeout)
+        return await self._task_polling().get(task_id, timeout=timeout)
 
     async def update_task(
         self, task_id: str, input_responses: Mapping[str, Any], *, timeout: Timeout = DEFAULT
@@ -1188,13 +1213,13 @@ class MCPClient:
         """``tasks/update`` ("Task Update Requests"): the responses (key -> the result of the
         input request, as MRTR's ``inputResponses``) to a task's input requests. ``wait_task``
         sends it by itself. Raises as ``get_task``."""
-        await self._tasks.update(task_id, input_responses, timeout=timeout)
+        await self._task_polling().update(task_id, input_responses, timeout=timeout)
 
     async def cancel_task(self, task_id: str, *, timeout: Timeout = DEFAULT) -> None:
         """``tasks/cancel`` ("Task Cancellation"; never ``notifications/cancelled``): the
         server acknowledges; cancellation is cooperative, so the task may still end otherwise
         (docs/protocol.md TK7). Raises as ``get_task``."""
-        await self._tasks.cancel(task_id, timeout=timeout)
+        await self._task_polling().cancel(task_id, timeout=timeout)
 
     async def wait_task(
         self,
@@ -1215,7 +1240,7 @@ class MCPClient:
         cancelled), ``RemoteProtocolError``, and what ``get_task`` raises."""
         if isinstance(task, str):
             task = await self.get_task(task, timeout=timeout)
-        return await self._tasks.wait(task, on_task=on_task, timeout=timeout)
+        return await self._task_polling().wait(task, on_task=on_task, timeout=timeout)
 
     async def task_tool_result(self, task: Task, tool: str | None = None) -> CallToolResult:
         """The ``CallToolResult`` of a terminal ``tools/call`` task, read and checked as
@@ -1269,7 +1294,7 @@ class MCPClient:
                 task=task,
             )
         if answer.get("resultType") == "task" and task and self.stateless:
-            return self._tasks.read(answer, "the tools/call result")
+            return self._task_polling().read(answer, "the tools/call result")
         return answer
 
     async def _tool_result(self, name: str | None, answer: JSONObject) -> CallToolResult:
@@ -1358,7 +1383,8 @@ class MCPClient:
     def resource_subscriptions(self) -> frozenset[str]:
         """The URIs subscribed to on a stateless connection (the listen's
         ``resourceSubscriptions``); empty in the handshake era (the server keeps them)."""
-        return frozenset(self._listening.uris)
+        listening = self._listening
+        return frozenset(listening.uris) if listening is not None else frozenset()
 
     async def subscribe_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> None:
         """``resources/subscribe`` (MCP 2025-11-25 "Resources", subscriptions): the server
@@ -1377,7 +1403,7 @@ class MCPClient:
             return
         if not may_subscribe(self._server_capabilities()):
             raise SubscriptionRefused(uri, "it does not advertise resources.subscribe", self._redactor)
-        uris = self._listening.uris
+        uris = self._listener().uris
         if uri not in uris and len(uris) >= self._limits.max_resource_subscriptions:
             raise LimitExceeded(
                 "max_resource_subscriptions",
@@ -1385,11 +1411,11 @@ class MCPClient:
                 "subscribing to one more resource",
             )
         uris.add(uri)
-        self._listening.refresh()
+        self._listener().refresh()
         seconds = (
             self._limits.request_timeout_seconds if timeout is DEFAULT else cast("float | None", timeout)
         )
-        await self._listening.until_honored(uri, seconds)
+        await self._listener().until_honored(uri, seconds)
 
     async def unsubscribe_resource(self, uri: str, *, timeout: Timeout = DEFAULT) -> None:
         """``resources/unsubscribe``; on a stateless connection the URI leaves the listen's
@@ -1399,8 +1425,8 @@ class MCPClient:
             await self._requester.request("resources/unsubscribe", {"uri": uri}, timeout=timeout)
             self._subscribed.discard(uri)
             return
-        self._listening.uris.discard(uri)
-        self._listening.refresh()
+        self._listener().uris.discard(uri)
+        self._listener().refresh()
 
     # --- any request ---------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """What keeps a connection's memory down without changing what it does: ``LazyEvent``
 (``_tasks``) makes its backend event only when a task first waits, and the objects of one
 connection with more attributes than a shared-key dict holds have slots; the stderr tail,
-the manifest fetch window and the inbound queue are made when first used, and the stderr
-pump's done event when a close first waits on it."""
+the manifest fetch window, the inbound queue, the stateless era's listen and the tasks calls
+are made when first used, and the stderr pump's done event when a close first waits on it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from mcpl_host._tasks import LazyEvent, Lifetime, Waiter
 from mcpl_host.config import ServerConfig
 from mcpl_host.connection import Connection
 from mcpl_host.hosted import HostedServer, connect
+from mcpl_host.jsonrpc.errors import LocalProtocolError
 from mcpl_host.mcp_methods import MCPClient
 from mcpl_host.transports.stdio import StdioTransport
 
@@ -160,3 +161,24 @@ async def test_an_idle_connection_holds_no_inbound_queue_nor_pump_done_event_unt
             assert isinstance(pump_done, LazyEvent) and pump_done._event is None  # pyright: ignore[reportPrivateUsage]
             assert conn.connection.pool._queue is None  # pyright: ignore[reportPrivateUsage]
         assert pump_done.is_set()
+
+
+@pytest.mark.anyio
+async def test_a_handshake_era_connection_makes_no_listen_nor_task_polling_until_used() -> None:
+    # The stateless era's listen and the tasks calls are made on first use. Until then a
+    # listen acknowledgment or a task status has nothing to act on and is dropped, as the
+    # objects made at once would have dropped it; their first use makes them, with the
+    # rules of before (TK1: the tasks calls belong to the stateless era).
+    config = ServerConfig(command=sys.executable, args=(str(MCPL_SERVER),), protocol="handshake")
+    with anyio.fail_after(30):
+        async with connect(config) as conn:
+            mcp = conn.mcp
+            await mcp.ping()
+            assert mcp._listening is None and mcp._tasks is None  # pyright: ignore[reportPrivateUsage]
+            mcp.on_notification("notifications/tasks", {"taskId": "t1", "status": "working"})
+            mcp.on_notification("notifications/subscriptions/acknowledged", {"subscriptionId": 1})
+            assert mcp.resource_subscriptions == frozenset()
+            assert mcp._listening is None and mcp._tasks is None  # pyright: ignore[reportPrivateUsage]
+            with pytest.raises(LocalProtocolError, match="TK1"):
+                await mcp.get_task("t1")
+            assert mcp._tasks is not None  # pyright: ignore[reportPrivateUsage]
