@@ -155,7 +155,9 @@ class PolicyExchange:
         self._close = close
         self._log = log
         self._redactor = redactor
-        self._lock = anyio.Lock()
+        # Free, it is taken without a checkpoint (a cancellation is still seen): the initial
+        # exchange of every connection takes it, and waits at once for its receipt anyway.
+        self._lock = anyio.Lock(fast_acquire=True)
         #: Called when a runtime proposal put a reduction in force, before its request goes
         #: out, and when an exchange ended (MCPL §6.7; RFC-009 §8: input-stream leases end at
         #: that boundary, docs/protocol.md IS5). None: nothing to tell.
