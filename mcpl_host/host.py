@@ -649,7 +649,9 @@ class Host:
         if self._bus.emit_lifecycle(event):
             self._said_dropped(event, "dropped its oldest lifecycle event, unread")
         released = self._order.lifecycle(event)
-        connected = self._connected.setdefault(event.server, anyio.Event())
+        connected = self._connected.get(event.server)
+        if connected is None:  # (each server's is made when the host starts it)
+            connected = self._connected[event.server] = anyio.Event()
         if self._order.connecting(event.server):
             if connected.is_set():
                 self._connected[event.server] = anyio.Event()
