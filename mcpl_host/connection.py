@@ -77,7 +77,7 @@ from mcpl_host.jsonrpc.session import (
 from mcpl_host.jsonrpc.values import is_object
 from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot, Waiter, native_event_type, slot_waiter_type
-from mcpl_host.logging import LogBudget, Redactor, ServerValue, get_logger
+from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue, get_logger
 from mcpl_host.timer import Timer, due, progress_deadline
 from mcpl_host.transports.base import Transport, has_session, starts_server
 
@@ -213,7 +213,8 @@ class Connection:
     ``inbound`` is where server requests and notifications go (``InboundPort``); it may be
     set after construction, before entering. ``pool`` runs the jobs it admits
     (``InboundPool``). ``on_lost(error)`` is called once, from the read loop, when the
-    server goes away on its own (not when we close).
+    server goes away on its own (not when we close). ``log`` is the logger it writes to
+    (default: ``mcpl_host.connection`` bound to ``server=name``).
     """
 
     # Slots, for memory per connection: with more attributes than a shared-key dict holds
@@ -262,6 +263,7 @@ class Connection:
         redactor: Redactor | None = None,
         inbound: InboundPort | None = None,
         on_lost: Callable[[ConnectionLost], None] | None = None,
+        log: Logger | None = None,
     ) -> None:
         self.name = name
         self.limits = limits or Limits()
@@ -273,7 +275,8 @@ class Connection:
         self._on_lost_hook = on_lost
         self._transport_factory = transport_factory
         self._session = self._new_session()
-        self._log = get_logger("mcpl_host.connection", server=name)
+        # (the owner's, when it logs as this connection too: one logger, not two alike)
+        self._log = log if log is not None else get_logger("mcpl_host.connection", server=name)
         self._stack: AsyncExitStack | None = None
         self._transport_stack: AsyncExitStack | None = None  # the current transport's context
         # The one handshake deadline (anyio.current_time()), from the moment of entering:

@@ -231,6 +231,7 @@ class ServerConnection:
             limits=limits,
             redactor=redactor,
             on_lost=self._reporter.connection_lost,
+            log=self._log,
         )
         self._opening: Opening | None = None  # made on entering
         #: True when an ``mcpl://`` server without MCPL was taken as plain MCP (MCPL §18.5).
