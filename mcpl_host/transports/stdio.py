@@ -142,12 +142,15 @@ class StdioParameters:
 def child_environment(params: StdioParameters) -> dict[str, str]:
     """The environment a server is started with: ``os.environ`` filtered by
     ``ENV_ALLOWLIST`` (or whole, with ``inherit_env``), then ``params.env`` on top."""
+    environ = os.environ
     if params.inherit_env:
-        env = dict(os.environ)
+        env = dict(environ)
     else:
+        # The names first, then the values of the allowed ones only: each value read from
+        # os.environ is decoded again, and most variables are not allowed.
         env = {
-            name: value
-            for name, value in os.environ.items()
+            name: environ[name]
+            for name in environ
             if name in ENV_ALLOWLIST or name.startswith(ENV_ALLOWLIST_PREFIXES)
         }
     if params.env:
