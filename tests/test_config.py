@@ -746,6 +746,20 @@ def test_the_repr_of_a_server_config_by_hand_hides_every_secret() -> None:
     assert {"arg-12345", "env-12345"} <= set(stdio.secrets_for_redaction)
 
 
+def test_a_hosted_server_shows_where_its_server_is_as_the_config_does() -> None:
+    # The HostedServer shows it with the redactor it made (``described``), not a second one.
+    from mcpl_host.hosted import HostedServer  # noqa: PLC0415 (a layer above config)
+
+    for config in (
+        ServerConfig(command="x", args=("--token", "arg-12345", "https://u:pw-12345@h/")),
+        ServerConfig(url="https://h.example/mcp?session=query-12345", secrets=("mcp-12345",)),
+        ServerConfig(url="wss://h.example/ws?token=ws-12345"),
+    ):
+        hosted = HostedServer(config)
+        assert hosted.describe == config.describe == config.described(config.redactor())
+        assert "12345" not in hosted.describe
+
+
 def test_an_integer_past_a_double_is_a_problem_not_an_overflow(tmp_path: Path) -> None:
     huge = "1" + "0" * 400  # exact as a Python int, but no float holds it
     file = tmp_path / "servers.json"
