@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import sys
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -274,6 +275,33 @@ async def _signal_tree(process: anyio.abc.Process, tree: ProcessTree, signum: in
     return members
 
 
+def _running_trio() -> bool:
+    """Whether the current task runs under trio (it is not imported unless it runs)."""
+    trio: Any = sys.modules.get("trio")
+    if trio is None:
+        return False
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def _release(process: anyio.abc.Process, *, trio: bool) -> None:
+    """Close the process's stdout and stderr and reap it (``process.aclose()``). On trio,
+    once the child is reaped, its streams are closed without that call: its ``wait()``
+    would take a turn of trio's per-process wait lock (a task switch per server) inside
+    one more shielded cancel scope, and nothing else of the process is held (trio closes
+    its pidfd at the reaping). On asyncio ``aclose()`` also closes the loop's subprocess
+    transport, so it is always called there."""
+    if not trio or process.returncode is None:
+        await process.aclose()
+        return
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            await stream.aclose()
+
+
 class _PipeWriter:
     """The host's end of a server's stdin: a non-blocking pipe written with ``os.write``,
     waiting (``anyio.wait_writable``) only while the pipe is full. One ``send()`` at a time;
@@ -370,6 +398,7 @@ class StdioTransport:
         self._reading = False  # a read without a deadline is in progress
         self._cut_off = False  # the watcher closed stdout under it (the server had exited)
         self._life = Lifetime("a StdioTransport")
+        self._trio = False  # the process runs under trio (found at the spawn; ``_release``)
 
     @property
     def pid(self) -> int | None:
@@ -420,6 +449,7 @@ class StdioTransport:
         """
         if self._process is not None or self._life.closing:
             raise RuntimeError("a StdioTransport can be entered only once")
+        self._trio = _running_trio()
         self._process = await self._spawn()
         await self._life.start(self._start_tasks, self.aclose)
         return self
@@ -546,7 +576,7 @@ class StdioTransport:
                         if self._pump_started:  # it ends at once: it is cancelled
                             await self._pump_done.wait()
                     if process is not None:
-                        await process.aclose()  # closes the pipes; the child is reaped
+                        await _release(process, trio=self._trio)  # the pipes; the child reaped
                         process_tree.unregister_leader(process.pid)
                 finally:
                     self._life.closed.set()
