@@ -166,6 +166,19 @@ async def test_crash_gives_exit_status_and_stderr_tail(logs: list[dict[str, Any]
     assert {entry["log_level"] for entry in events} == {"warning"}
 
 
+async def test_stderr_written_at_the_close_reaches_the_tail_of_a_transport_closed_at_once() -> None:
+    """H5: the stderr pump is started without waiting for it to run; a transport closed
+    right after entering (no checkpoint of its user between) still reads what the server
+    writes to stderr as its stdin closes, and its pump ends with the close."""
+    code = "import sys; sys.stdin.read(); sys.stderr.write('closing now\\n')"
+    params = StdioParameters(sys.executable, ["-c", code])
+    with anyio.fail_after(TIMEOUT):
+        async with StdioTransport(params) as t:
+            pass
+    assert t.stderr_tail == ["closing now"]
+    assert is_gone(t.pid)
+
+
 async def test_killed_by_signal() -> None:
     with anyio.fail_after(TIMEOUT):
         async with StdioTransport(fixture("proc_exit.py", "kill")) as t:

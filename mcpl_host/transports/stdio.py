@@ -456,7 +456,10 @@ class StdioTransport:
 
     async def _start_tasks(self, task_group: anyio.abc.TaskGroup) -> None:
         assert self._process is not None
-        await task_group.start(self._pump_stderr)
+        # Started, not awaited to its start (no task switch, nor a nursery of anyio's
+        # ``start()`` per server): a close before it first runs cancels its scope, and
+        # it then ends at once (``_pump_started`` tells the close not to wait for it).
+        task_group.start_soon(self._pump_stderr)
         task_group.start_soon(self._watch_process, self._process)
 
     async def __aexit__(
@@ -735,14 +738,11 @@ class StdioTransport:
             message = f"could not write to the server ({reason})"
             raise ConnectionLost(message, exit_status=status, stderr_tail=self.stderr_tail) from None
 
-    async def _pump_stderr(
-        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
-    ) -> None:
+    async def _pump_stderr(self) -> None:
         """Read stderr to its end, logging and keeping each line (docs/protocol.md H5, L3)."""
         self._pump_started = True
         try:
             with self._pump_scope:
-                task_status.started()
                 assert self._process is not None and self._process.stderr is not None
                 stderr = self._process.stderr
                 reader = LineReader(min(self._limits.stderr_max_line_bytes, self._limits.max_line_bytes))
