@@ -77,3 +77,48 @@ async def test_a_running_timer_wakes_for_an_earlier_deadline_and_ends_at_stop() 
         assert not tg.cancel_scope.cancel_called
     assert len(expired) == 1
     timer.stop()  # idempotent, and nothing runs
+
+
+@pytest.mark.anyio
+async def test_an_earlier_deadline_or_look_moves_the_sleep_without_waking_the_timer() -> None:
+    # arm() and watch() of an earlier moment move the sleeping scope's deadline: the timer
+    # is not woken to sleep again, so each sleep (one event made) ends at a due moment.
+    # (The moments are a little ahead, so that a wake would be seen; nothing is timed.)
+    sleeps = 0
+    expired: list[float] = []
+    looks: list[float] = []
+    woken = anyio.Event()
+
+    def new_event() -> anyio.Event:
+        nonlocal sleeps
+        sleeps += 1
+        return anyio.Event()
+
+    def expire(now: float) -> float:
+        expired.append(now)
+        woken.set()
+        return math.inf
+
+    def look() -> float:
+        looks.append(time.monotonic())
+        if len(looks) == 2:
+            woken.set()
+        return 0.02 if len(looks) == 1 else math.inf  # the next look: due soon
+
+    timer = Timer(expire)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(timer.run, new_event)
+            await anyio.wait_all_tasks_blocked()  # asleep, with no deadline
+            assert sleeps == 1
+            timer.arm(time.monotonic() + 0.02)  # due soon: the sleep's deadline moves there
+            await woken.wait()
+            await anyio.wait_all_tasks_blocked()  # asleep again, with no deadline
+            assert (len(expired), sleeps) == (1, 2)
+            woken = anyio.Event()
+            timer.watch(look)  # looks at once, and asks for the next look soon
+            await woken.wait()
+            await anyio.wait_all_tasks_blocked()
+            assert (len(looks), sleeps) == (2, 3)
+            timer.stop()
+        assert not tg.cancel_scope.cancel_called
