@@ -395,6 +395,31 @@ async def test_a_server_that_exits_while_a_grandchild_holds_stdout_is_lost_at_on
     assert any(isinstance(line, bytes) and b"grandchild" in line for line in lines)  # read first
 
 
+async def test_a_close_ends_the_stderr_pump_while_a_daemon_still_holds_stderr_open() -> None:
+    """The pump has no scope of its own: the close ends its read by closing stderr, even
+    when no end of file can come (a daemon outside the group, the tree not kept, holds
+    stderr open), and the close does not wait for that daemon."""
+    code = (
+        "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+        "time.sleep(60)'], start_new_session=True, stdin=subprocess.DEVNULL, "
+        "stdout=subprocess.DEVNULL); print(p.pid, flush=True); sys.stdin.read()"
+    )
+    params = StdioParameters(sys.executable, ["-c", code], keep_tree=False)
+    daemon = None
+    try:
+        with anyio.fail_after(TIMEOUT):
+            async with StdioTransport(params, limits=SHORT) as t:
+                line = await t.receive()
+                assert isinstance(line, bytes)
+                daemon = int(line)
+        assert is_gone(t.pid)
+        assert not is_gone(daemon)  # it still holds stderr: no end of file came
+    finally:
+        if daemon is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(daemon, signal.SIGKILL)
+
+
 async def test_cancelling_the_user_task_still_kills_and_reaps() -> None:
     transports: list[StdioTransport] = []
     in_use = anyio.Event()

@@ -382,7 +382,6 @@ class StdioTransport:
         self._stderr_log_level = stderr_log_level
         self._process: anyio.abc.Process | None = None
         self._stdin: _PipeWriter | None = None
-        self._pump_scope = anyio.CancelScope()
         self._pump_done = LazyEvent()  # waited on only by a close while the pump runs
         self._pump_started = False
         self._reader = LineReader(self._limits.max_line_bytes, self._limits.line_head_bytes)
@@ -392,8 +391,9 @@ class StdioTransport:
         self._stdout_ended = False
         self._lost: tuple[str, int | None] | None = None  # set once stdout ended
         self._tree: ProcessTree | None = None
-        self._watch_scope = anyio.CancelScope()
+        self._watch_scope: anyio.CancelScope | None = None  # the watcher's current wait
         self._watch_ended = False  # the process watcher has returned
+        self._watch_stopped = False  # aclose() stopped it
         self._exited_at: float | None = None  # when the watcher saw the process exit
         self._reading = False  # a read without a deadline is in progress
         self._cut_off = False  # the watcher closed stdout under it (the server had exited)
@@ -457,8 +457,8 @@ class StdioTransport:
     async def _start_tasks(self, task_group: anyio.abc.TaskGroup) -> None:
         assert self._process is not None
         # Started, not awaited to its start (no task switch, nor a nursery of anyio's
-        # ``start()`` per server): a close before it first runs cancels its scope, and
-        # it then ends at once (``_pump_started`` tells the close not to wait for it).
+        # ``start()`` per server): a close before it first runs closes stderr, and it
+        # then ends at once (``_pump_started`` tells the close not to wait for it).
         task_group.start_soon(self._pump_stderr)
         task_group.start_soon(self._watch_process, self._process)
 
@@ -511,26 +511,36 @@ class StdioTransport:
             self._watch_ended = True
 
     async def _watch(self, process: anyio.abc.Process, interval: float) -> None:
-        with self._watch_scope:
-            while True:
-                if self._tree is not None and interval > 0:
-                    self._tree.record()
-                    with anyio.move_on_after(interval):
-                        await process.wait()
-                else:
-                    await process.wait()
-                if process.returncode is not None:
-                    break
-            self._exited_at = anyio.current_time()
-            if self._stdout_ended or self._life.closing:  # closing: aclose() ends the reads
+        # Each wait is in a scope of its own, held as ``_watch_scope`` for aclose() to cancel
+        # (there is no await between two of them): no scope around the whole watch.
+        while True:
+            if self._watch_stopped:  # aclose() came first
                 return
-            # A read that started before the exit runs with no cancel scope (none is entered
-            # per read): at the deadline, if it still waits, stdout is closed under it.
-            await anyio.sleep_until(self._exit_deadline())
-            stdout = process.stdout
-            if self._reading and not self._stdout_ended and stdout is not None:
-                self._cut_off = True
-                await stdout.aclose()
+            if self._tree is not None and interval > 0:
+                self._tree.record()
+                self._watch_scope = scope = anyio.move_on_after(interval)
+            else:
+                self._watch_scope = scope = anyio.CancelScope()
+            with scope:
+                await process.wait()
+            if process.returncode is not None:
+                break
+            if self._watch_stopped:  # cancelled by aclose()
+                return
+        self._exited_at = anyio.current_time()
+        if self._stdout_ended or self._life.closing:  # closing: aclose() ends the reads
+            return
+        # A read that started before the exit runs with no cancel scope (none is entered
+        # per read): at the deadline, if it still waits, stdout is closed under it.
+        self._watch_scope = scope = anyio.CancelScope(deadline=self._exit_deadline())
+        with scope:
+            await anyio.sleep_forever()
+        if self._life.closing:  # cancelled by aclose(), which ends the reads
+            return
+        stdout = process.stdout
+        if self._reading and not self._stdout_ended and stdout is not None:
+            self._cut_off = True
+            await stdout.aclose()
 
     def _exit_deadline(self) -> float:
         assert self._exited_at is not None
@@ -572,11 +582,15 @@ class StdioTransport:
                     # Only what still runs is cancelled (each cancel costs anyio a formatted
                     # repr of the current task): the watcher has usually returned at the
                     # exit, and the pump at the end of stderr.
-                    if not self._watch_ended:
-                        self._watch_scope.cancel()
-                    if not self._pump_done.is_set():
-                        self._pump_scope.cancel()
-                        if self._pump_started:  # it ends at once: it is cancelled
+                    watch = self._watch_scope
+                    self._watch_stopped = True
+                    if not self._watch_ended and watch is not None:
+                        watch.cancel()
+                    stderr = process.stderr if process is not None else None
+                    if not self._pump_done.is_set() and stderr is not None:
+                        # Its read ends with stderr closed under it (no scope of its own).
+                        await stderr.aclose()
+                        if self._pump_started:  # it ends at once
                             await self._pump_done.wait()
                     if process is not None:
                         await _release(process, trio=self._trio)  # the pipes; the child reaped
@@ -742,24 +756,23 @@ class StdioTransport:
         """Read stderr to its end, logging and keeping each line (docs/protocol.md H5, L3)."""
         self._pump_started = True
         try:
-            with self._pump_scope:
-                assert self._process is not None and self._process.stderr is not None
-                stderr = self._process.stderr
-                reader = LineReader(min(self._limits.stderr_max_line_bytes, self._limits.max_line_bytes))
-                logger, level = self._logger, self._stderr_log_level
+            assert self._process is not None and self._process.stderr is not None
+            stderr = self._process.stderr
+            reader = LineReader(min(self._limits.stderr_max_line_bytes, self._limits.max_line_bytes))
+            logger, level = self._logger, self._stderr_log_level
 
-                def log(event: str, **fields: Any) -> None:  # the logger is looked at when used
-                    getattr(logger, level)(event, **fields)
+            def log(event: str, **fields: Any) -> None:  # the logger is looked at when used
+                getattr(logger, level)(event, **fields)
 
-                while True:
-                    try:
-                        data = await stderr.receive(self._limits.read_chunk_bytes)
-                    except _STDERR_ENDED:
-                        break
-                    for item in reader.feed(data):
-                        self._stderr_line(item, log)
-                for item in reader.finish():
+            while True:
+                try:
+                    data = await stderr.receive(self._limits.read_chunk_bytes)
+                except _STDERR_ENDED:  # aclose() closes stderr under a read still waiting
+                    break
+                for item in reader.feed(data):
                     self._stderr_line(item, log)
+            for item in reader.finish():
+                self._stderr_line(item, log)
         finally:
             self._pump_done.set()
 
