@@ -52,6 +52,12 @@ if TYPE_CHECKING:
         read_elicitation_request,
         read_sampling_request,
     )
+    from mcpl_host.client_requests import (
+        elicitation_result_problems as elicitation_result_problems,
+    )
+    from mcpl_host.client_requests import (
+        sampling_result_problems as sampling_result_problems,
+    )
 
 __all__ = [
     "CLIENT_FEATURE_METHODS",
@@ -371,8 +377,10 @@ _REQUEST_NAMES = frozenset(
         "SamplingMessage",
         "SamplingRequest",
         "SamplingResult",
+        "elicitation_result_problems",
         "read_elicitation_request",
         "read_sampling_request",
+        "sampling_result_problems",
     }
 )
 

@@ -608,3 +608,15 @@ def test_the_names_moved_to_input_methods_are_still_the_lease_modules() -> None:
 
     for name in ("INPUT_METHODS", "INPUT_STREAM_PATHS", "INPUT_STREAM_REJECTED", "metadata_only", "rejected"):
         assert getattr(input_streams, name) is getattr(input_methods, name)
+
+
+def test_client_features_still_gives_every_public_name_it_defined_before_the_split() -> None:
+    """Sampling's and elicitation's result checks were public names of ``client_features``
+    before they moved to ``client_requests``: still importable from there."""
+    result = run(
+        "from mcpl_host.client_features import elicitation_result_problems, sampling_result_problems\n"
+        "from mcpl_host.client_requests import elicitation_result_problems as e, sampling_result_problems as s\n"
+        "assert (elicitation_result_problems, sampling_result_problems) == (e, s)\n"
+        "print('true')\n"
+    )
+    assert result["out"] is True
