@@ -16,7 +16,8 @@
  *   tools/call big      {"bytes": N}: one result line of exactly N bytes, newline included:
  *                       {"content":[{"type":"text","text":"xxx..."}]}.
  *   tools/call flood    {"count": N}: sends N push/event requests as fast as the pipe takes
- *                       them, counts the answers (result: accepted, error: refused) and, once
+ *                       them, counts the answers (a result: accepted, unless it is
+ *                       {"accepted": false}; an error or that result: refused) and, once
  *                       all N are answered, answers the call with structuredContent
  *                       {"sent","accepted","refused","seconds"} (seconds: first push to last
  *                       answer, monotonic clock). Ids and eventIds count on across floods,
@@ -251,7 +252,14 @@ static void handle_line(const char *line, const char *end) {
     span id = member(line, end, "id");
     span method = member(line, end, "method");
     if (!method.len) { /* a response: the answer to one of our push/event requests */
-        if (id.len) flood_answered(member(line, end, "error").len > 0);
+        if (id.len) {
+            /* refused: an error, or a result of {"accepted": false} (MCPL §9.2: a push the
+             * host declined, at its delivery timeout say) */
+            span result = member(line, end, "result");
+            span accepted = result.len ? member(result.start, result.start + result.len, "accepted") : result;
+            int declined = accepted.len == 5 && memcmp(accepted.start, "false", 5) == 0;
+            flood_answered(member(line, end, "error").len > 0 || declined);
+        }
         return;
     }
     if (!id.len) return; /* a notification */
