@@ -213,11 +213,7 @@ class InboundPool:
             if not self.waiting:
                 result = job.now(request)
                 if result is not LATER:
-                    line = Session.answer_text(request.id, result)
-                    try:  # (``_send_answer``'s usual case, without its call)
-                        link.send(line)
-                    except MessageTooLarge:  # nothing was queued: sent again, it is refused there
-                        self._send_answer(request, link, line)
+                    self._send_answer(request, link, Session.answer_text(request.id, result))
                     return
             job = job.later
         if over_backlog(self.waiting, self.pause_at, self.backlog):

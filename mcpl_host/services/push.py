@@ -172,10 +172,7 @@ class PushService:
             return later
         params = request.params
         event_id = params["eventId"]
-        try:  # (``event_fingerprint``'s usual case, without its call)
-            fingerprint = hash(orjson.dumps(params, option=orjson.OPT_SORT_KEYS))
-        except (TypeError, orjson.JSONEncodeError):
-            fingerprint = event_fingerprint(params)
+        fingerprint = event_fingerprint(params)
         kept, now = (fingerprint, self._serial, _ACCEPTED_KEPT), time.monotonic()
         seen = self._dedupe.claim(event_id, kept, now)  # ``_claim``, its usual case first
         if seen is not None:
