@@ -79,7 +79,7 @@ from mcpl_host.limits import Limits
 from mcpl_host.link import AnswerHook, Link, Slot, Waiter, native_event_type, slot_waiter_type
 from mcpl_host.logging import LogBudget, Logger, Redactor, ServerValue, get_logger
 from mcpl_host.timer import Timer, due, progress_deadline
-from mcpl_host.transports.base import Transport, has_session, starts_server
+from mcpl_host.transports.base import Transport, has_session, opens_in_group, starts_server
 
 if TYPE_CHECKING:
     from mcpl_host.telemetry import ClientCall, ConnectionTelemetry
@@ -288,7 +288,8 @@ class Connection:
         # server is restarted (``reopen``).
         self._holding_loss = False
         self._held_loss: ConnectionLost | None = None
-        self._tg: anyio.abc.TaskGroup | None = None  # reader, writer, timer, workers, jobs
+        # reader, writer, timer, workers, jobs; a transport's own tasks (``OpensInGroup``)
+        self._tg: anyio.abc.TaskGroup | None = None
         self._ended: Waiter = LazyEvent()  # the transport has ended, for any reason
         self._link: Link | None = None
         self._lost: ConnectionLost | None = None
@@ -346,12 +347,19 @@ class Connection:
         return self
 
     async def _open_transport(self) -> Transport:
-        """Enter a new transport from the factory, in a context of its own (closed with the
-        connection, or by ``reopen``). Raises ``InitializeError`` when it cannot open."""
-        assert self._stack is not None
+        """Open a new transport from the factory, in a context of its own (closed with the
+        connection, or by ``reopen``): one that can (``OpensInGroup``: stdio) runs its tasks
+        in the connection's task group, closed by its ``aclose()``; any other is entered.
+        Raises ``InitializeError`` when it cannot open."""
+        assert self._stack is not None and self._tg is not None
         stack = AsyncExitStack()
         try:
-            transport = await stack.enter_async_context(self._transport_factory())
+            opener = self._transport_factory()
+            if opens_in_group(opener):
+                transport = await opener.open_in(self._tg)
+                stack.push_async_callback(transport.aclose)
+            else:
+                transport = await stack.enter_async_context(opener)
         except ConnectionLost as exc:
             raise InitializeError(
                 str(exc), exit_status=exc.exit_status, stderr_tail=exc.stderr_tail
@@ -372,8 +380,10 @@ class Connection:
         if link is not None and starts_server(link.transport):
             link.transport.terminate_now()  # a server that closed its output gets no grace
         if stack is not None:
-            # Not under a scope of its own: the transport's task group must be the current
-            # scope when it exits (its close is shielded and bounded by the grace limits).
+            # Not under a scope of its own: an entered transport's task group must be the
+            # current scope when it exits (its close is shielded and bounded by the grace
+            # limits). A transport opened in the connection's group leaves its tasks to end
+            # there.
             await stack.aclose()
         self._session = self._new_session()
         self._lost = None

@@ -2,7 +2,8 @@
 (``_tasks``) makes its backend event only when a task first waits, and the objects of one
 connection with more attributes than a shared-key dict holds have slots; the stderr tail,
 the manifest fetch window, the inbound queue, the stateless era's listen and the tasks calls
-are made when first used, and the stderr pump's done event when a close first waits on it."""
+are made when first used, and the stderr pump's done event when a close first waits on it; a
+stdio transport's two tasks run in its connection's task group, not in a group of its own."""
 
 from __future__ import annotations
 
@@ -182,3 +183,22 @@ async def test_a_handshake_era_connection_makes_no_listen_nor_task_polling_until
             with pytest.raises(LocalProtocolError, match="TK1"):
                 await mcp.get_task("t1")
             assert mcp._tasks is not None  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.anyio
+async def test_a_stdio_connection_runs_its_transports_tasks_in_its_own_task_group() -> None:
+    # transports.base.OpensInGroup: the stderr pump and the process watcher run beside the
+    # reader, the writer and the timer, so a connection holds one task group, not two (a
+    # nursery and its cancel scope fewer each). The era probe's restart opens the next
+    # transport in the same group (test_era_probe); the close reaps the server and both
+    # tasks end with it.
+    config = ServerConfig(command=sys.executable, args=(str(MCPL_SERVER),))
+    with anyio.fail_after(30):
+        async with connect(config) as conn:
+            await conn.mcp.ping()
+            transport = conn.connection.transport
+            assert isinstance(transport, StdioTransport)
+            assert transport._life.task_group is None  # pyright: ignore[reportPrivateUsage]
+            assert transport._pump_started and not transport._watch_ended  # pyright: ignore[reportPrivateUsage]
+    assert transport._pump_done.is_set() and transport._watch_ended  # pyright: ignore[reportPrivateUsage]
+    assert transport.exit_status is not None

@@ -26,7 +26,7 @@ from mcpl_host.jsonrpc.errors import ConnectionClosed, ConnectionLost
 from mcpl_host.jsonrpc.framing import LineReader, LineTooLong, ReadItem
 from mcpl_host.limits import Limits
 from mcpl_host.logging import Redactor
-from mcpl_host.transports.base import ReceivesNow, Transport
+from mcpl_host.transports.base import OpensInGroup, ReceivesNow, Transport, opens_in_group
 from mcpl_host.transports.stdio import (
     ENV_ALLOWLIST,
     StdioParameters,
@@ -541,6 +541,69 @@ async def test_a_body_error_propagates_unwrapped_and_the_child_is_reaped() -> No
             async with StdioTransport(fixture("proc_echo.py")) as t:
                 raise KeyError("boom")
     assert t.exit_status == 0
+    assert is_gone(t.pid)
+
+
+# -- opened in the opener's task group (OpensInGroup) -------------------------------------
+
+
+async def test_open_in_runs_the_pump_and_the_watcher_in_the_openers_group() -> None:
+    """A ``Connection`` opens its stdio transport with ``open_in``: the stderr pump and the
+    process watcher run in the given group (the transport holds none of its own), a crash
+    still gives its exit status and stderr tail (H5), and after ``aclose()`` both tasks
+    end on their own, so the group's exit returns."""
+    t = StdioTransport(fixture("proc_exit.py", "3"))
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            assert isinstance(t, OpensInGroup) and opens_in_group(t)
+            assert await t.open_in(tg) is t
+            assert t._life.task_group is None  # pyright: ignore[reportPrivateUsage]
+            with pytest.raises(ConnectionLost) as info:
+                await t.receive()
+            await t.aclose()
+    assert info.value.exit_status == 3 == t.exit_status
+    assert info.value.stderr_tail[-1] == "fatal: giving up"
+    assert is_gone(t.pid)
+
+
+async def test_open_in_a_server_that_ignores_sigterm_is_stopped_and_its_tasks_end() -> None:
+    # The watcher still waits and the pump still reads when the close begins: the close
+    # cancels the one and ends the other, and the group is left with the server reaped.
+    t = StdioTransport(fixture("proc_ignore_term.py"), limits=SHORT)
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            await t.open_in(tg)
+            assert await t.receive() == b"ready"
+            await t.aclose()
+            with pytest.raises(ConnectionClosed):
+                await t.receive()
+    assert t.exit_status == -signal.SIGKILL
+    assert is_gone(t.pid)
+
+
+async def test_open_in_is_once_only_and_not_after_entering() -> None:
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as tg:
+            t = StdioTransport(fixture("proc_echo.py"))
+            await t.open_in(tg)
+            with pytest.raises(RuntimeError, match="only once"):
+                await t.open_in(tg)
+            with pytest.raises(RuntimeError, match="only once"):
+                await t.__aenter__()
+            await t.aclose()
+            async with StdioTransport(fixture("proc_echo.py")) as entered:
+                with pytest.raises(RuntimeError, match="only once"):
+                    await entered.open_in(tg)
+
+
+async def test_open_in_a_group_that_takes_no_more_tasks_stops_and_reaps_the_server() -> None:
+    async with anyio.create_task_group() as ended:
+        pass  # left: it starts no more tasks
+    t = StdioTransport(fixture("proc_echo.py"))
+    with anyio.fail_after(TIMEOUT):
+        with pytest.raises(RuntimeError):
+            await t.open_in(ended)
+    assert t.pid is not None and t.exit_status == 0  # spawned, then closed and reaped
     assert is_gone(t.pid)
 
 

@@ -3,16 +3,17 @@
 Rules: a transport moves complete lines. ``send()`` takes one or more whole JSON-RPC lines
 (each ending in ``\\n``); ``receive()`` returns the next line read (``bytes`` without the
 newline) or a ``LineTooLong`` marker, in order. A transport is opened by entering it as an
-async context manager and is closed by ``aclose()`` (idempotent, always releases its
-resources, bounded in time). Every anyio or OS error is translated here, once, into
-``ConnectionLost`` (the server went away) or ``ConnectionClosed`` (we closed it).
+async context manager (or, one that can, by ``open_in``: ``OpensInGroup``) and is closed by
+``aclose()`` (idempotent, always releases its resources, bounded in time). Every anyio or
+OS error is translated here, once, into ``ConnectionLost`` (the server went away) or
+``ConnectionClosed`` (we closed it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 from typing_extensions import TypedDict, TypeIs
 
@@ -22,9 +23,13 @@ from mcpl_host.limits import Limits
 from mcpl_host.logging import get_logger
 from mcpl_host.secrets import Redactor
 
+if TYPE_CHECKING:
+    import anyio.abc
+
 __all__ = [
     "CarriesStateless",
     "HasSession",
+    "OpensInGroup",
     "ReceivesNow",
     "SendsNow",
     "StartsServer",
@@ -34,6 +39,7 @@ __all__ = [
     "TransportOptions",
     "has_session",
     "may_carry_stateless",
+    "opens_in_group",
     "starts_server",
     "transport_options",
 ]
@@ -132,6 +138,20 @@ class HasSession(Protocol):
         ...
 
 
+@runtime_checkable
+class OpensInGroup(Protocol):
+    """A transport that can run its tasks in its opener's task group rather than in one of
+    its own (stdio: the stderr pump and the process watcher), so that a connection holds
+    one task group, not two. Opened by ``open_in(task_group)`` instead of being entered;
+    closed by ``aclose()``, after which its tasks end on their own (the group's exit waits
+    for them). It can still be entered as an async context manager instead."""
+
+    async def open_in(self, task_group: anyio.abc.TaskGroup) -> Transport:
+        """Open the transport (as entering it would), its tasks started in ``task_group``,
+        and return it; raises what entering raises. Once only, instead of entering."""
+        ...
+
+
 # The capability checks below read the one attribute that makes each capability, as
 # ``isinstance`` against the runtime-checkable Protocol does, without its cost (on Python
 # 3.11 each such ``isinstance`` walks the Protocol's attributes and the ABC caches: a few
@@ -155,6 +175,12 @@ def starts_server(transport: object) -> TypeIs[StartsServer]:
 def has_session(transport: object) -> TypeIs[HasSession]:
     """Whether ``transport`` may name a session (``HasSession``: it has ``session_id``)."""
     return hasattr(transport, "session_id")
+
+
+def opens_in_group(opener: object) -> TypeIs[OpensInGroup]:
+    """Whether ``opener`` (what a ``TransportFactory`` returned) can open in its opener's
+    task group (``OpensInGroup``: it has ``open_in()``)."""
+    return getattr(opener, "open_in", None) is not None
 
 
 #: Opens one transport: a callable returning an async context manager that yields it (each

@@ -351,8 +351,10 @@ class StdioTransport:
     """A server child process, its stdin and stdout as a line transport (``Transport``).
 
     Use it as ``async with StdioTransport(params) as transport:``; entering spawns the
-    process and starts the stderr pump in a task group the transport owns, leaving calls
-    ``aclose()``. Enter and leave it in the same task. One task may ``receive()`` and one
+    process and starts the stderr pump and the process watcher in a task group the
+    transport owns, leaving calls ``aclose()``. Or open it with ``open_in(task_group)``
+    (``OpensInGroup``: a ``Connection`` does), its two tasks in the opener's group, and
+    close it with ``aclose()``. Enter and leave it in the same task. One task may ``receive()`` and one
     task may ``send()`` at a time; ``send_now()`` only while no ``send()`` is in progress;
     ``aclose()`` may be called from any task.
 
@@ -447,12 +449,35 @@ class StdioTransport:
 
         **Cancellation:** if cancelled after the spawn, the child is stopped and reaped.
         """
+        await self._open()
+        await self._life.start(self._start_tasks, self.aclose)
+        return self
+
+    async def open_in(self, task_group: anyio.abc.TaskGroup) -> StdioTransport:
+        """Spawn the server, as entering does, with the stderr pump and the process
+        watcher started in ``task_group`` (the opener's, ``transports.base.OpensInGroup``)
+        rather than in a group of the transport's own; close it with ``aclose()``, after
+        which both tasks end on their own. Instead of entering, once.
+
+        Raises:
+            ConnectionLost: the command could not be started (as ``__aenter__``).
+            RuntimeError: the transport was already opened or closed.
+
+        **Cancellation:** nothing is awaited after the spawn.
+        """
+        await self._open()
+        try:
+            await self._start_tasks(task_group)
+        except BaseException:  # a task group that no longer takes tasks
+            await self.aclose()
+            raise
+        return self
+
+    async def _open(self) -> None:
         if self._process is not None or self._life.closing:
             raise RuntimeError("a StdioTransport can be entered only once")
         self._trio = _running_trio()
         self._process = await self._spawn()
-        await self._life.start(self._start_tasks, self.aclose)
-        return self
 
     async def _start_tasks(self, task_group: anyio.abc.TaskGroup) -> None:
         assert self._process is not None
