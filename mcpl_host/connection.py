@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -242,8 +242,8 @@ class Connection:
         "_stack",
         "_tg",
         "_timer",
+        "_transport_close",
         "_transport_factory",
-        "_transport_stack",
         "_unmatched",
         "inbound",
         "limits",
@@ -278,7 +278,9 @@ class Connection:
         # (the owner's, when it logs as this connection too: one logger, not two alike)
         self._log = log if log is not None else get_logger("mcpl_host.connection", server=name)
         self._stack: AsyncExitStack | None = None
-        self._transport_stack: AsyncExitStack | None = None  # the current transport's context
+        # Closes the current transport (its context's exit, or its aclose() when it was
+        # opened in the connection's task group).
+        self._transport_close: Callable[[], Awaitable[None]] | None = None
         # The one handshake deadline (anyio.current_time()), from the moment of entering:
         # opening the transport, the probe, initialize, notifications/initialized and the
         # MCPL policy exchange that follows all sit under it (docs/protocol.md H7).
@@ -352,20 +354,21 @@ class Connection:
         in the connection's task group, closed by its ``aclose()``; any other is entered.
         Raises ``InitializeError`` when it cannot open."""
         assert self._stack is not None and self._tg is not None
-        stack = AsyncExitStack()
         try:
             opener = self._transport_factory()
             if opens_in_group(opener):
                 transport = await opener.open_in(self._tg)
-                stack.push_async_callback(transport.aclose)
+                close = transport.aclose
             else:
+                stack = AsyncExitStack()
                 transport = await stack.enter_async_context(opener)
+                close = stack.aclose
         except ConnectionLost as exc:
             raise InitializeError(
                 str(exc), exit_status=exc.exit_status, stderr_tail=exc.stderr_tail
             ) from None
-        self._transport_stack = stack
-        self._stack.push_async_callback(stack.aclose)  # a second aclose() does nothing
+        self._transport_close = close
+        self._stack.push_async_callback(close)  # a second close does nothing
         return transport
 
     async def reopen(self) -> None:
@@ -376,15 +379,15 @@ class Connection:
         dropped: the restarted server's loss is its own, reported as usual. Raises
         ``InitializeError`` when the new transport cannot open."""
         self._holding_loss = False
-        stack, link = self._transport_stack, self._link
+        close, link = self._transport_close, self._link
         if link is not None and starts_server(link.transport):
             link.transport.terminate_now()  # a server that closed its output gets no grace
-        if stack is not None:
+        if close is not None:
             # Not under a scope of its own: an entered transport's task group must be the
             # current scope when it exits (its close is shielded and bounded by the grace
             # limits). A transport opened in the connection's group leaves its tasks to end
             # there.
-            await stack.aclose()
+            await close()
         self._session = self._new_session()
         self._lost = None
         self._held_loss = None
