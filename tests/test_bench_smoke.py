@@ -133,3 +133,17 @@ def test_the_tally_counts_each_target_row_by_its_verdict() -> None:
         ]
     )
     assert tally([table]) == "5 targets: 1 met, 1 partly met, 1 not met, 2 not measured."
+
+
+def test_warm_bytecode_compiles_the_package_of_the_tree_it_is_given(tmp_path: Path) -> None:
+    # The fleet's base revision (--fleet-base) is a fresh checkout with no bytecode; compiled
+    # from source in each child, its RSS per server read lower than the same code's. Its
+    # package is compiled too before the fleet runs, not only this tree's.
+    from bench.child import warm_bytecode
+
+    package = Path(__file__).resolve().parent.parent / "mcpl_host"
+    shutil.copytree(package, tmp_path / "mcpl_host", ignore=shutil.ignore_patterns("__pycache__"))
+    warm_bytecode(["mcpl-host"], package=tmp_path)
+    compiled = {path.name.split(".")[0] for path in (tmp_path / "mcpl_host" / "__pycache__").glob("*.pyc")}
+    assert {"connection", "hosted", "server_connection"} <= compiled
+    assert list((tmp_path / "mcpl_host" / "transports" / "__pycache__").glob("stdio.*.pyc"))

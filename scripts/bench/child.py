@@ -87,11 +87,14 @@ def _run(argv: list[str], timeout: float) -> dict[str, Any]:
     return result
 
 
-def warm_bytecode(kinds: Iterable[str], timeout: float = 120.0) -> None:
+def warm_bytecode(kinds: Iterable[str], timeout: float = 120.0, package: Path | None = None) -> None:
     """Write the bytecode of what each client of ``kinds`` imports (``IMPORTS``) and of the
     whole ``mcpl_host`` package (its modules loaded at the first connection too), untimed,
-    with ``PYTHONDONTWRITEBYTECODE`` unset (module docstring)."""
+    with ``PYTHONDONTWRITEBYTECODE`` unset (module docstring); ``package``: the package of
+    that tree (``PYTHONPATH``: a base revision's checkout) instead of this one."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    if package is not None:
+        env["PYTHONPATH"] = str(package)
     code = "; ".join(
         [
             *(IMPORTS[kind] for kind in kinds),
