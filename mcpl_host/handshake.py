@@ -129,10 +129,11 @@ class ServerInfo:
     mcpl: dict[str, Any] | None = None
     era: Literal["handshake", "stateless"] = "handshake"
     supported_versions: tuple[str, ...] = ()
+    #: ``era == "stateless"``, set once: read before every request of a connection.
+    is_stateless: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def is_stateless(self) -> bool:
-        return self.era == "stateless"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_stateless", self.era == "stateless")
 
     @property
     def is_mcpl(self) -> bool:

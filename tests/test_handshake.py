@@ -212,3 +212,24 @@ async def test_refused_receipt_leaves_the_connection_mcp_only(tmp_path: Path) ->
             assert conn.mcpl_state is MCPLState.MCP_ONLY
             assert conn.policy.state.outcome is not None and conn.policy.state.outcome.fallback == "mcp-only"
             assert conn.grant is None
+
+
+def test_server_info_is_stateless_follows_its_era_and_stays_out_of_repr_and_equality() -> None:
+    # ``is_stateless`` is read before every request, so it is kept rather than computed
+    # per read: it must still be the era's, after ``dataclasses.replace`` too.
+    import dataclasses
+
+    from mcpl_host.handshake import ServerInfo
+
+    handshake = ServerInfo("s", "1", LATEST_PROTOCOL_VERSION)
+    stateless = ServerInfo("s", "1", "2026-07-28", era="stateless")
+    assert not handshake.is_stateless
+    assert stateless.is_stateless
+    assert dataclasses.replace(handshake, era="stateless").is_stateless
+    assert not dataclasses.replace(stateless, era="handshake").is_stateless
+    assert "is_stateless" not in repr(stateless)
+    assert dataclasses.replace(handshake, era="stateless") == ServerInfo(
+        "s", "1", LATEST_PROTOCOL_VERSION, era="stateless"
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        handshake.is_stateless = True  # type: ignore[misc]
