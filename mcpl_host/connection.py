@@ -865,6 +865,9 @@ class Connection:
                     await pool.paused(link)
                 item = receive_now()
                 if item is None:
+                    # Nothing of the last line is held while waiting: its bytes and what it
+                    # parsed to (an answer its requester has dropped) are freed now.
+                    event = notification = None
                     item = await receive()
                 self._last_received = time.monotonic()
                 try:

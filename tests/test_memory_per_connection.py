@@ -202,3 +202,38 @@ async def test_a_stdio_connection_runs_its_transports_tasks_in_its_own_task_grou
             assert transport._pump_started and not transport._watch_ended  # pyright: ignore[reportPrivateUsage]
     assert transport._pump_done.is_set() and transport._watch_ended  # pyright: ignore[reportPrivateUsage]
     assert transport.exit_status is not None
+
+
+@pytest.mark.anyio
+async def test_the_read_loop_keeps_nothing_of_the_last_answer_while_it_waits(tmp_path: Path) -> None:
+    # The read loop waits for the next line holding nothing of the last one: an 8 MiB answer
+    # its requester has dropped is freed while the server stays silent, not kept (the line's
+    # bytes and the parsed result) until the server next writes.
+    import gc
+    import tracemalloc
+
+    from .wire import MCP_HANDSHAKE, Script
+
+    size = 8 * 2**20
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "ping"}},
+            {"reply": {"blob": "x" * size}},
+            {"expect": {"method": "test/never"}, "timeout": 60},  # silent until the close
+        ],
+    )
+    with anyio.fail_after(30):
+        async with script.connect() as conn:
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                result = await conn.connection.request("ping")
+                assert len(result["blob"]) == size
+                del result
+                gc.collect()
+                kept = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+    assert kept < 2**20, f"{kept} bytes kept after the answer was dropped"
