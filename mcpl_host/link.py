@@ -358,6 +358,7 @@ class Link:
                             self._on_lost(exc)
                             return
                         self._writing = 0
+                        del data  # nothing written is held while the writer waits for more
                         self._tell_drained()
                     if self._finishing and not self._outbox:
                         return

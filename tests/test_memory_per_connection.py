@@ -237,3 +237,35 @@ async def test_the_read_loop_keeps_nothing_of_the_last_answer_while_it_waits(tmp
             finally:
                 tracemalloc.stop()
     assert kept < 2**20, f"{kept} bytes kept after the answer was dropped"
+
+
+@pytest.mark.anyio
+async def test_the_writer_keeps_nothing_of_what_it_wrote_while_it_waits(tmp_path: Path) -> None:
+    # The writer waits for more to write holding nothing of what it wrote last: an 8 MiB
+    # request, once written, is freed, not kept until the next write.
+    import gc
+    import tracemalloc
+
+    from .wire import MCP_HANDSHAKE, Script
+
+    size = 8 * 2**20
+    script = Script(
+        tmp_path,
+        [
+            *MCP_HANDSHAKE,
+            {"expect": {"method": "ping"}},
+            {"reply": {}},
+            {"expect": {"method": "test/never"}, "timeout": 60},  # silent until the close
+        ],
+    )
+    with anyio.fail_after(30):
+        async with script.connect() as conn:
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                assert await conn.connection.request("ping", {"blob": "x" * size}) == {}
+                gc.collect()
+                kept = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+    assert kept < 2**20, f"{kept} bytes kept after the request was written"
