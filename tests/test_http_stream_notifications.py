@@ -202,3 +202,127 @@ async def test_the_answer_is_found_among_the_notifications_of_its_read(reads: in
             assert await transport._read_events(response, stream) == len(messages)  # pyright: ignore[reportPrivateUsage]
             assert stream.answered is answered
             assert [transport.receive_now() for _ in messages] == messages
+
+
+async def test_the_listening_stream_keeps_nothing_of_its_last_read_while_it_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The reader of the server's event stream waits for the next read holding nothing of
+    # the last one: an 8 MiB notification the application has taken is freed while the
+    # stream stays open and silent, not kept until the server next writes on it.
+    import gc
+    import tracemalloc
+
+    size = 8 * 2**20
+    go, end, got = anyio.Event(), anyio.Event(), anyio.Event()
+
+    class _Listening(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            await go.wait()
+            # In reads of 64 KiB, as from a socket; the generator keeps none while it waits.
+            body = _event(
+                orjson.dumps({"jsonrpc": "2.0", "method": NOTIFICATION, "params": {"uri": "x" * size}}),
+                "named",
+            )
+            for start in range(0, len(body), 2**16):
+                yield body[start : start + 2**16]
+            del body
+            await end.wait()
+
+    async def served(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Listening())
+        return await _Server(lambda _: [])(request)
+
+    built = http_common.build_client
+
+    def build_client(params: Any, limits: Limits) -> httpx.AsyncClient:
+        client = built(params, limits)
+        client._transport = httpx.MockTransport(served)  # pyright: ignore[reportPrivateUsage]
+        return client
+
+    monkeypatch.setattr(http_common, "build_client", build_client)
+
+    class _Taken(HostHandlers):
+        def on_notification(self, server: str, method: str, params: Any) -> None:
+            if method == NOTIFICATION and len(params["uri"]) == size:
+                got.set()
+
+    with anyio.fail_after(TIMEOUT):
+        async with connect(ServerConfig(url=URL), handlers=_Taken()):
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                go.set()
+                await got.wait()
+                await anyio.wait_all_tasks_blocked()  # every reader back at its wait
+                gc.collect()
+                kept = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+                end.set()
+    assert kept < 2**20, f"{kept} bytes kept after the notification was taken"
+
+
+async def test_the_http_sse_reader_keeps_nothing_of_its_last_read_while_it_waits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The same for the HTTP+SSE transport (MCP 2024-11-05): its one event stream's reader
+    # holds nothing of an 8 MiB notification once the application has taken it.
+    import gc
+    import tracemalloc
+
+    size = 8 * 2**20
+    got = anyio.Event()
+    send, receive = anyio.create_memory_object_stream[bytes](16)
+
+    class _Stream(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b"event: endpoint\ndata: /messages\n\n"
+            async for body in receive:
+                for start in range(0, len(body), 2**16):  # in reads of 64 KiB, as from a socket
+                    yield body[start : start + 2**16]
+                del body
+
+    async def served(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Stream())
+        message = orjson.loads(await request.aread())
+        if "id" in message:
+            if message["method"] == "initialize":
+                answer: dict[str, Any] = {"result": MCP_RESULT}
+            else:
+                answer = {"error": {"code": -32601, "message": "no such method"}}
+            await send.send(_event(orjson.dumps({"jsonrpc": "2.0", "id": message["id"], **answer}), "named"))
+        return httpx.Response(202, stream=_Chunks([]))
+
+    built = http_common.build_client
+
+    def build_client(params: Any, limits: Limits) -> httpx.AsyncClient:
+        client = built(params, limits)
+        client._transport = httpx.MockTransport(served)  # pyright: ignore[reportPrivateUsage]
+        return client
+
+    monkeypatch.setattr(http_common, "build_client", build_client)
+
+    class _Taken(HostHandlers):
+        def on_notification(self, server: str, method: str, params: Any) -> None:
+            if method == NOTIFICATION and len(params["uri"]) == size:
+                got.set()
+
+    with anyio.fail_after(TIMEOUT):
+        async with connect(ServerConfig(url="http://127.0.0.1:9/sse", transport="sse"), handlers=_Taken()):
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                note = {"jsonrpc": "2.0", "method": NOTIFICATION, "params": {"uri": "x" * size}}
+                await send.send(_event(orjson.dumps(note), "named"))
+                del note
+                await got.wait()
+                await anyio.wait_all_tasks_blocked()  # every reader back at its wait
+                gc.collect()
+                kept = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+                send.close()
+    assert kept < 2**20, f"{kept} bytes kept after the notification was taken"

@@ -1024,6 +1024,8 @@ class StreamableHTTPTransport:
                     if lines:
                         delivered += len(lines)
                         await self._inbox.put_all(lines)
+                    # Nothing of this read is held while the next one is awaited.
+                    events, lines, event, data = [], [], b"", b""
         except UnreadableBody as exc:
             raise self._lose(f"the server at {self._shown} sent {exc}; the transport was closed") from None
         finally:

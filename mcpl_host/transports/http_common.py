@@ -264,6 +264,7 @@ async def decoded_body(response: httpx.Response, decoder: BodyDecoder, bound: st
                     await anyio.lowlevel.checkpoint()
                 first = False
                 yield piece
+            raw = piece = b""  # nothing of this chunk is held while the next one is read
         for piece in decoder.finish():
             await anyio.lowlevel.checkpoint()
             yield piece
@@ -350,6 +351,8 @@ async def sse_events(response: httpx.Response, limits: Limits) -> AsyncIterator[
             yield events
         if refused is not None:
             raise BodyTooLarge(refused)
+        chunk = data = b""  # nothing of this chunk is held while the next one is read
+        events, event = [], b""
 
 
 def reconnect_delay(limits: Limits, *, failures: int, empty: int, retry_ms: int | None) -> float:

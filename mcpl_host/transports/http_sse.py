@@ -38,7 +38,7 @@ from mcpl_host.jsonrpc.framing import ReadItem
 from mcpl_host.logging import LogBudget, log_value
 from mcpl_host.stateless import is_stateless_request
 from mcpl_host.transports.base import TransportArgs, transport_options
-from mcpl_host.transports.event_stream import as_event
+from mcpl_host.transports.event_stream import Event, as_event
 from mcpl_host.transports.http import FallBack, StreamableHTTPTransport
 from mcpl_host.transports.http_common import (
     Inbox,
@@ -206,8 +206,8 @@ class SSETransport:
                     try:
                         with unreachable("its event stream", self._shown, self._redactor):
                             async for events in sse_events(response, self._limits):
-                                for event in map(as_event, events):
-                                    await self._on_event(event.event, event.data)
+                                await self._on_events(events)
+                                del events  # nothing of this read is held while the next is awaited
                     except Unreachable as exc:
                         ended = str(exc)
                     except UnreadableBody as exc:
@@ -218,6 +218,10 @@ class SSETransport:
                 await response.aclose()
             self._endpoint_known.set()
             self._reader_done.set()
+
+    async def _on_events(self, events: list[Event]) -> None:
+        for event in map(as_event, events):
+            await self._on_event(event.event, event.data)
 
     async def _on_event(self, kind: str, data: bytes) -> None:
         if kind == "endpoint" and self._endpoint is None:
