@@ -15,7 +15,7 @@ a bounded warning and the stream goes on.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -76,10 +76,8 @@ class _Server:
         return httpx.Response(200, headers=headers, stream=_Chunks([answer]))
 
 
-@pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Server]:
-    """The server every HTTP client of the test talks to."""
-    served = _Server(lambda _: [])
+def _serve(monkeypatch: pytest.MonkeyPatch, served: Any) -> None:
+    """Every HTTP client of the test talks to ``served`` (an ``httpx.MockTransport`` handler)."""
     built = http_common.build_client
 
     def build_client(params: Any, limits: Limits) -> httpx.AsyncClient:
@@ -88,6 +86,13 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Server]:
         return client
 
     monkeypatch.setattr(http_common, "build_client", build_client)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Server]:
+    """The server every HTTP client of the test talks to."""
+    served = _Server(lambda _: [])
+    _serve(monkeypatch, served)
     yield served
 
 
@@ -204,29 +209,64 @@ async def test_the_answer_is_found_among_the_notifications_of_its_read(reads: in
             assert [transport.receive_now() for _ in messages] == messages
 
 
+BIG = 8 * 2**20  # bytes: the notification a test checks is not kept
+
+
+def _in_reads(body: bytes) -> Iterator[bytes]:
+    """``body`` in reads of 64 KiB, as from a socket."""
+    for start in range(0, len(body), 2**16):
+        yield body[start : start + 2**16]
+
+
+def _big_note() -> bytes:
+    """The event of a ``BIG`` notification (made anew: its caller keeps it or not)."""
+    return _event(
+        orjson.dumps({"jsonrpc": "2.0", "method": NOTIFICATION, "params": {"uri": "x" * BIG}}), "named"
+    )
+
+
+class _BigTaken(HostHandlers):
+    """Sets ``taken`` when the ``BIG`` notification reaches the application, keeping nothing."""
+
+    def __init__(self) -> None:
+        self.taken = anyio.Event()
+
+    def on_notification(self, server: str, method: str, params: Any) -> None:
+        if method == NOTIFICATION and len(params["uri"]) == BIG:
+            self.taken.set()
+
+
+async def _kept_once_taken(handlers: _BigTaken, send: Callable[[], Awaitable[None]]) -> int:
+    """Bytes (``tracemalloc``) still allocated once the notification ``send()`` starts is
+    taken and every task waits again."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        await send()
+        await handlers.taken.wait()
+        await anyio.wait_all_tasks_blocked()  # every reader back at its wait
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
 async def test_the_listening_stream_keeps_nothing_of_its_last_read_while_it_waits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The reader of the server's event stream waits for the next read holding nothing of
     # the last one: an 8 MiB notification the application has taken is freed while the
     # stream stays open and silent, not kept until the server next writes on it.
-    import gc
-    import tracemalloc
-
-    size = 8 * 2**20
-    go, end, got = anyio.Event(), anyio.Event(), anyio.Event()
+    go, end = anyio.Event(), anyio.Event()
 
     class _Listening(httpx.AsyncByteStream):
         async def __aiter__(self) -> AsyncIterator[bytes]:
             await go.wait()
-            # In reads of 64 KiB, as from a socket; the generator keeps none while it waits.
-            body = _event(
-                orjson.dumps({"jsonrpc": "2.0", "method": NOTIFICATION, "params": {"uri": "x" * size}}),
-                "named",
-            )
-            for start in range(0, len(body), 2**16):
-                yield body[start : start + 2**16]
-            del body
+            for read in _in_reads(_big_note()):
+                yield read
             await end.wait()
 
     async def served(request: httpx.Request) -> httpx.Response:
@@ -234,32 +274,16 @@ async def test_the_listening_stream_keeps_nothing_of_its_last_read_while_it_wait
             return httpx.Response(200, headers={"content-type": "text/event-stream"}, stream=_Listening())
         return await _Server(lambda _: [])(request)
 
-    built = http_common.build_client
+    async def send() -> None:
+        go.set()
 
-    def build_client(params: Any, limits: Limits) -> httpx.AsyncClient:
-        client = built(params, limits)
-        client._transport = httpx.MockTransport(served)  # pyright: ignore[reportPrivateUsage]
-        return client
-
-    monkeypatch.setattr(http_common, "build_client", build_client)
-
-    class _Taken(HostHandlers):
-        def on_notification(self, server: str, method: str, params: Any) -> None:
-            if method == NOTIFICATION and len(params["uri"]) == size:
-                got.set()
-
+    _serve(monkeypatch, served)
+    handlers = _BigTaken()
     with anyio.fail_after(TIMEOUT):
-        async with connect(ServerConfig(url=URL), handlers=_Taken()):
-            tracemalloc.start()
+        async with connect(ServerConfig(url=URL), handlers=handlers):
             try:
-                before = tracemalloc.get_traced_memory()[0]
-                go.set()
-                await got.wait()
-                await anyio.wait_all_tasks_blocked()  # every reader back at its wait
-                gc.collect()
-                kept = tracemalloc.get_traced_memory()[0] - before
+                kept = await _kept_once_taken(handlers, send)
             finally:
-                tracemalloc.stop()
                 end.set()
     assert kept < 2**20, f"{kept} bytes kept after the notification was taken"
 
@@ -269,20 +293,15 @@ async def test_the_http_sse_reader_keeps_nothing_of_its_last_read_while_it_waits
 ) -> None:
     # The same for the HTTP+SSE transport (MCP 2024-11-05): its one event stream's reader
     # holds nothing of an 8 MiB notification once the application has taken it.
-    import gc
-    import tracemalloc
-
-    size = 8 * 2**20
-    got = anyio.Event()
-    send, receive = anyio.create_memory_object_stream[bytes](16)
+    events, queued = anyio.create_memory_object_stream[bytes](16)
 
     class _Stream(httpx.AsyncByteStream):
         async def __aiter__(self) -> AsyncIterator[bytes]:
             yield b"event: endpoint\ndata: /messages\n\n"
-            async for body in receive:
-                for start in range(0, len(body), 2**16):  # in reads of 64 KiB, as from a socket
-                    yield body[start : start + 2**16]
-                del body
+            async for event in queued:
+                for read in _in_reads(event):
+                    yield read
+                del event
 
     async def served(request: httpx.Request) -> httpx.Response:
         if request.method == "GET":
@@ -293,36 +312,20 @@ async def test_the_http_sse_reader_keeps_nothing_of_its_last_read_while_it_waits
                 answer: dict[str, Any] = {"result": MCP_RESULT}
             else:
                 answer = {"error": {"code": -32601, "message": "no such method"}}
-            await send.send(_event(orjson.dumps({"jsonrpc": "2.0", "id": message["id"], **answer}), "named"))
+            await events.send(
+                _event(orjson.dumps({"jsonrpc": "2.0", "id": message["id"], **answer}), "named")
+            )
         return httpx.Response(202, stream=_Chunks([]))
 
-    built = http_common.build_client
+    async def send() -> None:
+        await events.send(_big_note())
 
-    def build_client(params: Any, limits: Limits) -> httpx.AsyncClient:
-        client = built(params, limits)
-        client._transport = httpx.MockTransport(served)  # pyright: ignore[reportPrivateUsage]
-        return client
-
-    monkeypatch.setattr(http_common, "build_client", build_client)
-
-    class _Taken(HostHandlers):
-        def on_notification(self, server: str, method: str, params: Any) -> None:
-            if method == NOTIFICATION and len(params["uri"]) == size:
-                got.set()
-
+    _serve(monkeypatch, served)
+    handlers = _BigTaken()
     with anyio.fail_after(TIMEOUT):
-        async with connect(ServerConfig(url="http://127.0.0.1:9/sse", transport="sse"), handlers=_Taken()):
-            tracemalloc.start()
+        async with connect(ServerConfig(url="http://127.0.0.1:9/sse", transport="sse"), handlers=handlers):
             try:
-                before = tracemalloc.get_traced_memory()[0]
-                note = {"jsonrpc": "2.0", "method": NOTIFICATION, "params": {"uri": "x" * size}}
-                await send.send(_event(orjson.dumps(note), "named"))
-                del note
-                await got.wait()
-                await anyio.wait_all_tasks_blocked()  # every reader back at its wait
-                gc.collect()
-                kept = tracemalloc.get_traced_memory()[0] - before
+                kept = await _kept_once_taken(handlers, send)
             finally:
-                tracemalloc.stop()
-                send.close()
+                events.close()
     assert kept < 2**20, f"{kept} bytes kept after the notification was taken"
