@@ -207,9 +207,10 @@ async def test_a_stdio_connection_runs_its_transports_tasks_in_its_own_task_grou
 BIG = 8 * 2**20  # bytes: the message a test checks is not kept
 
 
-async def _kept_after_ping(tmp_path: Path, params: object, answer: object) -> int:
+async def _kept_after_ping(tmp_path: Path, params: object, answer: object, stderr: str | None = None) -> int:
     """Bytes (``tracemalloc``) still allocated after one ``ping`` of ``params`` answered
-    ``answer``, its result dropped, while the connection waits on a server that stays silent."""
+    ``answer`` (the server first writes the line ``stderr`` to its stderr, if given), its
+    result dropped, while the connection waits on a server that stays silent."""
     import gc
     import tracemalloc
 
@@ -220,6 +221,7 @@ async def _kept_after_ping(tmp_path: Path, params: object, answer: object) -> in
         [
             *MCP_HANDSHAKE,
             {"expect": {"method": "ping"}},
+            *([{"stderr": stderr}] if stderr is not None else []),
             {"reply": answer},
             {"expect": {"method": "test/never"}, "timeout": 60},  # silent until the close
         ],
@@ -230,6 +232,7 @@ async def _kept_after_ping(tmp_path: Path, params: object, answer: object) -> in
             try:
                 before = tracemalloc.get_traced_memory()[0]
                 assert await conn.connection.request("ping", params) == answer
+                await anyio.wait_all_tasks_blocked()  # the stderr written before it read too
                 gc.collect()
                 return tracemalloc.get_traced_memory()[0] - before
             finally:
@@ -251,3 +254,12 @@ async def test_the_writer_keeps_nothing_of_what_it_wrote_while_it_waits(tmp_path
     # request, once written, is freed, not kept until the next write.
     kept = await _kept_after_ping(tmp_path, {"blob": "x" * BIG}, {})
     assert kept < 2**20, f"{kept} bytes kept after the request was written"
+
+
+@pytest.mark.anyio
+async def test_the_stderr_pump_keeps_nothing_of_its_last_read_while_it_waits(tmp_path: Path) -> None:
+    # The stderr pump waits for the next read holding nothing of the last one (the chunk and
+    # its last line, up to 64 KiB each): what stays is the tail's line, cut, about 260
+    # characters.
+    kept = await _kept_after_ping(tmp_path, None, {}, stderr="y" * 60_000)
+    assert kept < 32 * 1024, f"{kept} bytes kept after the stderr line was read"

@@ -45,7 +45,7 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from subprocess import PIPE
 from types import TracebackType
@@ -794,12 +794,15 @@ class StdioTransport:
                     data = await stderr.receive(self._limits.read_chunk_bytes)
                 except _STDERR_ENDED:  # aclose() closes stderr under a read still waiting
                     break
-                for item in reader.feed(data):
-                    self._stderr_line(item, log)
-            for item in reader.finish():
-                self._stderr_line(item, log)
+                self._stderr_lines(reader.feed(data), log)
+                del data  # nothing of this read is held while the next one is awaited
+            self._stderr_lines(reader.finish(), log)
         finally:
             self._pump_done.set()
+
+    def _stderr_lines(self, items: Iterable[ReadItem], log: Callable[..., None]) -> None:
+        for item in items:
+            self._stderr_line(item, log)
 
     def _stderr_line(self, item: ReadItem, log: Callable[..., None]) -> None:
         tail = self._tail
