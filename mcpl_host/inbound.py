@@ -383,8 +383,9 @@ class InboundPool:
                             line: bytes | None = None
                             try:
                                 try:
-                                    result = await job(request)
-                                    line = answer(request.id, result=result)
+                                    # No local holds the result: the next job runs
+                                    # with nothing of this one's answer kept.
+                                    line = answer(request.id, result=await job(request))
                                 except HandlerError as exc:
                                     line = answer(request.id, error=exc.to_error())
                                 except Exception:  # R3: -32603 with no exception text on the wire

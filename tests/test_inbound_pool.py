@@ -1,7 +1,8 @@
 """The decisions of the inbound pool (``mcpl_host.inbound``), by plain calls: when one more
 worker starts, when the read loop pauses (back-pressure), and when a request read past the
 pause is answered "host busy" (docs/architecture.md, the push path, hops 6-7). The pool at
-work, over real pipes, is tested in test_core_connection.py and test_routing.py."""
+work, over real pipes, is tested in test_core_connection.py and test_routing.py; what a
+worker keeps of a job once it is answered is measured here, with a stand-in transport."""
 
 from __future__ import annotations
 
@@ -112,3 +113,55 @@ def _never_lost(exc: BaseException) -> None:
 
 async def _never_job(request: object) -> None:
     raise AssertionError("never run")
+
+
+class _SentAndDropped:
+    """A transport that takes every line at once (``SendsNow``) and keeps none."""
+
+    def send_now(self, data: bytes) -> int:
+        return len(data)
+
+
+@pytest.mark.anyio
+async def test_a_worker_keeps_nothing_of_the_last_result_while_it_runs_the_next_job() -> None:
+    # A worker runs job after job: while the next one waits (for the user, say), nothing of
+    # the last one's result (an 8 MiB tool result, answered and dropped) is kept.
+    import gc
+    import tracemalloc
+    from typing import cast
+
+    import anyio
+
+    from mcpl_host.inbound import InboundPool
+    from mcpl_host.jsonrpc.envelope import Request
+    from mcpl_host.link import Link
+    from mcpl_host.logging import Redactor, get_logger
+
+    big = 8 * 2**20
+    release = anyio.Event()
+
+    async def answer_big(request: object) -> object:
+        return {"blob": "x" * big}
+
+    async def wait(request: object) -> object:
+        await release.wait()
+        return {}
+
+    link = Link(cast(Any, _SentAndDropped()), max_outbox_bytes=4 * big, on_lost=_never_lost)
+    pool = InboundPool(Limits(), log=get_logger("test"), redactor=Redactor(), is_open=lambda: True)
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            pool.open(tg, anyio.Event)
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                pool.queue(Request(1, "test/big", {}), answer_big, link)
+                pool.queue(Request(2, "test/wait", {}), wait, link)
+                await anyio.wait_all_tasks_blocked()  # the first answered, the second waiting
+                gc.collect()
+                kept = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+            assert pool.running == 1
+            release.set()
+    assert kept < 2**20, f"{kept} bytes kept after the result was answered"
