@@ -2,8 +2,8 @@
 the source of each verdict, the tool call form from an input schema) by plain calls, and
 ``Host(inspector=Inspector())`` on asyncio and trio against the demo server, through HTTP
 (httpx): the token, the state, a tool call, a held inference request answered through the
-API and seen on the live stream, the end with the host. The page in a real browser is
-tests/test_inspector_browser.py."""
+API and seen on the live stream, the end with the host; what the event pump keeps once an
+event is shown. The page in a real browser is tests/test_inspector_browser.py."""
 
 from __future__ import annotations
 
@@ -336,3 +336,36 @@ async def test_an_inspector_that_cannot_listen_fails_the_host_before_any_server_
             async with host:
                 pass
         assert host.server("demo").hosted.connections_opened == 0  # never started
+
+
+@pytest.mark.anyio
+async def test_the_event_pump_keeps_nothing_of_the_last_event_while_it_waits() -> None:
+    # The pump shows each event on the live stream (cut to MAX_ITEM_BYTES) and waits for the
+    # next holding nothing of it: an 8 MiB notification and its redacted copy are freed
+    # while the server stays silent, not kept until its next event.
+    import gc
+    import tracemalloc
+
+    from mcpl_host.events import ServerNotification, Subscription
+
+    big = 8 * 2**20
+    inspector, subscription = Inspector(), Subscription()
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(inspector._pump_events, subscription)  # pyright: ignore[reportPrivateUsage]
+            await anyio.wait_all_tasks_blocked()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                note = ServerNotification(
+                    server="s", method="notifications/message", params={"blob": "x" * big}
+                )
+                assert subscription.put_observation(note)
+                del note
+                await anyio.wait_all_tasks_blocked()  # shown, and the pump waiting again
+                gc.collect()
+                kept = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+            subscription.end()
+    assert kept < 2**20, f"{kept} bytes kept after the event was shown"

@@ -304,6 +304,7 @@ class Inspector:
         async for event in subscription:
             shown = run_event(event_json(event), self._redactor(event.server))
             self._publish({"type": "event", "event": shown})
+            del event, shown  # nothing of it is held while the next one is awaited
 
     async def _pump_traffic(self, entries: RecordingSubscription) -> None:
         told = 0
