@@ -1,5 +1,6 @@
 """The shell's pure parts: the command language (``shell.commands``), completion
-(``shell.completion``) and held requests (``shell.held``). Plain calls, no terminal."""
+(``shell.completion``) and held requests (``shell.held``); what the event watcher
+(``shell.session``) keeps once an event is printed. Plain calls, no terminal."""
 
 from __future__ import annotations
 
@@ -251,3 +252,57 @@ def test_an_elicitation_answer_is_an_action_or_a_form() -> None:
     for bad in ("maybe", "[1]", '"accept"', "{name: Ada}"):
         with pytest.raises(ValueError, match="JSON object"):
             elicitation_reply(bad)
+
+
+class _Printed:
+    """A ``shell.session.Printer`` that counts the event lines and keeps none."""
+
+    def __init__(self) -> None:
+        self.events = 0
+
+    def line(self, text: object) -> None:
+        pass
+
+    def event(self, head: object, rest: object) -> None:
+        self.events += 1
+
+
+@pytest.mark.anyio
+async def test_the_event_watcher_keeps_nothing_of_the_last_event_while_it_waits() -> None:
+    # The shell prints each event (cut to a line) and waits for the next holding nothing of
+    # it: an 8 MiB notification and what was made of it are freed while the server stays
+    # silent, not kept until its next event. The host is a stand-in with one subscription.
+    import gc
+    import tracemalloc
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from mcpl_host.events import ServerNotification, Subscription
+    from mcpl_host.logging import Redactor
+    from mcpl_host.shell.session import Session
+
+    subscription = Subscription()
+    server = SimpleNamespace(hosted=SimpleNamespace(redactor=Redactor()))
+    host = SimpleNamespace(servers=["s"], events=lambda: subscription, server=lambda name: server)
+    printed = _Printed()
+    session = Session(cast(Any, host), HeldRequests(), printed, current="s")
+    big = 8 * 2**20
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            await tg.start(session.watch_events)
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                note = ServerNotification(
+                    server="s", method="notifications/message", params={"blob": "x" * big}
+                )
+                assert subscription.put_observation(note)
+                del note
+                await anyio.wait_all_tasks_blocked()  # printed, and the watcher waiting again
+                gc.collect()
+                kept = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+            assert printed.events == 1
+            subscription.end()
+    assert kept < 2**20, f"{kept} bytes kept after the event was printed"

@@ -154,6 +154,7 @@ class Session:
                     self.catalog.channels[event.server] = [
                         str(d.get("id")) for d in _objects(event.channels) if "id" in d
                     ]
+                del event, shown, head, rest  # nothing of it is held while the next one is awaited
             tg.cancel_scope.cancel()
 
     async def _follow_lists(self, server: str, state: Coalesce) -> None:
