@@ -636,6 +636,7 @@ async def _host(
                     if gave_up == set(host.servers):
                         status = EXIT_SERVER_FAILED
                         break
+                    del event, shown  # nothing of it is held while the next one is awaited
         tg.cancel_scope.cancel()  # signals during the close were ignored: the close is bounded
     if out is not None:
         report.render_run_end(out, status == EXIT_OK)

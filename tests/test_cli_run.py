@@ -1,6 +1,6 @@
 """``mcpl-host run`` and the new ``probe`` targets (``--ws``, ``--config --server``), end to end:
 the CLI as a child process against the demo server, the scripted server and a loopback
-WebSocket bridge.
+WebSocket bridge; in process, what run's loop keeps once an event is printed.
 
 No sleeps: a test that must act mid-run (Ctrl-C) waits for a line of the CLI's output. The
 servers of each test run from ``tmp_path`` (the demo server through a symlink there), so
@@ -264,3 +264,65 @@ async def test_probe_ws_with_a_token_never_shows_it(token_in: str) -> None:
     assert {tool["name"] for tool in doc["tools"]} >= {"echo", "add"}
     assert SECRET not in out + err
     assert refused.returncode == 1 and "401" in json.loads(refused.stdout)["error"]["message"]
+
+
+@pytest.mark.anyio
+async def test_run_keeps_nothing_of_the_last_event_while_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In process: run's loop prints each event (cut to a line) and waits for the next
+    # holding nothing of it: an 8 MiB notification and what was made of it are freed while
+    # the server stays silent, not kept until its next event. The host run makes is taken
+    # (to ask the ping that makes the server send it) and the printed lines are not kept.
+    import gc
+    import tracemalloc
+
+    from mcpl_host import cli, report
+    from mcpl_host.config_file import HostConfig
+    from mcpl_host.host import Host
+
+    from .wire import Script
+
+    big = 8 * 2**20
+    note = {"jsonrpc": "2.0", "method": "test/big", "params": {"blob": "x" * big}}
+    steps = [*MCP_HANDSHAKE, {"expect": {"method": "ping"}}, {"reply": {}, "then": [note]}]
+    script = Script(tmp_path, [*steps, {"expect": {"method": "test/never"}, "timeout": 60}])
+    del note
+    hosts: list[Host] = []
+    made = anyio.Event()
+    printed = anyio.Event()
+
+    def host(*args: Any, **kwargs: Any) -> Host:
+        hosts.append(Host(*args, **kwargs))
+        made.set()
+        return hosts[-1]
+
+    class Lines:
+        def write(self, text: str) -> int:
+            if "test/big" in text:
+                printed.set()
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(cli, "Host", host)
+    out = report.ReportConsole(file=Lines(), width=100, color_system=None)
+    config = HostConfig({"scripted": script.config()})
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cli._host, config, out, None)  # pyright: ignore[reportPrivateUsage]
+            await made.wait()
+            conn = await hosts[0].server("scripted").connected()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.get_traced_memory()[0]
+                assert await conn.connection.request("ping", None) == {}
+                await printed.wait()
+                await anyio.wait_all_tasks_blocked()  # the loop waiting for the next event
+                gc.collect()
+                kept = tracemalloc.get_traced_memory()[0] - before
+            finally:
+                tracemalloc.stop()
+            tg.cancel_scope.cancel()
+    assert kept < 2**20, f"{kept} bytes kept after the event was printed"
