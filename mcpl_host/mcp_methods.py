@@ -1118,8 +1118,10 @@ class MCPClient:
             wanted = input_required(
                 result, method, max_requests=self._limits.max_input_requests, redactor=self._redactor
             )
+            del result  # only what was read of it is held while the inputs are answered
             responses = await self._answer_inputs(method, wanted.requests)
             params = retry_params(params, responses, wanted.request_state)
+            del wanted  # the retry carries what it needs (params): nothing else is held while it waits
         raise RemoteProtocolError(
             f"the server still asked for input after {rounds} retries of {method} (Limits.max_input_rounds)"
         )

@@ -51,7 +51,7 @@ from mcpl_host.stateless import (
 )
 
 from . import forkserver
-from .wire import MCP_RESULT, SCRIPTED, Script, TestHandlers
+from .wire import MCP_RESULT, SCRIPTED, Script, TestHandlers, mark
 
 pytestmark = pytest.mark.anyio
 
@@ -315,6 +315,51 @@ async def test_input_required_is_answered_by_the_handlers_and_retried(tmp_path: 
         "who": {"action": "decline"},
     }
     assert third["params"]["requestState"] == "opaque-2" and "inputResponses" not in third["params"]
+
+
+async def test_a_retry_keeps_nothing_of_the_answer_that_asked_for_it_while_it_waits(tmp_path: Path) -> None:
+    # While the retry waits for its answer (a long tool run), the call holds what the retry
+    # needs (its params: the request state and the input responses) and nothing else of the
+    # input_required answer: neither 8 MiB of it no retry carries nor an answered input
+    # request of 8 MiB, both freed once the retry is sent.
+    import gc
+    import tracemalloc
+
+    big = 8 * 2**20
+    asked = {
+        "resultType": "input_required",
+        "inputRequests": {"where": {"method": "roots/list", "params": {"_meta": {"blob": "y" * big}}}},
+        "requestState": "s",
+        "_meta": {"blob": "x" * big},
+    }
+    script = Script(
+        tmp_path,
+        [
+            *STATELESS_OPENING,
+            {"expect": {"method": "tools/call"}},
+            {"reply": asked},
+            {"expect": {"method": "tools/call"}},
+            mark("retried"),
+            {"wait_for": {"method": "test/never"}, "timeout": 60},  # the retry is never answered
+        ],
+    )
+    del asked
+    handlers = Served(tmp_path)
+    with anyio.fail_after(20):
+        async with script.connect(handlers=handlers) as conn:
+            async with anyio.create_task_group() as tg:
+                tracemalloc.start()
+                try:
+                    before = tracemalloc.get_traced_memory()[0]
+                    tg.start_soon(conn.mcp.call_tool, "t")
+                    await handlers.mark("retried").wait()
+                    await anyio.wait_all_tasks_blocked()  # the mark read, the retry's answer awaited
+                    gc.collect()
+                    kept = tracemalloc.get_traced_memory()[0] - before
+                finally:
+                    tracemalloc.stop()
+                tg.cancel_scope.cancel()
+    assert kept < 2**20, f"{kept} bytes kept after the retry was sent"
 
 
 async def test_input_rounds_are_bounded_and_undeclared_input_is_refused(tmp_path: Path) -> None:
