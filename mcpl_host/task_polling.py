@@ -224,8 +224,9 @@ class TaskPolling:
                             f"the task {log_value(task_id, self._redactor, max_units=60)} still asked for input"
                             f" after {limits.max_input_rounds} updates (Limits.max_input_rounds)"
                         )
-                    responses = await self._answered(task_id, wanted)
-                    await self.update(task_id, responses, timeout=timeout)
+                    # No local holds the responses: once sent, nothing of them is kept
+                    # while the wait polls on.
+                    await self.update(task_id, await self._answered(task_id, wanted), timeout=timeout)
                     answered.update(wanted)
                 seconds = poll_seconds(
                     state,

@@ -465,3 +465,60 @@ def test_call_async_against_a_handshake_era_server_is_a_usage_error(tmp_path: Pa
     )
     assert done.returncode == 2 and done.stdout == ""
     assert "handshake era" in done.stderr and "nothing was sent" in done.stderr
+
+
+async def test_a_waited_task_keeps_nothing_of_the_input_it_sent_while_it_polls(tmp_path: Path) -> None:
+    # Once tasks/update has carried the responses to a task's input requests, the wait holds
+    # nothing of them while it polls on: an 8 MiB form answer is freed at once, not kept
+    # until the task ends (or next asks for input).
+    import gc
+    import tracemalloc
+
+    from .test_stateless import STATELESS_OPENING
+    from .wire import Script, TestHandlers, mark
+
+    big = 8 * 2**20
+    form = {"mode": "form", "message": "name?", "requestedSchema": {"type": "object"}}
+    asking = {
+        **WORKING,
+        "status": "input_required",
+        "inputRequests": {"who": {"method": "elicitation/create", "params": form}},
+    }
+    script = Script(
+        tmp_path,
+        [
+            *STATELESS_OPENING,
+            {"expect": {"method": "tools/call"}},
+            {"reply": {**asking, "resultType": "task"}},
+            {"wait_for": {"method": "tasks/update"}},
+            {"reply": {"resultType": "complete"}},
+            mark("updated"),
+            {"wait_for": {"method": "test/never"}, "timeout": 60},  # the task never ends
+        ],
+    )
+
+    class BigAnswer(Elicitor):
+        async def elicit(self, context: RequestContext, request: ElicitationRequest) -> ElicitationResult:
+            return ElicitationResult("accept", {"name": "x" * big})
+
+    class Handlers(TestHandlers):
+        def __init__(self) -> None:
+            super().__init__()
+            HostHandlers.__init__(self, elicitation=BigAnswer())
+
+    handlers = Handlers()
+    with anyio.fail_after(TIMEOUT):
+        async with script.connect(handlers=handlers) as conn:
+            async with anyio.create_task_group() as tg:
+                tracemalloc.start()
+                try:
+                    before = tracemalloc.get_traced_memory()[0]
+                    tg.start_soon(lambda: conn.mcp.call_tool("t", task=True))
+                    await handlers.mark("updated").wait()
+                    await anyio.wait_all_tasks_blocked()  # the wait polling on
+                    gc.collect()
+                    kept = tracemalloc.get_traced_memory()[0] - before
+                finally:
+                    tracemalloc.stop()
+                tg.cancel_scope.cancel()
+    assert kept < 2**20, f"{kept} bytes kept after the input was sent"
