@@ -376,11 +376,12 @@ class InboundPool:
                             item.scope = scope
                             self._add_worker()  # it starts if this job waits
                             request, job = item.request, item.job
+                            # Dropped before any job: a background one runs holding no answer.
+                            line: bytes | None = None
                             if request is None or job is None:
                                 await self._run_background(item)
                                 continue
                             self.running += 1
-                            line: bytes | None = None
                             try:
                                 try:
                                     # No local holds the result: the next job runs

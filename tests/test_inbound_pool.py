@@ -123,9 +123,11 @@ class _SentAndDropped:
 
 
 @pytest.mark.anyio
-async def test_a_worker_keeps_nothing_of_the_last_result_while_it_runs_the_next_job() -> None:
+@pytest.mark.parametrize("next_job", ["request", "background"])
+async def test_a_worker_keeps_nothing_of_the_last_job_while_it_runs_the_next(next_job: str) -> None:
     # A worker runs job after job: while the next one waits (for the user, say), nothing of
-    # the last one's result (an 8 MiB tool result, answered and dropped) is kept.
+    # the last one (its 8 MiB request, its 8 MiB result and answer, answered and dropped) is
+    # kept, whether the next is a server request's job or a background job.
     import gc
     import tracemalloc
     from typing import cast
@@ -147,6 +149,9 @@ async def test_a_worker_keeps_nothing_of_the_last_result_while_it_runs_the_next_
         await release.wait()
         return {}
 
+    async def wait_in_background() -> None:
+        await release.wait()
+
     link = Link(cast(Any, _SentAndDropped()), max_outbox_bytes=4 * big, on_lost=_never_lost)
     pool = InboundPool(Limits(), log=get_logger("test"), redactor=Redactor(), is_open=lambda: True)
     with anyio.fail_after(5):
@@ -155,8 +160,11 @@ async def test_a_worker_keeps_nothing_of_the_last_result_while_it_runs_the_next_
             tracemalloc.start()
             try:
                 before = tracemalloc.get_traced_memory()[0]
-                pool.queue(Request(1, "test/big", {}), answer_big, link)
-                pool.queue(Request(2, "test/wait", {}), wait, link)
+                pool.queue(Request(1, "test/big", {"blob": "y" * big}), answer_big, link)
+                if next_job == "request":
+                    pool.queue(Request(2, "test/wait", {}), wait, link)
+                else:
+                    assert pool.start_job(wait_in_background)
                 await anyio.wait_all_tasks_blocked()  # the first answered, the second waiting
                 gc.collect()
                 kept = tracemalloc.get_traced_memory()[0] - before
@@ -164,4 +172,4 @@ async def test_a_worker_keeps_nothing_of_the_last_result_while_it_runs_the_next_
                 tracemalloc.stop()
             assert pool.running == 1
             release.set()
-    assert kept < 2**20, f"{kept} bytes kept after the result was answered"
+    assert kept < 2**20, f"{kept} bytes kept after the job was answered"
