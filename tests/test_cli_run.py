@@ -274,13 +274,11 @@ async def test_run_keeps_nothing_of_the_last_event_while_it_waits(
     # holding nothing of it: an 8 MiB notification and what was made of it are freed while
     # the server stays silent, not kept until its next event. The host run makes is taken
     # (to ask the ping that makes the server send it) and the printed lines are not kept.
-    import gc
-    import tracemalloc
-
     from mcpl_host import cli, report
     from mcpl_host.config_file import HostConfig
     from mcpl_host.host import Host
 
+    from .memory import kept_bytes
     from .wire import Script
 
     big = 8 * 2**20
@@ -314,15 +312,9 @@ async def test_run_keeps_nothing_of_the_last_event_while_it_waits(
             tg.start_soon(cli._host, config, out, None)  # pyright: ignore[reportPrivateUsage]
             await made.wait()
             conn = await hosts[0].server("scripted").connected()
-            tracemalloc.start()
-            try:
-                before = tracemalloc.get_traced_memory()[0]
+            with kept_bytes() as kept:
                 assert await conn.connection.request("ping", None) == {}
                 await printed.wait()
                 await anyio.wait_all_tasks_blocked()  # the loop waiting for the next event
-                gc.collect()
-                kept = tracemalloc.get_traced_memory()[0] - before
-            finally:
-                tracemalloc.stop()
             tg.cancel_scope.cancel()
-    assert kept < 2**20, f"{kept} bytes kept after the event was printed"
+    assert kept.bytes < 2**20, f"{kept.bytes} bytes kept after the event was printed"

@@ -239,19 +239,13 @@ class _BigTaken(HostHandlers):
 async def _kept_once_taken(handlers: _BigTaken, send: Callable[[], Awaitable[None]]) -> int:
     """Bytes (``tracemalloc``) still allocated once the notification ``send()`` starts is
     taken and every task waits again."""
-    import gc
-    import tracemalloc
+    from .memory import kept_bytes
 
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
+    with kept_bytes() as kept:
         await send()
         await handlers.taken.wait()
         await anyio.wait_all_tasks_blocked()  # every reader back at its wait
-        gc.collect()
-        return tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
+    return kept.bytes
 
 
 async def test_the_listening_stream_keeps_nothing_of_its_last_read_while_it_waits(

@@ -128,8 +128,6 @@ async def test_a_worker_keeps_nothing_of_the_last_job_while_it_runs_the_next(nex
     # A worker runs job after job: while the next one waits (for the user, say), nothing of
     # the last one (its 8 MiB request, its 8 MiB result and answer, answered and dropped) is
     # kept, whether the next is a server request's job or a background job.
-    import gc
-    import tracemalloc
     from typing import cast
 
     import anyio
@@ -138,6 +136,8 @@ async def test_a_worker_keeps_nothing_of_the_last_job_while_it_runs_the_next(nex
     from mcpl_host.jsonrpc.envelope import Request
     from mcpl_host.link import Link
     from mcpl_host.logging import Redactor, get_logger
+
+    from .memory import kept_bytes
 
     big = 8 * 2**20
     release = anyio.Event()
@@ -157,19 +157,13 @@ async def test_a_worker_keeps_nothing_of_the_last_job_while_it_runs_the_next(nex
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             pool.open(tg, anyio.Event)
-            tracemalloc.start()
-            try:
-                before = tracemalloc.get_traced_memory()[0]
+            with kept_bytes() as kept:
                 pool.queue(Request(1, "test/big", {"blob": "y" * big}), answer_big, link)
                 if next_job == "request":
                     pool.queue(Request(2, "test/wait", {}), wait, link)
                 else:
                     assert pool.start_job(wait_in_background)
                 await anyio.wait_all_tasks_blocked()  # the first answered, the second waiting
-                gc.collect()
-                kept = tracemalloc.get_traced_memory()[0] - before
-            finally:
-                tracemalloc.stop()
             assert pool.running == 1
             release.set()
-    assert kept < 2**20, f"{kept} bytes kept after the job was answered"
+    assert kept.bytes < 2**20, f"{kept.bytes} bytes kept after the job was answered"

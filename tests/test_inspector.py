@@ -343,10 +343,9 @@ async def test_the_event_pump_keeps_nothing_of_the_last_event_while_it_waits() -
     # The pump shows each event on the live stream (cut to MAX_ITEM_BYTES) and waits for the
     # next holding nothing of it: an 8 MiB notification and its redacted copy are freed
     # while the server stays silent, not kept until its next event.
-    import gc
-    import tracemalloc
-
     from mcpl_host.events import ServerNotification, Subscription
+
+    from .memory import kept_bytes
 
     big = 8 * 2**20
     inspector, subscription = Inspector(), Subscription()
@@ -354,18 +353,12 @@ async def test_the_event_pump_keeps_nothing_of_the_last_event_while_it_waits() -
         async with anyio.create_task_group() as tg:
             tg.start_soon(inspector._pump_events, subscription)  # pyright: ignore[reportPrivateUsage]
             await anyio.wait_all_tasks_blocked()
-            tracemalloc.start()
-            try:
-                before = tracemalloc.get_traced_memory()[0]
+            with kept_bytes() as kept:
                 note = ServerNotification(
                     server="s", method="notifications/message", params={"blob": "x" * big}
                 )
                 assert subscription.put_observation(note)
                 del note
                 await anyio.wait_all_tasks_blocked()  # shown, and the pump waiting again
-                gc.collect()
-                kept = tracemalloc.get_traced_memory()[0] - before
-            finally:
-                tracemalloc.stop()
             subscription.end()
-    assert kept < 2**20, f"{kept} bytes kept after the event was shown"
+    assert kept.bytes < 2**20, f"{kept.bytes} bytes kept after the event was shown"

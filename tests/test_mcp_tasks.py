@@ -471,9 +471,7 @@ async def test_a_waited_task_keeps_nothing_of_the_input_it_sent_while_it_polls(t
     # Once tasks/update has carried the responses to a task's input requests, the wait holds
     # nothing of them while it polls on: an 8 MiB form answer is freed at once, not kept
     # until the task ends (or next asks for input).
-    import gc
-    import tracemalloc
-
+    from .memory import kept_bytes
     from .test_stateless import STATELESS_OPENING
     from .wire import Script, TestHandlers, mark
 
@@ -510,15 +508,9 @@ async def test_a_waited_task_keeps_nothing_of_the_input_it_sent_while_it_polls(t
     with anyio.fail_after(TIMEOUT):
         async with script.connect(handlers=handlers) as conn:
             async with anyio.create_task_group() as tg:
-                tracemalloc.start()
-                try:
-                    before = tracemalloc.get_traced_memory()[0]
+                with kept_bytes() as kept:
                     tg.start_soon(lambda: conn.mcp.call_tool("t", task=True))
                     await handlers.mark("updated").wait()
                     await anyio.wait_all_tasks_blocked()  # the wait polling on
-                    gc.collect()
-                    kept = tracemalloc.get_traced_memory()[0] - before
-                finally:
-                    tracemalloc.stop()
                 tg.cancel_scope.cancel()
-    assert kept < 2**20, f"{kept} bytes kept after the input was sent"
+    assert kept.bytes < 2**20, f"{kept.bytes} bytes kept after the input was sent"

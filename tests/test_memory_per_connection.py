@@ -211,9 +211,7 @@ async def _kept_after_ping(tmp_path: Path, params: object, answer: object, stder
     """Bytes (``tracemalloc``) still allocated after one ``ping`` of ``params`` answered
     ``answer`` (the server first writes the line ``stderr`` to its stderr, if given), its
     result dropped, while the connection waits on a server that stays silent."""
-    import gc
-    import tracemalloc
-
+    from .memory import kept_bytes
     from .wire import MCP_HANDSHAKE, Script
 
     script = Script(
@@ -228,15 +226,10 @@ async def _kept_after_ping(tmp_path: Path, params: object, answer: object, stder
     )
     with anyio.fail_after(30):
         async with script.connect() as conn:
-            tracemalloc.start()
-            try:
-                before = tracemalloc.get_traced_memory()[0]
+            with kept_bytes() as kept:
                 assert await conn.connection.request("ping", params) == answer
                 await anyio.wait_all_tasks_blocked()  # the stderr written before it read too
-                gc.collect()
-                return tracemalloc.get_traced_memory()[0] - before
-            finally:
-                tracemalloc.stop()
+    return kept.bytes
 
 
 @pytest.mark.anyio

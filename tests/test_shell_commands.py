@@ -272,14 +272,14 @@ async def test_the_event_watcher_keeps_nothing_of_the_last_event_while_it_waits(
     # The shell prints each event (cut to a line) and waits for the next holding nothing of
     # it: an 8 MiB notification and what was made of it are freed while the server stays
     # silent, not kept until its next event. The host is a stand-in with one subscription.
-    import gc
-    import tracemalloc
     from types import SimpleNamespace
     from typing import Any, cast
 
     from mcpl_host.events import ServerNotification, Subscription
     from mcpl_host.logging import Redactor
     from mcpl_host.shell.session import Session
+
+    from .memory import kept_bytes
 
     subscription = Subscription()
     server = SimpleNamespace(hosted=SimpleNamespace(redactor=Redactor()))
@@ -290,19 +290,13 @@ async def test_the_event_watcher_keeps_nothing_of_the_last_event_while_it_waits(
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             await tg.start(session.watch_events)
-            tracemalloc.start()
-            try:
-                before = tracemalloc.get_traced_memory()[0]
+            with kept_bytes() as kept:
                 note = ServerNotification(
                     server="s", method="notifications/message", params={"blob": "x" * big}
                 )
                 assert subscription.put_observation(note)
                 del note
                 await anyio.wait_all_tasks_blocked()  # printed, and the watcher waiting again
-                gc.collect()
-                kept = tracemalloc.get_traced_memory()[0] - before
-            finally:
-                tracemalloc.stop()
             assert printed.events == 1
             subscription.end()
-    assert kept < 2**20, f"{kept} bytes kept after the event was printed"
+    assert kept.bytes < 2**20, f"{kept.bytes} bytes kept after the event was printed"

@@ -322,8 +322,7 @@ async def test_a_retry_keeps_nothing_of_the_answer_that_asked_for_it_while_it_wa
     # needs (its params: the request state and the input responses) and nothing else of the
     # input_required answer: neither 8 MiB of it no retry carries nor an answered input
     # request of 8 MiB, both freed once the retry is sent.
-    import gc
-    import tracemalloc
+    from .memory import kept_bytes
 
     big = 8 * 2**20
     asked = {
@@ -348,18 +347,12 @@ async def test_a_retry_keeps_nothing_of_the_answer_that_asked_for_it_while_it_wa
     with anyio.fail_after(20):
         async with script.connect(handlers=handlers) as conn:
             async with anyio.create_task_group() as tg:
-                tracemalloc.start()
-                try:
-                    before = tracemalloc.get_traced_memory()[0]
+                with kept_bytes() as kept:
                     tg.start_soon(conn.mcp.call_tool, "t")
                     await handlers.mark("retried").wait()
                     await anyio.wait_all_tasks_blocked()  # the mark read, the retry's answer awaited
-                    gc.collect()
-                    kept = tracemalloc.get_traced_memory()[0] - before
-                finally:
-                    tracemalloc.stop()
                 tg.cancel_scope.cancel()
-    assert kept < 2**20, f"{kept} bytes kept after the retry was sent"
+    assert kept.bytes < 2**20, f"{kept.bytes} bytes kept after the retry was sent"
 
 
 async def test_input_rounds_are_bounded_and_undeclared_input_is_refused(tmp_path: Path) -> None:
